@@ -337,10 +337,13 @@ mod tests {
         buf.write(b"0123");
         buf.insert(Bytes::from_static(b"4567"));
         buf.write(b"89");
-        let mut slices = [IoSlice::new(&[]); 8];
-        assert_eq!(buf.chunks_vectored(&mut slices), 3);
+        {
+            let mut slices = [IoSlice::new(&[]); 8];
+            assert_eq!(buf.chunks_vectored(&mut slices), 3);
+        }
         // A kernel that took 6 bytes: the next flush starts at byte 6, exactly once.
         buf.advance(6);
+        let mut slices = [IoSlice::new(&[]); 8];
         let mut rest = Vec::new();
         let n = buf.chunks_vectored(&mut slices);
         for s in &slices[..n] {
