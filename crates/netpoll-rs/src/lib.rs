@@ -9,4 +9,9 @@
 //! - connections whose input and output are `thrift_codec::LinkBuffer` chains, with
 //!   writes issued inline by `writev` and a high-water mark on input;
 //! - an async face for tokio: await a whole frame, await the output draining.
-#![warn(missing_docs, missing_debug_implementations, rust_2018_idioms, unreachable_pub)]
+#![warn(
+    missing_docs,
+    missing_debug_implementations,
+    rust_2018_idioms,
+    unreachable_pub
+)]

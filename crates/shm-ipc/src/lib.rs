@@ -8,4 +8,9 @@
 //! - a buffer manager and an IO queue in the shared region, bounds-checked against an
 //!   untrusted peer;
 //! - a volo-core transport, so a service moves to shared memory by changing an address.
-#![warn(missing_docs, missing_debug_implementations, rust_2018_idioms, unreachable_pub)]
+#![warn(
+    missing_docs,
+    missing_debug_implementations,
+    rust_2018_idioms,
+    unreachable_pub
+)]

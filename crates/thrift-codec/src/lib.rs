@@ -53,7 +53,12 @@
 //!   deterministic (byte-identical output for equal values).
 //! - Writers emit strict Binary message headers; readers accept non-strict ones only when
 //!   asked ([`Codec::accept_non_strict`]).
-#![warn(missing_docs, missing_debug_implementations, rust_2018_idioms, unreachable_pub)]
+#![warn(
+    missing_docs,
+    missing_debug_implementations,
+    rust_2018_idioms,
+    unreachable_pub
+)]
 
 mod application_exception;
 mod error;

@@ -248,7 +248,10 @@ impl Buf for LinkBuffer {
     }
 
     fn copy_to_bytes(&mut self, len: usize) -> Bytes {
-        assert!(len <= self.len(), "copy_to_bytes past the end of a LinkBuffer");
+        assert!(
+            len <= self.len(),
+            "copy_to_bytes past the end of a LinkBuffer"
+        );
         self.next(len)
     }
 }
@@ -286,7 +289,9 @@ mod tests {
     use super::*;
 
     fn filled(len: usize, seed: u8) -> Vec<u8> {
-        (0..len).map(|i| (i as u8).wrapping_mul(31).wrapping_add(seed)).collect()
+        (0..len)
+            .map(|i| (i as u8).wrapping_mul(31).wrapping_add(seed))
+            .collect()
     }
 
     #[test]
@@ -300,7 +305,11 @@ mod tests {
         assert_eq!(buf.node_count(), 3);
         assert_eq!(&buf.next(3)[..], b"abc");
         let got = buf.next(10_000);
-        assert_eq!(got.as_ptr(), big_ptr, "inserted node must be handed out as is");
+        assert_eq!(
+            got.as_ptr(),
+            big_ptr,
+            "inserted node must be handed out as is"
+        );
         assert_eq!(got, big);
         assert_eq!(&buf.next(3)[..], b"xyz");
         assert!(buf.is_empty());

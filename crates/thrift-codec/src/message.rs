@@ -190,7 +190,12 @@ impl<P: Protocol> Codec<P> {
         Ok(size)
     }
 
-    fn reserve(&self, buf: &mut LinkBuffer, size: usize, zero_copy: usize) -> Result<(), EncodeError> {
+    fn reserve(
+        &self,
+        buf: &mut LinkBuffer,
+        size: usize,
+        zero_copy: usize,
+    ) -> Result<(), EncodeError> {
         if size > self.max_size {
             return Err(EncodeError::SizeLimitExceeded {
                 size,
@@ -211,7 +216,10 @@ impl<P: Protocol> Codec<P> {
     }
 
     /// Decodes a message header and the body that follows it, filling `input` exactly.
-    pub fn decode_message<M: Message>(&self, input: Bytes) -> Result<(MessageHeader, M), DecodeError> {
+    pub fn decode_message<M: Message>(
+        &self,
+        input: Bytes,
+    ) -> Result<(MessageHeader, M), DecodeError> {
         let mut d = self.decoder(input)?;
         let header = d.read_message_begin()?;
         let value = M::decode(&mut d)?;

@@ -179,7 +179,9 @@ fn message_headers_match_the_spec() {
         .unwrap();
     assert_eq!(
         hex(&buf.next(n)),
-        hex(&unhex("80010001 00000004 6563686f 00000007  0a 0001 0000000000000000 00"))
+        hex(&unhex(
+            "80010001 00000004 6563686f 00000007  0a 0001 0000000000000000 00"
+        ))
     );
     let n = Codec::<Compact>::new()
         .encode_message(&header, &ano, &mut buf)
@@ -246,7 +248,11 @@ fn check_golden<P: Protocol, M: Message + PartialEq + std::fmt::Debug>(
 fn check_all<P: Protocol>(protocol: &str) -> Vec<String> {
     let mut failures = Vec::new();
     let mut check = |r: Option<String>| failures.extend(r);
-    check(check_golden::<P, _>("request", protocol, &util::request_1k()));
+    check(check_golden::<P, _>(
+        "request",
+        protocol,
+        &util::request_1k(),
+    ));
     check(check_golden::<P, _>(
         "response",
         protocol,

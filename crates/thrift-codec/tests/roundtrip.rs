@@ -55,8 +55,19 @@ fn ids() -> impl Strategy<Value = Ids> {
 
 fn mixed() -> impl Strategy<Value = Mixed> {
     (
-        (any::<i64>(), utf8(), any::<bool>(), any::<i8>(), any::<i16>(), any::<i32>()),
-        (finite(), vec(request(), 0..5), btree_map(utf8(), any::<i64>(), 0..8)),
+        (
+            any::<i64>(),
+            utf8(),
+            any::<bool>(),
+            any::<i8>(),
+            any::<i16>(),
+            any::<i32>(),
+        ),
+        (
+            finite(),
+            vec(request(), 0..5),
+            btree_map(utf8(), any::<i64>(), 0..8),
+        ),
         (
             btree_set(any::<i32>(), 0..20),
             vec(utf8(), 0..5),
@@ -163,14 +174,23 @@ fn decoded_strings_and_binaries_borrow_the_input_frame() {
     };
     let bytes = encode::<Binary, _>(&v);
     let back: Ids = decode::<Binary, _>(bytes.clone()).unwrap();
-    assert!(bytes.as_ptr_range().contains(&back.blob.as_ptr()), "blob was copied");
+    assert!(
+        bytes.as_ptr_range().contains(&back.blob.as_ptr()),
+        "blob was copied"
+    );
     let bytes = encode::<Compact, _>(&v);
     let back: Ids = decode::<Compact, _>(bytes.clone()).unwrap();
-    assert!(bytes.as_ptr_range().contains(&back.blob.as_ptr()), "blob was copied");
+    assert!(
+        bytes.as_ptr_range().contains(&back.blob.as_ptr()),
+        "blob was copied"
+    );
     let req = util::request_1k();
     let bytes = encode::<Binary, _>(&req);
     let back: Request = decode::<Binary, _>(bytes.clone()).unwrap();
-    assert!(bytes.as_ptr_range().contains(&back.msg.as_ptr()), "string was copied");
+    assert!(
+        bytes.as_ptr_range().contains(&back.msg.as_ptr()),
+        "string was copied"
+    );
 }
 
 #[test]
@@ -198,7 +218,11 @@ fn large_bytes_are_inserted_as_their_own_node_without_copying() {
         .zero_copy_threshold(8193)
         .encode(&v, &mut buf)
         .unwrap();
-    assert_eq!(buf.node_count(), 1, "below the threshold the blob is copied");
+    assert_eq!(
+        buf.node_count(),
+        1,
+        "below the threshold the blob is copied"
+    );
 }
 
 #[test]

@@ -9,4 +9,9 @@
 //! - a client with pooling, multiplexing, timeouts, retries, load balancing and
 //!   circuit breaking; a server with graceful shutdown;
 //! - transports over netpoll-rs (TCP, UDS), shm-ipc and plain tokio TCP.
-#![warn(missing_docs, missing_debug_implementations, rust_2018_idioms, unreachable_pub)]
+#![warn(
+    missing_docs,
+    missing_debug_implementations,
+    rust_2018_idioms,
+    unreachable_pub
+)]

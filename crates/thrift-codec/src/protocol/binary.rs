@@ -10,8 +10,8 @@ use crate::error::{DecodeError, DecodeErrorKind};
 use crate::link_buffer::LinkBuffer;
 use crate::message::MessageHeader;
 use crate::protocol::{
-    DecodeLimits, Decoder, Encoder, FieldHeader, ListHeader, MapHeader, Protocol, Sizer,
-    check_len, enter, message_type,
+    DecodeLimits, Decoder, Encoder, FieldHeader, ListHeader, MapHeader, Protocol, Sizer, check_len,
+    enter, message_type,
 };
 use crate::simd;
 use crate::ttype::TType;
@@ -192,7 +192,8 @@ impl Encoder for BinaryEncoder<'_> {
     #[inline]
     fn write_bool_field(&mut self, id: i16, v: bool) {
         let id = id.to_be_bytes();
-        self.buf.write(&[TType::Bool as u8, id[0], id[1], u8::from(v)]);
+        self.buf
+            .write(&[TType::Bool as u8, id[0], id[1], u8::from(v)]);
     }
     #[inline]
     fn write_bool(&mut self, v: bool) {
@@ -283,7 +284,11 @@ impl BinaryDecoder {
     /// The next `N` bytes, consumed.
     #[inline(always)]
     fn array<const N: usize>(&mut self) -> Result<[u8; N], DecodeError> {
-        match self.input.get(self.pos..).and_then(|rest| rest.first_chunk::<N>()) {
+        match self
+            .input
+            .get(self.pos..)
+            .and_then(|rest| rest.first_chunk::<N>())
+        {
             Some(bytes) => {
                 self.pos += N;
                 Ok(*bytes)
@@ -315,7 +320,9 @@ impl BinaryDecoder {
     fn read_len(&mut self) -> Result<u64, DecodeError> {
         let len = i32::from_be_bytes(self.array()?);
         if len < 0 {
-            return Err(DecodeError::new(DecodeErrorKind::NegativeLength(len.into())));
+            return Err(DecodeError::new(DecodeErrorKind::NegativeLength(
+                len.into(),
+            )));
         }
         Ok(len as u64)
     }
@@ -338,9 +345,7 @@ impl BinaryDecoder {
     /// Takes `len` elements of `width` bytes after checking they are there.
     #[inline]
     fn take_elements(&mut self, len: usize, width: usize) -> Result<&[u8], DecodeError> {
-        let bytes = len
-            .checked_mul(width)
-            .ok_or_else(|| self.eof(usize::MAX))?;
+        let bytes = len.checked_mul(width).ok_or_else(|| self.eof(usize::MAX))?;
         self.take(bytes)
     }
 }

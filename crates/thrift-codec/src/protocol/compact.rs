@@ -12,8 +12,8 @@ use crate::error::{DecodeError, DecodeErrorKind};
 use crate::link_buffer::LinkBuffer;
 use crate::message::MessageHeader;
 use crate::protocol::{
-    DecodeLimits, Decoder, Encoder, FieldHeader, ListHeader, MapHeader, Protocol, Sizer,
-    check_len, enter, message_type,
+    DecodeLimits, Decoder, Encoder, FieldHeader, ListHeader, MapHeader, Protocol, Sizer, check_len,
+    enter, message_type,
 };
 use crate::ttype::TType;
 
@@ -287,10 +287,8 @@ impl CompactEncoder<'_> {
 
 impl Encoder for CompactEncoder<'_> {
     fn write_message_begin(&mut self, header: &MessageHeader) {
-        self.buf.write(&[
-            PROTOCOL_ID,
-            ((header.ty as u8) << TYPE_SHIFT) | VERSION,
-        ]);
+        self.buf
+            .write(&[PROTOCOL_ID, ((header.ty as u8) << TYPE_SHIFT) | VERSION]);
         self.varint(u64::from(header.seq_id as u32));
         self.write_binary(header.name.as_bytes());
     }
@@ -313,7 +311,9 @@ impl Encoder for CompactEncoder<'_> {
     }
     #[inline]
     fn write_bool(&mut self, v: bool) {
-        self.buf.tail_mut().put_u8(if v { CT_TRUE } else { CT_FALSE });
+        self.buf
+            .tail_mut()
+            .put_u8(if v { CT_TRUE } else { CT_FALSE });
     }
     #[inline]
     fn write_i8(&mut self, v: i8) {
@@ -419,7 +419,11 @@ impl CompactDecoder {
 
     #[inline(always)]
     fn array<const N: usize>(&mut self) -> Result<[u8; N], DecodeError> {
-        match self.input.get(self.pos..).and_then(|rest| rest.first_chunk::<N>()) {
+        match self
+            .input
+            .get(self.pos..)
+            .and_then(|rest| rest.first_chunk::<N>())
+        {
             Some(bytes) => {
                 self.pos += N;
                 Ok(*bytes)
@@ -467,7 +471,9 @@ impl CompactDecoder {
     fn read_len(&mut self) -> Result<u64, DecodeError> {
         let len = self.varint32()? as i32;
         if len < 0 {
-            return Err(DecodeError::new(DecodeErrorKind::NegativeLength(len.into())));
+            return Err(DecodeError::new(DecodeErrorKind::NegativeLength(
+                len.into(),
+            )));
         }
         Ok(len as u64)
     }
@@ -630,10 +636,11 @@ impl Decoder for CompactDecoder {
     fn read_f64_slice(&mut self, len: usize, out: &mut Vec<f64>) -> Result<(), DecodeError> {
         let bytes = len.checked_mul(8).ok_or_else(|| self.eof(usize::MAX))?;
         let src = self.take(bytes)?;
-        out.extend(
-            src.chunks_exact(8)
-                .map(|c| f64::from_bits(u64::from_le_bytes([c[0], c[1], c[2], c[3], c[4], c[5], c[6], c[7]]))),
-        );
+        out.extend(src.chunks_exact(8).map(|c| {
+            f64::from_bits(u64::from_le_bytes([
+                c[0], c[1], c[2], c[3], c[4], c[5], c[6], c[7],
+            ]))
+        }));
         Ok(())
     }
 

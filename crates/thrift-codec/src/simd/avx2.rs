@@ -82,7 +82,8 @@ pub fn get_i32s_be(src: &[u8], dst: &mut Vec<i32>) {
     // SAFETY: `MaybeUninit<u8>` has alignment 1 and accepts any (or no) byte value, and the
     // `n` slots of `MaybeUninit<i32>` are exactly `n * 4` bytes; the view reborrows `spare`
     // mutably, so nothing else aliases it.
-    let bytes = unsafe { slice::from_raw_parts_mut(spare.as_mut_ptr().cast::<MaybeUninit<u8>>(), n * 4) };
+    let bytes =
+        unsafe { slice::from_raw_parts_mut(spare.as_mut_ptr().cast::<MaybeUninit<u8>>(), n * 4) };
     swap_copy::<4>(&src[..n * 4], bytes);
     // SAFETY: `swap_copy` initialized all `n * 4` bytes of the first `n` spare slots (it
     // writes every byte of `dst` when both slices have the same length, a multiple of 4), and
@@ -105,7 +106,8 @@ pub fn get_i64s_be(src: &[u8], dst: &mut Vec<i64>) {
     // SAFETY: `MaybeUninit<u8>` has alignment 1 and accepts any (or no) byte value, and the
     // `n` slots of `MaybeUninit<i64>` are exactly `n * 8` bytes; the view reborrows `spare`
     // mutably, so nothing else aliases it.
-    let bytes = unsafe { slice::from_raw_parts_mut(spare.as_mut_ptr().cast::<MaybeUninit<u8>>(), n * 8) };
+    let bytes =
+        unsafe { slice::from_raw_parts_mut(spare.as_mut_ptr().cast::<MaybeUninit<u8>>(), n * 8) };
     swap_copy::<8>(&src[..n * 8], bytes);
     // SAFETY: `swap_copy` initialized all `n * 8` bytes of the first `n` spare slots (it
     // writes every byte of `dst` when both slices have the same length, a multiple of 8), and
@@ -129,7 +131,8 @@ pub fn get_f64s_be(src: &[u8], dst: &mut Vec<f64>) {
     // SAFETY: `MaybeUninit<u8>` has alignment 1 and accepts any (or no) byte value, and the
     // `n` slots of `MaybeUninit<f64>` are exactly `n * 8` bytes; the view reborrows `spare`
     // mutably, so nothing else aliases it.
-    let bytes = unsafe { slice::from_raw_parts_mut(spare.as_mut_ptr().cast::<MaybeUninit<u8>>(), n * 8) };
+    let bytes =
+        unsafe { slice::from_raw_parts_mut(spare.as_mut_ptr().cast::<MaybeUninit<u8>>(), n * 8) };
     swap_copy::<8>(&src[..n * 8], bytes);
     // SAFETY: `swap_copy` initialized all `n * 8` bytes of the first `n` spare slots (it
     // writes every byte of `dst` when both slices have the same length, a multiple of 8), and
@@ -174,7 +177,10 @@ fn put_swapped<const W: usize>(dst: &mut BytesMut, src: &[u8]) {
 /// If the CPU does not support AVX2.
 #[inline(always)]
 fn swap_copy<const W: usize>(src: &[u8], dst: &mut [MaybeUninit<u8>]) {
-    assert!(is_available(), "thrift_codec::simd::avx2 called on a CPU without AVX2");
+    assert!(
+        is_available(),
+        "thrift_codec::simd::avx2 called on a CPU without AVX2"
+    );
     debug_assert_eq!(src.len(), dst.len());
     debug_assert!(src.len().is_multiple_of(W));
     #[cfg(target_arch = "x86_64")]

@@ -127,7 +127,9 @@ mod tests {
 
     /// Lengths around every loop boundary of the AVX2 kernel (32-byte vectors, 128-byte
     /// unrolled iterations) for both element widths.
-    const LENGTHS: &[usize] = &[0, 1, 2, 3, 4, 7, 8, 9, 15, 16, 17, 31, 32, 33, 40, 63, 64, 65];
+    const LENGTHS: &[usize] = &[
+        0, 1, 2, 3, 4, 7, 8, 9, 15, 16, 17, 31, 32, 33, 40, 63, 64, 65,
+    ];
 
     fn values_i64(n: usize) -> Vec<i64> {
         (0..n as i64)
@@ -171,7 +173,10 @@ mod tests {
 
     fn check_i32s(put: Put<i32>, get: Get<i32>) {
         for &n in LENGTHS {
-            let v: Vec<i32> = values_i64(n).into_iter().map(|x| (x >> 17) as i32).collect();
+            let v: Vec<i32> = values_i64(n)
+                .into_iter()
+                .map(|x| (x >> 17) as i32)
+                .collect();
             check(put, get, &v, &reference_be(&v, i32::to_be_bytes));
         }
     }
@@ -182,7 +187,13 @@ mod tests {
             let v: Vec<f64> = values_i64(n)
                 .into_iter()
                 .enumerate()
-                .map(|(i, x)| if i % 3 == 0 { specials[i % 5] } else { f64::from_bits(x as u64) })
+                .map(|(i, x)| {
+                    if i % 3 == 0 {
+                        specials[i % 5]
+                    } else {
+                        f64::from_bits(x as u64)
+                    }
+                })
                 .collect();
             let want = reference_be(&v, |x: f64| x.to_bits().to_be_bytes());
             let mut dst = BytesMut::new();

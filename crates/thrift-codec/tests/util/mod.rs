@@ -61,7 +61,9 @@ pub fn my_test(n: usize) -> MyTest {
 pub fn ids(n: usize, blob: usize) -> Ids {
     Ids {
         ids32: (0..n as i32).map(|i| i.wrapping_mul(-7_654_321)).collect(),
-        ids64: (0..n as i64).map(|i| i.wrapping_mul(0x0123_4567_89ab)).collect(),
+        ids64: (0..n as i64)
+            .map(|i| i.wrapping_mul(0x0123_4567_89ab))
+            .collect(),
         scores: (0..n).map(|i| i as f64 / 3.0 - 1.5).collect(),
         blob: Bytes::from((0..blob).map(|i| (i * 13) as u8).collect::<Vec<u8>>()),
     }
@@ -89,7 +91,9 @@ pub fn mixed(scale: usize) -> Mixed {
         tags: (0..8 * scale as i32)
             .map(|i| i * 3 - 7)
             .collect::<BTreeSet<_>>(),
-        labels: (0..4 * scale).map(|i| text(&format!("label-{i}"))).collect(),
+        labels: (0..4 * scale)
+            .map(|i| text(&format!("label-{i}")))
+            .collect(),
         payload: Some(Bytes::from(vec![0xab; 20 * scale])),
         ids: ids(4 * scale, 8 * scale),
     }
