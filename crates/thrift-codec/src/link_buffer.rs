@@ -384,6 +384,20 @@ mod tests {
     }
 
     #[test]
+    fn buf_mut_writes_land_in_the_tail_after_inserted_nodes() {
+        let mut buf = LinkBuffer::new();
+        buf.insert(Bytes::from_static(b"ab"));
+        // `put_bytes` goes through `chunk_mut` and `advance_mut`.
+        buf.put_bytes(b'z', 300);
+        buf.put_u16(0x0102);
+        assert_eq!(buf.len(), 2 + 300 + 2);
+        assert_eq!(&buf.next(2)[..], b"ab");
+        let rest = buf.next(302);
+        assert!(rest[..300].iter().all(|&b| b == b'z'));
+        assert_eq!(&rest[300..], &[1, 2]);
+    }
+
+    #[test]
     fn clear_keeps_the_tail_allocation() {
         let mut buf = LinkBuffer::with_capacity(1024);
         buf.write(&filled(512, 1));
