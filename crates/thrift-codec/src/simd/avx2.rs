@@ -208,7 +208,7 @@ mod x86_64 {
     /// Bytes per AVX2 vector.
     const VECTOR: usize = 32;
     /// Vectors per iteration of the main loop.
-    const UNROLL: usize = 1;
+    const UNROLL: usize = 4;
 
     /// The `vpshufb` control that reverses every `W`-byte word of a 32-byte vector.
     /// `vpshufb` shuffles within each 16-byte lane; both lanes get the same pattern.
