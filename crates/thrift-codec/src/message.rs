@@ -13,7 +13,7 @@ use crate::utf8_bytes::Utf8Bytes;
 /// any [`Protocol`].
 ///
 /// Generated code implements it; so do the hand-written reference types in
-/// [`fixtures`](crate::fixtures) (feature `fixtures`). Contract for implementers:
+/// the `fixtures` module (feature `fixtures`). Contract for implementers:
 ///
 /// - `size` returns exactly the number of bytes `encode` writes, for the same sizer and
 ///   encoder protocol. [`Codec::encode`] reserves that many bytes once; an `encode` that

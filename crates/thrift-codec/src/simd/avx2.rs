@@ -13,8 +13,8 @@ use std::slice;
 
 use bytes::BytesMut;
 
-/// Whether the running CPU supports AVX2, i.e. whether the other functions of this module may
-/// be called. Always `false` off `x86_64`.
+/// Whether the running CPU supports AVX2, i.e. whether the other functions of this module can
+/// be called without panicking. Always `false` off `x86_64`.
 ///
 /// The detection runs once per process; later calls are a relaxed atomic load.
 #[inline]
@@ -36,8 +36,9 @@ pub fn is_available() -> bool {
 ///
 /// If the CPU does not support AVX2 (`!is_available()`).
 pub fn put_i32s_be(dst: &mut BytesMut, src: &[i32]) {
-    // SAFETY: `i32` has no padding bytes and any alignment satisfies `u8`; the byte view
-    // covers exactly the `size_of_val(src)` bytes of `src` and borrows it immutably.
+    // SAFETY: `src.as_ptr()` is non-null and valid for reads of `size_of_val(src)` bytes, all
+    // initialized (`i32` has no padding), and any alignment satisfies `u8`; the byte view
+    // borrows `src` immutably for its whole life.
     let bytes = unsafe { slice::from_raw_parts(src.as_ptr().cast::<u8>(), mem::size_of_val(src)) };
     put_swapped::<4>(dst, bytes);
 }
@@ -48,8 +49,9 @@ pub fn put_i32s_be(dst: &mut BytesMut, src: &[i32]) {
 ///
 /// If the CPU does not support AVX2 (`!is_available()`).
 pub fn put_i64s_be(dst: &mut BytesMut, src: &[i64]) {
-    // SAFETY: `i64` has no padding bytes and any alignment satisfies `u8`; the byte view
-    // covers exactly the `size_of_val(src)` bytes of `src` and borrows it immutably.
+    // SAFETY: `src.as_ptr()` is non-null and valid for reads of `size_of_val(src)` bytes, all
+    // initialized (`i64` has no padding), and any alignment satisfies `u8`; the byte view
+    // borrows `src` immutably for its whole life.
     let bytes = unsafe { slice::from_raw_parts(src.as_ptr().cast::<u8>(), mem::size_of_val(src)) };
     put_swapped::<8>(dst, bytes);
 }
@@ -60,9 +62,9 @@ pub fn put_i64s_be(dst: &mut BytesMut, src: &[i64]) {
 ///
 /// If the CPU does not support AVX2 (`!is_available()`).
 pub fn put_f64s_be(dst: &mut BytesMut, src: &[f64]) {
-    // SAFETY: `f64` has no padding bytes and any alignment satisfies `u8`; the byte view
-    // covers exactly the `size_of_val(src)` bytes of `src` (the bits `to_bits` would return)
-    // and borrows it immutably.
+    // SAFETY: `src.as_ptr()` is non-null and valid for reads of `size_of_val(src)` bytes, all
+    // initialized (`f64` has no padding; the bytes are those of `to_bits`), and any alignment
+    // satisfies `u8`; the byte view borrows `src` immutably for its whole life.
     let bytes = unsafe { slice::from_raw_parts(src.as_ptr().cast::<u8>(), mem::size_of_val(src)) };
     put_swapped::<8>(dst, bytes);
 }

@@ -1,9 +1,10 @@
-//! Portable implementations in plain Rust: the reference the other paths must match.
+//! Portable implementations in plain Rust: the reference the other paths must match, and the
+//! fallback on CPUs without AVX2 and on every other architecture.
 //!
 //! Each function is a loop of `to_be_bytes` / `from_be_bytes` over fixed-size chunks, which
-//! the compiler turns into vector byte swaps on its own (`pshufb` on x86_64 with the baseline
-//! SSSE3-less target it still unrolls into `bswap`s). The only `unsafe` is the single
-//! `set_len` after the spare capacity has been filled.
+//! the compiler vectorizes on its own (on baseline `x86_64`, into SSE2 unpack-and-shuffle
+//! sequences). The only `unsafe` is the single `set_len` after the spare capacity has been
+//! filled.
 
 use std::mem::MaybeUninit;
 
