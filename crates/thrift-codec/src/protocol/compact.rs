@@ -13,7 +13,7 @@ use crate::link_buffer::LinkBuffer;
 use crate::message::MessageHeader;
 use crate::protocol::{
     DecodeLimits, Decoder, Encoder, FieldHeader, ListHeader, MapHeader, Protocol, Sizer, check_len,
-    enter, message_type,
+    enter, initial_capacity, message_type,
 };
 use crate::ttype::TType;
 
@@ -618,7 +618,8 @@ impl Decoder for CompactDecoder {
     }
 
     fn read_i32_slice(&mut self, len: usize, out: &mut Vec<i32>) -> Result<(), DecodeError> {
-        out.reserve(len);
+        // `len` was checked at one byte per element; an i32 takes four in memory.
+        out.reserve(initial_capacity::<i32>(len));
         for _ in 0..len {
             out.push(self.read_i32()?);
         }
@@ -626,7 +627,8 @@ impl Decoder for CompactDecoder {
     }
 
     fn read_i64_slice(&mut self, len: usize, out: &mut Vec<i64>) -> Result<(), DecodeError> {
-        out.reserve(len);
+        // `len` was checked at one byte per element; an i64 takes eight in memory.
+        out.reserve(initial_capacity::<i64>(len));
         for _ in 0..len {
             out.push(self.read_i64()?);
         }

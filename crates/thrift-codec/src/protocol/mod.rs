@@ -365,13 +365,15 @@ pub fn write_f64_list<E: Encoder>(e: &mut E, v: &[f64]) {
     e.write_f64_slice(v);
 }
 
-/// Reads a whole `list<i32>`. The header's count was checked against the input at four
-/// (Binary) or one (Compact) byte per element, so the reservation is bounded by it.
+/// Reads a whole `list<i32>`. The protocol's slice reader reserves: all at once where the
+/// count was checked at the element's full width (Binary), at most 64 KiB up front where
+/// an element may be a one-byte varint (Compact), so that a reservation never exceeds
+/// what the input could decode to by more than that.
 #[inline]
 pub fn read_i32_list<D: Decoder>(d: &mut D) -> Result<Vec<i32>, DecodeError> {
     let header = d.read_list_begin()?;
     expect_element(header.elem, TType::I32, header.len)?;
-    let mut out = Vec::with_capacity(header.len);
+    let mut out = Vec::new();
     d.read_i32_slice(header.len, &mut out)?;
     d.read_container_end();
     Ok(out)
@@ -382,7 +384,7 @@ pub fn read_i32_list<D: Decoder>(d: &mut D) -> Result<Vec<i32>, DecodeError> {
 pub fn read_i64_list<D: Decoder>(d: &mut D) -> Result<Vec<i64>, DecodeError> {
     let header = d.read_list_begin()?;
     expect_element(header.elem, TType::I64, header.len)?;
-    let mut out = Vec::with_capacity(header.len);
+    let mut out = Vec::new();
     d.read_i64_slice(header.len, &mut out)?;
     d.read_container_end();
     Ok(out)
@@ -393,7 +395,7 @@ pub fn read_i64_list<D: Decoder>(d: &mut D) -> Result<Vec<i64>, DecodeError> {
 pub fn read_f64_list<D: Decoder>(d: &mut D) -> Result<Vec<f64>, DecodeError> {
     let header = d.read_list_begin()?;
     expect_element(header.elem, TType::Double, header.len)?;
-    let mut out = Vec::with_capacity(header.len);
+    let mut out = Vec::new();
     d.read_f64_slice(header.len, &mut out)?;
     d.read_container_end();
     Ok(out)

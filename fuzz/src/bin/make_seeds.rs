@@ -1,0 +1,27 @@
+//! Writes the seed corpus of both fuzz targets: every sample value of
+//! `thrift_codec_fuzz::seeds` into `corpus/decode/` and `corpus/skip/` (or under the
+//! directory given as the only argument). Run it before fuzzing:
+//!
+//! ```text
+//! cargo run --manifest-path fuzz/Cargo.toml --bin make_seeds
+//! cargo +nightly fuzz run decode
+//! ```
+
+use std::path::PathBuf;
+
+fn main() -> std::io::Result<()> {
+    let root = std::env::args_os()
+        .nth(1)
+        .map(PathBuf::from)
+        .unwrap_or_else(|| PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("corpus"));
+    let seeds = thrift_codec_fuzz::seeds();
+    for target in ["decode", "skip"] {
+        let dir = root.join(target);
+        std::fs::create_dir_all(&dir)?;
+        for (i, seed) in seeds.iter().enumerate() {
+            std::fs::write(dir.join(format!("seed-{i:02}")), seed)?;
+        }
+        println!("{} seeds in {}", seeds.len(), dir.display());
+    }
+    Ok(())
+}
