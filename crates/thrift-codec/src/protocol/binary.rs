@@ -48,6 +48,19 @@ impl Protocol for Binary {
     }
 }
 
+/// The wire width of every value of `ty`, where it does not depend on the value.
+#[inline]
+fn fixed_width(ty: TType) -> Option<usize> {
+    match ty {
+        TType::Bool | TType::I8 => Some(1),
+        TType::I16 => Some(2),
+        TType::I32 => Some(4),
+        TType::I64 | TType::Double => Some(8),
+        TType::Uuid => Some(16),
+        _ => None,
+    }
+}
+
 /// The minimum wire width of a value of `ty` in the Binary protocol.
 #[inline]
 fn min_width(ty: TType) -> u64 {
@@ -150,6 +163,10 @@ impl Sizer for BinarySizer {
     #[inline]
     fn zero_copy_len(&self) -> usize {
         self.zero_copy
+    }
+    #[inline]
+    fn fixed_width(&self, ty: TType) -> Option<usize> {
+        fixed_width(ty)
     }
 }
 
@@ -494,14 +511,7 @@ impl Decoder for BinaryDecoder {
 
     #[inline]
     fn fixed_width(&self, ty: TType) -> Option<usize> {
-        match ty {
-            TType::Bool | TType::I8 => Some(1),
-            TType::I16 => Some(2),
-            TType::I32 => Some(4),
-            TType::I64 | TType::Double => Some(8),
-            TType::Uuid => Some(16),
-            _ => None,
-        }
+        fixed_width(ty)
     }
 
     #[inline]

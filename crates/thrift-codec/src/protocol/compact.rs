@@ -98,6 +98,17 @@ fn from_compact_type(nibble: u8) -> Result<TType, DecodeError> {
     })
 }
 
+/// The wire width of every value of `ty`, where it does not depend on the value.
+#[inline]
+fn fixed_width(ty: TType) -> Option<usize> {
+    match ty {
+        TType::Bool | TType::I8 => Some(1),
+        TType::Double => Some(8),
+        TType::Uuid => Some(16),
+        _ => None,
+    }
+}
+
 /// The minimum wire width of a value of `ty` in the Compact protocol.
 #[inline]
 fn min_width(ty: TType) -> u64 {
@@ -248,6 +259,10 @@ impl Sizer for CompactSizer {
     #[inline]
     fn zero_copy_len(&self) -> usize {
         self.zero_copy
+    }
+    #[inline]
+    fn fixed_width(&self, ty: TType) -> Option<usize> {
+        fixed_width(ty)
     }
 }
 
@@ -653,12 +668,7 @@ impl Decoder for CompactDecoder {
 
     #[inline]
     fn fixed_width(&self, ty: TType) -> Option<usize> {
-        match ty {
-            TType::Bool | TType::I8 => Some(1),
-            TType::Double => Some(8),
-            TType::Uuid => Some(16),
-            _ => None,
-        }
+        fixed_width(ty)
     }
 
     #[inline]

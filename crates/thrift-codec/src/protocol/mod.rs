@@ -113,6 +113,10 @@ pub trait Sizer {
     }
     /// Bytes counted so far that the encoder will insert without copying.
     fn zero_copy_len(&self) -> usize;
+    /// The wire width of every value of `ty`, when it does not depend on the value: lets
+    /// containers of such elements be sized in O(1) (`len * width`) instead of by
+    /// walking them.
+    fn fixed_width(&self, ty: TType) -> Option<usize>;
 }
 
 /// The writing pass. Methods cannot fail: the caller reserved the exact size first.
