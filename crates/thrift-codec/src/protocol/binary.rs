@@ -9,6 +9,7 @@ use bytes::{BufMut, Bytes};
 use crate::error::{DecodeError, DecodeErrorKind};
 use crate::link_buffer::LinkBuffer;
 use crate::message::MessageHeader;
+use crate::protocol::input::Input;
 use crate::protocol::{
     DecodeLimits, Decoder, Encoder, FieldHeader, ListHeader, MapHeader, Protocol, Sizer, check_len,
     enter, message_type,
@@ -281,8 +282,7 @@ impl Encoder for BinaryEncoder<'_> {
 /// Reads the Binary protocol from one `Bytes` frame.
 #[derive(Debug, Clone)]
 pub struct BinaryDecoder {
-    input: Bytes,
-    pos: usize,
+    input: Input,
     depth: usize,
     limits: DecodeLimits,
 }
@@ -291,51 +291,15 @@ impl BinaryDecoder {
     /// A decoder over `input`.
     pub fn new(input: Bytes, limits: DecodeLimits) -> Self {
         BinaryDecoder {
-            input,
-            pos: 0,
+            input: Input::new(input),
             depth: 0,
             limits,
         }
     }
 
-    /// The next `N` bytes, consumed.
-    #[inline(always)]
-    fn array<const N: usize>(&mut self) -> Result<[u8; N], DecodeError> {
-        match self
-            .input
-            .get(self.pos..)
-            .and_then(|rest| rest.first_chunk::<N>())
-        {
-            Some(bytes) => {
-                self.pos += N;
-                Ok(*bytes)
-            }
-            None => Err(self.eof(N)),
-        }
-    }
-
-    /// The next `len` bytes as a slice of the input, consumed.
-    #[inline]
-    fn take(&mut self, len: usize) -> Result<&[u8], DecodeError> {
-        if len > self.remaining() {
-            return Err(self.eof(len));
-        }
-        let start = self.pos;
-        self.pos += len;
-        Ok(&self.input[start..self.pos])
-    }
-
-    #[cold]
-    fn eof(&self, needed: usize) -> DecodeError {
-        DecodeError::new(DecodeErrorKind::UnexpectedEof {
-            needed,
-            remaining: self.remaining(),
-        })
-    }
-
     #[inline]
     fn read_len(&mut self) -> Result<u64, DecodeError> {
-        let len = i32::from_be_bytes(self.array()?);
+        let len = i32::from_be_bytes(self.input.array()?);
         if len < 0 {
             return Err(DecodeError::new(DecodeErrorKind::NegativeLength(
                 len.into(),
@@ -346,7 +310,7 @@ impl BinaryDecoder {
 
     #[inline]
     fn read_type(&mut self) -> Result<TType, DecodeError> {
-        let [id] = self.array()?;
+        let [id] = self.input.array()?;
         TType::from_binary_id(id)
     }
 
@@ -358,18 +322,11 @@ impl BinaryDecoder {
         }
         Ok(ty)
     }
-
-    /// Takes `len` elements of `width` bytes after checking they are there.
-    #[inline]
-    fn take_elements(&mut self, len: usize, width: usize) -> Result<&[u8], DecodeError> {
-        let bytes = len.checked_mul(width).ok_or_else(|| self.eof(usize::MAX))?;
-        self.take(bytes)
-    }
 }
 
 impl Decoder for BinaryDecoder {
     fn read_message_begin(&mut self) -> Result<MessageHeader, DecodeError> {
-        let word = i32::from_be_bytes(self.array()?);
+        let word = i32::from_be_bytes(self.input.array()?);
         if word < 0 {
             let word = word as u32;
             if word & VERSION_MASK != VERSION_1 {
@@ -382,11 +339,9 @@ impl Decoder for BinaryDecoder {
         } else if self.limits.accept_non_strict {
             // Non-strict: the word was the name's length; a type byte follows the name.
             let len = check_len(word as u64, 1, self.remaining())?;
-            let start = self.pos;
-            self.take(len)?;
-            let name = Utf8Bytes::try_from_bytes(self.input.slice(start..start + len))
+            let name = Utf8Bytes::try_from_bytes(self.input.slice(len)?)
                 .map_err(|_| DecodeError::new(DecodeErrorKind::InvalidUtf8))?;
-            let [ty] = self.array()?;
+            let [ty] = self.input.array()?;
             let ty = message_type(ty)?;
             let seq_id = self.read_i32()?;
             Ok(MessageHeader { name, ty, seq_id })
@@ -415,46 +370,44 @@ impl Decoder for BinaryDecoder {
         if ty == TType::Void {
             return Err(DecodeError::new(DecodeErrorKind::InvalidType(ty as u8)));
         }
-        let id = i16::from_be_bytes(self.array()?);
+        let id = i16::from_be_bytes(self.input.array()?);
         Ok(FieldHeader { ty, id })
     }
 
     #[inline]
     fn read_bool(&mut self) -> Result<bool, DecodeError> {
-        let [b] = self.array()?;
+        let [b] = self.input.array()?;
         Ok(b != 0)
     }
     #[inline]
     fn read_i8(&mut self) -> Result<i8, DecodeError> {
-        Ok(i8::from_be_bytes(self.array()?))
+        Ok(i8::from_be_bytes(self.input.array()?))
     }
     #[inline]
     fn read_i16(&mut self) -> Result<i16, DecodeError> {
-        Ok(i16::from_be_bytes(self.array()?))
+        Ok(i16::from_be_bytes(self.input.array()?))
     }
     #[inline]
     fn read_i32(&mut self) -> Result<i32, DecodeError> {
-        Ok(i32::from_be_bytes(self.array()?))
+        Ok(i32::from_be_bytes(self.input.array()?))
     }
     #[inline]
     fn read_i64(&mut self) -> Result<i64, DecodeError> {
-        Ok(i64::from_be_bytes(self.array()?))
+        Ok(i64::from_be_bytes(self.input.array()?))
     }
     #[inline]
     fn read_double(&mut self) -> Result<f64, DecodeError> {
-        Ok(f64::from_bits(u64::from_be_bytes(self.array()?)))
+        Ok(f64::from_bits(u64::from_be_bytes(self.input.array()?)))
     }
     #[inline]
     fn read_uuid(&mut self) -> Result<[u8; 16], DecodeError> {
-        self.array()
+        self.input.array()
     }
 
     #[inline]
     fn read_bytes(&mut self) -> Result<Bytes, DecodeError> {
         let len = check_len(self.read_len()?, 1, self.remaining())?;
-        let start = self.pos;
-        self.pos += len;
-        Ok(self.input.slice(start..self.pos))
+        self.input.slice(len)
     }
 
     #[inline]
@@ -485,28 +438,28 @@ impl Decoder for BinaryDecoder {
 
     #[inline]
     fn read_i32_slice(&mut self, len: usize, out: &mut Vec<i32>) -> Result<(), DecodeError> {
-        let src = self.take_elements(len, 4)?;
+        let src = self.input.take_elements(len, 4)?;
         simd::get_i32s_be(src, out);
         Ok(())
     }
 
     #[inline]
     fn read_i64_slice(&mut self, len: usize, out: &mut Vec<i64>) -> Result<(), DecodeError> {
-        let src = self.take_elements(len, 8)?;
+        let src = self.input.take_elements(len, 8)?;
         simd::get_i64s_be(src, out);
         Ok(())
     }
 
     #[inline]
     fn read_f64_slice(&mut self, len: usize, out: &mut Vec<f64>) -> Result<(), DecodeError> {
-        let src = self.take_elements(len, 8)?;
+        let src = self.input.take_elements(len, 8)?;
         simd::get_f64s_be(src, out);
         Ok(())
     }
 
     #[inline]
     fn skip_bytes(&mut self, len: usize) -> Result<(), DecodeError> {
-        self.take(len).map(drop)
+        self.input.take(len).map(drop)
     }
 
     #[inline]
@@ -516,6 +469,6 @@ impl Decoder for BinaryDecoder {
 
     #[inline]
     fn remaining(&self) -> usize {
-        self.input.len() - self.pos
+        self.input.remaining()
     }
 }

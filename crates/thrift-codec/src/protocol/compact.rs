@@ -11,6 +11,7 @@ use bytes::{BufMut, Bytes};
 use crate::error::{DecodeError, DecodeErrorKind};
 use crate::link_buffer::LinkBuffer;
 use crate::message::MessageHeader;
+use crate::protocol::input::Input;
 use crate::protocol::{
     DecodeLimits, Decoder, Encoder, FieldHeader, ListHeader, MapHeader, Protocol, Sizer, check_len,
     enter, initial_capacity, message_type,
@@ -411,8 +412,7 @@ impl Encoder for CompactEncoder<'_> {
 /// Reads the Compact protocol from one `Bytes` frame.
 #[derive(Debug, Clone)]
 pub struct CompactDecoder {
-    input: Bytes,
-    pos: usize,
+    input: Input,
     depth: usize,
     limits: DecodeLimits,
     last_id: i16,
@@ -423,8 +423,7 @@ impl CompactDecoder {
     /// A decoder over `input`.
     pub fn new(input: Bytes, limits: DecodeLimits) -> Self {
         CompactDecoder {
-            input,
-            pos: 0,
+            input: Input::new(input),
             depth: 0,
             limits,
             last_id: 0,
@@ -432,41 +431,12 @@ impl CompactDecoder {
         }
     }
 
-    #[inline(always)]
-    fn array<const N: usize>(&mut self) -> Result<[u8; N], DecodeError> {
-        match self
-            .input
-            .get(self.pos..)
-            .and_then(|rest| rest.first_chunk::<N>())
-        {
-            Some(bytes) => {
-                self.pos += N;
-                Ok(*bytes)
-            }
-            None => Err(self.eof(N)),
-        }
-    }
-
-    #[inline]
-    fn byte(&mut self) -> Result<u8, DecodeError> {
-        let [b] = self.array()?;
-        Ok(b)
-    }
-
-    #[cold]
-    fn eof(&self, needed: usize) -> DecodeError {
-        DecodeError::new(DecodeErrorKind::UnexpectedEof {
-            needed,
-            remaining: self.remaining(),
-        })
-    }
-
     /// An unsigned varint of at most `max_bytes` bytes.
     #[inline]
     fn varint(&mut self, max_bytes: usize) -> Result<u64, DecodeError> {
         let mut value = 0u64;
         for i in 0..max_bytes {
-            let b = self.byte()?;
+            let b = self.input.byte()?;
             value |= u64::from(b & 0x7f) << (7 * i);
             if b & 0x80 == 0 {
                 return Ok(value);
@@ -494,16 +464,6 @@ impl CompactDecoder {
     }
 
     #[inline]
-    fn take(&mut self, len: usize) -> Result<&[u8], DecodeError> {
-        if len > self.remaining() {
-            return Err(self.eof(len));
-        }
-        let start = self.pos;
-        self.pos += len;
-        Ok(&self.input[start..self.pos])
-    }
-
-    #[inline]
     fn elem_type(&self, nibble: u8) -> Result<TType, DecodeError> {
         let ty = from_compact_type(nibble)?;
         if !ty.is_value() {
@@ -515,7 +475,7 @@ impl CompactDecoder {
 
 impl Decoder for CompactDecoder {
     fn read_message_begin(&mut self) -> Result<MessageHeader, DecodeError> {
-        let [id, version_and_type] = self.array()?;
+        let [id, version_and_type] = self.input.array()?;
         if id != PROTOCOL_ID {
             return Err(DecodeError::new(DecodeErrorKind::BadVersion(u32::from(id))));
         }
@@ -544,7 +504,7 @@ impl Decoder for CompactDecoder {
 
     #[inline]
     fn read_field_begin(&mut self) -> Result<FieldHeader, DecodeError> {
-        let b = self.byte()?;
+        let b = self.input.byte()?;
         let nibble = b & 0x0f;
         let ty = from_compact_type(nibble)?;
         if ty == TType::Stop {
@@ -567,12 +527,12 @@ impl Decoder for CompactDecoder {
     fn read_bool(&mut self) -> Result<bool, DecodeError> {
         match self.pending_bool.take() {
             Some(v) => Ok(v),
-            None => Ok(self.byte()? == CT_TRUE),
+            None => Ok(self.input.byte()? == CT_TRUE),
         }
     }
     #[inline]
     fn read_i8(&mut self) -> Result<i8, DecodeError> {
-        Ok(self.byte()? as i8)
+        Ok(self.input.byte()? as i8)
     }
     #[inline]
     fn read_i16(&mut self) -> Result<i16, DecodeError> {
@@ -588,23 +548,21 @@ impl Decoder for CompactDecoder {
     }
     #[inline]
     fn read_double(&mut self) -> Result<f64, DecodeError> {
-        Ok(f64::from_bits(u64::from_le_bytes(self.array()?)))
+        Ok(f64::from_bits(u64::from_le_bytes(self.input.array()?)))
     }
     #[inline]
     fn read_uuid(&mut self) -> Result<[u8; 16], DecodeError> {
-        self.array()
+        self.input.array()
     }
 
     #[inline]
     fn read_bytes(&mut self) -> Result<Bytes, DecodeError> {
         let len = check_len(self.read_len()?, 1, self.remaining())?;
-        let start = self.pos;
-        self.pos += len;
-        Ok(self.input.slice(start..self.pos))
+        self.input.slice(len)
     }
 
     fn read_list_begin(&mut self) -> Result<ListHeader, DecodeError> {
-        let b = self.byte()?;
+        let b = self.input.byte()?;
         let elem = self.elem_type(b & 0x0f)?;
         let short = u64::from(b >> 4);
         let len = if short == 15 { self.read_len()? } else { short };
@@ -619,7 +577,7 @@ impl Decoder for CompactDecoder {
             // An empty map carries no types; any value type will do.
             (TType::Binary, TType::Binary)
         } else {
-            let kv = self.byte()?;
+            let kv = self.input.byte()?;
             (self.elem_type(kv >> 4)?, self.elem_type(kv & 0x0f)?)
         };
         let len = check_len(len, min_width(key) + min_width(value), self.remaining())?;
@@ -651,8 +609,7 @@ impl Decoder for CompactDecoder {
     }
 
     fn read_f64_slice(&mut self, len: usize, out: &mut Vec<f64>) -> Result<(), DecodeError> {
-        let bytes = len.checked_mul(8).ok_or_else(|| self.eof(usize::MAX))?;
-        let src = self.take(bytes)?;
+        let src = self.input.take_elements(len, 8)?;
         out.extend(src.chunks_exact(8).map(|c| {
             f64::from_bits(u64::from_le_bytes([
                 c[0], c[1], c[2], c[3], c[4], c[5], c[6], c[7],
@@ -663,7 +620,7 @@ impl Decoder for CompactDecoder {
 
     #[inline]
     fn skip_bytes(&mut self, len: usize) -> Result<(), DecodeError> {
-        self.take(len).map(drop)
+        self.input.take(len).map(drop)
     }
 
     #[inline]
@@ -673,7 +630,7 @@ impl Decoder for CompactDecoder {
 
     #[inline]
     fn remaining(&self) -> usize {
-        self.input.len() - self.pos
+        self.input.remaining()
     }
 }
 

@@ -22,6 +22,7 @@ use crate::utf8_bytes::Utf8Bytes;
 
 pub mod binary;
 pub mod compact;
+mod input;
 
 /// A wire format: ties a sizer, an encoder and a decoder together.
 ///

@@ -36,11 +36,7 @@ pub fn is_available() -> bool {
 ///
 /// If the CPU does not support AVX2 (`!is_available()`).
 pub fn put_i32s_be(dst: &mut BytesMut, src: &[i32]) {
-    // SAFETY: `src.as_ptr()` is non-null and valid for reads of `size_of_val(src)` bytes, all
-    // initialized (`i32` has no padding), and any alignment satisfies `u8`; the byte view
-    // borrows `src` immutably for its whole life.
-    let bytes = unsafe { slice::from_raw_parts(src.as_ptr().cast::<u8>(), mem::size_of_val(src)) };
-    put_swapped::<4>(dst, bytes);
+    put_swapped::<4>(dst, bytes_of(src));
 }
 
 /// Appends every value of `src` to `dst` as 8 big-endian bytes (`src.len() * 8` bytes in all).
@@ -49,11 +45,7 @@ pub fn put_i32s_be(dst: &mut BytesMut, src: &[i32]) {
 ///
 /// If the CPU does not support AVX2 (`!is_available()`).
 pub fn put_i64s_be(dst: &mut BytesMut, src: &[i64]) {
-    // SAFETY: `src.as_ptr()` is non-null and valid for reads of `size_of_val(src)` bytes, all
-    // initialized (`i64` has no padding), and any alignment satisfies `u8`; the byte view
-    // borrows `src` immutably for its whole life.
-    let bytes = unsafe { slice::from_raw_parts(src.as_ptr().cast::<u8>(), mem::size_of_val(src)) };
-    put_swapped::<8>(dst, bytes);
+    put_swapped::<8>(dst, bytes_of(src));
 }
 
 /// Appends every value of `src` to `dst` as the 8 big-endian bytes of [`f64::to_bits`].
@@ -62,11 +54,7 @@ pub fn put_i64s_be(dst: &mut BytesMut, src: &[i64]) {
 ///
 /// If the CPU does not support AVX2 (`!is_available()`).
 pub fn put_f64s_be(dst: &mut BytesMut, src: &[f64]) {
-    // SAFETY: `src.as_ptr()` is non-null and valid for reads of `size_of_val(src)` bytes, all
-    // initialized (`f64` has no padding; the bytes are those of `to_bits`), and any alignment
-    // satisfies `u8`; the byte view borrows `src` immutably for its whole life.
-    let bytes = unsafe { slice::from_raw_parts(src.as_ptr().cast::<u8>(), mem::size_of_val(src)) };
-    put_swapped::<8>(dst, bytes);
+    put_swapped::<8>(dst, bytes_of(src));
 }
 
 /// Reads `src` as big-endian 4-byte values and appends them to `dst` (`src.len() / 4` values).
@@ -78,19 +66,7 @@ pub fn put_f64s_be(dst: &mut BytesMut, src: &[f64]) {
 ///
 /// If the CPU does not support AVX2 (`!is_available()`).
 pub fn get_i32s_be(src: &[u8], dst: &mut Vec<i32>) {
-    let n = whole_words::<4>(src);
-    dst.reserve(n);
-    let spare = &mut dst.spare_capacity_mut()[..n];
-    // SAFETY: `MaybeUninit<u8>` has alignment 1 and accepts any (or no) byte value, and the
-    // `n` slots of `MaybeUninit<i32>` are exactly `n * 4` bytes; the view reborrows `spare`
-    // mutably, so nothing else aliases it.
-    let bytes =
-        unsafe { slice::from_raw_parts_mut(spare.as_mut_ptr().cast::<MaybeUninit<u8>>(), n * 4) };
-    swap_copy::<4>(&src[..n * 4], bytes);
-    // SAFETY: `swap_copy` initialized all `n * 4` bytes of the first `n` spare slots (it
-    // writes every byte of `dst` when both slices have the same length, a multiple of 4), and
-    // every bit pattern is a valid `i32`; `reserve(n)` guarantees the capacity.
-    unsafe { dst.set_len(dst.len() + n) };
+    get_swapped::<i32, 4>(src, dst);
 }
 
 /// Reads `src` as big-endian 8-byte values and appends them to `dst` (`src.len() / 8` values).
@@ -102,19 +78,7 @@ pub fn get_i32s_be(src: &[u8], dst: &mut Vec<i32>) {
 ///
 /// If the CPU does not support AVX2 (`!is_available()`).
 pub fn get_i64s_be(src: &[u8], dst: &mut Vec<i64>) {
-    let n = whole_words::<8>(src);
-    dst.reserve(n);
-    let spare = &mut dst.spare_capacity_mut()[..n];
-    // SAFETY: `MaybeUninit<u8>` has alignment 1 and accepts any (or no) byte value, and the
-    // `n` slots of `MaybeUninit<i64>` are exactly `n * 8` bytes; the view reborrows `spare`
-    // mutably, so nothing else aliases it.
-    let bytes =
-        unsafe { slice::from_raw_parts_mut(spare.as_mut_ptr().cast::<MaybeUninit<u8>>(), n * 8) };
-    swap_copy::<8>(&src[..n * 8], bytes);
-    // SAFETY: `swap_copy` initialized all `n * 8` bytes of the first `n` spare slots (it
-    // writes every byte of `dst` when both slices have the same length, a multiple of 8), and
-    // every bit pattern is a valid `i64`; `reserve(n)` guarantees the capacity.
-    unsafe { dst.set_len(dst.len() + n) };
+    get_swapped::<i64, 8>(src, dst);
 }
 
 /// Reads `src` as big-endian 8-byte bit patterns and appends them to `dst` via
@@ -127,19 +91,51 @@ pub fn get_i64s_be(src: &[u8], dst: &mut Vec<i64>) {
 ///
 /// If the CPU does not support AVX2 (`!is_available()`).
 pub fn get_f64s_be(src: &[u8], dst: &mut Vec<f64>) {
-    let n = whole_words::<8>(src);
+    get_swapped::<f64, 8>(src, dst);
+}
+
+/// Element types whose every bit pattern of their size is a valid value (no padding, no
+/// invalid values), so bytes written through a byte view of their storage make values.
+///
+/// # Safety
+///
+/// Implement only for such types.
+unsafe trait Plain: Copy {}
+
+// SAFETY: integers and floats of these widths have no padding and accept every bit pattern
+// (for `f64`, every pattern is some number, infinity or NaN, as `from_bits` documents).
+unsafe impl Plain for i32 {}
+// SAFETY: as above.
+unsafe impl Plain for i64 {}
+// SAFETY: as above.
+unsafe impl Plain for f64 {}
+
+/// The memory of `src` as bytes.
+#[inline(always)]
+fn bytes_of<T: Plain>(src: &[T]) -> &[u8] {
+    // SAFETY: `src.as_ptr()` is non-null and valid for reads of `size_of_val(src)` bytes, all
+    // initialized (`T: Plain` has no padding), and any alignment satisfies `u8`; the byte
+    // view borrows `src` immutably for its whole life.
+    unsafe { slice::from_raw_parts(src.as_ptr().cast::<u8>(), mem::size_of_val(src)) }
+}
+
+/// Reserves `src.len() / W` values in `dst` once, byte-swap-copies the whole words of `src`
+/// into the spare capacity, then extends the length once.
+#[inline(always)]
+fn get_swapped<T: Plain, const W: usize>(src: &[u8], dst: &mut Vec<T>) {
+    const { assert!(mem::size_of::<T>() == W) };
+    let n = whole_words::<W>(src);
     dst.reserve(n);
     let spare = &mut dst.spare_capacity_mut()[..n];
     // SAFETY: `MaybeUninit<u8>` has alignment 1 and accepts any (or no) byte value, and the
-    // `n` slots of `MaybeUninit<f64>` are exactly `n * 8` bytes; the view reborrows `spare`
-    // mutably, so nothing else aliases it.
+    // `n` slots of `MaybeUninit<T>` are exactly `n * W` bytes (`size_of::<T>() == W`, checked
+    // at compile time above); the view reborrows `spare` mutably, so nothing else aliases it.
     let bytes =
-        unsafe { slice::from_raw_parts_mut(spare.as_mut_ptr().cast::<MaybeUninit<u8>>(), n * 8) };
-    swap_copy::<8>(&src[..n * 8], bytes);
-    // SAFETY: `swap_copy` initialized all `n * 8` bytes of the first `n` spare slots (it
-    // writes every byte of `dst` when both slices have the same length, a multiple of 8), and
-    // every bit pattern is a valid `f64` (this is `f64::from_bits` of each swapped word);
-    // `reserve(n)` guarantees the capacity.
+        unsafe { slice::from_raw_parts_mut(spare.as_mut_ptr().cast::<MaybeUninit<u8>>(), n * W) };
+    swap_copy::<W>(&src[..n * W], bytes);
+    // SAFETY: `swap_copy` initialized all `n * W` bytes of the first `n` spare slots (it
+    // writes every byte of `dst` when both slices have the same length, a multiple of `W`),
+    // every bit pattern is a valid `T` (`T: Plain`), and `reserve(n)` guarantees the capacity.
     unsafe { dst.set_len(dst.len() + n) };
 }
 
