@@ -4,12 +4,13 @@
 //! strict headers, and old non-strict ones (name first) only when
 //! [`DecodeLimits::accept_non_strict`] is set.
 
-use bytes::{BufMut, Bytes};
+use bytes::Bytes;
 
 use crate::error::{DecodeError, DecodeErrorKind};
 use crate::link_buffer::LinkBuffer;
 use crate::message::MessageHeader;
 use crate::protocol::input::Input;
+use crate::protocol::output::put_array;
 use crate::protocol::{
     DecodeLimits, Decoder, Encoder, FieldHeader, ListHeader, MapHeader, Protocol, Sizer, check_len,
     enter, message_type,
@@ -179,20 +180,24 @@ pub struct BinaryEncoder<'a> {
 }
 
 impl BinaryEncoder<'_> {
-    #[inline]
-    fn len_prefix(&mut self, len: usize) {
-        // Lengths fit: `Codec` refuses values larger than `i32::MAX` in total.
-        self.buf.tail_mut().put_i32(len as i32);
+    #[inline(always)]
+    fn put<const N: usize>(&mut self, bytes: [u8; N]) {
+        put_array(self.buf.tail_mut(), bytes);
+    }
+
+    /// A length as the wire's `i32`. Lengths fit: `Codec` refuses values larger than
+    /// `i32::MAX` bytes in total.
+    #[inline(always)]
+    fn len_bytes(len: usize) -> [u8; 4] {
+        (len as i32).to_be_bytes()
     }
 }
 
 impl Encoder for BinaryEncoder<'_> {
     fn write_message_begin(&mut self, header: &MessageHeader) {
-        self.buf
-            .tail_mut()
-            .put_u32(VERSION_1 | u32::from(header.ty as u8));
+        self.put((VERSION_1 | u32::from(header.ty as u8)).to_be_bytes());
         self.write_binary(header.name.as_bytes());
-        self.buf.tail_mut().put_i32(header.seq_id);
+        self.put(header.seq_id.to_be_bytes());
     }
     #[inline]
     fn write_struct_begin(&mut self) -> i16 {
@@ -200,70 +205,69 @@ impl Encoder for BinaryEncoder<'_> {
     }
     #[inline]
     fn write_struct_end(&mut self, _saved: i16) {
-        self.buf.tail_mut().put_u8(TType::Stop as u8);
+        self.put([TType::Stop as u8]);
     }
     #[inline]
     fn write_field_begin(&mut self, ty: TType, id: i16) {
-        let id = id.to_be_bytes();
-        self.buf.write(&[ty as u8, id[0], id[1]]);
+        let [a, b] = id.to_be_bytes();
+        self.put([ty as u8, a, b]);
     }
     #[inline]
     fn write_bool_field(&mut self, id: i16, v: bool) {
-        let id = id.to_be_bytes();
-        self.buf
-            .write(&[TType::Bool as u8, id[0], id[1], u8::from(v)]);
+        let [a, b] = id.to_be_bytes();
+        self.put([TType::Bool as u8, a, b, u8::from(v)]);
     }
     #[inline]
     fn write_bool(&mut self, v: bool) {
-        self.buf.tail_mut().put_u8(u8::from(v));
+        self.put([u8::from(v)]);
     }
     #[inline]
     fn write_i8(&mut self, v: i8) {
-        self.buf.tail_mut().put_i8(v);
+        self.put(v.to_be_bytes());
     }
     #[inline]
     fn write_i16(&mut self, v: i16) {
-        self.buf.tail_mut().put_i16(v);
+        self.put(v.to_be_bytes());
     }
     #[inline]
     fn write_i32(&mut self, v: i32) {
-        self.buf.tail_mut().put_i32(v);
+        self.put(v.to_be_bytes());
     }
     #[inline]
     fn write_i64(&mut self, v: i64) {
-        self.buf.tail_mut().put_i64(v);
+        self.put(v.to_be_bytes());
     }
     #[inline]
     fn write_double(&mut self, v: f64) {
-        self.buf.tail_mut().put_u64(v.to_bits());
+        self.put(v.to_bits().to_be_bytes());
     }
     #[inline]
     fn write_uuid(&mut self, v: &[u8; 16]) {
-        self.buf.write(v);
+        self.put(*v);
     }
     #[inline]
     fn write_binary(&mut self, v: &[u8]) {
-        self.len_prefix(v.len());
-        self.buf.write(v);
+        self.put(Self::len_bytes(v.len()));
+        self.buf.tail_mut().extend_from_slice(v);
     }
     #[inline]
     fn write_bytes(&mut self, v: &Bytes) {
-        self.len_prefix(v.len());
+        self.put(Self::len_bytes(v.len()));
         if v.len() >= self.zero_copy_threshold {
             self.buf.insert(v.clone());
         } else {
-            self.buf.write(v);
+            self.buf.tail_mut().extend_from_slice(v);
         }
     }
     #[inline]
     fn write_list_begin(&mut self, elem: TType, len: usize) {
-        self.buf.tail_mut().put_u8(elem as u8);
-        self.len_prefix(len);
+        let [a, b, c, d] = Self::len_bytes(len);
+        self.put([elem as u8, a, b, c, d]);
     }
     #[inline]
     fn write_map_begin(&mut self, key: TType, value: TType, len: usize) {
-        self.buf.write(&[key as u8, value as u8]);
-        self.len_prefix(len);
+        let [a, b, c, d] = Self::len_bytes(len);
+        self.put([key as u8, value as u8, a, b, c, d]);
     }
     #[inline]
     fn write_i32_slice(&mut self, v: &[i32]) {

@@ -6,12 +6,13 @@
 //! lists with fewer than 15 elements carry the count in the header's high nibble; an
 //! empty map is the single byte 0.
 
-use bytes::{BufMut, Bytes};
+use bytes::Bytes;
 
 use crate::error::{DecodeError, DecodeErrorKind};
 use crate::link_buffer::LinkBuffer;
 use crate::message::MessageHeader;
 use crate::protocol::input::Input;
+use crate::protocol::output::{put_array, put_prefix};
 use crate::protocol::{
     DecodeLimits, Decoder, Encoder, FieldHeader, ListHeader, MapHeader, Protocol, Sizer, check_len,
     enter, initial_capacity, message_type,
@@ -276,6 +277,16 @@ pub struct CompactEncoder<'a> {
 }
 
 impl CompactEncoder<'_> {
+    #[inline(always)]
+    fn put_u8(&mut self, b: u8) {
+        self.put([b]);
+    }
+
+    #[inline(always)]
+    fn put<const N: usize>(&mut self, bytes: [u8; N]) {
+        put_array(self.buf.tail_mut(), bytes);
+    }
+
     #[inline]
     fn varint(&mut self, mut v: u64) {
         let mut tmp = [0u8; 10];
@@ -286,15 +297,15 @@ impl CompactEncoder<'_> {
             n += 1;
         }
         tmp[n] = v as u8;
-        self.buf.write(&tmp[..=n]);
+        put_prefix(self.buf.tail_mut(), tmp, n + 1);
     }
 
     #[inline]
     fn field_header(&mut self, ctype: u8, id: i16) {
         if let Some(delta) = short_delta(self.last_id, id) {
-            self.buf.tail_mut().put_u8((delta << 4) | ctype);
+            self.put_u8((delta << 4) | ctype);
         } else {
-            self.buf.tail_mut().put_u8(ctype);
+            self.put_u8(ctype);
             self.varint(u64::from(zigzag32(i32::from(id))));
         }
         self.last_id = id;
@@ -303,8 +314,7 @@ impl CompactEncoder<'_> {
 
 impl Encoder for CompactEncoder<'_> {
     fn write_message_begin(&mut self, header: &MessageHeader) {
-        self.buf
-            .write(&[PROTOCOL_ID, ((header.ty as u8) << TYPE_SHIFT) | VERSION]);
+        self.put([PROTOCOL_ID, ((header.ty as u8) << TYPE_SHIFT) | VERSION]);
         self.varint(u64::from(header.seq_id as u32));
         self.write_binary(header.name.as_bytes());
     }
@@ -314,7 +324,7 @@ impl Encoder for CompactEncoder<'_> {
     }
     #[inline]
     fn write_struct_end(&mut self, saved: i16) {
-        self.buf.tail_mut().put_u8(CT_STOP);
+        self.put_u8(CT_STOP);
         self.last_id = saved;
     }
     #[inline]
@@ -327,13 +337,11 @@ impl Encoder for CompactEncoder<'_> {
     }
     #[inline]
     fn write_bool(&mut self, v: bool) {
-        self.buf
-            .tail_mut()
-            .put_u8(if v { CT_TRUE } else { CT_FALSE });
+        self.put_u8(if v { CT_TRUE } else { CT_FALSE });
     }
     #[inline]
     fn write_i8(&mut self, v: i8) {
-        self.buf.tail_mut().put_i8(v);
+        self.put(v.to_be_bytes());
     }
     #[inline]
     fn write_i16(&mut self, v: i16) {
@@ -349,16 +357,16 @@ impl Encoder for CompactEncoder<'_> {
     }
     #[inline]
     fn write_double(&mut self, v: f64) {
-        self.buf.write(&v.to_bits().to_le_bytes());
+        self.put(v.to_bits().to_le_bytes());
     }
     #[inline]
     fn write_uuid(&mut self, v: &[u8; 16]) {
-        self.buf.write(v);
+        self.put(*v);
     }
     #[inline]
     fn write_binary(&mut self, v: &[u8]) {
         self.varint(v.len() as u64);
-        self.buf.write(v);
+        self.buf.tail_mut().extend_from_slice(v);
     }
     #[inline]
     fn write_bytes(&mut self, v: &Bytes) {
@@ -366,28 +374,26 @@ impl Encoder for CompactEncoder<'_> {
         if v.len() >= self.zero_copy_threshold {
             self.buf.insert(v.clone());
         } else {
-            self.buf.write(v);
+            self.buf.tail_mut().extend_from_slice(v);
         }
     }
     #[inline]
     fn write_list_begin(&mut self, elem: TType, len: usize) {
         let ctype = compact_type(elem);
         if len < 15 {
-            self.buf.tail_mut().put_u8(((len as u8) << 4) | ctype);
+            self.put_u8(((len as u8) << 4) | ctype);
         } else {
-            self.buf.tail_mut().put_u8(0xf0 | ctype);
+            self.put_u8(0xf0 | ctype);
             self.varint(len as u64);
         }
     }
     #[inline]
     fn write_map_begin(&mut self, key: TType, value: TType, len: usize) {
         if len == 0 {
-            self.buf.tail_mut().put_u8(0);
+            self.put_u8(0);
         } else {
             self.varint(len as u64);
-            self.buf
-                .tail_mut()
-                .put_u8((compact_type(key) << 4) | compact_type(value));
+            self.put_u8((compact_type(key) << 4) | compact_type(value));
         }
     }
     fn write_i32_slice(&mut self, v: &[i32]) {
@@ -404,7 +410,7 @@ impl Encoder for CompactEncoder<'_> {
         let tail = self.buf.tail_mut();
         tail.reserve(v.len() * 8);
         for &x in v {
-            tail.put_u64_le(x.to_bits());
+            put_array(tail, x.to_bits().to_le_bytes());
         }
     }
 }

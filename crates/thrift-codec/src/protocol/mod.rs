@@ -23,6 +23,7 @@ use crate::utf8_bytes::Utf8Bytes;
 pub mod binary;
 pub mod compact;
 mod input;
+mod output;
 
 /// A wire format: ties a sizer, an encoder and a decoder together.
 ///
