@@ -165,6 +165,63 @@ fn compact_field_ids_past_a_delta_of_15_or_going_down_use_zigzag_varints() {
     );
 }
 
+/// `struct Tagged { 1: uuid id, 2: bool ok }`, for the types no fixture has.
+#[derive(Debug, PartialEq)]
+struct Tagged {
+    id: [u8; 16],
+    ok: bool,
+}
+
+impl Message for Tagged {
+    fn size<S: thrift_codec::Sizer>(&self, s: &mut S) -> usize {
+        let saved = s.struct_begin();
+        s.field_begin_len(TType::Uuid, 1)
+            + s.uuid_len()
+            + s.bool_field_len(2)
+            + s.struct_end_len(saved)
+    }
+    fn encode<E: thrift_codec::Encoder>(&self, e: &mut E) {
+        let saved = e.write_struct_begin();
+        e.write_field_begin(TType::Uuid, 1);
+        e.write_uuid(&self.id);
+        e.write_bool_field(2, self.ok);
+        e.write_struct_end(saved);
+    }
+    fn decode<D: thrift_codec::Decoder>(d: &mut D) -> Result<Self, thrift_codec::DecodeError> {
+        let saved = d.read_struct_begin()?;
+        let mut out = Tagged {
+            id: [0; 16],
+            ok: false,
+        };
+        loop {
+            let f = d.read_field_begin()?;
+            match (f.id, f.ty) {
+                (_, TType::Stop) => break,
+                (1, TType::Uuid) => out.id = d.read_uuid()?,
+                (2, TType::Bool) => out.ok = d.read_bool()?,
+                (_, ty) => d.skip(ty)?,
+            }
+        }
+        d.read_struct_end(saved);
+        Ok(out)
+    }
+}
+
+#[test]
+fn uuids_are_sixteen_raw_bytes_in_both_protocols() {
+    let v = Tagged {
+        id: *b"\x00\x11\x22\x33\x44\x55\x66\x77\x88\x99\xaa\xbb\xcc\xdd\xee\xff",
+        ok: true,
+    };
+    // Binary: type 16, id 1, the bytes in order; bool field type 2, value 1.
+    assert_bytes::<Binary, _>(
+        &v,
+        "10 0001 00112233445566778899aabbccddeeff  02 0002 01  00",
+    );
+    // Compact: type 13 with delta 1; the bool folds into its header (delta 1, true = 1).
+    assert_bytes::<Compact, _>(&v, "1d 00112233445566778899aabbccddeeff  11  00");
+}
+
 #[test]
 fn message_headers_match_the_spec() {
     let header = MessageHeader {
