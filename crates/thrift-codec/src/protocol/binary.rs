@@ -362,7 +362,7 @@ impl Decoder for BinaryDecoder {
 
     #[inline]
     fn read_struct_end(&mut self, _saved: i16) {
-        self.depth -= 1;
+        self.depth = self.depth.saturating_sub(1);
     }
 
     #[inline]
@@ -437,7 +437,7 @@ impl Decoder for BinaryDecoder {
 
     #[inline]
     fn read_container_end(&mut self) {
-        self.depth -= 1;
+        self.depth = self.depth.saturating_sub(1);
     }
 
     #[inline]

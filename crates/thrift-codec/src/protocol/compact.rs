@@ -504,7 +504,7 @@ impl Decoder for CompactDecoder {
 
     #[inline]
     fn read_struct_end(&mut self, saved: i16) {
-        self.depth -= 1;
+        self.depth = self.depth.saturating_sub(1);
         self.last_id = saved;
     }
 
@@ -593,7 +593,7 @@ impl Decoder for CompactDecoder {
 
     #[inline]
     fn read_container_end(&mut self) {
-        self.depth -= 1;
+        self.depth = self.depth.saturating_sub(1);
     }
 
     fn read_i32_slice(&mut self, len: usize, out: &mut Vec<i32>) -> Result<(), DecodeError> {
