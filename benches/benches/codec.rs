@@ -1,7 +1,7 @@
 //! Codec benchmark: thrift-codec against pilota, CloudWeGo's Thrift library (what
 //! volo-thrift encodes and decodes with), and against `memcpy` as the physical limit.
 //!
-//! Run it with `cargo bench -p benches --bench codec` (about three minutes on two cores);
+//! Run it with `cargo bench -p benches --bench codec` (about six minutes on two cores);
 //! pass a filter to run part of it, e.g. `cargo bench -p benches --bench codec -- mixed/`.
 //!
 //! What is compared, in one run, on the Binary protocol:
@@ -622,9 +622,9 @@ fn simd_cases(c: &mut Criterion) {
 
 fn config() -> Criterion {
     Criterion::default()
-        .warm_up_time(Duration::from_secs(1))
-        .measurement_time(Duration::from_secs(3))
-        .sample_size(30)
+        .warm_up_time(Duration::from_secs(2))
+        .measurement_time(Duration::from_secs(5))
+        .sample_size(50)
 }
 
 criterion_group! {
