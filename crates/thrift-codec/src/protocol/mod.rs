@@ -409,6 +409,28 @@ pub fn read_f64_list<D: Decoder>(d: &mut D) -> Result<Vec<f64>, DecodeError> {
     Ok(out)
 }
 
+/// Reads a whole `set<i32>` through the SIMD slice reader, then bulk-builds the set.
+#[inline]
+pub fn read_i32_set<D: Decoder>(d: &mut D) -> Result<BTreeSet<i32>, DecodeError> {
+    let header = d.read_set_begin()?;
+    expect_element(header.elem, TType::I32, header.len)?;
+    let mut values = Vec::new();
+    d.read_i32_slice(header.len, &mut values)?;
+    d.read_container_end();
+    Ok(values.into_iter().collect())
+}
+
+/// Reads a whole `set<i64>` through the SIMD slice reader, then bulk-builds the set.
+#[inline]
+pub fn read_i64_set<D: Decoder>(d: &mut D) -> Result<BTreeSet<i64>, DecodeError> {
+    let header = d.read_set_begin()?;
+    expect_element(header.elem, TType::I64, header.len)?;
+    let mut values = Vec::new();
+    d.read_i64_slice(header.len, &mut values)?;
+    d.read_container_end();
+    Ok(values.into_iter().collect())
+}
+
 /// Reads a whole list whose elements `read` decodes one at a time (checked against the
 /// declared element type `elem`). Used by generated code for lists of anything but the
 /// fixed-width numbers, which have the SIMD readers above.
