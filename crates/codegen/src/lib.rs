@@ -1,17 +1,20 @@
 //! Thrift IDL to Rust, driven from `build.rs` the way `prost-build` turns `.proto`
 //! files into Rust.
 //!
-//! This crate is not written yet; it is reserved in the workspace so that the layout
-//! and the dependency graph are fixed from the start. When it lands it will hold:
+//! The pipeline is parse, resolve, emit:
 //!
-//! - a parser for the whole Thrift IDL grammar, with `file:line:col` errors;
-//! - a resolver (includes, typedefs, constants, legal Rust names);
-//! - an emitter that writes one `$OUT_DIR/thrift_gen.rs` whose types implement
-//!   `thrift_codec::Message` byte for byte like the hand-written reference
-//!   implementations in `thrift_codec::fixtures`;
-//! - `compile(...)` for the common case and a `Builder` for the rest.
+//! - a parser for the whole Thrift IDL grammar, with `file:line:col` errors (in progress);
+//! - a resolver that follows includes, resolves typedefs and constants, assigns field
+//!   ids, picks legal Rust names and boxes recursive fields, producing the
+//!   [`model`] (in progress);
+//! - the [`emit`]ter, which turns a [`model::Model`] into one formatted Rust file whose
+//!   types implement `thrift_codec::Message` byte for byte like the hand-written
+//!   reference types in `thrift_codec::fixtures` (the `codegen-check` crate compiles its
+//!   output and proves it);
+//! - `compile(...)` for the common case and a `Builder` for the rest, writing
+//!   `$OUT_DIR/thrift_gen.rs` (to come, with the resolver).
 //!
-//! It is a build-time crate and will never depend on the runtime crates.
+//! It is a build-time crate and never depends on the runtime crates.
 #![forbid(unsafe_code)]
 #![warn(
     missing_docs,
@@ -19,3 +22,6 @@
     rust_2018_idioms,
     unreachable_pub
 )]
+
+pub mod emit;
+pub mod model;

@@ -1,0 +1,209 @@
+//! The resolved model the emitter works from.
+//!
+//! Everything here is already decided: includes are followed (one [`Module`] per IDL
+//! file), typedefs are resolved to the types they name, field ids are assigned, constant
+//! values are checked against their types, Rust names are chosen (keywords escaped,
+//! naming conventions applied) and recursive fields are marked as boxed. The emitter only
+//! turns this into Rust tokens, so it can be tested on models built by hand.
+
+/// Every module of one compile, in output order.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct Model {
+    /// One per IDL file.
+    pub modules: Vec<Module>,
+}
+
+/// The items of one IDL file, emitted as `pub mod <name>`.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct Module {
+    /// The Rust module name (the file stem, made a legal identifier).
+    pub name: String,
+    /// Items in IDL order.
+    pub items: Vec<Item>,
+}
+
+/// A generated item.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Item {
+    /// A struct, union or exception.
+    Struct(StructDef),
+    /// An enum.
+    Enum(EnumDef),
+    /// A typedef, emitted as a `pub type` alias for users (fields use the resolved type).
+    Typedef(TypedefDef),
+    /// A constant.
+    Const(ConstDef),
+}
+
+/// Which of the three struct-like kinds a definition is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum StructKind {
+    /// `struct`: a Rust struct.
+    Struct,
+    /// `union`: a Rust enum with one variant per field; exactly one is set on the wire.
+    Union,
+    /// `exception`: a Rust struct that also implements `std::error::Error`.
+    Exception,
+}
+
+/// A struct, union or exception.
+#[derive(Debug, Clone, PartialEq)]
+pub struct StructDef {
+    /// The Thrift name (used in error paths).
+    pub thrift_name: String,
+    /// The Rust type name.
+    pub name: String,
+    /// Which kind.
+    pub kind: StructKind,
+    /// Fields in IDL order.
+    pub fields: Vec<FieldDef>,
+    /// The doc comment from the IDL, if any.
+    pub doc: Option<String>,
+    /// Whether every field type supports `Eq` and `Hash` (no `double` anywhere inside).
+    pub hashable: bool,
+}
+
+/// Requiredness, with the usual Thrift meaning.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Requiredness {
+    /// Must be present on the wire; always written.
+    Required,
+    /// An `Option`; written only when `Some`.
+    Optional,
+    /// Default requiredness: a plain value, always written, the default when absent.
+    Default,
+}
+
+/// One field.
+#[derive(Debug, Clone, PartialEq)]
+pub struct FieldDef {
+    /// The field id.
+    pub id: i16,
+    /// The Thrift name (used in error paths).
+    pub thrift_name: String,
+    /// The Rust field (or union variant) name.
+    pub name: String,
+    /// The resolved type.
+    pub ty: Ty,
+    /// Requiredness.
+    pub req: Requiredness,
+    /// The IDL default value, already checked against `ty`.
+    pub default: Option<Value>,
+    /// Whether the value is boxed (the field closes a cycle of struct types).
+    pub boxed: bool,
+}
+
+/// A resolved type.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Ty {
+    /// `bool`.
+    Bool,
+    /// `byte` / `i8`.
+    I8,
+    /// `i16`.
+    I16,
+    /// `i32`.
+    I32,
+    /// `i64`.
+    I64,
+    /// `double`.
+    Double,
+    /// `string` (`Utf8Bytes`).
+    String,
+    /// `binary` (`Bytes`).
+    Binary,
+    /// `uuid` (`[u8; 16]`).
+    Uuid,
+    /// `list<T>` (`Vec<T>`).
+    List(Box<Ty>),
+    /// `set<T>` (`BTreeSet<T>`).
+    Set(Box<Ty>),
+    /// `map<K, V>` (`BTreeMap<K, V>`).
+    Map(Box<Ty>, Box<Ty>),
+    /// A struct, union or exception.
+    Struct(TypePath),
+    /// An enum.
+    Enum(TypePath),
+}
+
+/// Where a named type lives: its module and Rust name.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TypePath {
+    /// The Rust module (file stem).
+    pub module: String,
+    /// The Rust type name.
+    pub name: String,
+}
+
+/// An enum: a newtype over `i32` with associated constants, so unknown wire values are
+/// kept rather than rejected.
+#[derive(Debug, Clone, PartialEq)]
+pub struct EnumDef {
+    /// The Thrift name.
+    pub thrift_name: String,
+    /// The Rust type name.
+    pub name: String,
+    /// `(Rust constant name, value)` in IDL order.
+    pub values: Vec<(String, i32)>,
+    /// The doc comment from the IDL, if any.
+    pub doc: Option<String>,
+}
+
+/// A typedef.
+#[derive(Debug, Clone, PartialEq)]
+pub struct TypedefDef {
+    /// The Rust alias name.
+    pub name: String,
+    /// The type it names.
+    pub ty: Ty,
+}
+
+/// A constant.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ConstDef {
+    /// The Rust name (upper snake case).
+    pub name: String,
+    /// The type.
+    pub ty: Ty,
+    /// The value, already checked against `ty` and with references resolved.
+    pub value: Value,
+}
+
+/// A constant value, resolved and checked against its type.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Value {
+    /// A `bool`.
+    Bool(bool),
+    /// Any integer type (the type says which).
+    Int(i64),
+    /// A `double`.
+    Double(f64),
+    /// A `string` or `binary`.
+    Str(String),
+    /// An enum value: the enum and the numeric value.
+    Enum(TypePath, i32),
+    /// A list or set, elements in order.
+    List(Vec<Value>),
+    /// A map, entries in order.
+    Map(Vec<(Value, Value)>),
+    /// A struct literal: every field, in declaration order (fields the literal leaves out
+    /// hold their IDL default or [`Value::Default`]).
+    Struct(TypePath, Vec<FieldValue>),
+    /// The Rust `Default` of the type (a field a struct literal leaves out).
+    Default,
+}
+
+/// One field of a struct literal, with what the emitter needs to build it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct FieldValue {
+    /// The Rust field name.
+    pub name: String,
+    /// The field's type.
+    pub ty: Ty,
+    /// Whether the field is an `Option`.
+    pub optional: bool,
+    /// Whether the field is boxed.
+    pub boxed: bool,
+    /// The value.
+    pub value: Value,
+}
