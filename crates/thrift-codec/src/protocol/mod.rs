@@ -13,8 +13,6 @@
 //! Struct nesting state (the Compact protocol's last field id) is returned by
 //! `*_struct_begin` and handed back to `*_struct_end`, so no protocol keeps a stack.
 
-use std::collections::{BTreeMap, BTreeSet};
-
 use bytes::Bytes;
 
 use crate::error::{DecodeError, DecodeErrorKind};
@@ -409,9 +407,10 @@ pub fn read_f64_list<D: Decoder>(d: &mut D) -> Result<Vec<f64>, DecodeError> {
     Ok(out)
 }
 
-/// Reads a whole `set<i32>` through the SIMD slice reader, then bulk-builds the set.
+/// Reads a whole `set<i32>` through the SIMD slice reader, then builds the set (any
+/// collection: `BTreeSet` bulk-builds from it).
 #[inline]
-pub fn read_i32_set<D: Decoder>(d: &mut D) -> Result<BTreeSet<i32>, DecodeError> {
+pub fn read_i32_set<D: Decoder, C: FromIterator<i32>>(d: &mut D) -> Result<C, DecodeError> {
     let header = d.read_set_begin()?;
     expect_element(header.elem, TType::I32, header.len)?;
     let mut values = Vec::new();
@@ -420,9 +419,9 @@ pub fn read_i32_set<D: Decoder>(d: &mut D) -> Result<BTreeSet<i32>, DecodeError>
     Ok(values.into_iter().collect())
 }
 
-/// Reads a whole `set<i64>` through the SIMD slice reader, then bulk-builds the set.
+/// Reads a whole `set<i64>` through the SIMD slice reader, then builds the set.
 #[inline]
-pub fn read_i64_set<D: Decoder>(d: &mut D) -> Result<BTreeSet<i64>, DecodeError> {
+pub fn read_i64_set<D: Decoder, C: FromIterator<i64>>(d: &mut D) -> Result<C, DecodeError> {
     let header = d.read_set_begin()?;
     expect_element(header.elem, TType::I64, header.len)?;
     let mut values = Vec::new();
@@ -450,15 +449,15 @@ pub fn read_list<D: Decoder, T>(
     Ok(out)
 }
 
-/// Reads a whole set into a `BTreeSet` (see [`read_list`]). Elements are collected first
-/// and then bulk-built: `BTreeSet::from_iter` sorts once and builds the tree bottom-up,
-/// several times faster than inserting one by one.
+/// Reads a whole set into any collection, usually a `BTreeSet` (see [`read_list`]).
+/// Elements are collected first and then built in one go: `BTreeSet::from_iter` sorts
+/// once and builds the tree bottom-up, several times faster than inserting one by one.
 #[inline]
-pub fn read_set<D: Decoder, T: Ord>(
+pub fn read_set<D: Decoder, T, C: FromIterator<T>>(
     d: &mut D,
     elem: TType,
     mut read: impl FnMut(&mut D) -> Result<T, DecodeError>,
-) -> Result<BTreeSet<T>, DecodeError> {
+) -> Result<C, DecodeError> {
     let header = d.read_set_begin()?;
     expect_element(header.elem, elem, header.len)?;
     let mut out = Vec::with_capacity(initial_capacity::<T>(header.len));
@@ -469,16 +468,16 @@ pub fn read_set<D: Decoder, T: Ord>(
     Ok(out.into_iter().collect())
 }
 
-/// Reads a whole map into a `BTreeMap`, bulk-built like [`read_set`]; a key that occurs
-/// twice keeps its last value, as repeated inserts would.
+/// Reads a whole map into any collection, usually a `BTreeMap`, built like
+/// [`read_set`]; a key that occurs twice keeps its last value, as repeated inserts would.
 #[inline]
-pub fn read_map<D: Decoder, K: Ord, V>(
+pub fn read_map<D: Decoder, K, V, C: FromIterator<(K, V)>>(
     d: &mut D,
     key: TType,
     value: TType,
     mut read_key: impl FnMut(&mut D) -> Result<K, DecodeError>,
     mut read_value: impl FnMut(&mut D) -> Result<V, DecodeError>,
-) -> Result<BTreeMap<K, V>, DecodeError> {
+) -> Result<C, DecodeError> {
     let header = d.read_map_begin()?;
     expect_element(header.key, key, header.len)?;
     expect_element(header.value, value, header.len)?;
