@@ -1,11 +1,16 @@
 //! codegen's output, compiled as a user's crate would compile it.
 //!
-//! `generated/echo_mixed.rs` is what the emitter writes for `idl/echo.thrift` and
-//! `idl/mixed.thrift` (kept up to date by `codegen`'s `emit` test). Building this crate
-//! proves it compiles cleanly under the workspace lints and clippy `-D warnings`; its
-//! tests prove the generated types put exactly the bytes of the hand-written reference
-//! types of `thrift_codec::fixtures` on the wire, in both protocols.
+//! The build script runs `codegen::compile` on `idl/echo.thrift` and `idl/mixed.thrift`,
+//! exactly as a user's would. Building this crate proves the output compiles cleanly
+//! under the workspace lints and clippy `-D warnings`; its tests prove the generated
+//! types put exactly the bytes of the hand-written reference types of
+//! `thrift_codec::fixtures` on the wire, in both protocols.
 #![forbid(unsafe_code)]
 #![allow(missing_docs, unreachable_pub)]
 
-include!("../generated/echo_mixed.rs");
+include!(concat!(env!("OUT_DIR"), "/thrift_gen.rs"));
+
+/// codegen's test IDLs, which together use every feature of the grammar.
+pub mod test_idls {
+    include!(concat!(env!("OUT_DIR"), "/test_idls.rs"));
+}

@@ -23,5 +23,18 @@
     unreachable_pub
 )]
 
+mod builder;
 pub mod emit;
+mod load;
 pub mod model;
+mod names;
+pub mod resolve;
+
+pub mod ast;
+mod error;
+mod lexer;
+mod parser;
+
+pub use builder::{Builder, Error, compile};
+pub use error::{ParseError, ParseErrorKind};
+pub use parser::{MAX_NESTING, parse};

@@ -1,14 +1,15 @@
 //! The emitter on hand-built models of `idl/echo.thrift` and `idl/mixed.thrift`.
 //!
-//! The output is checked in as `crates/codegen-check/generated/echo_mixed.rs`, which the
-//! `codegen-check` crate compiles (under the workspace's clippy `-D warnings`) and tests
-//! byte for byte against the hand-written reference types of `thrift_codec::fixtures`.
+//! The resolver must produce exactly the hand-built model from the IDL files, and the
+//! generated code is checked in as `tests/golden/echo_mixed.rs`;
 //! `UPDATE_GOLDEN=1 cargo test -p codegen --test emit` rewrites it after a deliberate
-//! change; otherwise a difference fails with the first differing lines.
+//! change, otherwise a difference fails with the first differing lines. The
+//! `codegen-check` crate compiles the same output from its build script and tests it
+//! byte for byte against `thrift_codec::fixtures`.
 
 use std::path::PathBuf;
 
-use codegen::emit::{GENERATED_HEADER, emit};
+use codegen::emit::GENERATED_HEADER;
 use codegen::model::{
     FieldDef, Item, Model, Module, Requiredness, StructDef, StructKind, Ty, TypePath,
 };
@@ -137,15 +138,60 @@ fn echo_mixed() -> Model {
     }
 }
 
+fn idl_dir() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../idl")
+}
+
+fn builder() -> codegen::Builder {
+    let mut b = codegen::Builder::new();
+    b.rerun_if_changed(false).include(idl_dir());
+    b
+}
+
 #[test]
-fn echo_and_mixed_match_the_checked_in_output() {
-    let out = emit(&echo_mixed());
+fn the_resolver_produces_the_hand_built_model_for_echo_and_mixed() {
+    let idl = idl_dir();
+    let mut model = builder()
+        .model(&[idl.join("echo.thrift"), idl.join("mixed.thrift")])
+        .unwrap_or_else(|e| panic!("{e}"));
+    // The hand-built model leaves out the service's args and result structs.
+    let service_structs: Vec<String> = model.modules[0]
+        .items
+        .iter()
+        .filter_map(|item| match item {
+            Item::Struct(s) if s.name.starts_with("EchoService") => Some(s.name.clone()),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(
+        service_structs,
+        [
+            "EchoServiceEchoArgs",
+            "EchoServiceEchoResult",
+            "EchoServiceEchoTestArgs",
+            "EchoServiceEchoTestResult",
+            "EchoServiceEchoIdsArgs",
+            "EchoServiceEchoIdsResult",
+            "EchoServiceEchoOrFailArgs",
+            "EchoServiceEchoOrFailResult",
+            "EchoServiceNotifyArgs",
+        ]
+    );
+    model.modules[0]
+        .items
+        .retain(|item| !matches!(item, Item::Struct(s) if s.name.starts_with("EchoService")));
+    assert_eq!(model, echo_mixed());
+}
+
+/// Compares `out` with `tests/golden/<name>` (or rewrites it with `UPDATE_GOLDEN=1`).
+fn check_golden(name: &str, out: &str) {
     assert!(out.starts_with(GENERATED_HEADER));
-    let golden =
-        PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../codegen-check/generated/echo_mixed.rs");
+    let golden = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/golden")
+        .join(name);
     if std::env::var_os("UPDATE_GOLDEN").is_some() {
         std::fs::create_dir_all(golden.parent().unwrap()).unwrap();
-        std::fs::write(&golden, &out).unwrap();
+        std::fs::write(&golden, out).unwrap();
         return;
     }
     let want =
@@ -160,11 +206,35 @@ fn echo_and_mixed_match_the_checked_in_output() {
             .map(|(i, (w, g))| format!("line {}:\n- {w}\n+ {g}", i + 1))
             .collect();
         panic!(
-            "{} differs from the emitter's output ({} vs {} lines):\n{}",
+            "{} differs from the generated code ({} vs {} lines):\n{}",
             golden.display(),
             want.lines().count(),
             out.lines().count(),
             diff.join("\n")
         );
     }
+}
+
+#[test]
+fn echo_and_mixed_match_the_checked_in_output() {
+    let idl = idl_dir();
+    let out = builder()
+        .generate(&[idl.join("echo.thrift"), idl.join("mixed.thrift")])
+        .unwrap_or_else(|e| panic!("{e}"));
+    check_golden("echo_mixed.rs", &out);
+}
+
+#[test]
+fn test_idls_match_the_checked_in_output() {
+    // The same files, in the same order, as codegen-check compiles and tests.
+    let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/idl");
+    let files: Vec<PathBuf> = ["base", "shapes", "services", "includes", "comments"]
+        .iter()
+        .map(|name| dir.join(format!("{name}.thrift")))
+        .collect();
+    let out = builder()
+        .include(&dir)
+        .generate(&files)
+        .unwrap_or_else(|e| panic!("{e}"));
+    check_golden("test_idls.rs", &out);
 }

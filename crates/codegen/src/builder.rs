@@ -1,0 +1,221 @@
+//! `compile` and `Builder`: the build-script face of the crate.
+
+use std::path::{Path, PathBuf};
+
+use proc_macro2::TokenStream;
+
+use crate::emit::{BinaryRepr, CollectionRepr, Options, StringRepr, emit_with};
+use crate::error::ParseError;
+use crate::load::load;
+use crate::model::Model;
+use crate::resolve::{ResolveError, resolve};
+
+/// Why a compile failed.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum Error {
+    /// A file could not be read or written.
+    #[error("{}: {source}", path.display())]
+    Io {
+        /// The file.
+        path: PathBuf,
+        /// The cause.
+        #[source]
+        source: std::io::Error,
+    },
+    /// An IDL file is not valid Thrift syntax.
+    #[error(transparent)]
+    Parse(ParseError),
+    /// An IDL file is valid syntax but means something impossible (an unknown type, a
+    /// duplicate field id, a constant of the wrong type, an include cycle...).
+    #[error(transparent)]
+    Resolve(#[from] ResolveError),
+    /// An attribute given to the builder is not valid Rust tokens.
+    #[error("attribute for `{path}` is not valid Rust: {attribute}")]
+    Attribute {
+        /// The path it was given for.
+        path: String,
+        /// The attribute as given.
+        attribute: String,
+    },
+    /// No output directory: `OUT_DIR` is unset and none was given.
+    #[error("OUT_DIR is not set: call compile from a build script or set Builder::out_dir")]
+    NoOutDir,
+}
+
+/// Compiles `idls` (searching `includes` for their includes) into
+/// `$OUT_DIR/thrift_gen.rs`, with the defaults of [`Builder`].
+///
+/// ```no_run
+/// // build.rs
+/// fn main() -> Result<(), Box<dyn std::error::Error>> {
+///     codegen::compile(&["idl/echo.thrift"], &["idl"])?;
+///     Ok(())
+/// }
+/// ```
+pub fn compile(idls: &[impl AsRef<Path>], includes: &[impl AsRef<Path>]) -> Result<(), Error> {
+    let mut builder = Builder::new();
+    for dir in includes {
+        builder.include(dir);
+    }
+    builder.compile(idls).map(drop)
+}
+
+/// Options for a compile, in the manner of `prost_build::Config`.
+///
+/// Defaults: output to `$OUT_DIR/thrift_gen.rs`; no include directories besides each
+/// file's own; `cargo:rerun-if-changed` printed for every IDL file read.
+#[derive(Debug, Clone)]
+pub struct Builder {
+    out_dir: Option<PathBuf>,
+    file_name: String,
+    include_dirs: Vec<PathBuf>,
+    rerun_if_changed: bool,
+    options: Options,
+    /// Attributes that did not parse, reported when generating.
+    bad_attribute: Option<(String, String)>,
+}
+
+impl Default for Builder {
+    fn default() -> Self {
+        Builder {
+            out_dir: None,
+            file_name: "thrift_gen.rs".to_string(),
+            include_dirs: Vec::new(),
+            rerun_if_changed: true,
+            options: Options::default(),
+            bad_attribute: None,
+        }
+    }
+}
+
+impl Builder {
+    /// A builder with the defaults.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Writes into `dir` instead of `$OUT_DIR`.
+    pub fn out_dir(&mut self, dir: impl AsRef<Path>) -> &mut Self {
+        self.out_dir = Some(dir.as_ref().to_path_buf());
+        self
+    }
+
+    /// Names the output file (default `thrift_gen.rs`).
+    pub fn file_name(&mut self, name: impl Into<String>) -> &mut Self {
+        self.file_name = name.into();
+        self
+    }
+
+    /// Adds a directory to search for included files (after the including file's own).
+    pub fn include(&mut self, dir: impl AsRef<Path>) -> &mut Self {
+        self.include_dirs.push(dir.as_ref().to_path_buf());
+        self
+    }
+
+    /// Whether to print `cargo:rerun-if-changed` for every IDL file read (default on).
+    pub fn rerun_if_changed(&mut self, on: bool) -> &mut Self {
+        self.rerun_if_changed = on;
+        self
+    }
+
+    /// The Rust type for `string`: `Utf8Bytes` (zero-copy, the default) or `String`.
+    pub fn string_type(&mut self, repr: StringRepr) -> &mut Self {
+        self.options.string = repr;
+        self
+    }
+
+    /// The Rust type for `binary`: `Bytes` (zero-copy, the default) or `Vec<u8>`.
+    pub fn binary_type(&mut self, repr: BinaryRepr) -> &mut Self {
+        self.options.binary = repr;
+        self
+    }
+
+    /// The Rust types for `map` and `set`: `BTreeMap`/`BTreeSet` (the default) or
+    /// `HashMap`/`HashSet`.
+    pub fn collections(&mut self, repr: CollectionRepr) -> &mut Self {
+        self.options.collections = repr;
+        self
+    }
+
+    /// Adds `attribute` (e.g. `"#[derive(serde::Serialize)]"`) to every generated type
+    /// that `path` selects: `"."` for all, `"module"` for one file's, `"module.Type"` for
+    /// one (Thrift names; the module is the file stem).
+    pub fn type_attribute(
+        &mut self,
+        path: impl Into<String>,
+        attribute: impl AsRef<str>,
+    ) -> &mut Self {
+        if let Some(attr) = self.parse_attribute(path.into(), attribute.as_ref()) {
+            self.options.type_attributes.push(attr);
+        }
+        self
+    }
+
+    /// Adds `attribute` to every struct field that `path` selects
+    /// (`"module.Type.field"`, or a prefix of it as in [`type_attribute`](Self::type_attribute)).
+    pub fn field_attribute(
+        &mut self,
+        path: impl Into<String>,
+        attribute: impl AsRef<str>,
+    ) -> &mut Self {
+        if let Some(attr) = self.parse_attribute(path.into(), attribute.as_ref()) {
+            self.options.field_attributes.push(attr);
+        }
+        self
+    }
+
+    /// Parses an attribute, or records it to be reported by `generate`.
+    fn parse_attribute(&mut self, path: String, attribute: &str) -> Option<(String, TokenStream)> {
+        match attribute.parse::<TokenStream>() {
+            Ok(tokens) => Some((path, tokens)),
+            Err(_) => {
+                self.bad_attribute = Some((path, attribute.to_string()));
+                None
+            }
+        }
+    }
+
+    /// Parses and resolves `idls` into the model the emitter works from.
+    pub fn model(&self, idls: &[impl AsRef<Path>]) -> Result<Model, Error> {
+        let roots: Vec<PathBuf> = idls.iter().map(|p| p.as_ref().to_path_buf()).collect();
+        let (files, read) = load(&roots, &self.include_dirs)?;
+        if self.rerun_if_changed {
+            for path in &read {
+                println!("cargo:rerun-if-changed={}", path.display());
+            }
+        }
+        Ok(resolve(&files)?)
+    }
+
+    /// Generates the Rust source for `idls` without writing it.
+    pub fn generate(&self, idls: &[impl AsRef<Path>]) -> Result<String, Error> {
+        if let Some((path, attribute)) = &self.bad_attribute {
+            return Err(Error::Attribute {
+                path: path.clone(),
+                attribute: attribute.clone(),
+            });
+        }
+        Ok(emit_with(&self.model(idls)?, &self.options))
+    }
+
+    /// Generates and writes the output file; rewrites it only when its content changes,
+    /// so that an unchanged IDL does not make cargo rebuild the crate. Returns its path.
+    pub fn compile(&self, idls: &[impl AsRef<Path>]) -> Result<PathBuf, Error> {
+        let source = self.generate(idls)?;
+        let dir = match &self.out_dir {
+            Some(dir) => dir.clone(),
+            None => std::env::var_os("OUT_DIR")
+                .map(PathBuf::from)
+                .ok_or(Error::NoOutDir)?,
+        };
+        let path = dir.join(&self.file_name);
+        if std::fs::read_to_string(&path).ok().as_deref() != Some(source.as_str()) {
+            std::fs::write(&path, source).map_err(|source| Error::Io {
+                path: path.clone(),
+                source,
+            })?;
+        }
+        Ok(path)
+    }
+}

@@ -1,0 +1,881 @@
+//! The resolver: parsed documents to the [`Model`] the emitter works from.
+//!
+//! Decisions, where the Thrift specification leaves room:
+//!
+//! - One module per IDL file, named after its stem; two files with the same module name
+//!   are an error. Names from an included file are written `stem.Name`.
+//! - Fields without an id get negative ids counting down from -1, as Apache Thrift's
+//!   compiler assigns them; enum values without one follow the previous value (from 0).
+//! - Fields of a union are never `required`: a union holds exactly one of them.
+//! - Constants may refer to other constants and to enum values (`Status.ACTIVE`,
+//!   `base.Status.ACTIVE`); integers are accepted for `double` and `0`/`1` for `bool`;
+//!   struct literals are maps whose keys are field names.
+//! - Set elements and map keys must be orderable (they are `BTreeSet`/`BTreeMap`):
+//!   `double`, and structs that contain a `double`, are refused there.
+//! - A field whose struct type leads back to the struct that holds it (directly, or
+//!   through other structs' plain or optional fields) is boxed; containers already
+//!   break the cycle.
+//! - Every service method gets `<Service><Method>Args` and, unless `oneway`,
+//!   `<Service><Method>Result` (field 0 `success` unless `void`, then one optional
+//!   field per declared exception), emitted in the service's module.
+
+use std::collections::{HashMap, HashSet};
+use std::fmt;
+
+use crate::ast::{
+    self, BaseType, ConstValue, ConstValueKind, Definition, FieldTypeKind, FileId, Span,
+};
+use crate::model::{
+    ConstDef, EnumDef, FieldDef, FieldValue, Item, Model, Module, Requiredness, StructDef,
+    StructKind, Ty, TypePath, TypedefDef, Value,
+};
+use crate::names;
+
+/// A meaning error in the IDL: an unknown type, a duplicate id, a constant of the wrong
+/// type... with the position it was found at.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ResolveError {
+    /// The file, as displayed.
+    pub file: String,
+    /// 1-based line.
+    pub line: u32,
+    /// 1-based column.
+    pub col: u32,
+    /// What is wrong.
+    pub message: String,
+}
+
+impl fmt::Display for ResolveError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "{}:{}:{}: {}",
+            self.file, self.line, self.col, self.message
+        )
+    }
+}
+
+impl std::error::Error for ResolveError {}
+
+/// One parsed file, ready to resolve.
+#[derive(Debug, Clone)]
+pub struct SourceFile {
+    /// The id its spans carry.
+    pub id: FileId,
+    /// The name errors show (the path as given).
+    pub display: String,
+    /// The file stem: the module name, and the prefix other files use for its names.
+    pub stem: String,
+    /// The parsed document.
+    pub doc: ast::Document,
+    /// The files its `include`s name, as indices into the same list, in order.
+    pub includes: Vec<usize>,
+}
+
+/// How deep typedef chains and constant references may go before they count as a cycle.
+const MAX_REFERENCE_DEPTH: usize = 64;
+
+/// Resolves `files` (all of one compile, includes among them) into a model with one
+/// module per file, in the order given.
+pub fn resolve(files: &[SourceFile]) -> Result<Model, ResolveError> {
+    Resolver::new(files)?.run()
+}
+
+#[derive(Debug, Clone, Copy)]
+enum DefRef<'a> {
+    Typedef(&'a ast::Typedef),
+    Enum(&'a ast::Enum),
+    Struct(&'a ast::StructLike),
+    Const(&'a ast::Const),
+    Service,
+}
+
+struct Resolver<'a> {
+    files: &'a [SourceFile],
+    modules: Vec<String>,
+    /// Per file: Thrift name to definition.
+    defs: Vec<HashMap<&'a str, DefRef<'a>>>,
+    /// Per file: include stem to file index.
+    include_names: Vec<HashMap<&'a str, usize>>,
+    /// Resolved struct definitions by (module, Rust name), for boxing and ordering.
+    structs: HashMap<(String, String), StructDef>,
+}
+
+impl<'a> Resolver<'a> {
+    fn new(files: &'a [SourceFile]) -> Result<Self, ResolveError> {
+        let mut modules = Vec::new();
+        let mut seen: HashMap<String, usize> = HashMap::new();
+        let mut defs = Vec::new();
+        let mut include_names = Vec::new();
+        for (i, file) in files.iter().enumerate() {
+            let module = names::snake(&file.stem);
+            if !names::is_legal(&module) {
+                return Err(at(
+                    file,
+                    Span::default(),
+                    format!("file name `{}` does not make a Rust module name", file.stem),
+                ));
+            }
+            if let Some(&other) = seen.get(&module) {
+                return Err(at(
+                    file,
+                    Span::default(),
+                    format!(
+                        "module `{module}` would come from both {} and {}; rename one file",
+                        files[other].display, file.display
+                    ),
+                ));
+            }
+            seen.insert(module.clone(), i);
+            modules.push(module);
+
+            let mut table = HashMap::new();
+            for def in &file.doc.definitions {
+                let (name, r) = match def {
+                    Definition::Typedef(t) => (&t.name, DefRef::Typedef(t)),
+                    Definition::Enum(e) => (&e.name, DefRef::Enum(e)),
+                    Definition::Struct(s) => (&s.name, DefRef::Struct(s)),
+                    Definition::Const(c) => (&c.name, DefRef::Const(c)),
+                    Definition::Service(s) => (&s.name, DefRef::Service),
+                };
+                if table.insert(name.name.as_str(), r).is_some() {
+                    return Err(at(
+                        file,
+                        name.span,
+                        format!("`{}` is defined twice", name.name),
+                    ));
+                }
+            }
+            defs.push(table);
+            let mut incs = HashMap::new();
+            for &inc in &file.includes {
+                incs.insert(files[inc].stem.as_str(), inc);
+            }
+            include_names.push(incs);
+        }
+        Ok(Resolver {
+            files,
+            modules,
+            defs,
+            include_names,
+            structs: HashMap::new(),
+        })
+    }
+
+    fn err(&self, file: usize, span: Span, message: String) -> ResolveError {
+        at(&self.files[file], span, message)
+    }
+
+    /// Finds the definition `name` means in `file`: `Name`, or `stem.Name` of an include.
+    /// Returns the file it lives in, its definition, and any unused trailing part
+    /// (`Status.ACTIVE` looks up `Status` and leaves `ACTIVE`).
+    fn lookup(&self, file: usize, name: &'a str) -> Option<(usize, DefRef<'a>, Option<&'a str>)> {
+        if let Some(d) = self.defs[file].get(name) {
+            return Some((file, *d, None));
+        }
+        let (head, rest) = name.split_once('.')?;
+        if let Some(d) = self.defs[file].get(head) {
+            return Some((file, *d, Some(rest)));
+        }
+        let &inc = self.include_names[file].get(head)?;
+        if let Some(d) = self.defs[inc].get(rest) {
+            return Some((inc, *d, None));
+        }
+        let (head, tail) = rest.split_once('.')?;
+        self.defs[inc].get(head).map(|d| (inc, *d, Some(tail)))
+    }
+
+    fn path(&self, file: usize, thrift_name: &str) -> TypePath {
+        TypePath {
+            module: self.modules[file].clone(),
+            name: names::upper_camel(thrift_name),
+        }
+    }
+
+    fn ty(&self, file: usize, t: &'a ast::FieldType, depth: usize) -> Result<Ty, ResolveError> {
+        if depth > MAX_REFERENCE_DEPTH {
+            return Err(self.err(
+                file,
+                t.span,
+                "types nest deeper than 64 levels, or typedefs refer to each other in a cycle"
+                    .into(),
+            ));
+        }
+        Ok(match &t.kind {
+            FieldTypeKind::Base(b) => match b {
+                BaseType::Bool => Ty::Bool,
+                BaseType::Byte | BaseType::I8 => Ty::I8,
+                BaseType::I16 => Ty::I16,
+                BaseType::I32 => Ty::I32,
+                BaseType::I64 => Ty::I64,
+                BaseType::Double => Ty::Double,
+                BaseType::String => Ty::String,
+                BaseType::Binary => Ty::Binary,
+                BaseType::Uuid => Ty::Uuid,
+            },
+            FieldTypeKind::List(e) => Ty::List(Box::new(self.ty(file, e, depth + 1)?)),
+            FieldTypeKind::Set(e) => Ty::Set(Box::new(self.ty(file, e, depth + 1)?)),
+            FieldTypeKind::Map(k, v) => Ty::Map(
+                Box::new(self.ty(file, k, depth + 1)?),
+                Box::new(self.ty(file, v, depth + 1)?),
+            ),
+            FieldTypeKind::Named(name) => match self.lookup(file, &name.name) {
+                Some((f, DefRef::Typedef(td), None)) => self.ty(f, &td.ty, depth + 1)?,
+                Some((f, DefRef::Enum(e), None)) => Ty::Enum(self.path(f, &e.name.name)),
+                Some((f, DefRef::Struct(s), None)) => Ty::Struct(self.path(f, &s.name.name)),
+                Some((_, DefRef::Const(_) | DefRef::Service, None)) => {
+                    return Err(self.err(
+                        file,
+                        name.span,
+                        format!("`{}` is not a type", name.name),
+                    ));
+                }
+                _ => {
+                    return Err(self.err(file, name.span, format!("unknown type `{}`", name.name)));
+                }
+            },
+        })
+    }
+
+    /// Checks `v` against `ty` and resolves references in it.
+    fn value(
+        &self,
+        file: usize,
+        v: &'a ConstValue,
+        ty: &Ty,
+        depth: usize,
+    ) -> Result<Value, ResolveError> {
+        if depth > MAX_REFERENCE_DEPTH {
+            return Err(self.err(
+                file,
+                v.span,
+                "values nest deeper than 64 levels, or constants refer to each other in a cycle"
+                    .into(),
+            ));
+        }
+        let mismatch = |what: &str| {
+            self.err(
+                file,
+                v.span,
+                format!("a {what} value cannot be a {}", describe(ty)),
+            )
+        };
+        // A reference to another constant stands for its value, checked against `ty`.
+        if let ConstValueKind::Ident(name) = &v.kind {
+            match self.lookup(file, &name.name) {
+                Some((f, DefRef::Const(c), None)) => {
+                    let cty = self.ty(f, &c.ty, 0)?;
+                    if !same_shape(&cty, ty) {
+                        return Err(self.err(
+                            file,
+                            name.span,
+                            format!(
+                                "constant `{}` is a {}, not a {}",
+                                name.name,
+                                describe(&cty),
+                                describe(ty)
+                            ),
+                        ));
+                    }
+                    return self.value(f, &c.value, ty, depth + 1);
+                }
+                Some((f, DefRef::Enum(e), Some(member))) => {
+                    let Some(n) = enum_values(e)
+                        .into_iter()
+                        .find(|(n, _)| n == member)
+                        .map(|(_, n)| n)
+                    else {
+                        return Err(self.err(
+                            file,
+                            name.span,
+                            format!("enum `{}` has no value `{member}`", e.name.name),
+                        ));
+                    };
+                    return match ty {
+                        Ty::Enum(p) if *p == self.path(f, &e.name.name) => {
+                            Ok(Value::Enum(p.clone(), n))
+                        }
+                        Ty::I8 | Ty::I16 | Ty::I32 | Ty::I64 => Ok(Value::Int(n.into())),
+                        _ => Err(mismatch("enum")),
+                    };
+                }
+                _ => {
+                    return Err(self.err(
+                        file,
+                        name.span,
+                        format!("unknown constant `{}`", name.name),
+                    ));
+                }
+            }
+        }
+        Ok(match (ty, &v.kind) {
+            (Ty::Bool, ConstValueKind::Bool(b)) => Value::Bool(*b),
+            (Ty::Bool, ConstValueKind::Int(i @ (0 | 1))) => Value::Bool(*i == 1),
+            (Ty::I8, ConstValueKind::Int(i)) => {
+                int_in(self, file, v, *i, i8::MIN.into(), i8::MAX.into())?
+            }
+            (Ty::I16, ConstValueKind::Int(i)) => {
+                int_in(self, file, v, *i, i16::MIN.into(), i16::MAX.into())?
+            }
+            (Ty::I32, ConstValueKind::Int(i)) => {
+                int_in(self, file, v, *i, i32::MIN.into(), i32::MAX.into())?
+            }
+            (Ty::I64, ConstValueKind::Int(i)) => Value::Int(*i),
+            (Ty::Double, ConstValueKind::Int(i)) => Value::Double(*i as f64),
+            (Ty::Double, ConstValueKind::Double(d)) => Value::Double(*d),
+            (Ty::String | Ty::Binary, ConstValueKind::Str(s)) => Value::Str(s.clone()),
+            (Ty::Enum(p), ConstValueKind::Int(i)) => match i32::try_from(*i) {
+                Ok(n) => Value::Enum(p.clone(), n),
+                Err(_) => {
+                    return Err(self.err(file, v.span, format!("{i} does not fit an enum (i32)")));
+                }
+            },
+            (Ty::List(e) | Ty::Set(e), ConstValueKind::List(items)) => Value::List(
+                items
+                    .iter()
+                    .map(|i| self.value(file, i, e, depth + 1))
+                    .collect::<Result<_, _>>()?,
+            ),
+            (Ty::Map(k, val), ConstValueKind::Map(entries)) => Value::Map(
+                entries
+                    .iter()
+                    .map(|(ek, ev)| {
+                        Ok((
+                            self.value(file, ek, k, depth + 1)?,
+                            self.value(file, ev, val, depth + 1)?,
+                        ))
+                    })
+                    .collect::<Result<_, ResolveError>>()?,
+            ),
+            (Ty::Struct(p), ConstValueKind::Map(entries)) => {
+                self.struct_value(file, v, p, entries, depth)?
+            }
+            (_, ConstValueKind::Bool(_)) => return Err(mismatch("bool")),
+            (_, ConstValueKind::Int(_)) => return Err(mismatch("integer")),
+            (_, ConstValueKind::Double(_)) => return Err(mismatch("double")),
+            (_, ConstValueKind::Str(_)) => return Err(mismatch("string")),
+            (_, ConstValueKind::List(_)) => return Err(mismatch("list")),
+            (_, ConstValueKind::Map(_)) => return Err(mismatch("map")),
+            (_, ConstValueKind::Ident(_)) => unreachable!("references are resolved above"),
+        })
+    }
+
+    fn struct_value(
+        &self,
+        file: usize,
+        v: &'a ConstValue,
+        p: &TypePath,
+        entries: &'a [(ConstValue, ConstValue)],
+        depth: usize,
+    ) -> Result<Value, ResolveError> {
+        let Some((sf, s)) = self.find_struct(p) else {
+            return Err(self.err(file, v.span, format!("unknown struct `{}`", p.name)));
+        };
+        let fields = self.fields(sf, s)?;
+        let mut given: HashMap<&str, &ConstValue> = HashMap::new();
+        for (k, val) in entries {
+            let ConstValueKind::Str(key) = &k.kind else {
+                return Err(self.err(
+                    file,
+                    k.span,
+                    "struct literal keys are field names in quotes".into(),
+                ));
+            };
+            if !s.fields.iter().any(|f| f.name.name == *key) {
+                return Err(self.err(
+                    file,
+                    k.span,
+                    format!("struct `{}` has no field `{key}`", s.name.name),
+                ));
+            }
+            given.insert(key.as_str(), val);
+        }
+        let mut out = Vec::new();
+        for (f, model) in s.fields.iter().zip(&fields) {
+            let value = match given.get(f.name.name.as_str()) {
+                Some(val) => self.value(file, val, &model.ty, depth + 1)?,
+                None => model.default.clone().unwrap_or(Value::Default),
+            };
+            let optional = model.req == Requiredness::Optional;
+            if optional && value == Value::Default {
+                out.push(FieldValue {
+                    name: model.name.clone(),
+                    ty: model.ty.clone(),
+                    optional: false,
+                    boxed: false,
+                    value,
+                });
+                continue;
+            }
+            out.push(FieldValue {
+                name: model.name.clone(),
+                ty: model.ty.clone(),
+                optional,
+                boxed: self.is_boxed(p, model),
+                value,
+            });
+        }
+        Ok(Value::Struct(p.clone(), out))
+    }
+
+    fn find_struct(&self, p: &TypePath) -> Option<(usize, &'a ast::StructLike)> {
+        let file = self.modules.iter().position(|m| *m == p.module)?;
+        self.files[file]
+            .doc
+            .definitions
+            .iter()
+            .find_map(|d| match d {
+                Definition::Struct(s) if names::upper_camel(&s.name.name) == p.name => {
+                    Some((file, s))
+                }
+                _ => None,
+            })
+    }
+
+    /// The fields of a struct-like definition, ids assigned and defaults checked (not yet
+    /// boxed: that needs every struct).
+    fn fields(&self, file: usize, s: &'a ast::StructLike) -> Result<Vec<FieldDef>, ResolveError> {
+        self.field_list(file, &s.fields, s.kind == ast::StructKind::Union)
+    }
+
+    fn field_list(
+        &self,
+        file: usize,
+        fields: &'a [ast::Field],
+        union: bool,
+    ) -> Result<Vec<FieldDef>, ResolveError> {
+        let mut out: Vec<FieldDef> = Vec::new();
+        let mut next_implicit = -1i16;
+        let mut ids = HashSet::new();
+        let mut rust_names = HashSet::new();
+        for f in fields {
+            let id = match f.id {
+                Some(id) => i16::try_from(id).map_err(|_| {
+                    self.err(file, f.span, format!("field id {id} does not fit an i16"))
+                })?,
+                None => {
+                    let id = next_implicit;
+                    next_implicit = next_implicit.saturating_sub(1);
+                    id
+                }
+            };
+            if !ids.insert(id) {
+                return Err(self.err(file, f.span, format!("field id {id} is used twice")));
+            }
+            let name = if union {
+                names::upper_camel(&f.name.name)
+            } else {
+                names::snake(&f.name.name)
+            };
+            if !names::is_legal(&name) {
+                return Err(self.err(
+                    file,
+                    f.name.span,
+                    format!("`{}` does not make a Rust name", f.name.name),
+                ));
+            }
+            if !rust_names.insert(name.clone()) {
+                return Err(self.err(
+                    file,
+                    f.name.span,
+                    format!(
+                        "field `{}` clashes with another field (both are `{name}` in Rust)",
+                        f.name.name
+                    ),
+                ));
+            }
+            let ty = self.ty(file, &f.ty, 0)?;
+            let default = match &f.default {
+                Some(v) => Some(self.value(file, v, &ty, 0)?),
+                None => None,
+            };
+            let req = match (union, f.req) {
+                (true, _) => Requiredness::Optional,
+                (false, ast::Requiredness::Required) => Requiredness::Required,
+                (false, ast::Requiredness::Optional) => Requiredness::Optional,
+                (false, ast::Requiredness::Default) => Requiredness::Default,
+            };
+            out.push(FieldDef {
+                id,
+                thrift_name: f.name.name.clone(),
+                name,
+                ty,
+                req,
+                default,
+                boxed: false,
+            });
+        }
+        Ok(out)
+    }
+
+    fn is_boxed(&self, owner: &TypePath, f: &FieldDef) -> bool {
+        match &f.ty {
+            Ty::Struct(target) => self.reaches(target, owner, &mut HashSet::new()),
+            _ => false,
+        }
+    }
+
+    /// Whether struct `from` leads to struct `to` through plain or optional fields.
+    fn reaches(
+        &self,
+        from: &TypePath,
+        to: &TypePath,
+        seen: &mut HashSet<(String, String)>,
+    ) -> bool {
+        if from == to {
+            return true;
+        }
+        if !seen.insert((from.module.clone(), from.name.clone())) {
+            return false;
+        }
+        let Some(def) = self.structs.get(&(from.module.clone(), from.name.clone())) else {
+            return false;
+        };
+        def.fields.iter().any(|f| match &f.ty {
+            Ty::Struct(next) => self.reaches(next, to, seen),
+            _ => false,
+        })
+    }
+
+    fn run(mut self) -> Result<Model, ResolveError> {
+        // Pass 1: every struct-like, including service args/results, unboxed.
+        let mut per_file: Vec<Vec<Item>> = vec![Vec::new(); self.files.len()];
+        for (fi, file) in self.files.iter().enumerate() {
+            let mut taken: HashMap<String, Span> = HashMap::new();
+            let mut claim = |name: &str, span: Span, this: &Self| -> Result<(), ResolveError> {
+                if let Some(prev) = taken.insert(name.to_string(), span) {
+                    return Err(this.err(
+                        fi,
+                        span,
+                        format!(
+                            "`{name}` is generated twice in module `{}` (first at line {})",
+                            this.modules[fi], prev.line
+                        ),
+                    ));
+                }
+                Ok(())
+            };
+            for def in &file.doc.definitions {
+                match def {
+                    Definition::Struct(s) => {
+                        let name = names::upper_camel(&s.name.name);
+                        claim(&name, s.name.span, &self)?;
+                        let kind = match s.kind {
+                            ast::StructKind::Struct => StructKind::Struct,
+                            ast::StructKind::Union => StructKind::Union,
+                            ast::StructKind::Exception => StructKind::Exception,
+                        };
+                        let fields = self.fields(fi, s)?;
+                        per_file[fi].push(Item::Struct(StructDef {
+                            thrift_name: s.name.name.clone(),
+                            name,
+                            kind,
+                            fields,
+                            doc: s.doc.clone(),
+                            hashable: false,
+                        }));
+                    }
+                    Definition::Enum(e) => {
+                        let name = names::upper_camel(&e.name.name);
+                        claim(&name, e.name.span, &self)?;
+                        per_file[fi].push(Item::Enum(self.enum_def(fi, e)?));
+                    }
+                    Definition::Typedef(t) => {
+                        let name = names::upper_camel(&t.name.name);
+                        claim(&name, t.name.span, &self)?;
+                        let ty = self.ty(fi, &t.ty, 0)?;
+                        per_file[fi].push(Item::Typedef(TypedefDef { name, ty }));
+                    }
+                    Definition::Const(c) => {
+                        let name = names::upper_snake(&c.name.name);
+                        claim(&name, c.name.span, &self)?;
+                        let ty = self.ty(fi, &c.ty, 0)?;
+                        let value = self.value(fi, &c.value, &ty, 0)?;
+                        per_file[fi].push(Item::Const(ConstDef { name, ty, value }));
+                    }
+                    Definition::Service(svc) => {
+                        for item in self.service_items(fi, svc)? {
+                            if let Item::Struct(s) = &item {
+                                claim(&s.name, svc.name.span, &self)?;
+                            }
+                            per_file[fi].push(item);
+                        }
+                    }
+                }
+            }
+        }
+        for (fi, items) in per_file.iter().enumerate() {
+            for item in items {
+                if let Item::Struct(s) = item {
+                    self.structs
+                        .insert((self.modules[fi].clone(), s.name.clone()), s.clone());
+                }
+            }
+        }
+        // Pass 2: boxing, ordering, and the checks that need every struct.
+        let mut modules = Vec::new();
+        for (fi, items) in per_file.into_iter().enumerate() {
+            let mut out = Vec::new();
+            for item in items {
+                out.push(match item {
+                    Item::Struct(mut s) => {
+                        let owner = TypePath {
+                            module: self.modules[fi].clone(),
+                            name: s.name.clone(),
+                        };
+                        for f in &mut s.fields {
+                            f.boxed = self.is_boxed(&owner, f);
+                            self.check_orderable(fi, &s.thrift_name, &f.ty)?;
+                        }
+                        s.hashable = s
+                            .fields
+                            .iter()
+                            .all(|f| self.orderable(&f.ty, &mut HashSet::new()));
+                        Item::Struct(s)
+                    }
+                    other => other,
+                });
+            }
+            modules.push(Module {
+                name: self.modules[fi].clone(),
+                items: out,
+            });
+        }
+        Ok(Model { modules })
+    }
+
+    fn enum_def(&self, file: usize, e: &'a ast::Enum) -> Result<EnumDef, ResolveError> {
+        let mut values = Vec::new();
+        let mut names_seen = HashSet::new();
+        let mut next: i64 = 0;
+        for v in &e.values {
+            let n = v.value.unwrap_or(next);
+            let Ok(n32) = i32::try_from(n) else {
+                return Err(self.err(file, v.span, format!("enum value {n} does not fit an i32")));
+            };
+            next = n + 1;
+            let name = names::upper_snake(&v.name.name);
+            if !names_seen.insert(name.clone()) {
+                return Err(self.err(
+                    file,
+                    v.name.span,
+                    format!("enum value `{}` is defined twice", v.name.name),
+                ));
+            }
+            values.push((name, n32));
+        }
+        Ok(EnumDef {
+            thrift_name: e.name.name.clone(),
+            name: names::upper_camel(&e.name.name),
+            values,
+            doc: e.doc.clone(),
+        })
+    }
+
+    fn service_items(&self, file: usize, svc: &'a ast::Service) -> Result<Vec<Item>, ResolveError> {
+        if let Some(base) = &svc.extends {
+            match self.lookup(file, &base.name) {
+                Some((_, DefRef::Service, None)) => {}
+                _ => {
+                    return Err(self.err(
+                        file,
+                        base.span,
+                        format!("unknown service `{}`", base.name),
+                    ));
+                }
+            }
+        }
+        let mut items = Vec::new();
+        let mut methods = HashSet::new();
+        for func in &svc.functions {
+            if !methods.insert(func.name.name.as_str()) {
+                return Err(self.err(
+                    file,
+                    func.name.span,
+                    format!("method `{}` is defined twice", func.name.name),
+                ));
+            }
+            let base = format!("{}_{}", svc.name.name, func.name.name);
+            let args = self.field_list(file, &func.args, false)?;
+            items.push(Item::Struct(StructDef {
+                thrift_name: format!("{}_args", func.name.name),
+                name: names::upper_camel(&format!("{base}_args")),
+                kind: StructKind::Struct,
+                fields: args,
+                doc: None,
+                hashable: false,
+            }));
+            if func.oneway {
+                if func.returns.is_some() || !func.throws.is_empty() {
+                    return Err(self.err(
+                        file,
+                        func.span,
+                        format!(
+                            "oneway method `{}` must return void and throw nothing",
+                            func.name.name
+                        ),
+                    ));
+                }
+                continue;
+            }
+            let mut fields = Vec::new();
+            if let Some(ret) = &func.returns {
+                fields.push(FieldDef {
+                    id: 0,
+                    thrift_name: "success".into(),
+                    name: "success".into(),
+                    ty: self.ty(file, ret, 0)?,
+                    req: Requiredness::Optional,
+                    default: None,
+                    boxed: false,
+                });
+            }
+            for mut f in self.field_list(file, &func.throws, false)? {
+                if !matches!(&f.ty, Ty::Struct(p) if self.find_struct(p).is_some_and(|(_, s)| s.kind == ast::StructKind::Exception))
+                {
+                    return Err(self.err(
+                        file,
+                        func.span,
+                        format!(
+                            "`{}` in the throws of `{}` is not an exception",
+                            f.thrift_name, func.name.name
+                        ),
+                    ));
+                }
+                if f.id == 0 || f.name == "success" {
+                    return Err(self.err(
+                        file,
+                        func.span,
+                        format!(
+                            "exception `{}` of `{}` clashes with the result's `success` field",
+                            f.thrift_name, func.name.name
+                        ),
+                    ));
+                }
+                f.req = Requiredness::Optional;
+                fields.push(f);
+            }
+            items.push(Item::Struct(StructDef {
+                thrift_name: format!("{}_result", func.name.name),
+                name: names::upper_camel(&format!("{base}_result")),
+                kind: StructKind::Struct,
+                fields,
+                doc: None,
+                hashable: false,
+            }));
+        }
+        Ok(items)
+    }
+
+    /// Whether values of `ty` can be ordered (no `double` anywhere inside).
+    fn orderable(&self, ty: &Ty, seen: &mut HashSet<(String, String)>) -> bool {
+        match ty {
+            Ty::Double => false,
+            Ty::List(t) | Ty::Set(t) => self.orderable(t, seen),
+            Ty::Map(k, v) => self.orderable(k, seen) && self.orderable(v, seen),
+            Ty::Struct(p) => {
+                if !seen.insert((p.module.clone(), p.name.clone())) {
+                    return true;
+                }
+                match self.structs.get(&(p.module.clone(), p.name.clone())) {
+                    Some(s) => s.fields.iter().all(|f| self.orderable(&f.ty, seen)),
+                    None => false,
+                }
+            }
+            _ => true,
+        }
+    }
+
+    fn check_orderable(&self, file: usize, owner: &str, ty: &Ty) -> Result<(), ResolveError> {
+        match ty {
+            Ty::Set(e) | Ty::Map(e, _) if !self.orderable(e, &mut HashSet::new()) => Err(self.err(
+                file,
+                Span::default(),
+                format!(
+                    "in `{owner}`: set elements and map keys must be orderable, and {} is not \
+                     (it is or holds a double)",
+                    describe(e)
+                ),
+            )),
+            Ty::List(t) | Ty::Set(t) => self.check_orderable(file, owner, t),
+            Ty::Map(k, v) => {
+                self.check_orderable(file, owner, k)?;
+                self.check_orderable(file, owner, v)
+            }
+            _ => Ok(()),
+        }
+    }
+}
+
+fn at(file: &SourceFile, span: Span, message: String) -> ResolveError {
+    ResolveError {
+        file: file.display.clone(),
+        line: span.line.max(1),
+        col: span.col.max(1),
+        message,
+    }
+}
+
+fn int_in(
+    r: &Resolver<'_>,
+    file: usize,
+    v: &ConstValue,
+    i: i64,
+    min: i64,
+    max: i64,
+) -> Result<Value, ResolveError> {
+    if (min..=max).contains(&i) {
+        Ok(Value::Int(i))
+    } else {
+        Err(r.err(
+            file,
+            v.span,
+            format!("{i} is out of range ({min} to {max})"),
+        ))
+    }
+}
+
+/// Enum values with implicit ones filled in: `(Thrift name, value)`.
+fn enum_values(e: &ast::Enum) -> Vec<(String, i32)> {
+    let mut next = 0i64;
+    e.values
+        .iter()
+        .map(|v| {
+            let n = v.value.unwrap_or(next);
+            next = n + 1;
+            (v.name.name.clone(), n as i32)
+        })
+        .collect()
+}
+
+/// Whether a constant of type `a` may stand where `b` is expected.
+fn same_shape(a: &Ty, b: &Ty) -> bool {
+    match (a, b) {
+        (
+            Ty::I8 | Ty::I16 | Ty::I32 | Ty::I64,
+            Ty::I8 | Ty::I16 | Ty::I32 | Ty::I64 | Ty::Double,
+        ) => true,
+        (Ty::String | Ty::Binary, Ty::String | Ty::Binary) => true,
+        (Ty::List(x), Ty::List(y)) | (Ty::Set(x), Ty::Set(y)) => same_shape(x, y),
+        (Ty::Map(k1, v1), Ty::Map(k2, v2)) => same_shape(k1, k2) && same_shape(v1, v2),
+        _ => a == b,
+    }
+}
+
+fn describe(ty: &Ty) -> String {
+    match ty {
+        Ty::Bool => "bool".into(),
+        Ty::I8 => "i8".into(),
+        Ty::I16 => "i16".into(),
+        Ty::I32 => "i32".into(),
+        Ty::I64 => "i64".into(),
+        Ty::Double => "double".into(),
+        Ty::String => "string".into(),
+        Ty::Binary => "binary".into(),
+        Ty::Uuid => "uuid".into(),
+        Ty::List(t) => format!("list<{}>", describe(t)),
+        Ty::Set(t) => format!("set<{}>", describe(t)),
+        Ty::Map(k, v) => format!("map<{}, {}>", describe(k), describe(v)),
+        Ty::Struct(p) | Ty::Enum(p) => format!("{}.{}", p.module, p.name),
+    }
+}

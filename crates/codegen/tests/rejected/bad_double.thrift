@@ -1,0 +1,1 @@
+const double D = 1.

@@ -1,0 +1,3 @@
+struct A {
+    0x: i32 a
+}

@@ -1,0 +1,2 @@
+const i32 X
+struct A {}

@@ -1,0 +1,1 @@
+struct A { 1 i32 a }

@@ -1,0 +1,3 @@
+service S {
+    void ping;
+}

@@ -1,0 +1,2 @@
+struct A {}
+include "b.thrift"

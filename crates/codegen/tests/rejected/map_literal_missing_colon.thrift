@@ -1,0 +1,1 @@
+const map<string, i32> M = {"a" 1}

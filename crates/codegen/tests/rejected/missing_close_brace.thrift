@@ -1,0 +1,2 @@
+struct A {
+    1: i32 a

@@ -1,0 +1,2 @@
+namespace rs
+struct A {}

@@ -1,0 +1,3 @@
+senum Names {
+    "a", "b"
+}

@@ -1,0 +1,4 @@
+service S {
+    void a()
+    = 1
+}

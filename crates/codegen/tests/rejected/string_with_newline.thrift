@@ -1,0 +1,2 @@
+const string S = 'line one
+line two'

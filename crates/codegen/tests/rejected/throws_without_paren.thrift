@@ -1,0 +1,3 @@
+service S {
+    void f() throws 1: E e
+}

@@ -1,0 +1,3 @@
+struct A {
+    1: list<i32 nums
+}

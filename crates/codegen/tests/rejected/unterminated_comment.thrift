@@ -1,0 +1,3 @@
+struct A {}
+/* never closed
+struct B {}

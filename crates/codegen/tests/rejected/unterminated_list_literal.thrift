@@ -1,0 +1,1 @@
+const list<i32> L = [1, 2

@@ -1,0 +1,1 @@
+struct A { 1: void x }

@@ -1,0 +1,2 @@
+const string S = "s"
+const i32 X = S

@@ -1,0 +1,2 @@
+struct A {}
+enum A { X }

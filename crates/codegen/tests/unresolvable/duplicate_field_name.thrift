@@ -1,0 +1,4 @@
+struct A {
+  1: i32 userId,
+  2: i32 user_id,
+}

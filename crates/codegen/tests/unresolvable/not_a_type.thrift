@@ -1,0 +1,2 @@
+const i32 X = 1
+struct A { 1: X x }

@@ -1,0 +1,3 @@
+service S {
+  oneway i32 f(),
+}

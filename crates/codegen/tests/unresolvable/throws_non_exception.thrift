@@ -1,0 +1,4 @@
+struct NotAnError {}
+service S {
+  void f() throws (1: NotAnError e),
+}

@@ -1,0 +1,3 @@
+typedef A B
+typedef B A
+struct S { 1: A a }

@@ -1,0 +1,1 @@
+const i32 X = Y

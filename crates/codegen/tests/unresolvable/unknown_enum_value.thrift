@@ -1,0 +1,2 @@
+enum E { A, B }
+const E X = E.C
