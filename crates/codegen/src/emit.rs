@@ -3,7 +3,9 @@
 //! Generated code implements `thrift_codec::Message` exactly as the hand-written reference
 //! types in `thrift_codec::fixtures` do, so the bytes on the wire are the same. It names
 //! everything by absolute path (`::std::...`, `::thrift_codec::...`), so IDL types called
-//! `Result`, `Option`, `String`, `Box` or `Vec` cannot shadow what it uses.
+//! `Result`, `Option`, `String`, `Box` or `Vec` cannot shadow what it uses (derive macros
+//! are named bare: they live in the macro namespace, which IDL names never reach; the
+//! runtime crate is `__tc`, a name no IDL item can map to).
 //!
 //! Rust shapes of Thrift types: `string` is `thrift_codec::Utf8Bytes` and `binary` is
 //! `bytes::Bytes` (both zero-copy slices of the decoded frame), `list` is `Vec`, `set` is
@@ -141,12 +143,7 @@ fn ttype(ty: &Ty) -> TokenStream {
         Ty::Map(..) => quote! { Map },
         Ty::Struct(_) => quote! { Struct },
     };
-    quote! { ::thrift_codec::TType::#variant }
-}
-
-/// A fresh name for the element variable of a container nested `depth` deep.
-fn elem(depth: usize) -> Ident {
-    format_ident!("e{depth}")
+    quote! { __tc::TType::#variant }
 }
 
 fn float(f: f64) -> TokenStream {
@@ -165,12 +162,6 @@ fn float(f: f64) -> TokenStream {
 
 fn lit(l: Literal) -> TokenStream {
     quote! { #l }
-}
-
-/// Whether the size of a field of type `ty` depends on its value (if not, generated
-/// code binds nothing for it, so that no variable goes unused).
-fn size_uses_value(ty: &Ty) -> bool {
-    !matches!(ty, Ty::Bool | Ty::I8 | Ty::Double | Ty::Uuid)
 }
 
 fn doc_attr(doc: &Option<String>) -> TokenStream {
@@ -236,6 +227,11 @@ impl Emitter<'_> {
             #[doc = #doc]
             #[allow(clippy::approx_constant, clippy::derivable_impls, clippy::large_enum_variant)]
             pub mod #name {
+                // A short name for the runtime crate. No generated item can clash with
+                // it: type names are UpperCamelCase and constants UPPER_SNAKE_CASE.
+                #[allow(unused_imports)]
+                use ::thrift_codec as __tc;
+
                 #(#items)*
             }
         }
@@ -251,11 +247,11 @@ impl Emitter<'_> {
             Ty::I64 => quote! { i64 },
             Ty::Double => quote! { f64 },
             Ty::String => match self.opts.string {
-                StringRepr::Utf8Bytes => quote! { ::thrift_codec::Utf8Bytes },
+                StringRepr::Utf8Bytes => quote! { __tc::Utf8Bytes },
                 StringRepr::String => quote! { ::std::string::String },
             },
             Ty::Binary => match self.opts.binary {
-                BinaryRepr::Bytes => quote! { ::thrift_codec::bytes::Bytes },
+                BinaryRepr::Bytes => quote! { __tc::bytes::Bytes },
                 BinaryRepr::Vec => quote! { ::std::vec::Vec<u8> },
             },
             Ty::Uuid => quote! { [u8; 16] },
@@ -277,148 +273,6 @@ impl Emitter<'_> {
         }
     }
 
-    /// An expression (`usize`) for the encoded size of `v` (an expression of type `&T`).
-    fn size_expr(&self, ty: &Ty, v: &TokenStream, depth: usize) -> TokenStream {
-        let p = quote! { ::thrift_codec::protocol };
-        match ty {
-            Ty::Bool => quote! { s.bool_len() },
-            Ty::I8 => quote! { s.i8_len() },
-            Ty::I16 => quote! { s.i16_len(*#v) },
-            Ty::I32 => quote! { s.i32_len(*#v) },
-            Ty::I64 => quote! { s.i64_len(*#v) },
-            Ty::Double => quote! { s.double_len() },
-            Ty::Uuid => quote! { s.uuid_len() },
-            Ty::String if self.opts.string == StringRepr::String => {
-                quote! { s.binary_len(#v.len()) }
-            }
-            Ty::Binary if self.opts.binary == BinaryRepr::Vec => quote! { s.binary_len(#v.len()) },
-            Ty::String | Ty::Binary => quote! { s.bytes_len(#v.len()) },
-            Ty::Enum(_) => quote! { s.i32_len(#v.0) },
-            Ty::Struct(_) => quote! { ::thrift_codec::Message::size(#v, s) },
-            Ty::List(t) if **t == Ty::I32 => quote! { #p::i32_list_len(s, #v) },
-            Ty::List(t) if **t == Ty::I64 => quote! { #p::i64_list_len(s, #v) },
-            Ty::List(t) if **t == Ty::Double => quote! { #p::f64_list_len(s, #v) },
-            Ty::List(t) | Ty::Set(t) => {
-                let tt = ttype(t);
-                let e = elem(depth);
-                let each = self.size_expr(t, &quote! { #e }, depth + 1);
-                quote! {
-                    s.list_begin_len(#tt, #v.len())
-                        + match s.fixed_width(#tt) {
-                            ::std::option::Option::Some(w) => w * #v.len(),
-                            ::std::option::Option::None => #v.iter().map(|#e| #each).sum::<usize>(),
-                        }
-                }
-            }
-            Ty::Map(k, val) => {
-                let (kt, vt) = (ttype(k), ttype(val));
-                let (ke, ve) = (elem(depth), format_ident!("v{depth}"));
-                let ks = self.size_expr(k, &quote! { #ke }, depth + 1);
-                let vs = self.size_expr(val, &quote! { #ve }, depth + 1);
-                quote! {
-                    s.map_begin_len(#kt, #vt, #v.len())
-                        + #v.iter().map(|(#ke, #ve)| #ks + #vs).sum::<usize>()
-                }
-            }
-        }
-    }
-
-    /// Statements that write `v` (an expression of type `&T`).
-    fn encode_stmts(&self, ty: &Ty, v: &TokenStream, depth: usize) -> TokenStream {
-        let p = quote! { ::thrift_codec::protocol };
-        match ty {
-            Ty::Bool => quote! { e.write_bool(*#v); },
-            Ty::I8 => quote! { e.write_i8(*#v); },
-            Ty::I16 => quote! { e.write_i16(*#v); },
-            Ty::I32 => quote! { e.write_i32(*#v); },
-            Ty::I64 => quote! { e.write_i64(*#v); },
-            Ty::Double => quote! { e.write_double(*#v); },
-            Ty::Uuid => quote! { e.write_uuid(#v); },
-            Ty::String => match self.opts.string {
-                StringRepr::Utf8Bytes => quote! { e.write_string(#v); },
-                StringRepr::String => quote! { e.write_binary(#v.as_bytes()); },
-            },
-            Ty::Binary => match self.opts.binary {
-                BinaryRepr::Bytes => quote! { e.write_bytes(#v); },
-                BinaryRepr::Vec => quote! { e.write_binary(#v); },
-            },
-            Ty::Enum(_) => quote! { e.write_i32(#v.0); },
-            Ty::Struct(_) => quote! { ::thrift_codec::Message::encode(#v, e); },
-            Ty::List(t) if **t == Ty::I32 => quote! { #p::write_i32_list(e, #v); },
-            Ty::List(t) if **t == Ty::I64 => quote! { #p::write_i64_list(e, #v); },
-            Ty::List(t) if **t == Ty::Double => quote! { #p::write_f64_list(e, #v); },
-            Ty::List(t) | Ty::Set(t) => {
-                let tt = ttype(t);
-                let el = elem(depth);
-                let each = self.encode_stmts(t, &quote! { #el }, depth + 1);
-                quote! {
-                    e.write_list_begin(#tt, #v.len());
-                    for #el in #v.iter() { #each }
-                }
-            }
-            Ty::Map(k, val) => {
-                let (kt, vt) = (ttype(k), ttype(val));
-                let (ke, ve) = (elem(depth), format_ident!("v{depth}"));
-                let kw = self.encode_stmts(k, &quote! { #ke }, depth + 1);
-                let vw = self.encode_stmts(val, &quote! { #ve }, depth + 1);
-                quote! {
-                    e.write_map_begin(#kt, #vt, #v.len());
-                    for (#ke, #ve) in #v.iter() { #kw #vw }
-                }
-            }
-        }
-    }
-
-    /// An expression of type `Result<T, DecodeError>` reading one `T` from `d`.
-    fn decode_expr(&self, ty: &Ty) -> TokenStream {
-        let p = quote! { ::thrift_codec::protocol };
-        match ty {
-            Ty::Bool => quote! { d.read_bool() },
-            Ty::I8 => quote! { d.read_i8() },
-            Ty::I16 => quote! { d.read_i16() },
-            Ty::I32 => quote! { d.read_i32() },
-            Ty::I64 => quote! { d.read_i64() },
-            Ty::Double => quote! { d.read_double() },
-            Ty::Uuid => quote! { d.read_uuid() },
-            Ty::String => match self.opts.string {
-                StringRepr::Utf8Bytes => quote! { d.read_string() },
-                StringRepr::String => {
-                    quote! { d.read_string().map(|s| ::std::string::String::from(s.as_str())) }
-                }
-            },
-            Ty::Binary => match self.opts.binary {
-                BinaryRepr::Bytes => quote! { d.read_bytes() },
-                BinaryRepr::Vec => quote! { d.read_bytes().map(|b| b.to_vec()) },
-            },
-            Ty::Enum(path) => {
-                let path = type_path(path);
-                quote! { d.read_i32().map(#path) }
-            }
-            Ty::Struct(path) => {
-                let path = type_path(path);
-                quote! { <#path as ::thrift_codec::Message>::decode(d) }
-            }
-            Ty::List(t) if **t == Ty::I32 => quote! { #p::read_i32_list(d) },
-            Ty::List(t) if **t == Ty::I64 => quote! { #p::read_i64_list(d) },
-            Ty::List(t) if **t == Ty::Double => quote! { #p::read_f64_list(d) },
-            Ty::Set(t) if **t == Ty::I32 => quote! { #p::read_i32_set(d) },
-            Ty::Set(t) if **t == Ty::I64 => quote! { #p::read_i64_set(d) },
-            Ty::List(t) => {
-                let (tt, each) = (ttype(t), self.decode_expr(t));
-                quote! { #p::read_list(d, #tt, |d| #each) }
-            }
-            Ty::Set(t) => {
-                let (tt, each) = (ttype(t), self.decode_expr(t));
-                quote! { #p::read_set(d, #tt, |d| #each) }
-            }
-            Ty::Map(k, v) => {
-                let (kt, vt) = (ttype(k), ttype(v));
-                let (kr, vr) = (self.decode_expr(k), self.decode_expr(v));
-                quote! { #p::read_map(d, #kt, #vt, |d| #kr, |d| #vr) }
-            }
-        }
-    }
-
     /// A Rust expression building `value` of type `ty`.
     fn value_expr(&self, ty: &Ty, value: &Value) -> TokenStream {
         match (ty, value) {
@@ -430,14 +284,14 @@ impl Emitter<'_> {
             (Ty::Double, Value::Double(f)) => float(*f),
             (Ty::Double, Value::Int(i)) => float(*i as f64),
             (Ty::String, Value::Str(s)) => match self.opts.string {
-                StringRepr::Utf8Bytes => quote! { ::thrift_codec::Utf8Bytes::from_static(#s) },
+                StringRepr::Utf8Bytes => quote! { __tc::Utf8Bytes::from_static(#s) },
                 StringRepr::String => quote! { ::std::string::String::from(#s) },
             },
             (Ty::Binary, Value::Str(s)) => {
                 let bytes = Literal::byte_string(s.as_bytes());
                 match self.opts.binary {
                     BinaryRepr::Bytes => {
-                        quote! { ::thrift_codec::bytes::Bytes::from_static(#bytes) }
+                        quote! { __tc::bytes::Bytes::from_static(#bytes) }
                     }
                     BinaryRepr::Vec => quote! { #bytes.to_vec() },
                 }
@@ -512,67 +366,39 @@ impl Emitter<'_> {
     /// Types without a `double` inside also get `Eq`, and with ordered collections
     /// `Hash` and `Ord` too, so they can be set elements and map keys.
     fn derives(&self, s: &StructDef, default: bool) -> TokenStream {
-        let default = default.then(|| quote! { ::std::default::Default, });
+        let default = default.then(|| quote! { Default, });
         let extra = match (s.hashable, self.opts.collections) {
             (false, _) => TokenStream::new(),
             (true, CollectionRepr::BTree) => quote! {
-                ::std::cmp::Eq, ::std::hash::Hash, ::std::cmp::PartialOrd, ::std::cmp::Ord,
+                Eq, Hash, PartialOrd, Ord,
             },
-            (true, CollectionRepr::Hash) => quote! { ::std::cmp::Eq, },
+            (true, CollectionRepr::Hash) => quote! { Eq, },
         };
         let attrs = self.type_attrs(&s.thrift_name);
         quote! {
-            #[derive(::std::fmt::Debug, ::std::clone::Clone, ::std::cmp::PartialEq, #extra #default)]
+            #[derive(Debug, Clone, PartialEq, #extra #default)]
             #attrs
         }
     }
 
-    /// The value of field `f` as a `&T`, from `v` bound to the stored field (which is
-    /// a `&Box<T>` for boxed fields).
-    fn field_value(f: &FieldDef) -> TokenStream {
-        if f.boxed {
-            quote! { &**v }
-        } else {
-            quote! { v }
-        }
-    }
-
-    /// `+`-able size of field `f`'s header and value, with `v` bound as in
-    /// [`field_value`](Self::field_value).
-    fn field_size(&self, f: &FieldDef) -> TokenStream {
+    /// `+`-able size of field `f` (header and value) for `v`, a `&T` of the stored type.
+    fn field_size(f: &FieldDef, v: TokenStream) -> TokenStream {
         let id = Literal::i16_unsuffixed(f.id);
-        if f.ty == Ty::Bool {
-            quote! { s.bool_field_len(#id) }
-        } else {
-            let tt = ttype(&f.ty);
-            let size = self.size_expr(&f.ty, &Self::field_value(f), 0);
-            quote! { s.field_begin_len(#tt, #id) + #size }
-        }
+        quote! { __tc::wire::Wire::field_size(#v, s, #id) }
     }
 
-    /// Statements writing field `f`'s header and value, with `v` bound as in
-    /// [`field_value`](Self::field_value).
-    fn field_write(&self, f: &FieldDef) -> TokenStream {
+    /// A statement writing field `f` (header and value) for `v`, a `&T` of the stored
+    /// type.
+    fn field_write(f: &FieldDef, v: TokenStream) -> TokenStream {
         let id = Literal::i16_unsuffixed(f.id);
-        if f.ty == Ty::Bool {
-            quote! { e.write_bool_field(#id, *v); }
-        } else {
-            let tt = ttype(&f.ty);
-            let write = self.encode_stmts(&f.ty, &Self::field_value(f), 0);
-            quote! { e.write_field_begin(#tt, #id); #write }
-        }
+        quote! { __tc::wire::Wire::field_write(#v, e, #id); }
     }
 
-    /// An expression reading field `f`'s value (boxed if the field is), failing with
-    /// the field's path.
-    fn field_read(&self, f: &FieldDef) -> TokenStream {
+    /// An expression reading field `f`'s stored type, failing with the field's path.
+    fn field_read(f: &FieldDef) -> TokenStream {
         let fname_str = &f.thrift_name;
-        let read = self.decode_expr(&f.ty);
-        let read = quote! { #read.map_err(|err| err.push(NAME, #fname_str))? };
-        if f.boxed {
-            quote! { ::std::boxed::Box::new(#read) }
-        } else {
-            read
+        quote! {
+            __tc::wire::Wire::wire_read(d).map_err(|err| err.push(NAME, #fname_str))?
         }
     }
 
@@ -631,61 +457,54 @@ impl Emitter<'_> {
             }
         });
 
-        let sizes = s.fields.iter().map(|f| {
-            let fname = ident(&f.name);
-            let size = self.field_size(f);
-            let body = quote! { n += #size; };
-            match (f.req, size_uses_value(&f.ty)) {
-                (Requiredness::Optional, true) => quote! {
-                    if let ::std::option::Option::Some(v) = &self.#fname { #body }
-                },
-                (Requiredness::Optional, false) => quote! {
-                    if self.#fname.is_some() { #body }
-                },
-                (_, true) => quote! { { let v = &self.#fname; #body } },
-                (_, false) => body,
-            }
-        });
+        // Fields go on the wire in ascending id order, as Apache Thrift writes them (it
+        // matters where ids are not declared in order, such as implicit negative ids).
+        let mut by_id: Vec<&FieldDef> = s.fields.iter().collect();
+        by_id.sort_by_key(|f| f.id);
 
-        let writes = s.fields.iter().map(|f| {
+        let sizes = by_id.iter().map(|f| {
             let fname = ident(&f.name);
-            let body = self.field_write(f);
             match f.req {
-                Requiredness::Optional => quote! {
-                    if let ::std::option::Option::Some(v) = &self.#fname { #body }
-                },
-                _ => quote! { { let v = &self.#fname; #body } },
+                Requiredness::Optional => {
+                    let size = Self::field_size(f, quote! { v });
+                    quote! { if let ::std::option::Option::Some(v) = &self.#fname { n += #size; } }
+                }
+                _ => {
+                    let size = Self::field_size(f, quote! { &self.#fname });
+                    quote! { n += #size; }
+                }
             }
         });
 
+        let writes = by_id.iter().map(|f| {
+            let fname = ident(&f.name);
+            match f.req {
+                Requiredness::Optional => {
+                    let write = Self::field_write(f, quote! { v });
+                    quote! { if let ::std::option::Option::Some(v) = &self.#fname { #write } }
+                }
+                _ => Self::field_write(f, quote! { &self.#fname }),
+            }
+        });
+
+        // Locals take their types from the struct literal they end up in, which keeps
+        // the generated code short (and so quick to generate and to compile).
         let locals = s.fields.iter().map(|f| {
             let local = format_ident!("f_{}", f.name.trim_start_matches("r#"));
-            let ty = self.field_type(f);
-            match f.req {
-                Requiredness::Required => {
-                    let inner = self.rust_type(&f.ty);
-                    let inner = if f.boxed {
-                        quote! { ::std::boxed::Box<#inner> }
+            match (f.req, &f.default) {
+                (Requiredness::Default, Some(v)) => {
+                    let v = self.value_expr(&f.ty, v);
+                    let v = if f.boxed {
+                        quote! { ::std::boxed::Box::new(#v) }
                     } else {
-                        inner
+                        v
                     };
-                    quote! { let mut #local: ::std::option::Option<#inner> = ::std::option::Option::None; }
+                    quote! { let mut #local = #v; }
                 }
-                Requiredness::Optional => {
-                    quote! { let mut #local: #ty = ::std::option::Option::None; }
+                (Requiredness::Default, None) => {
+                    quote! { let mut #local = ::std::default::Default::default(); }
                 }
-                Requiredness::Default => match &f.default {
-                    Some(v) => {
-                        let v = self.value_expr(&f.ty, v);
-                        let v = if f.boxed {
-                            quote! { ::std::boxed::Box::new(#v) }
-                        } else {
-                            v
-                        };
-                        quote! { let mut #local: #ty = #v; }
-                    }
-                    None => quote! { let mut #local: #ty = ::std::default::Default::default(); },
-                },
+                _ => quote! { let mut #local = ::std::option::Option::None; },
             }
         });
 
@@ -693,7 +512,7 @@ impl Emitter<'_> {
             let local = format_ident!("f_{}", f.name.trim_start_matches("r#"));
             let id = Literal::i16_unsuffixed(f.id);
             let tt = ttype(&f.ty);
-            let read = self.field_read(f);
+            let read = Self::field_read(f);
             let assign = match f.req {
                 Requiredness::Default => quote! { #local = #read },
                 _ => quote! { #local = ::std::option::Option::Some(#read) },
@@ -707,7 +526,7 @@ impl Emitter<'_> {
             let fname_str = &f.thrift_name;
             match f.req {
                 Requiredness::Required => quote! {
-                    #fname: #local.ok_or_else(|| ::thrift_codec::DecodeError::missing(NAME, #fname_str))?
+                    #fname: #local.ok_or_else(|| __tc::DecodeError::missing(NAME, #fname_str))?
                 },
                 _ => quote! { #fname: #local },
             }
@@ -735,8 +554,10 @@ impl Emitter<'_> {
             #default_impl
             #error_impl
 
-            impl ::thrift_codec::Message for #name {
-                fn size<S: ::thrift_codec::Sizer>(&self, s: &mut S) -> usize {
+            __tc::impl_wire_for_message!(#name);
+
+            impl __tc::Message for #name {
+                fn size<S: __tc::Sizer>(&self, s: &mut S) -> usize {
                     let saved = s.struct_begin();
                     let mut n = 0usize;
                     #unused_n
@@ -744,22 +565,22 @@ impl Emitter<'_> {
                     n + s.struct_end_len(saved)
                 }
 
-                fn encode<E: ::thrift_codec::Encoder>(&self, e: &mut E) {
+                fn encode<E: __tc::Encoder>(&self, e: &mut E) {
                     let saved = e.write_struct_begin();
                     #(#writes)*
                     e.write_struct_end(saved);
                 }
 
-                fn decode<D: ::thrift_codec::Decoder>(
+                fn decode<D: __tc::Decoder>(
                     d: &mut D,
-                ) -> ::std::result::Result<Self, ::thrift_codec::DecodeError> {
+                ) -> ::std::result::Result<Self, __tc::DecodeError> {
                     #name_const
                     let saved = d.read_struct_begin()?;
                     #(#locals)*
                     loop {
                         let field = d.read_field_begin()?;
                         match (field.id, field.ty) {
-                            (_, ::thrift_codec::TType::Stop) => break,
+                            (_, __tc::TType::Stop) => break,
                             #(#arms)*
                             (_, ty) => d.skip(ty)?,
                         }
@@ -801,22 +622,18 @@ impl Emitter<'_> {
         });
         let sizes = s.fields.iter().map(|f| {
             let variant = ident(&f.name);
-            let size = self.field_size(f);
-            if size_uses_value(&f.ty) {
-                quote! { Self::#variant(v) => #size, }
-            } else {
-                quote! { Self::#variant(_) => #size, }
-            }
+            let size = Self::field_size(f, quote! { v });
+            quote! { Self::#variant(v) => #size, }
         });
         let writes = s.fields.iter().map(|f| {
             let variant = ident(&f.name);
-            let write = self.field_write(f);
+            let write = Self::field_write(f, quote! { v });
             quote! { Self::#variant(v) => { #write } }
         });
         let arms = s.fields.iter().map(|f| {
             let v = ident(&f.name);
             let (id, tt) = (Literal::i16_unsuffixed(f.id), ttype(&f.ty));
-            let read = self.field_read(f);
+            let read = Self::field_read(f);
             quote! { (#id, #tt) => { value = ::std::option::Option::Some(Self::#v(#read)); set += 1; } }
         });
         let empty = s.fields.is_empty();
@@ -839,22 +656,24 @@ impl Emitter<'_> {
 
             #default_impl
 
-            impl ::thrift_codec::Message for #name {
-                fn size<S: ::thrift_codec::Sizer>(&self, s: &mut S) -> usize {
+            __tc::impl_wire_for_message!(#name);
+
+            impl __tc::Message for #name {
+                fn size<S: __tc::Sizer>(&self, s: &mut S) -> usize {
                     let saved = s.struct_begin();
                     let n = #size_body;
                     n + s.struct_end_len(saved)
                 }
 
-                fn encode<E: ::thrift_codec::Encoder>(&self, e: &mut E) {
+                fn encode<E: __tc::Encoder>(&self, e: &mut E) {
                     let saved = e.write_struct_begin();
                     #write_body
                     e.write_struct_end(saved);
                 }
 
-                fn decode<D: ::thrift_codec::Decoder>(
+                fn decode<D: __tc::Decoder>(
                     d: &mut D,
-                ) -> ::std::result::Result<Self, ::thrift_codec::DecodeError> {
+                ) -> ::std::result::Result<Self, __tc::DecodeError> {
                     #name_const
                     let saved = d.read_struct_begin()?;
                     let mut value: ::std::option::Option<Self> = ::std::option::Option::None;
@@ -862,7 +681,7 @@ impl Emitter<'_> {
                     loop {
                         let field = d.read_field_begin()?;
                         match (field.id, field.ty) {
-                            (_, ::thrift_codec::TType::Stop) => break,
+                            (_, __tc::TType::Stop) => break,
                             #(#arms)*
                             (_, ty) => d.skip(ty)?,
                         }
@@ -870,8 +689,8 @@ impl Emitter<'_> {
                     d.read_struct_end(saved);
                     match value {
                         ::std::option::Option::Some(v) if set == 1 => ::std::result::Result::Ok(v),
-                        _ => ::std::result::Result::Err(::thrift_codec::DecodeError::new(
-                            ::thrift_codec::DecodeErrorKind::InvalidUnion(set),
+                        _ => ::std::result::Result::Err(__tc::DecodeError::new(
+                            __tc::DecodeErrorKind::InvalidUnion(set),
                         )),
                     }
                 }
@@ -896,8 +715,7 @@ impl Emitter<'_> {
         quote! {
             #doc
             /// An `i32` on the wire; values the IDL does not name are kept as they are.
-            #[derive(::std::clone::Clone, ::std::marker::Copy, ::std::cmp::PartialEq, ::std::cmp::Eq,
-                     ::std::hash::Hash, ::std::cmp::PartialOrd, ::std::cmp::Ord, ::std::default::Default)]
+            #[derive(Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Default)]
             #attrs
             pub struct #name(pub i32);
 
@@ -922,7 +740,9 @@ impl Emitter<'_> {
                 }
             }
 
-            impl ::std::convert::From<i32> for #name {
+            __tc::impl_wire_for_enum!(#name);
+
+        impl ::std::convert::From<i32> for #name {
                 fn from(v: i32) -> Self {
                     Self(v)
                 }

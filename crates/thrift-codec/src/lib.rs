@@ -68,6 +68,7 @@ pub mod protocol;
 pub mod simd;
 mod ttype;
 mod utf8_bytes;
+pub mod wire;
 
 #[cfg(feature = "fixtures")]
 pub mod fixtures;

@@ -3,73 +3,51 @@
 /// Generated from `echo.thrift`.
 #[allow(clippy::approx_constant, clippy::derivable_impls, clippy::large_enum_variant)]
 pub mod echo {
-    #[derive(
-        ::std::fmt::Debug,
-        ::std::clone::Clone,
-        ::std::cmp::PartialEq,
-        ::std::cmp::Eq,
-        ::std::hash::Hash,
-        ::std::cmp::PartialOrd,
-        ::std::cmp::Ord,
-        ::std::default::Default,
-    )]
+    #[allow(unused_imports)]
+    use ::thrift_codec as __tc;
+    #[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord, Default)]
     pub struct Request {
         /// Field 1, required.
-        pub action: ::thrift_codec::Utf8Bytes,
+        pub action: __tc::Utf8Bytes,
         /// Field 2, required.
-        pub msg: ::thrift_codec::Utf8Bytes,
+        pub msg: __tc::Utf8Bytes,
     }
-    impl ::thrift_codec::Message for Request {
-        fn size<S: ::thrift_codec::Sizer>(&self, s: &mut S) -> usize {
+    __tc::impl_wire_for_message!(Request);
+    impl __tc::Message for Request {
+        fn size<S: __tc::Sizer>(&self, s: &mut S) -> usize {
             let saved = s.struct_begin();
             let mut n = 0usize;
-            {
-                let v = &self.action;
-                n
-                    += s.field_begin_len(::thrift_codec::TType::Binary, 1)
-                        + s.bytes_len(v.len());
-            }
-            {
-                let v = &self.msg;
-                n
-                    += s.field_begin_len(::thrift_codec::TType::Binary, 2)
-                        + s.bytes_len(v.len());
-            }
+            n += __tc::wire::Wire::field_size(&self.action, s, 1);
+            n += __tc::wire::Wire::field_size(&self.msg, s, 2);
             n + s.struct_end_len(saved)
         }
-        fn encode<E: ::thrift_codec::Encoder>(&self, e: &mut E) {
+        fn encode<E: __tc::Encoder>(&self, e: &mut E) {
             let saved = e.write_struct_begin();
-            {
-                let v = &self.action;
-                e.write_field_begin(::thrift_codec::TType::Binary, 1);
-                e.write_string(v);
-            }
-            {
-                let v = &self.msg;
-                e.write_field_begin(::thrift_codec::TType::Binary, 2);
-                e.write_string(v);
-            }
+            __tc::wire::Wire::field_write(&self.action, e, 1);
+            __tc::wire::Wire::field_write(&self.msg, e, 2);
             e.write_struct_end(saved);
         }
-        fn decode<D: ::thrift_codec::Decoder>(
+        fn decode<D: __tc::Decoder>(
             d: &mut D,
-        ) -> ::std::result::Result<Self, ::thrift_codec::DecodeError> {
+        ) -> ::std::result::Result<Self, __tc::DecodeError> {
             const NAME: &str = "Request";
             let saved = d.read_struct_begin()?;
-            let mut f_action: ::std::option::Option<::thrift_codec::Utf8Bytes> = ::std::option::Option::None;
-            let mut f_msg: ::std::option::Option<::thrift_codec::Utf8Bytes> = ::std::option::Option::None;
+            let mut f_action = ::std::option::Option::None;
+            let mut f_msg = ::std::option::Option::None;
             loop {
                 let field = d.read_field_begin()?;
                 match (field.id, field.ty) {
-                    (_, ::thrift_codec::TType::Stop) => break,
-                    (1, ::thrift_codec::TType::Binary) => {
+                    (_, __tc::TType::Stop) => break,
+                    (1, __tc::TType::Binary) => {
                         f_action = ::std::option::Option::Some(
-                            d.read_string().map_err(|err| err.push(NAME, "action"))?,
+                            __tc::wire::Wire::wire_read(d)
+                                .map_err(|err| err.push(NAME, "action"))?,
                         );
                     }
-                    (2, ::thrift_codec::TType::Binary) => {
+                    (2, __tc::TType::Binary) => {
                         f_msg = ::std::option::Option::Some(
-                            d.read_string().map_err(|err| err.push(NAME, "msg"))?,
+                            __tc::wire::Wire::wire_read(d)
+                                .map_err(|err| err.push(NAME, "msg"))?,
                         );
                     }
                     (_, ty) => d.skip(ty)?,
@@ -78,82 +56,54 @@ pub mod echo {
             d.read_struct_end(saved);
             ::std::result::Result::Ok(Self {
                 action: f_action
-                    .ok_or_else(|| ::thrift_codec::DecodeError::missing(
-                        NAME,
-                        "action",
-                    ))?,
-                msg: f_msg
-                    .ok_or_else(|| ::thrift_codec::DecodeError::missing(NAME, "msg"))?,
+                    .ok_or_else(|| __tc::DecodeError::missing(NAME, "action"))?,
+                msg: f_msg.ok_or_else(|| __tc::DecodeError::missing(NAME, "msg"))?,
             })
         }
     }
-    #[derive(
-        ::std::fmt::Debug,
-        ::std::clone::Clone,
-        ::std::cmp::PartialEq,
-        ::std::cmp::Eq,
-        ::std::hash::Hash,
-        ::std::cmp::PartialOrd,
-        ::std::cmp::Ord,
-        ::std::default::Default,
-    )]
+    #[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord, Default)]
     pub struct Response {
         /// Field 1, required.
-        pub action: ::thrift_codec::Utf8Bytes,
+        pub action: __tc::Utf8Bytes,
         /// Field 2, required.
-        pub msg: ::thrift_codec::Utf8Bytes,
+        pub msg: __tc::Utf8Bytes,
     }
-    impl ::thrift_codec::Message for Response {
-        fn size<S: ::thrift_codec::Sizer>(&self, s: &mut S) -> usize {
+    __tc::impl_wire_for_message!(Response);
+    impl __tc::Message for Response {
+        fn size<S: __tc::Sizer>(&self, s: &mut S) -> usize {
             let saved = s.struct_begin();
             let mut n = 0usize;
-            {
-                let v = &self.action;
-                n
-                    += s.field_begin_len(::thrift_codec::TType::Binary, 1)
-                        + s.bytes_len(v.len());
-            }
-            {
-                let v = &self.msg;
-                n
-                    += s.field_begin_len(::thrift_codec::TType::Binary, 2)
-                        + s.bytes_len(v.len());
-            }
+            n += __tc::wire::Wire::field_size(&self.action, s, 1);
+            n += __tc::wire::Wire::field_size(&self.msg, s, 2);
             n + s.struct_end_len(saved)
         }
-        fn encode<E: ::thrift_codec::Encoder>(&self, e: &mut E) {
+        fn encode<E: __tc::Encoder>(&self, e: &mut E) {
             let saved = e.write_struct_begin();
-            {
-                let v = &self.action;
-                e.write_field_begin(::thrift_codec::TType::Binary, 1);
-                e.write_string(v);
-            }
-            {
-                let v = &self.msg;
-                e.write_field_begin(::thrift_codec::TType::Binary, 2);
-                e.write_string(v);
-            }
+            __tc::wire::Wire::field_write(&self.action, e, 1);
+            __tc::wire::Wire::field_write(&self.msg, e, 2);
             e.write_struct_end(saved);
         }
-        fn decode<D: ::thrift_codec::Decoder>(
+        fn decode<D: __tc::Decoder>(
             d: &mut D,
-        ) -> ::std::result::Result<Self, ::thrift_codec::DecodeError> {
+        ) -> ::std::result::Result<Self, __tc::DecodeError> {
             const NAME: &str = "Response";
             let saved = d.read_struct_begin()?;
-            let mut f_action: ::std::option::Option<::thrift_codec::Utf8Bytes> = ::std::option::Option::None;
-            let mut f_msg: ::std::option::Option<::thrift_codec::Utf8Bytes> = ::std::option::Option::None;
+            let mut f_action = ::std::option::Option::None;
+            let mut f_msg = ::std::option::Option::None;
             loop {
                 let field = d.read_field_begin()?;
                 match (field.id, field.ty) {
-                    (_, ::thrift_codec::TType::Stop) => break,
-                    (1, ::thrift_codec::TType::Binary) => {
+                    (_, __tc::TType::Stop) => break,
+                    (1, __tc::TType::Binary) => {
                         f_action = ::std::option::Option::Some(
-                            d.read_string().map_err(|err| err.push(NAME, "action"))?,
+                            __tc::wire::Wire::wire_read(d)
+                                .map_err(|err| err.push(NAME, "action"))?,
                         );
                     }
-                    (2, ::thrift_codec::TType::Binary) => {
+                    (2, __tc::TType::Binary) => {
                         f_msg = ::std::option::Option::Some(
-                            d.read_string().map_err(|err| err.push(NAME, "msg"))?,
+                            __tc::wire::Wire::wire_read(d)
+                                .map_err(|err| err.push(NAME, "msg"))?,
                         );
                     }
                     (_, ty) => d.skip(ty)?,
@@ -162,60 +112,42 @@ pub mod echo {
             d.read_struct_end(saved);
             ::std::result::Result::Ok(Self {
                 action: f_action
-                    .ok_or_else(|| ::thrift_codec::DecodeError::missing(
-                        NAME,
-                        "action",
-                    ))?,
-                msg: f_msg
-                    .ok_or_else(|| ::thrift_codec::DecodeError::missing(NAME, "msg"))?,
+                    .ok_or_else(|| __tc::DecodeError::missing(NAME, "action"))?,
+                msg: f_msg.ok_or_else(|| __tc::DecodeError::missing(NAME, "msg"))?,
             })
         }
     }
-    #[derive(
-        ::std::fmt::Debug,
-        ::std::clone::Clone,
-        ::std::cmp::PartialEq,
-        ::std::cmp::Eq,
-        ::std::hash::Hash,
-        ::std::cmp::PartialOrd,
-        ::std::cmp::Ord,
-        ::std::default::Default,
-    )]
+    #[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord, Default)]
     pub struct Ano {
         /// Field 1.
         pub num: i64,
     }
-    impl ::thrift_codec::Message for Ano {
-        fn size<S: ::thrift_codec::Sizer>(&self, s: &mut S) -> usize {
+    __tc::impl_wire_for_message!(Ano);
+    impl __tc::Message for Ano {
+        fn size<S: __tc::Sizer>(&self, s: &mut S) -> usize {
             let saved = s.struct_begin();
             let mut n = 0usize;
-            {
-                let v = &self.num;
-                n += s.field_begin_len(::thrift_codec::TType::I64, 1) + s.i64_len(*v);
-            }
+            n += __tc::wire::Wire::field_size(&self.num, s, 1);
             n + s.struct_end_len(saved)
         }
-        fn encode<E: ::thrift_codec::Encoder>(&self, e: &mut E) {
+        fn encode<E: __tc::Encoder>(&self, e: &mut E) {
             let saved = e.write_struct_begin();
-            {
-                let v = &self.num;
-                e.write_field_begin(::thrift_codec::TType::I64, 1);
-                e.write_i64(*v);
-            }
+            __tc::wire::Wire::field_write(&self.num, e, 1);
             e.write_struct_end(saved);
         }
-        fn decode<D: ::thrift_codec::Decoder>(
+        fn decode<D: __tc::Decoder>(
             d: &mut D,
-        ) -> ::std::result::Result<Self, ::thrift_codec::DecodeError> {
+        ) -> ::std::result::Result<Self, __tc::DecodeError> {
             const NAME: &str = "Ano";
             let saved = d.read_struct_begin()?;
-            let mut f_num: i64 = ::std::default::Default::default();
+            let mut f_num = ::std::default::Default::default();
             loop {
                 let field = d.read_field_begin()?;
                 match (field.id, field.ty) {
-                    (_, ::thrift_codec::TType::Stop) => break,
-                    (1, ::thrift_codec::TType::I64) => {
-                        f_num = d.read_i64().map_err(|err| err.push(NAME, "num"))?;
+                    (_, __tc::TType::Stop) => break,
+                    (1, __tc::TType::I64) => {
+                        f_num = __tc::wire::Wire::wire_read(d)
+                            .map_err(|err| err.push(NAME, "num"))?;
                     }
                     (_, ty) => d.skip(ty)?,
                 }
@@ -224,16 +156,7 @@ pub mod echo {
             ::std::result::Result::Ok(Self { num: f_num })
         }
     }
-    #[derive(
-        ::std::fmt::Debug,
-        ::std::clone::Clone,
-        ::std::cmp::PartialEq,
-        ::std::cmp::Eq,
-        ::std::hash::Hash,
-        ::std::cmp::PartialOrd,
-        ::std::cmp::Ord,
-        ::std::default::Default,
-    )]
+    #[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord, Default)]
     pub struct MyTest {
         /// Field 1.
         pub num: i64,
@@ -242,68 +165,45 @@ pub mod echo {
         /// Field 3.
         pub nums: ::std::vec::Vec<i64>,
     }
-    impl ::thrift_codec::Message for MyTest {
-        fn size<S: ::thrift_codec::Sizer>(&self, s: &mut S) -> usize {
+    __tc::impl_wire_for_message!(MyTest);
+    impl __tc::Message for MyTest {
+        fn size<S: __tc::Sizer>(&self, s: &mut S) -> usize {
             let saved = s.struct_begin();
             let mut n = 0usize;
-            {
-                let v = &self.num;
-                n += s.field_begin_len(::thrift_codec::TType::I64, 1) + s.i64_len(*v);
-            }
-            {
-                let v = &self.ano;
-                n
-                    += s.field_begin_len(::thrift_codec::TType::Struct, 2)
-                        + ::thrift_codec::Message::size(v, s);
-            }
-            {
-                let v = &self.nums;
-                n
-                    += s.field_begin_len(::thrift_codec::TType::List, 3)
-                        + ::thrift_codec::protocol::i64_list_len(s, v);
-            }
+            n += __tc::wire::Wire::field_size(&self.num, s, 1);
+            n += __tc::wire::Wire::field_size(&self.ano, s, 2);
+            n += __tc::wire::Wire::field_size(&self.nums, s, 3);
             n + s.struct_end_len(saved)
         }
-        fn encode<E: ::thrift_codec::Encoder>(&self, e: &mut E) {
+        fn encode<E: __tc::Encoder>(&self, e: &mut E) {
             let saved = e.write_struct_begin();
-            {
-                let v = &self.num;
-                e.write_field_begin(::thrift_codec::TType::I64, 1);
-                e.write_i64(*v);
-            }
-            {
-                let v = &self.ano;
-                e.write_field_begin(::thrift_codec::TType::Struct, 2);
-                ::thrift_codec::Message::encode(v, e);
-            }
-            {
-                let v = &self.nums;
-                e.write_field_begin(::thrift_codec::TType::List, 3);
-                ::thrift_codec::protocol::write_i64_list(e, v);
-            }
+            __tc::wire::Wire::field_write(&self.num, e, 1);
+            __tc::wire::Wire::field_write(&self.ano, e, 2);
+            __tc::wire::Wire::field_write(&self.nums, e, 3);
             e.write_struct_end(saved);
         }
-        fn decode<D: ::thrift_codec::Decoder>(
+        fn decode<D: __tc::Decoder>(
             d: &mut D,
-        ) -> ::std::result::Result<Self, ::thrift_codec::DecodeError> {
+        ) -> ::std::result::Result<Self, __tc::DecodeError> {
             const NAME: &str = "MyTest";
             let saved = d.read_struct_begin()?;
-            let mut f_num: i64 = ::std::default::Default::default();
-            let mut f_ano: super::echo::Ano = ::std::default::Default::default();
-            let mut f_nums: ::std::vec::Vec<i64> = ::std::default::Default::default();
+            let mut f_num = ::std::default::Default::default();
+            let mut f_ano = ::std::default::Default::default();
+            let mut f_nums = ::std::default::Default::default();
             loop {
                 let field = d.read_field_begin()?;
                 match (field.id, field.ty) {
-                    (_, ::thrift_codec::TType::Stop) => break,
-                    (1, ::thrift_codec::TType::I64) => {
-                        f_num = d.read_i64().map_err(|err| err.push(NAME, "num"))?;
+                    (_, __tc::TType::Stop) => break,
+                    (1, __tc::TType::I64) => {
+                        f_num = __tc::wire::Wire::wire_read(d)
+                            .map_err(|err| err.push(NAME, "num"))?;
                     }
-                    (2, ::thrift_codec::TType::Struct) => {
-                        f_ano = <super::echo::Ano as ::thrift_codec::Message>::decode(d)
+                    (2, __tc::TType::Struct) => {
+                        f_ano = __tc::wire::Wire::wire_read(d)
                             .map_err(|err| err.push(NAME, "ano"))?;
                     }
-                    (3, ::thrift_codec::TType::List) => {
-                        f_nums = ::thrift_codec::protocol::read_i64_list(d)
+                    (3, __tc::TType::List) => {
+                        f_nums = __tc::wire::Wire::wire_read(d)
                             .map_err(|err| err.push(NAME, "nums"))?;
                     }
                     (_, ty) => d.skip(ty)?,
@@ -317,12 +217,7 @@ pub mod echo {
             })
         }
     }
-    #[derive(
-        ::std::fmt::Debug,
-        ::std::clone::Clone,
-        ::std::cmp::PartialEq,
-        ::std::default::Default,
-    )]
+    #[derive(Debug, Clone, PartialEq, Default)]
     pub struct Ids {
         /// Field 1.
         pub ids32: ::std::vec::Vec<i32>,
@@ -331,89 +226,55 @@ pub mod echo {
         /// Field 3.
         pub scores: ::std::vec::Vec<f64>,
         /// Field 4.
-        pub blob: ::thrift_codec::bytes::Bytes,
+        pub blob: __tc::bytes::Bytes,
     }
-    impl ::thrift_codec::Message for Ids {
-        fn size<S: ::thrift_codec::Sizer>(&self, s: &mut S) -> usize {
+    __tc::impl_wire_for_message!(Ids);
+    impl __tc::Message for Ids {
+        fn size<S: __tc::Sizer>(&self, s: &mut S) -> usize {
             let saved = s.struct_begin();
             let mut n = 0usize;
-            {
-                let v = &self.ids32;
-                n
-                    += s.field_begin_len(::thrift_codec::TType::List, 1)
-                        + ::thrift_codec::protocol::i32_list_len(s, v);
-            }
-            {
-                let v = &self.ids64;
-                n
-                    += s.field_begin_len(::thrift_codec::TType::List, 2)
-                        + ::thrift_codec::protocol::i64_list_len(s, v);
-            }
-            {
-                let v = &self.scores;
-                n
-                    += s.field_begin_len(::thrift_codec::TType::List, 3)
-                        + ::thrift_codec::protocol::f64_list_len(s, v);
-            }
-            {
-                let v = &self.blob;
-                n
-                    += s.field_begin_len(::thrift_codec::TType::Binary, 4)
-                        + s.bytes_len(v.len());
-            }
+            n += __tc::wire::Wire::field_size(&self.ids32, s, 1);
+            n += __tc::wire::Wire::field_size(&self.ids64, s, 2);
+            n += __tc::wire::Wire::field_size(&self.scores, s, 3);
+            n += __tc::wire::Wire::field_size(&self.blob, s, 4);
             n + s.struct_end_len(saved)
         }
-        fn encode<E: ::thrift_codec::Encoder>(&self, e: &mut E) {
+        fn encode<E: __tc::Encoder>(&self, e: &mut E) {
             let saved = e.write_struct_begin();
-            {
-                let v = &self.ids32;
-                e.write_field_begin(::thrift_codec::TType::List, 1);
-                ::thrift_codec::protocol::write_i32_list(e, v);
-            }
-            {
-                let v = &self.ids64;
-                e.write_field_begin(::thrift_codec::TType::List, 2);
-                ::thrift_codec::protocol::write_i64_list(e, v);
-            }
-            {
-                let v = &self.scores;
-                e.write_field_begin(::thrift_codec::TType::List, 3);
-                ::thrift_codec::protocol::write_f64_list(e, v);
-            }
-            {
-                let v = &self.blob;
-                e.write_field_begin(::thrift_codec::TType::Binary, 4);
-                e.write_bytes(v);
-            }
+            __tc::wire::Wire::field_write(&self.ids32, e, 1);
+            __tc::wire::Wire::field_write(&self.ids64, e, 2);
+            __tc::wire::Wire::field_write(&self.scores, e, 3);
+            __tc::wire::Wire::field_write(&self.blob, e, 4);
             e.write_struct_end(saved);
         }
-        fn decode<D: ::thrift_codec::Decoder>(
+        fn decode<D: __tc::Decoder>(
             d: &mut D,
-        ) -> ::std::result::Result<Self, ::thrift_codec::DecodeError> {
+        ) -> ::std::result::Result<Self, __tc::DecodeError> {
             const NAME: &str = "Ids";
             let saved = d.read_struct_begin()?;
-            let mut f_ids32: ::std::vec::Vec<i32> = ::std::default::Default::default();
-            let mut f_ids64: ::std::vec::Vec<i64> = ::std::default::Default::default();
-            let mut f_scores: ::std::vec::Vec<f64> = ::std::default::Default::default();
-            let mut f_blob: ::thrift_codec::bytes::Bytes = ::std::default::Default::default();
+            let mut f_ids32 = ::std::default::Default::default();
+            let mut f_ids64 = ::std::default::Default::default();
+            let mut f_scores = ::std::default::Default::default();
+            let mut f_blob = ::std::default::Default::default();
             loop {
                 let field = d.read_field_begin()?;
                 match (field.id, field.ty) {
-                    (_, ::thrift_codec::TType::Stop) => break,
-                    (1, ::thrift_codec::TType::List) => {
-                        f_ids32 = ::thrift_codec::protocol::read_i32_list(d)
+                    (_, __tc::TType::Stop) => break,
+                    (1, __tc::TType::List) => {
+                        f_ids32 = __tc::wire::Wire::wire_read(d)
                             .map_err(|err| err.push(NAME, "ids32"))?;
                     }
-                    (2, ::thrift_codec::TType::List) => {
-                        f_ids64 = ::thrift_codec::protocol::read_i64_list(d)
+                    (2, __tc::TType::List) => {
+                        f_ids64 = __tc::wire::Wire::wire_read(d)
                             .map_err(|err| err.push(NAME, "ids64"))?;
                     }
-                    (3, ::thrift_codec::TType::List) => {
-                        f_scores = ::thrift_codec::protocol::read_f64_list(d)
+                    (3, __tc::TType::List) => {
+                        f_scores = __tc::wire::Wire::wire_read(d)
                             .map_err(|err| err.push(NAME, "scores"))?;
                     }
-                    (4, ::thrift_codec::TType::Binary) => {
-                        f_blob = d.read_bytes().map_err(|err| err.push(NAME, "blob"))?;
+                    (4, __tc::TType::Binary) => {
+                        f_blob = __tc::wire::Wire::wire_read(d)
+                            .map_err(|err| err.push(NAME, "blob"))?;
                     }
                     (_, ty) => d.skip(ty)?,
                 }
@@ -427,21 +288,12 @@ pub mod echo {
             })
         }
     }
-    #[derive(
-        ::std::fmt::Debug,
-        ::std::clone::Clone,
-        ::std::cmp::PartialEq,
-        ::std::cmp::Eq,
-        ::std::hash::Hash,
-        ::std::cmp::PartialOrd,
-        ::std::cmp::Ord,
-        ::std::default::Default,
-    )]
+    #[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord, Default)]
     pub struct EchoError {
         /// Field 1.
         pub code: i32,
         /// Field 2.
-        pub message: ::thrift_codec::Utf8Bytes,
+        pub message: __tc::Utf8Bytes,
     }
     impl ::std::fmt::Display for EchoError {
         fn fmt(&self, f: &mut ::std::fmt::Formatter<'_>) -> ::std::fmt::Result {
@@ -449,53 +301,38 @@ pub mod echo {
         }
     }
     impl ::std::error::Error for EchoError {}
-    impl ::thrift_codec::Message for EchoError {
-        fn size<S: ::thrift_codec::Sizer>(&self, s: &mut S) -> usize {
+    __tc::impl_wire_for_message!(EchoError);
+    impl __tc::Message for EchoError {
+        fn size<S: __tc::Sizer>(&self, s: &mut S) -> usize {
             let saved = s.struct_begin();
             let mut n = 0usize;
-            {
-                let v = &self.code;
-                n += s.field_begin_len(::thrift_codec::TType::I32, 1) + s.i32_len(*v);
-            }
-            {
-                let v = &self.message;
-                n
-                    += s.field_begin_len(::thrift_codec::TType::Binary, 2)
-                        + s.bytes_len(v.len());
-            }
+            n += __tc::wire::Wire::field_size(&self.code, s, 1);
+            n += __tc::wire::Wire::field_size(&self.message, s, 2);
             n + s.struct_end_len(saved)
         }
-        fn encode<E: ::thrift_codec::Encoder>(&self, e: &mut E) {
+        fn encode<E: __tc::Encoder>(&self, e: &mut E) {
             let saved = e.write_struct_begin();
-            {
-                let v = &self.code;
-                e.write_field_begin(::thrift_codec::TType::I32, 1);
-                e.write_i32(*v);
-            }
-            {
-                let v = &self.message;
-                e.write_field_begin(::thrift_codec::TType::Binary, 2);
-                e.write_string(v);
-            }
+            __tc::wire::Wire::field_write(&self.code, e, 1);
+            __tc::wire::Wire::field_write(&self.message, e, 2);
             e.write_struct_end(saved);
         }
-        fn decode<D: ::thrift_codec::Decoder>(
+        fn decode<D: __tc::Decoder>(
             d: &mut D,
-        ) -> ::std::result::Result<Self, ::thrift_codec::DecodeError> {
+        ) -> ::std::result::Result<Self, __tc::DecodeError> {
             const NAME: &str = "EchoError";
             let saved = d.read_struct_begin()?;
-            let mut f_code: i32 = ::std::default::Default::default();
-            let mut f_message: ::thrift_codec::Utf8Bytes = ::std::default::Default::default();
+            let mut f_code = ::std::default::Default::default();
+            let mut f_message = ::std::default::Default::default();
             loop {
                 let field = d.read_field_begin()?;
                 match (field.id, field.ty) {
-                    (_, ::thrift_codec::TType::Stop) => break,
-                    (1, ::thrift_codec::TType::I32) => {
-                        f_code = d.read_i32().map_err(|err| err.push(NAME, "code"))?;
+                    (_, __tc::TType::Stop) => break,
+                    (1, __tc::TType::I32) => {
+                        f_code = __tc::wire::Wire::wire_read(d)
+                            .map_err(|err| err.push(NAME, "code"))?;
                     }
-                    (2, ::thrift_codec::TType::Binary) => {
-                        f_message = d
-                            .read_string()
+                    (2, __tc::TType::Binary) => {
+                        f_message = __tc::wire::Wire::wire_read(d)
                             .map_err(|err| err.push(NAME, "message"))?;
                     }
                     (_, ty) => d.skip(ty)?,
@@ -508,55 +345,36 @@ pub mod echo {
             })
         }
     }
-    #[derive(
-        ::std::fmt::Debug,
-        ::std::clone::Clone,
-        ::std::cmp::PartialEq,
-        ::std::cmp::Eq,
-        ::std::hash::Hash,
-        ::std::cmp::PartialOrd,
-        ::std::cmp::Ord,
-        ::std::default::Default,
-    )]
+    #[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord, Default)]
     pub struct EchoServiceEchoArgs {
         /// Field 1.
         pub req: super::echo::Request,
     }
-    impl ::thrift_codec::Message for EchoServiceEchoArgs {
-        fn size<S: ::thrift_codec::Sizer>(&self, s: &mut S) -> usize {
+    __tc::impl_wire_for_message!(EchoServiceEchoArgs);
+    impl __tc::Message for EchoServiceEchoArgs {
+        fn size<S: __tc::Sizer>(&self, s: &mut S) -> usize {
             let saved = s.struct_begin();
             let mut n = 0usize;
-            {
-                let v = &self.req;
-                n
-                    += s.field_begin_len(::thrift_codec::TType::Struct, 1)
-                        + ::thrift_codec::Message::size(v, s);
-            }
+            n += __tc::wire::Wire::field_size(&self.req, s, 1);
             n + s.struct_end_len(saved)
         }
-        fn encode<E: ::thrift_codec::Encoder>(&self, e: &mut E) {
+        fn encode<E: __tc::Encoder>(&self, e: &mut E) {
             let saved = e.write_struct_begin();
-            {
-                let v = &self.req;
-                e.write_field_begin(::thrift_codec::TType::Struct, 1);
-                ::thrift_codec::Message::encode(v, e);
-            }
+            __tc::wire::Wire::field_write(&self.req, e, 1);
             e.write_struct_end(saved);
         }
-        fn decode<D: ::thrift_codec::Decoder>(
+        fn decode<D: __tc::Decoder>(
             d: &mut D,
-        ) -> ::std::result::Result<Self, ::thrift_codec::DecodeError> {
+        ) -> ::std::result::Result<Self, __tc::DecodeError> {
             const NAME: &str = "echo_args";
             let saved = d.read_struct_begin()?;
-            let mut f_req: super::echo::Request = ::std::default::Default::default();
+            let mut f_req = ::std::default::Default::default();
             loop {
                 let field = d.read_field_begin()?;
                 match (field.id, field.ty) {
-                    (_, ::thrift_codec::TType::Stop) => break,
-                    (1, ::thrift_codec::TType::Struct) => {
-                        f_req = <super::echo::Request as ::thrift_codec::Message>::decode(
-                                d,
-                            )
+                    (_, __tc::TType::Stop) => break,
+                    (1, __tc::TType::Struct) => {
+                        f_req = __tc::wire::Wire::wire_read(d)
                             .map_err(|err| err.push(NAME, "req"))?;
                     }
                     (_, ty) => d.skip(ty)?,
@@ -566,52 +384,41 @@ pub mod echo {
             ::std::result::Result::Ok(Self { req: f_req })
         }
     }
-    #[derive(
-        ::std::fmt::Debug,
-        ::std::clone::Clone,
-        ::std::cmp::PartialEq,
-        ::std::cmp::Eq,
-        ::std::hash::Hash,
-        ::std::cmp::PartialOrd,
-        ::std::cmp::Ord,
-        ::std::default::Default,
-    )]
+    #[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord, Default)]
     pub struct EchoServiceEchoResult {
         /// Field 0, optional.
         pub success: ::std::option::Option<super::echo::Response>,
     }
-    impl ::thrift_codec::Message for EchoServiceEchoResult {
-        fn size<S: ::thrift_codec::Sizer>(&self, s: &mut S) -> usize {
+    __tc::impl_wire_for_message!(EchoServiceEchoResult);
+    impl __tc::Message for EchoServiceEchoResult {
+        fn size<S: __tc::Sizer>(&self, s: &mut S) -> usize {
             let saved = s.struct_begin();
             let mut n = 0usize;
             if let ::std::option::Option::Some(v) = &self.success {
-                n
-                    += s.field_begin_len(::thrift_codec::TType::Struct, 0)
-                        + ::thrift_codec::Message::size(v, s);
+                n += __tc::wire::Wire::field_size(v, s, 0);
             }
             n + s.struct_end_len(saved)
         }
-        fn encode<E: ::thrift_codec::Encoder>(&self, e: &mut E) {
+        fn encode<E: __tc::Encoder>(&self, e: &mut E) {
             let saved = e.write_struct_begin();
             if let ::std::option::Option::Some(v) = &self.success {
-                e.write_field_begin(::thrift_codec::TType::Struct, 0);
-                ::thrift_codec::Message::encode(v, e);
+                __tc::wire::Wire::field_write(v, e, 0);
             }
             e.write_struct_end(saved);
         }
-        fn decode<D: ::thrift_codec::Decoder>(
+        fn decode<D: __tc::Decoder>(
             d: &mut D,
-        ) -> ::std::result::Result<Self, ::thrift_codec::DecodeError> {
+        ) -> ::std::result::Result<Self, __tc::DecodeError> {
             const NAME: &str = "echo_result";
             let saved = d.read_struct_begin()?;
-            let mut f_success: ::std::option::Option<super::echo::Response> = ::std::option::Option::None;
+            let mut f_success = ::std::option::Option::None;
             loop {
                 let field = d.read_field_begin()?;
                 match (field.id, field.ty) {
-                    (_, ::thrift_codec::TType::Stop) => break,
-                    (0, ::thrift_codec::TType::Struct) => {
+                    (_, __tc::TType::Stop) => break,
+                    (0, __tc::TType::Struct) => {
                         f_success = ::std::option::Option::Some(
-                            <super::echo::Response as ::thrift_codec::Message>::decode(d)
+                            __tc::wire::Wire::wire_read(d)
                                 .map_err(|err| err.push(NAME, "success"))?,
                         );
                     }
@@ -622,53 +429,36 @@ pub mod echo {
             ::std::result::Result::Ok(Self { success: f_success })
         }
     }
-    #[derive(
-        ::std::fmt::Debug,
-        ::std::clone::Clone,
-        ::std::cmp::PartialEq,
-        ::std::cmp::Eq,
-        ::std::hash::Hash,
-        ::std::cmp::PartialOrd,
-        ::std::cmp::Ord,
-        ::std::default::Default,
-    )]
+    #[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord, Default)]
     pub struct EchoServiceEchoTestArgs {
         /// Field 1.
         pub t: super::echo::MyTest,
     }
-    impl ::thrift_codec::Message for EchoServiceEchoTestArgs {
-        fn size<S: ::thrift_codec::Sizer>(&self, s: &mut S) -> usize {
+    __tc::impl_wire_for_message!(EchoServiceEchoTestArgs);
+    impl __tc::Message for EchoServiceEchoTestArgs {
+        fn size<S: __tc::Sizer>(&self, s: &mut S) -> usize {
             let saved = s.struct_begin();
             let mut n = 0usize;
-            {
-                let v = &self.t;
-                n
-                    += s.field_begin_len(::thrift_codec::TType::Struct, 1)
-                        + ::thrift_codec::Message::size(v, s);
-            }
+            n += __tc::wire::Wire::field_size(&self.t, s, 1);
             n + s.struct_end_len(saved)
         }
-        fn encode<E: ::thrift_codec::Encoder>(&self, e: &mut E) {
+        fn encode<E: __tc::Encoder>(&self, e: &mut E) {
             let saved = e.write_struct_begin();
-            {
-                let v = &self.t;
-                e.write_field_begin(::thrift_codec::TType::Struct, 1);
-                ::thrift_codec::Message::encode(v, e);
-            }
+            __tc::wire::Wire::field_write(&self.t, e, 1);
             e.write_struct_end(saved);
         }
-        fn decode<D: ::thrift_codec::Decoder>(
+        fn decode<D: __tc::Decoder>(
             d: &mut D,
-        ) -> ::std::result::Result<Self, ::thrift_codec::DecodeError> {
+        ) -> ::std::result::Result<Self, __tc::DecodeError> {
             const NAME: &str = "echo_test_args";
             let saved = d.read_struct_begin()?;
-            let mut f_t: super::echo::MyTest = ::std::default::Default::default();
+            let mut f_t = ::std::default::Default::default();
             loop {
                 let field = d.read_field_begin()?;
                 match (field.id, field.ty) {
-                    (_, ::thrift_codec::TType::Stop) => break,
-                    (1, ::thrift_codec::TType::Struct) => {
-                        f_t = <super::echo::MyTest as ::thrift_codec::Message>::decode(d)
+                    (_, __tc::TType::Stop) => break,
+                    (1, __tc::TType::Struct) => {
+                        f_t = __tc::wire::Wire::wire_read(d)
                             .map_err(|err| err.push(NAME, "t"))?;
                     }
                     (_, ty) => d.skip(ty)?,
@@ -678,52 +468,41 @@ pub mod echo {
             ::std::result::Result::Ok(Self { t: f_t })
         }
     }
-    #[derive(
-        ::std::fmt::Debug,
-        ::std::clone::Clone,
-        ::std::cmp::PartialEq,
-        ::std::cmp::Eq,
-        ::std::hash::Hash,
-        ::std::cmp::PartialOrd,
-        ::std::cmp::Ord,
-        ::std::default::Default,
-    )]
+    #[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord, Default)]
     pub struct EchoServiceEchoTestResult {
         /// Field 0, optional.
         pub success: ::std::option::Option<super::echo::MyTest>,
     }
-    impl ::thrift_codec::Message for EchoServiceEchoTestResult {
-        fn size<S: ::thrift_codec::Sizer>(&self, s: &mut S) -> usize {
+    __tc::impl_wire_for_message!(EchoServiceEchoTestResult);
+    impl __tc::Message for EchoServiceEchoTestResult {
+        fn size<S: __tc::Sizer>(&self, s: &mut S) -> usize {
             let saved = s.struct_begin();
             let mut n = 0usize;
             if let ::std::option::Option::Some(v) = &self.success {
-                n
-                    += s.field_begin_len(::thrift_codec::TType::Struct, 0)
-                        + ::thrift_codec::Message::size(v, s);
+                n += __tc::wire::Wire::field_size(v, s, 0);
             }
             n + s.struct_end_len(saved)
         }
-        fn encode<E: ::thrift_codec::Encoder>(&self, e: &mut E) {
+        fn encode<E: __tc::Encoder>(&self, e: &mut E) {
             let saved = e.write_struct_begin();
             if let ::std::option::Option::Some(v) = &self.success {
-                e.write_field_begin(::thrift_codec::TType::Struct, 0);
-                ::thrift_codec::Message::encode(v, e);
+                __tc::wire::Wire::field_write(v, e, 0);
             }
             e.write_struct_end(saved);
         }
-        fn decode<D: ::thrift_codec::Decoder>(
+        fn decode<D: __tc::Decoder>(
             d: &mut D,
-        ) -> ::std::result::Result<Self, ::thrift_codec::DecodeError> {
+        ) -> ::std::result::Result<Self, __tc::DecodeError> {
             const NAME: &str = "echo_test_result";
             let saved = d.read_struct_begin()?;
-            let mut f_success: ::std::option::Option<super::echo::MyTest> = ::std::option::Option::None;
+            let mut f_success = ::std::option::Option::None;
             loop {
                 let field = d.read_field_begin()?;
                 match (field.id, field.ty) {
-                    (_, ::thrift_codec::TType::Stop) => break,
-                    (0, ::thrift_codec::TType::Struct) => {
+                    (_, __tc::TType::Stop) => break,
+                    (0, __tc::TType::Struct) => {
                         f_success = ::std::option::Option::Some(
-                            <super::echo::MyTest as ::thrift_codec::Message>::decode(d)
+                            __tc::wire::Wire::wire_read(d)
                                 .map_err(|err| err.push(NAME, "success"))?,
                         );
                     }
@@ -734,49 +513,36 @@ pub mod echo {
             ::std::result::Result::Ok(Self { success: f_success })
         }
     }
-    #[derive(
-        ::std::fmt::Debug,
-        ::std::clone::Clone,
-        ::std::cmp::PartialEq,
-        ::std::default::Default,
-    )]
+    #[derive(Debug, Clone, PartialEq, Default)]
     pub struct EchoServiceEchoIdsArgs {
         /// Field 1.
         pub ids: super::echo::Ids,
     }
-    impl ::thrift_codec::Message for EchoServiceEchoIdsArgs {
-        fn size<S: ::thrift_codec::Sizer>(&self, s: &mut S) -> usize {
+    __tc::impl_wire_for_message!(EchoServiceEchoIdsArgs);
+    impl __tc::Message for EchoServiceEchoIdsArgs {
+        fn size<S: __tc::Sizer>(&self, s: &mut S) -> usize {
             let saved = s.struct_begin();
             let mut n = 0usize;
-            {
-                let v = &self.ids;
-                n
-                    += s.field_begin_len(::thrift_codec::TType::Struct, 1)
-                        + ::thrift_codec::Message::size(v, s);
-            }
+            n += __tc::wire::Wire::field_size(&self.ids, s, 1);
             n + s.struct_end_len(saved)
         }
-        fn encode<E: ::thrift_codec::Encoder>(&self, e: &mut E) {
+        fn encode<E: __tc::Encoder>(&self, e: &mut E) {
             let saved = e.write_struct_begin();
-            {
-                let v = &self.ids;
-                e.write_field_begin(::thrift_codec::TType::Struct, 1);
-                ::thrift_codec::Message::encode(v, e);
-            }
+            __tc::wire::Wire::field_write(&self.ids, e, 1);
             e.write_struct_end(saved);
         }
-        fn decode<D: ::thrift_codec::Decoder>(
+        fn decode<D: __tc::Decoder>(
             d: &mut D,
-        ) -> ::std::result::Result<Self, ::thrift_codec::DecodeError> {
+        ) -> ::std::result::Result<Self, __tc::DecodeError> {
             const NAME: &str = "echo_ids_args";
             let saved = d.read_struct_begin()?;
-            let mut f_ids: super::echo::Ids = ::std::default::Default::default();
+            let mut f_ids = ::std::default::Default::default();
             loop {
                 let field = d.read_field_begin()?;
                 match (field.id, field.ty) {
-                    (_, ::thrift_codec::TType::Stop) => break,
-                    (1, ::thrift_codec::TType::Struct) => {
-                        f_ids = <super::echo::Ids as ::thrift_codec::Message>::decode(d)
+                    (_, __tc::TType::Stop) => break,
+                    (1, __tc::TType::Struct) => {
+                        f_ids = __tc::wire::Wire::wire_read(d)
                             .map_err(|err| err.push(NAME, "ids"))?;
                     }
                     (_, ty) => d.skip(ty)?,
@@ -786,48 +552,41 @@ pub mod echo {
             ::std::result::Result::Ok(Self { ids: f_ids })
         }
     }
-    #[derive(
-        ::std::fmt::Debug,
-        ::std::clone::Clone,
-        ::std::cmp::PartialEq,
-        ::std::default::Default,
-    )]
+    #[derive(Debug, Clone, PartialEq, Default)]
     pub struct EchoServiceEchoIdsResult {
         /// Field 0, optional.
         pub success: ::std::option::Option<super::echo::Ids>,
     }
-    impl ::thrift_codec::Message for EchoServiceEchoIdsResult {
-        fn size<S: ::thrift_codec::Sizer>(&self, s: &mut S) -> usize {
+    __tc::impl_wire_for_message!(EchoServiceEchoIdsResult);
+    impl __tc::Message for EchoServiceEchoIdsResult {
+        fn size<S: __tc::Sizer>(&self, s: &mut S) -> usize {
             let saved = s.struct_begin();
             let mut n = 0usize;
             if let ::std::option::Option::Some(v) = &self.success {
-                n
-                    += s.field_begin_len(::thrift_codec::TType::Struct, 0)
-                        + ::thrift_codec::Message::size(v, s);
+                n += __tc::wire::Wire::field_size(v, s, 0);
             }
             n + s.struct_end_len(saved)
         }
-        fn encode<E: ::thrift_codec::Encoder>(&self, e: &mut E) {
+        fn encode<E: __tc::Encoder>(&self, e: &mut E) {
             let saved = e.write_struct_begin();
             if let ::std::option::Option::Some(v) = &self.success {
-                e.write_field_begin(::thrift_codec::TType::Struct, 0);
-                ::thrift_codec::Message::encode(v, e);
+                __tc::wire::Wire::field_write(v, e, 0);
             }
             e.write_struct_end(saved);
         }
-        fn decode<D: ::thrift_codec::Decoder>(
+        fn decode<D: __tc::Decoder>(
             d: &mut D,
-        ) -> ::std::result::Result<Self, ::thrift_codec::DecodeError> {
+        ) -> ::std::result::Result<Self, __tc::DecodeError> {
             const NAME: &str = "echo_ids_result";
             let saved = d.read_struct_begin()?;
-            let mut f_success: ::std::option::Option<super::echo::Ids> = ::std::option::Option::None;
+            let mut f_success = ::std::option::Option::None;
             loop {
                 let field = d.read_field_begin()?;
                 match (field.id, field.ty) {
-                    (_, ::thrift_codec::TType::Stop) => break,
-                    (0, ::thrift_codec::TType::Struct) => {
+                    (_, __tc::TType::Stop) => break,
+                    (0, __tc::TType::Struct) => {
                         f_success = ::std::option::Option::Some(
-                            <super::echo::Ids as ::thrift_codec::Message>::decode(d)
+                            __tc::wire::Wire::wire_read(d)
                                 .map_err(|err| err.push(NAME, "success"))?,
                         );
                     }
@@ -838,55 +597,36 @@ pub mod echo {
             ::std::result::Result::Ok(Self { success: f_success })
         }
     }
-    #[derive(
-        ::std::fmt::Debug,
-        ::std::clone::Clone,
-        ::std::cmp::PartialEq,
-        ::std::cmp::Eq,
-        ::std::hash::Hash,
-        ::std::cmp::PartialOrd,
-        ::std::cmp::Ord,
-        ::std::default::Default,
-    )]
+    #[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord, Default)]
     pub struct EchoServiceEchoOrFailArgs {
         /// Field 1.
         pub req: super::echo::Request,
     }
-    impl ::thrift_codec::Message for EchoServiceEchoOrFailArgs {
-        fn size<S: ::thrift_codec::Sizer>(&self, s: &mut S) -> usize {
+    __tc::impl_wire_for_message!(EchoServiceEchoOrFailArgs);
+    impl __tc::Message for EchoServiceEchoOrFailArgs {
+        fn size<S: __tc::Sizer>(&self, s: &mut S) -> usize {
             let saved = s.struct_begin();
             let mut n = 0usize;
-            {
-                let v = &self.req;
-                n
-                    += s.field_begin_len(::thrift_codec::TType::Struct, 1)
-                        + ::thrift_codec::Message::size(v, s);
-            }
+            n += __tc::wire::Wire::field_size(&self.req, s, 1);
             n + s.struct_end_len(saved)
         }
-        fn encode<E: ::thrift_codec::Encoder>(&self, e: &mut E) {
+        fn encode<E: __tc::Encoder>(&self, e: &mut E) {
             let saved = e.write_struct_begin();
-            {
-                let v = &self.req;
-                e.write_field_begin(::thrift_codec::TType::Struct, 1);
-                ::thrift_codec::Message::encode(v, e);
-            }
+            __tc::wire::Wire::field_write(&self.req, e, 1);
             e.write_struct_end(saved);
         }
-        fn decode<D: ::thrift_codec::Decoder>(
+        fn decode<D: __tc::Decoder>(
             d: &mut D,
-        ) -> ::std::result::Result<Self, ::thrift_codec::DecodeError> {
+        ) -> ::std::result::Result<Self, __tc::DecodeError> {
             const NAME: &str = "echo_or_fail_args";
             let saved = d.read_struct_begin()?;
-            let mut f_req: super::echo::Request = ::std::default::Default::default();
+            let mut f_req = ::std::default::Default::default();
             loop {
                 let field = d.read_field_begin()?;
                 match (field.id, field.ty) {
-                    (_, ::thrift_codec::TType::Stop) => break,
-                    (1, ::thrift_codec::TType::Struct) => {
-                        f_req = <super::echo::Request as ::thrift_codec::Message>::decode(
-                                d,
-                            )
+                    (_, __tc::TType::Stop) => break,
+                    (1, __tc::TType::Struct) => {
+                        f_req = __tc::wire::Wire::wire_read(d)
                             .map_err(|err| err.push(NAME, "req"))?;
                     }
                     (_, ty) => d.skip(ty)?,
@@ -896,72 +636,56 @@ pub mod echo {
             ::std::result::Result::Ok(Self { req: f_req })
         }
     }
-    #[derive(
-        ::std::fmt::Debug,
-        ::std::clone::Clone,
-        ::std::cmp::PartialEq,
-        ::std::cmp::Eq,
-        ::std::hash::Hash,
-        ::std::cmp::PartialOrd,
-        ::std::cmp::Ord,
-        ::std::default::Default,
-    )]
+    #[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord, Default)]
     pub struct EchoServiceEchoOrFailResult {
         /// Field 0, optional.
         pub success: ::std::option::Option<super::echo::Response>,
         /// Field 1, optional.
         pub err: ::std::option::Option<super::echo::EchoError>,
     }
-    impl ::thrift_codec::Message for EchoServiceEchoOrFailResult {
-        fn size<S: ::thrift_codec::Sizer>(&self, s: &mut S) -> usize {
+    __tc::impl_wire_for_message!(EchoServiceEchoOrFailResult);
+    impl __tc::Message for EchoServiceEchoOrFailResult {
+        fn size<S: __tc::Sizer>(&self, s: &mut S) -> usize {
             let saved = s.struct_begin();
             let mut n = 0usize;
             if let ::std::option::Option::Some(v) = &self.success {
-                n
-                    += s.field_begin_len(::thrift_codec::TType::Struct, 0)
-                        + ::thrift_codec::Message::size(v, s);
+                n += __tc::wire::Wire::field_size(v, s, 0);
             }
             if let ::std::option::Option::Some(v) = &self.err {
-                n
-                    += s.field_begin_len(::thrift_codec::TType::Struct, 1)
-                        + ::thrift_codec::Message::size(v, s);
+                n += __tc::wire::Wire::field_size(v, s, 1);
             }
             n + s.struct_end_len(saved)
         }
-        fn encode<E: ::thrift_codec::Encoder>(&self, e: &mut E) {
+        fn encode<E: __tc::Encoder>(&self, e: &mut E) {
             let saved = e.write_struct_begin();
             if let ::std::option::Option::Some(v) = &self.success {
-                e.write_field_begin(::thrift_codec::TType::Struct, 0);
-                ::thrift_codec::Message::encode(v, e);
+                __tc::wire::Wire::field_write(v, e, 0);
             }
             if let ::std::option::Option::Some(v) = &self.err {
-                e.write_field_begin(::thrift_codec::TType::Struct, 1);
-                ::thrift_codec::Message::encode(v, e);
+                __tc::wire::Wire::field_write(v, e, 1);
             }
             e.write_struct_end(saved);
         }
-        fn decode<D: ::thrift_codec::Decoder>(
+        fn decode<D: __tc::Decoder>(
             d: &mut D,
-        ) -> ::std::result::Result<Self, ::thrift_codec::DecodeError> {
+        ) -> ::std::result::Result<Self, __tc::DecodeError> {
             const NAME: &str = "echo_or_fail_result";
             let saved = d.read_struct_begin()?;
-            let mut f_success: ::std::option::Option<super::echo::Response> = ::std::option::Option::None;
-            let mut f_err: ::std::option::Option<super::echo::EchoError> = ::std::option::Option::None;
+            let mut f_success = ::std::option::Option::None;
+            let mut f_err = ::std::option::Option::None;
             loop {
                 let field = d.read_field_begin()?;
                 match (field.id, field.ty) {
-                    (_, ::thrift_codec::TType::Stop) => break,
-                    (0, ::thrift_codec::TType::Struct) => {
+                    (_, __tc::TType::Stop) => break,
+                    (0, __tc::TType::Struct) => {
                         f_success = ::std::option::Option::Some(
-                            <super::echo::Response as ::thrift_codec::Message>::decode(d)
+                            __tc::wire::Wire::wire_read(d)
                                 .map_err(|err| err.push(NAME, "success"))?,
                         );
                     }
-                    (1, ::thrift_codec::TType::Struct) => {
+                    (1, __tc::TType::Struct) => {
                         f_err = ::std::option::Option::Some(
-                            <super::echo::EchoError as ::thrift_codec::Message>::decode(
-                                    d,
-                                )
+                            __tc::wire::Wire::wire_read(d)
                                 .map_err(|err| err.push(NAME, "err"))?,
                         );
                     }
@@ -975,53 +699,37 @@ pub mod echo {
             })
         }
     }
-    #[derive(
-        ::std::fmt::Debug,
-        ::std::clone::Clone,
-        ::std::cmp::PartialEq,
-        ::std::cmp::Eq,
-        ::std::hash::Hash,
-        ::std::cmp::PartialOrd,
-        ::std::cmp::Ord,
-        ::std::default::Default,
-    )]
+    #[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord, Default)]
     pub struct EchoServiceNotifyArgs {
         /// Field 1.
-        pub event: ::thrift_codec::Utf8Bytes,
+        pub event: __tc::Utf8Bytes,
     }
-    impl ::thrift_codec::Message for EchoServiceNotifyArgs {
-        fn size<S: ::thrift_codec::Sizer>(&self, s: &mut S) -> usize {
+    __tc::impl_wire_for_message!(EchoServiceNotifyArgs);
+    impl __tc::Message for EchoServiceNotifyArgs {
+        fn size<S: __tc::Sizer>(&self, s: &mut S) -> usize {
             let saved = s.struct_begin();
             let mut n = 0usize;
-            {
-                let v = &self.event;
-                n
-                    += s.field_begin_len(::thrift_codec::TType::Binary, 1)
-                        + s.bytes_len(v.len());
-            }
+            n += __tc::wire::Wire::field_size(&self.event, s, 1);
             n + s.struct_end_len(saved)
         }
-        fn encode<E: ::thrift_codec::Encoder>(&self, e: &mut E) {
+        fn encode<E: __tc::Encoder>(&self, e: &mut E) {
             let saved = e.write_struct_begin();
-            {
-                let v = &self.event;
-                e.write_field_begin(::thrift_codec::TType::Binary, 1);
-                e.write_string(v);
-            }
+            __tc::wire::Wire::field_write(&self.event, e, 1);
             e.write_struct_end(saved);
         }
-        fn decode<D: ::thrift_codec::Decoder>(
+        fn decode<D: __tc::Decoder>(
             d: &mut D,
-        ) -> ::std::result::Result<Self, ::thrift_codec::DecodeError> {
+        ) -> ::std::result::Result<Self, __tc::DecodeError> {
             const NAME: &str = "notify_args";
             let saved = d.read_struct_begin()?;
-            let mut f_event: ::thrift_codec::Utf8Bytes = ::std::default::Default::default();
+            let mut f_event = ::std::default::Default::default();
             loop {
                 let field = d.read_field_begin()?;
                 match (field.id, field.ty) {
-                    (_, ::thrift_codec::TType::Stop) => break,
-                    (1, ::thrift_codec::TType::Binary) => {
-                        f_event = d.read_string().map_err(|err| err.push(NAME, "event"))?;
+                    (_, __tc::TType::Stop) => break,
+                    (1, __tc::TType::Binary) => {
+                        f_event = __tc::wire::Wire::wire_read(d)
+                            .map_err(|err| err.push(NAME, "event"))?;
                     }
                     (_, ty) => d.skip(ty)?,
                 }
@@ -1034,17 +742,14 @@ pub mod echo {
 /// Generated from `mixed.thrift`.
 #[allow(clippy::approx_constant, clippy::derivable_impls, clippy::large_enum_variant)]
 pub mod mixed {
-    #[derive(
-        ::std::fmt::Debug,
-        ::std::clone::Clone,
-        ::std::cmp::PartialEq,
-        ::std::default::Default,
-    )]
+    #[allow(unused_imports)]
+    use ::thrift_codec as __tc;
+    #[derive(Debug, Clone, PartialEq, Default)]
     pub struct Mixed {
         /// Field 1.
         pub id: i64,
         /// Field 2.
-        pub name: ::thrift_codec::Utf8Bytes,
+        pub name: __tc::Utf8Bytes,
         /// Field 3.
         pub flag: bool,
         /// Field 4.
@@ -1058,276 +763,131 @@ pub mod mixed {
         /// Field 8.
         pub requests: ::std::vec::Vec<super::echo::Request>,
         /// Field 9.
-        pub counters: ::std::collections::BTreeMap<::thrift_codec::Utf8Bytes, i64>,
+        pub counters: ::std::collections::BTreeMap<__tc::Utf8Bytes, i64>,
         /// Field 10.
         pub tags: ::std::collections::BTreeSet<i32>,
         /// Field 11.
-        pub labels: ::std::vec::Vec<::thrift_codec::Utf8Bytes>,
+        pub labels: ::std::vec::Vec<__tc::Utf8Bytes>,
         /// Field 12, optional.
-        pub payload: ::std::option::Option<::thrift_codec::bytes::Bytes>,
+        pub payload: ::std::option::Option<__tc::bytes::Bytes>,
         /// Field 13.
         pub ids: super::echo::Ids,
     }
-    impl ::thrift_codec::Message for Mixed {
-        fn size<S: ::thrift_codec::Sizer>(&self, s: &mut S) -> usize {
+    __tc::impl_wire_for_message!(Mixed);
+    impl __tc::Message for Mixed {
+        fn size<S: __tc::Sizer>(&self, s: &mut S) -> usize {
             let saved = s.struct_begin();
             let mut n = 0usize;
-            {
-                let v = &self.id;
-                n += s.field_begin_len(::thrift_codec::TType::I64, 1) + s.i64_len(*v);
-            }
-            {
-                let v = &self.name;
-                n
-                    += s.field_begin_len(::thrift_codec::TType::Binary, 2)
-                        + s.bytes_len(v.len());
-            }
-            n += s.bool_field_len(3);
-            n += s.field_begin_len(::thrift_codec::TType::I8, 4) + s.i8_len();
-            {
-                let v = &self.small;
-                n += s.field_begin_len(::thrift_codec::TType::I16, 5) + s.i16_len(*v);
-            }
-            {
-                let v = &self.count;
-                n += s.field_begin_len(::thrift_codec::TType::I32, 6) + s.i32_len(*v);
-            }
-            n += s.field_begin_len(::thrift_codec::TType::Double, 7) + s.double_len();
-            {
-                let v = &self.requests;
-                n
-                    += s.field_begin_len(::thrift_codec::TType::List, 8)
-                        + s.list_begin_len(::thrift_codec::TType::Struct, v.len())
-                        + match s.fixed_width(::thrift_codec::TType::Struct) {
-                            ::std::option::Option::Some(w) => w * v.len(),
-                            ::std::option::Option::None => {
-                                v.iter()
-                                    .map(|e0| ::thrift_codec::Message::size(e0, s))
-                                    .sum::<usize>()
-                            }
-                        };
-            }
-            {
-                let v = &self.counters;
-                n
-                    += s.field_begin_len(::thrift_codec::TType::Map, 9)
-                        + s
-                            .map_begin_len(
-                                ::thrift_codec::TType::Binary,
-                                ::thrift_codec::TType::I64,
-                                v.len(),
-                            )
-                        + v
-                            .iter()
-                            .map(|(e0, v0)| s.bytes_len(e0.len()) + s.i64_len(*v0))
-                            .sum::<usize>();
-            }
-            {
-                let v = &self.tags;
-                n
-                    += s.field_begin_len(::thrift_codec::TType::Set, 10)
-                        + s.list_begin_len(::thrift_codec::TType::I32, v.len())
-                        + match s.fixed_width(::thrift_codec::TType::I32) {
-                            ::std::option::Option::Some(w) => w * v.len(),
-                            ::std::option::Option::None => {
-                                v.iter().map(|e0| s.i32_len(*e0)).sum::<usize>()
-                            }
-                        };
-            }
-            {
-                let v = &self.labels;
-                n
-                    += s.field_begin_len(::thrift_codec::TType::List, 11)
-                        + s.list_begin_len(::thrift_codec::TType::Binary, v.len())
-                        + match s.fixed_width(::thrift_codec::TType::Binary) {
-                            ::std::option::Option::Some(w) => w * v.len(),
-                            ::std::option::Option::None => {
-                                v.iter().map(|e0| s.bytes_len(e0.len())).sum::<usize>()
-                            }
-                        };
-            }
+            n += __tc::wire::Wire::field_size(&self.id, s, 1);
+            n += __tc::wire::Wire::field_size(&self.name, s, 2);
+            n += __tc::wire::Wire::field_size(&self.flag, s, 3);
+            n += __tc::wire::Wire::field_size(&self.tiny, s, 4);
+            n += __tc::wire::Wire::field_size(&self.small, s, 5);
+            n += __tc::wire::Wire::field_size(&self.count, s, 6);
+            n += __tc::wire::Wire::field_size(&self.ratio, s, 7);
+            n += __tc::wire::Wire::field_size(&self.requests, s, 8);
+            n += __tc::wire::Wire::field_size(&self.counters, s, 9);
+            n += __tc::wire::Wire::field_size(&self.tags, s, 10);
+            n += __tc::wire::Wire::field_size(&self.labels, s, 11);
             if let ::std::option::Option::Some(v) = &self.payload {
-                n
-                    += s.field_begin_len(::thrift_codec::TType::Binary, 12)
-                        + s.bytes_len(v.len());
+                n += __tc::wire::Wire::field_size(v, s, 12);
             }
-            {
-                let v = &self.ids;
-                n
-                    += s.field_begin_len(::thrift_codec::TType::Struct, 13)
-                        + ::thrift_codec::Message::size(v, s);
-            }
+            n += __tc::wire::Wire::field_size(&self.ids, s, 13);
             n + s.struct_end_len(saved)
         }
-        fn encode<E: ::thrift_codec::Encoder>(&self, e: &mut E) {
+        fn encode<E: __tc::Encoder>(&self, e: &mut E) {
             let saved = e.write_struct_begin();
-            {
-                let v = &self.id;
-                e.write_field_begin(::thrift_codec::TType::I64, 1);
-                e.write_i64(*v);
-            }
-            {
-                let v = &self.name;
-                e.write_field_begin(::thrift_codec::TType::Binary, 2);
-                e.write_string(v);
-            }
-            {
-                let v = &self.flag;
-                e.write_bool_field(3, *v);
-            }
-            {
-                let v = &self.tiny;
-                e.write_field_begin(::thrift_codec::TType::I8, 4);
-                e.write_i8(*v);
-            }
-            {
-                let v = &self.small;
-                e.write_field_begin(::thrift_codec::TType::I16, 5);
-                e.write_i16(*v);
-            }
-            {
-                let v = &self.count;
-                e.write_field_begin(::thrift_codec::TType::I32, 6);
-                e.write_i32(*v);
-            }
-            {
-                let v = &self.ratio;
-                e.write_field_begin(::thrift_codec::TType::Double, 7);
-                e.write_double(*v);
-            }
-            {
-                let v = &self.requests;
-                e.write_field_begin(::thrift_codec::TType::List, 8);
-                e.write_list_begin(::thrift_codec::TType::Struct, v.len());
-                for e0 in v.iter() {
-                    ::thrift_codec::Message::encode(e0, e);
-                }
-            }
-            {
-                let v = &self.counters;
-                e.write_field_begin(::thrift_codec::TType::Map, 9);
-                e.write_map_begin(
-                    ::thrift_codec::TType::Binary,
-                    ::thrift_codec::TType::I64,
-                    v.len(),
-                );
-                for (e0, v0) in v.iter() {
-                    e.write_string(e0);
-                    e.write_i64(*v0);
-                }
-            }
-            {
-                let v = &self.tags;
-                e.write_field_begin(::thrift_codec::TType::Set, 10);
-                e.write_list_begin(::thrift_codec::TType::I32, v.len());
-                for e0 in v.iter() {
-                    e.write_i32(*e0);
-                }
-            }
-            {
-                let v = &self.labels;
-                e.write_field_begin(::thrift_codec::TType::List, 11);
-                e.write_list_begin(::thrift_codec::TType::Binary, v.len());
-                for e0 in v.iter() {
-                    e.write_string(e0);
-                }
-            }
+            __tc::wire::Wire::field_write(&self.id, e, 1);
+            __tc::wire::Wire::field_write(&self.name, e, 2);
+            __tc::wire::Wire::field_write(&self.flag, e, 3);
+            __tc::wire::Wire::field_write(&self.tiny, e, 4);
+            __tc::wire::Wire::field_write(&self.small, e, 5);
+            __tc::wire::Wire::field_write(&self.count, e, 6);
+            __tc::wire::Wire::field_write(&self.ratio, e, 7);
+            __tc::wire::Wire::field_write(&self.requests, e, 8);
+            __tc::wire::Wire::field_write(&self.counters, e, 9);
+            __tc::wire::Wire::field_write(&self.tags, e, 10);
+            __tc::wire::Wire::field_write(&self.labels, e, 11);
             if let ::std::option::Option::Some(v) = &self.payload {
-                e.write_field_begin(::thrift_codec::TType::Binary, 12);
-                e.write_bytes(v);
+                __tc::wire::Wire::field_write(v, e, 12);
             }
-            {
-                let v = &self.ids;
-                e.write_field_begin(::thrift_codec::TType::Struct, 13);
-                ::thrift_codec::Message::encode(v, e);
-            }
+            __tc::wire::Wire::field_write(&self.ids, e, 13);
             e.write_struct_end(saved);
         }
-        fn decode<D: ::thrift_codec::Decoder>(
+        fn decode<D: __tc::Decoder>(
             d: &mut D,
-        ) -> ::std::result::Result<Self, ::thrift_codec::DecodeError> {
+        ) -> ::std::result::Result<Self, __tc::DecodeError> {
             const NAME: &str = "Mixed";
             let saved = d.read_struct_begin()?;
-            let mut f_id: i64 = ::std::default::Default::default();
-            let mut f_name: ::thrift_codec::Utf8Bytes = ::std::default::Default::default();
-            let mut f_flag: bool = ::std::default::Default::default();
-            let mut f_tiny: i8 = ::std::default::Default::default();
-            let mut f_small: i16 = ::std::default::Default::default();
-            let mut f_count: i32 = ::std::default::Default::default();
-            let mut f_ratio: f64 = ::std::default::Default::default();
-            let mut f_requests: ::std::vec::Vec<super::echo::Request> = ::std::default::Default::default();
-            let mut f_counters: ::std::collections::BTreeMap<
-                ::thrift_codec::Utf8Bytes,
-                i64,
-            > = ::std::default::Default::default();
-            let mut f_tags: ::std::collections::BTreeSet<i32> = ::std::default::Default::default();
-            let mut f_labels: ::std::vec::Vec<::thrift_codec::Utf8Bytes> = ::std::default::Default::default();
-            let mut f_payload: ::std::option::Option<::thrift_codec::bytes::Bytes> = ::std::option::Option::None;
-            let mut f_ids: super::echo::Ids = ::std::default::Default::default();
+            let mut f_id = ::std::default::Default::default();
+            let mut f_name = ::std::default::Default::default();
+            let mut f_flag = ::std::default::Default::default();
+            let mut f_tiny = ::std::default::Default::default();
+            let mut f_small = ::std::default::Default::default();
+            let mut f_count = ::std::default::Default::default();
+            let mut f_ratio = ::std::default::Default::default();
+            let mut f_requests = ::std::default::Default::default();
+            let mut f_counters = ::std::default::Default::default();
+            let mut f_tags = ::std::default::Default::default();
+            let mut f_labels = ::std::default::Default::default();
+            let mut f_payload = ::std::option::Option::None;
+            let mut f_ids = ::std::default::Default::default();
             loop {
                 let field = d.read_field_begin()?;
                 match (field.id, field.ty) {
-                    (_, ::thrift_codec::TType::Stop) => break,
-                    (1, ::thrift_codec::TType::I64) => {
-                        f_id = d.read_i64().map_err(|err| err.push(NAME, "id"))?;
+                    (_, __tc::TType::Stop) => break,
+                    (1, __tc::TType::I64) => {
+                        f_id = __tc::wire::Wire::wire_read(d)
+                            .map_err(|err| err.push(NAME, "id"))?;
                     }
-                    (2, ::thrift_codec::TType::Binary) => {
-                        f_name = d.read_string().map_err(|err| err.push(NAME, "name"))?;
+                    (2, __tc::TType::Binary) => {
+                        f_name = __tc::wire::Wire::wire_read(d)
+                            .map_err(|err| err.push(NAME, "name"))?;
                     }
-                    (3, ::thrift_codec::TType::Bool) => {
-                        f_flag = d.read_bool().map_err(|err| err.push(NAME, "flag"))?;
+                    (3, __tc::TType::Bool) => {
+                        f_flag = __tc::wire::Wire::wire_read(d)
+                            .map_err(|err| err.push(NAME, "flag"))?;
                     }
-                    (4, ::thrift_codec::TType::I8) => {
-                        f_tiny = d.read_i8().map_err(|err| err.push(NAME, "tiny"))?;
+                    (4, __tc::TType::I8) => {
+                        f_tiny = __tc::wire::Wire::wire_read(d)
+                            .map_err(|err| err.push(NAME, "tiny"))?;
                     }
-                    (5, ::thrift_codec::TType::I16) => {
-                        f_small = d.read_i16().map_err(|err| err.push(NAME, "small"))?;
+                    (5, __tc::TType::I16) => {
+                        f_small = __tc::wire::Wire::wire_read(d)
+                            .map_err(|err| err.push(NAME, "small"))?;
                     }
-                    (6, ::thrift_codec::TType::I32) => {
-                        f_count = d.read_i32().map_err(|err| err.push(NAME, "count"))?;
+                    (6, __tc::TType::I32) => {
+                        f_count = __tc::wire::Wire::wire_read(d)
+                            .map_err(|err| err.push(NAME, "count"))?;
                     }
-                    (7, ::thrift_codec::TType::Double) => {
-                        f_ratio = d.read_double().map_err(|err| err.push(NAME, "ratio"))?;
+                    (7, __tc::TType::Double) => {
+                        f_ratio = __tc::wire::Wire::wire_read(d)
+                            .map_err(|err| err.push(NAME, "ratio"))?;
                     }
-                    (8, ::thrift_codec::TType::List) => {
-                        f_requests = ::thrift_codec::protocol::read_list(
-                                d,
-                                ::thrift_codec::TType::Struct,
-                                |d| <super::echo::Request as ::thrift_codec::Message>::decode(
-                                    d,
-                                ),
-                            )
+                    (8, __tc::TType::List) => {
+                        f_requests = __tc::wire::Wire::wire_read(d)
                             .map_err(|err| err.push(NAME, "requests"))?;
                     }
-                    (9, ::thrift_codec::TType::Map) => {
-                        f_counters = ::thrift_codec::protocol::read_map(
-                                d,
-                                ::thrift_codec::TType::Binary,
-                                ::thrift_codec::TType::I64,
-                                |d| d.read_string(),
-                                |d| d.read_i64(),
-                            )
+                    (9, __tc::TType::Map) => {
+                        f_counters = __tc::wire::Wire::wire_read(d)
                             .map_err(|err| err.push(NAME, "counters"))?;
                     }
-                    (10, ::thrift_codec::TType::Set) => {
-                        f_tags = ::thrift_codec::protocol::read_i32_set(d)
+                    (10, __tc::TType::Set) => {
+                        f_tags = __tc::wire::Wire::wire_read(d)
                             .map_err(|err| err.push(NAME, "tags"))?;
                     }
-                    (11, ::thrift_codec::TType::List) => {
-                        f_labels = ::thrift_codec::protocol::read_list(
-                                d,
-                                ::thrift_codec::TType::Binary,
-                                |d| d.read_string(),
-                            )
+                    (11, __tc::TType::List) => {
+                        f_labels = __tc::wire::Wire::wire_read(d)
                             .map_err(|err| err.push(NAME, "labels"))?;
                     }
-                    (12, ::thrift_codec::TType::Binary) => {
+                    (12, __tc::TType::Binary) => {
                         f_payload = ::std::option::Option::Some(
-                            d.read_bytes().map_err(|err| err.push(NAME, "payload"))?,
+                            __tc::wire::Wire::wire_read(d)
+                                .map_err(|err| err.push(NAME, "payload"))?,
                         );
                     }
-                    (13, ::thrift_codec::TType::Struct) => {
-                        f_ids = <super::echo::Ids as ::thrift_codec::Message>::decode(d)
+                    (13, __tc::TType::Struct) => {
+                        f_ids = __tc::wire::Wire::wire_read(d)
                             .map_err(|err| err.push(NAME, "ids"))?;
                     }
                     (_, ty) => d.skip(ty)?,

@@ -3,25 +3,18 @@
 /// Generated from `base.thrift`.
 #[allow(clippy::approx_constant, clippy::derivable_impls, clippy::large_enum_variant)]
 pub mod base {
+    #[allow(unused_imports)]
+    use ::thrift_codec as __tc;
     pub type Timestamp = i64;
-    pub type Name = ::thrift_codec::Utf8Bytes;
+    pub type Name = __tc::Utf8Bytes;
     pub type IdList = ::std::vec::Vec<i32>;
     pub type History = ::std::collections::BTreeMap<
-        ::thrift_codec::Utf8Bytes,
+        __tc::Utf8Bytes,
         ::std::vec::Vec<i64>,
     >;
     /// Lifecycle of a job; every value is explicit.
     /// An `i32` on the wire; values the IDL does not name are kept as they are.
-    #[derive(
-        ::std::clone::Clone,
-        ::std::marker::Copy,
-        ::std::cmp::PartialEq,
-        ::std::cmp::Eq,
-        ::std::hash::Hash,
-        ::std::cmp::PartialOrd,
-        ::std::cmp::Ord,
-        ::std::default::Default
-    )]
+    #[derive(Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Default)]
     pub struct Status(pub i32);
     impl Status {
         /// `UNKNOWN = 0`.
@@ -53,6 +46,7 @@ pub mod base {
             }
         }
     }
+    __tc::impl_wire_for_enum!(Status);
     impl ::std::convert::From<i32> for Status {
         fn from(v: i32) -> Self {
             Self(v)
@@ -65,16 +59,7 @@ pub mod base {
     }
     /// Implicit values: 0, 1, 2.
     /// An `i32` on the wire; values the IDL does not name are kept as they are.
-    #[derive(
-        ::std::clone::Clone,
-        ::std::marker::Copy,
-        ::std::cmp::PartialEq,
-        ::std::cmp::Eq,
-        ::std::hash::Hash,
-        ::std::cmp::PartialOrd,
-        ::std::cmp::Ord,
-        ::std::default::Default
-    )]
+    #[derive(Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Default)]
     pub struct Color(pub i32);
     impl Color {
         /// `RED = 0`.
@@ -103,6 +88,7 @@ pub mod base {
             }
         }
     }
+    __tc::impl_wire_for_enum!(Color);
     impl ::std::convert::From<i32> for Color {
         fn from(v: i32) -> Self {
             Self(v)
@@ -115,16 +101,7 @@ pub mod base {
     }
     /// Negative, implicit-after-explicit and hex values.
     /// An `i32` on the wire; values the IDL does not name are kept as they are.
-    #[derive(
-        ::std::clone::Clone,
-        ::std::marker::Copy,
-        ::std::cmp::PartialEq,
-        ::std::cmp::Eq,
-        ::std::hash::Hash,
-        ::std::cmp::PartialOrd,
-        ::std::cmp::Ord,
-        ::std::default::Default
-    )]
+    #[derive(Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Default)]
     pub struct Offset(pub i32);
     impl Offset {
         /// `BEHIND = -2`.
@@ -159,6 +136,7 @@ pub mod base {
             }
         }
     }
+    __tc::impl_wire_for_enum!(Offset);
     impl ::std::convert::From<i32> for Offset {
         fn from(v: i32) -> Self {
             Self(v)
@@ -170,15 +148,7 @@ pub mod base {
         }
     }
     /// A point on the plane; constants below are written as struct literals.
-    #[derive(
-        ::std::fmt::Debug,
-        ::std::clone::Clone,
-        ::std::cmp::PartialEq,
-        ::std::cmp::Eq,
-        ::std::hash::Hash,
-        ::std::cmp::PartialOrd,
-        ::std::cmp::Ord,
-    )]
+    #[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
     pub struct Point {
         /// Field 1.
         pub x: i32,
@@ -190,50 +160,39 @@ pub mod base {
             Self { x: 0i32, y: 0i32 }
         }
     }
-    impl ::thrift_codec::Message for Point {
-        fn size<S: ::thrift_codec::Sizer>(&self, s: &mut S) -> usize {
+    __tc::impl_wire_for_message!(Point);
+    impl __tc::Message for Point {
+        fn size<S: __tc::Sizer>(&self, s: &mut S) -> usize {
             let saved = s.struct_begin();
             let mut n = 0usize;
-            {
-                let v = &self.x;
-                n += s.field_begin_len(::thrift_codec::TType::I32, 1) + s.i32_len(*v);
-            }
-            {
-                let v = &self.y;
-                n += s.field_begin_len(::thrift_codec::TType::I32, 2) + s.i32_len(*v);
-            }
+            n += __tc::wire::Wire::field_size(&self.x, s, 1);
+            n += __tc::wire::Wire::field_size(&self.y, s, 2);
             n + s.struct_end_len(saved)
         }
-        fn encode<E: ::thrift_codec::Encoder>(&self, e: &mut E) {
+        fn encode<E: __tc::Encoder>(&self, e: &mut E) {
             let saved = e.write_struct_begin();
-            {
-                let v = &self.x;
-                e.write_field_begin(::thrift_codec::TType::I32, 1);
-                e.write_i32(*v);
-            }
-            {
-                let v = &self.y;
-                e.write_field_begin(::thrift_codec::TType::I32, 2);
-                e.write_i32(*v);
-            }
+            __tc::wire::Wire::field_write(&self.x, e, 1);
+            __tc::wire::Wire::field_write(&self.y, e, 2);
             e.write_struct_end(saved);
         }
-        fn decode<D: ::thrift_codec::Decoder>(
+        fn decode<D: __tc::Decoder>(
             d: &mut D,
-        ) -> ::std::result::Result<Self, ::thrift_codec::DecodeError> {
+        ) -> ::std::result::Result<Self, __tc::DecodeError> {
             const NAME: &str = "Point";
             let saved = d.read_struct_begin()?;
-            let mut f_x: i32 = 0i32;
-            let mut f_y: i32 = 0i32;
+            let mut f_x = 0i32;
+            let mut f_y = 0i32;
             loop {
                 let field = d.read_field_begin()?;
                 match (field.id, field.ty) {
-                    (_, ::thrift_codec::TType::Stop) => break,
-                    (1, ::thrift_codec::TType::I32) => {
-                        f_x = d.read_i32().map_err(|err| err.push(NAME, "x"))?;
+                    (_, __tc::TType::Stop) => break,
+                    (1, __tc::TType::I32) => {
+                        f_x = __tc::wire::Wire::wire_read(d)
+                            .map_err(|err| err.push(NAME, "x"))?;
                     }
-                    (2, ::thrift_codec::TType::I32) => {
-                        f_y = d.read_i32().map_err(|err| err.push(NAME, "y"))?;
+                    (2, __tc::TType::I32) => {
+                        f_y = __tc::wire::Wire::wire_read(d)
+                            .map_err(|err| err.push(NAME, "y"))?;
                     }
                     (_, ty) => d.skip(ty)?,
                 }
@@ -242,71 +201,45 @@ pub mod base {
             ::std::result::Result::Ok(Self { x: f_x, y: f_y })
         }
     }
-    #[derive(
-        ::std::fmt::Debug,
-        ::std::clone::Clone,
-        ::std::cmp::PartialEq,
-        ::std::cmp::Eq,
-        ::std::hash::Hash,
-        ::std::cmp::PartialOrd,
-        ::std::cmp::Ord,
-        ::std::default::Default,
-    )]
+    #[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord, Default)]
     pub struct Range {
         /// Field 1.
         pub lo: super::base::Point,
         /// Field 2.
         pub hi: super::base::Point,
     }
-    impl ::thrift_codec::Message for Range {
-        fn size<S: ::thrift_codec::Sizer>(&self, s: &mut S) -> usize {
+    __tc::impl_wire_for_message!(Range);
+    impl __tc::Message for Range {
+        fn size<S: __tc::Sizer>(&self, s: &mut S) -> usize {
             let saved = s.struct_begin();
             let mut n = 0usize;
-            {
-                let v = &self.lo;
-                n
-                    += s.field_begin_len(::thrift_codec::TType::Struct, 1)
-                        + ::thrift_codec::Message::size(v, s);
-            }
-            {
-                let v = &self.hi;
-                n
-                    += s.field_begin_len(::thrift_codec::TType::Struct, 2)
-                        + ::thrift_codec::Message::size(v, s);
-            }
+            n += __tc::wire::Wire::field_size(&self.lo, s, 1);
+            n += __tc::wire::Wire::field_size(&self.hi, s, 2);
             n + s.struct_end_len(saved)
         }
-        fn encode<E: ::thrift_codec::Encoder>(&self, e: &mut E) {
+        fn encode<E: __tc::Encoder>(&self, e: &mut E) {
             let saved = e.write_struct_begin();
-            {
-                let v = &self.lo;
-                e.write_field_begin(::thrift_codec::TType::Struct, 1);
-                ::thrift_codec::Message::encode(v, e);
-            }
-            {
-                let v = &self.hi;
-                e.write_field_begin(::thrift_codec::TType::Struct, 2);
-                ::thrift_codec::Message::encode(v, e);
-            }
+            __tc::wire::Wire::field_write(&self.lo, e, 1);
+            __tc::wire::Wire::field_write(&self.hi, e, 2);
             e.write_struct_end(saved);
         }
-        fn decode<D: ::thrift_codec::Decoder>(
+        fn decode<D: __tc::Decoder>(
             d: &mut D,
-        ) -> ::std::result::Result<Self, ::thrift_codec::DecodeError> {
+        ) -> ::std::result::Result<Self, __tc::DecodeError> {
             const NAME: &str = "Range";
             let saved = d.read_struct_begin()?;
-            let mut f_lo: super::base::Point = ::std::default::Default::default();
-            let mut f_hi: super::base::Point = ::std::default::Default::default();
+            let mut f_lo = ::std::default::Default::default();
+            let mut f_hi = ::std::default::Default::default();
             loop {
                 let field = d.read_field_begin()?;
                 match (field.id, field.ty) {
-                    (_, ::thrift_codec::TType::Stop) => break,
-                    (1, ::thrift_codec::TType::Struct) => {
-                        f_lo = <super::base::Point as ::thrift_codec::Message>::decode(d)
+                    (_, __tc::TType::Stop) => break,
+                    (1, __tc::TType::Struct) => {
+                        f_lo = __tc::wire::Wire::wire_read(d)
                             .map_err(|err| err.push(NAME, "lo"))?;
                     }
-                    (2, ::thrift_codec::TType::Struct) => {
-                        f_hi = <super::base::Point as ::thrift_codec::Message>::decode(d)
+                    (2, __tc::TType::Struct) => {
+                        f_hi = __tc::wire::Wire::wire_read(d)
                             .map_err(|err| err.push(NAME, "hi"))?;
                     }
                     (_, ty) => d.skip(ty)?,
@@ -325,24 +258,20 @@ pub mod base {
     pub const MILLI: f64 = 0.001f64;
     pub const ENABLED: bool = true;
     pub const DISABLED: bool = false;
-    pub const GREETING: ::thrift_codec::Utf8Bytes = ::thrift_codec::Utf8Bytes::from_static(
-        "hello, world",
-    );
-    pub const MAGIC: ::thrift_codec::bytes::Bytes = ::thrift_codec::bytes::Bytes::from_static(
-        b"THRIFT",
-    );
+    pub const GREETING: __tc::Utf8Bytes = __tc::Utf8Bytes::from_static("hello, world");
+    pub const MAGIC: __tc::bytes::Bytes = __tc::bytes::Bytes::from_static(b"THRIFT");
     pub const EPOCH: i64 = 0i64;
     pub const DEFAULT_STATUS: super::base::Status = super::base::Status(1i32);
     pub const LIMIT: i32 = 1000i32;
     pub static PRIMES: ::std::sync::LazyLock<::std::vec::Vec<i32>> = ::std::sync::LazyLock::new(||
     ::std::vec![2i32, 3i32, 5i32, 7i32, 11i32]);
     pub static MATRIX: ::std::sync::LazyLock<
-        ::std::vec::Vec<::std::vec::Vec<::thrift_codec::Utf8Bytes>>,
+        ::std::vec::Vec<::std::vec::Vec<__tc::Utf8Bytes>>,
     > = ::std::sync::LazyLock::new(|| {
         ::std::vec![
-            ::std::vec![::thrift_codec::Utf8Bytes::from_static("a"),
-            ::thrift_codec::Utf8Bytes::from_static("b")], ::std::vec![],
-            ::std::vec![::thrift_codec::Utf8Bytes::from_static("c")]
+            ::std::vec![__tc::Utf8Bytes::from_static("a"),
+            __tc::Utf8Bytes::from_static("b")], ::std::vec![],
+            ::std::vec![__tc::Utf8Bytes::from_static("c")]
         ]
     });
     pub static WARM: ::std::sync::LazyLock<
@@ -351,10 +280,10 @@ pub mod base {
         super::base::Color(0i32),
     ]));
     pub static WEIGHTS: ::std::sync::LazyLock<
-        ::std::collections::BTreeMap<::thrift_codec::Utf8Bytes, i32>,
+        ::std::collections::BTreeMap<__tc::Utf8Bytes, i32>,
     > = ::std::sync::LazyLock::new(|| ::std::collections::BTreeMap::from([
-        (::thrift_codec::Utf8Bytes::from_static("low"), 1i32),
-        (::thrift_codec::Utf8Bytes::from_static("high"), 1000i32),
+        (__tc::Utf8Bytes::from_static("low"), 1i32),
+        (__tc::Utf8Bytes::from_static("high"), 1000i32),
     ]));
     pub static PALETTE: ::std::sync::LazyLock<
         ::std::collections::BTreeMap<
@@ -370,21 +299,18 @@ pub mod base {
     ]));
     pub static NESTED: ::std::sync::LazyLock<
         ::std::collections::BTreeMap<
-            ::thrift_codec::Utf8Bytes,
-            ::std::collections::BTreeMap<::thrift_codec::Utf8Bytes, f64>,
+            __tc::Utf8Bytes,
+            ::std::collections::BTreeMap<__tc::Utf8Bytes, f64>,
         >,
     > = ::std::sync::LazyLock::new(|| ::std::collections::BTreeMap::from([
         (
-            ::thrift_codec::Utf8Bytes::from_static("a"),
+            __tc::Utf8Bytes::from_static("a"),
             ::std::collections::BTreeMap::from([
-                (::thrift_codec::Utf8Bytes::from_static("x"), 1.5f64),
-                (::thrift_codec::Utf8Bytes::from_static("y"), -20000000000f64),
+                (__tc::Utf8Bytes::from_static("x"), 1.5f64),
+                (__tc::Utf8Bytes::from_static("y"), -20000000000f64),
             ]),
         ),
-        (
-            ::thrift_codec::Utf8Bytes::from_static("b"),
-            ::std::collections::BTreeMap::from([]),
-        ),
+        (__tc::Utf8Bytes::from_static("b"), ::std::collections::BTreeMap::from([])),
     ]));
     pub static ORIGIN: ::std::sync::LazyLock<super::base::Point> = ::std::sync::LazyLock::new(||
     super::base::Point {
@@ -413,25 +339,27 @@ pub mod base {
 /// Generated from `shapes.thrift`.
 #[allow(clippy::approx_constant, clippy::derivable_impls, clippy::large_enum_variant)]
 pub mod shapes {
+    #[allow(unused_imports)]
+    use ::thrift_codec as __tc;
     /// A rectangle: every base type, every requiredness, several defaults.
-    #[derive(::std::fmt::Debug, ::std::clone::Clone, ::std::cmp::PartialEq)]
+    #[derive(Debug, Clone, PartialEq)]
     pub struct Rect {
         /// Field 1, required.
         pub width: i32,
         /// Field 2, required.
         pub height: i32,
         /// Field 3, optional.
-        pub label: ::std::option::Option<::thrift_codec::Utf8Bytes>,
+        pub label: ::std::option::Option<__tc::Utf8Bytes>,
         /// Field 4.
         pub scale: f64,
         /// Field 5.
         pub visible: bool,
         /// Field 6.
-        pub tags: ::std::vec::Vec<::thrift_codec::Utf8Bytes>,
+        pub tags: ::std::vec::Vec<__tc::Utf8Bytes>,
         /// Field 7.
-        pub props: ::std::collections::BTreeMap<::thrift_codec::Utf8Bytes, i32>,
+        pub props: ::std::collections::BTreeMap<__tc::Utf8Bytes, i32>,
         /// Field 8, optional.
-        pub thumbnail: ::std::option::Option<::thrift_codec::bytes::Bytes>,
+        pub thumbnail: ::std::option::Option<__tc::bytes::Bytes>,
         /// Field 9.
         pub layer: i8,
         /// Field 10.
@@ -441,7 +369,7 @@ pub mod shapes {
         /// Field 12.
         pub id: [u8; 16],
         /// Field 13.
-        pub kind: ::thrift_codec::Utf8Bytes,
+        pub kind: __tc::Utf8Bytes,
         /// Field 14.
         pub created_at: i64,
     }
@@ -460,255 +388,143 @@ pub mod shapes {
                 z: ::std::default::Default::default(),
                 flags: 15i8,
                 id: ::std::default::Default::default(),
-                kind: ::thrift_codec::Utf8Bytes::from_static("rect"),
+                kind: __tc::Utf8Bytes::from_static("rect"),
                 created_at: ::std::default::Default::default(),
             }
         }
     }
-    impl ::thrift_codec::Message for Rect {
-        fn size<S: ::thrift_codec::Sizer>(&self, s: &mut S) -> usize {
+    __tc::impl_wire_for_message!(Rect);
+    impl __tc::Message for Rect {
+        fn size<S: __tc::Sizer>(&self, s: &mut S) -> usize {
             let saved = s.struct_begin();
             let mut n = 0usize;
-            {
-                let v = &self.width;
-                n += s.field_begin_len(::thrift_codec::TType::I32, 1) + s.i32_len(*v);
-            }
-            {
-                let v = &self.height;
-                n += s.field_begin_len(::thrift_codec::TType::I32, 2) + s.i32_len(*v);
-            }
+            n += __tc::wire::Wire::field_size(&self.width, s, 1);
+            n += __tc::wire::Wire::field_size(&self.height, s, 2);
             if let ::std::option::Option::Some(v) = &self.label {
-                n
-                    += s.field_begin_len(::thrift_codec::TType::Binary, 3)
-                        + s.bytes_len(v.len());
+                n += __tc::wire::Wire::field_size(v, s, 3);
             }
-            n += s.field_begin_len(::thrift_codec::TType::Double, 4) + s.double_len();
-            n += s.bool_field_len(5);
-            {
-                let v = &self.tags;
-                n
-                    += s.field_begin_len(::thrift_codec::TType::List, 6)
-                        + s.list_begin_len(::thrift_codec::TType::Binary, v.len())
-                        + match s.fixed_width(::thrift_codec::TType::Binary) {
-                            ::std::option::Option::Some(w) => w * v.len(),
-                            ::std::option::Option::None => {
-                                v.iter().map(|e0| s.bytes_len(e0.len())).sum::<usize>()
-                            }
-                        };
-            }
-            {
-                let v = &self.props;
-                n
-                    += s.field_begin_len(::thrift_codec::TType::Map, 7)
-                        + s
-                            .map_begin_len(
-                                ::thrift_codec::TType::Binary,
-                                ::thrift_codec::TType::I32,
-                                v.len(),
-                            )
-                        + v
-                            .iter()
-                            .map(|(e0, v0)| s.bytes_len(e0.len()) + s.i32_len(*v0))
-                            .sum::<usize>();
-            }
+            n += __tc::wire::Wire::field_size(&self.scale, s, 4);
+            n += __tc::wire::Wire::field_size(&self.visible, s, 5);
+            n += __tc::wire::Wire::field_size(&self.tags, s, 6);
+            n += __tc::wire::Wire::field_size(&self.props, s, 7);
             if let ::std::option::Option::Some(v) = &self.thumbnail {
-                n
-                    += s.field_begin_len(::thrift_codec::TType::Binary, 8)
-                        + s.bytes_len(v.len());
+                n += __tc::wire::Wire::field_size(v, s, 8);
             }
-            n += s.field_begin_len(::thrift_codec::TType::I8, 9) + s.i8_len();
-            {
-                let v = &self.z;
-                n += s.field_begin_len(::thrift_codec::TType::I16, 10) + s.i16_len(*v);
-            }
-            n += s.field_begin_len(::thrift_codec::TType::I8, 11) + s.i8_len();
-            n += s.field_begin_len(::thrift_codec::TType::Uuid, 12) + s.uuid_len();
-            {
-                let v = &self.kind;
-                n
-                    += s.field_begin_len(::thrift_codec::TType::Binary, 13)
-                        + s.bytes_len(v.len());
-            }
-            {
-                let v = &self.created_at;
-                n += s.field_begin_len(::thrift_codec::TType::I64, 14) + s.i64_len(*v);
-            }
+            n += __tc::wire::Wire::field_size(&self.layer, s, 9);
+            n += __tc::wire::Wire::field_size(&self.z, s, 10);
+            n += __tc::wire::Wire::field_size(&self.flags, s, 11);
+            n += __tc::wire::Wire::field_size(&self.id, s, 12);
+            n += __tc::wire::Wire::field_size(&self.kind, s, 13);
+            n += __tc::wire::Wire::field_size(&self.created_at, s, 14);
             n + s.struct_end_len(saved)
         }
-        fn encode<E: ::thrift_codec::Encoder>(&self, e: &mut E) {
+        fn encode<E: __tc::Encoder>(&self, e: &mut E) {
             let saved = e.write_struct_begin();
-            {
-                let v = &self.width;
-                e.write_field_begin(::thrift_codec::TType::I32, 1);
-                e.write_i32(*v);
-            }
-            {
-                let v = &self.height;
-                e.write_field_begin(::thrift_codec::TType::I32, 2);
-                e.write_i32(*v);
-            }
+            __tc::wire::Wire::field_write(&self.width, e, 1);
+            __tc::wire::Wire::field_write(&self.height, e, 2);
             if let ::std::option::Option::Some(v) = &self.label {
-                e.write_field_begin(::thrift_codec::TType::Binary, 3);
-                e.write_string(v);
+                __tc::wire::Wire::field_write(v, e, 3);
             }
-            {
-                let v = &self.scale;
-                e.write_field_begin(::thrift_codec::TType::Double, 4);
-                e.write_double(*v);
-            }
-            {
-                let v = &self.visible;
-                e.write_bool_field(5, *v);
-            }
-            {
-                let v = &self.tags;
-                e.write_field_begin(::thrift_codec::TType::List, 6);
-                e.write_list_begin(::thrift_codec::TType::Binary, v.len());
-                for e0 in v.iter() {
-                    e.write_string(e0);
-                }
-            }
-            {
-                let v = &self.props;
-                e.write_field_begin(::thrift_codec::TType::Map, 7);
-                e.write_map_begin(
-                    ::thrift_codec::TType::Binary,
-                    ::thrift_codec::TType::I32,
-                    v.len(),
-                );
-                for (e0, v0) in v.iter() {
-                    e.write_string(e0);
-                    e.write_i32(*v0);
-                }
-            }
+            __tc::wire::Wire::field_write(&self.scale, e, 4);
+            __tc::wire::Wire::field_write(&self.visible, e, 5);
+            __tc::wire::Wire::field_write(&self.tags, e, 6);
+            __tc::wire::Wire::field_write(&self.props, e, 7);
             if let ::std::option::Option::Some(v) = &self.thumbnail {
-                e.write_field_begin(::thrift_codec::TType::Binary, 8);
-                e.write_bytes(v);
+                __tc::wire::Wire::field_write(v, e, 8);
             }
-            {
-                let v = &self.layer;
-                e.write_field_begin(::thrift_codec::TType::I8, 9);
-                e.write_i8(*v);
-            }
-            {
-                let v = &self.z;
-                e.write_field_begin(::thrift_codec::TType::I16, 10);
-                e.write_i16(*v);
-            }
-            {
-                let v = &self.flags;
-                e.write_field_begin(::thrift_codec::TType::I8, 11);
-                e.write_i8(*v);
-            }
-            {
-                let v = &self.id;
-                e.write_field_begin(::thrift_codec::TType::Uuid, 12);
-                e.write_uuid(v);
-            }
-            {
-                let v = &self.kind;
-                e.write_field_begin(::thrift_codec::TType::Binary, 13);
-                e.write_string(v);
-            }
-            {
-                let v = &self.created_at;
-                e.write_field_begin(::thrift_codec::TType::I64, 14);
-                e.write_i64(*v);
-            }
+            __tc::wire::Wire::field_write(&self.layer, e, 9);
+            __tc::wire::Wire::field_write(&self.z, e, 10);
+            __tc::wire::Wire::field_write(&self.flags, e, 11);
+            __tc::wire::Wire::field_write(&self.id, e, 12);
+            __tc::wire::Wire::field_write(&self.kind, e, 13);
+            __tc::wire::Wire::field_write(&self.created_at, e, 14);
             e.write_struct_end(saved);
         }
-        fn decode<D: ::thrift_codec::Decoder>(
+        fn decode<D: __tc::Decoder>(
             d: &mut D,
-        ) -> ::std::result::Result<Self, ::thrift_codec::DecodeError> {
+        ) -> ::std::result::Result<Self, __tc::DecodeError> {
             const NAME: &str = "Rect";
             let saved = d.read_struct_begin()?;
-            let mut f_width: ::std::option::Option<i32> = ::std::option::Option::None;
-            let mut f_height: ::std::option::Option<i32> = ::std::option::Option::None;
-            let mut f_label: ::std::option::Option<::thrift_codec::Utf8Bytes> = ::std::option::Option::None;
-            let mut f_scale: f64 = 1f64;
-            let mut f_visible: bool = true;
-            let mut f_tags: ::std::vec::Vec<::thrift_codec::Utf8Bytes> = ::std::vec![];
-            let mut f_props: ::std::collections::BTreeMap<
-                ::thrift_codec::Utf8Bytes,
-                i32,
-            > = ::std::collections::BTreeMap::from([]);
-            let mut f_thumbnail: ::std::option::Option<::thrift_codec::bytes::Bytes> = ::std::option::Option::None;
-            let mut f_layer: i8 = -1i8;
-            let mut f_z: i16 = ::std::default::Default::default();
-            let mut f_flags: i8 = 15i8;
-            let mut f_id: [u8; 16] = ::std::default::Default::default();
-            let mut f_kind: ::thrift_codec::Utf8Bytes = ::thrift_codec::Utf8Bytes::from_static(
-                "rect",
-            );
-            let mut f_created_at: i64 = ::std::default::Default::default();
+            let mut f_width = ::std::option::Option::None;
+            let mut f_height = ::std::option::Option::None;
+            let mut f_label = ::std::option::Option::None;
+            let mut f_scale = 1f64;
+            let mut f_visible = true;
+            let mut f_tags = ::std::vec![];
+            let mut f_props = ::std::collections::BTreeMap::from([]);
+            let mut f_thumbnail = ::std::option::Option::None;
+            let mut f_layer = -1i8;
+            let mut f_z = ::std::default::Default::default();
+            let mut f_flags = 15i8;
+            let mut f_id = ::std::default::Default::default();
+            let mut f_kind = __tc::Utf8Bytes::from_static("rect");
+            let mut f_created_at = ::std::default::Default::default();
             loop {
                 let field = d.read_field_begin()?;
                 match (field.id, field.ty) {
-                    (_, ::thrift_codec::TType::Stop) => break,
-                    (1, ::thrift_codec::TType::I32) => {
+                    (_, __tc::TType::Stop) => break,
+                    (1, __tc::TType::I32) => {
                         f_width = ::std::option::Option::Some(
-                            d.read_i32().map_err(|err| err.push(NAME, "width"))?,
+                            __tc::wire::Wire::wire_read(d)
+                                .map_err(|err| err.push(NAME, "width"))?,
                         );
                     }
-                    (2, ::thrift_codec::TType::I32) => {
+                    (2, __tc::TType::I32) => {
                         f_height = ::std::option::Option::Some(
-                            d.read_i32().map_err(|err| err.push(NAME, "height"))?,
+                            __tc::wire::Wire::wire_read(d)
+                                .map_err(|err| err.push(NAME, "height"))?,
                         );
                     }
-                    (3, ::thrift_codec::TType::Binary) => {
+                    (3, __tc::TType::Binary) => {
                         f_label = ::std::option::Option::Some(
-                            d.read_string().map_err(|err| err.push(NAME, "label"))?,
+                            __tc::wire::Wire::wire_read(d)
+                                .map_err(|err| err.push(NAME, "label"))?,
                         );
                     }
-                    (4, ::thrift_codec::TType::Double) => {
-                        f_scale = d.read_double().map_err(|err| err.push(NAME, "scale"))?;
+                    (4, __tc::TType::Double) => {
+                        f_scale = __tc::wire::Wire::wire_read(d)
+                            .map_err(|err| err.push(NAME, "scale"))?;
                     }
-                    (5, ::thrift_codec::TType::Bool) => {
-                        f_visible = d
-                            .read_bool()
+                    (5, __tc::TType::Bool) => {
+                        f_visible = __tc::wire::Wire::wire_read(d)
                             .map_err(|err| err.push(NAME, "visible"))?;
                     }
-                    (6, ::thrift_codec::TType::List) => {
-                        f_tags = ::thrift_codec::protocol::read_list(
-                                d,
-                                ::thrift_codec::TType::Binary,
-                                |d| d.read_string(),
-                            )
+                    (6, __tc::TType::List) => {
+                        f_tags = __tc::wire::Wire::wire_read(d)
                             .map_err(|err| err.push(NAME, "tags"))?;
                     }
-                    (7, ::thrift_codec::TType::Map) => {
-                        f_props = ::thrift_codec::protocol::read_map(
-                                d,
-                                ::thrift_codec::TType::Binary,
-                                ::thrift_codec::TType::I32,
-                                |d| d.read_string(),
-                                |d| d.read_i32(),
-                            )
+                    (7, __tc::TType::Map) => {
+                        f_props = __tc::wire::Wire::wire_read(d)
                             .map_err(|err| err.push(NAME, "props"))?;
                     }
-                    (8, ::thrift_codec::TType::Binary) => {
+                    (8, __tc::TType::Binary) => {
                         f_thumbnail = ::std::option::Option::Some(
-                            d.read_bytes().map_err(|err| err.push(NAME, "thumbnail"))?,
+                            __tc::wire::Wire::wire_read(d)
+                                .map_err(|err| err.push(NAME, "thumbnail"))?,
                         );
                     }
-                    (9, ::thrift_codec::TType::I8) => {
-                        f_layer = d.read_i8().map_err(|err| err.push(NAME, "layer"))?;
+                    (9, __tc::TType::I8) => {
+                        f_layer = __tc::wire::Wire::wire_read(d)
+                            .map_err(|err| err.push(NAME, "layer"))?;
                     }
-                    (10, ::thrift_codec::TType::I16) => {
-                        f_z = d.read_i16().map_err(|err| err.push(NAME, "z"))?;
+                    (10, __tc::TType::I16) => {
+                        f_z = __tc::wire::Wire::wire_read(d)
+                            .map_err(|err| err.push(NAME, "z"))?;
                     }
-                    (11, ::thrift_codec::TType::I8) => {
-                        f_flags = d.read_i8().map_err(|err| err.push(NAME, "flags"))?;
+                    (11, __tc::TType::I8) => {
+                        f_flags = __tc::wire::Wire::wire_read(d)
+                            .map_err(|err| err.push(NAME, "flags"))?;
                     }
-                    (12, ::thrift_codec::TType::Uuid) => {
-                        f_id = d.read_uuid().map_err(|err| err.push(NAME, "id"))?;
+                    (12, __tc::TType::Uuid) => {
+                        f_id = __tc::wire::Wire::wire_read(d)
+                            .map_err(|err| err.push(NAME, "id"))?;
                     }
-                    (13, ::thrift_codec::TType::Binary) => {
-                        f_kind = d.read_string().map_err(|err| err.push(NAME, "kind"))?;
+                    (13, __tc::TType::Binary) => {
+                        f_kind = __tc::wire::Wire::wire_read(d)
+                            .map_err(|err| err.push(NAME, "kind"))?;
                     }
-                    (14, ::thrift_codec::TType::I64) => {
-                        f_created_at = d
-                            .read_i64()
+                    (14, __tc::TType::I64) => {
+                        f_created_at = __tc::wire::Wire::wire_read(d)
                             .map_err(|err| err.push(NAME, "created_at"))?;
                     }
                     (_, ty) => d.skip(ty)?,
@@ -716,13 +532,9 @@ pub mod shapes {
             }
             d.read_struct_end(saved);
             ::std::result::Result::Ok(Self {
-                width: f_width
-                    .ok_or_else(|| ::thrift_codec::DecodeError::missing(NAME, "width"))?,
+                width: f_width.ok_or_else(|| __tc::DecodeError::missing(NAME, "width"))?,
                 height: f_height
-                    .ok_or_else(|| ::thrift_codec::DecodeError::missing(
-                        NAME,
-                        "height",
-                    ))?,
+                    .ok_or_else(|| __tc::DecodeError::missing(NAME, "height"))?,
                 label: f_label,
                 scale: f_scale,
                 visible: f_visible,
@@ -738,7 +550,7 @@ pub mod shapes {
             })
         }
     }
-    #[derive(::std::fmt::Debug, ::std::clone::Clone, ::std::cmp::PartialEq)]
+    #[derive(Debug, Clone, PartialEq)]
     pub struct Circle {
         /// Field 1.
         pub radius: f64,
@@ -748,35 +560,31 @@ pub mod shapes {
             Self { radius: 0.5f64 }
         }
     }
-    impl ::thrift_codec::Message for Circle {
-        fn size<S: ::thrift_codec::Sizer>(&self, s: &mut S) -> usize {
+    __tc::impl_wire_for_message!(Circle);
+    impl __tc::Message for Circle {
+        fn size<S: __tc::Sizer>(&self, s: &mut S) -> usize {
             let saved = s.struct_begin();
             let mut n = 0usize;
-            n += s.field_begin_len(::thrift_codec::TType::Double, 1) + s.double_len();
+            n += __tc::wire::Wire::field_size(&self.radius, s, 1);
             n + s.struct_end_len(saved)
         }
-        fn encode<E: ::thrift_codec::Encoder>(&self, e: &mut E) {
+        fn encode<E: __tc::Encoder>(&self, e: &mut E) {
             let saved = e.write_struct_begin();
-            {
-                let v = &self.radius;
-                e.write_field_begin(::thrift_codec::TType::Double, 1);
-                e.write_double(*v);
-            }
+            __tc::wire::Wire::field_write(&self.radius, e, 1);
             e.write_struct_end(saved);
         }
-        fn decode<D: ::thrift_codec::Decoder>(
+        fn decode<D: __tc::Decoder>(
             d: &mut D,
-        ) -> ::std::result::Result<Self, ::thrift_codec::DecodeError> {
+        ) -> ::std::result::Result<Self, __tc::DecodeError> {
             const NAME: &str = "Circle";
             let saved = d.read_struct_begin()?;
-            let mut f_radius: f64 = 0.5f64;
+            let mut f_radius = 0.5f64;
             loop {
                 let field = d.read_field_begin()?;
                 match (field.id, field.ty) {
-                    (_, ::thrift_codec::TType::Stop) => break,
-                    (1, ::thrift_codec::TType::Double) => {
-                        f_radius = d
-                            .read_double()
+                    (_, __tc::TType::Stop) => break,
+                    (1, __tc::TType::Double) => {
+                        f_radius = __tc::wire::Wire::wire_read(d)
                             .map_err(|err| err.push(NAME, "radius"))?;
                     }
                     (_, ty) => d.skip(ty)?,
@@ -787,7 +595,7 @@ pub mod shapes {
         }
     }
     /// Exactly one of these is set.
-    #[derive(::std::fmt::Debug, ::std::clone::Clone, ::std::cmp::PartialEq)]
+    #[derive(Debug, Clone, PartialEq)]
     pub enum Shape {
         /// Field 1.
         Rect(super::shapes::Rect),
@@ -803,57 +611,35 @@ pub mod shapes {
             Self::Rect(::std::default::Default::default())
         }
     }
-    impl ::thrift_codec::Message for Shape {
-        fn size<S: ::thrift_codec::Sizer>(&self, s: &mut S) -> usize {
+    __tc::impl_wire_for_message!(Shape);
+    impl __tc::Message for Shape {
+        fn size<S: __tc::Sizer>(&self, s: &mut S) -> usize {
             let saved = s.struct_begin();
             let n = match self {
-                Self::Rect(v) => {
-                    s.field_begin_len(::thrift_codec::TType::Struct, 1)
-                        + ::thrift_codec::Message::size(v, s)
-                }
-                Self::Circle(v) => {
-                    s.field_begin_len(::thrift_codec::TType::Struct, 2)
-                        + ::thrift_codec::Message::size(v, s)
-                }
-                Self::Group(v) => {
-                    s.field_begin_len(::thrift_codec::TType::List, 3)
-                        + s.list_begin_len(::thrift_codec::TType::Struct, v.len())
-                        + match s.fixed_width(::thrift_codec::TType::Struct) {
-                            ::std::option::Option::Some(w) => w * v.len(),
-                            ::std::option::Option::None => {
-                                v.iter()
-                                    .map(|e0| ::thrift_codec::Message::size(e0, s))
-                                    .sum::<usize>()
-                            }
-                        }
-                }
+                Self::Rect(v) => __tc::wire::Wire::field_size(v, s, 1),
+                Self::Circle(v) => __tc::wire::Wire::field_size(v, s, 2),
+                Self::Group(v) => __tc::wire::Wire::field_size(v, s, 3),
             };
             n + s.struct_end_len(saved)
         }
-        fn encode<E: ::thrift_codec::Encoder>(&self, e: &mut E) {
+        fn encode<E: __tc::Encoder>(&self, e: &mut E) {
             let saved = e.write_struct_begin();
             match self {
                 Self::Rect(v) => {
-                    e.write_field_begin(::thrift_codec::TType::Struct, 1);
-                    ::thrift_codec::Message::encode(v, e);
+                    __tc::wire::Wire::field_write(v, e, 1);
                 }
                 Self::Circle(v) => {
-                    e.write_field_begin(::thrift_codec::TType::Struct, 2);
-                    ::thrift_codec::Message::encode(v, e);
+                    __tc::wire::Wire::field_write(v, e, 2);
                 }
                 Self::Group(v) => {
-                    e.write_field_begin(::thrift_codec::TType::List, 3);
-                    e.write_list_begin(::thrift_codec::TType::Struct, v.len());
-                    for e0 in v.iter() {
-                        ::thrift_codec::Message::encode(e0, e);
-                    }
+                    __tc::wire::Wire::field_write(v, e, 3);
                 }
             }
             e.write_struct_end(saved);
         }
-        fn decode<D: ::thrift_codec::Decoder>(
+        fn decode<D: __tc::Decoder>(
             d: &mut D,
-        ) -> ::std::result::Result<Self, ::thrift_codec::DecodeError> {
+        ) -> ::std::result::Result<Self, __tc::DecodeError> {
             const NAME: &str = "Shape";
             let saved = d.read_struct_begin()?;
             let mut value: ::std::option::Option<Self> = ::std::option::Option::None;
@@ -861,37 +647,29 @@ pub mod shapes {
             loop {
                 let field = d.read_field_begin()?;
                 match (field.id, field.ty) {
-                    (_, ::thrift_codec::TType::Stop) => break,
-                    (1, ::thrift_codec::TType::Struct) => {
+                    (_, __tc::TType::Stop) => break,
+                    (1, __tc::TType::Struct) => {
                         value = ::std::option::Option::Some(
                             Self::Rect(
-                                <super::shapes::Rect as ::thrift_codec::Message>::decode(d)
+                                __tc::wire::Wire::wire_read(d)
                                     .map_err(|err| err.push(NAME, "rect"))?,
                             ),
                         );
                         set += 1;
                     }
-                    (2, ::thrift_codec::TType::Struct) => {
+                    (2, __tc::TType::Struct) => {
                         value = ::std::option::Option::Some(
                             Self::Circle(
-                                <super::shapes::Circle as ::thrift_codec::Message>::decode(
-                                        d,
-                                    )
+                                __tc::wire::Wire::wire_read(d)
                                     .map_err(|err| err.push(NAME, "circle"))?,
                             ),
                         );
                         set += 1;
                     }
-                    (3, ::thrift_codec::TType::List) => {
+                    (3, __tc::TType::List) => {
                         value = ::std::option::Option::Some(
                             Self::Group(
-                                ::thrift_codec::protocol::read_list(
-                                        d,
-                                        ::thrift_codec::TType::Struct,
-                                        |d| <super::shapes::Shape as ::thrift_codec::Message>::decode(
-                                            d,
-                                        ),
-                                    )
+                                __tc::wire::Wire::wire_read(d)
                                     .map_err(|err| err.push(NAME, "group"))?,
                             ),
                         );
@@ -907,25 +685,14 @@ pub mod shapes {
                 }
                 _ => {
                     ::std::result::Result::Err(
-                        ::thrift_codec::DecodeError::new(
-                            ::thrift_codec::DecodeErrorKind::InvalidUnion(set),
-                        ),
+                        __tc::DecodeError::new(__tc::DecodeErrorKind::InvalidUnion(set)),
                     )
                 }
             }
         }
     }
     /// Recursive: a tree of nodes.
-    #[derive(
-        ::std::fmt::Debug,
-        ::std::clone::Clone,
-        ::std::cmp::PartialEq,
-        ::std::cmp::Eq,
-        ::std::hash::Hash,
-        ::std::cmp::PartialOrd,
-        ::std::cmp::Ord,
-        ::std::default::Default,
-    )]
+    #[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord, Default)]
     pub struct TreeNode {
         /// Field 1.
         pub value: i64,
@@ -934,91 +701,51 @@ pub mod shapes {
         /// Field 3, optional.
         pub parent: ::std::option::Option<::std::boxed::Box<super::shapes::TreeNode>>,
     }
-    impl ::thrift_codec::Message for TreeNode {
-        fn size<S: ::thrift_codec::Sizer>(&self, s: &mut S) -> usize {
+    __tc::impl_wire_for_message!(TreeNode);
+    impl __tc::Message for TreeNode {
+        fn size<S: __tc::Sizer>(&self, s: &mut S) -> usize {
             let saved = s.struct_begin();
             let mut n = 0usize;
-            {
-                let v = &self.value;
-                n += s.field_begin_len(::thrift_codec::TType::I64, 1) + s.i64_len(*v);
-            }
-            {
-                let v = &self.children;
-                n
-                    += s.field_begin_len(::thrift_codec::TType::List, 2)
-                        + s.list_begin_len(::thrift_codec::TType::Struct, v.len())
-                        + match s.fixed_width(::thrift_codec::TType::Struct) {
-                            ::std::option::Option::Some(w) => w * v.len(),
-                            ::std::option::Option::None => {
-                                v.iter()
-                                    .map(|e0| ::thrift_codec::Message::size(e0, s))
-                                    .sum::<usize>()
-                            }
-                        };
-            }
+            n += __tc::wire::Wire::field_size(&self.value, s, 1);
+            n += __tc::wire::Wire::field_size(&self.children, s, 2);
             if let ::std::option::Option::Some(v) = &self.parent {
-                n
-                    += s.field_begin_len(::thrift_codec::TType::Struct, 3)
-                        + ::thrift_codec::Message::size(&**v, s);
+                n += __tc::wire::Wire::field_size(v, s, 3);
             }
             n + s.struct_end_len(saved)
         }
-        fn encode<E: ::thrift_codec::Encoder>(&self, e: &mut E) {
+        fn encode<E: __tc::Encoder>(&self, e: &mut E) {
             let saved = e.write_struct_begin();
-            {
-                let v = &self.value;
-                e.write_field_begin(::thrift_codec::TType::I64, 1);
-                e.write_i64(*v);
-            }
-            {
-                let v = &self.children;
-                e.write_field_begin(::thrift_codec::TType::List, 2);
-                e.write_list_begin(::thrift_codec::TType::Struct, v.len());
-                for e0 in v.iter() {
-                    ::thrift_codec::Message::encode(e0, e);
-                }
-            }
+            __tc::wire::Wire::field_write(&self.value, e, 1);
+            __tc::wire::Wire::field_write(&self.children, e, 2);
             if let ::std::option::Option::Some(v) = &self.parent {
-                e.write_field_begin(::thrift_codec::TType::Struct, 3);
-                ::thrift_codec::Message::encode(&**v, e);
+                __tc::wire::Wire::field_write(v, e, 3);
             }
             e.write_struct_end(saved);
         }
-        fn decode<D: ::thrift_codec::Decoder>(
+        fn decode<D: __tc::Decoder>(
             d: &mut D,
-        ) -> ::std::result::Result<Self, ::thrift_codec::DecodeError> {
+        ) -> ::std::result::Result<Self, __tc::DecodeError> {
             const NAME: &str = "TreeNode";
             let saved = d.read_struct_begin()?;
-            let mut f_value: i64 = ::std::default::Default::default();
-            let mut f_children: ::std::vec::Vec<super::shapes::TreeNode> = ::std::default::Default::default();
-            let mut f_parent: ::std::option::Option<
-                ::std::boxed::Box<super::shapes::TreeNode>,
-            > = ::std::option::Option::None;
+            let mut f_value = ::std::default::Default::default();
+            let mut f_children = ::std::default::Default::default();
+            let mut f_parent = ::std::option::Option::None;
             loop {
                 let field = d.read_field_begin()?;
                 match (field.id, field.ty) {
-                    (_, ::thrift_codec::TType::Stop) => break,
-                    (1, ::thrift_codec::TType::I64) => {
-                        f_value = d.read_i64().map_err(|err| err.push(NAME, "value"))?;
+                    (_, __tc::TType::Stop) => break,
+                    (1, __tc::TType::I64) => {
+                        f_value = __tc::wire::Wire::wire_read(d)
+                            .map_err(|err| err.push(NAME, "value"))?;
                     }
-                    (2, ::thrift_codec::TType::List) => {
-                        f_children = ::thrift_codec::protocol::read_list(
-                                d,
-                                ::thrift_codec::TType::Struct,
-                                |d| <super::shapes::TreeNode as ::thrift_codec::Message>::decode(
-                                    d,
-                                ),
-                            )
+                    (2, __tc::TType::List) => {
+                        f_children = __tc::wire::Wire::wire_read(d)
                             .map_err(|err| err.push(NAME, "children"))?;
                     }
-                    (3, ::thrift_codec::TType::Struct) => {
+                    (3, __tc::TType::Struct) => {
                         f_parent = ::std::option::Option::Some(
-                            ::std::boxed::Box::new(
-                                <super::shapes::TreeNode as ::thrift_codec::Message>::decode(
-                                        d,
-                                    )
-                                    .map_err(|err| err.push(NAME, "parent"))?,
-                            ),
+                            __tc::wire::Wire::wire_read(d)
+                                .map_err(|err| err.push(NAME, "parent"))?,
                         );
                     }
                     (_, ty) => d.skip(ty)?,
@@ -1032,74 +759,51 @@ pub mod shapes {
             })
         }
     }
-    #[derive(
-        ::std::fmt::Debug,
-        ::std::clone::Clone,
-        ::std::cmp::PartialEq,
-        ::std::cmp::Eq,
-        ::std::hash::Hash,
-        ::std::cmp::PartialOrd,
-        ::std::cmp::Ord,
-        ::std::default::Default,
-    )]
+    #[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord, Default)]
     pub struct LinkedList {
         /// Field 1.
         pub head: i32,
         /// Field 2, optional.
         pub tail: ::std::option::Option<::std::boxed::Box<super::shapes::LinkedList>>,
     }
-    impl ::thrift_codec::Message for LinkedList {
-        fn size<S: ::thrift_codec::Sizer>(&self, s: &mut S) -> usize {
+    __tc::impl_wire_for_message!(LinkedList);
+    impl __tc::Message for LinkedList {
+        fn size<S: __tc::Sizer>(&self, s: &mut S) -> usize {
             let saved = s.struct_begin();
             let mut n = 0usize;
-            {
-                let v = &self.head;
-                n += s.field_begin_len(::thrift_codec::TType::I32, 1) + s.i32_len(*v);
-            }
+            n += __tc::wire::Wire::field_size(&self.head, s, 1);
             if let ::std::option::Option::Some(v) = &self.tail {
-                n
-                    += s.field_begin_len(::thrift_codec::TType::Struct, 2)
-                        + ::thrift_codec::Message::size(&**v, s);
+                n += __tc::wire::Wire::field_size(v, s, 2);
             }
             n + s.struct_end_len(saved)
         }
-        fn encode<E: ::thrift_codec::Encoder>(&self, e: &mut E) {
+        fn encode<E: __tc::Encoder>(&self, e: &mut E) {
             let saved = e.write_struct_begin();
-            {
-                let v = &self.head;
-                e.write_field_begin(::thrift_codec::TType::I32, 1);
-                e.write_i32(*v);
-            }
+            __tc::wire::Wire::field_write(&self.head, e, 1);
             if let ::std::option::Option::Some(v) = &self.tail {
-                e.write_field_begin(::thrift_codec::TType::Struct, 2);
-                ::thrift_codec::Message::encode(&**v, e);
+                __tc::wire::Wire::field_write(v, e, 2);
             }
             e.write_struct_end(saved);
         }
-        fn decode<D: ::thrift_codec::Decoder>(
+        fn decode<D: __tc::Decoder>(
             d: &mut D,
-        ) -> ::std::result::Result<Self, ::thrift_codec::DecodeError> {
+        ) -> ::std::result::Result<Self, __tc::DecodeError> {
             const NAME: &str = "LinkedList";
             let saved = d.read_struct_begin()?;
-            let mut f_head: i32 = ::std::default::Default::default();
-            let mut f_tail: ::std::option::Option<
-                ::std::boxed::Box<super::shapes::LinkedList>,
-            > = ::std::option::Option::None;
+            let mut f_head = ::std::default::Default::default();
+            let mut f_tail = ::std::option::Option::None;
             loop {
                 let field = d.read_field_begin()?;
                 match (field.id, field.ty) {
-                    (_, ::thrift_codec::TType::Stop) => break,
-                    (1, ::thrift_codec::TType::I32) => {
-                        f_head = d.read_i32().map_err(|err| err.push(NAME, "head"))?;
+                    (_, __tc::TType::Stop) => break,
+                    (1, __tc::TType::I32) => {
+                        f_head = __tc::wire::Wire::wire_read(d)
+                            .map_err(|err| err.push(NAME, "head"))?;
                     }
-                    (2, ::thrift_codec::TType::Struct) => {
+                    (2, __tc::TType::Struct) => {
                         f_tail = ::std::option::Option::Some(
-                            ::std::boxed::Box::new(
-                                <super::shapes::LinkedList as ::thrift_codec::Message>::decode(
-                                        d,
-                                    )
-                                    .map_err(|err| err.push(NAME, "tail"))?,
-                            ),
+                            __tc::wire::Wire::wire_read(d)
+                                .map_err(|err| err.push(NAME, "tail"))?,
                         );
                     }
                     (_, ty) => d.skip(ty)?,
@@ -1109,18 +813,10 @@ pub mod shapes {
             ::std::result::Result::Ok(Self { head: f_head, tail: f_tail })
         }
     }
-    #[derive(
-        ::std::fmt::Debug,
-        ::std::clone::Clone,
-        ::std::cmp::PartialEq,
-        ::std::cmp::Eq,
-        ::std::hash::Hash,
-        ::std::cmp::PartialOrd,
-        ::std::cmp::Ord,
-    )]
+    #[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
     pub struct NotFound {
         /// Field 1.
-        pub key: ::thrift_codec::Utf8Bytes,
+        pub key: __tc::Utf8Bytes,
         /// Field 2.
         pub code: i32,
     }
@@ -1138,52 +834,39 @@ pub mod shapes {
         }
     }
     impl ::std::error::Error for NotFound {}
-    impl ::thrift_codec::Message for NotFound {
-        fn size<S: ::thrift_codec::Sizer>(&self, s: &mut S) -> usize {
+    __tc::impl_wire_for_message!(NotFound);
+    impl __tc::Message for NotFound {
+        fn size<S: __tc::Sizer>(&self, s: &mut S) -> usize {
             let saved = s.struct_begin();
             let mut n = 0usize;
-            {
-                let v = &self.key;
-                n
-                    += s.field_begin_len(::thrift_codec::TType::Binary, 1)
-                        + s.bytes_len(v.len());
-            }
-            {
-                let v = &self.code;
-                n += s.field_begin_len(::thrift_codec::TType::I32, 2) + s.i32_len(*v);
-            }
+            n += __tc::wire::Wire::field_size(&self.key, s, 1);
+            n += __tc::wire::Wire::field_size(&self.code, s, 2);
             n + s.struct_end_len(saved)
         }
-        fn encode<E: ::thrift_codec::Encoder>(&self, e: &mut E) {
+        fn encode<E: __tc::Encoder>(&self, e: &mut E) {
             let saved = e.write_struct_begin();
-            {
-                let v = &self.key;
-                e.write_field_begin(::thrift_codec::TType::Binary, 1);
-                e.write_string(v);
-            }
-            {
-                let v = &self.code;
-                e.write_field_begin(::thrift_codec::TType::I32, 2);
-                e.write_i32(*v);
-            }
+            __tc::wire::Wire::field_write(&self.key, e, 1);
+            __tc::wire::Wire::field_write(&self.code, e, 2);
             e.write_struct_end(saved);
         }
-        fn decode<D: ::thrift_codec::Decoder>(
+        fn decode<D: __tc::Decoder>(
             d: &mut D,
-        ) -> ::std::result::Result<Self, ::thrift_codec::DecodeError> {
+        ) -> ::std::result::Result<Self, __tc::DecodeError> {
             const NAME: &str = "NotFound";
             let saved = d.read_struct_begin()?;
-            let mut f_key: ::thrift_codec::Utf8Bytes = ::std::default::Default::default();
-            let mut f_code: i32 = 404i32;
+            let mut f_key = ::std::default::Default::default();
+            let mut f_code = 404i32;
             loop {
                 let field = d.read_field_begin()?;
                 match (field.id, field.ty) {
-                    (_, ::thrift_codec::TType::Stop) => break,
-                    (1, ::thrift_codec::TType::Binary) => {
-                        f_key = d.read_string().map_err(|err| err.push(NAME, "key"))?;
+                    (_, __tc::TType::Stop) => break,
+                    (1, __tc::TType::Binary) => {
+                        f_key = __tc::wire::Wire::wire_read(d)
+                            .map_err(|err| err.push(NAME, "key"))?;
                     }
-                    (2, ::thrift_codec::TType::I32) => {
-                        f_code = d.read_i32().map_err(|err| err.push(NAME, "code"))?;
+                    (2, __tc::TType::I32) => {
+                        f_code = __tc::wire::Wire::wire_read(d)
+                            .map_err(|err| err.push(NAME, "code"))?;
                     }
                     (_, ty) => d.skip(ty)?,
                 }
@@ -1192,21 +875,12 @@ pub mod shapes {
             ::std::result::Result::Ok(Self { key: f_key, code: f_code })
         }
     }
-    #[derive(
-        ::std::fmt::Debug,
-        ::std::clone::Clone,
-        ::std::cmp::PartialEq,
-        ::std::cmp::Eq,
-        ::std::hash::Hash,
-        ::std::cmp::PartialOrd,
-        ::std::cmp::Ord,
-        ::std::default::Default,
-    )]
+    #[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord, Default)]
     pub struct Invalid {
         /// Field 1, required.
-        pub reason: ::thrift_codec::Utf8Bytes,
+        pub reason: __tc::Utf8Bytes,
         /// Field 2, optional.
-        pub fields: ::std::option::Option<::std::vec::Vec<::thrift_codec::Utf8Bytes>>,
+        pub fields: ::std::option::Option<::std::vec::Vec<__tc::Utf8Bytes>>,
     }
     impl ::std::fmt::Display for Invalid {
         fn fmt(&self, f: &mut ::std::fmt::Formatter<'_>) -> ::std::fmt::Result {
@@ -1214,70 +888,45 @@ pub mod shapes {
         }
     }
     impl ::std::error::Error for Invalid {}
-    impl ::thrift_codec::Message for Invalid {
-        fn size<S: ::thrift_codec::Sizer>(&self, s: &mut S) -> usize {
+    __tc::impl_wire_for_message!(Invalid);
+    impl __tc::Message for Invalid {
+        fn size<S: __tc::Sizer>(&self, s: &mut S) -> usize {
             let saved = s.struct_begin();
             let mut n = 0usize;
-            {
-                let v = &self.reason;
-                n
-                    += s.field_begin_len(::thrift_codec::TType::Binary, 1)
-                        + s.bytes_len(v.len());
-            }
+            n += __tc::wire::Wire::field_size(&self.reason, s, 1);
             if let ::std::option::Option::Some(v) = &self.fields {
-                n
-                    += s.field_begin_len(::thrift_codec::TType::List, 2)
-                        + s.list_begin_len(::thrift_codec::TType::Binary, v.len())
-                        + match s.fixed_width(::thrift_codec::TType::Binary) {
-                            ::std::option::Option::Some(w) => w * v.len(),
-                            ::std::option::Option::None => {
-                                v.iter().map(|e0| s.bytes_len(e0.len())).sum::<usize>()
-                            }
-                        };
+                n += __tc::wire::Wire::field_size(v, s, 2);
             }
             n + s.struct_end_len(saved)
         }
-        fn encode<E: ::thrift_codec::Encoder>(&self, e: &mut E) {
+        fn encode<E: __tc::Encoder>(&self, e: &mut E) {
             let saved = e.write_struct_begin();
-            {
-                let v = &self.reason;
-                e.write_field_begin(::thrift_codec::TType::Binary, 1);
-                e.write_string(v);
-            }
+            __tc::wire::Wire::field_write(&self.reason, e, 1);
             if let ::std::option::Option::Some(v) = &self.fields {
-                e.write_field_begin(::thrift_codec::TType::List, 2);
-                e.write_list_begin(::thrift_codec::TType::Binary, v.len());
-                for e0 in v.iter() {
-                    e.write_string(e0);
-                }
+                __tc::wire::Wire::field_write(v, e, 2);
             }
             e.write_struct_end(saved);
         }
-        fn decode<D: ::thrift_codec::Decoder>(
+        fn decode<D: __tc::Decoder>(
             d: &mut D,
-        ) -> ::std::result::Result<Self, ::thrift_codec::DecodeError> {
+        ) -> ::std::result::Result<Self, __tc::DecodeError> {
             const NAME: &str = "Invalid";
             let saved = d.read_struct_begin()?;
-            let mut f_reason: ::std::option::Option<::thrift_codec::Utf8Bytes> = ::std::option::Option::None;
-            let mut f_fields: ::std::option::Option<
-                ::std::vec::Vec<::thrift_codec::Utf8Bytes>,
-            > = ::std::option::Option::None;
+            let mut f_reason = ::std::option::Option::None;
+            let mut f_fields = ::std::option::Option::None;
             loop {
                 let field = d.read_field_begin()?;
                 match (field.id, field.ty) {
-                    (_, ::thrift_codec::TType::Stop) => break,
-                    (1, ::thrift_codec::TType::Binary) => {
+                    (_, __tc::TType::Stop) => break,
+                    (1, __tc::TType::Binary) => {
                         f_reason = ::std::option::Option::Some(
-                            d.read_string().map_err(|err| err.push(NAME, "reason"))?,
+                            __tc::wire::Wire::wire_read(d)
+                                .map_err(|err| err.push(NAME, "reason"))?,
                         );
                     }
-                    (2, ::thrift_codec::TType::List) => {
+                    (2, __tc::TType::List) => {
                         f_fields = ::std::option::Option::Some(
-                            ::thrift_codec::protocol::read_list(
-                                    d,
-                                    ::thrift_codec::TType::Binary,
-                                    |d| d.read_string(),
-                                )
+                            __tc::wire::Wire::wire_read(d)
                                 .map_err(|err| err.push(NAME, "fields"))?,
                         );
                     }
@@ -1287,34 +936,22 @@ pub mod shapes {
             d.read_struct_end(saved);
             ::std::result::Result::Ok(Self {
                 reason: f_reason
-                    .ok_or_else(|| ::thrift_codec::DecodeError::missing(
-                        NAME,
-                        "reason",
-                    ))?,
+                    .ok_or_else(|| __tc::DecodeError::missing(NAME, "reason"))?,
                 fields: f_fields,
             })
         }
     }
     /// Annotations on types, fields and the struct; legacy cpp_type.
-    #[derive(
-        ::std::fmt::Debug,
-        ::std::clone::Clone,
-        ::std::cmp::PartialEq,
-        ::std::cmp::Eq,
-        ::std::hash::Hash,
-        ::std::cmp::PartialOrd,
-        ::std::cmp::Ord,
-        ::std::default::Default,
-    )]
+    #[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord, Default)]
     pub struct Annotated {
         /// Field 1.
         pub ids: ::std::vec::Vec<i32>,
         /// Field 2.
-        pub names: ::std::collections::BTreeSet<::thrift_codec::Utf8Bytes>,
+        pub names: ::std::collections::BTreeSet<__tc::Utf8Bytes>,
         /// Field 3.
-        pub index: ::std::collections::BTreeMap<i32, ::thrift_codec::Utf8Bytes>,
+        pub index: ::std::collections::BTreeMap<i32, __tc::Utf8Bytes>,
         /// Field 4.
-        pub small: ::thrift_codec::Utf8Bytes,
+        pub small: __tc::Utf8Bytes,
         /// Field 5.
         pub ts: i64,
         /// Field 6.
@@ -1326,296 +963,92 @@ pub mod shapes {
         /// Field 9.
         pub deep: ::std::vec::Vec<
             ::std::collections::BTreeMap<
-                ::thrift_codec::Utf8Bytes,
+                __tc::Utf8Bytes,
                 ::std::collections::BTreeSet<i64>,
             >,
         >,
     }
-    impl ::thrift_codec::Message for Annotated {
-        fn size<S: ::thrift_codec::Sizer>(&self, s: &mut S) -> usize {
+    __tc::impl_wire_for_message!(Annotated);
+    impl __tc::Message for Annotated {
+        fn size<S: __tc::Sizer>(&self, s: &mut S) -> usize {
             let saved = s.struct_begin();
             let mut n = 0usize;
-            {
-                let v = &self.ids;
-                n
-                    += s.field_begin_len(::thrift_codec::TType::List, 1)
-                        + ::thrift_codec::protocol::i32_list_len(s, v);
-            }
-            {
-                let v = &self.names;
-                n
-                    += s.field_begin_len(::thrift_codec::TType::Set, 2)
-                        + s.list_begin_len(::thrift_codec::TType::Binary, v.len())
-                        + match s.fixed_width(::thrift_codec::TType::Binary) {
-                            ::std::option::Option::Some(w) => w * v.len(),
-                            ::std::option::Option::None => {
-                                v.iter().map(|e0| s.bytes_len(e0.len())).sum::<usize>()
-                            }
-                        };
-            }
-            {
-                let v = &self.index;
-                n
-                    += s.field_begin_len(::thrift_codec::TType::Map, 3)
-                        + s
-                            .map_begin_len(
-                                ::thrift_codec::TType::I32,
-                                ::thrift_codec::TType::Binary,
-                                v.len(),
-                            )
-                        + v
-                            .iter()
-                            .map(|(e0, v0)| s.i32_len(*e0) + s.bytes_len(v0.len()))
-                            .sum::<usize>();
-            }
-            {
-                let v = &self.small;
-                n
-                    += s.field_begin_len(::thrift_codec::TType::Binary, 4)
-                        + s.bytes_len(v.len());
-            }
-            {
-                let v = &self.ts;
-                n += s.field_begin_len(::thrift_codec::TType::I64, 5) + s.i64_len(*v);
-            }
-            {
-                let v = &self.legacy_map;
-                n
-                    += s.field_begin_len(::thrift_codec::TType::Map, 6)
-                        + s
-                            .map_begin_len(
-                                ::thrift_codec::TType::I32,
-                                ::thrift_codec::TType::I32,
-                                v.len(),
-                            )
-                        + v
-                            .iter()
-                            .map(|(e0, v0)| s.i32_len(*e0) + s.i32_len(*v0))
-                            .sum::<usize>();
-            }
-            {
-                let v = &self.legacy_set;
-                n
-                    += s.field_begin_len(::thrift_codec::TType::Set, 7)
-                        + s.list_begin_len(::thrift_codec::TType::I32, v.len())
-                        + match s.fixed_width(::thrift_codec::TType::I32) {
-                            ::std::option::Option::Some(w) => w * v.len(),
-                            ::std::option::Option::None => {
-                                v.iter().map(|e0| s.i32_len(*e0)).sum::<usize>()
-                            }
-                        };
-            }
-            {
-                let v = &self.legacy_list;
-                n
-                    += s.field_begin_len(::thrift_codec::TType::List, 8)
-                        + ::thrift_codec::protocol::i32_list_len(s, v);
-            }
-            {
-                let v = &self.deep;
-                n
-                    += s.field_begin_len(::thrift_codec::TType::List, 9)
-                        + s.list_begin_len(::thrift_codec::TType::Map, v.len())
-                        + match s.fixed_width(::thrift_codec::TType::Map) {
-                            ::std::option::Option::Some(w) => w * v.len(),
-                            ::std::option::Option::None => {
-                                v.iter()
-                                    .map(|e0| {
-                                        s
-                                            .map_begin_len(
-                                                ::thrift_codec::TType::Binary,
-                                                ::thrift_codec::TType::Set,
-                                                e0.len(),
-                                            )
-                                            + e0
-                                                .iter()
-                                                .map(|(e1, v1)| {
-                                                    s.bytes_len(e1.len())
-                                                        + s.list_begin_len(::thrift_codec::TType::I64, v1.len())
-                                                        + match s.fixed_width(::thrift_codec::TType::I64) {
-                                                            ::std::option::Option::Some(w) => w * v1.len(),
-                                                            ::std::option::Option::None => {
-                                                                v1.iter().map(|e2| s.i64_len(*e2)).sum::<usize>()
-                                                            }
-                                                        }
-                                                })
-                                                .sum::<usize>()
-                                    })
-                                    .sum::<usize>()
-                            }
-                        };
-            }
+            n += __tc::wire::Wire::field_size(&self.ids, s, 1);
+            n += __tc::wire::Wire::field_size(&self.names, s, 2);
+            n += __tc::wire::Wire::field_size(&self.index, s, 3);
+            n += __tc::wire::Wire::field_size(&self.small, s, 4);
+            n += __tc::wire::Wire::field_size(&self.ts, s, 5);
+            n += __tc::wire::Wire::field_size(&self.legacy_map, s, 6);
+            n += __tc::wire::Wire::field_size(&self.legacy_set, s, 7);
+            n += __tc::wire::Wire::field_size(&self.legacy_list, s, 8);
+            n += __tc::wire::Wire::field_size(&self.deep, s, 9);
             n + s.struct_end_len(saved)
         }
-        fn encode<E: ::thrift_codec::Encoder>(&self, e: &mut E) {
+        fn encode<E: __tc::Encoder>(&self, e: &mut E) {
             let saved = e.write_struct_begin();
-            {
-                let v = &self.ids;
-                e.write_field_begin(::thrift_codec::TType::List, 1);
-                ::thrift_codec::protocol::write_i32_list(e, v);
-            }
-            {
-                let v = &self.names;
-                e.write_field_begin(::thrift_codec::TType::Set, 2);
-                e.write_list_begin(::thrift_codec::TType::Binary, v.len());
-                for e0 in v.iter() {
-                    e.write_string(e0);
-                }
-            }
-            {
-                let v = &self.index;
-                e.write_field_begin(::thrift_codec::TType::Map, 3);
-                e.write_map_begin(
-                    ::thrift_codec::TType::I32,
-                    ::thrift_codec::TType::Binary,
-                    v.len(),
-                );
-                for (e0, v0) in v.iter() {
-                    e.write_i32(*e0);
-                    e.write_string(v0);
-                }
-            }
-            {
-                let v = &self.small;
-                e.write_field_begin(::thrift_codec::TType::Binary, 4);
-                e.write_string(v);
-            }
-            {
-                let v = &self.ts;
-                e.write_field_begin(::thrift_codec::TType::I64, 5);
-                e.write_i64(*v);
-            }
-            {
-                let v = &self.legacy_map;
-                e.write_field_begin(::thrift_codec::TType::Map, 6);
-                e.write_map_begin(
-                    ::thrift_codec::TType::I32,
-                    ::thrift_codec::TType::I32,
-                    v.len(),
-                );
-                for (e0, v0) in v.iter() {
-                    e.write_i32(*e0);
-                    e.write_i32(*v0);
-                }
-            }
-            {
-                let v = &self.legacy_set;
-                e.write_field_begin(::thrift_codec::TType::Set, 7);
-                e.write_list_begin(::thrift_codec::TType::I32, v.len());
-                for e0 in v.iter() {
-                    e.write_i32(*e0);
-                }
-            }
-            {
-                let v = &self.legacy_list;
-                e.write_field_begin(::thrift_codec::TType::List, 8);
-                ::thrift_codec::protocol::write_i32_list(e, v);
-            }
-            {
-                let v = &self.deep;
-                e.write_field_begin(::thrift_codec::TType::List, 9);
-                e.write_list_begin(::thrift_codec::TType::Map, v.len());
-                for e0 in v.iter() {
-                    e.write_map_begin(
-                        ::thrift_codec::TType::Binary,
-                        ::thrift_codec::TType::Set,
-                        e0.len(),
-                    );
-                    for (e1, v1) in e0.iter() {
-                        e.write_string(e1);
-                        e.write_list_begin(::thrift_codec::TType::I64, v1.len());
-                        for e2 in v1.iter() {
-                            e.write_i64(*e2);
-                        }
-                    }
-                }
-            }
+            __tc::wire::Wire::field_write(&self.ids, e, 1);
+            __tc::wire::Wire::field_write(&self.names, e, 2);
+            __tc::wire::Wire::field_write(&self.index, e, 3);
+            __tc::wire::Wire::field_write(&self.small, e, 4);
+            __tc::wire::Wire::field_write(&self.ts, e, 5);
+            __tc::wire::Wire::field_write(&self.legacy_map, e, 6);
+            __tc::wire::Wire::field_write(&self.legacy_set, e, 7);
+            __tc::wire::Wire::field_write(&self.legacy_list, e, 8);
+            __tc::wire::Wire::field_write(&self.deep, e, 9);
             e.write_struct_end(saved);
         }
-        fn decode<D: ::thrift_codec::Decoder>(
+        fn decode<D: __tc::Decoder>(
             d: &mut D,
-        ) -> ::std::result::Result<Self, ::thrift_codec::DecodeError> {
+        ) -> ::std::result::Result<Self, __tc::DecodeError> {
             const NAME: &str = "Annotated";
             let saved = d.read_struct_begin()?;
-            let mut f_ids: ::std::vec::Vec<i32> = ::std::default::Default::default();
-            let mut f_names: ::std::collections::BTreeSet<::thrift_codec::Utf8Bytes> = ::std::default::Default::default();
-            let mut f_index: ::std::collections::BTreeMap<
-                i32,
-                ::thrift_codec::Utf8Bytes,
-            > = ::std::default::Default::default();
-            let mut f_small: ::thrift_codec::Utf8Bytes = ::std::default::Default::default();
-            let mut f_ts: i64 = ::std::default::Default::default();
-            let mut f_legacy_map: ::std::collections::BTreeMap<i32, i32> = ::std::default::Default::default();
-            let mut f_legacy_set: ::std::collections::BTreeSet<i32> = ::std::default::Default::default();
-            let mut f_legacy_list: ::std::vec::Vec<i32> = ::std::default::Default::default();
-            let mut f_deep: ::std::vec::Vec<
-                ::std::collections::BTreeMap<
-                    ::thrift_codec::Utf8Bytes,
-                    ::std::collections::BTreeSet<i64>,
-                >,
-            > = ::std::default::Default::default();
+            let mut f_ids = ::std::default::Default::default();
+            let mut f_names = ::std::default::Default::default();
+            let mut f_index = ::std::default::Default::default();
+            let mut f_small = ::std::default::Default::default();
+            let mut f_ts = ::std::default::Default::default();
+            let mut f_legacy_map = ::std::default::Default::default();
+            let mut f_legacy_set = ::std::default::Default::default();
+            let mut f_legacy_list = ::std::default::Default::default();
+            let mut f_deep = ::std::default::Default::default();
             loop {
                 let field = d.read_field_begin()?;
                 match (field.id, field.ty) {
-                    (_, ::thrift_codec::TType::Stop) => break,
-                    (1, ::thrift_codec::TType::List) => {
-                        f_ids = ::thrift_codec::protocol::read_i32_list(d)
+                    (_, __tc::TType::Stop) => break,
+                    (1, __tc::TType::List) => {
+                        f_ids = __tc::wire::Wire::wire_read(d)
                             .map_err(|err| err.push(NAME, "ids"))?;
                     }
-                    (2, ::thrift_codec::TType::Set) => {
-                        f_names = ::thrift_codec::protocol::read_set(
-                                d,
-                                ::thrift_codec::TType::Binary,
-                                |d| d.read_string(),
-                            )
+                    (2, __tc::TType::Set) => {
+                        f_names = __tc::wire::Wire::wire_read(d)
                             .map_err(|err| err.push(NAME, "names"))?;
                     }
-                    (3, ::thrift_codec::TType::Map) => {
-                        f_index = ::thrift_codec::protocol::read_map(
-                                d,
-                                ::thrift_codec::TType::I32,
-                                ::thrift_codec::TType::Binary,
-                                |d| d.read_i32(),
-                                |d| d.read_string(),
-                            )
+                    (3, __tc::TType::Map) => {
+                        f_index = __tc::wire::Wire::wire_read(d)
                             .map_err(|err| err.push(NAME, "index"))?;
                     }
-                    (4, ::thrift_codec::TType::Binary) => {
-                        f_small = d.read_string().map_err(|err| err.push(NAME, "small"))?;
+                    (4, __tc::TType::Binary) => {
+                        f_small = __tc::wire::Wire::wire_read(d)
+                            .map_err(|err| err.push(NAME, "small"))?;
                     }
-                    (5, ::thrift_codec::TType::I64) => {
-                        f_ts = d.read_i64().map_err(|err| err.push(NAME, "ts"))?;
+                    (5, __tc::TType::I64) => {
+                        f_ts = __tc::wire::Wire::wire_read(d)
+                            .map_err(|err| err.push(NAME, "ts"))?;
                     }
-                    (6, ::thrift_codec::TType::Map) => {
-                        f_legacy_map = ::thrift_codec::protocol::read_map(
-                                d,
-                                ::thrift_codec::TType::I32,
-                                ::thrift_codec::TType::I32,
-                                |d| d.read_i32(),
-                                |d| d.read_i32(),
-                            )
+                    (6, __tc::TType::Map) => {
+                        f_legacy_map = __tc::wire::Wire::wire_read(d)
                             .map_err(|err| err.push(NAME, "legacy_map"))?;
                     }
-                    (7, ::thrift_codec::TType::Set) => {
-                        f_legacy_set = ::thrift_codec::protocol::read_i32_set(d)
+                    (7, __tc::TType::Set) => {
+                        f_legacy_set = __tc::wire::Wire::wire_read(d)
                             .map_err(|err| err.push(NAME, "legacy_set"))?;
                     }
-                    (8, ::thrift_codec::TType::List) => {
-                        f_legacy_list = ::thrift_codec::protocol::read_i32_list(d)
+                    (8, __tc::TType::List) => {
+                        f_legacy_list = __tc::wire::Wire::wire_read(d)
                             .map_err(|err| err.push(NAME, "legacy_list"))?;
                     }
-                    (9, ::thrift_codec::TType::List) => {
-                        f_deep = ::thrift_codec::protocol::read_list(
-                                d,
-                                ::thrift_codec::TType::Map,
-                                |d| ::thrift_codec::protocol::read_map(
-                                    d,
-                                    ::thrift_codec::TType::Binary,
-                                    ::thrift_codec::TType::Set,
-                                    |d| d.read_string(),
-                                    |d| ::thrift_codec::protocol::read_i64_set(d),
-                                ),
-                            )
+                    (9, __tc::TType::List) => {
+                        f_deep = __tc::wire::Wire::wire_read(d)
                             .map_err(|err| err.push(NAME, "deep"))?;
                     }
                     (_, ty) => d.skip(ty)?,
@@ -1636,81 +1069,60 @@ pub mod shapes {
         }
     }
     /// Fields without ids: the resolver assigns -1, -2, ...
-    #[derive(
-        ::std::fmt::Debug,
-        ::std::clone::Clone,
-        ::std::cmp::PartialEq,
-        ::std::cmp::Eq,
-        ::std::hash::Hash,
-        ::std::cmp::PartialOrd,
-        ::std::cmp::Ord,
-        ::std::default::Default,
-    )]
+    #[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord, Default)]
     pub struct NoIds {
         /// Field -1.
-        pub name: ::thrift_codec::Utf8Bytes,
+        pub name: __tc::Utf8Bytes,
         /// Field -2.
         pub count: i32,
         /// Field -3, optional.
         pub flag: ::std::option::Option<bool>,
     }
-    impl ::thrift_codec::Message for NoIds {
-        fn size<S: ::thrift_codec::Sizer>(&self, s: &mut S) -> usize {
+    __tc::impl_wire_for_message!(NoIds);
+    impl __tc::Message for NoIds {
+        fn size<S: __tc::Sizer>(&self, s: &mut S) -> usize {
             let saved = s.struct_begin();
             let mut n = 0usize;
-            {
-                let v = &self.name;
-                n
-                    += s.field_begin_len(::thrift_codec::TType::Binary, -1)
-                        + s.bytes_len(v.len());
+            if let ::std::option::Option::Some(v) = &self.flag {
+                n += __tc::wire::Wire::field_size(v, s, -3);
             }
-            {
-                let v = &self.count;
-                n += s.field_begin_len(::thrift_codec::TType::I32, -2) + s.i32_len(*v);
-            }
-            if self.flag.is_some() {
-                n += s.bool_field_len(-3);
-            }
+            n += __tc::wire::Wire::field_size(&self.count, s, -2);
+            n += __tc::wire::Wire::field_size(&self.name, s, -1);
             n + s.struct_end_len(saved)
         }
-        fn encode<E: ::thrift_codec::Encoder>(&self, e: &mut E) {
+        fn encode<E: __tc::Encoder>(&self, e: &mut E) {
             let saved = e.write_struct_begin();
-            {
-                let v = &self.name;
-                e.write_field_begin(::thrift_codec::TType::Binary, -1);
-                e.write_string(v);
-            }
-            {
-                let v = &self.count;
-                e.write_field_begin(::thrift_codec::TType::I32, -2);
-                e.write_i32(*v);
-            }
             if let ::std::option::Option::Some(v) = &self.flag {
-                e.write_bool_field(-3, *v);
+                __tc::wire::Wire::field_write(v, e, -3);
             }
+            __tc::wire::Wire::field_write(&self.count, e, -2);
+            __tc::wire::Wire::field_write(&self.name, e, -1);
             e.write_struct_end(saved);
         }
-        fn decode<D: ::thrift_codec::Decoder>(
+        fn decode<D: __tc::Decoder>(
             d: &mut D,
-        ) -> ::std::result::Result<Self, ::thrift_codec::DecodeError> {
+        ) -> ::std::result::Result<Self, __tc::DecodeError> {
             const NAME: &str = "NoIds";
             let saved = d.read_struct_begin()?;
-            let mut f_name: ::thrift_codec::Utf8Bytes = ::std::default::Default::default();
-            let mut f_count: i32 = ::std::default::Default::default();
-            let mut f_flag: ::std::option::Option<bool> = ::std::option::Option::None;
+            let mut f_name = ::std::default::Default::default();
+            let mut f_count = ::std::default::Default::default();
+            let mut f_flag = ::std::option::Option::None;
             loop {
                 let field = d.read_field_begin()?;
                 match (field.id, field.ty) {
-                    (_, ::thrift_codec::TType::Stop) => break,
-                    (-1, ::thrift_codec::TType::Binary) => {
-                        f_name = d.read_string().map_err(|err| err.push(NAME, "name"))?;
+                    (_, __tc::TType::Stop) => break,
+                    (-1, __tc::TType::Binary) => {
+                        f_name = __tc::wire::Wire::wire_read(d)
+                            .map_err(|err| err.push(NAME, "name"))?;
                     }
-                    (-2, ::thrift_codec::TType::I32) => {
-                        f_count = d.read_i32().map_err(|err| err.push(NAME, "count"))?;
+                    (-2, __tc::TType::I32) => {
+                        f_count = __tc::wire::Wire::wire_read(d)
+                            .map_err(|err| err.push(NAME, "count"))?;
                     }
-                    (-3, ::thrift_codec::TType::Bool) => {
+                    (-3, __tc::TType::Bool) => {
                         f_flag = ::std::option::Option::Some(
-                            d.read_bool().map_err(|err| err.push(NAME, "flag"))?,
+                            __tc::wire::Wire::wire_read(d)
+                                .map_err(|err| err.push(NAME, "flag"))?,
                         );
                     }
                     (_, ty) => d.skip(ty)?,
@@ -1724,36 +1136,28 @@ pub mod shapes {
             })
         }
     }
-    #[derive(
-        ::std::fmt::Debug,
-        ::std::clone::Clone,
-        ::std::cmp::PartialEq,
-        ::std::cmp::Eq,
-        ::std::hash::Hash,
-        ::std::cmp::PartialOrd,
-        ::std::cmp::Ord,
-        ::std::default::Default,
-    )]
+    #[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord, Default)]
     pub struct Empty {}
-    impl ::thrift_codec::Message for Empty {
-        fn size<S: ::thrift_codec::Sizer>(&self, s: &mut S) -> usize {
+    __tc::impl_wire_for_message!(Empty);
+    impl __tc::Message for Empty {
+        fn size<S: __tc::Sizer>(&self, s: &mut S) -> usize {
             let saved = s.struct_begin();
             let mut n = 0usize;
             let _ = &mut n;
             n + s.struct_end_len(saved)
         }
-        fn encode<E: ::thrift_codec::Encoder>(&self, e: &mut E) {
+        fn encode<E: __tc::Encoder>(&self, e: &mut E) {
             let saved = e.write_struct_begin();
             e.write_struct_end(saved);
         }
-        fn decode<D: ::thrift_codec::Decoder>(
+        fn decode<D: __tc::Decoder>(
             d: &mut D,
-        ) -> ::std::result::Result<Self, ::thrift_codec::DecodeError> {
+        ) -> ::std::result::Result<Self, __tc::DecodeError> {
             let saved = d.read_struct_begin()?;
             loop {
                 let field = d.read_field_begin()?;
                 match (field.id, field.ty) {
-                    (_, ::thrift_codec::TType::Stop) => break,
+                    (_, __tc::TType::Stop) => break,
                     (_, ty) => d.skip(ty)?,
                 }
             }
@@ -1762,26 +1166,18 @@ pub mod shapes {
         }
     }
     /// Names that are Rust keywords or prelude names are fine in Thrift.
-    #[derive(
-        ::std::fmt::Debug,
-        ::std::clone::Clone,
-        ::std::cmp::PartialEq,
-        ::std::cmp::Eq,
-        ::std::hash::Hash,
-        ::std::cmp::PartialOrd,
-        ::std::cmp::Ord,
-    )]
+    #[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
     pub struct Keywords {
         /// Field 1.
-        pub r#type: ::thrift_codec::Utf8Bytes,
+        pub r#type: __tc::Utf8Bytes,
         /// Field 2.
         pub r#match: i32,
         /// Field 3.
         pub r#async: bool,
         /// Field 4.
-        pub self_: ::thrift_codec::Utf8Bytes,
+        pub self_: __tc::Utf8Bytes,
         /// Field 5, optional.
-        pub result: ::std::option::Option<::thrift_codec::Utf8Bytes>,
+        pub result: ::std::option::Option<__tc::Utf8Bytes>,
         /// Field 6.
         pub r#fn: super::shapes::Empty,
     }
@@ -1797,108 +1193,72 @@ pub mod shapes {
             }
         }
     }
-    impl ::thrift_codec::Message for Keywords {
-        fn size<S: ::thrift_codec::Sizer>(&self, s: &mut S) -> usize {
+    __tc::impl_wire_for_message!(Keywords);
+    impl __tc::Message for Keywords {
+        fn size<S: __tc::Sizer>(&self, s: &mut S) -> usize {
             let saved = s.struct_begin();
             let mut n = 0usize;
-            {
-                let v = &self.r#type;
-                n
-                    += s.field_begin_len(::thrift_codec::TType::Binary, 1)
-                        + s.bytes_len(v.len());
-            }
-            {
-                let v = &self.r#match;
-                n += s.field_begin_len(::thrift_codec::TType::I32, 2) + s.i32_len(*v);
-            }
-            n += s.bool_field_len(3);
-            {
-                let v = &self.self_;
-                n
-                    += s.field_begin_len(::thrift_codec::TType::Binary, 4)
-                        + s.bytes_len(v.len());
-            }
+            n += __tc::wire::Wire::field_size(&self.r#type, s, 1);
+            n += __tc::wire::Wire::field_size(&self.r#match, s, 2);
+            n += __tc::wire::Wire::field_size(&self.r#async, s, 3);
+            n += __tc::wire::Wire::field_size(&self.self_, s, 4);
             if let ::std::option::Option::Some(v) = &self.result {
-                n
-                    += s.field_begin_len(::thrift_codec::TType::Binary, 5)
-                        + s.bytes_len(v.len());
+                n += __tc::wire::Wire::field_size(v, s, 5);
             }
-            {
-                let v = &self.r#fn;
-                n
-                    += s.field_begin_len(::thrift_codec::TType::Struct, 6)
-                        + ::thrift_codec::Message::size(v, s);
-            }
+            n += __tc::wire::Wire::field_size(&self.r#fn, s, 6);
             n + s.struct_end_len(saved)
         }
-        fn encode<E: ::thrift_codec::Encoder>(&self, e: &mut E) {
+        fn encode<E: __tc::Encoder>(&self, e: &mut E) {
             let saved = e.write_struct_begin();
-            {
-                let v = &self.r#type;
-                e.write_field_begin(::thrift_codec::TType::Binary, 1);
-                e.write_string(v);
-            }
-            {
-                let v = &self.r#match;
-                e.write_field_begin(::thrift_codec::TType::I32, 2);
-                e.write_i32(*v);
-            }
-            {
-                let v = &self.r#async;
-                e.write_bool_field(3, *v);
-            }
-            {
-                let v = &self.self_;
-                e.write_field_begin(::thrift_codec::TType::Binary, 4);
-                e.write_string(v);
-            }
+            __tc::wire::Wire::field_write(&self.r#type, e, 1);
+            __tc::wire::Wire::field_write(&self.r#match, e, 2);
+            __tc::wire::Wire::field_write(&self.r#async, e, 3);
+            __tc::wire::Wire::field_write(&self.self_, e, 4);
             if let ::std::option::Option::Some(v) = &self.result {
-                e.write_field_begin(::thrift_codec::TType::Binary, 5);
-                e.write_string(v);
+                __tc::wire::Wire::field_write(v, e, 5);
             }
-            {
-                let v = &self.r#fn;
-                e.write_field_begin(::thrift_codec::TType::Struct, 6);
-                ::thrift_codec::Message::encode(v, e);
-            }
+            __tc::wire::Wire::field_write(&self.r#fn, e, 6);
             e.write_struct_end(saved);
         }
-        fn decode<D: ::thrift_codec::Decoder>(
+        fn decode<D: __tc::Decoder>(
             d: &mut D,
-        ) -> ::std::result::Result<Self, ::thrift_codec::DecodeError> {
+        ) -> ::std::result::Result<Self, __tc::DecodeError> {
             const NAME: &str = "Keywords";
             let saved = d.read_struct_begin()?;
-            let mut f_type: ::thrift_codec::Utf8Bytes = ::std::default::Default::default();
-            let mut f_match: i32 = ::std::default::Default::default();
-            let mut f_async: bool = ::std::default::Default::default();
-            let mut f_self_: ::thrift_codec::Utf8Bytes = ::std::default::Default::default();
-            let mut f_result: ::std::option::Option<::thrift_codec::Utf8Bytes> = ::std::option::Option::None;
-            let mut f_fn: super::shapes::Empty = super::shapes::Empty {};
+            let mut f_type = ::std::default::Default::default();
+            let mut f_match = ::std::default::Default::default();
+            let mut f_async = ::std::default::Default::default();
+            let mut f_self_ = ::std::default::Default::default();
+            let mut f_result = ::std::option::Option::None;
+            let mut f_fn = super::shapes::Empty {};
             loop {
                 let field = d.read_field_begin()?;
                 match (field.id, field.ty) {
-                    (_, ::thrift_codec::TType::Stop) => break,
-                    (1, ::thrift_codec::TType::Binary) => {
-                        f_type = d.read_string().map_err(|err| err.push(NAME, "type"))?;
+                    (_, __tc::TType::Stop) => break,
+                    (1, __tc::TType::Binary) => {
+                        f_type = __tc::wire::Wire::wire_read(d)
+                            .map_err(|err| err.push(NAME, "type"))?;
                     }
-                    (2, ::thrift_codec::TType::I32) => {
-                        f_match = d.read_i32().map_err(|err| err.push(NAME, "match"))?;
+                    (2, __tc::TType::I32) => {
+                        f_match = __tc::wire::Wire::wire_read(d)
+                            .map_err(|err| err.push(NAME, "match"))?;
                     }
-                    (3, ::thrift_codec::TType::Bool) => {
-                        f_async = d.read_bool().map_err(|err| err.push(NAME, "async"))?;
+                    (3, __tc::TType::Bool) => {
+                        f_async = __tc::wire::Wire::wire_read(d)
+                            .map_err(|err| err.push(NAME, "async"))?;
                     }
-                    (4, ::thrift_codec::TType::Binary) => {
-                        f_self_ = d.read_string().map_err(|err| err.push(NAME, "self"))?;
+                    (4, __tc::TType::Binary) => {
+                        f_self_ = __tc::wire::Wire::wire_read(d)
+                            .map_err(|err| err.push(NAME, "self"))?;
                     }
-                    (5, ::thrift_codec::TType::Binary) => {
+                    (5, __tc::TType::Binary) => {
                         f_result = ::std::option::Option::Some(
-                            d.read_string().map_err(|err| err.push(NAME, "Result"))?,
+                            __tc::wire::Wire::wire_read(d)
+                                .map_err(|err| err.push(NAME, "Result"))?,
                         );
                     }
-                    (6, ::thrift_codec::TType::Struct) => {
-                        f_fn = <super::shapes::Empty as ::thrift_codec::Message>::decode(
-                                d,
-                            )
+                    (6, __tc::TType::Struct) => {
+                        f_fn = __tc::wire::Wire::wire_read(d)
                             .map_err(|err| err.push(NAME, "fn"))?;
                     }
                     (_, ty) => d.skip(ty)?,
@@ -1919,36 +1279,30 @@ pub mod shapes {
 /// Generated from `services.thrift`.
 #[allow(clippy::approx_constant, clippy::derivable_impls, clippy::large_enum_variant)]
 pub mod services {
-    #[derive(
-        ::std::fmt::Debug,
-        ::std::clone::Clone,
-        ::std::cmp::PartialEq,
-        ::std::cmp::Eq,
-        ::std::hash::Hash,
-        ::std::cmp::PartialOrd,
-        ::std::cmp::Ord,
-        ::std::default::Default,
-    )]
+    #[allow(unused_imports)]
+    use ::thrift_codec as __tc;
+    #[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord, Default)]
     pub struct BasePingArgs {}
-    impl ::thrift_codec::Message for BasePingArgs {
-        fn size<S: ::thrift_codec::Sizer>(&self, s: &mut S) -> usize {
+    __tc::impl_wire_for_message!(BasePingArgs);
+    impl __tc::Message for BasePingArgs {
+        fn size<S: __tc::Sizer>(&self, s: &mut S) -> usize {
             let saved = s.struct_begin();
             let mut n = 0usize;
             let _ = &mut n;
             n + s.struct_end_len(saved)
         }
-        fn encode<E: ::thrift_codec::Encoder>(&self, e: &mut E) {
+        fn encode<E: __tc::Encoder>(&self, e: &mut E) {
             let saved = e.write_struct_begin();
             e.write_struct_end(saved);
         }
-        fn decode<D: ::thrift_codec::Decoder>(
+        fn decode<D: __tc::Decoder>(
             d: &mut D,
-        ) -> ::std::result::Result<Self, ::thrift_codec::DecodeError> {
+        ) -> ::std::result::Result<Self, __tc::DecodeError> {
             let saved = d.read_struct_begin()?;
             loop {
                 let field = d.read_field_begin()?;
                 match (field.id, field.ty) {
-                    (_, ::thrift_codec::TType::Stop) => break,
+                    (_, __tc::TType::Stop) => break,
                     (_, ty) => d.skip(ty)?,
                 }
             }
@@ -1956,36 +1310,28 @@ pub mod services {
             ::std::result::Result::Ok(Self {})
         }
     }
-    #[derive(
-        ::std::fmt::Debug,
-        ::std::clone::Clone,
-        ::std::cmp::PartialEq,
-        ::std::cmp::Eq,
-        ::std::hash::Hash,
-        ::std::cmp::PartialOrd,
-        ::std::cmp::Ord,
-        ::std::default::Default,
-    )]
+    #[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord, Default)]
     pub struct BasePingResult {}
-    impl ::thrift_codec::Message for BasePingResult {
-        fn size<S: ::thrift_codec::Sizer>(&self, s: &mut S) -> usize {
+    __tc::impl_wire_for_message!(BasePingResult);
+    impl __tc::Message for BasePingResult {
+        fn size<S: __tc::Sizer>(&self, s: &mut S) -> usize {
             let saved = s.struct_begin();
             let mut n = 0usize;
             let _ = &mut n;
             n + s.struct_end_len(saved)
         }
-        fn encode<E: ::thrift_codec::Encoder>(&self, e: &mut E) {
+        fn encode<E: __tc::Encoder>(&self, e: &mut E) {
             let saved = e.write_struct_begin();
             e.write_struct_end(saved);
         }
-        fn decode<D: ::thrift_codec::Decoder>(
+        fn decode<D: __tc::Decoder>(
             d: &mut D,
-        ) -> ::std::result::Result<Self, ::thrift_codec::DecodeError> {
+        ) -> ::std::result::Result<Self, __tc::DecodeError> {
             let saved = d.read_struct_begin()?;
             loop {
                 let field = d.read_field_begin()?;
                 match (field.id, field.ty) {
-                    (_, ::thrift_codec::TType::Stop) => break,
+                    (_, __tc::TType::Stop) => break,
                     (_, ty) => d.skip(ty)?,
                 }
             }
@@ -1993,36 +1339,28 @@ pub mod services {
             ::std::result::Result::Ok(Self {})
         }
     }
-    #[derive(
-        ::std::fmt::Debug,
-        ::std::clone::Clone,
-        ::std::cmp::PartialEq,
-        ::std::cmp::Eq,
-        ::std::hash::Hash,
-        ::std::cmp::PartialOrd,
-        ::std::cmp::Ord,
-        ::std::default::Default,
-    )]
+    #[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord, Default)]
     pub struct BaseVersionArgs {}
-    impl ::thrift_codec::Message for BaseVersionArgs {
-        fn size<S: ::thrift_codec::Sizer>(&self, s: &mut S) -> usize {
+    __tc::impl_wire_for_message!(BaseVersionArgs);
+    impl __tc::Message for BaseVersionArgs {
+        fn size<S: __tc::Sizer>(&self, s: &mut S) -> usize {
             let saved = s.struct_begin();
             let mut n = 0usize;
             let _ = &mut n;
             n + s.struct_end_len(saved)
         }
-        fn encode<E: ::thrift_codec::Encoder>(&self, e: &mut E) {
+        fn encode<E: __tc::Encoder>(&self, e: &mut E) {
             let saved = e.write_struct_begin();
             e.write_struct_end(saved);
         }
-        fn decode<D: ::thrift_codec::Decoder>(
+        fn decode<D: __tc::Decoder>(
             d: &mut D,
-        ) -> ::std::result::Result<Self, ::thrift_codec::DecodeError> {
+        ) -> ::std::result::Result<Self, __tc::DecodeError> {
             let saved = d.read_struct_begin()?;
             loop {
                 let field = d.read_field_begin()?;
                 match (field.id, field.ty) {
-                    (_, ::thrift_codec::TType::Stop) => break,
+                    (_, __tc::TType::Stop) => break,
                     (_, ty) => d.skip(ty)?,
                 }
             }
@@ -2030,52 +1368,42 @@ pub mod services {
             ::std::result::Result::Ok(Self {})
         }
     }
-    #[derive(
-        ::std::fmt::Debug,
-        ::std::clone::Clone,
-        ::std::cmp::PartialEq,
-        ::std::cmp::Eq,
-        ::std::hash::Hash,
-        ::std::cmp::PartialOrd,
-        ::std::cmp::Ord,
-        ::std::default::Default,
-    )]
+    #[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord, Default)]
     pub struct BaseVersionResult {
         /// Field 0, optional.
-        pub success: ::std::option::Option<::thrift_codec::Utf8Bytes>,
+        pub success: ::std::option::Option<__tc::Utf8Bytes>,
     }
-    impl ::thrift_codec::Message for BaseVersionResult {
-        fn size<S: ::thrift_codec::Sizer>(&self, s: &mut S) -> usize {
+    __tc::impl_wire_for_message!(BaseVersionResult);
+    impl __tc::Message for BaseVersionResult {
+        fn size<S: __tc::Sizer>(&self, s: &mut S) -> usize {
             let saved = s.struct_begin();
             let mut n = 0usize;
             if let ::std::option::Option::Some(v) = &self.success {
-                n
-                    += s.field_begin_len(::thrift_codec::TType::Binary, 0)
-                        + s.bytes_len(v.len());
+                n += __tc::wire::Wire::field_size(v, s, 0);
             }
             n + s.struct_end_len(saved)
         }
-        fn encode<E: ::thrift_codec::Encoder>(&self, e: &mut E) {
+        fn encode<E: __tc::Encoder>(&self, e: &mut E) {
             let saved = e.write_struct_begin();
             if let ::std::option::Option::Some(v) = &self.success {
-                e.write_field_begin(::thrift_codec::TType::Binary, 0);
-                e.write_string(v);
+                __tc::wire::Wire::field_write(v, e, 0);
             }
             e.write_struct_end(saved);
         }
-        fn decode<D: ::thrift_codec::Decoder>(
+        fn decode<D: __tc::Decoder>(
             d: &mut D,
-        ) -> ::std::result::Result<Self, ::thrift_codec::DecodeError> {
+        ) -> ::std::result::Result<Self, __tc::DecodeError> {
             const NAME: &str = "version_result";
             let saved = d.read_struct_begin()?;
-            let mut f_success: ::std::option::Option<::thrift_codec::Utf8Bytes> = ::std::option::Option::None;
+            let mut f_success = ::std::option::Option::None;
             loop {
                 let field = d.read_field_begin()?;
                 match (field.id, field.ty) {
-                    (_, ::thrift_codec::TType::Stop) => break,
-                    (0, ::thrift_codec::TType::Binary) => {
+                    (_, __tc::TType::Stop) => break,
+                    (0, __tc::TType::Binary) => {
                         f_success = ::std::option::Option::Some(
-                            d.read_string().map_err(|err| err.push(NAME, "success"))?,
+                            __tc::wire::Wire::wire_read(d)
+                                .map_err(|err| err.push(NAME, "success"))?,
                         );
                     }
                     (_, ty) => d.skip(ty)?,
@@ -2085,68 +1413,45 @@ pub mod services {
             ::std::result::Result::Ok(Self { success: f_success })
         }
     }
-    #[derive(
-        ::std::fmt::Debug,
-        ::std::clone::Clone,
-        ::std::cmp::PartialEq,
-        ::std::default::Default,
-    )]
+    #[derive(Debug, Clone, PartialEq, Default)]
     pub struct StorePutArgs {
         /// Field 1.
-        pub key: ::thrift_codec::Utf8Bytes,
+        pub key: __tc::Utf8Bytes,
         /// Field 2.
         pub value: super::shapes::Shape,
     }
-    impl ::thrift_codec::Message for StorePutArgs {
-        fn size<S: ::thrift_codec::Sizer>(&self, s: &mut S) -> usize {
+    __tc::impl_wire_for_message!(StorePutArgs);
+    impl __tc::Message for StorePutArgs {
+        fn size<S: __tc::Sizer>(&self, s: &mut S) -> usize {
             let saved = s.struct_begin();
             let mut n = 0usize;
-            {
-                let v = &self.key;
-                n
-                    += s.field_begin_len(::thrift_codec::TType::Binary, 1)
-                        + s.bytes_len(v.len());
-            }
-            {
-                let v = &self.value;
-                n
-                    += s.field_begin_len(::thrift_codec::TType::Struct, 2)
-                        + ::thrift_codec::Message::size(v, s);
-            }
+            n += __tc::wire::Wire::field_size(&self.key, s, 1);
+            n += __tc::wire::Wire::field_size(&self.value, s, 2);
             n + s.struct_end_len(saved)
         }
-        fn encode<E: ::thrift_codec::Encoder>(&self, e: &mut E) {
+        fn encode<E: __tc::Encoder>(&self, e: &mut E) {
             let saved = e.write_struct_begin();
-            {
-                let v = &self.key;
-                e.write_field_begin(::thrift_codec::TType::Binary, 1);
-                e.write_string(v);
-            }
-            {
-                let v = &self.value;
-                e.write_field_begin(::thrift_codec::TType::Struct, 2);
-                ::thrift_codec::Message::encode(v, e);
-            }
+            __tc::wire::Wire::field_write(&self.key, e, 1);
+            __tc::wire::Wire::field_write(&self.value, e, 2);
             e.write_struct_end(saved);
         }
-        fn decode<D: ::thrift_codec::Decoder>(
+        fn decode<D: __tc::Decoder>(
             d: &mut D,
-        ) -> ::std::result::Result<Self, ::thrift_codec::DecodeError> {
+        ) -> ::std::result::Result<Self, __tc::DecodeError> {
             const NAME: &str = "put_args";
             let saved = d.read_struct_begin()?;
-            let mut f_key: ::thrift_codec::Utf8Bytes = ::std::default::Default::default();
-            let mut f_value: super::shapes::Shape = ::std::default::Default::default();
+            let mut f_key = ::std::default::Default::default();
+            let mut f_value = ::std::default::Default::default();
             loop {
                 let field = d.read_field_begin()?;
                 match (field.id, field.ty) {
-                    (_, ::thrift_codec::TType::Stop) => break,
-                    (1, ::thrift_codec::TType::Binary) => {
-                        f_key = d.read_string().map_err(|err| err.push(NAME, "key"))?;
+                    (_, __tc::TType::Stop) => break,
+                    (1, __tc::TType::Binary) => {
+                        f_key = __tc::wire::Wire::wire_read(d)
+                            .map_err(|err| err.push(NAME, "key"))?;
                     }
-                    (2, ::thrift_codec::TType::Struct) => {
-                        f_value = <super::shapes::Shape as ::thrift_codec::Message>::decode(
-                                d,
-                            )
+                    (2, __tc::TType::Struct) => {
+                        f_value = __tc::wire::Wire::wire_read(d)
                             .map_err(|err| err.push(NAME, "value"))?;
                     }
                     (_, ty) => d.skip(ty)?,
@@ -2156,54 +1461,41 @@ pub mod services {
             ::std::result::Result::Ok(Self { key: f_key, value: f_value })
         }
     }
-    #[derive(
-        ::std::fmt::Debug,
-        ::std::clone::Clone,
-        ::std::cmp::PartialEq,
-        ::std::cmp::Eq,
-        ::std::hash::Hash,
-        ::std::cmp::PartialOrd,
-        ::std::cmp::Ord,
-        ::std::default::Default,
-    )]
+    #[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord, Default)]
     pub struct StorePutResult {
         /// Field 1, optional.
         pub invalid: ::std::option::Option<super::shapes::Invalid>,
     }
-    impl ::thrift_codec::Message for StorePutResult {
-        fn size<S: ::thrift_codec::Sizer>(&self, s: &mut S) -> usize {
+    __tc::impl_wire_for_message!(StorePutResult);
+    impl __tc::Message for StorePutResult {
+        fn size<S: __tc::Sizer>(&self, s: &mut S) -> usize {
             let saved = s.struct_begin();
             let mut n = 0usize;
             if let ::std::option::Option::Some(v) = &self.invalid {
-                n
-                    += s.field_begin_len(::thrift_codec::TType::Struct, 1)
-                        + ::thrift_codec::Message::size(v, s);
+                n += __tc::wire::Wire::field_size(v, s, 1);
             }
             n + s.struct_end_len(saved)
         }
-        fn encode<E: ::thrift_codec::Encoder>(&self, e: &mut E) {
+        fn encode<E: __tc::Encoder>(&self, e: &mut E) {
             let saved = e.write_struct_begin();
             if let ::std::option::Option::Some(v) = &self.invalid {
-                e.write_field_begin(::thrift_codec::TType::Struct, 1);
-                ::thrift_codec::Message::encode(v, e);
+                __tc::wire::Wire::field_write(v, e, 1);
             }
             e.write_struct_end(saved);
         }
-        fn decode<D: ::thrift_codec::Decoder>(
+        fn decode<D: __tc::Decoder>(
             d: &mut D,
-        ) -> ::std::result::Result<Self, ::thrift_codec::DecodeError> {
+        ) -> ::std::result::Result<Self, __tc::DecodeError> {
             const NAME: &str = "put_result";
             let saved = d.read_struct_begin()?;
-            let mut f_invalid: ::std::option::Option<super::shapes::Invalid> = ::std::option::Option::None;
+            let mut f_invalid = ::std::option::Option::None;
             loop {
                 let field = d.read_field_begin()?;
                 match (field.id, field.ty) {
-                    (_, ::thrift_codec::TType::Stop) => break,
-                    (1, ::thrift_codec::TType::Struct) => {
+                    (_, __tc::TType::Stop) => break,
+                    (1, __tc::TType::Struct) => {
                         f_invalid = ::std::option::Option::Some(
-                            <super::shapes::Invalid as ::thrift_codec::Message>::decode(
-                                    d,
-                                )
+                            __tc::wire::Wire::wire_read(d)
                                 .map_err(|err| err.push(NAME, "invalid"))?,
                         );
                     }
@@ -2214,54 +1506,38 @@ pub mod services {
             ::std::result::Result::Ok(Self { invalid: f_invalid })
         }
     }
-    #[derive(
-        ::std::fmt::Debug,
-        ::std::clone::Clone,
-        ::std::cmp::PartialEq,
-        ::std::cmp::Eq,
-        ::std::hash::Hash,
-        ::std::cmp::PartialOrd,
-        ::std::cmp::Ord,
-        ::std::default::Default,
-    )]
+    #[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord, Default)]
     pub struct StoreGetArgs {
         /// Field 1, required.
-        pub key: ::thrift_codec::Utf8Bytes,
+        pub key: __tc::Utf8Bytes,
     }
-    impl ::thrift_codec::Message for StoreGetArgs {
-        fn size<S: ::thrift_codec::Sizer>(&self, s: &mut S) -> usize {
+    __tc::impl_wire_for_message!(StoreGetArgs);
+    impl __tc::Message for StoreGetArgs {
+        fn size<S: __tc::Sizer>(&self, s: &mut S) -> usize {
             let saved = s.struct_begin();
             let mut n = 0usize;
-            {
-                let v = &self.key;
-                n
-                    += s.field_begin_len(::thrift_codec::TType::Binary, 1)
-                        + s.bytes_len(v.len());
-            }
+            n += __tc::wire::Wire::field_size(&self.key, s, 1);
             n + s.struct_end_len(saved)
         }
-        fn encode<E: ::thrift_codec::Encoder>(&self, e: &mut E) {
+        fn encode<E: __tc::Encoder>(&self, e: &mut E) {
             let saved = e.write_struct_begin();
-            {
-                let v = &self.key;
-                e.write_field_begin(::thrift_codec::TType::Binary, 1);
-                e.write_string(v);
-            }
+            __tc::wire::Wire::field_write(&self.key, e, 1);
             e.write_struct_end(saved);
         }
-        fn decode<D: ::thrift_codec::Decoder>(
+        fn decode<D: __tc::Decoder>(
             d: &mut D,
-        ) -> ::std::result::Result<Self, ::thrift_codec::DecodeError> {
+        ) -> ::std::result::Result<Self, __tc::DecodeError> {
             const NAME: &str = "get_args";
             let saved = d.read_struct_begin()?;
-            let mut f_key: ::std::option::Option<::thrift_codec::Utf8Bytes> = ::std::option::Option::None;
+            let mut f_key = ::std::option::Option::None;
             loop {
                 let field = d.read_field_begin()?;
                 match (field.id, field.ty) {
-                    (_, ::thrift_codec::TType::Stop) => break,
-                    (1, ::thrift_codec::TType::Binary) => {
+                    (_, __tc::TType::Stop) => break,
+                    (1, __tc::TType::Binary) => {
                         f_key = ::std::option::Option::Some(
-                            d.read_string().map_err(|err| err.push(NAME, "key"))?,
+                            __tc::wire::Wire::wire_read(d)
+                                .map_err(|err| err.push(NAME, "key"))?,
                         );
                     }
                     (_, ty) => d.skip(ty)?,
@@ -2269,17 +1545,11 @@ pub mod services {
             }
             d.read_struct_end(saved);
             ::std::result::Result::Ok(Self {
-                key: f_key
-                    .ok_or_else(|| ::thrift_codec::DecodeError::missing(NAME, "key"))?,
+                key: f_key.ok_or_else(|| __tc::DecodeError::missing(NAME, "key"))?,
             })
         }
     }
-    #[derive(
-        ::std::fmt::Debug,
-        ::std::clone::Clone,
-        ::std::cmp::PartialEq,
-        ::std::default::Default,
-    )]
+    #[derive(Debug, Clone, PartialEq, Default)]
     pub struct StoreGetResult {
         /// Field 0, optional.
         pub success: ::std::option::Option<super::shapes::Shape>,
@@ -2288,74 +1558,62 @@ pub mod services {
         /// Field 2, optional.
         pub bad: ::std::option::Option<super::shapes::Invalid>,
     }
-    impl ::thrift_codec::Message for StoreGetResult {
-        fn size<S: ::thrift_codec::Sizer>(&self, s: &mut S) -> usize {
+    __tc::impl_wire_for_message!(StoreGetResult);
+    impl __tc::Message for StoreGetResult {
+        fn size<S: __tc::Sizer>(&self, s: &mut S) -> usize {
             let saved = s.struct_begin();
             let mut n = 0usize;
             if let ::std::option::Option::Some(v) = &self.success {
-                n
-                    += s.field_begin_len(::thrift_codec::TType::Struct, 0)
-                        + ::thrift_codec::Message::size(v, s);
+                n += __tc::wire::Wire::field_size(v, s, 0);
             }
             if let ::std::option::Option::Some(v) = &self.nf {
-                n
-                    += s.field_begin_len(::thrift_codec::TType::Struct, 1)
-                        + ::thrift_codec::Message::size(v, s);
+                n += __tc::wire::Wire::field_size(v, s, 1);
             }
             if let ::std::option::Option::Some(v) = &self.bad {
-                n
-                    += s.field_begin_len(::thrift_codec::TType::Struct, 2)
-                        + ::thrift_codec::Message::size(v, s);
+                n += __tc::wire::Wire::field_size(v, s, 2);
             }
             n + s.struct_end_len(saved)
         }
-        fn encode<E: ::thrift_codec::Encoder>(&self, e: &mut E) {
+        fn encode<E: __tc::Encoder>(&self, e: &mut E) {
             let saved = e.write_struct_begin();
             if let ::std::option::Option::Some(v) = &self.success {
-                e.write_field_begin(::thrift_codec::TType::Struct, 0);
-                ::thrift_codec::Message::encode(v, e);
+                __tc::wire::Wire::field_write(v, e, 0);
             }
             if let ::std::option::Option::Some(v) = &self.nf {
-                e.write_field_begin(::thrift_codec::TType::Struct, 1);
-                ::thrift_codec::Message::encode(v, e);
+                __tc::wire::Wire::field_write(v, e, 1);
             }
             if let ::std::option::Option::Some(v) = &self.bad {
-                e.write_field_begin(::thrift_codec::TType::Struct, 2);
-                ::thrift_codec::Message::encode(v, e);
+                __tc::wire::Wire::field_write(v, e, 2);
             }
             e.write_struct_end(saved);
         }
-        fn decode<D: ::thrift_codec::Decoder>(
+        fn decode<D: __tc::Decoder>(
             d: &mut D,
-        ) -> ::std::result::Result<Self, ::thrift_codec::DecodeError> {
+        ) -> ::std::result::Result<Self, __tc::DecodeError> {
             const NAME: &str = "get_result";
             let saved = d.read_struct_begin()?;
-            let mut f_success: ::std::option::Option<super::shapes::Shape> = ::std::option::Option::None;
-            let mut f_nf: ::std::option::Option<super::shapes::NotFound> = ::std::option::Option::None;
-            let mut f_bad: ::std::option::Option<super::shapes::Invalid> = ::std::option::Option::None;
+            let mut f_success = ::std::option::Option::None;
+            let mut f_nf = ::std::option::Option::None;
+            let mut f_bad = ::std::option::Option::None;
             loop {
                 let field = d.read_field_begin()?;
                 match (field.id, field.ty) {
-                    (_, ::thrift_codec::TType::Stop) => break,
-                    (0, ::thrift_codec::TType::Struct) => {
+                    (_, __tc::TType::Stop) => break,
+                    (0, __tc::TType::Struct) => {
                         f_success = ::std::option::Option::Some(
-                            <super::shapes::Shape as ::thrift_codec::Message>::decode(d)
+                            __tc::wire::Wire::wire_read(d)
                                 .map_err(|err| err.push(NAME, "success"))?,
                         );
                     }
-                    (1, ::thrift_codec::TType::Struct) => {
+                    (1, __tc::TType::Struct) => {
                         f_nf = ::std::option::Option::Some(
-                            <super::shapes::NotFound as ::thrift_codec::Message>::decode(
-                                    d,
-                                )
+                            __tc::wire::Wire::wire_read(d)
                                 .map_err(|err| err.push(NAME, "nf"))?,
                         );
                     }
-                    (2, ::thrift_codec::TType::Struct) => {
+                    (2, __tc::TType::Struct) => {
                         f_bad = ::std::option::Option::Some(
-                            <super::shapes::Invalid as ::thrift_codec::Message>::decode(
-                                    d,
-                                )
+                            __tc::wire::Wire::wire_read(d)
                                 .map_err(|err| err.push(NAME, "bad"))?,
                         );
                     }
@@ -2370,53 +1628,37 @@ pub mod services {
             })
         }
     }
-    #[derive(
-        ::std::fmt::Debug,
-        ::std::clone::Clone,
-        ::std::cmp::PartialEq,
-        ::std::cmp::Eq,
-        ::std::hash::Hash,
-        ::std::cmp::PartialOrd,
-        ::std::cmp::Ord,
-        ::std::default::Default,
-    )]
+    #[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord, Default)]
     pub struct StoreForgetArgs {
         /// Field 1.
-        pub key: ::thrift_codec::Utf8Bytes,
+        pub key: __tc::Utf8Bytes,
     }
-    impl ::thrift_codec::Message for StoreForgetArgs {
-        fn size<S: ::thrift_codec::Sizer>(&self, s: &mut S) -> usize {
+    __tc::impl_wire_for_message!(StoreForgetArgs);
+    impl __tc::Message for StoreForgetArgs {
+        fn size<S: __tc::Sizer>(&self, s: &mut S) -> usize {
             let saved = s.struct_begin();
             let mut n = 0usize;
-            {
-                let v = &self.key;
-                n
-                    += s.field_begin_len(::thrift_codec::TType::Binary, 1)
-                        + s.bytes_len(v.len());
-            }
+            n += __tc::wire::Wire::field_size(&self.key, s, 1);
             n + s.struct_end_len(saved)
         }
-        fn encode<E: ::thrift_codec::Encoder>(&self, e: &mut E) {
+        fn encode<E: __tc::Encoder>(&self, e: &mut E) {
             let saved = e.write_struct_begin();
-            {
-                let v = &self.key;
-                e.write_field_begin(::thrift_codec::TType::Binary, 1);
-                e.write_string(v);
-            }
+            __tc::wire::Wire::field_write(&self.key, e, 1);
             e.write_struct_end(saved);
         }
-        fn decode<D: ::thrift_codec::Decoder>(
+        fn decode<D: __tc::Decoder>(
             d: &mut D,
-        ) -> ::std::result::Result<Self, ::thrift_codec::DecodeError> {
+        ) -> ::std::result::Result<Self, __tc::DecodeError> {
             const NAME: &str = "forget_args";
             let saved = d.read_struct_begin()?;
-            let mut f_key: ::thrift_codec::Utf8Bytes = ::std::default::Default::default();
+            let mut f_key = ::std::default::Default::default();
             loop {
                 let field = d.read_field_begin()?;
                 match (field.id, field.ty) {
-                    (_, ::thrift_codec::TType::Stop) => break,
-                    (1, ::thrift_codec::TType::Binary) => {
-                        f_key = d.read_string().map_err(|err| err.push(NAME, "key"))?;
+                    (_, __tc::TType::Stop) => break,
+                    (1, __tc::TType::Binary) => {
+                        f_key = __tc::wire::Wire::wire_read(d)
+                            .map_err(|err| err.push(NAME, "key"))?;
                     }
                     (_, ty) => d.skip(ty)?,
                 }
@@ -2425,20 +1667,12 @@ pub mod services {
             ::std::result::Result::Ok(Self { key: f_key })
         }
     }
-    #[derive(
-        ::std::fmt::Debug,
-        ::std::clone::Clone,
-        ::std::cmp::PartialEq,
-        ::std::cmp::Eq,
-        ::std::hash::Hash,
-        ::std::cmp::PartialOrd,
-        ::std::cmp::Ord,
-    )]
+    #[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
     pub struct StoreRectsArgs {
         /// Field 1.
         pub limit: i32,
         /// Field 2, optional.
-        pub prefix: ::std::option::Option<::thrift_codec::Utf8Bytes>,
+        pub prefix: ::std::option::Option<__tc::Utf8Bytes>,
     }
     impl ::std::default::Default for StoreRectsArgs {
         fn default() -> Self {
@@ -2448,51 +1682,44 @@ pub mod services {
             }
         }
     }
-    impl ::thrift_codec::Message for StoreRectsArgs {
-        fn size<S: ::thrift_codec::Sizer>(&self, s: &mut S) -> usize {
+    __tc::impl_wire_for_message!(StoreRectsArgs);
+    impl __tc::Message for StoreRectsArgs {
+        fn size<S: __tc::Sizer>(&self, s: &mut S) -> usize {
             let saved = s.struct_begin();
             let mut n = 0usize;
-            {
-                let v = &self.limit;
-                n += s.field_begin_len(::thrift_codec::TType::I32, 1) + s.i32_len(*v);
-            }
+            n += __tc::wire::Wire::field_size(&self.limit, s, 1);
             if let ::std::option::Option::Some(v) = &self.prefix {
-                n
-                    += s.field_begin_len(::thrift_codec::TType::Binary, 2)
-                        + s.bytes_len(v.len());
+                n += __tc::wire::Wire::field_size(v, s, 2);
             }
             n + s.struct_end_len(saved)
         }
-        fn encode<E: ::thrift_codec::Encoder>(&self, e: &mut E) {
+        fn encode<E: __tc::Encoder>(&self, e: &mut E) {
             let saved = e.write_struct_begin();
-            {
-                let v = &self.limit;
-                e.write_field_begin(::thrift_codec::TType::I32, 1);
-                e.write_i32(*v);
-            }
+            __tc::wire::Wire::field_write(&self.limit, e, 1);
             if let ::std::option::Option::Some(v) = &self.prefix {
-                e.write_field_begin(::thrift_codec::TType::Binary, 2);
-                e.write_string(v);
+                __tc::wire::Wire::field_write(v, e, 2);
             }
             e.write_struct_end(saved);
         }
-        fn decode<D: ::thrift_codec::Decoder>(
+        fn decode<D: __tc::Decoder>(
             d: &mut D,
-        ) -> ::std::result::Result<Self, ::thrift_codec::DecodeError> {
+        ) -> ::std::result::Result<Self, __tc::DecodeError> {
             const NAME: &str = "rects_args";
             let saved = d.read_struct_begin()?;
-            let mut f_limit: i32 = 10i32;
-            let mut f_prefix: ::std::option::Option<::thrift_codec::Utf8Bytes> = ::std::option::Option::None;
+            let mut f_limit = 10i32;
+            let mut f_prefix = ::std::option::Option::None;
             loop {
                 let field = d.read_field_begin()?;
                 match (field.id, field.ty) {
-                    (_, ::thrift_codec::TType::Stop) => break,
-                    (1, ::thrift_codec::TType::I32) => {
-                        f_limit = d.read_i32().map_err(|err| err.push(NAME, "limit"))?;
+                    (_, __tc::TType::Stop) => break,
+                    (1, __tc::TType::I32) => {
+                        f_limit = __tc::wire::Wire::wire_read(d)
+                            .map_err(|err| err.push(NAME, "limit"))?;
                     }
-                    (2, ::thrift_codec::TType::Binary) => {
+                    (2, __tc::TType::Binary) => {
                         f_prefix = ::std::option::Option::Some(
-                            d.read_string().map_err(|err| err.push(NAME, "prefix"))?,
+                            __tc::wire::Wire::wire_read(d)
+                                .map_err(|err| err.push(NAME, "prefix"))?,
                         );
                     }
                     (_, ty) => d.skip(ty)?,
@@ -2505,67 +1732,41 @@ pub mod services {
             })
         }
     }
-    #[derive(
-        ::std::fmt::Debug,
-        ::std::clone::Clone,
-        ::std::cmp::PartialEq,
-        ::std::default::Default,
-    )]
+    #[derive(Debug, Clone, PartialEq, Default)]
     pub struct StoreRectsResult {
         /// Field 0, optional.
         pub success: ::std::option::Option<::std::vec::Vec<super::shapes::Rect>>,
     }
-    impl ::thrift_codec::Message for StoreRectsResult {
-        fn size<S: ::thrift_codec::Sizer>(&self, s: &mut S) -> usize {
+    __tc::impl_wire_for_message!(StoreRectsResult);
+    impl __tc::Message for StoreRectsResult {
+        fn size<S: __tc::Sizer>(&self, s: &mut S) -> usize {
             let saved = s.struct_begin();
             let mut n = 0usize;
             if let ::std::option::Option::Some(v) = &self.success {
-                n
-                    += s.field_begin_len(::thrift_codec::TType::List, 0)
-                        + s.list_begin_len(::thrift_codec::TType::Struct, v.len())
-                        + match s.fixed_width(::thrift_codec::TType::Struct) {
-                            ::std::option::Option::Some(w) => w * v.len(),
-                            ::std::option::Option::None => {
-                                v.iter()
-                                    .map(|e0| ::thrift_codec::Message::size(e0, s))
-                                    .sum::<usize>()
-                            }
-                        };
+                n += __tc::wire::Wire::field_size(v, s, 0);
             }
             n + s.struct_end_len(saved)
         }
-        fn encode<E: ::thrift_codec::Encoder>(&self, e: &mut E) {
+        fn encode<E: __tc::Encoder>(&self, e: &mut E) {
             let saved = e.write_struct_begin();
             if let ::std::option::Option::Some(v) = &self.success {
-                e.write_field_begin(::thrift_codec::TType::List, 0);
-                e.write_list_begin(::thrift_codec::TType::Struct, v.len());
-                for e0 in v.iter() {
-                    ::thrift_codec::Message::encode(e0, e);
-                }
+                __tc::wire::Wire::field_write(v, e, 0);
             }
             e.write_struct_end(saved);
         }
-        fn decode<D: ::thrift_codec::Decoder>(
+        fn decode<D: __tc::Decoder>(
             d: &mut D,
-        ) -> ::std::result::Result<Self, ::thrift_codec::DecodeError> {
+        ) -> ::std::result::Result<Self, __tc::DecodeError> {
             const NAME: &str = "rects_result";
             let saved = d.read_struct_begin()?;
-            let mut f_success: ::std::option::Option<
-                ::std::vec::Vec<super::shapes::Rect>,
-            > = ::std::option::Option::None;
+            let mut f_success = ::std::option::Option::None;
             loop {
                 let field = d.read_field_begin()?;
                 match (field.id, field.ty) {
-                    (_, ::thrift_codec::TType::Stop) => break,
-                    (0, ::thrift_codec::TType::List) => {
+                    (_, __tc::TType::Stop) => break,
+                    (0, __tc::TType::List) => {
                         f_success = ::std::option::Option::Some(
-                            ::thrift_codec::protocol::read_list(
-                                    d,
-                                    ::thrift_codec::TType::Struct,
-                                    |d| <super::shapes::Rect as ::thrift_codec::Message>::decode(
-                                        d,
-                                    ),
-                                )
+                            __tc::wire::Wire::wire_read(d)
                                 .map_err(|err| err.push(NAME, "success"))?,
                         );
                     }
@@ -2576,36 +1777,28 @@ pub mod services {
             ::std::result::Result::Ok(Self { success: f_success })
         }
     }
-    #[derive(
-        ::std::fmt::Debug,
-        ::std::clone::Clone,
-        ::std::cmp::PartialEq,
-        ::std::cmp::Eq,
-        ::std::hash::Hash,
-        ::std::cmp::PartialOrd,
-        ::std::cmp::Ord,
-        ::std::default::Default,
-    )]
+    #[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord, Default)]
     pub struct StoreStatsArgs {}
-    impl ::thrift_codec::Message for StoreStatsArgs {
-        fn size<S: ::thrift_codec::Sizer>(&self, s: &mut S) -> usize {
+    __tc::impl_wire_for_message!(StoreStatsArgs);
+    impl __tc::Message for StoreStatsArgs {
+        fn size<S: __tc::Sizer>(&self, s: &mut S) -> usize {
             let saved = s.struct_begin();
             let mut n = 0usize;
             let _ = &mut n;
             n + s.struct_end_len(saved)
         }
-        fn encode<E: ::thrift_codec::Encoder>(&self, e: &mut E) {
+        fn encode<E: __tc::Encoder>(&self, e: &mut E) {
             let saved = e.write_struct_begin();
             e.write_struct_end(saved);
         }
-        fn decode<D: ::thrift_codec::Decoder>(
+        fn decode<D: __tc::Decoder>(
             d: &mut D,
-        ) -> ::std::result::Result<Self, ::thrift_codec::DecodeError> {
+        ) -> ::std::result::Result<Self, __tc::DecodeError> {
             let saved = d.read_struct_begin()?;
             loop {
                 let field = d.read_field_begin()?;
                 match (field.id, field.ty) {
-                    (_, ::thrift_codec::TType::Stop) => break,
+                    (_, __tc::TType::Stop) => break,
                     (_, ty) => d.skip(ty)?,
                 }
             }
@@ -2613,79 +1806,43 @@ pub mod services {
             ::std::result::Result::Ok(Self {})
         }
     }
-    #[derive(
-        ::std::fmt::Debug,
-        ::std::clone::Clone,
-        ::std::cmp::PartialEq,
-        ::std::cmp::Eq,
-        ::std::hash::Hash,
-        ::std::cmp::PartialOrd,
-        ::std::cmp::Ord,
-        ::std::default::Default,
-    )]
+    #[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord, Default)]
     pub struct StoreStatsResult {
         /// Field 0, optional.
         pub success: ::std::option::Option<
-            ::std::collections::BTreeMap<::thrift_codec::Utf8Bytes, i64>,
+            ::std::collections::BTreeMap<__tc::Utf8Bytes, i64>,
         >,
     }
-    impl ::thrift_codec::Message for StoreStatsResult {
-        fn size<S: ::thrift_codec::Sizer>(&self, s: &mut S) -> usize {
+    __tc::impl_wire_for_message!(StoreStatsResult);
+    impl __tc::Message for StoreStatsResult {
+        fn size<S: __tc::Sizer>(&self, s: &mut S) -> usize {
             let saved = s.struct_begin();
             let mut n = 0usize;
             if let ::std::option::Option::Some(v) = &self.success {
-                n
-                    += s.field_begin_len(::thrift_codec::TType::Map, 0)
-                        + s
-                            .map_begin_len(
-                                ::thrift_codec::TType::Binary,
-                                ::thrift_codec::TType::I64,
-                                v.len(),
-                            )
-                        + v
-                            .iter()
-                            .map(|(e0, v0)| s.bytes_len(e0.len()) + s.i64_len(*v0))
-                            .sum::<usize>();
+                n += __tc::wire::Wire::field_size(v, s, 0);
             }
             n + s.struct_end_len(saved)
         }
-        fn encode<E: ::thrift_codec::Encoder>(&self, e: &mut E) {
+        fn encode<E: __tc::Encoder>(&self, e: &mut E) {
             let saved = e.write_struct_begin();
             if let ::std::option::Option::Some(v) = &self.success {
-                e.write_field_begin(::thrift_codec::TType::Map, 0);
-                e.write_map_begin(
-                    ::thrift_codec::TType::Binary,
-                    ::thrift_codec::TType::I64,
-                    v.len(),
-                );
-                for (e0, v0) in v.iter() {
-                    e.write_string(e0);
-                    e.write_i64(*v0);
-                }
+                __tc::wire::Wire::field_write(v, e, 0);
             }
             e.write_struct_end(saved);
         }
-        fn decode<D: ::thrift_codec::Decoder>(
+        fn decode<D: __tc::Decoder>(
             d: &mut D,
-        ) -> ::std::result::Result<Self, ::thrift_codec::DecodeError> {
+        ) -> ::std::result::Result<Self, __tc::DecodeError> {
             const NAME: &str = "stats_result";
             let saved = d.read_struct_begin()?;
-            let mut f_success: ::std::option::Option<
-                ::std::collections::BTreeMap<::thrift_codec::Utf8Bytes, i64>,
-            > = ::std::option::Option::None;
+            let mut f_success = ::std::option::Option::None;
             loop {
                 let field = d.read_field_begin()?;
                 match (field.id, field.ty) {
-                    (_, ::thrift_codec::TType::Stop) => break,
-                    (0, ::thrift_codec::TType::Map) => {
+                    (_, __tc::TType::Stop) => break,
+                    (0, __tc::TType::Map) => {
                         f_success = ::std::option::Option::Some(
-                            ::thrift_codec::protocol::read_map(
-                                    d,
-                                    ::thrift_codec::TType::Binary,
-                                    ::thrift_codec::TType::I64,
-                                    |d| d.read_string(),
-                                    |d| d.read_i64(),
-                                )
+                            __tc::wire::Wire::wire_read(d)
                                 .map_err(|err| err.push(NAME, "success"))?,
                         );
                     }
@@ -2696,53 +1853,37 @@ pub mod services {
             ::std::result::Result::Ok(Self { success: f_success })
         }
     }
-    #[derive(
-        ::std::fmt::Debug,
-        ::std::clone::Clone,
-        ::std::cmp::PartialEq,
-        ::std::cmp::Eq,
-        ::std::hash::Hash,
-        ::std::cmp::PartialOrd,
-        ::std::cmp::Ord,
-        ::std::default::Default,
-    )]
+    #[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord, Default)]
     pub struct StoreExistsArgs {
         /// Field -1.
-        pub key: ::thrift_codec::Utf8Bytes,
+        pub key: __tc::Utf8Bytes,
     }
-    impl ::thrift_codec::Message for StoreExistsArgs {
-        fn size<S: ::thrift_codec::Sizer>(&self, s: &mut S) -> usize {
+    __tc::impl_wire_for_message!(StoreExistsArgs);
+    impl __tc::Message for StoreExistsArgs {
+        fn size<S: __tc::Sizer>(&self, s: &mut S) -> usize {
             let saved = s.struct_begin();
             let mut n = 0usize;
-            {
-                let v = &self.key;
-                n
-                    += s.field_begin_len(::thrift_codec::TType::Binary, -1)
-                        + s.bytes_len(v.len());
-            }
+            n += __tc::wire::Wire::field_size(&self.key, s, -1);
             n + s.struct_end_len(saved)
         }
-        fn encode<E: ::thrift_codec::Encoder>(&self, e: &mut E) {
+        fn encode<E: __tc::Encoder>(&self, e: &mut E) {
             let saved = e.write_struct_begin();
-            {
-                let v = &self.key;
-                e.write_field_begin(::thrift_codec::TType::Binary, -1);
-                e.write_string(v);
-            }
+            __tc::wire::Wire::field_write(&self.key, e, -1);
             e.write_struct_end(saved);
         }
-        fn decode<D: ::thrift_codec::Decoder>(
+        fn decode<D: __tc::Decoder>(
             d: &mut D,
-        ) -> ::std::result::Result<Self, ::thrift_codec::DecodeError> {
+        ) -> ::std::result::Result<Self, __tc::DecodeError> {
             const NAME: &str = "exists_args";
             let saved = d.read_struct_begin()?;
-            let mut f_key: ::thrift_codec::Utf8Bytes = ::std::default::Default::default();
+            let mut f_key = ::std::default::Default::default();
             loop {
                 let field = d.read_field_begin()?;
                 match (field.id, field.ty) {
-                    (_, ::thrift_codec::TType::Stop) => break,
-                    (-1, ::thrift_codec::TType::Binary) => {
-                        f_key = d.read_string().map_err(|err| err.push(NAME, "key"))?;
+                    (_, __tc::TType::Stop) => break,
+                    (-1, __tc::TType::Binary) => {
+                        f_key = __tc::wire::Wire::wire_read(d)
+                            .map_err(|err| err.push(NAME, "key"))?;
                     }
                     (_, ty) => d.skip(ty)?,
                 }
@@ -2751,49 +1892,42 @@ pub mod services {
             ::std::result::Result::Ok(Self { key: f_key })
         }
     }
-    #[derive(
-        ::std::fmt::Debug,
-        ::std::clone::Clone,
-        ::std::cmp::PartialEq,
-        ::std::cmp::Eq,
-        ::std::hash::Hash,
-        ::std::cmp::PartialOrd,
-        ::std::cmp::Ord,
-        ::std::default::Default,
-    )]
+    #[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord, Default)]
     pub struct StoreExistsResult {
         /// Field 0, optional.
         pub success: ::std::option::Option<bool>,
     }
-    impl ::thrift_codec::Message for StoreExistsResult {
-        fn size<S: ::thrift_codec::Sizer>(&self, s: &mut S) -> usize {
+    __tc::impl_wire_for_message!(StoreExistsResult);
+    impl __tc::Message for StoreExistsResult {
+        fn size<S: __tc::Sizer>(&self, s: &mut S) -> usize {
             let saved = s.struct_begin();
             let mut n = 0usize;
-            if self.success.is_some() {
-                n += s.bool_field_len(0);
+            if let ::std::option::Option::Some(v) = &self.success {
+                n += __tc::wire::Wire::field_size(v, s, 0);
             }
             n + s.struct_end_len(saved)
         }
-        fn encode<E: ::thrift_codec::Encoder>(&self, e: &mut E) {
+        fn encode<E: __tc::Encoder>(&self, e: &mut E) {
             let saved = e.write_struct_begin();
             if let ::std::option::Option::Some(v) = &self.success {
-                e.write_bool_field(0, *v);
+                __tc::wire::Wire::field_write(v, e, 0);
             }
             e.write_struct_end(saved);
         }
-        fn decode<D: ::thrift_codec::Decoder>(
+        fn decode<D: __tc::Decoder>(
             d: &mut D,
-        ) -> ::std::result::Result<Self, ::thrift_codec::DecodeError> {
+        ) -> ::std::result::Result<Self, __tc::DecodeError> {
             const NAME: &str = "exists_result";
             let saved = d.read_struct_begin()?;
-            let mut f_success: ::std::option::Option<bool> = ::std::option::Option::None;
+            let mut f_success = ::std::option::Option::None;
             loop {
                 let field = d.read_field_begin()?;
                 match (field.id, field.ty) {
-                    (_, ::thrift_codec::TType::Stop) => break,
-                    (0, ::thrift_codec::TType::Bool) => {
+                    (_, __tc::TType::Stop) => break,
+                    (0, __tc::TType::Bool) => {
                         f_success = ::std::option::Option::Some(
-                            d.read_bool().map_err(|err| err.push(NAME, "success"))?,
+                            __tc::wire::Wire::wire_read(d)
+                                .map_err(|err| err.push(NAME, "success"))?,
                         );
                     }
                     (_, ty) => d.skip(ty)?,
@@ -2803,66 +1937,36 @@ pub mod services {
             ::std::result::Result::Ok(Self { success: f_success })
         }
     }
-    #[derive(
-        ::std::fmt::Debug,
-        ::std::clone::Clone,
-        ::std::cmp::PartialEq,
-        ::std::cmp::Eq,
-        ::std::hash::Hash,
-        ::std::cmp::PartialOrd,
-        ::std::cmp::Ord,
-        ::std::default::Default,
-    )]
+    #[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord, Default)]
     pub struct StoreCountArgs {
         /// Field 1.
-        pub keys: ::std::vec::Vec<::thrift_codec::Utf8Bytes>,
+        pub keys: ::std::vec::Vec<__tc::Utf8Bytes>,
     }
-    impl ::thrift_codec::Message for StoreCountArgs {
-        fn size<S: ::thrift_codec::Sizer>(&self, s: &mut S) -> usize {
+    __tc::impl_wire_for_message!(StoreCountArgs);
+    impl __tc::Message for StoreCountArgs {
+        fn size<S: __tc::Sizer>(&self, s: &mut S) -> usize {
             let saved = s.struct_begin();
             let mut n = 0usize;
-            {
-                let v = &self.keys;
-                n
-                    += s.field_begin_len(::thrift_codec::TType::List, 1)
-                        + s.list_begin_len(::thrift_codec::TType::Binary, v.len())
-                        + match s.fixed_width(::thrift_codec::TType::Binary) {
-                            ::std::option::Option::Some(w) => w * v.len(),
-                            ::std::option::Option::None => {
-                                v.iter().map(|e0| s.bytes_len(e0.len())).sum::<usize>()
-                            }
-                        };
-            }
+            n += __tc::wire::Wire::field_size(&self.keys, s, 1);
             n + s.struct_end_len(saved)
         }
-        fn encode<E: ::thrift_codec::Encoder>(&self, e: &mut E) {
+        fn encode<E: __tc::Encoder>(&self, e: &mut E) {
             let saved = e.write_struct_begin();
-            {
-                let v = &self.keys;
-                e.write_field_begin(::thrift_codec::TType::List, 1);
-                e.write_list_begin(::thrift_codec::TType::Binary, v.len());
-                for e0 in v.iter() {
-                    e.write_string(e0);
-                }
-            }
+            __tc::wire::Wire::field_write(&self.keys, e, 1);
             e.write_struct_end(saved);
         }
-        fn decode<D: ::thrift_codec::Decoder>(
+        fn decode<D: __tc::Decoder>(
             d: &mut D,
-        ) -> ::std::result::Result<Self, ::thrift_codec::DecodeError> {
+        ) -> ::std::result::Result<Self, __tc::DecodeError> {
             const NAME: &str = "count_args";
             let saved = d.read_struct_begin()?;
-            let mut f_keys: ::std::vec::Vec<::thrift_codec::Utf8Bytes> = ::std::default::Default::default();
+            let mut f_keys = ::std::default::Default::default();
             loop {
                 let field = d.read_field_begin()?;
                 match (field.id, field.ty) {
-                    (_, ::thrift_codec::TType::Stop) => break,
-                    (1, ::thrift_codec::TType::List) => {
-                        f_keys = ::thrift_codec::protocol::read_list(
-                                d,
-                                ::thrift_codec::TType::Binary,
-                                |d| d.read_string(),
-                            )
+                    (_, __tc::TType::Stop) => break,
+                    (1, __tc::TType::List) => {
+                        f_keys = __tc::wire::Wire::wire_read(d)
                             .map_err(|err| err.push(NAME, "keys"))?;
                     }
                     (_, ty) => d.skip(ty)?,
@@ -2872,50 +1976,42 @@ pub mod services {
             ::std::result::Result::Ok(Self { keys: f_keys })
         }
     }
-    #[derive(
-        ::std::fmt::Debug,
-        ::std::clone::Clone,
-        ::std::cmp::PartialEq,
-        ::std::cmp::Eq,
-        ::std::hash::Hash,
-        ::std::cmp::PartialOrd,
-        ::std::cmp::Ord,
-        ::std::default::Default,
-    )]
+    #[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord, Default)]
     pub struct StoreCountResult {
         /// Field 0, optional.
         pub success: ::std::option::Option<i32>,
     }
-    impl ::thrift_codec::Message for StoreCountResult {
-        fn size<S: ::thrift_codec::Sizer>(&self, s: &mut S) -> usize {
+    __tc::impl_wire_for_message!(StoreCountResult);
+    impl __tc::Message for StoreCountResult {
+        fn size<S: __tc::Sizer>(&self, s: &mut S) -> usize {
             let saved = s.struct_begin();
             let mut n = 0usize;
             if let ::std::option::Option::Some(v) = &self.success {
-                n += s.field_begin_len(::thrift_codec::TType::I32, 0) + s.i32_len(*v);
+                n += __tc::wire::Wire::field_size(v, s, 0);
             }
             n + s.struct_end_len(saved)
         }
-        fn encode<E: ::thrift_codec::Encoder>(&self, e: &mut E) {
+        fn encode<E: __tc::Encoder>(&self, e: &mut E) {
             let saved = e.write_struct_begin();
             if let ::std::option::Option::Some(v) = &self.success {
-                e.write_field_begin(::thrift_codec::TType::I32, 0);
-                e.write_i32(*v);
+                __tc::wire::Wire::field_write(v, e, 0);
             }
             e.write_struct_end(saved);
         }
-        fn decode<D: ::thrift_codec::Decoder>(
+        fn decode<D: __tc::Decoder>(
             d: &mut D,
-        ) -> ::std::result::Result<Self, ::thrift_codec::DecodeError> {
+        ) -> ::std::result::Result<Self, __tc::DecodeError> {
             const NAME: &str = "count_result";
             let saved = d.read_struct_begin()?;
-            let mut f_success: ::std::option::Option<i32> = ::std::option::Option::None;
+            let mut f_success = ::std::option::Option::None;
             loop {
                 let field = d.read_field_begin()?;
                 match (field.id, field.ty) {
-                    (_, ::thrift_codec::TType::Stop) => break,
-                    (0, ::thrift_codec::TType::I32) => {
+                    (_, __tc::TType::Stop) => break,
+                    (0, __tc::TType::I32) => {
                         f_success = ::std::option::Option::Some(
-                            d.read_i32().map_err(|err| err.push(NAME, "success"))?,
+                            __tc::wire::Wire::wire_read(d)
+                                .map_err(|err| err.push(NAME, "success"))?,
                         );
                     }
                     (_, ty) => d.skip(ty)?,
@@ -2929,6 +2025,8 @@ pub mod services {
 /// Generated from `includes.thrift`.
 #[allow(clippy::approx_constant, clippy::derivable_impls, clippy::large_enum_variant)]
 pub mod includes {
+    #[allow(unused_imports)]
+    use ::thrift_codec as __tc;
     pub type When = i64;
     pub const START: super::base::Status = super::base::Status(1i32);
     pub static PATH: ::std::sync::LazyLock<::std::vec::Vec<super::base::Point>> = ::std::sync::LazyLock::new(||
@@ -2938,7 +2036,7 @@ pub mod includes {
             y : 2i32, }
         ]
     });
-    #[derive(::std::fmt::Debug, ::std::clone::Clone, ::std::cmp::PartialEq)]
+    #[derive(Debug, Clone, PartialEq)]
     pub struct Event {
         /// Field 1, required.
         pub at: i64,
@@ -2965,152 +2063,61 @@ pub mod includes {
             }
         }
     }
-    impl ::thrift_codec::Message for Event {
-        fn size<S: ::thrift_codec::Sizer>(&self, s: &mut S) -> usize {
+    __tc::impl_wire_for_message!(Event);
+    impl __tc::Message for Event {
+        fn size<S: __tc::Sizer>(&self, s: &mut S) -> usize {
             let saved = s.struct_begin();
             let mut n = 0usize;
-            {
-                let v = &self.at;
-                n += s.field_begin_len(::thrift_codec::TType::I64, 1) + s.i64_len(*v);
-            }
-            {
-                let v = &self.status;
-                n += s.field_begin_len(::thrift_codec::TType::I32, 2) + s.i32_len(v.0);
-            }
-            {
-                let v = &self.marks;
-                n
-                    += s.field_begin_len(::thrift_codec::TType::Map, 3)
-                        + s
-                            .map_begin_len(
-                                ::thrift_codec::TType::I32,
-                                ::thrift_codec::TType::List,
-                                v.len(),
-                            )
-                        + v
-                            .iter()
-                            .map(|(e0, v0)| {
-                                s.i32_len(e0.0)
-                                    + s.list_begin_len(::thrift_codec::TType::Struct, v0.len())
-                                    + match s.fixed_width(::thrift_codec::TType::Struct) {
-                                        ::std::option::Option::Some(w) => w * v0.len(),
-                                        ::std::option::Option::None => {
-                                            v0.iter()
-                                                .map(|e1| ::thrift_codec::Message::size(e1, s))
-                                                .sum::<usize>()
-                                        }
-                                    }
-                            })
-                            .sum::<usize>();
-            }
-            {
-                let v = &self.shape;
-                n
-                    += s.field_begin_len(::thrift_codec::TType::Struct, 4)
-                        + ::thrift_codec::Message::size(v, s);
-            }
-            {
-                let v = &self.ids;
-                n
-                    += s.field_begin_len(::thrift_codec::TType::List, 5)
-                        + ::thrift_codec::protocol::i32_list_len(s, v);
-            }
+            n += __tc::wire::Wire::field_size(&self.at, s, 1);
+            n += __tc::wire::Wire::field_size(&self.status, s, 2);
+            n += __tc::wire::Wire::field_size(&self.marks, s, 3);
+            n += __tc::wire::Wire::field_size(&self.shape, s, 4);
+            n += __tc::wire::Wire::field_size(&self.ids, s, 5);
             n + s.struct_end_len(saved)
         }
-        fn encode<E: ::thrift_codec::Encoder>(&self, e: &mut E) {
+        fn encode<E: __tc::Encoder>(&self, e: &mut E) {
             let saved = e.write_struct_begin();
-            {
-                let v = &self.at;
-                e.write_field_begin(::thrift_codec::TType::I64, 1);
-                e.write_i64(*v);
-            }
-            {
-                let v = &self.status;
-                e.write_field_begin(::thrift_codec::TType::I32, 2);
-                e.write_i32(v.0);
-            }
-            {
-                let v = &self.marks;
-                e.write_field_begin(::thrift_codec::TType::Map, 3);
-                e.write_map_begin(
-                    ::thrift_codec::TType::I32,
-                    ::thrift_codec::TType::List,
-                    v.len(),
-                );
-                for (e0, v0) in v.iter() {
-                    e.write_i32(e0.0);
-                    e.write_list_begin(::thrift_codec::TType::Struct, v0.len());
-                    for e1 in v0.iter() {
-                        ::thrift_codec::Message::encode(e1, e);
-                    }
-                }
-            }
-            {
-                let v = &self.shape;
-                e.write_field_begin(::thrift_codec::TType::Struct, 4);
-                ::thrift_codec::Message::encode(v, e);
-            }
-            {
-                let v = &self.ids;
-                e.write_field_begin(::thrift_codec::TType::List, 5);
-                ::thrift_codec::protocol::write_i32_list(e, v);
-            }
+            __tc::wire::Wire::field_write(&self.at, e, 1);
+            __tc::wire::Wire::field_write(&self.status, e, 2);
+            __tc::wire::Wire::field_write(&self.marks, e, 3);
+            __tc::wire::Wire::field_write(&self.shape, e, 4);
+            __tc::wire::Wire::field_write(&self.ids, e, 5);
             e.write_struct_end(saved);
         }
-        fn decode<D: ::thrift_codec::Decoder>(
+        fn decode<D: __tc::Decoder>(
             d: &mut D,
-        ) -> ::std::result::Result<Self, ::thrift_codec::DecodeError> {
+        ) -> ::std::result::Result<Self, __tc::DecodeError> {
             const NAME: &str = "Event";
             let saved = d.read_struct_begin()?;
-            let mut f_at: ::std::option::Option<i64> = ::std::option::Option::None;
-            let mut f_status: super::base::Status = super::base::Status(0i32);
-            let mut f_marks: ::std::collections::BTreeMap<
-                super::base::Color,
-                ::std::vec::Vec<super::base::Point>,
-            > = ::std::default::Default::default();
-            let mut f_shape: super::shapes::Shape = ::std::default::Default::default();
-            let mut f_ids: ::std::vec::Vec<i32> = ::std::vec![
-                2i32, 3i32, 5i32, 7i32, 11i32
-            ];
+            let mut f_at = ::std::option::Option::None;
+            let mut f_status = super::base::Status(0i32);
+            let mut f_marks = ::std::default::Default::default();
+            let mut f_shape = ::std::default::Default::default();
+            let mut f_ids = ::std::vec![2i32, 3i32, 5i32, 7i32, 11i32];
             loop {
                 let field = d.read_field_begin()?;
                 match (field.id, field.ty) {
-                    (_, ::thrift_codec::TType::Stop) => break,
-                    (1, ::thrift_codec::TType::I64) => {
+                    (_, __tc::TType::Stop) => break,
+                    (1, __tc::TType::I64) => {
                         f_at = ::std::option::Option::Some(
-                            d.read_i64().map_err(|err| err.push(NAME, "at"))?,
+                            __tc::wire::Wire::wire_read(d)
+                                .map_err(|err| err.push(NAME, "at"))?,
                         );
                     }
-                    (2, ::thrift_codec::TType::I32) => {
-                        f_status = d
-                            .read_i32()
-                            .map(super::base::Status)
+                    (2, __tc::TType::I32) => {
+                        f_status = __tc::wire::Wire::wire_read(d)
                             .map_err(|err| err.push(NAME, "status"))?;
                     }
-                    (3, ::thrift_codec::TType::Map) => {
-                        f_marks = ::thrift_codec::protocol::read_map(
-                                d,
-                                ::thrift_codec::TType::I32,
-                                ::thrift_codec::TType::List,
-                                |d| d.read_i32().map(super::base::Color),
-                                |d| ::thrift_codec::protocol::read_list(
-                                    d,
-                                    ::thrift_codec::TType::Struct,
-                                    |d| <super::base::Point as ::thrift_codec::Message>::decode(
-                                        d,
-                                    ),
-                                ),
-                            )
+                    (3, __tc::TType::Map) => {
+                        f_marks = __tc::wire::Wire::wire_read(d)
                             .map_err(|err| err.push(NAME, "marks"))?;
                     }
-                    (4, ::thrift_codec::TType::Struct) => {
-                        f_shape = <super::shapes::Shape as ::thrift_codec::Message>::decode(
-                                d,
-                            )
+                    (4, __tc::TType::Struct) => {
+                        f_shape = __tc::wire::Wire::wire_read(d)
                             .map_err(|err| err.push(NAME, "shape"))?;
                     }
-                    (5, ::thrift_codec::TType::List) => {
-                        f_ids = ::thrift_codec::protocol::read_i32_list(d)
+                    (5, __tc::TType::List) => {
+                        f_ids = __tc::wire::Wire::wire_read(d)
                             .map_err(|err| err.push(NAME, "ids"))?;
                     }
                     (_, ty) => d.skip(ty)?,
@@ -3118,8 +2125,7 @@ pub mod includes {
             }
             d.read_struct_end(saved);
             ::std::result::Result::Ok(Self {
-                at: f_at
-                    .ok_or_else(|| ::thrift_codec::DecodeError::missing(NAME, "at"))?,
+                at: f_at.ok_or_else(|| __tc::DecodeError::missing(NAME, "at"))?,
                 status: f_status,
                 marks: f_marks,
                 shape: f_shape,
@@ -3127,51 +2133,37 @@ pub mod includes {
             })
         }
     }
-    #[derive(
-        ::std::fmt::Debug,
-        ::std::clone::Clone,
-        ::std::cmp::PartialEq,
-        ::std::cmp::Eq,
-        ::std::hash::Hash,
-        ::std::cmp::PartialOrd,
-        ::std::cmp::Ord,
-        ::std::default::Default,
-    )]
+    #[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord, Default)]
     pub struct EventsSinceArgs {
         /// Field 1.
         pub at: i64,
     }
-    impl ::thrift_codec::Message for EventsSinceArgs {
-        fn size<S: ::thrift_codec::Sizer>(&self, s: &mut S) -> usize {
+    __tc::impl_wire_for_message!(EventsSinceArgs);
+    impl __tc::Message for EventsSinceArgs {
+        fn size<S: __tc::Sizer>(&self, s: &mut S) -> usize {
             let saved = s.struct_begin();
             let mut n = 0usize;
-            {
-                let v = &self.at;
-                n += s.field_begin_len(::thrift_codec::TType::I64, 1) + s.i64_len(*v);
-            }
+            n += __tc::wire::Wire::field_size(&self.at, s, 1);
             n + s.struct_end_len(saved)
         }
-        fn encode<E: ::thrift_codec::Encoder>(&self, e: &mut E) {
+        fn encode<E: __tc::Encoder>(&self, e: &mut E) {
             let saved = e.write_struct_begin();
-            {
-                let v = &self.at;
-                e.write_field_begin(::thrift_codec::TType::I64, 1);
-                e.write_i64(*v);
-            }
+            __tc::wire::Wire::field_write(&self.at, e, 1);
             e.write_struct_end(saved);
         }
-        fn decode<D: ::thrift_codec::Decoder>(
+        fn decode<D: __tc::Decoder>(
             d: &mut D,
-        ) -> ::std::result::Result<Self, ::thrift_codec::DecodeError> {
+        ) -> ::std::result::Result<Self, __tc::DecodeError> {
             const NAME: &str = "since_args";
             let saved = d.read_struct_begin()?;
-            let mut f_at: i64 = ::std::default::Default::default();
+            let mut f_at = ::std::default::Default::default();
             loop {
                 let field = d.read_field_begin()?;
                 match (field.id, field.ty) {
-                    (_, ::thrift_codec::TType::Stop) => break,
-                    (1, ::thrift_codec::TType::I64) => {
-                        f_at = d.read_i64().map_err(|err| err.push(NAME, "at"))?;
+                    (_, __tc::TType::Stop) => break,
+                    (1, __tc::TType::I64) => {
+                        f_at = __tc::wire::Wire::wire_read(d)
+                            .map_err(|err| err.push(NAME, "at"))?;
                     }
                     (_, ty) => d.skip(ty)?,
                 }
@@ -3180,87 +2172,56 @@ pub mod includes {
             ::std::result::Result::Ok(Self { at: f_at })
         }
     }
-    #[derive(
-        ::std::fmt::Debug,
-        ::std::clone::Clone,
-        ::std::cmp::PartialEq,
-        ::std::default::Default,
-    )]
+    #[derive(Debug, Clone, PartialEq, Default)]
     pub struct EventsSinceResult {
         /// Field 0, optional.
         pub success: ::std::option::Option<::std::vec::Vec<super::includes::Event>>,
         /// Field 1, optional.
         pub nf: ::std::option::Option<super::shapes::NotFound>,
     }
-    impl ::thrift_codec::Message for EventsSinceResult {
-        fn size<S: ::thrift_codec::Sizer>(&self, s: &mut S) -> usize {
+    __tc::impl_wire_for_message!(EventsSinceResult);
+    impl __tc::Message for EventsSinceResult {
+        fn size<S: __tc::Sizer>(&self, s: &mut S) -> usize {
             let saved = s.struct_begin();
             let mut n = 0usize;
             if let ::std::option::Option::Some(v) = &self.success {
-                n
-                    += s.field_begin_len(::thrift_codec::TType::List, 0)
-                        + s.list_begin_len(::thrift_codec::TType::Struct, v.len())
-                        + match s.fixed_width(::thrift_codec::TType::Struct) {
-                            ::std::option::Option::Some(w) => w * v.len(),
-                            ::std::option::Option::None => {
-                                v.iter()
-                                    .map(|e0| ::thrift_codec::Message::size(e0, s))
-                                    .sum::<usize>()
-                            }
-                        };
+                n += __tc::wire::Wire::field_size(v, s, 0);
             }
             if let ::std::option::Option::Some(v) = &self.nf {
-                n
-                    += s.field_begin_len(::thrift_codec::TType::Struct, 1)
-                        + ::thrift_codec::Message::size(v, s);
+                n += __tc::wire::Wire::field_size(v, s, 1);
             }
             n + s.struct_end_len(saved)
         }
-        fn encode<E: ::thrift_codec::Encoder>(&self, e: &mut E) {
+        fn encode<E: __tc::Encoder>(&self, e: &mut E) {
             let saved = e.write_struct_begin();
             if let ::std::option::Option::Some(v) = &self.success {
-                e.write_field_begin(::thrift_codec::TType::List, 0);
-                e.write_list_begin(::thrift_codec::TType::Struct, v.len());
-                for e0 in v.iter() {
-                    ::thrift_codec::Message::encode(e0, e);
-                }
+                __tc::wire::Wire::field_write(v, e, 0);
             }
             if let ::std::option::Option::Some(v) = &self.nf {
-                e.write_field_begin(::thrift_codec::TType::Struct, 1);
-                ::thrift_codec::Message::encode(v, e);
+                __tc::wire::Wire::field_write(v, e, 1);
             }
             e.write_struct_end(saved);
         }
-        fn decode<D: ::thrift_codec::Decoder>(
+        fn decode<D: __tc::Decoder>(
             d: &mut D,
-        ) -> ::std::result::Result<Self, ::thrift_codec::DecodeError> {
+        ) -> ::std::result::Result<Self, __tc::DecodeError> {
             const NAME: &str = "since_result";
             let saved = d.read_struct_begin()?;
-            let mut f_success: ::std::option::Option<
-                ::std::vec::Vec<super::includes::Event>,
-            > = ::std::option::Option::None;
-            let mut f_nf: ::std::option::Option<super::shapes::NotFound> = ::std::option::Option::None;
+            let mut f_success = ::std::option::Option::None;
+            let mut f_nf = ::std::option::Option::None;
             loop {
                 let field = d.read_field_begin()?;
                 match (field.id, field.ty) {
-                    (_, ::thrift_codec::TType::Stop) => break,
-                    (0, ::thrift_codec::TType::List) => {
+                    (_, __tc::TType::Stop) => break,
+                    (0, __tc::TType::List) => {
                         f_success = ::std::option::Option::Some(
-                            ::thrift_codec::protocol::read_list(
-                                    d,
-                                    ::thrift_codec::TType::Struct,
-                                    |d| <super::includes::Event as ::thrift_codec::Message>::decode(
-                                        d,
-                                    ),
-                                )
+                            __tc::wire::Wire::wire_read(d)
                                 .map_err(|err| err.push(NAME, "success"))?,
                         );
                     }
-                    (1, ::thrift_codec::TType::Struct) => {
+                    (1, __tc::TType::Struct) => {
                         f_nf = ::std::option::Option::Some(
-                            <super::shapes::NotFound as ::thrift_codec::Message>::decode(
-                                    d,
-                                )
+                            __tc::wire::Wire::wire_read(d)
                                 .map_err(|err| err.push(NAME, "nf"))?,
                         );
                     }
@@ -3278,151 +2239,98 @@ pub mod includes {
 /// Generated from `comments.thrift`.
 #[allow(clippy::approx_constant, clippy::derivable_impls, clippy::large_enum_variant)]
 pub mod comments {
+    #[allow(unused_imports)]
+    use ::thrift_codec as __tc;
     /// Quoting: both quote styles, every escape.
-    #[derive(
-        ::std::fmt::Debug,
-        ::std::clone::Clone,
-        ::std::cmp::PartialEq,
-        ::std::cmp::Eq,
-        ::std::hash::Hash,
-        ::std::cmp::PartialOrd,
-        ::std::cmp::Ord,
-    )]
+    #[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
     pub struct Quoting {
         /// Field 1.
-        pub dq: ::thrift_codec::Utf8Bytes,
+        pub dq: __tc::Utf8Bytes,
         /// Field 2.
-        pub sq: ::thrift_codec::Utf8Bytes,
+        pub sq: __tc::Utf8Bytes,
         /// Field 3.
-        pub empty: ::thrift_codec::Utf8Bytes,
+        pub empty: __tc::Utf8Bytes,
         /// Field 4.
-        pub not_comments: ::thrift_codec::Utf8Bytes,
+        pub not_comments: __tc::Utf8Bytes,
         /// Field 5.
-        pub raw_utf8: ::thrift_codec::Utf8Bytes,
+        pub raw_utf8: __tc::Utf8Bytes,
     }
     impl ::std::default::Default for Quoting {
         fn default() -> Self {
             Self {
-                dq: ::thrift_codec::Utf8Bytes::from_static(
+                dq: __tc::Utf8Bytes::from_static(
                     "tab\there \"quoted\" back\\slash nl\n cr\r apos' e-acute é smile 😀",
                 ),
-                sq: ::thrift_codec::Utf8Bytes::from_static(
+                sq: __tc::Utf8Bytes::from_static(
                     "single 'quoted' with \"double\" inside",
                 ),
-                empty: ::thrift_codec::Utf8Bytes::from_static(""),
-                not_comments: ::thrift_codec::Utf8Bytes::from_static(
+                empty: __tc::Utf8Bytes::from_static(""),
+                not_comments: __tc::Utf8Bytes::from_static(
                     "# not a comment // nor this /* nor this */",
                 ),
-                raw_utf8: ::thrift_codec::Utf8Bytes::from_static("héllo wörld ✓"),
+                raw_utf8: __tc::Utf8Bytes::from_static("héllo wörld ✓"),
             }
         }
     }
-    impl ::thrift_codec::Message for Quoting {
-        fn size<S: ::thrift_codec::Sizer>(&self, s: &mut S) -> usize {
+    __tc::impl_wire_for_message!(Quoting);
+    impl __tc::Message for Quoting {
+        fn size<S: __tc::Sizer>(&self, s: &mut S) -> usize {
             let saved = s.struct_begin();
             let mut n = 0usize;
-            {
-                let v = &self.dq;
-                n
-                    += s.field_begin_len(::thrift_codec::TType::Binary, 1)
-                        + s.bytes_len(v.len());
-            }
-            {
-                let v = &self.sq;
-                n
-                    += s.field_begin_len(::thrift_codec::TType::Binary, 2)
-                        + s.bytes_len(v.len());
-            }
-            {
-                let v = &self.empty;
-                n
-                    += s.field_begin_len(::thrift_codec::TType::Binary, 3)
-                        + s.bytes_len(v.len());
-            }
-            {
-                let v = &self.not_comments;
-                n
-                    += s.field_begin_len(::thrift_codec::TType::Binary, 4)
-                        + s.bytes_len(v.len());
-            }
-            {
-                let v = &self.raw_utf8;
-                n
-                    += s.field_begin_len(::thrift_codec::TType::Binary, 5)
-                        + s.bytes_len(v.len());
-            }
+            n += __tc::wire::Wire::field_size(&self.dq, s, 1);
+            n += __tc::wire::Wire::field_size(&self.sq, s, 2);
+            n += __tc::wire::Wire::field_size(&self.empty, s, 3);
+            n += __tc::wire::Wire::field_size(&self.not_comments, s, 4);
+            n += __tc::wire::Wire::field_size(&self.raw_utf8, s, 5);
             n + s.struct_end_len(saved)
         }
-        fn encode<E: ::thrift_codec::Encoder>(&self, e: &mut E) {
+        fn encode<E: __tc::Encoder>(&self, e: &mut E) {
             let saved = e.write_struct_begin();
-            {
-                let v = &self.dq;
-                e.write_field_begin(::thrift_codec::TType::Binary, 1);
-                e.write_string(v);
-            }
-            {
-                let v = &self.sq;
-                e.write_field_begin(::thrift_codec::TType::Binary, 2);
-                e.write_string(v);
-            }
-            {
-                let v = &self.empty;
-                e.write_field_begin(::thrift_codec::TType::Binary, 3);
-                e.write_string(v);
-            }
-            {
-                let v = &self.not_comments;
-                e.write_field_begin(::thrift_codec::TType::Binary, 4);
-                e.write_string(v);
-            }
-            {
-                let v = &self.raw_utf8;
-                e.write_field_begin(::thrift_codec::TType::Binary, 5);
-                e.write_string(v);
-            }
+            __tc::wire::Wire::field_write(&self.dq, e, 1);
+            __tc::wire::Wire::field_write(&self.sq, e, 2);
+            __tc::wire::Wire::field_write(&self.empty, e, 3);
+            __tc::wire::Wire::field_write(&self.not_comments, e, 4);
+            __tc::wire::Wire::field_write(&self.raw_utf8, e, 5);
             e.write_struct_end(saved);
         }
-        fn decode<D: ::thrift_codec::Decoder>(
+        fn decode<D: __tc::Decoder>(
             d: &mut D,
-        ) -> ::std::result::Result<Self, ::thrift_codec::DecodeError> {
+        ) -> ::std::result::Result<Self, __tc::DecodeError> {
             const NAME: &str = "Quoting";
             let saved = d.read_struct_begin()?;
-            let mut f_dq: ::thrift_codec::Utf8Bytes = ::thrift_codec::Utf8Bytes::from_static(
+            let mut f_dq = __tc::Utf8Bytes::from_static(
                 "tab\there \"quoted\" back\\slash nl\n cr\r apos' e-acute é smile 😀",
             );
-            let mut f_sq: ::thrift_codec::Utf8Bytes = ::thrift_codec::Utf8Bytes::from_static(
+            let mut f_sq = __tc::Utf8Bytes::from_static(
                 "single 'quoted' with \"double\" inside",
             );
-            let mut f_empty: ::thrift_codec::Utf8Bytes = ::thrift_codec::Utf8Bytes::from_static(
-                "",
-            );
-            let mut f_not_comments: ::thrift_codec::Utf8Bytes = ::thrift_codec::Utf8Bytes::from_static(
+            let mut f_empty = __tc::Utf8Bytes::from_static("");
+            let mut f_not_comments = __tc::Utf8Bytes::from_static(
                 "# not a comment // nor this /* nor this */",
             );
-            let mut f_raw_utf8: ::thrift_codec::Utf8Bytes = ::thrift_codec::Utf8Bytes::from_static(
-                "héllo wörld ✓",
-            );
+            let mut f_raw_utf8 = __tc::Utf8Bytes::from_static("héllo wörld ✓");
             loop {
                 let field = d.read_field_begin()?;
                 match (field.id, field.ty) {
-                    (_, ::thrift_codec::TType::Stop) => break,
-                    (1, ::thrift_codec::TType::Binary) => {
-                        f_dq = d.read_string().map_err(|err| err.push(NAME, "dq"))?;
+                    (_, __tc::TType::Stop) => break,
+                    (1, __tc::TType::Binary) => {
+                        f_dq = __tc::wire::Wire::wire_read(d)
+                            .map_err(|err| err.push(NAME, "dq"))?;
                     }
-                    (2, ::thrift_codec::TType::Binary) => {
-                        f_sq = d.read_string().map_err(|err| err.push(NAME, "sq"))?;
+                    (2, __tc::TType::Binary) => {
+                        f_sq = __tc::wire::Wire::wire_read(d)
+                            .map_err(|err| err.push(NAME, "sq"))?;
                     }
-                    (3, ::thrift_codec::TType::Binary) => {
-                        f_empty = d.read_string().map_err(|err| err.push(NAME, "empty"))?;
+                    (3, __tc::TType::Binary) => {
+                        f_empty = __tc::wire::Wire::wire_read(d)
+                            .map_err(|err| err.push(NAME, "empty"))?;
                     }
-                    (4, ::thrift_codec::TType::Binary) => {
-                        f_not_comments = d
-                            .read_string()
+                    (4, __tc::TType::Binary) => {
+                        f_not_comments = __tc::wire::Wire::wire_read(d)
                             .map_err(|err| err.push(NAME, "not_comments"))?;
                     }
-                    (5, ::thrift_codec::TType::Binary) => {
-                        f_raw_utf8 = d
-                            .read_string()
+                    (5, __tc::TType::Binary) => {
+                        f_raw_utf8 = __tc::wire::Wire::wire_read(d)
                             .map_err(|err| err.push(NAME, "raw_utf8"))?;
                     }
                     (_, ty) => d.skip(ty)?,
@@ -3441,7 +2349,7 @@ pub mod comments {
     /// Numbers: hex, signs, exponents; `,` and `;` separators, or none.
     ///
     /// indented line kept
-    #[derive(::std::fmt::Debug, ::std::clone::Clone, ::std::cmp::PartialEq)]
+    #[derive(Debug, Clone, PartialEq)]
     pub struct Numbers {
         /// Field 1.
         pub hex: i32,
@@ -3474,119 +2382,81 @@ pub mod comments {
             }
         }
     }
-    impl ::thrift_codec::Message for Numbers {
-        fn size<S: ::thrift_codec::Sizer>(&self, s: &mut S) -> usize {
+    __tc::impl_wire_for_message!(Numbers);
+    impl __tc::Message for Numbers {
+        fn size<S: __tc::Sizer>(&self, s: &mut S) -> usize {
             let saved = s.struct_begin();
             let mut n = 0usize;
-            {
-                let v = &self.hex;
-                n += s.field_begin_len(::thrift_codec::TType::I32, 1) + s.i32_len(*v);
-            }
-            {
-                let v = &self.neg_hex;
-                n += s.field_begin_len(::thrift_codec::TType::I64, 2) + s.i64_len(*v);
-            }
-            n += s.field_begin_len(::thrift_codec::TType::Double, 3) + s.double_len();
-            n += s.field_begin_len(::thrift_codec::TType::Double, 4) + s.double_len();
-            n += s.field_begin_len(::thrift_codec::TType::Double, 5) + s.double_len();
-            n += s.field_begin_len(::thrift_codec::TType::Double, 6) + s.double_len();
-            {
-                let v = &self.plus_int;
-                n += s.field_begin_len(::thrift_codec::TType::I32, 7) + s.i32_len(*v);
-            }
-            n += s.field_begin_len(::thrift_codec::TType::Double, 8) + s.double_len();
+            n += __tc::wire::Wire::field_size(&self.hex, s, 1);
+            n += __tc::wire::Wire::field_size(&self.neg_hex, s, 2);
+            n += __tc::wire::Wire::field_size(&self.exp, s, 3);
+            n += __tc::wire::Wire::field_size(&self.neg_exp, s, 4);
+            n += __tc::wire::Wire::field_size(&self.frac, s, 5);
+            n += __tc::wire::Wire::field_size(&self.plus, s, 6);
+            n += __tc::wire::Wire::field_size(&self.plus_int, s, 7);
+            n += __tc::wire::Wire::field_size(&self.big, s, 8);
             n + s.struct_end_len(saved)
         }
-        fn encode<E: ::thrift_codec::Encoder>(&self, e: &mut E) {
+        fn encode<E: __tc::Encoder>(&self, e: &mut E) {
             let saved = e.write_struct_begin();
-            {
-                let v = &self.hex;
-                e.write_field_begin(::thrift_codec::TType::I32, 1);
-                e.write_i32(*v);
-            }
-            {
-                let v = &self.neg_hex;
-                e.write_field_begin(::thrift_codec::TType::I64, 2);
-                e.write_i64(*v);
-            }
-            {
-                let v = &self.exp;
-                e.write_field_begin(::thrift_codec::TType::Double, 3);
-                e.write_double(*v);
-            }
-            {
-                let v = &self.neg_exp;
-                e.write_field_begin(::thrift_codec::TType::Double, 4);
-                e.write_double(*v);
-            }
-            {
-                let v = &self.frac;
-                e.write_field_begin(::thrift_codec::TType::Double, 5);
-                e.write_double(*v);
-            }
-            {
-                let v = &self.plus;
-                e.write_field_begin(::thrift_codec::TType::Double, 6);
-                e.write_double(*v);
-            }
-            {
-                let v = &self.plus_int;
-                e.write_field_begin(::thrift_codec::TType::I32, 7);
-                e.write_i32(*v);
-            }
-            {
-                let v = &self.big;
-                e.write_field_begin(::thrift_codec::TType::Double, 8);
-                e.write_double(*v);
-            }
+            __tc::wire::Wire::field_write(&self.hex, e, 1);
+            __tc::wire::Wire::field_write(&self.neg_hex, e, 2);
+            __tc::wire::Wire::field_write(&self.exp, e, 3);
+            __tc::wire::Wire::field_write(&self.neg_exp, e, 4);
+            __tc::wire::Wire::field_write(&self.frac, e, 5);
+            __tc::wire::Wire::field_write(&self.plus, e, 6);
+            __tc::wire::Wire::field_write(&self.plus_int, e, 7);
+            __tc::wire::Wire::field_write(&self.big, e, 8);
             e.write_struct_end(saved);
         }
-        fn decode<D: ::thrift_codec::Decoder>(
+        fn decode<D: __tc::Decoder>(
             d: &mut D,
-        ) -> ::std::result::Result<Self, ::thrift_codec::DecodeError> {
+        ) -> ::std::result::Result<Self, __tc::DecodeError> {
             const NAME: &str = "Numbers";
             let saved = d.read_struct_begin()?;
-            let mut f_hex: i32 = 51966i32;
-            let mut f_neg_hex: i64 = -31i64;
-            let mut f_exp: f64 = 1000f64;
-            let mut f_neg_exp: f64 = -0.00025f64;
-            let mut f_frac: f64 = 0.5f64;
-            let mut f_plus: f64 = 1.25f64;
-            let mut f_plus_int: i32 = 7i32;
-            let mut f_big: f64 = 602000000000000000000000f64;
+            let mut f_hex = 51966i32;
+            let mut f_neg_hex = -31i64;
+            let mut f_exp = 1000f64;
+            let mut f_neg_exp = -0.00025f64;
+            let mut f_frac = 0.5f64;
+            let mut f_plus = 1.25f64;
+            let mut f_plus_int = 7i32;
+            let mut f_big = 602000000000000000000000f64;
             loop {
                 let field = d.read_field_begin()?;
                 match (field.id, field.ty) {
-                    (_, ::thrift_codec::TType::Stop) => break,
-                    (1, ::thrift_codec::TType::I32) => {
-                        f_hex = d.read_i32().map_err(|err| err.push(NAME, "hex"))?;
+                    (_, __tc::TType::Stop) => break,
+                    (1, __tc::TType::I32) => {
+                        f_hex = __tc::wire::Wire::wire_read(d)
+                            .map_err(|err| err.push(NAME, "hex"))?;
                     }
-                    (2, ::thrift_codec::TType::I64) => {
-                        f_neg_hex = d
-                            .read_i64()
+                    (2, __tc::TType::I64) => {
+                        f_neg_hex = __tc::wire::Wire::wire_read(d)
                             .map_err(|err| err.push(NAME, "neg_hex"))?;
                     }
-                    (3, ::thrift_codec::TType::Double) => {
-                        f_exp = d.read_double().map_err(|err| err.push(NAME, "exp"))?;
+                    (3, __tc::TType::Double) => {
+                        f_exp = __tc::wire::Wire::wire_read(d)
+                            .map_err(|err| err.push(NAME, "exp"))?;
                     }
-                    (4, ::thrift_codec::TType::Double) => {
-                        f_neg_exp = d
-                            .read_double()
+                    (4, __tc::TType::Double) => {
+                        f_neg_exp = __tc::wire::Wire::wire_read(d)
                             .map_err(|err| err.push(NAME, "neg_exp"))?;
                     }
-                    (5, ::thrift_codec::TType::Double) => {
-                        f_frac = d.read_double().map_err(|err| err.push(NAME, "frac"))?;
+                    (5, __tc::TType::Double) => {
+                        f_frac = __tc::wire::Wire::wire_read(d)
+                            .map_err(|err| err.push(NAME, "frac"))?;
                     }
-                    (6, ::thrift_codec::TType::Double) => {
-                        f_plus = d.read_double().map_err(|err| err.push(NAME, "plus"))?;
+                    (6, __tc::TType::Double) => {
+                        f_plus = __tc::wire::Wire::wire_read(d)
+                            .map_err(|err| err.push(NAME, "plus"))?;
                     }
-                    (7, ::thrift_codec::TType::I32) => {
-                        f_plus_int = d
-                            .read_i32()
+                    (7, __tc::TType::I32) => {
+                        f_plus_int = __tc::wire::Wire::wire_read(d)
                             .map_err(|err| err.push(NAME, "plus_int"))?;
                     }
-                    (8, ::thrift_codec::TType::Double) => {
-                        f_big = d.read_double().map_err(|err| err.push(NAME, "big"))?;
+                    (8, __tc::TType::Double) => {
+                        f_big = __tc::wire::Wire::wire_read(d)
+                            .map_err(|err| err.push(NAME, "big"))?;
                     }
                     (_, ty) => d.skip(ty)?,
                 }
@@ -3605,16 +2475,7 @@ pub mod comments {
         }
     }
     /// An `i32` on the wire; values the IDL does not name are kept as they are.
-    #[derive(
-        ::std::clone::Clone,
-        ::std::marker::Copy,
-        ::std::cmp::PartialEq,
-        ::std::cmp::Eq,
-        ::std::hash::Hash,
-        ::std::cmp::PartialOrd,
-        ::std::cmp::Ord,
-        ::std::default::Default
-    )]
+    #[derive(Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Default)]
     pub struct Sep(pub i32);
     impl Sep {
         /// `A = 1`.
@@ -3646,6 +2507,7 @@ pub mod comments {
             }
         }
     }
+    __tc::impl_wire_for_enum!(Sep);
     impl ::std::convert::From<i32> for Sep {
         fn from(v: i32) -> Self {
             Self(v)
@@ -3659,69 +2521,43 @@ pub mod comments {
     pub static MIXED_SEPS: ::std::sync::LazyLock<::std::vec::Vec<i32>> = ::std::sync::LazyLock::new(||
     ::std::vec![1i32, 2i32, 3i32, 4i32]);
     pub static MAP_SEPS: ::std::sync::LazyLock<
-        ::std::collections::BTreeMap<
-            ::thrift_codec::Utf8Bytes,
-            ::thrift_codec::Utf8Bytes,
-        >,
+        ::std::collections::BTreeMap<__tc::Utf8Bytes, __tc::Utf8Bytes>,
     > = ::std::sync::LazyLock::new(|| ::std::collections::BTreeMap::from([
-        (
-            ::thrift_codec::Utf8Bytes::from_static("a"),
-            ::thrift_codec::Utf8Bytes::from_static("b"),
-        ),
-        (
-            ::thrift_codec::Utf8Bytes::from_static("c"),
-            ::thrift_codec::Utf8Bytes::from_static("d"),
-        ),
-        (
-            ::thrift_codec::Utf8Bytes::from_static("e"),
-            ::thrift_codec::Utf8Bytes::from_static("f"),
-        ),
+        (__tc::Utf8Bytes::from_static("a"), __tc::Utf8Bytes::from_static("b")),
+        (__tc::Utf8Bytes::from_static("c"), __tc::Utf8Bytes::from_static("d")),
+        (__tc::Utf8Bytes::from_static("e"), __tc::Utf8Bytes::from_static("f")),
     ]));
-    #[derive(
-        ::std::fmt::Debug,
-        ::std::clone::Clone,
-        ::std::cmp::PartialEq,
-        ::std::cmp::Eq,
-        ::std::hash::Hash,
-        ::std::cmp::PartialOrd,
-        ::std::cmp::Ord,
-        ::std::default::Default,
-    )]
+    #[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord, Default)]
     pub struct Inline {
         /// Field 1.
         pub x: i32,
     }
-    impl ::thrift_codec::Message for Inline {
-        fn size<S: ::thrift_codec::Sizer>(&self, s: &mut S) -> usize {
+    __tc::impl_wire_for_message!(Inline);
+    impl __tc::Message for Inline {
+        fn size<S: __tc::Sizer>(&self, s: &mut S) -> usize {
             let saved = s.struct_begin();
             let mut n = 0usize;
-            {
-                let v = &self.x;
-                n += s.field_begin_len(::thrift_codec::TType::I32, 1) + s.i32_len(*v);
-            }
+            n += __tc::wire::Wire::field_size(&self.x, s, 1);
             n + s.struct_end_len(saved)
         }
-        fn encode<E: ::thrift_codec::Encoder>(&self, e: &mut E) {
+        fn encode<E: __tc::Encoder>(&self, e: &mut E) {
             let saved = e.write_struct_begin();
-            {
-                let v = &self.x;
-                e.write_field_begin(::thrift_codec::TType::I32, 1);
-                e.write_i32(*v);
-            }
+            __tc::wire::Wire::field_write(&self.x, e, 1);
             e.write_struct_end(saved);
         }
-        fn decode<D: ::thrift_codec::Decoder>(
+        fn decode<D: __tc::Decoder>(
             d: &mut D,
-        ) -> ::std::result::Result<Self, ::thrift_codec::DecodeError> {
+        ) -> ::std::result::Result<Self, __tc::DecodeError> {
             const NAME: &str = "Inline";
             let saved = d.read_struct_begin()?;
-            let mut f_x: i32 = ::std::default::Default::default();
+            let mut f_x = ::std::default::Default::default();
             loop {
                 let field = d.read_field_begin()?;
                 match (field.id, field.ty) {
-                    (_, ::thrift_codec::TType::Stop) => break,
-                    (1, ::thrift_codec::TType::I32) => {
-                        f_x = d.read_i32().map_err(|err| err.push(NAME, "x"))?;
+                    (_, __tc::TType::Stop) => break,
+                    (1, __tc::TType::I32) => {
+                        f_x = __tc::wire::Wire::wire_read(d)
+                            .map_err(|err| err.push(NAME, "x"))?;
                     }
                     (_, ty) => d.skip(ty)?,
                 }
@@ -3730,36 +2566,28 @@ pub mod comments {
             ::std::result::Result::Ok(Self { x: f_x })
         }
     }
-    #[derive(
-        ::std::fmt::Debug,
-        ::std::clone::Clone,
-        ::std::cmp::PartialEq,
-        ::std::cmp::Eq,
-        ::std::hash::Hash,
-        ::std::cmp::PartialOrd,
-        ::std::cmp::Ord,
-        ::std::default::Default,
-    )]
+    #[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord, Default)]
     pub struct DocAArgs {}
-    impl ::thrift_codec::Message for DocAArgs {
-        fn size<S: ::thrift_codec::Sizer>(&self, s: &mut S) -> usize {
+    __tc::impl_wire_for_message!(DocAArgs);
+    impl __tc::Message for DocAArgs {
+        fn size<S: __tc::Sizer>(&self, s: &mut S) -> usize {
             let saved = s.struct_begin();
             let mut n = 0usize;
             let _ = &mut n;
             n + s.struct_end_len(saved)
         }
-        fn encode<E: ::thrift_codec::Encoder>(&self, e: &mut E) {
+        fn encode<E: __tc::Encoder>(&self, e: &mut E) {
             let saved = e.write_struct_begin();
             e.write_struct_end(saved);
         }
-        fn decode<D: ::thrift_codec::Decoder>(
+        fn decode<D: __tc::Decoder>(
             d: &mut D,
-        ) -> ::std::result::Result<Self, ::thrift_codec::DecodeError> {
+        ) -> ::std::result::Result<Self, __tc::DecodeError> {
             let saved = d.read_struct_begin()?;
             loop {
                 let field = d.read_field_begin()?;
                 match (field.id, field.ty) {
-                    (_, ::thrift_codec::TType::Stop) => break,
+                    (_, __tc::TType::Stop) => break,
                     (_, ty) => d.skip(ty)?,
                 }
             }
@@ -3767,36 +2595,28 @@ pub mod comments {
             ::std::result::Result::Ok(Self {})
         }
     }
-    #[derive(
-        ::std::fmt::Debug,
-        ::std::clone::Clone,
-        ::std::cmp::PartialEq,
-        ::std::cmp::Eq,
-        ::std::hash::Hash,
-        ::std::cmp::PartialOrd,
-        ::std::cmp::Ord,
-        ::std::default::Default,
-    )]
+    #[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord, Default)]
     pub struct DocAResult {}
-    impl ::thrift_codec::Message for DocAResult {
-        fn size<S: ::thrift_codec::Sizer>(&self, s: &mut S) -> usize {
+    __tc::impl_wire_for_message!(DocAResult);
+    impl __tc::Message for DocAResult {
+        fn size<S: __tc::Sizer>(&self, s: &mut S) -> usize {
             let saved = s.struct_begin();
             let mut n = 0usize;
             let _ = &mut n;
             n + s.struct_end_len(saved)
         }
-        fn encode<E: ::thrift_codec::Encoder>(&self, e: &mut E) {
+        fn encode<E: __tc::Encoder>(&self, e: &mut E) {
             let saved = e.write_struct_begin();
             e.write_struct_end(saved);
         }
-        fn decode<D: ::thrift_codec::Decoder>(
+        fn decode<D: __tc::Decoder>(
             d: &mut D,
-        ) -> ::std::result::Result<Self, ::thrift_codec::DecodeError> {
+        ) -> ::std::result::Result<Self, __tc::DecodeError> {
             let saved = d.read_struct_begin()?;
             loop {
                 let field = d.read_field_begin()?;
                 match (field.id, field.ty) {
-                    (_, ::thrift_codec::TType::Stop) => break,
+                    (_, __tc::TType::Stop) => break,
                     (_, ty) => d.skip(ty)?,
                 }
             }
@@ -3804,36 +2624,28 @@ pub mod comments {
             ::std::result::Result::Ok(Self {})
         }
     }
-    #[derive(
-        ::std::fmt::Debug,
-        ::std::clone::Clone,
-        ::std::cmp::PartialEq,
-        ::std::cmp::Eq,
-        ::std::hash::Hash,
-        ::std::cmp::PartialOrd,
-        ::std::cmp::Ord,
-        ::std::default::Default,
-    )]
+    #[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord, Default)]
     pub struct DocBArgs {}
-    impl ::thrift_codec::Message for DocBArgs {
-        fn size<S: ::thrift_codec::Sizer>(&self, s: &mut S) -> usize {
+    __tc::impl_wire_for_message!(DocBArgs);
+    impl __tc::Message for DocBArgs {
+        fn size<S: __tc::Sizer>(&self, s: &mut S) -> usize {
             let saved = s.struct_begin();
             let mut n = 0usize;
             let _ = &mut n;
             n + s.struct_end_len(saved)
         }
-        fn encode<E: ::thrift_codec::Encoder>(&self, e: &mut E) {
+        fn encode<E: __tc::Encoder>(&self, e: &mut E) {
             let saved = e.write_struct_begin();
             e.write_struct_end(saved);
         }
-        fn decode<D: ::thrift_codec::Decoder>(
+        fn decode<D: __tc::Decoder>(
             d: &mut D,
-        ) -> ::std::result::Result<Self, ::thrift_codec::DecodeError> {
+        ) -> ::std::result::Result<Self, __tc::DecodeError> {
             let saved = d.read_struct_begin()?;
             loop {
                 let field = d.read_field_begin()?;
                 match (field.id, field.ty) {
-                    (_, ::thrift_codec::TType::Stop) => break,
+                    (_, __tc::TType::Stop) => break,
                     (_, ty) => d.skip(ty)?,
                 }
             }
@@ -3841,36 +2653,28 @@ pub mod comments {
             ::std::result::Result::Ok(Self {})
         }
     }
-    #[derive(
-        ::std::fmt::Debug,
-        ::std::clone::Clone,
-        ::std::cmp::PartialEq,
-        ::std::cmp::Eq,
-        ::std::hash::Hash,
-        ::std::cmp::PartialOrd,
-        ::std::cmp::Ord,
-        ::std::default::Default,
-    )]
+    #[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord, Default)]
     pub struct DocBResult {}
-    impl ::thrift_codec::Message for DocBResult {
-        fn size<S: ::thrift_codec::Sizer>(&self, s: &mut S) -> usize {
+    __tc::impl_wire_for_message!(DocBResult);
+    impl __tc::Message for DocBResult {
+        fn size<S: __tc::Sizer>(&self, s: &mut S) -> usize {
             let saved = s.struct_begin();
             let mut n = 0usize;
             let _ = &mut n;
             n + s.struct_end_len(saved)
         }
-        fn encode<E: ::thrift_codec::Encoder>(&self, e: &mut E) {
+        fn encode<E: __tc::Encoder>(&self, e: &mut E) {
             let saved = e.write_struct_begin();
             e.write_struct_end(saved);
         }
-        fn decode<D: ::thrift_codec::Decoder>(
+        fn decode<D: __tc::Decoder>(
             d: &mut D,
-        ) -> ::std::result::Result<Self, ::thrift_codec::DecodeError> {
+        ) -> ::std::result::Result<Self, __tc::DecodeError> {
             let saved = d.read_struct_begin()?;
             loop {
                 let field = d.read_field_begin()?;
                 match (field.id, field.ty) {
-                    (_, ::thrift_codec::TType::Stop) => break,
+                    (_, __tc::TType::Stop) => break,
                     (_, ty) => d.skip(ty)?,
                 }
             }
@@ -3878,36 +2682,28 @@ pub mod comments {
             ::std::result::Result::Ok(Self {})
         }
     }
-    #[derive(
-        ::std::fmt::Debug,
-        ::std::clone::Clone,
-        ::std::cmp::PartialEq,
-        ::std::cmp::Eq,
-        ::std::hash::Hash,
-        ::std::cmp::PartialOrd,
-        ::std::cmp::Ord,
-        ::std::default::Default,
-    )]
+    #[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord, Default)]
     pub struct DocCArgs {}
-    impl ::thrift_codec::Message for DocCArgs {
-        fn size<S: ::thrift_codec::Sizer>(&self, s: &mut S) -> usize {
+    __tc::impl_wire_for_message!(DocCArgs);
+    impl __tc::Message for DocCArgs {
+        fn size<S: __tc::Sizer>(&self, s: &mut S) -> usize {
             let saved = s.struct_begin();
             let mut n = 0usize;
             let _ = &mut n;
             n + s.struct_end_len(saved)
         }
-        fn encode<E: ::thrift_codec::Encoder>(&self, e: &mut E) {
+        fn encode<E: __tc::Encoder>(&self, e: &mut E) {
             let saved = e.write_struct_begin();
             e.write_struct_end(saved);
         }
-        fn decode<D: ::thrift_codec::Decoder>(
+        fn decode<D: __tc::Decoder>(
             d: &mut D,
-        ) -> ::std::result::Result<Self, ::thrift_codec::DecodeError> {
+        ) -> ::std::result::Result<Self, __tc::DecodeError> {
             let saved = d.read_struct_begin()?;
             loop {
                 let field = d.read_field_begin()?;
                 match (field.id, field.ty) {
-                    (_, ::thrift_codec::TType::Stop) => break,
+                    (_, __tc::TType::Stop) => break,
                     (_, ty) => d.skip(ty)?,
                 }
             }
@@ -3915,66 +2711,46 @@ pub mod comments {
             ::std::result::Result::Ok(Self {})
         }
     }
-    #[derive(
-        ::std::fmt::Debug,
-        ::std::clone::Clone,
-        ::std::cmp::PartialEq,
-        ::std::cmp::Eq,
-        ::std::hash::Hash,
-        ::std::cmp::PartialOrd,
-        ::std::cmp::Ord,
-        ::std::default::Default,
-    )]
+    #[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord, Default)]
     pub struct DocDArgs {
         /// Field 1.
         pub x: i32,
         /// Field 2.
         pub y: i32,
     }
-    impl ::thrift_codec::Message for DocDArgs {
-        fn size<S: ::thrift_codec::Sizer>(&self, s: &mut S) -> usize {
+    __tc::impl_wire_for_message!(DocDArgs);
+    impl __tc::Message for DocDArgs {
+        fn size<S: __tc::Sizer>(&self, s: &mut S) -> usize {
             let saved = s.struct_begin();
             let mut n = 0usize;
-            {
-                let v = &self.x;
-                n += s.field_begin_len(::thrift_codec::TType::I32, 1) + s.i32_len(*v);
-            }
-            {
-                let v = &self.y;
-                n += s.field_begin_len(::thrift_codec::TType::I32, 2) + s.i32_len(*v);
-            }
+            n += __tc::wire::Wire::field_size(&self.x, s, 1);
+            n += __tc::wire::Wire::field_size(&self.y, s, 2);
             n + s.struct_end_len(saved)
         }
-        fn encode<E: ::thrift_codec::Encoder>(&self, e: &mut E) {
+        fn encode<E: __tc::Encoder>(&self, e: &mut E) {
             let saved = e.write_struct_begin();
-            {
-                let v = &self.x;
-                e.write_field_begin(::thrift_codec::TType::I32, 1);
-                e.write_i32(*v);
-            }
-            {
-                let v = &self.y;
-                e.write_field_begin(::thrift_codec::TType::I32, 2);
-                e.write_i32(*v);
-            }
+            __tc::wire::Wire::field_write(&self.x, e, 1);
+            __tc::wire::Wire::field_write(&self.y, e, 2);
             e.write_struct_end(saved);
         }
-        fn decode<D: ::thrift_codec::Decoder>(
+        fn decode<D: __tc::Decoder>(
             d: &mut D,
-        ) -> ::std::result::Result<Self, ::thrift_codec::DecodeError> {
+        ) -> ::std::result::Result<Self, __tc::DecodeError> {
             const NAME: &str = "d_args";
             let saved = d.read_struct_begin()?;
-            let mut f_x: i32 = ::std::default::Default::default();
-            let mut f_y: i32 = ::std::default::Default::default();
+            let mut f_x = ::std::default::Default::default();
+            let mut f_y = ::std::default::Default::default();
             loop {
                 let field = d.read_field_begin()?;
                 match (field.id, field.ty) {
-                    (_, ::thrift_codec::TType::Stop) => break,
-                    (1, ::thrift_codec::TType::I32) => {
-                        f_x = d.read_i32().map_err(|err| err.push(NAME, "x"))?;
+                    (_, __tc::TType::Stop) => break,
+                    (1, __tc::TType::I32) => {
+                        f_x = __tc::wire::Wire::wire_read(d)
+                            .map_err(|err| err.push(NAME, "x"))?;
                     }
-                    (2, ::thrift_codec::TType::I32) => {
-                        f_y = d.read_i32().map_err(|err| err.push(NAME, "y"))?;
+                    (2, __tc::TType::I32) => {
+                        f_y = __tc::wire::Wire::wire_read(d)
+                            .map_err(|err| err.push(NAME, "y"))?;
                     }
                     (_, ty) => d.skip(ty)?,
                 }
@@ -3983,50 +2759,42 @@ pub mod comments {
             ::std::result::Result::Ok(Self { x: f_x, y: f_y })
         }
     }
-    #[derive(
-        ::std::fmt::Debug,
-        ::std::clone::Clone,
-        ::std::cmp::PartialEq,
-        ::std::cmp::Eq,
-        ::std::hash::Hash,
-        ::std::cmp::PartialOrd,
-        ::std::cmp::Ord,
-        ::std::default::Default,
-    )]
+    #[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord, Default)]
     pub struct DocDResult {
         /// Field 0, optional.
         pub success: ::std::option::Option<i32>,
     }
-    impl ::thrift_codec::Message for DocDResult {
-        fn size<S: ::thrift_codec::Sizer>(&self, s: &mut S) -> usize {
+    __tc::impl_wire_for_message!(DocDResult);
+    impl __tc::Message for DocDResult {
+        fn size<S: __tc::Sizer>(&self, s: &mut S) -> usize {
             let saved = s.struct_begin();
             let mut n = 0usize;
             if let ::std::option::Option::Some(v) = &self.success {
-                n += s.field_begin_len(::thrift_codec::TType::I32, 0) + s.i32_len(*v);
+                n += __tc::wire::Wire::field_size(v, s, 0);
             }
             n + s.struct_end_len(saved)
         }
-        fn encode<E: ::thrift_codec::Encoder>(&self, e: &mut E) {
+        fn encode<E: __tc::Encoder>(&self, e: &mut E) {
             let saved = e.write_struct_begin();
             if let ::std::option::Option::Some(v) = &self.success {
-                e.write_field_begin(::thrift_codec::TType::I32, 0);
-                e.write_i32(*v);
+                __tc::wire::Wire::field_write(v, e, 0);
             }
             e.write_struct_end(saved);
         }
-        fn decode<D: ::thrift_codec::Decoder>(
+        fn decode<D: __tc::Decoder>(
             d: &mut D,
-        ) -> ::std::result::Result<Self, ::thrift_codec::DecodeError> {
+        ) -> ::std::result::Result<Self, __tc::DecodeError> {
             const NAME: &str = "d_result";
             let saved = d.read_struct_begin()?;
-            let mut f_success: ::std::option::Option<i32> = ::std::option::Option::None;
+            let mut f_success = ::std::option::Option::None;
             loop {
                 let field = d.read_field_begin()?;
                 match (field.id, field.ty) {
-                    (_, ::thrift_codec::TType::Stop) => break,
-                    (0, ::thrift_codec::TType::I32) => {
+                    (_, __tc::TType::Stop) => break,
+                    (0, __tc::TType::I32) => {
                         f_success = ::std::option::Option::Some(
-                            d.read_i32().map_err(|err| err.push(NAME, "success"))?,
+                            __tc::wire::Wire::wire_read(d)
+                                .map_err(|err| err.push(NAME, "success"))?,
                         );
                     }
                     (_, ty) => d.skip(ty)?,
