@@ -20,13 +20,14 @@
 
 use std::collections::{BTreeMap, BTreeSet, HashSet};
 use std::fmt::Debug;
-use std::path::{Path, PathBuf};
-use std::process::Command;
-use std::time::{SystemTime, UNIX_EPOCH};
 
 use codegen_check::test_idls::{base, comments, includes, services, shapes};
 use thrift_codec::bytes::Bytes;
 use thrift_codec::{Binary, Codec, Compact, LinkBuffer, Message, Protocol, Utf8Bytes};
+
+#[path = "../../../interop/harness.rs"]
+mod harness;
+use harness::*;
 
 // ---------------------------------------------------------------------------------------
 // The cases, mirrored from interop/apache_idls.py.
@@ -481,208 +482,6 @@ fn case(name: &str) -> Option<(&'static str, Box<dyn Value>)> {
 }
 
 // ---------------------------------------------------------------------------------------
-// Hex, JSON lines.
-
-fn hex(bytes: &[u8]) -> String {
-    bytes.iter().map(|b| format!("{b:02x}")).collect()
-}
-
-fn unhex(s: &str) -> Result<Vec<u8>, String> {
-    if !s.is_ascii() || !s.len().is_multiple_of(2) {
-        return Err("not an even number of hex digits".into());
-    }
-    (0..s.len())
-        .step_by(2)
-        .map(|i| u8::from_str_radix(&s[i..i + 2], 16).map_err(|e| format!("bad hex: {e}")))
-        .collect()
-}
-
-/// Where two encodings first differ, with some context, and both in full.
-fn hex_diff(apache: &[u8], ours: &[u8]) -> String {
-    let n = apache
-        .iter()
-        .zip(ours)
-        .position(|(a, b)| a != b)
-        .unwrap_or(apache.len().min(ours.len()));
-    let lo = n.saturating_sub(16);
-    let window = |b: &[u8]| hex(&b[lo.min(b.len())..(n + 24).min(b.len())]);
-    format!(
-        "lengths {} (Apache) vs {} (ours), first difference at byte {n}:\n\
-         {:>12}: ...{}\n{:>12}: ...{}\n{:>12}: {}\n{:>12}: {}",
-        apache.len(),
-        ours.len(),
-        "Apache",
-        window(apache),
-        "ours",
-        window(ours),
-        "Apache, all",
-        hex(apache),
-        "ours, all",
-        hex(ours)
-    )
-}
-
-#[derive(Debug, PartialEq)]
-enum Json {
-    Str(String),
-    Bool(bool),
-}
-
-/// A flat JSON object of ASCII strings and booleans, all that `apache_idls.py` writes.
-fn parse_json_line(line: &str) -> Result<BTreeMap<String, Json>, String> {
-    let mut chars = line.trim().chars().peekable();
-    let mut out = BTreeMap::new();
-    let skip_ws = |c: &mut std::iter::Peekable<std::str::Chars<'_>>| {
-        while c.peek().is_some_and(|c| c.is_whitespace()) {
-            c.next();
-        }
-    };
-    let string = |c: &mut std::iter::Peekable<std::str::Chars<'_>>| -> Result<String, String> {
-        if c.next() != Some('"') {
-            return Err("expected a string".into());
-        }
-        let mut s = String::new();
-        loop {
-            match c.next().ok_or("unterminated string")? {
-                '"' => return Ok(s),
-                '\\' => return Err("escapes are not expected".into()),
-                ch => s.push(ch),
-            }
-        }
-    };
-    if chars.next() != Some('{') {
-        return Err("expected '{'".into());
-    }
-    loop {
-        skip_ws(&mut chars);
-        if chars.peek() == Some(&'}') {
-            break;
-        }
-        let key = string(&mut chars)?;
-        skip_ws(&mut chars);
-        if chars.next() != Some(':') {
-            return Err("expected ':'".into());
-        }
-        skip_ws(&mut chars);
-        let value = match chars.peek() {
-            Some('"') => Json::Str(string(&mut chars)?),
-            _ => {
-                let word: String =
-                    std::iter::from_fn(|| chars.next_if(|c| c.is_alphabetic())).collect();
-                match word.as_str() {
-                    "true" => Json::Bool(true),
-                    "false" => Json::Bool(false),
-                    other => return Err(format!("unsupported JSON value {other:?}")),
-                }
-            }
-        };
-        out.insert(key, value);
-        skip_ws(&mut chars);
-        match chars.next() {
-            Some(',') => continue,
-            Some('}') => break,
-            _ => return Err("expected ',' or '}'".into()),
-        }
-    }
-    Ok(out)
-}
-
-fn get_str<'a>(obj: &'a BTreeMap<String, Json>, key: &str) -> Result<&'a str, String> {
-    match obj.get(key) {
-        Some(Json::Str(s)) => Ok(s),
-        _ => Err(format!("no string field {key:?}")),
-    }
-}
-
-fn get_bool(obj: &BTreeMap<String, Json>, key: &str) -> Result<bool, String> {
-    match obj.get(key) {
-        Some(Json::Bool(b)) => Ok(*b),
-        _ => Err(format!("no boolean field {key:?}")),
-    }
-}
-
-// ---------------------------------------------------------------------------------------
-// The environment: tools, temporary directory.
-
-fn repo_root() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
-}
-
-fn python() -> String {
-    std::env::var("PYTHON").unwrap_or_else(|_| "python3".into())
-}
-
-fn thrift() -> String {
-    std::env::var("THRIFT").unwrap_or_else(|_| "thrift".into())
-}
-
-/// `Err` naming what is missing.
-fn tools_present() -> Result<(), String> {
-    let mut missing = Vec::new();
-    let ok = |cmd: &mut Command| cmd.output().is_ok_and(|o| o.status.success());
-    if !ok(Command::new(thrift()).arg("--version")) {
-        missing.push(format!(
-            "the Apache Thrift compiler `{}` (apt-get install -y thrift-compiler)",
-            thrift()
-        ));
-    }
-    if !ok(Command::new(python()).args([
-        "-c",
-        "import thrift.Thrift, thrift.protocol.TBinaryProtocol, thrift.protocol.TCompactProtocol",
-    ])) {
-        missing.push(format!(
-            "`{}` with the Apache Thrift library (pip install thrift)",
-            python()
-        ));
-    }
-    if missing.is_empty() {
-        Ok(())
-    } else {
-        Err(missing.join(" and "))
-    }
-}
-
-/// A fresh directory, removed when dropped unless the test failed.
-struct TempDir(PathBuf);
-
-impl TempDir {
-    fn new() -> TempDir {
-        let nanos = SystemTime::now()
-            .duration_since(UNIX_EPOCH)
-            .map_or(0, |d| d.as_nanos());
-        let dir = std::env::temp_dir().join(format!(
-            "codegen-check-interop-{}-{nanos}",
-            std::process::id()
-        ));
-        std::fs::create_dir_all(&dir).expect("creates the temporary directory");
-        TempDir(dir)
-    }
-}
-
-impl Drop for TempDir {
-    fn drop(&mut self) {
-        if std::thread::panicking() {
-            eprintln!("kept {} for inspection", self.0.display());
-        } else {
-            let _ = std::fs::remove_dir_all(&self.0);
-        }
-    }
-}
-
-fn run_apache(args: &[&str], tmp: &TempDir) -> std::process::Output {
-    let script = repo_root().join("interop/apache_idls.py");
-    Command::new(python())
-        .arg(&script)
-        .args(args)
-        .arg("--gen-dir")
-        .arg(tmp.0.join("gen-py"))
-        .arg("--thrift")
-        .arg(thrift())
-        .output()
-        .unwrap_or_else(|e| panic!("cannot run {} {}: {e}", python(), script.display()))
-}
-
-// ---------------------------------------------------------------------------------------
 // The test.
 
 fn check_apache_line(line: &str, seen: &mut HashSet<(String, String)>) -> Result<(), String> {
@@ -724,12 +523,16 @@ fn apache_thrift_interop_test_idls() {
             "CASES lists {name} but `case` lacks it"
         );
     }
-    let tmp = TempDir::new();
+    let tmp = TempDir::new("codegen-check-interop");
     let mut failures = Vec::new();
 
     // 1. Apache → ours.
     let apache_file = tmp.0.join("apache.jsonl");
-    let out = run_apache(&["gen", "--out", apache_file.to_str().unwrap()], &tmp);
+    let out = run_apache(
+        "apache_idls.py",
+        &["gen", "--out", apache_file.to_str().unwrap()],
+        &tmp,
+    );
     assert!(
         out.status.success(),
         "apache_idls.py gen failed ({}):\n{}{}",
@@ -783,7 +586,11 @@ fn apache_thrift_interop_test_idls() {
     }
     let ours_file = tmp.0.join("ours.jsonl");
     std::fs::write(&ours_file, ours).expect("writes our encodings");
-    let out = run_apache(&["check", ours_file.to_str().unwrap()], &tmp);
+    let out = run_apache(
+        "apache_idls.py",
+        &["check", ours_file.to_str().unwrap()],
+        &tmp,
+    );
     if !out.status.success() {
         failures.push(format!(
             "ours → Apache: apache_idls.py check failed ({}):\n{}{}",
