@@ -213,3 +213,115 @@ pub fn run_apache(script: &str, args: &[&str], tmp: &TempDir) -> std::process::O
         .output()
         .unwrap_or_else(|e| panic!("cannot run {} {}: {e}", python(), script.display()))
 }
+
+/// One interop test: `script gen` writes Apache's encodings, which `check_line` checks
+/// line by line (recording `(case, protocol)` in the set it is given); then `encode`
+/// gives ours for each case and protocol (`None` leaves a case out), which `script
+/// check` decodes with Apache. `label` names our side in messages and the temporary
+/// directory. Skips with a message when the tools are missing, unless `CI` is set.
+pub fn run_interop(
+    script: &str,
+    label: &str,
+    cases: &[&str],
+    mut check_line: impl FnMut(
+        &str,
+        &mut std::collections::HashSet<(String, String)>,
+    ) -> Result<(), String>,
+    encode: impl Fn(&str, &str) -> Option<Vec<u8>>,
+) {
+    let started = std::time::Instant::now();
+    if let Err(missing) = tools_present() {
+        if std::env::var_os("CI").is_some_and(|v| !v.is_empty()) {
+            panic!("the interop test needs {missing}; CI is set, so this is a failure");
+        }
+        eprintln!("skipped: the Apache Thrift interop test ({label}) needs {missing}");
+        return;
+    }
+    let tmp = TempDir::new(&format!("{label}-interop"));
+    let mut failures = Vec::new();
+
+    // 1. Apache → ours.
+    let apache_file = tmp.0.join("apache.jsonl");
+    let out = run_apache(
+        script,
+        &["gen", "--out", apache_file.to_str().unwrap()],
+        &tmp,
+    );
+    assert!(
+        out.status.success(),
+        "{script} gen failed ({}):\n{}{}",
+        out.status,
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let lines = std::fs::read_to_string(&apache_file).expect("reads the script's output");
+    let mut seen = std::collections::HashSet::new();
+    let mut checked = 0;
+    for (i, line) in lines
+        .lines()
+        .enumerate()
+        .filter(|(_, l)| !l.trim().is_empty())
+    {
+        checked += 1;
+        if let Err(e) = check_line(line, &mut seen) {
+            let what = parse_json_line(line)
+                .ok()
+                .and_then(|o| {
+                    Some(format!(
+                        "{}/{}",
+                        get_str(&o, "case").ok()?,
+                        get_str(&o, "protocol").ok()?
+                    ))
+                })
+                .unwrap_or_default();
+            failures.push(format!("Apache → {label}, line {} {what}: {e}", i + 1));
+        }
+    }
+    for name in cases {
+        for protocol in ["binary", "compact"] {
+            if !seen.contains(&(name.to_string(), protocol.to_string())) {
+                failures.push(format!("{script} gen wrote no {name}/{protocol}"));
+            }
+        }
+    }
+
+    // 2. Ours → Apache.
+    let mut ours = String::new();
+    let mut written = 0;
+    for name in cases {
+        for protocol in ["binary", "compact"] {
+            let Some(bytes) = encode(name, protocol) else {
+                continue;
+            };
+            ours.push_str(&format!(
+                "{{\"case\": \"{name}\", \"protocol\": \"{protocol}\", \"hex\": \"{}\"}}\n",
+                hex(&bytes)
+            ));
+            written += 1;
+        }
+    }
+    let ours_file = tmp.0.join("ours.jsonl");
+    std::fs::write(&ours_file, ours).expect("writes our encodings");
+    let out = run_apache(script, &["check", ours_file.to_str().unwrap()], &tmp);
+    if !out.status.success() {
+        failures.push(format!(
+            "{label} → Apache: {script} check failed ({}):\n{}{}",
+            out.status,
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        ));
+    }
+
+    assert!(
+        failures.is_empty(),
+        "{} interop failure(s):\n{}",
+        failures.len(),
+        failures.join("\n")
+    );
+    eprintln!(
+        "interop: {checked} Apache encodings decoded by {label}, {written} of its encodings \
+         decoded by Apache, in {:.1?}\n{}",
+        started.elapsed(),
+        String::from_utf8_lossy(&out.stdout).trim_end(),
+    );
+}
