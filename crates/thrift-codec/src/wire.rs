@@ -11,7 +11,10 @@ use std::hash::Hash;
 use bytes::Bytes;
 
 use crate::error::DecodeError;
-use crate::protocol::{Decoder, Encoder, Sizer, expect_element, read_list, read_map, read_set};
+use crate::protocol::{
+    Decoder, Encoder, Sizer, read_f64_list, read_i32_list, read_i32_set, read_i64_list,
+    read_i64_set, read_list, read_map, read_set,
+};
 use crate::ttype::TType;
 use crate::utf8_bytes::Utf8Bytes;
 
@@ -69,6 +72,12 @@ pub trait Wire: Sized {
     fn vec_read<D: Decoder>(d: &mut D) -> Result<Vec<Self>, DecodeError> {
         read_list(d, Self::TTYPE, Self::wire_read)
     }
+
+    /// Reads a whole set of these values (header included) into any collection.
+    #[inline]
+    fn set_read<D: Decoder, C: FromIterator<Self>>(d: &mut D) -> Result<C, DecodeError> {
+        read_set(d, Self::TTYPE, Self::wire_read)
+    }
 }
 
 macro_rules! scalar {
@@ -119,14 +128,16 @@ impl Wire for bool {
     }
 }
 
-/// The fixed-width numbers with SIMD list paths.
+/// The fixed-width numbers with SIMD list paths: their list bodies are sized, written
+/// and read by the protocols' slice methods and the `read_*_list` helpers.
 macro_rules! simd_scalar {
-    ($t:ty, $tt:ident, $len:ident, $write:ident, $read:ident, $slice_len:ident, $write_slice:ident, $read_slice:ident) => {
+    ($t:ty, $tt:ident, $size:expr, $write:ident, $read:ident, $slice_len:ident, $write_slice:ident, $read_list:ident, $read_set:expr) => {
         impl Wire for $t {
             const TTYPE: TType = TType::$tt;
             #[inline]
             fn wire_size<S: Sizer>(&self, s: &mut S) -> usize {
-                s.$len(*self)
+                #[allow(clippy::redundant_closure_call)]
+                ($size)(s, *self)
             }
             #[inline]
             fn wire_write<E: Encoder>(&self, e: &mut E) {
@@ -146,12 +157,11 @@ macro_rules! simd_scalar {
             }
             #[inline]
             fn vec_read<D: Decoder>(d: &mut D) -> Result<Vec<Self>, DecodeError> {
-                let header = d.read_list_begin()?;
-                expect_element(header.elem, TType::$tt, header.len)?;
-                let mut out = Vec::new();
-                d.$read_slice(header.len, &mut out)?;
-                d.read_container_end();
-                Ok(out)
+                $read_list(d)
+            }
+            #[inline]
+            fn set_read<D: Decoder, C: FromIterator<Self>>(d: &mut D) -> Result<C, DecodeError> {
+                $read_set(d)
             }
         }
     };
@@ -160,56 +170,36 @@ macro_rules! simd_scalar {
 simd_scalar!(
     i32,
     I32,
-    i32_len,
+    |s: &mut S, v| s.i32_len(v),
     write_i32,
     read_i32,
     i32_slice_len,
     write_i32_slice,
-    read_i32_slice
+    read_i32_list,
+    read_i32_set
 );
 simd_scalar!(
     i64,
     I64,
-    i64_len,
+    |s: &mut S, v| s.i64_len(v),
     write_i64,
     read_i64,
     i64_slice_len,
     write_i64_slice,
-    read_i64_slice
+    read_i64_list,
+    read_i64_set
 );
-
-impl Wire for f64 {
-    const TTYPE: TType = TType::Double;
-    #[inline]
-    fn wire_size<S: Sizer>(&self, s: &mut S) -> usize {
-        s.double_len()
-    }
-    #[inline]
-    fn wire_write<E: Encoder>(&self, e: &mut E) {
-        e.write_double(*self)
-    }
-    #[inline]
-    fn wire_read<D: Decoder>(d: &mut D) -> Result<Self, DecodeError> {
-        d.read_double()
-    }
-    #[inline]
-    fn slice_size<S: Sizer>(v: &[Self], s: &mut S) -> usize {
-        s.f64_slice_len(v)
-    }
-    #[inline]
-    fn slice_write<E: Encoder>(v: &[Self], e: &mut E) {
-        e.write_f64_slice(v)
-    }
-    #[inline]
-    fn vec_read<D: Decoder>(d: &mut D) -> Result<Vec<Self>, DecodeError> {
-        let header = d.read_list_begin()?;
-        expect_element(header.elem, TType::Double, header.len)?;
-        let mut out = Vec::new();
-        d.read_f64_slice(header.len, &mut out)?;
-        d.read_container_end();
-        Ok(out)
-    }
-}
+simd_scalar!(
+    f64,
+    Double,
+    |s: &mut S, _| s.double_len(),
+    write_double,
+    read_double,
+    f64_slice_len,
+    write_f64_slice,
+    read_f64_list,
+    |d: &mut D| read_set(d, TType::Double, D::read_double)
+);
 
 impl Wire for [u8; 16] {
     const TTYPE: TType = TType::Uuid;
@@ -377,7 +367,7 @@ macro_rules! set_impl {
             }
             #[inline]
             fn wire_read<D: Decoder>(d: &mut D) -> Result<Self, DecodeError> {
-                read_set(d, T::TTYPE, T::wire_read)
+                T::set_read(d)
             }
         }
     };
