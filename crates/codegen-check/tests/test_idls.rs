@@ -93,6 +93,19 @@ fn recursive_structs_are_boxed_and_round_trip() {
 }
 
 #[test]
+fn mutually_recursive_structs_box_each_other_in_fields_and_consts() {
+    let expected = shapes::Ping {
+        n: 1,
+        pong: Some(Box::new(shapes::Pong {
+            n: 2,
+            ping: Some(Box::new(shapes::Ping { n: 3, pong: None })),
+        })),
+    };
+    assert_eq!(*shapes::PING_PONG, expected);
+    round_trip(&expected);
+}
+
+#[test]
 fn keyword_and_prelude_names_are_escaped() {
     let k = shapes::Keywords {
         r#type: "t".to_string().into(),

@@ -76,6 +76,7 @@ pub mod resolve;
 
 pub mod ast;
 mod error;
+mod graph;
 mod lexer;
 mod parser;
 

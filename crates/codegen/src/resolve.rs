@@ -97,8 +97,8 @@ struct Resolver<'a> {
     defs: Vec<HashMap<&'a str, DefRef<'a>>>,
     /// Per file: include stem to file index.
     include_names: Vec<HashMap<&'a str, usize>>,
-    /// Resolved struct definitions by (module, Rust name), for boxing and ordering.
-    structs: HashMap<(String, String), StructDef>,
+    /// Per file: Rust struct name to definition.
+    structs: Vec<HashMap<String, &'a ast::StructLike>>,
 }
 
 impl<'a> Resolver<'a> {
@@ -107,6 +107,7 @@ impl<'a> Resolver<'a> {
         let mut seen: HashMap<String, usize> = HashMap::new();
         let mut defs = Vec::new();
         let mut include_names = Vec::new();
+        let mut structs = Vec::new();
         for (i, file) in files.iter().enumerate() {
             let module = names::snake(&file.stem);
             if !names::is_legal(&module) {
@@ -130,7 +131,13 @@ impl<'a> Resolver<'a> {
             modules.push(module);
 
             let mut table = HashMap::new();
+            let mut struct_table = HashMap::new();
             for def in &file.doc.definitions {
+                if let Definition::Struct(s) = def {
+                    struct_table
+                        .entry(names::upper_camel(&s.name.name))
+                        .or_insert(s);
+                }
                 let (name, r) = match def {
                     Definition::Typedef(t) => (&t.name, DefRef::Typedef(t)),
                     Definition::Enum(e) => (&e.name, DefRef::Enum(e)),
@@ -147,6 +154,7 @@ impl<'a> Resolver<'a> {
                 }
             }
             defs.push(table);
+            structs.push(struct_table);
             let mut incs = HashMap::new();
             for &inc in &file.includes {
                 incs.insert(files[inc].stem.as_str(), inc);
@@ -158,7 +166,7 @@ impl<'a> Resolver<'a> {
             modules,
             defs,
             include_names,
-            structs: HashMap::new(),
+            structs,
         })
     }
 
@@ -411,7 +419,8 @@ impl<'a> Resolver<'a> {
                 name: model.name.clone(),
                 ty: model.ty.clone(),
                 optional,
-                boxed: self.is_boxed(p, model),
+                // Decided once every struct is known (`StructGraph::mark_boxed`).
+                boxed: false,
                 value,
             });
         }
@@ -420,16 +429,7 @@ impl<'a> Resolver<'a> {
 
     fn find_struct(&self, p: &TypePath) -> Option<(usize, &'a ast::StructLike)> {
         let file = self.modules.iter().position(|m| *m == p.module)?;
-        self.files[file]
-            .doc
-            .definitions
-            .iter()
-            .find_map(|d| match d {
-                Definition::Struct(s) if names::upper_camel(&s.name.name) == p.name => {
-                    Some((file, s))
-                }
-                _ => None,
-            })
+        Some((file, *self.structs[file].get(&p.name)?))
     }
 
     /// The fields of a struct-like definition, ids assigned and defaults checked (not yet
@@ -508,36 +508,7 @@ impl<'a> Resolver<'a> {
         Ok(out)
     }
 
-    fn is_boxed(&self, owner: &TypePath, f: &FieldDef) -> bool {
-        match &f.ty {
-            Ty::Struct(target) => self.reaches(target, owner, &mut HashSet::new()),
-            _ => false,
-        }
-    }
-
-    /// Whether struct `from` leads to struct `to` through plain or optional fields.
-    fn reaches(
-        &self,
-        from: &TypePath,
-        to: &TypePath,
-        seen: &mut HashSet<(String, String)>,
-    ) -> bool {
-        if from == to {
-            return true;
-        }
-        if !seen.insert((from.module.clone(), from.name.clone())) {
-            return false;
-        }
-        let Some(def) = self.structs.get(&(from.module.clone(), from.name.clone())) else {
-            return false;
-        };
-        def.fields.iter().any(|f| match &f.ty {
-            Ty::Struct(next) => self.reaches(next, to, seen),
-            _ => false,
-        })
-    }
-
-    fn run(mut self) -> Result<Model, ResolveError> {
+    fn run(self) -> Result<Model, ResolveError> {
         // Pass 1: every struct-like, including service args/results, unboxed.
         let mut per_file: Vec<Vec<Item>> = vec![Vec::new(); self.files.len()];
         for (fi, file) in self.files.iter().enumerate() {
@@ -604,37 +575,31 @@ impl<'a> Resolver<'a> {
                 }
             }
         }
-        for (fi, items) in per_file.iter().enumerate() {
-            for item in items {
-                if let Item::Struct(s) = item {
-                    self.structs
-                        .insert((self.modules[fi].clone(), s.name.clone()), s.clone());
-                }
-            }
-        }
         // Pass 2: boxing, ordering, and the checks that need every struct.
+        let graph = StructGraph::new(&self.modules, &per_file);
         let mut modules = Vec::new();
         for (fi, items) in per_file.into_iter().enumerate() {
             let mut out = Vec::new();
-            for item in items {
-                out.push(match item {
-                    Item::Struct(mut s) => {
+            for mut item in items {
+                match &mut item {
+                    Item::Struct(s) => {
                         let owner = TypePath {
                             module: self.modules[fi].clone(),
                             name: s.name.clone(),
                         };
                         for f in &mut s.fields {
-                            f.boxed = self.is_boxed(&owner, f);
-                            self.check_orderable(fi, &s.thrift_name, &f.ty)?;
+                            f.boxed = matches!(&f.ty, Ty::Struct(t) if graph.same_cycle(&owner, t));
+                            self.check_orderable(&graph, fi, &s.thrift_name, &f.ty)?;
+                            if let Some(v) = &mut f.default {
+                                graph.mark_boxed(v);
+                            }
                         }
-                        s.hashable = s
-                            .fields
-                            .iter()
-                            .all(|f| self.orderable(&f.ty, &mut HashSet::new()));
-                        Item::Struct(s)
+                        s.hashable = s.fields.iter().all(|f| graph.orderable(&f.ty));
                     }
-                    other => other,
-                });
+                    Item::Const(c) => graph.mark_boxed(&mut c.value),
+                    Item::Enum(_) | Item::Typedef(_) => {}
+                }
+                out.push(item);
             }
             modules.push(Module {
                 name: self.modules[fi].clone(),
@@ -767,28 +732,15 @@ impl<'a> Resolver<'a> {
         Ok(items)
     }
 
-    /// Whether values of `ty` can be ordered (no `double` anywhere inside).
-    fn orderable(&self, ty: &Ty, seen: &mut HashSet<(String, String)>) -> bool {
+    fn check_orderable(
+        &self,
+        graph: &StructGraph,
+        file: usize,
+        owner: &str,
+        ty: &Ty,
+    ) -> Result<(), ResolveError> {
         match ty {
-            Ty::Double => false,
-            Ty::List(t) | Ty::Set(t) => self.orderable(t, seen),
-            Ty::Map(k, v) => self.orderable(k, seen) && self.orderable(v, seen),
-            Ty::Struct(p) => {
-                if !seen.insert((p.module.clone(), p.name.clone())) {
-                    return true;
-                }
-                match self.structs.get(&(p.module.clone(), p.name.clone())) {
-                    Some(s) => s.fields.iter().all(|f| self.orderable(&f.ty, seen)),
-                    None => false,
-                }
-            }
-            _ => true,
-        }
-    }
-
-    fn check_orderable(&self, file: usize, owner: &str, ty: &Ty) -> Result<(), ResolveError> {
-        match ty {
-            Ty::Set(e) | Ty::Map(e, _) if !self.orderable(e, &mut HashSet::new()) => Err(self.err(
+            Ty::Set(e) | Ty::Map(e, _) if !graph.orderable(e) => Err(self.err(
                 file,
                 Span::default(),
                 format!(
@@ -797,10 +749,10 @@ impl<'a> Resolver<'a> {
                     describe(e)
                 ),
             )),
-            Ty::List(t) | Ty::Set(t) => self.check_orderable(file, owner, t),
+            Ty::List(t) | Ty::Set(t) => self.check_orderable(graph, file, owner, t),
             Ty::Map(k, v) => {
-                self.check_orderable(file, owner, k)?;
-                self.check_orderable(file, owner, v)
+                self.check_orderable(graph, file, owner, k)?;
+                self.check_orderable(graph, file, owner, v)
             }
             _ => Ok(()),
         }
@@ -877,5 +829,129 @@ fn describe(ty: &Ty) -> String {
         Ty::Set(t) => format!("set<{}>", describe(t)),
         Ty::Map(k, v) => format!("map<{}, {}>", describe(k), describe(v)),
         Ty::Struct(p) | Ty::Enum(p) => format!("{}.{}", p.module, p.name),
+    }
+}
+
+/// Every struct of a compile as a graph node, for the decisions that need all of them:
+/// which fields close a cycle (boxed) and which structs hold a `double` somewhere
+/// (not orderable).
+struct StructGraph {
+    /// Per module (in `modules` order): Rust struct name to node.
+    nodes: Vec<HashMap<String, usize>>,
+    modules: Vec<String>,
+    /// Each node's strongly connected component over plain and optional struct fields.
+    component: Vec<usize>,
+    /// Whether each node reaches a `double` (through any field, containers included).
+    unorderable: Vec<bool>,
+}
+
+impl StructGraph {
+    fn new(modules: &[String], per_file: &[Vec<Item>]) -> Self {
+        let mut nodes: Vec<HashMap<String, usize>> = vec![HashMap::new(); modules.len()];
+        let mut defs: Vec<&StructDef> = Vec::new();
+        for (fi, items) in per_file.iter().enumerate() {
+            for item in items {
+                if let Item::Struct(s) = item {
+                    nodes[fi].insert(s.name.clone(), defs.len());
+                    defs.push(s);
+                }
+            }
+        }
+        let mut graph = StructGraph {
+            nodes,
+            modules: modules.to_vec(),
+            component: Vec::new(),
+            unorderable: Vec::new(),
+        };
+        // Direct struct fields make the cycles that need a box; containers already hold
+        // their elements on the heap.
+        let direct: Vec<Vec<usize>> = defs
+            .iter()
+            .map(|s| {
+                s.fields
+                    .iter()
+                    .filter_map(|f| match &f.ty {
+                        Ty::Struct(p) => graph.node(p),
+                        _ => None,
+                    })
+                    .collect()
+            })
+            .collect();
+        // Any struct inside a field's type matters for ordering.
+        let mut nested: Vec<Vec<usize>> = Vec::with_capacity(defs.len());
+        let mut doubles = Vec::with_capacity(defs.len());
+        for s in &defs {
+            let mut targets = Vec::new();
+            let mut double = false;
+            for f in &s.fields {
+                graph.walk(&f.ty, &mut targets, &mut double);
+            }
+            nested.push(targets);
+            doubles.push(double);
+        }
+        graph.component = crate::graph::components(&direct);
+        graph.unorderable = crate::graph::reaching(&nested, &doubles);
+        graph
+    }
+
+    fn node(&self, p: &TypePath) -> Option<usize> {
+        let module = self.modules.iter().position(|m| *m == p.module)?;
+        self.nodes[module].get(&p.name).copied()
+    }
+
+    /// Collects the structs inside `ty` and whether a `double` is there outside them.
+    fn walk(&self, ty: &Ty, structs: &mut Vec<usize>, double: &mut bool) {
+        match ty {
+            Ty::Double => *double = true,
+            Ty::List(t) | Ty::Set(t) => self.walk(t, structs, double),
+            Ty::Map(k, v) => {
+                self.walk(k, structs, double);
+                self.walk(v, structs, double);
+            }
+            Ty::Struct(p) => structs.extend(self.node(p)),
+            _ => {}
+        }
+    }
+
+    /// Whether a field of struct `owner` with struct type `target` closes a cycle, that is
+    /// whether `target` leads back to `owner`.
+    fn same_cycle(&self, owner: &TypePath, target: &TypePath) -> bool {
+        match (self.node(owner), self.node(target)) {
+            (Some(a), Some(b)) => self.component[a] == self.component[b],
+            _ => false,
+        }
+    }
+
+    /// Whether values of `ty` can be ordered (no `double` anywhere inside).
+    fn orderable(&self, ty: &Ty) -> bool {
+        match ty {
+            Ty::Double => false,
+            Ty::List(t) | Ty::Set(t) => self.orderable(t),
+            Ty::Map(k, v) => self.orderable(k) && self.orderable(v),
+            Ty::Struct(p) => self.node(p).is_some_and(|n| !self.unorderable[n]),
+            _ => true,
+        }
+    }
+
+    /// Boxes the fields of the struct literals inside `v` that close a cycle, as the
+    /// fields themselves are.
+    fn mark_boxed(&self, v: &mut Value) {
+        match v {
+            Value::List(items) => items.iter_mut().for_each(|v| self.mark_boxed(v)),
+            Value::Map(entries) => entries.iter_mut().for_each(|(k, v)| {
+                self.mark_boxed(k);
+                self.mark_boxed(v);
+            }),
+            Value::Struct(owner, fields) => {
+                for f in fields {
+                    self.mark_boxed(&mut f.value);
+                    // A field left to its default builds `Default::default()` whatever
+                    // its type, boxed or not.
+                    f.boxed = f.value != Value::Default
+                        && matches!(&f.ty, Ty::Struct(t) if self.same_cycle(owner, t));
+                }
+            }
+            _ => {}
+        }
     }
 }

@@ -517,6 +517,9 @@ fn shapes_thrift() {
             "NoIds",
             "Empty",
             "Keywords",
+            "Ping",
+            "Pong",
+            "PING_PONG",
         ]
     );
 

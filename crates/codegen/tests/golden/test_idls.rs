@@ -1275,6 +1275,130 @@ pub mod shapes {
             })
         }
     }
+    /// Recursive through each other: both fields close the cycle, so both are boxed.
+    #[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord, Default)]
+    pub struct Ping {
+        /// Field 1.
+        pub n: i32,
+        /// Field 2, optional.
+        pub pong: ::std::option::Option<::std::boxed::Box<super::shapes::Pong>>,
+    }
+    __tc::impl_wire_for_message!(Ping);
+    impl __tc::Message for Ping {
+        fn size<S: __tc::Sizer>(&self, s: &mut S) -> usize {
+            let saved = s.struct_begin();
+            let mut n = 0usize;
+            n += __tc::wire::Wire::field_size(&self.n, s, 1);
+            if let ::std::option::Option::Some(v) = &self.pong {
+                n += __tc::wire::Wire::field_size(v, s, 2);
+            }
+            n + s.struct_end_len(saved)
+        }
+        fn encode<E: __tc::Encoder>(&self, e: &mut E) {
+            let saved = e.write_struct_begin();
+            __tc::wire::Wire::field_write(&self.n, e, 1);
+            if let ::std::option::Option::Some(v) = &self.pong {
+                __tc::wire::Wire::field_write(v, e, 2);
+            }
+            e.write_struct_end(saved);
+        }
+        fn decode<D: __tc::Decoder>(
+            d: &mut D,
+        ) -> ::std::result::Result<Self, __tc::DecodeError> {
+            const NAME: &str = "Ping";
+            let saved = d.read_struct_begin()?;
+            let mut f_n = ::std::default::Default::default();
+            let mut f_pong = ::std::option::Option::None;
+            loop {
+                let field = d.read_field_begin()?;
+                match (field.id, field.ty) {
+                    (_, __tc::TType::Stop) => break,
+                    (1, __tc::TType::I32) => {
+                        f_n = __tc::wire::Wire::wire_read(d)
+                            .map_err(|err| err.push(NAME, "n"))?;
+                    }
+                    (2, __tc::TType::Struct) => {
+                        f_pong = ::std::option::Option::Some(
+                            __tc::wire::Wire::wire_read(d)
+                                .map_err(|err| err.push(NAME, "pong"))?,
+                        );
+                    }
+                    (_, ty) => d.skip(ty)?,
+                }
+            }
+            d.read_struct_end(saved);
+            ::std::result::Result::Ok(Self { n: f_n, pong: f_pong })
+        }
+    }
+    #[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord, Default)]
+    pub struct Pong {
+        /// Field 1.
+        pub n: i32,
+        /// Field 2, optional.
+        pub ping: ::std::option::Option<::std::boxed::Box<super::shapes::Ping>>,
+    }
+    __tc::impl_wire_for_message!(Pong);
+    impl __tc::Message for Pong {
+        fn size<S: __tc::Sizer>(&self, s: &mut S) -> usize {
+            let saved = s.struct_begin();
+            let mut n = 0usize;
+            n += __tc::wire::Wire::field_size(&self.n, s, 1);
+            if let ::std::option::Option::Some(v) = &self.ping {
+                n += __tc::wire::Wire::field_size(v, s, 2);
+            }
+            n + s.struct_end_len(saved)
+        }
+        fn encode<E: __tc::Encoder>(&self, e: &mut E) {
+            let saved = e.write_struct_begin();
+            __tc::wire::Wire::field_write(&self.n, e, 1);
+            if let ::std::option::Option::Some(v) = &self.ping {
+                __tc::wire::Wire::field_write(v, e, 2);
+            }
+            e.write_struct_end(saved);
+        }
+        fn decode<D: __tc::Decoder>(
+            d: &mut D,
+        ) -> ::std::result::Result<Self, __tc::DecodeError> {
+            const NAME: &str = "Pong";
+            let saved = d.read_struct_begin()?;
+            let mut f_n = ::std::default::Default::default();
+            let mut f_ping = ::std::option::Option::None;
+            loop {
+                let field = d.read_field_begin()?;
+                match (field.id, field.ty) {
+                    (_, __tc::TType::Stop) => break,
+                    (1, __tc::TType::I32) => {
+                        f_n = __tc::wire::Wire::wire_read(d)
+                            .map_err(|err| err.push(NAME, "n"))?;
+                    }
+                    (2, __tc::TType::Struct) => {
+                        f_ping = ::std::option::Option::Some(
+                            __tc::wire::Wire::wire_read(d)
+                                .map_err(|err| err.push(NAME, "ping"))?,
+                        );
+                    }
+                    (_, ty) => d.skip(ty)?,
+                }
+            }
+            d.read_struct_end(saved);
+            ::std::result::Result::Ok(Self { n: f_n, ping: f_ping })
+        }
+    }
+    pub static PING_PONG: ::std::sync::LazyLock<super::shapes::Ping> = ::std::sync::LazyLock::new(||
+    super::shapes::Ping {
+        n: 1i32,
+        pong: ::std::option::Option::Some(
+            ::std::boxed::Box::new(super::shapes::Pong {
+                n: 2i32,
+                ping: ::std::option::Option::Some(
+                    ::std::boxed::Box::new(super::shapes::Ping {
+                        n: 3i32,
+                        pong: ::std::default::Default::default(),
+                    }),
+                ),
+            }),
+        ),
+    });
 }
 /// Generated from `services.thrift`.
 #[allow(clippy::approx_constant, clippy::derivable_impls, clippy::large_enum_variant)]

@@ -80,3 +80,10 @@ struct Keywords {
     5: optional string Result,
     6: Empty fn = {},
 }
+
+/** Recursive through each other: both fields close the cycle, so both are boxed. */
+struct Ping { 1: i32 n, 2: optional Pong pong }
+struct Pong { 1: i32 n, 2: optional Ping ping }
+
+/** A literal of the mutually recursive pair, boxed as the fields are. */
+const Ping PING_PONG = {"n": 1, "pong": {"n": 2, "ping": {"n": 3}}}
