@@ -1,5 +1,8 @@
 //! Generates Rust with codegen, as a user's build script would: the repository's IDL
-//! (`thrift_gen.rs`) and codegen's grammar-covering test IDLs (`test_idls.rs`).
+//! (`thrift_gen.rs`), codegen's grammar-covering test IDLs (`test_idls.rs`), and the
+//! repository's IDL again with every `Builder` type option changed (`std_types.rs`).
+
+use codegen::emit::{BinaryRepr, CollectionRepr, StringRepr};
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {
     codegen::compile(
@@ -17,5 +20,15 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             format!("{dir}/includes.thrift"),
             format!("{dir}/comments.thrift"),
         ])?;
+    // What a user who wants std types and serde would ask for.
+    codegen::Builder::new()
+        .file_name("std_types.rs")
+        .include("../../idl")
+        .string_type(StringRepr::String)
+        .binary_type(BinaryRepr::Vec)
+        .collections(CollectionRepr::Hash)
+        .type_attribute(".", "#[derive(serde::Serialize)]")
+        .field_attribute("echo.Request.msg", r#"#[serde(rename = "message")]"#)
+        .compile(&["../../idl/echo.thrift", "../../idl/mixed.thrift"])?;
     Ok(())
 }

@@ -14,3 +14,9 @@ include!(concat!(env!("OUT_DIR"), "/thrift_gen.rs"));
 pub mod test_idls {
     include!(concat!(env!("OUT_DIR"), "/test_idls.rs"));
 }
+
+/// The same IDL as the crate root, generated with `String`, `Vec<u8>`, `HashMap`/`HashSet`
+/// and a `serde::Serialize` derive (plus one field attribute) through codegen's `Builder`.
+pub mod std_types {
+    include!(concat!(env!("OUT_DIR"), "/std_types.rs"));
+}

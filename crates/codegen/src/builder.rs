@@ -2,8 +2,6 @@
 
 use std::path::{Path, PathBuf};
 
-use proc_macro2::TokenStream;
-
 use crate::emit::{BinaryRepr, CollectionRepr, Options, StringRepr, emit_with};
 use crate::error::ParseError;
 use crate::load::load;
@@ -30,8 +28,9 @@ pub enum Error {
     /// duplicate field id, a constant of the wrong type, an include cycle...).
     #[error(transparent)]
     Resolve(#[from] ResolveError),
-    /// An attribute given to the builder is not valid Rust tokens.
-    #[error("attribute for `{path}` is not valid Rust: {attribute}")]
+    /// An attribute given to the builder is not one or more outer attributes
+    /// (`#[...]`) in Rust syntax.
+    #[error("attribute for `{path}` is not a Rust `#[...]` attribute: {attribute}")]
     Attribute {
         /// The path it was given for.
         path: String,
@@ -165,11 +164,13 @@ impl Builder {
         self
     }
 
-    /// Parses an attribute, or records it to be reported by `generate`.
-    fn parse_attribute(&mut self, path: String, attribute: &str) -> Option<(String, TokenStream)> {
-        match attribute.parse::<TokenStream>() {
-            Ok(tokens) => Some((path, tokens)),
-            Err(_) => {
+    /// Checks that `attribute` is one or more outer attributes (`#[...]`), or records it
+    /// to be reported by `generate`.
+    fn parse_attribute(&mut self, path: String, attribute: &str) -> Option<(String, String)> {
+        let attribute = attribute.trim();
+        match syn::parse::Parser::parse_str(syn::Attribute::parse_outer, attribute) {
+            Ok(attrs) if !attrs.is_empty() => Some((path, attribute.to_string())),
+            _ => {
                 self.bad_attribute = Some((path, attribute.to_string()));
                 None
             }

@@ -186,6 +186,18 @@ fn the_resolver_produces_the_hand_built_model_for_echo_and_mixed() {
 /// Compares `out` with `tests/golden/<name>` (or rewrites it with `UPDATE_GOLDEN=1`).
 fn check_golden(name: &str, out: &str) {
     assert!(out.starts_with(GENERATED_HEADER));
+    // The emitter writes text, so check that it is Rust, laid out as it says.
+    if let Err(e) = syn::parse_file(out) {
+        panic!("{name}: the generated code does not parse: {e}");
+    }
+    for (i, line) in out.lines().enumerate() {
+        let indent = line.len() - line.trim_start_matches(' ').len();
+        assert!(
+            indent % 4 == 0 && !line.contains('\t') && !line.ends_with(' '),
+            "{name}:{}: badly laid out: {line:?}",
+            i + 1
+        );
+    }
     let golden = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
         .join("tests/golden")
         .join(name);
@@ -237,4 +249,39 @@ fn test_idls_match_the_checked_in_output() {
         .generate(&files)
         .unwrap_or_else(|e| panic!("{e}"));
     check_golden("test_idls.rs", &out);
+}
+
+#[test]
+fn builder_attributes_must_be_rust_attributes() {
+    let idl = idl_dir().join("echo.thrift");
+    for bad in [
+        "derive(Clone)",
+        "#[derive(Clone)",
+        "#[derive(Clone)] struct",
+        "",
+    ] {
+        let mut b = builder();
+        b.type_attribute(".", bad);
+        match b.generate(&[&idl]) {
+            Err(codegen::Error::Attribute { path, attribute }) => {
+                assert_eq!((path.as_str(), attribute.as_str()), (".", bad.trim()));
+            }
+            other => panic!("{bad:?} was accepted: {:?}", other.map(|s| s.len())),
+        }
+        let mut b = builder();
+        b.field_attribute("echo.Request.msg", bad);
+        assert!(matches!(
+            b.generate(&[&idl]),
+            Err(codegen::Error::Attribute { .. })
+        ));
+    }
+    // Several attributes in one string are fine, and land on what the path selects only.
+    let mut b = builder();
+    b.type_attribute("echo.Request", "#[must_use] #[doc = \"x\"]");
+    b.field_attribute("echo.Response.msg", "#[doc(alias = \"message\")]");
+    let out = b.generate(&[&idl]).unwrap();
+    assert_eq!(out.matches("#[must_use] #[doc = \"x\"]").count(), 1);
+    let request = out.find("pub struct Request ").unwrap();
+    assert!(out[..request].ends_with("#[must_use] #[doc = \"x\"]\n    "));
+    assert_eq!(out.matches("#[doc(alias = \"message\")]").count(), 1);
 }

@@ -80,6 +80,28 @@ pub trait Wire: Sized {
     }
 }
 
+/// Reads the value of field `field` of struct `ty`, adding the field to the error's path
+/// if that fails: what generated `decode` calls for each field it knows.
+#[inline]
+pub fn read_field<T: Wire, D: Decoder>(
+    d: &mut D,
+    ty: &'static str,
+    field: &'static str,
+) -> Result<T, DecodeError> {
+    T::wire_read(d).map_err(|e| e.push(ty, field))
+}
+
+/// The value of `required` field `field` of struct `ty` once the struct is read, or the
+/// missing-field error.
+#[inline]
+pub fn required<T>(
+    value: Option<T>,
+    ty: &'static str,
+    field: &'static str,
+) -> Result<T, DecodeError> {
+    value.ok_or_else(|| DecodeError::missing(ty, field))
+}
+
 macro_rules! scalar {
     ($t:ty, $tt:ident, $size:expr, $write:ident, $read:ident) => {
         impl Wire for $t {

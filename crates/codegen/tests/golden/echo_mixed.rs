@@ -3,8 +3,11 @@
 /// Generated from `echo.thrift`.
 #[allow(clippy::approx_constant, clippy::derivable_impls, clippy::large_enum_variant)]
 pub mod echo {
+    // A short name for the runtime crate. No generated item can clash with it:
+    // type names are UpperCamelCase and constants UPPER_SNAKE_CASE.
     #[allow(unused_imports)]
     use ::thrift_codec as __tc;
+
     #[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord, Default)]
     pub struct Request {
         /// Field 1, required.
@@ -12,7 +15,9 @@ pub mod echo {
         /// Field 2, required.
         pub msg: __tc::Utf8Bytes,
     }
+
     __tc::impl_wire_for_message!(Request);
+
     impl __tc::Message for Request {
         fn size<S: __tc::Sizer>(&self, s: &mut S) -> usize {
             let saved = s.struct_begin();
@@ -27,9 +32,7 @@ pub mod echo {
             __tc::wire::Wire::field_write(&self.msg, e, 2);
             e.write_struct_end(saved);
         }
-        fn decode<D: __tc::Decoder>(
-            d: &mut D,
-        ) -> ::std::result::Result<Self, __tc::DecodeError> {
+        fn decode<D: __tc::Decoder>(d: &mut D) -> ::std::result::Result<Self, __tc::DecodeError> {
             const NAME: &str = "Request";
             let saved = d.read_struct_begin()?;
             let mut f_action = ::std::option::Option::None;
@@ -38,29 +41,19 @@ pub mod echo {
                 let field = d.read_field_begin()?;
                 match (field.id, field.ty) {
                     (_, __tc::TType::Stop) => break,
-                    (1, __tc::TType::Binary) => {
-                        f_action = ::std::option::Option::Some(
-                            __tc::wire::Wire::wire_read(d)
-                                .map_err(|err| err.push(NAME, "action"))?,
-                        );
-                    }
-                    (2, __tc::TType::Binary) => {
-                        f_msg = ::std::option::Option::Some(
-                            __tc::wire::Wire::wire_read(d)
-                                .map_err(|err| err.push(NAME, "msg"))?,
-                        );
-                    }
+                    (1, __tc::TType::Binary) => f_action = ::std::option::Option::Some(__tc::wire::read_field(d, NAME, "action")?),
+                    (2, __tc::TType::Binary) => f_msg = ::std::option::Option::Some(__tc::wire::read_field(d, NAME, "msg")?),
                     (_, ty) => d.skip(ty)?,
                 }
             }
             d.read_struct_end(saved);
             ::std::result::Result::Ok(Self {
-                action: f_action
-                    .ok_or_else(|| __tc::DecodeError::missing(NAME, "action"))?,
-                msg: f_msg.ok_or_else(|| __tc::DecodeError::missing(NAME, "msg"))?,
+                action: __tc::wire::required(f_action, NAME, "action")?,
+                msg: __tc::wire::required(f_msg, NAME, "msg")?,
             })
         }
     }
+
     #[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord, Default)]
     pub struct Response {
         /// Field 1, required.
@@ -68,7 +61,9 @@ pub mod echo {
         /// Field 2, required.
         pub msg: __tc::Utf8Bytes,
     }
+
     __tc::impl_wire_for_message!(Response);
+
     impl __tc::Message for Response {
         fn size<S: __tc::Sizer>(&self, s: &mut S) -> usize {
             let saved = s.struct_begin();
@@ -83,9 +78,7 @@ pub mod echo {
             __tc::wire::Wire::field_write(&self.msg, e, 2);
             e.write_struct_end(saved);
         }
-        fn decode<D: __tc::Decoder>(
-            d: &mut D,
-        ) -> ::std::result::Result<Self, __tc::DecodeError> {
+        fn decode<D: __tc::Decoder>(d: &mut D) -> ::std::result::Result<Self, __tc::DecodeError> {
             const NAME: &str = "Response";
             let saved = d.read_struct_begin()?;
             let mut f_action = ::std::option::Option::None;
@@ -94,35 +87,27 @@ pub mod echo {
                 let field = d.read_field_begin()?;
                 match (field.id, field.ty) {
                     (_, __tc::TType::Stop) => break,
-                    (1, __tc::TType::Binary) => {
-                        f_action = ::std::option::Option::Some(
-                            __tc::wire::Wire::wire_read(d)
-                                .map_err(|err| err.push(NAME, "action"))?,
-                        );
-                    }
-                    (2, __tc::TType::Binary) => {
-                        f_msg = ::std::option::Option::Some(
-                            __tc::wire::Wire::wire_read(d)
-                                .map_err(|err| err.push(NAME, "msg"))?,
-                        );
-                    }
+                    (1, __tc::TType::Binary) => f_action = ::std::option::Option::Some(__tc::wire::read_field(d, NAME, "action")?),
+                    (2, __tc::TType::Binary) => f_msg = ::std::option::Option::Some(__tc::wire::read_field(d, NAME, "msg")?),
                     (_, ty) => d.skip(ty)?,
                 }
             }
             d.read_struct_end(saved);
             ::std::result::Result::Ok(Self {
-                action: f_action
-                    .ok_or_else(|| __tc::DecodeError::missing(NAME, "action"))?,
-                msg: f_msg.ok_or_else(|| __tc::DecodeError::missing(NAME, "msg"))?,
+                action: __tc::wire::required(f_action, NAME, "action")?,
+                msg: __tc::wire::required(f_msg, NAME, "msg")?,
             })
         }
     }
+
     #[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord, Default)]
     pub struct Ano {
         /// Field 1.
         pub num: i64,
     }
+
     __tc::impl_wire_for_message!(Ano);
+
     impl __tc::Message for Ano {
         fn size<S: __tc::Sizer>(&self, s: &mut S) -> usize {
             let saved = s.struct_begin();
@@ -135,9 +120,7 @@ pub mod echo {
             __tc::wire::Wire::field_write(&self.num, e, 1);
             e.write_struct_end(saved);
         }
-        fn decode<D: __tc::Decoder>(
-            d: &mut D,
-        ) -> ::std::result::Result<Self, __tc::DecodeError> {
+        fn decode<D: __tc::Decoder>(d: &mut D) -> ::std::result::Result<Self, __tc::DecodeError> {
             const NAME: &str = "Ano";
             let saved = d.read_struct_begin()?;
             let mut f_num = ::std::default::Default::default();
@@ -145,17 +128,17 @@ pub mod echo {
                 let field = d.read_field_begin()?;
                 match (field.id, field.ty) {
                     (_, __tc::TType::Stop) => break,
-                    (1, __tc::TType::I64) => {
-                        f_num = __tc::wire::Wire::wire_read(d)
-                            .map_err(|err| err.push(NAME, "num"))?;
-                    }
+                    (1, __tc::TType::I64) => f_num = __tc::wire::read_field(d, NAME, "num")?,
                     (_, ty) => d.skip(ty)?,
                 }
             }
             d.read_struct_end(saved);
-            ::std::result::Result::Ok(Self { num: f_num })
+            ::std::result::Result::Ok(Self {
+                num: f_num,
+            })
         }
     }
+
     #[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord, Default)]
     pub struct MyTest {
         /// Field 1.
@@ -165,7 +148,9 @@ pub mod echo {
         /// Field 3.
         pub nums: ::std::vec::Vec<i64>,
     }
+
     __tc::impl_wire_for_message!(MyTest);
+
     impl __tc::Message for MyTest {
         fn size<S: __tc::Sizer>(&self, s: &mut S) -> usize {
             let saved = s.struct_begin();
@@ -182,9 +167,7 @@ pub mod echo {
             __tc::wire::Wire::field_write(&self.nums, e, 3);
             e.write_struct_end(saved);
         }
-        fn decode<D: __tc::Decoder>(
-            d: &mut D,
-        ) -> ::std::result::Result<Self, __tc::DecodeError> {
+        fn decode<D: __tc::Decoder>(d: &mut D) -> ::std::result::Result<Self, __tc::DecodeError> {
             const NAME: &str = "MyTest";
             let saved = d.read_struct_begin()?;
             let mut f_num = ::std::default::Default::default();
@@ -194,18 +177,9 @@ pub mod echo {
                 let field = d.read_field_begin()?;
                 match (field.id, field.ty) {
                     (_, __tc::TType::Stop) => break,
-                    (1, __tc::TType::I64) => {
-                        f_num = __tc::wire::Wire::wire_read(d)
-                            .map_err(|err| err.push(NAME, "num"))?;
-                    }
-                    (2, __tc::TType::Struct) => {
-                        f_ano = __tc::wire::Wire::wire_read(d)
-                            .map_err(|err| err.push(NAME, "ano"))?;
-                    }
-                    (3, __tc::TType::List) => {
-                        f_nums = __tc::wire::Wire::wire_read(d)
-                            .map_err(|err| err.push(NAME, "nums"))?;
-                    }
+                    (1, __tc::TType::I64) => f_num = __tc::wire::read_field(d, NAME, "num")?,
+                    (2, __tc::TType::Struct) => f_ano = __tc::wire::read_field(d, NAME, "ano")?,
+                    (3, __tc::TType::List) => f_nums = __tc::wire::read_field(d, NAME, "nums")?,
                     (_, ty) => d.skip(ty)?,
                 }
             }
@@ -217,6 +191,7 @@ pub mod echo {
             })
         }
     }
+
     #[derive(Debug, Clone, PartialEq, Default)]
     pub struct Ids {
         /// Field 1.
@@ -228,7 +203,9 @@ pub mod echo {
         /// Field 4.
         pub blob: __tc::bytes::Bytes,
     }
+
     __tc::impl_wire_for_message!(Ids);
+
     impl __tc::Message for Ids {
         fn size<S: __tc::Sizer>(&self, s: &mut S) -> usize {
             let saved = s.struct_begin();
@@ -247,9 +224,7 @@ pub mod echo {
             __tc::wire::Wire::field_write(&self.blob, e, 4);
             e.write_struct_end(saved);
         }
-        fn decode<D: __tc::Decoder>(
-            d: &mut D,
-        ) -> ::std::result::Result<Self, __tc::DecodeError> {
+        fn decode<D: __tc::Decoder>(d: &mut D) -> ::std::result::Result<Self, __tc::DecodeError> {
             const NAME: &str = "Ids";
             let saved = d.read_struct_begin()?;
             let mut f_ids32 = ::std::default::Default::default();
@@ -260,22 +235,10 @@ pub mod echo {
                 let field = d.read_field_begin()?;
                 match (field.id, field.ty) {
                     (_, __tc::TType::Stop) => break,
-                    (1, __tc::TType::List) => {
-                        f_ids32 = __tc::wire::Wire::wire_read(d)
-                            .map_err(|err| err.push(NAME, "ids32"))?;
-                    }
-                    (2, __tc::TType::List) => {
-                        f_ids64 = __tc::wire::Wire::wire_read(d)
-                            .map_err(|err| err.push(NAME, "ids64"))?;
-                    }
-                    (3, __tc::TType::List) => {
-                        f_scores = __tc::wire::Wire::wire_read(d)
-                            .map_err(|err| err.push(NAME, "scores"))?;
-                    }
-                    (4, __tc::TType::Binary) => {
-                        f_blob = __tc::wire::Wire::wire_read(d)
-                            .map_err(|err| err.push(NAME, "blob"))?;
-                    }
+                    (1, __tc::TType::List) => f_ids32 = __tc::wire::read_field(d, NAME, "ids32")?,
+                    (2, __tc::TType::List) => f_ids64 = __tc::wire::read_field(d, NAME, "ids64")?,
+                    (3, __tc::TType::List) => f_scores = __tc::wire::read_field(d, NAME, "scores")?,
+                    (4, __tc::TType::Binary) => f_blob = __tc::wire::read_field(d, NAME, "blob")?,
                     (_, ty) => d.skip(ty)?,
                 }
             }
@@ -288,6 +251,7 @@ pub mod echo {
             })
         }
     }
+
     #[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord, Default)]
     pub struct EchoError {
         /// Field 1.
@@ -295,13 +259,17 @@ pub mod echo {
         /// Field 2.
         pub message: __tc::Utf8Bytes,
     }
+
     impl ::std::fmt::Display for EchoError {
         fn fmt(&self, f: &mut ::std::fmt::Formatter<'_>) -> ::std::fmt::Result {
             ::std::fmt::Debug::fmt(self, f)
         }
     }
+
     impl ::std::error::Error for EchoError {}
+
     __tc::impl_wire_for_message!(EchoError);
+
     impl __tc::Message for EchoError {
         fn size<S: __tc::Sizer>(&self, s: &mut S) -> usize {
             let saved = s.struct_begin();
@@ -316,9 +284,7 @@ pub mod echo {
             __tc::wire::Wire::field_write(&self.message, e, 2);
             e.write_struct_end(saved);
         }
-        fn decode<D: __tc::Decoder>(
-            d: &mut D,
-        ) -> ::std::result::Result<Self, __tc::DecodeError> {
+        fn decode<D: __tc::Decoder>(d: &mut D) -> ::std::result::Result<Self, __tc::DecodeError> {
             const NAME: &str = "EchoError";
             let saved = d.read_struct_begin()?;
             let mut f_code = ::std::default::Default::default();
@@ -327,14 +293,8 @@ pub mod echo {
                 let field = d.read_field_begin()?;
                 match (field.id, field.ty) {
                     (_, __tc::TType::Stop) => break,
-                    (1, __tc::TType::I32) => {
-                        f_code = __tc::wire::Wire::wire_read(d)
-                            .map_err(|err| err.push(NAME, "code"))?;
-                    }
-                    (2, __tc::TType::Binary) => {
-                        f_message = __tc::wire::Wire::wire_read(d)
-                            .map_err(|err| err.push(NAME, "message"))?;
-                    }
+                    (1, __tc::TType::I32) => f_code = __tc::wire::read_field(d, NAME, "code")?,
+                    (2, __tc::TType::Binary) => f_message = __tc::wire::read_field(d, NAME, "message")?,
                     (_, ty) => d.skip(ty)?,
                 }
             }
@@ -345,12 +305,15 @@ pub mod echo {
             })
         }
     }
+
     #[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord, Default)]
     pub struct EchoServiceEchoArgs {
         /// Field 1.
         pub req: super::echo::Request,
     }
+
     __tc::impl_wire_for_message!(EchoServiceEchoArgs);
+
     impl __tc::Message for EchoServiceEchoArgs {
         fn size<S: __tc::Sizer>(&self, s: &mut S) -> usize {
             let saved = s.struct_begin();
@@ -363,9 +326,7 @@ pub mod echo {
             __tc::wire::Wire::field_write(&self.req, e, 1);
             e.write_struct_end(saved);
         }
-        fn decode<D: __tc::Decoder>(
-            d: &mut D,
-        ) -> ::std::result::Result<Self, __tc::DecodeError> {
+        fn decode<D: __tc::Decoder>(d: &mut D) -> ::std::result::Result<Self, __tc::DecodeError> {
             const NAME: &str = "echo_args";
             let saved = d.read_struct_begin()?;
             let mut f_req = ::std::default::Default::default();
@@ -373,23 +334,25 @@ pub mod echo {
                 let field = d.read_field_begin()?;
                 match (field.id, field.ty) {
                     (_, __tc::TType::Stop) => break,
-                    (1, __tc::TType::Struct) => {
-                        f_req = __tc::wire::Wire::wire_read(d)
-                            .map_err(|err| err.push(NAME, "req"))?;
-                    }
+                    (1, __tc::TType::Struct) => f_req = __tc::wire::read_field(d, NAME, "req")?,
                     (_, ty) => d.skip(ty)?,
                 }
             }
             d.read_struct_end(saved);
-            ::std::result::Result::Ok(Self { req: f_req })
+            ::std::result::Result::Ok(Self {
+                req: f_req,
+            })
         }
     }
+
     #[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord, Default)]
     pub struct EchoServiceEchoResult {
         /// Field 0, optional.
         pub success: ::std::option::Option<super::echo::Response>,
     }
+
     __tc::impl_wire_for_message!(EchoServiceEchoResult);
+
     impl __tc::Message for EchoServiceEchoResult {
         fn size<S: __tc::Sizer>(&self, s: &mut S) -> usize {
             let saved = s.struct_begin();
@@ -406,9 +369,7 @@ pub mod echo {
             }
             e.write_struct_end(saved);
         }
-        fn decode<D: __tc::Decoder>(
-            d: &mut D,
-        ) -> ::std::result::Result<Self, __tc::DecodeError> {
+        fn decode<D: __tc::Decoder>(d: &mut D) -> ::std::result::Result<Self, __tc::DecodeError> {
             const NAME: &str = "echo_result";
             let saved = d.read_struct_begin()?;
             let mut f_success = ::std::option::Option::None;
@@ -416,25 +377,25 @@ pub mod echo {
                 let field = d.read_field_begin()?;
                 match (field.id, field.ty) {
                     (_, __tc::TType::Stop) => break,
-                    (0, __tc::TType::Struct) => {
-                        f_success = ::std::option::Option::Some(
-                            __tc::wire::Wire::wire_read(d)
-                                .map_err(|err| err.push(NAME, "success"))?,
-                        );
-                    }
+                    (0, __tc::TType::Struct) => f_success = ::std::option::Option::Some(__tc::wire::read_field(d, NAME, "success")?),
                     (_, ty) => d.skip(ty)?,
                 }
             }
             d.read_struct_end(saved);
-            ::std::result::Result::Ok(Self { success: f_success })
+            ::std::result::Result::Ok(Self {
+                success: f_success,
+            })
         }
     }
+
     #[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord, Default)]
     pub struct EchoServiceEchoTestArgs {
         /// Field 1.
         pub t: super::echo::MyTest,
     }
+
     __tc::impl_wire_for_message!(EchoServiceEchoTestArgs);
+
     impl __tc::Message for EchoServiceEchoTestArgs {
         fn size<S: __tc::Sizer>(&self, s: &mut S) -> usize {
             let saved = s.struct_begin();
@@ -447,9 +408,7 @@ pub mod echo {
             __tc::wire::Wire::field_write(&self.t, e, 1);
             e.write_struct_end(saved);
         }
-        fn decode<D: __tc::Decoder>(
-            d: &mut D,
-        ) -> ::std::result::Result<Self, __tc::DecodeError> {
+        fn decode<D: __tc::Decoder>(d: &mut D) -> ::std::result::Result<Self, __tc::DecodeError> {
             const NAME: &str = "echo_test_args";
             let saved = d.read_struct_begin()?;
             let mut f_t = ::std::default::Default::default();
@@ -457,23 +416,25 @@ pub mod echo {
                 let field = d.read_field_begin()?;
                 match (field.id, field.ty) {
                     (_, __tc::TType::Stop) => break,
-                    (1, __tc::TType::Struct) => {
-                        f_t = __tc::wire::Wire::wire_read(d)
-                            .map_err(|err| err.push(NAME, "t"))?;
-                    }
+                    (1, __tc::TType::Struct) => f_t = __tc::wire::read_field(d, NAME, "t")?,
                     (_, ty) => d.skip(ty)?,
                 }
             }
             d.read_struct_end(saved);
-            ::std::result::Result::Ok(Self { t: f_t })
+            ::std::result::Result::Ok(Self {
+                t: f_t,
+            })
         }
     }
+
     #[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord, Default)]
     pub struct EchoServiceEchoTestResult {
         /// Field 0, optional.
         pub success: ::std::option::Option<super::echo::MyTest>,
     }
+
     __tc::impl_wire_for_message!(EchoServiceEchoTestResult);
+
     impl __tc::Message for EchoServiceEchoTestResult {
         fn size<S: __tc::Sizer>(&self, s: &mut S) -> usize {
             let saved = s.struct_begin();
@@ -490,9 +451,7 @@ pub mod echo {
             }
             e.write_struct_end(saved);
         }
-        fn decode<D: __tc::Decoder>(
-            d: &mut D,
-        ) -> ::std::result::Result<Self, __tc::DecodeError> {
+        fn decode<D: __tc::Decoder>(d: &mut D) -> ::std::result::Result<Self, __tc::DecodeError> {
             const NAME: &str = "echo_test_result";
             let saved = d.read_struct_begin()?;
             let mut f_success = ::std::option::Option::None;
@@ -500,25 +459,25 @@ pub mod echo {
                 let field = d.read_field_begin()?;
                 match (field.id, field.ty) {
                     (_, __tc::TType::Stop) => break,
-                    (0, __tc::TType::Struct) => {
-                        f_success = ::std::option::Option::Some(
-                            __tc::wire::Wire::wire_read(d)
-                                .map_err(|err| err.push(NAME, "success"))?,
-                        );
-                    }
+                    (0, __tc::TType::Struct) => f_success = ::std::option::Option::Some(__tc::wire::read_field(d, NAME, "success")?),
                     (_, ty) => d.skip(ty)?,
                 }
             }
             d.read_struct_end(saved);
-            ::std::result::Result::Ok(Self { success: f_success })
+            ::std::result::Result::Ok(Self {
+                success: f_success,
+            })
         }
     }
+
     #[derive(Debug, Clone, PartialEq, Default)]
     pub struct EchoServiceEchoIdsArgs {
         /// Field 1.
         pub ids: super::echo::Ids,
     }
+
     __tc::impl_wire_for_message!(EchoServiceEchoIdsArgs);
+
     impl __tc::Message for EchoServiceEchoIdsArgs {
         fn size<S: __tc::Sizer>(&self, s: &mut S) -> usize {
             let saved = s.struct_begin();
@@ -531,9 +490,7 @@ pub mod echo {
             __tc::wire::Wire::field_write(&self.ids, e, 1);
             e.write_struct_end(saved);
         }
-        fn decode<D: __tc::Decoder>(
-            d: &mut D,
-        ) -> ::std::result::Result<Self, __tc::DecodeError> {
+        fn decode<D: __tc::Decoder>(d: &mut D) -> ::std::result::Result<Self, __tc::DecodeError> {
             const NAME: &str = "echo_ids_args";
             let saved = d.read_struct_begin()?;
             let mut f_ids = ::std::default::Default::default();
@@ -541,23 +498,25 @@ pub mod echo {
                 let field = d.read_field_begin()?;
                 match (field.id, field.ty) {
                     (_, __tc::TType::Stop) => break,
-                    (1, __tc::TType::Struct) => {
-                        f_ids = __tc::wire::Wire::wire_read(d)
-                            .map_err(|err| err.push(NAME, "ids"))?;
-                    }
+                    (1, __tc::TType::Struct) => f_ids = __tc::wire::read_field(d, NAME, "ids")?,
                     (_, ty) => d.skip(ty)?,
                 }
             }
             d.read_struct_end(saved);
-            ::std::result::Result::Ok(Self { ids: f_ids })
+            ::std::result::Result::Ok(Self {
+                ids: f_ids,
+            })
         }
     }
+
     #[derive(Debug, Clone, PartialEq, Default)]
     pub struct EchoServiceEchoIdsResult {
         /// Field 0, optional.
         pub success: ::std::option::Option<super::echo::Ids>,
     }
+
     __tc::impl_wire_for_message!(EchoServiceEchoIdsResult);
+
     impl __tc::Message for EchoServiceEchoIdsResult {
         fn size<S: __tc::Sizer>(&self, s: &mut S) -> usize {
             let saved = s.struct_begin();
@@ -574,9 +533,7 @@ pub mod echo {
             }
             e.write_struct_end(saved);
         }
-        fn decode<D: __tc::Decoder>(
-            d: &mut D,
-        ) -> ::std::result::Result<Self, __tc::DecodeError> {
+        fn decode<D: __tc::Decoder>(d: &mut D) -> ::std::result::Result<Self, __tc::DecodeError> {
             const NAME: &str = "echo_ids_result";
             let saved = d.read_struct_begin()?;
             let mut f_success = ::std::option::Option::None;
@@ -584,25 +541,25 @@ pub mod echo {
                 let field = d.read_field_begin()?;
                 match (field.id, field.ty) {
                     (_, __tc::TType::Stop) => break,
-                    (0, __tc::TType::Struct) => {
-                        f_success = ::std::option::Option::Some(
-                            __tc::wire::Wire::wire_read(d)
-                                .map_err(|err| err.push(NAME, "success"))?,
-                        );
-                    }
+                    (0, __tc::TType::Struct) => f_success = ::std::option::Option::Some(__tc::wire::read_field(d, NAME, "success")?),
                     (_, ty) => d.skip(ty)?,
                 }
             }
             d.read_struct_end(saved);
-            ::std::result::Result::Ok(Self { success: f_success })
+            ::std::result::Result::Ok(Self {
+                success: f_success,
+            })
         }
     }
+
     #[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord, Default)]
     pub struct EchoServiceEchoOrFailArgs {
         /// Field 1.
         pub req: super::echo::Request,
     }
+
     __tc::impl_wire_for_message!(EchoServiceEchoOrFailArgs);
+
     impl __tc::Message for EchoServiceEchoOrFailArgs {
         fn size<S: __tc::Sizer>(&self, s: &mut S) -> usize {
             let saved = s.struct_begin();
@@ -615,9 +572,7 @@ pub mod echo {
             __tc::wire::Wire::field_write(&self.req, e, 1);
             e.write_struct_end(saved);
         }
-        fn decode<D: __tc::Decoder>(
-            d: &mut D,
-        ) -> ::std::result::Result<Self, __tc::DecodeError> {
+        fn decode<D: __tc::Decoder>(d: &mut D) -> ::std::result::Result<Self, __tc::DecodeError> {
             const NAME: &str = "echo_or_fail_args";
             let saved = d.read_struct_begin()?;
             let mut f_req = ::std::default::Default::default();
@@ -625,17 +580,17 @@ pub mod echo {
                 let field = d.read_field_begin()?;
                 match (field.id, field.ty) {
                     (_, __tc::TType::Stop) => break,
-                    (1, __tc::TType::Struct) => {
-                        f_req = __tc::wire::Wire::wire_read(d)
-                            .map_err(|err| err.push(NAME, "req"))?;
-                    }
+                    (1, __tc::TType::Struct) => f_req = __tc::wire::read_field(d, NAME, "req")?,
                     (_, ty) => d.skip(ty)?,
                 }
             }
             d.read_struct_end(saved);
-            ::std::result::Result::Ok(Self { req: f_req })
+            ::std::result::Result::Ok(Self {
+                req: f_req,
+            })
         }
     }
+
     #[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord, Default)]
     pub struct EchoServiceEchoOrFailResult {
         /// Field 0, optional.
@@ -643,7 +598,9 @@ pub mod echo {
         /// Field 1, optional.
         pub err: ::std::option::Option<super::echo::EchoError>,
     }
+
     __tc::impl_wire_for_message!(EchoServiceEchoOrFailResult);
+
     impl __tc::Message for EchoServiceEchoOrFailResult {
         fn size<S: __tc::Sizer>(&self, s: &mut S) -> usize {
             let saved = s.struct_begin();
@@ -666,9 +623,7 @@ pub mod echo {
             }
             e.write_struct_end(saved);
         }
-        fn decode<D: __tc::Decoder>(
-            d: &mut D,
-        ) -> ::std::result::Result<Self, __tc::DecodeError> {
+        fn decode<D: __tc::Decoder>(d: &mut D) -> ::std::result::Result<Self, __tc::DecodeError> {
             const NAME: &str = "echo_or_fail_result";
             let saved = d.read_struct_begin()?;
             let mut f_success = ::std::option::Option::None;
@@ -677,18 +632,8 @@ pub mod echo {
                 let field = d.read_field_begin()?;
                 match (field.id, field.ty) {
                     (_, __tc::TType::Stop) => break,
-                    (0, __tc::TType::Struct) => {
-                        f_success = ::std::option::Option::Some(
-                            __tc::wire::Wire::wire_read(d)
-                                .map_err(|err| err.push(NAME, "success"))?,
-                        );
-                    }
-                    (1, __tc::TType::Struct) => {
-                        f_err = ::std::option::Option::Some(
-                            __tc::wire::Wire::wire_read(d)
-                                .map_err(|err| err.push(NAME, "err"))?,
-                        );
-                    }
+                    (0, __tc::TType::Struct) => f_success = ::std::option::Option::Some(__tc::wire::read_field(d, NAME, "success")?),
+                    (1, __tc::TType::Struct) => f_err = ::std::option::Option::Some(__tc::wire::read_field(d, NAME, "err")?),
                     (_, ty) => d.skip(ty)?,
                 }
             }
@@ -699,12 +644,15 @@ pub mod echo {
             })
         }
     }
+
     #[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord, Default)]
     pub struct EchoServiceNotifyArgs {
         /// Field 1.
         pub event: __tc::Utf8Bytes,
     }
+
     __tc::impl_wire_for_message!(EchoServiceNotifyArgs);
+
     impl __tc::Message for EchoServiceNotifyArgs {
         fn size<S: __tc::Sizer>(&self, s: &mut S) -> usize {
             let saved = s.struct_begin();
@@ -717,9 +665,7 @@ pub mod echo {
             __tc::wire::Wire::field_write(&self.event, e, 1);
             e.write_struct_end(saved);
         }
-        fn decode<D: __tc::Decoder>(
-            d: &mut D,
-        ) -> ::std::result::Result<Self, __tc::DecodeError> {
+        fn decode<D: __tc::Decoder>(d: &mut D) -> ::std::result::Result<Self, __tc::DecodeError> {
             const NAME: &str = "notify_args";
             let saved = d.read_struct_begin()?;
             let mut f_event = ::std::default::Default::default();
@@ -727,23 +673,26 @@ pub mod echo {
                 let field = d.read_field_begin()?;
                 match (field.id, field.ty) {
                     (_, __tc::TType::Stop) => break,
-                    (1, __tc::TType::Binary) => {
-                        f_event = __tc::wire::Wire::wire_read(d)
-                            .map_err(|err| err.push(NAME, "event"))?;
-                    }
+                    (1, __tc::TType::Binary) => f_event = __tc::wire::read_field(d, NAME, "event")?,
                     (_, ty) => d.skip(ty)?,
                 }
             }
             d.read_struct_end(saved);
-            ::std::result::Result::Ok(Self { event: f_event })
+            ::std::result::Result::Ok(Self {
+                event: f_event,
+            })
         }
     }
 }
+
 /// Generated from `mixed.thrift`.
 #[allow(clippy::approx_constant, clippy::derivable_impls, clippy::large_enum_variant)]
 pub mod mixed {
+    // A short name for the runtime crate. No generated item can clash with it:
+    // type names are UpperCamelCase and constants UPPER_SNAKE_CASE.
     #[allow(unused_imports)]
     use ::thrift_codec as __tc;
+
     #[derive(Debug, Clone, PartialEq, Default)]
     pub struct Mixed {
         /// Field 1.
@@ -773,7 +722,9 @@ pub mod mixed {
         /// Field 13.
         pub ids: super::echo::Ids,
     }
+
     __tc::impl_wire_for_message!(Mixed);
+
     impl __tc::Message for Mixed {
         fn size<S: __tc::Sizer>(&self, s: &mut S) -> usize {
             let saved = s.struct_begin();
@@ -814,9 +765,7 @@ pub mod mixed {
             __tc::wire::Wire::field_write(&self.ids, e, 13);
             e.write_struct_end(saved);
         }
-        fn decode<D: __tc::Decoder>(
-            d: &mut D,
-        ) -> ::std::result::Result<Self, __tc::DecodeError> {
+        fn decode<D: __tc::Decoder>(d: &mut D) -> ::std::result::Result<Self, __tc::DecodeError> {
             const NAME: &str = "Mixed";
             let saved = d.read_struct_begin()?;
             let mut f_id = ::std::default::Default::default();
@@ -836,60 +785,19 @@ pub mod mixed {
                 let field = d.read_field_begin()?;
                 match (field.id, field.ty) {
                     (_, __tc::TType::Stop) => break,
-                    (1, __tc::TType::I64) => {
-                        f_id = __tc::wire::Wire::wire_read(d)
-                            .map_err(|err| err.push(NAME, "id"))?;
-                    }
-                    (2, __tc::TType::Binary) => {
-                        f_name = __tc::wire::Wire::wire_read(d)
-                            .map_err(|err| err.push(NAME, "name"))?;
-                    }
-                    (3, __tc::TType::Bool) => {
-                        f_flag = __tc::wire::Wire::wire_read(d)
-                            .map_err(|err| err.push(NAME, "flag"))?;
-                    }
-                    (4, __tc::TType::I8) => {
-                        f_tiny = __tc::wire::Wire::wire_read(d)
-                            .map_err(|err| err.push(NAME, "tiny"))?;
-                    }
-                    (5, __tc::TType::I16) => {
-                        f_small = __tc::wire::Wire::wire_read(d)
-                            .map_err(|err| err.push(NAME, "small"))?;
-                    }
-                    (6, __tc::TType::I32) => {
-                        f_count = __tc::wire::Wire::wire_read(d)
-                            .map_err(|err| err.push(NAME, "count"))?;
-                    }
-                    (7, __tc::TType::Double) => {
-                        f_ratio = __tc::wire::Wire::wire_read(d)
-                            .map_err(|err| err.push(NAME, "ratio"))?;
-                    }
-                    (8, __tc::TType::List) => {
-                        f_requests = __tc::wire::Wire::wire_read(d)
-                            .map_err(|err| err.push(NAME, "requests"))?;
-                    }
-                    (9, __tc::TType::Map) => {
-                        f_counters = __tc::wire::Wire::wire_read(d)
-                            .map_err(|err| err.push(NAME, "counters"))?;
-                    }
-                    (10, __tc::TType::Set) => {
-                        f_tags = __tc::wire::Wire::wire_read(d)
-                            .map_err(|err| err.push(NAME, "tags"))?;
-                    }
-                    (11, __tc::TType::List) => {
-                        f_labels = __tc::wire::Wire::wire_read(d)
-                            .map_err(|err| err.push(NAME, "labels"))?;
-                    }
-                    (12, __tc::TType::Binary) => {
-                        f_payload = ::std::option::Option::Some(
-                            __tc::wire::Wire::wire_read(d)
-                                .map_err(|err| err.push(NAME, "payload"))?,
-                        );
-                    }
-                    (13, __tc::TType::Struct) => {
-                        f_ids = __tc::wire::Wire::wire_read(d)
-                            .map_err(|err| err.push(NAME, "ids"))?;
-                    }
+                    (1, __tc::TType::I64) => f_id = __tc::wire::read_field(d, NAME, "id")?,
+                    (2, __tc::TType::Binary) => f_name = __tc::wire::read_field(d, NAME, "name")?,
+                    (3, __tc::TType::Bool) => f_flag = __tc::wire::read_field(d, NAME, "flag")?,
+                    (4, __tc::TType::I8) => f_tiny = __tc::wire::read_field(d, NAME, "tiny")?,
+                    (5, __tc::TType::I16) => f_small = __tc::wire::read_field(d, NAME, "small")?,
+                    (6, __tc::TType::I32) => f_count = __tc::wire::read_field(d, NAME, "count")?,
+                    (7, __tc::TType::Double) => f_ratio = __tc::wire::read_field(d, NAME, "ratio")?,
+                    (8, __tc::TType::List) => f_requests = __tc::wire::read_field(d, NAME, "requests")?,
+                    (9, __tc::TType::Map) => f_counters = __tc::wire::read_field(d, NAME, "counters")?,
+                    (10, __tc::TType::Set) => f_tags = __tc::wire::read_field(d, NAME, "tags")?,
+                    (11, __tc::TType::List) => f_labels = __tc::wire::read_field(d, NAME, "labels")?,
+                    (12, __tc::TType::Binary) => f_payload = ::std::option::Option::Some(__tc::wire::read_field(d, NAME, "payload")?),
+                    (13, __tc::TType::Struct) => f_ids = __tc::wire::read_field(d, NAME, "ids")?,
                     (_, ty) => d.skip(ty)?,
                 }
             }

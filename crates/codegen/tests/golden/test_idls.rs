@@ -3,19 +3,24 @@
 /// Generated from `base.thrift`.
 #[allow(clippy::approx_constant, clippy::derivable_impls, clippy::large_enum_variant)]
 pub mod base {
+    // A short name for the runtime crate. No generated item can clash with it:
+    // type names are UpperCamelCase and constants UPPER_SNAKE_CASE.
     #[allow(unused_imports)]
     use ::thrift_codec as __tc;
+
     pub type Timestamp = i64;
+
     pub type Name = __tc::Utf8Bytes;
+
     pub type IdList = ::std::vec::Vec<i32>;
-    pub type History = ::std::collections::BTreeMap<
-        __tc::Utf8Bytes,
-        ::std::vec::Vec<i64>,
-    >;
+
+    pub type History = ::std::collections::BTreeMap<__tc::Utf8Bytes, ::std::vec::Vec<i64>>;
+
     /// Lifecycle of a job; every value is explicit.
     /// An `i32` on the wire; values the IDL does not name are kept as they are.
     #[derive(Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Default)]
     pub struct Status(pub i32);
+
     impl Status {
         /// `UNKNOWN = 0`.
         pub const UNKNOWN: Self = Self(0);
@@ -25,6 +30,7 @@ pub mod base {
         pub const SUSPENDED: Self = Self(2);
         /// `INACTIVE = 16`.
         pub const INACTIVE: Self = Self(16);
+
         /// The IDL name of this value, if it has one.
         pub fn name(self) -> ::std::option::Option<&'static str> {
             match self.0 {
@@ -36,31 +42,35 @@ pub mod base {
             }
         }
     }
+
     impl ::std::fmt::Debug for Status {
         fn fmt(&self, f: &mut ::std::fmt::Formatter<'_>) -> ::std::fmt::Result {
             match self.name() {
                 ::std::option::Option::Some(n) => f.write_str(n),
-                ::std::option::Option::None => {
-                    ::std::write!(f, "{}({})", stringify!(Status), self.0)
-                }
+                ::std::option::Option::None => ::std::write!(f, "Status({})", self.0),
             }
         }
     }
+
     __tc::impl_wire_for_enum!(Status);
+
     impl ::std::convert::From<i32> for Status {
         fn from(v: i32) -> Self {
             Self(v)
         }
     }
+
     impl ::std::convert::From<Status> for i32 {
         fn from(v: Status) -> i32 {
             v.0
         }
     }
+
     /// Implicit values: 0, 1, 2.
     /// An `i32` on the wire; values the IDL does not name are kept as they are.
     #[derive(Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Default)]
     pub struct Color(pub i32);
+
     impl Color {
         /// `RED = 0`.
         pub const RED: Self = Self(0);
@@ -68,6 +78,7 @@ pub mod base {
         pub const GREEN: Self = Self(1);
         /// `BLUE = 2`.
         pub const BLUE: Self = Self(2);
+
         /// The IDL name of this value, if it has one.
         pub fn name(self) -> ::std::option::Option<&'static str> {
             match self.0 {
@@ -78,31 +89,35 @@ pub mod base {
             }
         }
     }
+
     impl ::std::fmt::Debug for Color {
         fn fmt(&self, f: &mut ::std::fmt::Formatter<'_>) -> ::std::fmt::Result {
             match self.name() {
                 ::std::option::Option::Some(n) => f.write_str(n),
-                ::std::option::Option::None => {
-                    ::std::write!(f, "{}({})", stringify!(Color), self.0)
-                }
+                ::std::option::Option::None => ::std::write!(f, "Color({})", self.0),
             }
         }
     }
+
     __tc::impl_wire_for_enum!(Color);
+
     impl ::std::convert::From<i32> for Color {
         fn from(v: i32) -> Self {
             Self(v)
         }
     }
+
     impl ::std::convert::From<Color> for i32 {
         fn from(v: Color) -> i32 {
             v.0
         }
     }
+
     /// Negative, implicit-after-explicit and hex values.
     /// An `i32` on the wire; values the IDL does not name are kept as they are.
     #[derive(Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Default)]
     pub struct Offset(pub i32);
+
     impl Offset {
         /// `BEHIND = -2`.
         pub const BEHIND: Self = Self(-2);
@@ -114,6 +129,7 @@ pub mod base {
         pub const AHEAD: Self = Self(2147483647);
         /// `LAST = -2147483648`.
         pub const LAST: Self = Self(-2147483648);
+
         /// The IDL name of this value, if it has one.
         pub fn name(self) -> ::std::option::Option<&'static str> {
             match self.0 {
@@ -126,27 +142,30 @@ pub mod base {
             }
         }
     }
+
     impl ::std::fmt::Debug for Offset {
         fn fmt(&self, f: &mut ::std::fmt::Formatter<'_>) -> ::std::fmt::Result {
             match self.name() {
                 ::std::option::Option::Some(n) => f.write_str(n),
-                ::std::option::Option::None => {
-                    ::std::write!(f, "{}({})", stringify!(Offset), self.0)
-                }
+                ::std::option::Option::None => ::std::write!(f, "Offset({})", self.0),
             }
         }
     }
+
     __tc::impl_wire_for_enum!(Offset);
+
     impl ::std::convert::From<i32> for Offset {
         fn from(v: i32) -> Self {
             Self(v)
         }
     }
+
     impl ::std::convert::From<Offset> for i32 {
         fn from(v: Offset) -> i32 {
             v.0
         }
     }
+
     /// A point on the plane; constants below are written as struct literals.
     #[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
     pub struct Point {
@@ -155,12 +174,18 @@ pub mod base {
         /// Field 2.
         pub y: i32,
     }
+
     impl ::std::default::Default for Point {
         fn default() -> Self {
-            Self { x: 0i32, y: 0i32 }
+            Self {
+                x: 0i32,
+                y: 0i32,
+            }
         }
     }
+
     __tc::impl_wire_for_message!(Point);
+
     impl __tc::Message for Point {
         fn size<S: __tc::Sizer>(&self, s: &mut S) -> usize {
             let saved = s.struct_begin();
@@ -175,9 +200,7 @@ pub mod base {
             __tc::wire::Wire::field_write(&self.y, e, 2);
             e.write_struct_end(saved);
         }
-        fn decode<D: __tc::Decoder>(
-            d: &mut D,
-        ) -> ::std::result::Result<Self, __tc::DecodeError> {
+        fn decode<D: __tc::Decoder>(d: &mut D) -> ::std::result::Result<Self, __tc::DecodeError> {
             const NAME: &str = "Point";
             let saved = d.read_struct_begin()?;
             let mut f_x = 0i32;
@@ -186,21 +209,19 @@ pub mod base {
                 let field = d.read_field_begin()?;
                 match (field.id, field.ty) {
                     (_, __tc::TType::Stop) => break,
-                    (1, __tc::TType::I32) => {
-                        f_x = __tc::wire::Wire::wire_read(d)
-                            .map_err(|err| err.push(NAME, "x"))?;
-                    }
-                    (2, __tc::TType::I32) => {
-                        f_y = __tc::wire::Wire::wire_read(d)
-                            .map_err(|err| err.push(NAME, "y"))?;
-                    }
+                    (1, __tc::TType::I32) => f_x = __tc::wire::read_field(d, NAME, "x")?,
+                    (2, __tc::TType::I32) => f_y = __tc::wire::read_field(d, NAME, "y")?,
                     (_, ty) => d.skip(ty)?,
                 }
             }
             d.read_struct_end(saved);
-            ::std::result::Result::Ok(Self { x: f_x, y: f_y })
+            ::std::result::Result::Ok(Self {
+                x: f_x,
+                y: f_y,
+            })
         }
     }
+
     #[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord, Default)]
     pub struct Range {
         /// Field 1.
@@ -208,7 +229,9 @@ pub mod base {
         /// Field 2.
         pub hi: super::base::Point,
     }
+
     __tc::impl_wire_for_message!(Range);
+
     impl __tc::Message for Range {
         fn size<S: __tc::Sizer>(&self, s: &mut S) -> usize {
             let saved = s.struct_begin();
@@ -223,9 +246,7 @@ pub mod base {
             __tc::wire::Wire::field_write(&self.hi, e, 2);
             e.write_struct_end(saved);
         }
-        fn decode<D: __tc::Decoder>(
-            d: &mut D,
-        ) -> ::std::result::Result<Self, __tc::DecodeError> {
+        fn decode<D: __tc::Decoder>(d: &mut D) -> ::std::result::Result<Self, __tc::DecodeError> {
             const NAME: &str = "Range";
             let saved = d.read_struct_begin()?;
             let mut f_lo = ::std::default::Default::default();
@@ -234,113 +255,74 @@ pub mod base {
                 let field = d.read_field_begin()?;
                 match (field.id, field.ty) {
                     (_, __tc::TType::Stop) => break,
-                    (1, __tc::TType::Struct) => {
-                        f_lo = __tc::wire::Wire::wire_read(d)
-                            .map_err(|err| err.push(NAME, "lo"))?;
-                    }
-                    (2, __tc::TType::Struct) => {
-                        f_hi = __tc::wire::Wire::wire_read(d)
-                            .map_err(|err| err.push(NAME, "hi"))?;
-                    }
+                    (1, __tc::TType::Struct) => f_lo = __tc::wire::read_field(d, NAME, "lo")?,
+                    (2, __tc::TType::Struct) => f_hi = __tc::wire::read_field(d, NAME, "hi")?,
                     (_, ty) => d.skip(ty)?,
                 }
             }
             d.read_struct_end(saved);
-            ::std::result::Result::Ok(Self { lo: f_lo, hi: f_hi })
+            ::std::result::Result::Ok(Self {
+                lo: f_lo,
+                hi: f_hi,
+            })
         }
     }
+
     pub const MAX_ITEMS: i32 = 1000i32;
+
     pub const MIN_I64: i64 = -9223372036854775808i64;
+
     pub const MAX_I64: i64 = 9223372036854775807i64;
+
     pub const MASK: i64 = 4278255360i64;
+
     pub const PI: f64 = 3.14159f64;
-    pub const AVOGADRO: f64 = 602200000000000000000000f64;
+
+    pub const AVOGADRO: f64 = 6.022e23f64;
+
     pub const MILLI: f64 = 0.001f64;
+
     pub const ENABLED: bool = true;
+
     pub const DISABLED: bool = false;
+
     pub const GREETING: __tc::Utf8Bytes = __tc::Utf8Bytes::from_static("hello, world");
+
     pub const MAGIC: __tc::bytes::Bytes = __tc::bytes::Bytes::from_static(b"THRIFT");
+
     pub const EPOCH: i64 = 0i64;
-    pub const DEFAULT_STATUS: super::base::Status = super::base::Status(1i32);
+
+    pub const DEFAULT_STATUS: super::base::Status = super::base::Status(1);
+
     pub const LIMIT: i32 = 1000i32;
-    pub static PRIMES: ::std::sync::LazyLock<::std::vec::Vec<i32>> = ::std::sync::LazyLock::new(||
-    ::std::vec![2i32, 3i32, 5i32, 7i32, 11i32]);
-    pub static MATRIX: ::std::sync::LazyLock<
-        ::std::vec::Vec<::std::vec::Vec<__tc::Utf8Bytes>>,
-    > = ::std::sync::LazyLock::new(|| {
-        ::std::vec![
-            ::std::vec![__tc::Utf8Bytes::from_static("a"),
-            __tc::Utf8Bytes::from_static("b")], ::std::vec![],
-            ::std::vec![__tc::Utf8Bytes::from_static("c")]
-        ]
-    });
-    pub static WARM: ::std::sync::LazyLock<
-        ::std::collections::BTreeSet<super::base::Color>,
-    > = ::std::sync::LazyLock::new(|| ::std::collections::BTreeSet::from([
-        super::base::Color(0i32),
-    ]));
-    pub static WEIGHTS: ::std::sync::LazyLock<
-        ::std::collections::BTreeMap<__tc::Utf8Bytes, i32>,
-    > = ::std::sync::LazyLock::new(|| ::std::collections::BTreeMap::from([
-        (__tc::Utf8Bytes::from_static("low"), 1i32),
-        (__tc::Utf8Bytes::from_static("high"), 1000i32),
-    ]));
-    pub static PALETTE: ::std::sync::LazyLock<
-        ::std::collections::BTreeMap<
-            super::base::Status,
-            ::std::vec::Vec<super::base::Color>,
-        >,
-    > = ::std::sync::LazyLock::new(|| ::std::collections::BTreeMap::from([
-        (super::base::Status(1i32), ::std::vec![super::base::Color(1i32)]),
-        (
-            super::base::Status(16i32),
-            ::std::vec![super::base::Color(0i32), super::base::Color(2i32)],
-        ),
-    ]));
-    pub static NESTED: ::std::sync::LazyLock<
-        ::std::collections::BTreeMap<
-            __tc::Utf8Bytes,
-            ::std::collections::BTreeMap<__tc::Utf8Bytes, f64>,
-        >,
-    > = ::std::sync::LazyLock::new(|| ::std::collections::BTreeMap::from([
-        (
-            __tc::Utf8Bytes::from_static("a"),
-            ::std::collections::BTreeMap::from([
-                (__tc::Utf8Bytes::from_static("x"), 1.5f64),
-                (__tc::Utf8Bytes::from_static("y"), -20000000000f64),
-            ]),
-        ),
-        (__tc::Utf8Bytes::from_static("b"), ::std::collections::BTreeMap::from([])),
-    ]));
-    pub static ORIGIN: ::std::sync::LazyLock<super::base::Point> = ::std::sync::LazyLock::new(||
-    super::base::Point {
-        x: 0i32,
-        y: 0i32,
-    });
-    pub static UNIT: ::std::sync::LazyLock<super::base::Range> = ::std::sync::LazyLock::new(||
-    super::base::Range {
-        lo: super::base::Point {
-            x: 0i32,
-            y: 0i32,
-        },
-        hi: super::base::Point {
-            x: 1i32,
-            y: 1000i32,
-        },
-    });
-    pub static CORNERS: ::std::sync::LazyLock<::std::vec::Vec<super::base::Point>> = ::std::sync::LazyLock::new(||
-    {
-        ::std::vec![
-            super::base::Point { x : 0i32, y : 0i32, }, super::base::Point { x : 1i32, y
-            : 1i32, }
-        ]
-    });
+
+    pub static PRIMES: ::std::sync::LazyLock<::std::vec::Vec<i32>> = ::std::sync::LazyLock::new(|| ::std::vec![2i32, 3i32, 5i32, 7i32, 11i32]);
+
+    pub static MATRIX: ::std::sync::LazyLock<::std::vec::Vec<::std::vec::Vec<__tc::Utf8Bytes>>> = ::std::sync::LazyLock::new(|| ::std::vec![::std::vec![__tc::Utf8Bytes::from_static("a"), __tc::Utf8Bytes::from_static("b")], ::std::vec![], ::std::vec![__tc::Utf8Bytes::from_static("c")]]);
+
+    pub static WARM: ::std::sync::LazyLock<::std::collections::BTreeSet<super::base::Color>> = ::std::sync::LazyLock::new(|| ::std::collections::BTreeSet::from([super::base::Color(0)]));
+
+    pub static WEIGHTS: ::std::sync::LazyLock<::std::collections::BTreeMap<__tc::Utf8Bytes, i32>> = ::std::sync::LazyLock::new(|| ::std::collections::BTreeMap::from([(__tc::Utf8Bytes::from_static("low"), 1i32), (__tc::Utf8Bytes::from_static("high"), 1000i32)]));
+
+    pub static PALETTE: ::std::sync::LazyLock<::std::collections::BTreeMap<super::base::Status, ::std::vec::Vec<super::base::Color>>> = ::std::sync::LazyLock::new(|| ::std::collections::BTreeMap::from([(super::base::Status(1), ::std::vec![super::base::Color(1)]), (super::base::Status(16), ::std::vec![super::base::Color(0), super::base::Color(2)])]));
+
+    pub static NESTED: ::std::sync::LazyLock<::std::collections::BTreeMap<__tc::Utf8Bytes, ::std::collections::BTreeMap<__tc::Utf8Bytes, f64>>> = ::std::sync::LazyLock::new(|| ::std::collections::BTreeMap::from([(__tc::Utf8Bytes::from_static("a"), ::std::collections::BTreeMap::from([(__tc::Utf8Bytes::from_static("x"), 1.5f64), (__tc::Utf8Bytes::from_static("y"), -20000000000.0f64)])), (__tc::Utf8Bytes::from_static("b"), ::std::collections::BTreeMap::from([]))]));
+
+    pub static ORIGIN: ::std::sync::LazyLock<super::base::Point> = ::std::sync::LazyLock::new(|| super::base::Point { x: 0i32, y: 0i32 });
+
+    pub static UNIT: ::std::sync::LazyLock<super::base::Range> = ::std::sync::LazyLock::new(|| super::base::Range { lo: super::base::Point { x: 0i32, y: 0i32 }, hi: super::base::Point { x: 1i32, y: 1000i32 } });
+
+    pub static CORNERS: ::std::sync::LazyLock<::std::vec::Vec<super::base::Point>> = ::std::sync::LazyLock::new(|| ::std::vec![super::base::Point { x: 0i32, y: 0i32 }, super::base::Point { x: 1i32, y: 1i32 }]);
 }
+
 /// Generated from `shapes.thrift`.
 #[allow(clippy::approx_constant, clippy::derivable_impls, clippy::large_enum_variant)]
 pub mod shapes {
+    // A short name for the runtime crate. No generated item can clash with it:
+    // type names are UpperCamelCase and constants UPPER_SNAKE_CASE.
     #[allow(unused_imports)]
     use ::thrift_codec as __tc;
+
     /// A rectangle: every base type, every requiredness, several defaults.
     #[derive(Debug, Clone, PartialEq)]
     pub struct Rect {
@@ -373,13 +355,14 @@ pub mod shapes {
         /// Field 14.
         pub created_at: i64,
     }
+
     impl ::std::default::Default for Rect {
         fn default() -> Self {
             Self {
                 width: ::std::default::Default::default(),
                 height: ::std::default::Default::default(),
                 label: ::std::default::Default::default(),
-                scale: 1f64,
+                scale: 1.0f64,
                 visible: true,
                 tags: ::std::vec![],
                 props: ::std::collections::BTreeMap::from([]),
@@ -393,7 +376,9 @@ pub mod shapes {
             }
         }
     }
+
     __tc::impl_wire_for_message!(Rect);
+
     impl __tc::Message for Rect {
         fn size<S: __tc::Sizer>(&self, s: &mut S) -> usize {
             let saved = s.struct_begin();
@@ -440,15 +425,13 @@ pub mod shapes {
             __tc::wire::Wire::field_write(&self.created_at, e, 14);
             e.write_struct_end(saved);
         }
-        fn decode<D: __tc::Decoder>(
-            d: &mut D,
-        ) -> ::std::result::Result<Self, __tc::DecodeError> {
+        fn decode<D: __tc::Decoder>(d: &mut D) -> ::std::result::Result<Self, __tc::DecodeError> {
             const NAME: &str = "Rect";
             let saved = d.read_struct_begin()?;
             let mut f_width = ::std::option::Option::None;
             let mut f_height = ::std::option::Option::None;
             let mut f_label = ::std::option::Option::None;
-            let mut f_scale = 1f64;
+            let mut f_scale = 1.0f64;
             let mut f_visible = true;
             let mut f_tags = ::std::vec![];
             let mut f_props = ::std::collections::BTreeMap::from([]);
@@ -463,78 +446,27 @@ pub mod shapes {
                 let field = d.read_field_begin()?;
                 match (field.id, field.ty) {
                     (_, __tc::TType::Stop) => break,
-                    (1, __tc::TType::I32) => {
-                        f_width = ::std::option::Option::Some(
-                            __tc::wire::Wire::wire_read(d)
-                                .map_err(|err| err.push(NAME, "width"))?,
-                        );
-                    }
-                    (2, __tc::TType::I32) => {
-                        f_height = ::std::option::Option::Some(
-                            __tc::wire::Wire::wire_read(d)
-                                .map_err(|err| err.push(NAME, "height"))?,
-                        );
-                    }
-                    (3, __tc::TType::Binary) => {
-                        f_label = ::std::option::Option::Some(
-                            __tc::wire::Wire::wire_read(d)
-                                .map_err(|err| err.push(NAME, "label"))?,
-                        );
-                    }
-                    (4, __tc::TType::Double) => {
-                        f_scale = __tc::wire::Wire::wire_read(d)
-                            .map_err(|err| err.push(NAME, "scale"))?;
-                    }
-                    (5, __tc::TType::Bool) => {
-                        f_visible = __tc::wire::Wire::wire_read(d)
-                            .map_err(|err| err.push(NAME, "visible"))?;
-                    }
-                    (6, __tc::TType::List) => {
-                        f_tags = __tc::wire::Wire::wire_read(d)
-                            .map_err(|err| err.push(NAME, "tags"))?;
-                    }
-                    (7, __tc::TType::Map) => {
-                        f_props = __tc::wire::Wire::wire_read(d)
-                            .map_err(|err| err.push(NAME, "props"))?;
-                    }
-                    (8, __tc::TType::Binary) => {
-                        f_thumbnail = ::std::option::Option::Some(
-                            __tc::wire::Wire::wire_read(d)
-                                .map_err(|err| err.push(NAME, "thumbnail"))?,
-                        );
-                    }
-                    (9, __tc::TType::I8) => {
-                        f_layer = __tc::wire::Wire::wire_read(d)
-                            .map_err(|err| err.push(NAME, "layer"))?;
-                    }
-                    (10, __tc::TType::I16) => {
-                        f_z = __tc::wire::Wire::wire_read(d)
-                            .map_err(|err| err.push(NAME, "z"))?;
-                    }
-                    (11, __tc::TType::I8) => {
-                        f_flags = __tc::wire::Wire::wire_read(d)
-                            .map_err(|err| err.push(NAME, "flags"))?;
-                    }
-                    (12, __tc::TType::Uuid) => {
-                        f_id = __tc::wire::Wire::wire_read(d)
-                            .map_err(|err| err.push(NAME, "id"))?;
-                    }
-                    (13, __tc::TType::Binary) => {
-                        f_kind = __tc::wire::Wire::wire_read(d)
-                            .map_err(|err| err.push(NAME, "kind"))?;
-                    }
-                    (14, __tc::TType::I64) => {
-                        f_created_at = __tc::wire::Wire::wire_read(d)
-                            .map_err(|err| err.push(NAME, "created_at"))?;
-                    }
+                    (1, __tc::TType::I32) => f_width = ::std::option::Option::Some(__tc::wire::read_field(d, NAME, "width")?),
+                    (2, __tc::TType::I32) => f_height = ::std::option::Option::Some(__tc::wire::read_field(d, NAME, "height")?),
+                    (3, __tc::TType::Binary) => f_label = ::std::option::Option::Some(__tc::wire::read_field(d, NAME, "label")?),
+                    (4, __tc::TType::Double) => f_scale = __tc::wire::read_field(d, NAME, "scale")?,
+                    (5, __tc::TType::Bool) => f_visible = __tc::wire::read_field(d, NAME, "visible")?,
+                    (6, __tc::TType::List) => f_tags = __tc::wire::read_field(d, NAME, "tags")?,
+                    (7, __tc::TType::Map) => f_props = __tc::wire::read_field(d, NAME, "props")?,
+                    (8, __tc::TType::Binary) => f_thumbnail = ::std::option::Option::Some(__tc::wire::read_field(d, NAME, "thumbnail")?),
+                    (9, __tc::TType::I8) => f_layer = __tc::wire::read_field(d, NAME, "layer")?,
+                    (10, __tc::TType::I16) => f_z = __tc::wire::read_field(d, NAME, "z")?,
+                    (11, __tc::TType::I8) => f_flags = __tc::wire::read_field(d, NAME, "flags")?,
+                    (12, __tc::TType::Uuid) => f_id = __tc::wire::read_field(d, NAME, "id")?,
+                    (13, __tc::TType::Binary) => f_kind = __tc::wire::read_field(d, NAME, "kind")?,
+                    (14, __tc::TType::I64) => f_created_at = __tc::wire::read_field(d, NAME, "created_at")?,
                     (_, ty) => d.skip(ty)?,
                 }
             }
             d.read_struct_end(saved);
             ::std::result::Result::Ok(Self {
-                width: f_width.ok_or_else(|| __tc::DecodeError::missing(NAME, "width"))?,
-                height: f_height
-                    .ok_or_else(|| __tc::DecodeError::missing(NAME, "height"))?,
+                width: __tc::wire::required(f_width, NAME, "width")?,
+                height: __tc::wire::required(f_height, NAME, "height")?,
                 label: f_label,
                 scale: f_scale,
                 visible: f_visible,
@@ -550,17 +482,23 @@ pub mod shapes {
             })
         }
     }
+
     #[derive(Debug, Clone, PartialEq)]
     pub struct Circle {
         /// Field 1.
         pub radius: f64,
     }
+
     impl ::std::default::Default for Circle {
         fn default() -> Self {
-            Self { radius: 0.5f64 }
+            Self {
+                radius: 0.5f64,
+            }
         }
     }
+
     __tc::impl_wire_for_message!(Circle);
+
     impl __tc::Message for Circle {
         fn size<S: __tc::Sizer>(&self, s: &mut S) -> usize {
             let saved = s.struct_begin();
@@ -573,9 +511,7 @@ pub mod shapes {
             __tc::wire::Wire::field_write(&self.radius, e, 1);
             e.write_struct_end(saved);
         }
-        fn decode<D: __tc::Decoder>(
-            d: &mut D,
-        ) -> ::std::result::Result<Self, __tc::DecodeError> {
+        fn decode<D: __tc::Decoder>(d: &mut D) -> ::std::result::Result<Self, __tc::DecodeError> {
             const NAME: &str = "Circle";
             let saved = d.read_struct_begin()?;
             let mut f_radius = 0.5f64;
@@ -583,17 +519,17 @@ pub mod shapes {
                 let field = d.read_field_begin()?;
                 match (field.id, field.ty) {
                     (_, __tc::TType::Stop) => break,
-                    (1, __tc::TType::Double) => {
-                        f_radius = __tc::wire::Wire::wire_read(d)
-                            .map_err(|err| err.push(NAME, "radius"))?;
-                    }
+                    (1, __tc::TType::Double) => f_radius = __tc::wire::read_field(d, NAME, "radius")?,
                     (_, ty) => d.skip(ty)?,
                 }
             }
             d.read_struct_end(saved);
-            ::std::result::Result::Ok(Self { radius: f_radius })
+            ::std::result::Result::Ok(Self {
+                radius: f_radius,
+            })
         }
     }
+
     /// Exactly one of these is set.
     #[derive(Debug, Clone, PartialEq)]
     pub enum Shape {
@@ -604,6 +540,7 @@ pub mod shapes {
         /// Field 3.
         Group(::std::vec::Vec<super::shapes::Shape>),
     }
+
     /// The first variant, holding its type's default (Thrift unions have no
     /// empty state; this is what a defaulted field of this type starts as).
     impl ::std::default::Default for Shape {
@@ -611,7 +548,9 @@ pub mod shapes {
             Self::Rect(::std::default::Default::default())
         }
     }
+
     __tc::impl_wire_for_message!(Shape);
+
     impl __tc::Message for Shape {
         fn size<S: __tc::Sizer>(&self, s: &mut S) -> usize {
             let saved = s.struct_begin();
@@ -625,21 +564,13 @@ pub mod shapes {
         fn encode<E: __tc::Encoder>(&self, e: &mut E) {
             let saved = e.write_struct_begin();
             match self {
-                Self::Rect(v) => {
-                    __tc::wire::Wire::field_write(v, e, 1);
-                }
-                Self::Circle(v) => {
-                    __tc::wire::Wire::field_write(v, e, 2);
-                }
-                Self::Group(v) => {
-                    __tc::wire::Wire::field_write(v, e, 3);
-                }
+                Self::Rect(v) => __tc::wire::Wire::field_write(v, e, 1),
+                Self::Circle(v) => __tc::wire::Wire::field_write(v, e, 2),
+                Self::Group(v) => __tc::wire::Wire::field_write(v, e, 3),
             }
             e.write_struct_end(saved);
         }
-        fn decode<D: __tc::Decoder>(
-            d: &mut D,
-        ) -> ::std::result::Result<Self, __tc::DecodeError> {
+        fn decode<D: __tc::Decoder>(d: &mut D) -> ::std::result::Result<Self, __tc::DecodeError> {
             const NAME: &str = "Shape";
             let saved = d.read_struct_begin()?;
             let mut value: ::std::option::Option<Self> = ::std::option::Option::None;
@@ -648,49 +579,20 @@ pub mod shapes {
                 let field = d.read_field_begin()?;
                 match (field.id, field.ty) {
                     (_, __tc::TType::Stop) => break,
-                    (1, __tc::TType::Struct) => {
-                        value = ::std::option::Option::Some(
-                            Self::Rect(
-                                __tc::wire::Wire::wire_read(d)
-                                    .map_err(|err| err.push(NAME, "rect"))?,
-                            ),
-                        );
-                        set += 1;
-                    }
-                    (2, __tc::TType::Struct) => {
-                        value = ::std::option::Option::Some(
-                            Self::Circle(
-                                __tc::wire::Wire::wire_read(d)
-                                    .map_err(|err| err.push(NAME, "circle"))?,
-                            ),
-                        );
-                        set += 1;
-                    }
-                    (3, __tc::TType::List) => {
-                        value = ::std::option::Option::Some(
-                            Self::Group(
-                                __tc::wire::Wire::wire_read(d)
-                                    .map_err(|err| err.push(NAME, "group"))?,
-                            ),
-                        );
-                        set += 1;
-                    }
+                    (1, __tc::TType::Struct) => { value = ::std::option::Option::Some(Self::Rect(__tc::wire::read_field(d, NAME, "rect")?)); set += 1; }
+                    (2, __tc::TType::Struct) => { value = ::std::option::Option::Some(Self::Circle(__tc::wire::read_field(d, NAME, "circle")?)); set += 1; }
+                    (3, __tc::TType::List) => { value = ::std::option::Option::Some(Self::Group(__tc::wire::read_field(d, NAME, "group")?)); set += 1; }
                     (_, ty) => d.skip(ty)?,
                 }
             }
             d.read_struct_end(saved);
             match value {
-                ::std::option::Option::Some(v) if set == 1 => {
-                    ::std::result::Result::Ok(v)
-                }
-                _ => {
-                    ::std::result::Result::Err(
-                        __tc::DecodeError::new(__tc::DecodeErrorKind::InvalidUnion(set)),
-                    )
-                }
+                ::std::option::Option::Some(v) if set == 1 => ::std::result::Result::Ok(v),
+                _ => ::std::result::Result::Err(__tc::DecodeError::new(__tc::DecodeErrorKind::InvalidUnion(set))),
             }
         }
     }
+
     /// Recursive: a tree of nodes.
     #[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord, Default)]
     pub struct TreeNode {
@@ -701,7 +603,9 @@ pub mod shapes {
         /// Field 3, optional.
         pub parent: ::std::option::Option<::std::boxed::Box<super::shapes::TreeNode>>,
     }
+
     __tc::impl_wire_for_message!(TreeNode);
+
     impl __tc::Message for TreeNode {
         fn size<S: __tc::Sizer>(&self, s: &mut S) -> usize {
             let saved = s.struct_begin();
@@ -722,9 +626,7 @@ pub mod shapes {
             }
             e.write_struct_end(saved);
         }
-        fn decode<D: __tc::Decoder>(
-            d: &mut D,
-        ) -> ::std::result::Result<Self, __tc::DecodeError> {
+        fn decode<D: __tc::Decoder>(d: &mut D) -> ::std::result::Result<Self, __tc::DecodeError> {
             const NAME: &str = "TreeNode";
             let saved = d.read_struct_begin()?;
             let mut f_value = ::std::default::Default::default();
@@ -734,20 +636,9 @@ pub mod shapes {
                 let field = d.read_field_begin()?;
                 match (field.id, field.ty) {
                     (_, __tc::TType::Stop) => break,
-                    (1, __tc::TType::I64) => {
-                        f_value = __tc::wire::Wire::wire_read(d)
-                            .map_err(|err| err.push(NAME, "value"))?;
-                    }
-                    (2, __tc::TType::List) => {
-                        f_children = __tc::wire::Wire::wire_read(d)
-                            .map_err(|err| err.push(NAME, "children"))?;
-                    }
-                    (3, __tc::TType::Struct) => {
-                        f_parent = ::std::option::Option::Some(
-                            __tc::wire::Wire::wire_read(d)
-                                .map_err(|err| err.push(NAME, "parent"))?,
-                        );
-                    }
+                    (1, __tc::TType::I64) => f_value = __tc::wire::read_field(d, NAME, "value")?,
+                    (2, __tc::TType::List) => f_children = __tc::wire::read_field(d, NAME, "children")?,
+                    (3, __tc::TType::Struct) => f_parent = ::std::option::Option::Some(__tc::wire::read_field(d, NAME, "parent")?),
                     (_, ty) => d.skip(ty)?,
                 }
             }
@@ -759,6 +650,7 @@ pub mod shapes {
             })
         }
     }
+
     #[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord, Default)]
     pub struct LinkedList {
         /// Field 1.
@@ -766,7 +658,9 @@ pub mod shapes {
         /// Field 2, optional.
         pub tail: ::std::option::Option<::std::boxed::Box<super::shapes::LinkedList>>,
     }
+
     __tc::impl_wire_for_message!(LinkedList);
+
     impl __tc::Message for LinkedList {
         fn size<S: __tc::Sizer>(&self, s: &mut S) -> usize {
             let saved = s.struct_begin();
@@ -785,9 +679,7 @@ pub mod shapes {
             }
             e.write_struct_end(saved);
         }
-        fn decode<D: __tc::Decoder>(
-            d: &mut D,
-        ) -> ::std::result::Result<Self, __tc::DecodeError> {
+        fn decode<D: __tc::Decoder>(d: &mut D) -> ::std::result::Result<Self, __tc::DecodeError> {
             const NAME: &str = "LinkedList";
             let saved = d.read_struct_begin()?;
             let mut f_head = ::std::default::Default::default();
@@ -796,23 +688,19 @@ pub mod shapes {
                 let field = d.read_field_begin()?;
                 match (field.id, field.ty) {
                     (_, __tc::TType::Stop) => break,
-                    (1, __tc::TType::I32) => {
-                        f_head = __tc::wire::Wire::wire_read(d)
-                            .map_err(|err| err.push(NAME, "head"))?;
-                    }
-                    (2, __tc::TType::Struct) => {
-                        f_tail = ::std::option::Option::Some(
-                            __tc::wire::Wire::wire_read(d)
-                                .map_err(|err| err.push(NAME, "tail"))?,
-                        );
-                    }
+                    (1, __tc::TType::I32) => f_head = __tc::wire::read_field(d, NAME, "head")?,
+                    (2, __tc::TType::Struct) => f_tail = ::std::option::Option::Some(__tc::wire::read_field(d, NAME, "tail")?),
                     (_, ty) => d.skip(ty)?,
                 }
             }
             d.read_struct_end(saved);
-            ::std::result::Result::Ok(Self { head: f_head, tail: f_tail })
+            ::std::result::Result::Ok(Self {
+                head: f_head,
+                tail: f_tail,
+            })
         }
     }
+
     #[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
     pub struct NotFound {
         /// Field 1.
@@ -820,6 +708,7 @@ pub mod shapes {
         /// Field 2.
         pub code: i32,
     }
+
     impl ::std::default::Default for NotFound {
         fn default() -> Self {
             Self {
@@ -828,13 +717,17 @@ pub mod shapes {
             }
         }
     }
+
     impl ::std::fmt::Display for NotFound {
         fn fmt(&self, f: &mut ::std::fmt::Formatter<'_>) -> ::std::fmt::Result {
             ::std::fmt::Debug::fmt(self, f)
         }
     }
+
     impl ::std::error::Error for NotFound {}
+
     __tc::impl_wire_for_message!(NotFound);
+
     impl __tc::Message for NotFound {
         fn size<S: __tc::Sizer>(&self, s: &mut S) -> usize {
             let saved = s.struct_begin();
@@ -849,9 +742,7 @@ pub mod shapes {
             __tc::wire::Wire::field_write(&self.code, e, 2);
             e.write_struct_end(saved);
         }
-        fn decode<D: __tc::Decoder>(
-            d: &mut D,
-        ) -> ::std::result::Result<Self, __tc::DecodeError> {
+        fn decode<D: __tc::Decoder>(d: &mut D) -> ::std::result::Result<Self, __tc::DecodeError> {
             const NAME: &str = "NotFound";
             let saved = d.read_struct_begin()?;
             let mut f_key = ::std::default::Default::default();
@@ -860,21 +751,19 @@ pub mod shapes {
                 let field = d.read_field_begin()?;
                 match (field.id, field.ty) {
                     (_, __tc::TType::Stop) => break,
-                    (1, __tc::TType::Binary) => {
-                        f_key = __tc::wire::Wire::wire_read(d)
-                            .map_err(|err| err.push(NAME, "key"))?;
-                    }
-                    (2, __tc::TType::I32) => {
-                        f_code = __tc::wire::Wire::wire_read(d)
-                            .map_err(|err| err.push(NAME, "code"))?;
-                    }
+                    (1, __tc::TType::Binary) => f_key = __tc::wire::read_field(d, NAME, "key")?,
+                    (2, __tc::TType::I32) => f_code = __tc::wire::read_field(d, NAME, "code")?,
                     (_, ty) => d.skip(ty)?,
                 }
             }
             d.read_struct_end(saved);
-            ::std::result::Result::Ok(Self { key: f_key, code: f_code })
+            ::std::result::Result::Ok(Self {
+                key: f_key,
+                code: f_code,
+            })
         }
     }
+
     #[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord, Default)]
     pub struct Invalid {
         /// Field 1, required.
@@ -882,13 +771,17 @@ pub mod shapes {
         /// Field 2, optional.
         pub fields: ::std::option::Option<::std::vec::Vec<__tc::Utf8Bytes>>,
     }
+
     impl ::std::fmt::Display for Invalid {
         fn fmt(&self, f: &mut ::std::fmt::Formatter<'_>) -> ::std::fmt::Result {
             ::std::fmt::Debug::fmt(self, f)
         }
     }
+
     impl ::std::error::Error for Invalid {}
+
     __tc::impl_wire_for_message!(Invalid);
+
     impl __tc::Message for Invalid {
         fn size<S: __tc::Sizer>(&self, s: &mut S) -> usize {
             let saved = s.struct_begin();
@@ -907,9 +800,7 @@ pub mod shapes {
             }
             e.write_struct_end(saved);
         }
-        fn decode<D: __tc::Decoder>(
-            d: &mut D,
-        ) -> ::std::result::Result<Self, __tc::DecodeError> {
+        fn decode<D: __tc::Decoder>(d: &mut D) -> ::std::result::Result<Self, __tc::DecodeError> {
             const NAME: &str = "Invalid";
             let saved = d.read_struct_begin()?;
             let mut f_reason = ::std::option::Option::None;
@@ -918,29 +809,19 @@ pub mod shapes {
                 let field = d.read_field_begin()?;
                 match (field.id, field.ty) {
                     (_, __tc::TType::Stop) => break,
-                    (1, __tc::TType::Binary) => {
-                        f_reason = ::std::option::Option::Some(
-                            __tc::wire::Wire::wire_read(d)
-                                .map_err(|err| err.push(NAME, "reason"))?,
-                        );
-                    }
-                    (2, __tc::TType::List) => {
-                        f_fields = ::std::option::Option::Some(
-                            __tc::wire::Wire::wire_read(d)
-                                .map_err(|err| err.push(NAME, "fields"))?,
-                        );
-                    }
+                    (1, __tc::TType::Binary) => f_reason = ::std::option::Option::Some(__tc::wire::read_field(d, NAME, "reason")?),
+                    (2, __tc::TType::List) => f_fields = ::std::option::Option::Some(__tc::wire::read_field(d, NAME, "fields")?),
                     (_, ty) => d.skip(ty)?,
                 }
             }
             d.read_struct_end(saved);
             ::std::result::Result::Ok(Self {
-                reason: f_reason
-                    .ok_or_else(|| __tc::DecodeError::missing(NAME, "reason"))?,
+                reason: __tc::wire::required(f_reason, NAME, "reason")?,
                 fields: f_fields,
             })
         }
     }
+
     /// Annotations on types, fields and the struct; legacy cpp_type.
     #[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord, Default)]
     pub struct Annotated {
@@ -961,14 +842,11 @@ pub mod shapes {
         /// Field 8.
         pub legacy_list: ::std::vec::Vec<i32>,
         /// Field 9.
-        pub deep: ::std::vec::Vec<
-            ::std::collections::BTreeMap<
-                __tc::Utf8Bytes,
-                ::std::collections::BTreeSet<i64>,
-            >,
-        >,
+        pub deep: ::std::vec::Vec<::std::collections::BTreeMap<__tc::Utf8Bytes, ::std::collections::BTreeSet<i64>>>,
     }
+
     __tc::impl_wire_for_message!(Annotated);
+
     impl __tc::Message for Annotated {
         fn size<S: __tc::Sizer>(&self, s: &mut S) -> usize {
             let saved = s.struct_begin();
@@ -997,9 +875,7 @@ pub mod shapes {
             __tc::wire::Wire::field_write(&self.deep, e, 9);
             e.write_struct_end(saved);
         }
-        fn decode<D: __tc::Decoder>(
-            d: &mut D,
-        ) -> ::std::result::Result<Self, __tc::DecodeError> {
+        fn decode<D: __tc::Decoder>(d: &mut D) -> ::std::result::Result<Self, __tc::DecodeError> {
             const NAME: &str = "Annotated";
             let saved = d.read_struct_begin()?;
             let mut f_ids = ::std::default::Default::default();
@@ -1015,42 +891,15 @@ pub mod shapes {
                 let field = d.read_field_begin()?;
                 match (field.id, field.ty) {
                     (_, __tc::TType::Stop) => break,
-                    (1, __tc::TType::List) => {
-                        f_ids = __tc::wire::Wire::wire_read(d)
-                            .map_err(|err| err.push(NAME, "ids"))?;
-                    }
-                    (2, __tc::TType::Set) => {
-                        f_names = __tc::wire::Wire::wire_read(d)
-                            .map_err(|err| err.push(NAME, "names"))?;
-                    }
-                    (3, __tc::TType::Map) => {
-                        f_index = __tc::wire::Wire::wire_read(d)
-                            .map_err(|err| err.push(NAME, "index"))?;
-                    }
-                    (4, __tc::TType::Binary) => {
-                        f_small = __tc::wire::Wire::wire_read(d)
-                            .map_err(|err| err.push(NAME, "small"))?;
-                    }
-                    (5, __tc::TType::I64) => {
-                        f_ts = __tc::wire::Wire::wire_read(d)
-                            .map_err(|err| err.push(NAME, "ts"))?;
-                    }
-                    (6, __tc::TType::Map) => {
-                        f_legacy_map = __tc::wire::Wire::wire_read(d)
-                            .map_err(|err| err.push(NAME, "legacy_map"))?;
-                    }
-                    (7, __tc::TType::Set) => {
-                        f_legacy_set = __tc::wire::Wire::wire_read(d)
-                            .map_err(|err| err.push(NAME, "legacy_set"))?;
-                    }
-                    (8, __tc::TType::List) => {
-                        f_legacy_list = __tc::wire::Wire::wire_read(d)
-                            .map_err(|err| err.push(NAME, "legacy_list"))?;
-                    }
-                    (9, __tc::TType::List) => {
-                        f_deep = __tc::wire::Wire::wire_read(d)
-                            .map_err(|err| err.push(NAME, "deep"))?;
-                    }
+                    (1, __tc::TType::List) => f_ids = __tc::wire::read_field(d, NAME, "ids")?,
+                    (2, __tc::TType::Set) => f_names = __tc::wire::read_field(d, NAME, "names")?,
+                    (3, __tc::TType::Map) => f_index = __tc::wire::read_field(d, NAME, "index")?,
+                    (4, __tc::TType::Binary) => f_small = __tc::wire::read_field(d, NAME, "small")?,
+                    (5, __tc::TType::I64) => f_ts = __tc::wire::read_field(d, NAME, "ts")?,
+                    (6, __tc::TType::Map) => f_legacy_map = __tc::wire::read_field(d, NAME, "legacy_map")?,
+                    (7, __tc::TType::Set) => f_legacy_set = __tc::wire::read_field(d, NAME, "legacy_set")?,
+                    (8, __tc::TType::List) => f_legacy_list = __tc::wire::read_field(d, NAME, "legacy_list")?,
+                    (9, __tc::TType::List) => f_deep = __tc::wire::read_field(d, NAME, "deep")?,
                     (_, ty) => d.skip(ty)?,
                 }
             }
@@ -1068,6 +917,7 @@ pub mod shapes {
             })
         }
     }
+
     /// Fields without ids: the resolver assigns -1, -2, ...
     #[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord, Default)]
     pub struct NoIds {
@@ -1078,7 +928,9 @@ pub mod shapes {
         /// Field -3, optional.
         pub flag: ::std::option::Option<bool>,
     }
+
     __tc::impl_wire_for_message!(NoIds);
+
     impl __tc::Message for NoIds {
         fn size<S: __tc::Sizer>(&self, s: &mut S) -> usize {
             let saved = s.struct_begin();
@@ -1099,9 +951,7 @@ pub mod shapes {
             __tc::wire::Wire::field_write(&self.name, e, -1);
             e.write_struct_end(saved);
         }
-        fn decode<D: __tc::Decoder>(
-            d: &mut D,
-        ) -> ::std::result::Result<Self, __tc::DecodeError> {
+        fn decode<D: __tc::Decoder>(d: &mut D) -> ::std::result::Result<Self, __tc::DecodeError> {
             const NAME: &str = "NoIds";
             let saved = d.read_struct_begin()?;
             let mut f_name = ::std::default::Default::default();
@@ -1111,20 +961,9 @@ pub mod shapes {
                 let field = d.read_field_begin()?;
                 match (field.id, field.ty) {
                     (_, __tc::TType::Stop) => break,
-                    (-1, __tc::TType::Binary) => {
-                        f_name = __tc::wire::Wire::wire_read(d)
-                            .map_err(|err| err.push(NAME, "name"))?;
-                    }
-                    (-2, __tc::TType::I32) => {
-                        f_count = __tc::wire::Wire::wire_read(d)
-                            .map_err(|err| err.push(NAME, "count"))?;
-                    }
-                    (-3, __tc::TType::Bool) => {
-                        f_flag = ::std::option::Option::Some(
-                            __tc::wire::Wire::wire_read(d)
-                                .map_err(|err| err.push(NAME, "flag"))?,
-                        );
-                    }
+                    (-1, __tc::TType::Binary) => f_name = __tc::wire::read_field(d, NAME, "name")?,
+                    (-2, __tc::TType::I32) => f_count = __tc::wire::read_field(d, NAME, "count")?,
+                    (-3, __tc::TType::Bool) => f_flag = ::std::option::Option::Some(__tc::wire::read_field(d, NAME, "flag")?),
                     (_, ty) => d.skip(ty)?,
                 }
             }
@@ -1136,23 +975,23 @@ pub mod shapes {
             })
         }
     }
+
     #[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord, Default)]
     pub struct Empty {}
+
     __tc::impl_wire_for_message!(Empty);
+
     impl __tc::Message for Empty {
         fn size<S: __tc::Sizer>(&self, s: &mut S) -> usize {
             let saved = s.struct_begin();
-            let mut n = 0usize;
-            let _ = &mut n;
+            let n = 0usize;
             n + s.struct_end_len(saved)
         }
         fn encode<E: __tc::Encoder>(&self, e: &mut E) {
             let saved = e.write_struct_begin();
             e.write_struct_end(saved);
         }
-        fn decode<D: __tc::Decoder>(
-            d: &mut D,
-        ) -> ::std::result::Result<Self, __tc::DecodeError> {
+        fn decode<D: __tc::Decoder>(d: &mut D) -> ::std::result::Result<Self, __tc::DecodeError> {
             let saved = d.read_struct_begin()?;
             loop {
                 let field = d.read_field_begin()?;
@@ -1165,6 +1004,7 @@ pub mod shapes {
             ::std::result::Result::Ok(Self {})
         }
     }
+
     /// Names that are Rust keywords or prelude names are fine in Thrift.
     #[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
     pub struct Keywords {
@@ -1181,6 +1021,7 @@ pub mod shapes {
         /// Field 6.
         pub r#fn: super::shapes::Empty,
     }
+
     impl ::std::default::Default for Keywords {
         fn default() -> Self {
             Self {
@@ -1193,7 +1034,9 @@ pub mod shapes {
             }
         }
     }
+
     __tc::impl_wire_for_message!(Keywords);
+
     impl __tc::Message for Keywords {
         fn size<S: __tc::Sizer>(&self, s: &mut S) -> usize {
             let saved = s.struct_begin();
@@ -1220,9 +1063,7 @@ pub mod shapes {
             __tc::wire::Wire::field_write(&self.r#fn, e, 6);
             e.write_struct_end(saved);
         }
-        fn decode<D: __tc::Decoder>(
-            d: &mut D,
-        ) -> ::std::result::Result<Self, __tc::DecodeError> {
+        fn decode<D: __tc::Decoder>(d: &mut D) -> ::std::result::Result<Self, __tc::DecodeError> {
             const NAME: &str = "Keywords";
             let saved = d.read_struct_begin()?;
             let mut f_type = ::std::default::Default::default();
@@ -1235,32 +1076,12 @@ pub mod shapes {
                 let field = d.read_field_begin()?;
                 match (field.id, field.ty) {
                     (_, __tc::TType::Stop) => break,
-                    (1, __tc::TType::Binary) => {
-                        f_type = __tc::wire::Wire::wire_read(d)
-                            .map_err(|err| err.push(NAME, "type"))?;
-                    }
-                    (2, __tc::TType::I32) => {
-                        f_match = __tc::wire::Wire::wire_read(d)
-                            .map_err(|err| err.push(NAME, "match"))?;
-                    }
-                    (3, __tc::TType::Bool) => {
-                        f_async = __tc::wire::Wire::wire_read(d)
-                            .map_err(|err| err.push(NAME, "async"))?;
-                    }
-                    (4, __tc::TType::Binary) => {
-                        f_self_ = __tc::wire::Wire::wire_read(d)
-                            .map_err(|err| err.push(NAME, "self"))?;
-                    }
-                    (5, __tc::TType::Binary) => {
-                        f_result = ::std::option::Option::Some(
-                            __tc::wire::Wire::wire_read(d)
-                                .map_err(|err| err.push(NAME, "Result"))?,
-                        );
-                    }
-                    (6, __tc::TType::Struct) => {
-                        f_fn = __tc::wire::Wire::wire_read(d)
-                            .map_err(|err| err.push(NAME, "fn"))?;
-                    }
+                    (1, __tc::TType::Binary) => f_type = __tc::wire::read_field(d, NAME, "type")?,
+                    (2, __tc::TType::I32) => f_match = __tc::wire::read_field(d, NAME, "match")?,
+                    (3, __tc::TType::Bool) => f_async = __tc::wire::read_field(d, NAME, "async")?,
+                    (4, __tc::TType::Binary) => f_self_ = __tc::wire::read_field(d, NAME, "self")?,
+                    (5, __tc::TType::Binary) => f_result = ::std::option::Option::Some(__tc::wire::read_field(d, NAME, "Result")?),
+                    (6, __tc::TType::Struct) => f_fn = __tc::wire::read_field(d, NAME, "fn")?,
                     (_, ty) => d.skip(ty)?,
                 }
             }
@@ -1275,6 +1096,7 @@ pub mod shapes {
             })
         }
     }
+
     /// Recursive through each other: both fields close the cycle, so both are boxed.
     #[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord, Default)]
     pub struct Ping {
@@ -1283,7 +1105,9 @@ pub mod shapes {
         /// Field 2, optional.
         pub pong: ::std::option::Option<::std::boxed::Box<super::shapes::Pong>>,
     }
+
     __tc::impl_wire_for_message!(Ping);
+
     impl __tc::Message for Ping {
         fn size<S: __tc::Sizer>(&self, s: &mut S) -> usize {
             let saved = s.struct_begin();
@@ -1302,9 +1126,7 @@ pub mod shapes {
             }
             e.write_struct_end(saved);
         }
-        fn decode<D: __tc::Decoder>(
-            d: &mut D,
-        ) -> ::std::result::Result<Self, __tc::DecodeError> {
+        fn decode<D: __tc::Decoder>(d: &mut D) -> ::std::result::Result<Self, __tc::DecodeError> {
             const NAME: &str = "Ping";
             let saved = d.read_struct_begin()?;
             let mut f_n = ::std::default::Default::default();
@@ -1313,23 +1135,19 @@ pub mod shapes {
                 let field = d.read_field_begin()?;
                 match (field.id, field.ty) {
                     (_, __tc::TType::Stop) => break,
-                    (1, __tc::TType::I32) => {
-                        f_n = __tc::wire::Wire::wire_read(d)
-                            .map_err(|err| err.push(NAME, "n"))?;
-                    }
-                    (2, __tc::TType::Struct) => {
-                        f_pong = ::std::option::Option::Some(
-                            __tc::wire::Wire::wire_read(d)
-                                .map_err(|err| err.push(NAME, "pong"))?,
-                        );
-                    }
+                    (1, __tc::TType::I32) => f_n = __tc::wire::read_field(d, NAME, "n")?,
+                    (2, __tc::TType::Struct) => f_pong = ::std::option::Option::Some(__tc::wire::read_field(d, NAME, "pong")?),
                     (_, ty) => d.skip(ty)?,
                 }
             }
             d.read_struct_end(saved);
-            ::std::result::Result::Ok(Self { n: f_n, pong: f_pong })
+            ::std::result::Result::Ok(Self {
+                n: f_n,
+                pong: f_pong,
+            })
         }
     }
+
     #[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord, Default)]
     pub struct Pong {
         /// Field 1.
@@ -1337,7 +1155,9 @@ pub mod shapes {
         /// Field 2, optional.
         pub ping: ::std::option::Option<::std::boxed::Box<super::shapes::Ping>>,
     }
+
     __tc::impl_wire_for_message!(Pong);
+
     impl __tc::Message for Pong {
         fn size<S: __tc::Sizer>(&self, s: &mut S) -> usize {
             let saved = s.struct_begin();
@@ -1356,9 +1176,7 @@ pub mod shapes {
             }
             e.write_struct_end(saved);
         }
-        fn decode<D: __tc::Decoder>(
-            d: &mut D,
-        ) -> ::std::result::Result<Self, __tc::DecodeError> {
+        fn decode<D: __tc::Decoder>(d: &mut D) -> ::std::result::Result<Self, __tc::DecodeError> {
             const NAME: &str = "Pong";
             let saved = d.read_struct_begin()?;
             let mut f_n = ::std::default::Default::default();
@@ -1367,61 +1185,46 @@ pub mod shapes {
                 let field = d.read_field_begin()?;
                 match (field.id, field.ty) {
                     (_, __tc::TType::Stop) => break,
-                    (1, __tc::TType::I32) => {
-                        f_n = __tc::wire::Wire::wire_read(d)
-                            .map_err(|err| err.push(NAME, "n"))?;
-                    }
-                    (2, __tc::TType::Struct) => {
-                        f_ping = ::std::option::Option::Some(
-                            __tc::wire::Wire::wire_read(d)
-                                .map_err(|err| err.push(NAME, "ping"))?,
-                        );
-                    }
+                    (1, __tc::TType::I32) => f_n = __tc::wire::read_field(d, NAME, "n")?,
+                    (2, __tc::TType::Struct) => f_ping = ::std::option::Option::Some(__tc::wire::read_field(d, NAME, "ping")?),
                     (_, ty) => d.skip(ty)?,
                 }
             }
             d.read_struct_end(saved);
-            ::std::result::Result::Ok(Self { n: f_n, ping: f_ping })
+            ::std::result::Result::Ok(Self {
+                n: f_n,
+                ping: f_ping,
+            })
         }
     }
-    pub static PING_PONG: ::std::sync::LazyLock<super::shapes::Ping> = ::std::sync::LazyLock::new(||
-    super::shapes::Ping {
-        n: 1i32,
-        pong: ::std::option::Option::Some(
-            ::std::boxed::Box::new(super::shapes::Pong {
-                n: 2i32,
-                ping: ::std::option::Option::Some(
-                    ::std::boxed::Box::new(super::shapes::Ping {
-                        n: 3i32,
-                        pong: ::std::default::Default::default(),
-                    }),
-                ),
-            }),
-        ),
-    });
+
+    pub static PING_PONG: ::std::sync::LazyLock<super::shapes::Ping> = ::std::sync::LazyLock::new(|| super::shapes::Ping { n: 1i32, pong: ::std::option::Option::Some(::std::boxed::Box::new(super::shapes::Pong { n: 2i32, ping: ::std::option::Option::Some(::std::boxed::Box::new(super::shapes::Ping { n: 3i32, pong: ::std::default::Default::default() })) })) });
 }
+
 /// Generated from `services.thrift`.
 #[allow(clippy::approx_constant, clippy::derivable_impls, clippy::large_enum_variant)]
 pub mod services {
+    // A short name for the runtime crate. No generated item can clash with it:
+    // type names are UpperCamelCase and constants UPPER_SNAKE_CASE.
     #[allow(unused_imports)]
     use ::thrift_codec as __tc;
+
     #[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord, Default)]
     pub struct BasePingArgs {}
+
     __tc::impl_wire_for_message!(BasePingArgs);
+
     impl __tc::Message for BasePingArgs {
         fn size<S: __tc::Sizer>(&self, s: &mut S) -> usize {
             let saved = s.struct_begin();
-            let mut n = 0usize;
-            let _ = &mut n;
+            let n = 0usize;
             n + s.struct_end_len(saved)
         }
         fn encode<E: __tc::Encoder>(&self, e: &mut E) {
             let saved = e.write_struct_begin();
             e.write_struct_end(saved);
         }
-        fn decode<D: __tc::Decoder>(
-            d: &mut D,
-        ) -> ::std::result::Result<Self, __tc::DecodeError> {
+        fn decode<D: __tc::Decoder>(d: &mut D) -> ::std::result::Result<Self, __tc::DecodeError> {
             let saved = d.read_struct_begin()?;
             loop {
                 let field = d.read_field_begin()?;
@@ -1434,23 +1237,23 @@ pub mod services {
             ::std::result::Result::Ok(Self {})
         }
     }
+
     #[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord, Default)]
     pub struct BasePingResult {}
+
     __tc::impl_wire_for_message!(BasePingResult);
+
     impl __tc::Message for BasePingResult {
         fn size<S: __tc::Sizer>(&self, s: &mut S) -> usize {
             let saved = s.struct_begin();
-            let mut n = 0usize;
-            let _ = &mut n;
+            let n = 0usize;
             n + s.struct_end_len(saved)
         }
         fn encode<E: __tc::Encoder>(&self, e: &mut E) {
             let saved = e.write_struct_begin();
             e.write_struct_end(saved);
         }
-        fn decode<D: __tc::Decoder>(
-            d: &mut D,
-        ) -> ::std::result::Result<Self, __tc::DecodeError> {
+        fn decode<D: __tc::Decoder>(d: &mut D) -> ::std::result::Result<Self, __tc::DecodeError> {
             let saved = d.read_struct_begin()?;
             loop {
                 let field = d.read_field_begin()?;
@@ -1463,23 +1266,23 @@ pub mod services {
             ::std::result::Result::Ok(Self {})
         }
     }
+
     #[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord, Default)]
     pub struct BaseVersionArgs {}
+
     __tc::impl_wire_for_message!(BaseVersionArgs);
+
     impl __tc::Message for BaseVersionArgs {
         fn size<S: __tc::Sizer>(&self, s: &mut S) -> usize {
             let saved = s.struct_begin();
-            let mut n = 0usize;
-            let _ = &mut n;
+            let n = 0usize;
             n + s.struct_end_len(saved)
         }
         fn encode<E: __tc::Encoder>(&self, e: &mut E) {
             let saved = e.write_struct_begin();
             e.write_struct_end(saved);
         }
-        fn decode<D: __tc::Decoder>(
-            d: &mut D,
-        ) -> ::std::result::Result<Self, __tc::DecodeError> {
+        fn decode<D: __tc::Decoder>(d: &mut D) -> ::std::result::Result<Self, __tc::DecodeError> {
             let saved = d.read_struct_begin()?;
             loop {
                 let field = d.read_field_begin()?;
@@ -1492,12 +1295,15 @@ pub mod services {
             ::std::result::Result::Ok(Self {})
         }
     }
+
     #[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord, Default)]
     pub struct BaseVersionResult {
         /// Field 0, optional.
         pub success: ::std::option::Option<__tc::Utf8Bytes>,
     }
+
     __tc::impl_wire_for_message!(BaseVersionResult);
+
     impl __tc::Message for BaseVersionResult {
         fn size<S: __tc::Sizer>(&self, s: &mut S) -> usize {
             let saved = s.struct_begin();
@@ -1514,9 +1320,7 @@ pub mod services {
             }
             e.write_struct_end(saved);
         }
-        fn decode<D: __tc::Decoder>(
-            d: &mut D,
-        ) -> ::std::result::Result<Self, __tc::DecodeError> {
+        fn decode<D: __tc::Decoder>(d: &mut D) -> ::std::result::Result<Self, __tc::DecodeError> {
             const NAME: &str = "version_result";
             let saved = d.read_struct_begin()?;
             let mut f_success = ::std::option::Option::None;
@@ -1524,19 +1328,17 @@ pub mod services {
                 let field = d.read_field_begin()?;
                 match (field.id, field.ty) {
                     (_, __tc::TType::Stop) => break,
-                    (0, __tc::TType::Binary) => {
-                        f_success = ::std::option::Option::Some(
-                            __tc::wire::Wire::wire_read(d)
-                                .map_err(|err| err.push(NAME, "success"))?,
-                        );
-                    }
+                    (0, __tc::TType::Binary) => f_success = ::std::option::Option::Some(__tc::wire::read_field(d, NAME, "success")?),
                     (_, ty) => d.skip(ty)?,
                 }
             }
             d.read_struct_end(saved);
-            ::std::result::Result::Ok(Self { success: f_success })
+            ::std::result::Result::Ok(Self {
+                success: f_success,
+            })
         }
     }
+
     #[derive(Debug, Clone, PartialEq, Default)]
     pub struct StorePutArgs {
         /// Field 1.
@@ -1544,7 +1346,9 @@ pub mod services {
         /// Field 2.
         pub value: super::shapes::Shape,
     }
+
     __tc::impl_wire_for_message!(StorePutArgs);
+
     impl __tc::Message for StorePutArgs {
         fn size<S: __tc::Sizer>(&self, s: &mut S) -> usize {
             let saved = s.struct_begin();
@@ -1559,9 +1363,7 @@ pub mod services {
             __tc::wire::Wire::field_write(&self.value, e, 2);
             e.write_struct_end(saved);
         }
-        fn decode<D: __tc::Decoder>(
-            d: &mut D,
-        ) -> ::std::result::Result<Self, __tc::DecodeError> {
+        fn decode<D: __tc::Decoder>(d: &mut D) -> ::std::result::Result<Self, __tc::DecodeError> {
             const NAME: &str = "put_args";
             let saved = d.read_struct_begin()?;
             let mut f_key = ::std::default::Default::default();
@@ -1570,27 +1372,27 @@ pub mod services {
                 let field = d.read_field_begin()?;
                 match (field.id, field.ty) {
                     (_, __tc::TType::Stop) => break,
-                    (1, __tc::TType::Binary) => {
-                        f_key = __tc::wire::Wire::wire_read(d)
-                            .map_err(|err| err.push(NAME, "key"))?;
-                    }
-                    (2, __tc::TType::Struct) => {
-                        f_value = __tc::wire::Wire::wire_read(d)
-                            .map_err(|err| err.push(NAME, "value"))?;
-                    }
+                    (1, __tc::TType::Binary) => f_key = __tc::wire::read_field(d, NAME, "key")?,
+                    (2, __tc::TType::Struct) => f_value = __tc::wire::read_field(d, NAME, "value")?,
                     (_, ty) => d.skip(ty)?,
                 }
             }
             d.read_struct_end(saved);
-            ::std::result::Result::Ok(Self { key: f_key, value: f_value })
+            ::std::result::Result::Ok(Self {
+                key: f_key,
+                value: f_value,
+            })
         }
     }
+
     #[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord, Default)]
     pub struct StorePutResult {
         /// Field 1, optional.
         pub invalid: ::std::option::Option<super::shapes::Invalid>,
     }
+
     __tc::impl_wire_for_message!(StorePutResult);
+
     impl __tc::Message for StorePutResult {
         fn size<S: __tc::Sizer>(&self, s: &mut S) -> usize {
             let saved = s.struct_begin();
@@ -1607,9 +1409,7 @@ pub mod services {
             }
             e.write_struct_end(saved);
         }
-        fn decode<D: __tc::Decoder>(
-            d: &mut D,
-        ) -> ::std::result::Result<Self, __tc::DecodeError> {
+        fn decode<D: __tc::Decoder>(d: &mut D) -> ::std::result::Result<Self, __tc::DecodeError> {
             const NAME: &str = "put_result";
             let saved = d.read_struct_begin()?;
             let mut f_invalid = ::std::option::Option::None;
@@ -1617,25 +1417,25 @@ pub mod services {
                 let field = d.read_field_begin()?;
                 match (field.id, field.ty) {
                     (_, __tc::TType::Stop) => break,
-                    (1, __tc::TType::Struct) => {
-                        f_invalid = ::std::option::Option::Some(
-                            __tc::wire::Wire::wire_read(d)
-                                .map_err(|err| err.push(NAME, "invalid"))?,
-                        );
-                    }
+                    (1, __tc::TType::Struct) => f_invalid = ::std::option::Option::Some(__tc::wire::read_field(d, NAME, "invalid")?),
                     (_, ty) => d.skip(ty)?,
                 }
             }
             d.read_struct_end(saved);
-            ::std::result::Result::Ok(Self { invalid: f_invalid })
+            ::std::result::Result::Ok(Self {
+                invalid: f_invalid,
+            })
         }
     }
+
     #[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord, Default)]
     pub struct StoreGetArgs {
         /// Field 1, required.
         pub key: __tc::Utf8Bytes,
     }
+
     __tc::impl_wire_for_message!(StoreGetArgs);
+
     impl __tc::Message for StoreGetArgs {
         fn size<S: __tc::Sizer>(&self, s: &mut S) -> usize {
             let saved = s.struct_begin();
@@ -1648,9 +1448,7 @@ pub mod services {
             __tc::wire::Wire::field_write(&self.key, e, 1);
             e.write_struct_end(saved);
         }
-        fn decode<D: __tc::Decoder>(
-            d: &mut D,
-        ) -> ::std::result::Result<Self, __tc::DecodeError> {
+        fn decode<D: __tc::Decoder>(d: &mut D) -> ::std::result::Result<Self, __tc::DecodeError> {
             const NAME: &str = "get_args";
             let saved = d.read_struct_begin()?;
             let mut f_key = ::std::option::Option::None;
@@ -1658,21 +1456,17 @@ pub mod services {
                 let field = d.read_field_begin()?;
                 match (field.id, field.ty) {
                     (_, __tc::TType::Stop) => break,
-                    (1, __tc::TType::Binary) => {
-                        f_key = ::std::option::Option::Some(
-                            __tc::wire::Wire::wire_read(d)
-                                .map_err(|err| err.push(NAME, "key"))?,
-                        );
-                    }
+                    (1, __tc::TType::Binary) => f_key = ::std::option::Option::Some(__tc::wire::read_field(d, NAME, "key")?),
                     (_, ty) => d.skip(ty)?,
                 }
             }
             d.read_struct_end(saved);
             ::std::result::Result::Ok(Self {
-                key: f_key.ok_or_else(|| __tc::DecodeError::missing(NAME, "key"))?,
+                key: __tc::wire::required(f_key, NAME, "key")?,
             })
         }
     }
+
     #[derive(Debug, Clone, PartialEq, Default)]
     pub struct StoreGetResult {
         /// Field 0, optional.
@@ -1682,7 +1476,9 @@ pub mod services {
         /// Field 2, optional.
         pub bad: ::std::option::Option<super::shapes::Invalid>,
     }
+
     __tc::impl_wire_for_message!(StoreGetResult);
+
     impl __tc::Message for StoreGetResult {
         fn size<S: __tc::Sizer>(&self, s: &mut S) -> usize {
             let saved = s.struct_begin();
@@ -1711,9 +1507,7 @@ pub mod services {
             }
             e.write_struct_end(saved);
         }
-        fn decode<D: __tc::Decoder>(
-            d: &mut D,
-        ) -> ::std::result::Result<Self, __tc::DecodeError> {
+        fn decode<D: __tc::Decoder>(d: &mut D) -> ::std::result::Result<Self, __tc::DecodeError> {
             const NAME: &str = "get_result";
             let saved = d.read_struct_begin()?;
             let mut f_success = ::std::option::Option::None;
@@ -1723,24 +1517,9 @@ pub mod services {
                 let field = d.read_field_begin()?;
                 match (field.id, field.ty) {
                     (_, __tc::TType::Stop) => break,
-                    (0, __tc::TType::Struct) => {
-                        f_success = ::std::option::Option::Some(
-                            __tc::wire::Wire::wire_read(d)
-                                .map_err(|err| err.push(NAME, "success"))?,
-                        );
-                    }
-                    (1, __tc::TType::Struct) => {
-                        f_nf = ::std::option::Option::Some(
-                            __tc::wire::Wire::wire_read(d)
-                                .map_err(|err| err.push(NAME, "nf"))?,
-                        );
-                    }
-                    (2, __tc::TType::Struct) => {
-                        f_bad = ::std::option::Option::Some(
-                            __tc::wire::Wire::wire_read(d)
-                                .map_err(|err| err.push(NAME, "bad"))?,
-                        );
-                    }
+                    (0, __tc::TType::Struct) => f_success = ::std::option::Option::Some(__tc::wire::read_field(d, NAME, "success")?),
+                    (1, __tc::TType::Struct) => f_nf = ::std::option::Option::Some(__tc::wire::read_field(d, NAME, "nf")?),
+                    (2, __tc::TType::Struct) => f_bad = ::std::option::Option::Some(__tc::wire::read_field(d, NAME, "bad")?),
                     (_, ty) => d.skip(ty)?,
                 }
             }
@@ -1752,12 +1531,15 @@ pub mod services {
             })
         }
     }
+
     #[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord, Default)]
     pub struct StoreForgetArgs {
         /// Field 1.
         pub key: __tc::Utf8Bytes,
     }
+
     __tc::impl_wire_for_message!(StoreForgetArgs);
+
     impl __tc::Message for StoreForgetArgs {
         fn size<S: __tc::Sizer>(&self, s: &mut S) -> usize {
             let saved = s.struct_begin();
@@ -1770,9 +1552,7 @@ pub mod services {
             __tc::wire::Wire::field_write(&self.key, e, 1);
             e.write_struct_end(saved);
         }
-        fn decode<D: __tc::Decoder>(
-            d: &mut D,
-        ) -> ::std::result::Result<Self, __tc::DecodeError> {
+        fn decode<D: __tc::Decoder>(d: &mut D) -> ::std::result::Result<Self, __tc::DecodeError> {
             const NAME: &str = "forget_args";
             let saved = d.read_struct_begin()?;
             let mut f_key = ::std::default::Default::default();
@@ -1780,17 +1560,17 @@ pub mod services {
                 let field = d.read_field_begin()?;
                 match (field.id, field.ty) {
                     (_, __tc::TType::Stop) => break,
-                    (1, __tc::TType::Binary) => {
-                        f_key = __tc::wire::Wire::wire_read(d)
-                            .map_err(|err| err.push(NAME, "key"))?;
-                    }
+                    (1, __tc::TType::Binary) => f_key = __tc::wire::read_field(d, NAME, "key")?,
                     (_, ty) => d.skip(ty)?,
                 }
             }
             d.read_struct_end(saved);
-            ::std::result::Result::Ok(Self { key: f_key })
+            ::std::result::Result::Ok(Self {
+                key: f_key,
+            })
         }
     }
+
     #[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
     pub struct StoreRectsArgs {
         /// Field 1.
@@ -1798,6 +1578,7 @@ pub mod services {
         /// Field 2, optional.
         pub prefix: ::std::option::Option<__tc::Utf8Bytes>,
     }
+
     impl ::std::default::Default for StoreRectsArgs {
         fn default() -> Self {
             Self {
@@ -1806,7 +1587,9 @@ pub mod services {
             }
         }
     }
+
     __tc::impl_wire_for_message!(StoreRectsArgs);
+
     impl __tc::Message for StoreRectsArgs {
         fn size<S: __tc::Sizer>(&self, s: &mut S) -> usize {
             let saved = s.struct_begin();
@@ -1825,9 +1608,7 @@ pub mod services {
             }
             e.write_struct_end(saved);
         }
-        fn decode<D: __tc::Decoder>(
-            d: &mut D,
-        ) -> ::std::result::Result<Self, __tc::DecodeError> {
+        fn decode<D: __tc::Decoder>(d: &mut D) -> ::std::result::Result<Self, __tc::DecodeError> {
             const NAME: &str = "rects_args";
             let saved = d.read_struct_begin()?;
             let mut f_limit = 10i32;
@@ -1836,16 +1617,8 @@ pub mod services {
                 let field = d.read_field_begin()?;
                 match (field.id, field.ty) {
                     (_, __tc::TType::Stop) => break,
-                    (1, __tc::TType::I32) => {
-                        f_limit = __tc::wire::Wire::wire_read(d)
-                            .map_err(|err| err.push(NAME, "limit"))?;
-                    }
-                    (2, __tc::TType::Binary) => {
-                        f_prefix = ::std::option::Option::Some(
-                            __tc::wire::Wire::wire_read(d)
-                                .map_err(|err| err.push(NAME, "prefix"))?,
-                        );
-                    }
+                    (1, __tc::TType::I32) => f_limit = __tc::wire::read_field(d, NAME, "limit")?,
+                    (2, __tc::TType::Binary) => f_prefix = ::std::option::Option::Some(__tc::wire::read_field(d, NAME, "prefix")?),
                     (_, ty) => d.skip(ty)?,
                 }
             }
@@ -1856,12 +1629,15 @@ pub mod services {
             })
         }
     }
+
     #[derive(Debug, Clone, PartialEq, Default)]
     pub struct StoreRectsResult {
         /// Field 0, optional.
         pub success: ::std::option::Option<::std::vec::Vec<super::shapes::Rect>>,
     }
+
     __tc::impl_wire_for_message!(StoreRectsResult);
+
     impl __tc::Message for StoreRectsResult {
         fn size<S: __tc::Sizer>(&self, s: &mut S) -> usize {
             let saved = s.struct_begin();
@@ -1878,9 +1654,7 @@ pub mod services {
             }
             e.write_struct_end(saved);
         }
-        fn decode<D: __tc::Decoder>(
-            d: &mut D,
-        ) -> ::std::result::Result<Self, __tc::DecodeError> {
+        fn decode<D: __tc::Decoder>(d: &mut D) -> ::std::result::Result<Self, __tc::DecodeError> {
             const NAME: &str = "rects_result";
             let saved = d.read_struct_begin()?;
             let mut f_success = ::std::option::Option::None;
@@ -1888,36 +1662,33 @@ pub mod services {
                 let field = d.read_field_begin()?;
                 match (field.id, field.ty) {
                     (_, __tc::TType::Stop) => break,
-                    (0, __tc::TType::List) => {
-                        f_success = ::std::option::Option::Some(
-                            __tc::wire::Wire::wire_read(d)
-                                .map_err(|err| err.push(NAME, "success"))?,
-                        );
-                    }
+                    (0, __tc::TType::List) => f_success = ::std::option::Option::Some(__tc::wire::read_field(d, NAME, "success")?),
                     (_, ty) => d.skip(ty)?,
                 }
             }
             d.read_struct_end(saved);
-            ::std::result::Result::Ok(Self { success: f_success })
+            ::std::result::Result::Ok(Self {
+                success: f_success,
+            })
         }
     }
+
     #[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord, Default)]
     pub struct StoreStatsArgs {}
+
     __tc::impl_wire_for_message!(StoreStatsArgs);
+
     impl __tc::Message for StoreStatsArgs {
         fn size<S: __tc::Sizer>(&self, s: &mut S) -> usize {
             let saved = s.struct_begin();
-            let mut n = 0usize;
-            let _ = &mut n;
+            let n = 0usize;
             n + s.struct_end_len(saved)
         }
         fn encode<E: __tc::Encoder>(&self, e: &mut E) {
             let saved = e.write_struct_begin();
             e.write_struct_end(saved);
         }
-        fn decode<D: __tc::Decoder>(
-            d: &mut D,
-        ) -> ::std::result::Result<Self, __tc::DecodeError> {
+        fn decode<D: __tc::Decoder>(d: &mut D) -> ::std::result::Result<Self, __tc::DecodeError> {
             let saved = d.read_struct_begin()?;
             loop {
                 let field = d.read_field_begin()?;
@@ -1930,14 +1701,15 @@ pub mod services {
             ::std::result::Result::Ok(Self {})
         }
     }
+
     #[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord, Default)]
     pub struct StoreStatsResult {
         /// Field 0, optional.
-        pub success: ::std::option::Option<
-            ::std::collections::BTreeMap<__tc::Utf8Bytes, i64>,
-        >,
+        pub success: ::std::option::Option<::std::collections::BTreeMap<__tc::Utf8Bytes, i64>>,
     }
+
     __tc::impl_wire_for_message!(StoreStatsResult);
+
     impl __tc::Message for StoreStatsResult {
         fn size<S: __tc::Sizer>(&self, s: &mut S) -> usize {
             let saved = s.struct_begin();
@@ -1954,9 +1726,7 @@ pub mod services {
             }
             e.write_struct_end(saved);
         }
-        fn decode<D: __tc::Decoder>(
-            d: &mut D,
-        ) -> ::std::result::Result<Self, __tc::DecodeError> {
+        fn decode<D: __tc::Decoder>(d: &mut D) -> ::std::result::Result<Self, __tc::DecodeError> {
             const NAME: &str = "stats_result";
             let saved = d.read_struct_begin()?;
             let mut f_success = ::std::option::Option::None;
@@ -1964,25 +1734,25 @@ pub mod services {
                 let field = d.read_field_begin()?;
                 match (field.id, field.ty) {
                     (_, __tc::TType::Stop) => break,
-                    (0, __tc::TType::Map) => {
-                        f_success = ::std::option::Option::Some(
-                            __tc::wire::Wire::wire_read(d)
-                                .map_err(|err| err.push(NAME, "success"))?,
-                        );
-                    }
+                    (0, __tc::TType::Map) => f_success = ::std::option::Option::Some(__tc::wire::read_field(d, NAME, "success")?),
                     (_, ty) => d.skip(ty)?,
                 }
             }
             d.read_struct_end(saved);
-            ::std::result::Result::Ok(Self { success: f_success })
+            ::std::result::Result::Ok(Self {
+                success: f_success,
+            })
         }
     }
+
     #[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord, Default)]
     pub struct StoreExistsArgs {
         /// Field -1.
         pub key: __tc::Utf8Bytes,
     }
+
     __tc::impl_wire_for_message!(StoreExistsArgs);
+
     impl __tc::Message for StoreExistsArgs {
         fn size<S: __tc::Sizer>(&self, s: &mut S) -> usize {
             let saved = s.struct_begin();
@@ -1995,9 +1765,7 @@ pub mod services {
             __tc::wire::Wire::field_write(&self.key, e, -1);
             e.write_struct_end(saved);
         }
-        fn decode<D: __tc::Decoder>(
-            d: &mut D,
-        ) -> ::std::result::Result<Self, __tc::DecodeError> {
+        fn decode<D: __tc::Decoder>(d: &mut D) -> ::std::result::Result<Self, __tc::DecodeError> {
             const NAME: &str = "exists_args";
             let saved = d.read_struct_begin()?;
             let mut f_key = ::std::default::Default::default();
@@ -2005,23 +1773,25 @@ pub mod services {
                 let field = d.read_field_begin()?;
                 match (field.id, field.ty) {
                     (_, __tc::TType::Stop) => break,
-                    (-1, __tc::TType::Binary) => {
-                        f_key = __tc::wire::Wire::wire_read(d)
-                            .map_err(|err| err.push(NAME, "key"))?;
-                    }
+                    (-1, __tc::TType::Binary) => f_key = __tc::wire::read_field(d, NAME, "key")?,
                     (_, ty) => d.skip(ty)?,
                 }
             }
             d.read_struct_end(saved);
-            ::std::result::Result::Ok(Self { key: f_key })
+            ::std::result::Result::Ok(Self {
+                key: f_key,
+            })
         }
     }
+
     #[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord, Default)]
     pub struct StoreExistsResult {
         /// Field 0, optional.
         pub success: ::std::option::Option<bool>,
     }
+
     __tc::impl_wire_for_message!(StoreExistsResult);
+
     impl __tc::Message for StoreExistsResult {
         fn size<S: __tc::Sizer>(&self, s: &mut S) -> usize {
             let saved = s.struct_begin();
@@ -2038,9 +1808,7 @@ pub mod services {
             }
             e.write_struct_end(saved);
         }
-        fn decode<D: __tc::Decoder>(
-            d: &mut D,
-        ) -> ::std::result::Result<Self, __tc::DecodeError> {
+        fn decode<D: __tc::Decoder>(d: &mut D) -> ::std::result::Result<Self, __tc::DecodeError> {
             const NAME: &str = "exists_result";
             let saved = d.read_struct_begin()?;
             let mut f_success = ::std::option::Option::None;
@@ -2048,25 +1816,25 @@ pub mod services {
                 let field = d.read_field_begin()?;
                 match (field.id, field.ty) {
                     (_, __tc::TType::Stop) => break,
-                    (0, __tc::TType::Bool) => {
-                        f_success = ::std::option::Option::Some(
-                            __tc::wire::Wire::wire_read(d)
-                                .map_err(|err| err.push(NAME, "success"))?,
-                        );
-                    }
+                    (0, __tc::TType::Bool) => f_success = ::std::option::Option::Some(__tc::wire::read_field(d, NAME, "success")?),
                     (_, ty) => d.skip(ty)?,
                 }
             }
             d.read_struct_end(saved);
-            ::std::result::Result::Ok(Self { success: f_success })
+            ::std::result::Result::Ok(Self {
+                success: f_success,
+            })
         }
     }
+
     #[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord, Default)]
     pub struct StoreCountArgs {
         /// Field 1.
         pub keys: ::std::vec::Vec<__tc::Utf8Bytes>,
     }
+
     __tc::impl_wire_for_message!(StoreCountArgs);
+
     impl __tc::Message for StoreCountArgs {
         fn size<S: __tc::Sizer>(&self, s: &mut S) -> usize {
             let saved = s.struct_begin();
@@ -2079,9 +1847,7 @@ pub mod services {
             __tc::wire::Wire::field_write(&self.keys, e, 1);
             e.write_struct_end(saved);
         }
-        fn decode<D: __tc::Decoder>(
-            d: &mut D,
-        ) -> ::std::result::Result<Self, __tc::DecodeError> {
+        fn decode<D: __tc::Decoder>(d: &mut D) -> ::std::result::Result<Self, __tc::DecodeError> {
             const NAME: &str = "count_args";
             let saved = d.read_struct_begin()?;
             let mut f_keys = ::std::default::Default::default();
@@ -2089,23 +1855,25 @@ pub mod services {
                 let field = d.read_field_begin()?;
                 match (field.id, field.ty) {
                     (_, __tc::TType::Stop) => break,
-                    (1, __tc::TType::List) => {
-                        f_keys = __tc::wire::Wire::wire_read(d)
-                            .map_err(|err| err.push(NAME, "keys"))?;
-                    }
+                    (1, __tc::TType::List) => f_keys = __tc::wire::read_field(d, NAME, "keys")?,
                     (_, ty) => d.skip(ty)?,
                 }
             }
             d.read_struct_end(saved);
-            ::std::result::Result::Ok(Self { keys: f_keys })
+            ::std::result::Result::Ok(Self {
+                keys: f_keys,
+            })
         }
     }
+
     #[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord, Default)]
     pub struct StoreCountResult {
         /// Field 0, optional.
         pub success: ::std::option::Option<i32>,
     }
+
     __tc::impl_wire_for_message!(StoreCountResult);
+
     impl __tc::Message for StoreCountResult {
         fn size<S: __tc::Sizer>(&self, s: &mut S) -> usize {
             let saved = s.struct_begin();
@@ -2122,9 +1890,7 @@ pub mod services {
             }
             e.write_struct_end(saved);
         }
-        fn decode<D: __tc::Decoder>(
-            d: &mut D,
-        ) -> ::std::result::Result<Self, __tc::DecodeError> {
+        fn decode<D: __tc::Decoder>(d: &mut D) -> ::std::result::Result<Self, __tc::DecodeError> {
             const NAME: &str = "count_result";
             let saved = d.read_struct_begin()?;
             let mut f_success = ::std::option::Option::None;
@@ -2132,34 +1898,32 @@ pub mod services {
                 let field = d.read_field_begin()?;
                 match (field.id, field.ty) {
                     (_, __tc::TType::Stop) => break,
-                    (0, __tc::TType::I32) => {
-                        f_success = ::std::option::Option::Some(
-                            __tc::wire::Wire::wire_read(d)
-                                .map_err(|err| err.push(NAME, "success"))?,
-                        );
-                    }
+                    (0, __tc::TType::I32) => f_success = ::std::option::Option::Some(__tc::wire::read_field(d, NAME, "success")?),
                     (_, ty) => d.skip(ty)?,
                 }
             }
             d.read_struct_end(saved);
-            ::std::result::Result::Ok(Self { success: f_success })
+            ::std::result::Result::Ok(Self {
+                success: f_success,
+            })
         }
     }
 }
+
 /// Generated from `includes.thrift`.
 #[allow(clippy::approx_constant, clippy::derivable_impls, clippy::large_enum_variant)]
 pub mod includes {
+    // A short name for the runtime crate. No generated item can clash with it:
+    // type names are UpperCamelCase and constants UPPER_SNAKE_CASE.
     #[allow(unused_imports)]
     use ::thrift_codec as __tc;
+
     pub type When = i64;
-    pub const START: super::base::Status = super::base::Status(1i32);
-    pub static PATH: ::std::sync::LazyLock<::std::vec::Vec<super::base::Point>> = ::std::sync::LazyLock::new(||
-    {
-        ::std::vec![
-            super::base::Point { x : 0i32, y : 0i32, }, super::base::Point { x : 1000i32,
-            y : 2i32, }
-        ]
-    });
+
+    pub const START: super::base::Status = super::base::Status(1);
+
+    pub static PATH: ::std::sync::LazyLock<::std::vec::Vec<super::base::Point>> = ::std::sync::LazyLock::new(|| ::std::vec![super::base::Point { x: 0i32, y: 0i32 }, super::base::Point { x: 1000i32, y: 2i32 }]);
+
     #[derive(Debug, Clone, PartialEq)]
     pub struct Event {
         /// Field 1, required.
@@ -2167,27 +1931,27 @@ pub mod includes {
         /// Field 2.
         pub status: super::base::Status,
         /// Field 3.
-        pub marks: ::std::collections::BTreeMap<
-            super::base::Color,
-            ::std::vec::Vec<super::base::Point>,
-        >,
+        pub marks: ::std::collections::BTreeMap<super::base::Color, ::std::vec::Vec<super::base::Point>>,
         /// Field 4.
         pub shape: super::shapes::Shape,
         /// Field 5.
         pub ids: ::std::vec::Vec<i32>,
     }
+
     impl ::std::default::Default for Event {
         fn default() -> Self {
             Self {
                 at: ::std::default::Default::default(),
-                status: super::base::Status(0i32),
+                status: super::base::Status(0),
                 marks: ::std::default::Default::default(),
                 shape: ::std::default::Default::default(),
                 ids: ::std::vec![2i32, 3i32, 5i32, 7i32, 11i32],
             }
         }
     }
+
     __tc::impl_wire_for_message!(Event);
+
     impl __tc::Message for Event {
         fn size<S: __tc::Sizer>(&self, s: &mut S) -> usize {
             let saved = s.struct_begin();
@@ -2208,13 +1972,11 @@ pub mod includes {
             __tc::wire::Wire::field_write(&self.ids, e, 5);
             e.write_struct_end(saved);
         }
-        fn decode<D: __tc::Decoder>(
-            d: &mut D,
-        ) -> ::std::result::Result<Self, __tc::DecodeError> {
+        fn decode<D: __tc::Decoder>(d: &mut D) -> ::std::result::Result<Self, __tc::DecodeError> {
             const NAME: &str = "Event";
             let saved = d.read_struct_begin()?;
             let mut f_at = ::std::option::Option::None;
-            let mut f_status = super::base::Status(0i32);
+            let mut f_status = super::base::Status(0);
             let mut f_marks = ::std::default::Default::default();
             let mut f_shape = ::std::default::Default::default();
             let mut f_ids = ::std::vec![2i32, 3i32, 5i32, 7i32, 11i32];
@@ -2222,34 +1984,17 @@ pub mod includes {
                 let field = d.read_field_begin()?;
                 match (field.id, field.ty) {
                     (_, __tc::TType::Stop) => break,
-                    (1, __tc::TType::I64) => {
-                        f_at = ::std::option::Option::Some(
-                            __tc::wire::Wire::wire_read(d)
-                                .map_err(|err| err.push(NAME, "at"))?,
-                        );
-                    }
-                    (2, __tc::TType::I32) => {
-                        f_status = __tc::wire::Wire::wire_read(d)
-                            .map_err(|err| err.push(NAME, "status"))?;
-                    }
-                    (3, __tc::TType::Map) => {
-                        f_marks = __tc::wire::Wire::wire_read(d)
-                            .map_err(|err| err.push(NAME, "marks"))?;
-                    }
-                    (4, __tc::TType::Struct) => {
-                        f_shape = __tc::wire::Wire::wire_read(d)
-                            .map_err(|err| err.push(NAME, "shape"))?;
-                    }
-                    (5, __tc::TType::List) => {
-                        f_ids = __tc::wire::Wire::wire_read(d)
-                            .map_err(|err| err.push(NAME, "ids"))?;
-                    }
+                    (1, __tc::TType::I64) => f_at = ::std::option::Option::Some(__tc::wire::read_field(d, NAME, "at")?),
+                    (2, __tc::TType::I32) => f_status = __tc::wire::read_field(d, NAME, "status")?,
+                    (3, __tc::TType::Map) => f_marks = __tc::wire::read_field(d, NAME, "marks")?,
+                    (4, __tc::TType::Struct) => f_shape = __tc::wire::read_field(d, NAME, "shape")?,
+                    (5, __tc::TType::List) => f_ids = __tc::wire::read_field(d, NAME, "ids")?,
                     (_, ty) => d.skip(ty)?,
                 }
             }
             d.read_struct_end(saved);
             ::std::result::Result::Ok(Self {
-                at: f_at.ok_or_else(|| __tc::DecodeError::missing(NAME, "at"))?,
+                at: __tc::wire::required(f_at, NAME, "at")?,
                 status: f_status,
                 marks: f_marks,
                 shape: f_shape,
@@ -2257,12 +2002,15 @@ pub mod includes {
             })
         }
     }
+
     #[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord, Default)]
     pub struct EventsSinceArgs {
         /// Field 1.
         pub at: i64,
     }
+
     __tc::impl_wire_for_message!(EventsSinceArgs);
+
     impl __tc::Message for EventsSinceArgs {
         fn size<S: __tc::Sizer>(&self, s: &mut S) -> usize {
             let saved = s.struct_begin();
@@ -2275,9 +2023,7 @@ pub mod includes {
             __tc::wire::Wire::field_write(&self.at, e, 1);
             e.write_struct_end(saved);
         }
-        fn decode<D: __tc::Decoder>(
-            d: &mut D,
-        ) -> ::std::result::Result<Self, __tc::DecodeError> {
+        fn decode<D: __tc::Decoder>(d: &mut D) -> ::std::result::Result<Self, __tc::DecodeError> {
             const NAME: &str = "since_args";
             let saved = d.read_struct_begin()?;
             let mut f_at = ::std::default::Default::default();
@@ -2285,17 +2031,17 @@ pub mod includes {
                 let field = d.read_field_begin()?;
                 match (field.id, field.ty) {
                     (_, __tc::TType::Stop) => break,
-                    (1, __tc::TType::I64) => {
-                        f_at = __tc::wire::Wire::wire_read(d)
-                            .map_err(|err| err.push(NAME, "at"))?;
-                    }
+                    (1, __tc::TType::I64) => f_at = __tc::wire::read_field(d, NAME, "at")?,
                     (_, ty) => d.skip(ty)?,
                 }
             }
             d.read_struct_end(saved);
-            ::std::result::Result::Ok(Self { at: f_at })
+            ::std::result::Result::Ok(Self {
+                at: f_at,
+            })
         }
     }
+
     #[derive(Debug, Clone, PartialEq, Default)]
     pub struct EventsSinceResult {
         /// Field 0, optional.
@@ -2303,7 +2049,9 @@ pub mod includes {
         /// Field 1, optional.
         pub nf: ::std::option::Option<super::shapes::NotFound>,
     }
+
     __tc::impl_wire_for_message!(EventsSinceResult);
+
     impl __tc::Message for EventsSinceResult {
         fn size<S: __tc::Sizer>(&self, s: &mut S) -> usize {
             let saved = s.struct_begin();
@@ -2326,9 +2074,7 @@ pub mod includes {
             }
             e.write_struct_end(saved);
         }
-        fn decode<D: __tc::Decoder>(
-            d: &mut D,
-        ) -> ::std::result::Result<Self, __tc::DecodeError> {
+        fn decode<D: __tc::Decoder>(d: &mut D) -> ::std::result::Result<Self, __tc::DecodeError> {
             const NAME: &str = "since_result";
             let saved = d.read_struct_begin()?;
             let mut f_success = ::std::option::Option::None;
@@ -2337,18 +2083,8 @@ pub mod includes {
                 let field = d.read_field_begin()?;
                 match (field.id, field.ty) {
                     (_, __tc::TType::Stop) => break,
-                    (0, __tc::TType::List) => {
-                        f_success = ::std::option::Option::Some(
-                            __tc::wire::Wire::wire_read(d)
-                                .map_err(|err| err.push(NAME, "success"))?,
-                        );
-                    }
-                    (1, __tc::TType::Struct) => {
-                        f_nf = ::std::option::Option::Some(
-                            __tc::wire::Wire::wire_read(d)
-                                .map_err(|err| err.push(NAME, "nf"))?,
-                        );
-                    }
+                    (0, __tc::TType::List) => f_success = ::std::option::Option::Some(__tc::wire::read_field(d, NAME, "success")?),
+                    (1, __tc::TType::Struct) => f_nf = ::std::option::Option::Some(__tc::wire::read_field(d, NAME, "nf")?),
                     (_, ty) => d.skip(ty)?,
                 }
             }
@@ -2360,11 +2096,15 @@ pub mod includes {
         }
     }
 }
+
 /// Generated from `comments.thrift`.
 #[allow(clippy::approx_constant, clippy::derivable_impls, clippy::large_enum_variant)]
 pub mod comments {
+    // A short name for the runtime crate. No generated item can clash with it:
+    // type names are UpperCamelCase and constants UPPER_SNAKE_CASE.
     #[allow(unused_imports)]
     use ::thrift_codec as __tc;
+
     /// Quoting: both quote styles, every escape.
     #[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
     pub struct Quoting {
@@ -2379,24 +2119,21 @@ pub mod comments {
         /// Field 5.
         pub raw_utf8: __tc::Utf8Bytes,
     }
+
     impl ::std::default::Default for Quoting {
         fn default() -> Self {
             Self {
-                dq: __tc::Utf8Bytes::from_static(
-                    "tab\there \"quoted\" back\\slash nl\n cr\r apos' e-acute é smile 😀",
-                ),
-                sq: __tc::Utf8Bytes::from_static(
-                    "single 'quoted' with \"double\" inside",
-                ),
+                dq: __tc::Utf8Bytes::from_static("tab\there \"quoted\" back\\slash nl\n cr\r apos' e-acute é smile 😀"),
+                sq: __tc::Utf8Bytes::from_static("single 'quoted' with \"double\" inside"),
                 empty: __tc::Utf8Bytes::from_static(""),
-                not_comments: __tc::Utf8Bytes::from_static(
-                    "# not a comment // nor this /* nor this */",
-                ),
+                not_comments: __tc::Utf8Bytes::from_static("# not a comment // nor this /* nor this */"),
                 raw_utf8: __tc::Utf8Bytes::from_static("héllo wörld ✓"),
             }
         }
     }
+
     __tc::impl_wire_for_message!(Quoting);
+
     impl __tc::Message for Quoting {
         fn size<S: __tc::Sizer>(&self, s: &mut S) -> usize {
             let saved = s.struct_begin();
@@ -2417,46 +2154,23 @@ pub mod comments {
             __tc::wire::Wire::field_write(&self.raw_utf8, e, 5);
             e.write_struct_end(saved);
         }
-        fn decode<D: __tc::Decoder>(
-            d: &mut D,
-        ) -> ::std::result::Result<Self, __tc::DecodeError> {
+        fn decode<D: __tc::Decoder>(d: &mut D) -> ::std::result::Result<Self, __tc::DecodeError> {
             const NAME: &str = "Quoting";
             let saved = d.read_struct_begin()?;
-            let mut f_dq = __tc::Utf8Bytes::from_static(
-                "tab\there \"quoted\" back\\slash nl\n cr\r apos' e-acute é smile 😀",
-            );
-            let mut f_sq = __tc::Utf8Bytes::from_static(
-                "single 'quoted' with \"double\" inside",
-            );
+            let mut f_dq = __tc::Utf8Bytes::from_static("tab\there \"quoted\" back\\slash nl\n cr\r apos' e-acute é smile 😀");
+            let mut f_sq = __tc::Utf8Bytes::from_static("single 'quoted' with \"double\" inside");
             let mut f_empty = __tc::Utf8Bytes::from_static("");
-            let mut f_not_comments = __tc::Utf8Bytes::from_static(
-                "# not a comment // nor this /* nor this */",
-            );
+            let mut f_not_comments = __tc::Utf8Bytes::from_static("# not a comment // nor this /* nor this */");
             let mut f_raw_utf8 = __tc::Utf8Bytes::from_static("héllo wörld ✓");
             loop {
                 let field = d.read_field_begin()?;
                 match (field.id, field.ty) {
                     (_, __tc::TType::Stop) => break,
-                    (1, __tc::TType::Binary) => {
-                        f_dq = __tc::wire::Wire::wire_read(d)
-                            .map_err(|err| err.push(NAME, "dq"))?;
-                    }
-                    (2, __tc::TType::Binary) => {
-                        f_sq = __tc::wire::Wire::wire_read(d)
-                            .map_err(|err| err.push(NAME, "sq"))?;
-                    }
-                    (3, __tc::TType::Binary) => {
-                        f_empty = __tc::wire::Wire::wire_read(d)
-                            .map_err(|err| err.push(NAME, "empty"))?;
-                    }
-                    (4, __tc::TType::Binary) => {
-                        f_not_comments = __tc::wire::Wire::wire_read(d)
-                            .map_err(|err| err.push(NAME, "not_comments"))?;
-                    }
-                    (5, __tc::TType::Binary) => {
-                        f_raw_utf8 = __tc::wire::Wire::wire_read(d)
-                            .map_err(|err| err.push(NAME, "raw_utf8"))?;
-                    }
+                    (1, __tc::TType::Binary) => f_dq = __tc::wire::read_field(d, NAME, "dq")?,
+                    (2, __tc::TType::Binary) => f_sq = __tc::wire::read_field(d, NAME, "sq")?,
+                    (3, __tc::TType::Binary) => f_empty = __tc::wire::read_field(d, NAME, "empty")?,
+                    (4, __tc::TType::Binary) => f_not_comments = __tc::wire::read_field(d, NAME, "not_comments")?,
+                    (5, __tc::TType::Binary) => f_raw_utf8 = __tc::wire::read_field(d, NAME, "raw_utf8")?,
                     (_, ty) => d.skip(ty)?,
                 }
             }
@@ -2470,6 +2184,7 @@ pub mod comments {
             })
         }
     }
+
     /// Numbers: hex, signs, exponents; `,` and `;` separators, or none.
     ///
     /// indented line kept
@@ -2492,21 +2207,24 @@ pub mod comments {
         /// Field 8.
         pub big: f64,
     }
+
     impl ::std::default::Default for Numbers {
         fn default() -> Self {
             Self {
                 hex: 51966i32,
                 neg_hex: -31i64,
-                exp: 1000f64,
+                exp: 1000.0f64,
                 neg_exp: -0.00025f64,
                 frac: 0.5f64,
                 plus: 1.25f64,
                 plus_int: 7i32,
-                big: 602000000000000000000000f64,
+                big: 6.02e23f64,
             }
         }
     }
+
     __tc::impl_wire_for_message!(Numbers);
+
     impl __tc::Message for Numbers {
         fn size<S: __tc::Sizer>(&self, s: &mut S) -> usize {
             let saved = s.struct_begin();
@@ -2533,55 +2251,29 @@ pub mod comments {
             __tc::wire::Wire::field_write(&self.big, e, 8);
             e.write_struct_end(saved);
         }
-        fn decode<D: __tc::Decoder>(
-            d: &mut D,
-        ) -> ::std::result::Result<Self, __tc::DecodeError> {
+        fn decode<D: __tc::Decoder>(d: &mut D) -> ::std::result::Result<Self, __tc::DecodeError> {
             const NAME: &str = "Numbers";
             let saved = d.read_struct_begin()?;
             let mut f_hex = 51966i32;
             let mut f_neg_hex = -31i64;
-            let mut f_exp = 1000f64;
+            let mut f_exp = 1000.0f64;
             let mut f_neg_exp = -0.00025f64;
             let mut f_frac = 0.5f64;
             let mut f_plus = 1.25f64;
             let mut f_plus_int = 7i32;
-            let mut f_big = 602000000000000000000000f64;
+            let mut f_big = 6.02e23f64;
             loop {
                 let field = d.read_field_begin()?;
                 match (field.id, field.ty) {
                     (_, __tc::TType::Stop) => break,
-                    (1, __tc::TType::I32) => {
-                        f_hex = __tc::wire::Wire::wire_read(d)
-                            .map_err(|err| err.push(NAME, "hex"))?;
-                    }
-                    (2, __tc::TType::I64) => {
-                        f_neg_hex = __tc::wire::Wire::wire_read(d)
-                            .map_err(|err| err.push(NAME, "neg_hex"))?;
-                    }
-                    (3, __tc::TType::Double) => {
-                        f_exp = __tc::wire::Wire::wire_read(d)
-                            .map_err(|err| err.push(NAME, "exp"))?;
-                    }
-                    (4, __tc::TType::Double) => {
-                        f_neg_exp = __tc::wire::Wire::wire_read(d)
-                            .map_err(|err| err.push(NAME, "neg_exp"))?;
-                    }
-                    (5, __tc::TType::Double) => {
-                        f_frac = __tc::wire::Wire::wire_read(d)
-                            .map_err(|err| err.push(NAME, "frac"))?;
-                    }
-                    (6, __tc::TType::Double) => {
-                        f_plus = __tc::wire::Wire::wire_read(d)
-                            .map_err(|err| err.push(NAME, "plus"))?;
-                    }
-                    (7, __tc::TType::I32) => {
-                        f_plus_int = __tc::wire::Wire::wire_read(d)
-                            .map_err(|err| err.push(NAME, "plus_int"))?;
-                    }
-                    (8, __tc::TType::Double) => {
-                        f_big = __tc::wire::Wire::wire_read(d)
-                            .map_err(|err| err.push(NAME, "big"))?;
-                    }
+                    (1, __tc::TType::I32) => f_hex = __tc::wire::read_field(d, NAME, "hex")?,
+                    (2, __tc::TType::I64) => f_neg_hex = __tc::wire::read_field(d, NAME, "neg_hex")?,
+                    (3, __tc::TType::Double) => f_exp = __tc::wire::read_field(d, NAME, "exp")?,
+                    (4, __tc::TType::Double) => f_neg_exp = __tc::wire::read_field(d, NAME, "neg_exp")?,
+                    (5, __tc::TType::Double) => f_frac = __tc::wire::read_field(d, NAME, "frac")?,
+                    (6, __tc::TType::Double) => f_plus = __tc::wire::read_field(d, NAME, "plus")?,
+                    (7, __tc::TType::I32) => f_plus_int = __tc::wire::read_field(d, NAME, "plus_int")?,
+                    (8, __tc::TType::Double) => f_big = __tc::wire::read_field(d, NAME, "big")?,
                     (_, ty) => d.skip(ty)?,
                 }
             }
@@ -2598,9 +2290,11 @@ pub mod comments {
             })
         }
     }
+
     /// An `i32` on the wire; values the IDL does not name are kept as they are.
     #[derive(Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Default)]
     pub struct Sep(pub i32);
+
     impl Sep {
         /// `A = 1`.
         pub const A: Self = Self(1);
@@ -2610,6 +2304,7 @@ pub mod comments {
         pub const C: Self = Self(3);
         /// `D = 4`.
         pub const D: Self = Self(4);
+
         /// The IDL name of this value, if it has one.
         pub fn name(self) -> ::std::option::Option<&'static str> {
             match self.0 {
@@ -2621,42 +2316,42 @@ pub mod comments {
             }
         }
     }
+
     impl ::std::fmt::Debug for Sep {
         fn fmt(&self, f: &mut ::std::fmt::Formatter<'_>) -> ::std::fmt::Result {
             match self.name() {
                 ::std::option::Option::Some(n) => f.write_str(n),
-                ::std::option::Option::None => {
-                    ::std::write!(f, "{}({})", stringify!(Sep), self.0)
-                }
+                ::std::option::Option::None => ::std::write!(f, "Sep({})", self.0),
             }
         }
     }
+
     __tc::impl_wire_for_enum!(Sep);
+
     impl ::std::convert::From<i32> for Sep {
         fn from(v: i32) -> Self {
             Self(v)
         }
     }
+
     impl ::std::convert::From<Sep> for i32 {
         fn from(v: Sep) -> i32 {
             v.0
         }
     }
-    pub static MIXED_SEPS: ::std::sync::LazyLock<::std::vec::Vec<i32>> = ::std::sync::LazyLock::new(||
-    ::std::vec![1i32, 2i32, 3i32, 4i32]);
-    pub static MAP_SEPS: ::std::sync::LazyLock<
-        ::std::collections::BTreeMap<__tc::Utf8Bytes, __tc::Utf8Bytes>,
-    > = ::std::sync::LazyLock::new(|| ::std::collections::BTreeMap::from([
-        (__tc::Utf8Bytes::from_static("a"), __tc::Utf8Bytes::from_static("b")),
-        (__tc::Utf8Bytes::from_static("c"), __tc::Utf8Bytes::from_static("d")),
-        (__tc::Utf8Bytes::from_static("e"), __tc::Utf8Bytes::from_static("f")),
-    ]));
+
+    pub static MIXED_SEPS: ::std::sync::LazyLock<::std::vec::Vec<i32>> = ::std::sync::LazyLock::new(|| ::std::vec![1i32, 2i32, 3i32, 4i32]);
+
+    pub static MAP_SEPS: ::std::sync::LazyLock<::std::collections::BTreeMap<__tc::Utf8Bytes, __tc::Utf8Bytes>> = ::std::sync::LazyLock::new(|| ::std::collections::BTreeMap::from([(__tc::Utf8Bytes::from_static("a"), __tc::Utf8Bytes::from_static("b")), (__tc::Utf8Bytes::from_static("c"), __tc::Utf8Bytes::from_static("d")), (__tc::Utf8Bytes::from_static("e"), __tc::Utf8Bytes::from_static("f"))]));
+
     #[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord, Default)]
     pub struct Inline {
         /// Field 1.
         pub x: i32,
     }
+
     __tc::impl_wire_for_message!(Inline);
+
     impl __tc::Message for Inline {
         fn size<S: __tc::Sizer>(&self, s: &mut S) -> usize {
             let saved = s.struct_begin();
@@ -2669,9 +2364,7 @@ pub mod comments {
             __tc::wire::Wire::field_write(&self.x, e, 1);
             e.write_struct_end(saved);
         }
-        fn decode<D: __tc::Decoder>(
-            d: &mut D,
-        ) -> ::std::result::Result<Self, __tc::DecodeError> {
+        fn decode<D: __tc::Decoder>(d: &mut D) -> ::std::result::Result<Self, __tc::DecodeError> {
             const NAME: &str = "Inline";
             let saved = d.read_struct_begin()?;
             let mut f_x = ::std::default::Default::default();
@@ -2679,34 +2372,33 @@ pub mod comments {
                 let field = d.read_field_begin()?;
                 match (field.id, field.ty) {
                     (_, __tc::TType::Stop) => break,
-                    (1, __tc::TType::I32) => {
-                        f_x = __tc::wire::Wire::wire_read(d)
-                            .map_err(|err| err.push(NAME, "x"))?;
-                    }
+                    (1, __tc::TType::I32) => f_x = __tc::wire::read_field(d, NAME, "x")?,
                     (_, ty) => d.skip(ty)?,
                 }
             }
             d.read_struct_end(saved);
-            ::std::result::Result::Ok(Self { x: f_x })
+            ::std::result::Result::Ok(Self {
+                x: f_x,
+            })
         }
     }
+
     #[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord, Default)]
     pub struct DocAArgs {}
+
     __tc::impl_wire_for_message!(DocAArgs);
+
     impl __tc::Message for DocAArgs {
         fn size<S: __tc::Sizer>(&self, s: &mut S) -> usize {
             let saved = s.struct_begin();
-            let mut n = 0usize;
-            let _ = &mut n;
+            let n = 0usize;
             n + s.struct_end_len(saved)
         }
         fn encode<E: __tc::Encoder>(&self, e: &mut E) {
             let saved = e.write_struct_begin();
             e.write_struct_end(saved);
         }
-        fn decode<D: __tc::Decoder>(
-            d: &mut D,
-        ) -> ::std::result::Result<Self, __tc::DecodeError> {
+        fn decode<D: __tc::Decoder>(d: &mut D) -> ::std::result::Result<Self, __tc::DecodeError> {
             let saved = d.read_struct_begin()?;
             loop {
                 let field = d.read_field_begin()?;
@@ -2719,23 +2411,23 @@ pub mod comments {
             ::std::result::Result::Ok(Self {})
         }
     }
+
     #[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord, Default)]
     pub struct DocAResult {}
+
     __tc::impl_wire_for_message!(DocAResult);
+
     impl __tc::Message for DocAResult {
         fn size<S: __tc::Sizer>(&self, s: &mut S) -> usize {
             let saved = s.struct_begin();
-            let mut n = 0usize;
-            let _ = &mut n;
+            let n = 0usize;
             n + s.struct_end_len(saved)
         }
         fn encode<E: __tc::Encoder>(&self, e: &mut E) {
             let saved = e.write_struct_begin();
             e.write_struct_end(saved);
         }
-        fn decode<D: __tc::Decoder>(
-            d: &mut D,
-        ) -> ::std::result::Result<Self, __tc::DecodeError> {
+        fn decode<D: __tc::Decoder>(d: &mut D) -> ::std::result::Result<Self, __tc::DecodeError> {
             let saved = d.read_struct_begin()?;
             loop {
                 let field = d.read_field_begin()?;
@@ -2748,23 +2440,23 @@ pub mod comments {
             ::std::result::Result::Ok(Self {})
         }
     }
+
     #[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord, Default)]
     pub struct DocBArgs {}
+
     __tc::impl_wire_for_message!(DocBArgs);
+
     impl __tc::Message for DocBArgs {
         fn size<S: __tc::Sizer>(&self, s: &mut S) -> usize {
             let saved = s.struct_begin();
-            let mut n = 0usize;
-            let _ = &mut n;
+            let n = 0usize;
             n + s.struct_end_len(saved)
         }
         fn encode<E: __tc::Encoder>(&self, e: &mut E) {
             let saved = e.write_struct_begin();
             e.write_struct_end(saved);
         }
-        fn decode<D: __tc::Decoder>(
-            d: &mut D,
-        ) -> ::std::result::Result<Self, __tc::DecodeError> {
+        fn decode<D: __tc::Decoder>(d: &mut D) -> ::std::result::Result<Self, __tc::DecodeError> {
             let saved = d.read_struct_begin()?;
             loop {
                 let field = d.read_field_begin()?;
@@ -2777,23 +2469,23 @@ pub mod comments {
             ::std::result::Result::Ok(Self {})
         }
     }
+
     #[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord, Default)]
     pub struct DocBResult {}
+
     __tc::impl_wire_for_message!(DocBResult);
+
     impl __tc::Message for DocBResult {
         fn size<S: __tc::Sizer>(&self, s: &mut S) -> usize {
             let saved = s.struct_begin();
-            let mut n = 0usize;
-            let _ = &mut n;
+            let n = 0usize;
             n + s.struct_end_len(saved)
         }
         fn encode<E: __tc::Encoder>(&self, e: &mut E) {
             let saved = e.write_struct_begin();
             e.write_struct_end(saved);
         }
-        fn decode<D: __tc::Decoder>(
-            d: &mut D,
-        ) -> ::std::result::Result<Self, __tc::DecodeError> {
+        fn decode<D: __tc::Decoder>(d: &mut D) -> ::std::result::Result<Self, __tc::DecodeError> {
             let saved = d.read_struct_begin()?;
             loop {
                 let field = d.read_field_begin()?;
@@ -2806,23 +2498,23 @@ pub mod comments {
             ::std::result::Result::Ok(Self {})
         }
     }
+
     #[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord, Default)]
     pub struct DocCArgs {}
+
     __tc::impl_wire_for_message!(DocCArgs);
+
     impl __tc::Message for DocCArgs {
         fn size<S: __tc::Sizer>(&self, s: &mut S) -> usize {
             let saved = s.struct_begin();
-            let mut n = 0usize;
-            let _ = &mut n;
+            let n = 0usize;
             n + s.struct_end_len(saved)
         }
         fn encode<E: __tc::Encoder>(&self, e: &mut E) {
             let saved = e.write_struct_begin();
             e.write_struct_end(saved);
         }
-        fn decode<D: __tc::Decoder>(
-            d: &mut D,
-        ) -> ::std::result::Result<Self, __tc::DecodeError> {
+        fn decode<D: __tc::Decoder>(d: &mut D) -> ::std::result::Result<Self, __tc::DecodeError> {
             let saved = d.read_struct_begin()?;
             loop {
                 let field = d.read_field_begin()?;
@@ -2835,6 +2527,7 @@ pub mod comments {
             ::std::result::Result::Ok(Self {})
         }
     }
+
     #[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord, Default)]
     pub struct DocDArgs {
         /// Field 1.
@@ -2842,7 +2535,9 @@ pub mod comments {
         /// Field 2.
         pub y: i32,
     }
+
     __tc::impl_wire_for_message!(DocDArgs);
+
     impl __tc::Message for DocDArgs {
         fn size<S: __tc::Sizer>(&self, s: &mut S) -> usize {
             let saved = s.struct_begin();
@@ -2857,9 +2552,7 @@ pub mod comments {
             __tc::wire::Wire::field_write(&self.y, e, 2);
             e.write_struct_end(saved);
         }
-        fn decode<D: __tc::Decoder>(
-            d: &mut D,
-        ) -> ::std::result::Result<Self, __tc::DecodeError> {
+        fn decode<D: __tc::Decoder>(d: &mut D) -> ::std::result::Result<Self, __tc::DecodeError> {
             const NAME: &str = "d_args";
             let saved = d.read_struct_begin()?;
             let mut f_x = ::std::default::Default::default();
@@ -2868,27 +2561,27 @@ pub mod comments {
                 let field = d.read_field_begin()?;
                 match (field.id, field.ty) {
                     (_, __tc::TType::Stop) => break,
-                    (1, __tc::TType::I32) => {
-                        f_x = __tc::wire::Wire::wire_read(d)
-                            .map_err(|err| err.push(NAME, "x"))?;
-                    }
-                    (2, __tc::TType::I32) => {
-                        f_y = __tc::wire::Wire::wire_read(d)
-                            .map_err(|err| err.push(NAME, "y"))?;
-                    }
+                    (1, __tc::TType::I32) => f_x = __tc::wire::read_field(d, NAME, "x")?,
+                    (2, __tc::TType::I32) => f_y = __tc::wire::read_field(d, NAME, "y")?,
                     (_, ty) => d.skip(ty)?,
                 }
             }
             d.read_struct_end(saved);
-            ::std::result::Result::Ok(Self { x: f_x, y: f_y })
+            ::std::result::Result::Ok(Self {
+                x: f_x,
+                y: f_y,
+            })
         }
     }
+
     #[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord, Default)]
     pub struct DocDResult {
         /// Field 0, optional.
         pub success: ::std::option::Option<i32>,
     }
+
     __tc::impl_wire_for_message!(DocDResult);
+
     impl __tc::Message for DocDResult {
         fn size<S: __tc::Sizer>(&self, s: &mut S) -> usize {
             let saved = s.struct_begin();
@@ -2905,9 +2598,7 @@ pub mod comments {
             }
             e.write_struct_end(saved);
         }
-        fn decode<D: __tc::Decoder>(
-            d: &mut D,
-        ) -> ::std::result::Result<Self, __tc::DecodeError> {
+        fn decode<D: __tc::Decoder>(d: &mut D) -> ::std::result::Result<Self, __tc::DecodeError> {
             const NAME: &str = "d_result";
             let saved = d.read_struct_begin()?;
             let mut f_success = ::std::option::Option::None;
@@ -2915,17 +2606,14 @@ pub mod comments {
                 let field = d.read_field_begin()?;
                 match (field.id, field.ty) {
                     (_, __tc::TType::Stop) => break,
-                    (0, __tc::TType::I32) => {
-                        f_success = ::std::option::Option::Some(
-                            __tc::wire::Wire::wire_read(d)
-                                .map_err(|err| err.push(NAME, "success"))?,
-                        );
-                    }
+                    (0, __tc::TType::I32) => f_success = ::std::option::Option::Some(__tc::wire::read_field(d, NAME, "success")?),
                     (_, ty) => d.skip(ty)?,
                 }
             }
             d.read_struct_end(saved);
-            ::std::result::Result::Ok(Self { success: f_success })
+            ::std::result::Result::Ok(Self {
+                success: f_success,
+            })
         }
     }
 }
