@@ -1,64 +1,21 @@
 //! How long codegen takes on a large IDL: a generated file of about 10,000 lines
 //! (550 structs of 12 fields, 78 enums, 36 services of 25 methods), and half of it, to
-//! show the growth is linear.
+//! show the growth is linear; pilota-build (volo's code generator) on the same files is
+//! the peer (at the smaller size: it takes seconds per run). Both write their output to
+//! a file, as a build script does.
 //!
 //! `cargo bench -p benches --bench codegen`
 
-use std::fmt::Write as _;
 use std::hint::black_box;
 use std::path::PathBuf;
 use std::time::Duration;
 
 use criterion::{Criterion, criterion_group, criterion_main};
 
-/// Writes an IDL with `structs` structs (and proportional enums and services); returns
-/// its path and line count.
+/// Writes [`benches::big_idl`] with `structs` structs to a temporary file; returns its
+/// path and line count.
 fn write_idl(structs: usize) -> (PathBuf, usize) {
-    let mut idl = String::from("namespace rs big\n\n");
-    let enums = structs / 7;
-    for e in 0..enums {
-        let _ = writeln!(idl, "enum Kind{e} {{");
-        for v in 0..8 {
-            let _ = writeln!(idl, "    K{e}_V{v} = {v},");
-        }
-        idl.push_str("}\n\n");
-    }
-    let types = [
-        "i32",
-        "i64",
-        "string",
-        "binary",
-        "double",
-        "bool",
-        "list<i64>",
-        "map<string, i32>",
-    ];
-    for s in 0..structs {
-        let _ = writeln!(idl, "struct Item{s} {{");
-        for f in 0..12 {
-            let ty = if f == 10 && s > 0 {
-                format!("Item{}", s - 1)
-            } else if f == 11 && enums > 0 {
-                format!("Kind{}", s % enums)
-            } else {
-                types[(s + f) % types.len()].to_string()
-            };
-            let req = if f % 3 == 0 { "optional " } else { "" };
-            let _ = writeln!(idl, "    {}: {req}{ty} field_{f},", f + 1);
-        }
-        idl.push_str("}\n\n");
-    }
-    for svc in 0..structs / 15 {
-        let _ = writeln!(idl, "service Service{svc} {{");
-        for m in 0..25 {
-            let arg = (svc * 25 + m) % structs;
-            let _ = writeln!(
-                idl,
-                "    Item{arg} call_{m}(1: Item{arg} req, 2: i64 trace_id),"
-            );
-        }
-        idl.push_str("}\n\n");
-    }
+    let idl = benches::big_idl(structs);
     let lines = idl.lines().count();
     let dir = std::env::temp_dir().join(format!("codegen-bench-{}", std::process::id()));
     std::fs::create_dir_all(&dir).expect("temp dir");
@@ -81,8 +38,24 @@ fn codegen(c: &mut Criterion) {
             path.display(),
             out.lines().count()
         );
-        group.bench_function(format!("{lines}_idl_lines"), |b| {
-            b.iter(|| black_box(builder.generate(&[&path]).expect("generates")))
+        let out_dir = path.with_extension("out");
+        std::fs::create_dir_all(&out_dir).expect("output dir");
+        builder.out_dir(&out_dir);
+        group.bench_function(format!("codegen/{lines}_idl_lines"), |b| {
+            b.iter(|| black_box(builder.compile(&[&path]).expect("generates")))
+        });
+        // pilota-build needs seconds per run here, and criterion takes ten samples at
+        // least, so it runs at the smaller size only (about 2.5 minutes).
+        if structs != 275 {
+            continue;
+        }
+        let pilota_out = out_dir.join("pilota_gen.rs");
+        group.bench_function(format!("pilota-build/{lines}_idl_lines"), |b| {
+            b.iter(|| {
+                pilota_build::Builder::thrift()
+                    .ignore_unused(false)
+                    .compile([&path], pilota_build::Output::File(pilota_out.clone()));
+            })
         });
     }
     group.finish();
