@@ -11,7 +11,8 @@
 //! | 7     | nesting limit of 4 instead of the default 64                     |
 //!
 //! The targets themselves are one line each (`fuzz_targets/`); the logic lives here so
-//! that it compiles, and can be run on a crash input, on the stable toolchain.
+//! that it compiles, and can be run on a crash input, on the stable toolchain. The `idl`
+//! target, for codegen, is in [`idl`].
 #![forbid(unsafe_code)]
 #![warn(
     missing_docs,
@@ -19,6 +20,8 @@
     rust_2018_idioms,
     unreachable_pub
 )]
+
+pub mod idl;
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::fmt::Debug;

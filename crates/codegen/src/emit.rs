@@ -155,15 +155,19 @@ impl Out {
         self.text.push('\n');
     }
 
-    /// `///` lines for an IDL doc comment (each line trimmed; control characters, which
-    /// a doc comment may not hold, become spaces).
+    /// `///` lines for an IDL doc comment, each line trimmed. Control characters (a bare
+    /// CR is an error in a doc comment) and the bidirectional-text controls (which rustc
+    /// refuses in comments by default) become spaces.
     fn doc(&mut self, doc: Option<&str>) {
         let Some(doc) = doc else { return };
         for l in doc.lines() {
             let l: String = l
                 .trim()
                 .chars()
-                .map(|c| if c.is_control() { ' ' } else { c })
+                .map(|c| {
+                    let bidi = matches!(c, '\u{202A}'..='\u{202E}' | '\u{2066}'..='\u{2069}');
+                    if c.is_control() || bidi { ' ' } else { c }
+                })
                 .collect();
             if l.is_empty() {
                 self.line(format_args!("///"));

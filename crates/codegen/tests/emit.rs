@@ -285,3 +285,39 @@ fn builder_attributes_must_be_rust_attributes() {
     assert!(out[..request].ends_with("#[must_use] #[doc = \"x\"]\n    "));
     assert_eq!(out.matches("#[doc(alias = \"message\")]").count(), 1);
 }
+
+#[test]
+fn text_rustc_refuses_in_comments_is_kept_out_of_doc_comments() {
+    // A bare CR is an error in a doc comment and bidi controls are denied by default;
+    // in string literals both are escaped.
+    let tricky = "left\u{202E}right\rmore\u{2066}end";
+    let mut s = match strukt("Doc", StructKind::Struct, true, vec![]) {
+        Item::Struct(s) => s,
+        _ => unreachable!(),
+    };
+    s.doc = Some(format!("line one\n{tricky}"));
+    let model = Model {
+        modules: vec![Module {
+            name: "m".into(),
+            items: vec![
+                Item::Struct(s),
+                Item::Const(codegen::model::ConstDef {
+                    name: "TRICKY".into(),
+                    ty: Ty::String,
+                    value: codegen::model::Value::Str(tricky.into()),
+                }),
+            ],
+        }],
+    };
+    let out = codegen::emit::emit(&model);
+    syn::parse_file(&out).unwrap_or_else(|e| panic!("{e}\n{out}"));
+    assert!(
+        !out.contains(['\u{202E}', '\u{2066}', '\r']),
+        "raw control characters in:\n{out}"
+    );
+    assert!(out.contains("    /// left right more end\n"), "{out}");
+    assert!(
+        out.contains(r#""left\u{202e}right\rmore\u{2066}end""#),
+        "{out}"
+    );
+}
