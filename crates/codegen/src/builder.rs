@@ -220,3 +220,83 @@ impl Builder {
         Ok(path)
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use std::path::{Path, PathBuf};
+    use std::time::{Duration, SystemTime};
+
+    use super::*;
+
+    /// A fresh directory for one test.
+    fn scratch(name: &str) -> PathBuf {
+        let dir = std::env::temp_dir().join(format!("codegen-{name}-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        dir
+    }
+
+    fn write(path: &Path, text: &str) {
+        std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+        std::fs::write(path, text).unwrap();
+    }
+
+    #[test]
+    fn compile_rewrites_the_output_only_when_it_changes() {
+        let dir = scratch("rewrite");
+        let idl = dir.join("a.thrift");
+        write(&idl, "struct A { 1: i32 x }\n");
+        let mut b = Builder::new();
+        b.rerun_if_changed(false).out_dir(&dir);
+        let out = b.compile(&[&idl]).unwrap();
+        assert_eq!(out, dir.join("thrift_gen.rs"));
+
+        // Backdate the output: an unchanged IDL must leave it alone.
+        let old = SystemTime::UNIX_EPOCH + Duration::from_secs(1_000_000);
+        std::fs::File::options()
+            .write(true)
+            .open(&out)
+            .unwrap()
+            .set_modified(old)
+            .unwrap();
+        b.compile(&[&idl]).unwrap();
+        assert_eq!(std::fs::metadata(&out).unwrap().modified().unwrap(), old);
+
+        write(&idl, "struct A { 1: i32 x }\nstruct B { 1: i64 y }\n");
+        b.compile(&[&idl]).unwrap();
+        assert_ne!(std::fs::metadata(&out).unwrap().modified().unwrap(), old);
+        let text = std::fs::read_to_string(&out).unwrap();
+        assert!(text.starts_with(crate::emit::GENERATED_HEADER) && text.contains("pub struct B "));
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    #[test]
+    fn every_file_read_is_reported_for_rerun_if_changed() {
+        // a includes b (found through an include dir), which includes c next to it, and
+        // d in a subdirectory of its own.
+        let dir = scratch("rerun");
+        write(
+            &dir.join("a.thrift"),
+            "include \"b.thrift\"\ninclude \"sub/d.thrift\"\nstruct A { 1: b.B b }\n",
+        );
+        write(
+            &dir.join("inc/b.thrift"),
+            "include \"c.thrift\"\nstruct B { 1: c.C c }\n",
+        );
+        write(&dir.join("inc/c.thrift"), "struct C { 1: i32 x }\n");
+        write(&dir.join("sub/d.thrift"), "struct D { 1: i32 x }\n");
+        let (files, read) =
+            load(&[dir.join("a.thrift")], &[dir.join("inc")]).unwrap_or_else(|e| panic!("{e}"));
+        let mut names: Vec<String> = read
+            .iter()
+            .map(|p| p.strip_prefix(&dir).unwrap_or(p).display().to_string())
+            .collect();
+        names.sort();
+        assert_eq!(
+            names,
+            ["a.thrift", "inc/b.thrift", "inc/c.thrift", "sub/d.thrift"]
+        );
+        assert_eq!(files.len(), 4);
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+}
