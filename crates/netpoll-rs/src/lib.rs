@@ -1,17 +1,70 @@
-//! A mio-based epoll reactor in the manner of Kitex's Netpoll.
+//! A mio epoll reactor in the manner of Kitex's Netpoll.
 //!
-//! This crate is not written yet; it is reserved in the workspace so that the layout
-//! and the dependency graph are fixed from the start. When it lands it will hold:
+//! - **Poller threads** ([`Config::pollers`]), each owning a `mio::Poll` and a waker;
+//!   sockets are spread over them round-robin. A socket's mio token is its slot in a
+//!   slab plus the slot's generation, so an event for a socket that has closed never
+//!   reaches the socket that reuses the slot.
+//! - **The poll loop** ([`Config::busy_poll`]): after a batch with events the poller
+//!   polls again with a zero timeout; when that finds nothing it yields once, then blocks.
+//! - **Reads** happen on the poller thread, into the connection's input
+//!   [`LinkBuffer`](thrift_codec::LinkBuffer), at most [`Config::reads_per_turn`] per
+//!   event (the rest on the next turn, for fairness). Readiness is edge-triggered and
+//!   tracked in user space. Above [`Config::input_high_water`] unconsumed bytes the
+//!   connection stops reading until the consumer takes some, so a slow handler cannot
+//!   make memory grow without bound. When the peer closes, what it sent before is still
+//!   delivered, then end of stream.
+//! - **Writes** are queued in the output `LinkBuffer` (zero-copy for `Bytes`) and
+//!   [`flush`](Connection::flush) issues `writev` inline on the caller's thread; only a
+//!   partial write involves the poller, which finishes it on WRITABLE, from where it
+//!   stopped.
+//! - **The async face**: tokio tasks await "a whole frame is in the input"
+//!   ([`Connection::read_frame`]) and "the output drained" ([`Connection::flush`]),
+//!   woken by the poller threads; handlers run on tokio, socket I/O stays here.
+//! - **Memory**: the input block is reused in place once the frames cut from it are
+//!   dropped, so steady request/response traffic allocates nothing per message for I/O.
 //!
-//! - poller threads, each owning a `mio::Poll`, with connections assigned round-robin
-//!   and tokens that index a generation-checked slab;
-//! - a latency-tuned poll loop (a zero-timeout re-poll after a busy batch);
-//! - connections whose input and output are `thrift_codec::LinkBuffer` chains, with
-//!   writes issued inline by `writev` and a high-water mark on input;
-//! - an async face for tokio: await a whole frame, await the output draining.
+//! # An echo server
+//!
+//! ```no_run
+//! use netpoll_rs::{Config, Reactor};
+//!
+//! # async fn run() -> std::io::Result<()> {
+//! let reactor = Reactor::new(Config::default())?;
+//! let listener = reactor.listen_tcp("127.0.0.1:9000".parse().unwrap())?;
+//! loop {
+//!     let conn = listener.accept().await?;
+//!     tokio::spawn(async move {
+//!         // Frames are a 4-byte big-endian length and that many bytes.
+//!         let len = |b: &mut thrift_codec::LinkBuffer| {
+//!             Ok(b.peek(4).map(|h| 4 + u32::from_be_bytes([h[0], h[1], h[2], h[3]]) as usize))
+//!         };
+//!         while let Ok(Some(frame)) = conn.read_frame(len).await {
+//!             conn.write(frame);
+//!             if conn.flush().await.is_err() {
+//!                 break;
+//!             }
+//!         }
+//!     });
+//! }
+//! # }
+//! ```
 #![warn(
     missing_docs,
     missing_debug_implementations,
     rust_2018_idioms,
     unreachable_pub
 )]
+
+mod config;
+mod conn;
+mod listener;
+mod poller;
+mod reactor;
+mod slab;
+mod sys;
+
+pub use config::Config;
+pub use conn::Connection;
+pub use listener::Listener;
+pub use reactor::{Reactor, SocketOptions};
+pub use sys::BufferSizes;

@@ -1,0 +1,56 @@
+//! Reactor settings, with the defaults an RPC server wants.
+
+/// How the reactor runs. `Config::default()` suits an RPC server; every field can be
+/// changed before [`Reactor::new`](crate::Reactor::new).
+#[derive(Debug, Clone)]
+pub struct Config {
+    /// Poller threads. Default: one per 20 CPUs plus one (Netpoll's rule: a poller
+    /// thread keeps up with many cores' worth of handlers), so 1 on small machines.
+    pub pollers: usize,
+    /// The latency-tuned loop: after a batch with events, poll again with a zero timeout;
+    /// when that finds nothing, yield the thread once, then block. Default on. Off, the
+    /// poller blocks in `epoll_wait` as soon as a batch is handled.
+    pub busy_poll: bool,
+    /// Bytes asked of the kernel per `read` (the input's free space is grown to this).
+    /// Default 64 KiB.
+    pub read_chunk: usize,
+    /// Reads per connection per event before the poller moves on to other connections
+    /// (it comes back on its next turn). Default 16.
+    pub reads_per_turn: usize,
+    /// Unconsumed input above which a connection stops reading until the consumer takes
+    /// some (the kernel buffer then fills and TCP pushes back on the peer). Default 4 MiB.
+    pub input_high_water: usize,
+    /// Most `iovec`s handed to one `writev`. Default 64.
+    pub max_iovecs: usize,
+    /// Events taken per `epoll_wait`. Default 1024.
+    pub events_capacity: usize,
+}
+
+impl Default for Config {
+    fn default() -> Self {
+        let cpus = std::thread::available_parallelism().map_or(1, |n| n.get());
+        Config {
+            pollers: cpus / 20 + 1,
+            busy_poll: true,
+            read_chunk: 64 * 1024,
+            reads_per_turn: 16,
+            input_high_water: 4 * 1024 * 1024,
+            max_iovecs: 64,
+            events_capacity: 1024,
+        }
+    }
+}
+
+impl Config {
+    /// Clamps values that cannot work (zero pollers, zero-sized reads...) to the least
+    /// that does.
+    pub(crate) fn sanitized(mut self) -> Self {
+        self.pollers = self.pollers.max(1);
+        self.read_chunk = self.read_chunk.max(512);
+        self.reads_per_turn = self.reads_per_turn.max(1);
+        self.input_high_water = self.input_high_water.max(self.read_chunk);
+        self.max_iovecs = self.max_iovecs.clamp(1, 1024);
+        self.events_capacity = self.events_capacity.max(16);
+        self
+    }
+}

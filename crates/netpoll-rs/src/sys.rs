@@ -1,0 +1,151 @@
+//! The sockets: TCP and Unix-domain streams behind one type, reads into a buffer's spare
+//! capacity, and the socket options RPC needs.
+
+use std::io::{self, IoSlice, Write};
+use std::mem::MaybeUninit;
+use std::net::SocketAddr;
+use std::os::fd::{AsFd, AsRawFd, BorrowedFd, RawFd};
+
+use bytes::BytesMut;
+use mio::event::Source;
+use mio::net::{TcpStream, UnixStream};
+use mio::{Interest, Registry, Token};
+use nix::sys::socket::{setsockopt, sockopt};
+
+/// A connected stream socket.
+#[derive(Debug)]
+pub(crate) enum Stream {
+    Tcp(TcpStream),
+    Unix(UnixStream),
+}
+
+impl Stream {
+    pub(crate) fn register(&mut self, registry: &Registry, token: Token) -> io::Result<()> {
+        let interest = Interest::READABLE | Interest::WRITABLE;
+        match self {
+            Stream::Tcp(s) => s.register(registry, token, interest),
+            Stream::Unix(s) => s.register(registry, token, interest),
+        }
+    }
+
+    pub(crate) fn deregister(&mut self, registry: &Registry) -> io::Result<()> {
+        match self {
+            Stream::Tcp(s) => s.deregister(registry),
+            Stream::Unix(s) => s.deregister(registry),
+        }
+    }
+
+    fn raw_fd(&self) -> RawFd {
+        match self {
+            Stream::Tcp(s) => s.as_raw_fd(),
+            Stream::Unix(s) => s.as_raw_fd(),
+        }
+    }
+
+    /// Reads into `buf`'s spare capacity (which must not be empty) and extends `buf` by
+    /// what arrived; `Ok(0)` is end of stream.
+    pub(crate) fn read_into(&mut self, buf: &mut BytesMut) -> io::Result<usize> {
+        let spare: &mut [MaybeUninit<u8>] = buf.spare_capacity_mut();
+        debug_assert!(!spare.is_empty());
+        // SAFETY: `spare` is writable memory of `spare.len()` bytes owned by `buf`, which
+        // we borrow mutably for the call; `read(2)` writes at most that many bytes into
+        // it and does not keep the pointer. The fd is open: `self` owns it.
+        let n = unsafe { nix::libc::read(self.raw_fd(), spare.as_mut_ptr().cast(), spare.len()) };
+        if n < 0 {
+            return Err(io::Error::last_os_error());
+        }
+        let n = n as usize;
+        // SAFETY: the kernel initialised the first `n` (<= spare.len()) bytes after
+        // `buf.len()`, so the new length covers only initialised bytes, within capacity.
+        unsafe { buf.set_len(buf.len() + n) };
+        Ok(n)
+    }
+
+    pub(crate) fn write_vectored(&mut self, bufs: &[IoSlice<'_>]) -> io::Result<usize> {
+        match self {
+            Stream::Tcp(s) => s.write_vectored(bufs),
+            Stream::Unix(s) => s.write_vectored(bufs),
+        }
+    }
+
+    pub(crate) fn peer_addr(&self) -> Option<SocketAddr> {
+        match self {
+            Stream::Tcp(s) => s.peer_addr().ok(),
+            Stream::Unix(_) => None,
+        }
+    }
+
+    pub(crate) fn local_addr(&self) -> Option<SocketAddr> {
+        match self {
+            Stream::Tcp(s) => s.local_addr().ok(),
+            Stream::Unix(_) => None,
+        }
+    }
+
+    pub(crate) fn shutdown_write(&self) -> io::Result<()> {
+        match self {
+            Stream::Tcp(s) => s.shutdown(std::net::Shutdown::Write),
+            Stream::Unix(s) => s.shutdown(std::net::Shutdown::Write),
+        }
+    }
+}
+
+impl AsFd for Stream {
+    fn as_fd(&self) -> BorrowedFd<'_> {
+        match self {
+            Stream::Tcp(s) => s.as_fd(),
+            Stream::Unix(s) => s.as_fd(),
+        }
+    }
+}
+
+/// Socket buffer sizes to ask the kernel for (it may round or double them).
+#[derive(Debug, Clone, Copy, Default)]
+pub struct BufferSizes {
+    /// `SO_SNDBUF`, when set.
+    pub send: Option<usize>,
+    /// `SO_RCVBUF`, when set.
+    pub recv: Option<usize>,
+}
+
+pub(crate) fn set_buffer_sizes(fd: &impl AsFd, sizes: BufferSizes) -> io::Result<()> {
+    if let Some(n) = sizes.send {
+        setsockopt(fd, sockopt::SndBuf, &n)?;
+    }
+    if let Some(n) = sizes.recv {
+        setsockopt(fd, sockopt::RcvBuf, &n)?;
+    }
+    Ok(())
+}
+
+/// A listening TCP socket, non-blocking, with `SO_REUSEADDR` and, when asked,
+/// `SO_REUSEPORT` (so several listeners can share a port and the kernel spreads
+/// connections among them).
+pub(crate) fn tcp_listener(
+    addr: SocketAddr,
+    reuse_port: bool,
+) -> io::Result<std::net::TcpListener> {
+    use nix::sys::socket::{
+        AddressFamily, Backlog, SockFlag, SockType, SockaddrIn, SockaddrIn6, bind, listen, socket,
+    };
+    let family = match addr {
+        SocketAddr::V4(_) => AddressFamily::Inet,
+        SocketAddr::V6(_) => AddressFamily::Inet6,
+    };
+    let fd = socket(
+        family,
+        SockType::Stream,
+        SockFlag::SOCK_NONBLOCK | SockFlag::SOCK_CLOEXEC,
+        None,
+    )?;
+    setsockopt(&fd, sockopt::ReuseAddr, &true)?;
+    if reuse_port {
+        setsockopt(&fd, sockopt::ReusePort, &true)?;
+    }
+    match addr {
+        SocketAddr::V4(a) => bind(fd.as_raw_fd(), &SockaddrIn::from(a))?,
+        SocketAddr::V6(a) => bind(fd.as_raw_fd(), &SockaddrIn6::from(a))?,
+    }
+    listen(&fd, Backlog::new(4096).unwrap_or(Backlog::MAXCONN))?;
+    Ok(std::net::TcpListener::from(fd))
+}

@@ -1,0 +1,136 @@
+//! Echo over TCP and Unix sockets, many connections at once, and frames arriving split
+//! at every byte boundary.
+
+mod common;
+
+use std::io::{Read, Write};
+use std::sync::Arc;
+use std::time::Duration;
+
+use common::*;
+use netpoll_rs::{Config, Connection, Listener};
+
+/// Serves echo on every connection `listener` accepts, until it closes.
+fn serve_echo(listener: Arc<Listener>) {
+    tokio::spawn(async move {
+        while let Ok(conn) = listener.accept().await {
+            tokio::spawn(echo(conn));
+        }
+    });
+}
+
+async fn echo(conn: Connection) {
+    while let Ok(Some(f)) = conn.read_frame(frame_len).await {
+        conn.write(f);
+        if conn.flush().await.is_err() {
+            return;
+        }
+    }
+}
+
+#[test]
+fn tcp_echo_round_trips_frames_of_many_sizes() {
+    let reactor = reactor(Config::default());
+    run(30, async {
+        let listener = Arc::new(reactor.listen_tcp("127.0.0.1:0".parse().unwrap()).unwrap());
+        let addr = listener.local_addr().unwrap();
+        serve_echo(Arc::clone(&listener));
+        let client = reactor.connect_tcp(addr, Duration::from_secs(5)).unwrap();
+        for (i, len) in [0usize, 1, 100, 1024, 65_536, 1 << 20, 3 << 20]
+            .iter()
+            .enumerate()
+        {
+            let body = pattern(*len, i as u8);
+            client.write(frame(&body));
+            client.flush().await.unwrap();
+            let back = client.read_frame(frame_len).await.unwrap().unwrap();
+            assert_eq!(&back[4..], &body[..], "frame of {len} bytes");
+        }
+        listener.close();
+    });
+    reactor.shutdown();
+}
+
+#[test]
+fn unix_socket_echo_works_too() {
+    let dir = std::env::temp_dir().join(format!("netpoll-unix-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    let path = dir.join("echo.sock");
+    let reactor = reactor(Config::default());
+    run(30, async {
+        let listener = Arc::new(reactor.listen_unix(&path).unwrap());
+        serve_echo(Arc::clone(&listener));
+        let client = reactor.connect_unix(&path).unwrap();
+        for n in 0..100u8 {
+            client.write(frame(&pattern(100 + n as usize, n)));
+            client.flush().await.unwrap();
+            let back = client.read_frame(frame_len).await.unwrap().unwrap();
+            assert_eq!(&back[4..], &pattern(100 + n as usize, n)[..]);
+        }
+        listener.close();
+    });
+    reactor.shutdown();
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn frames_split_at_every_byte_boundary_arrive_whole() {
+    // A plain blocking client writes two frames in two pieces, cut at every position,
+    // with a pause between the pieces so they arrive as separate reads.
+    let reactor = reactor(Config::default());
+    run(60, async {
+        let listener = Arc::new(reactor.listen_tcp("127.0.0.1:0".parse().unwrap()).unwrap());
+        let addr = listener.local_addr().unwrap();
+        serve_echo(Arc::clone(&listener));
+        let wire: Vec<u8> = [frame(&pattern(37, 1)), frame(&pattern(5, 2))].concat();
+        let expected = wire.clone();
+        tokio::task::spawn_blocking(move || {
+            let mut s = std::net::TcpStream::connect(addr).unwrap();
+            s.set_nodelay(true).unwrap();
+            for cut in 0..=wire.len() {
+                s.write_all(&wire[..cut]).unwrap();
+                std::thread::sleep(Duration::from_millis(1));
+                s.write_all(&wire[cut..]).unwrap();
+                let mut back = vec![0u8; wire.len()];
+                s.read_exact(&mut back).unwrap();
+                assert_eq!(back, expected, "cut at {cut}");
+            }
+        })
+        .await
+        .unwrap();
+        listener.close();
+    });
+    reactor.shutdown();
+}
+
+#[test]
+fn two_thousand_connections_echo_at_once() {
+    let reactor = reactor(Config {
+        pollers: 2,
+        ..Config::default()
+    });
+    run(120, async {
+        let listener = Arc::new(reactor.listen_tcp("127.0.0.1:0".parse().unwrap()).unwrap());
+        let addr = listener.local_addr().unwrap();
+        serve_echo(Arc::clone(&listener));
+        let mut tasks = Vec::new();
+        for i in 0..2000usize {
+            let client = reactor.connect_tcp(addr, Duration::from_secs(10)).unwrap();
+            tasks.push(tokio::spawn(async move {
+                for round in 0..3u8 {
+                    let body = pattern(64 + i % 512, round.wrapping_add(i as u8));
+                    client.write(frame(&body));
+                    client.flush().await.unwrap();
+                    let back = client.read_frame(frame_len).await.unwrap().unwrap();
+                    assert_eq!(&back[4..], &body[..]);
+                }
+            }));
+        }
+        for t in tasks {
+            t.await.unwrap();
+        }
+        listener.close();
+    });
+    reactor.shutdown();
+}
