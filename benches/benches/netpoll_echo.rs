@@ -38,6 +38,9 @@
 //!   `write` + `flush`, the client sends a clone of one prepared `Bytes` the same way.
 //! - `netpoll busy_poll off`: the same with the poller blocking in `epoll_wait` as soon as
 //!   a batch is handled.
+//! - `netpoll on_runtime`: netpoll-rs with its poller as a task of each side's tokio
+//!   runtime (`Reactor::on_runtime`, busy_poll on) instead of a thread of its own: tokio's
+//!   reactor watches the poller's epoll fd, so a handler is woken on its own thread.
 //!
 //! Every case builds fresh runtimes (and reactors), the same for every variant. The
 //! default layout, `split`: the server runs on a current-thread tokio runtime on a thread
@@ -174,16 +177,23 @@ enum Variant {
     Tokio,
     NetpollBusy,
     NetpollNoBusy,
+    NetpollOnRuntime,
 }
 
 impl Variant {
-    const ALL: [Variant; 3] = [Variant::Tokio, Variant::NetpollBusy, Variant::NetpollNoBusy];
+    const ALL: [Variant; 4] = [
+        Variant::Tokio,
+        Variant::NetpollBusy,
+        Variant::NetpollNoBusy,
+        Variant::NetpollOnRuntime,
+    ];
 
     fn name(self) -> &'static str {
         match self {
             Variant::Tokio => "tokio",
             Variant::NetpollBusy => "netpoll busy_poll on",
             Variant::NetpollNoBusy => "netpoll busy_poll off",
+            Variant::NetpollOnRuntime => "netpoll on_runtime",
         }
     }
 
@@ -193,6 +203,7 @@ impl Variant {
             Variant::Tokio => return None,
             Variant::NetpollBusy => true,
             Variant::NetpollNoBusy => false,
+            Variant::NetpollOnRuntime => true,
         };
         let default = Config::default();
         Some(Config {
@@ -201,6 +212,35 @@ impl Variant {
             ..default
         })
     }
+
+    /// The reactor for a side whose runtime is `runtime`: poller threads, or (for
+    /// `on_runtime`) poller tasks on that runtime; `None` for tokio.
+    fn reactor(
+        self,
+        plan: &Plan,
+        runtime: &tokio::runtime::Handle,
+        label: &str,
+    ) -> Option<Reactor> {
+        let config = self.netpoll_config(plan)?;
+        let reactor = match self {
+            Variant::NetpollOnRuntime => Reactor::on_runtime(runtime, config),
+            _ => Reactor::new(config),
+        };
+        Some(reactor.unwrap_or_else(|e| fail(&format!("{label}: reactor: {e}"))))
+    }
+}
+
+/// Checks that a reactor has no sockets left, then shuts it down.
+fn finish_reactor(label: &str, reactor: Option<Reactor>) {
+    let Some(reactor) = reactor else { return };
+    let left = reactor.socket_count();
+    if left != 0 {
+        eprintln!(
+            "netpoll_echo: {label}: {left} sockets still registered after every \
+             connection and the listener closed"
+        );
+    }
+    reactor.shutdown();
 }
 
 #[derive(Debug, Clone, Copy)]
@@ -679,24 +719,15 @@ fn run_case(
         variant.name(),
         if conns == 1 { "" } else { "s" }
     );
-    let new_reactor = || {
-        variant.netpoll_config(plan).map(|config| {
-            Reactor::new(config).unwrap_or_else(|e| fail(&format!("{label}: reactor: {e}")))
-        })
-    };
-    let server_reactor = new_reactor();
-    let client_reactor = match topology {
-        Topology::Shared => server_reactor.clone(),
-        Topology::Split => new_reactor(),
-    };
     let stop = Arc::new(Notify::new());
-    let out = match topology {
+    match topology {
         Topology::Shared => {
             let rt = topology.runtime();
+            let reactor = variant.reactor(plan, rt.handle(), &label);
             let out = rt.block_on(async {
-                let (listener, addr) = bind(&label, server_reactor.as_ref()).await;
+                let (listener, addr) = bind(&label, reactor.as_ref()).await;
                 let server = tokio::spawn(serve(label.clone(), listener, Arc::clone(&stop)));
-                let out = run_clients(&label, addr, client_reactor.as_ref(), conns, plan).await;
+                let out = run_clients(&label, addr, reactor.as_ref(), conns, plan).await;
                 stop.notify_one();
                 match tokio::time::timeout(2 * STOP_TIMEOUT, server).await {
                     Ok(Ok(())) => {}
@@ -705,6 +736,7 @@ fn run_case(
                 }
                 out
             });
+            finish_reactor(&label, reactor);
             rt.shutdown_timeout(STOP_TIMEOUT);
             out
         }
@@ -715,15 +747,17 @@ fn run_case(
                 .name("echo-server".into())
                 .spawn({
                     let label = label.clone();
-                    let reactor = server_reactor.clone();
                     let stop = Arc::clone(&stop);
+                    let plan = *plan;
                     move || {
                         let rt = topology.runtime();
+                        let reactor = variant.reactor(&plan, rt.handle(), &label);
                         rt.block_on(async {
                             let (listener, addr) = bind(&label, reactor.as_ref()).await;
                             let _ = addr_tx.send(addr);
-                            serve(label, listener, stop).await;
+                            serve(label.clone(), listener, stop).await;
                         });
+                        finish_reactor(&label, reactor);
                         rt.shutdown_timeout(STOP_TIMEOUT);
                         let _ = done_tx.send(());
                     }
@@ -733,13 +767,9 @@ fn run_case(
                 .recv_timeout(STOP_TIMEOUT)
                 .unwrap_or_else(|e| fail(&format!("{label}: the server did not start: {e}")));
             let rt = topology.runtime();
-            let out = rt.block_on(run_clients(
-                &label,
-                addr,
-                client_reactor.as_ref(),
-                conns,
-                plan,
-            ));
+            let reactor = variant.reactor(plan, rt.handle(), &label);
+            let out = rt.block_on(run_clients(&label, addr, reactor.as_ref(), conns, plan));
+            finish_reactor(&label, reactor);
             rt.shutdown_timeout(STOP_TIMEOUT);
             stop.notify_one();
             if done_rx.recv_timeout(2 * STOP_TIMEOUT).is_err() {
@@ -750,22 +780,7 @@ fn run_case(
             }
             out
         }
-    };
-    let reactors = match topology {
-        Topology::Shared => vec![server_reactor],
-        Topology::Split => vec![server_reactor, client_reactor],
-    };
-    for reactor in reactors.into_iter().flatten() {
-        let left = reactor.socket_count();
-        if left != 0 {
-            eprintln!(
-                "netpoll_echo: {label}: {left} sockets still registered after every \
-                 connection and the listener closed"
-            );
-        }
-        reactor.shutdown();
     }
-    out
 }
 
 fn samples_per_client(conns: usize, plan: &Plan) -> usize {
@@ -991,7 +1006,11 @@ fn main() {
     };
     let mut ratios = Vec::new();
     for conns in CONNS {
-        for variant in [Variant::NetpollBusy, Variant::NetpollNoBusy] {
+        for variant in [
+            Variant::NetpollBusy,
+            Variant::NetpollNoBusy,
+            Variant::NetpollOnRuntime,
+        ] {
             if let (Some(base), Some(p)) = (find(Variant::Tokio, conns), find(variant, conns)) {
                 ratios.push((variant, conns, base, p));
             }

@@ -20,6 +20,12 @@
 //! - **The async face**: tokio tasks await "a whole frame is in the input"
 //!   ([`Connection::read_frame`]) and "the output drained" ([`Connection::flush`]),
 //!   woken by the poller threads; handlers run on tokio, socket I/O stays here.
+//! - **Where the pollers run**: [`Reactor::new`] gives each poller a thread of its own
+//!   (Netpoll's layout). [`Reactor::on_runtime`] runs them as tasks of a tokio runtime
+//!   instead: tokio's reactor watches each poller's epoll fd and the task drains it, so a
+//!   handler on that runtime is woken without a thread switch. On a small machine where
+//!   handlers and pollers compete for cores, that saves a context switch and an eventfd
+//!   wake per message (see `cargo bench -p benches --bench netpoll_echo`).
 //! - **Memory**: the input block is reused in place once the frames cut from it are
 //!   dropped, so steady request/response traffic allocates nothing per message for I/O.
 //!

@@ -58,52 +58,88 @@ impl PollerShared {
     }
 }
 
-/// The poll loop. With `busy_poll`, a batch with events is followed by a zero-timeout
-/// poll; when one of those finds nothing the thread yields once and polls again, and only
-/// then blocks. Connections with input left after their read budget are served again on
-/// the next turn, which then does not block either.
-pub(crate) fn run(mut poll: Poll, shared: Arc<PollerShared>) {
-    let mut events = Events::with_capacity(shared.config.events_capacity);
-    let mut again: Vec<Arc<ConnShared>> = Vec::new();
-    let mut serving: Vec<Arc<ConnShared>> = Vec::new();
-    let mut spinning = false;
-    let mut yielded = false;
-    loop {
-        if shared.shutdown.load(Ordering::Acquire) {
-            break;
+/// A poller's own side, next to its `Poll`: the event buffer and the connections to
+/// serve again.
+#[derive(Debug)]
+pub(crate) struct Driver {
+    events: Events,
+    again: Vec<Arc<ConnShared>>,
+    serving: Vec<Arc<ConnShared>>,
+    shared: Arc<PollerShared>,
+}
+
+impl Driver {
+    pub(crate) fn new(shared: Arc<PollerShared>) -> Self {
+        Driver {
+            events: Events::with_capacity(shared.config.events_capacity),
+            again: Vec::new(),
+            serving: Vec::new(),
+            shared,
         }
-        let timeout = (spinning || !again.is_empty()).then_some(Duration::ZERO);
-        if let Err(e) = poll.poll(&mut events, timeout)
-            && e.kind() != std::io::ErrorKind::Interrupted
-        {
-            // An epoll_wait that fails for another reason will fail again: stop the
-            // poller rather than spin; its connections see no more events.
-            break;
+    }
+
+    fn stopping(&self) -> bool {
+        self.shared.shutdown.load(Ordering::Acquire)
+    }
+
+    /// One `epoll_wait` (with `timeout`, or none when connections wait for another turn)
+    /// and the handling of what it returned. `Ok(true)` when there was work, or may be
+    /// more (a full batch, or connections to serve again).
+    fn turn(&mut self, poll: &mut Poll, timeout: Option<Duration>) -> std::io::Result<bool> {
+        let timeout = if self.again.is_empty() {
+            timeout
+        } else {
+            Some(Duration::ZERO)
+        };
+        match poll.poll(&mut self.events, timeout) {
+            Ok(()) => {}
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => return Ok(true),
+            Err(e) => return Err(e),
         }
-        std::mem::swap(&mut again, &mut serving);
-        let mut busy = !serving.is_empty();
-        for conn in serving.drain(..) {
-            conn.on_event(false, false, &mut again);
+        std::mem::swap(&mut self.again, &mut self.serving);
+        let mut busy = !self.serving.is_empty();
+        for conn in self.serving.drain(..) {
+            conn.on_event(false, false, &mut self.again);
         }
-        for event in events.iter() {
+        for event in self.events.iter() {
             busy = true;
             if event.token() == WAKER_TOKEN {
                 continue;
             }
-            let entry = lock(&shared.slab).get(event.token()).cloned();
+            let entry = lock(&self.shared.slab).get(event.token()).cloned();
             match entry {
                 Some(Entry::Conn(conn)) => conn.on_event(
                     event.is_readable() || event.is_read_closed() || event.is_error(),
                     event.is_writable() || event.is_write_closed() || event.is_error(),
-                    &mut again,
+                    &mut self.again,
                 ),
                 Some(Entry::Listener(listener)) => listener.on_ready(),
                 // A stale token: the socket closed after the event was queued.
                 None => {}
             }
         }
+        Ok(busy || !self.again.is_empty())
+    }
+}
+
+/// The poll loop of a poller thread. With `busy_poll`, a batch with events is followed
+/// by a zero-timeout poll; when one of those finds nothing the thread yields once and
+/// polls again, and only then blocks. Connections with input left after their read
+/// budget are served again on the next turn, which then does not block either.
+pub(crate) fn run(mut poll: Poll, mut driver: Driver) {
+    let busy_poll = driver.shared.config.busy_poll;
+    let mut spinning = false;
+    let mut yielded = false;
+    while !driver.stopping() {
+        let timeout = spinning.then_some(Duration::ZERO);
+        let busy = match driver.turn(&mut poll, timeout) {
+            Ok(busy) => busy,
+            // An epoll_wait that fails for another reason than a signal will fail
+            // again: stop the poller rather than spin; its sockets see no more events.
+            Err(_) => break,
+        };
         if busy {
-            spinning = shared.config.busy_poll;
+            spinning = busy_poll;
             yielded = false;
         } else if spinning {
             if yielded {
@@ -112,6 +148,48 @@ pub(crate) fn run(mut poll: Poll, shared: Arc<PollerShared>) {
                 std::thread::yield_now();
                 yielded = true;
             }
+        }
+    }
+}
+
+/// The poll loop as a task of a tokio runtime: tokio's own reactor watches the poller's
+/// epoll fd, and the task polls it with a zero timeout when it is readable. Handlers on
+/// the same runtime are then woken from their own threads, with no thread switch. With
+/// `busy_poll`, a batch with events is followed by a yield to the runtime (the woken
+/// handlers run) and another zero-timeout poll before the task waits again.
+pub(crate) async fn run_on_runtime(poll: Poll, mut driver: Driver) {
+    use tokio::io::Interest;
+    use tokio::io::unix::AsyncFd;
+
+    let busy_poll = driver.shared.config.busy_poll;
+    // SAFETY: the fd is the epoll instance of `poll`, which the `AsyncFd` takes and owns
+    // until it is dropped; a `Poll` closes its fd only when dropped and never replaces
+    // it, so the fd stays open and the same for the `AsyncFd`'s whole life.
+    let registered = unsafe { AsyncFd::register_with_interest(poll, Interest::READABLE) };
+    let Ok(mut fd) = registered else {
+        return;
+    };
+    let mut spin = false;
+    while !driver.stopping() {
+        // Readiness is cleared before the poll, so an event that comes after it makes
+        // the fd readable again and is not missed.
+        if !spin {
+            match fd.readable().await {
+                Ok(mut guard) => guard.clear_ready(),
+                Err(_) => break,
+            }
+        }
+        match driver.turn(fd.get_mut(), Some(Duration::ZERO)) {
+            Ok(busy) => {
+                // A full batch or connections to serve again: more work is there now.
+                let more = !driver.again.is_empty()
+                    || driver.events.iter().count() >= driver.shared.config.events_capacity;
+                spin = more || (busy && busy_poll);
+                if spin {
+                    tokio::task::yield_now().await;
+                }
+            }
+            Err(_) => break,
         }
     }
 }

@@ -13,7 +13,7 @@ use mio::Poll;
 use crate::config::Config;
 use crate::conn::{ConnShared, ConnState, Connection};
 use crate::listener::{ListenSocket, Listener, ListenerShared, ListenerState};
-use crate::poller::{self, Entry, PollerShared, lock};
+use crate::poller::{self, Driver, Entry, PollerShared, lock};
 use crate::sys::{self, BufferSizes, Stream};
 
 /// Socket options for listeners (applied to each accepted connection) and connects.
@@ -54,18 +54,39 @@ struct Inner {
 impl Reactor {
     /// Starts `config.pollers` poller threads.
     pub fn new(config: Config) -> io::Result<Reactor> {
+        Self::start(config, |i, poll, driver| {
+            std::thread::Builder::new()
+                .name(format!("netpoll-{i}"))
+                .spawn(move || poller::run(poll, driver))
+                .map(Some)
+        })
+    }
+
+    /// Runs the `config.pollers` pollers as tasks of the tokio runtime `runtime` instead
+    /// of threads of their own: tokio's reactor watches each poller's epoll fd and the
+    /// task drains it. Reads still go into the connections' `LinkBuffer`s and writes
+    /// are still inline, but a handler on that runtime is woken without a thread switch,
+    /// and no threads are added to the runtime's.
+    pub fn on_runtime(runtime: &tokio::runtime::Handle, config: Config) -> io::Result<Reactor> {
+        Self::start(config, |_, poll, driver| {
+            runtime.spawn(poller::run_on_runtime(poll, driver));
+            Ok(None)
+        })
+    }
+
+    fn start(
+        config: Config,
+        mut launch: impl FnMut(usize, Poll, Driver) -> io::Result<Option<JoinHandle<()>>>,
+    ) -> io::Result<Reactor> {
         let config = Arc::new(config.sanitized());
         let mut pollers = Vec::new();
         let mut threads = Vec::new();
         for i in 0..config.pollers {
             let poll = Poll::new()?;
             let shared = Arc::new(PollerShared::new(&poll, Arc::clone(&config))?);
-            let for_thread = Arc::clone(&shared);
-            let thread = std::thread::Builder::new()
-                .name(format!("netpoll-{i}"))
-                .spawn(move || poller::run(poll, for_thread))?;
+            let driver = Driver::new(Arc::clone(&shared));
             pollers.push(shared);
-            threads.push(thread);
+            threads.extend(launch(i, poll, driver)?);
         }
         Ok(Reactor {
             inner: Arc::new(Inner {

@@ -134,3 +134,49 @@ fn two_thousand_connections_echo_at_once() {
     });
     reactor.shutdown();
 }
+
+#[test]
+fn pollers_on_the_runtime_echo_as_poller_threads_do() {
+    run(120, async {
+        let reactor = netpoll_rs::Reactor::on_runtime(
+            &tokio::runtime::Handle::current(),
+            Config {
+                pollers: 2,
+                ..Config::default()
+            },
+        )
+        .unwrap();
+        let listener = Arc::new(reactor.listen_tcp("127.0.0.1:0".parse().unwrap()).unwrap());
+        let addr = listener.local_addr().unwrap();
+        serve_echo(Arc::clone(&listener));
+        // Large frames (several turns of the poller) and many connections at once.
+        let client = reactor.connect_tcp(addr, Duration::from_secs(5)).unwrap();
+        for (i, len) in [0usize, 1, 1024, 1 << 20, 5 << 20].iter().enumerate() {
+            let body = pattern(*len, i as u8);
+            client.write(frame(&body));
+            client.flush().await.unwrap();
+            let back = client.read_frame(frame_len).await.unwrap().unwrap();
+            assert_eq!(&back[4..], &body[..], "frame of {len} bytes");
+        }
+        let mut tasks = Vec::new();
+        for i in 0..500usize {
+            let client = reactor.connect_tcp(addr, Duration::from_secs(10)).unwrap();
+            tasks.push(tokio::spawn(async move {
+                for round in 0..3u8 {
+                    let body = pattern(64 + i % 512, round.wrapping_add(i as u8));
+                    client.write(frame(&body));
+                    client.flush().await.unwrap();
+                    let back = client.read_frame(frame_len).await.unwrap().unwrap();
+                    assert_eq!(&back[4..], &body[..]);
+                }
+            }));
+        }
+        for t in tasks {
+            t.await.unwrap();
+        }
+        listener.close();
+        drop(client);
+        reactor.shutdown();
+        assert_eq!(reactor.socket_count(), 0);
+    });
+}
