@@ -38,6 +38,8 @@ pub(crate) struct ConnState {
     write_pending: bool,
     /// The peer closed its side and everything before that was read.
     eof: bool,
+    /// An event reported the peer's close (or a socket error): read until end of stream.
+    peer_closed: bool,
     /// The first socket error, kept for every later call.
     error: Option<(io::ErrorKind, String)>,
     /// Input a waiting reader needs (0 when none waits): the poller wakes it only when
@@ -56,6 +58,7 @@ impl ConnState {
             readable: false,
             write_pending: false,
             eof: false,
+            peer_closed: false,
             error: None,
             want: 0,
             read_waker: None,
@@ -90,7 +93,13 @@ impl ConnState {
     fn fill(&mut self, read_chunk: usize, reads: usize, limit: usize) -> bool {
         let mut changed = false;
         for _ in 0..reads {
-            if !self.readable || self.eof || self.error.is_some() || self.input.len() >= limit {
+            // After end of stream or an error there is nothing more to read, however many
+            // events (a later WRITABLE still carries RDHUP) mark the socket readable.
+            if self.eof || self.error.is_some() {
+                self.readable = false;
+                break;
+            }
+            if !self.readable || self.input.len() >= limit {
                 break;
             }
             let Some(stream) = self.stream.as_mut() else {
@@ -99,8 +108,8 @@ impl ConnState {
             let tail = self.input.tail_mut();
             // Reuses the block in place when the frames cut from it are gone.
             tail.reserve(read_chunk);
-            let asked = tail.capacity() - tail.len();
-            match stream.read_into(tail) {
+            let asked = (tail.capacity() - tail.len()).min(read_chunk);
+            match stream.read_into(tail, asked) {
                 Ok(0) => {
                     self.eof = true;
                     self.readable = false;
@@ -109,7 +118,9 @@ impl ConnState {
                 Ok(n) => {
                     changed = true;
                     // A short read emptied the socket; the next arrival is a new edge.
-                    if n < asked {
+                    // Not so once the peer closed: its end of stream (or the error)
+                    // behind the data already raised its edge, and no other comes.
+                    if n < asked && !self.peer_closed {
                         self.readable = false;
                     }
                 }
@@ -186,6 +197,7 @@ impl ConnShared {
         self: &Arc<Self>,
         readable: bool,
         writable: bool,
+        closed: bool,
         again: &mut Vec<Arc<Self>>,
     ) {
         let config = &self.poller.config;
@@ -194,6 +206,9 @@ impl ConnShared {
         let mut wake_write = None;
         if readable {
             st.readable = true;
+        }
+        if closed {
+            st.peer_closed = true;
         }
         if st.readable {
             let limit = st.input_limit(config.input_high_water);

@@ -99,7 +99,7 @@ impl Driver {
         std::mem::swap(&mut self.again, &mut self.serving);
         let mut busy = !self.serving.is_empty();
         for conn in self.serving.drain(..) {
-            conn.on_event(false, false, &mut self.again);
+            conn.on_event(false, false, false, &mut self.again);
         }
         for event in self.events.iter() {
             busy = true;
@@ -111,6 +111,7 @@ impl Driver {
                 Some(Entry::Conn(conn)) => conn.on_event(
                     event.is_readable() || event.is_read_closed() || event.is_error(),
                     event.is_writable() || event.is_write_closed() || event.is_error(),
+                    event.is_read_closed() || event.is_error(),
                     &mut self.again,
                 ),
                 Some(Entry::Listener(listener)) => listener.on_ready(),

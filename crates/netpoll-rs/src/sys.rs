@@ -42,10 +42,12 @@ impl Stream {
         }
     }
 
-    /// Reads into `buf`'s spare capacity (which must not be empty) and extends `buf` by
-    /// what arrived; `Ok(0)` is end of stream.
-    pub(crate) fn read_into(&mut self, buf: &mut BytesMut) -> io::Result<usize> {
+    /// Reads at most `max` bytes into `buf`'s spare capacity (which must not be empty)
+    /// and extends `buf` by what arrived; `Ok(0)` is end of stream.
+    pub(crate) fn read_into(&mut self, buf: &mut BytesMut, max: usize) -> io::Result<usize> {
         let spare: &mut [MaybeUninit<u8>] = buf.spare_capacity_mut();
+        let take = max.min(spare.len());
+        let spare = &mut spare[..take];
         debug_assert!(!spare.is_empty());
         // SAFETY: `spare` is writable memory of `spare.len()` bytes owned by `buf`, which
         // we borrow mutably for the call; `read(2)` writes at most that many bytes into

@@ -52,3 +52,67 @@ pub fn run<F: Future<Output = ()>>(secs: u64, f: F) {
             .expect("the test ran out of time");
     });
 }
+
+// ---------------------------------------------------------------- failure-test helpers
+
+/// A directory under the system temp dir for Unix sockets, removed when dropped.
+pub struct TempDir(pub std::path::PathBuf);
+
+impl TempDir {
+    /// A fresh, empty directory named after the process and `name`.
+    pub fn new(name: &str) -> TempDir {
+        let dir = std::env::temp_dir().join(format!("netpoll-{}-{name}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).expect("temp dir");
+        TempDir(dir)
+    }
+
+    /// A path inside the directory.
+    pub fn path(&self, file: &str) -> std::path::PathBuf {
+        self.0.join(file)
+    }
+}
+
+impl Drop for TempDir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+/// Sets `SO_RCVBUF` on a plain socket (the kernel doubles it).
+pub fn set_recv_buffer(fd: &impl std::os::fd::AsFd, bytes: usize) {
+    nix::sys::socket::setsockopt(fd, nix::sys::socket::sockopt::RcvBuf, &bytes).expect("SO_RCVBUF");
+}
+
+/// Polls `fut` exactly once, from the current task.
+pub async fn poll_once<F: Future + Unpin>(fut: &mut F) -> std::task::Poll<F::Output> {
+    std::future::poll_fn(|cx| std::task::Poll::Ready(std::pin::Pin::new(&mut *fut).poll(cx))).await
+}
+
+/// Waits (polling every millisecond) until `cond` holds, failing after `secs`.
+pub async fn wait_until(secs: u64, what: &str, mut cond: impl FnMut() -> bool) {
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(secs);
+    while !cond() {
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "timed out waiting until {what}"
+        );
+        tokio::time::sleep(Duration::from_millis(1)).await;
+    }
+}
+
+/// The index of the first byte where `got` and `want` differ (or where the shorter
+/// ends), `None` when they are equal; for asserting on MiB of data without printing it.
+pub fn first_difference(got: &[u8], want: &[u8]) -> Option<usize> {
+    got.iter()
+        .zip(want)
+        .position(|(a, b)| a != b)
+        .or_else(|| (got.len() != want.len()).then(|| got.len().min(want.len())))
+}
+
+/// Awaits `fut`, failing with `what` if it takes longer than `secs`.
+pub async fn within<T>(secs: u64, what: &str, fut: impl Future<Output = T>) -> T {
+    tokio::time::timeout(Duration::from_secs(secs), fut)
+        .await
+        .unwrap_or_else(|_| panic!("{what}: still waiting after {secs} s"))
+}
