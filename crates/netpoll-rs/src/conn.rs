@@ -352,6 +352,21 @@ impl Connection {
         }
     }
 
+    /// Gives `f` the input received so far, to `peek`, `next` or `skip` in it directly
+    /// (the reader side of Netpoll's API; what `f` leaves stays for later reads). Taking
+    /// input may lift the high-water pause, so reading resumes right after. Does not
+    /// wait: [`read_frame`](Self::read_frame) is the way to wait for input.
+    pub fn with_input<R>(&self, f: impl FnOnce(&mut LinkBuffer) -> R) -> R {
+        let config = &self.shared.poller.config;
+        let mut st = lock(&self.shared.state);
+        let out = f(&mut st.input);
+        if st.readable {
+            let limit = st.input_limit(config.input_high_water);
+            st.fill(config.read_chunk, config.reads_per_turn, limit);
+        }
+        out
+    }
+
     /// Queues `bytes` for sending, without copying them.
     pub fn write(&self, bytes: Bytes) {
         lock(&self.shared.state).output.insert(bytes);

@@ -180,3 +180,49 @@ fn pollers_on_the_runtime_echo_as_poller_threads_do() {
         assert_eq!(reactor.socket_count(), 0);
     });
 }
+
+#[test]
+fn reuse_port_lets_two_listeners_share_a_port() {
+    use netpoll_rs::SocketOptions;
+    let reactor = reactor(Config::default());
+    let reuse = SocketOptions {
+        reuse_port: true,
+        ..SocketOptions::default()
+    };
+    let first = reactor
+        .listen_tcp_with("127.0.0.1:0".parse().unwrap(), reuse)
+        .unwrap();
+    let addr = first.local_addr().unwrap();
+    let second = reactor.listen_tcp_with(addr, reuse).unwrap();
+    assert_eq!(second.local_addr(), Some(addr));
+    // Without the option on the newcomer the port is taken.
+    let err = reactor.listen_tcp(addr).unwrap_err();
+    assert_eq!(err.kind(), std::io::ErrorKind::AddrInUse);
+    drop((first, second));
+    reactor.shutdown();
+}
+
+#[test]
+fn with_input_peeks_and_skips_in_place() {
+    let reactor = reactor(Config::default());
+    run(30, async {
+        let listener = reactor.listen_tcp("127.0.0.1:0".parse().unwrap()).unwrap();
+        let addr = listener.local_addr().unwrap();
+        let client = reactor.connect_tcp(addr, Duration::from_secs(5)).unwrap();
+        let server = listener.accept().await.unwrap();
+        client.write(frame(b"first"));
+        client.write(frame(b"second"));
+        client.flush().await.unwrap();
+        // Both frames in the input (the poller reads them), nothing taken yet.
+        let both = 4 + 5 + 4 + 6;
+        wait_until(10, "both frames to arrive", || server.input_len() == both).await;
+        let first = server.read_frame(frame_len).await.unwrap().unwrap();
+        assert_eq!(&first[4..], b"first");
+        let peeked = server.with_input(|b| b.peek(4).map(|h| h.to_vec()));
+        assert_eq!(peeked.as_deref(), Some(&[0, 0, 0, 6][..]));
+        server.with_input(|b| b.skip(4));
+        assert_eq!(server.with_input(|b| b.next(6)), &b"second"[..]);
+        assert_eq!(server.input_len(), 0);
+    });
+    reactor.shutdown();
+}
