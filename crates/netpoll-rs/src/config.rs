@@ -24,6 +24,9 @@ pub struct Config {
     pub max_iovecs: usize,
     /// Events taken per `epoll_wait`. Default 1024.
     pub events_capacity: usize,
+    /// Read blocks (of `read_chunk` bytes) each poller keeps for reuse; a connection
+    /// holds one only while it has unconsumed input. Default 256.
+    pub pooled_blocks: usize,
 }
 
 impl Default for Config {
@@ -37,6 +40,7 @@ impl Default for Config {
             input_high_water: 4 * 1024 * 1024,
             max_iovecs: 64,
             events_capacity: 1024,
+            pooled_blocks: 256,
         }
     }
 }

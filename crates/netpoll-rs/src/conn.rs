@@ -12,6 +12,7 @@ use mio::Token;
 use thrift_codec::LinkBuffer;
 
 use crate::poller::{PollerShared, lock};
+use crate::pool::BlockPool;
 use crate::sys::Stream;
 
 /// The most `iovec`s one `writev` takes (`Config::max_iovecs` is clamped to this).
@@ -90,7 +91,7 @@ impl ConnState {
 
     /// Reads while the socket has data, at most `reads` times and up to `limit` bytes of
     /// unconsumed input. Returns whether anything changed for a reader.
-    fn fill(&mut self, read_chunk: usize, reads: usize, limit: usize) -> bool {
+    fn fill(&mut self, pool: &BlockPool, read_chunk: usize, reads: usize, limit: usize) -> bool {
         let mut changed = false;
         for _ in 0..reads {
             // After end of stream or an error there is nothing more to read, however many
@@ -106,6 +107,9 @@ impl ConnState {
                 break;
             };
             let tail = self.input.tail_mut();
+            if tail.capacity() == 0 {
+                *tail = pool.take();
+            }
             // Reuses the block in place when the frames cut from it are gone.
             tail.reserve(read_chunk);
             let asked = (tail.capacity() - tail.len()).min(read_chunk);
@@ -133,6 +137,14 @@ impl ConnState {
             }
         }
         changed
+    }
+
+    /// Gives the input block back to the pool when all input is consumed and no read
+    /// follows at once, so an idle connection holds no block.
+    fn release_idle_block(&mut self, pool: &BlockPool) {
+        if self.input.is_empty() && !self.readable {
+            pool.give(std::mem::take(self.input.tail_mut()));
+        }
     }
 
     /// Writes queued output with `writev` until it is all gone or the socket is full
@@ -212,7 +224,12 @@ impl ConnShared {
         }
         if st.readable {
             let limit = st.input_limit(config.input_high_water);
-            st.fill(config.read_chunk, config.reads_per_turn, limit);
+            st.fill(
+                &self.poller.pool,
+                config.read_chunk,
+                config.reads_per_turn,
+                limit,
+            );
             let ready = st.eof || st.error.is_some() || (st.want > 0 && st.input.len() >= st.want);
             if ready {
                 wake_read = st.read_waker.take();
@@ -301,6 +318,7 @@ impl Connection {
         F: FnMut(&mut LinkBuffer) -> io::Result<Option<usize>>,
     {
         let config = &self.shared.poller.config;
+        let pool = &self.shared.poller.pool;
         let mut st = lock(&self.shared.state);
         loop {
             let need = match frame_len(&mut st.input) {
@@ -316,14 +334,15 @@ impl Connection {
                 // Taking input may lift the high-water pause: read on right here.
                 if st.readable {
                     let limit = st.input_limit(config.input_high_water);
-                    st.fill(config.read_chunk, config.reads_per_turn, limit);
+                    st.fill(pool, config.read_chunk, config.reads_per_turn, limit);
                 }
+                st.release_idle_block(pool);
                 return Poll::Ready(Ok(Some(frame)));
             }
             st.want = need.unwrap_or(st.input.len() + 1).max(st.input.len() + 1);
             if st.readable {
                 let limit = st.input_limit(config.input_high_water);
-                if st.fill(config.read_chunk, config.reads_per_turn, limit) {
+                if st.fill(pool, config.read_chunk, config.reads_per_turn, limit) {
                     continue;
                 }
             }
@@ -358,12 +377,14 @@ impl Connection {
     /// wait: [`read_frame`](Self::read_frame) is the way to wait for input.
     pub fn with_input<R>(&self, f: impl FnOnce(&mut LinkBuffer) -> R) -> R {
         let config = &self.shared.poller.config;
+        let pool = &self.shared.poller.pool;
         let mut st = lock(&self.shared.state);
         let out = f(&mut st.input);
         if st.readable {
             let limit = st.input_limit(config.input_high_water);
-            st.fill(config.read_chunk, config.reads_per_turn, limit);
+            st.fill(pool, config.read_chunk, config.reads_per_turn, limit);
         }
+        st.release_idle_block(pool);
         out
     }
 
@@ -420,6 +441,12 @@ impl Connection {
     /// Bytes received and not yet taken.
     pub fn input_len(&self) -> usize {
         lock(&self.shared.state).input.len()
+    }
+
+    /// Bytes of input buffer this connection holds (0 while it has no unconsumed input
+    /// and its block is back in the poller's pool).
+    pub fn input_capacity(&self) -> usize {
+        lock(&self.shared.state).input.tail_mut().capacity()
     }
 
     /// Bytes queued and not yet in the kernel.

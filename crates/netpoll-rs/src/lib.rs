@@ -26,8 +26,10 @@
 //!   handler on that runtime is woken without a thread switch. On a small machine where
 //!   handlers and pollers compete for cores, that saves a context switch and an eventfd
 //!   wake per message (see `cargo bench -p benches --bench netpoll_echo`).
-//! - **Memory**: the input block is reused in place once the frames cut from it are
-//!   dropped, so steady request/response traffic allocates nothing per message for I/O.
+//! - **Memory**: input blocks of [`Config::read_chunk`] bytes come from a per-poller pool
+//!   and go back to it when a connection's input is all consumed, so an idle connection
+//!   holds no input block; a block is reused once the frames cut from it are dropped, so
+//!   steady request/response traffic allocates nothing per message for I/O.
 //!
 //! # An echo server
 //!
@@ -65,6 +67,7 @@ mod config;
 mod conn;
 mod listener;
 mod poller;
+mod pool;
 mod reactor;
 mod slab;
 mod sys;

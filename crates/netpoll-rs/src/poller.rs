@@ -9,6 +9,7 @@ use mio::{Events, Poll, Registry, Waker};
 use crate::config::Config;
 use crate::conn::ConnShared;
 use crate::listener::ListenerShared;
+use crate::pool::BlockPool;
 use crate::slab::{Slab, WAKER_TOKEN};
 
 /// Locks a mutex; a panic elsewhere while it was held does not make the state unusable
@@ -33,6 +34,8 @@ pub(crate) struct PollerShared {
     pub(crate) slab: Mutex<Slab<Entry>>,
     pub(crate) shutdown: AtomicBool,
     pub(crate) config: Arc<Config>,
+    /// Read blocks for this poller's connections.
+    pub(crate) pool: BlockPool,
 }
 
 impl PollerShared {
@@ -42,6 +45,7 @@ impl PollerShared {
             waker: Waker::new(poll.registry(), WAKER_TOKEN)?,
             slab: Mutex::new(Slab::default()),
             shutdown: AtomicBool::new(false),
+            pool: BlockPool::new(config.read_chunk, config.pooled_blocks),
             config,
         })
     }

@@ -226,3 +226,30 @@ fn with_input_peeks_and_skips_in_place() {
     });
     reactor.shutdown();
 }
+
+#[test]
+fn an_idle_connection_gives_its_input_block_back_and_reuses_one() {
+    let reactor = reactor(Config::default());
+    run(30, async {
+        let listener = reactor.listen_tcp("127.0.0.1:0".parse().unwrap()).unwrap();
+        let addr = listener.local_addr().unwrap();
+        let client = reactor.connect_tcp(addr, Duration::from_secs(5)).unwrap();
+        let server = listener.accept().await.unwrap();
+        assert_eq!(server.input_capacity(), 0, "no block before any input");
+        let mut blocks = Vec::new();
+        for n in 0..5u8 {
+            client.write(frame(&pattern(1000, n)));
+            client.flush().await.unwrap();
+            let got = server.read_frame(frame_len).await.unwrap().unwrap();
+            assert_eq!(&got[4..], &pattern(1000, n)[..]);
+            // The whole input was taken: the block went back to the pool.
+            assert_eq!(server.input_capacity(), 0);
+            blocks.push(got.as_ptr() as usize);
+            drop(got);
+        }
+        // Each frame was dropped before the next read, so the same block came back
+        // from the pool every time (frames start at the same address).
+        assert!(blocks.windows(2).all(|w| w[0] == w[1]), "{blocks:x?}");
+    });
+    reactor.shutdown();
+}
