@@ -253,3 +253,84 @@ fn an_idle_connection_gives_its_input_block_back_and_reuses_one() {
     });
     reactor.shutdown();
 }
+
+/// A reactor whose pollers are tasks of the current runtime.
+fn on_runtime(config: Config) -> netpoll_rs::Reactor {
+    netpoll_rs::Reactor::on_runtime(&tokio::runtime::Handle::current(), config).unwrap()
+}
+
+#[test]
+fn pollers_on_the_runtime_deliver_everything_before_end_of_stream() {
+    run(60, async {
+        let reactor = on_runtime(Config::default());
+        let listener = reactor.listen_tcp("127.0.0.1:0".parse().unwrap()).unwrap();
+        let addr = listener.local_addr().unwrap();
+        // A plain client sends 300 frames and half-closes, then reads the answer.
+        let client = tokio::task::spawn_blocking(move || {
+            let mut s = std::net::TcpStream::connect(addr).unwrap();
+            for n in 0..300u32 {
+                s.write_all(&frame(&pattern(500 + n as usize, n as u8)))
+                    .unwrap();
+            }
+            s.shutdown(std::net::Shutdown::Write).unwrap();
+            let mut answer = Vec::new();
+            s.read_to_end(&mut answer).unwrap();
+            answer
+        });
+        let server = listener.accept().await.unwrap();
+        for n in 0..300u32 {
+            let got = server.read_frame(frame_len).await.unwrap().unwrap();
+            assert_eq!(
+                &got[4..],
+                &pattern(500 + n as usize, n as u8)[..],
+                "frame {n}"
+            );
+        }
+        assert!(server.read_frame(frame_len).await.unwrap().is_none());
+        server.write(frame(b"done"));
+        server.close_write().await.unwrap();
+        assert_eq!(client.await.unwrap(), &frame(b"done")[..]);
+        reactor.shutdown();
+    });
+}
+
+#[test]
+fn pollers_on_the_runtime_respect_the_high_water_mark() {
+    run(60, async {
+        let reactor = on_runtime(Config {
+            input_high_water: 128 * 1024,
+            read_chunk: 16 * 1024,
+            ..Config::default()
+        });
+        let listener = reactor.listen_tcp("127.0.0.1:0".parse().unwrap()).unwrap();
+        let addr = listener.local_addr().unwrap();
+        let total: usize = 8 << 20;
+        let writer = tokio::task::spawn_blocking(move || {
+            let mut s = std::net::TcpStream::connect(addr).unwrap();
+            let body = pattern(4092, 9);
+            let one = frame(&body);
+            for _ in 0..total / one.len() {
+                s.write_all(&one).unwrap();
+            }
+        });
+        let server = listener.accept().await.unwrap();
+        // Nobody reads for a while: input stops at the mark plus at most one read.
+        let mut most = 0;
+        for _ in 0..50 {
+            most = most.max(server.input_len());
+            tokio::time::sleep(Duration::from_millis(2)).await;
+        }
+        assert!(most <= 128 * 1024 + 16 * 1024, "input reached {most}");
+        assert!(
+            most >= 128 * 1024,
+            "the input never reached the mark ({most})"
+        );
+        let frames = total / 4096;
+        for _ in 0..frames {
+            let got = server.read_frame(frame_len).await.unwrap().unwrap();
+            assert_eq!(&got[4..], &pattern(4092, 9)[..]);
+        }
+        writer.await.unwrap();
+        reactor.shutdown();
+    });
+}
