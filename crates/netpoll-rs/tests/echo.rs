@@ -28,6 +28,41 @@ async fn echo(conn: Connection) {
     }
 }
 
+/// Sends one frame of each length through the echo server and checks what comes back.
+async fn echo_sizes(client: &Connection, lens: &[usize]) {
+    for (i, &len) in lens.iter().enumerate() {
+        let body = pattern(len, i as u8);
+        client.write(frame(&body));
+        client.flush().await.unwrap();
+        let back = client.read_frame(frame_len).await.unwrap().unwrap();
+        assert_eq!(&back[4..], &body[..], "frame of {len} bytes");
+    }
+}
+
+/// `n` clients at once, each echoing three frames of its own.
+async fn echo_from_many_clients(
+    reactor: &netpoll_rs::Reactor,
+    addr: std::net::SocketAddr,
+    n: usize,
+) {
+    let mut tasks = Vec::new();
+    for i in 0..n {
+        let client = reactor.connect_tcp(addr, Duration::from_secs(10)).unwrap();
+        tasks.push(tokio::spawn(async move {
+            for round in 0..3u8 {
+                let body = pattern(64 + i % 512, round.wrapping_add(i as u8));
+                client.write(frame(&body));
+                client.flush().await.unwrap();
+                let back = client.read_frame(frame_len).await.unwrap().unwrap();
+                assert_eq!(&back[4..], &body[..]);
+            }
+        }));
+    }
+    for t in tasks {
+        t.await.unwrap();
+    }
+}
+
 #[test]
 fn tcp_echo_round_trips_frames_of_many_sizes() {
     let reactor = reactor(Config::default());
@@ -36,16 +71,7 @@ fn tcp_echo_round_trips_frames_of_many_sizes() {
         let addr = listener.local_addr().unwrap();
         serve_echo(Arc::clone(&listener));
         let client = reactor.connect_tcp(addr, Duration::from_secs(5)).unwrap();
-        for (i, len) in [0usize, 1, 100, 1024, 65_536, 1 << 20, 3 << 20]
-            .iter()
-            .enumerate()
-        {
-            let body = pattern(*len, i as u8);
-            client.write(frame(&body));
-            client.flush().await.unwrap();
-            let back = client.read_frame(frame_len).await.unwrap().unwrap();
-            assert_eq!(&back[4..], &body[..], "frame of {len} bytes");
-        }
+        echo_sizes(&client, &[0, 1, 100, 1024, 65_536, 1 << 20, 3 << 20]).await;
         listener.close();
     });
     reactor.shutdown();
@@ -114,22 +140,7 @@ fn two_thousand_connections_echo_at_once() {
         let listener = Arc::new(reactor.listen_tcp("127.0.0.1:0".parse().unwrap()).unwrap());
         let addr = listener.local_addr().unwrap();
         serve_echo(Arc::clone(&listener));
-        let mut tasks = Vec::new();
-        for i in 0..2000usize {
-            let client = reactor.connect_tcp(addr, Duration::from_secs(10)).unwrap();
-            tasks.push(tokio::spawn(async move {
-                for round in 0..3u8 {
-                    let body = pattern(64 + i % 512, round.wrapping_add(i as u8));
-                    client.write(frame(&body));
-                    client.flush().await.unwrap();
-                    let back = client.read_frame(frame_len).await.unwrap().unwrap();
-                    assert_eq!(&back[4..], &body[..]);
-                }
-            }));
-        }
-        for t in tasks {
-            t.await.unwrap();
-        }
+        echo_from_many_clients(&reactor, addr, 2000).await;
         listener.close();
     });
     reactor.shutdown();
@@ -151,29 +162,8 @@ fn pollers_on_the_runtime_echo_as_poller_threads_do() {
         serve_echo(Arc::clone(&listener));
         // Large frames (several turns of the poller) and many connections at once.
         let client = reactor.connect_tcp(addr, Duration::from_secs(5)).unwrap();
-        for (i, len) in [0usize, 1, 1024, 1 << 20, 5 << 20].iter().enumerate() {
-            let body = pattern(*len, i as u8);
-            client.write(frame(&body));
-            client.flush().await.unwrap();
-            let back = client.read_frame(frame_len).await.unwrap().unwrap();
-            assert_eq!(&back[4..], &body[..], "frame of {len} bytes");
-        }
-        let mut tasks = Vec::new();
-        for i in 0..500usize {
-            let client = reactor.connect_tcp(addr, Duration::from_secs(10)).unwrap();
-            tasks.push(tokio::spawn(async move {
-                for round in 0..3u8 {
-                    let body = pattern(64 + i % 512, round.wrapping_add(i as u8));
-                    client.write(frame(&body));
-                    client.flush().await.unwrap();
-                    let back = client.read_frame(frame_len).await.unwrap().unwrap();
-                    assert_eq!(&back[4..], &body[..]);
-                }
-            }));
-        }
-        for t in tasks {
-            t.await.unwrap();
-        }
+        echo_sizes(&client, &[0, 1, 1024, 1 << 20, 5 << 20]).await;
+        echo_from_many_clients(&reactor, addr, 500).await;
         listener.close();
         drop(client);
         reactor.shutdown();
