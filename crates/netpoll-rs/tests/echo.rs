@@ -192,14 +192,20 @@ fn reuse_port_lets_two_listeners_share_a_port() {
     reactor.shutdown();
 }
 
+/// A client connection and the server side of it, both on `reactor`.
+async fn connected_pair(reactor: &netpoll_rs::Reactor) -> (Connection, Connection) {
+    let listener = reactor.listen_tcp("127.0.0.1:0".parse().unwrap()).unwrap();
+    let addr = listener.local_addr().unwrap();
+    let client = reactor.connect_tcp(addr, Duration::from_secs(5)).unwrap();
+    let server = listener.accept().await.unwrap();
+    (client, server)
+}
+
 #[test]
 fn with_input_peeks_and_skips_in_place() {
     let reactor = reactor(Config::default());
     run(30, async {
-        let listener = reactor.listen_tcp("127.0.0.1:0".parse().unwrap()).unwrap();
-        let addr = listener.local_addr().unwrap();
-        let client = reactor.connect_tcp(addr, Duration::from_secs(5)).unwrap();
-        let server = listener.accept().await.unwrap();
+        let (client, server) = connected_pair(&reactor).await;
         client.write(frame(b"first"));
         client.write(frame(b"second"));
         client.flush().await.unwrap();
@@ -221,10 +227,7 @@ fn with_input_peeks_and_skips_in_place() {
 fn an_idle_connection_gives_its_input_block_back_and_reuses_one() {
     let reactor = reactor(Config::default());
     run(30, async {
-        let listener = reactor.listen_tcp("127.0.0.1:0".parse().unwrap()).unwrap();
-        let addr = listener.local_addr().unwrap();
-        let client = reactor.connect_tcp(addr, Duration::from_secs(5)).unwrap();
-        let server = listener.accept().await.unwrap();
+        let (client, server) = connected_pair(&reactor).await;
         assert_eq!(server.input_capacity(), 0, "no block before any input");
         let mut blocks = Vec::new();
         for n in 0..5u8 {
