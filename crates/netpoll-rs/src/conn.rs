@@ -11,8 +11,8 @@ use bytes::{Buf, Bytes};
 use mio::Token;
 use thrift_codec::LinkBuffer;
 
+use crate::config::Config;
 use crate::poller::{PollerShared, lock};
-use crate::pool::BlockPool;
 use crate::sys::Stream;
 
 /// The most `iovec`s one `writev` takes (`Config::max_iovecs` is clamped to this).
@@ -89,11 +89,18 @@ impl ConnState {
         high_water.max(self.want)
     }
 
-    /// Reads while the socket has data, at most `reads` times and up to `limit` bytes of
-    /// unconsumed input. Returns whether anything changed for a reader.
-    fn fill(&mut self, pool: &BlockPool, read_chunk: usize, reads: usize, limit: usize) -> bool {
+    /// Reads while the socket has data, at most `reads_per_turn` times and up to the
+    /// input limit. Returns whether anything changed for a reader.
+    fn fill(&mut self, poller: &PollerShared) -> bool {
+        let Config {
+            read_chunk,
+            reads_per_turn,
+            input_high_water,
+            ..
+        } = *poller.config;
+        let limit = self.input_limit(input_high_water);
         let mut changed = false;
-        for _ in 0..reads {
+        for _ in 0..reads_per_turn {
             // After end of stream or an error there is nothing more to read, however many
             // events (a later WRITABLE still carries RDHUP) mark the socket readable.
             if self.eof || self.error.is_some() {
@@ -108,7 +115,7 @@ impl ConnState {
             };
             let tail = self.input.tail_mut();
             if tail.capacity() == 0 {
-                *tail = pool.take();
+                *tail = poller.pool.take();
             }
             // Reuses the block in place when the frames cut from it are gone.
             tail.reserve(read_chunk);
@@ -139,11 +146,13 @@ impl ConnState {
         changed
     }
 
-    /// Gives the input block back to the pool when all input is consumed and no read
-    /// follows at once, so an idle connection holds no block.
-    fn release_idle_block(&mut self, pool: &BlockPool) {
+    /// After a consumer took input: reading resumes if the high-water mark had paused
+    /// it, and when all input is consumed and no read follows at once, the input block
+    /// goes back to the pool, so an idle connection holds none.
+    fn consumed(&mut self, poller: &PollerShared) {
+        self.fill(poller);
         if self.input.is_empty() && !self.readable {
-            pool.give(std::mem::take(self.input.tail_mut()));
+            poller.pool.give(std::mem::take(self.input.tail_mut()));
         }
     }
 
@@ -223,13 +232,8 @@ impl ConnShared {
             st.peer_closed = true;
         }
         if st.readable {
+            st.fill(&self.poller);
             let limit = st.input_limit(config.input_high_water);
-            st.fill(
-                &self.poller.pool,
-                config.read_chunk,
-                config.reads_per_turn,
-                limit,
-            );
             let ready = st.eof || st.error.is_some() || (st.want > 0 && st.input.len() >= st.want);
             if ready {
                 wake_read = st.read_waker.take();
@@ -317,8 +321,6 @@ impl Connection {
     where
         F: FnMut(&mut LinkBuffer) -> io::Result<Option<usize>>,
     {
-        let config = &self.shared.poller.config;
-        let pool = &self.shared.poller.pool;
         let mut st = lock(&self.shared.state);
         loop {
             let need = match frame_len(&mut st.input) {
@@ -331,20 +333,12 @@ impl Connection {
             {
                 let frame = st.input.next(n);
                 st.want = 0;
-                // Taking input may lift the high-water pause: read on right here.
-                if st.readable {
-                    let limit = st.input_limit(config.input_high_water);
-                    st.fill(pool, config.read_chunk, config.reads_per_turn, limit);
-                }
-                st.release_idle_block(pool);
+                st.consumed(&self.shared.poller);
                 return Poll::Ready(Ok(Some(frame)));
             }
             st.want = need.unwrap_or(st.input.len() + 1).max(st.input.len() + 1);
-            if st.readable {
-                let limit = st.input_limit(config.input_high_water);
-                if st.fill(pool, config.read_chunk, config.reads_per_turn, limit) {
-                    continue;
-                }
+            if st.fill(&self.shared.poller) {
+                continue;
             }
             if let Some(e) = st.error() {
                 return Poll::Ready(Err(e));
@@ -376,15 +370,9 @@ impl Connection {
     /// input may lift the high-water pause, so reading resumes right after. Does not
     /// wait: [`read_frame`](Self::read_frame) is the way to wait for input.
     pub fn with_input<R>(&self, f: impl FnOnce(&mut LinkBuffer) -> R) -> R {
-        let config = &self.shared.poller.config;
-        let pool = &self.shared.poller.pool;
         let mut st = lock(&self.shared.state);
         let out = f(&mut st.input);
-        if st.readable {
-            let limit = st.input_limit(config.input_high_water);
-            st.fill(pool, config.read_chunk, config.reads_per_turn, limit);
-        }
-        st.release_idle_block(pool);
+        st.consumed(&self.shared.poller);
         out
     }
 

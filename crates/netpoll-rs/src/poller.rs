@@ -69,6 +69,8 @@ pub(crate) struct Driver {
     events: Events,
     again: Vec<Arc<ConnShared>>,
     serving: Vec<Arc<ConnShared>>,
+    /// The last poll filled the event buffer: more events may be waiting.
+    full: bool,
     shared: Arc<PollerShared>,
 }
 
@@ -78,6 +80,7 @@ impl Driver {
             events: Events::with_capacity(shared.config.events_capacity),
             again: Vec::new(),
             serving: Vec::new(),
+            full: false,
             shared,
         }
     }
@@ -105,8 +108,10 @@ impl Driver {
         for conn in self.serving.drain(..) {
             conn.on_event(false, false, false, &mut self.again);
         }
+        let mut handled = 0;
         for event in self.events.iter() {
             busy = true;
+            handled += 1;
             if event.token() == WAKER_TOKEN {
                 continue;
             }
@@ -123,7 +128,13 @@ impl Driver {
                 None => {}
             }
         }
+        self.full = handled >= self.events.capacity();
         Ok(busy || !self.again.is_empty())
+    }
+
+    /// Work is known to be waiting now: connections to serve again, or a full batch.
+    fn has_more(&self) -> bool {
+        self.full || !self.again.is_empty()
     }
 }
 
@@ -187,9 +198,7 @@ pub(crate) async fn run_on_runtime(poll: Poll, mut driver: Driver) {
         match driver.turn(fd.get_mut(), Some(Duration::ZERO)) {
             Ok(busy) => {
                 // A full batch or connections to serve again: more work is there now.
-                let more = !driver.again.is_empty()
-                    || driver.events.iter().count() >= driver.shared.config.events_capacity;
-                spin = more || (busy && busy_poll);
+                spin = driver.has_more() || (busy && busy_poll);
                 if spin {
                     tokio::task::yield_now().await;
                 }
