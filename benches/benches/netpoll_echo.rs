@@ -1,7 +1,7 @@
 //! Echo benchmark: netpoll-rs against tokio's own `TcpStream`, over 127.0.0.1.
 //!
-//! Run it with `cargo bench -p benches --bench netpoll_echo` (about a minute: 6 cases of
-//! 3.5 s, 3 rounds). Settings, all optional:
+//! Run it with `cargo bench -p benches --bench netpoll_echo` (about two and a half
+//! minutes: 12 cases of 3.5 s, 3 rounds). Settings, all optional:
 //!
 //! - `NETPOLL_BENCH_SECS=10`: the measured window per case and round (default 3; fractions
 //!   are fine).
@@ -41,6 +41,13 @@
 //! - `netpoll on_runtime`: netpoll-rs with its poller as a task of each side's tokio
 //!   runtime (`Reactor::on_runtime`, busy_poll on) instead of a thread of its own: tokio's
 //!   reactor watches the poller's epoll fd, so a handler is woken on its own thread.
+//! - `netpoll inline`: netpoll-rs with the work done by [`Handler`]s on the poller
+//!   threads (`Connection::serve_inline`, Netpoll's `OnRequest` style; busy_poll on): the
+//!   server's handler moves each whole frame from the input to the output (no copy) and
+//!   returns, the poller sends it at once; the client's handler checks the echo, records
+//!   the round trip and queues the next frame. No task or waker takes part; the
+//!   runtimes only accept and time the window.
+//! - `netpoll inline, busy off`: the same with busy_poll off.
 //!
 //! Every case builds fresh runtimes (and reactors), the same for every variant. The
 //! default layout, `split`: the server runs on a current-thread tokio runtime on a thread
@@ -57,7 +64,8 @@
 //! one-connection ratio about 0.2 instead of about 0.5; at 100 connections both layouts
 //! give similar ratios. Either way, tokio has one thread per side doing both I/O and
 //! handlers, and netpoll-rs adds its poller thread(s): that is netpoll-rs's design (reads
-//! on the poller, handlers on tokio), and its cost is part of what is measured.
+//! on the poller, handlers on tokio), and its cost is part of what is measured. The
+//! inline variants are the exception: their poller thread does all the work of its side.
 //!
 //! Per case: a warm-up of 0.5 s (not recorded), then the measured window. Reported:
 //!
@@ -103,11 +111,11 @@ use std::sync::{Arc, mpsc};
 use std::time::{Duration, Instant};
 
 use bytes::{BufMut, Bytes, BytesMut};
-use netpoll_rs::{Config, Connection, Listener, Reactor};
+use netpoll_rs::{Config, Connection, Handler, Io, Listener, Reactor};
 use thrift_codec::LinkBuffer;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
-use tokio::sync::Notify;
+use tokio::sync::{Notify, oneshot};
 use tokio::task::JoinSet;
 
 // ------------------------------------------------------------------ allocation counting
@@ -178,14 +186,18 @@ enum Variant {
     NetpollBusy,
     NetpollNoBusy,
     NetpollOnRuntime,
+    NetpollInline,
+    NetpollInlineNoBusy,
 }
 
 impl Variant {
-    const ALL: [Variant; 4] = [
+    const ALL: [Variant; 6] = [
         Variant::Tokio,
         Variant::NetpollBusy,
         Variant::NetpollNoBusy,
         Variant::NetpollOnRuntime,
+        Variant::NetpollInline,
+        Variant::NetpollInlineNoBusy,
     ];
 
     fn name(self) -> &'static str {
@@ -194,6 +206,8 @@ impl Variant {
             Variant::NetpollBusy => "netpoll busy_poll on",
             Variant::NetpollNoBusy => "netpoll busy_poll off",
             Variant::NetpollOnRuntime => "netpoll on_runtime",
+            Variant::NetpollInline => "netpoll inline",
+            Variant::NetpollInlineNoBusy => "netpoll inline, busy off",
         }
     }
 
@@ -203,7 +217,8 @@ impl Variant {
             Variant::Tokio => return None,
             Variant::NetpollBusy => true,
             Variant::NetpollNoBusy => false,
-            Variant::NetpollOnRuntime => true,
+            Variant::NetpollOnRuntime | Variant::NetpollInline => true,
+            Variant::NetpollInlineNoBusy => false,
         };
         let default = Config::default();
         Some(Config {
@@ -579,6 +594,104 @@ async fn netpoll_client(
     Ok(samples)
 }
 
+/// The server side of `netpoll inline`: echoes every whole frame from the poller.
+struct InlineEcho {
+    /// Told when the connection closes (dropped with the handler).
+    _closed: oneshot::Sender<()>,
+}
+
+impl Handler for InlineEcho {
+    fn on_input(&mut self, io: &mut Io<'_>) {
+        while let Ok(Some(len)) = frame_len(io.input()) {
+            if io.input().len() < len {
+                break;
+            }
+            let frame = io.input().next(len);
+            io.output().insert(frame);
+        }
+    }
+}
+
+/// The client side of `netpoll inline`: the closed loop run from the poller, one frame
+/// out, its echo back, the next frame out.
+struct InlineClient {
+    frame: Bytes,
+    phase: Arc<AtomicU8>,
+    start: Instant,
+    n: u64,
+    samples: Option<Samples>,
+    error: Option<io::Error>,
+    done: Option<oneshot::Sender<io::Result<Samples>>>,
+}
+
+impl Handler for InlineClient {
+    fn on_input(&mut self, io: &mut Io<'_>) {
+        let Ok(Some(len)) = frame_len(io.input()) else {
+            return;
+        };
+        if io.input().len() < len {
+            if io.peer_closed() {
+                self.error = Some(closed_early());
+            }
+            return;
+        }
+        let back = io.input().next(len);
+        let rtt = self.start.elapsed();
+        if let Err(e) = check_echo(self.n, &self.frame, &back) {
+            self.error = Some(e);
+            io.close();
+            return;
+        }
+        let phase = self.phase.load(Ordering::Relaxed);
+        if phase == MEASURE
+            && let Some(samples) = self.samples.as_mut()
+        {
+            samples.record(rtt);
+        }
+        self.n += 1;
+        if phase == STOP {
+            io.close();
+            return;
+        }
+        self.start = Instant::now();
+        io.output().insert(self.frame.clone());
+    }
+
+    fn on_close(&mut self, error: Option<io::Error>) {
+        let outcome = match (self.error.take().or(error), self.samples.take()) {
+            (None, Some(samples)) if self.phase.load(Ordering::Relaxed) == STOP => Ok(samples),
+            (Some(e), _) => Err(e),
+            _ => Err(closed_early()),
+        };
+        if let Some(done) = self.done.take() {
+            let _ = done.send(outcome);
+        }
+    }
+}
+
+/// Starts a `netpoll inline` client on `conn`: its first frame goes out now, the rest
+/// from the poller. The handle resolves when the loop ends.
+fn inline_client(
+    id: usize,
+    conn: Connection,
+    phase: Arc<AtomicU8>,
+    samples: Samples,
+) -> tokio::task::JoinHandle<io::Result<Samples>> {
+    let frame = Bytes::from(frame_for(id));
+    let (done, result) = oneshot::channel();
+    conn.write(frame.clone());
+    conn.serve_inline(InlineClient {
+        frame,
+        phase,
+        start: Instant::now(),
+        n: 0,
+        samples: Some(samples),
+        error: None,
+        done: Some(done),
+    });
+    tokio::spawn(async move { result.await.unwrap_or_else(|_| Err(closed_early())) })
+}
+
 // ------------------------------------------------------------------ one case
 
 /// A server's listening socket.
@@ -610,7 +723,7 @@ async fn bind(label: &str, reactor: Option<&Reactor>) -> (ServerListener, Socket
 
 /// Accepts and echoes until `stop`, then closes the listener and waits for every
 /// connection to end (each ends when its client closes).
-async fn serve(label: String, listener: ServerListener, stop: Arc<Notify>) {
+async fn serve(label: String, listener: ServerListener, inline: bool, stop: Arc<Notify>) {
     let mut conns = JoinSet::new();
     match listener {
         ServerListener::Tokio(listener) => loop {
@@ -632,7 +745,15 @@ async fn serve(label: String, listener: ServerListener, stop: Arc<Notify>) {
                     accepted = listener.accept() => {
                         let conn = accepted
                             .unwrap_or_else(|e| fail(&format!("{label}: accept: {e}")));
-                        conns.spawn(netpoll_echo(conn));
+                        if inline {
+                            let (closed, on_close) = oneshot::channel();
+                            conn.serve_inline(InlineEcho { _closed: closed });
+                            conns.spawn(async move {
+                                let _ = on_close.await;
+                            });
+                        } else {
+                            conns.spawn(netpoll_echo(conn));
+                        }
                     }
                     () = stop.notified() => break,
                 }
@@ -660,6 +781,7 @@ async fn run_clients(
     label: &str,
     addr: SocketAddr,
     reactor: Option<&Reactor>,
+    inline: bool,
     conns: usize,
     plan: &Plan,
 ) -> (Window, Vec<Samples>) {
@@ -685,7 +807,11 @@ async fn run_clients(
                 let conn = reactor
                     .connect_tcp(addr, Duration::from_secs(5))
                     .unwrap_or_else(|e| fail(&format!("{label}: connect: {e}")));
-                tokio::spawn(netpoll_client(id, conn, phase, samples))
+                if inline {
+                    inline_client(id, conn, phase, samples)
+                } else {
+                    tokio::spawn(netpoll_client(id, conn, phase, samples))
+                }
             }
         };
         clients.push(client);
@@ -720,14 +846,19 @@ fn run_case(
         if conns == 1 { "" } else { "s" }
     );
     let stop = Arc::new(Notify::new());
+    let inline = matches!(
+        variant,
+        Variant::NetpollInline | Variant::NetpollInlineNoBusy
+    );
     match topology {
         Topology::Shared => {
             let rt = topology.runtime();
             let reactor = variant.reactor(plan, rt.handle(), &label);
             let out = rt.block_on(async {
                 let (listener, addr) = bind(&label, reactor.as_ref()).await;
-                let server = tokio::spawn(serve(label.clone(), listener, Arc::clone(&stop)));
-                let out = run_clients(&label, addr, reactor.as_ref(), conns, plan).await;
+                let server =
+                    tokio::spawn(serve(label.clone(), listener, inline, Arc::clone(&stop)));
+                let out = run_clients(&label, addr, reactor.as_ref(), inline, conns, plan).await;
                 stop.notify_one();
                 match tokio::time::timeout(2 * STOP_TIMEOUT, server).await {
                     Ok(Ok(())) => {}
@@ -755,7 +886,7 @@ fn run_case(
                         rt.block_on(async {
                             let (listener, addr) = bind(&label, reactor.as_ref()).await;
                             let _ = addr_tx.send(addr);
-                            serve(label.clone(), listener, stop).await;
+                            serve(label.clone(), listener, inline, stop).await;
                         });
                         finish_reactor(&label, reactor);
                         rt.shutdown_timeout(STOP_TIMEOUT);
@@ -768,7 +899,14 @@ fn run_case(
                 .unwrap_or_else(|e| fail(&format!("{label}: the server did not start: {e}")));
             let rt = topology.runtime();
             let reactor = variant.reactor(plan, rt.handle(), &label);
-            let out = rt.block_on(run_clients(&label, addr, reactor.as_ref(), conns, plan));
+            let out = rt.block_on(run_clients(
+                &label,
+                addr,
+                reactor.as_ref(),
+                inline,
+                conns,
+                plan,
+            ));
             finish_reactor(&label, reactor);
             rt.shutdown_timeout(STOP_TIMEOUT);
             stop.notify_one();
@@ -946,12 +1084,12 @@ fn main() {
     }
 
     println!(
-        "{:<22} {:>5} {:>10} {:>9} {:>9} {:>9} {:>11} {:>6} {:>8}",
+        "{:<26} {:>5} {:>10} {:>9} {:>9} {:>9} {:>11} {:>6} {:>8}",
         "variant", "conns", "QPS", "p50 µs", "p99 µs", "p999 µs", "allocs/msg", "cpu %", "min/max"
     );
     for ((variant, conns), p) in &pooled {
         println!(
-            "{:<22} {:>5} {:>10.0} {:>9.1} {:>9.1} {:>9.1} {:>11.3} {:>6} {:>8}",
+            "{:<26} {:>5} {:>10.0} {:>9.1} {:>9.1} {:>9.1} {:>11.3} {:>6} {:>8}",
             variant.name(),
             conns,
             p.qps(),
@@ -972,7 +1110,7 @@ fn main() {
         for ((variant, conns), p) in &pooled {
             let rounds: Vec<String> = p.qps_by_round.iter().map(|q| format!("{q:.0}")).collect();
             println!(
-                "  {:<22} {:>5}  {}",
+                "  {:<26} {:>5}  {}",
                 variant.name(),
                 conns,
                 rounds.join("  ")
@@ -1010,6 +1148,8 @@ fn main() {
             Variant::NetpollBusy,
             Variant::NetpollNoBusy,
             Variant::NetpollOnRuntime,
+            Variant::NetpollInline,
+            Variant::NetpollInlineNoBusy,
         ] {
             if let (Some(base), Some(p)) = (find(Variant::Tokio, conns), find(variant, conns)) {
                 ratios.push((variant, conns, base, p));

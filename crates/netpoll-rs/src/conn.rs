@@ -4,6 +4,7 @@
 use std::future::poll_fn;
 use std::io::{self, IoSlice};
 use std::net::SocketAddr;
+use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::sync::{Arc, Mutex};
 use std::task::{Context, Poll, Waker};
 
@@ -12,6 +13,7 @@ use mio::Token;
 use thrift_codec::LinkBuffer;
 
 use crate::config::Config;
+use crate::handler::{Handler, Io};
 use crate::poller::{PollerShared, lock};
 use crate::sys::Stream;
 
@@ -48,6 +50,27 @@ pub(crate) struct ConnState {
     want: usize,
     read_waker: Option<Waker>,
     write_waker: Option<Waker>,
+    /// Served by a [`Handler`] on the poller ([`Connection::serve_inline`]); stays set
+    /// after the handler is gone.
+    inline: bool,
+    handler: Option<BoxedHandler>,
+    /// Input length when the handler last returned: it is called again when there is
+    /// more.
+    handled_len: usize,
+    /// The handler was told of the end of stream.
+    handler_saw_eof: bool,
+    /// The handler (or the peer) ended the connection: no more reads or handler calls;
+    /// it closes once the output is sent.
+    closing: bool,
+}
+
+/// A handler, boxed (`dyn Handler` has no `Debug`).
+struct BoxedHandler(Box<dyn Handler>);
+
+impl std::fmt::Debug for BoxedHandler {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Handler")
+    }
 }
 
 impl ConnState {
@@ -64,6 +87,11 @@ impl ConnState {
             want: 0,
             read_waker: None,
             write_waker: None,
+            inline: false,
+            handler: None,
+            handled_len: 0,
+            handler_saw_eof: false,
+            closing: false,
         }
     }
 
@@ -89,6 +117,16 @@ impl ConnState {
         high_water.max(self.want)
     }
 
+    /// Reading stops: the input is at its limit, the connection is closing, or (for an
+    /// inline handler, which writes without waiting) the peer does not take the output
+    /// and that is above the high-water mark too, so a peer that sends without reading
+    /// cannot make the output grow without bound.
+    fn read_paused(&self, high_water: usize) -> bool {
+        self.input.len() >= self.input_limit(high_water)
+            || self.closing
+            || (self.inline && self.write_pending && self.output.len() >= high_water)
+    }
+
     /// Reads while the socket has data, at most `reads_per_turn` times and up to the
     /// input limit. Returns whether anything changed for a reader.
     fn fill(&mut self, poller: &PollerShared) -> bool {
@@ -98,7 +136,6 @@ impl ConnState {
             input_high_water,
             ..
         } = *poller.config;
-        let limit = self.input_limit(input_high_water);
         let mut changed = false;
         for _ in 0..reads_per_turn {
             // After end of stream or an error there is nothing more to read, however many
@@ -107,7 +144,7 @@ impl ConnState {
                 self.readable = false;
                 break;
             }
-            if !self.readable || self.input.len() >= limit {
+            if !self.readable || self.read_paused(input_high_water) {
                 break;
             }
             let Some(stream) = self.stream.as_mut() else {
@@ -151,9 +188,60 @@ impl ConnState {
     /// goes back to the pool, so an idle connection holds none.
     fn consumed(&mut self, poller: &PollerShared) {
         self.fill(poller);
-        if self.input.is_empty() && !self.readable {
+        self.give_back_block(poller);
+    }
+
+    fn give_back_block(&mut self, poller: &PollerShared) {
+        if self.input.is_empty() && !self.readable && self.input.tail_mut().capacity() > 0 {
             poller.pool.give(std::mem::take(self.input.tail_mut()));
         }
+    }
+
+    /// Calls the inline handler if there is input it has not seen (or an end of stream
+    /// it was not told of), then sends what it wrote. Returns whether the connection
+    /// should close now: an error, or it is closing and the output is all sent.
+    fn run_handler(&mut self, poller: &PollerShared) -> bool {
+        if !self.inline {
+            return false;
+        }
+        if self.error.is_some() {
+            return true;
+        }
+        let fresh = self.input.len() > self.handled_len || (self.eof && !self.handler_saw_eof);
+        if fresh
+            && !self.closing
+            && let Some(handler) = self.handler.as_mut()
+        {
+            let mut io = Io {
+                input: &mut self.input,
+                output: &mut self.output,
+                peer_closed: self.eof,
+                close: false,
+                need: 0,
+            };
+            // A panic in the handler ends its connection, not the poller.
+            let outcome = catch_unwind(AssertUnwindSafe(|| handler.0.on_input(&mut io)));
+            let (close, need) = (io.close, io.need);
+            self.want = need;
+            self.handled_len = self.input.len();
+            self.handler_saw_eof = self.eof;
+            if outcome.is_err() {
+                self.fail(&io::Error::other("the connection's handler panicked"));
+                return true;
+            }
+            if close || self.eof {
+                self.closing = true;
+                self.readable = false;
+            }
+        }
+        if !self.output.is_empty()
+            && !self.write_pending
+            && self.flush_inline(poller.config.max_iovecs).is_err()
+        {
+            return true;
+        }
+        self.give_back_block(poller);
+        self.closing && self.output.is_empty()
     }
 
     /// Writes queued output with `writev` until it is all gone or the socket is full
@@ -231,23 +319,28 @@ impl ConnShared {
         if closed {
             st.peer_closed = true;
         }
-        if st.readable {
-            st.fill(&self.poller);
-            let limit = st.input_limit(config.input_high_water);
-            let ready = st.eof || st.error.is_some() || (st.want > 0 && st.input.len() >= st.want);
-            if ready {
-                wake_read = st.read_waker.take();
-            }
-            if st.readable && st.input.len() < limit && st.stream.is_some() {
-                again.push(Arc::clone(self));
-            }
-        }
+        // Output first: sending it may lift an inline handler's pause on reading.
         if writable && st.write_pending {
             st.write_pending = false;
             let failed = st.flush_inline(config.max_iovecs).is_err();
             if failed || st.output.is_empty() {
                 wake_write = st.write_waker.take();
             }
+        }
+        if st.readable {
+            st.fill(&self.poller);
+            let ready = st.eof || st.error.is_some() || (st.want > 0 && st.input.len() >= st.want);
+            if ready {
+                wake_read = st.read_waker.take();
+            }
+        }
+        let close_now = st.run_handler(&self.poller);
+        if st.readable
+            && !close_now
+            && !st.read_paused(config.input_high_water)
+            && st.stream.is_some()
+        {
+            again.push(Arc::clone(self));
         }
         if st.error.is_some() {
             wake_read = wake_read.or_else(|| st.read_waker.take());
@@ -260,16 +353,24 @@ impl ConnShared {
         if let Some(w) = wake_write {
             w.wake();
         }
+        if close_now {
+            self.close();
+        }
     }
 
     /// Closes the socket (deregistered first) and wakes whoever waits; later calls fail
     /// with `NotConnected`. Unsent output is dropped.
     pub(crate) fn close(&self) {
-        let (stream, wakers) = {
+        let (stream, wakers, handler, error) = {
             let mut st = lock(&self.state);
             let stream = st.stream.take();
             st.readable = false;
-            (stream, [st.read_waker.take(), st.write_waker.take()])
+            (
+                stream,
+                [st.read_waker.take(), st.write_waker.take()],
+                st.handler.take(),
+                st.error(),
+            )
         };
         if let Some(mut stream) = stream {
             let _ = stream.deregister(&self.poller.registry);
@@ -278,6 +379,10 @@ impl ConnShared {
         lock(&self.poller.slab).remove(self.token);
         for w in wakers.into_iter().flatten() {
             w.wake();
+        }
+        if let Some(mut handler) = handler {
+            // Its panic here has nothing left to end.
+            let _ = catch_unwind(AssertUnwindSafe(|| handler.0.on_close(error)));
         }
     }
 }
@@ -461,10 +566,42 @@ impl Connection {
     pub fn close(&self) {
         self.shared.close();
     }
+
+    /// Hands the connection to `handler`, which from now on runs on the poller each time
+    /// input arrives (see [`Handler`]); output already queued is sent now, and input
+    /// already received goes to the handler at once, on this thread. The connection
+    /// stays open until the handler closes it, the peer closes its side (once the
+    /// output is sent), a socket error, or the reactor's shutdown; then
+    /// [`Handler::on_close`] is called.
+    pub fn serve_inline(self, handler: impl Handler) {
+        let close_now = {
+            let mut st = lock(&self.shared.state);
+            st.inline = true;
+            st.handler = Some(BoxedHandler(Box::new(handler)));
+            let mut close_now = st.stream.is_none() || st.run_handler(&self.shared.poller);
+            // Data that came while no one read (its edge already taken) gets a new edge,
+            // so the poller reads it.
+            if !close_now
+                && let Some(stream) = st.stream.as_mut()
+                && let Err(e) = stream.reregister(&self.shared.poller.registry, self.shared.token)
+            {
+                st.fail(&e);
+                close_now = true;
+            }
+            close_now
+        };
+        if close_now {
+            self.shared.close();
+        }
+        // Dropping `self` leaves an inline connection open.
+    }
 }
 
 impl Drop for Connection {
     fn drop(&mut self) {
-        self.shared.close();
+        let inline = lock(&self.shared.state).inline;
+        if !inline {
+            self.shared.close();
+        }
     }
 }

@@ -20,6 +20,14 @@
 //! - **The async face**: tokio tasks await "a whole frame is in the input"
 //!   ([`Connection::read_frame`]) and "the output drained" ([`Connection::flush`]),
 //!   woken by the poller threads; handlers run on tokio, socket I/O stays here.
+//! - **Handlers on the poller** ([`Connection::serve_inline`], Netpoll's `OnRequest`):
+//!   a [`Handler`] is called on the poller right after new input is read, takes whole
+//!   frames from the input, writes answers to the output, and the poller sends them at
+//!   once: no task, no waker, no thread switch. For short work that never waits (an
+//!   echo, a forwarding proxy, a client's closed loop). Such a connection also stops
+//!   reading while the peer does not take its output and that is above the high-water
+//!   mark, so a peer that sends without reading cannot grow it without bound (it can
+//!   pass the mark by one turn's reads: `reads_per_turn` × `read_chunk`).
 //! - **Where the pollers run**: [`Reactor::new`] gives each poller a thread of its own
 //!   (Netpoll's layout). [`Reactor::on_runtime`] runs them as tasks of a tokio runtime
 //!   instead: tokio's reactor watches each poller's epoll fd and the task drains it, so a
@@ -32,6 +40,8 @@
 //!   steady request/response traffic allocates nothing per message for I/O.
 //!
 //! # An echo server
+//!
+//! On tokio tasks (the async face):
 //!
 //! ```no_run
 //! use netpoll_rs::{Config, Reactor};
@@ -56,6 +66,35 @@
 //! }
 //! # }
 //! ```
+//!
+//! The same with the echo done on the poller:
+//!
+//! ```no_run
+//! use netpoll_rs::{Config, Handler, Io, Reactor};
+//!
+//! struct Echo;
+//!
+//! impl Handler for Echo {
+//!     fn on_input(&mut self, io: &mut Io<'_>) {
+//!         while let Some(h) = io.input().peek(4) {
+//!             let len = 4 + u32::from_be_bytes([h[0], h[1], h[2], h[3]]) as usize;
+//!             if io.input().len() < len {
+//!                 break;
+//!             }
+//!             let frame = io.input().next(len);
+//!             io.output().insert(frame);
+//!         }
+//!     }
+//! }
+//!
+//! # async fn run() -> std::io::Result<()> {
+//! let reactor = Reactor::new(Config::default())?;
+//! let listener = reactor.listen_tcp("127.0.0.1:9000".parse().unwrap())?;
+//! loop {
+//!     listener.accept().await?.serve_inline(Echo);
+//! }
+//! # }
+//! ```
 #![warn(
     missing_docs,
     missing_debug_implementations,
@@ -65,6 +104,7 @@
 
 mod config;
 mod conn;
+mod handler;
 mod listener;
 mod poller;
 mod pool;
@@ -74,6 +114,7 @@ mod sys;
 
 pub use config::Config;
 pub use conn::Connection;
+pub use handler::{Handler, Io};
 pub use listener::Listener;
 pub use reactor::{Reactor, SocketOptions};
 pub use sys::BufferSizes;
