@@ -11,8 +11,9 @@ pub struct Config {
     /// when that finds nothing, yield the thread once, then block. Default on. Off, the
     /// poller blocks in `epoll_wait` as soon as a batch is handled.
     pub busy_poll: bool,
-    /// Bytes asked of the kernel per `read` (the input's free space is grown to this).
-    /// Default 64 KiB.
+    /// Bytes asked of the kernel per read, and the smallest pooled block's size. A
+    /// frame whose length is known and that needs more is read in larger pieces, into a
+    /// block that holds it whole. Default 64 KiB.
     pub read_chunk: usize,
     /// Reads per connection per event before the poller moves on to other connections
     /// (it comes back on its next turn). Default 16.
@@ -20,12 +21,14 @@ pub struct Config {
     /// Unconsumed input above which a connection stops reading until the consumer takes
     /// some (the kernel buffer then fills and TCP pushes back on the peer). Default 4 MiB.
     pub input_high_water: usize,
-    /// Most `iovec`s handed to one `writev`. Default 64.
+    /// Most `iovec`s handed to one `sendmsg`. Default 64.
     pub max_iovecs: usize,
     /// Events taken per `epoll_wait`. Default 1024.
     pub events_capacity: usize,
-    /// Read blocks (of `read_chunk` bytes) each poller keeps for reuse; a connection
-    /// holds one only while it has unconsumed input. Default 256.
+    /// Read blocks each poller keeps for reuse, in the smallest size class
+    /// (`read_chunk` bytes); the larger classes (4, 16 and 64 times that, for frames
+    /// that do not fit one read) keep an eighth as many per step, at least one. A
+    /// connection holds a block only while it has unconsumed input. Default 256.
     pub pooled_blocks: usize,
 }
 

@@ -15,9 +15,10 @@ use thrift_codec::LinkBuffer;
 use crate::config::Config;
 use crate::handler::{Handler, Io};
 use crate::poller::{PollerShared, lock};
+use crate::pool::Class;
 use crate::sys::Stream;
 
-/// The most `iovec`s one `writev` takes (`Config::max_iovecs` is clamped to this).
+/// The most `iovec`s one `sendmsg` takes (`Config::max_iovecs` is clamped to this).
 pub(crate) const MAX_IOVECS: usize = 64;
 
 /// What the poller thread and the connection's users share.
@@ -33,6 +34,8 @@ pub(crate) struct ConnState {
     /// `None` once closed.
     stream: Option<Stream>,
     input: LinkBuffer,
+    /// The pool class of the input's tail block.
+    input_class: Class,
     output: LinkBuffer,
     /// Edge-triggered readiness kept in user space: an edge arrived and no read has
     /// since found the socket empty.
@@ -78,6 +81,7 @@ impl ConnState {
         ConnState {
             stream: Some(stream),
             input: LinkBuffer::new(),
+            input_class: None,
             output: LinkBuffer::new(),
             readable: false,
             write_pending: false,
@@ -131,7 +135,6 @@ impl ConnState {
     /// input limit. Returns whether anything changed for a reader.
     fn fill(&mut self, poller: &PollerShared) -> bool {
         let Config {
-            read_chunk,
             reads_per_turn,
             input_high_water,
             ..
@@ -147,17 +150,14 @@ impl ConnState {
             if !self.readable || self.read_paused(input_high_water) {
                 break;
             }
+            if self.stream.is_none() {
+                break;
+            }
+            let asked = self.make_room(poller);
             let Some(stream) = self.stream.as_mut() else {
                 break;
             };
-            let tail = self.input.tail_mut();
-            if tail.capacity() == 0 {
-                *tail = poller.pool.take();
-            }
-            // Reuses the block in place when the frames cut from it are gone.
-            tail.reserve(read_chunk);
-            let asked = (tail.capacity() - tail.len()).min(read_chunk);
-            match stream.read_into(tail, asked) {
+            match stream.read_into(self.input.tail_mut(), asked) {
                 Ok(0) => {
                     self.eof = true;
                     self.readable = false;
@@ -193,8 +193,35 @@ impl ConnState {
 
     fn give_back_block(&mut self, poller: &PollerShared) {
         if self.input.is_empty() && !self.readable && self.input.tail_mut().capacity() > 0 {
-            poller.pool.give(std::mem::take(self.input.tail_mut()));
+            let block = std::mem::take(self.input.tail_mut());
+            poller.pool.give(block, self.input_class.take());
         }
+    }
+
+    /// Readies the input's tail block for the next read and returns how many bytes to
+    /// ask for. The block needs room for the rest of the frame a reader awaits, when its
+    /// length is known, else for a quarter of a read chunk. A block whose frames are all
+    /// gone is reused in place; otherwise the tail moves to a pooled block of the class
+    /// that holds the whole frame (or a read chunk), taking the unconsumed bytes along
+    /// (one copy, of less than the frame), so that the frame ends up in one block and is
+    /// handed out without a copy. The old block goes back to the pool.
+    fn make_room(&mut self, poller: &PollerShared) -> usize {
+        let read_chunk = poller.pool.block_size();
+        // The awaited frame's bytes still to come (0 when none is awaited).
+        let rest = self.want.saturating_sub(self.input.len());
+        let enough = if rest > 0 { rest } else { read_chunk / 4 };
+        let tail = self.input.tail_mut();
+        let spare = |t: &bytes::BytesMut| t.capacity() - t.len();
+        let roomy = spare(tail) >= enough || (tail.capacity() > 0 && tail.try_reclaim(enough));
+        if !roomy {
+            let (mut block, class) = poller.pool.take(tail.len() + enough.max(read_chunk));
+            block.extend_from_slice(tail);
+            let mut old = std::mem::replace(tail, block);
+            old.clear();
+            let old_class = std::mem::replace(&mut self.input_class, class);
+            poller.pool.give(old, old_class);
+        }
+        spare(self.input.tail_mut()).min(read_chunk.max(rest))
     }
 
     /// Calls the inline handler if there is input it has not seen (or an end of stream
@@ -244,7 +271,7 @@ impl ConnState {
         self.closing && self.output.is_empty()
     }
 
-    /// Writes queued output with `writev` until it is all gone or the socket is full
+    /// Writes queued output with `sendmsg` until it is all gone or the socket is full
     /// (then `write_pending` is set and the poller finishes on WRITABLE). Never sends a
     /// byte twice: what the kernel took is consumed from the output.
     fn flush_inline(&mut self, max_iovecs: usize) -> io::Result<()> {
@@ -365,6 +392,7 @@ impl ConnShared {
             let mut st = lock(&self.state);
             let stream = st.stream.take();
             st.readable = false;
+            st.give_back_block(&self.poller);
             (
                 stream,
                 [st.read_waker.take(), st.write_waker.take()],
@@ -390,7 +418,7 @@ impl ConnShared {
 /// A connection on the reactor. Its socket is read by a poller thread into the input
 /// buffer; tasks take whole frames out with [`read_frame`](Self::read_frame), queue
 /// output with [`write`](Self::write) and send it with [`flush`](Self::flush), which
-/// calls `writev` right away on the caller's thread and involves the poller only when
+/// calls `sendmsg` right away on the caller's thread and involves the poller only when
 /// the socket is full.
 ///
 /// Dropping it closes the socket; output not yet flushed is dropped with it.
@@ -492,7 +520,7 @@ impl Connection {
         f(&mut lock(&self.shared.state).output)
     }
 
-    /// Sends the queued output: `writev` on this thread now, and if the socket fills up,
+    /// Sends the queued output: `sendmsg` on this thread now, and if the socket fills up,
     /// the rest from the poller when it drains. Resolves once all of it is in the
     /// kernel.
     pub async fn flush(&self) -> io::Result<()> {

@@ -5,8 +5,9 @@
 //! through a waker. For work that is short and never waits (an echo, a proxy that
 //! forwards frames, a client's closed loop), that hand-over is most of the cost. A
 //! [`Handler`] skips it: the poller calls it right after it read new input, with the
-//! connection's input and output buffers, and flushes what it wrote with an inline
-//! `writev` as soon as it returns. No task, no waker, no thread switch.
+//! connection's input and output buffers, and sends what it wrote with an inline
+//! vectored send (`sendmsg`) as soon as it returns. No task, no waker, no thread
+//! switch.
 //!
 //! The price is the poller's time: while a handler runs, no other connection of that
 //! poller is served, so a handler must not block or compute for long (hand such work to

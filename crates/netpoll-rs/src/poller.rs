@@ -62,6 +62,9 @@ impl PollerShared {
     }
 }
 
+/// Connections a poller can list for another turn before its lists grow.
+const SERVE_AGAIN_CAPACITY: usize = 256;
+
 /// A poller's own side, next to its `Poll`: the event buffer and the connections to
 /// serve again.
 #[derive(Debug)]
@@ -78,8 +81,10 @@ impl Driver {
     pub(crate) fn new(shared: Arc<PollerShared>) -> Self {
         Driver {
             events: Events::with_capacity(shared.config.events_capacity),
-            again: Vec::new(),
-            serving: Vec::new(),
+            // Room for many connections served again, so the hot path does not grow
+            // them (they are swapped every turn, so both need it).
+            again: Vec::with_capacity(SERVE_AGAIN_CAPACITY),
+            serving: Vec::with_capacity(SERVE_AGAIN_CAPACITY),
             full: false,
             shared,
         }

@@ -1,0 +1,162 @@
+//! Steady traffic allocates nothing per message: read blocks come from the poller's
+//! size-classed pool and go back to it, for small frames and for frames of several MiB.
+//!
+//! The test binary counts every heap allocation (a `#[global_allocator]` around
+//! `System`). While a window is counted, the only threads at work are a blocking std
+//! client (whose buffers are allocated before) and the server: a poller thread, plus
+//! for the async face a tokio current-thread runtime on a thread of its own.
+
+mod common;
+
+use std::alloc::{GlobalAlloc, Layout, System};
+use std::io::{Read, Write};
+use std::net::{SocketAddr, TcpStream};
+use std::sync::Mutex;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Duration;
+
+use common::*;
+use netpoll_rs::{Config, Connection, Handler, Io, Reactor};
+
+static ALLOCS: AtomicU64 = AtomicU64::new(0);
+
+/// The counter is global: the tests take turns.
+static ONE_AT_A_TIME: Mutex<()> = Mutex::new(());
+
+struct Counting;
+
+// SAFETY: every method forwards to `System` with the caller's arguments unchanged, so
+// `System`'s guarantees are this allocator's; the counter touches no memory it hands out.
+unsafe impl GlobalAlloc for Counting {
+    unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
+        ALLOCS.fetch_add(1, Ordering::Relaxed);
+        // SAFETY: the caller upholds `GlobalAlloc::alloc`'s contract, which we pass on.
+        unsafe { System.alloc(layout) }
+    }
+
+    unsafe fn alloc_zeroed(&self, layout: Layout) -> *mut u8 {
+        ALLOCS.fetch_add(1, Ordering::Relaxed);
+        // SAFETY: as for `alloc`.
+        unsafe { System.alloc_zeroed(layout) }
+    }
+
+    unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
+        // SAFETY: `ptr` came from this allocator, that is from `System`, with `layout`.
+        unsafe { System.dealloc(ptr, layout) }
+    }
+
+    unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
+        ALLOCS.fetch_add(1, Ordering::Relaxed);
+        // SAFETY: `ptr` came from `System` with `layout`; the caller upholds the rest.
+        unsafe { System.realloc(ptr, layout, new_size) }
+    }
+}
+
+#[global_allocator]
+static GLOBAL: Counting = Counting;
+
+/// Frame bodies: one read, several reads, and past the two largest class boundaries
+/// (1 MiB, 4 MiB blocks with the default 64 KiB read chunk).
+const SIZES: [usize; 4] = [1024, 200 * 1024, 1024 * 1024, 3 * 1024 * 1024];
+/// Round trips per size before counting (the pool fills) and while counting.
+const WARM_UP: usize = 5;
+const COUNTED: usize = 40;
+
+/// Echoes whole frames from the poller, asking for each frame's whole length.
+struct Echo;
+
+impl Handler for Echo {
+    fn on_input(&mut self, io: &mut Io<'_>) {
+        while let Ok(Some(len)) = frame_len(io.input()) {
+            if io.input().len() < len {
+                io.need(len);
+                return;
+            }
+            let frame = io.input().next(len);
+            io.output().insert(frame);
+        }
+    }
+}
+
+/// Sends each size `WARM_UP + COUNTED` times and checks every echo; returns the
+/// allocations counted per size.
+fn client(addr: SocketAddr) -> Vec<u64> {
+    let mut s = TcpStream::connect(addr).expect("connect");
+    s.set_read_timeout(Some(Duration::from_secs(20))).unwrap();
+    s.set_nodelay(true).unwrap();
+    let mut counts = Vec::new();
+    for size in SIZES {
+        let frame = frame(&pattern(size, size as u8));
+        let mut back = vec![0u8; frame.len()];
+        let mut before = 0;
+        for i in 0..WARM_UP + COUNTED {
+            if i == WARM_UP {
+                before = ALLOCS.load(Ordering::Relaxed);
+            }
+            s.write_all(&frame).unwrap();
+            s.read_exact(&mut back).unwrap();
+            assert!(back == frame[..], "echo {i} of {size} bytes differs");
+        }
+        counts.push(ALLOCS.load(Ordering::Relaxed) - before);
+    }
+    counts
+}
+
+fn assert_no_allocations(face: &str, counts: &[u64]) {
+    for (size, n) in SIZES.iter().zip(counts) {
+        assert_eq!(
+            *n, 0,
+            "{face}: {n} allocations in {COUNTED} round trips of {size}-byte frames"
+        );
+    }
+}
+
+/// Accepts one connection on a fresh reactor (the runtime that awaits it stops
+/// before anything is counted).
+fn accept_one(reactor: &Reactor) -> (SocketAddr, std::thread::JoinHandle<Connection>) {
+    let listener = reactor.listen_tcp("127.0.0.1:0".parse().unwrap()).unwrap();
+    let addr = listener.local_addr().unwrap();
+    let accept = std::thread::spawn(move || {
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap();
+        rt.block_on(listener.accept()).expect("accept")
+    });
+    (addr, accept)
+}
+
+#[test]
+fn inline_handler_traffic_allocates_nothing_per_message() {
+    let _turn = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    let reactor = reactor(Config::default());
+    let (addr, accept) = accept_one(&reactor);
+    let client = std::thread::spawn(move || client(addr));
+    accept.join().unwrap().serve_inline(Echo);
+    let counts = client.join().unwrap();
+    assert_no_allocations("inline", &counts);
+}
+
+#[test]
+fn async_face_traffic_allocates_nothing_per_message() {
+    let _turn = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    let reactor = reactor(Config::default());
+    let (addr, accept) = accept_one(&reactor);
+    let client = std::thread::spawn(move || client(addr));
+    let conn = accept.join().unwrap();
+    let server = std::thread::spawn(move || {
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap();
+        rt.block_on(async {
+            while let Ok(Some(frame)) = conn.read_frame(frame_len).await {
+                conn.write(frame);
+                conn.flush().await.expect("flush");
+            }
+        });
+    });
+    let counts = client.join().unwrap();
+    server.join().unwrap();
+    assert_no_allocations("async face", &counts);
+}
