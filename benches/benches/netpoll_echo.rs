@@ -75,7 +75,7 @@
 //!   nanoseconds, so recording does not allocate; the samples are sorted at the end).
 //!   With 100 connections in a closed loop, latency is about 100 / QPS (Little's law).
 //! - `allocs/msg`: heap allocations (`alloc`, `alloc_zeroed` and `realloc` calls, counted
-//!   by a `#[global_allocator]` wrapper around `System`) made by every thread during the
+//!   by `alloc_count::CountingAlloc` as the global allocator) made by every thread during the
 //!   window, divided by the round trips. It counts client and server together: one round
 //!   trip is a request and its echo, on both ends. 0.000 means nothing in the steady
 //!   state allocates.
@@ -103,13 +103,13 @@
 //! run, and treat differences smaller than the rounds' spread as noise; the absolute
 //! figures are not what a server reaches with its clients on other machines.
 
-use std::alloc::{GlobalAlloc, Layout, System};
 use std::io;
 use std::net::SocketAddr;
-use std::sync::atomic::{AtomicU8, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU8, Ordering};
 use std::sync::{Arc, mpsc};
 use std::time::{Duration, Instant};
 
+use alloc_count::{CountingAlloc, allocations};
 use bytes::{BufMut, Bytes, BytesMut};
 use netpoll_rs::{Config, Connection, Handler, Io, Listener, Reactor};
 use thrift_codec::LinkBuffer;
@@ -119,39 +119,6 @@ use tokio::sync::{Notify, oneshot};
 use tokio::task::JoinSet;
 
 // ------------------------------------------------------------------ allocation counting
-
-/// Heap allocations made so far by any thread.
-static ALLOCS: AtomicU64 = AtomicU64::new(0);
-
-/// `System`, counting every `alloc`, `alloc_zeroed` and `realloc` in [`ALLOCS`].
-struct CountingAlloc;
-
-// SAFETY: every method forwards to `System` with the caller's arguments unchanged, so
-// `System`'s guarantees are this allocator's; the counter touches no memory it hands out.
-unsafe impl GlobalAlloc for CountingAlloc {
-    unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
-        ALLOCS.fetch_add(1, Ordering::Relaxed);
-        // SAFETY: the caller upholds `GlobalAlloc::alloc`'s contract, which we pass on.
-        unsafe { System.alloc(layout) }
-    }
-
-    unsafe fn alloc_zeroed(&self, layout: Layout) -> *mut u8 {
-        ALLOCS.fetch_add(1, Ordering::Relaxed);
-        // SAFETY: as for `alloc`.
-        unsafe { System.alloc_zeroed(layout) }
-    }
-
-    unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
-        // SAFETY: `ptr` came from this allocator, that is from `System`, with `layout`.
-        unsafe { System.dealloc(ptr, layout) }
-    }
-
-    unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
-        ALLOCS.fetch_add(1, Ordering::Relaxed);
-        // SAFETY: `ptr` came from `System` with `layout`; the caller upholds the rest.
-        unsafe { System.realloc(ptr, layout, new_size) }
-    }
-}
 
 #[global_allocator]
 static GLOBAL: CountingAlloc = CountingAlloc;
@@ -452,16 +419,16 @@ struct Window {
 }
 
 /// Lets the clients warm up, then opens the window, closes it, and tells the clients to
-/// stop. Allocations are counted between the two `ALLOCS` loads only (reading the CPU
+/// stop. Allocations are counted between the two `allocations()` reads only (reading the CPU
 /// time allocates, so it happens outside them).
 async fn measure(phase: &AtomicU8, plan: &Plan) -> Window {
     tokio::time::sleep(plan.warmup).await;
     let cpu0 = cpu_ticks();
-    let allocs0 = ALLOCS.load(Ordering::Relaxed);
+    let allocs0 = allocations();
     let start = Instant::now();
     phase.store(MEASURE, Ordering::Relaxed);
     tokio::time::sleep(plan.window).await;
-    let allocs1 = ALLOCS.load(Ordering::Relaxed);
+    let allocs1 = allocations();
     phase.store(STOP, Ordering::Relaxed);
     let elapsed = start.elapsed();
     let cpu1 = cpu_ticks();
@@ -1024,9 +991,9 @@ fn main() {
             })
     };
     let plan = Plan::from_env();
-    let before = ALLOCS.load(Ordering::Relaxed);
+    let before = allocations();
     drop(std::hint::black_box(Vec::<u8>::with_capacity(8)));
-    if ALLOCS.load(Ordering::Relaxed) == before {
+    if allocations() == before {
         fail("the counting allocator does not see allocations");
     }
     let cpus = std::thread::available_parallelism().map_or(1, |n| n.get());

@@ -1,59 +1,27 @@
 //! Steady traffic allocates nothing per message: read blocks come from the poller's
 //! size-classed pool and go back to it, for small frames and for frames of several MiB.
 //!
-//! The test binary counts every heap allocation (a `#[global_allocator]` around
-//! `System`). While a window is counted, the only threads at work are a blocking std
+//! The test binary counts every heap allocation (`alloc_count::CountingAlloc` as its
+//! global allocator). While a window is counted, the only threads at work are a blocking std
 //! client (whose buffers are allocated before) and the server: a poller thread, plus
 //! for the async face a tokio current-thread runtime on a thread of its own.
 
 mod common;
 
-use std::alloc::{GlobalAlloc, Layout, System};
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpStream};
 use std::sync::Mutex;
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
+use alloc_count::{CountingAlloc, allocations};
 use common::*;
 use netpoll_rs::{Config, Connection, Handler, Io, Reactor};
 
-static ALLOCS: AtomicU64 = AtomicU64::new(0);
+#[global_allocator]
+static GLOBAL: CountingAlloc = CountingAlloc;
 
 /// The counter is global: the tests take turns.
 static ONE_AT_A_TIME: Mutex<()> = Mutex::new(());
-
-struct Counting;
-
-// SAFETY: every method forwards to `System` with the caller's arguments unchanged, so
-// `System`'s guarantees are this allocator's; the counter touches no memory it hands out.
-unsafe impl GlobalAlloc for Counting {
-    unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
-        ALLOCS.fetch_add(1, Ordering::Relaxed);
-        // SAFETY: the caller upholds `GlobalAlloc::alloc`'s contract, which we pass on.
-        unsafe { System.alloc(layout) }
-    }
-
-    unsafe fn alloc_zeroed(&self, layout: Layout) -> *mut u8 {
-        ALLOCS.fetch_add(1, Ordering::Relaxed);
-        // SAFETY: as for `alloc`.
-        unsafe { System.alloc_zeroed(layout) }
-    }
-
-    unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
-        // SAFETY: `ptr` came from this allocator, that is from `System`, with `layout`.
-        unsafe { System.dealloc(ptr, layout) }
-    }
-
-    unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
-        ALLOCS.fetch_add(1, Ordering::Relaxed);
-        // SAFETY: `ptr` came from `System` with `layout`; the caller upholds the rest.
-        unsafe { System.realloc(ptr, layout, new_size) }
-    }
-}
-
-#[global_allocator]
-static GLOBAL: Counting = Counting;
 
 /// Frame bodies: one read, several reads, and past the two largest class boundaries
 /// (1 MiB, 4 MiB blocks with the default 64 KiB read chunk).
@@ -91,13 +59,13 @@ fn client(addr: SocketAddr) -> Vec<u64> {
         let mut before = 0;
         for i in 0..WARM_UP + COUNTED {
             if i == WARM_UP {
-                before = ALLOCS.load(Ordering::Relaxed);
+                before = allocations();
             }
             s.write_all(&frame).unwrap();
             s.read_exact(&mut back).unwrap();
             assert!(back == frame[..], "echo {i} of {size} bytes differs");
         }
-        counts.push(ALLOCS.load(Ordering::Relaxed) - before);
+        counts.push(allocations() - before);
     }
     counts
 }
