@@ -1126,7 +1126,7 @@ fn main() {
     if !ratios.is_empty() {
         println!();
         println!(
-            "{:<34} {:>18} {:>18} {:>18}",
+            "{:<38} {:>18} {:>18} {:>18}",
             "ratios (>1: netpoll-rs better)",
             "QPS netpoll/tokio",
             "p99 tokio/netpoll",
@@ -1135,7 +1135,7 @@ fn main() {
         for (variant, conns, base, p) in ratios {
             let conns_label = if conns == 1 { "conn" } else { "conns" };
             println!(
-                "{:<34} {:>18.2} {:>18.2} {:>18.2}",
+                "{:<38} {:>18.2} {:>18.2} {:>18.2}",
                 format!("{}, {conns} {conns_label}", variant.name()),
                 p.qps() / base.qps(),
                 base.quantile_us(0.99) / p.quantile_us(0.99),

@@ -206,10 +206,16 @@ impl Reactor {
         self.add_stream(Stream::Tcp(mio::net::TcpStream::from_std(std)), &options)
     }
 
-    /// Connects to a Unix-domain socket path.
-    pub fn connect_unix(&self, path: impl AsRef<Path>) -> io::Result<Connection> {
-        let std = std::os::unix::net::UnixStream::connect(path)?;
-        std.set_nonblocking(true)?;
+    /// Connects to a Unix-domain socket path, failing with `TimedOut` when the
+    /// listener's backlog stays full for `timeout` (a listener that does not accept).
+    /// Blocks the calling thread at most that long, like
+    /// [`connect_tcp`](Self::connect_tcp).
+    pub fn connect_unix(
+        &self,
+        path: impl AsRef<Path>,
+        timeout: Duration,
+    ) -> io::Result<Connection> {
+        let std = sys::unix_connect(path.as_ref(), timeout)?;
         self.add_stream(
             Stream::Unix(mio::net::UnixStream::from_std(std)),
             &SocketOptions::default(),

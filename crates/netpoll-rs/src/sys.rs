@@ -5,6 +5,8 @@ use std::io::{self, IoSlice};
 use std::mem::MaybeUninit;
 use std::net::SocketAddr;
 use std::os::fd::{AsFd, AsRawFd, BorrowedFd, RawFd};
+use std::path::Path;
+use std::time::Duration;
 
 use bytes::BytesMut;
 use mio::event::Source;
@@ -168,4 +170,45 @@ pub(crate) fn tcp_listener(
     }
     listen(&fd, Backlog::new(4096).unwrap_or(Backlog::MAXCONN))?;
     Ok(std::net::TcpListener::from(fd))
+}
+
+/// Connects a Unix-domain stream socket to `path`, waiting at most `timeout` when the
+/// listener's backlog is full (Linux makes a blocking `connect` wait for room, bounded by
+/// `SO_SNDTIMEO`); returns it non-blocking. A wait that runs out is `TimedOut`.
+pub(crate) fn unix_connect(
+    path: &Path,
+    timeout: Duration,
+) -> io::Result<std::os::unix::net::UnixStream> {
+    use nix::sys::socket::{AddressFamily, SockFlag, SockType, connect, socket};
+    use nix::sys::time::{TimeVal, TimeValLike};
+    let addr = UnixAddr::new(path)?;
+    let fd = socket(
+        AddressFamily::Unix,
+        SockType::Stream,
+        SockFlag::SOCK_CLOEXEC,
+        None,
+    )?;
+    // A zero timeval means "wait for ever": the least wait is one microsecond.
+    let micros = i64::try_from(timeout.as_micros())
+        .unwrap_or(i64::MAX)
+        .max(1);
+    setsockopt(&fd, sockopt::SendTimeout, &TimeVal::microseconds(micros))?;
+    match connect(fd.as_raw_fd(), &addr) {
+        Ok(()) => {}
+        Err(nix::errno::Errno::EAGAIN | nix::errno::Errno::EINPROGRESS) => {
+            return Err(io::Error::new(
+                io::ErrorKind::TimedOut,
+                format!(
+                    "connecting to {}: the listener's backlog stayed full for {timeout:?}",
+                    path.display()
+                ),
+            ));
+        }
+        Err(e) => return Err(e.into()),
+    }
+    // Writes are non-blocking from here on; the send timeout no longer applies.
+    setsockopt(&fd, sockopt::SendTimeout, &TimeVal::microseconds(0))?;
+    let stream = std::os::unix::net::UnixStream::from(fd);
+    stream.set_nonblocking(true)?;
+    Ok(stream)
 }

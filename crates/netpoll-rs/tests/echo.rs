@@ -87,7 +87,7 @@ fn unix_socket_echo_works_too() {
     run(30, async {
         let listener = Arc::new(reactor.listen_unix(&path).unwrap());
         serve_echo(Arc::clone(&listener));
-        let client = reactor.connect_unix(&path).unwrap();
+        let client = reactor.connect_unix(&path, Duration::from_secs(5)).unwrap();
         for n in 0..100u8 {
             client.write(frame(&pattern(100 + n as usize, n)));
             client.flush().await.unwrap();

@@ -100,7 +100,7 @@ fn tcp_pair(
 fn unix_pair(reactor: &Reactor, dir: &TempDir, name: &str) -> (Connection, UnixStream) {
     let path = dir.path(name);
     let listener = UnixListener::bind(&path).unwrap();
-    let conn = reactor.connect_unix(&path).unwrap();
+    let conn = reactor.connect_unix(&path, Duration::from_secs(5)).unwrap();
     let (peer, _) = listener.accept().unwrap();
     peer.set_timeouts();
     (conn, peer)
@@ -777,5 +777,46 @@ fn connection_churn_never_mixes_bytes_into_a_long_lived_connection() {
         );
         listener.close();
     });
+    reactor.shutdown();
+}
+
+/// Connects time out: over TCP to an address that drops SYNs is not reachable from a
+/// loopback-only test, but a Unix listener whose backlog is full makes a connect wait
+/// the same way, and `connect_unix` gives up after its timeout with `TimedOut`. Once
+/// the listener accepts, there is room again.
+#[test]
+fn a_unix_connect_to_a_full_backlog_times_out() {
+    use nix::sys::socket::{
+        AddressFamily, Backlog, SockFlag, SockType, UnixAddr, accept, bind, listen, socket,
+    };
+    let dir = TempDir::new("full-backlog");
+    let path = dir.path("s");
+    let listener = socket(
+        AddressFamily::Unix,
+        SockType::Stream,
+        SockFlag::SOCK_CLOEXEC,
+        None,
+    )
+    .unwrap();
+    bind(listener.as_raw_fd(), &UnixAddr::new(&path).unwrap()).unwrap();
+    listen(&listener, Backlog::new(1).unwrap()).unwrap();
+    let reactor = reactor(Config::default());
+    let mut waiting = Vec::new();
+    let timed_out = loop {
+        match reactor.connect_unix(&path, Duration::from_millis(50)) {
+            Ok(conn) => waiting.push(conn),
+            Err(e) => break e,
+        }
+        assert!(waiting.len() < 64, "the backlog never filled");
+    };
+    assert_eq!(timed_out.kind(), io::ErrorKind::TimedOut, "{timed_out}");
+    // Room again: one accepted connection leaves the backlog.
+    let accepted = accept(listener.as_raw_fd()).unwrap();
+    let conn = reactor
+        .connect_unix(&path, Duration::from_secs(5))
+        .expect("a connect once the backlog has room");
+    assert!(conn.is_open());
+    nix::unistd::close(accepted).unwrap();
+    drop(waiting);
     reactor.shutdown();
 }

@@ -427,7 +427,9 @@ fn closed_loop_with_both_ends_inline() {
             Reactor::on_runtime(&tokio::runtime::Handle::current(), Config::default()).unwrap();
         let mut results = Vec::new();
         for i in 0..8u8 {
-            let conn = client.connect_unix(&path).expect("connect");
+            let conn = client
+                .connect_unix(&path, Duration::from_secs(5))
+                .expect("connect");
             let frame = frame(&pattern(300, i));
             let (done, result) = std::sync::mpsc::channel();
             conn.write(frame.clone());

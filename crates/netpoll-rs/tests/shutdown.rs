@@ -89,7 +89,11 @@ fn shutdown_wakes_every_waiter_stops_the_pollers_and_releases_every_fd() {
 
         // Readers waiting for frames their peers never send, over TCP and Unix.
         let tcp_reader = Arc::new(reactor.connect_tcp(addr, Duration::from_secs(5)).unwrap());
-        let unix_reader = Arc::new(reactor.connect_unix(dir.path("s")).unwrap());
+        let unix_reader = Arc::new(
+            reactor
+                .connect_unix(dir.path("s"), Duration::from_secs(5))
+                .unwrap(),
+        );
         let tcp_reading = await_frame(Arc::clone(&tcp_reader));
         let unix_reading = await_frame(Arc::clone(&unix_reader));
 
