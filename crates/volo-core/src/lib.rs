@@ -1,17 +1,23 @@
-//! The RPC core: `Service` and `Layer`, client and server, framing and governance.
+//! The RPC core: `Service` and `Layer`, framing, contexts; client and server to come.
 //!
-//! This crate is not written yet; it is reserved in the workspace so that the layout
-//! and the dependency graph are fixed from the start. When it lands it will hold:
+//! Built so far (issue 5 is under way):
 //!
-//! - `Service<Cx, Req>` and `Layer<S>` in the shape Volo users know, with adapters to
-//!   and from `tower::Service`;
-//! - TTHeader, Framed and Buffered framing, detected per connection on the server;
-//! - a client with pooling, multiplexing, timeouts, retries, load balancing and
-//!   circuit breaking; a server with graceful shutdown;
-//! - transports over netpoll-rs (TCP, UDS), shm-ipc and plain tokio TCP.
+//! - [`service`]: `Service<Cx, Req>` with an `async fn call(&self, cx, req)`, `Layer`,
+//!   `ServiceBuilder`, `service_fn` and `layer_fn`, in the shape Volo (motore) users know.
+//! - [`tower`]: adapters to and from `tower::Service`, so tower's middleware can wrap
+//!   these services.
+//! - [`codec`]: TTHeader, Framed and Buffered framing over the Binary and Compact
+//!   protocols, with detection from a connection's first bytes and size limits.
+//!
+//! Still to come: contexts and metainfo, the server and client, transports over
+//! netpoll-rs, shm-ipc and plain tokio.
 #![warn(
     missing_docs,
     missing_debug_implementations,
     rust_2018_idioms,
     unreachable_pub
 )]
+
+pub mod codec;
+pub mod service;
+pub mod tower;

@@ -1,0 +1,256 @@
+//! Framing and protocol: how RPC messages are cut out of a byte stream and put into
+//! one.
+//!
+//! Three framings ([`Framing`]) and two protocols ([`Protocol`]), in any combination:
+//!
+//! - **TTHeader** ([`ttheader`]): Kitex's header transport: a length, the magic
+//!   `0x1000`, a sequence id, then key-value info blocks (metainfo, the method, the
+//!   timeout...) before the payload.
+//! - **Framed**: a 4-byte big-endian length, then the message (Apache Thrift's
+//!   `TFramedTransport`). The length is limited by [`Limits::max_frame`], 16,384,000
+//!   bytes by default as in Apache Thrift.
+//! - **Buffered**: the message alone (Apache Thrift's `TBufferedTransport`); its end is
+//!   found by reading through it.
+//!
+//! A server does not know in advance what a client speaks: [`detect`] tells it from the
+//! first bytes of the connection, and the server answers in kind. Binary messages must
+//! carry the strict header (`0x8001` version word), which every current Apache Thrift,
+//! Kitex and Volo client writes; the old non-strict form (a bare method-name length
+//! first) cannot be told from a frame length and is not accepted.
+
+pub mod ttheader;
+
+use bytes::Bytes;
+use thrift_codec::Protocol as _;
+use thrift_codec::{
+    Binary, Compact, DecodeError, DecodeErrorKind, DecodeLimits, Decoder, LinkBuffer, TType,
+};
+
+/// How messages are delimited on a connection.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Framing {
+    /// Kitex's TTHeader: a length, a header with key-value info, the payload.
+    TTHeader,
+    /// A 4-byte big-endian length, then the message.
+    Framed,
+    /// The message alone.
+    Buffered,
+}
+
+/// The Thrift protocol of the messages.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Protocol {
+    /// Thrift Binary (strict: the message begins with the version word `0x8001`).
+    Binary,
+    /// Thrift Compact (the message begins with the protocol id `0x82`).
+    Compact,
+}
+
+/// Size limits applied to everything read from the network.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Limits {
+    /// The largest frame (or, when buffered, message) accepted, in bytes; a longer one
+    /// is an error before any of it is buffered beyond this. Default 16,384,000, Apache
+    /// Thrift's framed default.
+    pub max_frame: usize,
+}
+
+impl Default for Limits {
+    fn default() -> Self {
+        Limits {
+            max_frame: DEFAULT_MAX_FRAME,
+        }
+    }
+}
+
+/// Apache Thrift's default frame size limit.
+pub const DEFAULT_MAX_FRAME: usize = 16_384_000;
+
+/// The strict Binary protocol's version word, high half (`0x8001`).
+const BINARY_VERSION_1: [u8; 2] = [0x80, 0x01];
+/// The Compact protocol's id byte.
+const COMPACT_ID: u8 = 0x82;
+/// The Compact protocol's version (low five bits of the second byte).
+const COMPACT_VERSION: u8 = 1;
+
+/// Why bytes from the network could not be framed.
+#[derive(Debug, thiserror::Error, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum FrameError {
+    /// The first bytes of a connection match no framing and protocol this server
+    /// speaks (they are given, up to 8).
+    #[error("unrecognized framing or protocol: first bytes {0:02x?}")]
+    UnknownFraming(Vec<u8>),
+    /// A frame length below zero.
+    #[error("negative frame length {0}")]
+    NegativeLength(i32),
+    /// A frame (or buffered message) above the limit.
+    #[error("frame of {size} bytes exceeds the limit of {limit}")]
+    TooLarge {
+        /// Its size, as claimed by its length or as far as it was read.
+        size: u64,
+        /// The limit.
+        limit: usize,
+    },
+    /// A malformed TTHeader.
+    #[error("TTHeader: {0}")]
+    TTHeader(#[from] ttheader::HeaderError),
+    /// A buffered message that is not a valid message.
+    #[error("buffered message: {0}")]
+    Message(#[from] DecodeError),
+}
+
+/// Tells the framing and protocol of a connection from its first bytes; `Ok(None)` while
+/// too few have arrived to tell (at most 8 are needed; a TTHeader's protocol is read
+/// from its header, 15 bytes in).
+pub fn detect(head: &[u8]) -> Result<Option<(Framing, Protocol)>, FrameError> {
+    if head.len() < 2 {
+        return Ok(None);
+    }
+    if let Some(p) = message_protocol(head) {
+        return Ok(Some((Framing::Buffered, p)));
+    }
+    if head.len() < 8 {
+        // A frame length's first byte is small (0 for every frame under 16 MiB), which
+        // tells it from a message; anything else cannot become valid.
+        return if head[0] & 0x80 != 0 {
+            Err(FrameError::UnknownFraming(head.to_vec()))
+        } else {
+            Ok(None)
+        };
+    }
+    if head[4..6] == ttheader::MAGIC.to_be_bytes() {
+        return match ttheader::peek_protocol(head)? {
+            Some(p) => Ok(Some((Framing::TTHeader, p))),
+            None => Ok(None),
+        };
+    }
+    match message_protocol(&head[4..]) {
+        Some(p) => Ok(Some((Framing::Framed, p))),
+        None => Err(FrameError::UnknownFraming(head[..8].to_vec())),
+    }
+}
+
+/// The protocol whose message header `head` starts with (at least 2 bytes).
+fn message_protocol(head: &[u8]) -> Option<Protocol> {
+    if head[..2] == BINARY_VERSION_1 {
+        Some(Protocol::Binary)
+    } else if head[0] == COMPACT_ID && head[1] & 0x1f == COMPACT_VERSION {
+        Some(Protocol::Compact)
+    } else {
+        None
+    }
+}
+
+/// Cuts frames out of a connection's input for one framing and protocol: hand
+/// [`frame_len`](Self::frame_len) to `Connection::read_frame`.
+#[derive(Debug, Clone)]
+pub struct FrameSplitter {
+    framing: Framing,
+    protocol: Protocol,
+    limits: Limits,
+    /// Buffered: the fewest bytes the message at the front can take, learnt from the
+    /// last look; no need to look again before that many have arrived.
+    at_least: usize,
+}
+
+impl FrameSplitter {
+    /// A splitter for `framing` and `protocol` under `limits`.
+    pub fn new(framing: Framing, protocol: Protocol, limits: Limits) -> Self {
+        FrameSplitter {
+            framing,
+            protocol,
+            limits,
+            at_least: 0,
+        }
+    }
+
+    /// The length of the frame at the front of `input` (with its length prefix, if
+    /// any), once it can be told; `None` while more bytes are needed.
+    ///
+    /// A buffered message has no length: it ends where its struct ends, so this reads
+    /// through the header and the struct (skipping every value) over what has arrived.
+    /// When that runs out, the value it stopped in says how many more bytes it needs at
+    /// least (a long string: all of them), and the next look waits for those, so a large
+    /// message is not re-read for every piece of it; and a length that claims more than
+    /// the limit fails at once, before it is buffered.
+    pub fn frame_len(&mut self, input: &mut LinkBuffer) -> Result<Option<usize>, FrameError> {
+        match self.framing {
+            Framing::Framed | Framing::TTHeader => {
+                let Some(h) = input.peek(4) else {
+                    return Ok(None);
+                };
+                let len = i32::from_be_bytes([h[0], h[1], h[2], h[3]]);
+                let len = usize::try_from(len).map_err(|_| FrameError::NegativeLength(len))?;
+                if len > self.limits.max_frame {
+                    return Err(self.too_large(len as u64));
+                }
+                Ok(Some(4 + len))
+            }
+            Framing::Buffered => self.buffered_len(input),
+        }
+    }
+
+    fn too_large(&self, size: u64) -> FrameError {
+        FrameError::TooLarge {
+            size,
+            limit: self.limits.max_frame,
+        }
+    }
+
+    fn buffered_len(&mut self, input: &mut LinkBuffer) -> Result<Option<usize>, FrameError> {
+        let have = input.len();
+        if have == 0 || have < self.at_least {
+            return Ok(None);
+        }
+        // Looking needs the bytes in one piece: what arrived so far, copied once per look.
+        let Some(bytes) = input.peek(have).map(Bytes::copy_from_slice) else {
+            return Ok(None);
+        };
+        let decode_limits = DecodeLimits::default();
+        let outcome = match self.protocol {
+            Protocol::Binary => message_end(Binary::decoder(bytes, decode_limits), have),
+            Protocol::Compact => message_end(Compact::decoder(bytes, decode_limits), have),
+        };
+        match outcome {
+            Ok(len) if len > self.limits.max_frame => Err(self.too_large(len as u64)),
+            Ok(len) => {
+                self.at_least = 0;
+                Ok(Some(len))
+            }
+            Err(e) => match missing(&e) {
+                Some((needed, remaining)) => {
+                    let at_least = (have - remaining) as u64 + needed;
+                    if at_least > self.limits.max_frame as u64 {
+                        return Err(self.too_large(at_least));
+                    }
+                    self.at_least = at_least as usize;
+                    Ok(None)
+                }
+                None => Err(FrameError::Message(e)),
+            },
+        }
+    }
+}
+
+/// Reads a message header and skips its struct; returns the bytes they took.
+fn message_end<D: Decoder>(mut d: D, have: usize) -> Result<usize, DecodeError> {
+    d.read_message_begin()?;
+    d.skip(TType::Struct)?;
+    Ok(have - d.remaining())
+}
+
+/// The input ended inside a value that needs `needed` bytes where `remaining` were
+/// left: more input may complete it.
+fn missing(e: &DecodeError) -> Option<(u64, usize)> {
+    match *e.kind() {
+        DecodeErrorKind::UnexpectedEof { needed, remaining } => Some((needed as u64, remaining)),
+        DecodeErrorKind::LengthExceedsInput {
+            needed, remaining, ..
+        } => Some((needed, remaining)),
+        _ => None,
+    }
+}
+
+#[cfg(test)]
+mod tests;

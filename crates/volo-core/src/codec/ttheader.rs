@@ -1,0 +1,476 @@
+//! TTHeader, Kitex's header transport: the frame layout, its key-value info blocks, and
+//! their limits.
+//!
+//! Written from the published description
+//! (<https://www.cloudwego.io/docs/kitex/reference/transport_protocol_ttheader/>).
+//! All integers are big-endian:
+//!
+//! ```text
+//! offset  size  field
+//! 0       4     LENGTH        bytes after this field (the whole frame minus 4)
+//! 4       2     MAGIC         0x1000
+//! 6       2     FLAGS         kept as received, 0 when sending
+//! 8       4     SEQUENCE ID   the message's sequence id
+//! 12      2     HEADER SIZE   header bytes from offset 14, divided by 4
+//! 14      1     PROTOCOL ID   0 Binary, 2 Compact
+//! 15      1     TRANSFORMS    how many transform ids follow (1 byte each)
+//! ..            INFO blocks   an id byte, then the block:
+//!                 0x00  padding (one byte, skipped)
+//!                 0x01  string pairs: u16 count, then u16-length key and value
+//!                 0x10  integer-key pairs: u16 count, then u16 key, u16-length value
+//!                 0x11  ACL token: one u16-length string
+//! ..            padding       zeros up to a multiple of 4 bytes from offset 14
+//! 14+4*HS       PAYLOAD       the Thrift message
+//! ```
+//!
+//! Choices where the description leaves room (the behaviour of Kitex and Volo):
+//! - Transforms (zlib, snappy) are not supported: a frame that declares one is an
+//!   error ([`HeaderError::UnsupportedTransform`]) rather than a payload misread.
+//! - An info id other than the four above is an error; the payload always starts at
+//!   `14 + 4 × HEADER SIZE`, wherever the info blocks ended.
+//! - The ACL token is one string, as every implementation writes it (the description
+//!   draws a key-value pair).
+//! - A payload may itself be Framed (a 4-byte length before the message: Kitex's
+//!   "TTHeaderFramed"); [`Header::inner_framed`] records it so an answer takes the same
+//!   form.
+//! - Blocks are written in the order ACL token, string pairs, integer pairs (each only
+//!   when not empty), then the least padding; a frame in that form decodes and encodes
+//!   back to the same bytes.
+
+use bytes::{BufMut, Bytes};
+use thrift_codec::Utf8Bytes;
+
+use super::Protocol;
+
+/// The magic in bytes 4-5 of a TTHeader frame.
+pub const MAGIC: u16 = 0x1000;
+
+/// Bytes before the header's variable part: length, magic, flags, sequence id, size.
+pub const FIXED_LEN: usize = 14;
+
+/// Info block ids.
+pub mod info {
+    /// One byte of padding.
+    pub const PADDING: u8 = 0x00;
+    /// String key-value pairs.
+    pub const KEY_VALUE: u8 = 0x01;
+    /// Integer-key pairs.
+    pub const INT_KEY_VALUE: u8 = 0x10;
+    /// The ACL token.
+    pub const ACL_TOKEN: u8 = 0x11;
+}
+
+/// Integer keys of the `0x10` block that this crate reads or writes (Kitex's numbering).
+pub mod int_key {
+    /// `framed` or `unframed`: how the payload is framed.
+    pub const TRANSPORT_TYPE: u16 = 1;
+    /// A log id for tracing the call.
+    pub const LOG_ID: u16 = 2;
+    /// The caller's service name.
+    pub const FROM_SERVICE: u16 = 3;
+    /// The callee's service name.
+    pub const TO_SERVICE: u16 = 6;
+    /// The method called.
+    pub const TO_METHOD: u16 = 9;
+    /// The call's timeout in milliseconds, as decimal digits.
+    pub const RPC_TIMEOUT: u16 = 12;
+    /// The connect timeout in milliseconds, as decimal digits.
+    pub const CONNECT_TIMEOUT: u16 = 17;
+    /// The caller's method.
+    pub const FROM_METHOD: u16 = 20;
+    /// The message type, as decimal digits.
+    pub const MSG_TYPE: u16 = 22;
+}
+
+/// Protocol ids.
+const PROTOCOL_BINARY: u8 = 0;
+const PROTOCOL_COMPACT: u8 = 2;
+
+/// Limits on a received header.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct HeaderLimits {
+    /// Most header bytes (from offset 14, padding included). Default 64 KiB, the
+    /// description's maximum.
+    pub max_header: usize,
+}
+
+impl Default for HeaderLimits {
+    fn default() -> Self {
+        HeaderLimits {
+            max_header: 64 * 1024,
+        }
+    }
+}
+
+/// A malformed or unsupported TTHeader.
+#[derive(Debug, thiserror::Error, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum HeaderError {
+    /// Fewer bytes than the fixed part, or than the header size claims.
+    #[error("truncated: {what} needs {needed} bytes, {remaining} remain")]
+    Truncated {
+        /// What was being read.
+        what: &'static str,
+        /// Bytes it needed.
+        needed: usize,
+        /// Bytes there were.
+        remaining: usize,
+    },
+    /// Bytes 4-5 are not `0x1000`.
+    #[error("bad magic {0:#06x}")]
+    BadMagic(u16),
+    /// The LENGTH field disagrees with the frame.
+    #[error("LENGTH says {claimed} bytes follow, the frame has {actual}")]
+    LengthMismatch {
+        /// What LENGTH says.
+        claimed: usize,
+        /// What the frame holds after it.
+        actual: usize,
+    },
+    /// A header above the limit.
+    #[error("header of {size} bytes exceeds the limit of {limit}")]
+    TooLarge {
+        /// Its size.
+        size: usize,
+        /// The limit.
+        limit: usize,
+    },
+    /// A header too short to hold the protocol id and transform count.
+    #[error("header size {0} is below the 2 bytes every header has")]
+    TooSmall(usize),
+    /// A protocol id other than Binary (0) or Compact (2).
+    #[error("unknown protocol id {0}")]
+    UnknownProtocol(u8),
+    /// A transform (compression) was declared: not supported.
+    #[error("transform {0} is not supported")]
+    UnsupportedTransform(u8),
+    /// An info block id this format does not define.
+    #[error("unknown info id {0:#04x}")]
+    UnknownInfo(u8),
+    /// A key or value that is not UTF-8.
+    #[error("a {0} is not UTF-8")]
+    InvalidUtf8(&'static str),
+    /// A string, or a count, too long for its u16 length (when encoding).
+    #[error("{what} of {len} exceeds the u16 limit")]
+    TooLong {
+        /// What it was.
+        what: &'static str,
+        /// Its length.
+        len: usize,
+    },
+}
+
+/// A TTHeader: everything before the payload.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Header {
+    /// FLAGS, as received (0 by default).
+    pub flags: u16,
+    /// The sequence id.
+    pub seq_id: i32,
+    /// The payload's protocol.
+    pub protocol: Protocol,
+    /// The payload carries its own 4-byte length (TTHeader over Framed).
+    pub inner_framed: bool,
+    /// String key-value pairs, in order.
+    pub str_kv: Vec<(Utf8Bytes, Utf8Bytes)>,
+    /// Integer-key pairs, in order.
+    pub int_kv: Vec<(u16, Utf8Bytes)>,
+    /// The ACL token, if any.
+    pub acl_token: Option<Utf8Bytes>,
+}
+
+impl Header {
+    /// An empty header for `seq_id` and `protocol`.
+    pub fn new(seq_id: i32, protocol: Protocol) -> Self {
+        Header {
+            flags: 0,
+            seq_id,
+            protocol,
+            inner_framed: false,
+            str_kv: Vec::new(),
+            int_kv: Vec::new(),
+            acl_token: None,
+        }
+    }
+
+    /// The value of integer key `key`, if present.
+    pub fn int_value(&self, key: u16) -> Option<&str> {
+        self.int_kv
+            .iter()
+            .find(|(k, _)| *k == key)
+            .map(|(_, v)| v.as_str())
+    }
+
+    /// The value of string key `key`, if present.
+    pub fn str_value(&self, key: &str) -> Option<&str> {
+        self.str_kv
+            .iter()
+            .find(|(k, _)| k.as_str() == key)
+            .map(|(_, v)| v.as_str())
+    }
+
+    /// Header bytes from offset 14, padding included (a multiple of 4).
+    pub fn header_len(&self) -> usize {
+        let mut n = 2; // protocol id, transform count
+        if let Some(token) = &self.acl_token {
+            n += 1 + 2 + token.len();
+        }
+        if !self.str_kv.is_empty() {
+            n += 1 + 2;
+            n += self
+                .str_kv
+                .iter()
+                .map(|(k, v)| 4 + k.len() + v.len())
+                .sum::<usize>();
+        }
+        if !self.int_kv.is_empty() {
+            n += 1 + 2;
+            n += self.int_kv.iter().map(|(_, v)| 4 + v.len()).sum::<usize>();
+        }
+        n.next_multiple_of(4)
+    }
+
+    /// Bytes [`write`](Self::write) puts before the payload: the fixed part, the header,
+    /// and the inner frame length when [`inner_framed`](Self::inner_framed).
+    pub fn prefix_len(&self) -> usize {
+        FIXED_LEN + self.header_len() + if self.inner_framed { 4 } else { 0 }
+    }
+
+    /// Checks what [`write`](Self::write) would reject: strings and counts beyond u16,
+    /// a header beyond `u16::MAX` words.
+    pub fn check(&self) -> Result<(), HeaderError> {
+        let u16_len = |what, len: usize| {
+            if len > usize::from(u16::MAX) {
+                Err(HeaderError::TooLong { what, len })
+            } else {
+                Ok(())
+            }
+        };
+        if let Some(t) = &self.acl_token {
+            u16_len("ACL token", t.len())?;
+        }
+        u16_len("string pair count", self.str_kv.len())?;
+        u16_len("integer pair count", self.int_kv.len())?;
+        for (k, v) in &self.str_kv {
+            u16_len("string key", k.len())?;
+            u16_len("string value", v.len())?;
+        }
+        for (_, v) in &self.int_kv {
+            u16_len("integer-key value", v.len())?;
+        }
+        u16_len("header size in words", self.header_len() / 4)
+    }
+
+    /// Writes everything before a payload of `payload_len` bytes: [`prefix_len`] bytes.
+    /// Call [`check`](Self::check) first for a header built from untrusted values; here
+    /// lengths beyond u16 are an error too.
+    ///
+    /// [`prefix_len`]: Self::prefix_len
+    pub fn write(&self, payload_len: usize, out: &mut impl BufMut) -> Result<(), HeaderError> {
+        self.check()?;
+        let header_len = self.header_len();
+        let inner = if self.inner_framed { 4 } else { 0 };
+        let after_length = FIXED_LEN - 4 + header_len + inner + payload_len;
+        let length = u32::try_from(after_length).map_err(|_| HeaderError::TooLong {
+            what: "frame",
+            len: after_length,
+        })?;
+        out.put_u32(length);
+        out.put_u16(MAGIC);
+        out.put_u16(self.flags);
+        out.put_i32(self.seq_id);
+        out.put_u16((header_len / 4) as u16);
+        out.put_u8(match self.protocol {
+            Protocol::Binary => PROTOCOL_BINARY,
+            Protocol::Compact => PROTOCOL_COMPACT,
+        });
+        out.put_u8(0); // no transforms
+        let mut written = 2;
+        if let Some(token) = &self.acl_token {
+            out.put_u8(info::ACL_TOKEN);
+            written += 1 + put_str(out, token);
+        }
+        if !self.str_kv.is_empty() {
+            out.put_u8(info::KEY_VALUE);
+            out.put_u16(self.str_kv.len() as u16);
+            written += 3;
+            for (k, v) in &self.str_kv {
+                written += put_str(out, k) + put_str(out, v);
+            }
+        }
+        if !self.int_kv.is_empty() {
+            out.put_u8(info::INT_KEY_VALUE);
+            out.put_u16(self.int_kv.len() as u16);
+            written += 3;
+            for (k, v) in &self.int_kv {
+                out.put_u16(*k);
+                written += 2 + put_str(out, v);
+            }
+        }
+        out.put_bytes(info::PADDING, header_len - written);
+        if self.inner_framed {
+            out.put_u32(payload_len as u32);
+        }
+        Ok(())
+    }
+
+    /// Reads a whole frame (its 4-byte LENGTH included): the header, and the payload as
+    /// a slice of `frame` (no copy; so are the header's strings).
+    pub fn decode(frame: &Bytes, limits: &HeaderLimits) -> Result<(Header, Bytes), HeaderError> {
+        let mut r = Reader {
+            bytes: frame,
+            at: 0,
+        };
+        let length = r.u32("LENGTH")? as usize;
+        if length != frame.len() - 4 {
+            return Err(HeaderError::LengthMismatch {
+                claimed: length,
+                actual: frame.len() - 4,
+            });
+        }
+        let magic = r.u16("magic")?;
+        if magic != MAGIC {
+            return Err(HeaderError::BadMagic(magic));
+        }
+        let flags = r.u16("flags")?;
+        let seq_id = r.u32("sequence id")? as i32;
+        let header_len = usize::from(r.u16("header size")?) * 4;
+        if header_len > limits.max_header {
+            return Err(HeaderError::TooLarge {
+                size: header_len,
+                limit: limits.max_header,
+            });
+        }
+        if header_len < 2 {
+            return Err(HeaderError::TooSmall(header_len));
+        }
+        let end = FIXED_LEN + header_len;
+        if end > frame.len() {
+            return Err(HeaderError::Truncated {
+                what: "header",
+                needed: header_len,
+                remaining: frame.len() - FIXED_LEN,
+            });
+        }
+        let mut h = Reader {
+            bytes: &frame.slice(..end),
+            at: FIXED_LEN,
+        };
+        let protocol = match h.u8("protocol id")? {
+            PROTOCOL_BINARY => Protocol::Binary,
+            PROTOCOL_COMPACT => Protocol::Compact,
+            p => return Err(HeaderError::UnknownProtocol(p)),
+        };
+        let transforms = h.u8("transform count")?;
+        if transforms > 0 {
+            return Err(HeaderError::UnsupportedTransform(h.u8("transform id")?));
+        }
+        let mut header = Header::new(seq_id, protocol);
+        header.flags = flags;
+        while h.at < end {
+            match h.u8("info id")? {
+                info::PADDING => {}
+                info::KEY_VALUE => {
+                    let n = h.u16("string pair count")?;
+                    header.str_kv.reserve(usize::from(n).min(h.left() / 4));
+                    for _ in 0..n {
+                        let k = h.string("string key")?;
+                        let v = h.string("string value")?;
+                        header.str_kv.push((k, v));
+                    }
+                }
+                info::INT_KEY_VALUE => {
+                    let n = h.u16("integer pair count")?;
+                    header.int_kv.reserve(usize::from(n).min(h.left() / 4));
+                    for _ in 0..n {
+                        let k = h.u16("integer key")?;
+                        let v = h.string("integer-key value")?;
+                        header.int_kv.push((k, v));
+                    }
+                }
+                info::ACL_TOKEN => header.acl_token = Some(h.string("ACL token")?),
+                id => return Err(HeaderError::UnknownInfo(id)),
+            }
+        }
+        let mut payload = frame.slice(end..);
+        if is_inner_frame(&payload) {
+            header.inner_framed = true;
+            payload = payload.slice(4..);
+        }
+        Ok((header, payload))
+    }
+}
+
+/// Writes a u16-length string (its length checked by `Header::check`); returns the
+/// bytes written.
+fn put_str(out: &mut impl BufMut, s: &Utf8Bytes) -> usize {
+    out.put_u16(s.len() as u16);
+    out.put_slice(s.as_bytes());
+    2 + s.len()
+}
+
+/// Whether `payload` is a 4-byte length that matches the rest, then a message.
+fn is_inner_frame(payload: &[u8]) -> bool {
+    payload.len() >= 6
+        && u32::from_be_bytes([payload[0], payload[1], payload[2], payload[3]]) as usize
+            == payload.len() - 4
+        && super::message_protocol(&payload[4..]).is_some()
+}
+
+/// The protocol a TTHeader frame declares (byte 14), once 15 bytes have arrived.
+pub(crate) fn peek_protocol(head: &[u8]) -> Result<Option<Protocol>, HeaderError> {
+    match head.get(FIXED_LEN) {
+        None => Ok(None),
+        Some(&PROTOCOL_BINARY) => Ok(Some(Protocol::Binary)),
+        Some(&PROTOCOL_COMPACT) => Ok(Some(Protocol::Compact)),
+        Some(&p) => Err(HeaderError::UnknownProtocol(p)),
+    }
+}
+
+/// Bounds-checked big-endian reads over a frame.
+struct Reader<'a> {
+    bytes: &'a Bytes,
+    at: usize,
+}
+
+impl Reader<'_> {
+    fn left(&self) -> usize {
+        self.bytes.len() - self.at
+    }
+
+    fn take(&mut self, what: &'static str, n: usize) -> Result<usize, HeaderError> {
+        if self.left() < n {
+            return Err(HeaderError::Truncated {
+                what,
+                needed: n,
+                remaining: self.left(),
+            });
+        }
+        let at = self.at;
+        self.at += n;
+        Ok(at)
+    }
+
+    fn u8(&mut self, what: &'static str) -> Result<u8, HeaderError> {
+        let at = self.take(what, 1)?;
+        Ok(self.bytes[at])
+    }
+
+    fn u16(&mut self, what: &'static str) -> Result<u16, HeaderError> {
+        let at = self.take(what, 2)?;
+        Ok(u16::from_be_bytes([self.bytes[at], self.bytes[at + 1]]))
+    }
+
+    fn u32(&mut self, what: &'static str) -> Result<u32, HeaderError> {
+        let at = self.take(what, 4)?;
+        let b = &self.bytes[at..at + 4];
+        Ok(u32::from_be_bytes([b[0], b[1], b[2], b[3]]))
+    }
+
+    fn string(&mut self, what: &'static str) -> Result<Utf8Bytes, HeaderError> {
+        let len = usize::from(self.u16(what)?);
+        let at = self.take(what, len)?;
+        Utf8Bytes::try_from(self.bytes.slice(at..at + len))
+            .map_err(|_| HeaderError::InvalidUtf8(what))
+    }
+}
