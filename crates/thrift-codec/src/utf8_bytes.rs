@@ -56,6 +56,15 @@ impl Utf8Bytes {
     pub fn into_bytes(self) -> Bytes {
         self.0
     }
+
+    /// The text after its first `at` bytes, sharing the same memory (no copy); `None`
+    /// when `at` is past the end or inside a character.
+    pub fn slice_from(&self, at: usize) -> Option<Utf8Bytes> {
+        // A slice of UTF-8 text that starts on a character boundary is UTF-8 text.
+        self.as_str()
+            .is_char_boundary(at)
+            .then(|| Utf8Bytes(self.0.slice(at..)))
+    }
 }
 
 impl Deref for Utf8Bytes {
@@ -143,6 +152,17 @@ impl fmt::Display for Utf8Bytes {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn slice_from_keeps_whole_characters_and_shares_memory() {
+        let s = Utf8Bytes::from("RPC_héllo");
+        let tail = s.slice_from(4).unwrap();
+        assert_eq!(tail, "héllo");
+        assert_eq!(tail.as_bytes().as_ptr(), s.as_bytes()[4..].as_ptr());
+        assert_eq!(s.slice_from(s.len()).unwrap(), "");
+        assert_eq!(s.slice_from(6), None, "inside the two bytes of 'é'");
+        assert_eq!(s.slice_from(s.len() + 1), None);
+    }
 
     #[test]
     fn validates_on_construction_and_derefs_after() {

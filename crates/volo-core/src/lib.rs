@@ -19,5 +19,6 @@
 )]
 
 pub mod codec;
+pub mod context;
 pub mod service;
 pub mod tower;

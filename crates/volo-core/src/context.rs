@@ -1,0 +1,373 @@
+//! What a call carries besides its arguments: who calls whom, the method, the deadline,
+//! the peer's address, and metainfo.
+//!
+//! # Metainfo
+//!
+//! Key-value strings that travel in TTHeader's string block, in three kinds (the
+//! prefixes on the wire are Kitex's and Volo's, so metainfo crosses frameworks):
+//!
+//! - **persistent** (`RPC_PERSIST_<key>`): goes with the call to the callee and on with
+//!   every call the callee makes, hop after hop, until a service removes it (a log id,
+//!   a traffic tag).
+//! - **transient** (`RPC_TRANSIT_<key>`): goes one hop. A service sets it for the calls
+//!   it makes; the callee reads it ([`MetaInfo::transient`]) but does not pass it on.
+//! - **backward** (`RPC_BACKWARD_<key>`): goes back one hop, from a callee to its caller,
+//!   in the reply.
+//!
+//! A handler passes metainfo on by building the next call's context from its own:
+//! [`MetaInfo::forward`] keeps the persistent values and drops the received transient
+//! ones. Framed and Buffered calls have no header, so metainfo needs TTHeader.
+
+use std::borrow::Cow;
+use std::fmt;
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::str::FromStr;
+use std::time::Instant;
+
+use thrift_codec::Utf8Bytes;
+
+use crate::codec::{Framing, Protocol};
+
+/// Wire prefix of persistent metainfo keys.
+pub const PREFIX_PERSISTENT: &str = "RPC_PERSIST_";
+/// Wire prefix of transient metainfo keys.
+pub const PREFIX_TRANSIENT: &str = "RPC_TRANSIT_";
+/// Wire prefix of backward metainfo keys.
+pub const PREFIX_BACKWARD: &str = "RPC_BACKWARD_";
+
+/// Where a service listens or a client connects: `host:port` (TCP), `unix:/path`
+/// (a Unix-domain socket) or `shm:/path` (shared memory, through the Unix socket at
+/// that path).
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub enum Address {
+    /// A TCP address.
+    Tcp(SocketAddr),
+    /// A Unix-domain socket path.
+    Unix(PathBuf),
+    /// A shared-memory session's control socket path.
+    Shm(PathBuf),
+}
+
+/// An address string that is none of the accepted forms.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("bad address {0:?}: expected host:port, unix:/path or shm:/path")]
+pub struct AddressError(pub String);
+
+impl FromStr for Address {
+    type Err = AddressError;
+
+    fn from_str(s: &str) -> Result<Self, AddressError> {
+        let path = |p: &str| {
+            if p.is_empty() {
+                Err(AddressError(s.to_string()))
+            } else {
+                Ok(PathBuf::from(p))
+            }
+        };
+        if let Some(p) = s.strip_prefix("unix:") {
+            return path(p).map(Address::Unix);
+        }
+        if let Some(p) = s.strip_prefix("shm:") {
+            return path(p).map(Address::Shm);
+        }
+        s.parse()
+            .map(Address::Tcp)
+            .map_err(|_| AddressError(s.to_string()))
+    }
+}
+
+impl fmt::Display for Address {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Address::Tcp(a) => write!(f, "{a}"),
+            Address::Unix(p) => write!(f, "unix:{}", p.display()),
+            Address::Shm(p) => write!(f, "shm:{}", p.display()),
+        }
+    }
+}
+
+/// One side of a call.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Endpoint {
+    /// The service's name (empty when unknown).
+    pub service: Cow<'static, str>,
+    /// Its address, when known.
+    pub address: Option<Address>,
+}
+
+/// Metainfo of one call (see the [module docs](self)).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct MetaInfo {
+    persistent: Vec<(Utf8Bytes, Utf8Bytes)>,
+    transient: Vec<(Utf8Bytes, Utf8Bytes)>,
+    /// Transient values received from the caller: readable, never sent on.
+    upstream: Vec<(Utf8Bytes, Utf8Bytes)>,
+    backward: Vec<(Utf8Bytes, Utf8Bytes)>,
+}
+
+fn get<'a>(list: &'a [(Utf8Bytes, Utf8Bytes)], key: &str) -> Option<&'a str> {
+    list.iter()
+        .find(|(k, _)| k.as_str() == key)
+        .map(|(_, v)| v.as_str())
+}
+
+/// Sets `key` in `list`; an empty key or value is ignored (Kitex's rule).
+fn set(list: &mut Vec<(Utf8Bytes, Utf8Bytes)>, key: Utf8Bytes, value: Utf8Bytes) {
+    if key.is_empty() || value.is_empty() {
+        return;
+    }
+    match list.iter_mut().find(|(k, _)| *k == key) {
+        Some((_, v)) => *v = value,
+        None => list.push((key, value)),
+    }
+}
+
+impl MetaInfo {
+    /// No values.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// A persistent value.
+    pub fn persistent(&self, key: &str) -> Option<&str> {
+        get(&self.persistent, key)
+    }
+
+    /// Sets a persistent value (passed on hop after hop).
+    pub fn set_persistent(&mut self, key: impl Into<Utf8Bytes>, value: impl Into<Utf8Bytes>) {
+        set(&mut self.persistent, key.into(), value.into());
+    }
+
+    /// Removes a persistent value, so it goes no further.
+    pub fn remove_persistent(&mut self, key: &str) {
+        self.persistent.retain(|(k, _)| k.as_str() != key);
+    }
+
+    /// A transient value: one set here for the next call, or else one the caller sent.
+    pub fn transient(&self, key: &str) -> Option<&str> {
+        get(&self.transient, key).or_else(|| get(&self.upstream, key))
+    }
+
+    /// Sets a transient value for the next call only.
+    pub fn set_transient(&mut self, key: impl Into<Utf8Bytes>, value: impl Into<Utf8Bytes>) {
+        set(&mut self.transient, key.into(), value.into());
+    }
+
+    /// A backward value (on a client, after the call: what the callee sent back).
+    pub fn backward(&self, key: &str) -> Option<&str> {
+        get(&self.backward, key)
+    }
+
+    /// Sets a backward value (on a server: sent back to the caller with the reply).
+    pub fn set_backward(&mut self, key: impl Into<Utf8Bytes>, value: impl Into<Utf8Bytes>) {
+        set(&mut self.backward, key.into(), value.into());
+    }
+
+    /// Every backward value, in the order they were set.
+    pub fn backward_values(&self) -> impl Iterator<Item = (&str, &str)> {
+        self.backward.iter().map(|(k, v)| (k.as_str(), v.as_str()))
+    }
+
+    /// The metainfo for a call made while handling this one: the persistent values, and
+    /// no transient ones (those went one hop) nor backward ones.
+    pub fn forward(&self) -> MetaInfo {
+        MetaInfo {
+            persistent: self.persistent.clone(),
+            ..MetaInfo::default()
+        }
+    }
+
+    /// The request's string pairs: persistent and transient values, prefixed.
+    pub fn request_pairs(&self) -> impl Iterator<Item = (String, &Utf8Bytes)> {
+        let persistent = self
+            .persistent
+            .iter()
+            .map(|(k, v)| (format!("{PREFIX_PERSISTENT}{k}"), v));
+        let transient = self
+            .transient
+            .iter()
+            .map(|(k, v)| (format!("{PREFIX_TRANSIENT}{k}"), v));
+        persistent.chain(transient)
+    }
+
+    /// The reply's string pairs: backward values, prefixed.
+    pub fn reply_pairs(&self) -> impl Iterator<Item = (String, &Utf8Bytes)> {
+        self.backward
+            .iter()
+            .map(|(k, v)| (format!("{PREFIX_BACKWARD}{k}"), v))
+    }
+
+    /// Takes metainfo from a request's string pairs (a server receiving): persistent
+    /// values stay persistent, transient ones become readable but are not sent on.
+    /// Other keys are not metainfo and are left alone.
+    pub fn read_request<'a>(
+        &mut self,
+        pairs: impl IntoIterator<Item = &'a (Utf8Bytes, Utf8Bytes)>,
+    ) {
+        for (k, v) in pairs {
+            if let Some(key) = strip(k, PREFIX_PERSISTENT) {
+                set(&mut self.persistent, key, v.clone());
+            } else if let Some(key) = strip(k, PREFIX_TRANSIENT) {
+                set(&mut self.upstream, key, v.clone());
+            }
+        }
+    }
+
+    /// Takes backward values from a reply's string pairs (a client receiving).
+    pub fn read_reply<'a>(&mut self, pairs: impl IntoIterator<Item = &'a (Utf8Bytes, Utf8Bytes)>) {
+        for (k, v) in pairs {
+            if let Some(key) = strip(k, PREFIX_BACKWARD) {
+                set(&mut self.backward, key, v.clone());
+            }
+        }
+    }
+}
+
+/// `key` without `prefix`, as a slice of the same bytes (no copy).
+fn strip(key: &Utf8Bytes, prefix: &str) -> Option<Utf8Bytes> {
+    if key.as_str().starts_with(prefix) {
+        key.slice_from(prefix.len())
+    } else {
+        None
+    }
+}
+
+/// The call's description, common to both sides.
+#[derive(Debug, Clone, Default)]
+pub struct RpcInfo {
+    /// The calling side.
+    pub caller: Endpoint,
+    /// The called side.
+    pub callee: Endpoint,
+    /// The method's name as sent on the wire.
+    pub method: Utf8Bytes,
+    /// The message's sequence id.
+    pub seq_id: i32,
+    /// When the call must be done by: on a client, from its timeout; on a server, from
+    /// the caller's timeout when it sent one (TTHeader's RPC timeout).
+    pub deadline: Option<Instant>,
+}
+
+/// A server handler's context.
+#[derive(Debug, Clone)]
+pub struct ServerContext {
+    /// The call.
+    pub rpc: RpcInfo,
+    /// Metainfo received, and backward values to send.
+    pub metainfo: MetaInfo,
+    /// How the request was framed (the reply is framed the same way).
+    pub framing: Framing,
+    /// The request's protocol (the reply's too).
+    pub protocol: Protocol,
+}
+
+impl ServerContext {
+    /// A context for a request framed and encoded as given.
+    pub fn new(framing: Framing, protocol: Protocol) -> Self {
+        ServerContext {
+            rpc: RpcInfo::default(),
+            metainfo: MetaInfo::default(),
+            framing,
+            protocol,
+        }
+    }
+
+    /// The peer's address, when the transport has one.
+    pub fn peer(&self) -> Option<&Address> {
+        self.rpc.caller.address.as_ref()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn addresses_parse_in_every_form() {
+        assert_eq!(
+            "127.0.0.1:8080".parse(),
+            Ok(Address::Tcp("127.0.0.1:8080".parse().unwrap()))
+        );
+        assert_eq!("[::1]:9".parse::<Address>().unwrap().to_string(), "[::1]:9");
+        assert_eq!(
+            "unix:/tmp/a.sock".parse(),
+            Ok(Address::Unix("/tmp/a.sock".into()))
+        );
+        assert_eq!("shm:/tmp/s".parse(), Ok(Address::Shm("/tmp/s".into())));
+        for bad in ["", "unix:", "shm:", "localhost", "1.2.3.4", "tcp://x:1"] {
+            assert!(bad.parse::<Address>().is_err(), "{bad:?}");
+        }
+    }
+
+    fn pairs(list: &[(&'static str, &'static str)]) -> Vec<(Utf8Bytes, Utf8Bytes)> {
+        list.iter()
+            .map(|(k, v)| (Utf8Bytes::from(*k), Utf8Bytes::from(*v)))
+            .collect()
+    }
+
+    /// Three services in a row: A calls B, B calls C, C answers back to B.
+    #[test]
+    fn persistent_goes_every_hop_transient_one_and_backward_one_back() {
+        // A sets both kinds for its call to B.
+        let mut a = MetaInfo::new();
+        a.set_persistent("logid", "42");
+        a.set_transient("color", "blue");
+        let wire: Vec<_> = a
+            .request_pairs()
+            .map(|(k, v)| (Utf8Bytes::from(k), v.clone()))
+            .collect();
+        assert_eq!(
+            wire,
+            pairs(&[("RPC_PERSIST_logid", "42"), ("RPC_TRANSIT_color", "blue")])
+        );
+
+        // B receives: it sees both.
+        let mut b = MetaInfo::new();
+        b.read_request(&wire);
+        assert_eq!(b.persistent("logid"), Some("42"));
+        assert_eq!(b.transient("color"), Some("blue"));
+
+        // B calls C: only the persistent value goes on.
+        let b_to_c = b.forward();
+        let wire: Vec<_> = b_to_c
+            .request_pairs()
+            .map(|(k, v)| (Utf8Bytes::from(k), v.clone()))
+            .collect();
+        assert_eq!(wire, pairs(&[("RPC_PERSIST_logid", "42")]));
+        let mut c = MetaInfo::new();
+        c.read_request(&wire);
+        assert_eq!(c.persistent("logid"), Some("42"));
+        assert_eq!(c.transient("color"), None);
+
+        // C answers with a backward value; B's client side reads it.
+        c.set_backward("cost", "3ms");
+        let back: Vec<_> = c
+            .reply_pairs()
+            .map(|(k, v)| (Utf8Bytes::from(k), v.clone()))
+            .collect();
+        assert_eq!(back, pairs(&[("RPC_BACKWARD_cost", "3ms")]));
+        let mut b_client = b_to_c;
+        b_client.read_reply(&back);
+        assert_eq!(b_client.backward("cost"), Some("3ms"));
+        // ...and it goes no further back: B's own reply carries only what B sets.
+        assert_eq!(b.reply_pairs().count(), 0);
+    }
+
+    #[test]
+    fn unrelated_keys_and_empty_values_are_not_metainfo() {
+        let mut m = MetaInfo::new();
+        m.read_request(&pairs(&[
+            ("isn", "EchoService"),
+            ("RPC_PERSIST_", "x"),
+            ("RPC_PERSIST_k", ""),
+            ("RPC_BACKWARD_b", "1"),
+        ]));
+        assert_eq!(m, MetaInfo::new());
+        m.set_persistent("k", "1");
+        m.set_persistent("k", "2");
+        assert_eq!(m.persistent("k"), Some("2"));
+        m.remove_persistent("k");
+        assert_eq!(m.persistent("k"), None);
+    }
+}
