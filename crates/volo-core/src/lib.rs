@@ -20,5 +20,6 @@
 
 pub mod codec;
 pub mod context;
+pub mod server;
 pub mod service;
 pub mod tower;

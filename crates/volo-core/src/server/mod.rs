@@ -1,0 +1,110 @@
+//! The server: what generated code implements ([`Dispatch`]), the errors a handler
+//! returns ([`ServerError`]), and the server that runs it.
+//!
+//! Generated code, for each IDL service, writes a trait with one `async fn` per method
+//! (the user implements it) and a dispatcher, `<Service>Server<S>`, that implements
+//! [`Dispatch`]: it decodes a call's arguments by method name, calls the user's method,
+//! and returns the reply as one value of a per-service reply type.
+
+use std::future::Future;
+
+use thrift_codec::{ApplicationException, ApplicationExceptionKind, DecodeError, Decoder};
+use thrift_codec::{Encoder, Message, Sizer};
+
+use crate::context::ServerContext;
+
+/// What a handler method returns when it fails.
+#[derive(Debug)]
+pub enum ServerError<E> {
+    /// An exception the IDL declares for the method (`throws`): it reaches the caller
+    /// in the result struct, as the IDL says.
+    User(E),
+    /// Anything else: the caller gets a `TApplicationException` (for example
+    /// `INTERNAL_ERROR` with a message).
+    Application(ApplicationException),
+}
+
+impl<E> From<ApplicationException> for ServerError<E> {
+    fn from(e: ApplicationException) -> Self {
+        ServerError::Application(e)
+    }
+}
+
+impl<E> ServerError<E> {
+    /// An `INTERNAL_ERROR` with `message`.
+    pub fn internal(message: impl Into<String>) -> Self {
+        ServerError::Application(ApplicationException::new(
+            ApplicationExceptionKind::InternalError,
+            message.into(),
+        ))
+    }
+}
+
+/// Why a call could not be dispatched to a handler, or the handler failed outside the
+/// IDL: each becomes a `TApplicationException` reply.
+#[derive(Debug, thiserror::Error)]
+pub enum DispatchError {
+    /// No method of that name (`UNKNOWN_METHOD`).
+    #[error("unknown method")]
+    UnknownMethod,
+    /// The arguments did not decode (`PROTOCOL_ERROR`).
+    #[error("arguments: {0}")]
+    Decode(#[from] DecodeError),
+    /// The handler returned an application error.
+    #[error("{}", .0.message.as_str())]
+    Application(ApplicationException),
+}
+
+impl DispatchError {
+    /// The `TApplicationException` the caller gets.
+    pub fn into_exception(self, method: &str) -> ApplicationException {
+        match self {
+            DispatchError::UnknownMethod => ApplicationException::new(
+                ApplicationExceptionKind::UnknownMethod,
+                format!("unknown method {method}"),
+            ),
+            DispatchError::Decode(e) => ApplicationException::new(
+                ApplicationExceptionKind::ProtocolError,
+                format!("decoding the arguments of {method}: {e}"),
+            ),
+            DispatchError::Application(e) => e,
+        }
+    }
+}
+
+/// A reply body that can be written in any protocol: the result struct of whichever
+/// method was called. Every [`Message`] is one; generated reply enums forward to the
+/// result struct they hold.
+pub trait EncodeReply: Send {
+    /// Exact encoded size.
+    fn size<S: Sizer>(&self, s: &mut S) -> usize;
+    /// Writes it.
+    fn encode<E: Encoder>(&self, e: &mut E);
+}
+
+impl<M: Message + Send> EncodeReply for M {
+    fn size<S: Sizer>(&self, s: &mut S) -> usize {
+        Message::size(self, s)
+    }
+
+    fn encode<E: Encoder>(&self, e: &mut E) {
+        Message::encode(self, e)
+    }
+}
+
+/// A service as the server sees it: calls in by method name, replies out. Generated
+/// `<Service>Server<S>` types implement it.
+pub trait Dispatch: Send + Sync + 'static {
+    /// The reply of any method of the service.
+    type Reply: EncodeReply;
+
+    /// Handles one call of `method`: decodes its arguments from `args` (the rest of the
+    /// message after its header), runs the handler, returns the reply (for a oneway
+    /// method, a value that is not sent).
+    fn dispatch<D: Decoder + Send>(
+        &self,
+        cx: &mut ServerContext,
+        method: &str,
+        args: &mut D,
+    ) -> impl Future<Output = Result<Self::Reply, DispatchError>> + Send;
+}
