@@ -191,6 +191,11 @@ impl FrameSplitter {
         }
     }
 
+    /// The framing and protocol it cuts.
+    pub fn kind(&self) -> (Framing, Protocol) {
+        (self.framing, self.protocol)
+    }
+
     fn too_large(&self, size: u64) -> FrameError {
         FrameError::TooLarge {
             size,

@@ -6,7 +6,13 @@
 //! [`Dispatch`]: it decodes a call's arguments by method name, calls the user's method,
 //! and returns the reply as one value of a per-service reply type.
 
+mod conn;
+mod run;
+
 use std::future::Future;
+use std::time::Duration;
+
+pub use run::{BoundServer, Server};
 
 use thrift_codec::{ApplicationException, ApplicationExceptionKind, DecodeError, Decoder};
 use thrift_codec::{Encoder, Message, Sizer};
@@ -75,14 +81,14 @@ impl DispatchError {
 /// A reply body that can be written in any protocol: the result struct of whichever
 /// method was called. Every [`Message`] is one; generated reply enums forward to the
 /// result struct they hold.
-pub trait EncodeReply: Send {
+pub trait EncodeReply: Send + Sync {
     /// Exact encoded size.
     fn size<S: Sizer>(&self, s: &mut S) -> usize;
     /// Writes it.
     fn encode<E: Encoder>(&self, e: &mut E);
 }
 
-impl<M: Message + Send> EncodeReply for M {
+impl<M: Message + Send + Sync> EncodeReply for M {
     fn size<S: Sizer>(&self, s: &mut S) -> usize {
         Message::size(self, s)
     }
@@ -108,3 +114,45 @@ pub trait Dispatch: Send + Sync + 'static {
         args: &mut D,
     ) -> impl Future<Output = Result<Self::Reply, DispatchError>> + Send;
 }
+
+/// Server settings; `ServerConfig::default()` suits most services.
+#[derive(Debug, Clone)]
+pub struct ServerConfig {
+    /// Frame size limit (default 16,384,000 bytes, Apache Thrift's).
+    pub limits: crate::codec::Limits,
+    /// TTHeader header limits (default 64 KiB).
+    pub header_limits: crate::codec::ttheader::HeaderLimits,
+    /// Open connections at most; more are closed as soon as they are accepted. Default
+    /// 10,000.
+    pub max_connections: usize,
+    /// Calls handled at once across all connections; more wait. Default 10,000.
+    pub max_inflight: usize,
+    /// How long a frame may take to arrive once its first bytes did (a slow or stalled
+    /// sender is closed). Default 30 s.
+    pub read_timeout: Duration,
+    /// How long a connection may stay idle between calls; `None`: for ever. Default 10
+    /// minutes.
+    pub idle_timeout: Option<Duration>,
+    /// How long a graceful shutdown waits for calls in progress. Default 10 s.
+    pub drain_timeout: Duration,
+    /// The reactor's settings (its pollers run as tasks of the server's runtime).
+    pub reactor: netpoll_rs::Config,
+}
+
+impl Default for ServerConfig {
+    fn default() -> Self {
+        ServerConfig {
+            limits: crate::codec::Limits::default(),
+            header_limits: crate::codec::ttheader::HeaderLimits::default(),
+            max_connections: 10_000,
+            max_inflight: 10_000,
+            read_timeout: Duration::from_secs(30),
+            idle_timeout: Some(Duration::from_secs(600)),
+            drain_timeout: run::DEFAULT_DRAIN,
+            reactor: netpoll_rs::Config::default(),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests;

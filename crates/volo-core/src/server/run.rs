@@ -1,0 +1,170 @@
+//! Binding, accepting, limits and graceful shutdown.
+
+use std::future::Future;
+use std::io;
+use std::sync::Arc;
+use std::time::Duration;
+
+use tokio::sync::{Semaphore, watch};
+use tokio::task::JoinSet;
+
+use super::conn::{self, Shared};
+use super::{Dispatch, ServerConfig};
+use crate::context::Address;
+
+/// A server for one service: bind it to an address, then serve.
+///
+/// ```no_run
+/// # use volo_core::server::{Server, Dispatch};
+/// # async fn run<D: Dispatch>(dispatcher: D) -> std::io::Result<()> {
+/// let bound = Server::new(dispatcher).bind(&"127.0.0.1:8080".parse().unwrap()).await?;
+/// println!("listening on {:?}", bound.local_addr());
+/// bound.serve_with_shutdown(async { let _ = tokio::signal::ctrl_c().await; }).await
+/// # }
+/// ```
+#[derive(Debug)]
+pub struct Server<D> {
+    dispatch: D,
+    config: ServerConfig,
+}
+
+impl<D: Dispatch> Server<D> {
+    /// A server for `dispatch` (a generated `<Service>Server`) with the default
+    /// [`ServerConfig`].
+    pub fn new(dispatch: D) -> Self {
+        Server {
+            dispatch,
+            config: ServerConfig::default(),
+        }
+    }
+
+    /// Replaces the configuration.
+    pub fn with_config(mut self, config: ServerConfig) -> Self {
+        self.config = config;
+        self
+    }
+
+    /// Listens on `addr` (`host:port` or `unix:/path`; port 0 picks a free port). Must
+    /// run inside a tokio runtime: the reactor's pollers become tasks of it.
+    pub async fn bind(self, addr: &Address) -> io::Result<BoundServer<D>> {
+        let reactor = netpoll_rs::Reactor::on_runtime(
+            &tokio::runtime::Handle::current(),
+            self.config.reactor.clone(),
+        )?;
+        let listener = match addr {
+            Address::Tcp(a) => reactor.listen_tcp(*a)?,
+            Address::Unix(path) => reactor.listen_unix(path)?,
+            Address::Shm(_) => {
+                return Err(io::Error::new(
+                    io::ErrorKind::Unsupported,
+                    "shm: addresses need the shm-ipc transport, which is not built yet",
+                ));
+            }
+        };
+        let local = match (addr, listener.local_addr()) {
+            (Address::Tcp(_), Some(a)) => Address::Tcp(a),
+            _ => addr.clone(),
+        };
+        let connections = Arc::new(Semaphore::new(self.config.max_connections));
+        Ok(BoundServer {
+            shared: Arc::new(Shared {
+                inflight: Semaphore::new(self.config.max_inflight),
+                dispatch: self.dispatch,
+                config: self.config,
+            }),
+            reactor,
+            listener,
+            local,
+            connections,
+        })
+    }
+}
+
+/// A server that listens and has not started serving yet.
+#[derive(Debug)]
+pub struct BoundServer<D> {
+    shared: Arc<Shared<D>>,
+    reactor: netpoll_rs::Reactor,
+    listener: netpoll_rs::Listener,
+    local: Address,
+    connections: Arc<Semaphore>,
+}
+
+impl<D> std::fmt::Debug for Shared<D> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Shared")
+            .field("config", &self.config)
+            .finish_non_exhaustive()
+    }
+}
+
+impl<D: Dispatch> BoundServer<D> {
+    /// The address it listens on (for TCP, with the port picked).
+    pub fn local_addr(&self) -> &Address {
+        &self.local
+    }
+
+    /// Serves until the process ends.
+    pub async fn serve(self) -> io::Result<()> {
+        self.serve_with_shutdown(std::future::pending()).await
+    }
+
+    /// Serves until `signal` completes, then shuts down gracefully: stops accepting,
+    /// closes idle connections, lets calls in progress finish and be answered (each
+    /// connection closes after its current call) for up to
+    /// [`ServerConfig::drain_timeout`], then closes what is left.
+    pub async fn serve_with_shutdown(self, signal: impl Future<Output = ()>) -> io::Result<()> {
+        let (stop_tx, stop_rx) = watch::channel(false);
+        let mut tasks = JoinSet::new();
+        let mut signal = std::pin::pin!(signal);
+        let outcome = loop {
+            while tasks.try_join_next().is_some() {}
+            tokio::select! {
+                () = &mut signal => break Ok(()),
+                accepted = self.listener.accept() => {
+                    let conn = match accepted {
+                        Ok(c) => c,
+                        Err(e) if is_transient(&e) => continue,
+                        Err(e) => break Err(e),
+                    };
+                    // Over the connection limit: closed at once (dropping it).
+                    let Ok(permit) = Arc::clone(&self.connections).try_acquire_owned() else {
+                        continue;
+                    };
+                    let shared = Arc::clone(&self.shared);
+                    let stop = stop_rx.clone();
+                    tasks.spawn(async move {
+                        conn::serve(conn, shared, stop).await;
+                        drop(permit);
+                    });
+                }
+            }
+        };
+        self.listener.close();
+        let _ = stop_tx.send(true);
+        let drained = tokio::time::timeout(self.shared.config.drain_timeout, async {
+            while tasks.join_next().await.is_some() {}
+        })
+        .await;
+        if drained.is_err() {
+            tasks.abort_all();
+            while tasks.join_next().await.is_some() {}
+        }
+        self.reactor.shutdown();
+        outcome
+    }
+}
+
+/// Accept errors that concern one connection or a passing shortage, not the listener.
+fn is_transient(e: &io::Error) -> bool {
+    matches!(
+        e.kind(),
+        io::ErrorKind::ConnectionAborted
+            | io::ErrorKind::ConnectionReset
+            | io::ErrorKind::Interrupted
+            | io::ErrorKind::WouldBlock
+    ) || e.raw_os_error().is_some_and(|c| c == 24 || c == 23) // EMFILE, ENFILE
+}
+
+/// How long a drained server waits at most, by default.
+pub(crate) const DEFAULT_DRAIN: Duration = Duration::from_secs(10);

@@ -1,0 +1,538 @@
+//! The server end to end over real sockets, with a hand-written dispatcher (generated
+//! ones are tested where codegen's output is compiled) and a blocking std client that
+//! writes exactly the bytes each case needs.
+
+use std::io::{Read, Write};
+use std::net::TcpStream;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::Duration;
+
+use bytes::{BufMut, Bytes, BytesMut};
+use thrift_codec::{
+    ApplicationException, ApplicationExceptionKind, Binary, Codec, Compact, DecodeError, Decoder,
+    Encoder, LinkBuffer, Message, MessageHeader, MessageType, Sizer, TType, Utf8Bytes,
+};
+
+use super::*;
+use crate::codec::Protocol;
+use crate::codec::ttheader::{Header, HeaderLimits, int_key};
+use crate::context::{Address, ServerContext};
+
+/// `struct Text { 1: string text }`: the arguments and (as field 0) the result.
+#[derive(Debug, Clone, PartialEq, Default)]
+struct Text {
+    id: i16,
+    text: Option<Utf8Bytes>,
+}
+
+impl Message for Text {
+    fn size<S: Sizer>(&self, s: &mut S) -> usize {
+        let saved = s.struct_begin();
+        let field = self.text.as_ref().map_or(0, |t| {
+            s.field_begin_len(TType::Binary, self.id) + s.bytes_len(t.len())
+        });
+        field + s.struct_end_len(saved)
+    }
+
+    fn encode<E: Encoder>(&self, e: &mut E) {
+        let saved = e.write_struct_begin();
+        if let Some(t) = &self.text {
+            e.write_field_begin(TType::Binary, self.id);
+            e.write_string(t);
+        }
+        e.write_struct_end(saved);
+    }
+
+    fn decode<D: Decoder>(d: &mut D) -> Result<Self, DecodeError> {
+        let saved = d.read_struct_begin()?;
+        let mut out = Text::default();
+        loop {
+            let f = d.read_field_begin()?;
+            match (f.id, f.ty) {
+                (_, TType::Stop) => break,
+                (id, TType::Binary) => {
+                    out.id = id;
+                    out.text = Some(d.read_string().map_err(|e| e.push("Text", "text"))?);
+                }
+                (_, ty) => d.skip(ty)?,
+            }
+        }
+        d.read_struct_end(saved);
+        Ok(out)
+    }
+}
+
+fn text(id: i16, t: &str) -> Text {
+    Text {
+        id,
+        text: Some(Utf8Bytes::from(t.to_string())),
+    }
+}
+
+/// Methods: `echo` (answers its text), `panic`, `fail` (an application error),
+/// `slow` (sleeps 300 ms first), `notify` (oneway: counts). It sends back the
+/// persistent value `logid` as the backward value `seen`.
+struct TestService {
+    notified: Arc<AtomicUsize>,
+}
+
+impl Dispatch for TestService {
+    type Reply = Text;
+
+    async fn dispatch<D: Decoder + Send>(
+        &self,
+        cx: &mut ServerContext,
+        method: &str,
+        args: &mut D,
+    ) -> Result<Text, DispatchError> {
+        let args = Text::decode(args)?;
+        let body = args.text.unwrap_or_default();
+        if let Some(logid) = cx.metainfo.persistent("logid") {
+            let logid = logid.to_string();
+            cx.metainfo.set_backward("seen", logid);
+        }
+        match method {
+            "echo" => Ok(Text {
+                id: 0,
+                text: Some(body),
+            }),
+            "slow" => {
+                tokio::time::sleep(Duration::from_millis(300)).await;
+                Ok(Text {
+                    id: 0,
+                    text: Some(body),
+                })
+            }
+            "panic" => panic!("the handler gave up on {}", body.as_str()),
+            "fail" => Err(DispatchError::Application(ApplicationException::new(
+                ApplicationExceptionKind::InternalError,
+                "failed on purpose",
+            ))),
+            "notify" => {
+                self.notified.fetch_add(1, Ordering::SeqCst);
+                Ok(Text::default())
+            }
+            _ => Err(DispatchError::UnknownMethod),
+        }
+    }
+}
+
+struct Running {
+    addr: std::net::SocketAddr,
+    notified: Arc<AtomicUsize>,
+    stop: Option<tokio::sync::oneshot::Sender<()>>,
+    done: tokio::task::JoinHandle<std::io::Result<()>>,
+}
+
+async fn start(config: ServerConfig) -> Running {
+    let notified = Arc::new(AtomicUsize::new(0));
+    let server = Server::new(TestService {
+        notified: Arc::clone(&notified),
+    })
+    .with_config(config);
+    let bound = server
+        .bind(&"127.0.0.1:0".parse().unwrap())
+        .await
+        .expect("bind");
+    let Address::Tcp(addr) = bound.local_addr().clone() else {
+        panic!("a TCP address");
+    };
+    let (stop, stopped) = tokio::sync::oneshot::channel();
+    let done = tokio::spawn(bound.serve_with_shutdown(async {
+        let _ = stopped.await;
+    }));
+    Running {
+        addr,
+        notified,
+        stop: Some(stop),
+        done,
+    }
+}
+
+fn runtime() -> tokio::runtime::Runtime {
+    tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .unwrap()
+}
+
+/// Runs `f` with a server, in a blocking thread (the client is plain std), bounded in
+/// time.
+fn with_server(config: ServerConfig, f: impl FnOnce(&Running) + Send + 'static) {
+    runtime().block_on(async {
+        let running = start(config).await;
+        let running = tokio::time::timeout(Duration::from_secs(60), async move {
+            tokio::task::spawn_blocking(move || {
+                f(&running);
+                running
+            })
+            .await
+            .expect("the client side panicked")
+        })
+        .await
+        .expect("the test ran out of time");
+        let mut running = running;
+        let _ = running.stop.take().map(|s| s.send(()));
+        tokio::time::timeout(Duration::from_secs(20), &mut running.done)
+            .await
+            .expect("the server did not stop")
+            .unwrap()
+            .unwrap();
+    });
+}
+
+fn connect(addr: std::net::SocketAddr) -> TcpStream {
+    let s = TcpStream::connect(addr).unwrap();
+    s.set_read_timeout(Some(Duration::from_secs(20))).unwrap();
+    s
+}
+
+/// Reads until the server closes the connection; fails if it is still open after the
+/// client's read timeout (a close the test waits for must come from the server).
+fn read_until_closed(s: &mut TcpStream) -> Vec<u8> {
+    let mut rest = Vec::new();
+    match s.read_to_end(&mut rest) {
+        Ok(_) => rest,
+        Err(e) if e.kind() == std::io::ErrorKind::ConnectionReset => rest,
+        Err(e) => panic!("the server did not close the connection: {e}"),
+    }
+}
+
+/// A call message in protocol `P`.
+fn call<P: thrift_codec::Protocol>(ty: MessageType, method: &str, seq: i32, t: &str) -> Vec<u8> {
+    let header = MessageHeader {
+        name: Utf8Bytes::from(method.to_string()),
+        ty,
+        seq_id: seq,
+    };
+    let mut buf = LinkBuffer::new();
+    let n = Codec::<P>::new()
+        .encode_message(&header, &text(1, t), &mut buf)
+        .unwrap();
+    buf.next(n).to_vec()
+}
+
+fn framed(msg: &[u8]) -> Vec<u8> {
+    let mut out = (msg.len() as u32).to_be_bytes().to_vec();
+    out.extend_from_slice(msg);
+    out
+}
+
+fn read_framed(s: &mut TcpStream) -> Vec<u8> {
+    let mut len = [0u8; 4];
+    s.read_exact(&mut len).unwrap();
+    let mut msg = vec![0u8; u32::from_be_bytes(len) as usize];
+    s.read_exact(&mut msg).unwrap();
+    msg
+}
+
+/// A decoded reply: its header and either the result text or the exception.
+#[derive(Debug, PartialEq)]
+enum Answer {
+    Ok(String),
+    Exception(ApplicationExceptionKind, String),
+}
+
+fn answer<P: thrift_codec::Protocol>(msg: Vec<u8>) -> (MessageHeader, Answer) {
+    let codec = Codec::<P>::new();
+    let mut d = codec.decoder(Bytes::from(msg)).unwrap();
+    let h = d.read_message_begin().unwrap();
+    let a = match h.ty {
+        MessageType::Reply => Answer::Ok(Text::decode(&mut d).unwrap().text.unwrap().to_string()),
+        MessageType::Exception => {
+            let e = ApplicationException::decode(&mut d).unwrap();
+            Answer::Exception(e.kind, e.message.to_string())
+        }
+        other => panic!("a {other:?} message from the server"),
+    };
+    (h, a)
+}
+
+#[test]
+fn framed_binary_calls_are_answered_in_order() {
+    with_server(ServerConfig::default(), |s| {
+        let mut c = connect(s.addr);
+        for seq in 1..=20 {
+            c.write_all(&framed(&call::<Binary>(
+                MessageType::Call,
+                "echo",
+                seq,
+                &format!("hello {seq}"),
+            )))
+            .unwrap();
+            let (h, a) = answer::<Binary>(read_framed(&mut c));
+            assert_eq!(
+                (h.name.as_str(), h.ty, h.seq_id),
+                ("echo", MessageType::Reply, seq)
+            );
+            assert_eq!(a, Answer::Ok(format!("hello {seq}")));
+        }
+    });
+}
+
+#[test]
+fn buffered_compact_calls_are_answered_unframed() {
+    with_server(ServerConfig::default(), |s| {
+        let mut c = connect(s.addr);
+        // Two calls in one write, the second split over two more.
+        let one = call::<Compact>(MessageType::Call, "echo", 1, "first");
+        let two = call::<Compact>(MessageType::Call, "echo", 2, "second");
+        let mut bytes = one.clone();
+        bytes.extend_from_slice(&two[..3]);
+        c.write_all(&bytes).unwrap();
+        std::thread::sleep(Duration::from_millis(20));
+        c.write_all(&two[3..]).unwrap();
+        for (seq, want) in [(1, "first"), (2, "second")] {
+            // A buffered reply has no length: read exactly what the expected one takes.
+            let expected = {
+                let header = MessageHeader {
+                    name: "echo".into(),
+                    ty: MessageType::Reply,
+                    seq_id: seq,
+                };
+                let mut buf = LinkBuffer::new();
+                let n = Codec::<Compact>::new()
+                    .encode_message(&header, &text(0, want), &mut buf)
+                    .unwrap();
+                buf.next(n).to_vec()
+            };
+            let mut got = vec![0u8; expected.len()];
+            c.read_exact(&mut got).unwrap();
+            assert_eq!(got, expected, "reply {seq}");
+        }
+    });
+}
+
+/// A TTHeader call with metainfo: the handler sees the persistent value, the reply's
+/// header carries the backward value and the message type, framed the same way.
+#[test]
+fn ttheader_calls_carry_metainfo_both_ways() {
+    with_server(ServerConfig::default(), |s| {
+        let mut c = connect(s.addr);
+        let msg = call::<Binary>(MessageType::Call, "echo", 9, "tt");
+        let mut h = Header::new(9, Protocol::Binary);
+        h.str_kv.push(("RPC_PERSIST_logid".into(), "L-42".into()));
+        h.int_kv.push((int_key::TO_METHOD, "echo".into()));
+        h.int_kv.push((int_key::RPC_TIMEOUT, "1000".into()));
+        let mut frame = BytesMut::new();
+        h.write(msg.len(), &mut frame).unwrap();
+        frame.put_slice(&msg);
+        c.write_all(&frame).unwrap();
+
+        let reply = Bytes::from(framed(&read_framed(&mut c)));
+        let (rh, payload) = Header::decode(&reply, &HeaderLimits::default()).unwrap();
+        assert_eq!(rh.seq_id, 9);
+        assert_eq!(rh.protocol, Protocol::Binary);
+        assert_eq!(rh.int_value(int_key::MSG_TYPE), Some("2"));
+        assert_eq!(rh.str_value("RPC_BACKWARD_seen"), Some("L-42"));
+        let (mh, a) = answer::<Binary>(payload.to_vec());
+        assert_eq!(mh.seq_id, 9);
+        assert_eq!(a, Answer::Ok("tt".into()));
+    });
+}
+
+#[test]
+fn failures_become_application_exceptions_and_the_connection_lives_on() {
+    with_server(ServerConfig::default(), |s| {
+        let mut c = connect(s.addr);
+        let cases = [
+            (
+                "nope",
+                ApplicationExceptionKind::UnknownMethod,
+                "unknown method nope",
+            ),
+            (
+                "fail",
+                ApplicationExceptionKind::InternalError,
+                "failed on purpose",
+            ),
+            (
+                "panic",
+                ApplicationExceptionKind::InternalError,
+                "the handler panicked: the handler gave up on x",
+            ),
+        ];
+        for (seq, (method, kind, message)) in cases.into_iter().enumerate() {
+            let seq = seq as i32;
+            c.write_all(&framed(&call::<Binary>(
+                MessageType::Call,
+                method,
+                seq,
+                "x",
+            )))
+            .unwrap();
+            let (h, a) = answer::<Binary>(read_framed(&mut c));
+            assert_eq!((h.ty, h.seq_id), (MessageType::Exception, seq), "{method}");
+            assert_eq!(a, Answer::Exception(kind, message.into()), "{method}");
+        }
+        // Arguments that do not decode: a protocol error for that call only.
+        let mut bad = call::<Binary>(MessageType::Call, "echo", 7, "x");
+        let field_type_at = 4 + 4 + 4 + 4;
+        bad[field_type_at] = 0xEE;
+        c.write_all(&framed(&bad)).unwrap();
+        let (_, a) = answer::<Binary>(read_framed(&mut c));
+        assert!(
+            matches!(
+                a,
+                Answer::Exception(ApplicationExceptionKind::ProtocolError, _)
+            ),
+            "{a:?}"
+        );
+        // A reply-type message sent to a server.
+        c.write_all(&framed(&call::<Binary>(MessageType::Reply, "echo", 8, "x")))
+            .unwrap();
+        let (_, a) = answer::<Binary>(read_framed(&mut c));
+        assert!(matches!(
+            a,
+            Answer::Exception(ApplicationExceptionKind::InvalidMessageType, _)
+        ));
+        c.write_all(&framed(&call::<Binary>(
+            MessageType::Call,
+            "echo",
+            9,
+            "still here",
+        )))
+        .unwrap();
+        assert_eq!(
+            answer::<Binary>(read_framed(&mut c)).1,
+            Answer::Ok("still here".into())
+        );
+    });
+}
+
+#[test]
+fn oneway_calls_get_no_reply() {
+    with_server(ServerConfig::default(), |s| {
+        let mut c = connect(s.addr);
+        for seq in 0..3 {
+            c.write_all(&framed(&call::<Binary>(
+                MessageType::Oneway,
+                "notify",
+                seq,
+                "e",
+            )))
+            .unwrap();
+        }
+        c.write_all(&framed(&call::<Binary>(
+            MessageType::Call,
+            "echo",
+            3,
+            "after",
+        )))
+        .unwrap();
+        let (h, a) = answer::<Binary>(read_framed(&mut c));
+        assert_eq!(
+            h.seq_id, 3,
+            "the first reply is the call's: oneways got none"
+        );
+        assert_eq!(a, Answer::Ok("after".into()));
+        assert_eq!(s.notified.load(Ordering::SeqCst), 3);
+    });
+}
+
+/// Hostile bytes close their own connection only.
+#[test]
+fn garbage_and_oversized_frames_close_only_their_connection() {
+    let config = ServerConfig {
+        limits: crate::codec::Limits { max_frame: 4096 },
+        ..ServerConfig::default()
+    };
+    with_server(config, |s| {
+        let mut good = connect(s.addr);
+        for hostile in [
+            b"GET / HTTP/1.1\r\nHost: x\r\n\r\n".to_vec(),
+            framed(&call::<Binary>(
+                MessageType::Call,
+                "echo",
+                1,
+                &"x".repeat(5000),
+            ))[..8]
+                .to_vec(), // a length above the limit
+            vec![0xff, 0xff, 0xff, 0xf0, 0x80, 0x01, 0, 1], // a negative length
+            // A TTHeader with an unknown info id.
+            vec![
+                0, 0, 0, 0x0e, 0x10, 0, 0, 0, 0, 0, 0, 1, 0, 1, 0, 0, 0x7f, 0,
+            ],
+        ] {
+            let mut bad = connect(s.addr);
+            bad.write_all(&hostile).unwrap();
+            let rest = read_until_closed(&mut bad);
+            assert!(
+                rest.len() < 200,
+                "{hostile:02x?}: {} bytes back",
+                rest.len()
+            );
+            good.write_all(&framed(&call::<Binary>(MessageType::Call, "echo", 1, "ok")))
+                .unwrap();
+            assert_eq!(
+                answer::<Binary>(read_framed(&mut good)).1,
+                Answer::Ok("ok".into())
+            );
+        }
+    });
+}
+
+#[test]
+fn a_stalled_frame_is_closed_after_the_read_timeout() {
+    let config = ServerConfig {
+        read_timeout: Duration::from_millis(200),
+        ..ServerConfig::default()
+    };
+    with_server(config, |s| {
+        let mut c = connect(s.addr);
+        let msg = framed(&call::<Binary>(MessageType::Call, "echo", 1, "x"));
+        c.write_all(&msg[..10]).unwrap();
+        assert!(read_until_closed(&mut c).is_empty());
+        // An idle connection is not closed by the read timeout.
+        let mut idle = connect(s.addr);
+        std::thread::sleep(Duration::from_millis(500));
+        idle.write_all(&msg).unwrap();
+        assert_eq!(
+            answer::<Binary>(read_framed(&mut idle)).1,
+            Answer::Ok("x".into())
+        );
+    });
+}
+
+/// A call in progress when the shutdown starts is still answered; the listener is
+/// closed; idle connections are closed.
+#[test]
+fn graceful_shutdown_answers_the_call_in_progress() {
+    runtime().block_on(async {
+        let mut s = start(ServerConfig::default()).await;
+        let addr = s.addr;
+        let client = tokio::task::spawn_blocking(move || {
+            let mut idle = connect(addr);
+            let mut c = connect(addr);
+            c.write_all(&framed(&call::<Binary>(
+                MessageType::Call,
+                "slow",
+                5,
+                "late",
+            )))
+            .unwrap();
+            let reply = answer::<Binary>(read_framed(&mut c));
+            (
+                reply,
+                read_until_closed(&mut c),
+                read_until_closed(&mut idle),
+            )
+        });
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        let _ = s.stop.take().map(|t| t.send(()));
+        let ((h, a), rest, idle_rest) = tokio::time::timeout(Duration::from_secs(20), client)
+            .await
+            .unwrap()
+            .unwrap();
+        assert_eq!((h.seq_id, a), (5, Answer::Ok("late".into())));
+        assert!(rest.is_empty() && idle_rest.is_empty());
+        tokio::time::timeout(Duration::from_secs(20), s.done)
+            .await
+            .unwrap()
+            .unwrap()
+            .unwrap();
+        assert!(TcpStream::connect(addr).is_err(), "the listener is closed");
+    });
+}
