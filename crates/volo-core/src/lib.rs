@@ -18,8 +18,11 @@
     unreachable_pub
 )]
 
+pub mod client;
 pub mod codec;
 pub mod context;
 pub mod server;
 pub mod service;
+#[cfg(test)]
+mod test_support;
 pub mod tower;

@@ -1,0 +1,435 @@
+//! The client: connections pooled per peer, one call at a time on each (ping-pong),
+//! with connect and call timeouts, any framing and protocol.
+//!
+//! Generated `<Service>Client` types wrap a [`Client`] and turn each method into a
+//! [`Client::call`] with the method's argument and result structs. Defaults, all in
+//! [`ClientConfig`]:
+//!
+//! - framing TTHeader (it carries metainfo; use Framed or Buffered for Apache Thrift
+//!   servers), protocol Binary;
+//! - connect timeout 1 s, call timeout 10 s (per call: [`ClientContext::timeout`]);
+//! - at most 64 connections per peer; a call that finds them all busy waits for one;
+//! - frames up to 16,384,000 bytes.
+
+mod pool;
+
+use std::fmt;
+use std::io;
+use std::sync::Arc;
+use std::time::Duration;
+
+use bytes::{BufMut, Bytes};
+use thrift_codec::{
+    ApplicationException, ApplicationExceptionKind, Binary, Codec, Compact, Decoder, Encoder,
+    Message, MessageHeader, MessageType, Sizer, Utf8Bytes,
+};
+
+use crate::codec::ttheader::{Header, HeaderLimits, int_key};
+use crate::codec::{FrameSplitter, Framing, Limits, Protocol};
+use crate::context::{Address, MetaInfo};
+use pool::{Pool, Pooled};
+
+/// Client settings.
+#[derive(Debug, Clone)]
+pub struct ClientConfig {
+    /// The framing of requests. Default TTHeader.
+    pub framing: Framing,
+    /// The protocol of requests. Default Binary.
+    pub protocol: Protocol,
+    /// How long a connect may take. Default 1 s.
+    pub connect_timeout: Duration,
+    /// How long a call may take, from sending to the whole reply (unless the call's
+    /// context says otherwise). Default 10 s.
+    pub rpc_timeout: Option<Duration>,
+    /// Open connections per peer at most. Default 64.
+    pub max_connections: usize,
+    /// Frame size limit for replies. Default 16,384,000 bytes.
+    pub limits: Limits,
+    /// This client's service name, sent in TTHeader as the caller.
+    pub caller: String,
+    /// The reactor's settings.
+    pub reactor: netpoll_rs::Config,
+}
+
+impl Default for ClientConfig {
+    fn default() -> Self {
+        ClientConfig {
+            framing: Framing::TTHeader,
+            protocol: Protocol::Binary,
+            connect_timeout: Duration::from_secs(1),
+            rpc_timeout: Some(Duration::from_secs(10)),
+            max_connections: 64,
+            limits: Limits::default(),
+            caller: String::new(),
+            reactor: netpoll_rs::Config::default(),
+        }
+    }
+}
+
+/// A call's context on the client: its metainfo (and, after the call, the backward
+/// values), and per-call options.
+#[derive(Debug, Clone, Default)]
+pub struct ClientContext {
+    /// Metainfo to send; after the call, backward values received.
+    pub metainfo: MetaInfo,
+    /// This call's timeout, instead of the client's.
+    pub timeout: Option<Duration>,
+}
+
+impl ClientContext {
+    /// A context with no metainfo and the client's timeout.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// A context whose metainfo goes on from a server's call (persistent values).
+    pub fn forward_from(server: &crate::context::ServerContext) -> Self {
+        ClientContext {
+            metainfo: server.metainfo.forward(),
+            timeout: None,
+        }
+    }
+}
+
+/// Why a call failed below the service: the connection, the bytes, or the clock.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum TransportError {
+    /// Connecting failed or timed out.
+    #[error("connecting to {addr}: {source}")]
+    Connect {
+        /// The peer.
+        addr: Address,
+        /// What happened.
+        source: io::Error,
+    },
+    /// Reading or writing failed (the connection is dropped).
+    #[error("I/O: {0}")]
+    Io(#[from] io::Error),
+    /// The call did not finish in time.
+    #[error("the call timed out after {0:?}")]
+    Timeout(Duration),
+    /// The reply was not a valid reply.
+    #[error("bad reply: {0}")]
+    Protocol(String),
+    /// The request could not be encoded (too large...).
+    #[error("encoding the request: {0}")]
+    Encode(String),
+}
+
+/// Why a generated client method failed.
+#[derive(Debug)]
+pub enum ClientError<E> {
+    /// An exception the IDL declares for the method.
+    User(E),
+    /// The server answered with a `TApplicationException`.
+    Application(ApplicationException),
+    /// The call did not get an answer.
+    Transport(TransportError),
+}
+
+impl<E: fmt::Display> fmt::Display for ClientError<E> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            ClientError::User(e) => write!(f, "{e}"),
+            ClientError::Application(e) => write!(
+                f,
+                "application exception {:?}: {}",
+                e.kind,
+                e.message.as_str()
+            ),
+            ClientError::Transport(e) => write!(f, "{e}"),
+        }
+    }
+}
+
+impl<E: fmt::Debug + fmt::Display> std::error::Error for ClientError<E> {}
+
+impl<E> From<CallError> for ClientError<E> {
+    fn from(e: CallError) -> Self {
+        match e {
+            CallError::Application(a) => ClientError::Application(a),
+            CallError::Transport(t) => ClientError::Transport(t),
+        }
+    }
+}
+
+impl<E> ClientError<E> {
+    /// The `MISSING_RESULT` error: a reply with neither a result nor an exception.
+    pub fn missing_result(method: &str) -> Self {
+        ClientError::Application(ApplicationException::new(
+            ApplicationExceptionKind::MissingResult,
+            format!("{method}: the reply has no result"),
+        ))
+    }
+}
+
+/// Why [`Client::call`] failed.
+#[derive(Debug, thiserror::Error)]
+pub enum CallError {
+    /// The server answered with a `TApplicationException`.
+    #[error("application exception {:?}: {}", .0.kind, .0.message.as_str())]
+    Application(ApplicationException),
+    /// No answer.
+    #[error(transparent)]
+    Transport(#[from] TransportError),
+}
+
+/// A client of one service at one address (cheap to clone).
+#[derive(Debug, Clone)]
+pub struct Client {
+    inner: Arc<Inner>,
+}
+
+#[derive(Debug)]
+struct Inner {
+    service: String,
+    addr: Address,
+    config: ClientConfig,
+    pool: Pool,
+}
+
+impl Client {
+    /// A client of `service` (its name, sent as the callee in TTHeader) at `addr`. Must
+    /// be created inside a tokio runtime (its reactor's pollers are tasks of it).
+    pub fn new(service: &str, addr: Address, config: ClientConfig) -> io::Result<Client> {
+        let reactor = netpoll_rs::Reactor::on_runtime(
+            &tokio::runtime::Handle::current(),
+            config.reactor.clone(),
+        )?;
+        let pool = Pool::new(reactor, addr.clone(), &config);
+        Ok(Client {
+            inner: Arc::new(Inner {
+                service: service.to_string(),
+                addr,
+                config,
+                pool,
+            }),
+        })
+    }
+
+    /// The peer's address.
+    pub fn addr(&self) -> &Address {
+        &self.inner.addr
+    }
+
+    /// Calls `method` with `args` and decodes the reply's result struct `R`.
+    pub async fn call<A: Message + Sync, R: Message>(
+        &self,
+        cx: &mut ClientContext,
+        method: &'static str,
+        args: &A,
+    ) -> Result<R, CallError> {
+        let timeout = cx.timeout.or(self.inner.config.rpc_timeout);
+        let work = self.exchange(cx, method, args, false);
+        let reply = match timeout {
+            Some(t) => tokio::time::timeout(t, work)
+                .await
+                .map_err(|_| TransportError::Timeout(t))??,
+            None => work.await?,
+        };
+        let Some((framing_meta, payload, seq_id)) = reply else {
+            return Err(TransportError::Protocol("no reply".into()).into());
+        };
+        if let Some(header) = framing_meta {
+            cx.metainfo.read_reply(&header.str_kv);
+        }
+        match self.inner.config.protocol {
+            Protocol::Binary => {
+                decode_reply::<Binary, R>(&self.inner.config, method, seq_id, payload)
+            }
+            Protocol::Compact => {
+                decode_reply::<Compact, R>(&self.inner.config, method, seq_id, payload)
+            }
+        }
+    }
+
+    /// Sends a oneway call: no reply is read; done once the request is in the kernel.
+    pub async fn oneway<A: Message + Sync>(
+        &self,
+        cx: &mut ClientContext,
+        method: &'static str,
+        args: &A,
+    ) -> Result<(), CallError> {
+        let timeout = cx.timeout.or(self.inner.config.rpc_timeout);
+        let work = self.exchange(cx, method, args, true);
+        match timeout {
+            Some(t) => tokio::time::timeout(t, work)
+                .await
+                .map_err(|_| TransportError::Timeout(t))??,
+            None => work.await?,
+        };
+        Ok(())
+    }
+
+    /// Sends one request on a pooled connection and (unless `oneway`) reads its reply
+    /// frame: the reply's TTHeader, if any, and its message bytes.
+    async fn exchange<A: Message + Sync>(
+        &self,
+        cx: &ClientContext,
+        method: &'static str,
+        args: &A,
+        oneway: bool,
+    ) -> Result<Option<(Option<Header>, Bytes, i32)>, TransportError> {
+        let config = &self.inner.config;
+        let mut conn = self.inner.pool.get().await?;
+        let seq_id = conn.next_seq();
+        let header = MessageHeader {
+            name: Utf8Bytes::from(method),
+            ty: if oneway {
+                MessageType::Oneway
+            } else {
+                MessageType::Call
+            },
+            seq_id,
+        };
+        let written = match config.protocol {
+            Protocol::Binary => self.write_request::<Binary, A>(&conn, cx, &header, args),
+            Protocol::Compact => self.write_request::<Compact, A>(&conn, cx, &header, args),
+        };
+        written?;
+        conn.conn().flush().await?;
+        if oneway {
+            conn.release();
+            return Ok(None);
+        }
+        let mut splitter = FrameSplitter::new(config.framing, config.protocol, config.limits);
+        let frame = conn
+            .conn()
+            .read_frame(|input| {
+                splitter
+                    .frame_len(input)
+                    .map_err(|e| io::Error::new(io::ErrorKind::InvalidData, e))
+            })
+            .await?
+            .ok_or_else(|| {
+                io::Error::new(
+                    io::ErrorKind::UnexpectedEof,
+                    "the server closed the connection before replying",
+                )
+            })?;
+        let (header, payload) = match config.framing {
+            Framing::TTHeader => {
+                let (h, payload) = Header::decode(&frame, &HeaderLimits::default())
+                    .map_err(|e| TransportError::Protocol(format!("reply header: {e}")))?;
+                (Some(h), payload)
+            }
+            Framing::Framed => (None, frame.slice(4..)),
+            Framing::Buffered => (None, frame),
+        };
+        // Whole reply read: the connection is clean for the next call.
+        conn.release();
+        Ok(Some((header, payload, seq_id)))
+    }
+
+    fn write_request<P: thrift_codec::Protocol, A: Message>(
+        &self,
+        conn: &Pooled<'_>,
+        cx: &ClientContext,
+        header: &MessageHeader,
+        args: &A,
+    ) -> Result<(), TransportError> {
+        let config = &self.inner.config;
+        let codec = Codec::<P>::new();
+        let mut sizer = codec.sizer();
+        let len = sizer.message_begin_len(header) + args.size(&mut sizer);
+        if len > config.limits.max_frame {
+            return Err(TransportError::Encode(format!(
+                "a request of {len} bytes exceeds the frame limit of {}",
+                config.limits.max_frame
+            )));
+        }
+        let copied = len - sizer.zero_copy_len();
+        let tt = (config.framing == Framing::TTHeader).then(|| {
+            let mut h = Header::new(header.seq_id, config.protocol);
+            h.str_kv.extend(
+                cx.metainfo
+                    .request_pairs()
+                    .map(|(k, v)| (Utf8Bytes::from(k), v.clone())),
+            );
+            h.int_kv.push((int_key::TO_METHOD, header.name.clone()));
+            if !self.inner.service.is_empty() {
+                h.int_kv.push((
+                    int_key::TO_SERVICE,
+                    Utf8Bytes::from(self.inner.service.clone()),
+                ));
+            }
+            if !config.caller.is_empty() {
+                h.int_kv.push((
+                    int_key::FROM_SERVICE,
+                    Utf8Bytes::from(config.caller.clone()),
+                ));
+            }
+            if let Some(t) = cx.timeout.or(config.rpc_timeout) {
+                h.int_kv.push((
+                    int_key::RPC_TIMEOUT,
+                    Utf8Bytes::from(t.as_millis().to_string()),
+                ));
+            }
+            h
+        });
+        conn.conn().write_with(|out| {
+            match (&tt, config.framing) {
+                (Some(h), _) => {
+                    out.reserve(h.prefix_len() + copied);
+                    h.write(len, out.tail_mut())
+                        .map_err(|e| TransportError::Encode(e.to_string()))?;
+                }
+                (None, Framing::Framed) => {
+                    out.reserve(4 + copied);
+                    out.tail_mut().put_u32(len as u32);
+                }
+                (None, _) => out.reserve(copied),
+            }
+            let mut e = codec.encoder(out);
+            e.write_message_begin(header);
+            args.encode(&mut e);
+            Ok(())
+        })
+    }
+}
+
+/// Decodes a reply message: the result struct, or the exception the server sent.
+fn decode_reply<P: thrift_codec::Protocol, R: Message>(
+    config: &ClientConfig,
+    method: &str,
+    seq_id: i32,
+    payload: Bytes,
+) -> Result<R, CallError> {
+    let codec = Codec::<P>::new().max_size(config.limits.max_frame);
+    let bad = |what: String| CallError::Transport(TransportError::Protocol(what));
+    let mut d = codec
+        .decoder(payload)
+        .map_err(|e| bad(format!("reply: {e}")))?;
+    let header = d
+        .read_message_begin()
+        .map_err(|e| bad(format!("reply header: {e}")))?;
+    if header.name.as_str() != method {
+        return Err(CallError::Application(ApplicationException::new(
+            ApplicationExceptionKind::WrongMethodName,
+            format!("called {method}, the reply is for {}", header.name.as_str()),
+        )));
+    }
+    if header.seq_id != seq_id {
+        return Err(CallError::Application(ApplicationException::new(
+            ApplicationExceptionKind::BadSequenceId,
+            format!(
+                "{method}: sent sequence id {seq_id}, the reply has {}",
+                header.seq_id
+            ),
+        )));
+    }
+    match header.ty {
+        MessageType::Reply => {
+            R::decode(&mut d).map_err(|e| bad(format!("result of {method}: {e}")))
+        }
+        MessageType::Exception => Err(CallError::Application(
+            ApplicationException::decode(&mut d)
+                .map_err(|e| bad(format!("exception from {method}: {e}")))?,
+        )),
+        other => Err(bad(format!("a {other:?} message in reply to {method}"))),
+    }
+}
+
+#[cfg(test)]
+mod tests;

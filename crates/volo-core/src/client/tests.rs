@@ -1,0 +1,180 @@
+//! The client against this crate's server, over TCP, in every framing and protocol.
+
+use std::future::Future;
+use std::time::Duration;
+
+use thrift_codec::ApplicationExceptionKind;
+
+use super::*;
+use crate::server::ServerConfig;
+use crate::test_support::*;
+
+/// Runs `f` with a server and a client configured by `tune`, bounded in time.
+fn with_client<F, Fut>(tune: impl FnOnce(&mut ClientConfig), f: F)
+where
+    F: FnOnce(Client, Running) -> Fut,
+    Fut: Future<Output = Running>,
+{
+    runtime().block_on(async {
+        let server = start(ServerConfig::default()).await;
+        let mut config = ClientConfig::default();
+        tune(&mut config);
+        let client = Client::new("Test", Address::Tcp(server.addr), config).unwrap();
+        let mut server = tokio::time::timeout(Duration::from_secs(60), f(client, server))
+            .await
+            .expect("the test ran out of time");
+        let _ = server.stop.take().map(|s| s.send(()));
+        tokio::time::timeout(Duration::from_secs(20), &mut server.done)
+            .await
+            .expect("the server did not stop")
+            .unwrap()
+            .unwrap();
+    });
+}
+
+async fn echo(client: &Client, cx: &mut ClientContext, t: &str) -> Result<Text, CallError> {
+    client.call::<Text, Text>(cx, "echo", &text(1, t)).await
+}
+
+#[test]
+fn calls_work_in_every_framing_and_protocol() {
+    for framing in [Framing::TTHeader, Framing::Framed, Framing::Buffered] {
+        for protocol in [Protocol::Binary, Protocol::Compact] {
+            with_client(
+                |c| {
+                    c.framing = framing;
+                    c.protocol = protocol;
+                },
+                |client, server| async move {
+                    for i in 0..5 {
+                        let got = echo(&client, &mut ClientContext::new(), &format!("m{i}"))
+                            .await
+                            .unwrap_or_else(|e| panic!("{framing:?}/{protocol:?}: {e}"));
+                        assert_eq!(got, text(0, &format!("m{i}")), "{framing:?}/{protocol:?}");
+                    }
+                    // Sequential calls share one connection.
+                    assert_eq!(server.peers.lock().unwrap().len(), 1);
+                    server
+                },
+            );
+        }
+    }
+}
+
+#[test]
+fn metainfo_goes_out_and_backward_values_come_back() {
+    with_client(
+        |_| {},
+        |client, server| async move {
+            let mut cx = ClientContext::new();
+            cx.metainfo.set_persistent("logid", "abc");
+            echo(&client, &mut cx, "x").await.unwrap();
+            assert_eq!(cx.metainfo.backward("seen"), Some("abc"));
+            server
+        },
+    );
+}
+
+#[test]
+fn exceptions_timeouts_and_oneways() {
+    with_client(
+        |_| {},
+        |client, server| async move {
+            let mut cx = ClientContext::new();
+            match client
+                .call::<Text, Text>(&mut cx, "fail", &text(1, "x"))
+                .await
+            {
+                Err(CallError::Application(e)) => {
+                    assert_eq!(e.kind, ApplicationExceptionKind::InternalError);
+                }
+                other => panic!("{other:?}"),
+            }
+            match client
+                .call::<Text, Text>(&mut cx, "missing", &text(1, "x"))
+                .await
+            {
+                Err(CallError::Application(e)) => {
+                    assert_eq!(e.kind, ApplicationExceptionKind::UnknownMethod);
+                }
+                other => panic!("{other:?}"),
+            }
+            let mut quick = ClientContext {
+                timeout: Some(Duration::from_millis(50)),
+                ..ClientContext::new()
+            };
+            match client
+                .call::<Text, Text>(&mut quick, "slow", &text(1, "x"))
+                .await
+            {
+                Err(CallError::Transport(TransportError::Timeout(t))) => {
+                    assert_eq!(t, Duration::from_millis(50));
+                }
+                other => panic!("{other:?}"),
+            }
+            // The timed-out call's connection was closed, not reused: the next call
+            // gets its own reply, not the late one.
+            assert_eq!(
+                echo(&client, &mut cx, "after").await.unwrap(),
+                text(0, "after")
+            );
+            for _ in 0..3 {
+                client
+                    .oneway(&mut cx, "notify", &text(1, "e"))
+                    .await
+                    .unwrap();
+            }
+            echo(&client, &mut cx, "sync").await.unwrap();
+            assert_eq!(server.notified.load(std::sync::atomic::Ordering::SeqCst), 3);
+            server
+        },
+    );
+}
+
+#[test]
+fn concurrent_calls_open_at_most_the_cap() {
+    with_client(
+        |c| c.max_connections = 3,
+        |client, server| async move {
+            let calls: Vec<_> = (0..12)
+                .map(|i| {
+                    let client = client.clone();
+                    tokio::spawn(async move {
+                        client
+                            .call::<Text, Text>(
+                                &mut ClientContext::new(),
+                                "slow",
+                                &text(1, &i.to_string()),
+                            )
+                            .await
+                    })
+                })
+                .collect();
+            for (i, call) in calls.into_iter().enumerate() {
+                assert_eq!(call.await.unwrap().unwrap(), text(0, &i.to_string()));
+            }
+            let peers = server.peers.lock().unwrap().len();
+            assert!(
+                (1..=3).contains(&peers),
+                "{peers} connections for a cap of 3"
+            );
+            server
+        },
+    );
+}
+
+#[test]
+fn a_connect_to_nothing_is_a_connect_error() {
+    runtime().block_on(async {
+        // A port that was free a moment ago.
+        let addr = std::net::TcpListener::bind("127.0.0.1:0")
+            .unwrap()
+            .local_addr()
+            .unwrap();
+        let client = Client::new("Test", Address::Tcp(addr), ClientConfig::default()).unwrap();
+        match echo(&client, &mut ClientContext::new(), "x").await {
+            Err(CallError::Transport(TransportError::Connect { .. })) => {}
+            other => panic!("{other:?}"),
+        }
+    });
+}

@@ -1,0 +1,191 @@
+//! What the server and client tests share: a small message type, a dispatcher with a
+//! method per behaviour, and a server running it on a fresh runtime.
+
+use std::collections::HashSet;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use thrift_codec::{
+    ApplicationException, ApplicationExceptionKind, DecodeError, Decoder, Encoder, Message, Sizer,
+    TType, Utf8Bytes,
+};
+
+use crate::context::{Address, ServerContext};
+use crate::server::{Dispatch, DispatchError, Server, ServerConfig};
+
+/// `struct Text { 1: string text }`: the arguments and (as field 0) the result.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub(crate) struct Text {
+    pub(crate) id: i16,
+    pub(crate) text: Option<Utf8Bytes>,
+}
+
+impl Message for Text {
+    fn size<S: Sizer>(&self, s: &mut S) -> usize {
+        let saved = s.struct_begin();
+        let field = self.text.as_ref().map_or(0, |t| {
+            s.field_begin_len(TType::Binary, self.id) + s.bytes_len(t.len())
+        });
+        field + s.struct_end_len(saved)
+    }
+
+    fn encode<E: Encoder>(&self, e: &mut E) {
+        let saved = e.write_struct_begin();
+        if let Some(t) = &self.text {
+            e.write_field_begin(TType::Binary, self.id);
+            e.write_string(t);
+        }
+        e.write_struct_end(saved);
+    }
+
+    fn decode<D: Decoder>(d: &mut D) -> Result<Self, DecodeError> {
+        let saved = d.read_struct_begin()?;
+        let mut out = Text::default();
+        loop {
+            let f = d.read_field_begin()?;
+            match (f.id, f.ty) {
+                (_, TType::Stop) => break,
+                (id, TType::Binary) => {
+                    out.id = id;
+                    out.text = Some(d.read_string().map_err(|e| e.push("Text", "text"))?);
+                }
+                (_, ty) => d.skip(ty)?,
+            }
+        }
+        d.read_struct_end(saved);
+        Ok(out)
+    }
+}
+
+pub(crate) fn text(id: i16, t: &str) -> Text {
+    Text {
+        id,
+        text: Some(Utf8Bytes::from(t.to_string())),
+    }
+}
+
+/// Methods: `echo` (answers its text), `panic`, `fail` (an application error),
+/// `slow` (sleeps 300 ms first), `notify` (oneway: counts). It sends back the
+/// persistent value `logid` as the backward value `seen`.
+pub(crate) struct TestService {
+    pub(crate) notified: Arc<AtomicUsize>,
+    /// Every peer address that called.
+    pub(crate) peers: Arc<Mutex<HashSet<String>>>,
+}
+
+impl Dispatch for TestService {
+    type Reply = Text;
+
+    async fn dispatch<D: Decoder + Send>(
+        &self,
+        cx: &mut ServerContext,
+        method: &str,
+        args: &mut D,
+    ) -> Result<Text, DispatchError> {
+        if let Some(peer) = cx.peer() {
+            self.peers
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .insert(peer.to_string());
+        }
+        let args = Text::decode(args)?;
+        let body = args.text.unwrap_or_default();
+        if let Some(logid) = cx.metainfo.persistent("logid") {
+            let logid = logid.to_string();
+            cx.metainfo.set_backward("seen", logid);
+        }
+        match method {
+            "echo" => Ok(Text {
+                id: 0,
+                text: Some(body),
+            }),
+            "slow" => {
+                tokio::time::sleep(Duration::from_millis(300)).await;
+                Ok(Text {
+                    id: 0,
+                    text: Some(body),
+                })
+            }
+            "panic" => panic!("the handler gave up on {}", body.as_str()),
+            "fail" => Err(DispatchError::Application(ApplicationException::new(
+                ApplicationExceptionKind::InternalError,
+                "failed on purpose",
+            ))),
+            "notify" => {
+                self.notified.fetch_add(1, Ordering::SeqCst);
+                Ok(Text::default())
+            }
+            _ => Err(DispatchError::UnknownMethod),
+        }
+    }
+}
+
+pub(crate) struct Running {
+    pub(crate) addr: std::net::SocketAddr,
+    pub(crate) notified: Arc<AtomicUsize>,
+    pub(crate) peers: Arc<Mutex<HashSet<String>>>,
+    pub(crate) stop: Option<tokio::sync::oneshot::Sender<()>>,
+    pub(crate) done: tokio::task::JoinHandle<std::io::Result<()>>,
+}
+
+pub(crate) async fn start(config: ServerConfig) -> Running {
+    let notified = Arc::new(AtomicUsize::new(0));
+    let peers = Arc::new(Mutex::new(HashSet::new()));
+    let server = Server::new(TestService {
+        notified: Arc::clone(&notified),
+        peers: Arc::clone(&peers),
+    })
+    .with_config(config);
+    let bound = server
+        .bind(&"127.0.0.1:0".parse().unwrap())
+        .await
+        .expect("bind");
+    let Address::Tcp(addr) = bound.local_addr().clone() else {
+        panic!("a TCP address");
+    };
+    let (stop, stopped) = tokio::sync::oneshot::channel();
+    let done = tokio::spawn(bound.serve_with_shutdown(async {
+        let _ = stopped.await;
+    }));
+    Running {
+        addr,
+        notified,
+        peers,
+        stop: Some(stop),
+        done,
+    }
+}
+
+pub(crate) fn runtime() -> tokio::runtime::Runtime {
+    tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .unwrap()
+}
+
+/// Runs `f` with a server, in a blocking thread (the client is plain std), bounded in
+/// time.
+pub(crate) fn with_server(config: ServerConfig, f: impl FnOnce(&Running) + Send + 'static) {
+    runtime().block_on(async {
+        let running = start(config).await;
+        let running = tokio::time::timeout(Duration::from_secs(60), async move {
+            tokio::task::spawn_blocking(move || {
+                f(&running);
+                running
+            })
+            .await
+            .expect("the client side panicked")
+        })
+        .await
+        .expect("the test ran out of time");
+        let mut running = running;
+        let _ = running.stop.take().map(|s| s.send(()));
+        tokio::time::timeout(Duration::from_secs(20), &mut running.done)
+            .await
+            .expect("the server did not stop")
+            .unwrap()
+            .unwrap();
+    });
+}
