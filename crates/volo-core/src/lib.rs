@@ -26,3 +26,4 @@ pub mod service;
 #[cfg(test)]
 mod test_support;
 pub mod tower;
+pub mod transport;

@@ -27,6 +27,7 @@ use thrift_codec::{
 use crate::codec::ttheader::{Header, HeaderLimits, int_key};
 use crate::codec::{FrameSplitter, Framing, Limits, Protocol};
 use crate::context::{Address, MetaInfo};
+use crate::transport::FrameIo;
 use pool::{Pool, Pooled};
 
 /// Client settings.
@@ -47,6 +48,8 @@ pub struct ClientConfig {
     pub limits: Limits,
     /// This client's service name, sent in TTHeader as the caller.
     pub caller: String,
+    /// The sockets: netpoll-rs (default) or plain tokio (the measured baseline).
+    pub transport: crate::transport::TransportKind,
     /// The reactor's settings.
     pub reactor: netpoll_rs::Config,
 }
@@ -61,6 +64,7 @@ impl Default for ClientConfig {
             max_connections: 64,
             limits: Limits::default(),
             caller: String::new(),
+            transport: crate::transport::TransportKind::Netpoll,
             reactor: netpoll_rs::Config::default(),
         }
     }
@@ -193,10 +197,13 @@ impl Client {
     /// A client of `service` (its name, sent as the callee in TTHeader) at `addr`. Must
     /// be created inside a tokio runtime (its reactor's pollers are tasks of it).
     pub fn new(service: &str, addr: Address, config: ClientConfig) -> io::Result<Client> {
-        let reactor = netpoll_rs::Reactor::on_runtime(
-            &tokio::runtime::Handle::current(),
-            config.reactor.clone(),
-        )?;
+        let reactor = match config.transport {
+            crate::transport::TransportKind::Netpoll => Some(netpoll_rs::Reactor::on_runtime(
+                &tokio::runtime::Handle::current(),
+                config.reactor.clone(),
+            )?),
+            crate::transport::TransportKind::Tokio => None,
+        };
         let pool = Pool::new(reactor, addr.clone(), &config);
         Ok(Client {
             inner: Arc::new(Inner {

@@ -8,15 +8,17 @@ use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 
 use super::{ClientConfig, TransportError};
 use crate::context::Address;
+use crate::transport::{self, Conn, FrameIo, TransportKind};
 
 /// Idle connections to one peer, and a cap on how many are open.
 #[derive(Debug)]
 pub(crate) struct Pool {
-    reactor: netpoll_rs::Reactor,
+    reactor: Option<netpoll_rs::Reactor>,
+    transport: TransportKind,
     addr: Address,
     connect_timeout: Duration,
     /// Idle connections with the next sequence id of each (most recent last).
-    idle: Mutex<Vec<(netpoll_rs::Connection, i32)>>,
+    idle: Mutex<Vec<(Conn, i32)>>,
     /// One permit per connection in use; idle ones came from calls, so open
     /// connections never outnumber the permits.
     slots: Arc<Semaphore>,
@@ -28,15 +30,20 @@ pub(crate) struct Pool {
 #[derive(Debug)]
 pub(crate) struct Pooled<'a> {
     pool: &'a Pool,
-    conn: netpoll_rs::Connection,
+    conn: Conn,
     seq: i32,
     _permit: OwnedSemaphorePermit,
 }
 
 impl Pool {
-    pub(crate) fn new(reactor: netpoll_rs::Reactor, addr: Address, config: &ClientConfig) -> Self {
+    pub(crate) fn new(
+        reactor: Option<netpoll_rs::Reactor>,
+        addr: Address,
+        config: &ClientConfig,
+    ) -> Self {
         Pool {
             reactor,
+            transport: config.transport,
             addr,
             connect_timeout: config.connect_timeout,
             idle: Mutex::new(Vec::new()),
@@ -79,22 +86,15 @@ impl Pool {
         })
     }
 
-    async fn connect(&self) -> Result<netpoll_rs::Connection, TransportError> {
-        let reactor = self.reactor.clone();
-        let addr = self.addr.clone();
-        let timeout = self.connect_timeout;
-        // The reactor's connects block for up to the timeout: off the runtime's threads.
-        let connected = tokio::task::spawn_blocking(move || match &addr {
-            Address::Tcp(a) => reactor.connect_tcp(*a, timeout),
-            Address::Unix(p) => reactor.connect_unix(p, timeout),
-            Address::Shm(_) => Err(io::Error::new(
-                io::ErrorKind::Unsupported,
-                "shm: addresses need the shm-ipc transport, which is not built yet",
-            )),
-        })
+    async fn connect(&self) -> Result<Conn, TransportError> {
+        transport::connect(
+            self.transport,
+            &self.addr,
+            self.reactor.as_ref(),
+            self.connect_timeout,
+        )
         .await
-        .map_err(|e| io::Error::other(format!("the connect task failed: {e}")))?;
-        connected.map_err(|source| TransportError::Connect {
+        .map_err(|source| TransportError::Connect {
             addr: self.addr.clone(),
             source,
         })
@@ -102,7 +102,7 @@ impl Pool {
 }
 
 impl Pooled<'_> {
-    pub(crate) fn conn(&self) -> &netpoll_rs::Connection {
+    pub(crate) fn conn(&self) -> &Conn {
         &self.conn
     }
 

@@ -15,8 +15,19 @@ where
     F: FnOnce(Client, Running) -> Fut,
     Fut: Future<Output = Running>,
 {
+    with_server_and_client(ServerConfig::default(), tune, f);
+}
+
+fn with_server_and_client<F, Fut>(
+    server_config: ServerConfig,
+    tune: impl FnOnce(&mut ClientConfig),
+    f: F,
+) where
+    F: FnOnce(Client, Running) -> Fut,
+    Fut: Future<Output = Running>,
+{
     runtime().block_on(async {
-        let server = start(ServerConfig::default()).await;
+        let server = start(server_config).await;
         let mut config = ClientConfig::default();
         tune(&mut config);
         let client = Client::new("Test", Address::Tcp(server.addr), config).unwrap();
@@ -54,6 +65,45 @@ fn calls_work_in_every_framing_and_protocol() {
                     }
                     // Sequential calls share one connection.
                     assert_eq!(server.peers.lock().unwrap().len(), 1);
+                    server
+                },
+            );
+        }
+    }
+}
+
+/// Plain tokio sockets on either side or both, against netpoll-rs on the other.
+#[test]
+fn the_tokio_transport_works_on_either_side() {
+    use crate::transport::TransportKind::{Netpoll, Tokio};
+    for (server_side, client_side) in [(Tokio, Tokio), (Tokio, Netpoll), (Netpoll, Tokio)] {
+        for framing in [Framing::TTHeader, Framing::Framed, Framing::Buffered] {
+            let server_config = ServerConfig {
+                transport: server_side,
+                ..ServerConfig::default()
+            };
+            with_server_and_client(
+                server_config,
+                |c| {
+                    c.transport = client_side;
+                    c.framing = framing;
+                },
+                |client, server| async move {
+                    let what =
+                        format!("{server_side:?} server, {client_side:?} client, {framing:?}");
+                    for i in 0..3 {
+                        let mut cx = ClientContext::new();
+                        cx.metainfo.set_persistent("logid", "t");
+                        let got = echo(&client, &mut cx, &format!("m{i}"))
+                            .await
+                            .unwrap_or_else(|e| panic!("{what}: {e}"));
+                        assert_eq!(got, text(0, &format!("m{i}")), "{what}");
+                    }
+                    let big = "b".repeat(300_000);
+                    let got = echo(&client, &mut ClientContext::new(), &big)
+                        .await
+                        .unwrap();
+                    assert_eq!(got, text(0, &big), "{what}: a large frame");
                     server
                 },
             );

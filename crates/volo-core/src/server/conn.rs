@@ -19,49 +19,8 @@ use tokio::sync::watch;
 use super::{Dispatch, EncodeReply, ServerConfig};
 use crate::codec::ttheader::{Header, int_key};
 use crate::codec::{FrameError, FrameSplitter, Framing, Protocol, detect};
-use crate::context::{Address, ServerContext};
-
-/// What a connection needs from its transport: whole frames in, a buffer to write
-/// replies into, and a flush.
-pub(crate) trait FrameIo: Send + Sync {
-    /// The next whole frame, `None` at a clean end of stream.
-    fn read_frame<F>(&self, frame_len: F) -> impl Future<Output = io::Result<Option<Bytes>>> + Send
-    where
-        F: FnMut(&mut LinkBuffer) -> io::Result<Option<usize>> + Send;
-    /// Gives `f` the output buffer.
-    fn write_with<R>(&self, f: impl FnOnce(&mut LinkBuffer) -> R) -> R;
-    /// Sends the output.
-    fn flush(&self) -> impl Future<Output = io::Result<()>> + Send;
-    /// Bytes received and not yet taken as a frame.
-    fn input_len(&self) -> usize;
-    /// The peer's address.
-    fn peer(&self) -> Option<Address>;
-}
-
-impl FrameIo for netpoll_rs::Connection {
-    fn read_frame<F>(&self, frame_len: F) -> impl Future<Output = io::Result<Option<Bytes>>> + Send
-    where
-        F: FnMut(&mut LinkBuffer) -> io::Result<Option<usize>> + Send,
-    {
-        netpoll_rs::Connection::read_frame(self, frame_len)
-    }
-
-    fn write_with<R>(&self, f: impl FnOnce(&mut LinkBuffer) -> R) -> R {
-        netpoll_rs::Connection::write_with(self, f)
-    }
-
-    fn flush(&self) -> impl Future<Output = io::Result<()>> + Send {
-        netpoll_rs::Connection::flush(self)
-    }
-
-    fn input_len(&self) -> usize {
-        netpoll_rs::Connection::input_len(self)
-    }
-
-    fn peer(&self) -> Option<Address> {
-        self.peer_addr().map(Address::Tcp)
-    }
-}
+use crate::context::ServerContext;
+use crate::transport::FrameIo;
 
 /// What every connection of a server shares.
 pub(crate) struct Shared<D> {

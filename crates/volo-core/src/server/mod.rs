@@ -135,6 +135,8 @@ pub struct ServerConfig {
     pub idle_timeout: Option<Duration>,
     /// How long a graceful shutdown waits for calls in progress. Default 10 s.
     pub drain_timeout: Duration,
+    /// The sockets: netpoll-rs (default) or plain tokio (the measured baseline).
+    pub transport: crate::transport::TransportKind,
     /// The reactor's settings (its pollers run as tasks of the server's runtime).
     pub reactor: netpoll_rs::Config,
 }
@@ -149,6 +151,7 @@ impl Default for ServerConfig {
             read_timeout: Duration::from_secs(30),
             idle_timeout: Some(Duration::from_secs(600)),
             drain_timeout: run::DEFAULT_DRAIN,
+            transport: crate::transport::TransportKind::Netpoll,
             reactor: netpoll_rs::Config::default(),
         }
     }

@@ -11,6 +11,7 @@ use tokio::task::JoinSet;
 use super::conn::{self, Shared};
 use super::{Dispatch, ServerConfig};
 use crate::context::Address;
+use crate::transport::{Acceptor, TransportKind};
 
 /// A server for one service: bind it to an address, then serve.
 ///
@@ -47,24 +48,15 @@ impl<D: Dispatch> Server<D> {
     /// Listens on `addr` (`host:port` or `unix:/path`; port 0 picks a free port). Must
     /// run inside a tokio runtime: the reactor's pollers become tasks of it.
     pub async fn bind(self, addr: &Address) -> io::Result<BoundServer<D>> {
-        let reactor = netpoll_rs::Reactor::on_runtime(
-            &tokio::runtime::Handle::current(),
-            self.config.reactor.clone(),
-        )?;
-        let listener = match addr {
-            Address::Tcp(a) => reactor.listen_tcp(*a)?,
-            Address::Unix(path) => reactor.listen_unix(path)?,
-            Address::Shm(_) => {
-                return Err(io::Error::new(
-                    io::ErrorKind::Unsupported,
-                    "shm: addresses need the shm-ipc transport, which is not built yet",
-                ));
-            }
+        let reactor = match self.config.transport {
+            TransportKind::Netpoll => Some(netpoll_rs::Reactor::on_runtime(
+                &tokio::runtime::Handle::current(),
+                self.config.reactor.clone(),
+            )?),
+            TransportKind::Tokio => None,
         };
-        let local = match (addr, listener.local_addr()) {
-            (Address::Tcp(_), Some(a)) => Address::Tcp(a),
-            _ => addr.clone(),
-        };
+        let (listener, local) =
+            Acceptor::bind(self.config.transport, addr, reactor.as_ref()).await?;
         let connections = Arc::new(Semaphore::new(self.config.max_connections));
         Ok(BoundServer {
             shared: Arc::new(Shared {
@@ -84,8 +76,8 @@ impl<D: Dispatch> Server<D> {
 #[derive(Debug)]
 pub struct BoundServer<D> {
     shared: Arc<Shared<D>>,
-    reactor: netpoll_rs::Reactor,
-    listener: netpoll_rs::Listener,
+    reactor: Option<netpoll_rs::Reactor>,
+    listener: Acceptor,
     local: Address,
     connections: Arc<Semaphore>,
 }
@@ -150,7 +142,9 @@ impl<D: Dispatch> BoundServer<D> {
             tasks.abort_all();
             while tasks.join_next().await.is_some() {}
         }
-        self.reactor.shutdown();
+        if let Some(r) = &self.reactor {
+            r.shutdown();
+        }
         outcome
     }
 }

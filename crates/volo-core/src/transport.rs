@@ -1,0 +1,365 @@
+//! Transports: where frames come from and go to. netpoll-rs (TCP and Unix sockets on
+//! the custom reactor) is the default; plain tokio sockets are kept as the baseline
+//! that the reactor is measured against (`rpc-bench`).
+
+use std::future::Future;
+use std::io::{self, IoSlice};
+use std::sync::{Mutex, MutexGuard, PoisonError};
+
+use bytes::{Buf, Bytes};
+use thrift_codec::LinkBuffer;
+
+use crate::context::Address;
+
+/// Which sockets carry the calls.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+pub enum TransportKind {
+    /// netpoll-rs: reads on the reactor into linked buffers, writes inline.
+    #[default]
+    Netpoll,
+    /// tokio's own `TcpStream`/`UnixStream`, read into a buffer of the connection.
+    Tokio,
+}
+
+/// Bytes asked of the kernel per read on a tokio connection.
+const TOKIO_READ_CHUNK: usize = 64 * 1024;
+/// Most buffers handed to one vectored write.
+const MAX_IOVECS: usize = 64;
+
+/// What connections need from their transport: whole frames in, a buffer to write into,
+/// and a flush.
+pub(crate) trait FrameIo: Send + Sync {
+    /// The next whole frame, `None` at a clean end of stream.
+    fn read_frame<F>(&self, frame_len: F) -> impl Future<Output = io::Result<Option<Bytes>>> + Send
+    where
+        F: FnMut(&mut LinkBuffer) -> io::Result<Option<usize>> + Send;
+    /// Gives `f` the output buffer.
+    fn write_with<R>(&self, f: impl FnOnce(&mut LinkBuffer) -> R) -> R;
+    /// Sends the output.
+    fn flush(&self) -> impl Future<Output = io::Result<()>> + Send;
+    /// Bytes received and not yet taken as a frame.
+    fn input_len(&self) -> usize;
+    /// Whether the connection can still be used.
+    fn is_open(&self) -> bool;
+    /// The peer's address.
+    fn peer(&self) -> Option<Address>;
+}
+
+/// A connection on either transport.
+#[derive(Debug)]
+pub(crate) enum Conn {
+    Netpoll(netpoll_rs::Connection),
+    /// Boxed: its buffers make it much larger than a netpoll-rs handle.
+    Tokio(Box<TokioConn>),
+}
+
+impl FrameIo for Conn {
+    async fn read_frame<F>(&self, frame_len: F) -> io::Result<Option<Bytes>>
+    where
+        F: FnMut(&mut LinkBuffer) -> io::Result<Option<usize>> + Send,
+    {
+        match self {
+            Conn::Netpoll(c) => c.read_frame(frame_len).await,
+            Conn::Tokio(c) => c.read_frame(frame_len).await,
+        }
+    }
+
+    fn write_with<R>(&self, f: impl FnOnce(&mut LinkBuffer) -> R) -> R {
+        match self {
+            Conn::Netpoll(c) => c.write_with(f),
+            Conn::Tokio(c) => f(&mut lock(&c.output)),
+        }
+    }
+
+    async fn flush(&self) -> io::Result<()> {
+        match self {
+            Conn::Netpoll(c) => c.flush().await,
+            Conn::Tokio(c) => c.flush().await,
+        }
+    }
+
+    fn input_len(&self) -> usize {
+        match self {
+            Conn::Netpoll(c) => c.input_len(),
+            Conn::Tokio(c) => lock(&c.input).len(),
+        }
+    }
+
+    fn is_open(&self) -> bool {
+        match self {
+            Conn::Netpoll(c) => c.is_open(),
+            Conn::Tokio(c) => !*lock(&c.closed),
+        }
+    }
+
+    fn peer(&self) -> Option<Address> {
+        match self {
+            Conn::Netpoll(c) => c.peer_addr().map(Address::Tcp),
+            Conn::Tokio(c) => c.peer.clone(),
+        }
+    }
+}
+
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
+/// A tokio socket with its own input and output buffers. Used by one call at a time;
+/// the locks are never held across an await.
+#[derive(Debug)]
+pub(crate) struct TokioConn {
+    stream: TokioStream,
+    input: Mutex<LinkBuffer>,
+    output: Mutex<LinkBuffer>,
+    /// End of stream or an error was seen.
+    closed: Mutex<bool>,
+    peer: Option<Address>,
+}
+
+#[derive(Debug)]
+enum TokioStream {
+    Tcp(tokio::net::TcpStream),
+    Unix(tokio::net::UnixStream),
+}
+
+impl TokioConn {
+    pub(crate) fn tcp(stream: tokio::net::TcpStream) -> io::Result<Self> {
+        stream.set_nodelay(true)?;
+        let peer = stream.peer_addr().ok().map(Address::Tcp);
+        Ok(Self::new(TokioStream::Tcp(stream), peer))
+    }
+
+    pub(crate) fn unix(stream: tokio::net::UnixStream) -> Self {
+        Self::new(TokioStream::Unix(stream), None)
+    }
+
+    fn new(stream: TokioStream, peer: Option<Address>) -> Self {
+        TokioConn {
+            stream,
+            input: Mutex::new(LinkBuffer::new()),
+            output: Mutex::new(LinkBuffer::new()),
+            closed: Mutex::new(false),
+            peer,
+        }
+    }
+
+    async fn readable(&self) -> io::Result<()> {
+        match &self.stream {
+            TokioStream::Tcp(s) => s.readable().await,
+            TokioStream::Unix(s) => s.readable().await,
+        }
+    }
+
+    async fn writable(&self) -> io::Result<()> {
+        match &self.stream {
+            TokioStream::Tcp(s) => s.writable().await,
+            TokioStream::Unix(s) => s.writable().await,
+        }
+    }
+
+    /// One non-blocking read into the input; `Ok(0)` is end of stream.
+    fn try_read(&self) -> io::Result<usize> {
+        let mut input = lock(&self.input);
+        let tail = input.tail_mut();
+        tail.reserve(TOKIO_READ_CHUNK);
+        match &self.stream {
+            TokioStream::Tcp(s) => s.try_read_buf(tail),
+            TokioStream::Unix(s) => s.try_read_buf(tail),
+        }
+    }
+
+    fn fail<T>(&self, e: io::Error) -> io::Result<T> {
+        *lock(&self.closed) = true;
+        Err(e)
+    }
+
+    async fn read_frame<F>(&self, mut frame_len: F) -> io::Result<Option<Bytes>>
+    where
+        F: FnMut(&mut LinkBuffer) -> io::Result<Option<usize>>,
+    {
+        loop {
+            {
+                let mut input = lock(&self.input);
+                if !input.is_empty() {
+                    match frame_len(&mut input) {
+                        Ok(Some(n)) if n > 0 && input.len() >= n => {
+                            return Ok(Some(input.next(n)));
+                        }
+                        Ok(_) => {}
+                        Err(e) => {
+                            drop(input);
+                            return self.fail(e);
+                        }
+                    }
+                }
+            }
+            match self.try_read() {
+                Ok(0) => {
+                    *lock(&self.closed) = true;
+                    let left = lock(&self.input).len();
+                    return if left == 0 {
+                        Ok(None)
+                    } else {
+                        Err(io::Error::new(
+                            io::ErrorKind::UnexpectedEof,
+                            format!("the peer closed the connection {left} bytes into a frame"),
+                        ))
+                    };
+                }
+                Ok(_) => {}
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
+                    if let Err(e) = self.readable().await {
+                        return self.fail(e);
+                    }
+                }
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                Err(e) => return self.fail(e),
+            }
+        }
+    }
+
+    async fn flush(&self) -> io::Result<()> {
+        loop {
+            let written = {
+                let mut output = lock(&self.output);
+                if output.is_empty() {
+                    return Ok(());
+                }
+                let mut iov = [IoSlice::new(&[]); MAX_IOVECS];
+                let n = output.chunks_vectored(&mut iov);
+                let written = match &self.stream {
+                    TokioStream::Tcp(s) => s.try_write_vectored(&iov[..n]),
+                    TokioStream::Unix(s) => s.try_write_vectored(&iov[..n]),
+                };
+                if let Ok(k) = written {
+                    output.advance(k);
+                }
+                written
+            };
+            match written {
+                Ok(0) => return self.fail(io::ErrorKind::WriteZero.into()),
+                Ok(_) => {}
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
+                    if let Err(e) = self.writable().await {
+                        return self.fail(e);
+                    }
+                }
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                Err(e) => return self.fail(e),
+            }
+        }
+    }
+}
+
+/// Where a server's connections come from.
+#[derive(Debug)]
+pub(crate) enum Acceptor {
+    Netpoll(netpoll_rs::Listener),
+    Tcp(tokio::net::TcpListener),
+    Unix(tokio::net::UnixListener),
+}
+
+impl Acceptor {
+    /// Listens on `addr` with `kind`; the netpoll listener goes on `reactor`.
+    pub(crate) async fn bind(
+        kind: TransportKind,
+        addr: &Address,
+        reactor: Option<&netpoll_rs::Reactor>,
+    ) -> io::Result<(Acceptor, Address)> {
+        let acceptor = match (kind, addr, reactor) {
+            (_, Address::Shm(_), _) => return Err(shm_unsupported()),
+            (TransportKind::Netpoll, Address::Tcp(a), Some(r)) => {
+                Acceptor::Netpoll(r.listen_tcp(*a)?)
+            }
+            (TransportKind::Netpoll, Address::Unix(p), Some(r)) => {
+                Acceptor::Netpoll(r.listen_unix(p)?)
+            }
+            (TransportKind::Netpoll, _, None) => {
+                return Err(io::Error::other("a netpoll transport needs a reactor"));
+            }
+            (TransportKind::Tokio, Address::Tcp(a), _) => {
+                Acceptor::Tcp(tokio::net::TcpListener::bind(a).await?)
+            }
+            (TransportKind::Tokio, Address::Unix(p), _) => {
+                Acceptor::Unix(tokio::net::UnixListener::bind(p)?)
+            }
+        };
+        let local = match &acceptor {
+            Acceptor::Netpoll(l) => l.local_addr().map(Address::Tcp),
+            Acceptor::Tcp(l) => l.local_addr().ok().map(Address::Tcp),
+            Acceptor::Unix(_) => None,
+        };
+        Ok((acceptor, local.unwrap_or_else(|| addr.clone())))
+    }
+
+    pub(crate) async fn accept(&self) -> io::Result<Conn> {
+        match self {
+            Acceptor::Netpoll(l) => l.accept().await.map(Conn::Netpoll),
+            Acceptor::Tcp(l) => {
+                let (s, _) = l.accept().await?;
+                TokioConn::tcp(s).map(|c| Conn::Tokio(Box::new(c)))
+            }
+            Acceptor::Unix(l) => {
+                let (s, _) = l.accept().await?;
+                Ok(Conn::Tokio(Box::new(TokioConn::unix(s))))
+            }
+        }
+    }
+
+    /// Stops listening.
+    pub(crate) fn close(self) {
+        if let Acceptor::Netpoll(l) = &self {
+            l.close();
+        }
+    }
+}
+
+/// Connects to `addr` with `kind`, within `timeout`.
+pub(crate) async fn connect(
+    kind: TransportKind,
+    addr: &Address,
+    reactor: Option<&netpoll_rs::Reactor>,
+    timeout: std::time::Duration,
+) -> io::Result<Conn> {
+    match (kind, reactor) {
+        (TransportKind::Netpoll, Some(reactor)) => {
+            let reactor = reactor.clone();
+            let addr = addr.clone();
+            // The reactor's connects block for up to the timeout: off the runtime's
+            // threads.
+            tokio::task::spawn_blocking(move || match &addr {
+                Address::Tcp(a) => reactor.connect_tcp(*a, timeout),
+                Address::Unix(p) => reactor.connect_unix(p, timeout),
+                Address::Shm(_) => Err(shm_unsupported()),
+            })
+            .await
+            .map_err(|e| io::Error::other(format!("the connect task failed: {e}")))?
+            .map(Conn::Netpoll)
+        }
+        (TransportKind::Netpoll, None) => {
+            Err(io::Error::other("a netpoll transport needs a reactor"))
+        }
+        (TransportKind::Tokio, _) => {
+            let connect = async {
+                match addr {
+                    Address::Tcp(a) => TokioConn::tcp(tokio::net::TcpStream::connect(a).await?),
+                    Address::Unix(p) => {
+                        Ok(TokioConn::unix(tokio::net::UnixStream::connect(p).await?))
+                    }
+                    Address::Shm(_) => Err(shm_unsupported()),
+                }
+            };
+            tokio::time::timeout(timeout, connect)
+                .await
+                .map_err(|_| io::Error::new(io::ErrorKind::TimedOut, "connect timed out"))?
+                .map(|c| Conn::Tokio(Box::new(c)))
+        }
+    }
+}
+
+fn shm_unsupported() -> io::Error {
+    io::Error::new(
+        io::ErrorKind::Unsupported,
+        "shm: addresses need the shm-ipc transport, which is not built yet",
+    )
+}
