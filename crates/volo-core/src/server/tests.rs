@@ -371,3 +371,83 @@ fn graceful_shutdown_answers_the_call_in_progress() {
         assert!(TcpStream::connect(addr).is_err(), "the listener is closed");
     });
 }
+
+/// Hundreds of connections dribbling partial frames: each is closed when its frame
+/// takes longer than the read timeout, and a well-behaved client is served throughout.
+#[test]
+fn hundreds_of_slow_partial_frames_do_not_disturb_a_good_client() {
+    let config = ServerConfig {
+        read_timeout: Duration::from_millis(500),
+        ..ServerConfig::default()
+    };
+    with_server(config, |s| {
+        let msg = framed(&call::<Binary>(MessageType::Call, "echo", 1, "x"));
+        let mut slow: Vec<TcpStream> = (0..300).map(|_| connect(s.addr)).collect();
+        for c in &mut slow {
+            c.write_all(&msg[..6]).unwrap();
+        }
+        let mut good = connect(s.addr);
+        for round in 0..10 {
+            for c in &mut slow {
+                // One more byte each round; never the whole frame. A write to a
+                // connection the server already closed may fail: that is the point.
+                let _ = c.write_all(&msg[6 + round..7 + round]);
+            }
+            good.write_all(&framed(&call::<Binary>(
+                MessageType::Call,
+                "echo",
+                round as i32,
+                "ok",
+            )))
+            .unwrap();
+            assert_eq!(
+                answer::<Binary>(read_framed(&mut good)).1,
+                Answer::Ok("ok".into())
+            );
+            std::thread::sleep(Duration::from_millis(100));
+        }
+        for c in &mut slow {
+            assert!(
+                read_until_closed(c).is_empty(),
+                "a slow frame got an answer"
+            );
+        }
+    });
+}
+
+#[test]
+fn connections_over_the_limit_are_closed_at_once() {
+    let config = ServerConfig {
+        max_connections: 2,
+        ..ServerConfig::default()
+    };
+    with_server(config, |s| {
+        let msg = framed(&call::<Binary>(MessageType::Call, "echo", 1, "x"));
+        let mut first = connect(s.addr);
+        let mut second = connect(s.addr);
+        for c in [&mut first, &mut second] {
+            c.write_all(&msg).unwrap();
+            assert_eq!(answer::<Binary>(read_framed(c)).1, Answer::Ok("x".into()));
+        }
+        let mut third = connect(s.addr);
+        let _ = third.write_all(&msg);
+        assert!(
+            read_until_closed(&mut third).is_empty(),
+            "the third was served"
+        );
+        // A slot frees when one closes.
+        drop(first);
+        let mut again = None;
+        for _ in 0..100 {
+            let mut c = connect(s.addr);
+            let _ = c.write_all(&msg);
+            let mut len = [0u8; 4];
+            if c.read_exact(&mut len).is_ok() {
+                again = Some(len);
+                break;
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        assert!(again.is_some(), "no connection was served after one closed");
+    });
+}
