@@ -39,6 +39,22 @@ impl<D: Dispatch> Server<D> {
         }
     }
 
+    /// Wraps the dispatcher in `layer`: a server-side layer is a [`Layer`] whose service
+    /// is again a [`Dispatch`], so it sees every call (method, context, the reply or
+    /// error) and may answer it itself. Layers added later wrap the earlier ones.
+    ///
+    /// [`Layer`]: crate::service::Layer
+    pub fn layer<L>(self, layer: L) -> Server<L::Service>
+    where
+        L: crate::service::Layer<D>,
+        L::Service: Dispatch,
+    {
+        Server {
+            dispatch: layer.layer(self.dispatch),
+            config: self.config,
+        }
+    }
+
     /// Replaces the configuration.
     pub fn with_config(mut self, config: ServerConfig) -> Self {
         self.config = config;

@@ -4,6 +4,7 @@
 
 use std::io::{Read, Write};
 use std::net::TcpStream;
+use std::sync::Arc;
 use std::sync::atomic::Ordering;
 use std::time::Duration;
 
@@ -16,6 +17,7 @@ use thrift_codec::{
 use super::*;
 use crate::codec::Protocol;
 use crate::codec::ttheader::{Header, HeaderLimits, int_key};
+use crate::context::{Address, ServerContext};
 use crate::test_support::*;
 
 fn connect(addr: std::net::SocketAddr) -> TcpStream {
@@ -449,5 +451,82 @@ fn connections_over_the_limit_are_closed_at_once() {
             std::thread::sleep(Duration::from_millis(20));
         }
         assert!(again.is_some(), "no connection was served after one closed");
+    });
+}
+
+/// A server-side layer: counts calls by method and refuses `fail` before the handler
+/// runs.
+struct Guard<D> {
+    inner: D,
+    calls: Arc<std::sync::Mutex<Vec<String>>>,
+}
+
+impl<D: Dispatch> Dispatch for Guard<D> {
+    type Reply = D::Reply;
+
+    async fn dispatch<Dec: Decoder + Send>(
+        &self,
+        cx: &mut ServerContext,
+        method: &str,
+        args: &mut Dec,
+    ) -> Result<D::Reply, DispatchError> {
+        self.calls.lock().unwrap().push(method.to_string());
+        if method == "fail" {
+            return Err(DispatchError::Application(ApplicationException::new(
+                ApplicationExceptionKind::Unknown,
+                "refused by the guard layer",
+            )));
+        }
+        self.inner.dispatch(cx, method, args).await
+    }
+}
+
+#[test]
+fn a_layer_sees_every_call_and_may_answer_it() {
+    runtime().block_on(async {
+        let calls = Arc::new(std::sync::Mutex::new(Vec::new()));
+        let seen = Arc::clone(&calls);
+        let server = Server::new(TestService {
+            notified: Arc::default(),
+            peers: Arc::default(),
+        })
+        .layer(crate::service::layer_fn(move |inner| Guard {
+            inner,
+            calls: Arc::clone(&seen),
+        }));
+        let bound = server.bind(&"127.0.0.1:0".parse().unwrap()).await.unwrap();
+        let Address::Tcp(addr) = bound.local_addr().clone() else {
+            panic!("a TCP address")
+        };
+        let serving = tokio::spawn(bound.serve());
+        let answers = tokio::task::spawn_blocking(move || {
+            let mut c = connect(addr);
+            let mut out = Vec::new();
+            for (seq, method) in ["echo", "fail"].into_iter().enumerate() {
+                c.write_all(&framed(&call::<Binary>(
+                    MessageType::Call,
+                    method,
+                    seq as i32,
+                    "g",
+                )))
+                .unwrap();
+                out.push(answer::<Binary>(read_framed(&mut c)).1);
+            }
+            out
+        })
+        .await
+        .unwrap();
+        assert_eq!(
+            answers,
+            [
+                Answer::Ok("g".into()),
+                Answer::Exception(
+                    ApplicationExceptionKind::Unknown,
+                    "refused by the guard layer".into()
+                )
+            ]
+        );
+        assert_eq!(*calls.lock().unwrap(), ["echo", "fail"]);
+        serving.abort();
     });
 }
