@@ -26,6 +26,7 @@ publish = false
 
 [dependencies]
 thrift-codec = { path = "$root/crates/thrift-codec" }
+volo-core = { path = "$root/crates/volo-core" }
 
 [build-dependencies]
 codegen = { path = "$root/crates/codegen" }

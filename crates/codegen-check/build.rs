@@ -19,6 +19,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             format!("{dir}/services.thrift"),
             format!("{dir}/includes.thrift"),
             format!("{dir}/comments.thrift"),
+            format!("{dir}/handlers.thrift"),
         ])?;
     // What a user who wants std types and serde would ask for.
     codegen::Builder::new()

@@ -4,7 +4,8 @@
 //! exactly as a user's would. Building this crate proves the output compiles cleanly
 //! under the workspace lints and clippy `-D warnings`; its tests prove the generated
 //! types put exactly the bytes of the hand-written reference types of
-//! `thrift_codec::fixtures` on the wire, in both protocols.
+//! `thrift_codec::fixtures` on the wire, in both protocols, and that the generated
+//! service traits and dispatchers serve calls through volo-core's `Dispatch`.
 #![forbid(unsafe_code)]
 #![allow(missing_docs, unreachable_pub)]
 

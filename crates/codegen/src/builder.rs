@@ -139,7 +139,8 @@ impl Builder {
 
     /// Adds `attribute` (e.g. `"#[derive(serde::Serialize)]"`) to every generated type
     /// that `path` selects: `"."` for all, `"module"` for one file's, `"module.Type"` for
-    /// one (Thrift names; the module is the file stem).
+    /// one (Thrift names; the module is the file stem). Structs, unions, exceptions and
+    /// enums get it; a service's trait, reply enum, dispatcher and exception enums do not.
     pub fn type_attribute(
         &mut self,
         path: impl Into<String>,

@@ -3,11 +3,13 @@
 //!
 //! # From an empty crate to an encoded struct
 //!
-//! 1. Depend on the runtime codec, and on this crate at build time:
+//! 1. Depend on the runtime codec (and on the RPC core, whose server interface the
+//!    generated services implement), and on this crate at build time:
 //!
 //!    ```toml
 //!    [dependencies]
 //!    thrift-codec = { path = "../thrift-codec" }
+//!    volo-core = { path = "../volo-core" }   # if the IDL has services
 //!
 //!    [build-dependencies]
 //!    codegen = { path = "../codegen" }
@@ -54,9 +56,61 @@
 //! - [`compile`] and [`Builder`] write `$OUT_DIR/thrift_gen.rs`, only when its content
 //!   changes, and print `cargo:rerun-if-changed` for every IDL file read.
 //!
-//! Service traits, dispatchers and clients come with the RPC core (volo-core); here each
-//! method gets its `<Service><Method>Args` and `<Service><Method>Result` structs.
 //! Annotations are parsed and kept in the syntax tree but do not change the output.
+//!
+//! # Services
+//!
+//! For each IDL `service S`, next to the `S<Method>Args` and `S<Method>Result` structs
+//! of its methods, the generated module holds what volo-core's server needs:
+//!
+//! - `pub trait S` with one method per IDL function, taking the call's
+//!   `&mut ServerContext` and the arguments (typed as the fields of `S<Method>Args`)
+//!   and returning `impl Future<Output = Result<Ret, ServerError<Exc>>> + Send`: `Ret`
+//!   is the return type (`()` for `void` and `oneway`), `Exc` is
+//!   `std::convert::Infallible` without a `throws` clause and otherwise
+//!   `S<Method>Exception`, an enum with one variant per declared exception (named after
+//!   its field; `From` each exception type that only one variant holds). Implement it
+//!   with `async fn`s. `service S extends B` makes `B` a supertrait, so one type
+//!   implements the whole chain;
+//! - `SReply`, an enum with the result struct of each method of the chain (and
+//!   `Oneway` when a method is oneway), which implements `volo_core::server::EncodeReply`;
+//! - `SServer<T>`, which implements `volo_core::server::Dispatch` for any `T: S`: it
+//!   decodes the arguments by the method's IDL name, calls the handler, and puts its
+//!   value or declared exception in the result struct. `ServerError::Application`
+//!   becomes `DispatchError::Application`, an unknown name `DispatchError::UnknownMethod`,
+//!   bad arguments `DispatchError::Decode`; a oneway method's outcome is dropped.
+//!
+//! For `idl/echo.thrift`'s
+//! `Response echo_or_fail(1: Request req) throws (1: EchoError err)`:
+//!
+//! ```ignore
+//! use std::convert::Infallible;
+//! use volo_core::context::ServerContext;
+//! use volo_core::server::{Server, ServerError};
+//! use echo::{EchoError, EchoService, EchoServiceEchoOrFailException, EchoServiceServer};
+//!
+//! struct Echo;
+//!
+//! impl EchoService for Echo {
+//!     async fn echo_or_fail(
+//!         &self,
+//!         _cx: &mut ServerContext,
+//!         req: echo::Request,
+//!     ) -> Result<echo::Response, ServerError<EchoServiceEchoOrFailException>> {
+//!         if req.action.as_str() == "fail" {
+//!             // Reaches the caller as the result's `err` field.
+//!             return Err(ServerError::User(EchoError { code: 1, message: req.msg }.into()));
+//!         }
+//!         Ok(echo::Response { action: req.action, msg: req.msg })
+//!     }
+//!     // ... `echo`, `echo_test`, `echo_ids` and `notify` likewise.
+//! }
+//!
+//! let server = Server::new(EchoServiceServer::new(Echo));
+//! ```
+//!
+//! Clients are not generated yet. `Builder::type_attribute` applies to structs, unions,
+//! exceptions and enums, not to the service items.
 //!
 //! # Speed
 //!

@@ -33,6 +33,9 @@ pub enum Item {
     Typedef(TypedefDef),
     /// A constant.
     Const(ConstDef),
+    /// A service: its handler trait, the enums of its methods' exceptions, its reply
+    /// enum and its dispatcher (its args and result structs are [`Item::Struct`]s).
+    Service(ServiceDef),
 }
 
 /// Which of the three struct-like kinds a definition is.
@@ -206,4 +209,68 @@ pub struct FieldValue {
     pub boxed: bool,
     /// The value.
     pub value: Value,
+}
+
+/// A service, as the server side sees it: the trait users implement and the dispatcher
+/// that decodes calls for it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ServiceDef {
+    /// The Thrift name.
+    pub thrift_name: String,
+    /// The Rust trait name.
+    pub name: String,
+    /// The reply enum's name (`<name>Reply`).
+    pub reply: String,
+    /// The dispatcher's name (`<name>Server`).
+    pub server: String,
+    /// The doc comment from the IDL, if any.
+    pub doc: Option<String>,
+    /// The service it extends (its trait), if any.
+    pub extends: Option<TypePath>,
+    /// The methods it declares, in IDL order.
+    pub methods: Vec<MethodDef>,
+    /// The methods it inherits through its `extends` chain: the nearest base's first,
+    /// each base's in IDL order.
+    pub inherited: Vec<MethodDef>,
+}
+
+/// One method of a service.
+#[derive(Debug, Clone, PartialEq)]
+pub struct MethodDef {
+    /// The Thrift name: the method name on the wire.
+    pub thrift_name: String,
+    /// The Rust method name (snake case).
+    pub name: String,
+    /// Its variant in the reply enum (upper camel case).
+    pub variant: String,
+    /// The doc comment from the IDL, if any.
+    pub doc: Option<String>,
+    /// The service that declares it (its trait).
+    pub owner: TypePath,
+    /// The `<Owner><Method>Args` struct.
+    pub args: TypePath,
+    /// The fields of the args struct: the method's parameters, named and typed alike.
+    pub params: Vec<FieldDef>,
+    /// The `<Owner><Method>Result` struct; `None` for a oneway method, which has none.
+    pub result: Option<TypePath>,
+    /// The return type; `None` for `void` (and for every oneway method).
+    pub returns: Option<Ty>,
+    /// Whether the method is `oneway`.
+    pub oneway: bool,
+    /// The `<Owner><Method>Exception` enum of the declared exceptions; `None` without
+    /// any (the handler's error type is then `Infallible`).
+    pub exception: Option<TypePath>,
+    /// The declared exceptions, in IDL order.
+    pub throws: Vec<ThrowDef>,
+}
+
+/// One declared exception of a method.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ThrowDef {
+    /// Its variant in the method's exception enum (the field name in upper camel case).
+    pub variant: String,
+    /// The field of the result struct that carries it (never boxed).
+    pub field: String,
+    /// The exception type.
+    pub ty: TypePath,
 }

@@ -17,7 +17,12 @@
 //!   break the cycle.
 //! - Every service method gets `<Service><Method>Args` and, unless `oneway`,
 //!   `<Service><Method>Result` (field 0 `success` unless `void`, then one optional
-//!   field per declared exception), emitted in the service's module.
+//!   field per declared exception), emitted in the service's module; a method with a
+//!   `throws` clause also gets `<Service><Method>Exception`, and the service its trait,
+//!   `<Service>Reply` and `<Service>Server`.
+//! - A service shares one namespace with its whole `extends` chain (the dispatcher
+//!   serves every method of it by name): a method name that is already a base's is an
+//!   error, as are services that extend each other in a cycle.
 
 use std::collections::{HashMap, HashSet};
 use std::fmt;
@@ -26,8 +31,8 @@ use crate::ast::{
     self, BaseType, ConstValue, ConstValueKind, Definition, FieldTypeKind, FileId, Span,
 };
 use crate::model::{
-    ConstDef, EnumDef, FieldDef, FieldValue, Item, Model, Module, Requiredness, StructDef,
-    StructKind, Ty, TypePath, TypedefDef, Value,
+    ConstDef, EnumDef, FieldDef, FieldValue, Item, MethodDef, Model, Module, Requiredness,
+    ServiceDef, StructDef, StructKind, ThrowDef, Ty, TypePath, TypedefDef, Value,
 };
 use crate::names;
 
@@ -87,7 +92,7 @@ enum DefRef<'a> {
     Enum(&'a ast::Enum),
     Struct(&'a ast::StructLike),
     Const(&'a ast::Const),
-    Service,
+    Service(&'a ast::Service),
 }
 
 struct Resolver<'a> {
@@ -143,7 +148,7 @@ impl<'a> Resolver<'a> {
                     Definition::Enum(e) => (&e.name, DefRef::Enum(e)),
                     Definition::Struct(s) => (&s.name, DefRef::Struct(s)),
                     Definition::Const(c) => (&c.name, DefRef::Const(c)),
-                    Definition::Service(s) => (&s.name, DefRef::Service),
+                    Definition::Service(s) => (&s.name, DefRef::Service(s)),
                 };
                 if table.insert(name.name.as_str(), r).is_some() {
                     return Err(at(
@@ -231,7 +236,7 @@ impl<'a> Resolver<'a> {
                 Some((f, DefRef::Typedef(td), None)) => self.ty(f, &td.ty, depth + 1)?,
                 Some((f, DefRef::Enum(e), None)) => Ty::Enum(self.path(f, &e.name.name)),
                 Some((f, DefRef::Struct(s), None)) => Ty::Struct(self.path(f, &s.name.name)),
-                Some((_, DefRef::Const(_) | DefRef::Service, None)) => {
+                Some((_, DefRef::Const(_) | DefRef::Service(_), None)) => {
                     return Err(self.err(
                         file,
                         name.span,
@@ -566,8 +571,18 @@ impl<'a> Resolver<'a> {
                     }
                     Definition::Service(svc) => {
                         for item in self.service_items(fi, svc)? {
-                            if let Item::Struct(s) = &item {
-                                claim(&s.name, svc.name.span, &self)?;
+                            let span = svc.name.span;
+                            match &item {
+                                Item::Struct(s) => claim(&s.name, span, &self)?,
+                                Item::Service(s) => {
+                                    claim(&s.name, span, &self)?;
+                                    claim(&s.reply, span, &self)?;
+                                    claim(&s.server, span, &self)?;
+                                    for e in s.methods.iter().filter_map(|m| m.exception.as_ref()) {
+                                        claim(&e.name, span, &self)?;
+                                    }
+                                }
+                                Item::Enum(_) | Item::Typedef(_) | Item::Const(_) => {}
                             }
                             per_file[fi].push(item);
                         }
@@ -597,7 +612,7 @@ impl<'a> Resolver<'a> {
                         s.hashable = s.fields.iter().all(|f| graph.orderable(&f.ty));
                     }
                     Item::Const(c) => graph.mark_boxed(&mut c.value),
-                    Item::Enum(_) | Item::Typedef(_) => {}
+                    Item::Enum(_) | Item::Typedef(_) | Item::Service(_) => {}
                 }
                 out.push(item);
             }
@@ -637,67 +652,218 @@ impl<'a> Resolver<'a> {
         })
     }
 
+    /// A service's args and result structs, then the service itself.
     fn service_items(&self, file: usize, svc: &'a ast::Service) -> Result<Vec<Item>, ResolveError> {
-        if let Some(base) = &svc.extends {
-            match self.lookup(file, &base.name) {
-                Some((_, DefRef::Service, None)) => {}
-                _ => {
-                    return Err(self.err(
-                        file,
-                        base.span,
-                        format!("unknown service `{}`", base.name),
-                    ));
-                }
-            }
-        }
         let mut items = Vec::new();
-        let mut methods = HashSet::new();
+        let mut methods = Vec::new();
+        let mut seen = HashSet::new();
         for func in &svc.functions {
-            if !methods.insert(func.name.name.as_str()) {
+            if !seen.insert(func.name.name.as_str()) {
                 return Err(self.err(
                     file,
                     func.name.span,
                     format!("method `{}` is defined twice", func.name.name),
                 ));
             }
-            let base = format!("{}_{}", svc.name.name, func.name.name);
-            let args = self.field_list(file, &func.args, false)?;
-            items.push(Item::Struct(StructDef {
-                thrift_name: format!("{}_args", func.name.name),
-                name: names::upper_camel(&format!("{base}_args")),
-                kind: StructKind::Struct,
-                fields: args,
-                doc: None,
-                hashable: false,
-            }));
-            if func.oneway {
-                if func.returns.is_some() || !func.throws.is_empty() {
-                    return Err(self.err(
-                        file,
-                        func.span,
-                        format!(
-                            "oneway method `{}` must return void and throw nothing",
-                            func.name.name
-                        ),
-                    ));
-                }
+            let (method, args, result) = self.method(file, svc, func)?;
+            items.push(Item::Struct(args));
+            items.extend(result.map(Item::Struct));
+            methods.push(method);
+        }
+        let (extends, inherited) = self.inherited(file, svc)?;
+
+        // One trait method and one reply variant per method of the whole chain. A clash
+        // is reported at the later of the service's own methods involved, if any.
+        let all: Vec<&MethodDef> = methods.iter().chain(&inherited).collect();
+        let any_oneway = all.iter().any(|m| m.oneway);
+        let span_of = |i: usize| svc.functions.get(i).map_or(svc.name.span, |f| f.name.span);
+        let clash = |first: usize, later: usize, rust: &str| {
+            // `first` comes earlier in the chain: its owner is or extends `later`'s.
+            let (a, b) = (all[first], all[later]);
+            let message = if a.owner == b.owner {
+                format!(
+                    "methods `{}` and `{}` of `{}` are both `{rust}` in Rust",
+                    a.thrift_name, b.thrift_name, a.owner.name
+                )
+            } else if a.thrift_name == b.thrift_name {
+                format!(
+                    "method `{}` of `{}` is already a method of `{}`, which it extends",
+                    a.thrift_name, a.owner.name, b.owner.name
+                )
+            } else {
+                format!(
+                    "method `{}` of `{}` and method `{}` of `{}`, which it extends, are both \
+                     `{rust}` in Rust",
+                    a.thrift_name, a.owner.name, b.thrift_name, b.owner.name
+                )
+            };
+            let at = if later < svc.functions.len() {
+                later
+            } else {
+                first
+            };
+            self.err(file, span_of(at), message)
+        };
+        let mut rust_names: HashMap<&str, usize> = HashMap::new();
+        let mut variants: HashMap<&str, usize> = HashMap::new();
+        for (i, m) in all.iter().enumerate() {
+            if let Some(&first) = rust_names.get(m.name.as_str()) {
+                return Err(clash(first, i, &m.name));
+            }
+            rust_names.insert(&m.name, i);
+            if m.oneway {
                 continue;
             }
-            let mut fields = Vec::new();
-            if let Some(ret) = &func.returns {
-                fields.push(FieldDef {
-                    id: 0,
-                    thrift_name: "success".into(),
-                    name: "success".into(),
-                    ty: self.ty(file, ret, 0)?,
-                    req: Requiredness::Optional,
-                    default: None,
-                    boxed: false,
-                });
+            if let Some(&first) = variants.get(m.variant.as_str()) {
+                return Err(clash(first, i, &m.variant));
             }
-            for mut f in self.field_list(file, &func.throws, false)? {
-                if !matches!(&f.ty, Ty::Struct(p) if self.find_struct(p).is_some_and(|(_, s)| s.kind == ast::StructKind::Exception))
+            variants.insert(&m.variant, i);
+            if any_oneway && m.variant == "Oneway" {
+                return Err(self.err(
+                    file,
+                    span_of(i),
+                    format!(
+                        "method `{}` clashes with the `Oneway` variant of `{}`'s reply enum",
+                        m.thrift_name, svc.name.name
+                    ),
+                ));
+            }
+        }
+
+        let name = names::upper_camel(&svc.name.name);
+        items.push(Item::Service(ServiceDef {
+            thrift_name: svc.name.name.clone(),
+            reply: format!("{name}Reply"),
+            server: format!("{name}Server"),
+            name,
+            doc: svc.doc.clone(),
+            extends,
+            methods,
+            inherited,
+        }));
+        Ok(items)
+    }
+
+    /// The service `svc` extends, and every method it inherits through its `extends`
+    /// chain, the nearest base's first.
+    fn inherited(
+        &self,
+        file: usize,
+        svc: &'a ast::Service,
+    ) -> Result<(Option<TypePath>, Vec<MethodDef>), ResolveError> {
+        let mut extends = None;
+        let mut methods = Vec::new();
+        let mut chain = vec![(file, svc.name.name.as_str())];
+        let (mut f, mut s) = (file, svc);
+        while let Some(base) = &s.extends {
+            let Some((bf, DefRef::Service(bs), None)) = self.lookup(f, &base.name) else {
+                return Err(self.err(f, base.span, format!("unknown service `{}`", base.name)));
+            };
+            let looped = chain.contains(&(bf, bs.name.name.as_str()));
+            chain.push((bf, bs.name.name.as_str()));
+            if looped {
+                let names: Vec<&str> = chain.iter().map(|(_, n)| *n).collect();
+                return Err(self.err(
+                    f,
+                    base.span,
+                    format!(
+                        "services extend each other in a cycle: {}",
+                        names.join(" extends ")
+                    ),
+                ));
+            }
+            extends.get_or_insert_with(|| self.path(bf, &bs.name.name));
+            for func in &bs.functions {
+                methods.push(self.method(bf, bs, func)?.0);
+            }
+            (f, s) = (bf, bs);
+        }
+        Ok((extends, methods))
+    }
+
+    /// One method of `svc`: what its trait and dispatcher need, its args struct and,
+    /// unless it is oneway, its result struct.
+    fn method(
+        &self,
+        file: usize,
+        svc: &'a ast::Service,
+        func: &'a ast::Function,
+    ) -> Result<(MethodDef, StructDef, Option<StructDef>), ResolveError> {
+        let local = |name: String| TypePath {
+            module: self.modules[file].clone(),
+            name,
+        };
+        let base = format!("{}_{}", svc.name.name, func.name.name);
+        let rust_name = names::snake(&func.name.name);
+        let variant = names::upper_camel(&func.name.name);
+        if !names::is_legal(&rust_name) || !names::is_legal(&variant) {
+            return Err(self.err(
+                file,
+                func.name.span,
+                format!("`{}` does not make a Rust name", func.name.name),
+            ));
+        }
+        let params = self.field_list(file, &func.args, false)?;
+        let args = StructDef {
+            thrift_name: format!("{}_args", func.name.name),
+            name: names::upper_camel(&format!("{base}_args")),
+            kind: StructKind::Struct,
+            fields: params.clone(),
+            doc: None,
+            hashable: false,
+        };
+        let mut method = MethodDef {
+            thrift_name: func.name.name.clone(),
+            name: rust_name,
+            variant,
+            doc: func.doc.clone(),
+            owner: self.path(file, &svc.name.name),
+            args: local(args.name.clone()),
+            params,
+            result: None,
+            returns: None,
+            oneway: func.oneway,
+            exception: None,
+            throws: Vec::new(),
+        };
+        if func.oneway {
+            if func.returns.is_some() || !func.throws.is_empty() {
+                return Err(self.err(
+                    file,
+                    func.span,
+                    format!(
+                        "oneway method `{}` must return void and throw nothing",
+                        func.name.name
+                    ),
+                ));
+            }
+            return Ok((method, args, None));
+        }
+        let mut fields = Vec::new();
+        if let Some(ret) = &func.returns {
+            let ty = self.ty(file, ret, 0)?;
+            method.returns = Some(ty.clone());
+            fields.push(FieldDef {
+                id: 0,
+                thrift_name: "success".into(),
+                name: "success".into(),
+                ty,
+                req: Requiredness::Optional,
+                default: None,
+                boxed: false,
+            });
+        }
+        let mut variants: HashMap<String, String> = HashMap::new();
+        for mut f in self.field_list(file, &func.throws, false)? {
+            let exception = match &f.ty {
+                Ty::Struct(p)
+                    if self
+                        .find_struct(p)
+                        .is_some_and(|(_, s)| s.kind == ast::StructKind::Exception) =>
                 {
+                    p.clone()
+                }
+                _ => {
                     return Err(self.err(
                         file,
                         func.span,
@@ -707,29 +873,49 @@ impl<'a> Resolver<'a> {
                         ),
                     ));
                 }
-                if f.id == 0 || f.name == "success" {
-                    return Err(self.err(
-                        file,
-                        func.span,
-                        format!(
-                            "exception `{}` of `{}` clashes with the result's `success` field",
-                            f.thrift_name, func.name.name
-                        ),
-                    ));
-                }
-                f.req = Requiredness::Optional;
-                fields.push(f);
+            };
+            if f.id == 0 || f.name == "success" {
+                return Err(self.err(
+                    file,
+                    func.span,
+                    format!(
+                        "exception `{}` of `{}` clashes with the result's `success` field",
+                        f.thrift_name, func.name.name
+                    ),
+                ));
             }
-            items.push(Item::Struct(StructDef {
-                thrift_name: format!("{}_result", func.name.name),
-                name: names::upper_camel(&format!("{base}_result")),
-                kind: StructKind::Struct,
-                fields,
-                doc: None,
-                hashable: false,
-            }));
+            let variant = names::upper_camel(&f.thrift_name);
+            if let Some(first) = variants.insert(variant.clone(), f.thrift_name.clone()) {
+                return Err(self.err(
+                    file,
+                    func.span,
+                    format!(
+                        "exceptions `{first}` and `{}` of `{}` are both `{variant}` in Rust",
+                        f.thrift_name, func.name.name
+                    ),
+                ));
+            }
+            method.throws.push(ThrowDef {
+                variant,
+                field: f.name.clone(),
+                ty: exception,
+            });
+            f.req = Requiredness::Optional;
+            fields.push(f);
         }
-        Ok(items)
+        if !method.throws.is_empty() {
+            method.exception = Some(local(names::upper_camel(&format!("{base}_exception"))));
+        }
+        let result = StructDef {
+            thrift_name: format!("{}_result", func.name.name),
+            name: names::upper_camel(&format!("{base}_result")),
+            kind: StructKind::Struct,
+            fields,
+            doc: None,
+            hashable: false,
+        };
+        method.result = Some(local(result.name.clone()));
+        Ok((method, args, Some(result)))
     }
 
     fn check_orderable(

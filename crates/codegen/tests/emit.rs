@@ -1,7 +1,8 @@
 //! The emitter on hand-built models of `idl/echo.thrift` and `idl/mixed.thrift`.
 //!
-//! The resolver must produce exactly the hand-built model from the IDL files, and the
-//! generated code is checked in as `tests/golden/echo_mixed.rs`;
+//! The resolver must produce exactly the hand-built model from the IDL files (its
+//! service included), and the generated code is checked in as
+//! `tests/golden/echo_mixed.rs` (and that of the test IDLs as `tests/golden/test_idls.rs`);
 //! `UPDATE_GOLDEN=1 cargo test -p codegen --test emit` rewrites it after a deliberate
 //! change, otherwise a difference fails with the first differing lines. The
 //! `codegen-check` crate compiles the same output from its build script and tests it
@@ -11,7 +12,8 @@ use std::path::PathBuf;
 
 use codegen::emit::GENERATED_HEADER;
 use codegen::model::{
-    FieldDef, Item, Model, Module, Requiredness, StructDef, StructKind, Ty, TypePath,
+    FieldDef, Item, MethodDef, Model, Module, Requiredness, ServiceDef, StructDef, StructKind,
+    ThrowDef, Ty, TypePath,
 };
 
 fn field(id: i16, name: &str, ty: Ty, req: Requiredness) -> FieldDef {
@@ -148,6 +150,81 @@ fn builder() -> codegen::Builder {
     b
 }
 
+/// What the resolver must produce for `service EchoService`.
+fn echo_service() -> ServiceDef {
+    use Requiredness::Default as Def;
+    let echo = |name: &str| path("echo", name);
+    let method =
+        |thrift: &str, rust: &str, variant: &str, param: FieldDef, ret: Option<Ty>| MethodDef {
+            thrift_name: thrift.to_string(),
+            name: rust.to_string(),
+            variant: variant.to_string(),
+            doc: None,
+            owner: echo("EchoService"),
+            args: echo(&format!("EchoService{variant}Args")),
+            params: vec![param],
+            result: Some(echo(&format!("EchoService{variant}Result"))),
+            returns: ret,
+            oneway: false,
+            exception: None,
+            throws: Vec::new(),
+        };
+    let req = || field(1, "req", Ty::Struct(echo("Request")), Def);
+    let response = || Some(Ty::Struct(echo("Response")));
+    let my_test = || Ty::Struct(echo("MyTest"));
+    let ids = || Ty::Struct(echo("Ids"));
+    let mut echo_or_fail = method(
+        "echo_or_fail",
+        "echo_or_fail",
+        "EchoOrFail",
+        req(),
+        response(),
+    );
+    echo_or_fail.exception = Some(echo("EchoServiceEchoOrFailException"));
+    echo_or_fail.throws = vec![ThrowDef {
+        variant: "Err".to_string(),
+        field: "err".to_string(),
+        ty: echo("EchoError"),
+    }];
+    let mut notify = method(
+        "notify",
+        "notify",
+        "Notify",
+        field(1, "event", Ty::String, Def),
+        None,
+    );
+    notify.oneway = true;
+    notify.result = None;
+    ServiceDef {
+        thrift_name: "EchoService".to_string(),
+        name: "EchoService".to_string(),
+        reply: "EchoServiceReply".to_string(),
+        server: "EchoServiceServer".to_string(),
+        doc: None,
+        extends: None,
+        methods: vec![
+            method("echo", "echo", "Echo", req(), response()),
+            method(
+                "echo_test",
+                "echo_test",
+                "EchoTest",
+                field(1, "t", my_test(), Def),
+                Some(my_test()),
+            ),
+            method(
+                "echo_ids",
+                "echo_ids",
+                "EchoIds",
+                field(1, "ids", ids(), Def),
+                Some(ids()),
+            ),
+            echo_or_fail,
+            notify,
+        ],
+        inherited: Vec::new(),
+    }
+}
+
 #[test]
 fn the_resolver_produces_the_hand_built_model_for_echo_and_mixed() {
     let idl = idl_dir();
@@ -177,10 +254,133 @@ fn the_resolver_produces_the_hand_built_model_for_echo_and_mixed() {
             "EchoServiceNotifyArgs",
         ]
     );
+    // The service comes last, after its structs.
+    match model.modules[0].items.pop() {
+        Some(Item::Service(s)) => assert_eq!(s, echo_service()),
+        other => panic!("expected the service last, got {other:?}"),
+    }
     model.modules[0]
         .items
         .retain(|item| !matches!(item, Item::Struct(s) if s.name.starts_with("EchoService")));
     assert_eq!(model, echo_mixed());
+}
+
+/// Every service of the test IDLs, by Rust name.
+fn test_idl_services() -> Vec<ServiceDef> {
+    let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/idl");
+    let model = builder()
+        .include(&dir)
+        .model(&[dir.join("includes.thrift"), dir.join("handlers.thrift")])
+        .unwrap_or_else(|e| panic!("{e}"));
+    model
+        .modules
+        .into_iter()
+        .flat_map(|m| m.items)
+        .filter_map(|item| match item {
+            Item::Service(s) => Some(s),
+            _ => None,
+        })
+        .collect()
+}
+
+#[test]
+fn an_extends_chain_brings_every_base_method_with_its_owner() {
+    let services = test_idl_services();
+    let find = |name: &str| services.iter().find(|s| s.name == name).unwrap();
+    let methods = |list: &[MethodDef]| -> Vec<String> {
+        list.iter()
+            .map(|m| format!("{}.{}", m.owner.name, m.thrift_name))
+            .collect()
+    };
+
+    // includes.Events extends services.Store, which extends services.Base.
+    let events = find("Events");
+    assert_eq!(events.extends, Some(path("services", "Store")));
+    assert_eq!(methods(&events.methods), ["Events.since"]);
+    assert_eq!(
+        methods(&events.inherited),
+        [
+            "Store.put",
+            "Store.get",
+            "Store.forget",
+            "Store.rects",
+            "Store.stats",
+            "Store.exists",
+            "Store.count",
+            "Base.ping",
+            "Base.version",
+        ]
+    );
+    // Inherited methods keep their owner's structs and exception enums.
+    let get = events.inherited.iter().find(|m| m.name == "get").unwrap();
+    assert_eq!(get.args, path("services", "StoreGetArgs"));
+    assert_eq!(get.result, Some(path("services", "StoreGetResult")));
+    assert_eq!(get.exception, Some(path("services", "StoreGetException")));
+    assert_eq!(
+        get.throws
+            .iter()
+            .map(|t| (t.variant.as_str(), t.field.as_str(), t.ty.name.as_str()))
+            .collect::<Vec<_>>(),
+        [("Nf", "nf", "NotFound"), ("Bad", "bad", "Invalid")]
+    );
+    let forget = events
+        .inherited
+        .iter()
+        .find(|m| m.name == "forget")
+        .unwrap();
+    assert!(forget.oneway && forget.result.is_none() && forget.exception.is_none());
+    let ping = events.inherited.iter().find(|m| m.name == "ping").unwrap();
+    assert_eq!(
+        (&ping.returns, &ping.result),
+        (&None, &Some(path("services", "BasePingResult")))
+    );
+
+    // A chain whose root has no methods; Rust names where Thrift names are keywords.
+    let t = find("T");
+    assert_eq!(t.extends, Some(path("handlers", "Tricky")));
+    assert_eq!(
+        methods(&t.inherited),
+        ["Tricky.type", "Tricky.match", "Tricky.async"]
+    );
+    let names: Vec<(&str, &str)> = t
+        .inherited
+        .iter()
+        .map(|m| (m.name.as_str(), m.variant.as_str()))
+        .collect();
+    assert_eq!(
+        names,
+        [
+            ("r#type", "Type"),
+            ("r#match", "Match"),
+            ("r#async", "Async")
+        ]
+    );
+    assert_eq!(find("Tricky").extends, Some(path("services", "Empty")));
+    assert!(find("Empty").inherited.is_empty() && find("Empty").extends.is_none());
+}
+
+#[test]
+fn generated_service_code_has_the_documented_shape() {
+    let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/idl");
+    let out = builder()
+        .include(&dir)
+        .generate(&[dir.join("handlers.thrift")])
+        .unwrap_or_else(|e| panic!("{e}"));
+    for want in [
+        // A context parameter that does not clash with an argument called `cx`.
+        "            cx_: &mut ::volo_core::context::ServerContext,\n            cx: i32,\n",
+        // Two variants hold `NotFound`, so only `Oops` converts.
+        "impl ::std::convert::From<super::handlers::Oops> for TrickyTypeException",
+        "pub trait T: super::handlers::Tricky {",
+        "impl<T: super::handlers::T> ::volo_core::server::Dispatch for TServer<T> {",
+        // Inherited methods are called through the trait that declares them.
+        "<T as super::handlers::Tricky>::r#type(&self.inner, cx, a.cx, a.self_,",
+        // A oneway-only service: its reply writes nothing.
+        "fn size<S: __tc::Sizer>(&self, _s: &mut S) -> usize {\n            match self {\n                Self::Oneway => 0,",
+    ] {
+        assert!(out.contains(want), "missing {want:?} in:\n{out}");
+    }
+    assert!(!out.contains("From<super::shapes::NotFound> for TrickyTypeException"));
 }
 
 /// Compares `out` with `tests/golden/<name>` (or rewrites it with `UPDATE_GOLDEN=1`).
@@ -240,10 +440,12 @@ fn echo_and_mixed_match_the_checked_in_output() {
 fn test_idls_match_the_checked_in_output() {
     // The same files, in the same order, as codegen-check compiles and tests.
     let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/idl");
-    let files: Vec<PathBuf> = ["base", "shapes", "services", "includes", "comments"]
-        .iter()
-        .map(|name| dir.join(format!("{name}.thrift")))
-        .collect();
+    let files: Vec<PathBuf> = [
+        "base", "shapes", "services", "includes", "comments", "handlers",
+    ]
+    .iter()
+    .map(|name| dir.join(format!("{name}.thrift")))
+    .collect();
     let out = builder()
         .include(&dir)
         .generate(&files)

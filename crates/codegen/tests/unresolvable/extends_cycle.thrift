@@ -1,0 +1,3 @@
+service A extends C {}
+service B extends A {}
+service C extends B {}

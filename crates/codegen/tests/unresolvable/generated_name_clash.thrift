@@ -1,0 +1,2 @@
+struct StoreReply {}
+service Store {}

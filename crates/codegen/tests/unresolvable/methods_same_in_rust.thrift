@@ -1,0 +1,4 @@
+service S {
+    void getItem()
+    void get_item()
+}

@@ -1,0 +1,4 @@
+service S {
+    oneway void notify()
+    void Oneway()
+}
