@@ -261,6 +261,7 @@ const ERR: &str = "::std::result::Result::Err";
 /// volo-core's server module: what service traits and dispatchers implement.
 const SERVER: &str = "::volo_core::server";
 const CONTEXT: &str = "::volo_core::context::ServerContext";
+const CLIENT: &str = "::volo_core::client";
 const SEND: &str = "::std::marker::Send";
 
 impl Emitter<'_> {
@@ -867,6 +868,160 @@ impl Emitter<'_> {
         self.reply_enum(s);
         self.out.blank();
         self.dispatcher(s);
+        self.out.blank();
+        self.client(s);
+    }
+
+    /// `<Service>Client`: one `async fn` per method of the chain (and a `_with` twin
+    /// that takes the call's context), returning the method's result, its declared
+    /// exception, or why the call failed.
+    fn client(&mut self, s: &ServiceDef) {
+        let client = &s.client;
+        line!(
+            self.out,
+            "/// A client of the `{}` service: one method per IDL function (those of the",
+            s.thrift_name
+        );
+        line!(
+            self.out,
+            "/// services it extends included), over a `volo_core::client::Client`."
+        );
+        line!(self.out, "#[derive(Debug, Clone)]");
+        open!(self.out, "pub struct {client}");
+        line!(self.out, "client: {CLIENT}::Client,");
+        self.out.close("");
+        self.out.blank();
+        open!(self.out, "impl {client}");
+        line!(self.out, "/// Calls go through `client`.");
+        open!(self.out, "pub fn new(client: {CLIENT}::Client) -> Self");
+        line!(self.out, "Self {{ client }}");
+        self.out.close("");
+        self.out.blank();
+        line!(self.out, "/// The untyped client underneath.");
+        open!(self.out, "pub fn client(&self) -> &{CLIENT}::Client");
+        line!(self.out, "&self.client");
+        self.out.close("");
+        let methods: Vec<&MethodDef> = s.methods.iter().chain(&s.inherited).collect();
+        for m in methods {
+            self.out.blank();
+            self.client_method(m);
+        }
+        self.out.close("");
+    }
+
+    /// A method's success type and its declared-exception type (`Infallible` without
+    /// `throws`), as the trait and the client spell them.
+    fn outcome_types(&self, m: &MethodDef) -> (String, String) {
+        let ret = m
+            .returns
+            .as_ref()
+            .map_or_else(|| "()".to_string(), |t| self.rust_type(t));
+        let exception = m
+            .exception
+            .as_ref()
+            .map_or_else(|| "::std::convert::Infallible".to_string(), type_path);
+        (ret, exception)
+    }
+
+    /// A client method and its `_with` twin.
+    fn client_method(&mut self, m: &MethodDef) {
+        let (ret, exception) = self.outcome_types(m);
+        let output = format!("::std::result::Result<{ret}, {CLIENT}::ClientError<{exception}>>");
+        let params: Vec<String> = m
+            .params
+            .iter()
+            .map(|p| format!("{}: {}", p.name, self.field_type(p)))
+            .collect();
+        let names: Vec<&str> = m.params.iter().map(|p| p.name.as_str()).collect();
+        let cx = context_name(m);
+        match &m.doc {
+            Some(doc) => self.out.doc(Some(doc)),
+            None => line!(self.out, "/// Calls `{}`.", m.thrift_name),
+        }
+        if m.oneway {
+            line!(self.out, "///");
+            line!(
+                self.out,
+                "/// Oneway: done once the request is sent; no reply comes."
+            );
+        }
+        open!(
+            self.out,
+            "pub async fn {}(&self{}) -> {output}",
+            m.name,
+            params.iter().map(|p| format!(", {p}")).collect::<String>()
+        );
+        line!(
+            self.out,
+            "self.{}_with(&mut {CLIENT}::ClientContext::new(){}).await",
+            m.name,
+            names.iter().map(|n| format!(", {n}")).collect::<String>()
+        );
+        self.out.close("");
+        self.out.blank();
+        line!(
+            self.out,
+            "/// Calls `{}` with a context: metainfo to send (and, after the call, the",
+            m.thrift_name
+        );
+        line!(self.out, "/// backward values received), a timeout.");
+        open!(
+            self.out,
+            "pub async fn {}_with(&self, {cx}: &mut {CLIENT}::ClientContext{}) -> {output}",
+            m.name,
+            params.iter().map(|p| format!(", {p}")).collect::<String>()
+        );
+        let args = if names.is_empty() {
+            format!("{} {{}}", type_path(&m.args))
+        } else {
+            format!("{} {{ {} }}", type_path(&m.args), names.join(", "))
+        };
+        let Some(result) = &m.result else {
+            line!(
+                self.out,
+                "self.client.oneway({cx}, {}, &{args}).await.map_err({CLIENT}::ClientError::from)",
+                str_lit(&m.thrift_name)
+            );
+            self.out.close("");
+            return;
+        };
+        // A void method without exceptions looks at nothing in its result.
+        let r = if m.returns.is_none() && m.throws.is_empty() {
+            "_"
+        } else {
+            "r"
+        };
+        line!(
+            self.out,
+            "let {r}: {} = self.client.call({cx}, {}, &{args}).await?;",
+            type_path(result),
+            str_lit(&m.thrift_name)
+        );
+        if let Some(exception) = &m.exception {
+            for t in &m.throws {
+                open!(self.out, "if let {SOME}(e) = r.{}", t.field);
+                line!(
+                    self.out,
+                    "return {ERR}({CLIENT}::ClientError::User({}::{}(e)));",
+                    type_path(exception),
+                    t.variant
+                );
+                self.out.close("");
+            }
+        }
+        if m.returns.is_some() {
+            open!(self.out, "match r.success");
+            line!(self.out, "{SOME}(v) => {OK}(v),");
+            line!(
+                self.out,
+                "{NONE} => {ERR}({CLIENT}::ClientError::missing_result({})),",
+                str_lit(&m.thrift_name)
+            );
+            self.out.close("");
+        } else {
+            line!(self.out, "{OK}(())");
+        }
+        self.out.close("");
     }
 
     /// `<Owner><Method>Exception`: one variant per declared exception, each convertible
@@ -958,12 +1113,7 @@ impl Emitter<'_> {
                     "/// Oneway: the caller waits for no reply, and what this returns is dropped."
                 );
             }
-            // Parameter names must differ; no snake-case field name ends in `_`.
-            let cx = if m.params.iter().any(|p| p.name == "cx") {
-                "cx_"
-            } else {
-                "cx"
-            };
+            let cx = context_name(m);
             line!(self.out, "fn {}(", m.name);
             self.out.depth += 1;
             line!(self.out, "&self,");
@@ -972,14 +1122,7 @@ impl Emitter<'_> {
                 line!(self.out, "{}: {},", p.name, self.field_type(p));
             }
             self.out.depth -= 1;
-            let ret = m
-                .returns
-                .as_ref()
-                .map_or_else(|| "()".to_string(), |t| self.rust_type(t));
-            let exception = m
-                .exception
-                .as_ref()
-                .map_or_else(|| "::std::convert::Infallible".to_string(), type_path);
+            let (ret, exception) = self.outcome_types(m);
             line!(
                 self.out,
                 ") -> impl ::std::future::Future<Output = ::std::result::Result<{ret}, {SERVER}::ServerError<{exception}>>> + {SEND};"
@@ -1218,5 +1361,15 @@ impl Emitter<'_> {
             "{ERR}({SERVER}::ServerError::Application(e)) => {ERR}({SERVER}::DispatchError::Application(e)),"
         );
         self.out.close("");
+    }
+}
+
+/// The name of a method's context parameter: `cx`, or `cx_` when an argument is named
+/// `cx` (no snake-case field name ends in `_`, so they never clash).
+fn context_name(m: &MethodDef) -> &'static str {
+    if m.params.iter().any(|p| p.name == "cx") {
+        "cx_"
+    } else {
+        "cx"
     }
 }

@@ -223,6 +223,8 @@ pub struct ServiceDef {
     pub reply: String,
     /// The dispatcher's name (`<name>Server`).
     pub server: String,
+    /// The typed client's name (`<name>Client`).
+    pub client: String,
     /// The doc comment from the IDL, if any.
     pub doc: Option<String>,
     /// The service it extends (its trait), if any.

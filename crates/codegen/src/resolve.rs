@@ -19,7 +19,7 @@
 //!   `<Service><Method>Result` (field 0 `success` unless `void`, then one optional
 //!   field per declared exception), emitted in the service's module; a method with a
 //!   `throws` clause also gets `<Service><Method>Exception`, and the service its trait,
-//!   `<Service>Reply` and `<Service>Server`.
+//!   `<Service>Reply`, `<Service>Server` and `<Service>Client`.
 //! - A service shares one namespace with its whole `extends` chain (the dispatcher
 //!   serves every method of it by name): a method name that is already a base's is an
 //!   error, as are services that extend each other in a cycle.
@@ -578,6 +578,7 @@ impl<'a> Resolver<'a> {
                                     claim(&s.name, span, &self)?;
                                     claim(&s.reply, span, &self)?;
                                     claim(&s.server, span, &self)?;
+                                    claim(&s.client, span, &self)?;
                                     for e in s.methods.iter().filter_map(|m| m.exception.as_ref()) {
                                         claim(&e.name, span, &self)?;
                                     }
@@ -735,6 +736,7 @@ impl<'a> Resolver<'a> {
             thrift_name: svc.name.name.clone(),
             reply: format!("{name}Reply"),
             server: format!("{name}Server"),
+            client: format!("{name}Client"),
             name,
             doc: svc.doc.clone(),
             extends,

@@ -200,6 +200,7 @@ fn echo_service() -> ServiceDef {
         name: "EchoService".to_string(),
         reply: "EchoServiceReply".to_string(),
         server: "EchoServiceServer".to_string(),
+        client: "EchoServiceClient".to_string(),
         doc: None,
         extends: None,
         methods: vec![

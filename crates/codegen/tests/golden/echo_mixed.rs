@@ -859,6 +859,101 @@ pub mod echo {
             }
         }
     }
+
+    /// A client of the `EchoService` service: one method per IDL function (those of the
+    /// services it extends included), over a `volo_core::client::Client`.
+    #[derive(Debug, Clone)]
+    pub struct EchoServiceClient {
+        client: ::volo_core::client::Client,
+    }
+
+    impl EchoServiceClient {
+        /// Calls go through `client`.
+        pub fn new(client: ::volo_core::client::Client) -> Self {
+            Self { client }
+        }
+
+        /// The untyped client underneath.
+        pub fn client(&self) -> &::volo_core::client::Client {
+            &self.client
+        }
+
+        /// Calls `echo`.
+        pub async fn echo(&self, req: super::echo::Request) -> ::std::result::Result<super::echo::Response, ::volo_core::client::ClientError<::std::convert::Infallible>> {
+            self.echo_with(&mut ::volo_core::client::ClientContext::new(), req).await
+        }
+
+        /// Calls `echo` with a context: metainfo to send (and, after the call, the
+        /// backward values received), a timeout.
+        pub async fn echo_with(&self, cx: &mut ::volo_core::client::ClientContext, req: super::echo::Request) -> ::std::result::Result<super::echo::Response, ::volo_core::client::ClientError<::std::convert::Infallible>> {
+            let r: super::echo::EchoServiceEchoResult = self.client.call(cx, "echo", &super::echo::EchoServiceEchoArgs { req }).await?;
+            match r.success {
+                ::std::option::Option::Some(v) => ::std::result::Result::Ok(v),
+                ::std::option::Option::None => ::std::result::Result::Err(::volo_core::client::ClientError::missing_result("echo")),
+            }
+        }
+
+        /// Calls `echo_test`.
+        pub async fn echo_test(&self, t: super::echo::MyTest) -> ::std::result::Result<super::echo::MyTest, ::volo_core::client::ClientError<::std::convert::Infallible>> {
+            self.echo_test_with(&mut ::volo_core::client::ClientContext::new(), t).await
+        }
+
+        /// Calls `echo_test` with a context: metainfo to send (and, after the call, the
+        /// backward values received), a timeout.
+        pub async fn echo_test_with(&self, cx: &mut ::volo_core::client::ClientContext, t: super::echo::MyTest) -> ::std::result::Result<super::echo::MyTest, ::volo_core::client::ClientError<::std::convert::Infallible>> {
+            let r: super::echo::EchoServiceEchoTestResult = self.client.call(cx, "echo_test", &super::echo::EchoServiceEchoTestArgs { t }).await?;
+            match r.success {
+                ::std::option::Option::Some(v) => ::std::result::Result::Ok(v),
+                ::std::option::Option::None => ::std::result::Result::Err(::volo_core::client::ClientError::missing_result("echo_test")),
+            }
+        }
+
+        /// Calls `echo_ids`.
+        pub async fn echo_ids(&self, ids: super::echo::Ids) -> ::std::result::Result<super::echo::Ids, ::volo_core::client::ClientError<::std::convert::Infallible>> {
+            self.echo_ids_with(&mut ::volo_core::client::ClientContext::new(), ids).await
+        }
+
+        /// Calls `echo_ids` with a context: metainfo to send (and, after the call, the
+        /// backward values received), a timeout.
+        pub async fn echo_ids_with(&self, cx: &mut ::volo_core::client::ClientContext, ids: super::echo::Ids) -> ::std::result::Result<super::echo::Ids, ::volo_core::client::ClientError<::std::convert::Infallible>> {
+            let r: super::echo::EchoServiceEchoIdsResult = self.client.call(cx, "echo_ids", &super::echo::EchoServiceEchoIdsArgs { ids }).await?;
+            match r.success {
+                ::std::option::Option::Some(v) => ::std::result::Result::Ok(v),
+                ::std::option::Option::None => ::std::result::Result::Err(::volo_core::client::ClientError::missing_result("echo_ids")),
+            }
+        }
+
+        /// Calls `echo_or_fail`.
+        pub async fn echo_or_fail(&self, req: super::echo::Request) -> ::std::result::Result<super::echo::Response, ::volo_core::client::ClientError<super::echo::EchoServiceEchoOrFailException>> {
+            self.echo_or_fail_with(&mut ::volo_core::client::ClientContext::new(), req).await
+        }
+
+        /// Calls `echo_or_fail` with a context: metainfo to send (and, after the call, the
+        /// backward values received), a timeout.
+        pub async fn echo_or_fail_with(&self, cx: &mut ::volo_core::client::ClientContext, req: super::echo::Request) -> ::std::result::Result<super::echo::Response, ::volo_core::client::ClientError<super::echo::EchoServiceEchoOrFailException>> {
+            let r: super::echo::EchoServiceEchoOrFailResult = self.client.call(cx, "echo_or_fail", &super::echo::EchoServiceEchoOrFailArgs { req }).await?;
+            if let ::std::option::Option::Some(e) = r.err {
+                return ::std::result::Result::Err(::volo_core::client::ClientError::User(super::echo::EchoServiceEchoOrFailException::Err(e)));
+            }
+            match r.success {
+                ::std::option::Option::Some(v) => ::std::result::Result::Ok(v),
+                ::std::option::Option::None => ::std::result::Result::Err(::volo_core::client::ClientError::missing_result("echo_or_fail")),
+            }
+        }
+
+        /// Calls `notify`.
+        ///
+        /// Oneway: done once the request is sent; no reply comes.
+        pub async fn notify(&self, event: __tc::Utf8Bytes) -> ::std::result::Result<(), ::volo_core::client::ClientError<::std::convert::Infallible>> {
+            self.notify_with(&mut ::volo_core::client::ClientContext::new(), event).await
+        }
+
+        /// Calls `notify` with a context: metainfo to send (and, after the call, the
+        /// backward values received), a timeout.
+        pub async fn notify_with(&self, cx: &mut ::volo_core::client::ClientContext, event: __tc::Utf8Bytes) -> ::std::result::Result<(), ::volo_core::client::ClientError<::std::convert::Infallible>> {
+            self.client.oneway(cx, "notify", &super::echo::EchoServiceNotifyArgs { event }).await.map_err(::volo_core::client::ClientError::from)
+        }
+    }
 }
 
 /// Generated from `mixed.thrift`.

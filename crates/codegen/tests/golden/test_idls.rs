@@ -1435,6 +1435,52 @@ pub mod services {
         }
     }
 
+    /// A client of the `Base` service: one method per IDL function (those of the
+    /// services it extends included), over a `volo_core::client::Client`.
+    #[derive(Debug, Clone)]
+    pub struct BaseClient {
+        client: ::volo_core::client::Client,
+    }
+
+    impl BaseClient {
+        /// Calls go through `client`.
+        pub fn new(client: ::volo_core::client::Client) -> Self {
+            Self { client }
+        }
+
+        /// The untyped client underneath.
+        pub fn client(&self) -> &::volo_core::client::Client {
+            &self.client
+        }
+
+        /// Calls `ping`.
+        pub async fn ping(&self) -> ::std::result::Result<(), ::volo_core::client::ClientError<::std::convert::Infallible>> {
+            self.ping_with(&mut ::volo_core::client::ClientContext::new()).await
+        }
+
+        /// Calls `ping` with a context: metainfo to send (and, after the call, the
+        /// backward values received), a timeout.
+        pub async fn ping_with(&self, cx: &mut ::volo_core::client::ClientContext) -> ::std::result::Result<(), ::volo_core::client::ClientError<::std::convert::Infallible>> {
+            let _: super::services::BasePingResult = self.client.call(cx, "ping", &super::services::BasePingArgs {}).await?;
+            ::std::result::Result::Ok(())
+        }
+
+        /// Calls `version`.
+        pub async fn version(&self) -> ::std::result::Result<__tc::Utf8Bytes, ::volo_core::client::ClientError<::std::convert::Infallible>> {
+            self.version_with(&mut ::volo_core::client::ClientContext::new()).await
+        }
+
+        /// Calls `version` with a context: metainfo to send (and, after the call, the
+        /// backward values received), a timeout.
+        pub async fn version_with(&self, cx: &mut ::volo_core::client::ClientContext) -> ::std::result::Result<__tc::Utf8Bytes, ::volo_core::client::ClientError<::std::convert::Infallible>> {
+            let r: super::services::BaseVersionResult = self.client.call(cx, "version", &super::services::BaseVersionArgs {}).await?;
+            match r.success {
+                ::std::option::Option::Some(v) => ::std::result::Result::Ok(v),
+                ::std::option::Option::None => ::std::result::Result::Err(::volo_core::client::ClientError::missing_result("version")),
+            }
+        }
+    }
+
     #[derive(Debug, Clone, PartialEq, Default)]
     pub struct StorePutArgs {
         /// Field 1.
@@ -2277,6 +2323,161 @@ pub mod services {
         }
     }
 
+    /// A client of the `Store` service: one method per IDL function (those of the
+    /// services it extends included), over a `volo_core::client::Client`.
+    #[derive(Debug, Clone)]
+    pub struct StoreClient {
+        client: ::volo_core::client::Client,
+    }
+
+    impl StoreClient {
+        /// Calls go through `client`.
+        pub fn new(client: ::volo_core::client::Client) -> Self {
+            Self { client }
+        }
+
+        /// The untyped client underneath.
+        pub fn client(&self) -> &::volo_core::client::Client {
+            &self.client
+        }
+
+        /// Stores a shape.
+        pub async fn put(&self, key: __tc::Utf8Bytes, value: super::shapes::Shape) -> ::std::result::Result<(), ::volo_core::client::ClientError<super::services::StorePutException>> {
+            self.put_with(&mut ::volo_core::client::ClientContext::new(), key, value).await
+        }
+
+        /// Calls `put` with a context: metainfo to send (and, after the call, the
+        /// backward values received), a timeout.
+        pub async fn put_with(&self, cx: &mut ::volo_core::client::ClientContext, key: __tc::Utf8Bytes, value: super::shapes::Shape) -> ::std::result::Result<(), ::volo_core::client::ClientError<super::services::StorePutException>> {
+            let r: super::services::StorePutResult = self.client.call(cx, "put", &super::services::StorePutArgs { key, value }).await?;
+            if let ::std::option::Option::Some(e) = r.invalid {
+                return ::std::result::Result::Err(::volo_core::client::ClientError::User(super::services::StorePutException::Invalid(e)));
+            }
+            ::std::result::Result::Ok(())
+        }
+
+        /// Calls `get`.
+        pub async fn get(&self, key: __tc::Utf8Bytes) -> ::std::result::Result<super::shapes::Shape, ::volo_core::client::ClientError<super::services::StoreGetException>> {
+            self.get_with(&mut ::volo_core::client::ClientContext::new(), key).await
+        }
+
+        /// Calls `get` with a context: metainfo to send (and, after the call, the
+        /// backward values received), a timeout.
+        pub async fn get_with(&self, cx: &mut ::volo_core::client::ClientContext, key: __tc::Utf8Bytes) -> ::std::result::Result<super::shapes::Shape, ::volo_core::client::ClientError<super::services::StoreGetException>> {
+            let r: super::services::StoreGetResult = self.client.call(cx, "get", &super::services::StoreGetArgs { key }).await?;
+            if let ::std::option::Option::Some(e) = r.nf {
+                return ::std::result::Result::Err(::volo_core::client::ClientError::User(super::services::StoreGetException::Nf(e)));
+            }
+            if let ::std::option::Option::Some(e) = r.bad {
+                return ::std::result::Result::Err(::volo_core::client::ClientError::User(super::services::StoreGetException::Bad(e)));
+            }
+            match r.success {
+                ::std::option::Option::Some(v) => ::std::result::Result::Ok(v),
+                ::std::option::Option::None => ::std::result::Result::Err(::volo_core::client::ClientError::missing_result("get")),
+            }
+        }
+
+        /// Calls `forget`.
+        ///
+        /// Oneway: done once the request is sent; no reply comes.
+        pub async fn forget(&self, key: __tc::Utf8Bytes) -> ::std::result::Result<(), ::volo_core::client::ClientError<::std::convert::Infallible>> {
+            self.forget_with(&mut ::volo_core::client::ClientContext::new(), key).await
+        }
+
+        /// Calls `forget` with a context: metainfo to send (and, after the call, the
+        /// backward values received), a timeout.
+        pub async fn forget_with(&self, cx: &mut ::volo_core::client::ClientContext, key: __tc::Utf8Bytes) -> ::std::result::Result<(), ::volo_core::client::ClientError<::std::convert::Infallible>> {
+            self.client.oneway(cx, "forget", &super::services::StoreForgetArgs { key }).await.map_err(::volo_core::client::ClientError::from)
+        }
+
+        /// Calls `rects`.
+        pub async fn rects(&self, limit: i32, prefix: ::std::option::Option<__tc::Utf8Bytes>) -> ::std::result::Result<::std::vec::Vec<super::shapes::Rect>, ::volo_core::client::ClientError<::std::convert::Infallible>> {
+            self.rects_with(&mut ::volo_core::client::ClientContext::new(), limit, prefix).await
+        }
+
+        /// Calls `rects` with a context: metainfo to send (and, after the call, the
+        /// backward values received), a timeout.
+        pub async fn rects_with(&self, cx: &mut ::volo_core::client::ClientContext, limit: i32, prefix: ::std::option::Option<__tc::Utf8Bytes>) -> ::std::result::Result<::std::vec::Vec<super::shapes::Rect>, ::volo_core::client::ClientError<::std::convert::Infallible>> {
+            let r: super::services::StoreRectsResult = self.client.call(cx, "rects", &super::services::StoreRectsArgs { limit, prefix }).await?;
+            match r.success {
+                ::std::option::Option::Some(v) => ::std::result::Result::Ok(v),
+                ::std::option::Option::None => ::std::result::Result::Err(::volo_core::client::ClientError::missing_result("rects")),
+            }
+        }
+
+        /// Calls `stats`.
+        pub async fn stats(&self) -> ::std::result::Result<::std::collections::BTreeMap<__tc::Utf8Bytes, i64>, ::volo_core::client::ClientError<::std::convert::Infallible>> {
+            self.stats_with(&mut ::volo_core::client::ClientContext::new()).await
+        }
+
+        /// Calls `stats` with a context: metainfo to send (and, after the call, the
+        /// backward values received), a timeout.
+        pub async fn stats_with(&self, cx: &mut ::volo_core::client::ClientContext) -> ::std::result::Result<::std::collections::BTreeMap<__tc::Utf8Bytes, i64>, ::volo_core::client::ClientError<::std::convert::Infallible>> {
+            let r: super::services::StoreStatsResult = self.client.call(cx, "stats", &super::services::StoreStatsArgs {}).await?;
+            match r.success {
+                ::std::option::Option::Some(v) => ::std::result::Result::Ok(v),
+                ::std::option::Option::None => ::std::result::Result::Err(::volo_core::client::ClientError::missing_result("stats")),
+            }
+        }
+
+        /// Calls `exists`.
+        pub async fn exists(&self, key: __tc::Utf8Bytes) -> ::std::result::Result<bool, ::volo_core::client::ClientError<::std::convert::Infallible>> {
+            self.exists_with(&mut ::volo_core::client::ClientContext::new(), key).await
+        }
+
+        /// Calls `exists` with a context: metainfo to send (and, after the call, the
+        /// backward values received), a timeout.
+        pub async fn exists_with(&self, cx: &mut ::volo_core::client::ClientContext, key: __tc::Utf8Bytes) -> ::std::result::Result<bool, ::volo_core::client::ClientError<::std::convert::Infallible>> {
+            let r: super::services::StoreExistsResult = self.client.call(cx, "exists", &super::services::StoreExistsArgs { key }).await?;
+            match r.success {
+                ::std::option::Option::Some(v) => ::std::result::Result::Ok(v),
+                ::std::option::Option::None => ::std::result::Result::Err(::volo_core::client::ClientError::missing_result("exists")),
+            }
+        }
+
+        /// Calls `count`.
+        pub async fn count(&self, keys: ::std::vec::Vec<__tc::Utf8Bytes>) -> ::std::result::Result<i32, ::volo_core::client::ClientError<::std::convert::Infallible>> {
+            self.count_with(&mut ::volo_core::client::ClientContext::new(), keys).await
+        }
+
+        /// Calls `count` with a context: metainfo to send (and, after the call, the
+        /// backward values received), a timeout.
+        pub async fn count_with(&self, cx: &mut ::volo_core::client::ClientContext, keys: ::std::vec::Vec<__tc::Utf8Bytes>) -> ::std::result::Result<i32, ::volo_core::client::ClientError<::std::convert::Infallible>> {
+            let r: super::services::StoreCountResult = self.client.call(cx, "count", &super::services::StoreCountArgs { keys }).await?;
+            match r.success {
+                ::std::option::Option::Some(v) => ::std::result::Result::Ok(v),
+                ::std::option::Option::None => ::std::result::Result::Err(::volo_core::client::ClientError::missing_result("count")),
+            }
+        }
+
+        /// Calls `ping`.
+        pub async fn ping(&self) -> ::std::result::Result<(), ::volo_core::client::ClientError<::std::convert::Infallible>> {
+            self.ping_with(&mut ::volo_core::client::ClientContext::new()).await
+        }
+
+        /// Calls `ping` with a context: metainfo to send (and, after the call, the
+        /// backward values received), a timeout.
+        pub async fn ping_with(&self, cx: &mut ::volo_core::client::ClientContext) -> ::std::result::Result<(), ::volo_core::client::ClientError<::std::convert::Infallible>> {
+            let _: super::services::BasePingResult = self.client.call(cx, "ping", &super::services::BasePingArgs {}).await?;
+            ::std::result::Result::Ok(())
+        }
+
+        /// Calls `version`.
+        pub async fn version(&self) -> ::std::result::Result<__tc::Utf8Bytes, ::volo_core::client::ClientError<::std::convert::Infallible>> {
+            self.version_with(&mut ::volo_core::client::ClientContext::new()).await
+        }
+
+        /// Calls `version` with a context: metainfo to send (and, after the call, the
+        /// backward values received), a timeout.
+        pub async fn version_with(&self, cx: &mut ::volo_core::client::ClientContext) -> ::std::result::Result<__tc::Utf8Bytes, ::volo_core::client::ClientError<::std::convert::Infallible>> {
+            let r: super::services::BaseVersionResult = self.client.call(cx, "version", &super::services::BaseVersionArgs {}).await?;
+            match r.success {
+                ::std::option::Option::Some(v) => ::std::result::Result::Ok(v),
+                ::std::option::Option::None => ::std::result::Result::Err(::volo_core::client::ClientError::missing_result("version")),
+            }
+        }
+    }
+
     /// The `Empty` service: implement it, and serve it with [`EmptyServer`].
     pub trait Empty: ::std::marker::Send + ::std::marker::Sync + 'static {}
 
@@ -2330,6 +2531,25 @@ pub mod services {
         ) -> ::std::result::Result<EmptyReply, ::volo_core::server::DispatchError> {
             let _ = (cx, method, args);
             ::std::result::Result::Err(::volo_core::server::DispatchError::UnknownMethod)
+        }
+    }
+
+    /// A client of the `Empty` service: one method per IDL function (those of the
+    /// services it extends included), over a `volo_core::client::Client`.
+    #[derive(Debug, Clone)]
+    pub struct EmptyClient {
+        client: ::volo_core::client::Client,
+    }
+
+    impl EmptyClient {
+        /// Calls go through `client`.
+        pub fn new(client: ::volo_core::client::Client) -> Self {
+            Self { client }
+        }
+
+        /// The untyped client underneath.
+        pub fn client(&self) -> &::volo_core::client::Client {
+            &self.client
         }
     }
 }
@@ -2720,6 +2940,179 @@ pub mod includes {
                     }
                 }
                 _ => ::std::result::Result::Err(::volo_core::server::DispatchError::UnknownMethod),
+            }
+        }
+    }
+
+    /// A client of the `Events` service: one method per IDL function (those of the
+    /// services it extends included), over a `volo_core::client::Client`.
+    #[derive(Debug, Clone)]
+    pub struct EventsClient {
+        client: ::volo_core::client::Client,
+    }
+
+    impl EventsClient {
+        /// Calls go through `client`.
+        pub fn new(client: ::volo_core::client::Client) -> Self {
+            Self { client }
+        }
+
+        /// The untyped client underneath.
+        pub fn client(&self) -> &::volo_core::client::Client {
+            &self.client
+        }
+
+        /// Calls `since`.
+        pub async fn since(&self, at: i64) -> ::std::result::Result<::std::vec::Vec<super::includes::Event>, ::volo_core::client::ClientError<super::includes::EventsSinceException>> {
+            self.since_with(&mut ::volo_core::client::ClientContext::new(), at).await
+        }
+
+        /// Calls `since` with a context: metainfo to send (and, after the call, the
+        /// backward values received), a timeout.
+        pub async fn since_with(&self, cx: &mut ::volo_core::client::ClientContext, at: i64) -> ::std::result::Result<::std::vec::Vec<super::includes::Event>, ::volo_core::client::ClientError<super::includes::EventsSinceException>> {
+            let r: super::includes::EventsSinceResult = self.client.call(cx, "since", &super::includes::EventsSinceArgs { at }).await?;
+            if let ::std::option::Option::Some(e) = r.nf {
+                return ::std::result::Result::Err(::volo_core::client::ClientError::User(super::includes::EventsSinceException::Nf(e)));
+            }
+            match r.success {
+                ::std::option::Option::Some(v) => ::std::result::Result::Ok(v),
+                ::std::option::Option::None => ::std::result::Result::Err(::volo_core::client::ClientError::missing_result("since")),
+            }
+        }
+
+        /// Stores a shape.
+        pub async fn put(&self, key: __tc::Utf8Bytes, value: super::shapes::Shape) -> ::std::result::Result<(), ::volo_core::client::ClientError<super::services::StorePutException>> {
+            self.put_with(&mut ::volo_core::client::ClientContext::new(), key, value).await
+        }
+
+        /// Calls `put` with a context: metainfo to send (and, after the call, the
+        /// backward values received), a timeout.
+        pub async fn put_with(&self, cx: &mut ::volo_core::client::ClientContext, key: __tc::Utf8Bytes, value: super::shapes::Shape) -> ::std::result::Result<(), ::volo_core::client::ClientError<super::services::StorePutException>> {
+            let r: super::services::StorePutResult = self.client.call(cx, "put", &super::services::StorePutArgs { key, value }).await?;
+            if let ::std::option::Option::Some(e) = r.invalid {
+                return ::std::result::Result::Err(::volo_core::client::ClientError::User(super::services::StorePutException::Invalid(e)));
+            }
+            ::std::result::Result::Ok(())
+        }
+
+        /// Calls `get`.
+        pub async fn get(&self, key: __tc::Utf8Bytes) -> ::std::result::Result<super::shapes::Shape, ::volo_core::client::ClientError<super::services::StoreGetException>> {
+            self.get_with(&mut ::volo_core::client::ClientContext::new(), key).await
+        }
+
+        /// Calls `get` with a context: metainfo to send (and, after the call, the
+        /// backward values received), a timeout.
+        pub async fn get_with(&self, cx: &mut ::volo_core::client::ClientContext, key: __tc::Utf8Bytes) -> ::std::result::Result<super::shapes::Shape, ::volo_core::client::ClientError<super::services::StoreGetException>> {
+            let r: super::services::StoreGetResult = self.client.call(cx, "get", &super::services::StoreGetArgs { key }).await?;
+            if let ::std::option::Option::Some(e) = r.nf {
+                return ::std::result::Result::Err(::volo_core::client::ClientError::User(super::services::StoreGetException::Nf(e)));
+            }
+            if let ::std::option::Option::Some(e) = r.bad {
+                return ::std::result::Result::Err(::volo_core::client::ClientError::User(super::services::StoreGetException::Bad(e)));
+            }
+            match r.success {
+                ::std::option::Option::Some(v) => ::std::result::Result::Ok(v),
+                ::std::option::Option::None => ::std::result::Result::Err(::volo_core::client::ClientError::missing_result("get")),
+            }
+        }
+
+        /// Calls `forget`.
+        ///
+        /// Oneway: done once the request is sent; no reply comes.
+        pub async fn forget(&self, key: __tc::Utf8Bytes) -> ::std::result::Result<(), ::volo_core::client::ClientError<::std::convert::Infallible>> {
+            self.forget_with(&mut ::volo_core::client::ClientContext::new(), key).await
+        }
+
+        /// Calls `forget` with a context: metainfo to send (and, after the call, the
+        /// backward values received), a timeout.
+        pub async fn forget_with(&self, cx: &mut ::volo_core::client::ClientContext, key: __tc::Utf8Bytes) -> ::std::result::Result<(), ::volo_core::client::ClientError<::std::convert::Infallible>> {
+            self.client.oneway(cx, "forget", &super::services::StoreForgetArgs { key }).await.map_err(::volo_core::client::ClientError::from)
+        }
+
+        /// Calls `rects`.
+        pub async fn rects(&self, limit: i32, prefix: ::std::option::Option<__tc::Utf8Bytes>) -> ::std::result::Result<::std::vec::Vec<super::shapes::Rect>, ::volo_core::client::ClientError<::std::convert::Infallible>> {
+            self.rects_with(&mut ::volo_core::client::ClientContext::new(), limit, prefix).await
+        }
+
+        /// Calls `rects` with a context: metainfo to send (and, after the call, the
+        /// backward values received), a timeout.
+        pub async fn rects_with(&self, cx: &mut ::volo_core::client::ClientContext, limit: i32, prefix: ::std::option::Option<__tc::Utf8Bytes>) -> ::std::result::Result<::std::vec::Vec<super::shapes::Rect>, ::volo_core::client::ClientError<::std::convert::Infallible>> {
+            let r: super::services::StoreRectsResult = self.client.call(cx, "rects", &super::services::StoreRectsArgs { limit, prefix }).await?;
+            match r.success {
+                ::std::option::Option::Some(v) => ::std::result::Result::Ok(v),
+                ::std::option::Option::None => ::std::result::Result::Err(::volo_core::client::ClientError::missing_result("rects")),
+            }
+        }
+
+        /// Calls `stats`.
+        pub async fn stats(&self) -> ::std::result::Result<::std::collections::BTreeMap<__tc::Utf8Bytes, i64>, ::volo_core::client::ClientError<::std::convert::Infallible>> {
+            self.stats_with(&mut ::volo_core::client::ClientContext::new()).await
+        }
+
+        /// Calls `stats` with a context: metainfo to send (and, after the call, the
+        /// backward values received), a timeout.
+        pub async fn stats_with(&self, cx: &mut ::volo_core::client::ClientContext) -> ::std::result::Result<::std::collections::BTreeMap<__tc::Utf8Bytes, i64>, ::volo_core::client::ClientError<::std::convert::Infallible>> {
+            let r: super::services::StoreStatsResult = self.client.call(cx, "stats", &super::services::StoreStatsArgs {}).await?;
+            match r.success {
+                ::std::option::Option::Some(v) => ::std::result::Result::Ok(v),
+                ::std::option::Option::None => ::std::result::Result::Err(::volo_core::client::ClientError::missing_result("stats")),
+            }
+        }
+
+        /// Calls `exists`.
+        pub async fn exists(&self, key: __tc::Utf8Bytes) -> ::std::result::Result<bool, ::volo_core::client::ClientError<::std::convert::Infallible>> {
+            self.exists_with(&mut ::volo_core::client::ClientContext::new(), key).await
+        }
+
+        /// Calls `exists` with a context: metainfo to send (and, after the call, the
+        /// backward values received), a timeout.
+        pub async fn exists_with(&self, cx: &mut ::volo_core::client::ClientContext, key: __tc::Utf8Bytes) -> ::std::result::Result<bool, ::volo_core::client::ClientError<::std::convert::Infallible>> {
+            let r: super::services::StoreExistsResult = self.client.call(cx, "exists", &super::services::StoreExistsArgs { key }).await?;
+            match r.success {
+                ::std::option::Option::Some(v) => ::std::result::Result::Ok(v),
+                ::std::option::Option::None => ::std::result::Result::Err(::volo_core::client::ClientError::missing_result("exists")),
+            }
+        }
+
+        /// Calls `count`.
+        pub async fn count(&self, keys: ::std::vec::Vec<__tc::Utf8Bytes>) -> ::std::result::Result<i32, ::volo_core::client::ClientError<::std::convert::Infallible>> {
+            self.count_with(&mut ::volo_core::client::ClientContext::new(), keys).await
+        }
+
+        /// Calls `count` with a context: metainfo to send (and, after the call, the
+        /// backward values received), a timeout.
+        pub async fn count_with(&self, cx: &mut ::volo_core::client::ClientContext, keys: ::std::vec::Vec<__tc::Utf8Bytes>) -> ::std::result::Result<i32, ::volo_core::client::ClientError<::std::convert::Infallible>> {
+            let r: super::services::StoreCountResult = self.client.call(cx, "count", &super::services::StoreCountArgs { keys }).await?;
+            match r.success {
+                ::std::option::Option::Some(v) => ::std::result::Result::Ok(v),
+                ::std::option::Option::None => ::std::result::Result::Err(::volo_core::client::ClientError::missing_result("count")),
+            }
+        }
+
+        /// Calls `ping`.
+        pub async fn ping(&self) -> ::std::result::Result<(), ::volo_core::client::ClientError<::std::convert::Infallible>> {
+            self.ping_with(&mut ::volo_core::client::ClientContext::new()).await
+        }
+
+        /// Calls `ping` with a context: metainfo to send (and, after the call, the
+        /// backward values received), a timeout.
+        pub async fn ping_with(&self, cx: &mut ::volo_core::client::ClientContext) -> ::std::result::Result<(), ::volo_core::client::ClientError<::std::convert::Infallible>> {
+            let _: super::services::BasePingResult = self.client.call(cx, "ping", &super::services::BasePingArgs {}).await?;
+            ::std::result::Result::Ok(())
+        }
+
+        /// Calls `version`.
+        pub async fn version(&self) -> ::std::result::Result<__tc::Utf8Bytes, ::volo_core::client::ClientError<::std::convert::Infallible>> {
+            self.version_with(&mut ::volo_core::client::ClientContext::new()).await
+        }
+
+        /// Calls `version` with a context: metainfo to send (and, after the call, the
+        /// backward values received), a timeout.
+        pub async fn version_with(&self, cx: &mut ::volo_core::client::ClientContext) -> ::std::result::Result<__tc::Utf8Bytes, ::volo_core::client::ClientError<::std::convert::Infallible>> {
+            let r: super::services::BaseVersionResult = self.client.call(cx, "version", &super::services::BaseVersionArgs {}).await?;
+            match r.success {
+                ::std::option::Option::Some(v) => ::std::result::Result::Ok(v),
+                ::std::option::Option::None => ::std::result::Result::Err(::volo_core::client::ClientError::missing_result("version")),
             }
         }
     }
@@ -3376,6 +3769,78 @@ pub mod comments {
             }
         }
     }
+
+    /// A client of the `Doc` service: one method per IDL function (those of the
+    /// services it extends included), over a `volo_core::client::Client`.
+    #[derive(Debug, Clone)]
+    pub struct DocClient {
+        client: ::volo_core::client::Client,
+    }
+
+    impl DocClient {
+        /// Calls go through `client`.
+        pub fn new(client: ::volo_core::client::Client) -> Self {
+            Self { client }
+        }
+
+        /// The untyped client underneath.
+        pub fn client(&self) -> &::volo_core::client::Client {
+            &self.client
+        }
+
+        /// Line doc on a function
+        /// spanning two lines.
+        pub async fn a(&self) -> ::std::result::Result<(), ::volo_core::client::ClientError<::std::convert::Infallible>> {
+            self.a_with(&mut ::volo_core::client::ClientContext::new()).await
+        }
+
+        /// Calls `a` with a context: metainfo to send (and, after the call, the
+        /// backward values received), a timeout.
+        pub async fn a_with(&self, cx: &mut ::volo_core::client::ClientContext) -> ::std::result::Result<(), ::volo_core::client::ClientError<::std::convert::Infallible>> {
+            let _: super::comments::DocAResult = self.client.call(cx, "a", &super::comments::DocAArgs {}).await?;
+            ::std::result::Result::Ok(())
+        }
+
+        /// Calls `b`.
+        pub async fn b(&self) -> ::std::result::Result<(), ::volo_core::client::ClientError<::std::convert::Infallible>> {
+            self.b_with(&mut ::volo_core::client::ClientContext::new()).await
+        }
+
+        /// Calls `b` with a context: metainfo to send (and, after the call, the
+        /// backward values received), a timeout.
+        pub async fn b_with(&self, cx: &mut ::volo_core::client::ClientContext) -> ::std::result::Result<(), ::volo_core::client::ClientError<::std::convert::Infallible>> {
+            let _: super::comments::DocBResult = self.client.call(cx, "b", &super::comments::DocBArgs {}).await?;
+            ::std::result::Result::Ok(())
+        }
+
+        /// Block doc.
+        ///
+        /// Oneway: done once the request is sent; no reply comes.
+        pub async fn c(&self) -> ::std::result::Result<(), ::volo_core::client::ClientError<::std::convert::Infallible>> {
+            self.c_with(&mut ::volo_core::client::ClientContext::new()).await
+        }
+
+        /// Calls `c` with a context: metainfo to send (and, after the call, the
+        /// backward values received), a timeout.
+        pub async fn c_with(&self, cx: &mut ::volo_core::client::ClientContext) -> ::std::result::Result<(), ::volo_core::client::ClientError<::std::convert::Infallible>> {
+            self.client.oneway(cx, "c", &super::comments::DocCArgs {}).await.map_err(::volo_core::client::ClientError::from)
+        }
+
+        /// Calls `d`.
+        pub async fn d(&self, x: i32, y: i32) -> ::std::result::Result<i32, ::volo_core::client::ClientError<::std::convert::Infallible>> {
+            self.d_with(&mut ::volo_core::client::ClientContext::new(), x, y).await
+        }
+
+        /// Calls `d` with a context: metainfo to send (and, after the call, the
+        /// backward values received), a timeout.
+        pub async fn d_with(&self, cx: &mut ::volo_core::client::ClientContext, x: i32, y: i32) -> ::std::result::Result<i32, ::volo_core::client::ClientError<::std::convert::Infallible>> {
+            let r: super::comments::DocDResult = self.client.call(cx, "d", &super::comments::DocDArgs { x, y }).await?;
+            match r.success {
+                ::std::option::Option::Some(v) => ::std::result::Result::Ok(v),
+                ::std::option::Option::None => ::std::result::Result::Err(::volo_core::client::ClientError::missing_result("d")),
+            }
+        }
+    }
 }
 
 /// Generated from `handlers.thrift`.
@@ -3935,6 +4400,79 @@ pub mod handlers {
         }
     }
 
+    /// A client of the `Tricky` service: one method per IDL function (those of the
+    /// services it extends included), over a `volo_core::client::Client`.
+    #[derive(Debug, Clone)]
+    pub struct TrickyClient {
+        client: ::volo_core::client::Client,
+    }
+
+    impl TrickyClient {
+        /// Calls go through `client`.
+        pub fn new(client: ::volo_core::client::Client) -> Self {
+            Self { client }
+        }
+
+        /// The untyped client underneath.
+        pub fn client(&self) -> &::volo_core::client::Client {
+            &self.client
+        }
+
+        /// Parameters named like the context and the dispatcher's locals.
+        pub async fn r#type(&self, cx: i32, self_: __tc::Utf8Bytes, a: i64, args: i64, method: i64, inner: i64, r: i64, e: i64) -> ::std::result::Result<i32, ::volo_core::client::ClientError<super::handlers::TrickyTypeException>> {
+            self.r#type_with(&mut ::volo_core::client::ClientContext::new(), cx, self_, a, args, method, inner, r, e).await
+        }
+
+        /// Calls `type` with a context: metainfo to send (and, after the call, the
+        /// backward values received), a timeout.
+        pub async fn r#type_with(&self, cx_: &mut ::volo_core::client::ClientContext, cx: i32, self_: __tc::Utf8Bytes, a: i64, args: i64, method: i64, inner: i64, r: i64, e: i64) -> ::std::result::Result<i32, ::volo_core::client::ClientError<super::handlers::TrickyTypeException>> {
+            let r: super::handlers::TrickyTypeResult = self.client.call(cx_, "type", &super::handlers::TrickyTypeArgs { cx, self_, a, args, method, inner, r, e }).await?;
+            if let ::std::option::Option::Some(e) = r.first {
+                return ::std::result::Result::Err(::volo_core::client::ClientError::User(super::handlers::TrickyTypeException::First(e)));
+            }
+            if let ::std::option::Option::Some(e) = r.second {
+                return ::std::result::Result::Err(::volo_core::client::ClientError::User(super::handlers::TrickyTypeException::Second(e)));
+            }
+            if let ::std::option::Option::Some(e) = r.oops {
+                return ::std::result::Result::Err(::volo_core::client::ClientError::User(super::handlers::TrickyTypeException::Oops(e)));
+            }
+            match r.success {
+                ::std::option::Option::Some(v) => ::std::result::Result::Ok(v),
+                ::std::option::Option::None => ::std::result::Result::Err(::volo_core::client::ClientError::missing_result("type")),
+            }
+        }
+
+        /// Calls `match`.
+        pub async fn r#match(&self, result: ::std::option::Option<super::shapes::Shape>) -> ::std::result::Result<(), ::volo_core::client::ClientError<super::handlers::TrickyMatchException>> {
+            self.r#match_with(&mut ::volo_core::client::ClientContext::new(), result).await
+        }
+
+        /// Calls `match` with a context: metainfo to send (and, after the call, the
+        /// backward values received), a timeout.
+        pub async fn r#match_with(&self, cx: &mut ::volo_core::client::ClientContext, result: ::std::option::Option<super::shapes::Shape>) -> ::std::result::Result<(), ::volo_core::client::ClientError<super::handlers::TrickyMatchException>> {
+            let r: super::handlers::TrickyMatchResult = self.client.call(cx, "match", &super::handlers::TrickyMatchArgs { result }).await?;
+            if let ::std::option::Option::Some(e) = r.r#fn {
+                return ::std::result::Result::Err(::volo_core::client::ClientError::User(super::handlers::TrickyMatchException::Fn(e)));
+            }
+            ::std::result::Result::Ok(())
+        }
+
+        /// Calls `async`.
+        pub async fn r#async(&self) -> ::std::result::Result<__tc::bytes::Bytes, ::volo_core::client::ClientError<::std::convert::Infallible>> {
+            self.r#async_with(&mut ::volo_core::client::ClientContext::new()).await
+        }
+
+        /// Calls `async` with a context: metainfo to send (and, after the call, the
+        /// backward values received), a timeout.
+        pub async fn r#async_with(&self, cx: &mut ::volo_core::client::ClientContext) -> ::std::result::Result<__tc::bytes::Bytes, ::volo_core::client::ClientError<::std::convert::Infallible>> {
+            let r: super::handlers::TrickyAsyncResult = self.client.call(cx, "async", &super::handlers::TrickyAsyncArgs {}).await?;
+            match r.success {
+                ::std::option::Option::Some(v) => ::std::result::Result::Ok(v),
+                ::std::option::Option::None => ::std::result::Result::Err(::volo_core::client::ClientError::missing_result("async")),
+            }
+        }
+    }
+
     #[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord, Default)]
     pub struct TFireArgs {
         /// Field 1.
@@ -4088,6 +4626,92 @@ pub mod handlers {
                     }
                 }
                 _ => ::std::result::Result::Err(::volo_core::server::DispatchError::UnknownMethod),
+            }
+        }
+    }
+
+    /// A client of the `T` service: one method per IDL function (those of the
+    /// services it extends included), over a `volo_core::client::Client`.
+    #[derive(Debug, Clone)]
+    pub struct TClient {
+        client: ::volo_core::client::Client,
+    }
+
+    impl TClient {
+        /// Calls go through `client`.
+        pub fn new(client: ::volo_core::client::Client) -> Self {
+            Self { client }
+        }
+
+        /// The untyped client underneath.
+        pub fn client(&self) -> &::volo_core::client::Client {
+            &self.client
+        }
+
+        /// Calls `fire`.
+        ///
+        /// Oneway: done once the request is sent; no reply comes.
+        pub async fn fire(&self, what: __tc::Utf8Bytes) -> ::std::result::Result<(), ::volo_core::client::ClientError<::std::convert::Infallible>> {
+            self.fire_with(&mut ::volo_core::client::ClientContext::new(), what).await
+        }
+
+        /// Calls `fire` with a context: metainfo to send (and, after the call, the
+        /// backward values received), a timeout.
+        pub async fn fire_with(&self, cx: &mut ::volo_core::client::ClientContext, what: __tc::Utf8Bytes) -> ::std::result::Result<(), ::volo_core::client::ClientError<::std::convert::Infallible>> {
+            self.client.oneway(cx, "fire", &super::handlers::TFireArgs { what }).await.map_err(::volo_core::client::ClientError::from)
+        }
+
+        /// Parameters named like the context and the dispatcher's locals.
+        pub async fn r#type(&self, cx: i32, self_: __tc::Utf8Bytes, a: i64, args: i64, method: i64, inner: i64, r: i64, e: i64) -> ::std::result::Result<i32, ::volo_core::client::ClientError<super::handlers::TrickyTypeException>> {
+            self.r#type_with(&mut ::volo_core::client::ClientContext::new(), cx, self_, a, args, method, inner, r, e).await
+        }
+
+        /// Calls `type` with a context: metainfo to send (and, after the call, the
+        /// backward values received), a timeout.
+        pub async fn r#type_with(&self, cx_: &mut ::volo_core::client::ClientContext, cx: i32, self_: __tc::Utf8Bytes, a: i64, args: i64, method: i64, inner: i64, r: i64, e: i64) -> ::std::result::Result<i32, ::volo_core::client::ClientError<super::handlers::TrickyTypeException>> {
+            let r: super::handlers::TrickyTypeResult = self.client.call(cx_, "type", &super::handlers::TrickyTypeArgs { cx, self_, a, args, method, inner, r, e }).await?;
+            if let ::std::option::Option::Some(e) = r.first {
+                return ::std::result::Result::Err(::volo_core::client::ClientError::User(super::handlers::TrickyTypeException::First(e)));
+            }
+            if let ::std::option::Option::Some(e) = r.second {
+                return ::std::result::Result::Err(::volo_core::client::ClientError::User(super::handlers::TrickyTypeException::Second(e)));
+            }
+            if let ::std::option::Option::Some(e) = r.oops {
+                return ::std::result::Result::Err(::volo_core::client::ClientError::User(super::handlers::TrickyTypeException::Oops(e)));
+            }
+            match r.success {
+                ::std::option::Option::Some(v) => ::std::result::Result::Ok(v),
+                ::std::option::Option::None => ::std::result::Result::Err(::volo_core::client::ClientError::missing_result("type")),
+            }
+        }
+
+        /// Calls `match`.
+        pub async fn r#match(&self, result: ::std::option::Option<super::shapes::Shape>) -> ::std::result::Result<(), ::volo_core::client::ClientError<super::handlers::TrickyMatchException>> {
+            self.r#match_with(&mut ::volo_core::client::ClientContext::new(), result).await
+        }
+
+        /// Calls `match` with a context: metainfo to send (and, after the call, the
+        /// backward values received), a timeout.
+        pub async fn r#match_with(&self, cx: &mut ::volo_core::client::ClientContext, result: ::std::option::Option<super::shapes::Shape>) -> ::std::result::Result<(), ::volo_core::client::ClientError<super::handlers::TrickyMatchException>> {
+            let r: super::handlers::TrickyMatchResult = self.client.call(cx, "match", &super::handlers::TrickyMatchArgs { result }).await?;
+            if let ::std::option::Option::Some(e) = r.r#fn {
+                return ::std::result::Result::Err(::volo_core::client::ClientError::User(super::handlers::TrickyMatchException::Fn(e)));
+            }
+            ::std::result::Result::Ok(())
+        }
+
+        /// Calls `async`.
+        pub async fn r#async(&self) -> ::std::result::Result<__tc::bytes::Bytes, ::volo_core::client::ClientError<::std::convert::Infallible>> {
+            self.r#async_with(&mut ::volo_core::client::ClientContext::new()).await
+        }
+
+        /// Calls `async` with a context: metainfo to send (and, after the call, the
+        /// backward values received), a timeout.
+        pub async fn r#async_with(&self, cx: &mut ::volo_core::client::ClientContext) -> ::std::result::Result<__tc::bytes::Bytes, ::volo_core::client::ClientError<::std::convert::Infallible>> {
+            let r: super::handlers::TrickyAsyncResult = self.client.call(cx, "async", &super::handlers::TrickyAsyncArgs {}).await?;
+            match r.success {
+                ::std::option::Option::Some(v) => ::std::result::Result::Ok(v),
+                ::std::option::Option::None => ::std::result::Result::Err(::volo_core::client::ClientError::missing_result("async")),
             }
         }
     }
@@ -4250,6 +4874,51 @@ pub mod handlers {
                 }
                 _ => ::std::result::Result::Err(::volo_core::server::DispatchError::UnknownMethod),
             }
+        }
+    }
+
+    /// A client of the `Oneways` service: one method per IDL function (those of the
+    /// services it extends included), over a `volo_core::client::Client`.
+    #[derive(Debug, Clone)]
+    pub struct OnewaysClient {
+        client: ::volo_core::client::Client,
+    }
+
+    impl OnewaysClient {
+        /// Calls go through `client`.
+        pub fn new(client: ::volo_core::client::Client) -> Self {
+            Self { client }
+        }
+
+        /// The untyped client underneath.
+        pub fn client(&self) -> &::volo_core::client::Client {
+            &self.client
+        }
+
+        /// Calls `fire`.
+        ///
+        /// Oneway: done once the request is sent; no reply comes.
+        pub async fn fire(&self, what: __tc::Utf8Bytes) -> ::std::result::Result<(), ::volo_core::client::ClientError<::std::convert::Infallible>> {
+            self.fire_with(&mut ::volo_core::client::ClientContext::new(), what).await
+        }
+
+        /// Calls `fire` with a context: metainfo to send (and, after the call, the
+        /// backward values received), a timeout.
+        pub async fn fire_with(&self, cx: &mut ::volo_core::client::ClientContext, what: __tc::Utf8Bytes) -> ::std::result::Result<(), ::volo_core::client::ClientError<::std::convert::Infallible>> {
+            self.client.oneway(cx, "fire", &super::handlers::OnewaysFireArgs { what }).await.map_err(::volo_core::client::ClientError::from)
+        }
+
+        /// Calls `forget`.
+        ///
+        /// Oneway: done once the request is sent; no reply comes.
+        pub async fn forget(&self) -> ::std::result::Result<(), ::volo_core::client::ClientError<::std::convert::Infallible>> {
+            self.forget_with(&mut ::volo_core::client::ClientContext::new()).await
+        }
+
+        /// Calls `forget` with a context: metainfo to send (and, after the call, the
+        /// backward values received), a timeout.
+        pub async fn forget_with(&self, cx: &mut ::volo_core::client::ClientContext) -> ::std::result::Result<(), ::volo_core::client::ClientError<::std::convert::Infallible>> {
+            self.client.oneway(cx, "forget", &super::handlers::OnewaysForgetArgs {}).await.map_err(::volo_core::client::ClientError::from)
         }
     }
 }

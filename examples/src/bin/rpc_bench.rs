@@ -1,0 +1,193 @@
+//! `rpc-bench [--transports tokio,netpoll,uds] [--concurrency N] [--size BYTES]
+//! [--duration SECS] [--framing ttheader|framed|buffered] [--protocol binary|compact]`:
+//! EchoService server and client in one process, one closed-loop run per transport, a
+//! progress bar while each runs, then a table and one line per transport:
+//! `transport=<name> qps=<n> p50_us=<n> p99_us=<n> p999_us=<n> errors=<n>`.
+//!
+//! Transports: `tokio` (TCP on tokio's own sockets on both sides: the baseline),
+//! `netpoll` (TCP on netpoll-rs), `uds` (a Unix-domain socket on netpoll-rs). `shm`
+//! (shared memory) is not built yet and is refused.
+//!
+//! The server runs on a tokio runtime with one worker thread of its own, the client on
+//! another: a server and its clients in two processes would not share threads either.
+//! Compare the rows with each other; they share the machine's cores.
+
+use std::time::Duration;
+
+use examples::cli::{Args, Usage};
+use examples::echo::{EchoServiceClient, EchoServiceServer};
+use examples::echo_service::{Echo, EchoCall};
+use examples::load::{Plan, Report, closed_loop, progress_wanted};
+use examples::options;
+use volo_core::client::{Client, ClientConfig};
+use volo_core::codec::{Framing, Protocol};
+use volo_core::context::Address;
+use volo_core::server::{Server, ServerConfig};
+use volo_core::transport::TransportKind;
+
+const HELP: &str = "usage: rpc-bench [--transports tokio,netpoll,uds] [--concurrency N] \
+[--size BYTES] [--duration SECS] [--framing ttheader|framed|buffered] [--protocol binary|compact]";
+
+fn main() {
+    if let Err(e) = run() {
+        eprintln!("rpc-bench: {e}\n{HELP}");
+        std::process::exit(2);
+    }
+}
+
+struct Settings {
+    concurrency: usize,
+    size: usize,
+    duration: Duration,
+    framing: Framing,
+    protocol: Protocol,
+}
+
+fn run() -> Result<(), Usage> {
+    let args = Args::parse(std::env::args().skip(1).filter(|a| a != "--bench"), &[])?;
+    args.only(&[
+        "transports",
+        "concurrency",
+        "size",
+        "duration",
+        "framing",
+        "protocol",
+    ])?;
+    let transports: Vec<String> = args
+        .get("transports", "tokio,netpoll,uds".to_string())?
+        .split(',')
+        .map(str::trim)
+        .filter(|t| !t.is_empty())
+        .map(String::from)
+        .collect();
+    for t in &transports {
+        if !["tokio", "netpoll", "uds"].contains(&t.as_str()) {
+            return Err(Usage(if t == "shm" {
+                "--transports shm: the shared-memory transport is not built yet".into()
+            } else {
+                format!("--transports: unknown transport {t:?}")
+            }));
+        }
+    }
+    let settings = Settings {
+        concurrency: args.get("concurrency", 100)?,
+        size: args.get("size", 1024)?,
+        duration: Duration::from_secs_f64(args.get("duration", 15.0)?),
+        framing: options::framing(&args.get("framing", "ttheader".to_string())?)?,
+        protocol: options::protocol(&args.get("protocol", "binary".to_string())?)?,
+    };
+    if settings.concurrency == 0 || settings.duration.is_zero() {
+        return Err(Usage("--concurrency and --duration must be above 0".into()));
+    }
+    println!(
+        "rpc-bench: echo of {}-byte messages, {} callers, {:.0} s per transport, {:?}/{:?}, \
+         {} CPUs",
+        settings.size,
+        settings.concurrency,
+        settings.duration.as_secs_f64(),
+        settings.framing,
+        settings.protocol,
+        std::thread::available_parallelism().map_or(1, |n| n.get())
+    );
+    let mut rows = Vec::new();
+    for t in &transports {
+        let report = bench_one(t, &settings)?;
+        rows.push((t.clone(), report));
+    }
+    println!();
+    println!(
+        "{:<10} {:>10} {:>9} {:>9} {:>9} {:>7}",
+        "transport", "QPS", "p50 µs", "p99 µs", "p999 µs", "errors"
+    );
+    for (t, r) in &rows {
+        println!(
+            "{:<10} {:>10.0} {:>9} {:>9} {:>9} {:>7}",
+            t,
+            r.qps(),
+            r.quantile_us(0.5),
+            r.quantile_us(0.99),
+            r.quantile_us(0.999),
+            r.errors
+        );
+    }
+    println!();
+    for (t, r) in &rows {
+        println!("transport={t} {}", r.line());
+    }
+    Ok(())
+}
+
+/// One transport: a fresh server and client, a closed-loop run, both stopped.
+fn bench_one(transport: &str, s: &Settings) -> Result<Report, Usage> {
+    let dir = std::env::temp_dir().join(format!("rpc-bench-{}", std::process::id()));
+    let (io, addr) = match transport {
+        "tokio" => (TransportKind::Tokio, Address::Tcp(localhost())),
+        "netpoll" => (TransportKind::Netpoll, Address::Tcp(localhost())),
+        _ => {
+            std::fs::create_dir_all(&dir).map_err(|e| Usage(format!("{}: {e}", dir.display())))?;
+            let path = dir.join("echo.sock");
+            let _ = std::fs::remove_file(&path);
+            (TransportKind::Netpoll, Address::Unix(path))
+        }
+    };
+    let server_rt = runtime()?;
+    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+    let bound = server_rt
+        .block_on(
+            Server::new(EchoServiceServer::new(Echo::default()))
+                .with_config(ServerConfig {
+                    transport: io,
+                    ..ServerConfig::default()
+                })
+                .bind(&addr),
+        )
+        .map_err(|e| Usage(format!("{transport}: binding {addr}: {e}")))?;
+    let addr = bound.local_addr().clone();
+    let serving = server_rt.spawn(bound.serve_with_shutdown(async {
+        let _ = stopped.await;
+    }));
+    let client_rt = runtime()?;
+    let report = client_rt.block_on(async {
+        let config = ClientConfig {
+            framing: s.framing,
+            protocol: s.protocol,
+            transport: io,
+            max_connections: s.concurrency,
+            ..ClientConfig::default()
+        };
+        let client = Client::new("EchoService", addr.clone(), config)
+            .map_err(|e| Usage(format!("{transport}: client: {e}")))?;
+        let client = EchoServiceClient::new(client);
+        let call = EchoCall::new(client, s.size);
+        let plan = Plan {
+            concurrency: s.concurrency,
+            warmup: Duration::from_secs(1),
+            duration: s.duration,
+            progress: progress_wanted(),
+        };
+        Ok::<_, Usage>(
+            closed_loop(plan, transport, move || {
+                let call = call.clone();
+                async move { call.call().await }
+            })
+            .await,
+        )
+    })?;
+    drop(client_rt);
+    let _ = stop.send(());
+    let _ = server_rt.block_on(serving);
+    let _ = std::fs::remove_dir_all(&dir);
+    Ok(report)
+}
+
+fn localhost() -> std::net::SocketAddr {
+    std::net::SocketAddr::from(([127, 0, 0, 1], 0))
+}
+
+fn runtime() -> Result<tokio::runtime::Runtime, Usage> {
+    tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(1)
+        .enable_all()
+        .build()
+        .map_err(|e| Usage(format!("runtime: {e}")))
+}

@@ -1,0 +1,115 @@
+//! `EchoService` from idl/echo.thrift, with the semantics written in the IDL: the
+//! handler every example server runs.
+
+use std::convert::Infallible;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use thrift_codec::Utf8Bytes;
+use volo_core::context::ServerContext;
+use volo_core::server::ServerError;
+
+use crate::echo::{
+    EchoError, EchoService, EchoServiceEchoOrFailException, Ids, MyTest, Request, Response,
+};
+
+/// The code of the `EchoError` that `echo_or_fail` raises (the IDL leaves it open; every
+/// implementation in this repository, and the Python one in interop/rpc.py, uses 1).
+pub const ECHO_ERROR_CODE: i32 = 1;
+
+/// The service: answers every call with its argument; `echo_or_fail` fails when asked;
+/// `notify` counts events.
+#[derive(Debug, Clone, Default)]
+pub struct Echo {
+    notified: Arc<AtomicU64>,
+}
+
+impl Echo {
+    /// Events received by `notify` so far.
+    pub fn notified(&self) -> u64 {
+        self.notified.load(Ordering::Relaxed)
+    }
+}
+
+impl EchoService for Echo {
+    async fn echo(
+        &self,
+        _cx: &mut ServerContext,
+        req: Request,
+    ) -> Result<Response, ServerError<Infallible>> {
+        Ok(Response {
+            action: req.action,
+            msg: req.msg,
+        })
+    }
+
+    async fn echo_test(
+        &self,
+        _cx: &mut ServerContext,
+        t: MyTest,
+    ) -> Result<MyTest, ServerError<Infallible>> {
+        Ok(t)
+    }
+
+    async fn echo_ids(
+        &self,
+        _cx: &mut ServerContext,
+        ids: Ids,
+    ) -> Result<Ids, ServerError<Infallible>> {
+        Ok(ids)
+    }
+
+    async fn echo_or_fail(
+        &self,
+        _cx: &mut ServerContext,
+        req: Request,
+    ) -> Result<Response, ServerError<EchoServiceEchoOrFailException>> {
+        if req.action.as_str() == "fail" {
+            return Err(ServerError::User(EchoServiceEchoOrFailException::Err(
+                EchoError {
+                    code: ECHO_ERROR_CODE,
+                    message: req.msg,
+                },
+            )));
+        }
+        Ok(Response {
+            action: req.action,
+            msg: req.msg,
+        })
+    }
+
+    async fn notify(
+        &self,
+        _cx: &mut ServerContext,
+        _event: Utf8Bytes,
+    ) -> Result<(), ServerError<Infallible>> {
+        self.notified.fetch_add(1, Ordering::Relaxed);
+        Ok(())
+    }
+}
+
+/// One closed-loop caller's call: `echo` with a fixed message, the answer checked.
+#[derive(Debug, Clone)]
+pub struct EchoCall {
+    client: crate::echo::EchoServiceClient,
+    msg: Utf8Bytes,
+}
+
+impl EchoCall {
+    /// Calls through `client` with a message of `size` bytes.
+    pub fn new(client: crate::echo::EchoServiceClient, size: usize) -> Self {
+        EchoCall {
+            client,
+            msg: Utf8Bytes::from("x".repeat(size)),
+        }
+    }
+
+    /// One `echo`; whether it came back whole.
+    pub async fn call(&self) -> bool {
+        let req = Request {
+            action: Utf8Bytes::from("echo"),
+            msg: self.msg.clone(),
+        };
+        matches!(self.client.echo(req).await, Ok(r) if r.msg == self.msg)
+    }
+}

@@ -1,0 +1,24 @@
+//! What the example programs share: the code generated from idl/echo.thrift, the
+//! service implementation, a closed-loop load generator and a command-line reader.
+//!
+//! Programs (`cargo run --release -p examples --bin NAME -- ...`):
+//! - `echo-server --addr <host:port|unix:PATH>`: serves `EchoService`.
+//! - `echo-client --addr <...> [--transport ttheader|framed|buffered]
+//!   [--protocol binary|compact] [--concurrency N] [--size BYTES] [--duration SECS]`:
+//!   closed-loop load; its last line is `qps=<n> p50_us=<n> p99_us=<n> p999_us=<n>
+//!   errors=<n>`.
+//! - `rpc-bench`: server and client in one process, one run per transport.
+//! - `wire-dump`: the bytes of the benchmark types on the wire.
+#![allow(unreachable_pub)]
+
+pub mod cli;
+pub mod echo_service;
+pub mod load;
+pub mod options;
+
+#[allow(missing_docs)]
+mod generated {
+    include!(concat!(env!("OUT_DIR"), "/thrift_gen.rs"));
+}
+
+pub use generated::echo;

@@ -1,0 +1,37 @@
+//! Command-line names for framings, protocols and socket transports, shared by the
+//! programs.
+
+use volo_core::codec::{Framing, Protocol};
+use volo_core::transport::TransportKind;
+
+use crate::cli::Usage;
+
+/// `ttheader`, `framed` or `buffered`.
+pub fn framing(name: &str) -> Result<Framing, Usage> {
+    match name {
+        "ttheader" => Ok(Framing::TTHeader),
+        "framed" => Ok(Framing::Framed),
+        "buffered" => Ok(Framing::Buffered),
+        other => Err(Usage(format!(
+            "--transport {other:?}: ttheader, framed or buffered"
+        ))),
+    }
+}
+
+/// `binary` or `compact`.
+pub fn protocol(name: &str) -> Result<Protocol, Usage> {
+    match name {
+        "binary" => Ok(Protocol::Binary),
+        "compact" => Ok(Protocol::Compact),
+        other => Err(Usage(format!("--protocol {other:?}: binary or compact"))),
+    }
+}
+
+/// `netpoll` or `tokio`.
+pub fn io(name: &str) -> Result<TransportKind, Usage> {
+    match name {
+        "netpoll" => Ok(TransportKind::Netpoll),
+        "tokio" => Ok(TransportKind::Tokio),
+        other => Err(Usage(format!("--io {other:?}: netpoll or tokio"))),
+    }
+}
