@@ -35,6 +35,9 @@ use pool::{Pool, Pooled};
 pub struct ClientConfig {
     /// The framing of requests. Default TTHeader.
     pub framing: Framing,
+    /// With TTHeader: put a Framed length in front of the message inside the header
+    /// too (Kitex's "TTHeaderFramed", what Volo's client sends by default). Default off.
+    pub ttheader_framed: bool,
     /// The protocol of requests. Default Binary.
     pub protocol: Protocol,
     /// How long a connect may take. Default 1 s.
@@ -58,6 +61,7 @@ impl Default for ClientConfig {
     fn default() -> Self {
         ClientConfig {
             framing: Framing::TTHeader,
+            ttheader_framed: false,
             protocol: Protocol::Binary,
             connect_timeout: Duration::from_secs(1),
             rpc_timeout: Some(Duration::from_secs(10)),
@@ -349,6 +353,7 @@ impl Client {
         let copied = len - sizer.zero_copy_len();
         let tt = (config.framing == Framing::TTHeader).then(|| {
             let mut h = Header::new(header.seq_id, config.protocol);
+            h.inner_framed = config.ttheader_framed;
             h.str_kv.extend(
                 cx.metainfo
                     .request_pairs()

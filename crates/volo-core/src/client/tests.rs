@@ -112,6 +112,20 @@ fn the_tokio_transport_works_on_either_side() {
 }
 
 #[test]
+fn ttheader_framed_requests_are_answered() {
+    with_client(
+        |c| c.ttheader_framed = true,
+        |client, server| async move {
+            let mut cx = ClientContext::new();
+            cx.metainfo.set_persistent("logid", "f");
+            assert_eq!(echo(&client, &mut cx, "tf").await.unwrap(), text(0, "tf"));
+            assert_eq!(cx.metainfo.backward("seen"), Some("f"));
+            server
+        },
+    );
+}
+
+#[test]
 fn metainfo_goes_out_and_backward_values_come_back() {
     with_client(
         |_| {},
