@@ -1,6 +1,4 @@
-//! The RPC core: `Service` and `Layer`, framing, contexts; client and server to come.
-//!
-//! Built so far (issue 5 is under way):
+//! The RPC core: `Service` and `Layer`, framing, contexts, the server and the client.
 //!
 //! - [`service`]: `Service<Cx, Req>` with an `async fn call(&self, cx, req)`, `Layer`,
 //!   `ServiceBuilder`, `service_fn` and `layer_fn`, in the shape Volo (motore) users know.
@@ -8,9 +6,21 @@
 //!   these services.
 //! - [`codec`]: TTHeader, Framed and Buffered framing over the Binary and Compact
 //!   protocols, with detection from a connection's first bytes and size limits.
+//! - [`context`]: addresses (`host:port`, `unix:/path`, `shm:/path`), the call's
+//!   description and metainfo (persistent, transient, backward) as Kitex and Volo
+//!   carry it in TTHeader.
+//! - [`server`]: `Server::new(<Service>Server::new(handler)).bind(addr)`: framing and
+//!   protocol detected per connection and answered in kind, oneway calls, IDL exceptions
+//!   in the result struct, `TApplicationException` for unknown methods, bad arguments and
+//!   handler panics, connection / in-flight / size limits, read and idle timeouts,
+//!   graceful shutdown; server-side layers are [`service::Layer`]s over [`server::Dispatch`].
+//! - [`client`]: `Client` with pooled ping-pong connections, connect and call timeouts
+//!   (1 s and 10 s by default), metainfo; generated `<Service>Client`s wrap it.
+//! - [`transport`]: netpoll-rs (the default) or plain tokio sockets, per server and per
+//!   client.
 //!
-//! Still to come: contexts and metainfo, the server and client, transports over
-//! netpoll-rs, shm-ipc and plain tokio.
+//! Not built yet: multiplexed connections, retries with a budget, load balancing and
+//! service discovery, and the shared-memory transport (`shm:` addresses are refused).
 #![warn(
     missing_docs,
     missing_debug_implementations,
