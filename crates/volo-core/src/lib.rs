@@ -15,12 +15,15 @@
 //!   handler panics, connection / in-flight / size limits, read and idle timeouts,
 //!   graceful shutdown; server-side layers are [`service::Layer`]s over [`server::Dispatch`].
 //! - [`client`]: `Client` with pooled ping-pong connections, connect and call timeouts
-//!   (1 s and 10 s by default), metainfo; generated `<Service>Client`s wrap it.
+//!   (1 s and 10 s by default), metainfo, discovery (`Discover`, a static list), load
+//!   balancing (weighted random, consistent hash) and retries of failed connects within
+//!   a retry budget; generated `<Service>Client`s wrap it.
 //! - [`transport`]: netpoll-rs (the default) or plain tokio sockets, per server and per
 //!   client.
 //!
-//! Not built yet: multiplexed connections, retries with a budget, load balancing and
-//! service discovery, and the shared-memory transport (`shm:` addresses are refused).
+//! Not built yet: multiplexed connections, a registry-backed `Discover`, circuit
+//! breaking and backup requests, and the shared-memory transport (`shm:` addresses
+//! are refused).
 #![warn(
     missing_docs,
     missing_debug_implementations,

@@ -9,13 +9,24 @@
 //!   servers), protocol Binary;
 //! - connect timeout 1 s, call timeout 10 s (per call: [`ClientContext::timeout`]);
 //! - at most 64 connections per peer; a call that finds them all busy waits for one;
+//! - one instance, or those a [`Discover`] finds, picked per call by weighted random (or
+//!   [`ConsistentHash`] on [`ClientContext::hash_key`]);
+//! - a call whose connect failed is retried once on another instance, within a retry
+//!   budget of one retry per ten calls; a call that failed after its request was sent
+//!   is never retried (the server may have run it);
 //! - frames up to 16,384,000 bytes.
 
+mod balance;
 mod pool;
 
+pub use balance::{
+    ConsistentHash, Discover, Instance, LoadBalance, RetryBudget, StaticDiscover, WeightedRandom,
+};
+
+use std::collections::HashMap;
 use std::fmt;
 use std::io;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
 use bytes::{BufMut, Bytes};
@@ -47,6 +58,13 @@ pub struct ClientConfig {
     pub rpc_timeout: Option<Duration>,
     /// Open connections per peer at most. Default 64.
     pub max_connections: usize,
+    /// Retries of a call whose connect failed (the request never left, so another
+    /// instance may take it safely). Calls that failed after sending are not retried:
+    /// the server may have run them. Default 1.
+    pub retries: u32,
+    /// Retries allowed per call across the client (the retry budget: 0.1 lets one call
+    /// in ten be retried, plus up to ten at once). Default 0.1.
+    pub retry_ratio: f64,
     /// Frame size limit for replies. Default 16,384,000 bytes.
     pub limits: Limits,
     /// This client's service name, sent in TTHeader as the caller.
@@ -66,6 +84,8 @@ impl Default for ClientConfig {
             connect_timeout: Duration::from_secs(1),
             rpc_timeout: Some(Duration::from_secs(10)),
             max_connections: 64,
+            retries: 1,
+            retry_ratio: 0.1,
             limits: Limits::default(),
             caller: String::new(),
             transport: crate::transport::TransportKind::Netpoll,
@@ -82,6 +102,9 @@ pub struct ClientContext {
     pub metainfo: MetaInfo,
     /// This call's timeout, instead of the client's.
     pub timeout: Option<Duration>,
+    /// The key a consistent-hash balancer routes by (calls with the same key go to the
+    /// same instance).
+    pub hash_key: Option<u64>,
 }
 
 impl ClientContext {
@@ -94,7 +117,7 @@ impl ClientContext {
     pub fn forward_from(server: &crate::context::ServerContext) -> Self {
         ClientContext {
             metainfo: server.metainfo.forward(),
-            timeout: None,
+            ..ClientContext::default()
         }
     }
 }
@@ -114,6 +137,9 @@ pub enum TransportError {
     /// Reading or writing failed (the connection is dropped).
     #[error("I/O: {0}")]
     Io(#[from] io::Error),
+    /// Discovery found no instance that can take the call.
+    #[error("no instance of the service to call")]
+    NoInstance,
     /// The call did not finish in time.
     #[error("the call timed out after {0:?}")]
     Timeout(Duration),
@@ -183,24 +209,53 @@ pub enum CallError {
     Transport(#[from] TransportError),
 }
 
-/// A client of one service at one address (cheap to clone).
+/// A client of one service (cheap to clone): at one address, or at the instances a
+/// [`Discover`] finds, one picked per call by a [`LoadBalance`].
 #[derive(Debug, Clone)]
 pub struct Client {
     inner: Arc<Inner>,
 }
 
-#[derive(Debug)]
 struct Inner {
     service: String,
-    addr: Address,
     config: ClientConfig,
-    pool: Pool,
+    reactor: Option<netpoll_rs::Reactor>,
+    discover: Box<dyn Discover>,
+    balance: Box<dyn LoadBalance>,
+    budget: RetryBudget,
+    /// One pool per instance address, made on first use.
+    pools: Mutex<HashMap<Address, Arc<Pool>>>,
+}
+
+impl fmt::Debug for Inner {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Client")
+            .field("service", &self.service)
+            .field("config", &self.config)
+            .finish_non_exhaustive()
+    }
 }
 
 impl Client {
     /// A client of `service` (its name, sent as the callee in TTHeader) at `addr`. Must
     /// be created inside a tokio runtime (its reactor's pollers are tasks of it).
     pub fn new(service: &str, addr: Address, config: ClientConfig) -> io::Result<Client> {
+        Self::with_discover(
+            service,
+            StaticDiscover(vec![Instance::new(addr)]),
+            WeightedRandom::default(),
+            config,
+        )
+    }
+
+    /// A client of `service` at the instances `discover` finds, each call going to the
+    /// one `balance` picks (with [`ClientContext::hash_key`] for key-based balancers).
+    pub fn with_discover(
+        service: &str,
+        discover: impl Discover,
+        balance: impl LoadBalance,
+        config: ClientConfig,
+    ) -> io::Result<Client> {
         let reactor = match config.transport {
             crate::transport::TransportKind::Netpoll => Some(netpoll_rs::Reactor::on_runtime(
                 &tokio::runtime::Handle::current(),
@@ -208,20 +263,71 @@ impl Client {
             )?),
             crate::transport::TransportKind::Tokio => None,
         };
-        let pool = Pool::new(reactor, addr.clone(), &config);
         Ok(Client {
             inner: Arc::new(Inner {
                 service: service.to_string(),
-                addr,
+                budget: RetryBudget::new(config.retry_ratio, 10),
                 config,
-                pool,
+                reactor,
+                discover: Box::new(discover),
+                balance: Box::new(balance),
+                pools: Mutex::new(HashMap::new()),
             }),
         })
     }
 
-    /// The peer's address.
-    pub fn addr(&self) -> &Address {
-        &self.inner.addr
+    /// The pool of the instance picked for this call (not one in `avoid`, unless it is
+    /// the only choice).
+    fn pick(&self, cx: &ClientContext, avoid: &[Address]) -> Result<Arc<Pool>, TransportError> {
+        let all = self.inner.discover.instances();
+        let fresh: Vec<Instance> = all
+            .iter()
+            .filter(|i| !avoid.contains(&i.address))
+            .cloned()
+            .collect();
+        let list = if fresh.is_empty() { all } else { fresh };
+        let i = self
+            .inner
+            .balance
+            .pick(&list, cx.hash_key)
+            .ok_or(TransportError::NoInstance)?;
+        let addr = list[i].address.clone();
+        let mut pools = self
+            .inner
+            .pools
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
+        let pool = pools.entry(addr.clone()).or_insert_with(|| {
+            Arc::new(Pool::new(
+                self.inner.reactor.clone(),
+                addr,
+                &self.inner.config,
+            ))
+        });
+        Ok(Arc::clone(pool))
+    }
+
+    /// A connection for this call: a picked instance's, and when connecting fails (the
+    /// request has not left, so trying elsewhere is safe) another's, as long as
+    /// `config.retries` and the retry budget allow.
+    async fn connection(&self, cx: &ClientContext) -> Result<Pooled, TransportError> {
+        self.inner.budget.deposit();
+        let mut failed = Vec::new();
+        loop {
+            let pool = self.pick(cx, &failed)?;
+            match pool.get().await {
+                Ok(conn) => return Ok(conn),
+                Err(e @ TransportError::Connect { .. })
+                    if failed.len() < self.inner.config.retries as usize
+                        && self.inner.budget.withdraw() =>
+                {
+                    if let TransportError::Connect { addr, .. } = e {
+                        failed.push(addr);
+                    }
+                }
+                Err(e) => return Err(e),
+            }
+        }
     }
 
     /// Calls `method` with `args` and decodes the reply's result struct `R`.
@@ -283,7 +389,7 @@ impl Client {
         oneway: bool,
     ) -> Result<Option<(Option<Header>, Bytes, i32)>, TransportError> {
         let config = &self.inner.config;
-        let mut conn = self.inner.pool.get().await?;
+        let mut conn = self.connection(cx).await?;
         let seq_id = conn.next_seq();
         let header = MessageHeader {
             name: Utf8Bytes::from(method),
@@ -335,7 +441,7 @@ impl Client {
 
     fn write_request<P: thrift_codec::Protocol, A: Message>(
         &self,
-        conn: &Pooled<'_>,
+        conn: &Pooled,
         cx: &ClientContext,
         header: &MessageHeader,
         args: &A,

@@ -28,8 +28,8 @@ pub(crate) struct Pool {
 /// error, a timeout, a cancelled call), it is closed, since a reply may still be on
 /// its way.
 #[derive(Debug)]
-pub(crate) struct Pooled<'a> {
-    pool: &'a Pool,
+pub(crate) struct Pooled {
+    pool: Arc<Pool>,
     conn: Conn,
     seq: i32,
     _permit: OwnedSemaphorePermit,
@@ -52,7 +52,7 @@ impl Pool {
     }
 
     /// An idle connection, or a new one; waits while all are in use.
-    pub(crate) async fn get(&self) -> Result<Pooled<'_>, TransportError> {
+    pub(crate) async fn get(self: &Arc<Self>) -> Result<Pooled, TransportError> {
         let permit = Arc::clone(&self.slots)
             .acquire_owned()
             .await
@@ -66,7 +66,7 @@ impl Pool {
             match idle {
                 Some((conn, seq)) if conn.is_open() && conn.input_len() == 0 => {
                     return Ok(Pooled {
-                        pool: self,
+                        pool: Arc::clone(self),
                         conn,
                         seq,
                         _permit: permit,
@@ -79,7 +79,7 @@ impl Pool {
         }
         let conn = self.connect().await?;
         Ok(Pooled {
-            pool: self,
+            pool: Arc::clone(self),
             conn,
             seq: 1,
             _permit: permit,
@@ -101,7 +101,7 @@ impl Pool {
     }
 }
 
-impl Pooled<'_> {
+impl Pooled {
     pub(crate) fn conn(&self) -> &Conn {
         &self.conn
     }

@@ -242,3 +242,128 @@ fn a_connect_to_nothing_is_a_connect_error() {
         }
     });
 }
+
+/// Two servers and a closed port, for discovery and balancing.
+fn with_two_servers<F, Fut>(f: F)
+where
+    F: FnOnce(Address, Address, Address, [Running; 2]) -> Fut,
+    Fut: Future<Output = [Running; 2]>,
+{
+    runtime().block_on(async {
+        let a = start(ServerConfig::default()).await;
+        let b = start(ServerConfig::default()).await;
+        let dead = std::net::TcpListener::bind("127.0.0.1:0")
+            .unwrap()
+            .local_addr()
+            .unwrap();
+        let (aa, ba) = (Address::Tcp(a.addr), Address::Tcp(b.addr));
+        let servers = tokio::time::timeout(
+            Duration::from_secs(60),
+            f(aa, ba, Address::Tcp(dead), [a, b]),
+        )
+        .await
+        .expect("the test ran out of time");
+        for mut s in servers {
+            let _ = s.stop.take().map(|t| t.send(()));
+            let _ = tokio::time::timeout(Duration::from_secs(20), &mut s.done).await;
+        }
+    });
+}
+
+fn calls_seen(s: &Running) -> usize {
+    s.peers.lock().unwrap().len()
+}
+
+#[test]
+fn weighted_random_spreads_calls_and_consistent_hash_pins_them() {
+    with_two_servers(|a, b, _, servers| async move {
+        let both = StaticDiscover(vec![Instance::new(a.clone()), Instance::new(b.clone())]);
+        let client = Client::with_discover(
+            "Test",
+            both.clone(),
+            WeightedRandom::with_seed(3),
+            ClientConfig::default(),
+        )
+        .unwrap();
+        for i in 0..40 {
+            echo(&client, &mut ClientContext::new(), &i.to_string())
+                .await
+                .unwrap();
+        }
+        assert!(
+            calls_seen(&servers[0]) > 0 && calls_seen(&servers[1]) > 0,
+            "weighted random used both instances"
+        );
+        let pinned = Client::with_discover(
+            "Test",
+            both,
+            ConsistentHash::default(),
+            ClientConfig {
+                max_connections: 1,
+                ..ClientConfig::default()
+            },
+        )
+        .unwrap();
+        let before = [calls_seen(&servers[0]), calls_seen(&servers[1])];
+        for i in 0..20 {
+            let mut cx = ClientContext {
+                hash_key: Some(42),
+                ..ClientContext::new()
+            };
+            echo(&pinned, &mut cx, &i.to_string()).await.unwrap();
+        }
+        let after = [calls_seen(&servers[0]), calls_seen(&servers[1])];
+        // One connection, to one instance: exactly one server saw one new peer.
+        assert_eq!(
+            (after[0] - before[0]) + (after[1] - before[1]),
+            1,
+            "{before:?} -> {after:?}"
+        );
+        servers
+    });
+}
+
+#[test]
+fn a_failed_connect_is_retried_on_another_instance_within_the_budget() {
+    with_two_servers(|a, _, dead, servers| async move {
+        let list = StaticDiscover(vec![Instance::new(dead.clone()), Instance::new(a)]);
+        let retrying = Client::with_discover(
+            "Test",
+            list.clone(),
+            WeightedRandom::with_seed(9),
+            ClientConfig::default(),
+        )
+        .unwrap();
+        for i in 0..20 {
+            echo(&retrying, &mut ClientContext::new(), &i.to_string())
+                .await
+                .unwrap_or_else(|e| panic!("call {i}: {e}"));
+        }
+        let no_retries = Client::with_discover(
+            "Test",
+            list,
+            WeightedRandom::with_seed(9),
+            ClientConfig {
+                retries: 0,
+                ..ClientConfig::default()
+            },
+        )
+        .unwrap();
+        let mut connect_errors = 0;
+        for i in 0..20 {
+            match echo(&no_retries, &mut ClientContext::new(), &i.to_string()).await {
+                Ok(_) => {}
+                Err(CallError::Transport(TransportError::Connect { addr, .. })) => {
+                    assert_eq!(addr, dead);
+                    connect_errors += 1;
+                }
+                Err(e) => panic!("{e}"),
+            }
+        }
+        assert!(
+            connect_errors > 0,
+            "the dead instance was picked without a retry"
+        );
+        servers
+    });
+}

@@ -1,0 +1,276 @@
+//! Where a call goes: service discovery ([`Discover`]), load balancing
+//! ([`LoadBalance`]: weighted random, consistent hash) and the retry budget.
+
+use std::collections::hash_map::DefaultHasher;
+use std::hash::{Hash, Hasher};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::Instant;
+
+use crate::context::Address;
+
+/// One instance of a service.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct Instance {
+    /// Where it listens.
+    pub address: Address,
+    /// Its share of the calls relative to the others (0: none). Default 100.
+    pub weight: u32,
+}
+
+impl Instance {
+    /// An instance at `address` with the default weight.
+    pub fn new(address: Address) -> Self {
+        Instance {
+            address,
+            weight: 100,
+        }
+    }
+}
+
+/// Finds a service's instances. A registry client implements it; [`StaticDiscover`] is
+/// a fixed list.
+pub trait Discover: Send + Sync + 'static {
+    /// The instances now.
+    fn instances(&self) -> Vec<Instance>;
+}
+
+/// A fixed list of instances.
+#[derive(Debug, Clone)]
+pub struct StaticDiscover(pub Vec<Instance>);
+
+impl Discover for StaticDiscover {
+    fn instances(&self) -> Vec<Instance> {
+        self.0.clone()
+    }
+}
+
+/// Picks an instance for a call.
+pub trait LoadBalance: Send + Sync + 'static {
+    /// The index of the instance in `instances` for a call (`key`: the call's hash key,
+    /// when it has one); `None` when none can take it.
+    fn pick(&self, instances: &[Instance], key: Option<u64>) -> Option<usize>;
+}
+
+/// Each instance in proportion to its weight (the default).
+#[derive(Debug)]
+pub struct WeightedRandom {
+    state: AtomicU64,
+}
+
+impl Default for WeightedRandom {
+    fn default() -> Self {
+        let seed = Instant::now().elapsed().as_nanos() as u64 ^ 0x9E37_79B9_7F4A_7C15;
+        WeightedRandom {
+            state: AtomicU64::new(seed | 1),
+        }
+    }
+}
+
+impl WeightedRandom {
+    /// A balancer whose choices follow from `seed` (for tests).
+    pub fn with_seed(seed: u64) -> Self {
+        WeightedRandom {
+            state: AtomicU64::new(seed | 1),
+        }
+    }
+
+    /// The next number of a xorshift64* sequence (shared by all callers: a lost update
+    /// under contention only repeats a number, which a balancer can afford).
+    fn next(&self) -> u64 {
+        let mut x = self.state.load(Ordering::Relaxed);
+        x ^= x >> 12;
+        x ^= x << 25;
+        x ^= x >> 27;
+        self.state.store(x, Ordering::Relaxed);
+        x.wrapping_mul(0x2545_F491_4F6C_DD1D)
+    }
+}
+
+impl LoadBalance for WeightedRandom {
+    fn pick(&self, instances: &[Instance], _key: Option<u64>) -> Option<usize> {
+        let total: u64 = instances.iter().map(|i| u64::from(i.weight)).sum();
+        if total == 0 {
+            return None;
+        }
+        let mut r = self.next() % total;
+        for (i, inst) in instances.iter().enumerate() {
+            let w = u64::from(inst.weight);
+            if r < w {
+                return Some(i);
+            }
+            r -= w;
+        }
+        None
+    }
+}
+
+/// The same key to the same instance while the instances stay the same, and to few
+/// other ones when they change: a ring of points (virtual nodes, in proportion to
+/// weight) per instance; a call goes to the first point at or after its key's hash.
+/// Calls without a key are spread by weight.
+#[derive(Debug, Default)]
+pub struct ConsistentHash {
+    /// The ring for the last instance list seen.
+    ring: Mutex<Option<Ring>>,
+    fallback: WeightedRandom,
+}
+
+/// An instance list and its ring: (point, index into the list), sorted by point.
+type Ring = (Vec<Instance>, Vec<(u64, usize)>);
+
+/// Points on the ring per 100 of weight.
+const POINTS_PER_100: u64 = 100;
+
+fn hash_of(v: impl Hash) -> u64 {
+    let mut h = DefaultHasher::new();
+    v.hash(&mut h);
+    h.finish()
+}
+
+impl LoadBalance for ConsistentHash {
+    fn pick(&self, instances: &[Instance], key: Option<u64>) -> Option<usize> {
+        let Some(key) = key else {
+            return self.fallback.pick(instances, None);
+        };
+        let mut ring = self.ring.lock().unwrap_or_else(PoisonError::into_inner);
+        if ring.as_ref().is_none_or(|(seen, _)| seen != instances) {
+            let mut points = Vec::new();
+            for (i, inst) in instances.iter().enumerate() {
+                let n = (u64::from(inst.weight) * POINTS_PER_100).div_ceil(100);
+                for v in 0..n {
+                    points.push((hash_of((&inst.address, v)), i));
+                }
+            }
+            points.sort_unstable();
+            *ring = Some((instances.to_vec(), points));
+        }
+        let (_, points) = ring.as_ref()?;
+        if points.is_empty() {
+            return None;
+        }
+        let h = hash_of(key);
+        let at = points.partition_point(|(p, _)| *p < h);
+        Some(points[at % points.len()].1)
+    }
+}
+
+/// Retries allowed: a bucket that each call fills by `ratio` of a token and each retry
+/// empties by one, holding at most `max` (so at most about `ratio` of the calls are
+/// retried, plus a little headroom for a quiet start).
+#[derive(Debug)]
+pub struct RetryBudget {
+    /// Tokens in thousandths.
+    milli: Arc<AtomicU64>,
+    per_call: u64,
+    max: u64,
+}
+
+impl RetryBudget {
+    /// A budget of `ratio` retries per call (0.1: one in ten), holding at most `max`
+    /// retries, starting full.
+    pub fn new(ratio: f64, max: u32) -> Self {
+        let max = u64::from(max) * 1000;
+        RetryBudget {
+            milli: Arc::new(AtomicU64::new(max)),
+            per_call: (ratio.clamp(0.0, 1.0) * 1000.0) as u64,
+            max,
+        }
+    }
+
+    /// A call was made.
+    pub fn deposit(&self) {
+        let _ = self
+            .milli
+            .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |m| {
+                Some((m + self.per_call).min(self.max))
+            });
+    }
+
+    /// Takes one retry; `false` when the budget is spent.
+    pub fn withdraw(&self) -> bool {
+        self.milli
+            .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |m| {
+                m.checked_sub(1000)
+            })
+            .is_ok()
+    }
+}
+
+impl Default for RetryBudget {
+    /// One retry per ten calls, at most ten at once.
+    fn default() -> Self {
+        RetryBudget::new(0.1, 10)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn inst(port: u16, weight: u32) -> Instance {
+        Instance {
+            address: Address::Tcp(([127, 0, 0, 1], port).into()),
+            weight,
+        }
+    }
+
+    #[test]
+    fn weighted_random_follows_the_weights() {
+        let lb = WeightedRandom::with_seed(7);
+        let list = [inst(1, 100), inst(2, 300), inst(3, 0)];
+        let mut counts = [0u32; 3];
+        for _ in 0..40_000 {
+            counts[lb.pick(&list, None).unwrap()] += 1;
+        }
+        assert_eq!(counts[2], 0, "weight 0 gets nothing");
+        let share = f64::from(counts[1]) / 40_000.0;
+        assert!((0.72..0.78).contains(&share), "{counts:?}");
+        assert_eq!(lb.pick(&[inst(1, 0)], None), None);
+        assert_eq!(lb.pick(&[], None), None);
+    }
+
+    #[test]
+    fn consistent_hash_keeps_keys_and_moves_few_when_one_goes() {
+        let lb = ConsistentHash::default();
+        let four = [inst(1, 100), inst(2, 100), inst(3, 100), inst(4, 100)];
+        let before: Vec<usize> = (0..1000)
+            .map(|k| lb.pick(&four, Some(k)).unwrap())
+            .collect();
+        let again: Vec<usize> = (0..1000)
+            .map(|k| lb.pick(&four, Some(k)).unwrap())
+            .collect();
+        assert_eq!(before, again, "the same key, the same instance");
+        for i in 0..4 {
+            let n = before.iter().filter(|&&p| p == i).count();
+            assert!((150..350).contains(&n), "instance {i} got {n} of 1000 keys");
+        }
+        // Instance 4 leaves: only its keys move.
+        let three = &four[..3];
+        let mut moved = 0;
+        for (k, &was) in before.iter().enumerate() {
+            let now = lb.pick(three, Some(k as u64)).unwrap();
+            if was != 3 {
+                assert_eq!(now, was, "key {k} moved though its instance stayed");
+            } else {
+                moved += 1;
+            }
+        }
+        assert!(moved > 0);
+    }
+
+    #[test]
+    fn the_retry_budget_refills_by_calls() {
+        let b = RetryBudget::new(0.5, 2);
+        assert!(b.withdraw() && b.withdraw());
+        assert!(!b.withdraw(), "spent");
+        b.deposit();
+        assert!(!b.withdraw(), "half a token is not a retry");
+        b.deposit();
+        assert!(b.withdraw());
+        for _ in 0..100 {
+            b.deposit();
+        }
+        assert!(b.withdraw() && b.withdraw() && !b.withdraw(), "capped at 2");
+    }
+}
