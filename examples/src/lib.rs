@@ -8,6 +8,8 @@
 //!   closed-loop load; its last line is `qps=<n> p50_us=<n> p99_us=<n> p999_us=<n>
 //!   errors=<n>`.
 //! - `rpc-bench`: server and client in one process, one run per transport.
+//! - `layered`: EchoService behind a custom server-side layer.
+//! - `two-hops`: metainfo through a chain of two services.
 //! - `wire-dump`: the bytes of the benchmark types on the wire.
 #![allow(unreachable_pub)]
 

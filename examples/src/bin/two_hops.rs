@@ -1,0 +1,166 @@
+//! `two_hops`: metainfo through two hops. A client calls `front`, whose `echo` handler
+//! calls `back`; both are EchoService servers on 127.0.0.1. The client sets a
+//! persistent value (`logid`) and a transient one (`color`):
+//!
+//! - `front` sees both; it passes the call on with `ClientContext::forward_from`, so
+//!   `back` sees `logid` (persistent goes on) but not `color` (transient went one hop).
+//! - `back` sends a backward value (`served_by`); it reaches `front`, and `front` sends
+//!   its own back to the client: backward values go back one hop.
+//!
+//! Prints what each side saw and exits (status 1 if anything differs).
+
+use std::convert::Infallible;
+
+use examples::echo::{
+    EchoService, EchoServiceClient, EchoServiceEchoOrFailException, EchoServiceServer, Ids, MyTest,
+    Request, Response,
+};
+use thrift_codec::Utf8Bytes;
+use volo_core::client::{Client, ClientConfig, ClientContext};
+use volo_core::context::{Address, ServerContext};
+use volo_core::server::{Server, ServerError};
+
+/// What a hop reports: the metainfo it saw, in `msg`.
+fn seen(cx: &ServerContext) -> String {
+    format!(
+        "logid={:?} color={:?}",
+        cx.metainfo.persistent("logid"),
+        cx.metainfo.transient("color")
+    )
+}
+
+/// The second hop: answers with what it saw and says who served.
+struct Back;
+
+/// The first hop: calls `back`, and answers with both hops' views.
+struct Front {
+    back: EchoServiceClient,
+}
+
+macro_rules! plain_methods {
+    () => {
+        async fn echo_test(
+            &self,
+            _cx: &mut ServerContext,
+            t: MyTest,
+        ) -> Result<MyTest, ServerError<Infallible>> {
+            Ok(t)
+        }
+
+        async fn echo_ids(
+            &self,
+            _cx: &mut ServerContext,
+            ids: Ids,
+        ) -> Result<Ids, ServerError<Infallible>> {
+            Ok(ids)
+        }
+
+        async fn echo_or_fail(
+            &self,
+            cx: &mut ServerContext,
+            req: Request,
+        ) -> Result<Response, ServerError<EchoServiceEchoOrFailException>> {
+            self.echo(cx, req)
+                .await
+                .map_err(|_| ServerError::internal("echo failed"))
+        }
+
+        async fn notify(
+            &self,
+            _cx: &mut ServerContext,
+            _event: Utf8Bytes,
+        ) -> Result<(), ServerError<Infallible>> {
+            Ok(())
+        }
+    };
+}
+
+impl EchoService for Back {
+    async fn echo(
+        &self,
+        cx: &mut ServerContext,
+        req: Request,
+    ) -> Result<Response, ServerError<Infallible>> {
+        cx.metainfo.set_backward("served_by", "back");
+        Ok(Response {
+            action: req.action,
+            msg: format!("back saw {}", seen(cx)).into(),
+        })
+    }
+
+    plain_methods!();
+}
+
+impl EchoService for Front {
+    async fn echo(
+        &self,
+        cx: &mut ServerContext,
+        req: Request,
+    ) -> Result<Response, ServerError<Infallible>> {
+        let mine = format!("front saw {}", seen(cx));
+        let mut next = ClientContext::forward_from(cx);
+        let answer = self
+            .back
+            .echo_with(&mut next, req)
+            .await
+            .map_err(|e| ServerError::internal(format!("calling back: {e}")))?;
+        let back_says = next
+            .metainfo
+            .backward("served_by")
+            .unwrap_or("nobody")
+            .to_string();
+        cx.metainfo.set_backward("served_by", "front");
+        cx.metainfo.set_backward("front_heard_from", back_says);
+        Ok(Response {
+            action: answer.action,
+            msg: format!("{mine}; {}", answer.msg).into(),
+        })
+    }
+
+    plain_methods!();
+}
+
+async fn serve<S: EchoService>(service: S) -> Address {
+    let bound = Server::new(EchoServiceServer::new(service))
+        .bind(&"127.0.0.1:0".parse().expect("an address"))
+        .await
+        .expect("binds");
+    let addr = bound.local_addr().clone();
+    tokio::spawn(bound.serve());
+    addr
+}
+
+fn client(addr: Address) -> EchoServiceClient {
+    EchoServiceClient::new(
+        Client::new("EchoService", addr, ClientConfig::default()).expect("a client"),
+    )
+}
+
+#[tokio::main]
+async fn main() {
+    let back = serve(Back).await;
+    let front = serve(Front { back: client(back) }).await;
+    let mut cx = ClientContext::new();
+    cx.metainfo.set_persistent("logid", "L-7");
+    cx.metainfo.set_transient("color", "blue");
+    let answer = client(front)
+        .echo_with(
+            &mut cx,
+            Request {
+                action: "echo".into(),
+                msg: "hi".into(),
+            },
+        )
+        .await
+        .expect("the call through two hops");
+    println!("{}", answer.msg);
+    let served_by = cx.metainfo.backward("served_by");
+    let heard = cx.metainfo.backward("front_heard_from");
+    println!("backward at the client: served_by={served_by:?} front_heard_from={heard:?}");
+    let want = "front saw logid=Some(\"L-7\") color=Some(\"blue\"); \
+                back saw logid=Some(\"L-7\") color=None";
+    if answer.msg.as_str() != want || served_by != Some("front") || heard != Some("back") {
+        eprintln!("two_hops: unexpected results; wanted {want:?}");
+        std::process::exit(1);
+    }
+}

@@ -1,0 +1,96 @@
+//! The example programs run as a user would run them, each bounded in time.
+
+use std::io::{BufRead, BufReader};
+use std::process::{Command, Stdio};
+
+fn run_ok(bin: &str) -> String {
+    let out = Command::new(bin).output().expect("runs");
+    let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
+    assert!(
+        out.status.success(),
+        "{bin} failed: {stdout}{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    stdout
+}
+
+#[test]
+fn the_layer_and_two_hop_examples_check_themselves() {
+    let layered = run_ok(env!("CARGO_BIN_EXE_layered"));
+    assert!(
+        layered.contains(r#"{"echo": 3, "echo_or_fail": 2}"#),
+        "{layered}"
+    );
+    let hops = run_ok(env!("CARGO_BIN_EXE_two-hops"));
+    assert!(
+        hops.contains("back saw logid=Some(\"L-7\") color=None"),
+        "{hops}"
+    );
+}
+
+/// `echo-server` on a Unix socket, and `echo-client` against it in every framing and
+/// protocol: each run ends with the documented line and no errors.
+#[test]
+fn echo_client_loads_echo_server_over_a_unix_socket() {
+    let dir = std::env::temp_dir().join(format!("echo-programs-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    let addr = format!("unix:{}", dir.join("echo.sock").display());
+    let mut server = Command::new(env!("CARGO_BIN_EXE_echo-server"))
+        .args(["--addr", &addr])
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut line = String::new();
+    BufReader::new(server.stdout.take().unwrap())
+        .read_line(&mut line)
+        .unwrap();
+    assert!(
+        line.starts_with("echo-server listening on unix:"),
+        "{line:?}"
+    );
+    for transport in ["ttheader", "framed", "buffered"] {
+        for protocol in ["binary", "compact"] {
+            let out = Command::new(env!("CARGO_BIN_EXE_echo-client"))
+                .args([
+                    "--addr",
+                    &addr,
+                    "--transport",
+                    transport,
+                    "--protocol",
+                    protocol,
+                ])
+                .args(["--concurrency", "4", "--duration", "0.3", "--size", "512"])
+                .output()
+                .unwrap();
+            let stdout = String::from_utf8_lossy(&out.stdout);
+            let last = stdout.lines().last().unwrap_or_default().to_string();
+            assert!(out.status.success(), "{transport}/{protocol}: {stdout}");
+            let fields: Vec<&str> = last
+                .split(' ')
+                .map(|f| f.split('=').next().unwrap())
+                .collect();
+            assert_eq!(
+                fields,
+                ["qps", "p50_us", "p99_us", "p999_us", "errors"],
+                "{transport}/{protocol}: {last:?}"
+            );
+            assert!(
+                last.ends_with(" errors=0") && !last.starts_with("qps=0 "),
+                "{last:?}"
+            );
+        }
+    }
+    let bad = Command::new(env!("CARGO_BIN_EXE_echo-client"))
+        .args(["--addr", &addr, "--multiplex"])
+        .output()
+        .unwrap();
+    assert_eq!(
+        bad.status.code(),
+        Some(2),
+        "--multiplex is refused, not ignored"
+    );
+    let _ = server.kill();
+    let _ = server.wait();
+    let _ = std::fs::remove_dir_all(&dir);
+}
