@@ -15,6 +15,7 @@ use examples::echo::{
     EchoService, EchoServiceClient, EchoServiceEchoOrFailException, EchoServiceServer, Ids, MyTest,
     Request, Response,
 };
+use examples::echo_service::Echo;
 use thrift_codec::Utf8Bytes;
 use volo_core::client::{Client, ClientConfig, ClientContext};
 use volo_core::context::{Address, ServerContext};
@@ -37,22 +38,23 @@ struct Front {
     back: EchoServiceClient,
 }
 
+/// The methods this example does not use: as the plain echo service answers them.
 macro_rules! plain_methods {
     () => {
         async fn echo_test(
             &self,
-            _cx: &mut ServerContext,
+            cx: &mut ServerContext,
             t: MyTest,
         ) -> Result<MyTest, ServerError<Infallible>> {
-            Ok(t)
+            Echo::default().echo_test(cx, t).await
         }
 
         async fn echo_ids(
             &self,
-            _cx: &mut ServerContext,
+            cx: &mut ServerContext,
             ids: Ids,
         ) -> Result<Ids, ServerError<Infallible>> {
-            Ok(ids)
+            Echo::default().echo_ids(cx, ids).await
         }
 
         async fn echo_or_fail(
@@ -60,17 +62,15 @@ macro_rules! plain_methods {
             cx: &mut ServerContext,
             req: Request,
         ) -> Result<Response, ServerError<EchoServiceEchoOrFailException>> {
-            self.echo(cx, req)
-                .await
-                .map_err(|_| ServerError::internal("echo failed"))
+            Echo::default().echo_or_fail(cx, req).await
         }
 
         async fn notify(
             &self,
-            _cx: &mut ServerContext,
-            _event: Utf8Bytes,
+            cx: &mut ServerContext,
+            event: Utf8Bytes,
         ) -> Result<(), ServerError<Infallible>> {
-            Ok(())
+            Echo::default().notify(cx, event).await
         }
     };
 }
