@@ -67,6 +67,11 @@ async fn woken<T>(what: &str, task: tokio::task::JoinHandle<T>) -> T {
 
 #[test]
 fn shutdown_wakes_every_waiter_stops_the_pollers_and_releases_every_fd() {
+    // tokio's signal driver (its `signal` feature is on in this workspace) opens a
+    // socket pair the first time a runtime starts, and keeps it for the life of the
+    // process: start one first, so that the count below sees only what the reactor
+    // opens and closes.
+    drop(runtime());
     let fds_before = open_fds();
     assert_eq!(netpoll_threads(), 0, "netpoll threads before any reactor");
     let dir = TempDir::new("shutdown");
