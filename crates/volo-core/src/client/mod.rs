@@ -29,10 +29,10 @@ use std::io;
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
-use bytes::{BufMut, Bytes};
+use bytes::Bytes;
 use thrift_codec::{
-    ApplicationException, ApplicationExceptionKind, Binary, Codec, Compact, Decoder, Encoder,
-    Message, MessageHeader, MessageType, Sizer, Utf8Bytes,
+    ApplicationException, ApplicationExceptionKind, Binary, Codec, Compact, Decoder, Message,
+    MessageHeader, MessageType, Utf8Bytes,
 };
 
 use crate::codec::ttheader::{Header, HeaderLimits, int_key};
@@ -331,7 +331,7 @@ impl Client {
     }
 
     /// Calls `method` with `args` and decodes the reply's result struct `R`.
-    pub async fn call<A: Message + Sync, R: Message>(
+    pub async fn call<A: Message + Send + Sync, R: Message>(
         &self,
         cx: &mut ClientContext,
         method: &'static str,
@@ -362,7 +362,7 @@ impl Client {
     }
 
     /// Sends a oneway call: no reply is read; done once the request is in the kernel.
-    pub async fn oneway<A: Message + Sync>(
+    pub async fn oneway<A: Message + Send + Sync>(
         &self,
         cx: &mut ClientContext,
         method: &'static str,
@@ -381,7 +381,7 @@ impl Client {
 
     /// Sends one request on a pooled connection and (unless `oneway`) reads its reply
     /// frame: the reply's TTHeader, if any, and its message bytes.
-    async fn exchange<A: Message + Sync>(
+    async fn exchange<A: Message + Send + Sync>(
         &self,
         cx: &ClientContext,
         method: &'static str,
@@ -439,7 +439,7 @@ impl Client {
         Ok(Some((header, payload, seq_id)))
     }
 
-    fn write_request<P: thrift_codec::Protocol, A: Message>(
+    fn write_request<P: thrift_codec::Protocol, A: Message + Send + Sync>(
         &self,
         conn: &Pooled,
         cx: &ClientContext,
@@ -447,16 +447,6 @@ impl Client {
         args: &A,
     ) -> Result<(), TransportError> {
         let config = &self.inner.config;
-        let codec = Codec::<P>::new();
-        let mut sizer = codec.sizer();
-        let len = sizer.message_begin_len(header) + args.size(&mut sizer);
-        if len > config.limits.max_frame {
-            return Err(TransportError::Encode(format!(
-                "a request of {len} bytes exceeds the frame limit of {}",
-                config.limits.max_frame
-            )));
-        }
-        let copied = len - sizer.zero_copy_len();
         let tt = (config.framing == Framing::TTHeader).then(|| {
             let mut h = Header::new(header.seq_id, config.protocol);
             h.inner_framed = config.ttheader_framed;
@@ -486,24 +476,24 @@ impl Client {
             }
             h
         });
-        conn.conn().write_with(|out| {
-            match (&tt, config.framing) {
-                (Some(h), _) => {
-                    out.reserve(h.prefix_len() + copied);
-                    h.write(len, out.tail_mut())
-                        .map_err(|e| TransportError::Encode(e.to_string()))?;
-                }
-                (None, Framing::Framed) => {
-                    out.reserve(4 + copied);
-                    out.tail_mut().put_u32(len as u32);
-                }
-                (None, _) => out.reserve(copied),
-            }
-            let mut e = codec.encoder(out);
-            e.write_message_begin(header);
-            args.encode(&mut e);
-            Ok(())
-        })
+        let written = conn.conn().write_with(|out| {
+            crate::codec::write_message::<P, A>(
+                out,
+                config.framing,
+                tt.as_ref(),
+                header,
+                args,
+                config.limits.max_frame,
+            )
+        });
+        match written {
+            Ok(Ok(())) => Ok(()),
+            Ok(Err(len)) => Err(TransportError::Encode(format!(
+                "a request of {len} bytes exceeds the frame limit of {}",
+                config.limits.max_frame
+            ))),
+            Err(e) => Err(TransportError::Encode(e.to_string())),
+        }
     }
 }
 

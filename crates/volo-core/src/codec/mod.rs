@@ -20,10 +20,11 @@
 
 pub mod ttheader;
 
-use bytes::Bytes;
+use bytes::{BufMut, Bytes};
 use thrift_codec::Protocol as _;
 use thrift_codec::{
-    Binary, Compact, DecodeError, DecodeErrorKind, DecodeLimits, Decoder, LinkBuffer, TType,
+    Binary, Codec, Compact, DecodeError, DecodeErrorKind, DecodeLimits, Decoder, Encoder,
+    LinkBuffer, MessageHeader, Sizer, TType,
 };
 
 /// How messages are delimited on a connection.
@@ -236,6 +237,46 @@ impl FrameSplitter {
             },
         }
     }
+}
+
+/// Sizes a message (`header` and `body`) in protocol `P` and writes it behind its
+/// framing into `out`, with one reservation: behind `ttheader` when given, else behind a
+/// Framed length, or nothing for Buffered. `Ok(Err(len))` when the message is `len`
+/// bytes, above `max`: nothing is written.
+pub fn write_message<P, M>(
+    out: &mut LinkBuffer,
+    framing: Framing,
+    ttheader: Option<&ttheader::Header>,
+    header: &MessageHeader,
+    body: &M,
+    max: usize,
+) -> Result<Result<(), usize>, ttheader::HeaderError>
+where
+    P: thrift_codec::Protocol,
+    M: crate::server::EncodeReply + ?Sized,
+{
+    let codec = Codec::<P>::new();
+    let mut sizer = codec.sizer();
+    let len = sizer.message_begin_len(header) + body.size(&mut sizer);
+    if len > max {
+        return Ok(Err(len));
+    }
+    let copied = len - sizer.zero_copy_len();
+    match (ttheader, framing) {
+        (Some(h), _) => {
+            out.reserve(h.prefix_len() + copied);
+            h.write(len, out.tail_mut())?;
+        }
+        (None, Framing::Framed) => {
+            out.reserve(4 + copied);
+            out.tail_mut().put_u32(len as u32);
+        }
+        (None, _) => out.reserve(copied),
+    }
+    let mut e = codec.encoder(out);
+    e.write_message_begin(header);
+    body.encode(&mut e);
+    Ok(Ok(()))
 }
 
 /// Reads a message header and skips its struct; returns the bytes they took.

@@ -9,10 +9,10 @@ use std::sync::Arc;
 use std::task::Poll;
 use std::time::{Duration, Instant};
 
-use bytes::{BufMut, Bytes};
+use bytes::Bytes;
 use thrift_codec::{
-    ApplicationException, ApplicationExceptionKind, Binary, Codec, Compact, Decoder, Encoder,
-    LinkBuffer, MessageHeader, MessageType, Sizer, Utf8Bytes,
+    ApplicationException, ApplicationExceptionKind, Binary, Codec, Compact, Decoder, LinkBuffer,
+    MessageHeader, MessageType, Utf8Bytes,
 };
 use tokio::sync::watch;
 
@@ -178,7 +178,7 @@ where
                 format!("unreadable message header: {e}"),
             );
             reply
-                .exception::<P>(&codec, &cx, Utf8Bytes::default(), 0, &ex)
+                .exception::<P>(&cx, Utf8Bytes::default(), 0, &ex)
                 .await?;
             return Err(io::Error::new(io::ErrorKind::InvalidData, e));
         }
@@ -191,7 +191,7 @@ where
             format!("a server takes calls, not {:?} messages", header.ty),
         );
         return reply
-            .exception::<P>(&codec, &cx, header.name, header.seq_id, &ex)
+            .exception::<P>(&cx, header.name, header.seq_id, &ex)
             .await;
     }
     let outcome = {
@@ -209,17 +209,17 @@ where
     let name = header.name;
     let seq = header.seq_id;
     match outcome {
-        Ok(Ok(body)) => reply.send::<P, _>(&codec, &cx, name, seq, &body).await,
+        Ok(Ok(body)) => reply.send::<P, _>(&cx, name, seq, &body).await,
         Ok(Err(e)) => {
             let ex = e.into_exception(name.as_str());
-            reply.exception::<P>(&codec, &cx, name, seq, &ex).await
+            reply.exception::<P>(&cx, name, seq, &ex).await
         }
         Err(panic) => {
             let ex = ApplicationException::new(
                 ApplicationExceptionKind::InternalError,
                 format!("the handler panicked: {}", panic_message(&*panic)),
             );
-            reply.exception::<P>(&codec, &cx, name, seq, &ex).await
+            reply.exception::<P>(&cx, name, seq, &ex).await
         }
     }
 }
@@ -256,7 +256,6 @@ struct Reply<'a, C> {
 impl<C: FrameIo> Reply<'_, C> {
     async fn exception<P: thrift_codec::Protocol>(
         &self,
-        codec: &Codec<P>,
         cx: &ServerContext,
         name: Utf8Bytes,
         seq_id: i32,
@@ -267,19 +266,17 @@ impl<C: FrameIo> Reply<'_, C> {
             ty: MessageType::Exception,
             seq_id,
         };
-        self.write::<P, _>(codec, cx, &header, ex)?
-            .map_err(|size| {
-                io::Error::other(format!(
-                    "an exception reply of {size} bytes, above the frame limit"
-                ))
-            })?;
+        self.write::<P, _>(cx, &header, ex)?.map_err(|size| {
+            io::Error::other(format!(
+                "an exception reply of {size} bytes, above the frame limit"
+            ))
+        })?;
         self.conn.flush().await
     }
 
     /// Sends a reply; one larger than the frame limit becomes an `INTERNAL_ERROR`.
     async fn send<P: thrift_codec::Protocol, M: EncodeReply>(
         &self,
-        codec: &Codec<P>,
         cx: &ServerContext,
         name: Utf8Bytes,
         seq_id: i32,
@@ -290,7 +287,7 @@ impl<C: FrameIo> Reply<'_, C> {
             ty: MessageType::Reply,
             seq_id,
         };
-        if let Err(size) = self.write::<P, _>(codec, cx, &header, body)? {
+        if let Err(size) = self.write::<P, _>(cx, &header, body)? {
             let ex = ApplicationException::new(
                 ApplicationExceptionKind::InternalError,
                 format!(
@@ -302,7 +299,7 @@ impl<C: FrameIo> Reply<'_, C> {
                 ty: MessageType::Exception,
                 ..header
             };
-            self.write::<P, _>(codec, cx, &header, &ex)?
+            self.write::<P, _>(cx, &header, &ex)?
                 .map_err(|_| io::Error::other("an exception reply above the frame limit"))?;
         }
         self.conn.flush().await
@@ -312,17 +309,10 @@ impl<C: FrameIo> Reply<'_, C> {
     /// output. `Ok(Err(size))` when it would exceed the frame limit (nothing written).
     fn write<P: thrift_codec::Protocol, M: EncodeReply>(
         &self,
-        codec: &Codec<P>,
         cx: &ServerContext,
         header: &MessageHeader,
         body: &M,
     ) -> io::Result<Result<(), usize>> {
-        let mut sizer = codec.sizer();
-        let len = sizer.message_begin_len(header) + body.size(&mut sizer);
-        if len > self.max_frame {
-            return Ok(Err(len));
-        }
-        let copied = len - sizer.zero_copy_len();
         let tt = self.ttheader.map(|req| {
             let mut h = Header::new(header.seq_id, cx.protocol);
             h.flags = req.flags;
@@ -340,23 +330,17 @@ impl<C: FrameIo> Reply<'_, C> {
             );
             h
         });
-        self.conn.write_with(|out| {
-            match (&tt, cx.framing) {
-                (Some(h), _) => {
-                    out.reserve(h.prefix_len() + copied);
-                    h.write(len, out.tail_mut())
-                        .map_err(|e| io::Error::new(io::ErrorKind::InvalidData, e))?;
-                }
-                (None, Framing::Framed) => {
-                    out.reserve(4 + copied);
-                    out.tail_mut().put_u32(len as u32);
-                }
-                (None, _) => out.reserve(copied),
-            }
-            let mut e = codec.encoder(out);
-            e.write_message_begin(header);
-            body.encode(&mut e);
-            Ok(Ok(()))
-        })
+        self.conn
+            .write_with(|out| {
+                crate::codec::write_message::<P, M>(
+                    out,
+                    cx.framing,
+                    tt.as_ref(),
+                    header,
+                    body,
+                    self.max_frame,
+                )
+            })
+            .map_err(|e| io::Error::new(io::ErrorKind::InvalidData, e))
     }
 }
