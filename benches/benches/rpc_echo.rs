@@ -28,13 +28,12 @@
 
 use std::time::Duration;
 
-use examples::echo::{EchoServiceClient, EchoServiceServer};
-use examples::echo_service::{Echo, EchoCall};
+use examples::echo::EchoServiceClient;
+use examples::echo_service::{EchoCall, RunningEcho};
 use examples::load::{Plan, Report, closed_loop};
 use volo_core::client::{Client, ClientConfig};
 use volo_core::codec::Framing;
 use volo_core::context::Address;
-use volo_core::server::{Server, ServerConfig};
 use volo_core::transport::TransportKind;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -124,21 +123,9 @@ fn run_case(variant: Variant, callers: usize, size: usize, window: Duration) -> 
             } else {
                 TransportKind::Netpoll
             };
-            let bound = server_rt
-                .block_on(
-                    Server::new(EchoServiceServer::new(Echo::default()))
-                        .with_config(ServerConfig {
-                            transport: io,
-                            ..ServerConfig::default()
-                        })
-                        .bind(&Address::Tcp(localhost)),
-                )
+            let server = RunningEcho::start(&server_rt, io, &Address::Tcp(localhost))
                 .unwrap_or_else(|e| fail(&format!("server: {e}")));
-            let addr = bound.local_addr().clone();
-            let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
-            let serving = server_rt.spawn(bound.serve_with_shutdown(async {
-                let _ = stopped.await;
-            }));
+            let addr = server.addr.clone();
             let report = client_rt.block_on(async {
                 let config = ClientConfig {
                     framing: Framing::TTHeader,
@@ -157,10 +144,8 @@ fn run_case(variant: Variant, callers: usize, size: usize, window: Duration) -> 
                 .await
             });
             drop(client_rt);
-            let _ = stop.send(());
-            match server_rt.block_on(serving) {
-                Ok(Ok(())) => {}
-                other => fail(&format!("server stop: {other:?}")),
+            if let Err(e) = server.stop(&server_rt) {
+                fail(&format!("server stop: {e}"));
             }
             report
         }

@@ -113,3 +113,49 @@ impl EchoCall {
         matches!(self.client.echo(req).await, Ok(r) if r.msg == self.msg)
     }
 }
+
+/// An `EchoService` server running on a runtime of its own choosing, until stopped.
+#[derive(Debug)]
+pub struct RunningEcho {
+    /// Where it listens (for TCP, with the port picked).
+    pub addr: volo_core::context::Address,
+    stop: tokio::sync::oneshot::Sender<()>,
+    serving: tokio::task::JoinHandle<std::io::Result<()>>,
+}
+
+impl RunningEcho {
+    /// Binds `addr` with transport `io` and serves [`Echo`] on `runtime`.
+    pub fn start(
+        runtime: &tokio::runtime::Runtime,
+        io: volo_core::transport::TransportKind,
+        addr: &volo_core::context::Address,
+    ) -> std::io::Result<RunningEcho> {
+        use volo_core::server::{Server, ServerConfig};
+        let bound = runtime.block_on(
+            Server::new(crate::echo::EchoServiceServer::new(Echo::default()))
+                .with_config(ServerConfig {
+                    transport: io,
+                    ..ServerConfig::default()
+                })
+                .bind(addr),
+        )?;
+        let addr = bound.local_addr().clone();
+        let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+        let serving = runtime.spawn(bound.serve_with_shutdown(async {
+            let _ = stopped.await;
+        }));
+        Ok(RunningEcho {
+            addr,
+            stop,
+            serving,
+        })
+    }
+
+    /// Shuts it down gracefully and waits until it has.
+    pub fn stop(self, runtime: &tokio::runtime::Runtime) -> std::io::Result<()> {
+        let _ = self.stop.send(());
+        runtime
+            .block_on(self.serving)
+            .map_err(|e| std::io::Error::other(format!("the server task: {e}")))?
+    }
+}

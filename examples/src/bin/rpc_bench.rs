@@ -15,14 +15,13 @@
 use std::time::Duration;
 
 use examples::cli::{Args, Usage};
-use examples::echo::{EchoServiceClient, EchoServiceServer};
-use examples::echo_service::{Echo, EchoCall};
+use examples::echo::EchoServiceClient;
+use examples::echo_service::{EchoCall, RunningEcho};
 use examples::load::{Plan, Report, closed_loop, progress_wanted};
 use examples::options;
 use volo_core::client::{Client, ClientConfig};
 use volo_core::codec::{Framing, Protocol};
 use volo_core::context::Address;
-use volo_core::server::{Server, ServerConfig};
 use volo_core::transport::TransportKind;
 
 const HELP: &str = "usage: rpc-bench [--transports tokio,netpoll,uds] [--concurrency N] \
@@ -131,21 +130,9 @@ fn bench_one(transport: &str, s: &Settings) -> Result<Report, Usage> {
         }
     };
     let server_rt = runtime()?;
-    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
-    let bound = server_rt
-        .block_on(
-            Server::new(EchoServiceServer::new(Echo::default()))
-                .with_config(ServerConfig {
-                    transport: io,
-                    ..ServerConfig::default()
-                })
-                .bind(&addr),
-        )
+    let server = RunningEcho::start(&server_rt, io, &addr)
         .map_err(|e| Usage(format!("{transport}: binding {addr}: {e}")))?;
-    let addr = bound.local_addr().clone();
-    let serving = server_rt.spawn(bound.serve_with_shutdown(async {
-        let _ = stopped.await;
-    }));
+    let addr = server.addr.clone();
     let client_rt = runtime()?;
     let report = client_rt.block_on(async {
         let config = ClientConfig {
@@ -174,8 +161,9 @@ fn bench_one(transport: &str, s: &Settings) -> Result<Report, Usage> {
         )
     })?;
     drop(client_rt);
-    let _ = stop.send(());
-    let _ = server_rt.block_on(serving);
+    server
+        .stop(&server_rt)
+        .map_err(|e| Usage(format!("{transport}: stopping the server: {e}")))?;
     let _ = std::fs::remove_dir_all(&dir);
     Ok(report)
 }
