@@ -10,13 +10,15 @@ use std::task::Poll;
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
+use futures_util::future::{Either, FutureExt};
+use futures_util::stream::{FuturesUnordered, StreamExt};
 use thrift_codec::{
     ApplicationException, ApplicationExceptionKind, Binary, Codec, Compact, Decoder, LinkBuffer,
     MessageHeader, MessageType, Utf8Bytes,
 };
 use tokio::sync::watch;
 
-use super::{Dispatch, EncodeReply, ServerConfig};
+use super::{Dispatch, DispatchError, EncodeReply, ServerConfig};
 use crate::codec::ttheader::{Header, int_key};
 use crate::codec::{FrameError, FrameSplitter, Framing, Protocol, detect};
 use crate::context::ServerContext;
@@ -36,7 +38,14 @@ fn framing_error(e: FrameError) -> io::Error {
 }
 
 /// Serves `conn` until the peer closes, a frame cannot be read, a read times out, or
-/// the server shuts down (then after the request in hand is answered).
+/// the server shuts down (then after the calls in hand are answered).
+///
+/// Calls on one connection run concurrently inside this task (no task per call): up to
+/// [`ServerConfig::max_inflight_per_connection`] on a TTHeader connection, whose
+/// replies carry the sequence id a multiplexing client (Kitex, Volo, ours) matches
+/// them by, and one at a time on Framed and Buffered connections, whose Apache Thrift
+/// clients expect replies in request order. Replies that are ready together go out
+/// in one flush.
 pub(crate) async fn serve<D: Dispatch, C: FrameIo>(
     conn: C,
     shared: Arc<Shared<D>>,
@@ -44,11 +53,21 @@ pub(crate) async fn serve<D: Dispatch, C: FrameIo>(
 ) {
     let mut splitter: Option<FrameSplitter> = None;
     let limits = shared.config.limits;
+    let shared = &*shared;
+    let mut calls = FuturesUnordered::new();
+    let mut stopping = false;
     loop {
-        if *shutdown.borrow() {
+        stopping |= *shutdown.borrow();
+        let cap = match splitter.as_ref().map(FrameSplitter::kind) {
+            Some((Framing::TTHeader, _)) => shared.config.max_inflight_per_connection.max(1),
+            _ => 1,
+        };
+        // After a shutdown starts, a frame that has begun is still read and answered.
+        let reading = calls.len() < cap && (!stopping || conn.input_len() > 0);
+        if !reading && calls.is_empty() {
             return;
         }
-        let read = read_with_timeouts(&conn, &shared.config, |input| {
+        let read = read_with_timeouts(&conn, &shared.config, calls.is_empty(), |input| {
             let s = match &mut splitter {
                 Some(s) => s,
                 None => {
@@ -66,31 +85,53 @@ pub(crate) async fn serve<D: Dispatch, C: FrameIo>(
             };
             s.frame_len(input).map_err(framing_error)
         });
-        let frame = tokio::select! {
+        tokio::select! {
             biased;
-            frame = read => frame,
-            _ = shutdown.changed(), if conn.input_len() == 0 => return,
-        };
-        let Ok(Some(frame)) = frame else {
-            return;
-        };
-        let Some((framing, protocol)) = splitter.as_ref().map(FrameSplitter::kind) else {
-            return;
-        };
-        if handle(&conn, &shared, framing, protocol, frame)
-            .await
-            .is_err()
-        {
-            return;
+            Some(done) = calls.next(), if !calls.is_empty() => {
+                let mut written = answer(&conn, shared, done);
+                while written.is_ok() {
+                    match calls.next().now_or_never() {
+                        Some(Some(done)) => written = answer(&conn, shared, done),
+                        _ => break,
+                    }
+                }
+                if written.is_err() || conn.flush().await.is_err() {
+                    return;
+                }
+            }
+            frame = read, if reading => {
+                let Ok(Some(frame)) = frame else {
+                    return;
+                };
+                let Some((framing, protocol)) = splitter.as_ref().map(FrameSplitter::kind) else {
+                    return;
+                };
+                match start_call(&conn, shared, framing, protocol, frame) {
+                    Ok(Some(call)) => calls.push(call),
+                    // Answered already (an exception): send it.
+                    Ok(None) => {
+                        if conn.flush().await.is_err() {
+                            return;
+                        }
+                    }
+                    Err(_) => {
+                        let _ = conn.flush().await;
+                        return;
+                    }
+                }
+            }
+            _ = shutdown.changed(), if !stopping => stopping = true,
         }
     }
 }
 
 /// Reads a frame; gives up when a started frame takes longer than `read_timeout`, or
-/// (with `idle_timeout`) when nothing arrives for that long.
+/// (with `idle_timeout`, and only while `idle`: no call of the connection is in
+/// progress) when nothing arrives for that long.
 async fn read_with_timeouts<C: FrameIo, F>(
     conn: &C,
     config: &ServerConfig,
+    idle: bool,
     mut frame_len: F,
 ) -> io::Result<Option<Bytes>>
 where
@@ -102,9 +143,10 @@ where
             Ok(r) => return r,
             // Nothing of a frame yet: an idle connection, allowed up to its own limit.
             Err(_) if conn.input_len() == 0 => {
-                if config
-                    .idle_timeout
-                    .is_some_and(|idle| started.elapsed() >= idle)
+                if idle
+                    && config
+                        .idle_timeout
+                        .is_some_and(|limit| started.elapsed() >= limit)
                 {
                     return Err(io::ErrorKind::TimedOut.into());
                 }
@@ -114,14 +156,27 @@ where
     }
 }
 
-/// Handles one frame: unwraps its framing, then the message in its protocol.
-async fn handle<D: Dispatch, C: FrameIo>(
+/// A handled call, with what its reply needs.
+struct Done<R> {
+    cx: ServerContext,
+    ttheader: Option<Header>,
+    name: Utf8Bytes,
+    seq_id: i32,
+    oneway: bool,
+    outcome: Result<Result<R, DispatchError>, Box<dyn Any + Send>>,
+}
+
+/// Takes one frame: unwraps its framing and reads the message header. Returns the
+/// call to run; `Ok(None)` when the frame was answered already with an exception
+/// (written, not flushed); `Err` when the connection must close (an unreadable
+/// header: answered with a `PROTOCOL_ERROR` first where a message was readable).
+fn start_call<'a, D: Dispatch, C: FrameIo>(
     conn: &C,
-    shared: &Shared<D>,
+    shared: &'a Shared<D>,
     framing: Framing,
     protocol: Protocol,
     frame: Bytes,
-) -> io::Result<()> {
+) -> io::Result<Option<impl Future<Output = Done<D::Reply>> + Send + 'a>> {
     let mut cx = ServerContext::new(framing, protocol);
     cx.rpc.caller.address = conn.peer();
     let (payload, ttheader) = match framing {
@@ -144,27 +199,33 @@ async fn handle<D: Dispatch, C: FrameIo>(
         Framing::Framed => (frame.slice(4..), None),
         Framing::Buffered => (frame, None),
     };
+    // One future type for both protocols, so calls need no box of their own.
+    Ok(match cx.protocol {
+        Protocol::Binary => {
+            start_message::<Binary, D, C>(conn, shared, cx, payload, ttheader)?.map(Either::Left)
+        }
+        Protocol::Compact => {
+            start_message::<Compact, D, C>(conn, shared, cx, payload, ttheader)?.map(Either::Right)
+        }
+    })
+}
+
+/// Decodes the message header and starts the dispatch of the call.
+fn start_message<'a, P: thrift_codec::Protocol, D: Dispatch, C: FrameIo>(
+    conn: &C,
+    shared: &'a Shared<D>,
+    mut cx: ServerContext,
+    payload: Bytes,
+    ttheader: Option<Header>,
+) -> io::Result<Option<impl Future<Output = Done<D::Reply>> + Send + 'a>>
+where
+    P::Decoder: Send + 'a,
+{
     let reply = Reply {
         conn,
         max_frame: shared.config.limits.max_frame,
         ttheader: ttheader.as_ref(),
     };
-    match cx.protocol {
-        Protocol::Binary => handle_message::<Binary, D, C>(shared, cx, payload, reply).await,
-        Protocol::Compact => handle_message::<Compact, D, C>(shared, cx, payload, reply).await,
-    }
-}
-
-/// Decodes the message header, dispatches the call, and answers it (unless oneway).
-async fn handle_message<P: thrift_codec::Protocol, D: Dispatch, C: FrameIo>(
-    shared: &Shared<D>,
-    mut cx: ServerContext,
-    payload: Bytes,
-    reply: Reply<'_, C>,
-) -> io::Result<()>
-where
-    P::Decoder: Send,
-{
     let codec = Codec::<P>::new().max_size(shared.config.limits.max_frame);
     let mut d = codec
         .decoder(payload)
@@ -177,9 +238,7 @@ where
                 ApplicationExceptionKind::ProtocolError,
                 format!("unreadable message header: {e}"),
             );
-            reply
-                .exception::<P>(&cx, Utf8Bytes::default(), 0, &ex)
-                .await?;
+            reply.exception::<P>(&cx, Utf8Bytes::default(), 0, &ex)?;
             return Err(io::Error::new(io::ErrorKind::InvalidData, e));
         }
     };
@@ -190,36 +249,65 @@ where
             ApplicationExceptionKind::InvalidMessageType,
             format!("a server takes calls, not {:?} messages", header.ty),
         );
-        return reply
-            .exception::<P>(&cx, header.name, header.seq_id, &ex)
-            .await;
+        reply.exception::<P>(&cx, header.name, header.seq_id, &ex)?;
+        return Ok(None);
     }
-    let outcome = {
-        let _permit = shared.inflight.acquire().await;
-        caught(
-            shared
-                .dispatch
-                .dispatch(&mut cx, header.name.as_str(), &mut d),
-        )
-        .await
+    let run = async move {
+        let outcome = {
+            let _permit = shared.inflight.acquire().await;
+            let name = header.name.clone();
+            caught(shared.dispatch.dispatch(&mut cx, name.as_str(), &mut d)).await
+        };
+        Done {
+            cx,
+            ttheader,
+            name: header.name,
+            seq_id: header.seq_id,
+            oneway: header.ty == MessageType::Oneway,
+            outcome,
+        }
     };
-    if header.ty == MessageType::Oneway {
+    Ok(Some(run))
+}
+
+/// Writes the reply of a handled call (nothing for a oneway call) into the output.
+fn answer<D: Dispatch, C: FrameIo>(
+    conn: &C,
+    shared: &Shared<D>,
+    done: Done<D::Reply>,
+) -> io::Result<()> {
+    if done.oneway {
         return Ok(());
     }
-    let name = header.name;
-    let seq = header.seq_id;
-    match outcome {
-        Ok(Ok(body)) => reply.send::<P, _>(&cx, name, seq, &body).await,
+    match done.cx.protocol {
+        Protocol::Binary => answer_in::<Binary, D, C>(conn, shared, done),
+        Protocol::Compact => answer_in::<Compact, D, C>(conn, shared, done),
+    }
+}
+
+fn answer_in<P: thrift_codec::Protocol, D: Dispatch, C: FrameIo>(
+    conn: &C,
+    shared: &Shared<D>,
+    done: Done<D::Reply>,
+) -> io::Result<()> {
+    let reply = Reply {
+        conn,
+        max_frame: shared.config.limits.max_frame,
+        ttheader: done.ttheader.as_ref(),
+    };
+    let (cx, name, seq) = (&done.cx, done.name, done.seq_id);
+    match done.outcome {
+        Ok(Ok(body)) => reply.send::<P, _>(cx, name, seq, &body),
         Ok(Err(e)) => {
             let ex = e.into_exception(name.as_str());
-            reply.exception::<P>(&cx, name, seq, &ex).await
+            reply.exception::<P>(cx, name, seq, &ex)
         }
         Err(panic) => {
             let ex = ApplicationException::new(
                 ApplicationExceptionKind::InternalError,
                 format!("the handler panicked: {}", panic_message(&*panic)),
             );
-            reply.exception::<P>(&cx, name, seq, &ex).await
+            reply.exception::<P>(cx, name, seq, &ex)
         }
     }
 }
@@ -254,7 +342,7 @@ struct Reply<'a, C> {
 }
 
 impl<C: FrameIo> Reply<'_, C> {
-    async fn exception<P: thrift_codec::Protocol>(
+    fn exception<P: thrift_codec::Protocol>(
         &self,
         cx: &ServerContext,
         name: Utf8Bytes,
@@ -270,12 +358,11 @@ impl<C: FrameIo> Reply<'_, C> {
             io::Error::other(format!(
                 "an exception reply of {size} bytes, above the frame limit"
             ))
-        })?;
-        self.conn.flush().await
+        })
     }
 
-    /// Sends a reply; one larger than the frame limit becomes an `INTERNAL_ERROR`.
-    async fn send<P: thrift_codec::Protocol, M: EncodeReply>(
+    /// Writes a reply (the caller flushes); one larger than the frame limit becomes an `INTERNAL_ERROR`.
+    fn send<P: thrift_codec::Protocol, M: EncodeReply>(
         &self,
         cx: &ServerContext,
         name: Utf8Bytes,
@@ -302,7 +389,7 @@ impl<C: FrameIo> Reply<'_, C> {
             self.write::<P, _>(cx, &header, &ex)?
                 .map_err(|_| io::Error::other("an exception reply above the frame limit"))?;
         }
-        self.conn.flush().await
+        Ok(())
     }
 
     /// Writes the message (sized first, one reservation) behind its framing into the

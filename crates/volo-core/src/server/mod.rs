@@ -127,6 +127,11 @@ pub struct ServerConfig {
     pub max_connections: usize,
     /// Calls handled at once across all connections; more wait. Default 10,000.
     pub max_inflight: usize,
+    /// Calls handled at once on one TTHeader connection (a multiplexing client sends
+    /// several before the first reply; replies go out as they are ready, matched by
+    /// sequence id). Framed and Buffered connections get one at a time, answered in
+    /// order, as Apache Thrift clients expect. Default 128.
+    pub max_inflight_per_connection: usize,
     /// How long a frame may take to arrive once its first bytes did (a slow or stalled
     /// sender is closed). Default 30 s.
     pub read_timeout: Duration,
@@ -148,6 +153,7 @@ impl Default for ServerConfig {
             header_limits: crate::codec::ttheader::HeaderLimits::default(),
             max_connections: 10_000,
             max_inflight: 10_000,
+            max_inflight_per_connection: 128,
             read_timeout: Duration::from_secs(30),
             idle_timeout: Some(Duration::from_secs(600)),
             drain_timeout: run::DEFAULT_DRAIN,

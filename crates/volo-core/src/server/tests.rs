@@ -170,6 +170,96 @@ fn ttheader_calls_carry_metainfo_both_ways() {
     });
 }
 
+/// A TTHeader frame around `msg`.
+fn ttheader(seq: i32, msg: &[u8]) -> Vec<u8> {
+    let mut frame = BytesMut::new();
+    Header::new(seq, Protocol::Binary)
+        .write(msg.len(), &mut frame)
+        .unwrap();
+    frame.put_slice(msg);
+    frame.to_vec()
+}
+
+/// The sequence id and answer of a TTHeader reply.
+fn read_ttheader(c: &mut TcpStream) -> (i32, Answer) {
+    let reply = Bytes::from(framed(&read_framed(c)));
+    let (rh, payload) = Header::decode(&reply, &HeaderLimits::default()).unwrap();
+    let (mh, a) = answer::<Binary>(payload.to_vec());
+    assert_eq!(rh.seq_id, mh.seq_id);
+    (mh.seq_id, a)
+}
+
+/// Several calls sent before any reply on one TTHeader connection (what a multiplexing
+/// client does) run at once: a slow call does not hold back the quick ones behind it,
+/// whose replies come first, each with its own sequence id.
+#[test]
+fn ttheader_calls_on_one_connection_run_concurrently() {
+    with_server(ServerConfig::default(), |s| {
+        let mut c = connect(s.addr);
+        let mut bytes = ttheader(1, &call::<Binary>(MessageType::Call, "slow", 1, "late"));
+        for seq in 2..=4 {
+            bytes.extend(ttheader(
+                seq,
+                &call::<Binary>(MessageType::Call, "echo", seq, &format!("quick {seq}")),
+            ));
+        }
+        c.write_all(&bytes).unwrap();
+        let order: Vec<(i32, Answer)> = (0..4).map(|_| read_ttheader(&mut c)).collect();
+        let mut quick: Vec<_> = order[..3].iter().map(|(seq, _)| *seq).collect();
+        quick.sort();
+        assert_eq!(
+            quick,
+            [2, 3, 4],
+            "the quick calls answered first: {order:?}"
+        );
+        for (seq, a) in &order[..3] {
+            assert_eq!(*a, Answer::Ok(format!("quick {seq}")));
+        }
+        assert_eq!(order[3], (1, Answer::Ok("late".into())));
+    });
+}
+
+/// With `max_inflight_per_connection` at 1, a TTHeader connection is served in order.
+#[test]
+fn the_per_connection_limit_serialises_calls() {
+    let config = ServerConfig {
+        max_inflight_per_connection: 1,
+        ..ServerConfig::default()
+    };
+    with_server(config, |s| {
+        let mut c = connect(s.addr);
+        let mut bytes = ttheader(1, &call::<Binary>(MessageType::Call, "slow", 1, "first"));
+        bytes.extend(ttheader(
+            2,
+            &call::<Binary>(MessageType::Call, "echo", 2, "second"),
+        ));
+        c.write_all(&bytes).unwrap();
+        assert_eq!(read_ttheader(&mut c), (1, Answer::Ok("first".into())));
+        assert_eq!(read_ttheader(&mut c), (2, Answer::Ok("second".into())));
+    });
+}
+
+/// Framed calls pipelined on one connection are answered in the order they came, a
+/// slow one first: Apache Thrift clients match replies by order.
+#[test]
+fn pipelined_framed_calls_are_answered_in_request_order() {
+    with_server(ServerConfig::default(), |s| {
+        let mut c = connect(s.addr);
+        let mut bytes = framed(&call::<Binary>(MessageType::Call, "slow", 1, "first"));
+        bytes.extend(framed(&call::<Binary>(
+            MessageType::Call,
+            "echo",
+            2,
+            "second",
+        )));
+        c.write_all(&bytes).unwrap();
+        for (seq, want) in [(1, "first"), (2, "second")] {
+            let (h, a) = answer::<Binary>(read_framed(&mut c));
+            assert_eq!((h.seq_id, a), (seq, Answer::Ok(want.into())));
+        }
+    });
+}
+
 #[test]
 fn failures_become_application_exceptions_and_the_connection_lives_on() {
     with_server(ServerConfig::default(), |s| {
