@@ -104,6 +104,17 @@ fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
     m.lock().unwrap_or_else(PoisonError::into_inner)
 }
 
+impl Conn {
+    /// Closes the connection: at once on netpoll-rs; a tokio socket is marked closed
+    /// and shut when its last handle goes.
+    pub(crate) fn close(&self) {
+        match self {
+            Conn::Netpoll(c) => c.close(),
+            Conn::Tokio(c) => *lock(&c.closed) = true,
+        }
+    }
+}
+
 /// A tokio socket with its own input and output buffers. Used by one call at a time;
 /// the locks are never held across an await.
 #[derive(Debug)]

@@ -1,5 +1,6 @@
-//! The client: connections pooled per peer, one call at a time on each (ping-pong),
-//! with connect and call timeouts, any framing and protocol.
+//! The client: connections pooled per peer, one call at a time on each (ping-pong), or
+//! multiplexed (many calls on each, replies matched by sequence id), with connect and
+//! call timeouts, any framing and protocol.
 //!
 //! Generated `<Service>Client` types wrap a [`Client`] and turn each method into a
 //! [`Client::call`] with the method's argument and result structs. Defaults, all in
@@ -9,6 +10,11 @@
 //!   servers), protocol Binary;
 //! - connect timeout 1 s, call timeout 10 s (per call: [`ClientContext::timeout`]);
 //! - at most 64 connections per peer; a call that finds them all busy waits for one;
+//! - with [`ClientConfig::multiplex`] (off by default, as in Kitex and Volo): a few
+//!   connections per peer ([`ClientConfig::mux_connections`], default 2) each carrying
+//!   any number of calls at once, their replies matched to the calls by the TTHeader
+//!   sequence id, so multiplexing needs TTHeader framing (as Kitex's does) and a server
+//!   that answers calls on one connection concurrently (ours, Kitex's and Volo's do);
 //! - one instance, or those a [`Discover`] finds, picked per call by weighted random (or
 //!   [`ConsistentHash`] on [`ClientContext::hash_key`]);
 //! - a call whose connect failed is retried once on another instance, within a retry
@@ -17,6 +23,7 @@
 //! - frames up to 16,384,000 bytes.
 
 mod balance;
+mod mux;
 mod pool;
 
 pub use balance::{
@@ -39,6 +46,7 @@ use crate::codec::ttheader::{Header, HeaderLimits, int_key};
 use crate::codec::{FrameSplitter, Framing, Limits, Protocol};
 use crate::context::{Address, MetaInfo};
 use crate::transport::FrameIo;
+use mux::{MuxCall, MuxPool};
 use pool::{Pool, Pooled};
 
 /// Client settings.
@@ -56,8 +64,14 @@ pub struct ClientConfig {
     /// How long a call may take, from sending to the whole reply (unless the call's
     /// context says otherwise). Default 10 s.
     pub rpc_timeout: Option<Duration>,
-    /// Open connections per peer at most. Default 64.
+    /// Open connections per peer at most (ping-pong). Default 64.
     pub max_connections: usize,
+    /// Multiplex calls over a few connections per peer instead of one call at a time
+    /// per connection. Needs TTHeader framing: replies are matched to calls by the
+    /// sequence id in their header. Default off.
+    pub multiplex: bool,
+    /// Connections per peer when multiplexing; calls take them in turn. Default 2.
+    pub mux_connections: usize,
     /// Retries of a call whose connect failed (the request never left, so another
     /// instance may take it safely). Calls that failed after sending are not retried:
     /// the server may have run them. Default 1.
@@ -84,6 +98,8 @@ impl Default for ClientConfig {
             connect_timeout: Duration::from_secs(1),
             rpc_timeout: Some(Duration::from_secs(10)),
             max_connections: 64,
+            multiplex: false,
+            mux_connections: 2,
             retries: 1,
             retry_ratio: 0.1,
             limits: Limits::default(),
@@ -224,7 +240,23 @@ struct Inner {
     balance: Box<dyn LoadBalance>,
     budget: RetryBudget,
     /// One pool per instance address, made on first use.
-    pools: Mutex<HashMap<Address, Arc<Pool>>>,
+    pools: Mutex<HashMap<Address, Peer>>,
+}
+
+/// The connections to one instance.
+#[derive(Debug, Clone)]
+enum Peer {
+    Pooled(Arc<Pool>),
+    Mux(Arc<MuxPool>),
+}
+
+/// The connection a call goes out on.
+#[derive(Debug)]
+enum Lease {
+    /// Lent to this call alone.
+    Pooled(Pooled),
+    /// Shared with other calls; this call's place on it.
+    Mux(MuxCall),
 }
 
 impl fmt::Debug for Inner {
@@ -256,6 +288,13 @@ impl Client {
         balance: impl LoadBalance,
         config: ClientConfig,
     ) -> io::Result<Client> {
+        if config.multiplex && config.framing != Framing::TTHeader {
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidInput,
+                "multiplexing needs TTHeader framing: replies are matched to calls by the \
+                 sequence id in their header",
+            ));
+        }
         let reactor = match config.transport {
             crate::transport::TransportKind::Netpoll => Some(netpoll_rs::Reactor::on_runtime(
                 &tokio::runtime::Handle::current(),
@@ -278,7 +317,7 @@ impl Client {
 
     /// The pool of the instance picked for this call (not one in `avoid`, unless it is
     /// the only choice).
-    fn pick(&self, cx: &ClientContext, avoid: &[Address]) -> Result<Arc<Pool>, TransportError> {
+    fn pick(&self, cx: &ClientContext, avoid: &[Address]) -> Result<Peer, TransportError> {
         let all = self.inner.discover.instances();
         let fresh: Vec<Instance> = all
             .iter()
@@ -297,26 +336,34 @@ impl Client {
             .pools
             .lock()
             .unwrap_or_else(PoisonError::into_inner);
-        let pool = pools.entry(addr.clone()).or_insert_with(|| {
-            Arc::new(Pool::new(
-                self.inner.reactor.clone(),
-                addr,
-                &self.inner.config,
-            ))
+        let config = &self.inner.config;
+        let reactor = &self.inner.reactor;
+        let peer = pools.entry(addr.clone()).or_insert_with(|| {
+            if config.multiplex {
+                Peer::Mux(Arc::new(MuxPool::new(reactor.clone(), addr, config)))
+            } else {
+                Peer::Pooled(Arc::new(Pool::new(reactor.clone(), addr, config)))
+            }
         });
-        Ok(Arc::clone(pool))
+        Ok(peer.clone())
     }
 
     /// A connection for this call: a picked instance's, and when connecting fails (the
     /// request has not left, so trying elsewhere is safe) another's, as long as
     /// `config.retries` and the retry budget allow.
-    async fn connection(&self, cx: &ClientContext) -> Result<Pooled, TransportError> {
+    async fn connection(&self, cx: &ClientContext, oneway: bool) -> Result<Lease, TransportError> {
         self.inner.budget.deposit();
         let mut failed = Vec::new();
         loop {
-            let pool = self.pick(cx, &failed)?;
-            match pool.get().await {
-                Ok(conn) => return Ok(conn),
+            let got = match self.pick(cx, &failed)? {
+                Peer::Pooled(pool) => pool.get().await.map(Lease::Pooled),
+                Peer::Mux(pool) => match pool.get().await {
+                    Ok(mux) => Ok(Lease::Mux(mux.register(!oneway)?)),
+                    Err(e) => Err(e),
+                },
+            };
+            match got {
+                Ok(lease) => return Ok(lease),
                 Err(e @ TransportError::Connect { .. })
                     if failed.len() < self.inner.config.retries as usize
                         && self.inner.budget.withdraw() =>
@@ -379,8 +426,8 @@ impl Client {
         Ok(())
     }
 
-    /// Sends one request on a pooled connection and (unless `oneway`) reads its reply
-    /// frame: the reply's TTHeader, if any, and its message bytes.
+    /// Sends one request and (unless `oneway`) waits for its reply frame: the reply's
+    /// TTHeader, if any, its message bytes, and the call's sequence id.
     async fn exchange<A: Message + Send + Sync>(
         &self,
         cx: &ClientContext,
@@ -389,9 +436,7 @@ impl Client {
         oneway: bool,
     ) -> Result<Option<(Option<Header>, Bytes, i32)>, TransportError> {
         let config = &self.inner.config;
-        let mut conn = self.connection(cx).await?;
-        let seq_id = conn.next_seq();
-        let header = MessageHeader {
+        let header = |seq_id| MessageHeader {
             name: Utf8Bytes::from(method),
             ty: if oneway {
                 MessageType::Oneway
@@ -400,32 +445,52 @@ impl Client {
             },
             seq_id,
         };
-        let written = match config.protocol {
-            Protocol::Binary => self.write_request::<Binary, A>(&conn, cx, &header, args),
-            Protocol::Compact => self.write_request::<Compact, A>(&conn, cx, &header, args),
-        };
-        written?;
-        conn.conn().flush().await?;
-        if oneway {
-            conn.release();
-            return Ok(None);
+        match self.connection(cx, oneway).await? {
+            Lease::Pooled(mut conn) => {
+                let header = header(conn.next_seq());
+                self.write_request(conn.conn(), cx, &header, args)?;
+                conn.conn().flush().await?;
+                if oneway {
+                    conn.release();
+                    return Ok(None);
+                }
+                let mut splitter =
+                    FrameSplitter::new(config.framing, config.protocol, config.limits);
+                let frame = conn
+                    .conn()
+                    .read_frame(|input| {
+                        splitter
+                            .frame_len(input)
+                            .map_err(|e| io::Error::new(io::ErrorKind::InvalidData, e))
+                    })
+                    .await?
+                    .ok_or_else(|| {
+                        io::Error::new(
+                            io::ErrorKind::UnexpectedEof,
+                            "the server closed the connection before replying",
+                        )
+                    })?;
+                let (tt, payload) = self.unframe(frame)?;
+                // Whole reply read: the connection is clean for the next call.
+                conn.release();
+                Ok(Some((tt, payload, header.seq_id)))
+            }
+            Lease::Mux(mut call) => {
+                let header = header(call.seq_id());
+                self.write_request(call.mux().conn(), cx, &header, args)?;
+                call.mux().flush().await?;
+                if oneway {
+                    return Ok(None);
+                }
+                let (tt, payload) = self.unframe(call.reply().await?)?;
+                Ok(Some((tt, payload, header.seq_id)))
+            }
         }
-        let mut splitter = FrameSplitter::new(config.framing, config.protocol, config.limits);
-        let frame = conn
-            .conn()
-            .read_frame(|input| {
-                splitter
-                    .frame_len(input)
-                    .map_err(|e| io::Error::new(io::ErrorKind::InvalidData, e))
-            })
-            .await?
-            .ok_or_else(|| {
-                io::Error::new(
-                    io::ErrorKind::UnexpectedEof,
-                    "the server closed the connection before replying",
-                )
-            })?;
-        let (header, payload) = match config.framing {
+    }
+
+    /// A reply frame's TTHeader, if the client's framing has one, and its message.
+    fn unframe(&self, frame: Bytes) -> Result<(Option<Header>, Bytes), TransportError> {
+        Ok(match self.inner.config.framing {
             Framing::TTHeader => {
                 let (h, payload) = Header::decode(&frame, &HeaderLimits::default())
                     .map_err(|e| TransportError::Protocol(format!("reply header: {e}")))?;
@@ -433,15 +498,26 @@ impl Client {
             }
             Framing::Framed => (None, frame.slice(4..)),
             Framing::Buffered => (None, frame),
-        };
-        // Whole reply read: the connection is clean for the next call.
-        conn.release();
-        Ok(Some((header, payload, seq_id)))
+        })
     }
 
-    fn write_request<P: thrift_codec::Protocol, A: Message + Send + Sync>(
+    /// Encodes the request (in the client's protocol) into the connection's output.
+    fn write_request<A: Message + Send + Sync>(
         &self,
-        conn: &Pooled,
+        conn: &crate::transport::Conn,
+        cx: &ClientContext,
+        header: &MessageHeader,
+        args: &A,
+    ) -> Result<(), TransportError> {
+        match self.inner.config.protocol {
+            Protocol::Binary => self.write_request_in::<Binary, A>(conn, cx, header, args),
+            Protocol::Compact => self.write_request_in::<Compact, A>(conn, cx, header, args),
+        }
+    }
+
+    fn write_request_in<P: thrift_codec::Protocol, A: Message + Send + Sync>(
+        &self,
+        conn: &crate::transport::Conn,
         cx: &ClientContext,
         header: &MessageHeader,
         args: &A,
@@ -476,7 +552,7 @@ impl Client {
             }
             h
         });
-        let written = conn.conn().write_with(|out| {
+        let written = conn.write_with(|out| {
             crate::codec::write_message::<P, A>(
                 out,
                 config.framing,

@@ -8,6 +8,7 @@ use thrift_codec::ApplicationExceptionKind;
 use super::*;
 use crate::server::ServerConfig;
 use crate::test_support::*;
+use crate::transport::TransportKind;
 
 /// Runs `f` with a server and a client configured by `tune`, bounded in time.
 fn with_client<F, Fut>(tune: impl FnOnce(&mut ClientConfig), f: F)
@@ -365,5 +366,174 @@ fn a_failed_connect_is_retried_on_another_instance_within_the_budget() {
             "the dead instance was picked without a retry"
         );
         servers
+    });
+}
+
+/// Multiplexing over one connection on either transport: many calls at once share it,
+/// a slow call does not hold back quick ones sent after it, every call gets its own
+/// reply, and oneway calls go out on it too.
+#[test]
+fn multiplexed_calls_share_one_connection_and_overtake_a_slow_one() {
+    for transport in [TransportKind::Netpoll, TransportKind::Tokio] {
+        with_client(
+            |c| {
+                c.multiplex = true;
+                c.mux_connections = 1;
+                c.transport = transport;
+            },
+            |client, server| async move {
+                let slow = {
+                    let client = client.clone();
+                    tokio::spawn(async move {
+                        let r = client
+                            .call::<Text, Text>(&mut ClientContext::new(), "slow", &text(1, "s"))
+                            .await;
+                        (r, std::time::Instant::now())
+                    })
+                };
+                tokio::time::sleep(Duration::from_millis(50)).await;
+                let quick: Vec<_> = (0..40)
+                    .map(|i| {
+                        let client = client.clone();
+                        tokio::spawn(async move {
+                            let r = echo(&client, &mut ClientContext::new(), &i.to_string()).await;
+                            (r, std::time::Instant::now())
+                        })
+                    })
+                    .collect();
+                let mut last_quick = None;
+                for (i, call) in quick.into_iter().enumerate() {
+                    let (r, at) = call.await.unwrap();
+                    assert_eq!(r.unwrap(), text(0, &i.to_string()), "{transport:?}");
+                    last_quick = last_quick.max(Some(at));
+                }
+                let (r, slow_at) = slow.await.unwrap();
+                assert_eq!(r.unwrap(), text(0, "s"));
+                assert!(
+                    last_quick.unwrap() < slow_at,
+                    "{transport:?}: the quick calls waited behind the slow one"
+                );
+                let mut cx = ClientContext::new();
+                for _ in 0..3 {
+                    client
+                        .oneway(&mut cx, "notify", &text(1, "e"))
+                        .await
+                        .unwrap();
+                }
+                echo(&client, &mut cx, "sync").await.unwrap();
+                assert_eq!(server.notified.load(std::sync::atomic::Ordering::SeqCst), 3);
+                assert_eq!(server.peers.lock().unwrap().len(), 1, "{transport:?}");
+                server
+            },
+        );
+    }
+}
+
+/// A multiplexed call that times out gives up its sequence id; its late reply is
+/// discarded, and the connection goes on carrying calls (it is not closed).
+#[test]
+fn a_timed_out_multiplexed_call_leaves_the_connection_in_use() {
+    with_client(
+        |c| {
+            c.multiplex = true;
+            c.mux_connections = 1;
+        },
+        |client, server| async move {
+            let mut quick = ClientContext {
+                timeout: Some(Duration::from_millis(50)),
+                ..ClientContext::new()
+            };
+            match client
+                .call::<Text, Text>(&mut quick, "slow", &text(1, "x"))
+                .await
+            {
+                Err(CallError::Transport(TransportError::Timeout(_))) => {}
+                other => panic!("{other:?}"),
+            }
+            let mut cx = ClientContext::new();
+            // Across the late reply's arrival (300 ms after it was sent).
+            for i in 0..40 {
+                let t = format!("after {i}");
+                assert_eq!(echo(&client, &mut cx, &t).await.unwrap(), text(0, &t));
+                tokio::time::sleep(Duration::from_millis(10)).await;
+            }
+            assert_eq!(server.peers.lock().unwrap().len(), 1);
+            server
+        },
+    );
+}
+
+#[test]
+fn multiplexing_needs_ttheader_framing() {
+    runtime().block_on(async {
+        let config = ClientConfig {
+            multiplex: true,
+            framing: Framing::Framed,
+            ..ClientConfig::default()
+        };
+        let err = Client::new("Test", "127.0.0.1:1".parse().unwrap(), config).unwrap_err();
+        assert_eq!(err.kind(), io::ErrorKind::InvalidInput);
+    });
+}
+
+/// A server that reads a request and hangs up: every call waiting on the connection
+/// fails at once with an I/O error (not at its timeout), and the next call opens a new
+/// connection.
+#[test]
+fn a_lost_multiplexed_connection_fails_its_calls_and_is_replaced() {
+    runtime().block_on(async {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        let accepted = tokio::spawn(async move {
+            use tokio::io::AsyncReadExt;
+            let mut n = 0;
+            for _ in 0..2 {
+                let (mut s, _) = listener.accept().await.unwrap();
+                let mut buf = [0u8; 64];
+                let _ = s.read(&mut buf).await;
+                // Give the other calls time to be sent, then hang up.
+                tokio::time::sleep(Duration::from_millis(100)).await;
+                n += 1;
+            }
+            n
+        });
+        let config = ClientConfig {
+            multiplex: true,
+            mux_connections: 1,
+            rpc_timeout: Some(Duration::from_secs(30)),
+            ..ClientConfig::default()
+        };
+        let client = Client::new("Test", Address::Tcp(addr), config).unwrap();
+        let started = std::time::Instant::now();
+        let calls: Vec<_> = (0..5)
+            .map(|i| {
+                let client = client.clone();
+                tokio::spawn(async move {
+                    echo(&client, &mut ClientContext::new(), &i.to_string()).await
+                })
+            })
+            .collect();
+        for call in calls {
+            match call.await.unwrap() {
+                Err(CallError::Transport(TransportError::Io(_))) => {}
+                other => panic!("{other:?}"),
+            }
+        }
+        assert!(
+            started.elapsed() < Duration::from_secs(20),
+            "the calls waited for their timeout"
+        );
+        match echo(&client, &mut ClientContext::new(), "again").await {
+            Err(CallError::Transport(TransportError::Io(_))) => {}
+            other => panic!("{other:?}"),
+        }
+        assert_eq!(
+            tokio::time::timeout(Duration::from_secs(10), accepted)
+                .await
+                .unwrap()
+                .unwrap(),
+            2,
+            "the second call opened a second connection"
+        );
     });
 }

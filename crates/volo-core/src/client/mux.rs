@@ -1,0 +1,291 @@
+//! Multiplexed connections: many calls in flight on one connection, each reply matched
+//! to its call by the sequence id in its TTHeader.
+//!
+//! Each connection has one reader task that cuts reply frames and hands each to the
+//! call waiting on its sequence id. Callers encode their request straight into the
+//! connection's output buffer (one message per `write_with`, so messages never
+//! interleave) and flush it; one flush runs at a time, and a flush sends what every
+//! caller wrote so far, so calls that arrive together share a send. A reply that no call
+//! waits for any more (its call timed out or was dropped) is read and discarded. When the
+//! connection fails, every call waiting on it fails at once and the pool opens a new one
+//! for the next call.
+
+use std::collections::HashMap;
+use std::io;
+use std::sync::atomic::{AtomicI32, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+use std::time::Duration;
+
+use bytes::Bytes;
+use tokio::sync::{Notify, oneshot};
+
+use super::{ClientConfig, TransportError};
+use crate::codec::{FrameSplitter, Limits, Protocol};
+use crate::context::Address;
+use crate::transport::{self, Conn, FrameIo, TransportKind};
+
+/// The connections to one peer, handed out in turn.
+#[derive(Debug)]
+pub(crate) struct MuxPool {
+    reactor: Option<netpoll_rs::Reactor>,
+    transport: TransportKind,
+    addr: Address,
+    connect_timeout: Duration,
+    protocol: Protocol,
+    limits: Limits,
+    /// A slot per connection; a slot's lock is held while it connects, so callers that
+    /// find it empty wait for that one connect instead of each opening their own.
+    slots: Box<[tokio::sync::Mutex<Option<Arc<MuxConn>>>]>,
+    next: AtomicUsize,
+}
+
+impl MuxPool {
+    pub(crate) fn new(
+        reactor: Option<netpoll_rs::Reactor>,
+        addr: Address,
+        config: &ClientConfig,
+    ) -> Self {
+        MuxPool {
+            reactor,
+            transport: config.transport,
+            addr,
+            connect_timeout: config.connect_timeout,
+            protocol: config.protocol,
+            limits: config.limits,
+            slots: (0..config.mux_connections.max(1))
+                .map(|_| tokio::sync::Mutex::new(None))
+                .collect(),
+            next: AtomicUsize::new(0),
+        }
+    }
+
+    /// The next connection in turn, opened (again) if it is not open.
+    pub(crate) async fn get(&self) -> Result<Arc<MuxConn>, TransportError> {
+        let i = self.next.fetch_add(1, Ordering::Relaxed) % self.slots.len();
+        let mut slot = self.slots[i].lock().await;
+        if let Some(conn) = slot.as_ref().filter(|c| c.is_open()) {
+            return Ok(Arc::clone(conn));
+        }
+        let conn = transport::connect(
+            self.transport,
+            &self.addr,
+            self.reactor.as_ref(),
+            self.connect_timeout,
+        )
+        .await
+        .map_err(|source| TransportError::Connect {
+            addr: self.addr.clone(),
+            source,
+        })?;
+        let splitter =
+            FrameSplitter::new(crate::codec::Framing::TTHeader, self.protocol, self.limits);
+        let mux = MuxConn::start(conn, splitter);
+        if let Some(old) = slot.replace(Arc::clone(&mux)) {
+            old.stop();
+        }
+        Ok(mux)
+    }
+}
+
+impl Drop for MuxPool {
+    fn drop(&mut self) {
+        for slot in &mut self.slots {
+            if let Some(conn) = slot.get_mut().take() {
+                conn.stop();
+            }
+        }
+    }
+}
+
+/// One multiplexed connection.
+#[derive(Debug)]
+pub(crate) struct MuxConn {
+    conn: Conn,
+    waiting: Mutex<Waiting>,
+    seq: AtomicI32,
+    /// One flush at a time: a connection wakes one flusher when its socket drains.
+    flushing: tokio::sync::Mutex<()>,
+    /// Tells the reader to stop (the pool is gone or replaced this connection).
+    stop: Notify,
+}
+
+/// The calls waiting for replies, by sequence id; `closed` once the reader has ended.
+#[derive(Debug, Default)]
+struct Waiting {
+    calls: HashMap<i32, oneshot::Sender<io::Result<Bytes>>>,
+    closed: Option<(io::ErrorKind, String)>,
+}
+
+impl MuxConn {
+    /// Wraps `conn` and starts its reader task.
+    fn start(conn: Conn, splitter: FrameSplitter) -> Arc<Self> {
+        let mux = Arc::new(MuxConn {
+            conn,
+            waiting: Mutex::new(Waiting::default()),
+            seq: AtomicI32::new(1),
+            flushing: tokio::sync::Mutex::new(()),
+            stop: Notify::new(),
+        });
+        tokio::spawn(read_replies(Arc::clone(&mux), splitter));
+        mux
+    }
+
+    fn waiting(&self) -> MutexGuard<'_, Waiting> {
+        self.waiting.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// Whether calls can still be made on it.
+    pub(crate) fn is_open(&self) -> bool {
+        self.waiting().closed.is_none() && self.conn.is_open()
+    }
+
+    pub(crate) fn conn(&self) -> &Conn {
+        &self.conn
+    }
+
+    fn stop(&self) {
+        self.stop.notify_one();
+    }
+
+    /// A sequence id for a call; with `reply`, the call waits for its reply under it.
+    pub(crate) fn register(self: &Arc<Self>, reply: bool) -> io::Result<MuxCall> {
+        let mut waiting = self.waiting();
+        if let Some((kind, why)) = &waiting.closed {
+            return Err(io::Error::new(*kind, why.clone()));
+        }
+        loop {
+            let seq = self.seq.fetch_add(1, Ordering::Relaxed);
+            if !reply {
+                return Ok(MuxCall {
+                    mux: Arc::clone(self),
+                    seq,
+                    reply: None,
+                });
+            }
+            // After the ids wrap, one may still be waiting from long ago: skip it.
+            if let std::collections::hash_map::Entry::Vacant(slot) = waiting.calls.entry(seq) {
+                let (tx, rx) = oneshot::channel();
+                slot.insert(tx);
+                return Ok(MuxCall {
+                    mux: Arc::clone(self),
+                    seq,
+                    reply: Some(rx),
+                });
+            }
+        }
+    }
+
+    /// Sends what is in the output, after any flush in progress.
+    pub(crate) async fn flush(&self) -> io::Result<()> {
+        let _turn = self.flushing.lock().await;
+        self.conn.flush().await
+    }
+}
+
+/// A call's place on a multiplexed connection: its sequence id, and the reply when it
+/// comes. Dropped before the reply came (a timeout, a cancelled call), it gives the id
+/// up, and the reply is discarded when it arrives.
+#[derive(Debug)]
+pub(crate) struct MuxCall {
+    mux: Arc<MuxConn>,
+    seq: i32,
+    reply: Option<oneshot::Receiver<io::Result<Bytes>>>,
+}
+
+impl MuxCall {
+    pub(crate) fn seq_id(&self) -> i32 {
+        self.seq
+    }
+
+    pub(crate) fn mux(&self) -> &MuxConn {
+        &self.mux
+    }
+
+    /// The reply frame.
+    pub(crate) async fn reply(&mut self) -> io::Result<Bytes> {
+        let Some(rx) = self.reply.as_mut() else {
+            return Err(io::Error::other("a oneway call has no reply"));
+        };
+        let reply = rx.await.unwrap_or_else(|_| {
+            Err(io::Error::new(
+                io::ErrorKind::ConnectionAborted,
+                "the connection's reader stopped",
+            ))
+        });
+        self.reply = None;
+        reply
+    }
+}
+
+impl Drop for MuxCall {
+    fn drop(&mut self) {
+        if self.reply.is_some() {
+            self.mux.waiting().calls.remove(&self.seq);
+        }
+    }
+}
+
+/// The sequence id in a TTHeader frame's fixed part (LENGTH, magic, flags, SEQID).
+fn ttheader_seq_id(frame: &[u8]) -> Option<i32> {
+    let b = frame.get(8..12)?;
+    Some(i32::from_be_bytes([b[0], b[1], b[2], b[3]]))
+}
+
+/// The reader task: routes each reply frame to its call until the connection ends or
+/// the pool stops it, then fails every call still waiting.
+async fn read_replies(mux: Arc<MuxConn>, mut splitter: FrameSplitter) {
+    let (kind, why) = loop {
+        let frame = tokio::select! {
+            frame = mux.conn.read_frame(|input| {
+                splitter
+                    .frame_len(input)
+                    .map_err(|e| io::Error::new(io::ErrorKind::InvalidData, e))
+            }) => frame,
+            () = mux.stop.notified() => {
+                break (io::ErrorKind::ConnectionAborted, "the client closed the connection".to_string());
+            }
+        };
+        let frame = match frame {
+            Ok(Some(frame)) => frame,
+            Ok(None) => {
+                break (
+                    io::ErrorKind::UnexpectedEof,
+                    "the server closed the connection".to_string(),
+                );
+            }
+            Err(e) => break (e.kind(), format!("reading replies: {e}")),
+        };
+        let Some(seq) = ttheader_seq_id(&frame) else {
+            break (
+                io::ErrorKind::InvalidData,
+                format!("a reply frame of {} bytes has no TTHeader", frame.len()),
+            );
+        };
+        let waiter = mux.waiting().calls.remove(&seq);
+        if let Some(tx) = waiter {
+            // The call may have given up just now: then the reply goes nowhere.
+            let _ = tx.send(Ok(frame));
+        }
+    };
+    let calls = {
+        let mut waiting = mux.waiting();
+        waiting.closed = Some((kind, why.clone()));
+        std::mem::take(&mut waiting.calls)
+    };
+    for (_, tx) in calls {
+        let _ = tx.send(Err(io::Error::new(kind, why.clone())));
+    }
+    mux.conn.close();
+}
+
+#[cfg(test)]
+mod tests {
+    use super::ttheader_seq_id;
+
+    #[test]
+    fn the_sequence_id_is_read_from_the_fixed_header() {
+        let frame = [0, 0, 0, 20, 0x10, 0x00, 0, 0, 0xff, 0xff, 0xff, 0xfe, 0, 1];
+        assert_eq!(ttheader_seq_id(&frame), Some(-2));
+        assert_eq!(ttheader_seq_id(&frame[..11]), None);
+    }
+}
