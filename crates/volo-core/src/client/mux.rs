@@ -14,23 +14,20 @@ use std::collections::HashMap;
 use std::io;
 use std::sync::atomic::{AtomicI32, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
-use std::time::Duration;
 
 use bytes::Bytes;
 use tokio::sync::{Notify, oneshot};
 
+use super::pool::Dialer;
 use super::{ClientConfig, TransportError};
 use crate::codec::{FrameSplitter, Limits, Protocol};
 use crate::context::Address;
-use crate::transport::{self, Conn, FrameIo, TransportKind};
+use crate::transport::{Conn, FrameIo};
 
 /// The connections to one peer, handed out in turn.
 #[derive(Debug)]
 pub(crate) struct MuxPool {
-    reactor: Option<netpoll_rs::Reactor>,
-    transport: TransportKind,
-    addr: Address,
-    connect_timeout: Duration,
+    dialer: Dialer,
     protocol: Protocol,
     limits: Limits,
     /// A slot per connection; a slot's lock is held while it connects, so callers that
@@ -46,10 +43,7 @@ impl MuxPool {
         config: &ClientConfig,
     ) -> Self {
         MuxPool {
-            reactor,
-            transport: config.transport,
-            addr,
-            connect_timeout: config.connect_timeout,
+            dialer: Dialer::new(reactor, addr, config),
             protocol: config.protocol,
             limits: config.limits,
             slots: (0..config.mux_connections.max(1))
@@ -66,17 +60,7 @@ impl MuxPool {
         if let Some(conn) = slot.as_ref().filter(|c| c.is_open()) {
             return Ok(Arc::clone(conn));
         }
-        let conn = transport::connect(
-            self.transport,
-            &self.addr,
-            self.reactor.as_ref(),
-            self.connect_timeout,
-        )
-        .await
-        .map_err(|source| TransportError::Connect {
-            addr: self.addr.clone(),
-            source,
-        })?;
+        let conn = self.dialer.connect().await?;
         let splitter =
             FrameSplitter::new(crate::codec::Framing::TTHeader, self.protocol, self.limits);
         let mux = MuxConn::start(conn, splitter);

@@ -10,13 +10,49 @@ use super::{ClientConfig, TransportError};
 use crate::context::Address;
 use crate::transport::{self, Conn, FrameIo, TransportKind};
 
-/// Idle connections to one peer, and a cap on how many are open.
+/// How to open a connection to one peer.
 #[derive(Debug)]
-pub(crate) struct Pool {
+pub(crate) struct Dialer {
     reactor: Option<netpoll_rs::Reactor>,
     transport: TransportKind,
     addr: Address,
     connect_timeout: Duration,
+}
+
+impl Dialer {
+    pub(crate) fn new(
+        reactor: Option<netpoll_rs::Reactor>,
+        addr: Address,
+        config: &ClientConfig,
+    ) -> Self {
+        Dialer {
+            reactor,
+            transport: config.transport,
+            addr,
+            connect_timeout: config.connect_timeout,
+        }
+    }
+
+    /// A new connection, within the connect timeout.
+    pub(crate) async fn connect(&self) -> Result<Conn, TransportError> {
+        transport::connect(
+            self.transport,
+            &self.addr,
+            self.reactor.as_ref(),
+            self.connect_timeout,
+        )
+        .await
+        .map_err(|source| TransportError::Connect {
+            addr: self.addr.clone(),
+            source,
+        })
+    }
+}
+
+/// Idle connections to one peer, and a cap on how many are open.
+#[derive(Debug)]
+pub(crate) struct Pool {
+    dialer: Dialer,
     /// Idle connections with the next sequence id of each (most recent last).
     idle: Mutex<Vec<(Conn, i32)>>,
     /// One permit per connection in use; idle ones came from calls, so open
@@ -42,10 +78,7 @@ impl Pool {
         config: &ClientConfig,
     ) -> Self {
         Pool {
-            reactor,
-            transport: config.transport,
-            addr,
-            connect_timeout: config.connect_timeout,
+            dialer: Dialer::new(reactor, addr, config),
             idle: Mutex::new(Vec::new()),
             slots: Arc::new(Semaphore::new(config.max_connections.max(1))),
         }
@@ -77,26 +110,12 @@ impl Pool {
                 None => break,
             }
         }
-        let conn = self.connect().await?;
+        let conn = self.dialer.connect().await?;
         Ok(Pooled {
             pool: Arc::clone(self),
             conn,
             seq: 1,
             _permit: permit,
-        })
-    }
-
-    async fn connect(&self) -> Result<Conn, TransportError> {
-        transport::connect(
-            self.transport,
-            &self.addr,
-            self.reactor.as_ref(),
-            self.connect_timeout,
-        )
-        .await
-        .map_err(|source| TransportError::Connect {
-            addr: self.addr.clone(),
-            source,
         })
     }
 }
