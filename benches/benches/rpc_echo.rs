@@ -5,7 +5,7 @@
 //! `RPC_BENCH_SECS` (measured window per case and round, default 3), `RPC_BENCH_ROUNDS`
 //! (default 3; variants alternate in order from round to round and rounds are pooled),
 //! `RPC_BENCH_SIZE` (message bytes, default 1024). Arguments after `--` select variants
-//! by part of their name (`volo`, `netpoll`, `tokio`).
+//! by part of their name (`volo`, `netpoll`, `tokio`, `mux`).
 //!
 //! # What is measured
 //!
@@ -20,6 +20,9 @@
 //!   TTHeader + Framed + Binary as Volo's client (so the bytes on the wire match).
 //! - `ours tokio`: the same over plain tokio sockets: the baseline that shows what the
 //!   reactor adds.
+//! - `ours mux`: our client multiplexing all callers over two netpoll-rs connections
+//!   (`ClientConfig::multiplex`; replies matched by TTHeader sequence id) against the
+//!   same server. Volo's client here stays on its default pooled connections.
 //!
 //! Reported: QPS (successful calls per second over the window), p50/p99/p999 latency in
 //! microseconds (every call of the window), errors, and the ratios against Volo measured
@@ -41,16 +44,23 @@ enum Variant {
     Volo,
     OursNetpoll,
     OursTokio,
+    OursMux,
 }
 
 impl Variant {
-    const ALL: [Variant; 3] = [Variant::Volo, Variant::OursNetpoll, Variant::OursTokio];
+    const ALL: [Variant; 4] = [
+        Variant::Volo,
+        Variant::OursNetpoll,
+        Variant::OursTokio,
+        Variant::OursMux,
+    ];
 
     fn name(self) -> &'static str {
         match self {
             Variant::Volo => "volo",
             Variant::OursNetpoll => "ours netpoll",
             Variant::OursTokio => "ours tokio",
+            Variant::OursMux => "ours mux",
         }
     }
 }
@@ -117,7 +127,7 @@ fn run_case(variant: Variant, callers: usize, size: usize, window: Duration) -> 
             }
             report
         }
-        Variant::OursNetpoll | Variant::OursTokio => {
+        Variant::OursNetpoll | Variant::OursTokio | Variant::OursMux => {
             let io = if variant == Variant::OursTokio {
                 TransportKind::Tokio
             } else {
@@ -132,6 +142,7 @@ fn run_case(variant: Variant, callers: usize, size: usize, window: Duration) -> 
                     ttheader_framed: true,
                     transport: io,
                     max_connections: callers,
+                    multiplex: variant == Variant::OursMux,
                     ..ClientConfig::default()
                 };
                 let client = Client::new("EchoService", addr, config)
@@ -242,7 +253,7 @@ fn main() {
         "ratios (>1: ours better)", "QPS ours/volo", "p50 volo/ours", "p99 volo/ours"
     );
     for callers in CALLERS {
-        for v in [Variant::OursNetpoll, Variant::OursTokio] {
+        for v in [Variant::OursNetpoll, Variant::OursTokio, Variant::OursMux] {
             if let (Some(base), Some(r)) = (find(Variant::Volo, callers), find(v, callers)) {
                 let ratio = |a: u64, b: u64| a as f64 / b.max(1) as f64;
                 println!(
