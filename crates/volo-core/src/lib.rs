@@ -10,20 +10,21 @@
 //!   description and metainfo (persistent, transient, backward) as Kitex and Volo
 //!   carry it in TTHeader.
 //! - [`server`]: `Server::new(<Service>Server::new(handler)).bind(addr)`: framing and
-//!   protocol detected per connection and answered in kind, oneway calls, IDL exceptions
-//!   in the result struct, `TApplicationException` for unknown methods, bad arguments and
-//!   handler panics, connection / in-flight / size limits, read and idle timeouts,
-//!   graceful shutdown; server-side layers are [`service::Layer`]s over [`server::Dispatch`].
-//! - [`client`]: `Client` with pooled ping-pong connections, connect and call timeouts
-//!   (1 s and 10 s by default), metainfo, discovery (`Discover`, a static list), load
-//!   balancing (weighted random, consistent hash) and retries of failed connects within
-//!   a retry budget; generated `<Service>Client`s wrap it.
+//!   protocol detected per connection and answered in kind (the calls of a TTHeader
+//!   connection concurrently, those of Framed and Buffered ones in order), oneway
+//!   calls, IDL exceptions in the result struct, `TApplicationException` for unknown
+//!   methods, bad arguments and handler panics, connection / in-flight / size limits,
+//!   read and idle timeouts, graceful shutdown; server-side layers are
+//!   [`service::Layer`]s over [`server::Dispatch`].
+//! - [`client`]: `Client` with pooled ping-pong or multiplexed connections, connect and
+//!   call timeouts (1 s and 10 s by default), metainfo, discovery (`Discover`, a static
+//!   list), load balancing (weighted random, consistent hash) and retries of failed
+//!   connects within a retry budget; generated `<Service>Client`s wrap it.
 //! - [`transport`]: netpoll-rs (the default) or plain tokio sockets, per server and per
 //!   client.
 //!
-//! Not built yet: multiplexed connections, a registry-backed `Discover`, circuit
-//! breaking and backup requests, and the shared-memory transport (`shm:` addresses
-//! are refused).
+//! Not built yet: a registry-backed `Discover`, circuit breaking and backup requests,
+//! and the shared-memory transport (`shm:` addresses are refused).
 #![warn(
     missing_docs,
     missing_debug_implementations,
