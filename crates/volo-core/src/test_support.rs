@@ -122,7 +122,10 @@ impl Dispatch for TestService {
 }
 
 pub(crate) struct Running {
+    /// The TCP address, or for another kind of address 0.0.0.0:0.
     pub(crate) addr: std::net::SocketAddr,
+    /// The address it listens on, of any kind.
+    pub(crate) address: Address,
     pub(crate) notified: Arc<AtomicUsize>,
     pub(crate) peers: Arc<Mutex<HashSet<String>>>,
     pub(crate) stop: Option<tokio::sync::oneshot::Sender<()>>,
@@ -130,6 +133,10 @@ pub(crate) struct Running {
 }
 
 pub(crate) async fn start(config: ServerConfig) -> Running {
+    start_on(config, &"127.0.0.1:0".parse().unwrap()).await
+}
+
+pub(crate) async fn start_on(config: ServerConfig, at: &Address) -> Running {
     let notified = Arc::new(AtomicUsize::new(0));
     let peers = Arc::new(Mutex::new(HashSet::new()));
     let server = Server::new(TestService {
@@ -137,12 +144,11 @@ pub(crate) async fn start(config: ServerConfig) -> Running {
         peers: Arc::clone(&peers),
     })
     .with_config(config);
-    let bound = server
-        .bind(&"127.0.0.1:0".parse().unwrap())
-        .await
-        .expect("bind");
-    let Address::Tcp(addr) = bound.local_addr().clone() else {
-        panic!("a TCP address");
+    let bound = server.bind(at).await.expect("bind");
+    let address = bound.local_addr().clone();
+    let addr = match &address {
+        Address::Tcp(a) => *a,
+        _ => std::net::SocketAddr::from(([0, 0, 0, 0], 0)),
     };
     let (stop, stopped) = tokio::sync::oneshot::channel();
     let done = tokio::spawn(bound.serve_with_shutdown(async {
@@ -150,6 +156,7 @@ pub(crate) async fn start(config: ServerConfig) -> Running {
     }));
     Running {
         addr,
+        address,
         notified,
         peers,
         stop: Some(stop),

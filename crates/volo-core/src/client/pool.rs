@@ -14,6 +14,8 @@ use crate::transport::{self, Conn, FrameIo, TransportKind};
 #[derive(Debug)]
 pub(crate) struct Dialer {
     reactor: Option<netpoll_rs::Reactor>,
+    /// For an `shm:` peer: the session its connections are streams of.
+    shm: transport::ShmDialer,
     transport: TransportKind,
     addr: Address,
     connect_timeout: Duration,
@@ -27,6 +29,7 @@ impl Dialer {
     ) -> Self {
         Dialer {
             reactor,
+            shm: transport::ShmDialer::default(),
             transport: config.transport,
             addr,
             connect_timeout: config.connect_timeout,
@@ -39,6 +42,7 @@ impl Dialer {
             self.transport,
             &self.addr,
             self.reactor.as_ref(),
+            &self.shm,
             self.connect_timeout,
         )
         .await

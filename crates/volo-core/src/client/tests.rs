@@ -537,3 +537,74 @@ fn a_lost_multiplexed_connection_fails_its_calls_and_is_replaced() {
         );
     });
 }
+
+/// `shm:` addresses: a server and clients over shared-memory sessions, in every
+/// framing and protocol, ping-pong and multiplexed, with messages small and larger
+/// than one slice of shared memory; all of one client's connections are streams of one
+/// session, and the listener's socket file is gone after the server stops.
+#[test]
+fn calls_go_over_shared_memory() {
+    let dir = std::env::temp_dir().join(format!("volo-core-shm-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    let path = dir.join("echo.sock");
+    let at = Address::Shm(path.clone());
+    runtime().block_on(async {
+        let mut server = start_on(ServerConfig::default(), &at).await;
+        assert_eq!(server.address, at);
+        let big = "b".repeat(3 << 20);
+        for framing in [Framing::TTHeader, Framing::Framed, Framing::Buffered] {
+            for protocol in [Protocol::Binary, Protocol::Compact] {
+                let config = ClientConfig {
+                    framing,
+                    protocol,
+                    ..ClientConfig::default()
+                };
+                let client = Client::new("Test", at.clone(), config).unwrap();
+                let mut cx = ClientContext::new();
+                for t in ["one", "two", big.as_str()] {
+                    let got =
+                        tokio::time::timeout(Duration::from_secs(20), echo(&client, &mut cx, t))
+                            .await
+                            .expect("in time")
+                            .unwrap();
+                    assert_eq!(got, text(0, t), "{framing:?}/{protocol:?}");
+                }
+            }
+        }
+        let config = ClientConfig {
+            multiplex: true,
+            ..ClientConfig::default()
+        };
+        let client = Client::new("Test", at.clone(), config).unwrap();
+        let calls: Vec<_> = (0..50)
+            .map(|i| {
+                let client = client.clone();
+                tokio::spawn(async move {
+                    echo(&client, &mut ClientContext::new(), &i.to_string()).await
+                })
+            })
+            .collect();
+        for (i, call) in calls.into_iter().enumerate() {
+            let got = tokio::time::timeout(Duration::from_secs(20), call)
+                .await
+                .expect("in time")
+                .unwrap()
+                .unwrap();
+            assert_eq!(got, text(0, &i.to_string()));
+        }
+        let peers = server.peers.lock().unwrap().clone();
+        assert_eq!(
+            peers.into_iter().collect::<Vec<_>>(),
+            [format!("shm:{}", path.display())]
+        );
+        let _ = server.stop.take().map(|s| s.send(()));
+        tokio::time::timeout(Duration::from_secs(20), &mut server.done)
+            .await
+            .expect("the server stopped")
+            .unwrap()
+            .unwrap();
+    });
+    assert!(!path.exists(), "the socket file is removed");
+    let _ = std::fs::remove_dir_all(&dir);
+}

@@ -1,6 +1,11 @@
 //! Transports: where frames come from and go to. netpoll-rs (TCP and Unix sockets on
 //! the custom reactor) is the default; plain tokio sockets are kept as the baseline
-//! that the reactor is measured against (`rpc-bench`).
+//! that the reactor is measured against (`rpc-bench`). An `shm:/path` address takes
+//! shared memory (shm-ipc sessions) whichever kind is configured: see the `shm` module.
+
+mod shm;
+
+pub(crate) use shm::ShmDialer;
 
 use std::future::Future;
 use std::io::{self, IoSlice};
@@ -51,6 +56,8 @@ pub(crate) enum Conn {
     Netpoll(netpoll_rs::Connection),
     /// Boxed: its buffers make it much larger than a netpoll-rs handle.
     Tokio(Box<TokioConn>),
+    /// A stream of a shared-memory session.
+    Shm(Box<shm::ShmConn>),
 }
 
 impl FrameIo for Conn {
@@ -61,6 +68,7 @@ impl FrameIo for Conn {
         match self {
             Conn::Netpoll(c) => c.read_frame(frame_len).await,
             Conn::Tokio(c) => c.read_frame(frame_len).await,
+            Conn::Shm(c) => c.read_frame(frame_len).await,
         }
     }
 
@@ -68,6 +76,7 @@ impl FrameIo for Conn {
         match self {
             Conn::Netpoll(c) => c.write_with(f),
             Conn::Tokio(c) => f(&mut lock(&c.output)),
+            Conn::Shm(c) => c.write_with(f),
         }
     }
 
@@ -75,6 +84,7 @@ impl FrameIo for Conn {
         match self {
             Conn::Netpoll(c) => c.flush().await,
             Conn::Tokio(c) => c.flush().await,
+            Conn::Shm(c) => c.flush().await,
         }
     }
 
@@ -82,6 +92,7 @@ impl FrameIo for Conn {
         match self {
             Conn::Netpoll(c) => c.input_len(),
             Conn::Tokio(c) => lock(&c.input).len(),
+            Conn::Shm(c) => c.input_len(),
         }
     }
 
@@ -89,6 +100,7 @@ impl FrameIo for Conn {
         match self {
             Conn::Netpoll(c) => c.is_open(),
             Conn::Tokio(c) => !*lock(&c.closed),
+            Conn::Shm(c) => c.is_open(),
         }
     }
 
@@ -96,6 +108,7 @@ impl FrameIo for Conn {
         match self {
             Conn::Netpoll(c) => c.peer_addr().map(Address::Tcp),
             Conn::Tokio(c) => c.peer.clone(),
+            Conn::Shm(c) => Some(c.peer()),
         }
     }
 }
@@ -111,7 +124,35 @@ impl Conn {
         match self {
             Conn::Netpoll(c) => c.close(),
             Conn::Tokio(c) => *lock(&c.closed) = true,
+            Conn::Shm(c) => c.close(),
         }
+    }
+}
+
+/// The frame at the front of `input`, taken out, once `frame_len` says it is whole.
+fn take_frame<F>(input: &Mutex<LinkBuffer>, frame_len: &mut F) -> io::Result<Option<Bytes>>
+where
+    F: FnMut(&mut LinkBuffer) -> io::Result<Option<usize>>,
+{
+    let mut input = lock(input);
+    if input.is_empty() {
+        return Ok(None);
+    }
+    match frame_len(&mut input)? {
+        Some(n) if n > 0 && input.len() >= n => Ok(Some(input.next(n))),
+        _ => Ok(None),
+    }
+}
+
+/// What a read returns at the peer's end of stream with `left` bytes of a frame read.
+fn end_of_stream(left: usize) -> io::Result<Option<Bytes>> {
+    if left == 0 {
+        Ok(None)
+    } else {
+        Err(io::Error::new(
+            io::ErrorKind::UnexpectedEof,
+            format!("the peer closed the connection {left} bytes into a frame"),
+        ))
     }
 }
 
@@ -189,33 +230,15 @@ impl TokioConn {
         F: FnMut(&mut LinkBuffer) -> io::Result<Option<usize>>,
     {
         loop {
-            {
-                let mut input = lock(&self.input);
-                if !input.is_empty() {
-                    match frame_len(&mut input) {
-                        Ok(Some(n)) if n > 0 && input.len() >= n => {
-                            return Ok(Some(input.next(n)));
-                        }
-                        Ok(_) => {}
-                        Err(e) => {
-                            drop(input);
-                            return self.fail(e);
-                        }
-                    }
-                }
+            match take_frame(&self.input, &mut frame_len) {
+                Ok(Some(frame)) => return Ok(Some(frame)),
+                Ok(None) => {}
+                Err(e) => return self.fail(e),
             }
             match self.try_read() {
                 Ok(0) => {
                     *lock(&self.closed) = true;
-                    let left = lock(&self.input).len();
-                    return if left == 0 {
-                        Ok(None)
-                    } else {
-                        Err(io::Error::new(
-                            io::ErrorKind::UnexpectedEof,
-                            format!("the peer closed the connection {left} bytes into a frame"),
-                        ))
-                    };
+                    return end_of_stream(lock(&self.input).len());
                 }
                 Ok(_) => {}
                 Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
@@ -268,6 +291,7 @@ pub(crate) enum Acceptor {
     Netpoll(netpoll_rs::Listener),
     Tcp(tokio::net::TcpListener),
     Unix(tokio::net::UnixListener),
+    Shm(shm::ShmAcceptor),
 }
 
 impl Acceptor {
@@ -278,7 +302,7 @@ impl Acceptor {
         reactor: Option<&netpoll_rs::Reactor>,
     ) -> io::Result<(Acceptor, Address)> {
         let acceptor = match (kind, addr, reactor) {
-            (_, Address::Shm(_), _) => return Err(shm_unsupported()),
+            (_, Address::Shm(p), _) => Acceptor::Shm(shm::ShmAcceptor::bind(p)?),
             (TransportKind::Netpoll, Address::Tcp(a), Some(r)) => {
                 Acceptor::Netpoll(r.listen_tcp(*a)?)
             }
@@ -298,7 +322,7 @@ impl Acceptor {
         let local = match &acceptor {
             Acceptor::Netpoll(l) => l.local_addr().map(Address::Tcp),
             Acceptor::Tcp(l) => l.local_addr().ok().map(Address::Tcp),
-            Acceptor::Unix(_) => None,
+            Acceptor::Unix(_) | Acceptor::Shm(_) => None,
         };
         Ok((acceptor, local.unwrap_or_else(|| addr.clone())))
     }
@@ -314,24 +338,32 @@ impl Acceptor {
                 let (s, _) = l.accept().await?;
                 Ok(Conn::Tokio(Box::new(TokioConn::unix(s))))
             }
+            Acceptor::Shm(l) => l.accept().await,
         }
     }
 
     /// Stops listening.
     pub(crate) fn close(self) {
-        if let Acceptor::Netpoll(l) = &self {
-            l.close();
+        match &self {
+            Acceptor::Netpoll(l) => l.close(),
+            Acceptor::Shm(l) => l.close(),
+            Acceptor::Tcp(_) | Acceptor::Unix(_) => {}
         }
     }
 }
 
-/// Connects to `addr` with `kind`, within `timeout`.
+/// Connects to `addr` with `kind`, within `timeout`; an `shm:` address through
+/// `shm_dialer` (its session is shared by the connections it makes).
 pub(crate) async fn connect(
     kind: TransportKind,
     addr: &Address,
     reactor: Option<&netpoll_rs::Reactor>,
+    shm_dialer: &ShmDialer,
     timeout: std::time::Duration,
 ) -> io::Result<Conn> {
+    if let Address::Shm(path) = addr {
+        return shm_dialer.connect(path, timeout).await;
+    }
     match (kind, reactor) {
         (TransportKind::Netpoll, Some(reactor)) => {
             let reactor = reactor.clone();
@@ -341,7 +373,7 @@ pub(crate) async fn connect(
             tokio::task::spawn_blocking(move || match &addr {
                 Address::Tcp(a) => reactor.connect_tcp(*a, timeout),
                 Address::Unix(p) => reactor.connect_unix(p, timeout),
-                Address::Shm(_) => Err(shm_unsupported()),
+                Address::Shm(_) => Err(shm_elsewhere()),
             })
             .await
             .map_err(|e| io::Error::other(format!("the connect task failed: {e}")))?
@@ -357,7 +389,7 @@ pub(crate) async fn connect(
                     Address::Unix(p) => {
                         Ok(TokioConn::unix(tokio::net::UnixStream::connect(p).await?))
                     }
-                    Address::Shm(_) => Err(shm_unsupported()),
+                    Address::Shm(_) => Err(shm_elsewhere()),
                 }
             };
             tokio::time::timeout(timeout, connect)
@@ -368,9 +400,7 @@ pub(crate) async fn connect(
     }
 }
 
-fn shm_unsupported() -> io::Error {
-    io::Error::new(
-        io::ErrorKind::Unsupported,
-        "shm: addresses need the shm-ipc transport, which is not built yet",
-    )
+/// `shm:` addresses are dialled before the socket transports are looked at.
+fn shm_elsewhere() -> io::Error {
+    io::Error::other("shm: addresses go through the shared-memory dialer")
 }
