@@ -2,7 +2,7 @@
 //! service implementation, a closed-loop load generator and a command-line reader.
 //!
 //! Programs (`cargo run --release -p examples --bin NAME -- ...`):
-//! - `echo-server --addr <host:port|unix:PATH>`: serves `EchoService`.
+//! - `echo-server --addr <host:port|unix:PATH|shm:PATH>`: serves `EchoService`.
 //! - `echo-client --addr <...> [--transport ttheader|framed|buffered]
 //!   [--protocol binary|compact] [--concurrency N] [--size BYTES] [--duration SECS]`:
 //!   closed-loop load; its last line is `qps=<n> p50_us=<n> p99_us=<n> p999_us=<n>

@@ -32,10 +32,20 @@ fn the_layer_and_two_hop_examples_check_themselves() {
 /// protocol, and multiplexed: each run ends with the documented line and no errors.
 #[test]
 fn echo_client_loads_echo_server_over_a_unix_socket() {
-    let dir = std::env::temp_dir().join(format!("echo-programs-{}", std::process::id()));
+    echo_programs("unix");
+}
+
+/// The same over shared memory (`shm:` addresses).
+#[test]
+fn echo_client_loads_echo_server_over_shared_memory() {
+    echo_programs("shm");
+}
+
+fn echo_programs(scheme: &str) {
+    let dir = std::env::temp_dir().join(format!("echo-programs-{scheme}-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&dir);
     std::fs::create_dir_all(&dir).unwrap();
-    let addr = format!("unix:{}", dir.join("echo.sock").display());
+    let addr = format!("{scheme}:{}", dir.join("echo.sock").display());
     let mut server = Command::new(env!("CARGO_BIN_EXE_echo-server"))
         .args(["--addr", &addr])
         .stdout(Stdio::piped())
@@ -46,7 +56,7 @@ fn echo_client_loads_echo_server_over_a_unix_socket() {
         .read_line(&mut line)
         .unwrap();
     assert!(
-        line.starts_with("echo-server listening on unix:"),
+        line.starts_with(&format!("echo-server listening on {scheme}:")),
         "{line:?}"
     );
     let load = |extra: &[&str]| {
@@ -92,4 +102,39 @@ fn echo_client_loads_echo_server_over_a_unix_socket() {
     let _ = server.kill();
     let _ = server.wait();
     let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// `rpc-bench` over every transport, briefly: a table, then one documented line per
+/// transport, each with calls made and no errors.
+#[test]
+fn rpc_bench_reports_every_transport() {
+    let out = Command::new(env!("CARGO_BIN_EXE_rpc-bench"))
+        .args(["--concurrency", "4", "--duration", "0.3", "--size", "256"])
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{stdout}{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    for transport in ["tokio", "netpoll", "uds", "shm"] {
+        let line = stdout
+            .lines()
+            .find(|l| l.starts_with(&format!("transport={transport} ")))
+            .unwrap_or_else(|| panic!("no line for {transport}: {stdout}"));
+        let fields: Vec<&str> = line
+            .split(' ')
+            .map(|f| f.split('=').next().unwrap())
+            .collect();
+        assert_eq!(
+            fields,
+            ["transport", "qps", "p50_us", "p99_us", "p999_us", "errors"],
+            "{line:?}"
+        );
+        assert!(
+            line.ends_with(" errors=0") && !line.contains(" qps=0 "),
+            "{line:?}"
+        );
+    }
 }

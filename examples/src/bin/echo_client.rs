@@ -1,4 +1,4 @@
-//! `echo-client --addr <host:port|unix:PATH> [--transport ttheader|framed|buffered]
+//! `echo-client --addr <host:port|unix:PATH|shm:PATH> [--transport ttheader|framed|buffered]
 //! [--protocol binary|compact] [--concurrency N] [--size BYTES] [--duration SECS]
 //! [--io netpoll|tokio] [--multiplex]`: closed-loop load on an EchoService server: `concurrency`
 //! callers, each sending `echo` with a `size`-byte message and waiting for the answer,
@@ -21,7 +21,7 @@ use examples::options;
 use volo_core::client::{Client, ClientConfig};
 use volo_core::context::Address;
 
-const HELP: &str = "usage: echo-client --addr <host:port|unix:PATH> \
+const HELP: &str = "usage: echo-client --addr <host:port|unix:PATH|shm:PATH> \
 [--transport ttheader|framed|buffered] [--protocol binary|compact] [--concurrency N] \
 [--size BYTES] [--duration SECS] [--io netpoll|tokio] [--multiplex]";
 

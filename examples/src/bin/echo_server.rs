@@ -1,4 +1,4 @@
-//! `echo-server --addr <host:port|unix:PATH> [--io netpoll|tokio]`: serves
+//! `echo-server --addr <host:port|unix:PATH|shm:PATH> [--io netpoll|tokio]`: serves
 //! idl/echo.thrift's EchoService until killed (Ctrl-C shuts it down gracefully). It
 //! accepts every framing (TTHeader, Framed, Buffered) and protocol (Binary, Compact) and
 //! answers each connection in kind, so Apache Thrift, Kitex and Volo clients all work.
@@ -9,7 +9,7 @@ use examples::echo_service::Echo;
 use volo_core::context::Address;
 use volo_core::server::{Server, ServerConfig};
 
-const HELP: &str = "usage: echo-server --addr <host:port|unix:PATH> [--io netpoll|tokio]";
+const HELP: &str = "usage: echo-server --addr <host:port|unix:PATH|shm:PATH> [--io netpoll|tokio]";
 
 fn main() {
     if let Err(e) = run() {

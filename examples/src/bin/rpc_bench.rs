@@ -1,12 +1,15 @@
-//! `rpc-bench [--transports tokio,netpoll,uds] [--concurrency N] [--size BYTES]
-//! [--duration SECS] [--framing ttheader|framed|buffered] [--protocol binary|compact]`:
+//! `rpc-bench [--transports tokio,netpoll,uds,shm] [--concurrency N] [--size BYTES]
+//! [--duration SECS] [--framing ttheader|framed|buffered] [--protocol binary|compact]
+//! [--multiplex]`:
 //! EchoService server and client in one process, one closed-loop run per transport, a
 //! progress bar while each runs, then a table and one line per transport:
 //! `transport=<name> qps=<n> p50_us=<n> p99_us=<n> p999_us=<n> errors=<n>`.
 //!
 //! Transports: `tokio` (TCP on tokio's own sockets on both sides: the baseline),
-//! `netpoll` (TCP on netpoll-rs), `uds` (a Unix-domain socket on netpoll-rs). `shm`
-//! (shared memory) is not built yet and is refused.
+//! `netpoll` (TCP on netpoll-rs), `uds` (a Unix-domain socket on netpoll-rs), `shm`
+//! (shm-ipc: shared memory, with a Unix socket for control and wake-ups). With
+//! `--multiplex` the client multiplexes its calls over two connections per peer
+//! (TTHeader framing only) instead of a pool with one connection per caller.
 //!
 //! The server runs on a tokio runtime with one worker thread of its own, the client on
 //! another: a server and its clients in two processes would not share threads either.
@@ -24,8 +27,9 @@ use volo_core::codec::{Framing, Protocol};
 use volo_core::context::Address;
 use volo_core::transport::TransportKind;
 
-const HELP: &str = "usage: rpc-bench [--transports tokio,netpoll,uds] [--concurrency N] \
-[--size BYTES] [--duration SECS] [--framing ttheader|framed|buffered] [--protocol binary|compact]";
+const HELP: &str = "usage: rpc-bench [--transports tokio,netpoll,uds,shm] [--concurrency N] \
+[--size BYTES] [--duration SECS] [--framing ttheader|framed|buffered] [--protocol binary|compact] \
+[--multiplex]";
 
 fn main() {
     if let Err(e) = run() {
@@ -40,10 +44,14 @@ struct Settings {
     duration: Duration,
     framing: Framing,
     protocol: Protocol,
+    multiplex: bool,
 }
 
 fn run() -> Result<(), Usage> {
-    let args = Args::parse(std::env::args().skip(1).filter(|a| a != "--bench"), &[])?;
+    let args = Args::parse(
+        std::env::args().skip(1).filter(|a| a != "--bench"),
+        &["multiplex"],
+    )?;
     args.only(&[
         "transports",
         "concurrency",
@@ -51,21 +59,18 @@ fn run() -> Result<(), Usage> {
         "duration",
         "framing",
         "protocol",
+        "multiplex",
     ])?;
     let transports: Vec<String> = args
-        .get("transports", "tokio,netpoll,uds".to_string())?
+        .get("transports", "tokio,netpoll,uds,shm".to_string())?
         .split(',')
         .map(str::trim)
         .filter(|t| !t.is_empty())
         .map(String::from)
         .collect();
     for t in &transports {
-        if !["tokio", "netpoll", "uds"].contains(&t.as_str()) {
-            return Err(Usage(if t == "shm" {
-                "--transports shm: the shared-memory transport is not built yet".into()
-            } else {
-                format!("--transports: unknown transport {t:?}")
-            }));
+        if !["tokio", "netpoll", "uds", "shm"].contains(&t.as_str()) {
+            return Err(Usage(format!("--transports: unknown transport {t:?}")));
         }
     }
     let settings = Settings {
@@ -74,18 +79,27 @@ fn run() -> Result<(), Usage> {
         duration: Duration::from_secs_f64(args.get("duration", 15.0)?),
         framing: options::framing(&args.get("framing", "ttheader".to_string())?)?,
         protocol: options::protocol(&args.get("protocol", "binary".to_string())?)?,
+        multiplex: args.flag("multiplex"),
     };
+    if settings.multiplex && settings.framing != Framing::TTHeader {
+        return Err(Usage("--multiplex needs --framing ttheader".into()));
+    }
     if settings.concurrency == 0 || settings.duration.is_zero() {
         return Err(Usage("--concurrency and --duration must be above 0".into()));
     }
     println!(
-        "rpc-bench: echo of {}-byte messages, {} callers, {:.0} s per transport, {:?}/{:?}, \
+        "rpc-bench: echo of {}-byte messages, {} callers, {:.0} s per transport, {:?}/{:?}{}, \
          {} CPUs",
         settings.size,
         settings.concurrency,
         settings.duration.as_secs_f64(),
         settings.framing,
         settings.protocol,
+        if settings.multiplex {
+            ", multiplexed"
+        } else {
+            ""
+        },
         std::thread::available_parallelism().map_or(1, |n| n.get())
     );
     let mut rows = Vec::new();
@@ -126,7 +140,11 @@ fn bench_one(transport: &str, s: &Settings) -> Result<Report, Usage> {
             std::fs::create_dir_all(&dir).map_err(|e| Usage(format!("{}: {e}", dir.display())))?;
             let path = dir.join("echo.sock");
             let _ = std::fs::remove_file(&path);
-            (TransportKind::Netpoll, Address::Unix(path))
+            if transport == "shm" {
+                (TransportKind::Netpoll, Address::Shm(path))
+            } else {
+                (TransportKind::Netpoll, Address::Unix(path))
+            }
         }
     };
     let server_rt = runtime()?;
@@ -140,6 +158,7 @@ fn bench_one(transport: &str, s: &Settings) -> Result<Report, Usage> {
             protocol: s.protocol,
             transport: io,
             max_connections: s.concurrency,
+            multiplex: s.multiplex,
             ..ClientConfig::default()
         };
         let client = Client::new("EchoService", addr.clone(), config)
