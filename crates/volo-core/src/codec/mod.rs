@@ -99,6 +99,10 @@ pub enum FrameError {
     /// A buffered message that is not a valid message.
     #[error("buffered message: {0}")]
     Message(#[from] DecodeError),
+    /// A frame that does not fit in what is left of the server's input budget
+    /// (`ServerConfig::max_buffered_input`).
+    #[error("a frame of {0} bytes does not fit the server's input budget")]
+    OverBudget(usize),
 }
 
 /// Tells the framing and protocol of a connection from its first bytes; `Ok(None)` while

@@ -16,7 +16,7 @@ use thrift_codec::{
     ApplicationException, ApplicationExceptionKind, Binary, Codec, Compact, Decoder, LinkBuffer,
     MessageHeader, MessageType, Utf8Bytes,
 };
-use tokio::sync::watch;
+use tokio::sync::{OwnedSemaphorePermit, watch};
 
 use super::{Dispatch, DispatchError, EncodeReply, ServerConfig};
 use crate::codec::ttheader::{Header, int_key};
@@ -30,6 +30,14 @@ pub(crate) struct Shared<D> {
     pub(crate) config: ServerConfig,
     /// Calls being handled, across connections, against `config.max_inflight`.
     pub(crate) inflight: tokio::sync::Semaphore,
+    /// The bytes of frames being read or handled, across connections, in KiB, against
+    /// `config.max_buffered_input`.
+    pub(crate) input_budget: Arc<tokio::sync::Semaphore>,
+}
+
+/// KiB of the input budget that a frame of `len` bytes takes.
+fn budget_units(len: usize) -> u32 {
+    u32::try_from(len.div_ceil(1024)).unwrap_or(u32::MAX)
 }
 
 /// Why a connection ends early.
@@ -56,6 +64,8 @@ pub(crate) async fn serve<D: Dispatch, C: FrameIo>(
     let shared = &*shared;
     let mut calls = FuturesUnordered::new();
     let mut stopping = false;
+    // The budget taken by the frame being read, once its length is known.
+    let mut reserved: Option<OwnedSemaphorePermit> = None;
     loop {
         stopping |= *shutdown.borrow();
         let cap = match splitter.as_ref().map(FrameSplitter::kind) {
@@ -83,7 +93,15 @@ pub(crate) async fn serve<D: Dispatch, C: FrameIo>(
                     }
                 }
             };
-            s.frame_len(input).map_err(framing_error)
+            let len = s.frame_len(input).map_err(framing_error)?;
+            if let (Some(n), None) = (len, &reserved) {
+                let units = budget_units(n);
+                match Arc::clone(&shared.input_budget).try_acquire_many_owned(units) {
+                    Ok(permit) => reserved = Some(permit),
+                    Err(_) => return Err(framing_error(FrameError::OverBudget(n))),
+                }
+            }
+            Ok(len)
         });
         tokio::select! {
             biased;
@@ -106,8 +124,13 @@ pub(crate) async fn serve<D: Dispatch, C: FrameIo>(
                 let Some((framing, protocol)) = splitter.as_ref().map(FrameSplitter::kind) else {
                     return;
                 };
+                let budget = reserved.take();
                 match start_call(&conn, shared, framing, protocol, frame) {
-                    Ok(Some(call)) => calls.push(call),
+                    // The frame's budget is given back when its call is done.
+                    Ok(Some(call)) => calls.push(call.map(move |done| {
+                        drop(budget);
+                        done
+                    })),
                     // Answered already (an exception): send it.
                     Ok(None) => {
                         if conn.flush().await.is_err() {

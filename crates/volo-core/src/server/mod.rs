@@ -132,6 +132,12 @@ pub struct ServerConfig {
     /// sequence id). Framed and Buffered connections get one at a time, answered in
     /// order, as Apache Thrift clients expect. Default 128.
     pub max_inflight_per_connection: usize,
+    /// Bytes of frames that all connections together may hold, from when a frame's
+    /// length is known (its first bytes, for Framed and TTHeader) until its call is
+    /// answered. A connection whose next frame does not fit is closed, so hostile or
+    /// stalled senders cannot make the server buffer without bound: per connection the
+    /// frame limit, across connections this. Default 1 GiB.
+    pub max_buffered_input: usize,
     /// How long a frame may take to arrive once its first bytes did (a slow or stalled
     /// sender is closed). Default 30 s.
     pub read_timeout: Duration,
@@ -154,6 +160,7 @@ impl Default for ServerConfig {
             max_connections: 10_000,
             max_inflight: 10_000,
             max_inflight_per_connection: 128,
+            max_buffered_input: 1 << 30,
             read_timeout: Duration::from_secs(30),
             idle_timeout: Some(Duration::from_secs(600)),
             drain_timeout: run::DEFAULT_DRAIN,

@@ -77,6 +77,12 @@ impl<D: Dispatch> Server<D> {
         Ok(BoundServer {
             shared: Arc::new(Shared {
                 inflight: Semaphore::new(self.config.max_inflight),
+                input_budget: Arc::new(Semaphore::new(
+                    self.config
+                        .max_buffered_input
+                        .div_ceil(1024)
+                        .min(Semaphore::MAX_PERMITS),
+                )),
                 dispatch: self.dispatch,
                 config: self.config,
             }),

@@ -423,6 +423,65 @@ fn a_stalled_frame_is_closed_after_the_read_timeout() {
     });
 }
 
+/// The input budget across connections: a stalled sender holds what its frame claims,
+/// a connection whose frame does not fit the rest is closed at once (not at the read
+/// timeout), small calls that fit go on, and the budget comes back when the stalled
+/// connection goes.
+#[test]
+fn frames_over_the_input_budget_close_their_connection() {
+    let config = ServerConfig {
+        max_buffered_input: 1 << 20,
+        read_timeout: Duration::from_secs(60),
+        ..ServerConfig::default()
+    };
+    with_server(config, |s| {
+        let claim = |len: u32| {
+            let mut head = len.to_be_bytes().to_vec();
+            head.extend_from_slice(&call::<Binary>(MessageType::Call, "echo", 1, "x")[..8]);
+            head
+        };
+        let mut stalled = connect(s.addr);
+        stalled.write_all(&claim(900 << 10)).unwrap();
+        std::thread::sleep(Duration::from_millis(100));
+        let mut over = connect(s.addr);
+        over.write_all(&claim(200 << 10)).unwrap();
+        assert!(read_until_closed(&mut over).is_empty());
+        let mut good = connect(s.addr);
+        for seq in 1..=3 {
+            good.write_all(&framed(&call::<Binary>(
+                MessageType::Call,
+                "echo",
+                seq,
+                "small",
+            )))
+            .unwrap();
+            assert_eq!(
+                answer::<Binary>(read_framed(&mut good)).1,
+                Answer::Ok("small".into())
+            );
+        }
+        drop(stalled);
+        let big = "b".repeat(200 << 10);
+        // The stalled connection's budget comes back once the server sees it closed.
+        let mut answered = false;
+        for _ in 0..50 {
+            let mut c = connect(s.addr);
+            c.write_all(&framed(&call::<Binary>(MessageType::Call, "echo", 9, &big)))
+                .unwrap();
+            let mut len = [0u8; 4];
+            if c.read_exact(&mut len).is_ok() {
+                let mut msg = vec![0u8; u32::from_be_bytes(len) as usize];
+                c.read_exact(&mut msg).unwrap();
+                assert_eq!(answer::<Binary>(msg).1, Answer::Ok(big.clone()));
+                answered = true;
+                break;
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        assert!(answered, "the budget did not come back");
+    });
+}
+
 /// A call in progress when the shutdown starts is still answered; the listener is
 /// closed; idle connections are closed.
 #[test]
