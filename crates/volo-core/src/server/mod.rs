@@ -5,6 +5,15 @@
 //! (the user implements it) and a dispatcher, `<Service>Server<S>`, that implements
 //! [`Dispatch`]: it decodes a call's arguments by method name, calls the user's method,
 //! and returns the reply as one value of a per-service reply type.
+//!
+//! Each connection is one tokio task. Its calls run inside it: one at a time on Framed
+//! and Buffered connections (answered in order, as Apache Thrift clients expect), and
+//! up to [`ServerConfig::max_inflight_per_connection`] at once on TTHeader connections
+//! (answered as they finish, matched by sequence id, as Kitex's and Volo's multiplexing
+//! clients expect). Calls of one connection therefore run concurrently but not in
+//! parallel, with no task spawned per call; a handler with heavy CPU work should move
+//! it off with `tokio::task::spawn_blocking` (or `spawn`) so the connection's other
+//! calls are not held up.
 
 mod conn;
 mod run;
