@@ -523,6 +523,46 @@ fn graceful_shutdown_answers_the_call_in_progress() {
     });
 }
 
+/// A shutdown while several calls of one TTHeader connection are in progress answers
+/// every one of them, then closes the connection.
+#[test]
+fn graceful_shutdown_answers_every_call_of_a_multiplexed_connection() {
+    runtime().block_on(async {
+        let mut s = start(ServerConfig::default()).await;
+        let addr = s.addr;
+        let client = tokio::task::spawn_blocking(move || {
+            let mut c = connect(addr);
+            let mut bytes = Vec::new();
+            for seq in 1..=3 {
+                bytes.extend(ttheader(
+                    seq,
+                    &call::<Binary>(MessageType::Call, "slow", seq, &format!("late {seq}")),
+                ));
+            }
+            c.write_all(&bytes).unwrap();
+            let mut replies: Vec<(i32, Answer)> = (0..3).map(|_| read_ttheader(&mut c)).collect();
+            replies.sort_by_key(|(seq, _)| *seq);
+            (replies, read_until_closed(&mut c))
+        });
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        let _ = s.stop.take().map(|t| t.send(()));
+        let (replies, rest) = tokio::time::timeout(Duration::from_secs(20), client)
+            .await
+            .unwrap()
+            .unwrap();
+        let want: Vec<(i32, Answer)> = (1..=3)
+            .map(|seq| (seq, Answer::Ok(format!("late {seq}"))))
+            .collect();
+        assert_eq!(replies, want);
+        assert!(rest.is_empty());
+        tokio::time::timeout(Duration::from_secs(20), s.done)
+            .await
+            .unwrap()
+            .unwrap()
+            .unwrap();
+    });
+}
+
 /// Hundreds of connections dribbling partial frames: each is closed when its frame
 /// takes longer than the read timeout, and a well-behaved client is served throughout.
 #[test]
