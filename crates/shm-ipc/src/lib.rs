@@ -1,16 +1,142 @@
-//! Shared-memory IPC for machine-local calls, in the model of shmipc.
+//! Shared-memory IPC between two processes on one machine, in the model of CloudWeGo's
+//! shmipc.
 //!
-//! This crate is not written yet; it is reserved in the workspace so that the layout
-//! and the dependency graph are fixed from the start. When it lands it will hold:
+//! A socket copies every byte twice (into the kernel and out of it) and costs a system
+//! call per read and write on each side. Here the bytes go through memory both
+//! processes map, and the Unix socket carries only the set-up, wake-ups, and the rare
+//! message that does not fit: a large message is written once by the sender and read
+//! in place by the receiver.
 //!
-//! - sessions whose data travels through a `memfd` mapping shared over a Unix socket
-//!   (`SCM_RIGHTS`), with control frames and wake-ups on the socket;
-//! - a buffer manager and an IO queue in the shared region, bounds-checked against an
-//!   untrusted peer;
-//! - a volo-core transport, so a service moves to shared memory by changing an address.
+//! # How a session works
+//!
+//! - **Set-up.** [`Session::connect`] connects to a [`Listener`]'s socket. Each side
+//!   creates its own region, an anonymous `memfd` (nothing in `/dev/shm`) sealed against
+//!   shrinking and growing, and sends it with its version and layout in one hello
+//!   (`SCM_RIGHTS`). Each checks the other's hello (version, layout bounds, that the fd is
+//!   a sealed memfd large enough) before mapping it, so the peer can never truncate the
+//!   mapping under us (`SIGBUS`).
+//! - **Per-direction ownership.** A side allocates only from its own region and *lends*
+//!   slices to the peer: a message is copied into slices of the sender's region and
+//!   announced by descriptors in the sender's ring; the receiver hands out
+//!   [`Bytes`](bytes::Bytes) over those slices (no copy) and, when they are dropped,
+//!   puts the slice indices in the sender's release ring. So the allocator's free lists
+//!   (lock-free Treiber stacks with an ABA tag, one per size class) are in the owner's
+//!   private memory where the peer cannot corrupt them, and the two rings in shared
+//!   memory are single-producer single-consumer.
+//! - **Size classes.** By default 256 B, 4 KiB, 64 KiB and 1 MiB slices in a 64 MiB
+//!   region ([`Config::size_classes`]). A message takes slices of the smallest class that
+//!   holds its remainder (the largest while more remains), so it may span several
+//!   slices, each with its descriptor.
+//! - **Wake-ups only when needed.** Each side's reader task spins briefly
+//!   ([`Config::spin`]) then raises a `parked` flag in its region and blocks on the
+//!   socket; a writer sends a one-byte wake frame only if it sees that flag. While the
+//!   peer is busy, sending costs no system call.
+//! - **Streams** ([`Stream`]) are multiplexed by the id in each descriptor; both sides
+//!   open them (odd ids from the connecting side, even from the accepting one). Each has
+//!   a bounded inbox ([`Config::stream_inbox`]); a full inbox stops the session's reader
+//!   (backpressure to the peer).
+//! - **Exhaustion.** When this side's region is full a send falls back to the socket
+//!   by default ([`Exhaustion::Fallback`]): a marker descriptor keeps the stream's order
+//!   and the bytes follow on the socket. [`Exhaustion::Wait`] waits for slices instead,
+//!   up to a deadline.
+//! - **Failure.** A peer that dies is seen as a hang-up of the socket: the session ends
+//!   with [`Error::PeerClosed`], pending and later calls fail with it, the slices it held
+//!   are taken back, and the memfds and mappings go away when the session and the
+//!   buffers received from it are dropped.
+//!
+//! # An untrusted peer
+//!
+//! The peer can write anything into both regions at any time. So: every value read from
+//! shared memory (ring indices, descriptor words, released slice indices) is read once,
+//! into a local, and checked before use — indices against the capacity, slice indices
+//! and lengths against the layout this side computed from the peer's hello (itself
+//! bounded), stream ids against the ids that exist, released slices against what this
+//! side lent (no double release). A failed check ends the session with
+//! [`Error::Protocol`]; it never panics or reads outside a mapping. Control words are
+//! only accessed atomically; no offset is ever taken from shared memory.
+//!
+//! What cannot be prevented: the peer can change the bytes of a slice it lent us while
+//! we read them (it can write its own region). Such bytes are only ever data handed to
+//! the user, exactly as untrusted as bytes read from a socket; nothing this crate
+//! decides depends on them. Copy a message out first if you need it to stay put.
+//!
+//! # Example
+//!
+//! ```
+//! use bytes::Buf;
+//! use shm_ipc::{Config, Listener, Session};
+//!
+//! # #[tokio::main(flavor = "current_thread")]
+//! # async fn main() -> std::io::Result<()> {
+//! let path = std::env::temp_dir().join(format!("shm-ipc-doc-{}", std::process::id()));
+//! let config = Config::default().region_size(1 << 20);
+//! let listener = Listener::bind(&path, config.clone())?;
+//!
+//! // An echo server: every message of every stream goes back.
+//! tokio::spawn(async move {
+//!     let session = listener.accept().await?;
+//!     while let Some(stream) = session.accept_stream().await? {
+//!         tokio::spawn(async move {
+//!             while let Ok(Some(msg)) = stream.recv().await {
+//!                 if stream.send(msg).await.is_err() {
+//!                     break;
+//!                 }
+//!             }
+//!         });
+//!     }
+//!     std::io::Result::Ok(())
+//! });
+//!
+//! let session = Session::connect(&path, config).await?;
+//! let stream = session.open_stream()?;
+//! stream.send(&b"hello over shared memory"[..]).await?;
+//! let mut reply = stream.recv().await?.expect("an echo");
+//! assert_eq!(reply.copy_to_bytes(reply.remaining()), &b"hello over shared memory"[..]);
+//! session.close();
+//! # Ok(())
+//! # }
+//! ```
 #![warn(
     missing_docs,
     missing_debug_implementations,
     rust_2018_idioms,
     unreachable_pub
 )]
+// Under `cfg(loom)` only the queue and the free lists are built, for the models.
+#![cfg_attr(loom, allow(dead_code, unused_imports))]
+
+mod desc;
+mod error;
+mod freelist;
+mod layout;
+mod ring;
+mod sync;
+
+#[cfg(not(loom))]
+mod config;
+#[cfg(not(loom))]
+mod handshake;
+#[cfg(not(loom))]
+mod message;
+#[cfg(not(loom))]
+mod reader;
+#[cfg(not(loom))]
+mod region;
+#[cfg(not(loom))]
+mod session;
+#[cfg(not(loom))]
+mod stream;
+#[cfg(not(loom))]
+mod sys;
+#[cfg(all(test, not(loom)))]
+mod tests;
+
+#[cfg(not(loom))]
+pub use config::{Config, Exhaustion};
+pub use error::{Error, Violation};
+#[cfg(not(loom))]
+pub use message::Message;
+#[cfg(not(loom))]
+pub use session::{Listener, Session, Stats};
+#[cfg(not(loom))]
+pub use stream::Stream;

@@ -1,0 +1,390 @@
+//! The session's reader: one task per session that takes descriptors from the peer's
+//! ring, slices back from this side's release ring, and frames from the socket, and
+//! parks on the socket when there is nothing to do.
+//!
+//! Parking: the reader spins for [`Config::spin`](crate::Config::spin), then raises its
+//! `parked` flag, fences, and looks at the rings once more before it blocks on the
+//! socket; a writer publishes, fences, and sends a wake byte only if it finds the flag
+//! raised (clearing it). One of the two sees the other's store, so no wake is lost, and
+//! a busy reader costs the writer no system call.
+
+use std::sync::Arc;
+use std::sync::atomic::Ordering as StdOrdering;
+
+use bytes::{Buf, Bytes, BytesMut};
+use tokio::sync::mpsc;
+use tokio::time::Instant;
+
+use crate::desc::Desc;
+use crate::error::{Error, Violation};
+use crate::message::SliceRef;
+use crate::session::{Ended, FRAME_DATA, FRAME_GOODBYE, FRAME_WAKE, Inner, lock};
+use crate::stream::Item;
+use crate::sync::{Ordering, fence};
+
+/// Socket bytes read ahead while a stream's inbox is full (frames wait behind it).
+const BLOCKED_READ_LIMIT: usize = 256 << 10;
+const READ_CHUNK: usize = 64 << 10;
+
+pub(crate) struct Reader {
+    inner: Arc<Inner>,
+    /// Our index into the peer's descriptor ring.
+    head: u32,
+    rbuf: BytesMut,
+    /// A `Socket` descriptor whose data frame has not been read yet: the ring waits.
+    stalled: Option<(u32, u32)>,
+    /// A message for a full inbox: everything waits.
+    blocked: Option<(mpsc::Sender<Item>, Item)>,
+    goodbye: bool,
+    eof: bool,
+}
+
+impl Reader {
+    pub(crate) fn new(inner: Arc<Inner>) -> Reader {
+        Reader {
+            inner,
+            head: 0,
+            rbuf: BytesMut::new(),
+            stalled: None,
+            blocked: None,
+            goodbye: false,
+            eof: false,
+        }
+    }
+
+    pub(crate) async fn run(mut self) {
+        let why = match self.serve().await {
+            Ok(()) => Ended::Peer,
+            Err(e) => Ended::Failed(e),
+        };
+        // Drop what we hold before the session forgets the streams.
+        self.blocked = None;
+        self.inner.finish(why);
+    }
+
+    async fn serve(&mut self) -> Result<(), Error> {
+        loop {
+            if let Some((tx, item)) = self.blocked.take() {
+                let mut item = Some(item);
+                let read_more = self.rbuf.len() < BLOCKED_READ_LIMIT && !self.eof;
+                let read = tokio::select! {
+                    permit = tx.reserve() => {
+                        // A receiver that went away drops the message (and its slices).
+                        if let (Ok(p), Some(item)) = (permit, item.take()) {
+                            p.send(item);
+                        }
+                        None
+                    }
+                    r = self.read_socket(), if read_more => Some(r),
+                };
+                if let Some(r) = read {
+                    r?;
+                    if let Some(item) = item {
+                        self.blocked = Some((tx, item));
+                    }
+                    self.inner.space.notify_waiters();
+                    if self.eof {
+                        return Err(Error::PeerClosed);
+                    }
+                    continue;
+                }
+            }
+            let progressed = self.process()?;
+            if self.goodbye {
+                return Ok(());
+            }
+            if self.eof && self.blocked.is_none() {
+                return Err(Error::PeerClosed);
+            }
+            if progressed || self.blocked.is_some() {
+                continue;
+            }
+            if !self.inner.config.spin.is_zero() {
+                let until = Instant::now() + self.inner.config.spin;
+                while !self.has_work()? && Instant::now() < until {
+                    tokio::task::yield_now().await;
+                }
+                if self.has_work()? {
+                    continue;
+                }
+            }
+            let inner = self.inner.clone();
+            let parked = inner.mine.parked();
+            parked.store(1, Ordering::SeqCst);
+            fence(Ordering::SeqCst);
+            if self.has_work()? {
+                parked.store(0, Ordering::Relaxed);
+                continue;
+            }
+            self.read_socket().await?;
+            parked.store(0, Ordering::Relaxed);
+            self.inner.space.notify_waiters();
+        }
+    }
+
+    /// Whether a ring has something for us (or we have closes to push).
+    fn has_work(&self) -> Result<bool, Violation> {
+        Ok(self.inner.peer.desc_ring().pending(self.head)? > 0
+            || self.inner.releases_pending()?
+            || self.inner.has_deferred())
+    }
+
+    /// Reads what the socket has (waiting for it); sets `eof` at end of stream.
+    async fn read_socket(&mut self) -> Result<(), Error> {
+        loop {
+            self.inner.sock.readable().await?;
+            let want = self.frame_need().max(READ_CHUNK);
+            self.rbuf.reserve(want);
+            match self.inner.sock.try_read_buf(&mut self.rbuf) {
+                Ok(0) => {
+                    self.eof = true;
+                    return Ok(());
+                }
+                Ok(_) => return Ok(()),
+                Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => continue,
+                Err(e) if e.kind() == std::io::ErrorKind::ConnectionReset => {
+                    self.eof = true;
+                    return Ok(());
+                }
+                Err(e) => return Err(e.into()),
+            }
+        }
+    }
+
+    /// Bytes a partly read data frame still needs.
+    fn frame_need(&self) -> usize {
+        if self.rbuf.len() >= 5 && self.rbuf[0] == FRAME_DATA {
+            let len = u32::from_le_bytes([self.rbuf[1], self.rbuf[2], self.rbuf[3], self.rbuf[4]]);
+            (5 + len as usize).saturating_sub(self.rbuf.len())
+        } else {
+            0
+        }
+    }
+
+    /// Does everything that can be done without waiting; whether anything was.
+    fn process(&mut self) -> Result<bool, Error> {
+        let mut any = false;
+        loop {
+            let mut step = self.inner.drain_releases()? > 0;
+            step |= self.inner.flush_deferred()?;
+            if self.blocked.is_none() && self.stalled.is_none() {
+                let mut taken = 0;
+                let inner = self.inner.clone();
+                let ring = inner.peer.desc_ring();
+                while self.blocked.is_none() && self.stalled.is_none() {
+                    let Some(words) = ring.pop(&mut self.head)? else {
+                        break;
+                    };
+                    taken += 1;
+                    let d = Desc::decode(
+                        words,
+                        self.inner.peer.layout(),
+                        self.inner.config.max_message_len,
+                    )?;
+                    self.handle(d)?;
+                }
+                if taken > 0 {
+                    step = true;
+                    self.inner.notify_peer_waiting();
+                }
+            }
+            if self.blocked.is_none() {
+                step |= self.frames()?;
+            }
+            if self.goodbye || !step {
+                break;
+            }
+            any = true;
+        }
+        if any {
+            self.inner.space.notify_waiters();
+        }
+        Ok(any)
+    }
+
+    /// Parses socket frames. Frames are looked at only after the ring was drained, so
+    /// everything the peer published before writing a frame has been handled.
+    fn frames(&mut self) -> Result<bool, Error> {
+        let start = self.rbuf.len();
+        while let Some(&kind) = self.rbuf.first() {
+            match kind {
+                FRAME_WAKE => self.rbuf.advance(1),
+                FRAME_GOODBYE => {
+                    if self.stalled.is_some() {
+                        return Err(Violation::Frame("goodbye before a promised data frame").into());
+                    }
+                    self.rbuf.advance(1);
+                    self.goodbye = true;
+                    return Ok(true);
+                }
+                FRAME_DATA => {
+                    if self.rbuf.len() < 5 {
+                        break;
+                    }
+                    let len = u32::from_le_bytes([
+                        self.rbuf[1],
+                        self.rbuf[2],
+                        self.rbuf[3],
+                        self.rbuf[4],
+                    ]);
+                    let Some((stream, want)) = self.stalled else {
+                        return Err(Violation::Frame("data frame without a descriptor").into());
+                    };
+                    if len != want {
+                        return Err(Violation::Frame(
+                            "data frame length differs from its descriptor",
+                        )
+                        .into());
+                    }
+                    if self.rbuf.len() < 5 + len as usize {
+                        break;
+                    }
+                    self.rbuf.advance(5);
+                    let bytes = self.rbuf.split_to(len as usize).freeze();
+                    self.stalled = None;
+                    self.chunk(stream, bytes, false)?;
+                    // The ring may go on now.
+                    return Ok(true);
+                }
+                _ => return Err(Violation::Frame("unknown frame type").into()),
+            }
+        }
+        Ok(self.rbuf.len() != start)
+    }
+
+    fn handle(&mut self, d: Desc) -> Result<(), Error> {
+        match d {
+            Desc::Data {
+                stream,
+                slice,
+                len,
+                more,
+            } => {
+                let held = &self.inner.held[slice as usize];
+                if held.swap(true, StdOrdering::Relaxed) {
+                    return Err(Violation::Descriptor("slice lent twice").into());
+                }
+                // From here on, dropping the bytes gives the slice back.
+                let bytes = Bytes::from_owner(SliceRef {
+                    region: self.inner.peer.clone(),
+                    session: Arc::downgrade(&self.inner),
+                    index: slice,
+                    len: len as usize,
+                });
+                self.chunk(stream, bytes, more)
+            }
+            Desc::Empty { stream } => self.chunk(stream, Bytes::new(), false),
+            Desc::Socket { stream, len } => {
+                self.route(stream, |e| {
+                    if e.partial.is_empty() {
+                        Ok(())
+                    } else {
+                        Err(Violation::Descriptor(
+                            "socket message inside another message",
+                        ))
+                    }
+                })?;
+                self.stalled = Some((stream, len));
+                Ok(())
+            }
+            Desc::Close { stream } => {
+                let item = self.route(stream, |e| {
+                    if !e.partial.is_empty() {
+                        return Err(Violation::Descriptor("close inside a message"));
+                    }
+                    e.peer_done = true;
+                    Ok(Some((e.tx.clone(), Item::End)))
+                })?;
+                if let Some(Some((tx, item))) = item {
+                    self.deliver(tx, item);
+                }
+                Ok(())
+            }
+        }
+    }
+
+    /// Adds a chunk to `stream`'s message; delivers it when `more` is false.
+    fn chunk(&mut self, stream: u32, bytes: Bytes, more: bool) -> Result<(), Error> {
+        let max = self.inner.config.max_message_len as usize;
+        let done = self.route(stream, |e| {
+            e.partial_len += bytes.len();
+            if e.partial_len > max {
+                return Err(Violation::Descriptor("message over the length limit"));
+            }
+            e.partial.push(bytes);
+            if more {
+                return Ok(None);
+            }
+            e.partial_len = 0;
+            let msg = Inner::message(std::mem::take(&mut e.partial));
+            Ok(Some((e.tx.clone(), Item::Msg(msg))))
+        })?;
+        if let Some(Some((tx, item))) = done {
+            self.deliver(tx, item);
+        }
+        Ok(())
+    }
+
+    fn deliver(&mut self, tx: mpsc::Sender<Item>, item: Item) {
+        match tx.try_send(item) {
+            Ok(()) => {}
+            Err(mpsc::error::TrySendError::Full(item)) => self.blocked = Some((tx, item)),
+            // The stream was closed here: drop it.
+            Err(mpsc::error::TrySendError::Closed(_)) => {}
+        }
+    }
+
+    /// Runs `f` on the live stream `id`, opening it if the peer starts a new one.
+    /// `Ok(None)`: the stream is closed here (or refused), its data is dropped.
+    fn route<T>(
+        &mut self,
+        id: u32,
+        f: impl FnOnce(&mut crate::session::Entry) -> Result<T, Violation>,
+    ) -> Result<Option<T>, Violation> {
+        let inner = self.inner.clone();
+        let mut st = lock(&inner.state);
+        if let Some(e) = st.streams.get_mut(&id) {
+            if e.peer_done {
+                return Err(Violation::Descriptor(
+                    "data after the peer closed the stream",
+                ));
+            }
+            return f(e).map(Some);
+        }
+        if !inner.is_peer_id(id) {
+            // One of ours: closed here already, or never opened (a lie).
+            return if id < st.next_id {
+                Ok(None)
+            } else {
+                Err(Violation::StreamId(id))
+            };
+        }
+        if id <= st.highest_peer {
+            // The peer's, closed here already.
+            return Ok(None);
+        }
+        st.highest_peer = id;
+        if st.peer_live >= inner.config.max_streams {
+            drop(st);
+            inner.push_close(id);
+            return Ok(None);
+        }
+        let (mut entry, shared) = inner.peer_stream(id);
+        // A refused stream's handle must be dropped after the lock: dropping it closes
+        // the stream, which takes the lock.
+        let refused = match &st.accept_tx {
+            Some(tx) => tx.try_send(shared).err().map(|e| e.into_inner()),
+            None => Some(shared),
+        };
+        if let Some(shared) = refused {
+            drop(st);
+            drop(shared);
+            inner.push_close(id);
+            return Ok(None);
+        }
+        st.peer_live += 1;
+        let r = f(&mut entry);
+        st.streams.insert(id, entry);
+        r.map(Some)
+    }
+}

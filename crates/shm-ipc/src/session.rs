@@ -1,0 +1,881 @@
+//! Sessions: the handshake, the shared state of both sides, and the send paths.
+
+use std::collections::HashMap;
+use std::io;
+use std::path::{Path, PathBuf};
+use std::pin::pin;
+use std::sync::atomic::AtomicBool;
+use std::sync::{Arc, Mutex, MutexGuard};
+
+use bytes::Buf;
+use tokio::net::{UnixListener, UnixStream};
+use tokio::sync::{Notify, mpsc};
+use tokio::task::JoinHandle;
+use tokio::time::Instant;
+
+use crate::config::{Config, Exhaustion};
+use crate::desc::Desc;
+use crate::error::{Error, Violation};
+use crate::freelist::Slices;
+use crate::handshake::{self, Hello};
+use crate::message::Message;
+use crate::reader::Reader;
+use crate::region::Region;
+use crate::stream::{Item, Stream, StreamShared};
+use crate::sync::{AtomicU32, Ordering, fence};
+use crate::sys;
+
+/// Socket frame: a wake-up, nothing else.
+pub(crate) const FRAME_WAKE: u8 = 1;
+/// Socket frame: `u32` length (LE) and that many bytes, the payload of a `Socket` descriptor.
+pub(crate) const FRAME_DATA: u8 = 2;
+/// Socket frame: the sender closes the session cleanly.
+pub(crate) const FRAME_GOODBYE: u8 = 3;
+
+/// Listens on a Unix socket path for sessions.
+///
+/// The socket file is removed when the listener is dropped.
+#[derive(Debug)]
+pub struct Listener {
+    sock: UnixListener,
+    path: PathBuf,
+    config: Config,
+}
+
+impl Listener {
+    /// Binds `path` (which must not exist). Must be called within a tokio runtime.
+    /// Fails with `InvalidInput` if `config` describes an unusable region.
+    pub fn bind(path: impl AsRef<Path>, config: Config) -> io::Result<Listener> {
+        config.layout()?;
+        let path = path.as_ref().to_path_buf();
+        let sock = UnixListener::bind(&path)?;
+        Ok(Listener { sock, path, config })
+    }
+
+    /// The path this listener is bound to.
+    pub fn local_path(&self) -> &Path {
+        &self.path
+    }
+
+    /// Accepts the next connection and runs the handshake on it (bounded by
+    /// [`Config::handshake_timeout`]). A client that fails the handshake yields an error
+    /// for that connection only; call `accept` again for the next one.
+    pub async fn accept(&self) -> io::Result<Session> {
+        let (sock, _) = self.sock.accept().await?;
+        let config = self.config.clone();
+        let timeout = config.handshake_timeout;
+        match tokio::time::timeout(timeout, Session::start(sock, config, false)).await {
+            Ok(r) => r.map_err(io::Error::from),
+            Err(_) => Err(Error::Timeout.into()),
+        }
+    }
+}
+
+impl Drop for Listener {
+    fn drop(&mut self) {
+        // Best effort: the file may already be gone.
+        let _ = std::fs::remove_file(&self.path);
+    }
+}
+
+/// One connection between two processes: a Unix socket and two shared regions, one per
+/// direction. Streams are multiplexed over it.
+///
+/// Dropping the session closes it (every stream of it ends); buffers received from it
+/// stay valid until dropped.
+#[derive(Debug)]
+pub struct Session {
+    inner: Arc<Inner>,
+}
+
+/// Statistics of a session.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct Stats {
+    /// Slices of this side's region currently lent to the peer.
+    pub lent: usize,
+    /// Slices of the peer's region this side holds (in undropped messages).
+    pub held: usize,
+}
+
+impl Session {
+    /// Connects to a [`Listener`] at `path` and runs the handshake, all within
+    /// [`Config::handshake_timeout`].
+    pub async fn connect(path: impl AsRef<Path>, config: Config) -> io::Result<Session> {
+        config.layout()?;
+        let timeout = config.handshake_timeout;
+        let path = path.as_ref().to_path_buf();
+        let run = async move {
+            let sock = UnixStream::connect(&path).await?;
+            Session::start(sock, config, true).await
+        };
+        match tokio::time::timeout(timeout, run).await {
+            Ok(r) => r.map_err(io::Error::from),
+            Err(_) => Err(Error::Timeout.into()),
+        }
+    }
+
+    async fn start(sock: UnixStream, config: Config, client: bool) -> Result<Session, Error> {
+        let layout = config.layout()?;
+        let (mine, fd) = Region::create(layout)?;
+        let mut hello = Hello::new(mine.layout(), true);
+        let peer_hello = if client {
+            handshake::send(&sock, &hello, Some(&fd)).await?;
+            let (peer, fds) = handshake::recv(&sock).await?;
+            if peer.version != hello.version {
+                return Err(Violation::Version(peer.version).into());
+            }
+            if !peer.accepted {
+                return Err(Violation::Handshake("the server refused our hello").into());
+            }
+            (peer, fds)
+        } else {
+            let (peer, fds) = handshake::recv(&sock).await?;
+            if let Err(v) = peer.layout() {
+                hello.accepted = false;
+                handshake::send(&sock, &hello, None).await?;
+                return Err(v.into());
+            }
+            handshake::send(&sock, &hello, Some(&fd)).await?;
+            (peer, fds)
+        };
+        drop(fd);
+        let (peer_hello, fds) = peer_hello;
+        let peer_layout = peer_hello.layout()?;
+        let [peer_fd] =
+            <[_; 1]>::try_from(fds).map_err(|_| Violation::Handshake("no region descriptor"))?;
+        let peer = Region::map_peer(&peer_fd, peer_layout)?;
+        drop(peer_fd);
+        Ok(Session {
+            inner: Inner::start(sock, config, client, mine, peer),
+        })
+    }
+
+    /// Opens a stream (ids: odd from the connecting side, even from the accepting one).
+    /// Fails if the session is closed or [`Config::max_streams`] of this side's streams
+    /// are open.
+    pub fn open_stream(&self) -> io::Result<Stream> {
+        self.inner.open_stream().map_err(io::Error::from)
+    }
+
+    /// The next stream the peer opened; `Ok(None)` once the session closed cleanly
+    /// (either side closed it), an error if it failed.
+    pub async fn accept_stream(&self) -> io::Result<Option<Stream>> {
+        let mut rx = self.inner.accept_rx.lock().await;
+        match rx.recv().await {
+            Some(s) => Ok(Some(Stream::new(s))),
+            None => match self.inner.end.get() {
+                Some(Ended::Failed(e)) => Err(e.into()),
+                _ => Ok(None),
+            },
+        }
+    }
+
+    /// Closes the session: the peer is told (its receivers end cleanly), every stream
+    /// of it ends, pending calls return. Idempotent.
+    pub fn close(&self) {
+        self.inner.finish(Ended::Local);
+    }
+
+    /// Whether the session is still open.
+    pub fn is_open(&self) -> bool {
+        self.inner.end.get().is_none()
+    }
+
+    /// Why the session ended, if it did and not by a clean close.
+    pub fn error(&self) -> Option<Error> {
+        match self.inner.end.get() {
+            Some(Ended::Failed(e)) => Some(e),
+            _ => None,
+        }
+    }
+
+    /// Slice accounting, see [`Stats`].
+    pub fn stats(&self) -> Stats {
+        Stats {
+            lent: self.inner.slices.lent(),
+            held: self
+                .inner
+                .held
+                .iter()
+                .filter(|h| h.load(std::sync::atomic::Ordering::Relaxed))
+                .count(),
+        }
+    }
+
+    #[cfg(test)]
+    pub(crate) fn inner(&self) -> &Arc<Inner> {
+        &self.inner
+    }
+}
+
+impl Drop for Session {
+    fn drop(&mut self) {
+        self.inner.finish(Ended::Local);
+    }
+}
+
+/// How a session ended.
+#[derive(Debug, Clone)]
+pub(crate) enum Ended {
+    /// This side closed it.
+    Local,
+    /// The peer said goodbye.
+    Peer,
+    /// It failed.
+    Failed(Error),
+}
+
+/// The end of a session, shared with its streams (which outlive it).
+#[derive(Debug, Default)]
+pub(crate) struct EndCell(Mutex<Option<Ended>>);
+
+impl EndCell {
+    pub(crate) fn get(&self) -> Option<Ended> {
+        lock(&self.0).clone()
+    }
+
+    /// The error a call on an ended session returns.
+    pub(crate) fn error(&self) -> Error {
+        match self.get() {
+            Some(Ended::Failed(e)) => e,
+            Some(Ended::Peer) => Error::PeerClosed,
+            _ => Error::Closed,
+        }
+    }
+}
+
+pub(crate) fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    // A panic while holding one of these locks leaves consistent data (they guard
+    // indices and maps updated in one step), so poisoning is ignored.
+    m.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// A live stream as the session's reader sees it.
+#[derive(Debug)]
+pub(crate) struct Entry {
+    pub(crate) tx: mpsc::Sender<Item>,
+    /// Chunks of the message being received.
+    pub(crate) partial: Vec<bytes::Bytes>,
+    pub(crate) partial_len: usize,
+    /// The peer closed its half.
+    pub(crate) peer_done: bool,
+    /// Opened by this side.
+    pub(crate) local: bool,
+}
+
+impl Entry {
+    fn new(tx: mpsc::Sender<Item>, local: bool) -> Entry {
+        Entry {
+            tx,
+            partial: Vec::new(),
+            partial_len: 0,
+            peer_done: false,
+            local,
+        }
+    }
+}
+
+#[derive(Debug)]
+pub(crate) struct State {
+    pub(crate) streams: HashMap<u32, Entry>,
+    pub(crate) next_id: u32,
+    pub(crate) highest_peer: u32,
+    pub(crate) local_live: usize,
+    pub(crate) peer_live: usize,
+    pub(crate) accept_tx: Option<mpsc::Sender<Arc<StreamShared>>>,
+}
+
+/// Everything of a session, shared by its handle, its streams (weakly), its reader task
+/// and the buffers it handed out (weakly).
+#[derive(Debug)]
+pub(crate) struct Inner {
+    pub(crate) sock: UnixStream,
+    pub(crate) config: Config,
+    pub(crate) client: bool,
+    /// This side's region: its slices, its descriptor ring (we produce), its release
+    /// ring (we consume).
+    pub(crate) mine: Arc<Region>,
+    /// The peer's region: its descriptor ring (we consume), its release ring (we
+    /// produce), its slices (we read what it lends us).
+    pub(crate) peer: Arc<Region>,
+    pub(crate) slices: Slices,
+    /// Peer slices this side holds now: a descriptor naming one twice is a lie.
+    pub(crate) held: Box<[AtomicBool]>,
+    desc_tail: Mutex<u32>,
+    rel_head: Mutex<u32>,
+    peer_rel_tail: Mutex<u32>,
+    /// Serialises writes of frames to the socket (held across awaits of a data frame).
+    wlock: tokio::sync::Mutex<()>,
+    wake_pending: AtomicBool,
+    /// Sends waiting for slices or ring room.
+    pub(crate) space: Notify,
+    pub(crate) state: Mutex<State>,
+    pub(crate) accept_rx: tokio::sync::Mutex<mpsc::Receiver<Arc<StreamShared>>>,
+    /// Close descriptors that found the ring full; the reader pushes them later.
+    deferred: Mutex<Vec<u32>>,
+    pub(crate) end: Arc<EndCell>,
+    reader: Mutex<Option<JoinHandle<()>>>,
+}
+
+impl Inner {
+    fn start(
+        sock: UnixStream,
+        config: Config,
+        client: bool,
+        mine: Region,
+        peer: Region,
+    ) -> Arc<Inner> {
+        let counts: Vec<u32> = mine.layout().classes.iter().map(|c| c.count).collect();
+        let held = (0..peer.layout().slices)
+            .map(|_| AtomicBool::new(false))
+            .collect();
+        let (accept_tx, accept_rx) = mpsc::channel(config.max_streams);
+        let inner = Arc::new(Inner {
+            sock,
+            client,
+            slices: Slices::new(&counts),
+            held,
+            mine: Arc::new(mine),
+            peer: Arc::new(peer),
+            desc_tail: Mutex::new(0),
+            rel_head: Mutex::new(0),
+            peer_rel_tail: Mutex::new(0),
+            wlock: tokio::sync::Mutex::new(()),
+            wake_pending: AtomicBool::new(false),
+            space: Notify::new(),
+            state: Mutex::new(State {
+                streams: HashMap::new(),
+                next_id: if client { 1 } else { 2 },
+                highest_peer: 0,
+                local_live: 0,
+                peer_live: 0,
+                accept_tx: Some(accept_tx),
+            }),
+            accept_rx: tokio::sync::Mutex::new(accept_rx),
+            deferred: Mutex::new(Vec::new()),
+            end: Arc::new(EndCell::default()),
+            reader: Mutex::new(None),
+            config,
+        });
+        let reader = Reader::new(inner.clone());
+        let task = tokio::spawn(reader.run());
+        *lock(&inner.reader) = Some(task);
+        inner
+    }
+
+    /// Ends the session once (the first reason wins): tells the peer when it is a local
+    /// close, hangs up the socket, ends every stream, wakes every waiter, stops the
+    /// reader. Buffers already received stay valid.
+    pub(crate) fn finish(&self, why: Ended) {
+        {
+            let mut end = lock(&self.end.0);
+            if end.is_some() {
+                return;
+            }
+            *end = Some(why.clone());
+        }
+        if matches!(why, Ended::Local)
+            && let Ok(_g) = self.wlock.try_lock()
+        {
+            // Best effort: if the socket is full or a frame is half written, the peer
+            // sees a hang-up instead of a goodbye.
+            sys::send_byte(&self.sock, FRAME_GOODBYE);
+        }
+        sys::shutdown(&self.sock);
+        {
+            let mut st = lock(&self.state);
+            st.streams.clear();
+            st.accept_tx = None;
+        }
+        // The session is over: whatever the peer held of ours is ours again (nothing
+        // will be allocated from it any more; this keeps the accounting honest).
+        self.slices.reclaim_all();
+        self.space.notify_waiters();
+        if let Some(task) = lock(&self.reader).take() {
+            task.abort();
+        }
+    }
+
+    pub(crate) fn check_open(&self) -> Result<(), Error> {
+        if lock(&self.end.0).is_some() {
+            return Err(self.end.error());
+        }
+        Ok(())
+    }
+
+    fn open_stream(self: &Arc<Self>) -> Result<Stream, Error> {
+        self.check_open()?;
+        let mut st = lock(&self.state);
+        if st.local_live >= self.config.max_streams {
+            return Err(io::Error::other("shm-ipc: too many open streams").into());
+        }
+        st.local_live += 1;
+        drop(st);
+        let (tx, rx) = mpsc::channel(self.config.stream_inbox);
+        Ok(Stream::new(StreamShared::new(
+            0,
+            Some(tx),
+            Arc::downgrade(self),
+            self.end.clone(),
+            rx,
+        )))
+    }
+
+    /// A stream the peer opened: its entry for the map and its handle.
+    pub(crate) fn peer_stream(self: &Arc<Self>, id: u32) -> (Entry, Arc<StreamShared>) {
+        let (tx, rx) = mpsc::channel(self.config.stream_inbox);
+        let shared = StreamShared::new(id, None, Arc::downgrade(self), self.end.clone(), rx);
+        (Entry::new(tx, false), shared)
+    }
+
+    /// The id of `stream`, giving it the next one of this side if it has none; call
+    /// with the ring's producer lock held, right before pushing its first descriptor.
+    fn stream_id(&self, stream: &StreamShared) -> Result<u32, Error> {
+        let id = stream.id();
+        if id != 0 {
+            return Ok(id);
+        }
+        let mut st = lock(&self.state);
+        let id = st.next_id;
+        st.next_id = id
+            .checked_add(2)
+            .ok_or_else(|| io::Error::other("shm-ipc: stream ids exhausted"))?;
+        if let Some(tx) = stream.place(id) {
+            st.streams.insert(id, Entry::new(tx, true));
+        }
+        Ok(id)
+    }
+
+    /// Whether `id` is of the streams the peer opens.
+    pub(crate) fn is_peer_id(&self, id: u32) -> bool {
+        (id % 2 == 1) != self.client
+    }
+
+    /// A stream was closed here: forget it, tell the peer (in ring order, after the
+    /// stream's data) if it ever heard of it.
+    pub(crate) fn close_stream(&self, stream: &StreamShared) {
+        let id = stream.id();
+        let mut st = lock(&self.state);
+        let entry = if id == 0 {
+            None
+        } else {
+            st.streams.remove(&id)
+        };
+        match entry {
+            Some(e) if e.local => st.local_live -= 1,
+            Some(_) => st.peer_live -= 1,
+            // Opened here and never used: the peer does not know it.
+            None if id == 0 => {
+                st.local_live -= 1;
+                return;
+            }
+            // Gone already (the session ended).
+            None => return,
+        }
+        drop(st);
+        if self.check_open().is_ok() {
+            self.push_close(id);
+        }
+    }
+
+    /// Pushes a `Close` descriptor now, or leaves it for the reader if the ring is full.
+    pub(crate) fn push_close(&self, id: u32) {
+        let pushed = {
+            let mut t = lock(&self.desc_tail);
+            self.mine
+                .desc_ring()
+                .push(&mut t, Desc::Close { stream: id }.encode())
+        };
+        match pushed {
+            Ok(true) => self.notify_peer(),
+            Ok(false) => {
+                let mut d = lock(&self.deferred);
+                // Bounded: each stream closes once, and refusals of streams past the
+                // limit are simply not announced beyond this bound.
+                if d.len() < 2 * self.config.max_streams + 64 {
+                    d.push(id);
+                }
+            }
+            Err(v) => self.finish(Ended::Failed(v.into())),
+        }
+    }
+
+    /// Pushes deferred closes while there is room; whether any went.
+    pub(crate) fn flush_deferred(&self) -> Result<bool, Violation> {
+        let mut d = lock(&self.deferred);
+        if d.is_empty() {
+            return Ok(false);
+        }
+        let mut t = lock(&self.desc_tail);
+        let ring = self.mine.desc_ring();
+        let mut n = 0;
+        while n < d.len() && ring.push(&mut t, Desc::Close { stream: d[n] }.encode())? {
+            n += 1;
+        }
+        d.drain(..n);
+        drop(t);
+        if n > 0 {
+            self.notify_peer();
+        }
+        Ok(n > 0)
+    }
+
+    pub(crate) fn has_deferred(&self) -> bool {
+        !lock(&self.deferred).is_empty()
+    }
+
+    /// After publishing to the peer: wake it if it parked (the Dekker half of the
+    /// parked flag: our store, a full fence, its flag).
+    pub(crate) fn notify_peer(&self) {
+        Self::wake_if(self.peer.parked(), self);
+    }
+
+    /// After taking from the peer's ring or giving back its slices: wake it if one of
+    /// its sends waits for room.
+    pub(crate) fn notify_peer_waiting(&self) {
+        Self::wake_if(self.peer.waiting(), self);
+    }
+
+    fn wake_if(flag: &AtomicU32, this: &Inner) {
+        fence(Ordering::SeqCst);
+        if flag.load(Ordering::Relaxed) != 0 && flag.swap(0, Ordering::AcqRel) != 0 {
+            this.wake_peer();
+        }
+    }
+
+    /// Sends a one-byte wake frame, never interleaved with another frame: if a writer
+    /// holds the socket, it sends the wake when it lets go (it checks `wake_pending`
+    /// after unlocking, we set it before trying the lock).
+    pub(crate) fn wake_peer(&self) {
+        self.wake_pending
+            .store(true, std::sync::atomic::Ordering::SeqCst);
+        while self.wake_pending.load(std::sync::atomic::Ordering::SeqCst) {
+            let Ok(g) = self.wlock.try_lock() else {
+                return;
+            };
+            if self
+                .wake_pending
+                .swap(false, std::sync::atomic::Ordering::SeqCst)
+            {
+                // A full socket means the peer has unread bytes: it will look anyway.
+                sys::send_byte(&self.sock, FRAME_WAKE);
+            }
+            drop(g);
+        }
+    }
+
+    /// Gives back slices the peer returned; how many.
+    pub(crate) fn drain_releases(&self) -> Result<usize, Violation> {
+        let Ok(mut h) = self.rel_head.try_lock() else {
+            return Ok(0);
+        };
+        let ring = self.mine.release_ring();
+        let mut n = 0;
+        while let Some([index]) = ring.pop(&mut h)? {
+            self.slices.reclaim(index)?;
+            n += 1;
+        }
+        Ok(n)
+    }
+
+    /// Whether the peer returned slices not yet taken back.
+    pub(crate) fn releases_pending(&self) -> Result<bool, Violation> {
+        let h = *lock(&self.rel_head);
+        Ok(self.mine.release_ring().pending(h)? > 0)
+    }
+
+    /// A `Bytes` over the peer's slice `index` was dropped: give the slice back.
+    pub(crate) fn release_peer_slice(&self, index: u32) {
+        if self.check_open().is_err() {
+            return;
+        }
+        if let Some(h) = self.held.get(index as usize) {
+            h.store(false, std::sync::atomic::Ordering::Relaxed);
+        }
+        let pushed = {
+            let mut t = lock(&self.peer_rel_tail);
+            self.peer.release_ring().push(&mut t, [u64::from(index)])
+        };
+        match pushed {
+            Ok(true) => self.notify_peer_waiting(),
+            // The ring holds every slice of the peer's region; it can only be full if
+            // the peer lies about its head.
+            Ok(false) | Err(_) => self.finish(Ended::Failed(Violation::RingIndex.into())),
+        }
+    }
+
+    /// Waits until `attempt` yields something, with this side's `waiting` flag raised
+    /// so the peer wakes the reader when it gives back slices or takes descriptors.
+    async fn wait_for<T>(
+        &self,
+        deadline: Option<Instant>,
+        mut attempt: impl FnMut(&Self) -> Result<Option<T>, Error>,
+    ) -> Result<T, Error> {
+        loop {
+            if let Some(v) = attempt(self)? {
+                return Ok(v);
+            }
+            let mut notified = pin!(self.space.notified());
+            notified.as_mut().enable();
+            self.mine.waiting().store(1, Ordering::SeqCst);
+            fence(Ordering::SeqCst);
+            self.drain_releases()?;
+            if let Some(v) = attempt(self)? {
+                return Ok(v);
+            }
+            self.check_open()?;
+            match deadline {
+                Some(d) => {
+                    if tokio::time::timeout_at(d, notified).await.is_err() {
+                        // One last look: the wake may have raced the deadline.
+                        self.drain_releases()?;
+                        return attempt(self)?.ok_or(Error::Exhausted);
+                    }
+                }
+                None => notified.await,
+            }
+        }
+    }
+
+    /// Takes slices for `len` bytes: `(slice, bytes in it)` in order; `None` if this
+    /// side's region cannot hold it now.
+    fn alloc(&self, len: usize) -> Option<Vec<(u32, usize)>> {
+        let classes = &self.mine.layout().classes;
+        let mut got = Vec::new();
+        let mut left = len;
+        while left > 0 {
+            let want = classes
+                .iter()
+                .position(|c| c.size as usize >= left)
+                .unwrap_or(classes.len() - 1);
+            // The class that fits, then larger ones, then smaller ones.
+            let order = (want..classes.len()).chain((0..want).rev());
+            let Some((c, index)) = order
+                .clone()
+                .find_map(|c| self.slices.alloc(c).map(|i| (c, i)))
+            else {
+                for (i, _) in got {
+                    self.slices.free_local(i);
+                }
+                return None;
+            };
+            let n = left.min(classes[c].size as usize);
+            got.push((index, n));
+            left -= n;
+        }
+        Some(got)
+    }
+
+    /// Sends one message of `len` (> 0) bytes on stream `id`; the caller holds the
+    /// stream's send lock, so the stream's messages go in order.
+    pub(crate) async fn send_message(
+        &self,
+        stream: &StreamShared,
+        mut msg: impl Buf,
+        len: usize,
+    ) -> Result<(), Error> {
+        let fits_ever = len as u64 <= self.mine.layout().data_bytes;
+        let slices = match self.config.exhaustion {
+            Exhaustion::Fallback => {
+                let mut s = self.alloc(len);
+                if s.is_none() && self.drain_releases()? > 0 {
+                    s = self.alloc(len);
+                }
+                s
+            }
+            Exhaustion::Wait(_) if !fits_ever => return Err(Error::Exhausted),
+            Exhaustion::Wait(d) => {
+                let deadline = Instant::now() + d;
+                Some(
+                    self.wait_for(Some(deadline), |me| Ok(me.alloc(len)))
+                        .await?,
+                )
+            }
+        };
+        let Some(slices) = slices else {
+            return self.send_on_socket(stream, msg, len).await;
+        };
+        let mut descs = Vec::with_capacity(slices.len());
+        let last = slices.len() - 1;
+        for (k, &(index, n)) in slices.iter().enumerate() {
+            let mut at = 0;
+            while at < n {
+                let chunk = msg.chunk();
+                let take = chunk.len().min(n - at);
+                self.mine.write(index, at, &chunk[..take]);
+                msg.advance(take);
+                at += take;
+            }
+            descs.push(Desc::Data {
+                stream: 0,
+                slice: index,
+                len: n as u32,
+                more: k != last,
+            });
+        }
+        self.push_descs(stream, &descs).await
+    }
+
+    /// Pushes `stream`'s descriptors in order, waiting for ring room as needed.
+    pub(crate) async fn push_descs(
+        &self,
+        stream: &StreamShared,
+        descs: &[Desc],
+    ) -> Result<(), Error> {
+        let mut done = 0;
+        while done < descs.len() {
+            self.check_open()?;
+            let pushed = {
+                let mut t = lock(&self.desc_tail);
+                let ring = self.mine.desc_ring();
+                let room = ring.room(*t)? as usize;
+                let n = room.min(descs.len() - done);
+                if n > 0 {
+                    let id = self.stream_id(stream)?;
+                    for d in &descs[done..done + n] {
+                        if let Desc::Data { slice, .. } = *d {
+                            self.slices.lend(slice);
+                        }
+                        ring.push(&mut t, d.with_stream(id).encode())?;
+                    }
+                }
+                n
+            };
+            if pushed > 0 {
+                done += pushed;
+                self.notify_peer();
+            }
+            if done < descs.len() {
+                self.wait_for(None, |me| {
+                    let t = *lock(&me.desc_tail);
+                    Ok((me.mine.desc_ring().room(t)? > 0).then_some(()))
+                })
+                .await?;
+            }
+        }
+        Ok(())
+    }
+
+    /// The fallback: a `Socket` descriptor in the ring (so the stream's order holds) and
+    /// the bytes in a data frame on the socket, the frame written while holding the
+    /// socket, which the descriptor was pushed under too: frames and their descriptors
+    /// are in the same order.
+    async fn send_on_socket(
+        &self,
+        stream: &StreamShared,
+        mut msg: impl Buf,
+        len: usize,
+    ) -> Result<(), Error> {
+        loop {
+            self.check_open()?;
+            let guard = self.wlock.lock().await;
+            let pushed = {
+                let mut t = lock(&self.desc_tail);
+                let ring = self.mine.desc_ring();
+                if ring.room(*t)? > 0 {
+                    let d = Desc::Socket {
+                        stream: self.stream_id(stream)?,
+                        len: len as u32,
+                    };
+                    ring.push(&mut t, d.encode())?
+                } else {
+                    false
+                }
+            };
+            if pushed {
+                // The wake goes out after the frame (we hold the socket).
+                self.notify_peer();
+                let mut head = [0u8; 5];
+                head[0] = FRAME_DATA;
+                head[1..].copy_from_slice(&(len as u32).to_le_bytes());
+                let r = self.write_all(&head, &mut msg).await;
+                drop(guard);
+                self.after_write();
+                if let Err(e) = r {
+                    self.finish(Ended::Failed(e.clone()));
+                    return Err(e);
+                }
+                return Ok(());
+            }
+            drop(guard);
+            self.after_write();
+            self.wait_for(None, |me| {
+                let t = *lock(&me.desc_tail);
+                Ok((me.mine.desc_ring().room(t)? > 0).then_some(()))
+            })
+            .await?;
+        }
+    }
+
+    async fn write_all(&self, head: &[u8], msg: &mut impl Buf) -> Result<(), Error> {
+        let mut head = head;
+        while !head.is_empty() || msg.has_remaining() {
+            self.sock.writable().await?;
+            let r = if head.is_empty() {
+                self.sock.try_write(msg.chunk())
+            } else {
+                let bufs = [io::IoSlice::new(head), io::IoSlice::new(msg.chunk())];
+                self.sock.try_write_vectored(&bufs)
+            };
+            match r {
+                Ok(0) => return Err(Error::PeerClosed),
+                Ok(mut n) => {
+                    let h = n.min(head.len());
+                    head = &head[h..];
+                    n -= h;
+                    msg.advance(n);
+                }
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => {}
+                Err(e) if e.kind() == io::ErrorKind::BrokenPipe => return Err(Error::PeerClosed),
+                Err(e) if e.kind() == io::ErrorKind::ConnectionReset => {
+                    return Err(Error::PeerClosed);
+                }
+                Err(e) => return Err(e.into()),
+            }
+        }
+        Ok(())
+    }
+
+    fn after_write(&self) {
+        if self.wake_pending.load(std::sync::atomic::Ordering::SeqCst) {
+            self.wake_peer();
+        }
+    }
+
+    /// Delivers a message built by the reader (used by the reader only).
+    pub(crate) fn message(chunks: Vec<bytes::Bytes>) -> Message {
+        Message::from_chunks(chunks)
+    }
+
+    #[cfg(test)]
+    pub(crate) fn raw_push(&self, words: [u64; 2]) {
+        let mut t = lock(&self.desc_tail);
+        assert!(self.mine.desc_ring().push(&mut t, words).unwrap());
+        drop(t);
+        self.notify_peer();
+        self.wake_peer();
+    }
+
+    #[cfg(test)]
+    pub(crate) fn raw_desc_tail(&self, tail: u32) {
+        self.mine.desc_ring().raw_tail(tail);
+        self.wake_peer();
+    }
+
+    #[cfg(test)]
+    pub(crate) fn raw_release(&self, index: u64) {
+        let mut t = lock(&self.peer_rel_tail);
+        assert!(self.peer.release_ring().push(&mut t, [index]).unwrap());
+        drop(t);
+        self.wake_peer();
+    }
+
+    #[cfg(test)]
+    pub(crate) async fn raw_frame(&self, bytes: &[u8]) {
+        let _g = self.wlock.lock().await;
+        self.write_all(bytes, &mut bytes::Bytes::new())
+            .await
+            .unwrap();
+    }
+}
