@@ -122,11 +122,11 @@ impl Reader {
         }
     }
 
-    /// Whether a ring has something for us (or we have closes to push).
+    /// Whether a ring has something for us that we can take now (not while the ring
+    /// waits for a data frame), or we have closes to push.
     fn has_work(&self) -> Result<bool, Violation> {
-        Ok(self.inner.peer.desc_ring().pending(self.head)? > 0
-            || self.inner.releases_pending()?
-            || self.inner.has_deferred())
+        let ring = self.stalled.is_none() && self.inner.peer.desc_ring().pending(self.head)? > 0;
+        Ok(ring || self.inner.releases_pending()? || self.inner.has_deferred())
     }
 
     /// Reads what the socket has (waiting for it); sets `eof` at end of stream.

@@ -96,6 +96,10 @@ pub struct Stats {
     pub lent: usize,
     /// Slices of the peer's region this side holds (in undropped messages).
     pub held: usize,
+    /// Messages sent through shared memory so far.
+    pub shm_sends: u64,
+    /// Messages sent over the socket because shared memory was full.
+    pub socket_sends: u64,
 }
 
 impl Session {
@@ -200,6 +204,14 @@ impl Session {
                 .iter()
                 .filter(|h| h.load(std::sync::atomic::Ordering::Relaxed))
                 .count(),
+            shm_sends: self
+                .inner
+                .shm_sends
+                .load(std::sync::atomic::Ordering::Relaxed),
+            socket_sends: self
+                .inner
+                .socket_sends
+                .load(std::sync::atomic::Ordering::Relaxed),
         }
     }
 
@@ -316,6 +328,8 @@ pub(crate) struct Inner {
     deferred: Mutex<Vec<u32>>,
     pub(crate) end: Arc<EndCell>,
     reader: Mutex<Option<JoinHandle<()>>>,
+    shm_sends: std::sync::atomic::AtomicU64,
+    socket_sends: std::sync::atomic::AtomicU64,
 }
 
 impl Inner {
@@ -356,6 +370,8 @@ impl Inner {
             deferred: Mutex::new(Vec::new()),
             end: Arc::new(EndCell::default()),
             reader: Mutex::new(None),
+            shm_sends: Default::default(),
+            socket_sends: Default::default(),
             config,
         });
         let reader = Reader::new(inner.clone());
@@ -587,11 +603,11 @@ impl Inner {
 
     /// A `Bytes` over the peer's slice `index` was dropped: give the slice back.
     pub(crate) fn release_peer_slice(&self, index: u32) {
-        if self.check_open().is_err() {
-            return;
-        }
         if let Some(h) = self.held.get(index as usize) {
             h.store(false, std::sync::atomic::Ordering::Relaxed);
+        }
+        if self.check_open().is_err() {
+            return;
         }
         let pushed = {
             let mut t = lock(&self.peer_rel_tail);
@@ -714,7 +730,10 @@ impl Inner {
                 more: k != last,
             });
         }
-        self.push_descs(stream, &descs).await
+        self.push_descs(stream, &descs).await?;
+        self.shm_sends
+            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        Ok(())
     }
 
     /// Pushes `stream`'s descriptors in order, waiting for ring room as needed.
@@ -796,6 +815,8 @@ impl Inner {
                     self.finish(Ended::Failed(e.clone()));
                     return Err(e);
                 }
+                self.socket_sends
+                    .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
                 return Ok(());
             }
             drop(guard);
