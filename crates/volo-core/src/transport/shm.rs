@@ -5,9 +5,17 @@
 //! per peer and each of its connections is a stream of that session; the server
 //! accepts sessions and takes every stream a session opens as one connection. A frame
 //! goes as one shm-ipc message: the sender copies it into shared memory once, and the
-//! receiver takes it as `Bytes` over the shared slices (no copy; the slices go back to
-//! the sender's region when the frame is dropped). Framing on a stream is the same as on
-//! a socket, so detection, limits and every framing and protocol work unchanged.
+//! receiver copies it once into its own memory and gives the slices back at once.
+//! Framing on a stream is the same as on a socket, so detection, limits and every
+//! framing and protocol work unchanged.
+//!
+//! Why the receiver copies, though shm-ipc could hand out the frame in place: the peer
+//! can still write the slices it lent us. Decoding checks strings as UTF-8 once and then
+//! hands them out as `&str` (zero-copy slices of the frame); a peer that rewrote those
+//! bytes afterwards would break that guarantee, and decoded values that point into the
+//! frame would keep the sender's slices lent for as long as the handler holds them,
+//! filling its region. One copy into private memory closes both; it is still one copy
+//! and no system call against the two copies and the system calls of a socket.
 
 use std::io;
 use std::path::{Path, PathBuf};
@@ -68,9 +76,12 @@ impl ShmConn {
             }
             match self.stream.recv().await {
                 Ok(Some(message)) => {
+                    // Copied out of shared memory (see the module docs); the slices go
+                    // back to the peer when `message` is dropped, right here.
                     let mut input = lock(&self.input);
+                    input.reserve(message.len());
                     for chunk in message.into_chunks() {
-                        input.insert(chunk);
+                        input.write(&chunk);
                     }
                 }
                 Ok(None) => {
@@ -214,6 +225,53 @@ async fn accept_sessions(listener: Listener, tx: mpsc::Sender<Conn>) {
                     return;
                 }
             }
+        });
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A frame read from a stream is a copy: while the reader still holds it, none of
+    /// the peer's shared slices are held (they went back as soon as it was read).
+    #[test]
+    fn frames_are_copied_out_of_shared_memory() {
+        let rt = crate::test_support::runtime();
+        rt.block_on(async {
+            let dir = std::env::temp_dir().join(format!("volo-shm-copy-{}", std::process::id()));
+            let _ = std::fs::remove_dir_all(&dir);
+            std::fs::create_dir_all(&dir).unwrap();
+            let path = dir.join("s.sock");
+            let listener = Listener::bind(&path, shm_ipc::Config::default()).unwrap();
+            let (server, client) = tokio::join!(
+                listener.accept(),
+                Session::connect(&path, shm_ipc::Config::default())
+            );
+            let (server, client) = (Arc::new(server.unwrap()), client.unwrap());
+            let sender = client.open_stream().unwrap();
+            let payload = vec![7u8; 300 << 10];
+            let mut frame = (payload.len() as u32).to_be_bytes().to_vec();
+            frame.extend_from_slice(&payload);
+            sender.send(&frame[..]).await.unwrap();
+            let stream = server.accept_stream().await.unwrap().unwrap();
+            let conn = ShmConn::new(stream, Arc::clone(&server), path.clone());
+            let got = conn
+                .read_frame(|input| {
+                    let Some(h) = input.peek(4) else {
+                        return Ok(None);
+                    };
+                    Ok(Some(
+                        4 + u32::from_be_bytes([h[0], h[1], h[2], h[3]]) as usize,
+                    ))
+                })
+                .await
+                .unwrap()
+                .unwrap();
+            assert_eq!(&got[..], &frame[..]);
+            assert_eq!(server.stats().held, 0, "a shared slice is still held");
+            drop(got);
+            let _ = std::fs::remove_dir_all(&dir);
         });
     }
 }
