@@ -21,7 +21,7 @@ pub enum Exhaustion {
 /// Settings of a session; each side announces its own region's shape in the handshake.
 ///
 /// Defaults: a 64 MiB region per side in four size classes (see
-/// [`size_classes`](Self::size_classes)), a descriptor ring of 1024 entries, a 20 µs spin
+/// [`size_classes`](Self::size_classes)), a descriptor ring of 1024 entries, a 50 µs spin
 /// before parking, [`Exhaustion::Fallback`], a 5 s handshake timeout, 1024 streams opened
 /// by the peer at once, 64 messages per stream inbox, 64 MiB per message.
 #[derive(Debug, Clone)]
@@ -43,7 +43,7 @@ impl Default for Config {
             region_size: 64 << 20,
             classes: vec![(256, 4), (4 << 10, 12), (64 << 10, 32), (1 << 20, 52)],
             queue_capacity: 1024,
-            spin: Duration::from_micros(20),
+            spin: Duration::from_micros(50),
             exhaustion: Exhaustion::Fallback,
             handshake_timeout: Duration::from_secs(5),
             max_streams: 1024,
@@ -79,8 +79,11 @@ impl Config {
     }
 
     /// How long the session's reader polls shared memory before it parks on the socket
-    /// (default 20 µs; zero parks at once). A message that arrives while it spins costs
-    /// no wake-up on either side.
+    /// (default 50 µs; zero parks at once). A message that arrives while it spins costs
+    /// no wake-up on either side (a wake through the socket costs tens of µs on a small
+    /// VM); the price is a core kept busy (yielding to other tasks) for that long after
+    /// each burst of traffic. Raise it to the peer's typical reply time for request and
+    /// response traffic (`benches/benches/ipc_pingpong.rs` uses 200 µs).
     pub fn spin(mut self, spin: Duration) -> Self {
         self.spin = spin;
         self

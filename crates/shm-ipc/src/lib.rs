@@ -28,7 +28,7 @@
 //!   holds its remainder (the largest while more remains), so it may span several
 //!   slices, each with its descriptor.
 //! - **Wake-ups only when needed.** Each side's reader task spins briefly
-//!   ([`Config::spin`]) then raises a `parked` flag in its region and blocks on the
+//!   ([`Config::spin`], 50 µs by default) then raises a `parked` flag in its region and blocks on the
 //!   socket; a writer sends a one-byte wake frame only if it sees that flag. While the
 //!   peer is busy, sending costs no system call.
 //! - **Streams** ([`Stream`]) are multiplexed by the id in each descriptor; both sides

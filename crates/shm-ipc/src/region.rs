@@ -121,20 +121,23 @@ impl Region {
         Some(unsafe { slice::from_raw_parts(self.map.as_ptr().add(off), len) })
     }
 
-    /// Copies `src` into slice `index` of this side's own region, at `at`.
-    pub(crate) fn write(&self, index: u32, at: usize, src: &[u8]) {
+    /// Lends the first `len` bytes of slice `index` of this side's own region to `f`
+    /// for writing. The caller must hold the slice: allocated to it, not lent yet.
+    pub(crate) fn with_slice_mut<R>(
+        &self,
+        index: u32,
+        len: usize,
+        f: impl FnOnce(&mut [u8]) -> R,
+    ) -> R {
         let (off, cap) = self.layout.slice(index).expect("own slice index");
-        assert!(at + src.len() <= cap as usize, "write past the slice");
-        // SAFETY: the destination range is inside the slice, hence inside the mapping
-        // (layout-checked above); the slice was allocated to this writer alone (the
-        // free list hands each index out once) and is not lent yet, so no one else in
-        // this process touches it; `src` is a distinct local buffer.
-        unsafe {
-            std::ptr::copy_nonoverlapping(
-                src.as_ptr(),
-                self.map.as_mut_ptr().add(off + at),
-                src.len(),
-            )
-        }
+        assert!(len <= cap as usize, "write past the slice");
+        // SAFETY: the range is inside the slice, hence inside the mapping (checked by
+        // the layout) which `self` keeps alive for the call. The slice was handed to
+        // this writer alone by the free list and is not lent yet, so nothing else in
+        // this process reads or writes it while `f` runs, and `f` cannot keep the
+        // borrow. (A malicious peer could write it too: it maps our region; it would
+        // only corrupt the message it is about to receive.)
+        let bytes = unsafe { slice::from_raw_parts_mut(self.map.as_mut_ptr().add(off), len) };
+        f(bytes)
     }
 }

@@ -25,6 +25,46 @@ use crate::stream::{Item, Stream, StreamShared};
 use crate::sync::{AtomicU32, Ordering, fence};
 use crate::sys;
 
+/// The bytes of a message being sent, written slice by slice.
+pub(crate) trait Payload {
+    /// Writes the message's next `dst.len()` bytes into `dst`.
+    fn write_next(&mut self, dst: &mut [u8]);
+    /// The whole message (nothing written yet) as a buffer, for the socket.
+    fn into_buf(self, len: usize) -> impl Buf;
+}
+
+/// A message given as a `Buf`: copied.
+pub(crate) struct BufPayload<B>(pub(crate) B);
+
+impl<B: Buf> Payload for BufPayload<B> {
+    fn write_next(&mut self, dst: &mut [u8]) {
+        self.0.copy_to_slice(dst);
+    }
+
+    fn into_buf(self, _len: usize) -> impl Buf {
+        self.0
+    }
+}
+
+/// A message written in place by a function of (offset, bytes to fill).
+pub(crate) struct FillPayload<F> {
+    pub(crate) fill: F,
+    pub(crate) at: usize,
+}
+
+impl<F: FnMut(usize, &mut [u8])> Payload for FillPayload<F> {
+    fn write_next(&mut self, dst: &mut [u8]) {
+        (self.fill)(self.at, dst);
+        self.at += dst.len();
+    }
+
+    fn into_buf(mut self, len: usize) -> impl Buf {
+        let mut buf = vec![0u8; len];
+        (self.fill)(0, &mut buf);
+        bytes::Bytes::from(buf)
+    }
+}
+
 /// Socket frame: a wake-up, nothing else.
 pub(crate) const FRAME_WAKE: u8 = 1;
 /// Socket frame: `u32` length (LE) and that many bytes, the payload of a `Socket` descriptor.
@@ -688,7 +728,7 @@ impl Inner {
     pub(crate) async fn send_message(
         &self,
         stream: &StreamShared,
-        mut msg: impl Buf,
+        mut msg: impl Payload,
         len: usize,
     ) -> Result<(), Error> {
         let fits_ever = len as u64 <= self.mine.layout().data_bytes;
@@ -710,19 +750,13 @@ impl Inner {
             }
         };
         let Some(slices) = slices else {
-            return self.send_on_socket(stream, msg, len).await;
+            return self.send_on_socket(stream, msg.into_buf(len), len).await;
         };
         let mut descs = Vec::with_capacity(slices.len());
         let last = slices.len() - 1;
         for (k, &(index, n)) in slices.iter().enumerate() {
-            let mut at = 0;
-            while at < n {
-                let chunk = msg.chunk();
-                let take = chunk.len().min(n - at);
-                self.mine.write(index, at, &chunk[..take]);
-                msg.advance(take);
-                at += take;
-            }
+            self.mine
+                .with_slice_mut(index, n, |dst| msg.write_next(dst));
             descs.push(Desc::Data {
                 stream: 0,
                 slice: index,

@@ -8,7 +8,7 @@ use tokio::sync::mpsc;
 
 use crate::error::Error;
 use crate::message::Message;
-use crate::session::{EndCell, Ended, Inner};
+use crate::session::{BufPayload, EndCell, Ended, FillPayload, Inner, Payload};
 
 /// What the session's reader puts in a stream's inbox.
 #[derive(Debug)]
@@ -135,18 +135,36 @@ impl Stream {
     pub async fn send(&self, msg: impl Buf) -> Result<(), Error> {
         let s = self.session()?;
         let guard = self.0.send_lock.lock().await;
-        let r = self.send_locked(&s, msg).await;
+        let len = msg.remaining();
+        let r = self.send_locked(&s, BufPayload(msg), len).await;
         drop(guard);
         self.0.send_close_if_idle();
         r
     }
 
-    async fn send_locked(&self, s: &Inner, msg: impl Buf) -> Result<(), Error> {
+    /// Sends a message of `len` bytes written in place, straight into shared memory:
+    /// `fill(offset, bytes)` is called for consecutive pieces that together cover the
+    /// message in order (one per slice), and must write all of each piece. Saves the
+    /// copy of [`send`](Self::send) for a message built on the fly. If the message goes
+    /// over the socket (exhaustion fallback), `fill` is called once for all of it.
+    pub async fn send_with(
+        &self,
+        len: usize,
+        fill: impl FnMut(usize, &mut [u8]),
+    ) -> Result<(), Error> {
+        let s = self.session()?;
+        let guard = self.0.send_lock.lock().await;
+        let r = self.send_locked(&s, FillPayload { fill, at: 0 }, len).await;
+        drop(guard);
+        self.0.send_close_if_idle();
+        r
+    }
+
+    async fn send_locked(&self, s: &Inner, msg: impl Payload, len: usize) -> Result<(), Error> {
         if self.0.closed.load(Ordering::SeqCst) {
             return Err(Error::Closed);
         }
         s.check_open()?;
-        let len = msg.remaining();
         if len > s.config.max_message_len as usize {
             return Err(Error::TooLarge(len));
         }

@@ -37,6 +37,21 @@ async fn echo_every_size_over_one_stream() {
         }
         assert_eq!(chunks.concat(), sent, "echo of {len} bytes");
     }
+    // Written in place, straight into shared slices (several for 2.5 MiB).
+    for len in [3, (5 << 20) / 2] {
+        let want = payload(len, 99);
+        let mut pieces = 0;
+        stream
+            .send_with(len, |at, dst| {
+                pieces += 1;
+                dst.copy_from_slice(&want[at..at + dst.len()]);
+            })
+            .await
+            .unwrap();
+        assert_eq!(pieces > 1, len > 1 << 20);
+        let got = tokio::time::timeout(LIMIT, stream.recv()).await.unwrap();
+        assert_eq!(bytes_of(got.unwrap().unwrap()), want);
+    }
     stream.close();
     assert!(matches!(stream.recv().await, Err(shm_ipc::Error::Closed)));
     session.close();

@@ -58,6 +58,28 @@ async fn fallback_keeps_stream_order() {
     assert!(stats.shm_sends > 0, "{stats:?}");
 }
 
+/// `send_with` too: in place when it fits, over the socket when it does not.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn send_with_falls_back_too() {
+    let path = sock_path("fallback-with");
+    let _peer = Peer::start("serve", &path, "echo", &[]);
+    let session = Session::connect(&path, tiny()).await.unwrap();
+    let stream = session.open_stream().unwrap();
+    for (i, len) in [3000usize, 20_000, 4096].into_iter().enumerate() {
+        let want = payload(len, i as u64);
+        stream
+            .send_with(len, |at, dst| {
+                dst.copy_from_slice(&want[at..at + dst.len()])
+            })
+            .await
+            .unwrap();
+        let got = tokio::time::timeout(LIMIT, stream.recv()).await.unwrap();
+        assert_eq!(bytes_of(got.unwrap().unwrap()), want);
+    }
+    let stats = session.stats();
+    assert_eq!((stats.shm_sends, stats.socket_sends), (2, 1));
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn wait_policy_waits_then_gives_up() {
     let path = sock_path("wait");

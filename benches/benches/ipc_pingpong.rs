@@ -1,0 +1,414 @@
+//! Ping-pong over shm-ipc, a Unix socket and TCP loopback, 64 B to 4 MiB.
+//!
+//! Run it with `cargo bench -p benches --bench ipc_pingpong` (under a minute: 20 cases
+//! of 1.8 s, plus the build). Settings, all optional: `IPC_BENCH_SECS=3` (measured
+//! window per case, default 1.5; fractions are fine), `IPC_BENCH_SPIN_US=50` (the shm
+//! reader's spin, default 200 µs), and arguments after `--` that select transports or
+//! sizes by name (`shm`, `shm-copy`, `uds`, `tcp`, `64KiB`).
+//!
+//! # What is measured
+//!
+//! Two threads of one process, each with its own current-thread tokio runtime: a server
+//! and a client, one connection, one message in flight (closed loop). Each round trip:
+//!
+//! 1. the client fills a request of N bytes (every byte written, a pattern that depends
+//!    on the round trip) and sends it;
+//! 2. the server receives it and sums every byte, fills a reply of N bytes with a
+//!    pattern seeded by that sum, and sends it;
+//! 3. the client receives the reply, sums every byte, and checks the sum against the
+//!    one it expects (so both ends read every byte; a wrong byte aborts the run).
+//!
+//! Transports:
+//! - `shm`: shm-ipc with [`Config::default`] (64 MiB per side) but a 200 µs spin
+//!   before the reader parks (the default is 50 µs; a reply that comes within the spin
+//!   costs no wake-up through the socket). Each side fills its message in place in
+//!   shared memory (`Stream::send_with`), and the receiver sums the bytes in place (the
+//!   `Bytes` chunks over the sender's slices): no copy at all.
+//! - `shm-copy`: the same with `Stream::send` of the filled buffer, which copies it into
+//!   shared slices (the API for a message that already exists).
+//! - `uds`: `tokio::net::UnixStream`, a 4-byte length then the bytes (`write_all` of one
+//!   buffer; `read_exact` into a reused buffer).
+//! - `tcp`: the same over 127.0.0.1 with `TCP_NODELAY`.
+//!
+//! Reported: `MB/s`, message bytes moved in both directions per second (2 × N per round
+//! trip); `p50`/`p99`, round-trip time in microseconds over every round trip of the
+//! window; and the ratios of shm to uds (throughput shm/uds, and p50 uds/shm: above 1
+//! means shm is faster) and of shm to tcp.
+//!
+//! The machine's cores are shared by both ends (and whatever else runs), so compare
+//! within one run; the absolute figures are the cost of both ends together.
+
+use std::io;
+use std::path::PathBuf;
+use std::time::{Duration, Instant};
+
+use shm_ipc::{Config, Listener, Session};
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
+use tokio::net::{TcpListener, TcpStream, UnixListener, UnixStream};
+
+const SIZES: [(usize, &str); 5] = [
+    (64, "64B"),
+    (1 << 10, "1KiB"),
+    (64 << 10, "64KiB"),
+    (1 << 20, "1MiB"),
+    (4 << 20, "4MiB"),
+];
+const TRANSPORTS: [&str; 4] = ["shm", "shm-copy", "uds", "tcp"];
+const WARMUP: Duration = Duration::from_millis(300);
+/// The shm reader's spin before it parks (the default is 50 µs).
+const SPIN_US: u64 = 200;
+
+fn fill(buf: &mut [u8], seed: u8) {
+    for (i, b) in buf.iter_mut().enumerate() {
+        *b = seed.wrapping_add(i as u8);
+    }
+}
+
+/// The sum of all bytes. In 256-byte blocks summed in `u16` lanes (a block cannot
+/// overflow them), which the compiler vectorises: the same for every transport, and
+/// fast enough not to hide the transports' differences.
+fn sum(bytes: &[u8]) -> u64 {
+    bytes
+        .chunks(256)
+        .map(|c| u64::from(c.iter().map(|&b| u16::from(b)).sum::<u16>()))
+        .sum()
+}
+
+/// The sum of `fill(buf of len, seed)`, without the buffer.
+fn expected_sum(len: usize, seed: u8) -> u64 {
+    let full = (len / 256) as u64 * (255 * 256 / 2);
+    full + (0..len % 256)
+        .map(|i| u64::from(seed.wrapping_add(i as u8)))
+        .sum::<u64>()
+}
+
+/// `Config::default()` with the reader's spin at [`SPIN_US`] (or `IPC_BENCH_SPIN_US`).
+fn shm_config() -> Config {
+    let us = std::env::var("IPC_BENCH_SPIN_US")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(SPIN_US);
+    Config::default().spin(Duration::from_micros(us))
+}
+
+fn fail(msg: impl std::fmt::Display) -> ! {
+    eprintln!("ipc_pingpong: {msg}");
+    std::process::exit(1);
+}
+
+struct Outcome {
+    round_trips: u64,
+    secs: f64,
+    samples: Vec<u32>,
+}
+
+/// The client's closed loop; `rt` does one round trip of the request with seed `seed`
+/// and returns the sum of the reply.
+async fn client_loop(
+    size: usize,
+    window: Duration,
+    mut rt: impl AsyncFnMut(u8) -> io::Result<u64>,
+) -> Outcome {
+    let mut samples = Vec::with_capacity(1 << 20);
+    let start = Instant::now();
+    let mut measured_from = None;
+    let mut n = 0u64;
+    let mut round = 0u64;
+    loop {
+        let seed = round as u8;
+        let t = Instant::now();
+        let got = rt(seed)
+            .await
+            .unwrap_or_else(|e| fail(format!("round trip: {e}")));
+        let took = t.elapsed();
+        let want = expected_sum(size, expected_sum(size, seed) as u8);
+        if got != want {
+            fail(format!("bad reply at {size} bytes: sum {got}, want {want}"));
+        }
+        round += 1;
+        let now = Instant::now();
+        match measured_from {
+            None if now - start >= WARMUP => measured_from = Some(now),
+            None => {}
+            Some(from) => {
+                n += 1;
+                if samples.len() < samples.capacity() {
+                    samples.push(took.as_nanos().min(u32::MAX as u128) as u32);
+                }
+                if now - from >= window {
+                    return Outcome {
+                        round_trips: n,
+                        secs: (now - from).as_secs_f64(),
+                        samples,
+                    };
+                }
+            }
+        }
+    }
+}
+
+// ------------------------------------------------------------------ socket transports
+
+async fn serve_socket<S: AsyncRead + AsyncWrite + Unpin>(mut s: S) -> io::Result<()> {
+    let mut req = Vec::new();
+    let mut reply = Vec::new();
+    loop {
+        let mut len = [0u8; 4];
+        match s.read_exact(&mut len).await {
+            Ok(_) => {}
+            Err(e) if e.kind() == io::ErrorKind::UnexpectedEof => return Ok(()),
+            Err(e) => return Err(e),
+        }
+        let len = u32::from_le_bytes(len) as usize;
+        req.resize(len, 0);
+        s.read_exact(&mut req).await?;
+        let seed = sum(&req) as u8;
+        reply.resize(4 + len, 0);
+        reply[..4].copy_from_slice(&(len as u32).to_le_bytes());
+        fill(&mut reply[4..], seed);
+        s.write_all(&reply).await?;
+    }
+}
+
+async fn socket_round_trip<S: AsyncRead + AsyncWrite + Unpin>(
+    s: &mut S,
+    req: &mut [u8],
+    reply: &mut Vec<u8>,
+    seed: u8,
+) -> io::Result<u64> {
+    let len = req.len() - 4;
+    fill(&mut req[4..], seed);
+    s.write_all(req).await?;
+    let mut head = [0u8; 4];
+    s.read_exact(&mut head).await?;
+    if u32::from_le_bytes(head) as usize != len {
+        return Err(io::Error::other("reply of the wrong length"));
+    }
+    reply.resize(len, 0);
+    s.read_exact(reply).await?;
+    Ok(sum(reply))
+}
+
+async fn socket_client<S: AsyncRead + AsyncWrite + Unpin>(
+    mut s: S,
+    size: usize,
+    window: Duration,
+) -> Outcome {
+    let mut req = vec![0u8; 4 + size];
+    req[..4].copy_from_slice(&(size as u32).to_le_bytes());
+    let mut reply = Vec::with_capacity(size);
+    client_loop(size, window, async |seed: u8| {
+        socket_round_trip(&mut s, &mut req, &mut reply, seed).await
+    })
+    .await
+}
+
+// ------------------------------------------------------------------ shm-ipc
+
+async fn serve_shm(listener: Listener, in_place: bool) -> io::Result<()> {
+    let session = listener.accept().await?;
+    let Some(stream) = session.accept_stream().await? else {
+        return Ok(());
+    };
+    let mut reply = Vec::new();
+    while let Some(msg) = stream.recv().await? {
+        let len = msg.len();
+        let seed = msg.into_chunks().iter().map(|c| sum(c)).sum::<u64>() as u8;
+        if in_place {
+            stream
+                .send_with(len, |at, dst| fill(dst, seed.wrapping_add(at as u8)))
+                .await?;
+        } else {
+            reply.resize(len, 0);
+            fill(&mut reply, seed);
+            stream.send(&reply[..]).await?;
+        }
+    }
+    Ok(())
+}
+
+async fn shm_client(path: PathBuf, size: usize, window: Duration, in_place: bool) -> Outcome {
+    let session = Session::connect(&path, shm_config())
+        .await
+        .unwrap_or_else(|e| fail(format!("connect: {e}")));
+    let stream = session.open_stream().unwrap_or_else(|e| fail(e));
+    let mut req = vec![0u8; size];
+    let rt = async |seed: u8| -> io::Result<u64> {
+        if in_place {
+            stream
+                .send_with(size, |at, dst| fill(dst, seed.wrapping_add(at as u8)))
+                .await?;
+        } else {
+            fill(&mut req, seed);
+            stream.send(&req[..]).await?;
+        }
+        let msg = stream
+            .recv()
+            .await?
+            .ok_or_else(|| io::Error::other("the server closed"))?;
+        Ok(msg.into_chunks().iter().map(|c| sum(c)).sum())
+    };
+    let out = client_loop(size, window, rt).await;
+    session.close();
+    out
+}
+
+// ------------------------------------------------------------------ cases
+
+fn run_case(transport: &str, size: usize, window: Duration) -> Outcome {
+    let dir = std::env::temp_dir();
+    let path = dir.join(format!("ipc-pingpong-{}-{transport}", std::process::id()));
+    let _ = std::fs::remove_file(&path);
+    let (ready_tx, ready_rx) = std::sync::mpsc::channel::<String>();
+    let server_path = path.clone();
+    let transport_s = transport.to_string();
+    let server = std::thread::spawn(move || {
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap();
+        rt.block_on(async move {
+            match transport_s.as_str() {
+                "shm" | "shm-copy" => {
+                    let l = Listener::bind(&server_path, shm_config())?;
+                    ready_tx.send(String::new()).unwrap();
+                    serve_shm(l, transport_s == "shm").await
+                }
+                "uds" => {
+                    let l = UnixListener::bind(&server_path)?;
+                    ready_tx.send(String::new()).unwrap();
+                    let (s, _) = l.accept().await?;
+                    serve_socket(s).await
+                }
+                _ => {
+                    let l = TcpListener::bind("127.0.0.1:0").await?;
+                    ready_tx.send(l.local_addr()?.to_string()).unwrap();
+                    let (s, _) = l.accept().await?;
+                    s.set_nodelay(true)?;
+                    serve_socket(s).await
+                }
+            }
+        })
+    });
+    let addr = ready_rx
+        .recv()
+        .unwrap_or_else(|_| fail("the server did not start"));
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    let out = rt.block_on(async {
+        match transport {
+            "shm" => shm_client(path.clone(), size, window, true).await,
+            "shm-copy" => shm_client(path.clone(), size, window, false).await,
+            "uds" => {
+                let s = UnixStream::connect(&path).await.unwrap_or_else(|e| fail(e));
+                socket_client(s, size, window).await
+            }
+            _ => {
+                let s = TcpStream::connect(&addr).await.unwrap_or_else(|e| fail(e));
+                s.set_nodelay(true).unwrap();
+                socket_client(s, size, window).await
+            }
+        }
+    });
+    drop(rt);
+    match server.join() {
+        Ok(Ok(())) => {}
+        Ok(Err(e)) => fail(format!("{transport} server: {e}")),
+        Err(_) => fail(format!("{transport} server panicked")),
+    }
+    let _ = std::fs::remove_file(&path);
+    out
+}
+
+struct Row {
+    mbps: f64,
+    p50: f64,
+    p99: f64,
+    n: u64,
+}
+
+fn row(size: usize, mut o: Outcome) -> Row {
+    o.samples.sort_unstable();
+    let pct = |p: f64| {
+        let i = ((o.samples.len() as f64 * p) as usize).min(o.samples.len().saturating_sub(1));
+        o.samples.get(i).map_or(0.0, |&ns| f64::from(ns) / 1000.0)
+    };
+    Row {
+        mbps: (2 * size) as f64 * o.round_trips as f64 / o.secs / 1e6,
+        p50: pct(0.50),
+        p99: pct(0.99),
+        n: o.round_trips,
+    }
+}
+
+fn main() {
+    let filters: Vec<String> = std::env::args()
+        .skip(1)
+        .filter(|a| !a.starts_with("--"))
+        .collect();
+    let picked = |name: &str| filters.is_empty() || filters.iter().any(|f| f == name);
+    let secs: f64 = std::env::var("IPC_BENCH_SECS")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(1.5);
+    let window = Duration::from_secs_f64(secs);
+    let load = std::fs::read_to_string("/proc/loadavg").unwrap_or_default();
+    println!(
+        "ipc_pingpong: one connection, closed loop, client and server on two threads of one \
+         process; {secs} s per case after {} ms of warm-up; load average {}",
+        WARMUP.as_millis(),
+        load.split_whitespace()
+            .take(3)
+            .collect::<Vec<_>>()
+            .join(" ")
+    );
+    println!(
+        "{:>6}  {:>8}  {:>10}  {:>9}  {:>9}  {:>11}",
+        "size", "via", "MB/s", "p50 µs", "p99 µs", "round trips"
+    );
+    let mut ratios = Vec::new();
+    for (size, label) in SIZES {
+        let any_size = filters.iter().any(|f| SIZES.iter().any(|(_, l)| l == f));
+        if any_size && !filters.iter().any(|f| f == label) {
+            continue;
+        }
+        let mut rows = Vec::new();
+        for t in TRANSPORTS {
+            let any_t = filters.iter().any(|f| TRANSPORTS.contains(&f.as_str()));
+            if any_t && !picked(t) {
+                continue;
+            }
+            let r = row(size, run_case(t, size, window));
+            println!(
+                "{label:>6}  {t:>8}  {:>10.1}  {:>9.1}  {:>9.1}  {:>11}",
+                r.mbps, r.p50, r.p99, r.n
+            );
+            rows.push((t, r));
+        }
+        let get = |name: &str| rows.iter().find(|(t, _)| *t == name).map(|(_, r)| r);
+        for shm_name in ["shm", "shm-copy"] {
+            if let (Some(shm), Some(uds)) = (get(shm_name), get("uds")) {
+                ratios.push((
+                    label,
+                    shm_name,
+                    shm.mbps / uds.mbps,
+                    uds.p50 / shm.p50,
+                    get("tcp").map(|tcp| shm.mbps / tcp.mbps),
+                ));
+            }
+        }
+    }
+    if !ratios.is_empty() {
+        println!();
+        println!(
+            "{:>6}  {:>8}  {:>13}  {:>13}  {:>13}",
+            "size", "shm", "MB/s shm/uds", "p50 uds/shm", "MB/s shm/tcp"
+        );
+        for (label, shm, thr, p50, tcp) in ratios {
+            let tcp = tcp.map_or("-".to_string(), |r| format!("{r:.2}"));
+            println!("{label:>6}  {shm:>8}  {thr:>13.2}  {p50:>13.2}  {tcp:>13}");
+        }
+    }
+}
