@@ -109,6 +109,7 @@ mod desc;
 mod error;
 mod freelist;
 mod layout;
+mod park;
 mod ring;
 mod sync;
 

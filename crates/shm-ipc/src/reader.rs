@@ -2,11 +2,9 @@
 //! ring, slices back from this side's release ring, and frames from the socket, and
 //! parks on the socket when there is nothing to do.
 //!
-//! Parking: the reader spins for [`Config::spin`](crate::Config::spin), then raises its
-//! `parked` flag, fences, and looks at the rings once more before it blocks on the
-//! socket; a writer publishes, fences, and sends a wake byte only if it finds the flag
-//! raised (clearing it). One of the two sees the other's store, so no wake is lost, and
-//! a busy reader costs the writer no system call.
+//! Parking: the reader spins for [`Config::spin`](crate::Config::spin), then parks on
+//! the socket by the protocol of [`park`](crate::park) (a flag in shared memory that
+//! writers check before they send a wake byte).
 
 use std::sync::Arc;
 use std::sync::atomic::Ordering as StdOrdering;
@@ -18,9 +16,10 @@ use tokio::time::Instant;
 use crate::desc::Desc;
 use crate::error::{Error, Violation};
 use crate::message::SliceRef;
+use crate::park;
 use crate::session::{Ended, FRAME_DATA, FRAME_GOODBYE, FRAME_WAKE, Inner, lock};
 use crate::stream::Item;
-use crate::sync::{Ordering, fence};
+use crate::sync::Ordering;
 
 /// Socket bytes read ahead while a stream's inbox is full (frames wait behind it).
 const BLOCKED_READ_LIMIT: usize = 256 << 10;
@@ -110,10 +109,7 @@ impl Reader {
             }
             let inner = self.inner.clone();
             let parked = inner.mine.parked();
-            parked.store(1, Ordering::SeqCst);
-            fence(Ordering::SeqCst);
-            if self.has_work()? {
-                parked.store(0, Ordering::Relaxed);
+            if !park::prepare_park(parked, || self.has_work())? {
                 continue;
             }
             self.read_socket().await?;
@@ -133,7 +129,10 @@ impl Reader {
     async fn read_socket(&mut self) -> Result<(), Error> {
         loop {
             self.inner.sock.readable().await?;
-            let want = self.frame_need().max(READ_CHUNK);
+            // The frame's length is the peer's word: reserve at most what a message
+            // may be (a longer frame is refused once its header is parsed).
+            let max = self.inner.config.max_message_len as usize + 5;
+            let want = self.frame_need().min(max).max(READ_CHUNK);
             self.rbuf.reserve(want);
             match self.inner.sock.try_read_buf(&mut self.rbuf) {
                 Ok(0) => {

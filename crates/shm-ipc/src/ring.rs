@@ -74,6 +74,12 @@ impl<'a, const W: usize> RingRef<'a, W> {
         self.tail.store(tail, Ordering::Release);
     }
 
+    /// Stores any head (tests: a lying consumer).
+    #[cfg(test)]
+    pub(crate) fn raw_head(&self, head: u32) {
+        self.head.store(head, Ordering::Release);
+    }
+
     /// Entries waiting for the consumer.
     pub(crate) fn pending(&self, head_local: u32) -> Result<u32, Violation> {
         let avail = self.tail.load(Ordering::Acquire).wrapping_sub(head_local);

@@ -453,6 +453,13 @@ impl Inner {
         }
     }
 
+    /// A send that found the peer lying (its ring head, its releases) ends the session.
+    pub(crate) fn fail_on_violation(&self, r: &Result<(), Error>) {
+        if let Err(e @ Error::Protocol(_)) = r {
+            self.finish(Ended::Failed(e.clone()));
+        }
+    }
+
     pub(crate) fn check_open(&self) -> Result<(), Error> {
         if lock(&self.end.0).is_some() {
             return Err(self.end.error());
@@ -594,8 +601,7 @@ impl Inner {
     }
 
     fn wake_if(flag: &AtomicU32, this: &Inner) {
-        fence(Ordering::SeqCst);
-        if flag.load(Ordering::Relaxed) != 0 && flag.swap(0, Ordering::AcqRel) != 0 {
+        if crate::park::take_wake(flag) {
             this.wake_peer();
         }
     }
@@ -916,6 +922,11 @@ impl Inner {
     pub(crate) fn raw_desc_tail(&self, tail: u32) {
         self.mine.desc_ring().raw_tail(tail);
         self.wake_peer();
+    }
+
+    #[cfg(test)]
+    pub(crate) fn raw_peer_desc_head(&self, head: u32) {
+        self.peer.desc_ring().raw_head(head);
     }
 
     #[cfg(test)]

@@ -137,6 +137,7 @@ impl Stream {
         let guard = self.0.send_lock.lock().await;
         let len = msg.remaining();
         let r = self.send_locked(&s, BufPayload(msg), len).await;
+        s.fail_on_violation(&r);
         drop(guard);
         self.0.send_close_if_idle();
         r
@@ -155,6 +156,7 @@ impl Stream {
         let s = self.session()?;
         let guard = self.0.send_lock.lock().await;
         let r = self.send_locked(&s, FillPayload { fill, at: 0 }, len).await;
+        s.fail_on_violation(&r);
         drop(guard);
         self.0.send_close_if_idle();
         r

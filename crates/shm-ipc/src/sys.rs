@@ -152,6 +152,7 @@ pub(crate) fn send_byte(sock: &impl AsRawFd, byte: u8) -> bool {
 /// something here still holds the descriptor.
 pub(crate) fn shutdown(sock: &impl AsRawFd) {
     // An error means the socket is already shut or the peer is gone: nothing to do.
+    // SAFETY: plain integer arguments; the fd is kept open by the borrowed owner.
     let _ = syscall!(shutdown(sock.as_raw_fd(), libc::SHUT_RDWR));
 }
 

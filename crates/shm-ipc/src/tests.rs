@@ -49,9 +49,14 @@ fn path(tag: &str) -> std::path::PathBuf {
 
 /// (attacker = client, victim = server)
 async fn pair() -> (Session, Session) {
+    pair_with(small()).await
+}
+
+/// A client with `small()` and a server with `server`.
+async fn pair_with(server: Config) -> (Session, Session) {
     count_panics();
     let p = path("pair");
-    let l = Listener::bind(&p, small()).unwrap();
+    let l = Listener::bind(&p, server).unwrap();
     let (a, b) = tokio::join!(Session::connect(&p, small()), l.accept());
     (a.unwrap(), b.unwrap())
 }
@@ -129,6 +134,65 @@ async fn lying_ring_tail_is_caught() {
 }
 
 #[tokio::test]
+async fn lying_ring_head_fails_the_sender_and_ends_the_session() {
+    let (attacker, victim) = pair().await;
+    // The attacker, as the consumer of the victim's ring, claims to be ahead of it.
+    attacker.inner().raw_peer_desc_head(5);
+    let st = victim.open_stream().unwrap();
+    let e = st.send(&b"x"[..]).await.unwrap_err();
+    assert!(matches!(e, Error::Protocol(Violation::RingIndex)), "{e:?}");
+    assert!(!victim.is_open());
+}
+
+#[tokio::test]
+async fn streams_past_the_limit_are_refused() {
+    let (client, server) = pair_with(small().max_streams(2)).await;
+    let streams: Vec<_> = (0..3).map(|_| client.open_stream().unwrap()).collect();
+    for s in &streams {
+        s.send(&b"hi"[..]).await.unwrap();
+    }
+    // The third is closed by the server at once: its receiver ends.
+    let third = tokio::time::timeout(Duration::from_secs(5), streams[2].recv()).await;
+    assert!(third.unwrap().unwrap().is_none());
+    for _ in 0..2 {
+        let s = server.accept_stream().await.unwrap().unwrap();
+        assert!(s.recv().await.unwrap().is_some());
+    }
+    assert!(server.is_open() && client.is_open());
+}
+
+/// A receiver that does not read: its inbox fills, then the session's reader waits, the
+/// sender's ring fills and its sends wait; nothing grows. Reading lets everything
+/// through, in order.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_full_inbox_is_backpressure() {
+    let (client, server) = pair_with(small().stream_inbox(2)).await;
+    let st = client.open_stream().unwrap();
+    let sender = tokio::spawn(async move {
+        for i in 0..100u32 {
+            st.send(&i.to_le_bytes()[..]).await.unwrap();
+        }
+        st
+    });
+    let theirs = server.accept_stream().await.unwrap().unwrap();
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    assert!(
+        !sender.is_finished(),
+        "100 messages cannot all be in flight"
+    );
+    // Inbox (2) + the one the reader holds + a ring of 16: the rest waits at the sender.
+    assert!(server.stats().held <= 3, "{:?}", server.stats());
+    for i in 0..100u32 {
+        let mut m = theirs.recv().await.unwrap().unwrap();
+        assert_eq!(bytes::Buf::get_u32_le(&mut m), i);
+    }
+    tokio::time::timeout(Duration::from_secs(5), sender)
+        .await
+        .unwrap()
+        .unwrap();
+}
+
+#[tokio::test]
 async fn release_of_a_slice_never_lent_is_caught() {
     let (attacker, victim) = pair().await;
     attacker.inner().raw_release(0);
@@ -158,19 +222,22 @@ async fn frame_lies_end_the_session() {
         attacker.inner().raw_frame(&bytes).await;
         assert_eq!(violation(&victim).await, want);
     }
-    // A socket descriptor, then a frame of another length.
-    let (attacker, victim) = pair().await;
-    attacker
-        .inner()
-        .raw_push(Desc::Socket { stream: 1, len: 4 }.encode());
-    attacker
-        .inner()
-        .raw_frame(&[2, 5, 0, 0, 0, 1, 2, 3, 4, 5])
-        .await;
-    assert_eq!(
-        violation(&victim).await,
-        Violation::Frame("data frame length differs from its descriptor")
-    );
+    // A socket descriptor, then a frame of another length: a little longer, or a
+    // header claiming 4 GiB (refused without reserving it).
+    for frame in [
+        &[2, 5, 0, 0, 0, 1, 2, 3, 4, 5][..],
+        &[2, 0xff, 0xff, 0xff, 0xff],
+    ] {
+        let (attacker, victim) = pair().await;
+        attacker
+            .inner()
+            .raw_push(Desc::Socket { stream: 1, len: 4 }.encode());
+        attacker.inner().raw_frame(frame).await;
+        assert_eq!(
+            violation(&victim).await,
+            Violation::Frame("data frame length differs from its descriptor")
+        );
+    }
 }
 
 #[tokio::test]
