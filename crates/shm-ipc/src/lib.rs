@@ -28,21 +28,50 @@
 //!   holds its remainder (the largest while more remains), so it may span several
 //!   slices, each with its descriptor.
 //! - **Wake-ups only when needed.** Each side's reader task spins briefly
-//!   ([`Config::spin`], 50 µs by default) then raises a `parked` flag in its region and blocks on the
-//!   socket; a writer sends a one-byte wake frame only if it sees that flag. While the
-//!   peer is busy, sending costs no system call.
+//!   ([`Config::spin`], 50 µs by default) then raises a `parked` flag in its region and
+//!   blocks on the socket; a writer sends a one-byte wake frame only if it sees that
+//!   flag. While the peer is busy, sending costs no system call.
 //! - **Streams** ([`Stream`]) are multiplexed by the id in each descriptor; both sides
-//!   open them (odd ids from the connecting side, even from the accepting one). Each has
-//!   a bounded inbox ([`Config::stream_inbox`]); a full inbox stops the session's reader
-//!   (backpressure to the peer).
+//!   open them (odd ids from the connecting side, even from the accepting one). A stream
+//!   gets its id with its first descriptor, so each side's ids reach the peer in
+//!   increasing order and the peer needs to remember only the highest it saw to tell a
+//!   new stream from one it already closed. A stream is opened implicitly by its first
+//!   message; a `Close` descriptor (in ring order, after its data) ends one direction;
+//!   closing or dropping a `Stream` ends ours and drops what the peer sends after.
+//!   Each stream has a bounded inbox ([`Config::stream_inbox`]); a full inbox stops the
+//!   session's reader (backpressure to the peer), and the peer may have at most
+//!   [`Config::max_streams`] open (more are refused: closed at once).
+//! - **Copies.** [`Stream::send`] copies a `Buf` into the slices once;
+//!   [`Stream::send_with`] lets the caller write the message in place instead. The
+//!   receiver's [`Message`] is `Bytes` over the sender's slices: no copy.
 //! - **Exhaustion.** When this side's region is full a send falls back to the socket
 //!   by default ([`Exhaustion::Fallback`]): a marker descriptor keeps the stream's order
 //!   and the bytes follow on the socket. [`Exhaustion::Wait`] waits for slices instead,
 //!   up to a deadline.
 //! - **Failure.** A peer that dies is seen as a hang-up of the socket: the session ends
 //!   with [`Error::PeerClosed`], pending and later calls fail with it, the slices it held
-//!   are taken back, and the memfds and mappings go away when the session and the
-//!   buffers received from it are dropped.
+//!   are taken back. The memfd descriptors are closed as soon as they are mapped; the
+//!   socket and the mappings go away when the session and every buffer received from it
+//!   are dropped. No thread is started: a session is one tokio task.
+//!
+//! # Region layout
+//!
+//! Each side's region (offsets from the start; the layout is computed by both sides
+//! from the creator's hello, never read from shared memory):
+//!
+//! ```text
+//! 0      header: magic, version
+//! 64     parked   u32   the owner is parked on the socket (peer clears it, sends a wake)
+//! 128    waiting  u32   a send of the owner waits for slices or ring room
+//! 192    descriptor ring tail (owner)      256  descriptor ring head (peer)
+//! 320    release ring tail (peer)          384  release ring head (owner)
+//! 448    descriptor ring: queue_capacity × 16 bytes (owner → peer)
+//! ...    release ring: (slice count rounded up to a power of two) × 8 bytes
+//! ...    slices, class after class, each class 64-byte aligned
+//! ```
+//!
+//! The socket carries, after the hello, only one-byte wake frames, data frames of the
+//! exhaustion fallback (`2`, length `u32`, bytes) and a one-byte goodbye.
 //!
 //! # An untrusted peer
 //!
