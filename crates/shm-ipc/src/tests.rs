@@ -89,6 +89,16 @@ fn data(stream: u32, slice: u32, len: u32, more: bool) -> [u64; 2] {
     .encode()
 }
 
+#[test]
+fn handles_are_send_and_sync() {
+    fn both<T: Send + Sync>() {}
+    both::<Session>();
+    both::<crate::Stream>();
+    both::<Listener>();
+    both::<crate::Message>();
+    both::<Error>();
+}
+
 #[tokio::test]
 async fn descriptor_lies_end_the_session() {
     let cases: Vec<([u64; 2], Violation)> = vec![

@@ -87,10 +87,9 @@ async fn many_streams_at_once() {
 async fn accepting_side_opens_streams() {
     let path = sock_path("server-opens");
     let listener = Listener::bind(&path, Config::default()).unwrap();
-    let peer_path = path.clone();
-    let peer = tokio::task::spawn_blocking(move || Peer::start("connect", &peer_path, "echo", &[]));
+    let mut peer = Peer::spawn("connect", &path, "echo", &[]);
     let session = listener.accept().await.unwrap();
-    let _peer = peer.await.unwrap();
+    peer.ready();
     let a = session.open_stream().unwrap();
     let b = session.open_stream().unwrap();
     b.send(&b"second"[..]).await.unwrap();

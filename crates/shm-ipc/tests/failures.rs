@@ -69,11 +69,9 @@ async fn server_killed_mid_stream() {
 async fn client_killed_mid_stream() {
     let path = sock_path("kill-client");
     let listener = Listener::bind(&path, Config::default()).unwrap();
-    let peer_path = path.clone();
-    let peer =
-        tokio::task::spawn_blocking(move || Peer::start("connect", &peer_path, "flood", &[]));
+    let mut peer = Peer::spawn("connect", &path, "flood", &[]);
     let session = listener.accept().await.unwrap();
-    let mut peer = peer.await.unwrap();
+    peer.ready();
     let stream = session.accept_stream().await.unwrap().unwrap();
 
     // Keep a few of its messages: they stay readable after it dies.

@@ -1,11 +1,14 @@
 //! Thousands of sessions leave no descriptor, mapping or file behind. In a test binary
 //! of its own, so no other test opens or maps anything while it counts.
 
+mod common;
+
 use std::path::Path;
 use std::time::Duration;
 
 use bytes::Buf;
-use shm_ipc::{Config, Listener, Session};
+use common::{Peer, sock_path};
+use shm_ipc::{Config, Error, Listener, Session};
 
 fn fds() -> usize {
     std::fs::read_dir("/proc/self/fd").unwrap().count()
@@ -48,6 +51,36 @@ async fn one_session(listener: &Listener, path: &Path, i: usize) {
     }
 }
 
+/// A session whose peer process is killed while a message is in flight.
+async fn killed_peer(peer_serves: bool) {
+    let path = sock_path("leak-kill");
+    let (mut peer, session) = if peer_serves {
+        let peer = Peer::start("serve", &path, "echo", &["region=65536", "queue=16"]);
+        (peer, Session::connect(&path, config()).await.unwrap())
+    } else {
+        let listener = Listener::bind(&path, config()).unwrap();
+        let mut peer = Peer::spawn("connect", &path, "echo", &["region=65536", "queue=16"]);
+        let session = listener.accept().await.unwrap();
+        peer.ready();
+        (peer, session)
+    };
+    let st = session.open_stream().unwrap();
+    st.send(&[7u8; 3000][..]).await.unwrap();
+    assert_eq!(st.recv().await.unwrap().unwrap().len(), 3000);
+    st.send(&[7u8; 3000][..]).await.unwrap();
+    peer.kill();
+    let end = tokio::time::timeout(Duration::from_secs(5), async {
+        loop {
+            match st.recv().await {
+                Ok(Some(_)) => continue,
+                other => return other,
+            }
+        }
+    });
+    assert!(matches!(end.await.unwrap(), Err(Error::PeerClosed)));
+    assert_eq!(session.stats().lent, 0);
+}
+
 #[test]
 fn thousands_of_sessions_leak_nothing() {
     let rt = tokio::runtime::Builder::new_current_thread()
@@ -63,6 +96,10 @@ fn thousands_of_sessions_leak_nothing() {
         let (fds0, maps0, shm0) = (fds(), maps(), dev_shm());
         for i in 0..2000 {
             one_session(&listener, &path, i).await;
+        }
+        // Peers killed with SIGKILL mid-stream, each side in turn.
+        for i in 0..10 {
+            killed_peer(i % 2 == 0).await;
         }
         // Aborted reader tasks are dropped by the runtime on its next turns.
         let mut settled = false;

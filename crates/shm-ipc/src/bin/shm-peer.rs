@@ -70,9 +70,18 @@ async fn run(session: Session, mode: String) {
         return;
     }
     let held: Held = Arc::default();
-    while let Ok(Some(stream)) = session.accept_stream().await {
-        let (mode, held) = (mode.clone(), held.clone());
-        tokio::spawn(async move { serve_stream(stream, &mode, held).await });
+    loop {
+        match session.accept_stream().await {
+            Ok(Some(stream)) => {
+                let (mode, held) = (mode.clone(), held.clone());
+                tokio::spawn(async move { serve_stream(stream, &mode, held).await });
+            }
+            Ok(None) => return,
+            Err(e) => {
+                eprintln!("shm-peer: the session failed: {e}");
+                std::process::exit(1);
+            }
+        }
     }
 }
 

@@ -22,7 +22,14 @@ pub(crate) struct Peer {
 impl Peer {
     /// Starts `shm-peer ROLE PATH MODE ARGS...` and waits for its `ready`.
     pub(crate) fn start(role: &str, path: &std::path::Path, mode: &str, args: &[&str]) -> Peer {
-        let mut child = Command::new(env!("CARGO_BIN_EXE_shm-peer"))
+        let mut peer = Peer::spawn(role, path, mode, args);
+        peer.ready();
+        peer
+    }
+
+    /// Starts it without waiting (a connecting peer is ready once we accept it).
+    pub(crate) fn spawn(role: &str, path: &std::path::Path, mode: &str, args: &[&str]) -> Peer {
+        let child = Command::new(env!("CARGO_BIN_EXE_shm-peer"))
             .arg(role)
             .arg(path)
             .arg(mode)
@@ -30,12 +37,16 @@ impl Peer {
             .stdout(Stdio::piped())
             .spawn()
             .expect("spawn shm-peer");
+        Peer { child }
+    }
+
+    /// Waits for its `ready` line.
+    pub(crate) fn ready(&mut self) {
         let mut line = String::new();
-        BufReader::new(child.stdout.take().unwrap())
+        BufReader::new(self.child.stdout.take().expect("ready once"))
             .read_line(&mut line)
             .unwrap();
         assert_eq!(line.trim(), "ready", "shm-peer did not start");
-        Peer { child }
     }
 
     /// SIGKILL, and reap it.
