@@ -113,7 +113,9 @@ impl Config {
     /// peer (default 64). A full inbox is backpressure: the session's reader waits for
     /// that stream's receiver, so the peer's queue and memory fill and its sends fall back
     /// or wait. Other streams of the session wait too (head-of-line blocking), so read
-    /// every stream you open or accept, or close it.
+    /// every stream you open or accept, or close it. While it waits, the reader still
+    /// reads up to 256 KiB ahead from the socket, but frames (a hang-up's cause among
+    /// them) are looked at only once that stream's receiver takes a message.
     pub fn stream_inbox(mut self, n: usize) -> Self {
         self.stream_inbox = n.max(1);
         self

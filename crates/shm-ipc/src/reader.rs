@@ -82,9 +82,8 @@ impl Reader {
                         self.blocked = Some((tx, item));
                     }
                     self.inner.space.notify_waiters();
-                    if self.eof {
-                        return Err(Error::PeerClosed);
-                    }
+                    // At end of stream too: whether the peer said goodbye or died is in
+                    // the input not parsed yet, behind the blocked message.
                     continue;
                 }
             }
@@ -140,7 +139,14 @@ impl Reader {
                     return Ok(());
                 }
                 Ok(_) => return Ok(()),
-                Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => continue,
+                Err(e)
+                    if matches!(
+                        e.kind(),
+                        std::io::ErrorKind::WouldBlock | std::io::ErrorKind::Interrupted
+                    ) =>
+                {
+                    continue;
+                }
                 Err(e) if e.kind() == std::io::ErrorKind::ConnectionReset => {
                     self.eof = true;
                     return Ok(());

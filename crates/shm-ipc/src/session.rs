@@ -887,7 +887,11 @@ impl Inner {
                     n -= h;
                     msg.advance(n);
                 }
-                Err(e) if e.kind() == io::ErrorKind::WouldBlock => {}
+                Err(e)
+                    if matches!(
+                        e.kind(),
+                        io::ErrorKind::WouldBlock | io::ErrorKind::Interrupted
+                    ) => {}
                 Err(e) if e.kind() == io::ErrorKind::BrokenPipe => return Err(Error::PeerClosed),
                 Err(e) if e.kind() == io::ErrorKind::ConnectionReset => {
                     return Err(Error::PeerClosed);
