@@ -92,8 +92,13 @@ pub enum Violation {
     #[error("bad shared region: {0}")]
     Region(&'static str),
     /// A ring's indices are inconsistent (more entries than capacity).
-    #[error("ring indices out of range")]
-    RingIndex,
+    #[error("{ring} ring: {what}")]
+    RingIndex {
+        /// `descriptor` or `release`.
+        ring: &'static str,
+        /// Which index is off.
+        what: &'static str,
+    },
     /// A descriptor failed validation.
     #[error("bad descriptor: {0}")]
     Descriptor(&'static str),
@@ -112,15 +117,17 @@ pub enum Violation {
 mod tests {
     use super::*;
 
+    const LIE: Violation = Violation::RingIndex {
+        ring: "test",
+        what: "lie",
+    };
+
     #[test]
     fn io_error_kinds() {
         let k = |e: Error| io::Error::from(e).kind();
         assert_eq!(k(Error::PeerClosed), io::ErrorKind::ConnectionReset);
         assert_eq!(k(Error::Timeout), io::ErrorKind::TimedOut);
-        assert_eq!(
-            k(Error::Protocol(Violation::RingIndex)),
-            io::ErrorKind::InvalidData
-        );
+        assert_eq!(k(Error::Protocol(LIE)), io::ErrorKind::InvalidData);
         assert_eq!(k(Error::Exhausted), io::ErrorKind::OutOfMemory);
         assert_eq!(k(Error::Closed), io::ErrorKind::NotConnected);
         assert_eq!(
@@ -128,6 +135,6 @@ mod tests {
             io::ErrorKind::BrokenPipe
         );
         assert!(Error::Timeout.is_timeout());
-        assert!(Error::from(Violation::RingIndex).is_protocol());
+        assert!(Error::from(LIE).is_protocol());
     }
 }

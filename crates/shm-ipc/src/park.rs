@@ -78,13 +78,13 @@ mod loom_tests {
             });
             let w = s.clone();
             let writer = loom::thread::spawn(move || {
-                let ring = RingRef::<1>::new(&w.head, &w.tail, &w.slots);
+                let ring = RingRef::<1>::new("test", &w.head, &w.tail, &w.slots);
                 assert!(ring.push(&mut 0, [7]).unwrap());
                 if take_wake(&w.parked) {
                     w.woken.store(true, Ordering::SeqCst);
                 }
             });
-            let ring = RingRef::<1>::new(&s.head, &s.tail, &s.slots);
+            let ring = RingRef::<1>::new("test", &s.head, &s.tail, &s.slots);
             let blocks = prepare_park(&s.parked, || ring.pending(0).map(|n| n > 0)).unwrap();
             writer.join().unwrap();
             if blocks {

@@ -88,6 +88,7 @@ impl Region {
     /// Descriptors from the owner to the peer.
     pub(crate) fn desc_ring(&self) -> RingRef<'_, DESC_WORDS> {
         RingRef::new(
+            "descriptor",
             self.u32_at(layout::OFF_DESC_HEAD),
             self.u32_at(layout::OFF_DESC_TAIL),
             self.words(
@@ -100,6 +101,7 @@ impl Region {
     /// The owner's slice indices, given back by the peer.
     pub(crate) fn release_ring(&self) -> RingRef<'_, 1> {
         RingRef::new(
+            "release",
             self.u32_at(layout::OFF_REL_HEAD),
             self.u32_at(layout::OFF_REL_TAIL),
             self.words(self.layout.rel_off, self.layout.rel_cap as usize),

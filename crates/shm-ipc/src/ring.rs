@@ -19,6 +19,7 @@ use crate::sync::{AtomicU32, AtomicU64, Ordering};
 /// A view of one ring: `W` words per entry.
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct RingRef<'a, const W: usize> {
+    name: &'static str,
     head: &'a AtomicU32,
     tail: &'a AtomicU32,
     slots: &'a [AtomicU64],
@@ -27,13 +28,19 @@ pub(crate) struct RingRef<'a, const W: usize> {
 
 impl<'a, const W: usize> RingRef<'a, W> {
     /// `slots` holds a power of two entries of `W` words.
-    pub(crate) fn new(head: &'a AtomicU32, tail: &'a AtomicU32, slots: &'a [AtomicU64]) -> Self {
+    pub(crate) fn new(
+        name: &'static str,
+        head: &'a AtomicU32,
+        tail: &'a AtomicU32,
+        slots: &'a [AtomicU64],
+    ) -> Self {
         let cap = (slots.len() / W) as u32;
         assert!(
             cap.is_power_of_two() && slots.len() == cap as usize * W,
             "ring slots must be a power of two entries"
         );
         RingRef {
+            name,
             head,
             tail,
             slots,
@@ -50,7 +57,10 @@ impl<'a, const W: usize> RingRef<'a, W> {
     pub(crate) fn room(&self, tail_local: u32) -> Result<u32, Violation> {
         let used = tail_local.wrapping_sub(self.head.load(Ordering::Acquire));
         if used > self.cap {
-            return Err(Violation::RingIndex);
+            return Err(Violation::RingIndex {
+                ring: self.name,
+                what: "the consumer's head is not within a ring of our tail",
+            });
         }
         Ok(self.cap - used)
     }
@@ -84,7 +94,10 @@ impl<'a, const W: usize> RingRef<'a, W> {
     pub(crate) fn pending(&self, head_local: u32) -> Result<u32, Violation> {
         let avail = self.tail.load(Ordering::Acquire).wrapping_sub(head_local);
         if avail > self.cap {
-            return Err(Violation::RingIndex);
+            return Err(Violation::RingIndex {
+                ring: self.name,
+                what: "the producer's tail is not within a ring of our head",
+            });
         }
         Ok(avail)
     }
@@ -125,7 +138,7 @@ mod tests {
     #[test]
     fn fifo_wraps_around_u32() {
         let m = mem(4, 2);
-        let r = RingRef::<2>::new(&m.head, &m.tail, &m.slots);
+        let r = RingRef::<2>::new("test", &m.head, &m.tail, &m.slots);
         // Start near the wrap of the indices.
         let (mut t, mut h) = (u32::MAX - 5, u32::MAX - 5);
         m.head.store(h, Ordering::Relaxed);
@@ -152,7 +165,7 @@ mod tests {
     #[test]
     fn full_ring_refuses() {
         let m = mem(2, 1);
-        let r = RingRef::<1>::new(&m.head, &m.tail, &m.slots);
+        let r = RingRef::<1>::new("test", &m.head, &m.tail, &m.slots);
         let mut t = 0;
         assert!(r.push(&mut t, [1]).unwrap());
         assert!(r.push(&mut t, [2]).unwrap());
@@ -163,16 +176,19 @@ mod tests {
     #[test]
     fn lying_indices_are_errors() {
         let m = mem(4, 1);
-        let r = RingRef::<1>::new(&m.head, &m.tail, &m.slots);
+        let r = RingRef::<1>::new("test", &m.head, &m.tail, &m.slots);
         // Consumer side: the peer claims 5 entries in a ring of 4.
         m.tail.store(5, Ordering::Relaxed);
-        assert_eq!(r.pop(&mut 0), Err(Violation::RingIndex));
+        assert!(matches!(r.pop(&mut 0), Err(Violation::RingIndex { .. })));
         // ...or a tail behind our head.
         m.tail.store(1, Ordering::Relaxed);
-        assert_eq!(r.pop(&mut 2), Err(Violation::RingIndex));
+        assert!(matches!(r.pop(&mut 2), Err(Violation::RingIndex { .. })));
         // Producer side: the peer moves the head past our tail.
         m.head.store(3, Ordering::Relaxed);
-        assert_eq!(r.push(&mut 1, [0]), Err(Violation::RingIndex));
+        assert!(matches!(
+            r.push(&mut 1, [0]),
+            Err(Violation::RingIndex { .. })
+        ));
         // The shared tail word is not what the producer trusts.
         m.head.store(0, Ordering::Relaxed);
         m.tail.store(1000, Ordering::Relaxed);
@@ -203,7 +219,7 @@ mod loom_tests {
             });
             let p = m.clone();
             let producer = loom::thread::spawn(move || {
-                let r = RingRef::<2>::new(&p.head, &p.tail, &p.slots);
+                let r = RingRef::<2>::new("test", &p.head, &p.tail, &p.slots);
                 let mut t = 0;
                 let mut i = 0u64;
                 while i < 3 {
@@ -214,7 +230,7 @@ mod loom_tests {
                     }
                 }
             });
-            let r = RingRef::<2>::new(&m.head, &m.tail, &m.slots);
+            let r = RingRef::<2>::new("test", &m.head, &m.tail, &m.slots);
             let mut h = 0;
             let mut want = 0u64;
             while want < 3 {

@@ -663,7 +663,14 @@ impl Inner {
             Ok(true) => self.notify_peer_waiting(),
             // The ring holds every slice of the peer's region; it can only be full if
             // the peer lies about its head.
-            Ok(false) | Err(_) => self.finish(Ended::Failed(Violation::RingIndex.into())),
+            Ok(false) => self.finish(Ended::Failed(
+                Violation::RingIndex {
+                    ring: "release",
+                    what: "full: the owner does not take back its slices",
+                }
+                .into(),
+            )),
+            Err(v) => self.finish(Ended::Failed(v.into())),
         }
     }
 

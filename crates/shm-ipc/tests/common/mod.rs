@@ -14,9 +14,11 @@ pub(crate) fn sock_path(tag: &str) -> PathBuf {
     std::env::temp_dir().join(format!("shm-ipc-{tag}-{}-{n}.sock", std::process::id()))
 }
 
-/// The peer process (`src/bin/shm-peer.rs`); killed when dropped.
+/// The peer process (`src/bin/shm-peer.rs`); killed when dropped, and the socket file
+/// it may have bound removed.
 pub(crate) struct Peer {
     pub(crate) child: Child,
+    path: PathBuf,
 }
 
 impl Peer {
@@ -37,7 +39,10 @@ impl Peer {
             .stdout(Stdio::piped())
             .spawn()
             .expect("spawn shm-peer");
-        Peer { child }
+        Peer {
+            child,
+            path: path.to_path_buf(),
+        }
     }
 
     /// Waits for its `ready` line.
@@ -60,6 +65,7 @@ impl Drop for Peer {
     fn drop(&mut self) {
         let _ = self.child.kill();
         let _ = self.child.wait();
+        let _ = std::fs::remove_file(&self.path);
     }
 }
 
