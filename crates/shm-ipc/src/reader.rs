@@ -121,7 +121,7 @@ impl Reader {
     /// waits for a data frame), or we have closes to push.
     fn has_work(&self) -> Result<bool, Violation> {
         let ring = self.stalled.is_none() && self.inner.peer.desc_ring().pending(self.head)? > 0;
-        Ok(ring || self.inner.releases_pending()? || self.inner.has_deferred())
+        Ok(ring || self.inner.releases_pending()? || self.inner.deferred_ready())
     }
 
     /// Reads what the socket has (waiting for it); sets `eof` at end of stream.

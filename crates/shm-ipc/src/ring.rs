@@ -53,7 +53,9 @@ impl<'a, const W: usize> RingRef<'a, W> {
         &self.slots[at..at + W]
     }
 
-    /// Entries the producer may still push.
+    /// Entries the producer may still push. `tail_local` must be the producer's index as
+    /// it is now (read under the producer's lock, not a copy taken earlier): a stale one
+    /// can be overtaken by the consumer and look like a lie.
     pub(crate) fn room(&self, tail_local: u32) -> Result<u32, Violation> {
         let used = tail_local.wrapping_sub(self.head.load(Ordering::Acquire));
         if used > self.cap {
@@ -90,7 +92,8 @@ impl<'a, const W: usize> RingRef<'a, W> {
         self.head.store(head, Ordering::Release);
     }
 
-    /// Entries waiting for the consumer.
+    /// Entries waiting for the consumer. `head_local` must be current, as for
+    /// [`room`](Self::room).
     pub(crate) fn pending(&self, head_local: u32) -> Result<u32, Violation> {
         let avail = self.tail.load(Ordering::Acquire).wrapping_sub(head_local);
         if avail > self.cap {

@@ -584,8 +584,17 @@ impl Inner {
         Ok(n > 0)
     }
 
-    pub(crate) fn has_deferred(&self) -> bool {
-        !lock(&self.deferred).is_empty()
+    /// Whether deferred closes can go now (there are some, and the ring has room). A
+    /// full ring is not work for the reader: it waits for the peer like any sender.
+    pub(crate) fn deferred_ready(&self) -> bool {
+        if lock(&self.deferred).is_empty() {
+            return false;
+        }
+        // The index is compared while the lock is held: a copy could be overtaken by
+        // other producers and by the consumer, and look like a lie.
+        let t = lock(&self.desc_tail);
+        // A lying head is work too: pushing reports it.
+        self.mine.desc_ring().room(*t).map_or(true, |room| room > 0)
     }
 
     /// After publishing to the peer: wake it if it parked (the Dekker half of the
@@ -643,8 +652,9 @@ impl Inner {
 
     /// Whether the peer returned slices not yet taken back.
     pub(crate) fn releases_pending(&self) -> Result<bool, Violation> {
-        let h = *lock(&self.rel_head);
-        Ok(self.mine.release_ring().pending(h)? > 0)
+        // Compared under the lock: a copy could be overtaken by a drain and new releases.
+        let h = lock(&self.rel_head);
+        Ok(self.mine.release_ring().pending(*h)? > 0)
     }
 
     /// A `Bytes` over the peer's slice `index` was dropped: give the slice back.
@@ -705,6 +715,12 @@ impl Inner {
                 None => notified.await,
             }
         }
+    }
+
+    /// `Some` when this side's descriptor ring has room.
+    fn ring_room(&self) -> Result<Option<()>, Error> {
+        let t = lock(&self.desc_tail);
+        Ok((self.mine.desc_ring().room(*t)? > 0).then_some(()))
     }
 
     /// Takes slices for `len` bytes: `(slice, bytes in it)` in order; `None` if this
@@ -813,11 +829,7 @@ impl Inner {
                 self.notify_peer();
             }
             if done < descs.len() {
-                self.wait_for(None, |me| {
-                    let t = *lock(&me.desc_tail);
-                    Ok((me.mine.desc_ring().room(t)? > 0).then_some(()))
-                })
-                .await?;
+                self.wait_for(None, Self::ring_room).await?;
             }
         }
         Ok(())
@@ -868,11 +880,7 @@ impl Inner {
             }
             drop(guard);
             self.after_write();
-            self.wait_for(None, |me| {
-                let t = *lock(&me.desc_tail);
-                Ok((me.mine.desc_ring().room(t)? > 0).then_some(()))
-            })
-            .await?;
+            self.wait_for(None, Self::ring_room).await?;
         }
     }
 
