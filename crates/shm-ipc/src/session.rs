@@ -10,7 +10,7 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use bytes::Buf;
 use tokio::net::{UnixListener, UnixStream};
 use tokio::sync::{Notify, mpsc};
-use tokio::task::JoinHandle;
+use tokio::task::{JoinHandle, JoinSet};
 use tokio::time::Instant;
 
 use crate::config::{Config, Exhaustion};
@@ -72,14 +72,24 @@ pub(crate) const FRAME_DATA: u8 = 2;
 /// Socket frame: the sender closes the session cleanly.
 pub(crate) const FRAME_GOODBYE: u8 = 3;
 
+/// Handshakes a listener runs at once, at most; connections beyond them are closed as
+/// they come, so silent clients cannot pile up.
+const MAX_PENDING_HANDSHAKES: usize = 128;
+
 /// Listens on a Unix socket path for sessions.
 ///
-/// The socket file is removed when the listener is dropped.
+/// Handshakes run concurrently (up to 128), each bounded by
+/// [`Config::handshake_timeout`], so a client that connects and stays silent does not
+/// hold up the clients behind it. The socket file is removed when the listener is
+/// dropped; handshakes still in progress then are abandoned.
 #[derive(Debug)]
 pub struct Listener {
     sock: UnixListener,
     path: PathBuf,
     config: Config,
+    /// Handshakes in progress; kept across `accept` calls (and across an `accept`
+    /// future dropped half-way), so none is lost.
+    pending: tokio::sync::Mutex<JoinSet<Result<Session, Error>>>,
 }
 
 impl Listener {
@@ -89,7 +99,12 @@ impl Listener {
         config.layout()?;
         let path = path.as_ref().to_path_buf();
         let sock = UnixListener::bind(&path)?;
-        Ok(Listener { sock, path, config })
+        Ok(Listener {
+            sock,
+            path,
+            config,
+            pending: tokio::sync::Mutex::new(JoinSet::new()),
+        })
     }
 
     /// The path this listener is bound to.
@@ -97,16 +112,34 @@ impl Listener {
         &self.path
     }
 
-    /// Accepts the next connection and runs the handshake on it (bounded by
-    /// [`Config::handshake_timeout`]). A client that fails the handshake yields an error
-    /// for that connection only; call `accept` again for the next one.
+    /// The next session whose handshake finished. A client that fails its handshake
+    /// (or does not finish it within [`Config::handshake_timeout`]) yields an error for
+    /// that connection only; call `accept` again for the next one. Cancel-safe.
     pub async fn accept(&self) -> io::Result<Session> {
-        let (sock, _) = self.sock.accept().await?;
-        let config = self.config.clone();
-        let timeout = config.handshake_timeout;
-        match tokio::time::timeout(timeout, Session::start(sock, config, false)).await {
-            Ok(r) => r.map_err(io::Error::from),
-            Err(_) => Err(Error::Timeout.into()),
+        let mut pending = self.pending.lock().await;
+        loop {
+            tokio::select! {
+                Some(done) = pending.join_next(), if !pending.is_empty() => {
+                    return match done {
+                        Ok(r) => r.map_err(io::Error::from),
+                        Err(e) => Err(io::Error::other(format!("a handshake task failed: {e}"))),
+                    };
+                }
+                accepted = self.sock.accept() => {
+                    let (sock, _) = accepted?;
+                    if pending.len() >= MAX_PENDING_HANDSHAKES {
+                        // Closed at once: the client sees the hang-up.
+                        continue;
+                    }
+                    let config = self.config.clone();
+                    pending.spawn(async move {
+                        let timeout = config.handshake_timeout;
+                        tokio::time::timeout(timeout, Session::start(sock, config, false))
+                            .await
+                            .unwrap_or(Err(Error::Timeout))
+                    });
+                }
+            }
         }
     }
 }

@@ -390,3 +390,25 @@ proptest! {
         prop_assert_eq!(PANICS.load(Ordering::SeqCst), 0);
     }
 }
+
+/// A client that connects and says nothing does not hold up the next one: its
+/// handshake waits on its own while the good client's session is accepted.
+#[tokio::test]
+async fn a_silent_client_does_not_block_the_next_one() {
+    count_panics();
+    let p = path("silent");
+    let l = Listener::bind(&p, small().handshake_timeout(Duration::from_secs(30))).unwrap();
+    let silent = std::os::unix::net::UnixStream::connect(&p).unwrap();
+    let (client, server) = tokio::time::timeout(Duration::from_secs(10), async {
+        tokio::join!(Session::connect(&p, small()), l.accept())
+    })
+    .await
+    .expect("the good client waited behind the silent one");
+    let (client, server) = (client.unwrap(), server.unwrap());
+    let s = client.open_stream().unwrap();
+    s.send(&b"hi"[..]).await.unwrap();
+    let got = server.accept_stream().await.unwrap().unwrap();
+    assert_eq!(got.recv().await.unwrap().unwrap().into_bytes(), &b"hi"[..]);
+    drop(silent);
+    assert_eq!(PANICS.load(Ordering::SeqCst), 0);
+}
