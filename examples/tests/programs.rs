@@ -138,3 +138,79 @@ fn rpc_bench_reports_every_transport() {
         );
     }
 }
+
+/// SIGKILL of an `echo-server` serving over shared memory while callers are busy: every
+/// call in flight or made after fails with a transport error within seconds (the
+/// client sees the session's socket hang up, not a timeout), ping-pong and multiplexed.
+#[test]
+fn calls_fail_promptly_when_an_shm_server_is_killed() {
+    use examples::echo::{EchoServiceClient, Request};
+    use volo_core::client::{Client, ClientConfig, ClientError};
+    use volo_core::context::Address;
+
+    for multiplex in [false, true] {
+        let dir =
+            std::env::temp_dir().join(format!("echo-kill-{multiplex}-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        let addr = format!("shm:{}", dir.join("echo.sock").display());
+        let mut server = Command::new(env!("CARGO_BIN_EXE_echo-server"))
+            .args(["--addr", &addr])
+            .stdout(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let mut line = String::new();
+        BufReader::new(server.stdout.take().unwrap())
+            .read_line(&mut line)
+            .unwrap();
+        let rt = tokio::runtime::Runtime::new().unwrap();
+        rt.block_on(async {
+            let config = ClientConfig {
+                multiplex,
+                rpc_timeout: Some(std::time::Duration::from_secs(120)),
+                ..ClientConfig::default()
+            };
+            let address: Address = addr.parse().unwrap();
+            let client =
+                EchoServiceClient::new(Client::new("EchoService", address, config).unwrap());
+            let req = Request {
+                action: "echo".into(),
+                msg: "x".repeat(512).into(),
+            };
+            client.echo(req.clone()).await.unwrap();
+            let callers: Vec<_> = (0..20)
+                .map(|_| {
+                    let client = client.clone();
+                    let req = req.clone();
+                    tokio::spawn(async move {
+                        let mut ok = 0u64;
+                        loop {
+                            match client.echo(req.clone()).await {
+                                Ok(_) => ok += 1,
+                                Err(ClientError::Transport(e)) => return (ok, e.to_string()),
+                                Err(other) => panic!("not a transport error: {other}"),
+                            }
+                        }
+                    })
+                })
+                .collect();
+            tokio::time::sleep(std::time::Duration::from_millis(300)).await;
+            server.kill().unwrap();
+            let _ = server.wait();
+            let ended = tokio::time::timeout(std::time::Duration::from_secs(20), async {
+                let mut out = Vec::new();
+                for c in callers {
+                    out.push(c.await.unwrap());
+                }
+                out
+            })
+            .await
+            .expect("calls hung after the server was killed");
+            assert!(
+                ended.iter().map(|(ok, _)| ok).sum::<u64>() > 0,
+                "multiplex={multiplex}: no call went through before the kill"
+            );
+        });
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+}

@@ -21,10 +21,9 @@
 //!   list), load balancing (weighted random, consistent hash) and retries of failed
 //!   connects within a retry budget; generated `<Service>Client`s wrap it.
 //! - [`transport`]: netpoll-rs (the default) or plain tokio sockets, per server and per
-//!   client.
+//!   client; `shm:/path` addresses go over shared memory (shm-ipc sessions) on both.
 //!
-//! Not built yet: a registry-backed `Discover`, circuit breaking and backup requests,
-//! and the shared-memory transport (`shm:` addresses are refused).
+//! Not built yet: a registry-backed `Discover`, circuit breaking and backup requests.
 #![warn(
     missing_docs,
     missing_debug_implementations,
