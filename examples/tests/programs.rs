@@ -1,7 +1,7 @@
 //! The example programs run as a user would run them, each bounded in time.
 
 use std::io::{BufRead, BufReader};
-use std::process::{Command, Stdio};
+use std::process::{Child, Command, Stdio};
 
 fn run_ok(bin: &str) -> String {
     let out = Command::new(bin).output().expect("runs");
@@ -41,8 +41,10 @@ fn echo_client_loads_echo_server_over_shared_memory() {
     echo_programs("shm");
 }
 
-fn echo_programs(scheme: &str) {
-    let dir = std::env::temp_dir().join(format!("echo-programs-{scheme}-{}", std::process::id()));
+/// A fresh directory `tag` and an `echo-server` listening at `scheme:<dir>/echo.sock`
+/// (once its first line says so): the directory, the address and the process.
+fn start_echo_server(tag: &str, scheme: &str) -> (std::path::PathBuf, String, Child) {
+    let dir = std::env::temp_dir().join(format!("echo-{tag}-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&dir);
     std::fs::create_dir_all(&dir).unwrap();
     let addr = format!("{scheme}:{}", dir.join("echo.sock").display());
@@ -59,6 +61,11 @@ fn echo_programs(scheme: &str) {
         line.starts_with(&format!("echo-server listening on {scheme}:")),
         "{line:?}"
     );
+    (dir, addr, server)
+}
+
+fn echo_programs(scheme: &str) {
+    let (dir, addr, mut server) = start_echo_server(&format!("programs-{scheme}"), scheme);
     let load = |extra: &[&str]| {
         let out = Command::new(env!("CARGO_BIN_EXE_echo-client"))
             .args(["--addr", &addr])
@@ -149,20 +156,7 @@ fn calls_fail_promptly_when_an_shm_server_is_killed() {
     use volo_core::context::Address;
 
     for multiplex in [false, true] {
-        let dir =
-            std::env::temp_dir().join(format!("echo-kill-{multiplex}-{}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&dir);
-        std::fs::create_dir_all(&dir).unwrap();
-        let addr = format!("shm:{}", dir.join("echo.sock").display());
-        let mut server = Command::new(env!("CARGO_BIN_EXE_echo-server"))
-            .args(["--addr", &addr])
-            .stdout(Stdio::piped())
-            .spawn()
-            .unwrap();
-        let mut line = String::new();
-        BufReader::new(server.stdout.take().unwrap())
-            .read_line(&mut line)
-            .unwrap();
+        let (dir, addr, mut server) = start_echo_server(&format!("kill-{multiplex}"), "shm");
         let rt = tokio::runtime::Runtime::new().unwrap();
         rt.block_on(async {
             let config = ClientConfig {
