@@ -357,10 +357,10 @@ impl Client {
         loop {
             let got = match self.pick(cx, &failed)? {
                 Peer::Pooled(pool) => pool.get().await.map(Lease::Pooled),
-                Peer::Mux(pool) => match pool.get().await {
-                    Ok(mux) => Ok(Lease::Mux(mux.register(!oneway)?)),
-                    Err(e) => Err(e),
-                },
+                Peer::Mux(pool) => pool
+                    .get()
+                    .await
+                    .and_then(|mux| Ok(Lease::Mux(mux.register(!oneway)?))),
             };
             match got {
                 Ok(lease) => return Ok(lease),
@@ -458,11 +458,7 @@ impl Client {
                     FrameSplitter::new(config.framing, config.protocol, config.limits);
                 let frame = conn
                     .conn()
-                    .read_frame(|input| {
-                        splitter
-                            .frame_len(input)
-                            .map_err(|e| io::Error::new(io::ErrorKind::InvalidData, e))
-                    })
+                    .read_frame(|input| Ok(splitter.frame_len(input)?))
                     .await?
                     .ok_or_else(|| {
                         io::Error::new(

@@ -220,11 +220,7 @@ fn ttheader_seq_id(frame: &[u8]) -> Option<i32> {
 async fn read_replies(mux: Arc<MuxConn>, mut splitter: FrameSplitter) {
     let (kind, why) = loop {
         let frame = tokio::select! {
-            frame = mux.conn.read_frame(|input| {
-                splitter
-                    .frame_len(input)
-                    .map_err(|e| io::Error::new(io::ErrorKind::InvalidData, e))
-            }) => frame,
+            frame = mux.conn.read_frame(|input| Ok(splitter.frame_len(input)?)) => frame,
             () = mux.stop.notified() => {
                 break (io::ErrorKind::ConnectionAborted, "the client closed the connection".to_string());
             }

@@ -48,6 +48,19 @@ async fn echo(client: &Client, cx: &mut ClientContext, t: &str) -> Result<Text, 
     client.call::<Text, Text>(cx, "echo", &text(1, t)).await
 }
 
+/// Three oneway calls, then a call behind them: the server has run all three.
+async fn three_oneways_arrive(client: &Client, server: &Running) {
+    let mut cx = ClientContext::new();
+    for _ in 0..3 {
+        client
+            .oneway(&mut cx, "notify", &text(1, "e"))
+            .await
+            .unwrap();
+    }
+    echo(client, &mut cx, "sync").await.unwrap();
+    assert_eq!(server.notified.load(std::sync::atomic::Ordering::SeqCst), 3);
+}
+
 #[test]
 fn calls_work_in_every_framing_and_protocol() {
     for framing in [Framing::TTHeader, Framing::Framed, Framing::Buffered] {
@@ -183,14 +196,7 @@ fn exceptions_timeouts_and_oneways() {
                 echo(&client, &mut cx, "after").await.unwrap(),
                 text(0, "after")
             );
-            for _ in 0..3 {
-                client
-                    .oneway(&mut cx, "notify", &text(1, "e"))
-                    .await
-                    .unwrap();
-            }
-            echo(&client, &mut cx, "sync").await.unwrap();
-            assert_eq!(server.notified.load(std::sync::atomic::Ordering::SeqCst), 3);
+            three_oneways_arrive(&client, &server).await;
             server
         },
     );
@@ -413,15 +419,7 @@ fn multiplexed_calls_share_one_connection_and_overtake_a_slow_one() {
                     last_quick.unwrap() < slow_at,
                     "{transport:?}: the quick calls waited behind the slow one"
                 );
-                let mut cx = ClientContext::new();
-                for _ in 0..3 {
-                    client
-                        .oneway(&mut cx, "notify", &text(1, "e"))
-                        .await
-                        .unwrap();
-                }
-                echo(&client, &mut cx, "sync").await.unwrap();
-                assert_eq!(server.notified.load(std::sync::atomic::Ordering::SeqCst), 3);
+                three_oneways_arrive(&client, &server).await;
                 assert_eq!(server.peers.lock().unwrap().len(), 1, "{transport:?}");
                 server
             },

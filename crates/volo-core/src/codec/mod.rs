@@ -105,6 +105,13 @@ pub enum FrameError {
     OverBudget(usize),
 }
 
+/// A framing error ends the connection it came on: invalid data.
+impl From<FrameError> for std::io::Error {
+    fn from(e: FrameError) -> Self {
+        std::io::Error::new(std::io::ErrorKind::InvalidData, e)
+    }
+}
+
 /// Tells the framing and protocol of a connection from its first bytes; `Ok(None)` while
 /// too few have arrived to tell (at most 8 are needed; a TTHeader's protocol is read
 /// from its header, 15 bytes in).

@@ -35,14 +35,17 @@ pub(crate) struct Shared<D> {
     pub(crate) input_budget: Arc<tokio::sync::Semaphore>,
 }
 
+/// The input budget of `max_buffered_input` bytes, counted in KiB.
+pub(crate) fn input_budget(max_buffered_input: usize) -> Arc<tokio::sync::Semaphore> {
+    let units = max_buffered_input.div_ceil(1024);
+    Arc::new(tokio::sync::Semaphore::new(
+        units.min(tokio::sync::Semaphore::MAX_PERMITS),
+    ))
+}
+
 /// KiB of the input budget that a frame of `len` bytes takes.
 fn budget_units(len: usize) -> u32 {
     u32::try_from(len.div_ceil(1024)).unwrap_or(u32::MAX)
-}
-
-/// Why a connection ends early.
-fn framing_error(e: FrameError) -> io::Error {
-    io::Error::new(io::ErrorKind::InvalidData, e)
 }
 
 /// Serves `conn` until the peer closes, a frame cannot be read, a read times out, or
@@ -85,7 +88,7 @@ pub(crate) async fn serve<D: Dispatch, C: FrameIo>(
                     let Some(head) = input.peek(n) else {
                         return Ok(None);
                     };
-                    match detect(head).map_err(framing_error)? {
+                    match detect(head)? {
                         Some((framing, protocol)) => {
                             splitter.insert(FrameSplitter::new(framing, protocol, limits))
                         }
@@ -93,12 +96,12 @@ pub(crate) async fn serve<D: Dispatch, C: FrameIo>(
                     }
                 }
             };
-            let len = s.frame_len(input).map_err(framing_error)?;
+            let len = s.frame_len(input)?;
             if let (Some(n), None) = (len, &reserved) {
                 let units = budget_units(n);
                 match Arc::clone(&shared.input_budget).try_acquire_many_owned(units) {
                     Ok(permit) => reserved = Some(permit),
-                    Err(_) => return Err(framing_error(FrameError::OverBudget(n))),
+                    Err(_) => return Err(FrameError::OverBudget(n).into()),
                 }
             }
             Ok(len)
@@ -204,8 +207,8 @@ fn start_call<'a, D: Dispatch, C: FrameIo>(
     cx.rpc.caller.address = conn.peer();
     let (payload, ttheader) = match framing {
         Framing::TTHeader => {
-            let (header, payload) = Header::decode(&frame, &shared.config.header_limits)
-                .map_err(|e| framing_error(e.into()))?;
+            let (header, payload) =
+                Header::decode(&frame, &shared.config.header_limits).map_err(FrameError::from)?;
             cx.protocol = header.protocol;
             cx.metainfo.read_request(&header.str_kv);
             if let Some(ms) = header

@@ -77,12 +77,7 @@ impl<D: Dispatch> Server<D> {
         Ok(BoundServer {
             shared: Arc::new(Shared {
                 inflight: Semaphore::new(self.config.max_inflight),
-                input_budget: Arc::new(Semaphore::new(
-                    self.config
-                        .max_buffered_input
-                        .div_ceil(1024)
-                        .min(Semaphore::MAX_PERMITS),
-                )),
+                input_budget: conn::input_budget(self.config.max_buffered_input),
                 dispatch: self.dispatch,
                 config: self.config,
             }),
