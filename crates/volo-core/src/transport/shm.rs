@@ -142,11 +142,9 @@ impl ShmDialer {
         let open = match session.as_ref().filter(|s| s.is_open()) {
             Some(s) => Arc::clone(s),
             None => {
+                // The handshake timeout bounds the connect and the handshake together.
                 let config = shm_ipc::Config::default().handshake_timeout(timeout);
-                let s = tokio::time::timeout(timeout, Session::connect(path, config))
-                    .await
-                    .map_err(|_| io::Error::new(io::ErrorKind::TimedOut, "connect timed out"))??;
-                let s = Arc::new(s);
+                let s = Arc::new(Session::connect(path, config).await?);
                 *session = Some(Arc::clone(&s));
                 s
             }
