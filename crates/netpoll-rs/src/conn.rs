@@ -62,6 +62,8 @@ pub(crate) struct ConnState {
     handled_len: usize,
     /// The handler was told of the end of stream.
     handler_saw_eof: bool,
+    /// [`InlineHandle::resume`] asked for a call of the handler, new input or not.
+    resumed: bool,
     /// The handler (or the peer) ended the connection: no more reads or handler calls;
     /// it closes once the output is sent.
     closing: bool,
@@ -95,6 +97,7 @@ impl ConnState {
             handler: None,
             handled_len: 0,
             handler_saw_eof: false,
+            resumed: false,
             closing: false,
         }
     }
@@ -234,7 +237,9 @@ impl ConnState {
         if self.error.is_some() {
             return true;
         }
-        let fresh = self.input.len() > self.handled_len || (self.eof && !self.handler_saw_eof);
+        let fresh = self.input.len() > self.handled_len
+            || (self.eof && !self.handler_saw_eof)
+            || std::mem::take(&mut self.resumed);
         if fresh
             && !self.closing
             && let Some(handler) = self.handler.as_mut()
@@ -601,6 +606,9 @@ impl Connection {
     /// stays open until the handler closes it, the peer closes its side (once the
     /// output is sent), a socket error, or the reactor's shutdown; then
     /// [`Handler::on_close`] is called.
+    ///
+    /// Take an [`inline_handle`](Self::inline_handle) first to call the handler again
+    /// from elsewhere (when work it handed off is done) or to close the connection.
     pub fn serve_inline(self, handler: impl Handler) {
         let close_now = {
             let mut st = lock(&self.shared.state);
@@ -622,6 +630,58 @@ impl Connection {
             self.shared.close();
         }
         // Dropping `self` leaves an inline connection open.
+    }
+
+    /// A handle for the connection once it is served by a handler: to call the handler
+    /// again from elsewhere, or to close it. Until [`serve_inline`](Self::serve_inline)
+    /// its [`resume`](InlineHandle::resume) does nothing.
+    pub fn inline_handle(&self) -> InlineHandle {
+        InlineHandle {
+            shared: Arc::clone(&self.shared),
+        }
+    }
+}
+
+/// A handle on a connection served by a [`Handler`] (see
+/// [`Connection::inline_handle`]), for the threads and tasks around it.
+#[derive(Debug, Clone)]
+pub struct InlineHandle {
+    shared: Arc<ConnShared>,
+}
+
+impl InlineHandle {
+    /// Calls the handler now, on this thread, as if input had arrived (with the input
+    /// in hand, possibly none new), and sends what it wrote: the way for work that a
+    /// handler handed off to deliver its result, which the handler then writes.
+    /// Returns `false` when the connection is closed or has no handler yet (the
+    /// handler was not called).
+    ///
+    /// It takes the connection's lock, which the handler holds while it runs: never
+    /// call it from the connection's own handler.
+    pub fn resume(&self) -> bool {
+        let close_now = {
+            let mut st = lock(&self.shared.state);
+            if st.stream.is_none() || st.handler.is_none() {
+                return false;
+            }
+            st.resumed = true;
+            st.run_handler(&self.shared.poller)
+        };
+        if close_now {
+            self.shared.close();
+        }
+        true
+    }
+
+    /// Closes the connection now; unsent output is dropped, and the handler's
+    /// [`Handler::on_close`] is called.
+    pub fn close(&self) {
+        self.shared.close();
+    }
+
+    /// Whether the socket is still open on this side.
+    pub fn is_open(&self) -> bool {
+        lock(&self.shared.state).stream.is_some()
     }
 }
 

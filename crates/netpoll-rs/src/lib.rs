@@ -116,7 +116,7 @@ mod slab;
 mod sys;
 
 pub use config::Config;
-pub use conn::Connection;
+pub use conn::{Connection, InlineHandle};
 pub use handler::{Handler, Io};
 pub use listener::Listener;
 pub use reactor::{Reactor, SocketOptions};

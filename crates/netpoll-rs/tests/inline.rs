@@ -1,7 +1,8 @@
 //! Handlers on the poller (`Connection::serve_inline`): frames at every split point, the
 //! peer's close and the handler's, a panicking handler, output bounded when the peer does
 //! not read, input that came before the handler, frames above the high-water mark, a
-//! closed loop with both ends inline, and the reactor's shutdown.
+//! closed loop with both ends inline, the reactor's shutdown, and the handle that
+//! resumes or closes an inline connection from elsewhere.
 //!
 //! The far end is usually a plain blocking std socket with timeouts, driven from
 //! `spawn_blocking`, so no test can hang on it.
@@ -484,5 +485,87 @@ fn shutdown_tells_inline_handlers() {
             .await
             .unwrap();
         assert!(got.is_empty());
+    });
+}
+
+/// A handler that answers nothing by itself: it hands each frame to `taken`, and
+/// writes whatever was put in `ready` by the time it runs.
+struct Deferred {
+    taken: Arc<std::sync::Mutex<Vec<Bytes>>>,
+    ready: Arc<std::sync::Mutex<Vec<Bytes>>>,
+    closed: mpsc::UnboundedSender<Closed>,
+}
+
+impl Handler for Deferred {
+    fn on_input(&mut self, io: &mut Io<'_>) {
+        for frame in self.ready.lock().unwrap().drain(..) {
+            io.output().insert(frame);
+        }
+        while let Ok(Some(len)) = frame_len(io.input()) {
+            if io.input().len() < len {
+                break;
+            }
+            let frame = io.input().next(len);
+            self.taken.lock().unwrap().push(frame);
+        }
+    }
+
+    fn on_close(&mut self, error: Option<io::Error>) {
+        let _ = self.closed.send(error.map(|e| e.kind()));
+    }
+}
+
+/// `InlineHandle::resume` calls the handler with no new input, from another task, and
+/// what it writes is sent; `close` closes the connection and tells the handler; neither
+/// does anything before `serve_inline` or after the close.
+#[test]
+fn a_handle_resumes_the_handler_and_closes_the_connection() {
+    run(30, async {
+        let reactor = reactor(Config::default());
+        let listener = reactor.listen_tcp(localhost()).expect("listen");
+        let addr = listener.local_addr().unwrap();
+        let mut client = peer(addr);
+        let conn = listener.accept().await.expect("accept");
+        let handle = conn.inline_handle();
+        assert!(!handle.resume(), "no handler yet");
+        let taken = Arc::new(std::sync::Mutex::new(Vec::new()));
+        let ready = Arc::new(std::sync::Mutex::new(Vec::new()));
+        let (tx, mut closed) = mpsc::unbounded_channel();
+        conn.serve_inline(Deferred {
+            taken: Arc::clone(&taken),
+            ready: Arc::clone(&ready),
+            closed: tx,
+        });
+        let request = frame(&pattern(3000, 9));
+        client.write_all(&request).unwrap();
+        wait_until(10, "the handler takes the frame", || {
+            !taken.lock().unwrap().is_empty()
+        })
+        .await;
+        // The work finishes elsewhere: a task hands the answer back and resumes.
+        let answer = taken.lock().unwrap().pop().unwrap();
+        let (h, r) = (handle.clone(), Arc::clone(&ready));
+        let resumed = tokio::spawn(async move {
+            r.lock().unwrap().push(answer);
+            h.resume()
+        });
+        assert!(resumed.await.unwrap(), "the connection is open");
+        let back = tokio::task::spawn_blocking(move || {
+            let mut back = vec![0u8; request.len()];
+            client.read_exact(&mut back).unwrap();
+            assert_eq!(first_difference(&back, &request), None);
+            client
+        })
+        .await
+        .unwrap();
+        assert!(handle.is_open());
+        handle.close();
+        assert!(!handle.is_open());
+        assert_eq!(next_close(&mut closed).await, None);
+        assert!(!handle.resume(), "closed");
+        let rest = tokio::task::spawn_blocking(move || read_to_end(back))
+            .await
+            .unwrap();
+        assert!(rest.is_empty());
     });
 }

@@ -172,9 +172,29 @@ pub(crate) fn runtime() -> tokio::runtime::Runtime {
         .unwrap()
 }
 
+/// The server layouts a test should pass in: `config`, and on netpoll-rs `config` with
+/// calls started on the poller and with a task per connection.
+pub(crate) fn layouts(config: ServerConfig) -> Vec<ServerConfig> {
+    if config.transport != crate::transport::TransportKind::Netpoll {
+        return vec![config];
+    }
+    [true, false]
+        .map(|inline_dispatch| ServerConfig {
+            inline_dispatch,
+            ..config.clone()
+        })
+        .into()
+}
+
 /// Runs `f` with a server, in a blocking thread (the client is plain std), bounded in
-/// time.
-pub(crate) fn with_server(config: ServerConfig, f: impl FnOnce(&Running) + Send + 'static) {
+/// time: once for each of the server's [`layouts`].
+pub(crate) fn with_server(config: ServerConfig, f: impl Fn(&Running) + Clone + Send + 'static) {
+    for config in layouts(config) {
+        with_server_once(config, f.clone());
+    }
+}
+
+fn with_server_once(config: ServerConfig, f: impl FnOnce(&Running) + Send + 'static) {
     runtime().block_on(async {
         let running = start(config).await;
         let running = tokio::time::timeout(Duration::from_secs(60), async move {

@@ -21,7 +21,7 @@ use tokio::sync::{OwnedSemaphorePermit, watch};
 use super::{Dispatch, DispatchError, EncodeReply, ServerConfig};
 use crate::codec::ttheader::{Header, int_key};
 use crate::codec::{FrameError, FrameSplitter, Framing, Protocol, detect};
-use crate::context::ServerContext;
+use crate::context::{Address, ServerContext};
 use crate::transport::FrameIo;
 
 /// What every connection of a server shares.
@@ -48,6 +48,71 @@ fn budget_units(len: usize) -> u32 {
     u32::try_from(len.div_ceil(1024)).unwrap_or(u32::MAX)
 }
 
+/// The framing of a connection, detected from its first bytes, and the input budget
+/// taken by the frame being read once its length is known.
+#[derive(Default)]
+pub(crate) struct FrameReader {
+    splitter: Option<FrameSplitter>,
+    reserved: Option<OwnedSemaphorePermit>,
+}
+
+impl FrameReader {
+    /// The length of the frame at the front of `input` once it can tell (detecting the
+    /// framing first); takes the frame's share of the input budget as soon as the
+    /// length is known, and fails with [`FrameError::OverBudget`] when it is not there.
+    pub(crate) fn frame_len<D>(
+        &mut self,
+        input: &mut LinkBuffer,
+        shared: &Shared<D>,
+    ) -> io::Result<Option<usize>> {
+        let s = match &mut self.splitter {
+            Some(s) => s,
+            None => {
+                let n = input.len().min(16);
+                let Some(head) = input.peek(n) else {
+                    return Ok(None);
+                };
+                match detect(head)? {
+                    Some((framing, protocol)) => self.splitter.insert(FrameSplitter::new(
+                        framing,
+                        protocol,
+                        shared.config.limits,
+                    )),
+                    None => return Ok(None),
+                }
+            }
+        };
+        let len = s.frame_len(input)?;
+        if let (Some(n), None) = (len, &self.reserved) {
+            let units = budget_units(n);
+            match Arc::clone(&shared.input_budget).try_acquire_many_owned(units) {
+                Ok(permit) => self.reserved = Some(permit),
+                Err(_) => return Err(FrameError::OverBudget(n).into()),
+            }
+        }
+        Ok(len)
+    }
+
+    /// The framing and protocol, once detected.
+    pub(crate) fn kind(&self) -> Option<(Framing, Protocol)> {
+        self.splitter.as_ref().map(FrameSplitter::kind)
+    }
+
+    /// Calls one connection may have in progress: many on TTHeader (matched by
+    /// sequence id), one on the others (answered in order).
+    pub(crate) fn call_cap(&self, config: &ServerConfig) -> usize {
+        match self.kind() {
+            Some((Framing::TTHeader, _)) => config.max_inflight_per_connection.max(1),
+            _ => 1,
+        }
+    }
+
+    /// The budget of the frame just taken, to hold until its call is done.
+    pub(crate) fn take_budget(&mut self) -> Option<OwnedSemaphorePermit> {
+        self.reserved.take()
+    }
+}
+
 /// Serves `conn` until the peer closes, a frame cannot be read, a read times out, or
 /// the server shuts down (then after the calls in hand are answered).
 ///
@@ -62,57 +127,28 @@ pub(crate) async fn serve<D: Dispatch, C: FrameIo>(
     shared: Arc<Shared<D>>,
     mut shutdown: watch::Receiver<bool>,
 ) {
-    let mut splitter: Option<FrameSplitter> = None;
-    let limits = shared.config.limits;
-    let shared = &*shared;
+    let mut reader = FrameReader::default();
+    let peer = conn.peer();
     let mut calls = FuturesUnordered::new();
     let mut stopping = false;
-    // The budget taken by the frame being read, once its length is known.
-    let mut reserved: Option<OwnedSemaphorePermit> = None;
     loop {
         stopping |= *shutdown.borrow();
-        let cap = match splitter.as_ref().map(FrameSplitter::kind) {
-            Some((Framing::TTHeader, _)) => shared.config.max_inflight_per_connection.max(1),
-            _ => 1,
-        };
+        let cap = reader.call_cap(&shared.config);
         // After a shutdown starts, a frame that has begun is still read and answered.
         let reading = calls.len() < cap && (!stopping || conn.input_len() > 0);
         if !reading && calls.is_empty() {
             return;
         }
         let read = read_with_timeouts(&conn, &shared.config, calls.is_empty(), |input| {
-            let s = match &mut splitter {
-                Some(s) => s,
-                None => {
-                    let n = input.len().min(16);
-                    let Some(head) = input.peek(n) else {
-                        return Ok(None);
-                    };
-                    match detect(head)? {
-                        Some((framing, protocol)) => {
-                            splitter.insert(FrameSplitter::new(framing, protocol, limits))
-                        }
-                        None => return Ok(None),
-                    }
-                }
-            };
-            let len = s.frame_len(input)?;
-            if let (Some(n), None) = (len, &reserved) {
-                let units = budget_units(n);
-                match Arc::clone(&shared.input_budget).try_acquire_many_owned(units) {
-                    Ok(permit) => reserved = Some(permit),
-                    Err(_) => return Err(FrameError::OverBudget(n).into()),
-                }
-            }
-            Ok(len)
+            reader.frame_len(input, &shared)
         });
         tokio::select! {
             biased;
             Some(done) = calls.next(), if !calls.is_empty() => {
-                let mut written = answer(&conn, shared, done);
+                let mut written = conn.write_with(|out| answer(out, &shared, done));
                 while written.is_ok() {
                     match calls.next().now_or_never() {
-                        Some(Some(done)) => written = answer(&conn, shared, done),
+                        Some(Some(done)) => written = conn.write_with(|out| answer(out, &shared, done)),
                         _ => break,
                     }
                 }
@@ -124,11 +160,14 @@ pub(crate) async fn serve<D: Dispatch, C: FrameIo>(
                 let Ok(Some(frame)) = frame else {
                     return;
                 };
-                let Some((framing, protocol)) = splitter.as_ref().map(FrameSplitter::kind) else {
+                let Some((framing, protocol)) = reader.kind() else {
                     return;
                 };
-                let budget = reserved.take();
-                match start_call(&conn, shared, framing, protocol, frame) {
+                let budget = reader.take_budget();
+                let started = conn.write_with(|out| {
+                    start_call(out, &shared, peer.clone(), framing, protocol, frame)
+                });
+                match started {
                     // The frame's budget is given back when its call is done.
                     Ok(Some(call)) => calls.push(call.map(move |done| {
                         drop(budget);
@@ -183,7 +222,7 @@ where
 }
 
 /// A handled call, with what its reply needs.
-struct Done<R> {
+pub(crate) struct Done<R> {
     cx: ServerContext,
     ttheader: Option<Header>,
     name: Utf8Bytes,
@@ -193,18 +232,20 @@ struct Done<R> {
 }
 
 /// Takes one frame: unwraps its framing and reads the message header. Returns the
-/// call to run; `Ok(None)` when the frame was answered already with an exception
-/// (written, not flushed); `Err` when the connection must close (an unreadable
-/// header: answered with a `PROTOCOL_ERROR` first where a message was readable).
-fn start_call<'a, D: Dispatch, C: FrameIo>(
-    conn: &C,
-    shared: &'a Shared<D>,
+/// call to run (it owns what it needs, so it can move to a task of its own);
+/// `Ok(None)` when the frame was answered already with an exception (written into
+/// `out`, not flushed); `Err` when the connection must close (an unreadable header:
+/// answered with a `PROTOCOL_ERROR` first where a message was readable).
+pub(crate) fn start_call<D: Dispatch>(
+    out: &mut LinkBuffer,
+    shared: &Arc<Shared<D>>,
+    peer: Option<Address>,
     framing: Framing,
     protocol: Protocol,
     frame: Bytes,
-) -> io::Result<Option<impl Future<Output = Done<D::Reply>> + Send + 'a>> {
+) -> io::Result<Option<impl Future<Output = Done<D::Reply>> + Send + 'static + use<D>>> {
     let mut cx = ServerContext::new(framing, protocol);
-    cx.rpc.caller.address = conn.peer();
+    cx.rpc.caller.address = peer;
     let (payload, ttheader) = match framing {
         Framing::TTHeader => {
             let (header, payload) =
@@ -228,27 +269,26 @@ fn start_call<'a, D: Dispatch, C: FrameIo>(
     // One future type for both protocols, so calls need no box of their own.
     Ok(match cx.protocol {
         Protocol::Binary => {
-            start_message::<Binary, D, C>(conn, shared, cx, payload, ttheader)?.map(Either::Left)
+            start_message::<Binary, D>(out, shared, cx, payload, ttheader)?.map(Either::Left)
         }
         Protocol::Compact => {
-            start_message::<Compact, D, C>(conn, shared, cx, payload, ttheader)?.map(Either::Right)
+            start_message::<Compact, D>(out, shared, cx, payload, ttheader)?.map(Either::Right)
         }
     })
 }
 
 /// Decodes the message header and starts the dispatch of the call.
-fn start_message<'a, P: thrift_codec::Protocol, D: Dispatch, C: FrameIo>(
-    conn: &C,
-    shared: &'a Shared<D>,
+fn start_message<P: thrift_codec::Protocol, D: Dispatch>(
+    out: &mut LinkBuffer,
+    shared: &Arc<Shared<D>>,
     mut cx: ServerContext,
     payload: Bytes,
     ttheader: Option<Header>,
-) -> io::Result<Option<impl Future<Output = Done<D::Reply>> + Send + 'a>>
+) -> io::Result<Option<impl Future<Output = Done<D::Reply>> + Send + 'static + use<P, D>>>
 where
-    P::Decoder: Send + 'a,
+    P::Decoder: Send + 'static,
 {
     let reply = Reply {
-        conn,
         max_frame: shared.config.limits.max_frame,
         ttheader: ttheader.as_ref(),
     };
@@ -264,7 +304,7 @@ where
                 ApplicationExceptionKind::ProtocolError,
                 format!("unreadable message header: {e}"),
             );
-            reply.exception::<P>(&cx, Utf8Bytes::default(), 0, &ex)?;
+            reply.exception::<P>(out, &cx, Utf8Bytes::default(), 0, &ex)?;
             return Err(io::Error::new(io::ErrorKind::InvalidData, e));
         }
     };
@@ -275,9 +315,10 @@ where
             ApplicationExceptionKind::InvalidMessageType,
             format!("a server takes calls, not {:?} messages", header.ty),
         );
-        reply.exception::<P>(&cx, header.name, header.seq_id, &ex)?;
+        reply.exception::<P>(out, &cx, header.name, header.seq_id, &ex)?;
         return Ok(None);
     }
+    let shared = Arc::clone(shared);
     let run = async move {
         let outcome = {
             let _permit = shared.inflight.acquire().await;
@@ -296,9 +337,9 @@ where
     Ok(Some(run))
 }
 
-/// Writes the reply of a handled call (nothing for a oneway call) into the output.
-fn answer<D: Dispatch, C: FrameIo>(
-    conn: &C,
+/// Writes the reply of a handled call (nothing for a oneway call) into `out`.
+pub(crate) fn answer<D: Dispatch>(
+    out: &mut LinkBuffer,
     shared: &Shared<D>,
     done: Done<D::Reply>,
 ) -> io::Result<()> {
@@ -306,34 +347,33 @@ fn answer<D: Dispatch, C: FrameIo>(
         return Ok(());
     }
     match done.cx.protocol {
-        Protocol::Binary => answer_in::<Binary, D, C>(conn, shared, done),
-        Protocol::Compact => answer_in::<Compact, D, C>(conn, shared, done),
+        Protocol::Binary => answer_in::<Binary, D>(out, shared, done),
+        Protocol::Compact => answer_in::<Compact, D>(out, shared, done),
     }
 }
 
-fn answer_in<P: thrift_codec::Protocol, D: Dispatch, C: FrameIo>(
-    conn: &C,
+fn answer_in<P: thrift_codec::Protocol, D: Dispatch>(
+    out: &mut LinkBuffer,
     shared: &Shared<D>,
     done: Done<D::Reply>,
 ) -> io::Result<()> {
     let reply = Reply {
-        conn,
         max_frame: shared.config.limits.max_frame,
         ttheader: done.ttheader.as_ref(),
     };
     let (cx, name, seq) = (&done.cx, done.name, done.seq_id);
     match done.outcome {
-        Ok(Ok(body)) => reply.send::<P, _>(cx, name, seq, &body),
+        Ok(Ok(body)) => reply.send::<P, _>(out, cx, name, seq, &body),
         Ok(Err(e)) => {
             let ex = e.into_exception(name.as_str());
-            reply.exception::<P>(cx, name, seq, &ex)
+            reply.exception::<P>(out, cx, name, seq, &ex)
         }
         Err(panic) => {
             let ex = ApplicationException::new(
                 ApplicationExceptionKind::InternalError,
                 format!("the handler panicked: {}", panic_message(&*panic)),
             );
-            reply.exception::<P>(cx, name, seq, &ex)
+            reply.exception::<P>(out, cx, name, seq, &ex)
         }
     }
 }
@@ -359,17 +399,17 @@ fn panic_message(panic: &(dyn Any + Send)) -> &str {
         .unwrap_or("(no message)")
 }
 
-/// Where a reply goes, framed like its request.
-struct Reply<'a, C> {
-    conn: &'a C,
+/// How a reply is framed: like its request.
+struct Reply<'a> {
     max_frame: usize,
     /// The request's TTHeader, when it had one.
     ttheader: Option<&'a Header>,
 }
 
-impl<C: FrameIo> Reply<'_, C> {
+impl Reply<'_> {
     fn exception<P: thrift_codec::Protocol>(
         &self,
+        out: &mut LinkBuffer,
         cx: &ServerContext,
         name: Utf8Bytes,
         seq_id: i32,
@@ -380,7 +420,7 @@ impl<C: FrameIo> Reply<'_, C> {
             ty: MessageType::Exception,
             seq_id,
         };
-        self.write::<P, _>(cx, &header, ex)?.map_err(|size| {
+        self.write::<P, _>(out, cx, &header, ex)?.map_err(|size| {
             io::Error::other(format!(
                 "an exception reply of {size} bytes, above the frame limit"
             ))
@@ -390,6 +430,7 @@ impl<C: FrameIo> Reply<'_, C> {
     /// Writes a reply (the caller flushes); one larger than the frame limit becomes an `INTERNAL_ERROR`.
     fn send<P: thrift_codec::Protocol, M: EncodeReply>(
         &self,
+        out: &mut LinkBuffer,
         cx: &ServerContext,
         name: Utf8Bytes,
         seq_id: i32,
@@ -400,7 +441,7 @@ impl<C: FrameIo> Reply<'_, C> {
             ty: MessageType::Reply,
             seq_id,
         };
-        if let Err(size) = self.write::<P, _>(cx, &header, body)? {
+        if let Err(size) = self.write::<P, _>(out, cx, &header, body)? {
             let ex = ApplicationException::new(
                 ApplicationExceptionKind::InternalError,
                 format!(
@@ -412,7 +453,7 @@ impl<C: FrameIo> Reply<'_, C> {
                 ty: MessageType::Exception,
                 ..header
             };
-            self.write::<P, _>(cx, &header, &ex)?
+            self.write::<P, _>(out, cx, &header, &ex)?
                 .map_err(|_| io::Error::other("an exception reply above the frame limit"))?;
         }
         Ok(())
@@ -422,6 +463,7 @@ impl<C: FrameIo> Reply<'_, C> {
     /// output. `Ok(Err(size))` when it would exceed the frame limit (nothing written).
     fn write<P: thrift_codec::Protocol, M: EncodeReply>(
         &self,
+        out: &mut LinkBuffer,
         cx: &ServerContext,
         header: &MessageHeader,
         body: &M,
@@ -443,17 +485,14 @@ impl<C: FrameIo> Reply<'_, C> {
             );
             h
         });
-        self.conn
-            .write_with(|out| {
-                crate::codec::write_message::<P, M>(
-                    out,
-                    cx.framing,
-                    tt.as_ref(),
-                    header,
-                    body,
-                    self.max_frame,
-                )
-            })
-            .map_err(|e| io::Error::new(io::ErrorKind::InvalidData, e))
+        crate::codec::write_message::<P, M>(
+            out,
+            cx.framing,
+            tt.as_ref(),
+            header,
+            body,
+            self.max_frame,
+        )
+        .map_err(|e| io::Error::new(io::ErrorKind::InvalidData, e))
     }
 }

@@ -6,16 +6,25 @@
 //! [`Dispatch`]: it decodes a call's arguments by method name, calls the user's method,
 //! and returns the reply as one value of a per-service reply type.
 //!
-//! Each connection is one tokio task. Its calls run inside it: one at a time on Framed
-//! and Buffered connections (answered in order, as Apache Thrift clients expect), and
-//! up to [`ServerConfig::max_inflight_per_connection`] at once on TTHeader connections
+//! A connection's calls run one at a time on Framed and Buffered connections (answered
+//! in order, as Apache Thrift clients expect), and up to
+//! [`ServerConfig::max_inflight_per_connection`] at once on TTHeader connections
 //! (answered as they finish, matched by sequence id, as Kitex's and Volo's multiplexing
-//! clients expect). Calls of one connection therefore run concurrently but not in
-//! parallel, with no task spawned per call; a handler with heavy CPU work should move
-//! it off with `tokio::task::spawn_blocking` (or `spawn`) so the connection's other
-//! calls are not held up.
+//! clients expect). Where they run:
+//!
+//! - On netpoll-rs (the default transport, with [`ServerConfig::inline_dispatch`], the
+//!   default), each call starts on the reactor's poller as soon as its frame is read,
+//!   in the manner of Netpoll's `OnRequest`: a call that completes without waiting is
+//!   answered from there, and the poller sends the reply at once; a call that waits
+//!   moves to a tokio task of its own and is answered when it is done.
+//! - Otherwise each connection is one tokio task, and its calls run inside it
+//!   concurrently, with no task spawned per call.
+//!
+//! Either way a handler with heavy CPU work should move it off with
+//! `tokio::task::spawn_blocking` (or `spawn`) so that other calls are not held up.
 
 mod conn;
+mod inline;
 mod run;
 
 use std::future::Future;
@@ -157,6 +166,15 @@ pub struct ServerConfig {
     pub drain_timeout: Duration,
     /// The sockets: netpoll-rs (default) or plain tokio (the measured baseline).
     pub transport: crate::transport::TransportKind,
+    /// On netpoll-rs, start each call on the reactor's poller, right where its frame
+    /// was read (Netpoll's `OnRequest`): a call that completes without waiting is
+    /// answered from there, with no task involved; one that waits moves to a task of
+    /// its own. `false`: one task per connection, as on the other transports. Either
+    /// way the limits, timeouts and shutdown behave the same. Default `true`.
+    ///
+    /// The price of `true`: a handler that computes for long before its first await
+    /// holds up the other connections of its poller, not only its own.
+    pub inline_dispatch: bool,
     /// The reactor's settings (its pollers run as tasks of the server's runtime).
     pub reactor: netpoll_rs::Config,
 }
@@ -174,6 +192,7 @@ impl Default for ServerConfig {
             idle_timeout: Some(Duration::from_secs(600)),
             drain_timeout: run::DEFAULT_DRAIN,
             transport: crate::transport::TransportKind::Netpoll,
+            inline_dispatch: true,
             reactor: netpoll_rs::Config::default(),
         }
     }

@@ -9,9 +9,10 @@ use tokio::sync::{Semaphore, watch};
 use tokio::task::JoinSet;
 
 use super::conn::{self, Shared};
+use super::inline;
 use super::{Dispatch, ServerConfig};
 use crate::context::Address;
-use crate::transport::{Acceptor, TransportKind};
+use crate::transport::{Acceptor, Conn, TransportKind};
 
 /// A server for one service: bind it to an address, then serve.
 ///
@@ -143,7 +144,12 @@ impl<D: Dispatch> BoundServer<D> {
                     let shared = Arc::clone(&self.shared);
                     let stop = stop_rx.clone();
                     tasks.spawn(async move {
-                        conn::serve(conn, shared, stop).await;
+                        match conn {
+                            Conn::Netpoll(c) if shared.config.inline_dispatch => {
+                                inline::serve(c, shared, stop).await;
+                            }
+                            conn => conn::serve(conn, shared, stop).await,
+                        }
                         drop(permit);
                     });
                 }

@@ -486,8 +486,14 @@ fn frames_over_the_input_budget_close_their_connection() {
 /// closed; idle connections are closed.
 #[test]
 fn graceful_shutdown_answers_the_call_in_progress() {
+    for config in layouts(ServerConfig::default()) {
+        graceful_shutdown_answers_the_call_in_progress_in(config);
+    }
+}
+
+fn graceful_shutdown_answers_the_call_in_progress_in(config: ServerConfig) {
     runtime().block_on(async {
-        let mut s = start(ServerConfig::default()).await;
+        let mut s = start(config).await;
         let addr = s.addr;
         let client = tokio::task::spawn_blocking(move || {
             let mut idle = connect(addr);
@@ -527,8 +533,14 @@ fn graceful_shutdown_answers_the_call_in_progress() {
 /// every one of them, then closes the connection.
 #[test]
 fn graceful_shutdown_answers_every_call_of_a_multiplexed_connection() {
+    for config in layouts(ServerConfig::default()) {
+        graceful_shutdown_answers_every_call_of_a_multiplexed_connection_in(config);
+    }
+}
+
+fn graceful_shutdown_answers_every_call_of_a_multiplexed_connection_in(config: ServerConfig) {
     runtime().block_on(async {
-        let mut s = start(ServerConfig::default()).await;
+        let mut s = start(config).await;
         let addr = s.addr;
         let client = tokio::task::spawn_blocking(move || {
             let mut c = connect(addr);
