@@ -423,6 +423,36 @@ fn a_stalled_frame_is_closed_after_the_read_timeout() {
     });
 }
 
+/// A connection with nothing to do is closed after the idle timeout; one whose call is
+/// in progress for longer than that is not: its call is answered, and it is served
+/// again after.
+#[test]
+fn an_idle_connection_is_closed_but_not_one_with_a_call_in_progress() {
+    let config = ServerConfig {
+        read_timeout: Duration::from_millis(50),
+        idle_timeout: Some(Duration::from_millis(150)),
+        ..ServerConfig::default()
+    };
+    with_server(config, |s| {
+        let mut idle = connect(s.addr);
+        let mut busy = connect(s.addr);
+        // `slow` sleeps 300 ms, twice the idle timeout.
+        let slow = framed(&call::<Binary>(MessageType::Call, "slow", 1, "late"));
+        busy.write_all(&slow).unwrap();
+        assert!(read_until_closed(&mut idle).is_empty());
+        assert_eq!(
+            answer::<Binary>(read_framed(&mut busy)).1,
+            Answer::Ok("late".into())
+        );
+        let echo = framed(&call::<Binary>(MessageType::Call, "echo", 2, "again"));
+        busy.write_all(&echo).unwrap();
+        assert_eq!(
+            answer::<Binary>(read_framed(&mut busy)).1,
+            Answer::Ok("again".into())
+        );
+    });
+}
+
 /// The input budget across connections: a stalled sender holds what its frame claims,
 /// a connection whose frame does not fit the rest is closed at once (not at the read
 /// timeout), small calls that fit go on, and the budget comes back when the stalled
