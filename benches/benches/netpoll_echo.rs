@@ -33,8 +33,8 @@
 //!   make one `read` and one write per message per side. `TCP_NODELAY` is on on both sides,
 //!   as netpoll-rs sets it by default.
 //! - `netpoll busy_poll on`: netpoll-rs with `Config::busy_poll` on (after a batch with
-//!   events the poller polls again with a zero timeout, yields once, and only then
-//!   blocks); the server echoes the `Bytes` that `read_frame` returned (no copy) with
+//!   events the poller keeps polling with a zero timeout, yielding between polls, for
+//!   `Config::spin`, 50 µs, after the last event, and only then blocks); the server echoes the `Bytes` that `read_frame` returned (no copy) with
 //!   `write` + `flush`, the client sends a clone of one prepared `Bytes` the same way.
 //! - `netpoll busy_poll off`: the same with the poller blocking in `epoll_wait` as soon as
 //!   a batch is handled.

@@ -1,5 +1,7 @@
 //! Reactor settings, with the defaults an RPC server wants.
 
+use std::time::Duration;
+
 /// How the reactor runs. `Config::default()` suits an RPC server; every field can be
 /// changed before [`Reactor::new`](crate::Reactor::new).
 #[derive(Debug, Clone)]
@@ -7,10 +9,17 @@ pub struct Config {
     /// Poller threads. Default: one per 20 CPUs plus one (Netpoll's rule: a poller
     /// thread keeps up with many cores' worth of handlers), so 1 on small machines.
     pub pollers: usize,
-    /// The latency-tuned loop: after a batch with events, poll again with a zero timeout;
-    /// when that finds nothing, yield the thread once, then block. Default on. Off, the
+    /// The latency-tuned loop: after a batch with events, keep polling with a zero
+    /// timeout, yielding the thread (or, on a runtime, the task) between polls, for
+    /// [`spin`](Self::spin) after the last event, then block. Default on. Off, the
     /// poller blocks in `epoll_wait` as soon as a batch is handled.
     pub busy_poll: bool,
+    /// How long the busy loop goes on after the last event. A message that arrives
+    /// within it is picked up by a thread that is still running, without the wake-up of
+    /// a sleeping one, which at low load is most of a round trip on loopback; the price
+    /// is up to this much CPU time after each burst of events. Zero: one more poll and
+    /// one yield, then block. Default 50 µs.
+    pub spin: Duration,
     /// Bytes asked of the kernel per read, and the smallest pooled block's size. A
     /// frame whose length is known and that needs more is read in larger pieces, into a
     /// block that holds it whole. Default 64 KiB.
@@ -38,6 +47,7 @@ impl Default for Config {
         Config {
             pollers: cpus / 20 + 1,
             busy_poll: true,
+            spin: Duration::from_micros(50),
             read_chunk: 64 * 1024,
             reads_per_turn: 16,
             input_high_water: 4 * 1024 * 1024,

@@ -2,7 +2,7 @@
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use mio::{Events, Poll, Registry, Waker};
 
@@ -143,14 +143,51 @@ impl Driver {
     }
 }
 
-/// The poll loop of a poller thread. With `busy_poll`, a batch with events is followed
-/// by a zero-timeout poll; when one of those finds nothing the thread yields once and
-/// polls again, and only then blocks. Connections with input left after their read
-/// budget are served again on the next turn, which then does not block either.
+/// Whether a poller that last had work at `last_busy` keeps polling rather than block:
+/// with `busy_poll`, for `spin` after it, and always for one more poll (the spin of
+/// zero: one more poll and a yield).
+struct Spin {
+    on: bool,
+    window: Duration,
+    last_busy: Instant,
+    /// Polls with nothing found since the last work.
+    idle_polls: u32,
+}
+
+impl Spin {
+    fn new(config: &Config) -> Self {
+        Spin {
+            on: config.busy_poll,
+            window: config.spin,
+            last_busy: Instant::now(),
+            idle_polls: 0,
+        }
+    }
+
+    /// After a poll that found work (`busy`) or not: whether to poll again at once
+    /// (after a yield) instead of blocking.
+    fn again(&mut self, busy: bool) -> bool {
+        if !self.on {
+            return false;
+        }
+        if busy {
+            self.last_busy = Instant::now();
+            self.idle_polls = 0;
+            return true;
+        }
+        self.idle_polls += 1;
+        self.idle_polls == 1 || self.last_busy.elapsed() < self.window
+    }
+}
+
+/// The poll loop of a poller thread. With `busy_poll`, after a batch with events the
+/// thread keeps polling with a zero timeout, yielding between polls, for
+/// [`Config::spin`] after the last event (at least one more poll), and only then
+/// blocks. Connections with input left after their read budget are served again on the
+/// next turn, which then does not block either.
 pub(crate) fn run(mut poll: Poll, mut driver: Driver) {
-    let busy_poll = driver.shared.config.busy_poll;
+    let mut spin = Spin::new(&driver.shared.config);
     let mut spinning = false;
-    let mut yielded = false;
     while !driver.stopping() {
         let timeout = spinning.then_some(Duration::ZERO);
         let busy = match driver.turn(&mut poll, timeout) {
@@ -159,16 +196,9 @@ pub(crate) fn run(mut poll: Poll, mut driver: Driver) {
             // again: stop the poller rather than spin; its sockets see no more events.
             Err(_) => break,
         };
-        if busy {
-            spinning = busy_poll;
-            yielded = false;
-        } else if spinning {
-            if yielded {
-                spinning = false;
-            } else {
-                std::thread::yield_now();
-                yielded = true;
-            }
+        spinning = spin.again(busy);
+        if spinning && !busy {
+            std::thread::yield_now();
         }
     }
 }
@@ -176,13 +206,14 @@ pub(crate) fn run(mut poll: Poll, mut driver: Driver) {
 /// The poll loop as a task of a tokio runtime: tokio's own reactor watches the poller's
 /// epoll fd, and the task polls it with a zero timeout when it is readable. Handlers on
 /// the same runtime are then woken from their own threads, with no thread switch. With
-/// `busy_poll`, a batch with events is followed by a yield to the runtime (the woken
-/// handlers run) and another zero-timeout poll before the task waits again.
+/// `busy_poll`, after a batch with events the task yields to the runtime (the woken
+/// handlers run) and polls again with a zero timeout, for [`Config::spin`] after the
+/// last event (at least once), before it waits again.
 pub(crate) async fn run_on_runtime(poll: Poll, mut driver: Driver) {
     use tokio::io::Interest;
     use tokio::io::unix::AsyncFd;
 
-    let busy_poll = driver.shared.config.busy_poll;
+    let mut spin = Spin::new(&driver.shared.config);
     // SAFETY: the fd is the epoll instance of `poll`, which the `AsyncFd` takes and owns
     // until it is dropped; a `Poll` closes its fd only when dropped and never replaces
     // it, so the fd stays open and the same for the `AsyncFd`'s whole life.
@@ -190,11 +221,11 @@ pub(crate) async fn run_on_runtime(poll: Poll, mut driver: Driver) {
     let Ok(mut fd) = registered else {
         return;
     };
-    let mut spin = false;
+    let mut spinning = false;
     while !driver.stopping() {
         // Readiness is cleared before the poll, so an event that comes after it makes
         // the fd readable again and is not missed.
-        if !spin {
+        if !spinning {
             match fd.readable().await {
                 Ok(mut guard) => guard.clear_ready(),
                 Err(_) => break,
@@ -203,12 +234,52 @@ pub(crate) async fn run_on_runtime(poll: Poll, mut driver: Driver) {
         match driver.turn(fd.get_mut(), Some(Duration::ZERO)) {
             Ok(busy) => {
                 // A full batch or connections to serve again: more work is there now.
-                spin = driver.has_more() || (busy && busy_poll);
-                if spin {
+                spinning = spin.again(busy) || driver.has_more();
+                if spinning {
                     tokio::task::yield_now().await;
                 }
             }
             Err(_) => break,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn spin(busy_poll: bool, window: Duration) -> Spin {
+        Spin::new(&Config {
+            busy_poll,
+            spin: window,
+            ..Config::default()
+        })
+    }
+
+    #[test]
+    fn busy_poll_off_always_blocks() {
+        let mut s = spin(false, Duration::from_secs(3600));
+        assert!(!s.again(true));
+        assert!(!s.again(false));
+    }
+
+    #[test]
+    fn a_zero_spin_polls_once_more_after_work_then_blocks() {
+        let mut s = spin(true, Duration::ZERO);
+        assert!(s.again(true));
+        assert!(s.again(false), "one more poll after the work");
+        assert!(!s.again(false), "then it blocks");
+        assert!(s.again(true), "work starts it again");
+        assert!(s.again(false));
+        assert!(!s.again(false));
+    }
+
+    #[test]
+    fn within_the_spin_window_idle_polls_go_on() {
+        let mut s = spin(true, Duration::from_secs(3600));
+        assert!(s.again(true));
+        for _ in 0..1000 {
+            assert!(s.again(false));
         }
     }
 }
