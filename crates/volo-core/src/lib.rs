@@ -15,7 +15,9 @@
 //!   calls, IDL exceptions in the result struct, `TApplicationException` for unknown
 //!   methods, bad arguments and handler panics, connection / in-flight / size limits,
 //!   read and idle timeouts, graceful shutdown; server-side layers are
-//!   [`service::Layer`]s over [`server::Dispatch`].
+//!   [`service::Layer`]s over [`server::Dispatch`]. On netpoll-rs each call starts on
+//!   the poller that read its frame, and only a call that waits moves to a task
+//!   ([`server::ServerConfig::inline_dispatch`]).
 //! - [`client`]: `Client` with pooled ping-pong or multiplexed connections, connect and
 //!   call timeouts (1 s and 10 s by default), metainfo, discovery (`Discover`, a static
 //!   list), load balancing (weighted random, consistent hash) and retries of failed
