@@ -23,7 +23,10 @@
 //!   reply buffer and hand turns over through one atomic word that the waiting side
 //!   spins on (no runtime, no syscall). What is left is the byte work itself: filling
 //!   and summing N bytes that the other core just wrote or read, twice per round trip.
-//!   A transport's `MB/s` over `floor`'s is how close it comes to free.
+//!   A transport's `MB/s` over `floor`'s is how close it comes to free. The waiting
+//!   side yields its thread after a short spin; even so, when the scheduler puts both
+//!   threads on one core for a run, `floor` collapses (to about a tenth): ignore such
+//!   a run.
 //! - `shm`: shm-ipc with [`Config::default`] (64 MiB per side) but a 200 µs spin
 //!   before the reader parks (the default is 50 µs; a reply that comes within the spin
 //!   costs no wake-up through the socket). Each side fills its message in place in
@@ -292,13 +295,21 @@ struct Floor {
     reply: Mutex<Vec<u8>>,
 }
 
+/// Spins until `turn` is no longer `value`; after a while it yields the thread between
+/// looks, so that on a busy machine the other side can run.
 fn wait_while(turn: &AtomicU32, value: u32) -> u32 {
+    let mut spins = 0u32;
     loop {
         let now = turn.load(Ordering::Acquire);
         if now != value {
             return now;
         }
-        std::hint::spin_loop();
+        if spins < 1 << 10 {
+            spins += 1;
+            std::hint::spin_loop();
+        } else {
+            std::thread::yield_now();
+        }
     }
 }
 
