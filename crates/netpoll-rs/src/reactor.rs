@@ -222,6 +222,11 @@ impl Reactor {
         )
     }
 
+    /// Pollers (threads, or tasks on a runtime) this reactor runs.
+    pub fn pollers(&self) -> usize {
+        self.inner.pollers.len()
+    }
+
     /// Sockets (connections and listeners) currently registered.
     pub fn socket_count(&self) -> usize {
         self.inner.pollers.iter().map(|p| lock(&p.slab).len()).sum()

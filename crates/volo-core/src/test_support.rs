@@ -68,6 +68,7 @@ pub(crate) fn text(id: i16, t: &str) -> Text {
 /// Methods: `echo` (answers its text), `panic`, `fail` (an application error),
 /// `slow` (sleeps 300 ms first), `notify` (oneway: counts). It sends back the
 /// persistent value `logid` as the backward value `seen`.
+#[derive(Default)]
 pub(crate) struct TestService {
     pub(crate) notified: Arc<AtomicUsize>,
     /// Every peer address that called.

@@ -172,8 +172,11 @@ pub struct ServerConfig {
     /// its own. `false`: one task per connection, as on the other transports. Either
     /// way the limits, timeouts and shutdown behave the same. Default `true`.
     ///
-    /// The price of `true`: a handler that computes for long before its first await
-    /// holds up the other connections of its poller, not only its own.
+    /// With `true` the server runs at least one poller per worker thread of its
+    /// runtime (more than `reactor.pollers` says, if that is fewer), so that calls
+    /// spread over the workers as connection tasks would. The price: a handler that
+    /// computes for long before its first await holds up the other connections of its
+    /// poller, not only its own.
     pub inline_dispatch: bool,
     /// The reactor's settings (its pollers run as tasks of the server's runtime).
     pub reactor: netpoll_rs::Config,

@@ -66,10 +66,16 @@ impl<D: Dispatch> Server<D> {
     /// run inside a tokio runtime: the reactor's pollers become tasks of it.
     pub async fn bind(self, addr: &Address) -> io::Result<BoundServer<D>> {
         let reactor = match self.config.transport {
-            TransportKind::Netpoll => Some(netpoll_rs::Reactor::on_runtime(
-                &tokio::runtime::Handle::current(),
-                self.config.reactor.clone(),
-            )?),
+            TransportKind::Netpoll => {
+                let runtime = tokio::runtime::Handle::current();
+                let mut reactor = self.config.reactor.clone();
+                if self.config.inline_dispatch {
+                    // Calls start on the pollers: one per worker thread spreads them
+                    // over the runtime as tasks per connection would be.
+                    reactor.pollers = reactor.pollers.max(runtime.metrics().num_workers());
+                }
+                Some(netpoll_rs::Reactor::on_runtime(&runtime, reactor)?)
+            }
             TransportKind::Tokio => None,
         };
         let (listener, local) =
@@ -94,7 +100,7 @@ impl<D: Dispatch> Server<D> {
 #[derive(Debug)]
 pub struct BoundServer<D> {
     shared: Arc<Shared<D>>,
-    reactor: Option<netpoll_rs::Reactor>,
+    pub(super) reactor: Option<netpoll_rs::Reactor>,
     listener: Acceptor,
     local: Address,
     connections: Arc<Semaphore>,

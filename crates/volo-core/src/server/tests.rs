@@ -761,3 +761,29 @@ fn a_layer_sees_every_call_and_may_answer_it() {
         serving.abort();
     });
 }
+
+/// With calls started on the pollers, the server runs one poller per worker thread
+/// (here 2, though the reactor's setting says 1); with a task per connection it keeps
+/// the setting.
+#[test]
+fn inline_dispatch_runs_a_poller_per_worker_thread() {
+    runtime().block_on(async {
+        for (inline_dispatch, want) in [(true, 2), (false, 1)] {
+            let config = ServerConfig {
+                inline_dispatch,
+                reactor: netpoll_rs::Config {
+                    pollers: 1,
+                    ..netpoll_rs::Config::default()
+                },
+                ..ServerConfig::default()
+            };
+            let bound = Server::new(TestService::default())
+                .with_config(config)
+                .bind(&"127.0.0.1:0".parse().unwrap())
+                .await
+                .unwrap();
+            let pollers = bound.reactor.as_ref().map(netpoll_rs::Reactor::pollers);
+            assert_eq!(pollers, Some(want), "inline_dispatch {inline_dispatch}");
+        }
+    });
+}
