@@ -49,7 +49,8 @@ fn budget_units(len: usize) -> u32 {
 }
 
 /// The framing of a connection, detected from its first bytes, and the input budget
-/// taken by the frame being read once its length is known.
+/// taken by the frame being read: all of it once its length is known, and before that
+/// what has arrived of it.
 #[derive(Default)]
 pub(crate) struct FrameReader {
     splitter: Option<FrameSplitter>,
@@ -59,7 +60,8 @@ pub(crate) struct FrameReader {
 impl FrameReader {
     /// The length of the frame at the front of `input` once it can tell (detecting the
     /// framing first); takes the frame's share of the input budget as soon as the
-    /// length is known, and fails with [`FrameError::OverBudget`] when it is not there.
+    /// length is known (and, while it is not, as much as has arrived), and fails with
+    /// [`FrameError::OverBudget`] when it is not there.
     pub(crate) fn frame_len<D>(
         &mut self,
         input: &mut LinkBuffer,
@@ -83,14 +85,30 @@ impl FrameReader {
             }
         };
         let len = s.frame_len(input)?;
-        if let (Some(n), None) = (len, &self.reserved) {
-            let units = budget_units(n);
-            match Arc::clone(&shared.input_budget).try_acquire_many_owned(units) {
-                Ok(permit) => self.reserved = Some(permit),
-                Err(_) => return Err(FrameError::OverBudget(n).into()),
-            }
-        }
+        // The whole frame once its length is known; before that (a Buffered message is
+        // measured by parsing all of it) what has arrived of it, as it grows.
+        self.reserve(len.unwrap_or(input.len()), shared)?;
         Ok(len)
+    }
+
+    /// Makes the budget held for the frame being read cover `bytes`.
+    fn reserve<D>(&mut self, bytes: usize, shared: &Shared<D>) -> Result<(), FrameError> {
+        let units = budget_units(bytes);
+        let held = self.reserved.as_ref().map_or(0, |p| p.num_permits());
+        let Some(more) = units.checked_sub(u32::try_from(held).unwrap_or(u32::MAX)) else {
+            return Ok(());
+        };
+        if more == 0 {
+            return Ok(());
+        }
+        match Arc::clone(&shared.input_budget).try_acquire_many_owned(more) {
+            Ok(permit) => match &mut self.reserved {
+                Some(held) => held.merge(permit),
+                None => self.reserved = Some(permit),
+            },
+            Err(_) => return Err(FrameError::OverBudget(bytes)),
+        }
+        Ok(())
     }
 
     /// The framing and protocol, once detected.

@@ -119,6 +119,13 @@ impl<D: Dispatch> InlineServer<D> {
                 return Ok(());
             }
             let Some(len) = self.reader.frame_len(io.input(), &self.shared)? else {
+                // Length unknown yet (a Buffered message is measured by parsing it):
+                // keep reading past the high-water mark; the splitter fails a message
+                // that grows past the frame limit.
+                if !io.input().is_empty() {
+                    let more = io.input().len() + 1;
+                    io.need(more);
+                }
                 return Ok(());
             };
             if io.input().len() < len {

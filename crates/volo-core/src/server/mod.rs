@@ -152,9 +152,11 @@ pub struct ServerConfig {
     pub max_inflight_per_connection: usize,
     /// Bytes of frames that all connections together may hold, from when a frame's
     /// length is known (its first bytes, for Framed and TTHeader) until its call is
-    /// answered. A connection whose next frame does not fit is closed, so hostile or
-    /// stalled senders cannot make the server buffer without bound: per connection the
-    /// frame limit, across connections this. Default 1 GiB.
+    /// answered; a Buffered message, whose length shows only once all of it is there,
+    /// counts as much as has arrived while it arrives. A connection whose next frame
+    /// does not fit is closed, so hostile or stalled senders cannot make the server
+    /// buffer without bound: per connection the frame limit, across connections this.
+    /// Default 1 GiB.
     pub max_buffered_input: usize,
     /// How long a frame may take to arrive once its first bytes did (a slow or stalled
     /// sender is closed). Default 30 s.

@@ -142,6 +142,39 @@ fn buffered_compact_calls_are_answered_unframed() {
     });
 }
 
+/// A Buffered call larger than the reactor's input high-water mark (its length is
+/// unknown until all of it is there, so reading must go on past the mark) is answered.
+#[test]
+fn a_buffered_call_above_the_high_water_mark_is_answered() {
+    let config = ServerConfig {
+        reactor: netpoll_rs::Config {
+            read_chunk: 16 * 1024,
+            input_high_water: 32 * 1024,
+            ..netpoll_rs::Config::default()
+        },
+        ..ServerConfig::default()
+    };
+    with_server(config, |s| {
+        let mut c = connect(s.addr);
+        let big = "b".repeat(200 * 1024);
+        c.write_all(&call::<Binary>(MessageType::Call, "echo", 7, &big))
+            .unwrap();
+        let header = MessageHeader {
+            name: "echo".into(),
+            ty: MessageType::Reply,
+            seq_id: 7,
+        };
+        let mut buf = LinkBuffer::new();
+        let n = Codec::<Binary>::new()
+            .encode_message(&header, &text(0, &big), &mut buf)
+            .unwrap();
+        let expected = buf.next(n).to_vec();
+        let mut got = vec![0u8; expected.len()];
+        c.read_exact(&mut got).unwrap();
+        assert!(got == expected, "the reply differs");
+    });
+}
+
 /// A TTHeader call with metainfo: the handler sees the persistent value, the reply's
 /// header carries the backward value and the message type, framed the same way.
 #[test]
@@ -509,6 +542,53 @@ fn frames_over_the_input_budget_close_their_connection() {
             std::thread::sleep(Duration::from_millis(50));
         }
         assert!(answered, "the budget did not come back");
+    });
+}
+
+/// A Buffered message counts against the input budget while it arrives: a stalled
+/// one holds what it sent, one that grows past what is left is closed, and the budget
+/// comes back when the stalled connection goes.
+#[test]
+fn buffered_messages_count_against_the_input_budget_as_they_arrive() {
+    let config = ServerConfig {
+        max_buffered_input: 1 << 20,
+        read_timeout: Duration::from_secs(60),
+        ..ServerConfig::default()
+    };
+    with_server(config, |s| {
+        let message = call::<Binary>(MessageType::Call, "echo", 1, &"s".repeat(700 << 10));
+        // Everything but the end of the struct: the server cannot tell the length yet.
+        let part = &message[..message.len() - 1];
+        let mut stalled = connect(s.addr);
+        stalled.write_all(part).unwrap();
+        std::thread::sleep(Duration::from_millis(200));
+        let mut over = connect(s.addr);
+        // Written from another thread: the server may close before taking it all.
+        let mut writer = over.try_clone().unwrap();
+        let sent = part.to_vec();
+        let write = std::thread::spawn(move || {
+            let _ = writer.write_all(&sent);
+        });
+        assert!(read_until_closed(&mut over).is_empty());
+        write.join().unwrap();
+        // The stalled message ends: it is answered, and its budget comes back.
+        stalled.write_all(&message[message.len() - 1..]).unwrap();
+        let header = MessageHeader {
+            name: "echo".into(),
+            ty: MessageType::Reply,
+            seq_id: 1,
+        };
+        let mut buf = LinkBuffer::new();
+        let n = Codec::<Binary>::new()
+            .encode_message(&header, &text(0, &"s".repeat(700 << 10)), &mut buf)
+            .unwrap();
+        let mut got = vec![0u8; n];
+        stalled.read_exact(&mut got).unwrap();
+        assert!(got == buf.next(n).to_vec(), "the reply differs");
+        let mut again = connect(s.addr);
+        again.write_all(&message).unwrap();
+        let mut got = vec![0u8; n];
+        again.read_exact(&mut got).unwrap();
     });
 }
 
