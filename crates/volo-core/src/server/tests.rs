@@ -37,8 +37,14 @@ fn read_until_closed(s: &mut TcpStream) -> Vec<u8> {
     }
 }
 
-/// A call message in protocol `P`.
-fn call<P: thrift_codec::Protocol>(ty: MessageType, method: &str, seq: i32, t: &str) -> Vec<u8> {
+/// A message in protocol `P` whose body is the text `t` in field `field`.
+fn message<P: thrift_codec::Protocol>(
+    ty: MessageType,
+    method: &str,
+    seq: i32,
+    field: i16,
+    t: &str,
+) -> Vec<u8> {
     let header = MessageHeader {
         name: Utf8Bytes::from(method.to_string()),
         ty,
@@ -46,9 +52,29 @@ fn call<P: thrift_codec::Protocol>(ty: MessageType, method: &str, seq: i32, t: &
     };
     let mut buf = LinkBuffer::new();
     let n = Codec::<P>::new()
-        .encode_message(&header, &text(1, t), &mut buf)
+        .encode_message(&header, &text(field, t), &mut buf)
         .unwrap();
     buf.next(n).to_vec()
+}
+
+/// A call message in protocol `P` (the text is argument 1).
+fn call<P: thrift_codec::Protocol>(ty: MessageType, method: &str, seq: i32, t: &str) -> Vec<u8> {
+    message::<P>(ty, method, seq, 1, t)
+}
+
+/// The unframed reply to an `echo` of `t` (the text is the result's field 0): what a
+/// Buffered call gets back, to read exactly that many bytes of.
+fn echo_reply<P: thrift_codec::Protocol>(seq: i32, t: &str) -> Vec<u8> {
+    message::<P>(MessageType::Reply, "echo", seq, 0, t)
+}
+
+/// A server with a 1 MiB input budget and a read timeout far beyond the test.
+fn budget_config() -> ServerConfig {
+    ServerConfig {
+        max_buffered_input: 1 << 20,
+        read_timeout: Duration::from_secs(60),
+        ..ServerConfig::default()
+    }
 }
 
 fn framed(msg: &[u8]) -> Vec<u8> {
@@ -123,18 +149,7 @@ fn buffered_compact_calls_are_answered_unframed() {
         c.write_all(&two[3..]).unwrap();
         for (seq, want) in [(1, "first"), (2, "second")] {
             // A buffered reply has no length: read exactly what the expected one takes.
-            let expected = {
-                let header = MessageHeader {
-                    name: "echo".into(),
-                    ty: MessageType::Reply,
-                    seq_id: seq,
-                };
-                let mut buf = LinkBuffer::new();
-                let n = Codec::<Compact>::new()
-                    .encode_message(&header, &text(0, want), &mut buf)
-                    .unwrap();
-                buf.next(n).to_vec()
-            };
+            let expected = echo_reply::<Compact>(seq, want);
             let mut got = vec![0u8; expected.len()];
             c.read_exact(&mut got).unwrap();
             assert_eq!(got, expected, "reply {seq}");
@@ -159,16 +174,7 @@ fn a_buffered_call_above_the_high_water_mark_is_answered() {
         let big = "b".repeat(200 * 1024);
         c.write_all(&call::<Binary>(MessageType::Call, "echo", 7, &big))
             .unwrap();
-        let header = MessageHeader {
-            name: "echo".into(),
-            ty: MessageType::Reply,
-            seq_id: 7,
-        };
-        let mut buf = LinkBuffer::new();
-        let n = Codec::<Binary>::new()
-            .encode_message(&header, &text(0, &big), &mut buf)
-            .unwrap();
-        let expected = buf.next(n).to_vec();
+        let expected = echo_reply::<Binary>(7, &big);
         let mut got = vec![0u8; expected.len()];
         c.read_exact(&mut got).unwrap();
         assert!(got == expected, "the reply differs");
@@ -492,12 +498,7 @@ fn an_idle_connection_is_closed_but_not_one_with_a_call_in_progress() {
 /// connection goes.
 #[test]
 fn frames_over_the_input_budget_close_their_connection() {
-    let config = ServerConfig {
-        max_buffered_input: 1 << 20,
-        read_timeout: Duration::from_secs(60),
-        ..ServerConfig::default()
-    };
-    with_server(config, |s| {
+    with_server(budget_config(), |s| {
         let claim = |len: u32| {
             let mut head = len.to_be_bytes().to_vec();
             head.extend_from_slice(&call::<Binary>(MessageType::Call, "echo", 1, "x")[..8]);
@@ -550,12 +551,7 @@ fn frames_over_the_input_budget_close_their_connection() {
 /// comes back when the stalled connection goes.
 #[test]
 fn buffered_messages_count_against_the_input_budget_as_they_arrive() {
-    let config = ServerConfig {
-        max_buffered_input: 1 << 20,
-        read_timeout: Duration::from_secs(60),
-        ..ServerConfig::default()
-    };
-    with_server(config, |s| {
+    with_server(budget_config(), |s| {
         let message = call::<Binary>(MessageType::Call, "echo", 1, &"s".repeat(700 << 10));
         // Everything but the end of the struct: the server cannot tell the length yet.
         let part = &message[..message.len() - 1];
@@ -573,22 +569,14 @@ fn buffered_messages_count_against_the_input_budget_as_they_arrive() {
         write.join().unwrap();
         // The stalled message ends: it is answered, and its budget comes back.
         stalled.write_all(&message[message.len() - 1..]).unwrap();
-        let header = MessageHeader {
-            name: "echo".into(),
-            ty: MessageType::Reply,
-            seq_id: 1,
-        };
-        let mut buf = LinkBuffer::new();
-        let n = Codec::<Binary>::new()
-            .encode_message(&header, &text(0, &"s".repeat(700 << 10)), &mut buf)
-            .unwrap();
-        let mut got = vec![0u8; n];
+        let expected = echo_reply::<Binary>(1, &"s".repeat(700 << 10));
+        let mut got = vec![0u8; expected.len()];
         stalled.read_exact(&mut got).unwrap();
-        assert!(got == buf.next(n).to_vec(), "the reply differs");
+        assert!(got == expected, "the reply differs");
         let mut again = connect(s.addr);
         again.write_all(&message).unwrap();
-        let mut got = vec![0u8; n];
         again.read_exact(&mut got).unwrap();
+        assert!(got == expected, "the reply differs");
     });
 }
 
