@@ -150,8 +150,8 @@ struct Spin {
     on: bool,
     window: Duration,
     last_busy: Instant,
-    /// Polls with nothing found since the last work.
-    idle_polls: u32,
+    /// A poll found nothing since the last work.
+    idled: bool,
 }
 
 impl Spin {
@@ -160,7 +160,7 @@ impl Spin {
             on: config.busy_poll,
             window: config.spin,
             last_busy: Instant::now(),
-            idle_polls: 0,
+            idled: false,
         }
     }
 
@@ -172,11 +172,11 @@ impl Spin {
         }
         if busy {
             self.last_busy = Instant::now();
-            self.idle_polls = 0;
+            self.idled = false;
             return true;
         }
-        self.idle_polls += 1;
-        self.idle_polls == 1 || self.last_busy.elapsed() < self.window
+        let first_idle = !std::mem::replace(&mut self.idled, true);
+        first_idle || self.last_busy.elapsed() < self.window
     }
 }
 

@@ -48,6 +48,21 @@ async fn echo(client: &Client, cx: &mut ClientContext, t: &str) -> Result<Text, 
     client.call::<Text, Text>(cx, "echo", &text(1, t)).await
 }
 
+/// `n` echo calls at once, of "0" to "n - 1", each on a task of its own.
+fn spawn_echoes(
+    client: &Client,
+    n: usize,
+) -> Vec<tokio::task::JoinHandle<Result<Text, CallError>>> {
+    (0..n)
+        .map(|i| {
+            let client = client.clone();
+            tokio::spawn(
+                async move { echo(&client, &mut ClientContext::new(), &i.to_string()).await },
+            )
+        })
+        .collect()
+}
+
 /// Three oneway calls, then a call behind them: the server has run all three.
 async fn three_oneways_arrive(client: &Client, server: &Running) {
     let mut cx = ClientContext::new();
@@ -503,14 +518,7 @@ fn a_lost_multiplexed_connection_fails_its_calls_and_is_replaced() {
         };
         let client = Client::new("Test", Address::Tcp(addr), config).unwrap();
         let started = std::time::Instant::now();
-        let calls: Vec<_> = (0..5)
-            .map(|i| {
-                let client = client.clone();
-                tokio::spawn(async move {
-                    echo(&client, &mut ClientContext::new(), &i.to_string()).await
-                })
-            })
-            .collect();
+        let calls = spawn_echoes(&client, 5);
         for call in calls {
             match call.await.unwrap() {
                 Err(CallError::Transport(TransportError::Io(_))) => {}
@@ -575,14 +583,7 @@ fn calls_go_over_shared_memory() {
             ..ClientConfig::default()
         };
         let client = Client::new("Test", at.clone(), config).unwrap();
-        let calls: Vec<_> = (0..50)
-            .map(|i| {
-                let client = client.clone();
-                tokio::spawn(async move {
-                    echo(&client, &mut ClientContext::new(), &i.to_string()).await
-                })
-            })
-            .collect();
+        let calls = spawn_echoes(&client, 50);
         for (i, call) in calls.into_iter().enumerate() {
             let got = tokio::time::timeout(Duration::from_secs(20), call)
                 .await

@@ -94,10 +94,11 @@ impl FrameReader {
     /// Makes the budget held for the frame being read cover `bytes`.
     fn reserve<D>(&mut self, bytes: usize, shared: &Shared<D>) -> Result<(), FrameError> {
         let units = budget_units(bytes);
-        let held = self.reserved.as_ref().map_or(0, |p| p.num_permits());
-        let Some(more) = units.checked_sub(u32::try_from(held).unwrap_or(u32::MAX)) else {
-            return Ok(());
-        };
+        let held = self
+            .reserved
+            .as_ref()
+            .map_or(0, OwnedSemaphorePermit::num_permits);
+        let more = units.saturating_sub(u32::try_from(held).unwrap_or(u32::MAX));
         if more == 0 {
             return Ok(());
         }

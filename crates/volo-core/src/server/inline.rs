@@ -34,7 +34,8 @@ use crate::context::Address;
 /// What the handler, the calls moved to tasks and the watchdog share.
 struct Ctl<R> {
     state: Mutex<CtlState<R>>,
-    /// Told once the connection closed.
+    /// Told once the connection closed (a permit is kept if the watchdog is not
+    /// waiting yet).
     closed: Notify,
 }
 
@@ -50,7 +51,6 @@ struct CtlState<R> {
     last_active: Instant,
     /// Calls in progress.
     busy: bool,
-    closed: bool,
 }
 
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
@@ -96,15 +96,18 @@ impl<D: Dispatch> InlineServer<D> {
         Ok(())
     }
 
-    /// Writes the replies of calls that finished on their tasks.
-    fn answer_moved(&mut self, io: &mut Io<'_>, done: Vec<(u64, Done<D::Reply>)>) -> bool {
+    /// Writes the replies of calls that finished on their tasks. `Err` when the
+    /// connection must close.
+    fn answer_moved(
+        &mut self,
+        io: &mut Io<'_>,
+        done: Vec<(u64, Done<D::Reply>)>,
+    ) -> std::io::Result<()> {
         for (id, done) in done {
             self.moved.remove(&id);
-            if answer(io.output(), &self.shared, done).is_err() {
-                return false;
-            }
+            answer(io.output(), &self.shared, done)?;
         }
-        true
+        Ok(())
     }
 
     /// Takes whole frames from the input and starts their calls, while the connection
@@ -161,7 +164,7 @@ impl<D: Dispatch> Handler for InlineServer<D> {
             let mut st = lock(&self.ctl.state);
             (std::mem::take(&mut st.done), st.stopping)
         };
-        if !self.answer_moved(io, done) || self.take_frames(io, stopping).is_err() {
+        if self.answer_moved(io, done).is_err() || self.take_frames(io, stopping).is_err() {
             io.close();
             return;
         }
@@ -188,7 +191,6 @@ impl<D: Dispatch> Handler for InlineServer<D> {
         for (_, task) in self.moved.drain() {
             task.abort();
         }
-        lock(&self.ctl.state).closed = true;
         self.ctl.closed.notify_one();
     }
 }
@@ -212,7 +214,11 @@ pub(crate) async fn serve<D: Dispatch>(
     shared: Arc<Shared<D>>,
     mut shutdown: watch::Receiver<bool>,
 ) {
-    let config: ServerConfig = shared.config.clone();
+    let ServerConfig {
+        read_timeout,
+        idle_timeout,
+        ..
+    } = shared.config;
     let ctl = Arc::new(Ctl {
         state: Mutex::new(CtlState {
             done: Vec::new(),
@@ -220,7 +226,6 @@ pub(crate) async fn serve<D: Dispatch>(
             partial_since: None,
             last_active: Instant::now(),
             busy: false,
-            closed: false,
         }),
         closed: Notify::new(),
     });
@@ -238,8 +243,10 @@ pub(crate) async fn serve<D: Dispatch>(
     });
     let _close = CloseOnDrop(handle.clone());
     let mut stopping = false;
+    // The server went away without a signal: that counts as one too.
+    let mut server_gone = false;
     loop {
-        if !stopping && *shutdown.borrow() {
+        if !stopping && (server_gone || *shutdown.borrow()) {
             stopping = true;
             lock(&ctl.state).stopping = true;
             handle.resume();
@@ -247,11 +254,8 @@ pub(crate) async fn serve<D: Dispatch>(
         let now = Instant::now();
         let wake_at = {
             let st = lock(&ctl.state);
-            if st.closed {
-                return;
-            }
-            let read_by = st.partial_since.map(|since| since + config.read_timeout);
-            let idle_by = match config.idle_timeout {
+            let read_by = st.partial_since.map(|since| since + read_timeout);
+            let idle_by = match idle_timeout {
                 Some(limit) if !st.busy && st.partial_since.is_none() => {
                     Some(st.last_active + limit)
                 }
@@ -262,20 +266,12 @@ pub(crate) async fn serve<D: Dispatch>(
                 return;
             }
             // Looked at again at least every read timeout, to notice a frame that began.
-            due.map_or(now + config.read_timeout, |due| {
-                due.min(now + config.read_timeout)
-            })
+            let next_look = now + read_timeout;
+            due.map_or(next_look, |due| due.min(next_look))
         };
         tokio::select! {
             () = ctl.closed.notified() => return,
-            changed = shutdown.changed(), if !stopping => {
-                // A server that went away without a signal counts as one too.
-                if changed.is_err() {
-                    stopping = true;
-                    lock(&ctl.state).stopping = true;
-                    handle.resume();
-                }
-            }
+            changed = shutdown.changed(), if !stopping => server_gone = changed.is_err(),
             () = tokio::time::sleep_until(wake_at.into()) => {}
         }
     }
