@@ -34,6 +34,7 @@
 )]
 
 pub mod client;
+pub mod clock;
 pub mod codec;
 pub mod context;
 pub mod server;

@@ -23,12 +23,18 @@
 //! - frames up to 16,384,000 bytes.
 
 mod balance;
+mod error;
 mod mux;
 mod pool;
+mod request;
+mod retry;
 
 pub use balance::{
-    ConsistentHash, Discover, Instance, LoadBalance, RetryBudget, StaticDiscover, WeightedRandom,
+    ConsistentHash, Discover, Instance, LoadBalance, StaticDiscover, WeightedRandom,
 };
+pub use error::{BoxError, Error, ErrorKind};
+pub use request::{ClientRequest, ClientResponse, EncodeArgs};
+pub use retry::RetryBudget;
 
 use std::collections::HashMap;
 use std::fmt;
@@ -110,10 +116,14 @@ impl Default for ClientConfig {
     }
 }
 
-/// A call's context on the client: its metainfo (and, after the call, the backward
-/// values), and per-call options.
+/// A call's context on the client: what the layers of the stack read and write as the
+/// call goes down (the method, the callee, the deadline, metainfo...) and what comes
+/// back up (backward metainfo, the instance that answered).
 #[derive(Debug, Clone, Default)]
 pub struct ClientContext {
+    /// The call: caller and callee (the service from the IDL; the instance's address
+    /// once the balancer picked one), the method, the deadline.
+    pub rpc: crate::context::RpcInfo,
     /// Metainfo to send; after the call, backward values received.
     pub metainfo: MetaInfo,
     /// This call's timeout, instead of the client's.
@@ -121,6 +131,14 @@ pub struct ClientContext {
     /// The key a consistent-hash balancer routes by (calls with the same key go to the
     /// same instance).
     pub hash_key: Option<u64>,
+    /// Which attempt of the call this is: 0 for the first, 1 and on for retries and
+    /// backup requests.
+    pub attempt: u32,
+    /// Instances this call tried already: the balancer picks another when it can.
+    pub(crate) avoid: Vec<Address>,
+    /// Where the balancer also reports its picks, when a layer above must know them
+    /// while the attempt is still running (a backup request goes elsewhere).
+    pub(crate) picks: Option<Arc<Mutex<Vec<Address>>>>,
 }
 
 impl ClientContext {
@@ -129,11 +147,24 @@ impl ClientContext {
         Self::default()
     }
 
-    /// A context whose metainfo goes on from a server's call (persistent values).
+    /// A context whose metainfo goes on from a server's call (persistent values, and
+    /// so the mark of a retried request, which stops retries further down the chain).
     pub fn forward_from(server: &crate::context::ServerContext) -> Self {
         ClientContext {
             metainfo: server.metainfo.forward(),
             ..ClientContext::default()
+        }
+    }
+
+    /// Instances this call tried already.
+    pub fn tried(&self) -> &[Address] {
+        &self.avoid
+    }
+
+    /// Records that `addr` was tried (the balancer avoids it for the next attempt).
+    pub fn mark_tried(&mut self, addr: Address) {
+        if !self.avoid.contains(&addr) {
+            self.avoid.push(addr);
         }
     }
 }

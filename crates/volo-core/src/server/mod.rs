@@ -37,6 +37,17 @@ use thrift_codec::{Encoder, Message, Sizer};
 
 use crate::context::ServerContext;
 
+/// How a server's limiter starts the message of the `INTERNAL_ERROR` it answers an
+/// over-limit call with (before decoding it): clients tell such a refusal, which ran
+/// nothing and may be retried elsewhere, from other exceptions by it.
+pub const OVERLOAD_PREFIX: &str = "server overloaded: ";
+
+/// Whether `ex` is a limiter's refusal (see [`OVERLOAD_PREFIX`]).
+pub fn is_overload(ex: &ApplicationException) -> bool {
+    ex.kind == ApplicationExceptionKind::InternalError
+        && ex.message.as_str().starts_with(OVERLOAD_PREFIX)
+}
+
 /// What a handler method returns when it fails.
 #[derive(Debug)]
 pub enum ServerError<E> {

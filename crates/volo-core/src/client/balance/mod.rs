@@ -1,10 +1,11 @@
 //! Where a call goes: service discovery ([`Discover`]), load balancing
-//! ([`LoadBalance`]: weighted random, consistent hash) and the retry budget.
+//! ([`LoadBalance`]: weighted random, consistent hash), and the layer that picks an
+//! instance for each attempt of a call.
 
 use std::collections::hash_map::DefaultHasher;
 use std::hash::{Hash, Hasher};
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, PoisonError};
+use std::sync::{Mutex, PoisonError};
 use std::time::Instant;
 
 use crate::context::Address;
@@ -46,10 +47,27 @@ impl Discover for StaticDiscover {
 }
 
 /// Picks an instance for a call.
+///
+/// The balancer layer calls [`pick`](LoadBalance::pick) with the instances that may
+/// take the call (discovery's list less those tried already and those whose breaker
+/// is open), then [`start`](LoadBalance::start) and [`end`](LoadBalance::end) around
+/// the attempt on the one picked, so balancers that weigh load (power of two choices)
+/// can count calls in flight. `start` and `end` are called in pairs, also when the
+/// attempt fails or is cancelled.
 pub trait LoadBalance: Send + Sync + 'static {
     /// The index of the instance in `instances` for a call (`key`: the call's hash key,
     /// when it has one); `None` when none can take it.
     fn pick(&self, instances: &[Instance], key: Option<u64>) -> Option<usize>;
+
+    /// An attempt on `addr` starts.
+    fn start(&self, addr: &Address) {
+        let _ = addr;
+    }
+
+    /// An attempt on `addr` ended (answered, failed or cancelled).
+    fn end(&self, addr: &Address) {
+        let _ = addr;
+    }
 }
 
 /// Each instance in proportion to its weight (the default).
@@ -155,55 +173,6 @@ impl LoadBalance for ConsistentHash {
     }
 }
 
-/// Retries allowed: a bucket that each call fills by `ratio` of a token and each retry
-/// empties by one, holding at most `max` (so at most about `ratio` of the calls are
-/// retried, plus a little headroom for a quiet start).
-#[derive(Debug)]
-pub struct RetryBudget {
-    /// Tokens in thousandths.
-    milli: Arc<AtomicU64>,
-    per_call: u64,
-    max: u64,
-}
-
-impl RetryBudget {
-    /// A budget of `ratio` retries per call (0.1: one in ten), holding at most `max`
-    /// retries, starting full.
-    pub fn new(ratio: f64, max: u32) -> Self {
-        let max = u64::from(max) * 1000;
-        RetryBudget {
-            milli: Arc::new(AtomicU64::new(max)),
-            per_call: (ratio.clamp(0.0, 1.0) * 1000.0) as u64,
-            max,
-        }
-    }
-
-    /// A call was made.
-    pub fn deposit(&self) {
-        let _ = self
-            .milli
-            .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |m| {
-                Some((m + self.per_call).min(self.max))
-            });
-    }
-
-    /// Takes one retry; `false` when the budget is spent.
-    pub fn withdraw(&self) -> bool {
-        self.milli
-            .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |m| {
-                m.checked_sub(1000)
-            })
-            .is_ok()
-    }
-}
-
-impl Default for RetryBudget {
-    /// One retry per ten calls, at most ten at once.
-    fn default() -> Self {
-        RetryBudget::new(0.1, 10)
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -257,20 +226,5 @@ mod tests {
             }
         }
         assert!(moved > 0);
-    }
-
-    #[test]
-    fn the_retry_budget_refills_by_calls() {
-        let b = RetryBudget::new(0.5, 2);
-        assert!(b.withdraw() && b.withdraw());
-        assert!(!b.withdraw(), "spent");
-        b.deposit();
-        assert!(!b.withdraw(), "half a token is not a retry");
-        b.deposit();
-        assert!(b.withdraw());
-        for _ in 0..100 {
-            b.deposit();
-        }
-        assert!(b.withdraw() && b.withdraw() && !b.withdraw(), "capped at 2");
     }
 }
