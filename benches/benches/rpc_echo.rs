@@ -34,7 +34,7 @@ use std::time::Duration;
 use examples::echo::EchoServiceClient;
 use examples::echo_service::{EchoCall, RunningEcho};
 use examples::load::{Plan, Report, closed_loop};
-use volo_core::client::{Client, ClientConfig};
+use volo_core::client::ClientConfig;
 use volo_core::codec::Framing;
 use volo_core::context::Address;
 use volo_core::transport::TransportKind;
@@ -145,9 +145,12 @@ fn run_case(variant: Variant, callers: usize, size: usize, window: Duration) -> 
                     multiplex: variant == Variant::OursMux,
                     ..ClientConfig::default()
                 };
-                let client = Client::new("EchoService", addr, config)
+                let client = EchoServiceClient::builder()
+                    .address(addr)
+                    .config(config)
+                    .build()
                     .unwrap_or_else(|e| fail(&format!("client: {e}")));
-                let call = EchoCall::new(EchoServiceClient::new(client), size);
+                let call = EchoCall::new(client, size);
                 closed_loop(plan, variant.name(), move || {
                     let call = call.clone();
                     async move { call.call().await }

@@ -24,7 +24,7 @@ use examples::echo::{
 use examples::echo_service::{ECHO_ERROR_CODE, Echo};
 use harness::TempDir;
 use thrift_codec::Utf8Bytes;
-use volo_core::client::{Client, ClientConfig, ClientError};
+use volo_core::client::{ClientConfig, ClientError};
 use volo_core::codec::{Framing, Protocol};
 use volo_core::context::Address;
 use volo_core::server::Server;
@@ -225,7 +225,11 @@ fn our_client_calls_the_apache_python_server() {
                 ..ClientConfig::default()
             };
             let addr = Address::Tcp(([127, 0, 0, 1], server.port).into());
-            let client = EchoServiceClient::new(Client::new("EchoService", addr, config).unwrap());
+            let client = EchoServiceClient::builder()
+                .address(addr)
+                .config(config)
+                .build()
+                .unwrap();
             tokio::time::timeout(Duration::from_secs(60), call_every_method(&client, &what))
                 .await
                 .unwrap_or_else(|_| panic!("{what}: out of time"));

@@ -152,7 +152,7 @@ fn rpc_bench_reports_every_transport() {
 #[test]
 fn calls_fail_promptly_when_an_shm_server_is_killed() {
     use examples::echo::{EchoServiceClient, Request};
-    use volo_core::client::{Client, ClientConfig, ClientError};
+    use volo_core::client::{ClientConfig, ClientError, ErrorKind};
     use volo_core::context::Address;
 
     for multiplex in [false, true] {
@@ -165,8 +165,11 @@ fn calls_fail_promptly_when_an_shm_server_is_killed() {
                 ..ClientConfig::default()
             };
             let address: Address = addr.parse().unwrap();
-            let client =
-                EchoServiceClient::new(Client::new("EchoService", address, config).unwrap());
+            let client = EchoServiceClient::builder()
+                .address(address)
+                .config(config)
+                .build()
+                .unwrap();
             let req = Request {
                 action: "echo".into(),
                 msg: "x".repeat(512).into(),
@@ -181,7 +184,11 @@ fn calls_fail_promptly_when_an_shm_server_is_killed() {
                         loop {
                             match client.echo(req.clone()).await {
                                 Ok(_) => ok += 1,
-                                Err(ClientError::Transport(e)) => return (ok, e.to_string()),
+                                Err(ClientError::Rpc(e))
+                                    if matches!(e.kind(), ErrorKind::Io | ErrorKind::Connect) =>
+                                {
+                                    return (ok, e.to_string());
+                                }
                                 Err(other) => panic!("not a transport error: {other}"),
                             }
                         }

@@ -262,6 +262,7 @@ const ERR: &str = "::std::result::Result::Err";
 const SERVER: &str = "::volo_core::server";
 const CONTEXT: &str = "::volo_core::context::ServerContext";
 const CLIENT: &str = "::volo_core::client";
+const SERVICE: &str = "::volo_core::service";
 const SEND: &str = "::std::marker::Send";
 
 impl Emitter<'_> {
@@ -872,11 +873,16 @@ impl Emitter<'_> {
         self.client(s);
     }
 
-    /// `<Service>Client`: one `async fn` per method of the chain (and a `_with` twin
-    /// that takes the call's context), returning the method's result, its declared
-    /// exception, or why the call failed.
+    /// `<Service>Client<T>`: one `async fn` per method of the chain (and a `_with` twin
+    /// that takes the call's context) over any client stack `T`, returning the
+    /// method's result, its declared exception, or why the call failed; `builder()`
+    /// builds the default stack with the IDL's service name.
     fn client(&mut self, s: &ServiceDef) {
         let client = &s.client;
+        let maker = &s.maker;
+        let stack = format!(
+            "{SERVICE}::Service<{CLIENT}::ClientContext, {CLIENT}::ClientRequest, Response = {CLIENT}::ClientResponse, Error = {CLIENT}::Error>"
+        );
         line!(
             self.out,
             "/// A client of the `{}` service: one method per IDL function (those of the",
@@ -884,26 +890,75 @@ impl Emitter<'_> {
         );
         line!(
             self.out,
-            "/// services it extends included), over a `volo_core::client::Client`."
+            "/// services it extends included), over the client stack `T` (by default the one"
         );
+        line!(self.out, "/// [`{client}::builder`] builds).");
         line!(self.out, "#[derive(Debug, Clone)]");
-        open!(self.out, "pub struct {client}");
-        line!(self.out, "client: {CLIENT}::Client,");
+        open!(self.out, "pub struct {client}<T = {CLIENT}::DefaultStack>");
+        line!(self.out, "client: {CLIENT}::Client<T>,");
+        self.out.close("");
+        self.out.blank();
+        line!(
+            self.out,
+            "/// Makes a [`{client}`] from the stack a `volo_core::client::ClientBuilder` built."
+        );
+        line!(self.out, "#[derive(Debug, Clone, Copy, Default)]");
+        line!(self.out, "pub struct {maker};");
+        self.out.blank();
+        open!(self.out, "impl<T> {CLIENT}::MakeClient<T> for {maker}");
+        line!(self.out, "type Client = {client}<T>;");
+        self.out.blank();
+        open!(
+            self.out,
+            "fn make_client(client: {CLIENT}::Client<T>) -> {client}<T>"
+        );
+        line!(self.out, "{client}::new(client)");
+        self.out.close("");
         self.out.close("");
         self.out.blank();
         open!(self.out, "impl {client}");
+        line!(
+            self.out,
+            "/// A builder of a client of `{}` (the name sent as the callee): add an",
+            s.thrift_name
+        );
+        line!(
+            self.out,
+            "/// address, a list of addresses or a `Discover`, settings and layers, then `build()`."
+        );
+        open!(
+            self.out,
+            "pub fn builder() -> {CLIENT}::ClientBuilder<{maker}>"
+        );
+        line!(
+            self.out,
+            "{CLIENT}::ClientBuilder::new({})",
+            str_lit(&s.thrift_name)
+        );
+        self.out.close("");
+        self.out.close("");
+        self.out.blank();
+        open!(self.out, "impl<T> {client}<T>");
         line!(self.out, "/// Calls go through `client`.");
-        open!(self.out, "pub fn new(client: {CLIENT}::Client) -> Self");
+        open!(self.out, "pub fn new(client: {CLIENT}::Client<T>) -> Self");
         line!(self.out, "Self {{ client }}");
         self.out.close("");
         self.out.blank();
         line!(self.out, "/// The untyped client underneath.");
-        open!(self.out, "pub fn client(&self) -> &{CLIENT}::Client");
+        open!(self.out, "pub fn client(&self) -> &{CLIENT}::Client<T>");
         line!(self.out, "&self.client");
         self.out.close("");
+        self.out.close("");
         let methods: Vec<&MethodDef> = s.methods.iter().chain(&s.inherited).collect();
-        for m in methods {
-            self.out.blank();
+        if methods.is_empty() {
+            return;
+        }
+        self.out.blank();
+        open!(self.out, "impl<T: {stack}> {client}<T>");
+        for (i, m) in methods.into_iter().enumerate() {
+            if i > 0 {
+                self.out.blank();
+            }
             self.client_method(m);
         }
         self.out.close("");
@@ -964,7 +1019,10 @@ impl Emitter<'_> {
             "/// Calls `{}` with a context: metainfo to send (and, after the call, the",
             m.thrift_name
         );
-        line!(self.out, "/// backward values received), a timeout.");
+        line!(
+            self.out,
+            "/// backward values received), a timeout, a hash key."
+        );
         open!(
             self.out,
             "pub async fn {}_with(&self, {cx}: &mut {CLIENT}::ClientContext{}) -> {output}",
@@ -979,7 +1037,7 @@ impl Emitter<'_> {
         let Some(result) = &m.result else {
             line!(
                 self.out,
-                "self.client.oneway({cx}, {}, &{args}).await.map_err({CLIENT}::ClientError::from)",
+                "self.client.oneway({cx}, {}, {args}).await.map_err({CLIENT}::ClientError::from)",
                 str_lit(&m.thrift_name)
             );
             self.out.close("");
@@ -993,7 +1051,7 @@ impl Emitter<'_> {
         };
         line!(
             self.out,
-            "let {r}: {} = self.client.call({cx}, {}, &{args}).await?;",
+            "let {r}: {} = self.client.call({cx}, {}, {args}).await?;",
             type_path(result),
             str_lit(&m.thrift_name)
         );

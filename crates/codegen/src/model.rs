@@ -225,6 +225,8 @@ pub struct ServiceDef {
     pub server: String,
     /// The typed client's name (`<name>Client`).
     pub client: String,
+    /// The marker type its builder makes it with (`<name>ClientMaker`).
+    pub maker: String,
     /// The doc comment from the IDL, if any.
     pub doc: Option<String>,
     /// The service it extends (its trait), if any.

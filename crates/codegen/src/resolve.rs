@@ -579,6 +579,7 @@ impl<'a> Resolver<'a> {
                                     claim(&s.reply, span, &self)?;
                                     claim(&s.server, span, &self)?;
                                     claim(&s.client, span, &self)?;
+                                    claim(&s.maker, span, &self)?;
                                     for e in s.methods.iter().filter_map(|m| m.exception.as_ref()) {
                                         claim(&e.name, span, &self)?;
                                     }
@@ -737,6 +738,7 @@ impl<'a> Resolver<'a> {
             reply: format!("{name}Reply"),
             server: format!("{name}Server"),
             client: format!("{name}Client"),
+            maker: format!("{name}ClientMaker"),
             name,
             doc: svc.doc.clone(),
             extends,

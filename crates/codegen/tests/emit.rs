@@ -201,6 +201,7 @@ fn echo_service() -> ServiceDef {
         reply: "EchoServiceReply".to_string(),
         server: "EchoServiceServer".to_string(),
         client: "EchoServiceClient".to_string(),
+        maker: "EchoServiceClientMaker".to_string(),
         doc: None,
         extends: None,
         methods: vec![

@@ -34,7 +34,10 @@ pub trait Clock: Clone + Send + Sync + 'static {
     fn now(&self) -> Instant;
 
     /// Completes at `deadline` (at once if it has passed).
-    fn sleep_until(&self, deadline: Instant) -> impl Future<Output = ()> + Send + 'static;
+    fn sleep_until(
+        &self,
+        deadline: Instant,
+    ) -> impl Future<Output = ()> + Send + 'static + use<Self>;
 }
 
 /// The real clock: `Instant::now` and tokio's timers (so it needs a tokio runtime with
@@ -47,7 +50,7 @@ impl Clock for SystemClock {
         Instant::now()
     }
 
-    fn sleep_until(&self, deadline: Instant) -> impl Future<Output = ()> + Send + 'static {
+    fn sleep_until(&self, deadline: Instant) -> impl Future<Output = ()> + Send + 'static + use<> {
         tokio::time::sleep_until(deadline.into())
     }
 }
@@ -124,7 +127,7 @@ impl Clock for ManualClock {
         self.lock().now
     }
 
-    fn sleep_until(&self, deadline: Instant) -> impl Future<Output = ()> + Send + 'static {
+    fn sleep_until(&self, deadline: Instant) -> impl Future<Output = ()> + Send + 'static + use<> {
         let id = {
             let mut m = self.lock();
             m.next_id += 1;

@@ -18,7 +18,7 @@ use examples::echo::EchoServiceClient;
 use examples::echo_service::EchoCall;
 use examples::load::{Plan, closed_loop, progress_wanted};
 use examples::options;
-use volo_core::client::{Client, ClientConfig};
+use volo_core::client::ClientConfig;
 use volo_core::context::Address;
 
 const HELP: &str = "usage: echo-client --addr <host:port|unix:PATH|shm:PATH> \
@@ -74,9 +74,11 @@ fn run() -> Result<String, Usage> {
         .build()
         .map_err(|e| Usage(format!("runtime: {e}")))?;
     rt.block_on(async {
-        let client = Client::new("EchoService", addr.clone(), config)
+        let client = EchoServiceClient::builder()
+            .address(addr.clone())
+            .config(config)
+            .build()
             .map_err(|e| Usage(format!("client: {e}")))?;
-        let client = EchoServiceClient::new(client);
         let call = EchoCall::new(client, size);
         eprintln!("echo-client: {addr}, {concurrency} callers, {size}-byte messages, {duration} s");
         let plan = Plan {

@@ -13,7 +13,7 @@ use std::sync::{Arc, Mutex};
 use examples::echo::{EchoServiceClient, EchoServiceServer, Request};
 use examples::echo_service::Echo;
 use thrift_codec::{ApplicationException, ApplicationExceptionKind, Decoder};
-use volo_core::client::{Client, ClientConfig, ClientContext, ClientError};
+use volo_core::client::ClientContext;
 use volo_core::context::ServerContext;
 use volo_core::server::{Dispatch, DispatchError, Server};
 use volo_core::service::layer_fn;
@@ -63,9 +63,10 @@ async fn main() {
         .expect("binds");
     let addr = server.local_addr().clone();
     let serving = tokio::spawn(server.serve());
-    let client = EchoServiceClient::new(
-        Client::new("EchoService", addr, ClientConfig::default()).expect("a client"),
-    );
+    let client = EchoServiceClient::builder()
+        .address(addr)
+        .build()
+        .expect("a client");
     let req = |action: &str| Request {
         action: action.to_string().into(),
         msg: "hi".into(),
@@ -76,7 +77,9 @@ async fn main() {
     }
     let refused = client.echo_or_fail(req("pass")).await;
     println!("echo_or_fail without a tenant: {refused:?}");
-    ok &= matches!(refused, Err(ClientError::Application(_)));
+    ok &= refused
+        .as_ref()
+        .is_err_and(|e| e.application_exception().is_some());
     let mut cx = ClientContext::new();
     cx.metainfo.set_persistent("tenant", "t1");
     let allowed = client.echo_or_fail_with(&mut cx, req("pass")).await;

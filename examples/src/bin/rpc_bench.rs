@@ -22,7 +22,7 @@ use examples::echo::EchoServiceClient;
 use examples::echo_service::{EchoCall, RunningEcho};
 use examples::load::{Plan, Report, closed_loop, progress_wanted};
 use examples::options;
-use volo_core::client::{Client, ClientConfig};
+use volo_core::client::ClientConfig;
 use volo_core::codec::{Framing, Protocol};
 use volo_core::context::Address;
 use volo_core::transport::TransportKind;
@@ -161,9 +161,11 @@ fn bench_one(transport: &str, s: &Settings) -> Result<Report, Usage> {
             multiplex: s.multiplex,
             ..ClientConfig::default()
         };
-        let client = Client::new("EchoService", addr.clone(), config)
+        let client = EchoServiceClient::builder()
+            .address(addr.clone())
+            .config(config)
+            .build()
             .map_err(|e| Usage(format!("{transport}: client: {e}")))?;
-        let client = EchoServiceClient::new(client);
         let call = EchoCall::new(client, s.size);
         let plan = Plan {
             concurrency: s.concurrency,

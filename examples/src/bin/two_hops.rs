@@ -17,7 +17,7 @@ use examples::echo::{
 };
 use examples::echo_service::Echo;
 use thrift_codec::Utf8Bytes;
-use volo_core::client::{Client, ClientConfig, ClientContext};
+use volo_core::client::ClientContext;
 use volo_core::context::{Address, ServerContext};
 use volo_core::server::{Server, ServerError};
 
@@ -131,9 +131,10 @@ async fn serve<S: EchoService>(service: S) -> Address {
 }
 
 fn client(addr: Address) -> EchoServiceClient {
-    EchoServiceClient::new(
-        Client::new("EchoService", addr, ClientConfig::default()).expect("a client"),
-    )
+    EchoServiceClient::builder()
+        .address(addr)
+        .build()
+        .expect("a client")
 }
 
 #[tokio::main]

@@ -861,32 +861,55 @@ pub mod echo {
     }
 
     /// A client of the `EchoService` service: one method per IDL function (those of the
-    /// services it extends included), over a `volo_core::client::Client`.
+    /// services it extends included), over the client stack `T` (by default the one
+    /// [`EchoServiceClient::builder`] builds).
     #[derive(Debug, Clone)]
-    pub struct EchoServiceClient {
-        client: ::volo_core::client::Client,
+    pub struct EchoServiceClient<T = ::volo_core::client::DefaultStack> {
+        client: ::volo_core::client::Client<T>,
+    }
+
+    /// Makes a [`EchoServiceClient`] from the stack a `volo_core::client::ClientBuilder` built.
+    #[derive(Debug, Clone, Copy, Default)]
+    pub struct EchoServiceClientMaker;
+
+    impl<T> ::volo_core::client::MakeClient<T> for EchoServiceClientMaker {
+        type Client = EchoServiceClient<T>;
+
+        fn make_client(client: ::volo_core::client::Client<T>) -> EchoServiceClient<T> {
+            EchoServiceClient::new(client)
+        }
     }
 
     impl EchoServiceClient {
+        /// A builder of a client of `EchoService` (the name sent as the callee): add an
+        /// address, a list of addresses or a `Discover`, settings and layers, then `build()`.
+        pub fn builder() -> ::volo_core::client::ClientBuilder<EchoServiceClientMaker> {
+            ::volo_core::client::ClientBuilder::new("EchoService")
+        }
+    }
+
+    impl<T> EchoServiceClient<T> {
         /// Calls go through `client`.
-        pub fn new(client: ::volo_core::client::Client) -> Self {
+        pub fn new(client: ::volo_core::client::Client<T>) -> Self {
             Self { client }
         }
 
         /// The untyped client underneath.
-        pub fn client(&self) -> &::volo_core::client::Client {
+        pub fn client(&self) -> &::volo_core::client::Client<T> {
             &self.client
         }
+    }
 
+    impl<T: ::volo_core::service::Service<::volo_core::client::ClientContext, ::volo_core::client::ClientRequest, Response = ::volo_core::client::ClientResponse, Error = ::volo_core::client::Error>> EchoServiceClient<T> {
         /// Calls `echo`.
         pub async fn echo(&self, req: super::echo::Request) -> ::std::result::Result<super::echo::Response, ::volo_core::client::ClientError<::std::convert::Infallible>> {
             self.echo_with(&mut ::volo_core::client::ClientContext::new(), req).await
         }
 
         /// Calls `echo` with a context: metainfo to send (and, after the call, the
-        /// backward values received), a timeout.
+        /// backward values received), a timeout, a hash key.
         pub async fn echo_with(&self, cx: &mut ::volo_core::client::ClientContext, req: super::echo::Request) -> ::std::result::Result<super::echo::Response, ::volo_core::client::ClientError<::std::convert::Infallible>> {
-            let r: super::echo::EchoServiceEchoResult = self.client.call(cx, "echo", &super::echo::EchoServiceEchoArgs { req }).await?;
+            let r: super::echo::EchoServiceEchoResult = self.client.call(cx, "echo", super::echo::EchoServiceEchoArgs { req }).await?;
             match r.success {
                 ::std::option::Option::Some(v) => ::std::result::Result::Ok(v),
                 ::std::option::Option::None => ::std::result::Result::Err(::volo_core::client::ClientError::missing_result("echo")),
@@ -899,9 +922,9 @@ pub mod echo {
         }
 
         /// Calls `echo_test` with a context: metainfo to send (and, after the call, the
-        /// backward values received), a timeout.
+        /// backward values received), a timeout, a hash key.
         pub async fn echo_test_with(&self, cx: &mut ::volo_core::client::ClientContext, t: super::echo::MyTest) -> ::std::result::Result<super::echo::MyTest, ::volo_core::client::ClientError<::std::convert::Infallible>> {
-            let r: super::echo::EchoServiceEchoTestResult = self.client.call(cx, "echo_test", &super::echo::EchoServiceEchoTestArgs { t }).await?;
+            let r: super::echo::EchoServiceEchoTestResult = self.client.call(cx, "echo_test", super::echo::EchoServiceEchoTestArgs { t }).await?;
             match r.success {
                 ::std::option::Option::Some(v) => ::std::result::Result::Ok(v),
                 ::std::option::Option::None => ::std::result::Result::Err(::volo_core::client::ClientError::missing_result("echo_test")),
@@ -914,9 +937,9 @@ pub mod echo {
         }
 
         /// Calls `echo_ids` with a context: metainfo to send (and, after the call, the
-        /// backward values received), a timeout.
+        /// backward values received), a timeout, a hash key.
         pub async fn echo_ids_with(&self, cx: &mut ::volo_core::client::ClientContext, ids: super::echo::Ids) -> ::std::result::Result<super::echo::Ids, ::volo_core::client::ClientError<::std::convert::Infallible>> {
-            let r: super::echo::EchoServiceEchoIdsResult = self.client.call(cx, "echo_ids", &super::echo::EchoServiceEchoIdsArgs { ids }).await?;
+            let r: super::echo::EchoServiceEchoIdsResult = self.client.call(cx, "echo_ids", super::echo::EchoServiceEchoIdsArgs { ids }).await?;
             match r.success {
                 ::std::option::Option::Some(v) => ::std::result::Result::Ok(v),
                 ::std::option::Option::None => ::std::result::Result::Err(::volo_core::client::ClientError::missing_result("echo_ids")),
@@ -929,9 +952,9 @@ pub mod echo {
         }
 
         /// Calls `echo_or_fail` with a context: metainfo to send (and, after the call, the
-        /// backward values received), a timeout.
+        /// backward values received), a timeout, a hash key.
         pub async fn echo_or_fail_with(&self, cx: &mut ::volo_core::client::ClientContext, req: super::echo::Request) -> ::std::result::Result<super::echo::Response, ::volo_core::client::ClientError<super::echo::EchoServiceEchoOrFailException>> {
-            let r: super::echo::EchoServiceEchoOrFailResult = self.client.call(cx, "echo_or_fail", &super::echo::EchoServiceEchoOrFailArgs { req }).await?;
+            let r: super::echo::EchoServiceEchoOrFailResult = self.client.call(cx, "echo_or_fail", super::echo::EchoServiceEchoOrFailArgs { req }).await?;
             if let ::std::option::Option::Some(e) = r.err {
                 return ::std::result::Result::Err(::volo_core::client::ClientError::User(super::echo::EchoServiceEchoOrFailException::Err(e)));
             }
@@ -949,9 +972,9 @@ pub mod echo {
         }
 
         /// Calls `notify` with a context: metainfo to send (and, after the call, the
-        /// backward values received), a timeout.
+        /// backward values received), a timeout, a hash key.
         pub async fn notify_with(&self, cx: &mut ::volo_core::client::ClientContext, event: __tc::Utf8Bytes) -> ::std::result::Result<(), ::volo_core::client::ClientError<::std::convert::Infallible>> {
-            self.client.oneway(cx, "notify", &super::echo::EchoServiceNotifyArgs { event }).await.map_err(::volo_core::client::ClientError::from)
+            self.client.oneway(cx, "notify", super::echo::EchoServiceNotifyArgs { event }).await.map_err(::volo_core::client::ClientError::from)
         }
     }
 }

@@ -1436,32 +1436,55 @@ pub mod services {
     }
 
     /// A client of the `Base` service: one method per IDL function (those of the
-    /// services it extends included), over a `volo_core::client::Client`.
+    /// services it extends included), over the client stack `T` (by default the one
+    /// [`BaseClient::builder`] builds).
     #[derive(Debug, Clone)]
-    pub struct BaseClient {
-        client: ::volo_core::client::Client,
+    pub struct BaseClient<T = ::volo_core::client::DefaultStack> {
+        client: ::volo_core::client::Client<T>,
+    }
+
+    /// Makes a [`BaseClient`] from the stack a `volo_core::client::ClientBuilder` built.
+    #[derive(Debug, Clone, Copy, Default)]
+    pub struct BaseClientMaker;
+
+    impl<T> ::volo_core::client::MakeClient<T> for BaseClientMaker {
+        type Client = BaseClient<T>;
+
+        fn make_client(client: ::volo_core::client::Client<T>) -> BaseClient<T> {
+            BaseClient::new(client)
+        }
     }
 
     impl BaseClient {
+        /// A builder of a client of `Base` (the name sent as the callee): add an
+        /// address, a list of addresses or a `Discover`, settings and layers, then `build()`.
+        pub fn builder() -> ::volo_core::client::ClientBuilder<BaseClientMaker> {
+            ::volo_core::client::ClientBuilder::new("Base")
+        }
+    }
+
+    impl<T> BaseClient<T> {
         /// Calls go through `client`.
-        pub fn new(client: ::volo_core::client::Client) -> Self {
+        pub fn new(client: ::volo_core::client::Client<T>) -> Self {
             Self { client }
         }
 
         /// The untyped client underneath.
-        pub fn client(&self) -> &::volo_core::client::Client {
+        pub fn client(&self) -> &::volo_core::client::Client<T> {
             &self.client
         }
+    }
 
+    impl<T: ::volo_core::service::Service<::volo_core::client::ClientContext, ::volo_core::client::ClientRequest, Response = ::volo_core::client::ClientResponse, Error = ::volo_core::client::Error>> BaseClient<T> {
         /// Calls `ping`.
         pub async fn ping(&self) -> ::std::result::Result<(), ::volo_core::client::ClientError<::std::convert::Infallible>> {
             self.ping_with(&mut ::volo_core::client::ClientContext::new()).await
         }
 
         /// Calls `ping` with a context: metainfo to send (and, after the call, the
-        /// backward values received), a timeout.
+        /// backward values received), a timeout, a hash key.
         pub async fn ping_with(&self, cx: &mut ::volo_core::client::ClientContext) -> ::std::result::Result<(), ::volo_core::client::ClientError<::std::convert::Infallible>> {
-            let _: super::services::BasePingResult = self.client.call(cx, "ping", &super::services::BasePingArgs {}).await?;
+            let _: super::services::BasePingResult = self.client.call(cx, "ping", super::services::BasePingArgs {}).await?;
             ::std::result::Result::Ok(())
         }
 
@@ -1471,9 +1494,9 @@ pub mod services {
         }
 
         /// Calls `version` with a context: metainfo to send (and, after the call, the
-        /// backward values received), a timeout.
+        /// backward values received), a timeout, a hash key.
         pub async fn version_with(&self, cx: &mut ::volo_core::client::ClientContext) -> ::std::result::Result<__tc::Utf8Bytes, ::volo_core::client::ClientError<::std::convert::Infallible>> {
-            let r: super::services::BaseVersionResult = self.client.call(cx, "version", &super::services::BaseVersionArgs {}).await?;
+            let r: super::services::BaseVersionResult = self.client.call(cx, "version", super::services::BaseVersionArgs {}).await?;
             match r.success {
                 ::std::option::Option::Some(v) => ::std::result::Result::Ok(v),
                 ::std::option::Option::None => ::std::result::Result::Err(::volo_core::client::ClientError::missing_result("version")),
@@ -2324,32 +2347,55 @@ pub mod services {
     }
 
     /// A client of the `Store` service: one method per IDL function (those of the
-    /// services it extends included), over a `volo_core::client::Client`.
+    /// services it extends included), over the client stack `T` (by default the one
+    /// [`StoreClient::builder`] builds).
     #[derive(Debug, Clone)]
-    pub struct StoreClient {
-        client: ::volo_core::client::Client,
+    pub struct StoreClient<T = ::volo_core::client::DefaultStack> {
+        client: ::volo_core::client::Client<T>,
+    }
+
+    /// Makes a [`StoreClient`] from the stack a `volo_core::client::ClientBuilder` built.
+    #[derive(Debug, Clone, Copy, Default)]
+    pub struct StoreClientMaker;
+
+    impl<T> ::volo_core::client::MakeClient<T> for StoreClientMaker {
+        type Client = StoreClient<T>;
+
+        fn make_client(client: ::volo_core::client::Client<T>) -> StoreClient<T> {
+            StoreClient::new(client)
+        }
     }
 
     impl StoreClient {
+        /// A builder of a client of `Store` (the name sent as the callee): add an
+        /// address, a list of addresses or a `Discover`, settings and layers, then `build()`.
+        pub fn builder() -> ::volo_core::client::ClientBuilder<StoreClientMaker> {
+            ::volo_core::client::ClientBuilder::new("Store")
+        }
+    }
+
+    impl<T> StoreClient<T> {
         /// Calls go through `client`.
-        pub fn new(client: ::volo_core::client::Client) -> Self {
+        pub fn new(client: ::volo_core::client::Client<T>) -> Self {
             Self { client }
         }
 
         /// The untyped client underneath.
-        pub fn client(&self) -> &::volo_core::client::Client {
+        pub fn client(&self) -> &::volo_core::client::Client<T> {
             &self.client
         }
+    }
 
+    impl<T: ::volo_core::service::Service<::volo_core::client::ClientContext, ::volo_core::client::ClientRequest, Response = ::volo_core::client::ClientResponse, Error = ::volo_core::client::Error>> StoreClient<T> {
         /// Stores a shape.
         pub async fn put(&self, key: __tc::Utf8Bytes, value: super::shapes::Shape) -> ::std::result::Result<(), ::volo_core::client::ClientError<super::services::StorePutException>> {
             self.put_with(&mut ::volo_core::client::ClientContext::new(), key, value).await
         }
 
         /// Calls `put` with a context: metainfo to send (and, after the call, the
-        /// backward values received), a timeout.
+        /// backward values received), a timeout, a hash key.
         pub async fn put_with(&self, cx: &mut ::volo_core::client::ClientContext, key: __tc::Utf8Bytes, value: super::shapes::Shape) -> ::std::result::Result<(), ::volo_core::client::ClientError<super::services::StorePutException>> {
-            let r: super::services::StorePutResult = self.client.call(cx, "put", &super::services::StorePutArgs { key, value }).await?;
+            let r: super::services::StorePutResult = self.client.call(cx, "put", super::services::StorePutArgs { key, value }).await?;
             if let ::std::option::Option::Some(e) = r.invalid {
                 return ::std::result::Result::Err(::volo_core::client::ClientError::User(super::services::StorePutException::Invalid(e)));
             }
@@ -2362,9 +2408,9 @@ pub mod services {
         }
 
         /// Calls `get` with a context: metainfo to send (and, after the call, the
-        /// backward values received), a timeout.
+        /// backward values received), a timeout, a hash key.
         pub async fn get_with(&self, cx: &mut ::volo_core::client::ClientContext, key: __tc::Utf8Bytes) -> ::std::result::Result<super::shapes::Shape, ::volo_core::client::ClientError<super::services::StoreGetException>> {
-            let r: super::services::StoreGetResult = self.client.call(cx, "get", &super::services::StoreGetArgs { key }).await?;
+            let r: super::services::StoreGetResult = self.client.call(cx, "get", super::services::StoreGetArgs { key }).await?;
             if let ::std::option::Option::Some(e) = r.nf {
                 return ::std::result::Result::Err(::volo_core::client::ClientError::User(super::services::StoreGetException::Nf(e)));
             }
@@ -2385,9 +2431,9 @@ pub mod services {
         }
 
         /// Calls `forget` with a context: metainfo to send (and, after the call, the
-        /// backward values received), a timeout.
+        /// backward values received), a timeout, a hash key.
         pub async fn forget_with(&self, cx: &mut ::volo_core::client::ClientContext, key: __tc::Utf8Bytes) -> ::std::result::Result<(), ::volo_core::client::ClientError<::std::convert::Infallible>> {
-            self.client.oneway(cx, "forget", &super::services::StoreForgetArgs { key }).await.map_err(::volo_core::client::ClientError::from)
+            self.client.oneway(cx, "forget", super::services::StoreForgetArgs { key }).await.map_err(::volo_core::client::ClientError::from)
         }
 
         /// Calls `rects`.
@@ -2396,9 +2442,9 @@ pub mod services {
         }
 
         /// Calls `rects` with a context: metainfo to send (and, after the call, the
-        /// backward values received), a timeout.
+        /// backward values received), a timeout, a hash key.
         pub async fn rects_with(&self, cx: &mut ::volo_core::client::ClientContext, limit: i32, prefix: ::std::option::Option<__tc::Utf8Bytes>) -> ::std::result::Result<::std::vec::Vec<super::shapes::Rect>, ::volo_core::client::ClientError<::std::convert::Infallible>> {
-            let r: super::services::StoreRectsResult = self.client.call(cx, "rects", &super::services::StoreRectsArgs { limit, prefix }).await?;
+            let r: super::services::StoreRectsResult = self.client.call(cx, "rects", super::services::StoreRectsArgs { limit, prefix }).await?;
             match r.success {
                 ::std::option::Option::Some(v) => ::std::result::Result::Ok(v),
                 ::std::option::Option::None => ::std::result::Result::Err(::volo_core::client::ClientError::missing_result("rects")),
@@ -2411,9 +2457,9 @@ pub mod services {
         }
 
         /// Calls `stats` with a context: metainfo to send (and, after the call, the
-        /// backward values received), a timeout.
+        /// backward values received), a timeout, a hash key.
         pub async fn stats_with(&self, cx: &mut ::volo_core::client::ClientContext) -> ::std::result::Result<::std::collections::BTreeMap<__tc::Utf8Bytes, i64>, ::volo_core::client::ClientError<::std::convert::Infallible>> {
-            let r: super::services::StoreStatsResult = self.client.call(cx, "stats", &super::services::StoreStatsArgs {}).await?;
+            let r: super::services::StoreStatsResult = self.client.call(cx, "stats", super::services::StoreStatsArgs {}).await?;
             match r.success {
                 ::std::option::Option::Some(v) => ::std::result::Result::Ok(v),
                 ::std::option::Option::None => ::std::result::Result::Err(::volo_core::client::ClientError::missing_result("stats")),
@@ -2426,9 +2472,9 @@ pub mod services {
         }
 
         /// Calls `exists` with a context: metainfo to send (and, after the call, the
-        /// backward values received), a timeout.
+        /// backward values received), a timeout, a hash key.
         pub async fn exists_with(&self, cx: &mut ::volo_core::client::ClientContext, key: __tc::Utf8Bytes) -> ::std::result::Result<bool, ::volo_core::client::ClientError<::std::convert::Infallible>> {
-            let r: super::services::StoreExistsResult = self.client.call(cx, "exists", &super::services::StoreExistsArgs { key }).await?;
+            let r: super::services::StoreExistsResult = self.client.call(cx, "exists", super::services::StoreExistsArgs { key }).await?;
             match r.success {
                 ::std::option::Option::Some(v) => ::std::result::Result::Ok(v),
                 ::std::option::Option::None => ::std::result::Result::Err(::volo_core::client::ClientError::missing_result("exists")),
@@ -2441,9 +2487,9 @@ pub mod services {
         }
 
         /// Calls `count` with a context: metainfo to send (and, after the call, the
-        /// backward values received), a timeout.
+        /// backward values received), a timeout, a hash key.
         pub async fn count_with(&self, cx: &mut ::volo_core::client::ClientContext, keys: ::std::vec::Vec<__tc::Utf8Bytes>) -> ::std::result::Result<i32, ::volo_core::client::ClientError<::std::convert::Infallible>> {
-            let r: super::services::StoreCountResult = self.client.call(cx, "count", &super::services::StoreCountArgs { keys }).await?;
+            let r: super::services::StoreCountResult = self.client.call(cx, "count", super::services::StoreCountArgs { keys }).await?;
             match r.success {
                 ::std::option::Option::Some(v) => ::std::result::Result::Ok(v),
                 ::std::option::Option::None => ::std::result::Result::Err(::volo_core::client::ClientError::missing_result("count")),
@@ -2456,9 +2502,9 @@ pub mod services {
         }
 
         /// Calls `ping` with a context: metainfo to send (and, after the call, the
-        /// backward values received), a timeout.
+        /// backward values received), a timeout, a hash key.
         pub async fn ping_with(&self, cx: &mut ::volo_core::client::ClientContext) -> ::std::result::Result<(), ::volo_core::client::ClientError<::std::convert::Infallible>> {
-            let _: super::services::BasePingResult = self.client.call(cx, "ping", &super::services::BasePingArgs {}).await?;
+            let _: super::services::BasePingResult = self.client.call(cx, "ping", super::services::BasePingArgs {}).await?;
             ::std::result::Result::Ok(())
         }
 
@@ -2468,9 +2514,9 @@ pub mod services {
         }
 
         /// Calls `version` with a context: metainfo to send (and, after the call, the
-        /// backward values received), a timeout.
+        /// backward values received), a timeout, a hash key.
         pub async fn version_with(&self, cx: &mut ::volo_core::client::ClientContext) -> ::std::result::Result<__tc::Utf8Bytes, ::volo_core::client::ClientError<::std::convert::Infallible>> {
-            let r: super::services::BaseVersionResult = self.client.call(cx, "version", &super::services::BaseVersionArgs {}).await?;
+            let r: super::services::BaseVersionResult = self.client.call(cx, "version", super::services::BaseVersionArgs {}).await?;
             match r.success {
                 ::std::option::Option::Some(v) => ::std::result::Result::Ok(v),
                 ::std::option::Option::None => ::std::result::Result::Err(::volo_core::client::ClientError::missing_result("version")),
@@ -2535,20 +2581,41 @@ pub mod services {
     }
 
     /// A client of the `Empty` service: one method per IDL function (those of the
-    /// services it extends included), over a `volo_core::client::Client`.
+    /// services it extends included), over the client stack `T` (by default the one
+    /// [`EmptyClient::builder`] builds).
     #[derive(Debug, Clone)]
-    pub struct EmptyClient {
-        client: ::volo_core::client::Client,
+    pub struct EmptyClient<T = ::volo_core::client::DefaultStack> {
+        client: ::volo_core::client::Client<T>,
+    }
+
+    /// Makes a [`EmptyClient`] from the stack a `volo_core::client::ClientBuilder` built.
+    #[derive(Debug, Clone, Copy, Default)]
+    pub struct EmptyClientMaker;
+
+    impl<T> ::volo_core::client::MakeClient<T> for EmptyClientMaker {
+        type Client = EmptyClient<T>;
+
+        fn make_client(client: ::volo_core::client::Client<T>) -> EmptyClient<T> {
+            EmptyClient::new(client)
+        }
     }
 
     impl EmptyClient {
+        /// A builder of a client of `Empty` (the name sent as the callee): add an
+        /// address, a list of addresses or a `Discover`, settings and layers, then `build()`.
+        pub fn builder() -> ::volo_core::client::ClientBuilder<EmptyClientMaker> {
+            ::volo_core::client::ClientBuilder::new("Empty")
+        }
+    }
+
+    impl<T> EmptyClient<T> {
         /// Calls go through `client`.
-        pub fn new(client: ::volo_core::client::Client) -> Self {
+        pub fn new(client: ::volo_core::client::Client<T>) -> Self {
             Self { client }
         }
 
         /// The untyped client underneath.
-        pub fn client(&self) -> &::volo_core::client::Client {
+        pub fn client(&self) -> &::volo_core::client::Client<T> {
             &self.client
         }
     }
@@ -2945,32 +3012,55 @@ pub mod includes {
     }
 
     /// A client of the `Events` service: one method per IDL function (those of the
-    /// services it extends included), over a `volo_core::client::Client`.
+    /// services it extends included), over the client stack `T` (by default the one
+    /// [`EventsClient::builder`] builds).
     #[derive(Debug, Clone)]
-    pub struct EventsClient {
-        client: ::volo_core::client::Client,
+    pub struct EventsClient<T = ::volo_core::client::DefaultStack> {
+        client: ::volo_core::client::Client<T>,
+    }
+
+    /// Makes a [`EventsClient`] from the stack a `volo_core::client::ClientBuilder` built.
+    #[derive(Debug, Clone, Copy, Default)]
+    pub struct EventsClientMaker;
+
+    impl<T> ::volo_core::client::MakeClient<T> for EventsClientMaker {
+        type Client = EventsClient<T>;
+
+        fn make_client(client: ::volo_core::client::Client<T>) -> EventsClient<T> {
+            EventsClient::new(client)
+        }
     }
 
     impl EventsClient {
+        /// A builder of a client of `Events` (the name sent as the callee): add an
+        /// address, a list of addresses or a `Discover`, settings and layers, then `build()`.
+        pub fn builder() -> ::volo_core::client::ClientBuilder<EventsClientMaker> {
+            ::volo_core::client::ClientBuilder::new("Events")
+        }
+    }
+
+    impl<T> EventsClient<T> {
         /// Calls go through `client`.
-        pub fn new(client: ::volo_core::client::Client) -> Self {
+        pub fn new(client: ::volo_core::client::Client<T>) -> Self {
             Self { client }
         }
 
         /// The untyped client underneath.
-        pub fn client(&self) -> &::volo_core::client::Client {
+        pub fn client(&self) -> &::volo_core::client::Client<T> {
             &self.client
         }
+    }
 
+    impl<T: ::volo_core::service::Service<::volo_core::client::ClientContext, ::volo_core::client::ClientRequest, Response = ::volo_core::client::ClientResponse, Error = ::volo_core::client::Error>> EventsClient<T> {
         /// Calls `since`.
         pub async fn since(&self, at: i64) -> ::std::result::Result<::std::vec::Vec<super::includes::Event>, ::volo_core::client::ClientError<super::includes::EventsSinceException>> {
             self.since_with(&mut ::volo_core::client::ClientContext::new(), at).await
         }
 
         /// Calls `since` with a context: metainfo to send (and, after the call, the
-        /// backward values received), a timeout.
+        /// backward values received), a timeout, a hash key.
         pub async fn since_with(&self, cx: &mut ::volo_core::client::ClientContext, at: i64) -> ::std::result::Result<::std::vec::Vec<super::includes::Event>, ::volo_core::client::ClientError<super::includes::EventsSinceException>> {
-            let r: super::includes::EventsSinceResult = self.client.call(cx, "since", &super::includes::EventsSinceArgs { at }).await?;
+            let r: super::includes::EventsSinceResult = self.client.call(cx, "since", super::includes::EventsSinceArgs { at }).await?;
             if let ::std::option::Option::Some(e) = r.nf {
                 return ::std::result::Result::Err(::volo_core::client::ClientError::User(super::includes::EventsSinceException::Nf(e)));
             }
@@ -2986,9 +3076,9 @@ pub mod includes {
         }
 
         /// Calls `put` with a context: metainfo to send (and, after the call, the
-        /// backward values received), a timeout.
+        /// backward values received), a timeout, a hash key.
         pub async fn put_with(&self, cx: &mut ::volo_core::client::ClientContext, key: __tc::Utf8Bytes, value: super::shapes::Shape) -> ::std::result::Result<(), ::volo_core::client::ClientError<super::services::StorePutException>> {
-            let r: super::services::StorePutResult = self.client.call(cx, "put", &super::services::StorePutArgs { key, value }).await?;
+            let r: super::services::StorePutResult = self.client.call(cx, "put", super::services::StorePutArgs { key, value }).await?;
             if let ::std::option::Option::Some(e) = r.invalid {
                 return ::std::result::Result::Err(::volo_core::client::ClientError::User(super::services::StorePutException::Invalid(e)));
             }
@@ -3001,9 +3091,9 @@ pub mod includes {
         }
 
         /// Calls `get` with a context: metainfo to send (and, after the call, the
-        /// backward values received), a timeout.
+        /// backward values received), a timeout, a hash key.
         pub async fn get_with(&self, cx: &mut ::volo_core::client::ClientContext, key: __tc::Utf8Bytes) -> ::std::result::Result<super::shapes::Shape, ::volo_core::client::ClientError<super::services::StoreGetException>> {
-            let r: super::services::StoreGetResult = self.client.call(cx, "get", &super::services::StoreGetArgs { key }).await?;
+            let r: super::services::StoreGetResult = self.client.call(cx, "get", super::services::StoreGetArgs { key }).await?;
             if let ::std::option::Option::Some(e) = r.nf {
                 return ::std::result::Result::Err(::volo_core::client::ClientError::User(super::services::StoreGetException::Nf(e)));
             }
@@ -3024,9 +3114,9 @@ pub mod includes {
         }
 
         /// Calls `forget` with a context: metainfo to send (and, after the call, the
-        /// backward values received), a timeout.
+        /// backward values received), a timeout, a hash key.
         pub async fn forget_with(&self, cx: &mut ::volo_core::client::ClientContext, key: __tc::Utf8Bytes) -> ::std::result::Result<(), ::volo_core::client::ClientError<::std::convert::Infallible>> {
-            self.client.oneway(cx, "forget", &super::services::StoreForgetArgs { key }).await.map_err(::volo_core::client::ClientError::from)
+            self.client.oneway(cx, "forget", super::services::StoreForgetArgs { key }).await.map_err(::volo_core::client::ClientError::from)
         }
 
         /// Calls `rects`.
@@ -3035,9 +3125,9 @@ pub mod includes {
         }
 
         /// Calls `rects` with a context: metainfo to send (and, after the call, the
-        /// backward values received), a timeout.
+        /// backward values received), a timeout, a hash key.
         pub async fn rects_with(&self, cx: &mut ::volo_core::client::ClientContext, limit: i32, prefix: ::std::option::Option<__tc::Utf8Bytes>) -> ::std::result::Result<::std::vec::Vec<super::shapes::Rect>, ::volo_core::client::ClientError<::std::convert::Infallible>> {
-            let r: super::services::StoreRectsResult = self.client.call(cx, "rects", &super::services::StoreRectsArgs { limit, prefix }).await?;
+            let r: super::services::StoreRectsResult = self.client.call(cx, "rects", super::services::StoreRectsArgs { limit, prefix }).await?;
             match r.success {
                 ::std::option::Option::Some(v) => ::std::result::Result::Ok(v),
                 ::std::option::Option::None => ::std::result::Result::Err(::volo_core::client::ClientError::missing_result("rects")),
@@ -3050,9 +3140,9 @@ pub mod includes {
         }
 
         /// Calls `stats` with a context: metainfo to send (and, after the call, the
-        /// backward values received), a timeout.
+        /// backward values received), a timeout, a hash key.
         pub async fn stats_with(&self, cx: &mut ::volo_core::client::ClientContext) -> ::std::result::Result<::std::collections::BTreeMap<__tc::Utf8Bytes, i64>, ::volo_core::client::ClientError<::std::convert::Infallible>> {
-            let r: super::services::StoreStatsResult = self.client.call(cx, "stats", &super::services::StoreStatsArgs {}).await?;
+            let r: super::services::StoreStatsResult = self.client.call(cx, "stats", super::services::StoreStatsArgs {}).await?;
             match r.success {
                 ::std::option::Option::Some(v) => ::std::result::Result::Ok(v),
                 ::std::option::Option::None => ::std::result::Result::Err(::volo_core::client::ClientError::missing_result("stats")),
@@ -3065,9 +3155,9 @@ pub mod includes {
         }
 
         /// Calls `exists` with a context: metainfo to send (and, after the call, the
-        /// backward values received), a timeout.
+        /// backward values received), a timeout, a hash key.
         pub async fn exists_with(&self, cx: &mut ::volo_core::client::ClientContext, key: __tc::Utf8Bytes) -> ::std::result::Result<bool, ::volo_core::client::ClientError<::std::convert::Infallible>> {
-            let r: super::services::StoreExistsResult = self.client.call(cx, "exists", &super::services::StoreExistsArgs { key }).await?;
+            let r: super::services::StoreExistsResult = self.client.call(cx, "exists", super::services::StoreExistsArgs { key }).await?;
             match r.success {
                 ::std::option::Option::Some(v) => ::std::result::Result::Ok(v),
                 ::std::option::Option::None => ::std::result::Result::Err(::volo_core::client::ClientError::missing_result("exists")),
@@ -3080,9 +3170,9 @@ pub mod includes {
         }
 
         /// Calls `count` with a context: metainfo to send (and, after the call, the
-        /// backward values received), a timeout.
+        /// backward values received), a timeout, a hash key.
         pub async fn count_with(&self, cx: &mut ::volo_core::client::ClientContext, keys: ::std::vec::Vec<__tc::Utf8Bytes>) -> ::std::result::Result<i32, ::volo_core::client::ClientError<::std::convert::Infallible>> {
-            let r: super::services::StoreCountResult = self.client.call(cx, "count", &super::services::StoreCountArgs { keys }).await?;
+            let r: super::services::StoreCountResult = self.client.call(cx, "count", super::services::StoreCountArgs { keys }).await?;
             match r.success {
                 ::std::option::Option::Some(v) => ::std::result::Result::Ok(v),
                 ::std::option::Option::None => ::std::result::Result::Err(::volo_core::client::ClientError::missing_result("count")),
@@ -3095,9 +3185,9 @@ pub mod includes {
         }
 
         /// Calls `ping` with a context: metainfo to send (and, after the call, the
-        /// backward values received), a timeout.
+        /// backward values received), a timeout, a hash key.
         pub async fn ping_with(&self, cx: &mut ::volo_core::client::ClientContext) -> ::std::result::Result<(), ::volo_core::client::ClientError<::std::convert::Infallible>> {
-            let _: super::services::BasePingResult = self.client.call(cx, "ping", &super::services::BasePingArgs {}).await?;
+            let _: super::services::BasePingResult = self.client.call(cx, "ping", super::services::BasePingArgs {}).await?;
             ::std::result::Result::Ok(())
         }
 
@@ -3107,9 +3197,9 @@ pub mod includes {
         }
 
         /// Calls `version` with a context: metainfo to send (and, after the call, the
-        /// backward values received), a timeout.
+        /// backward values received), a timeout, a hash key.
         pub async fn version_with(&self, cx: &mut ::volo_core::client::ClientContext) -> ::std::result::Result<__tc::Utf8Bytes, ::volo_core::client::ClientError<::std::convert::Infallible>> {
-            let r: super::services::BaseVersionResult = self.client.call(cx, "version", &super::services::BaseVersionArgs {}).await?;
+            let r: super::services::BaseVersionResult = self.client.call(cx, "version", super::services::BaseVersionArgs {}).await?;
             match r.success {
                 ::std::option::Option::Some(v) => ::std::result::Result::Ok(v),
                 ::std::option::Option::None => ::std::result::Result::Err(::volo_core::client::ClientError::missing_result("version")),
@@ -3771,23 +3861,46 @@ pub mod comments {
     }
 
     /// A client of the `Doc` service: one method per IDL function (those of the
-    /// services it extends included), over a `volo_core::client::Client`.
+    /// services it extends included), over the client stack `T` (by default the one
+    /// [`DocClient::builder`] builds).
     #[derive(Debug, Clone)]
-    pub struct DocClient {
-        client: ::volo_core::client::Client,
+    pub struct DocClient<T = ::volo_core::client::DefaultStack> {
+        client: ::volo_core::client::Client<T>,
+    }
+
+    /// Makes a [`DocClient`] from the stack a `volo_core::client::ClientBuilder` built.
+    #[derive(Debug, Clone, Copy, Default)]
+    pub struct DocClientMaker;
+
+    impl<T> ::volo_core::client::MakeClient<T> for DocClientMaker {
+        type Client = DocClient<T>;
+
+        fn make_client(client: ::volo_core::client::Client<T>) -> DocClient<T> {
+            DocClient::new(client)
+        }
     }
 
     impl DocClient {
+        /// A builder of a client of `Doc` (the name sent as the callee): add an
+        /// address, a list of addresses or a `Discover`, settings and layers, then `build()`.
+        pub fn builder() -> ::volo_core::client::ClientBuilder<DocClientMaker> {
+            ::volo_core::client::ClientBuilder::new("Doc")
+        }
+    }
+
+    impl<T> DocClient<T> {
         /// Calls go through `client`.
-        pub fn new(client: ::volo_core::client::Client) -> Self {
+        pub fn new(client: ::volo_core::client::Client<T>) -> Self {
             Self { client }
         }
 
         /// The untyped client underneath.
-        pub fn client(&self) -> &::volo_core::client::Client {
+        pub fn client(&self) -> &::volo_core::client::Client<T> {
             &self.client
         }
+    }
 
+    impl<T: ::volo_core::service::Service<::volo_core::client::ClientContext, ::volo_core::client::ClientRequest, Response = ::volo_core::client::ClientResponse, Error = ::volo_core::client::Error>> DocClient<T> {
         /// Line doc on a function
         /// spanning two lines.
         pub async fn a(&self) -> ::std::result::Result<(), ::volo_core::client::ClientError<::std::convert::Infallible>> {
@@ -3795,9 +3908,9 @@ pub mod comments {
         }
 
         /// Calls `a` with a context: metainfo to send (and, after the call, the
-        /// backward values received), a timeout.
+        /// backward values received), a timeout, a hash key.
         pub async fn a_with(&self, cx: &mut ::volo_core::client::ClientContext) -> ::std::result::Result<(), ::volo_core::client::ClientError<::std::convert::Infallible>> {
-            let _: super::comments::DocAResult = self.client.call(cx, "a", &super::comments::DocAArgs {}).await?;
+            let _: super::comments::DocAResult = self.client.call(cx, "a", super::comments::DocAArgs {}).await?;
             ::std::result::Result::Ok(())
         }
 
@@ -3807,9 +3920,9 @@ pub mod comments {
         }
 
         /// Calls `b` with a context: metainfo to send (and, after the call, the
-        /// backward values received), a timeout.
+        /// backward values received), a timeout, a hash key.
         pub async fn b_with(&self, cx: &mut ::volo_core::client::ClientContext) -> ::std::result::Result<(), ::volo_core::client::ClientError<::std::convert::Infallible>> {
-            let _: super::comments::DocBResult = self.client.call(cx, "b", &super::comments::DocBArgs {}).await?;
+            let _: super::comments::DocBResult = self.client.call(cx, "b", super::comments::DocBArgs {}).await?;
             ::std::result::Result::Ok(())
         }
 
@@ -3821,9 +3934,9 @@ pub mod comments {
         }
 
         /// Calls `c` with a context: metainfo to send (and, after the call, the
-        /// backward values received), a timeout.
+        /// backward values received), a timeout, a hash key.
         pub async fn c_with(&self, cx: &mut ::volo_core::client::ClientContext) -> ::std::result::Result<(), ::volo_core::client::ClientError<::std::convert::Infallible>> {
-            self.client.oneway(cx, "c", &super::comments::DocCArgs {}).await.map_err(::volo_core::client::ClientError::from)
+            self.client.oneway(cx, "c", super::comments::DocCArgs {}).await.map_err(::volo_core::client::ClientError::from)
         }
 
         /// Calls `d`.
@@ -3832,9 +3945,9 @@ pub mod comments {
         }
 
         /// Calls `d` with a context: metainfo to send (and, after the call, the
-        /// backward values received), a timeout.
+        /// backward values received), a timeout, a hash key.
         pub async fn d_with(&self, cx: &mut ::volo_core::client::ClientContext, x: i32, y: i32) -> ::std::result::Result<i32, ::volo_core::client::ClientError<::std::convert::Infallible>> {
-            let r: super::comments::DocDResult = self.client.call(cx, "d", &super::comments::DocDArgs { x, y }).await?;
+            let r: super::comments::DocDResult = self.client.call(cx, "d", super::comments::DocDArgs { x, y }).await?;
             match r.success {
                 ::std::option::Option::Some(v) => ::std::result::Result::Ok(v),
                 ::std::option::Option::None => ::std::result::Result::Err(::volo_core::client::ClientError::missing_result("d")),
@@ -4401,32 +4514,55 @@ pub mod handlers {
     }
 
     /// A client of the `Tricky` service: one method per IDL function (those of the
-    /// services it extends included), over a `volo_core::client::Client`.
+    /// services it extends included), over the client stack `T` (by default the one
+    /// [`TrickyClient::builder`] builds).
     #[derive(Debug, Clone)]
-    pub struct TrickyClient {
-        client: ::volo_core::client::Client,
+    pub struct TrickyClient<T = ::volo_core::client::DefaultStack> {
+        client: ::volo_core::client::Client<T>,
+    }
+
+    /// Makes a [`TrickyClient`] from the stack a `volo_core::client::ClientBuilder` built.
+    #[derive(Debug, Clone, Copy, Default)]
+    pub struct TrickyClientMaker;
+
+    impl<T> ::volo_core::client::MakeClient<T> for TrickyClientMaker {
+        type Client = TrickyClient<T>;
+
+        fn make_client(client: ::volo_core::client::Client<T>) -> TrickyClient<T> {
+            TrickyClient::new(client)
+        }
     }
 
     impl TrickyClient {
+        /// A builder of a client of `Tricky` (the name sent as the callee): add an
+        /// address, a list of addresses or a `Discover`, settings and layers, then `build()`.
+        pub fn builder() -> ::volo_core::client::ClientBuilder<TrickyClientMaker> {
+            ::volo_core::client::ClientBuilder::new("Tricky")
+        }
+    }
+
+    impl<T> TrickyClient<T> {
         /// Calls go through `client`.
-        pub fn new(client: ::volo_core::client::Client) -> Self {
+        pub fn new(client: ::volo_core::client::Client<T>) -> Self {
             Self { client }
         }
 
         /// The untyped client underneath.
-        pub fn client(&self) -> &::volo_core::client::Client {
+        pub fn client(&self) -> &::volo_core::client::Client<T> {
             &self.client
         }
+    }
 
+    impl<T: ::volo_core::service::Service<::volo_core::client::ClientContext, ::volo_core::client::ClientRequest, Response = ::volo_core::client::ClientResponse, Error = ::volo_core::client::Error>> TrickyClient<T> {
         /// Parameters named like the context and the dispatcher's locals.
         pub async fn r#type(&self, cx: i32, self_: __tc::Utf8Bytes, a: i64, args: i64, method: i64, inner: i64, r: i64, e: i64) -> ::std::result::Result<i32, ::volo_core::client::ClientError<super::handlers::TrickyTypeException>> {
             self.r#type_with(&mut ::volo_core::client::ClientContext::new(), cx, self_, a, args, method, inner, r, e).await
         }
 
         /// Calls `type` with a context: metainfo to send (and, after the call, the
-        /// backward values received), a timeout.
+        /// backward values received), a timeout, a hash key.
         pub async fn r#type_with(&self, cx_: &mut ::volo_core::client::ClientContext, cx: i32, self_: __tc::Utf8Bytes, a: i64, args: i64, method: i64, inner: i64, r: i64, e: i64) -> ::std::result::Result<i32, ::volo_core::client::ClientError<super::handlers::TrickyTypeException>> {
-            let r: super::handlers::TrickyTypeResult = self.client.call(cx_, "type", &super::handlers::TrickyTypeArgs { cx, self_, a, args, method, inner, r, e }).await?;
+            let r: super::handlers::TrickyTypeResult = self.client.call(cx_, "type", super::handlers::TrickyTypeArgs { cx, self_, a, args, method, inner, r, e }).await?;
             if let ::std::option::Option::Some(e) = r.first {
                 return ::std::result::Result::Err(::volo_core::client::ClientError::User(super::handlers::TrickyTypeException::First(e)));
             }
@@ -4448,9 +4584,9 @@ pub mod handlers {
         }
 
         /// Calls `match` with a context: metainfo to send (and, after the call, the
-        /// backward values received), a timeout.
+        /// backward values received), a timeout, a hash key.
         pub async fn r#match_with(&self, cx: &mut ::volo_core::client::ClientContext, result: ::std::option::Option<super::shapes::Shape>) -> ::std::result::Result<(), ::volo_core::client::ClientError<super::handlers::TrickyMatchException>> {
-            let r: super::handlers::TrickyMatchResult = self.client.call(cx, "match", &super::handlers::TrickyMatchArgs { result }).await?;
+            let r: super::handlers::TrickyMatchResult = self.client.call(cx, "match", super::handlers::TrickyMatchArgs { result }).await?;
             if let ::std::option::Option::Some(e) = r.r#fn {
                 return ::std::result::Result::Err(::volo_core::client::ClientError::User(super::handlers::TrickyMatchException::Fn(e)));
             }
@@ -4463,9 +4599,9 @@ pub mod handlers {
         }
 
         /// Calls `async` with a context: metainfo to send (and, after the call, the
-        /// backward values received), a timeout.
+        /// backward values received), a timeout, a hash key.
         pub async fn r#async_with(&self, cx: &mut ::volo_core::client::ClientContext) -> ::std::result::Result<__tc::bytes::Bytes, ::volo_core::client::ClientError<::std::convert::Infallible>> {
-            let r: super::handlers::TrickyAsyncResult = self.client.call(cx, "async", &super::handlers::TrickyAsyncArgs {}).await?;
+            let r: super::handlers::TrickyAsyncResult = self.client.call(cx, "async", super::handlers::TrickyAsyncArgs {}).await?;
             match r.success {
                 ::std::option::Option::Some(v) => ::std::result::Result::Ok(v),
                 ::std::option::Option::None => ::std::result::Result::Err(::volo_core::client::ClientError::missing_result("async")),
@@ -4631,23 +4767,46 @@ pub mod handlers {
     }
 
     /// A client of the `T` service: one method per IDL function (those of the
-    /// services it extends included), over a `volo_core::client::Client`.
+    /// services it extends included), over the client stack `T` (by default the one
+    /// [`TClient::builder`] builds).
     #[derive(Debug, Clone)]
-    pub struct TClient {
-        client: ::volo_core::client::Client,
+    pub struct TClient<T = ::volo_core::client::DefaultStack> {
+        client: ::volo_core::client::Client<T>,
+    }
+
+    /// Makes a [`TClient`] from the stack a `volo_core::client::ClientBuilder` built.
+    #[derive(Debug, Clone, Copy, Default)]
+    pub struct TClientMaker;
+
+    impl<T> ::volo_core::client::MakeClient<T> for TClientMaker {
+        type Client = TClient<T>;
+
+        fn make_client(client: ::volo_core::client::Client<T>) -> TClient<T> {
+            TClient::new(client)
+        }
     }
 
     impl TClient {
+        /// A builder of a client of `T` (the name sent as the callee): add an
+        /// address, a list of addresses or a `Discover`, settings and layers, then `build()`.
+        pub fn builder() -> ::volo_core::client::ClientBuilder<TClientMaker> {
+            ::volo_core::client::ClientBuilder::new("T")
+        }
+    }
+
+    impl<T> TClient<T> {
         /// Calls go through `client`.
-        pub fn new(client: ::volo_core::client::Client) -> Self {
+        pub fn new(client: ::volo_core::client::Client<T>) -> Self {
             Self { client }
         }
 
         /// The untyped client underneath.
-        pub fn client(&self) -> &::volo_core::client::Client {
+        pub fn client(&self) -> &::volo_core::client::Client<T> {
             &self.client
         }
+    }
 
+    impl<T: ::volo_core::service::Service<::volo_core::client::ClientContext, ::volo_core::client::ClientRequest, Response = ::volo_core::client::ClientResponse, Error = ::volo_core::client::Error>> TClient<T> {
         /// Calls `fire`.
         ///
         /// Oneway: done once the request is sent; no reply comes.
@@ -4656,9 +4815,9 @@ pub mod handlers {
         }
 
         /// Calls `fire` with a context: metainfo to send (and, after the call, the
-        /// backward values received), a timeout.
+        /// backward values received), a timeout, a hash key.
         pub async fn fire_with(&self, cx: &mut ::volo_core::client::ClientContext, what: __tc::Utf8Bytes) -> ::std::result::Result<(), ::volo_core::client::ClientError<::std::convert::Infallible>> {
-            self.client.oneway(cx, "fire", &super::handlers::TFireArgs { what }).await.map_err(::volo_core::client::ClientError::from)
+            self.client.oneway(cx, "fire", super::handlers::TFireArgs { what }).await.map_err(::volo_core::client::ClientError::from)
         }
 
         /// Parameters named like the context and the dispatcher's locals.
@@ -4667,9 +4826,9 @@ pub mod handlers {
         }
 
         /// Calls `type` with a context: metainfo to send (and, after the call, the
-        /// backward values received), a timeout.
+        /// backward values received), a timeout, a hash key.
         pub async fn r#type_with(&self, cx_: &mut ::volo_core::client::ClientContext, cx: i32, self_: __tc::Utf8Bytes, a: i64, args: i64, method: i64, inner: i64, r: i64, e: i64) -> ::std::result::Result<i32, ::volo_core::client::ClientError<super::handlers::TrickyTypeException>> {
-            let r: super::handlers::TrickyTypeResult = self.client.call(cx_, "type", &super::handlers::TrickyTypeArgs { cx, self_, a, args, method, inner, r, e }).await?;
+            let r: super::handlers::TrickyTypeResult = self.client.call(cx_, "type", super::handlers::TrickyTypeArgs { cx, self_, a, args, method, inner, r, e }).await?;
             if let ::std::option::Option::Some(e) = r.first {
                 return ::std::result::Result::Err(::volo_core::client::ClientError::User(super::handlers::TrickyTypeException::First(e)));
             }
@@ -4691,9 +4850,9 @@ pub mod handlers {
         }
 
         /// Calls `match` with a context: metainfo to send (and, after the call, the
-        /// backward values received), a timeout.
+        /// backward values received), a timeout, a hash key.
         pub async fn r#match_with(&self, cx: &mut ::volo_core::client::ClientContext, result: ::std::option::Option<super::shapes::Shape>) -> ::std::result::Result<(), ::volo_core::client::ClientError<super::handlers::TrickyMatchException>> {
-            let r: super::handlers::TrickyMatchResult = self.client.call(cx, "match", &super::handlers::TrickyMatchArgs { result }).await?;
+            let r: super::handlers::TrickyMatchResult = self.client.call(cx, "match", super::handlers::TrickyMatchArgs { result }).await?;
             if let ::std::option::Option::Some(e) = r.r#fn {
                 return ::std::result::Result::Err(::volo_core::client::ClientError::User(super::handlers::TrickyMatchException::Fn(e)));
             }
@@ -4706,9 +4865,9 @@ pub mod handlers {
         }
 
         /// Calls `async` with a context: metainfo to send (and, after the call, the
-        /// backward values received), a timeout.
+        /// backward values received), a timeout, a hash key.
         pub async fn r#async_with(&self, cx: &mut ::volo_core::client::ClientContext) -> ::std::result::Result<__tc::bytes::Bytes, ::volo_core::client::ClientError<::std::convert::Infallible>> {
-            let r: super::handlers::TrickyAsyncResult = self.client.call(cx, "async", &super::handlers::TrickyAsyncArgs {}).await?;
+            let r: super::handlers::TrickyAsyncResult = self.client.call(cx, "async", super::handlers::TrickyAsyncArgs {}).await?;
             match r.success {
                 ::std::option::Option::Some(v) => ::std::result::Result::Ok(v),
                 ::std::option::Option::None => ::std::result::Result::Err(::volo_core::client::ClientError::missing_result("async")),
@@ -4878,23 +5037,46 @@ pub mod handlers {
     }
 
     /// A client of the `Oneways` service: one method per IDL function (those of the
-    /// services it extends included), over a `volo_core::client::Client`.
+    /// services it extends included), over the client stack `T` (by default the one
+    /// [`OnewaysClient::builder`] builds).
     #[derive(Debug, Clone)]
-    pub struct OnewaysClient {
-        client: ::volo_core::client::Client,
+    pub struct OnewaysClient<T = ::volo_core::client::DefaultStack> {
+        client: ::volo_core::client::Client<T>,
+    }
+
+    /// Makes a [`OnewaysClient`] from the stack a `volo_core::client::ClientBuilder` built.
+    #[derive(Debug, Clone, Copy, Default)]
+    pub struct OnewaysClientMaker;
+
+    impl<T> ::volo_core::client::MakeClient<T> for OnewaysClientMaker {
+        type Client = OnewaysClient<T>;
+
+        fn make_client(client: ::volo_core::client::Client<T>) -> OnewaysClient<T> {
+            OnewaysClient::new(client)
+        }
     }
 
     impl OnewaysClient {
+        /// A builder of a client of `Oneways` (the name sent as the callee): add an
+        /// address, a list of addresses or a `Discover`, settings and layers, then `build()`.
+        pub fn builder() -> ::volo_core::client::ClientBuilder<OnewaysClientMaker> {
+            ::volo_core::client::ClientBuilder::new("Oneways")
+        }
+    }
+
+    impl<T> OnewaysClient<T> {
         /// Calls go through `client`.
-        pub fn new(client: ::volo_core::client::Client) -> Self {
+        pub fn new(client: ::volo_core::client::Client<T>) -> Self {
             Self { client }
         }
 
         /// The untyped client underneath.
-        pub fn client(&self) -> &::volo_core::client::Client {
+        pub fn client(&self) -> &::volo_core::client::Client<T> {
             &self.client
         }
+    }
 
+    impl<T: ::volo_core::service::Service<::volo_core::client::ClientContext, ::volo_core::client::ClientRequest, Response = ::volo_core::client::ClientResponse, Error = ::volo_core::client::Error>> OnewaysClient<T> {
         /// Calls `fire`.
         ///
         /// Oneway: done once the request is sent; no reply comes.
@@ -4903,9 +5085,9 @@ pub mod handlers {
         }
 
         /// Calls `fire` with a context: metainfo to send (and, after the call, the
-        /// backward values received), a timeout.
+        /// backward values received), a timeout, a hash key.
         pub async fn fire_with(&self, cx: &mut ::volo_core::client::ClientContext, what: __tc::Utf8Bytes) -> ::std::result::Result<(), ::volo_core::client::ClientError<::std::convert::Infallible>> {
-            self.client.oneway(cx, "fire", &super::handlers::OnewaysFireArgs { what }).await.map_err(::volo_core::client::ClientError::from)
+            self.client.oneway(cx, "fire", super::handlers::OnewaysFireArgs { what }).await.map_err(::volo_core::client::ClientError::from)
         }
 
         /// Calls `forget`.
@@ -4916,9 +5098,9 @@ pub mod handlers {
         }
 
         /// Calls `forget` with a context: metainfo to send (and, after the call, the
-        /// backward values received), a timeout.
+        /// backward values received), a timeout, a hash key.
         pub async fn forget_with(&self, cx: &mut ::volo_core::client::ClientContext) -> ::std::result::Result<(), ::volo_core::client::ClientError<::std::convert::Infallible>> {
-            self.client.oneway(cx, "forget", &super::handlers::OnewaysForgetArgs {}).await.map_err(::volo_core::client::ClientError::from)
+            self.client.oneway(cx, "forget", super::handlers::OnewaysForgetArgs {}).await.map_err(::volo_core::client::ClientError::from)
         }
     }
 }

@@ -19,7 +19,7 @@ use bytes::Bytes;
 use tokio::sync::{Notify, oneshot};
 
 use super::pool::Dialer;
-use super::{ClientConfig, TransportError};
+use super::{ClientConfig, Error};
 use crate::codec::{FrameSplitter, Limits, Protocol};
 use crate::context::Address;
 use crate::transport::{Conn, FrameIo};
@@ -54,7 +54,7 @@ impl MuxPool {
     }
 
     /// The next connection in turn, opened (again) if it is not open.
-    pub(crate) async fn get(&self) -> Result<Arc<MuxConn>, TransportError> {
+    pub(crate) async fn get(&self) -> Result<Arc<MuxConn>, Error> {
         let i = self.next.fetch_add(1, Ordering::Relaxed) % self.slots.len();
         let mut slot = self.slots[i].lock().await;
         if let Some(conn) = slot.as_ref().filter(|c| c.is_open()) {

@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 
-use super::{ClientConfig, TransportError};
+use super::{ClientConfig, Error};
 use crate::context::Address;
 use crate::transport::{self, Conn, FrameIo, TransportKind};
 
@@ -37,7 +37,7 @@ impl Dialer {
     }
 
     /// A new connection, within the connect timeout.
-    pub(crate) async fn connect(&self) -> Result<Conn, TransportError> {
+    pub(crate) async fn connect(&self) -> Result<Conn, Error> {
         transport::connect(
             self.transport,
             &self.addr,
@@ -46,10 +46,7 @@ impl Dialer {
             self.connect_timeout,
         )
         .await
-        .map_err(|source| TransportError::Connect {
-            addr: self.addr.clone(),
-            source,
-        })
+        .map_err(|source| Error::connect(self.addr.clone(), source))
     }
 }
 
@@ -89,7 +86,7 @@ impl Pool {
     }
 
     /// An idle connection, or a new one; waits while all are in use.
-    pub(crate) async fn get(self: &Arc<Self>) -> Result<Pooled, TransportError> {
+    pub(crate) async fn get(self: &Arc<Self>) -> Result<Pooled, Error> {
         let permit = Arc::clone(&self.slots)
             .acquire_owned()
             .await

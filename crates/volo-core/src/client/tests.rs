@@ -31,7 +31,7 @@ fn with_server_and_client<F, Fut>(
         let server = start(server_config).await;
         let mut config = ClientConfig::default();
         tune(&mut config);
-        let client = Client::new("Test", Address::Tcp(server.addr), config).unwrap();
+        let client = build(Address::Tcp(server.addr), config);
         let mut server = tokio::time::timeout(Duration::from_secs(60), f(client, server))
             .await
             .expect("the test ran out of time");
@@ -44,15 +44,21 @@ fn with_server_and_client<F, Fut>(
     });
 }
 
-async fn echo(client: &Client, cx: &mut ClientContext, t: &str) -> Result<Text, CallError> {
-    client.call::<Text, Text>(cx, "echo", &text(1, t)).await
+/// A client of the test service at `addr`.
+fn build(addr: Address, config: ClientConfig) -> Client {
+    Client::builder("Test")
+        .address(addr)
+        .config(config)
+        .build()
+        .unwrap()
+}
+
+async fn echo(client: &Client, cx: &mut ClientContext, t: &str) -> Result<Text, Error> {
+    client.call::<Text, Text>(cx, "echo", text(1, t)).await
 }
 
 /// `n` echo calls at once, of "0" to "n - 1", each on a task of its own.
-fn spawn_echoes(
-    client: &Client,
-    n: usize,
-) -> Vec<tokio::task::JoinHandle<Result<Text, CallError>>> {
+fn spawn_echoes(client: &Client, n: usize) -> Vec<tokio::task::JoinHandle<Result<Text, Error>>> {
     (0..n)
         .map(|i| {
             let client = client.clone();
@@ -68,7 +74,7 @@ async fn three_oneways_arrive(client: &Client, server: &Running) {
     let mut cx = ClientContext::new();
     for _ in 0..3 {
         client
-            .oneway(&mut cx, "notify", &text(1, "e"))
+            .oneway(&mut cx, "notify", text(1, "e"))
             .await
             .unwrap();
     }
@@ -175,19 +181,21 @@ fn exceptions_timeouts_and_oneways() {
         |client, server| async move {
             let mut cx = ClientContext::new();
             match client
-                .call::<Text, Text>(&mut cx, "fail", &text(1, "x"))
+                .call::<Text, Text>(&mut cx, "fail", text(1, "x"))
                 .await
             {
-                Err(CallError::Application(e)) => {
+                Err(e) if e.kind() == ErrorKind::Application => {
+                    let e = e.application_exception().unwrap();
                     assert_eq!(e.kind, ApplicationExceptionKind::InternalError);
                 }
                 other => panic!("{other:?}"),
             }
             match client
-                .call::<Text, Text>(&mut cx, "missing", &text(1, "x"))
+                .call::<Text, Text>(&mut cx, "missing", text(1, "x"))
                 .await
             {
-                Err(CallError::Application(e)) => {
+                Err(e) if e.kind() == ErrorKind::Application => {
+                    let e = e.application_exception().unwrap();
                     assert_eq!(e.kind, ApplicationExceptionKind::UnknownMethod);
                 }
                 other => panic!("{other:?}"),
@@ -197,11 +205,11 @@ fn exceptions_timeouts_and_oneways() {
                 ..ClientContext::new()
             };
             match client
-                .call::<Text, Text>(&mut quick, "slow", &text(1, "x"))
+                .call::<Text, Text>(&mut quick, "slow", text(1, "x"))
                 .await
             {
-                Err(CallError::Transport(TransportError::Timeout(t))) => {
-                    assert_eq!(t, Duration::from_millis(50));
+                Err(e) if e.is_timeout() => {
+                    assert!(e.to_string().contains("50ms"), "{e}");
                 }
                 other => panic!("{other:?}"),
             }
@@ -230,7 +238,7 @@ fn concurrent_calls_open_at_most_the_cap() {
                             .call::<Text, Text>(
                                 &mut ClientContext::new(),
                                 "slow",
-                                &text(1, &i.to_string()),
+                                text(1, &i.to_string()),
                             )
                             .await
                     })
@@ -257,9 +265,9 @@ fn a_connect_to_nothing_is_a_connect_error() {
             .unwrap()
             .local_addr()
             .unwrap();
-        let client = Client::new("Test", Address::Tcp(addr), ClientConfig::default()).unwrap();
+        let client = build(Address::Tcp(addr), ClientConfig::default());
         match echo(&client, &mut ClientContext::new(), "x").await {
-            Err(CallError::Transport(TransportError::Connect { .. })) => {}
+            Err(e) if e.kind() == ErrorKind::Connect => {}
             other => panic!("{other:?}"),
         }
     });
@@ -300,13 +308,11 @@ fn calls_seen(s: &Running) -> usize {
 fn weighted_random_spreads_calls_and_consistent_hash_pins_them() {
     with_two_servers(|a, b, _, servers| async move {
         let both = StaticDiscover(vec![Instance::new(a.clone()), Instance::new(b.clone())]);
-        let client = Client::with_discover(
-            "Test",
-            both.clone(),
-            WeightedRandom::with_seed(3),
-            ClientConfig::default(),
-        )
-        .unwrap();
+        let client = Client::builder("Test")
+            .discover(both.clone())
+            .load_balance(WeightedRandom::with_seed(3))
+            .build()
+            .unwrap();
         for i in 0..40 {
             echo(&client, &mut ClientContext::new(), &i.to_string())
                 .await
@@ -316,16 +322,15 @@ fn weighted_random_spreads_calls_and_consistent_hash_pins_them() {
             calls_seen(&servers[0]) > 0 && calls_seen(&servers[1]) > 0,
             "weighted random used both instances"
         );
-        let pinned = Client::with_discover(
-            "Test",
-            both,
-            ConsistentHash::default(),
-            ClientConfig {
+        let pinned = Client::builder("Test")
+            .discover(both)
+            .load_balance(ConsistentHash::default())
+            .config(ClientConfig {
                 max_connections: 1,
                 ..ClientConfig::default()
-            },
-        )
-        .unwrap();
+            })
+            .build()
+            .unwrap();
         let before = [calls_seen(&servers[0]), calls_seen(&servers[1])];
         for i in 0..20 {
             let mut cx = ClientContext {
@@ -349,34 +354,28 @@ fn weighted_random_spreads_calls_and_consistent_hash_pins_them() {
 fn a_failed_connect_is_retried_on_another_instance_within_the_budget() {
     with_two_servers(|a, _, dead, servers| async move {
         let list = StaticDiscover(vec![Instance::new(dead.clone()), Instance::new(a)]);
-        let retrying = Client::with_discover(
-            "Test",
-            list.clone(),
-            WeightedRandom::with_seed(9),
-            ClientConfig::default(),
-        )
-        .unwrap();
+        let retrying = Client::builder("Test")
+            .discover(list.clone())
+            .load_balance(WeightedRandom::with_seed(9))
+            .build()
+            .unwrap();
         for i in 0..20 {
             echo(&retrying, &mut ClientContext::new(), &i.to_string())
                 .await
                 .unwrap_or_else(|e| panic!("call {i}: {e}"));
         }
-        let no_retries = Client::with_discover(
-            "Test",
-            list,
-            WeightedRandom::with_seed(9),
-            ClientConfig {
-                retries: 0,
-                ..ClientConfig::default()
-            },
-        )
-        .unwrap();
+        let no_retries = Client::builder("Test")
+            .discover(list)
+            .load_balance(WeightedRandom::with_seed(9))
+            //MERGE .retry(RetryPolicy::default().max_retries(0))
+            .build()
+            .unwrap();
         let mut connect_errors = 0;
         for i in 0..20 {
             match echo(&no_retries, &mut ClientContext::new(), &i.to_string()).await {
                 Ok(_) => {}
-                Err(CallError::Transport(TransportError::Connect { addr, .. })) => {
-                    assert_eq!(addr, dead);
+                Err(e) if e.kind() == ErrorKind::Connect => {
+                    assert_eq!(e.instance(), Some(&dead));
                     connect_errors += 1;
                 }
                 Err(e) => panic!("{e}"),
@@ -407,7 +406,7 @@ fn multiplexed_calls_share_one_connection_and_overtake_a_slow_one() {
                     let client = client.clone();
                     tokio::spawn(async move {
                         let r = client
-                            .call::<Text, Text>(&mut ClientContext::new(), "slow", &text(1, "s"))
+                            .call::<Text, Text>(&mut ClientContext::new(), "slow", text(1, "s"))
                             .await;
                         (r, std::time::Instant::now())
                     })
@@ -457,10 +456,10 @@ fn a_timed_out_multiplexed_call_leaves_the_connection_in_use() {
                 ..ClientContext::new()
             };
             match client
-                .call::<Text, Text>(&mut quick, "slow", &text(1, "x"))
+                .call::<Text, Text>(&mut quick, "slow", text(1, "x"))
                 .await
             {
-                Err(CallError::Transport(TransportError::Timeout(_))) => {}
+                Err(e) if e.is_timeout() => {}
                 other => panic!("{other:?}"),
             }
             let mut cx = ClientContext::new();
@@ -484,8 +483,12 @@ fn multiplexing_needs_ttheader_framing() {
             framing: Framing::Framed,
             ..ClientConfig::default()
         };
-        let err = Client::new("Test", "127.0.0.1:1".parse().unwrap(), config).unwrap_err();
-        assert_eq!(err.kind(), io::ErrorKind::InvalidInput);
+        let err = Client::builder("Test")
+            .address("127.0.0.1:1".parse().unwrap())
+            .config(config)
+            .build()
+            .unwrap_err();
+        assert_eq!(err.kind(), std::io::ErrorKind::InvalidInput);
     });
 }
 
@@ -516,12 +519,12 @@ fn a_lost_multiplexed_connection_fails_its_calls_and_is_replaced() {
             rpc_timeout: Some(Duration::from_secs(30)),
             ..ClientConfig::default()
         };
-        let client = Client::new("Test", Address::Tcp(addr), config).unwrap();
+        let client = build(Address::Tcp(addr), config);
         let started = std::time::Instant::now();
         let calls = spawn_echoes(&client, 5);
         for call in calls {
             match call.await.unwrap() {
-                Err(CallError::Transport(TransportError::Io(_))) => {}
+                Err(e) if e.kind() == ErrorKind::Io => {}
                 other => panic!("{other:?}"),
             }
         }
@@ -530,7 +533,7 @@ fn a_lost_multiplexed_connection_fails_its_calls_and_is_replaced() {
             "the calls waited for their timeout"
         );
         match echo(&client, &mut ClientContext::new(), "again").await {
-            Err(CallError::Transport(TransportError::Io(_))) => {}
+            Err(e) if e.kind() == ErrorKind::Io => {}
             other => panic!("{other:?}"),
         }
         assert_eq!(
@@ -566,7 +569,7 @@ fn calls_go_over_shared_memory() {
                     protocol,
                     ..ClientConfig::default()
                 };
-                let client = Client::new("Test", at.clone(), config).unwrap();
+                let client = build(at.clone(), config);
                 let mut cx = ClientContext::new();
                 for t in ["one", "two", big.as_str()] {
                     let got =
@@ -582,7 +585,7 @@ fn calls_go_over_shared_memory() {
             multiplex: true,
             ..ClientConfig::default()
         };
-        let client = Client::new("Test", at.clone(), config).unwrap();
+        let client = build(at.clone(), config);
         let calls = spawn_echoes(&client, 50);
         for (i, call) in calls.into_iter().enumerate() {
             let got = tokio::time::timeout(Duration::from_secs(20), call)

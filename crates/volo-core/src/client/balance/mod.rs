@@ -10,6 +10,10 @@ use std::time::Instant;
 
 use crate::context::Address;
 
+mod layer;
+
+pub use layer::{Balance, BalanceLayer};
+
 /// One instance of a service.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub struct Instance {

@@ -1,0 +1,176 @@
+//! Building a client: where the instances are, the settings, and the layers.
+
+use std::borrow::Cow;
+use std::io;
+use std::sync::Arc;
+
+use super::balance::WeightedRandom;
+use super::balance::{Balance, BalanceLayer, Discover, Instance, LoadBalance, StaticDiscover};
+use super::timeout::{Timeout, TimeoutLayer};
+use super::{Client, ClientConfig, Transport};
+use crate::context::Address;
+use crate::service::{Identity, Layer, Stack};
+
+/// The stack a builder makes around `T` (the transport, with any inner layers):
+/// timeout, then balancing.
+pub type DefaultStack<T = Transport> = Timeout<Balance<T>>;
+
+/// What a builder gives back: how a client type wraps the stack it built. Generated
+/// clients have a `Maker` of their own; [`Untyped`] gives a [`Client`].
+pub trait MakeClient<S> {
+    /// The client.
+    type Client;
+
+    /// Wraps `client`.
+    fn make_client(client: Client<S>) -> Self::Client;
+}
+
+/// Makes the untyped [`Client`].
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Untyped;
+
+impl<S> MakeClient<S> for Untyped {
+    type Client = Client<S>;
+
+    fn make_client(client: Client<S>) -> Client<S> {
+        client
+    }
+}
+
+/// Builds a client: its instances (one address, a list, or a [`Discover`]), its
+/// [`ClientConfig`], a balancer, and layers: [`layer`](Self::layer) around the whole
+/// call, [`layer_inner`](Self::layer_inner) around each attempt (below the balancer,
+/// so they see the instance picked in `cx.rpc.callee.address`). Layers added first
+/// are outermost.
+#[must_use]
+pub struct ClientBuilder<M, O = Identity, I = Identity> {
+    service: Cow<'static, str>,
+    discover: Option<Arc<dyn Discover>>,
+    balance: Option<Arc<dyn LoadBalance>>,
+    config: ClientConfig,
+    outer: O,
+    inner: I,
+    make: std::marker::PhantomData<fn() -> M>,
+}
+
+impl<M, O: std::fmt::Debug, I: std::fmt::Debug> std::fmt::Debug for ClientBuilder<M, O, I> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ClientBuilder")
+            .field("service", &self.service)
+            .field("config", &self.config)
+            .field("outer", &self.outer)
+            .field("inner", &self.inner)
+            .finish_non_exhaustive()
+    }
+}
+
+impl<M> ClientBuilder<M> {
+    /// A builder of a client of `service` (the callee's name, sent in TTHeader), with
+    /// the default settings and no instances yet.
+    pub fn new(service: impl Into<Cow<'static, str>>) -> Self {
+        ClientBuilder {
+            service: service.into(),
+            discover: None,
+            balance: None,
+            config: ClientConfig::default(),
+            outer: Identity,
+            inner: Identity,
+            make: std::marker::PhantomData,
+        }
+    }
+}
+
+impl<M, O, I> ClientBuilder<M, O, I> {
+    /// One instance at `addr`.
+    pub fn address(self, addr: Address) -> Self {
+        self.addresses([addr])
+    }
+
+    /// A fixed list of instances, of equal weight (static discovery).
+    pub fn addresses(self, addrs: impl IntoIterator<Item = Address>) -> Self {
+        self.discover(StaticDiscover(
+            addrs.into_iter().map(Instance::new).collect(),
+        ))
+    }
+
+    /// The instances `discover` finds, asked on each attempt.
+    pub fn discover(mut self, discover: impl Discover) -> Self {
+        self.discover = Some(Arc::new(discover));
+        self
+    }
+
+    /// How an instance is picked for each attempt. Default [`WeightedRandom`].
+    pub fn load_balance(mut self, balance: impl LoadBalance) -> Self {
+        self.balance = Some(Arc::new(balance));
+        self
+    }
+
+    /// Replaces the settings.
+    pub fn config(mut self, config: ClientConfig) -> Self {
+        self.config = config;
+        self
+    }
+
+    /// The service name sent as the callee (the IDL's by default for generated
+    /// clients).
+    pub fn service_name(mut self, service: impl Into<Cow<'static, str>>) -> Self {
+        self.service = service.into();
+        self
+    }
+
+    /// Adds `layer` around the whole call, inside the layers added so far.
+    pub fn layer<L>(self, layer: L) -> ClientBuilder<M, Stack<L, O>, I> {
+        ClientBuilder {
+            service: self.service,
+            discover: self.discover,
+            balance: self.balance,
+            config: self.config,
+            outer: Stack::new(layer, self.outer),
+            inner: self.inner,
+            make: self.make,
+        }
+    }
+
+    /// Adds `layer` around each attempt (below the balancer: the instance is in
+    /// `cx.rpc.callee.address`), inside the inner layers added so far.
+    pub fn layer_inner<L>(self, layer: L) -> ClientBuilder<M, O, Stack<L, I>> {
+        ClientBuilder {
+            service: self.service,
+            discover: self.discover,
+            balance: self.balance,
+            config: self.config,
+            outer: self.outer,
+            inner: Stack::new(layer, self.inner),
+            make: self.make,
+        }
+    }
+
+    /// Builds the stack and the client. Must run inside a tokio runtime (the
+    /// reactor's pollers are tasks of it). Fails without instances, or when the
+    /// settings contradict each other (multiplexing without TTHeader).
+    pub fn build(self) -> io::Result<M::Client>
+    where
+        I: Layer<Transport>,
+        O: Layer<DefaultStack<I::Service>>,
+        M: MakeClient<O::Service>,
+    {
+        let discover = self.discover.ok_or_else(|| {
+            io::Error::new(
+                io::ErrorKind::InvalidInput,
+                "a client needs an address, a list of addresses or a Discover",
+            )
+        })?;
+        let balance = self
+            .balance
+            .unwrap_or_else(|| Arc::new(WeightedRandom::default()));
+        let rpc_timeout = self.config.rpc_timeout;
+        let transport = Transport::new(self.config)?;
+        let attempt = self.inner.layer(transport);
+        let balanced = BalanceLayer::from_parts(discover, balance).layer(attempt);
+        let stack = TimeoutLayer::new(rpc_timeout).layer(balanced);
+        Ok(M::make_client(Client::new(
+            self.service,
+            self.outer.layer(stack),
+        )))
+    }
+}

@@ -1,0 +1,312 @@
+//! The bottom of every client stack: a [`Service`] that sends one attempt of a call to
+//! the instance in `cx.rpc.callee.address` and reads its reply.
+
+use std::collections::HashMap;
+use std::fmt;
+use std::io;
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::Instant;
+
+use bytes::Bytes;
+use thrift_codec::{MessageHeader, MessageType, Utf8Bytes};
+
+use super::mux::{MuxCall, MuxPool};
+use super::pool::{Pool, Pooled};
+use super::{ClientConfig, ClientContext, ClientRequest, ClientResponse, Error};
+use crate::codec::ttheader::{Header, HeaderLimits, int_key};
+use crate::codec::{FrameSplitter, Framing};
+use crate::context::Address;
+use crate::service::Service;
+use crate::transport::FrameIo;
+
+/// Sends calls to instances: a pool of connections per instance address (ping-pong,
+/// or multiplexed with [`ClientConfig::multiplex`]), opened on first use. Cheap to
+/// clone; clones share the pools.
+///
+/// It sends to the address the balancer put in `cx.rpc.callee.address` (a call without
+/// one fails with [`ErrorKind::NoInstance`](super::ErrorKind::NoInstance)), sends the
+/// call's remaining time (`cx.rpc.deadline`) in TTHeader so the server can give up
+/// when the caller has, and reads the backward metainfo of the reply into the context.
+/// It does not time calls out itself: the timeout layer above it drops a late call,
+/// and a dropped call's pooled connection is closed.
+#[derive(Clone)]
+pub struct Transport {
+    inner: Arc<Inner>,
+}
+
+struct Inner {
+    config: ClientConfig,
+    reactor: Option<netpoll_rs::Reactor>,
+    /// One pool per instance address, made on first use.
+    pools: Mutex<HashMap<Address, Peer>>,
+}
+
+impl fmt::Debug for Transport {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Transport")
+            .field("config", &self.inner.config)
+            .finish_non_exhaustive()
+    }
+}
+
+/// The connections to one instance.
+#[derive(Debug, Clone)]
+enum Peer {
+    Pooled(Arc<Pool>),
+    Mux(Arc<MuxPool>),
+}
+
+/// The connection a call goes out on.
+#[derive(Debug)]
+enum Lease {
+    /// Lent to this call alone.
+    Pooled(Pooled),
+    /// Shared with other calls; this call's place on it.
+    Mux(MuxCall),
+}
+
+impl Transport {
+    /// A transport with `config`'s framing, protocol, sockets and pools. Must be
+    /// created inside a tokio runtime (the reactor's pollers are tasks of it). Fails
+    /// when multiplexing is asked for without TTHeader framing.
+    pub fn new(config: ClientConfig) -> io::Result<Transport> {
+        if config.multiplex && config.framing != Framing::TTHeader {
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidInput,
+                "multiplexing needs TTHeader framing: replies are matched to calls by the \
+                 sequence id in their header",
+            ));
+        }
+        let reactor = match config.transport {
+            crate::transport::TransportKind::Netpoll => Some(netpoll_rs::Reactor::on_runtime(
+                &tokio::runtime::Handle::current(),
+                config.reactor.clone(),
+            )?),
+            crate::transport::TransportKind::Tokio => None,
+        };
+        Ok(Transport {
+            inner: Arc::new(Inner {
+                config,
+                reactor,
+                pools: Mutex::new(HashMap::new()),
+            }),
+        })
+    }
+
+    /// The settings it was made with.
+    pub fn config(&self) -> &ClientConfig {
+        &self.inner.config
+    }
+
+    /// The pool of `addr`, made on first use.
+    fn peer(&self, addr: &Address) -> Peer {
+        let mut pools = self
+            .inner
+            .pools
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
+        if let Some(peer) = pools.get(addr) {
+            return peer.clone();
+        }
+        let config = &self.inner.config;
+        let reactor = self.inner.reactor.clone();
+        let peer = if config.multiplex {
+            Peer::Mux(Arc::new(MuxPool::new(reactor, addr.clone(), config)))
+        } else {
+            Peer::Pooled(Arc::new(Pool::new(reactor, addr.clone(), config)))
+        };
+        pools.insert(addr.clone(), peer.clone());
+        peer
+    }
+
+    /// A connection to `addr` for this call.
+    async fn lease(&self, addr: &Address, oneway: bool) -> Result<Lease, Error> {
+        match self.peer(addr) {
+            Peer::Pooled(pool) => pool.get().await.map(Lease::Pooled),
+            Peer::Mux(pool) => {
+                let mux = pool.get().await?;
+                let call = mux.register(!oneway).map_err(|e| {
+                    // The connection broke before this call was written: nothing left.
+                    Error::io(e).with_sent(false)
+                })?;
+                Ok(Lease::Mux(call))
+            }
+        }
+    }
+
+    /// Sends one request and (unless oneway) waits for its reply frame: the reply's
+    /// TTHeader, if any, its message bytes, and the call's sequence id.
+    async fn exchange(
+        &self,
+        cx: &ClientContext,
+        addr: &Address,
+        req: &ClientRequest,
+    ) -> Result<Option<(Option<Header>, Bytes, i32)>, Error> {
+        let config = &self.inner.config;
+        let oneway = req.is_oneway();
+        let header = |seq_id| MessageHeader {
+            name: Utf8Bytes::from_static(req.method()),
+            ty: if oneway {
+                MessageType::Oneway
+            } else {
+                MessageType::Call
+            },
+            seq_id,
+        };
+        match self.lease(addr, oneway).await? {
+            Lease::Pooled(mut conn) => {
+                let header = header(conn.next_seq());
+                self.write_request(conn.conn(), cx, &header, req)?;
+                conn.conn().flush().await?;
+                if oneway {
+                    conn.release();
+                    return Ok(None);
+                }
+                let mut splitter =
+                    FrameSplitter::new(config.framing, config.protocol, config.limits);
+                let frame = conn
+                    .conn()
+                    .read_frame(|input| Ok(splitter.frame_len(input)?))
+                    .await?
+                    .ok_or_else(|| {
+                        io::Error::new(
+                            io::ErrorKind::UnexpectedEof,
+                            "the server closed the connection before replying",
+                        )
+                    })?;
+                let (tt, payload) = self.unframe(frame)?;
+                // Whole reply read: the connection is clean for the next call.
+                conn.release();
+                Ok(Some((tt, payload, header.seq_id)))
+            }
+            Lease::Mux(mut call) => {
+                let header = header(call.seq_id());
+                self.write_request(call.mux().conn(), cx, &header, req)?;
+                call.mux().flush().await?;
+                if oneway {
+                    return Ok(None);
+                }
+                let (tt, payload) = self.unframe(call.reply().await?)?;
+                Ok(Some((tt, payload, header.seq_id)))
+            }
+        }
+    }
+
+    /// A reply frame's TTHeader, if the client's framing has one, and its message.
+    fn unframe(&self, frame: Bytes) -> Result<(Option<Header>, Bytes), Error> {
+        Ok(match self.inner.config.framing {
+            Framing::TTHeader => {
+                let (h, payload) =
+                    Header::decode(&frame, &HeaderLimits::default()).map_err(Error::protocol)?;
+                (Some(h), payload)
+            }
+            Framing::Framed => (None, frame.slice(4..)),
+            Framing::Buffered => (None, frame),
+        })
+    }
+
+    /// Encodes the request into the connection's output, behind its framing.
+    fn write_request(
+        &self,
+        conn: &crate::transport::Conn,
+        cx: &ClientContext,
+        header: &MessageHeader,
+        req: &ClientRequest,
+    ) -> Result<(), Error> {
+        let config = &self.inner.config;
+        let tt = (config.framing == Framing::TTHeader).then(|| self.ttheader(cx, header));
+        let written = conn.write_with(|out| {
+            req.args().write(
+                out,
+                config.protocol,
+                config.framing,
+                tt.as_ref(),
+                header,
+                config.limits.max_frame,
+            )
+        });
+        match written {
+            Ok(Ok(())) => Ok(()),
+            Ok(Err(len)) => Err(Error::encode(TooLarge {
+                len,
+                max: config.limits.max_frame,
+            })),
+            Err(e) => Err(Error::encode(e)),
+        }
+    }
+
+    /// The request's TTHeader: metainfo, method, callee and caller, remaining time.
+    fn ttheader(&self, cx: &ClientContext, header: &MessageHeader) -> Header {
+        let config = &self.inner.config;
+        let mut h = Header::new(header.seq_id, config.protocol);
+        h.inner_framed = config.ttheader_framed;
+        h.str_kv.extend(
+            cx.metainfo
+                .request_pairs()
+                .map(|(k, v)| (Utf8Bytes::from(k), v.clone())),
+        );
+        h.int_kv.push((int_key::TO_METHOD, header.name.clone()));
+        if !cx.rpc.callee.service.is_empty() {
+            h.int_kv.push((
+                int_key::TO_SERVICE,
+                Utf8Bytes::from(cx.rpc.callee.service.to_string()),
+            ));
+        }
+        if !config.caller.is_empty() {
+            h.int_kv.push((
+                int_key::FROM_SERVICE,
+                Utf8Bytes::from(config.caller.clone()),
+            ));
+        }
+        if let Some(deadline) = cx.rpc.deadline {
+            // Whole milliseconds left, at least 1: a call sent is worth a try.
+            let left = deadline.saturating_duration_since(Instant::now());
+            let ms = left.as_millis().max(1);
+            h.int_kv
+                .push((int_key::RPC_TIMEOUT, Utf8Bytes::from(ms.to_string())));
+        }
+        h
+    }
+}
+
+/// A request larger than the frame limit.
+#[derive(Debug, thiserror::Error)]
+#[error("a request of {len} bytes exceeds the frame limit of {max}")]
+struct TooLarge {
+    len: usize,
+    max: usize,
+}
+
+impl Service<ClientContext, ClientRequest> for Transport {
+    type Response = ClientResponse;
+    type Error = Error;
+
+    async fn call(
+        &self,
+        cx: &mut ClientContext,
+        req: ClientRequest,
+    ) -> Result<ClientResponse, Error> {
+        let Some(addr) = cx.rpc.callee.address.clone() else {
+            return Err(Error::no_instance());
+        };
+        let reply = self
+            .exchange(cx, &addr, &req)
+            .await
+            .map_err(|e| e.with_instance(addr.clone()))?;
+        let Some((framing_meta, payload, seq_id)) = reply else {
+            return Ok(ClientResponse::none());
+        };
+        if let Some(header) = framing_meta {
+            cx.metainfo.read_reply(&header.str_kv);
+        }
+        cx.rpc.seq_id = seq_id;
+        ClientResponse::from_reply(
+            payload,
+            self.inner.config.protocol,
+            req.method(),
+            seq_id,
+            self.inner.config.limits.max_frame,
+        )
+        .map_err(|e| e.with_instance(addr))
+    }
+}
