@@ -25,11 +25,13 @@
 
 mod conn;
 mod inline;
+pub mod limit;
 mod run;
 
 use std::future::Future;
 use std::time::Duration;
 
+pub use limit::{LimitConfig, Limiter, Overloaded};
 pub use run::{BoundServer, Server};
 
 use thrift_codec::{ApplicationException, ApplicationExceptionKind, DecodeError, Decoder};
