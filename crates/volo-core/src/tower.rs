@@ -10,6 +10,11 @@
 //!   context is moved into the request (`std::mem::take`, so `Cx: Default`) and put back
 //!   from the response; when the tower service fails, the context it was given is lost
 //!   and the caller's is left at its default.
+//! - [`TowerLayer`] makes a tower layer a client layer: `ClientBuilder::layer(
+//!   TowerLayer::new(tower::timeout::TimeoutLayer::new(..)))`. Errors the tower layer
+//!   makes of its own (tower's `Elapsed`, `Overloaded`...) reach the caller as
+//!   [`ErrorKind::Rejected`](crate::client::ErrorKind::Rejected) with the tower error
+//!   as their source; the stack's own errors come through unchanged.
 //!
 //! ```
 //! use tower::ServiceBuilder;
@@ -39,7 +44,8 @@ use std::pin::Pin;
 use std::sync::Arc;
 use std::task::{Context, Poll};
 
-use crate::service::Service;
+use crate::client::{BoxError, ClientContext, ClientRequest, ClientResponse, Error, ErrorKind};
+use crate::service::{Layer, Service};
 
 /// A [`Service`] as a tower service over `(Cx, Req)`.
 #[derive(Debug)]
@@ -124,10 +130,163 @@ where
     }
 }
 
+/// A tower layer as a client layer (see the [module docs](self)).
+#[derive(Debug, Clone)]
+pub struct TowerLayer<L> {
+    layer: L,
+}
+
+impl<L> TowerLayer<L> {
+    /// Uses `layer` (a `tower::Layer`) in a client stack.
+    pub fn new(layer: L) -> Self {
+        TowerLayer { layer }
+    }
+}
+
+impl<S, L> Layer<S> for TowerLayer<L>
+where
+    L: tower_layer::Layer<IntoTower<S>>,
+{
+    type Service = TowerClient<L::Service>;
+
+    fn layer(self, inner: S) -> TowerClient<L::Service> {
+        TowerClient {
+            inner: FromTower::new(self.layer.layer(IntoTower::new(inner))),
+        }
+    }
+}
+
+/// The service a [`TowerLayer`] makes: a tower service in a client stack.
+#[derive(Debug, Clone)]
+pub struct TowerClient<T> {
+    inner: FromTower<T>,
+}
+
+impl<T> Service<ClientContext, ClientRequest> for TowerClient<T>
+where
+    T: tower_service::Service<
+            (ClientContext, ClientRequest),
+            Response = (ClientContext, ClientResponse),
+        > + Clone
+        + Send
+        + Sync,
+    T::Future: Send,
+    T::Error: Into<BoxError> + Send,
+{
+    type Response = ClientResponse;
+    type Error = Error;
+
+    async fn call(
+        &self,
+        cx: &mut ClientContext,
+        req: ClientRequest,
+    ) -> Result<ClientResponse, Error> {
+        self.inner.call(cx, req).await.map_err(|e| {
+            let e: BoxError = e.into();
+            match e.downcast::<Error>() {
+                Ok(ours) => *ours,
+                Err(theirs) => Error::new(ErrorKind::Rejected, theirs),
+            }
+        })
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::service::service_fn;
+
+    /// tower's own timeout and concurrency limit on a real client against a real
+    /// server: the limit of one serialises concurrent calls, and the timeout fails a
+    /// slow one with tower's error as the source.
+    #[test]
+    fn tower_middleware_wraps_a_real_client() {
+        use std::sync::atomic::{AtomicUsize, Ordering};
+        use std::time::Duration;
+
+        use crate::client::Client;
+        use crate::test_support::{runtime, start, text};
+
+        /// Counts attempts in flight below the tower layers, and the most at once.
+        #[derive(Clone)]
+        struct Count<S> {
+            inner: S,
+            now: Arc<AtomicUsize>,
+            most: Arc<AtomicUsize>,
+        }
+
+        impl<S> Service<ClientContext, ClientRequest> for Count<S>
+        where
+            S: Service<ClientContext, ClientRequest, Response = ClientResponse, Error = Error>
+                + Sync,
+        {
+            type Response = ClientResponse;
+            type Error = Error;
+
+            async fn call(
+                &self,
+                cx: &mut ClientContext,
+                req: ClientRequest,
+            ) -> Result<ClientResponse, Error> {
+                let n = self.now.fetch_add(1, Ordering::SeqCst) + 1;
+                self.most.fetch_max(n, Ordering::SeqCst);
+                let out = self.inner.call(cx, req).await;
+                self.now.fetch_sub(1, Ordering::SeqCst);
+                out
+            }
+        }
+
+        runtime().block_on(async {
+            let server = start(crate::server::ServerConfig::default()).await;
+            let (now, most) = (Arc::default(), Arc::new(AtomicUsize::new(0)));
+            let counted = {
+                let (now, most) = (Arc::clone(&now), Arc::clone(&most));
+                crate::service::layer_fn(move |inner| Count { inner, now, most })
+            };
+            let client = Client::builder("Test")
+                .address(crate::context::Address::Tcp(server.addr))
+                .layer(TowerLayer::new(
+                    tower::ServiceBuilder::new()
+                        .timeout(Duration::from_millis(100))
+                        .concurrency_limit(1)
+                        .into_inner(),
+                ))
+                .layer(counted)
+                .build()
+                .unwrap();
+            let calls: Vec<_> = (0..4)
+                .map(|i| {
+                    let client = client.clone();
+                    tokio::spawn(async move {
+                        client
+                            .call::<_, crate::test_support::Text>(
+                                &mut ClientContext::new(),
+                                "echo",
+                                text(1, &i.to_string()),
+                            )
+                            .await
+                    })
+                })
+                .collect();
+            for (i, call) in calls.into_iter().enumerate() {
+                let reply = call.await.unwrap().unwrap();
+                assert_eq!(reply, text(0, &i.to_string()));
+            }
+            assert_eq!(most.load(Ordering::SeqCst), 1, "the limit of one held");
+            // `slow` takes 300 ms on the server: tower's 100 ms timeout fires.
+            let err = client
+                .call::<_, crate::test_support::Text>(
+                    &mut ClientContext::new(),
+                    "slow",
+                    text(1, "x"),
+                )
+                .await
+                .unwrap_err();
+            assert_eq!(err.kind(), ErrorKind::Rejected, "{err}");
+            let source = std::error::Error::source(&err).expect("tower's error");
+            assert!(source.is::<tower::timeout::error::Elapsed>(), "{source}");
+        });
+    }
 
     #[test]
     fn a_tower_timeout_wraps_our_service_and_the_context_comes_back() {
