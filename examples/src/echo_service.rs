@@ -18,16 +18,31 @@ use crate::echo::{
 pub const ECHO_ERROR_CODE: i32 = 1;
 
 /// The service: answers every call with its argument; `echo_or_fail` fails when asked;
-/// `notify` counts events.
+/// `notify` counts events. `echo` can be made slow ([`Echo::set_delay`]) for fault
+/// tests.
 #[derive(Debug, Clone, Default)]
 pub struct Echo {
     notified: Arc<AtomicU64>,
+    /// What `echo` waits before it answers, in microseconds (0: nothing).
+    delay_us: Arc<AtomicU64>,
 }
 
 impl Echo {
     /// Events received by `notify` so far.
     pub fn notified(&self) -> u64 {
         self.notified.load(Ordering::Relaxed)
+    }
+
+    /// Makes `echo` wait `delay` before it answers (zero: not at all), from the next
+    /// call on; clones share it.
+    pub fn set_delay(&self, delay: std::time::Duration) {
+        let us = u64::try_from(delay.as_micros()).unwrap_or(u64::MAX);
+        self.delay_us.store(us, Ordering::Relaxed);
+    }
+
+    /// What `echo` waits now.
+    pub fn delay(&self) -> std::time::Duration {
+        std::time::Duration::from_micros(self.delay_us.load(Ordering::Relaxed))
     }
 }
 
@@ -37,6 +52,10 @@ impl EchoService for Echo {
         _cx: &mut ServerContext,
         req: Request,
     ) -> Result<Response, ServerError<Infallible>> {
+        let delay = self.delay();
+        if !delay.is_zero() {
+            tokio::time::sleep(delay).await;
+        }
         Ok(Response {
             action: req.action,
             msg: req.msg,
@@ -90,20 +109,30 @@ impl EchoService for Echo {
 
 /// One closed-loop caller's call: `echo` with a fixed message, the answer checked.
 #[derive(Debug, Clone)]
-pub struct EchoCall {
-    client: crate::echo::EchoServiceClient,
+pub struct EchoCall<T = volo_core::client::DefaultStack> {
+    client: crate::echo::EchoServiceClient<T>,
     msg: Utf8Bytes,
 }
 
-impl EchoCall {
+impl<T> EchoCall<T> {
     /// Calls through `client` with a message of `size` bytes.
-    pub fn new(client: crate::echo::EchoServiceClient, size: usize) -> Self {
+    pub fn new(client: crate::echo::EchoServiceClient<T>, size: usize) -> Self {
         EchoCall {
             client,
             msg: Utf8Bytes::from("x".repeat(size)),
         }
     }
+}
 
+impl<T> EchoCall<T>
+where
+    T: volo_core::service::Service<
+            volo_core::client::ClientContext,
+            volo_core::client::ClientRequest,
+            Response = volo_core::client::ClientResponse,
+            Error = volo_core::client::Error,
+        >,
+{
     /// One `echo`; whether it came back whole.
     pub async fn call(&self) -> bool {
         let req = Request {
