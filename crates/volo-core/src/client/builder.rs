@@ -154,6 +154,19 @@ impl<M, O, I> ClientBuilder<M, O, I> {
         O: Layer<DefaultStack<I::Service>>,
         M: MakeClient<O::Service>,
     {
+        let transport = Transport::new(self.config.clone())?;
+        self.build_on(transport)
+    }
+
+    /// Builds the stack over `bottom` instead of a [`Transport`]: a service that
+    /// sends each attempt to `cx.rpc.callee.address`. For tests of layers against a
+    /// mock, and for transports of your own.
+    pub fn build_on<T>(self, bottom: T) -> io::Result<M::Client>
+    where
+        I: Layer<T>,
+        O: Layer<DefaultStack<I::Service>>,
+        M: MakeClient<O::Service>,
+    {
         let discover = self.discover.ok_or_else(|| {
             io::Error::new(
                 io::ErrorKind::InvalidInput,
@@ -163,11 +176,9 @@ impl<M, O, I> ClientBuilder<M, O, I> {
         let balance = self
             .balance
             .unwrap_or_else(|| Arc::new(WeightedRandom::default()));
-        let rpc_timeout = self.config.rpc_timeout;
-        let transport = Transport::new(self.config)?;
-        let attempt = self.inner.layer(transport);
+        let attempt = self.inner.layer(bottom);
         let balanced = BalanceLayer::from_parts(discover, balance).layer(attempt);
-        let stack = TimeoutLayer::new(rpc_timeout).layer(balanced);
+        let stack = TimeoutLayer::new(self.config.rpc_timeout).layer(balanced);
         Ok(M::make_client(Client::new(
             self.service,
             self.outer.layer(stack),

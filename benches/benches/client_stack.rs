@@ -1,0 +1,156 @@
+//! What each layer of the client stack costs per call, without a network: the same
+//! `echo` call through the generated client over a mock transport (it answers every
+//! attempt with one prebuilt reply), with no layer, with each governance layer alone,
+//! and with the whole default stack.
+//!
+//! Run it with `cargo bench -p benches --bench client_stack`. A row's time less the
+//! `bare` row's is that layer's cost per call; the `default stack` row less `bare` is
+//! what the builder's stack adds to every call, to set against an RPC's round trip
+//! (`rpc-bench` measures that stack end to end).
+
+use std::time::{Duration, Instant};
+
+use bytes::Bytes;
+use criterion::{Criterion, criterion_group, criterion_main};
+use examples::echo::{EchoServiceClient, EchoServiceEchoResult, Request, Response};
+use thrift_codec::{Binary, Codec, LinkBuffer, MessageHeader, MessageType, Utf8Bytes};
+use volo_core::client::{
+    BalanceLayer, Client, ClientContext, ClientRequest, ClientResponse, Error, Instance,
+    StaticDiscover, TimeoutLayer, WeightedRandom,
+};
+use volo_core::codec::Protocol;
+use volo_core::context::Address;
+use volo_core::service::{Layer, Service};
+
+/// Answers every attempt with the same reply, as a transport with an instant server
+/// would.
+#[derive(Clone)]
+struct Mock {
+    reply: Bytes,
+}
+
+impl Service<ClientContext, ClientRequest> for Mock {
+    type Response = ClientResponse;
+    type Error = Error;
+
+    async fn call(
+        &self,
+        _cx: &mut ClientContext,
+        req: ClientRequest,
+    ) -> Result<ClientResponse, Error> {
+        ClientResponse::from_reply(
+            self.reply.clone(),
+            Protocol::Binary,
+            req.method(),
+            0,
+            1 << 20,
+        )
+    }
+}
+
+fn mock() -> Mock {
+    let result = EchoServiceEchoResult {
+        success: Some(Response {
+            action: Utf8Bytes::from_static("echo"),
+            msg: Utf8Bytes::from("x".repeat(1024)),
+        }),
+    };
+    let header = MessageHeader {
+        name: Utf8Bytes::from_static("echo"),
+        ty: MessageType::Reply,
+        seq_id: 0,
+    };
+    let mut buf = LinkBuffer::new();
+    let n = Codec::<Binary>::new()
+        .encode_message(&header, &result, &mut buf)
+        .expect("encodes");
+    Mock { reply: buf.next(n) }
+}
+
+fn instances() -> StaticDiscover {
+    StaticDiscover(
+        (1..=3)
+            .map(|p| Instance::new(Address::Tcp(([127, 0, 0, 1], p).into())))
+            .collect(),
+    )
+}
+
+/// Times `iters` calls through `client`.
+fn run<T>(rt: &tokio::runtime::Runtime, client: &EchoServiceClient<T>, iters: u64) -> Duration
+where
+    T: Service<ClientContext, ClientRequest, Response = ClientResponse, Error = Error>,
+{
+    let req = Request {
+        action: Utf8Bytes::from_static("echo"),
+        msg: Utf8Bytes::from("x".repeat(1024)),
+    };
+    rt.block_on(async {
+        let start = Instant::now();
+        for _ in 0..iters {
+            let r = client.echo(req.clone()).await.expect("answered");
+            std::hint::black_box(r);
+        }
+        start.elapsed()
+    })
+}
+
+fn typed<T>(stack: T) -> EchoServiceClient<T> {
+    EchoServiceClient::new(Client::new("EchoService", stack))
+}
+
+fn layers(c: &mut Criterion) {
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_time()
+        .build()
+        .expect("a runtime");
+    let mut g = c.benchmark_group("client_stack");
+    g.measurement_time(Duration::from_secs(3));
+
+    // The mock alone needs an address in the context, as the balancer would put there.
+    let bare = typed(Addressed { inner: mock() });
+    g.bench_function("bare", |b| b.iter_custom(|n| run(&rt, &bare, n)));
+
+    let balance = typed(BalanceLayer::new(instances(), WeightedRandom::with_seed(1)).layer(mock()));
+    g.bench_function("balance", |b| b.iter_custom(|n| run(&rt, &balance, n)));
+
+    let timeout =
+        typed(TimeoutLayer::new(Some(Duration::from_secs(10))).layer(Addressed { inner: mock() }));
+    g.bench_function("timeout", |b| b.iter_custom(|n| run(&rt, &timeout, n)));
+
+    let default = rt.block_on(async {
+        EchoServiceClient::builder()
+            .discover(instances())
+            .build_on(mock())
+            .expect("a client")
+    });
+    g.bench_function("default stack", |b| {
+        b.iter_custom(|n| run(&rt, &default, n))
+    });
+    g.finish();
+}
+
+/// Puts a fixed instance in the context, for stacks without a balancer.
+#[derive(Clone)]
+struct Addressed<S> {
+    inner: S,
+}
+
+impl<S> Service<ClientContext, ClientRequest> for Addressed<S>
+where
+    S: Service<ClientContext, ClientRequest, Response = ClientResponse, Error = Error> + Sync,
+{
+    type Response = ClientResponse;
+    type Error = Error;
+
+    async fn call(
+        &self,
+        cx: &mut ClientContext,
+        req: ClientRequest,
+    ) -> Result<ClientResponse, Error> {
+        cx.rpc.callee.address = Some(Address::Tcp(([127, 0, 0, 1], 1).into()));
+        self.inner.call(cx, req).await
+    }
+}
+
+criterion_group!(benches, layers);
+criterion_main!(benches);
