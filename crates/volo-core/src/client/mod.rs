@@ -24,6 +24,8 @@
 
 mod balance;
 mod error;
+#[cfg(test)]
+mod mock;
 mod mux;
 mod pool;
 mod request;
@@ -34,7 +36,7 @@ pub use balance::{
 };
 pub use error::{BoxError, Error, ErrorKind};
 pub use request::{ClientRequest, ClientResponse, EncodeArgs};
-pub use retry::RetryBudget;
+pub use retry::{Backoff, RETRY_KEY, Retry, RetryBudget, RetryLayer, RetryPolicy};
 
 use std::collections::HashMap;
 use std::fmt;
