@@ -22,6 +22,7 @@
 //!   is never retried (the server may have run it);
 //! - frames up to 16,384,000 bytes.
 
+mod backup;
 mod balance;
 mod error;
 #[cfg(test)]
@@ -31,6 +32,7 @@ mod pool;
 mod request;
 mod retry;
 
+pub use backup::{Backup, BackupDelay, BackupLayer, BackupPolicy};
 pub use balance::{
     ConsistentHash, Discover, Instance, LoadBalance, StaticDiscover, WeightedRandom,
 };
