@@ -15,8 +15,9 @@ use criterion::{Criterion, criterion_group, criterion_main};
 use examples::echo::{EchoServiceClient, EchoServiceEchoResult, Request, Response};
 use thrift_codec::{Binary, Codec, LinkBuffer, MessageHeader, MessageType, Utf8Bytes};
 use volo_core::client::{
-    BalanceLayer, Client, ClientContext, ClientRequest, ClientResponse, Error, Instance,
-    StaticDiscover, TimeoutLayer, WeightedRandom,
+    BackupDelay, BackupLayer, BackupPolicy, BalanceLayer, Client, ClientContext, ClientRequest,
+    ClientResponse, Error, Instance, RetryLayer, RetryPolicy, StaticDiscover, TimeoutLayer,
+    WeightedRandom,
 };
 use volo_core::codec::Protocol;
 use volo_core::context::Address;
@@ -116,6 +117,21 @@ fn layers(c: &mut Criterion) {
     let timeout =
         typed(TimeoutLayer::new(Some(Duration::from_secs(10))).layer(Addressed { inner: mock() }));
     g.bench_function("timeout", |b| b.iter_custom(|n| run(&rt, &timeout, n)));
+
+    let retry = typed(
+        RetryLayer::new(RetryPolicy::default().idempotent(["echo"]))
+            .layer(Addressed { inner: mock() }),
+    );
+    g.bench_function("retry", |b| b.iter_custom(|n| run(&rt, &retry, n)));
+
+    // Backups on for `echo`, with a delay no call reaches: the cost of arming one.
+    let backup = typed(
+        BackupLayer::new(
+            BackupPolicy::new(BackupDelay::Fixed(Duration::from_secs(1))).idempotent(["echo"]),
+        )
+        .layer(Addressed { inner: mock() }),
+    );
+    g.bench_function("backup", |b| b.iter_custom(|n| run(&rt, &backup, n)));
 
     let default = rt.block_on(async {
         EchoServiceClient::builder()

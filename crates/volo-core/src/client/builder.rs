@@ -4,16 +4,19 @@ use std::borrow::Cow;
 use std::io;
 use std::sync::Arc;
 
-use super::balance::WeightedRandom;
-use super::balance::{Balance, BalanceLayer, Discover, Instance, LoadBalance, StaticDiscover};
+use super::backup::{Backup, BackupLayer, BackupPolicy};
+use super::balance::{
+    Balance, BalanceLayer, Discover, Instance, LoadBalance, StaticDiscover, WeightedRandom,
+};
+use super::retry::{Retry, RetryLayer, RetryPolicy};
 use super::timeout::{Timeout, TimeoutLayer};
 use super::{Client, ClientConfig, Transport};
 use crate::context::Address;
 use crate::service::{Identity, Layer, Stack};
 
 /// The stack a builder makes around `T` (the transport, with any inner layers):
-/// timeout, then balancing.
-pub type DefaultStack<T = Transport> = Timeout<Balance<T>>;
+/// timeout, failure retry, backup requests, balancing.
+pub type DefaultStack<T = Transport> = Timeout<Retry<Backup<Balance<T>>>>;
 
 /// What a builder gives back: how a client type wraps the stack it built. Generated
 /// clients have a `Maker` of their own; [`Untyped`] gives a [`Client`].
@@ -48,6 +51,9 @@ pub struct ClientBuilder<M, O = Identity, I = Identity> {
     discover: Option<Arc<dyn Discover>>,
     balance: Option<Arc<dyn LoadBalance>>,
     config: ClientConfig,
+    retry: RetryPolicy,
+    backup: Option<BackupPolicy>,
+    idempotent: Vec<String>,
     outer: O,
     inner: I,
     make: std::marker::PhantomData<fn() -> M>,
@@ -73,6 +79,9 @@ impl<M> ClientBuilder<M> {
             discover: None,
             balance: None,
             config: ClientConfig::default(),
+            retry: RetryPolicy::default(),
+            backup: None,
+            idempotent: Vec::new(),
             outer: Identity,
             inner: Identity,
             make: std::marker::PhantomData,
@@ -111,6 +120,29 @@ impl<M, O, I> ClientBuilder<M, O, I> {
         self
     }
 
+    /// Marks `methods` idempotent: running one twice does no harm, so a call of one
+    /// that failed after it was sent may be retried, and may get backup requests when
+    /// they are on. Without marks only calls that never left (failed connects) are
+    /// retried.
+    pub fn idempotent<T: Into<String>>(mut self, methods: impl IntoIterator<Item = T>) -> Self {
+        self.idempotent.extend(methods.into_iter().map(Into::into));
+        self
+    }
+
+    /// The failure retry policy. Default [`RetryPolicy::default`]: up to 2 retries,
+    /// exponential backoff from 10 ms with jitter, a budget of 10% extra calls.
+    pub fn retry(mut self, policy: RetryPolicy) -> Self {
+        self.retry = policy;
+        self
+    }
+
+    /// Turns backup requests on, for the methods marked idempotent (here or in the
+    /// policy). Default off.
+    pub fn backup(mut self, policy: BackupPolicy) -> Self {
+        self.backup = Some(policy);
+        self
+    }
+
     /// The service name sent as the callee (the IDL's by default for generated
     /// clients).
     pub fn service_name(mut self, service: impl Into<Cow<'static, str>>) -> Self {
@@ -125,6 +157,9 @@ impl<M, O, I> ClientBuilder<M, O, I> {
             discover: self.discover,
             balance: self.balance,
             config: self.config,
+            retry: self.retry,
+            backup: self.backup,
+            idempotent: self.idempotent,
             outer: Stack::new(layer, self.outer),
             inner: self.inner,
             make: self.make,
@@ -139,6 +174,9 @@ impl<M, O, I> ClientBuilder<M, O, I> {
             discover: self.discover,
             balance: self.balance,
             config: self.config,
+            retry: self.retry,
+            backup: self.backup,
+            idempotent: self.idempotent,
             outer: self.outer,
             inner: Stack::new(layer, self.inner),
             make: self.make,
@@ -178,7 +216,15 @@ impl<M, O, I> ClientBuilder<M, O, I> {
             .unwrap_or_else(|| Arc::new(WeightedRandom::default()));
         let attempt = self.inner.layer(bottom);
         let balanced = BalanceLayer::from_parts(discover, balance).layer(attempt);
-        let stack = TimeoutLayer::new(self.config.rpc_timeout).layer(balanced);
+        let marks = self.idempotent;
+        // Off: a policy with no method marked lets every call through untouched.
+        let backup = match self.backup {
+            Some(policy) => policy.idempotent(marks.iter().cloned()),
+            None => BackupPolicy::default(),
+        };
+        let backed = BackupLayer::new(backup).layer(balanced);
+        let retried = RetryLayer::new(self.retry.idempotent(marks)).layer(backed);
+        let stack = TimeoutLayer::new(self.config.rpc_timeout).layer(retried);
         Ok(M::make_client(Client::new(
             self.service,
             self.outer.layer(stack),

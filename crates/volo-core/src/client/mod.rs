@@ -34,9 +34,12 @@
 //! ([`ClientConfig::multiplex`], off by default as in Kitex and Volo) needs TTHeader
 //! framing: replies are matched to calls by the sequence id in their header.
 
+mod backup;
 mod balance;
 mod builder;
 mod error;
+#[cfg(test)]
+mod mock;
 mod mux;
 mod pool;
 mod request;
@@ -44,6 +47,7 @@ mod retry;
 mod timeout;
 mod transport;
 
+pub use backup::{Backup, BackupDelay, BackupLayer, BackupPolicy};
 pub use balance::{
     Balance, BalanceLayer, ConsistentHash, Discover, Instance, LoadBalance, StaticDiscover,
     WeightedRandom,
@@ -51,7 +55,7 @@ pub use balance::{
 pub use builder::{ClientBuilder, DefaultStack, MakeClient, Untyped};
 pub use error::{BoxError, ClientError, Error, ErrorKind};
 pub use request::{ClientRequest, ClientResponse, EncodeArgs};
-pub use retry::RetryBudget;
+pub use retry::{Backoff, RETRY_KEY, Retry, RetryBudget, RetryLayer, RetryPolicy};
 pub use timeout::{Timeout, TimeoutLayer};
 pub use transport::Transport;
 

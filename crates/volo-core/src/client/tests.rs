@@ -367,7 +367,7 @@ fn a_failed_connect_is_retried_on_another_instance_within_the_budget() {
         let no_retries = Client::builder("Test")
             .discover(list)
             .load_balance(WeightedRandom::with_seed(9))
-            //MERGE .retry(RetryPolicy::default().max_retries(0))
+            .retry(RetryPolicy::default().max_retries(0))
             .build()
             .unwrap();
         let mut connect_errors = 0;

@@ -1,0 +1,132 @@
+//! How long to wait before a retry, and the randomness that spreads the waits.
+
+use std::collections::hash_map::RandomState;
+use std::hash::{BuildHasher, Hasher};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Duration;
+
+/// The wait before each retry.
+///
+/// Waiting lets a failure that comes from load (a full queue, a restarting instance)
+/// clear before the next attempt; spreading the waits at random ("jitter") keeps the
+/// clients that failed together from retrying together.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Backoff {
+    /// Retry at once.
+    None,
+    /// The same wait before every retry.
+    Fixed(Duration),
+    /// Before retry `n` (1 for the first), a wait drawn uniformly from
+    /// `0..=min(max, base * 2^(n-1))` ("full jitter": the cap doubles per retry, the
+    /// wait is anywhere below it).
+    Exponential {
+        /// The cap before the first retry.
+        base: Duration,
+        /// The cap never grows past this.
+        max: Duration,
+    },
+}
+
+impl Default for Backoff {
+    /// Exponential from 10 ms up to 1 s, with full jitter.
+    fn default() -> Self {
+        Backoff::Exponential {
+            base: Duration::from_millis(10),
+            max: Duration::from_secs(1),
+        }
+    }
+}
+
+impl Backoff {
+    /// The wait before retry `retry` (1 for the first), drawing from `jitter` when the
+    /// wait is random.
+    pub(crate) fn delay(&self, retry: u32, jitter: &Jitter) -> Duration {
+        match *self {
+            Backoff::None => Duration::ZERO,
+            Backoff::Fixed(d) => d,
+            Backoff::Exponential { base, max } => {
+                let doublings = retry.saturating_sub(1).min(31);
+                let cap = base.saturating_mul(1 << doublings).min(max);
+                // Nanoseconds fit u64 for any wait under 584 years.
+                let cap_nanos = u64::try_from(cap.as_nanos()).unwrap_or(u64::MAX);
+                match cap_nanos.checked_add(1) {
+                    Some(span) => Duration::from_nanos(jitter.next() % span),
+                    None => Duration::from_nanos(jitter.next()),
+                }
+            }
+        }
+    }
+}
+
+/// A xorshift64* sequence shared by the clones of one layer: cheap, no dependency, and
+/// good enough to spread waits (a lost update under contention only repeats a number).
+#[derive(Debug)]
+pub(crate) struct Jitter {
+    state: AtomicU64,
+}
+
+impl Jitter {
+    /// A sequence starting from `seed`, or from a per-process random seed.
+    pub(crate) fn new(seed: Option<u64>) -> Self {
+        let seed = seed.unwrap_or_else(|| RandomState::new().build_hasher().finish());
+        Jitter {
+            // Xorshift never leaves zero.
+            state: AtomicU64::new(seed | 1),
+        }
+    }
+
+    /// The next number.
+    pub(crate) fn next(&self) -> u64 {
+        let mut x = self.state.load(Ordering::Relaxed);
+        x ^= x >> 12;
+        x ^= x << 25;
+        x ^= x >> 27;
+        self.state.store(x, Ordering::Relaxed);
+        x.wrapping_mul(0x2545_F491_4F6C_DD1D)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn exponential_waits_stay_under_a_doubling_cap() {
+        let jitter = Jitter::new(Some(7));
+        let b = Backoff::Exponential {
+            base: Duration::from_millis(10),
+            max: Duration::from_millis(50),
+        };
+        let caps = [10, 20, 40, 50, 50, 50];
+        for (i, cap) in caps.iter().enumerate() {
+            let cap = Duration::from_millis(*cap);
+            let waits: Vec<Duration> = (0..200).map(|_| b.delay(i as u32 + 1, &jitter)).collect();
+            assert!(
+                waits.iter().all(|w| *w <= cap),
+                "retry {}: {waits:?}",
+                i + 1
+            );
+            // Full jitter: the waits spread over the whole range below the cap.
+            assert!(waits.iter().any(|w| *w < cap / 4), "retry {}", i + 1);
+            assert!(waits.iter().any(|w| *w > cap * 3 / 4), "retry {}", i + 1);
+        }
+        assert!(b.delay(u32::MAX, &jitter) <= Duration::from_millis(50));
+    }
+
+    #[test]
+    fn fixed_and_none_do_not_draw() {
+        let jitter = Jitter::new(Some(1));
+        let d = Duration::from_millis(3);
+        assert_eq!(Backoff::Fixed(d).delay(5, &jitter), d);
+        assert_eq!(Backoff::None.delay(1, &jitter), Duration::ZERO);
+    }
+
+    #[test]
+    fn one_seed_gives_one_sequence() {
+        let (a, b) = (Jitter::new(Some(42)), Jitter::new(Some(42)));
+        let xs: Vec<u64> = (0..8).map(|_| a.next()).collect();
+        let ys: Vec<u64> = (0..8).map(|_| b.next()).collect();
+        assert_eq!(xs, ys);
+        assert_ne!(xs[0], xs[1]);
+    }
+}
