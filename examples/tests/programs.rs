@@ -21,6 +21,11 @@ fn the_layer_and_two_hop_examples_check_themselves() {
         layered.contains(r#"{"echo": 3, "echo_or_fail": 2}"#),
         "{layered}"
     );
+    let middleware = run_ok(env!("CARGO_BIN_EXE_middleware"));
+    assert!(
+        middleware.contains("calls the outer layer saw: 10"),
+        "{middleware}"
+    );
     let hops = run_ok(env!("CARGO_BIN_EXE_two-hops"));
     assert!(
         hops.contains("back saw logid=Some(\"L-7\") color=None"),
