@@ -2,6 +2,10 @@
 //! ([`LoadBalance`]: weighted random, consistent hash), and the layer that picks an
 //! instance for each attempt of a call.
 
+mod p2c;
+
+pub use p2c::PowerOfTwoChoices;
+
 use std::collections::hash_map::DefaultHasher;
 use std::hash::{Hash, Hasher};
 use std::sync::atomic::{AtomicU64, Ordering};
