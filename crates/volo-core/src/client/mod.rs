@@ -30,8 +30,8 @@ mod request;
 mod retry;
 
 pub use balance::{
-    ConsistentHash, Discover, Instance, LoadBalance, PowerOfTwoChoices, StaticDiscover,
-    WeightedRandom,
+    ConsistentHash, Discover, Instance, LoadBalance, PowerOfTwoChoices, RoundRobin, StaticDiscover,
+    WeightedRandom, WeightedRoundRobin,
 };
 pub use error::{BoxError, Error, ErrorKind};
 pub use request::{ClientRequest, ClientResponse, EncodeArgs};
