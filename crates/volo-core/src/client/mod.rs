@@ -23,6 +23,7 @@
 //! - frames up to 16,384,000 bytes.
 
 mod balance;
+mod breaker;
 mod error;
 mod mux;
 mod pool;
@@ -32,6 +33,10 @@ mod retry;
 pub use balance::{
     ConsistentHash, Discover, Instance, LoadBalance, PowerOfTwoChoices, RoundRobin, StaticDiscover,
     WeightedRandom, WeightedRoundRobin,
+};
+pub use breaker::{
+    BreakerConfig, BreakerState, CircuitOpen, ServiceBreaker, ServiceBreakerLayer,
+    counts_as_failure,
 };
 pub use error::{BoxError, Error, ErrorKind};
 pub use request::{ClientRequest, ClientResponse, EncodeArgs};
