@@ -35,8 +35,8 @@ pub use balance::{
     WeightedRandom, WeightedRoundRobin,
 };
 pub use breaker::{
-    BreakerConfig, BreakerState, CircuitOpen, ServiceBreaker, ServiceBreakerLayer,
-    counts_as_failure,
+    BreakerConfig, BreakerState, CircuitOpen, InstanceBreakers, InstancePermit, ServiceBreaker,
+    ServiceBreakerLayer, counts_as_failure,
 };
 pub use error::{BoxError, Error, ErrorKind};
 pub use request::{ClientRequest, ClientResponse, EncodeArgs};

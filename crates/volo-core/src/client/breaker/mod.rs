@@ -14,7 +14,7 @@
 //! - [`ServiceBreaker`] ([`ServiceBreakerLayer`]) around retries, for the callee
 //!   service as a whole: when the service is failing, calls fail fast without
 //!   spending retries or instances.
-//! - instance breakers, used by the balancer for each attempt: an instance that
+//! - [`InstanceBreakers`], used by the balancer for each attempt: an instance that
 //!   fails is left out of the picks (and the call retried elsewhere) while the others
 //!   go on serving.
 //!
@@ -74,6 +74,7 @@
 //! ```
 
 mod error;
+mod instance;
 mod layer;
 mod state;
 mod window;
@@ -82,6 +83,7 @@ mod window;
 mod tests;
 
 pub use error::CircuitOpen;
+pub use instance::{InstanceBreakers, InstancePermit};
 pub use layer::ServiceBreakerLayer;
 pub use state::{BreakerConfig, BreakerState};
 
@@ -113,7 +115,7 @@ use state::{Breaker, Outcome, Permit};
 ///
 /// A call cancelled before its outcome (its future dropped) is not counted either,
 /// unless its deadline had passed: then it is counted as a timeout (see
-/// [`ServiceBreaker`]).
+/// [`ServiceBreaker`] and [`InstancePermit::with_deadline`]).
 pub fn counts_as_failure(error: &Error) -> bool {
     classify(error) == Outcome::Failure
 }

@@ -181,6 +181,15 @@ impl Breaker {
         }
     }
 
+    /// Whether [`try_acquire`](Self::try_acquire) would let a call through at `now`.
+    pub(crate) fn is_available(&self, now: Instant) -> bool {
+        match self.phase {
+            Phase::Closed => true,
+            Phase::Open { until } => now >= until,
+            Phase::HalfOpen { probes, .. } => probes < self.config.half_open_probes,
+        }
+    }
+
     /// Leave for a call at `now`: always while closed, never while open, and while
     /// half-open as long as a trial slot is free (the permit then holds it).
     pub(crate) fn try_acquire(&mut self, now: Instant) -> Option<Permit> {
@@ -320,14 +329,16 @@ mod tests {
         // 2 of 4 failed: 50%.
         assert_eq!(fail(&mut b, t0), Change::Opened);
         assert_eq!(b.state(t0), BreakerState::Open);
-        assert!(b.try_acquire(t0).is_none());
+        assert!(b.try_acquire(t0).is_none() && !b.is_available(t0));
 
         let t1 = t0 + Duration::from_secs(5);
         assert_eq!(b.state(t1), BreakerState::HalfOpen);
+        assert!(b.is_available(t1));
         let p1 = b.try_acquire(t1).unwrap();
         let p2 = b.try_acquire(t1).unwrap();
         assert!(p1.is_probe() && p2.is_probe());
         assert!(b.try_acquire(t1).is_none(), "two trial slots");
+        assert!(!b.is_available(t1));
         assert_eq!(b.finish(p1, Outcome::Success, t1), Change::None);
         assert_eq!(b.finish(p2, Outcome::Success, t1), Change::Closed);
         assert_eq!(b.state(t1), BreakerState::Closed);

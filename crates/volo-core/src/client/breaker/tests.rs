@@ -10,8 +10,10 @@ use std::task::{Context, Poll, Waker};
 use std::time::Duration;
 
 use super::*;
+use crate::client::balance::Instance;
 use crate::client::{ClientRequest, ClientResponse};
 use crate::clock::ManualClock;
+use crate::context::Address;
 use crate::service::Layer;
 use crate::test_support::Text;
 
@@ -376,4 +378,166 @@ fn clones_share_one_breaker() {
     rig.open();
     assert_eq!(other.state(), BreakerState::Open);
     assert_fails_fast(ready(other.call(&mut context(), request())));
+}
+
+fn addr(port: u16) -> Address {
+    Address::Tcp(([10, 0, 0, 1], port).into())
+}
+
+fn instances(clock: &ManualClock) -> InstanceBreakers<ManualClock> {
+    InstanceBreakers::with_clock(BreakerConfig::instance(), clock.clone())
+}
+
+fn attempt(breakers: &InstanceBreakers<ManualClock>, at: &Address, failed: bool) {
+    breakers.allow(at).expect("let through").record(failed);
+}
+
+#[test]
+fn instance_breakers_open_per_address_independently() {
+    let clock = ManualClock::new();
+    let breakers = instances(&clock);
+    let (a, b, c) = (addr(1), addr(2), addr(3));
+    for i in 0..10 {
+        assert!(breakers.is_available(&a), "failure {i}");
+        attempt(&breakers, &a, true);
+        attempt(&breakers, &b, false);
+    }
+    assert_eq!(
+        breakers.state(&a),
+        BreakerState::Open,
+        "10 failures in a row"
+    );
+    assert!(!breakers.is_available(&a));
+    assert!(breakers.allow(&a).is_none());
+    assert_eq!(breakers.state(&b), BreakerState::Closed);
+    assert!(breakers.is_available(&b) && breakers.allow(&b).is_some());
+    // The rate rule: half of 10, never 10 in a row.
+    for i in 0..10 {
+        attempt(&breakers, &c, i % 2 == 0);
+    }
+    assert_eq!(breakers.state(&c), BreakerState::Open);
+    assert_eq!(breakers.state(&addr(4)), BreakerState::Closed, "never seen");
+    assert_eq!(breakers.len(), 3);
+}
+
+#[test]
+fn instance_breaker_half_opens_probes_and_closes() {
+    let clock = ManualClock::new();
+    let breakers = instances(&clock);
+    let a = addr(1);
+    for _ in 0..10 {
+        attempt(&breakers, &a, true);
+    }
+    clock.advance(OPEN_FOR - MS);
+    assert!(!breakers.is_available(&a));
+    clock.advance(MS);
+    assert_eq!(breakers.state(&a), BreakerState::HalfOpen);
+    assert!(breakers.is_available(&a));
+    let probes: Vec<_> = (0..3).map(|_| breakers.allow(&a).unwrap()).collect();
+    assert!(!breakers.is_available(&a) && breakers.allow(&a).is_none());
+    for p in probes {
+        p.record_result(&Ok::<_, Error>(()));
+    }
+    assert_eq!(breakers.state(&a), BreakerState::Closed);
+}
+
+#[test]
+fn instance_probe_failure_reopens_and_answers_are_successes() {
+    let clock = ManualClock::new();
+    let breakers = instances(&clock);
+    let a = addr(1);
+    for _ in 0..10 {
+        attempt(&breakers, &a, true);
+    }
+    clock.advance(OPEN_FOR);
+    let p = breakers.allow(&a).unwrap();
+    p.record_result(&Err::<(), _>(Error::new(ErrorKind::Application, "no")));
+    assert_eq!(breakers.state(&a), BreakerState::HalfOpen);
+    let p = breakers.allow(&a).unwrap();
+    p.record_result(&Err::<(), _>(Error::new(ErrorKind::Timeout, "slow")));
+    assert_eq!(breakers.state(&a), BreakerState::Open);
+}
+
+#[test]
+fn a_cancelled_instance_probe_frees_its_slot() {
+    let clock = ManualClock::new();
+    let breakers = InstanceBreakers::with_clock(
+        BreakerConfig {
+            half_open_probes: 1,
+            ..BreakerConfig::instance()
+        },
+        clock.clone(),
+    );
+    let a = addr(1);
+    for _ in 0..10 {
+        attempt(&breakers, &a, true);
+    }
+    clock.advance(OPEN_FOR);
+    let probe = breakers.allow(&a).unwrap();
+    assert!(breakers.allow(&a).is_none(), "the one slot is taken");
+    drop(probe);
+    assert_eq!(breakers.state(&a), BreakerState::HalfOpen);
+    let deadline = clock.now() + Duration::from_millis(100);
+    let probe = breakers
+        .allow(&a)
+        .expect("freed")
+        .with_deadline(Some(deadline));
+    clock.advance(Duration::from_millis(100));
+    drop(probe);
+    assert_eq!(
+        breakers.state(&a),
+        BreakerState::Open,
+        "dropped past its deadline: the attempt timed out"
+    );
+}
+
+#[test]
+fn instance_breakers_stay_as_many_as_the_instances() {
+    let clock = ManualClock::new();
+    let breakers = instances(&clock);
+    let list =
+        |g: u16| -> Vec<Instance> { (0..5).map(|i| Instance::new(addr(g * 5 + i))).collect() };
+    for g in 0..200 {
+        let current = list(g);
+        breakers.retain(&current);
+        for i in &current {
+            attempt(&breakers, &i.address, g % 3 == 0);
+        }
+        assert!(breakers.len() <= 10, "{} breakers", breakers.len());
+    }
+    let last = list(199);
+    breakers.retain(&last[..4]);
+    assert_eq!(breakers.len(), 4);
+    breakers.forget(&last[0].address);
+    assert_eq!(breakers.len(), 3);
+    assert!(!breakers.is_empty());
+}
+
+#[test]
+fn a_breaker_dropped_while_open_comes_back_closed() {
+    let clock = ManualClock::new();
+    let breakers = instances(&clock);
+    let (a, b) = (addr(1), addr(2));
+    let late = breakers.allow(&a).unwrap();
+    for _ in 0..10 {
+        attempt(&breakers, &a, true);
+    }
+    attempt(&breakers, &b, false);
+    assert!(!breakers.is_available(&a));
+    // `a` leaves discovery's list: its open breaker goes, and the shortcut that skips
+    // the map while every breaker is closed works again.
+    breakers.retain(&[Instance::new(b.clone())]);
+    assert_eq!(breakers.len(), 1);
+    assert_eq!(breakers.state(&a), BreakerState::Closed);
+    assert!(breakers.is_available(&a));
+    late.record(true);
+    assert_eq!(breakers.not_closed(), 0);
+    // Back in the list, it starts closed with an empty window.
+    for _ in 0..9 {
+        attempt(&breakers, &a, true);
+    }
+    assert_eq!(breakers.state(&a), BreakerState::Closed);
+    attempt(&breakers, &a, true);
+    assert_eq!(breakers.state(&a), BreakerState::Open);
+    assert_eq!(breakers.not_closed(), 1);
 }
