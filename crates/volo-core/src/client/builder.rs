@@ -8,6 +8,7 @@ use super::backup::{Backup, BackupLayer, BackupPolicy};
 use super::balance::{
     Balance, BalanceLayer, Discover, Instance, LoadBalance, StaticDiscover, WeightedRandom,
 };
+use super::breaker::{BreakerConfig, InstanceBreakers, ServiceBreaker, ServiceBreakerLayer};
 use super::retry::{Retry, RetryLayer, RetryPolicy};
 use super::timeout::{Timeout, TimeoutLayer};
 use super::{Client, ClientConfig, Transport};
@@ -15,8 +16,9 @@ use crate::context::Address;
 use crate::service::{Identity, Layer, Stack};
 
 /// The stack a builder makes around `T` (the transport, with any inner layers):
-/// timeout, failure retry, backup requests, balancing.
-pub type DefaultStack<T = Transport> = Timeout<Retry<Backup<Balance<T>>>>;
+/// timeout, service breaker, failure retry, backup requests, balancing (with the
+/// instance breakers).
+pub type DefaultStack<T = Transport> = Timeout<ServiceBreaker<Retry<Backup<Balance<T>>>>>;
 
 /// What a builder gives back: how a client type wraps the stack it built. Generated
 /// clients have a `Maker` of their own; [`Untyped`] gives a [`Client`].
@@ -54,6 +56,8 @@ pub struct ClientBuilder<M, O = Identity, I = Identity> {
     retry: RetryPolicy,
     backup: Option<BackupPolicy>,
     idempotent: Vec<String>,
+    service_breaker: BreakerConfig,
+    instance_breaker: Option<BreakerConfig>,
     outer: O,
     inner: I,
     make: std::marker::PhantomData<fn() -> M>,
@@ -82,6 +86,8 @@ impl<M> ClientBuilder<M> {
             retry: RetryPolicy::default(),
             backup: None,
             idempotent: Vec::new(),
+            service_breaker: BreakerConfig::service(),
+            instance_breaker: Some(BreakerConfig::instance()),
             outer: Identity,
             inner: Identity,
             make: std::marker::PhantomData,
@@ -143,6 +149,21 @@ impl<M, O, I> ClientBuilder<M, O, I> {
         self
     }
 
+    /// The breaker of the whole service: while open, calls fail at once with
+    /// [`ErrorKind::CircuitOpen`](super::ErrorKind::CircuitOpen). Default
+    /// [`BreakerConfig::service`]; [`BreakerConfig::disabled`] turns it off.
+    pub fn service_breaker(mut self, config: BreakerConfig) -> Self {
+        self.service_breaker = config;
+        self
+    }
+
+    /// The breakers of each instance: the balancer skips an instance whose breaker is
+    /// open. Default [`BreakerConfig::instance`]; `None` turns them off.
+    pub fn instance_breaker(mut self, config: Option<BreakerConfig>) -> Self {
+        self.instance_breaker = config;
+        self
+    }
+
     /// The service name sent as the callee (the IDL's by default for generated
     /// clients).
     pub fn service_name(mut self, service: impl Into<Cow<'static, str>>) -> Self {
@@ -160,6 +181,8 @@ impl<M, O, I> ClientBuilder<M, O, I> {
             retry: self.retry,
             backup: self.backup,
             idempotent: self.idempotent,
+            service_breaker: self.service_breaker,
+            instance_breaker: self.instance_breaker,
             outer: Stack::new(layer, self.outer),
             inner: self.inner,
             make: self.make,
@@ -177,6 +200,8 @@ impl<M, O, I> ClientBuilder<M, O, I> {
             retry: self.retry,
             backup: self.backup,
             idempotent: self.idempotent,
+            service_breaker: self.service_breaker,
+            instance_breaker: self.instance_breaker,
             outer: self.outer,
             inner: Stack::new(layer, self.inner),
             make: self.make,
@@ -215,7 +240,8 @@ impl<M, O, I> ClientBuilder<M, O, I> {
             .balance
             .unwrap_or_else(|| Arc::new(WeightedRandom::default()));
         let attempt = self.inner.layer(bottom);
-        let balanced = BalanceLayer::from_parts(discover, balance).layer(attempt);
+        let breakers = self.instance_breaker.map(InstanceBreakers::new);
+        let balanced = BalanceLayer::from_parts(discover, balance, breakers).layer(attempt);
         let marks = self.idempotent;
         // Off: a policy with no method marked lets every call through untouched.
         let backup = match self.backup {
@@ -224,7 +250,8 @@ impl<M, O, I> ClientBuilder<M, O, I> {
         };
         let backed = BackupLayer::new(backup).layer(balanced);
         let retried = RetryLayer::new(self.retry.idempotent(marks)).layer(backed);
-        let stack = TimeoutLayer::new(self.config.rpc_timeout).layer(retried);
+        let guarded = ServiceBreakerLayer::new(self.service_breaker).layer(retried);
+        let stack = TimeoutLayer::new(self.config.rpc_timeout).layer(guarded);
         Ok(M::make_client(Client::new(
             self.service,
             self.outer.layer(stack),

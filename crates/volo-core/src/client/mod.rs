@@ -36,6 +36,7 @@
 
 mod backup;
 mod balance;
+mod breaker;
 mod builder;
 mod error;
 #[cfg(test)]
@@ -49,8 +50,12 @@ mod transport;
 
 pub use backup::{Backup, BackupDelay, BackupLayer, BackupPolicy};
 pub use balance::{
-    Balance, BalanceLayer, ConsistentHash, Discover, Instance, LoadBalance, StaticDiscover,
-    WeightedRandom,
+    Balance, BalanceLayer, ConsistentHash, Discover, Instance, LoadBalance, PowerOfTwoChoices,
+    RoundRobin, StaticDiscover, WeightedRandom, WeightedRoundRobin,
+};
+pub use breaker::{
+    BreakerConfig, BreakerState, CircuitOpen, InstanceBreakers, InstancePermit, ServiceBreaker,
+    ServiceBreakerLayer, counts_as_failure,
 };
 pub use builder::{ClientBuilder, DefaultStack, MakeClient, Untyped};
 pub use error::{BoxError, ClientError, Error, ErrorKind};

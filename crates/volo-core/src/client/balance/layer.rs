@@ -3,21 +3,28 @@
 use std::sync::{Arc, PoisonError};
 
 use super::{Discover, Instance, LoadBalance};
+use crate::client::breaker::{CircuitOpen, InstanceBreakers, InstancePermit};
 use crate::client::{ClientContext, ClientRequest, ClientResponse, Error};
+use crate::clock::{Clock, SystemClock};
 use crate::context::Address;
 use crate::service::{Layer, Service};
 
 /// Picks an instance for each attempt: from what the [`Discover`] finds now, less the
-/// instances this call tried already (unless no other is left), by the
-/// [`LoadBalance`]; puts its address in `cx.rpc.callee.address` for the layers below
-/// and the transport, and names it in the attempt's error.
-pub struct Balance<S> {
+/// instances this call tried already (unless no other is left) and those whose
+/// [instance breaker](InstanceBreakers) is open, by the [`LoadBalance`]; puts its
+/// address in `cx.rpc.callee.address` for the layers below and the transport, names
+/// it in the attempt's error, and tells its breaker how the attempt went.
+///
+/// When every instance's breaker is open the attempt fails at once with
+/// [`ErrorKind::CircuitOpen`](crate::client::ErrorKind::CircuitOpen).
+pub struct Balance<S, C: Clock = SystemClock> {
     inner: S,
     discover: Arc<dyn Discover>,
     balance: Arc<dyn LoadBalance>,
+    breakers: Option<InstanceBreakers<C>>,
 }
 
-impl<S: std::fmt::Debug> std::fmt::Debug for Balance<S> {
+impl<S: std::fmt::Debug, C: Clock> std::fmt::Debug for Balance<S, C> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Balance")
             .field("inner", &self.inner)
@@ -25,12 +32,13 @@ impl<S: std::fmt::Debug> std::fmt::Debug for Balance<S> {
     }
 }
 
-impl<S: Clone> Clone for Balance<S> {
+impl<S: Clone, C: Clock> Clone for Balance<S, C> {
     fn clone(&self) -> Self {
         Balance {
             inner: self.inner.clone(),
             discover: Arc::clone(&self.discover),
             balance: Arc::clone(&self.balance),
+            breakers: self.breakers.clone(),
         }
     }
 }
@@ -47,43 +55,80 @@ impl Drop for InFlight<'_> {
     }
 }
 
-impl<S> Balance<S> {
+impl<S, C: Clock> Balance<S, C> {
     /// Sends the attempts of `inner`'s calls to the instances `discover` finds, picked
-    /// by `balance`.
-    pub fn new(inner: S, discover: Arc<dyn Discover>, balance: Arc<dyn LoadBalance>) -> Self {
+    /// by `balance`, skipping those whose breaker in `breakers` is open.
+    pub fn new(
+        inner: S,
+        discover: Arc<dyn Discover>,
+        balance: Arc<dyn LoadBalance>,
+        breakers: Option<InstanceBreakers<C>>,
+    ) -> Self {
         Balance {
             inner,
             discover,
             balance,
+            breakers,
         }
     }
 
-    /// The instance for this attempt.
-    fn pick(&self, cx: &ClientContext) -> Result<Address, Error> {
+    /// The instance for this attempt, and its breaker's permit.
+    fn pick(&self, cx: &ClientContext) -> Result<(Address, Option<InstancePermit<C>>), Error> {
         let all = self.discover.instances();
-        let fresh: Vec<Instance>;
-        let list = if cx.avoid.is_empty() {
-            &all
-        } else {
-            fresh = all
-                .iter()
-                .filter(|i| !cx.avoid.contains(&i.address))
-                .cloned()
-                .collect();
-            // Every instance tried: the least bad choice is another try at one.
-            if fresh.is_empty() { &all } else { &fresh }
+        let Some(breakers) = &self.breakers else {
+            let list = fresh(&all, cx, |_| true);
+            let i = self
+                .balance
+                .pick(&list, cx.hash_key)
+                .ok_or_else(Error::no_instance)?;
+            return Ok((list[i].address.clone(), None));
         };
-        let i = self
-            .balance
-            .pick(list, cx.hash_key)
-            .ok_or_else(Error::no_instance)?;
-        Ok(list[i].address.clone())
+        breakers.retain(&all);
+        let mut list = fresh(&all, cx, |a| breakers.is_available(a));
+        if list.is_empty() {
+            return Err(match all.first() {
+                Some(i) => Error::circuit_open(CircuitOpen::Instance(i.address.clone())),
+                None => Error::no_instance(),
+            });
+        }
+        // The breaker may refuse the one picked (its trial calls are all out): pick
+        // again among the others.
+        loop {
+            let i = self
+                .balance
+                .pick(&list, cx.hash_key)
+                .ok_or_else(Error::no_instance)?;
+            let addr = list[i].address.clone();
+            match breakers.allow(&addr) {
+                Some(permit) => return Ok((addr, Some(permit.with_deadline(cx.rpc.deadline)))),
+                None if list.len() > 1 => {
+                    list.swap_remove(i);
+                }
+                None => return Err(Error::circuit_open(CircuitOpen::Instance(addr))),
+            }
+        }
     }
 }
 
-impl<S> Service<ClientContext, ClientRequest> for Balance<S>
+/// The instances of `all` that `usable` accepts and this call has not tried; when it
+/// tried all of them, the usable ones (another try at one is the least bad choice).
+fn fresh(all: &[Instance], cx: &ClientContext, usable: impl Fn(&Address) -> bool) -> Vec<Instance> {
+    let usable: Vec<Instance> = all.iter().filter(|i| usable(&i.address)).cloned().collect();
+    if cx.avoid.is_empty() {
+        return usable;
+    }
+    let untried: Vec<Instance> = usable
+        .iter()
+        .filter(|i| !cx.avoid.contains(&i.address))
+        .cloned()
+        .collect();
+    if untried.is_empty() { usable } else { untried }
+}
+
+impl<S, C> Service<ClientContext, ClientRequest> for Balance<S, C>
 where
     S: Service<ClientContext, ClientRequest, Response = ClientResponse, Error = Error> + Sync,
+    C: Clock,
 {
     type Response = ClientResponse;
     type Error = Error;
@@ -93,7 +138,7 @@ where
         cx: &mut ClientContext,
         req: ClientRequest,
     ) -> Result<ClientResponse, Error> {
-        let addr = self.pick(cx)?;
+        let (addr, permit) = self.pick(cx)?;
         if let Some(picks) = &cx.picks {
             picks
                 .lock()
@@ -106,48 +151,199 @@ where
             balance: &*self.balance,
             addr: addr.clone(),
         };
-        self.inner.call(cx, req).await.map_err(|e| {
+        let out = self.inner.call(cx, req).await.map_err(|e| {
             if e.instance().is_none() {
                 e.with_instance(addr)
             } else {
                 e
             }
-        })
+        });
+        if let Some(permit) = permit {
+            permit.record_result(&out);
+        }
+        out
     }
 }
 
 /// Wraps a service in a [`Balance`].
 #[derive(Clone)]
-pub struct BalanceLayer {
+pub struct BalanceLayer<C: Clock = SystemClock> {
     discover: Arc<dyn Discover>,
     balance: Arc<dyn LoadBalance>,
+    breakers: Option<InstanceBreakers<C>>,
 }
 
-impl std::fmt::Debug for BalanceLayer {
+impl<C: Clock> std::fmt::Debug for BalanceLayer<C> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("BalanceLayer").finish_non_exhaustive()
     }
 }
 
 impl BalanceLayer {
-    /// Instances from `discover`, picked by `balance`.
+    /// Instances from `discover`, picked by `balance`, with no breakers.
     pub fn new(discover: impl Discover, balance: impl LoadBalance) -> Self {
         BalanceLayer {
             discover: Arc::new(discover),
             balance: Arc::new(balance),
+            breakers: None,
+        }
+    }
+}
+
+impl<C: Clock> BalanceLayer<C> {
+    /// The same, skipping instances whose breaker in `breakers` is open.
+    pub fn with_breakers<C2: Clock>(self, breakers: InstanceBreakers<C2>) -> BalanceLayer<C2> {
+        BalanceLayer {
+            discover: self.discover,
+            balance: self.balance,
+            breakers: Some(breakers),
         }
     }
 
     /// The same, from shared parts.
-    pub(crate) fn from_parts(discover: Arc<dyn Discover>, balance: Arc<dyn LoadBalance>) -> Self {
-        BalanceLayer { discover, balance }
+    pub(crate) fn from_parts(
+        discover: Arc<dyn Discover>,
+        balance: Arc<dyn LoadBalance>,
+        breakers: Option<InstanceBreakers<C>>,
+    ) -> Self {
+        BalanceLayer {
+            discover,
+            balance,
+            breakers,
+        }
     }
 }
 
-impl<S> Layer<S> for BalanceLayer {
-    type Service = Balance<S>;
+impl<S, C: Clock> Layer<S> for BalanceLayer<C> {
+    type Service = Balance<S, C>;
 
-    fn layer(self, inner: S) -> Balance<S> {
-        Balance::new(inner, self.discover, self.balance)
+    fn layer(self, inner: S) -> Balance<S, C> {
+        Balance::new(inner, self.discover, self.balance, self.breakers)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::future::Future;
+    use std::sync::Mutex;
+    use std::time::Duration;
+
+    use futures_util::FutureExt;
+
+    use super::*;
+    use crate::client::breaker::{BreakerConfig, BreakerState};
+    use crate::client::{RoundRobin, StaticDiscover};
+    use crate::clock::ManualClock;
+    use crate::service::service_fn;
+
+    fn addr(port: u16) -> Address {
+        Address::Tcp(([127, 0, 0, 1], port).into())
+    }
+
+    fn req() -> ClientRequest {
+        ClientRequest::new("m", thrift_codec::fixtures::echo::Request::default())
+    }
+
+    /// A transport where instance 1 refuses every connect and the others answer;
+    /// records where each attempt went.
+    fn half_dead(
+        log: Arc<Mutex<Vec<Address>>>,
+    ) -> impl Service<ClientContext, ClientRequest, Response = ClientResponse, Error = Error> + Sync
+    {
+        service_fn(move |cx: &mut ClientContext, _req: ClientRequest| {
+            let to = cx.rpc.callee.address.clone().expect("an instance");
+            log.lock().unwrap().push(to.clone());
+            async move {
+                if to == addr(1) {
+                    Err(Error::connect(
+                        to,
+                        std::io::ErrorKind::ConnectionRefused.into(),
+                    ))
+                } else {
+                    Ok(ClientResponse::none())
+                }
+            }
+        })
+    }
+
+    fn now<F: Future>(f: F) -> F::Output {
+        f.now_or_never().expect("the mock does not wait")
+    }
+
+    #[test]
+    fn an_open_instance_breaker_sends_calls_elsewhere_until_it_half_opens() {
+        let clock = ManualClock::new();
+        let breakers = InstanceBreakers::with_clock(BreakerConfig::instance(), clock.clone());
+        let log = Arc::new(Mutex::new(Vec::new()));
+        let svc = BalanceLayer::new(
+            StaticDiscover(vec![Instance::new(addr(1)), Instance::new(addr(2))]),
+            RoundRobin::new(),
+        )
+        .with_breakers(breakers.clone())
+        .layer(half_dead(Arc::clone(&log)));
+        // Round robin alternates until instance 1 has failed ten times in a row.
+        let mut failures = 0;
+        for _ in 0..40 {
+            if now(svc.call(&mut ClientContext::new(), req())).is_err() {
+                failures += 1;
+            }
+        }
+        assert_eq!(failures, 10, "ejected after ten failures in a row");
+        assert_eq!(breakers.state(&addr(1)), BreakerState::Open);
+        let to_dead = |log: &Mutex<Vec<Address>>| {
+            log.lock()
+                .unwrap()
+                .iter()
+                .filter(|a| **a == addr(1))
+                .count()
+        };
+        assert_eq!(to_dead(&log), 10, "nothing more went to the open instance");
+        // After the open time, a trial call goes to it again.
+        clock.advance(BreakerConfig::instance().open_for + Duration::from_millis(1));
+        for _ in 0..4 {
+            let _ = now(svc.call(&mut ClientContext::new(), req()));
+        }
+        assert!(
+            to_dead(&log) > 10,
+            "a trial call went to the half-open instance"
+        );
+        assert_eq!(
+            breakers.state(&addr(1)),
+            BreakerState::Open,
+            "and it failed"
+        );
+    }
+
+    #[test]
+    fn every_instance_open_fails_fast_and_tried_ones_are_avoided() {
+        let clock = ManualClock::new();
+        let breakers = InstanceBreakers::with_clock(BreakerConfig::instance(), clock.clone());
+        let log = Arc::new(Mutex::new(Vec::new()));
+        let only_dead = BalanceLayer::new(
+            StaticDiscover(vec![Instance::new(addr(1))]),
+            RoundRobin::new(),
+        )
+        .with_breakers(breakers)
+        .layer(half_dead(Arc::clone(&log)));
+        for _ in 0..10 {
+            assert!(now(only_dead.call(&mut ClientContext::new(), req())).is_err());
+        }
+        let e = now(only_dead.call(&mut ClientContext::new(), req())).unwrap_err();
+        assert!(e.is_circuit_open(), "{e}");
+        assert_eq!(log.lock().unwrap().len(), 10, "the open one was not called");
+
+        // Without breakers: a call that tried instance 2 goes to 3, not 2 again.
+        let log = Arc::new(Mutex::new(Vec::new()));
+        let plain = BalanceLayer::new(
+            StaticDiscover(vec![Instance::new(addr(2)), Instance::new(addr(3))]),
+            RoundRobin::new(),
+        )
+        .layer(half_dead(Arc::clone(&log)));
+        for _ in 0..4 {
+            let mut cx = ClientContext::new();
+            cx.mark_tried(addr(2));
+            now(plain.call(&mut cx, req())).unwrap();
+        }
+        assert!(log.lock().unwrap().iter().all(|a| *a == addr(3)));
     }
 }

@@ -2,6 +2,12 @@
 //! ([`LoadBalance`]: weighted random, consistent hash), and the layer that picks an
 //! instance for each attempt of a call.
 
+mod p2c;
+mod round_robin;
+
+pub use p2c::PowerOfTwoChoices;
+pub use round_robin::{RoundRobin, WeightedRoundRobin};
+
 use std::collections::hash_map::DefaultHasher;
 use std::hash::{Hash, Hasher};
 use std::sync::atomic::{AtomicU64, Ordering};

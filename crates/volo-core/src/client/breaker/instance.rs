@@ -1,0 +1,338 @@
+//! One breaker per instance, for the balancer: it leaves out the instances whose
+//! breaker is open and reports each attempt's outcome to the instance that made it.
+
+use std::collections::{HashMap, HashSet};
+use std::fmt;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError, RwLock};
+use std::time::Instant;
+
+use super::state::{Breaker, BreakerConfig, BreakerState, Change, Outcome, Permit};
+use super::{cancelled, outcome};
+use crate::client::balance::Instance;
+use crate::client::error::Error;
+use crate::clock::{Clock, SystemClock};
+use crate::context::Address;
+
+/// A breaker per instance address (cheap to clone: clones share the breakers).
+///
+/// The balancer asks [`is_available`](Self::is_available) to leave out the instances it
+/// must not pick, takes an [`InstancePermit`] from [`allow`](Self::allow) for the one it
+/// picked, and hands the attempt's outcome to the permit
+/// ([`record`](InstancePermit::record) or [`record_result`](InstancePermit::record_result)).
+/// A permit dropped without an outcome (the attempt was cancelled: a timeout above, a
+/// backup request that answered first) frees its half-open trial slot and counts
+/// nothing, unless the attempt's deadline, given with
+/// [`with_deadline`](InstancePermit::with_deadline), had passed: then it counts as a
+/// timeout. That is why the outcome goes to a permit rather than to an address.
+///
+/// Breakers are made on first use. [`retain`](Self::retain), given discovery's list,
+/// drops those of instances that left it, so the map stays as small as the list;
+/// [`forget`](Self::forget) drops one.
+///
+/// ```
+/// use volo_core::client::{BreakerConfig, BreakerState, InstanceBreakers};
+/// use volo_core::context::Address;
+///
+/// let breakers = InstanceBreakers::new(BreakerConfig::instance());
+/// let addr: Address = "10.0.0.1:8888".parse().unwrap();
+/// for _ in 0..10 {
+///     let permit = breakers.allow(&addr).expect("closed: let through");
+///     permit.record(true); // connect refused, say
+/// }
+/// assert_eq!(breakers.state(&addr), BreakerState::Open);
+/// assert!(!breakers.is_available(&addr) && breakers.allow(&addr).is_none());
+/// ```
+pub struct InstanceBreakers<C: Clock = SystemClock> {
+    shared: Arc<Shared<C>>,
+}
+
+struct Shared<C> {
+    config: BreakerConfig,
+    clock: C,
+    map: RwLock<HashMap<Address, Arc<Entry>>>,
+    /// Breakers in the map that are not closed: while there are none (the common
+    /// case), [`InstanceBreakers::is_available`] takes no lock.
+    not_closed: AtomicUsize,
+}
+
+/// One instance's breaker.
+#[derive(Debug)]
+struct Entry(Mutex<EntryState>);
+
+#[derive(Debug)]
+struct EntryState {
+    breaker: Breaker,
+    /// Dropped from the map: its changes no longer count in `not_closed`.
+    removed: bool,
+}
+
+impl Entry {
+    fn lock(&self) -> MutexGuard<'_, EntryState> {
+        self.0.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+}
+
+impl<C: Clock> Clone for InstanceBreakers<C> {
+    fn clone(&self) -> Self {
+        InstanceBreakers {
+            shared: Arc::clone(&self.shared),
+        }
+    }
+}
+
+impl<C: Clock> fmt::Debug for InstanceBreakers<C> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("InstanceBreakers")
+            .field("config", &self.shared.config)
+            .field("instances", &self.len())
+            .field(
+                "not_closed",
+                &self.shared.not_closed.load(Ordering::Relaxed),
+            )
+            .finish()
+    }
+}
+
+impl Default for InstanceBreakers {
+    /// Breakers with [`BreakerConfig::instance`] on the system clock.
+    fn default() -> Self {
+        Self::new(BreakerConfig::instance())
+    }
+}
+
+impl InstanceBreakers {
+    /// Breakers with `config` (see [`BreakerConfig::instance`]) on the system clock.
+    pub fn new(config: BreakerConfig) -> Self {
+        Self::with_clock(config, SystemClock)
+    }
+}
+
+impl<C: Clock> InstanceBreakers<C> {
+    /// Breakers with `config` that read the time from `clock`.
+    pub fn with_clock(config: BreakerConfig, clock: C) -> Self {
+        InstanceBreakers {
+            shared: Arc::new(Shared {
+                config,
+                clock,
+                map: RwLock::new(HashMap::new()),
+                not_closed: AtomicUsize::new(0),
+            }),
+        }
+    }
+
+    fn entry(&self, addr: &Address) -> Option<Arc<Entry>> {
+        let map = self
+            .shared
+            .map
+            .read()
+            .unwrap_or_else(PoisonError::into_inner);
+        map.get(addr).cloned()
+    }
+
+    /// Whether a call may go to `addr` now: false while its breaker is open, or
+    /// half-open with every trial slot taken. It takes nothing, so the balancer may ask
+    /// it of every instance in the list; [`allow`](Self::allow) for the one picked may
+    /// still refuse (another call took the last trial slot in between).
+    pub fn is_available(&self, addr: &Address) -> bool {
+        if self.shared.not_closed.load(Ordering::Acquire) == 0 {
+            return true;
+        }
+        match self.entry(addr) {
+            Some(e) => e.lock().breaker.is_available(self.shared.clock.now()),
+            None => true,
+        }
+    }
+
+    /// Leave for one attempt on `addr`, or `None` while its breaker is open or its
+    /// half-open trial slots are taken (a half-open breaker's permit holds a slot until
+    /// it is recorded or dropped). The balancer then fails the attempt with
+    /// `Error::circuit_open(CircuitOpen::Instance(addr))` or picks another instance.
+    pub fn allow(&self, addr: &Address) -> Option<InstancePermit<C>> {
+        let entry = match self.entry(addr) {
+            Some(e) => e,
+            None => {
+                let mut map = self
+                    .shared
+                    .map
+                    .write()
+                    .unwrap_or_else(PoisonError::into_inner);
+                let now = self.shared.clock.now();
+                let config = &self.shared.config;
+                Arc::clone(map.entry(addr.clone()).or_insert_with(|| {
+                    Arc::new(Entry(Mutex::new(EntryState {
+                        breaker: Breaker::new(config.clone(), now),
+                        removed: false,
+                    })))
+                }))
+            }
+        };
+        let permit = entry.lock().breaker.try_acquire(self.shared.clock.now())?;
+        Some(InstancePermit {
+            shared: Arc::clone(&self.shared),
+            entry,
+            permit: Some(permit),
+            deadline: None,
+        })
+    }
+
+    /// The state of `addr`'s breaker ([`Closed`](BreakerState::Closed) for an address
+    /// not seen yet).
+    pub fn state(&self, addr: &Address) -> BreakerState {
+        match self.entry(addr) {
+            Some(e) => e.lock().breaker.state(self.shared.clock.now()),
+            None => BreakerState::Closed,
+        }
+    }
+
+    /// Keeps the breakers of `instances` and drops the others. Give it discovery's
+    /// whole list, before the instances tried already or refused by their breaker are
+    /// left out: a breaker dropped while open comes back closed.
+    ///
+    /// Cheap enough to call before every pick: it does the work only when the map
+    /// holds more breakers than the list has instances (so at least one left it). The
+    /// map thus never holds more than the largest list plus the instances first used
+    /// since the last call.
+    pub fn retain(&self, instances: &[Instance]) {
+        {
+            let map = self
+                .shared
+                .map
+                .read()
+                .unwrap_or_else(PoisonError::into_inner);
+            if map.len() <= instances.len() {
+                return;
+            }
+        }
+        let keep: HashSet<&Address> = instances.iter().map(|i| &i.address).collect();
+        let mut map = self
+            .shared
+            .map
+            .write()
+            .unwrap_or_else(PoisonError::into_inner);
+        map.retain(|addr, entry| {
+            let keep = keep.contains(addr);
+            if !keep {
+                self.mark_removed(entry);
+            }
+            keep
+        });
+    }
+
+    /// Drops `addr`'s breaker (it comes back closed if the address is used again).
+    pub fn forget(&self, addr: &Address) {
+        let mut map = self
+            .shared
+            .map
+            .write()
+            .unwrap_or_else(PoisonError::into_inner);
+        if let Some(entry) = map.remove(addr) {
+            self.mark_removed(&entry);
+        }
+    }
+
+    fn mark_removed(&self, entry: &Entry) {
+        let mut e = entry.lock();
+        e.removed = true;
+        if e.breaker.state(self.shared.clock.now()) != BreakerState::Closed {
+            self.shared.not_closed.fetch_sub(1, Ordering::AcqRel);
+        }
+    }
+
+    /// Instances with a breaker.
+    pub fn len(&self) -> usize {
+        self.shared
+            .map
+            .read()
+            .unwrap_or_else(PoisonError::into_inner)
+            .len()
+    }
+
+    /// No instance has a breaker yet.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// Breakers counted as not closed (the shortcut of `is_available`).
+    #[cfg(test)]
+    pub(crate) fn not_closed(&self) -> usize {
+        self.shared.not_closed.load(Ordering::SeqCst)
+    }
+}
+
+/// Leave for one attempt on an instance (from [`InstanceBreakers::allow`]): give it
+/// the attempt's outcome, or drop it if the attempt was cancelled (that frees a
+/// half-open trial slot and counts nothing).
+#[must_use = "an attempt's outcome goes to its permit; dropping it counts nothing"]
+pub struct InstancePermit<C: Clock = SystemClock> {
+    shared: Arc<Shared<C>>,
+    entry: Arc<Entry>,
+    permit: Option<Permit>,
+    deadline: Option<Instant>,
+}
+
+impl<C: Clock> fmt::Debug for InstancePermit<C> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("InstancePermit")
+            .field("permit", &self.permit)
+            .field("deadline", &self.deadline)
+            .finish_non_exhaustive()
+    }
+}
+
+impl<C: Clock> InstancePermit<C> {
+    /// The attempt's deadline (`None`: none): dropped at or after it without an
+    /// outcome, the permit counts a failure, as the attempt timeout above that
+    /// cancelled the attempt would have reported; dropped before it, nothing.
+    pub fn with_deadline(mut self, deadline: Option<Instant>) -> Self {
+        self.deadline = deadline;
+        self
+    }
+
+    /// The attempt ended: `failed` says whether it counts as a failure of the instance
+    /// (see [`counts_as_failure`](super::counts_as_failure)).
+    pub fn record(mut self, failed: bool) {
+        let outcome = if failed {
+            Outcome::Failure
+        } else {
+            Outcome::Success
+        };
+        self.finish(outcome);
+    }
+
+    /// The attempt ended with `result`: a success, a failure of the instance (see
+    /// [`counts_as_failure`](super::counts_as_failure)), or an error that says nothing
+    /// about it (only the trial slot, if any, is freed).
+    pub fn record_result<T>(mut self, result: &Result<T, Error>) {
+        self.finish(outcome(result));
+    }
+
+    fn finish(&mut self, outcome: Outcome) {
+        let Some(permit) = self.permit.take() else {
+            return;
+        };
+        let mut e = self.entry.lock();
+        let change = e.breaker.finish(permit, outcome, self.shared.clock.now());
+        if e.removed {
+            return;
+        }
+        match change {
+            Change::Opened => {
+                self.shared.not_closed.fetch_add(1, Ordering::AcqRel);
+            }
+            Change::Closed => {
+                self.shared.not_closed.fetch_sub(1, Ordering::AcqRel);
+            }
+            Change::None | Change::Reopened => {}
+        }
+    }
+}
+
+impl<C: Clock> Drop for InstancePermit<C> {
+    fn drop(&mut self) {
+        if self.permit.is_some() {
+            let outcome = cancelled(self.deadline, self.shared.clock.now());
+            self.finish(outcome);
+        }
+    }
+}

@@ -1,0 +1,275 @@
+//! Circuit breakers: stop calling a callee that keeps failing, for a while, then try it
+//! again with a few calls.
+//!
+//! A callee that fails most calls (it is down, overloaded, cut off) gains nothing from
+//! more of them: each costs the caller a connection attempt or a timeout, and piles
+//! load on a service that needs room to recover. A breaker watches the outcomes of
+//! calls and, past a threshold, *opens*: calls fail at once with
+//! [`ErrorKind::CircuitOpen`](super::ErrorKind::CircuitOpen) instead of going out.
+//! After [`open_for`](BreakerConfig::open_for) it turns *half-open* and lets a few
+//! trial calls through; enough successes in a row *close* it, a failure opens it again.
+//!
+//! There are two, as in Kitex, at two places in the client stack:
+//!
+//! - [`ServiceBreaker`] ([`ServiceBreakerLayer`]) around retries, for the callee
+//!   service as a whole: when the service is failing, calls fail fast without
+//!   spending retries or instances.
+//! - [`InstanceBreakers`], used by the balancer for each attempt: an instance that
+//!   fails is left out of the picks (and the call retried elsewhere) while the others
+//!   go on serving.
+//!
+//! # When a breaker opens
+//!
+//! Over a sliding window of [`window`](BreakerConfig::window) (counted in
+//! [`buckets`](BreakerConfig::buckets), so memory does not grow with traffic), once it
+//! holds at least [`min_samples`](BreakerConfig::min_samples) calls and the share of
+//! failures reaches [`error_rate`](BreakerConfig::error_rate); or after
+//! [`consecutive_failures`](BreakerConfig::consecutive_failures) failures in a row.
+//! Which errors are failures is [`counts_as_failure`]'s rule.
+//!
+//! # Defaults
+//!
+//! | | service ([`BreakerConfig::service`]) | instance ([`BreakerConfig::instance`]) |
+//! | --- | --- | --- |
+//! | error rate | 50% | 50% |
+//! | minimum calls in the window | 200 | 10 |
+//! | failures in a row | off | 10 |
+//! | window | 10 s in 10 buckets | 10 s in 10 buckets |
+//! | open for | 5 s | 5 s |
+//! | trial calls at once (half-open) | 3 | 3 |
+//! | successful trials that close it | 3 | 3 |
+//!
+//! The service breaker follows Kitex's defaults (50%, at least 200 calls): it should
+//! open only when a real share of traffic fails. The instance breaker judges from 10
+//! calls and also opens after 10 failures in a row, so that at tens of calls a second a
+//! dead instance leaves the rotation within a fraction of a second even after a long
+//! healthy run (whose successes fill the window and hold the rate down).
+//!
+//! # Example
+//!
+//! ```
+//! use volo_core::client::{
+//!     BreakerConfig, BreakerState, ClientContext, Error, ErrorKind, ServiceBreakerLayer,
+//! };
+//! use volo_core::service::{Layer, Service, service_fn};
+//!
+//! # let rt = tokio::runtime::Builder::new_current_thread().build().unwrap();
+//! # rt.block_on(async {
+//! let config = BreakerConfig {
+//!     min_samples: 4,
+//!     ..BreakerConfig::service()
+//! };
+//! let down = service_fn(|_: &mut ClientContext, _: &str| async {
+//!     Err::<(), _>(Error::io(std::io::ErrorKind::ConnectionReset.into()))
+//! });
+//! let svc = ServiceBreakerLayer::new(config).layer(down);
+//! let mut cx = ClientContext::new();
+//! for _ in 0..4 {
+//!     let e = svc.call(&mut cx, "ping").await.unwrap_err();
+//!     assert_eq!(e.kind(), ErrorKind::Io);
+//! }
+//! assert_eq!(svc.state(), BreakerState::Open);
+//! assert!(svc.call(&mut cx, "ping").await.unwrap_err().is_circuit_open());
+//! # });
+//! ```
+
+mod error;
+mod instance;
+mod layer;
+mod state;
+mod window;
+
+#[cfg(test)]
+mod tests;
+
+pub use error::CircuitOpen;
+pub use instance::{InstanceBreakers, InstancePermit};
+pub use layer::ServiceBreakerLayer;
+pub use state::{BreakerConfig, BreakerState};
+
+use std::fmt;
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+use std::time::Instant;
+
+use super::ClientContext;
+use super::error::{Error, ErrorKind};
+use crate::clock::{Clock, SystemClock};
+use crate::service::Service;
+use state::{Breaker, Outcome, Permit};
+
+/// Whether `error` counts against the callee (a service or an instance) in a breaker.
+///
+/// - **Failures**: the callee did not answer, or not usably: connecting failed
+///   ([`Connect`](ErrorKind::Connect)), the connection failed
+///   ([`Io`](ErrorKind::Io)), no answer in time ([`Timeout`](ErrorKind::Timeout)), the
+///   server refused the call for load ([`Overloaded`](ErrorKind::Overloaded)), the
+///   reply was not a valid reply ([`Protocol`](ErrorKind::Protocol)).
+/// - **Answers**, counted as successes: an application exception
+///   ([`Application`](ErrorKind::Application)) and, above this error type, a
+///   declared IDL exception. The callee is up and said no; a breaker would not help.
+/// - **Neither**, not counted at all: the call never reached the callee because of
+///   something on this side: a breaker ([`CircuitOpen`](ErrorKind::CircuitOpen)), no
+///   instance to call ([`NoInstance`](ErrorKind::NoInstance)), a request that could not
+///   be encoded ([`Encode`](ErrorKind::Encode)), a layer that refused it
+///   ([`Rejected`](ErrorKind::Rejected)).
+///
+/// A call cancelled before its outcome (its future dropped) is not counted either,
+/// unless its deadline had passed: then it is counted as a timeout (see
+/// [`ServiceBreaker`] and [`InstancePermit::with_deadline`]).
+pub fn counts_as_failure(error: &Error) -> bool {
+    classify(error) == Outcome::Failure
+}
+
+/// The three groups of [`counts_as_failure`]'s rule.
+fn classify(error: &Error) -> Outcome {
+    match error.kind() {
+        ErrorKind::Connect
+        | ErrorKind::Io
+        | ErrorKind::Timeout
+        | ErrorKind::Overloaded
+        | ErrorKind::Protocol => Outcome::Failure,
+        ErrorKind::Application => Outcome::Success,
+        ErrorKind::CircuitOpen
+        | ErrorKind::NoInstance
+        | ErrorKind::Encode
+        | ErrorKind::Rejected => Outcome::Ignored,
+    }
+}
+
+/// What a call's result tells a breaker.
+fn outcome<T>(result: &Result<T, Error>) -> Outcome {
+    match result {
+        Ok(_) => Outcome::Success,
+        Err(e) => classify(e),
+    }
+}
+
+/// What a call dropped before its end tells a breaker: nothing, unless its deadline
+/// had passed (a timeout above cancelled it: the callee was too slow).
+fn cancelled(deadline: Option<Instant>, now: Instant) -> Outcome {
+    match deadline {
+        Some(d) if now >= d => Outcome::Failure,
+        _ => Outcome::Ignored,
+    }
+}
+
+/// Locks a breaker (a panic elsewhere while it was held leaves it usable: its state is
+/// changed in single steps).
+fn lock(breaker: &Mutex<Breaker>) -> MutexGuard<'_, Breaker> {
+    breaker.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
+/// The breaker of the callee service, around the layers below it: while open, calls
+/// fail at once with `Error::circuit_open(CircuitOpen::Service(name))` (the name from
+/// the context's `rpc.callee.service`) without reaching the inner service.
+///
+/// Each call's result is counted by [`counts_as_failure`]'s rule. A call whose future
+/// is dropped before it ends (cancelled) frees its half-open trial slot, if it held
+/// one, and counts as a failure only if the context's deadline
+/// (`cx.rpc.deadline`, as it was when the call came in) had passed by then: the call
+/// timeout above cut it short.
+///
+/// One breaker per service value (clones share it): a client calls one service, so
+/// one [`ServiceBreakerLayer`] in its stack is one breaker for that service. Made by
+/// [`ServiceBreakerLayer`].
+pub struct ServiceBreaker<S, C: Clock = SystemClock> {
+    inner: S,
+    breaker: Arc<Mutex<Breaker>>,
+    clock: C,
+}
+
+impl<S, C: Clock> ServiceBreaker<S, C> {
+    /// A closed breaker with `config` around `inner`, reading the time from `clock`.
+    pub fn new(inner: S, config: BreakerConfig, clock: C) -> Self {
+        let now = clock.now();
+        ServiceBreaker {
+            inner,
+            breaker: Arc::new(Mutex::new(Breaker::new(config, now))),
+            clock,
+        }
+    }
+
+    /// Where the breaker stands now.
+    pub fn state(&self) -> BreakerState {
+        lock(&self.breaker).state(self.clock.now())
+    }
+
+    /// The wrapped service.
+    pub fn get_ref(&self) -> &S {
+        &self.inner
+    }
+}
+
+impl<S: Clone, C: Clock> Clone for ServiceBreaker<S, C> {
+    /// The same breaker around a clone of the inner service.
+    fn clone(&self) -> Self {
+        ServiceBreaker {
+            inner: self.inner.clone(),
+            breaker: Arc::clone(&self.breaker),
+            clock: self.clock.clone(),
+        }
+    }
+}
+
+impl<S: fmt::Debug, C: Clock> fmt::Debug for ServiceBreaker<S, C> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("ServiceBreaker")
+            .field("inner", &self.inner)
+            .field("state", &self.state())
+            .finish()
+    }
+}
+
+impl<S, C, Req> Service<ClientContext, Req> for ServiceBreaker<S, C>
+where
+    S: Service<ClientContext, Req, Error = Error> + Sync,
+    C: Clock,
+    Req: Send,
+{
+    type Response = S::Response;
+    type Error = Error;
+
+    async fn call(&self, cx: &mut ClientContext, req: Req) -> Result<S::Response, Error> {
+        let admitted = lock(&self.breaker).try_acquire(self.clock.now());
+        let Some(permit) = admitted else {
+            let name = cx.rpc.callee.service.to_string();
+            return Err(Error::circuit_open(CircuitOpen::Service(name)));
+        };
+        let mut call = Admitted {
+            breaker: &self.breaker,
+            clock: &self.clock,
+            permit: Some(permit),
+            deadline: cx.rpc.deadline,
+        };
+        let result = self.inner.call(cx, req).await;
+        call.finish(outcome(&result));
+        result
+    }
+}
+
+/// A call the service breaker let through, until its outcome is counted; dropped
+/// before that (the call was cancelled), it frees the call's trial slot.
+struct Admitted<'a, C: Clock> {
+    breaker: &'a Mutex<Breaker>,
+    clock: &'a C,
+    permit: Option<Permit>,
+    deadline: Option<Instant>,
+}
+
+impl<C: Clock> Admitted<'_, C> {
+    fn finish(&mut self, outcome: Outcome) {
+        if let Some(permit) = self.permit.take() {
+            let now = self.clock.now();
+            lock(self.breaker).finish(permit, outcome, now);
+        }
+    }
+}
+
+impl<C: Clock> Drop for Admitted<'_, C> {
+    fn drop(&mut self) {
+        if self.permit.is_some() {
+            let outcome = cancelled(self.deadline, self.clock.now());
+            self.finish(outcome);
+        }
+    }
+}
