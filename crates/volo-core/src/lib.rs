@@ -18,14 +18,19 @@
 //!   [`service::Layer`]s over [`server::Dispatch`]. On netpoll-rs each call starts on
 //!   the poller that read its frame, and only a call that waits moves to a task
 //!   ([`server::ServerConfig::inline_dispatch`]).
-//! - [`client`]: `Client` with pooled ping-pong or multiplexed connections, connect and
-//!   call timeouts (1 s and 10 s by default), metainfo, discovery (`Discover`, a static
-//!   list), load balancing (weighted random, consistent hash) and retries of failed
-//!   connects within a retry budget; generated `<Service>Client`s wrap it.
+//! - [`client`]: every call goes down a stack of services: your layers, the call
+//!   timeout, the service breaker, failure retry (budget, idempotency marks, chain
+//!   stop), backup requests, the balancer (weighted random, round robin, smooth
+//!   weighted round robin, power of two choices, consistent hash; instance breakers)
+//!   and the transport (pooled ping-pong or multiplexed connections). Generated
+//!   `<Service>Client<T>`s are generic over the stack and built by
+//!   `<Service>Client::builder()`; failures are one typed [`client::Error`].
+//! - [`clock`]: time as an input, so every time-dependent layer is tested with a
+//!   [`clock::ManualClock`].
 //! - [`transport`]: netpoll-rs (the default) or plain tokio sockets, per server and per
 //!   client; `shm:/path` addresses go over shared memory (shm-ipc sessions) on both.
 //!
-//! Not built yet: a registry-backed `Discover`, circuit breaking and backup requests.
+//! Not built yet: a registry-backed `Discover`.
 #![warn(
     missing_docs,
     missing_debug_implementations,

@@ -13,7 +13,7 @@
 //! - [`TowerLayer`] makes a tower layer a client layer: `ClientBuilder::layer(
 //!   TowerLayer::new(tower::timeout::TimeoutLayer::new(..)))`. Errors the tower layer
 //!   makes of its own (tower's `Elapsed`, `Overloaded`...) reach the caller as
-//!   [`ErrorKind::Rejected`](crate::client::ErrorKind::Rejected) with the tower error
+//!   [`crate::client::ErrorKind::Rejected`] with the tower error
 //!   as their source; the stack's own errors come through unchanged.
 //!
 //! ```

@@ -21,22 +21,38 @@
 //!
 //! # Defaults
 //!
-//! | what | default | where |
+//! Every default of the stack, in one place (the server's limiter and deadline are in
+//! [`crate::server`]):
+//!
+//! | what | default | set with |
 //! |---|---|---|
 //! | framing, protocol | TTHeader, Binary | [`ClientConfig`] |
 //! | connect timeout | 1 s | [`ClientConfig::connect_timeout`] |
-//! | call timeout (retries included) | 10 s | [`ClientConfig::rpc_timeout`], [`ClientContext::timeout`] |
-//! | connections per instance | 64 (ping-pong); 2 multiplexed | [`ClientConfig`] |
-//! | balancing | weighted random | [`ClientBuilder::load_balance`] |
+//! | call timeout | 10 s, retries and backups included; the time left goes to the server in TTHeader | [`ClientConfig::rpc_timeout`], [`ClientContext::timeout`] |
+//! | connections per instance | 64, one call at a time on each; multiplexed: 2 | [`ClientConfig::max_connections`], [`ClientConfig::multiplex`] |
+//! | service breaker | on: opens at 50% failures over 10 s once 200 calls were seen, fails fast for 5 s, then 3 trial calls, closed again after 3 successes | [`ClientBuilder::service_breaker`], [`BreakerConfig::service`] |
+//! | failure retry | up to 2 retries; a call that may have run is retried only if its method is marked idempotent (failed connects always); exponential backoff from 10 ms to 1 s with full jitter; a budget of 10% extra calls; never past the deadline; a retried request is marked (`RPC_PERSIST_RetryReq`) and not retried again downstream | [`ClientBuilder::retry`], [`ClientBuilder::idempotent`], [`RetryPolicy`] |
+//! | backup requests | off; on: after the recent p99 of successful attempts (within 10 ms..1 s, 1 s until 100 are seen), idempotent methods only, one backup per call, to another instance, within a budget of 10% | [`ClientBuilder::backup`], [`BackupPolicy`] |
+//! | balancing | weighted random (also: round robin, smooth weighted round robin, power of two choices on calls in flight, consistent hash on [`ClientContext::hash_key`]) | [`ClientBuilder::load_balance`] |
+//! | instance breakers | on: an instance is skipped after 10 failures in a row, or 50% over 10 s with at least 10 calls; for 5 s, then 3 trial calls | [`ClientBuilder::instance_breaker`], [`BreakerConfig::instance`] |
+//! | what a breaker counts as a failure | connect, I/O, timeout, protocol errors and servers' over-limit refusals; application exceptions and IDL exceptions are answers | [`counts_as_failure`] |
 //! | frame limit | 16,384,000 bytes | [`ClientConfig::limits`] |
 //!
-//! A call that finds all connections busy waits for one; multiplexing
-//! ([`ClientConfig::multiplex`], off by default as in Kitex and Volo) needs TTHeader
-//! framing: replies are matched to calls by the sequence id in their header.
+//! A call that finds all connections busy waits for one; multiplexing (off by default
+//! as in Kitex and Volo) needs TTHeader framing: replies are matched to calls by the
+//! sequence id in their header.
+//!
+//! # Errors
+//!
+//! Below the IDL every failure is one [`Error`]: match on its [`ErrorKind`], or ask
+//! [`Error::is_timeout`], [`Error::is_circuit_open`], [`Error::is_retryable`]; it names
+//! the instance that failed ([`Error::instance`]) and keeps its cause
+//! ([`std::error::Error::source`]). Generated methods return [`ClientError`]: the
+//! method's declared exception, or that [`Error`].
 
-mod backup;
-mod balance;
-mod breaker;
+pub mod backup;
+pub mod balance;
+pub mod breaker;
 mod builder;
 mod error;
 #[cfg(test)]
@@ -44,8 +60,8 @@ mod mock;
 mod mux;
 mod pool;
 mod request;
-mod retry;
-mod timeout;
+pub mod retry;
+pub mod timeout;
 mod transport;
 
 pub use backup::{Backup, BackupDelay, BackupLayer, BackupPolicy};

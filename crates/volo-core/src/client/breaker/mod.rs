@@ -5,7 +5,7 @@
 //! more of them: each costs the caller a connection attempt or a timeout, and piles
 //! load on a service that needs room to recover. A breaker watches the outcomes of
 //! calls and, past a threshold, *opens*: calls fail at once with
-//! [`ErrorKind::CircuitOpen`](super::ErrorKind::CircuitOpen) instead of going out.
+//! [`super::ErrorKind::CircuitOpen`] instead of going out.
 //! After [`open_for`](BreakerConfig::open_for) it turns *half-open* and lets a few
 //! trial calls through; enough successes in a row *close* it, a failure opens it again.
 //!
