@@ -69,11 +69,7 @@ fn mock() -> Mock {
 }
 
 fn instances() -> StaticDiscover {
-    StaticDiscover(
-        (1..=3)
-            .map(|p| Instance::new(Address::Tcp(([127, 0, 0, 1], p).into())))
-            .collect(),
-    )
+    StaticDiscover::new((1..=3).map(|p| Instance::new(Address::Tcp(([127, 0, 0, 1], p).into()))))
 }
 
 /// Times `iters` calls through `client`.

@@ -103,9 +103,7 @@ impl<M, O, I> ClientBuilder<M, O, I> {
 
     /// A fixed list of instances, of equal weight (static discovery).
     pub fn addresses(self, addrs: impl IntoIterator<Item = Address>) -> Self {
-        self.discover(StaticDiscover(
-            addrs.into_iter().map(Instance::new).collect(),
-        ))
+        self.discover(StaticDiscover::new(addrs.into_iter().map(Instance::new)))
     }
 
     /// The instances `discover` finds, asked on each attempt.

@@ -307,7 +307,7 @@ fn calls_seen(s: &Running) -> usize {
 #[test]
 fn weighted_random_spreads_calls_and_consistent_hash_pins_them() {
     with_two_servers(|a, b, _, servers| async move {
-        let both = StaticDiscover(vec![Instance::new(a.clone()), Instance::new(b.clone())]);
+        let both = StaticDiscover::new([Instance::new(a.clone()), Instance::new(b.clone())]);
         let client = Client::builder("Test")
             .discover(both.clone())
             .load_balance(WeightedRandom::with_seed(3))
@@ -353,7 +353,7 @@ fn weighted_random_spreads_calls_and_consistent_hash_pins_them() {
 #[test]
 fn a_failed_connect_is_retried_on_another_instance_within_the_budget() {
     with_two_servers(|a, _, dead, servers| async move {
-        let list = StaticDiscover(vec![Instance::new(dead.clone()), Instance::new(a)]);
+        let list = StaticDiscover::new([Instance::new(dead.clone()), Instance::new(a)]);
         let retrying = Client::builder("Test")
             .discover(list.clone())
             .load_balance(WeightedRandom::with_seed(9))

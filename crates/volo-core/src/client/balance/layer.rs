@@ -1,5 +1,6 @@
 //! The balancer layer: picks the instance for each attempt of a call.
 
+use std::borrow::Cow;
 use std::sync::{Arc, PoisonError};
 
 use super::{Discover, Instance, LoadBalance};
@@ -75,34 +76,40 @@ impl<S, C: Clock> Balance<S, C> {
     /// The instance for this attempt, and its breaker's permit.
     fn pick(&self, cx: &ClientContext) -> Result<(Address, Option<InstancePermit<C>>), Error> {
         let all = self.discover.instances();
-        let Some(breakers) = &self.breakers else {
-            let list = fresh(&all, cx, |_| true);
-            let i = self
-                .balance
-                .pick(&list, cx.hash_key)
-                .ok_or_else(Error::no_instance)?;
-            return Ok((list[i].address.clone(), None));
+        let breakers = self.breakers.as_ref();
+        if let Some(b) = breakers {
+            b.retain(&all);
+        }
+        let usable = |a: &Address| breakers.is_none_or(|b| b.is_available(a));
+        // The common case, nothing tried and nothing open, copies no list.
+        let mut list = if cx.avoid.is_empty() && all.iter().all(|i| usable(&i.address)) {
+            Cow::Borrowed(&all[..])
+        } else {
+            Cow::Owned(fresh(&all, cx, usable))
         };
-        breakers.retain(&all);
-        let mut list = fresh(&all, cx, |a| breakers.is_available(a));
         if list.is_empty() {
-            return Err(match all.first() {
-                Some(i) => Error::circuit_open(CircuitOpen::Instance(i.address.clone())),
-                None => Error::no_instance(),
+            return Err(match (breakers, all.first()) {
+                (Some(_), Some(i)) => Error::circuit_open(CircuitOpen::Instance(i.address.clone())),
+                _ => Error::no_instance(),
             });
         }
-        // The breaker may refuse the one picked (its trial calls are all out): pick
-        // again among the others.
         loop {
             let i = self
                 .balance
                 .pick(&list, cx.hash_key)
                 .ok_or_else(Error::no_instance)?;
             let addr = list[i].address.clone();
+            let Some(breakers) = breakers else {
+                return Ok((addr, None));
+            };
+            // The breaker may refuse the one picked (its trial calls are all out):
+            // pick again among the others.
             match breakers.allow(&addr) {
-                Some(permit) => return Ok((addr, Some(permit.with_deadline(cx.rpc.deadline)))),
+                Some(permit) => {
+                    return Ok((addr, Some(permit.with_deadline(cx.rpc.deadline))));
+                }
                 None if list.len() > 1 => {
-                    list.swap_remove(i);
+                    list.to_mut().swap_remove(i);
                 }
                 None => return Err(Error::circuit_open(CircuitOpen::Instance(addr))),
             }
@@ -276,7 +283,7 @@ mod tests {
         let breakers = InstanceBreakers::with_clock(BreakerConfig::instance(), clock.clone());
         let log = Arc::new(Mutex::new(Vec::new()));
         let svc = BalanceLayer::new(
-            StaticDiscover(vec![Instance::new(addr(1)), Instance::new(addr(2))]),
+            StaticDiscover::new([Instance::new(addr(1)), Instance::new(addr(2))]),
             RoundRobin::new(),
         )
         .with_breakers(breakers.clone())
@@ -320,7 +327,7 @@ mod tests {
         let breakers = InstanceBreakers::with_clock(BreakerConfig::instance(), clock.clone());
         let log = Arc::new(Mutex::new(Vec::new()));
         let only_dead = BalanceLayer::new(
-            StaticDiscover(vec![Instance::new(addr(1))]),
+            StaticDiscover::new([Instance::new(addr(1))]),
             RoundRobin::new(),
         )
         .with_breakers(breakers)
@@ -335,7 +342,7 @@ mod tests {
         // Without breakers: a call that tried instance 2 goes to 3, not 2 again.
         let log = Arc::new(Mutex::new(Vec::new()));
         let plain = BalanceLayer::new(
-            StaticDiscover(vec![Instance::new(addr(2)), Instance::new(addr(3))]),
+            StaticDiscover::new([Instance::new(addr(2)), Instance::new(addr(3))]),
             RoundRobin::new(),
         )
         .layer(half_dead(Arc::clone(&log)));

@@ -11,8 +11,7 @@ pub use round_robin::{RoundRobin, WeightedRoundRobin};
 use std::collections::hash_map::DefaultHasher;
 use std::hash::{Hash, Hasher};
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Mutex, PoisonError};
-use std::time::Instant;
+use std::sync::{Arc, Mutex, PoisonError};
 
 use crate::context::Address;
 
@@ -41,18 +40,33 @@ impl Instance {
 
 /// Finds a service's instances. A registry client implements it; [`StaticDiscover`] is
 /// a fixed list.
+///
+/// The balancer asks on every attempt, so implementations keep the current list ready
+/// and hand out a shared reference to it (an `Arc` clone, no copy), replacing it as a
+/// whole when it changes.
 pub trait Discover: Send + Sync + 'static {
     /// The instances now.
-    fn instances(&self) -> Vec<Instance>;
+    fn instances(&self) -> Arc<[Instance]>;
 }
 
 /// A fixed list of instances.
 #[derive(Debug, Clone)]
-pub struct StaticDiscover(pub Vec<Instance>);
+pub struct StaticDiscover {
+    list: Arc<[Instance]>,
+}
+
+impl StaticDiscover {
+    /// The instances `list`, for ever.
+    pub fn new(list: impl IntoIterator<Item = Instance>) -> Self {
+        StaticDiscover {
+            list: list.into_iter().collect(),
+        }
+    }
+}
 
 impl Discover for StaticDiscover {
-    fn instances(&self) -> Vec<Instance> {
-        self.0.clone()
+    fn instances(&self) -> Arc<[Instance]> {
+        Arc::clone(&self.list)
     }
 }
 
@@ -88,10 +102,7 @@ pub struct WeightedRandom {
 
 impl Default for WeightedRandom {
     fn default() -> Self {
-        let seed = Instant::now().elapsed().as_nanos() as u64 ^ 0x9E37_79B9_7F4A_7C15;
-        WeightedRandom {
-            state: AtomicU64::new(seed | 1),
-        }
+        WeightedRandom::with_seed(p2c::random_seed())
     }
 }
 
