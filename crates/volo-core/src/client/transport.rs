@@ -36,6 +36,8 @@ pub struct Transport {
 
 struct Inner {
     config: ClientConfig,
+    /// `config.caller`, ready to go in every request's header.
+    caller: Utf8Bytes,
     reactor: Option<netpoll_rs::Reactor>,
     /// One pool per instance address, made on first use.
     pools: Mutex<HashMap<Address, Peer>>,
@@ -86,6 +88,7 @@ impl Transport {
         };
         Ok(Transport {
             inner: Arc::new(Inner {
+                caller: Utf8Bytes::from(config.caller.clone()),
                 config,
                 reactor,
                 pools: Mutex::new(HashMap::new()),
@@ -247,16 +250,16 @@ impl Transport {
         );
         h.int_kv.push((int_key::TO_METHOD, header.name.clone()));
         if !cx.rpc.callee.service.is_empty() {
-            h.int_kv.push((
-                int_key::TO_SERVICE,
-                Utf8Bytes::from(cx.rpc.callee.service.to_string()),
-            ));
+            // A generated client's name is static: no copy per call.
+            let service = match &cx.rpc.callee.service {
+                std::borrow::Cow::Borrowed(s) => Utf8Bytes::from_static(s),
+                std::borrow::Cow::Owned(s) => Utf8Bytes::from(s.clone()),
+            };
+            h.int_kv.push((int_key::TO_SERVICE, service));
         }
-        if !config.caller.is_empty() {
-            h.int_kv.push((
-                int_key::FROM_SERVICE,
-                Utf8Bytes::from(config.caller.clone()),
-            ));
+        if !self.inner.caller.is_empty() {
+            h.int_kv
+                .push((int_key::FROM_SERVICE, self.inner.caller.clone()));
         }
         if let Some(deadline) = cx.rpc.deadline {
             // Whole milliseconds left, at least 1: a call sent is worth a try.
