@@ -99,7 +99,7 @@ struct State {
 }
 
 pub(crate) fn addr(i: usize) -> Address {
-    format!("10.0.0.{}:9000", i + 1).parse().unwrap()
+    format!("127.0.0.{}:9000", i + 1).parse().unwrap()
 }
 
 impl Mock {
