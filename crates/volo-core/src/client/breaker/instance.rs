@@ -35,7 +35,7 @@ use crate::context::Address;
 /// use volo_core::context::Address;
 ///
 /// let breakers = InstanceBreakers::new(BreakerConfig::instance());
-/// let addr: Address = "10.0.0.1:8888".parse().unwrap();
+/// let addr: Address = "127.0.0.1:8888".parse().unwrap();
 /// for _ in 0..10 {
 ///     let permit = breakers.allow(&addr).expect("closed: let through");
 ///     permit.record(true); // connect refused, say
