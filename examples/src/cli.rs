@@ -60,6 +60,20 @@ impl Args {
         }
     }
 
+    /// `--name`'s value parsed, or `None` when absent.
+    pub fn optional<T: FromStr>(&self, name: &str) -> Result<Option<T>, Usage>
+    where
+        T::Err: std::fmt::Display,
+    {
+        match self.values.get(name) {
+            None => Ok(None),
+            Some(v) => v
+                .parse()
+                .map(Some)
+                .map_err(|e| Usage(format!("--{name} {v:?}: {e}"))),
+        }
+    }
+
     /// `--name`'s value, which must be given.
     pub fn required<T: FromStr>(&self, name: &str) -> Result<T, Usage>
     where
@@ -101,6 +115,9 @@ mod tests {
         assert_eq!(a.required::<String>("addr").unwrap(), "127.0.0.1:1");
         assert_eq!(a.get("size", 0usize).unwrap(), 512);
         assert_eq!(a.get("concurrency", 7usize).unwrap(), 7);
+        assert_eq!(a.optional::<usize>("size").unwrap(), Some(512));
+        assert_eq!(a.optional::<usize>("concurrency").unwrap(), None);
+        assert!(a.optional::<usize>("addr").is_err());
         assert!(a.flag("multiplex"));
         assert!(a.only(&["addr", "multiplex", "size"]).is_ok());
         assert!(a.only(&["addr"]).is_err());

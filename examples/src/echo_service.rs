@@ -108,10 +108,14 @@ impl EchoService for Echo {
 }
 
 /// One closed-loop caller's call: `echo` with a fixed message, the answer checked.
+/// Clones share the client (and the key sequence, with
+/// [`with_hash_keys`](Self::with_hash_keys)).
 #[derive(Debug, Clone)]
 pub struct EchoCall<T = volo_core::client::DefaultStack> {
     client: crate::echo::EchoServiceClient<T>,
     msg: Utf8Bytes,
+    /// With hash keys: how many, and the number of the next call.
+    keys: Option<(u64, Arc<AtomicU64>)>,
 }
 
 impl<T> EchoCall<T> {
@@ -120,7 +124,17 @@ impl<T> EchoCall<T> {
         EchoCall {
             client,
             msg: Utf8Bytes::from("x".repeat(size)),
+            keys: None,
         }
+    }
+
+    /// Gives the calls hash keys `0..keys` in turn ([`ClientContext::hash_key`], which
+    /// a consistent-hash balancer routes by), as that many users would; 0 keys: none.
+    ///
+    /// [`ClientContext::hash_key`]: volo_core::client::ClientContext::hash_key
+    pub fn with_hash_keys(mut self, keys: u64) -> Self {
+        self.keys = (keys > 0).then(|| (keys, Arc::new(AtomicU64::new(0))));
+        self
     }
 }
 
@@ -139,7 +153,11 @@ where
             action: Utf8Bytes::from("echo"),
             msg: self.msg.clone(),
         };
-        matches!(self.client.echo(req).await, Ok(r) if r.msg == self.msg)
+        let mut cx = volo_core::client::ClientContext::new();
+        if let Some((keys, next)) = &self.keys {
+            cx.hash_key = Some(next.fetch_add(1, Ordering::Relaxed) % keys);
+        }
+        matches!(self.client.echo_with(&mut cx, req).await, Ok(r) if r.msg == self.msg)
     }
 }
 

@@ -3,16 +3,18 @@
 //!
 //! Programs (`cargo run --release -p examples --bin NAME -- ...`):
 //! - `echo-server --addr <host:port|unix:PATH|shm:PATH>`: serves `EchoService`.
-//! - `echo-client --addr <...> [--transport ttheader|framed|buffered]
-//!   [--protocol binary|compact] [--concurrency N] [--size BYTES] [--duration SECS]`:
-//!   closed-loop load; its last line is `qps=<n> p50_us=<n> p99_us=<n> p999_us=<n>
-//!   errors=<n>`.
+//! - `echo-client --addr <addr>[,<addr>...] [--transport ttheader|framed|buffered]
+//!   [--protocol binary|compact] [--concurrency N] [--size BYTES] [--duration SECS]
+//!   [--balance random|rr|wrr|p2c|hash] [--backup-ms N] [--timeline] ...`: closed-loop
+//!   load over one instance or several; its last line is `qps=<n> p50_us=<n> p99_us=<n>
+//!   p999_us=<n> errors=<n>`.
 //! - `rpc-bench`: server and client in one process, one run per transport.
 //! - `layered`: EchoService behind a custom server-side layer.
 //! - `two-hops`: metainfo through a chain of two services.
 //! - `wire-dump`: the bytes of the benchmark types on the wire.
 #![allow(unreachable_pub)]
 
+pub mod attempts;
 pub mod cli;
 pub mod echo_service;
 pub mod load;

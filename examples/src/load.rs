@@ -1,23 +1,76 @@
 //! Closed-loop load: `concurrency` workers, each making one call at a time for a fixed
 //! time, every call's latency recorded; and the report every load program prints.
+//!
+//! A call counts in the measured window when it *starts* in it: every call counted ends
+//! as a success or an error (the workers' calls in flight when the window closes are
+//! waited for, up to [`DRAIN_LIMIT`]), so `ok + errors` is the number of calls made,
+//! unless some never ended ([`Report::unfinished`]). The window is also cut into
+//! seconds ([`Report::timeline`]): how a run went over time, around a fault say.
 
 use std::future::Future;
 use std::io::{IsTerminal, Write};
-use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::time::{Duration, Instant};
+use std::sync::{Arc, Mutex, OnceLock, PoisonError};
+use std::time::Duration;
+
+use tokio::time::Instant;
+
+/// How long [`closed_loop`] waits, once the window is over, for the calls still in
+/// flight: longer than a client's default call timeout (10 s), so only a call that
+/// outlives its own deadline is left [unfinished](Report::unfinished).
+pub const DRAIN_LIMIT: Duration = Duration::from_secs(15);
 
 /// What a run measured.
 #[derive(Debug, Clone, Default)]
 pub struct Report {
-    /// Calls that succeeded in the measured window.
+    /// Calls started in the measured window.
+    pub calls: u64,
+    /// Calls started in the window that succeeded.
     pub ok: u64,
-    /// Calls that failed in the measured window.
+    /// Calls started in the window that failed.
     pub errors: u64,
     /// The measured window.
     pub elapsed: Duration,
     /// Latencies of the successful calls in nanoseconds, sorted.
     pub latencies_ns: Vec<u64>,
+    /// The window second by second, the first second first (with a window of a
+    /// fractional number of seconds, the last one is partial). Its `ok` and `errors`
+    /// add up to the report's.
+    pub timeline: Vec<Second>,
+}
+
+/// One second of the measured window: the calls that started in it.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Second {
+    /// Which second: 0 for the first of the window.
+    pub t: u64,
+    /// Calls started in it that succeeded.
+    pub ok: u64,
+    /// Calls started in it that failed.
+    pub errors: u64,
+    /// The p99 of the latencies of its successful calls, in microseconds (0 with none).
+    pub p99_us: u64,
+}
+
+impl Second {
+    /// `t=<second> ok=<n> errors=<n> p99_us=<n>`.
+    pub fn line(&self) -> String {
+        format!(
+            "t={} ok={} errors={} p99_us={}",
+            self.t, self.ok, self.errors, self.p99_us
+        )
+    }
+}
+
+/// The latency at quantile `q` (0..=1) of `sorted` (nanoseconds) in microseconds,
+/// nearest rank; 0 with no samples.
+fn quantile_us(sorted: &[u64], q: f64) -> u64 {
+    let n = sorted.len();
+    if n == 0 {
+        return 0;
+    }
+    let rank = ((q * n as f64).ceil() as usize).clamp(1, n);
+    sorted[rank - 1] / 1000
 }
 
 impl Report {
@@ -32,12 +85,24 @@ impl Report {
     /// The latency at quantile `q` (0..=1) in microseconds, nearest rank; 0 with no
     /// samples.
     pub fn quantile_us(&self, q: f64) -> u64 {
-        let n = self.latencies_ns.len();
-        if n == 0 {
-            return 0;
-        }
-        let rank = ((q * n as f64).ceil() as usize).clamp(1, n);
-        self.latencies_ns[rank - 1] / 1000
+        quantile_us(&self.latencies_ns, q)
+    }
+
+    /// Calls started in the window that had neither succeeded nor failed
+    /// [`DRAIN_LIMIT`] after it closed (a call that hangs): `calls - ok - errors`.
+    pub fn unfinished(&self) -> u64 {
+        self.calls.saturating_sub(self.ok + self.errors)
+    }
+
+    /// `calls=<n> ok=<n> errors=<n> unfinished=<n>`: what became of every call made.
+    pub fn calls_line(&self) -> String {
+        format!(
+            "calls={} ok={} errors={} unfinished={}",
+            self.calls,
+            self.ok,
+            self.errors,
+            self.unfinished()
+        )
     }
 
     /// `qps=<n> p50_us=<n> p99_us=<n> p999_us=<n> errors=<n>`: the line the load
@@ -67,48 +132,109 @@ pub struct Plan {
     pub progress: bool,
 }
 
+/// One second of one worker's calls.
+#[derive(Debug, Default)]
+struct Bucket {
+    ok: u64,
+    errors: u64,
+    latencies_ns: Vec<u64>,
+}
+
+/// One worker's calls in the window, kept where [`closed_loop`] can read them even if
+/// the worker never ends.
+#[derive(Debug, Default)]
+struct Tally {
+    calls: u64,
+    seconds: Vec<Bucket>,
+}
+
 /// Runs `call` in a closed loop from `plan.concurrency` tasks and measures the window.
 /// `call` returns whether the call succeeded.
+///
+/// Calls are counted when they start in the window; those in flight when it closes
+/// are waited for, up to [`DRAIN_LIMIT`] (the ones still running then are given up
+/// and reported as [unfinished](Report::unfinished)).
 pub async fn closed_loop<F, Fut>(plan: Plan, label: &str, call: F) -> Report
 where
     F: Fn() -> Fut + Clone + Send + Sync + 'static,
     Fut: Future<Output = bool> + Send,
 {
-    let measuring = Arc::new(AtomicBool::new(false));
+    let cuts = Cuts {
+        second: Duration::from_secs(1),
+        drain: DRAIN_LIMIT,
+    };
+    run(plan, label, call, cuts).await
+}
+
+/// How [`run`] cuts time: the timeline's step and the drain's limit (shorter in tests).
+#[derive(Debug, Clone, Copy)]
+struct Cuts {
+    second: Duration,
+    drain: Duration,
+}
+
+/// [`closed_loop`] with its own [`Cuts`].
+async fn run<F, Fut>(plan: Plan, label: &str, call: F, cuts: Cuts) -> Report
+where
+    F: Fn() -> Fut + Clone + Send + Sync + 'static,
+    Fut: Future<Output = bool> + Send,
+{
+    let step = cuts.second.as_nanos().max(1);
+    // The window's start, once measuring.
+    let window: Arc<OnceLock<Instant>> = Arc::new(OnceLock::new());
     let stopped = Arc::new(AtomicBool::new(false));
     let done = Arc::new(AtomicU64::new(0));
-    let mut workers = Vec::with_capacity(plan.concurrency);
-    // Room for about 200k calls per second over the window, split between workers.
-    let per_worker =
-        ((plan.duration.as_secs_f64() * 200_000.0) as usize / plan.concurrency.max(1)).max(1024);
-    for _ in 0..plan.concurrency.max(1) {
+    let workers = plan.concurrency.max(1);
+    // Room for about 200k calls per second, split between workers.
+    let per_second = (200_000 / workers).max(64);
+    // The window's whole seconds; the few milliseconds the window overruns (the timer
+    // is late) count in the last.
+    let seconds = (plan.duration.as_nanos().div_ceil(step) as usize).max(1);
+    let mut tallies = Vec::with_capacity(workers);
+    let mut handles = Vec::with_capacity(workers);
+    for _ in 0..workers {
         let call = call.clone();
-        let measuring = Arc::clone(&measuring);
+        let window = Arc::clone(&window);
         let stopped = Arc::clone(&stopped);
         let done = Arc::clone(&done);
-        workers.push(tokio::spawn(async move {
-            let mut latencies = Vec::with_capacity(per_worker);
-            let (mut ok, mut errors) = (0u64, 0u64);
+        let tally = Arc::new(Mutex::new(Tally::default()));
+        tallies.push(Arc::clone(&tally));
+        handles.push(tokio::spawn(async move {
             while !stopped.load(Ordering::Relaxed) {
                 let start = Instant::now();
+                // In the window: started after it opened and before it closed.
+                let second = match window.get() {
+                    Some(&opened) if !stopped.load(Ordering::Relaxed) => {
+                        tally.lock().unwrap_or_else(PoisonError::into_inner).calls += 1;
+                        let since = start.saturating_duration_since(opened).as_nanos();
+                        let t = (since / step) as usize;
+                        Some(t.min(seconds - 1))
+                    }
+                    _ => None,
+                };
                 let success = call().await;
                 let took = start.elapsed();
-                if measuring.load(Ordering::Relaxed) && !stopped.load(Ordering::Relaxed) {
-                    if success {
-                        ok += 1;
-                        latencies.push(took.as_nanos() as u64);
-                    } else {
-                        errors += 1;
-                    }
-                    done.fetch_add(1, Ordering::Relaxed);
+                let Some(second) = second else { continue };
+                let mut tally = tally.lock().unwrap_or_else(PoisonError::into_inner);
+                if tally.seconds.len() <= second {
+                    tally.seconds.resize_with(second + 1, Bucket::default);
                 }
+                let bucket = &mut tally.seconds[second];
+                if success {
+                    if bucket.latencies_ns.capacity() == 0 {
+                        bucket.latencies_ns.reserve(per_second);
+                    }
+                    bucket.ok += 1;
+                    bucket.latencies_ns.push(took.as_nanos() as u64);
+                } else {
+                    bucket.errors += 1;
+                }
+                done.fetch_add(1, Ordering::Relaxed);
             }
-            (ok, errors, latencies)
         }));
     }
     tokio::time::sleep(plan.warmup).await;
-    measuring.store(true, Ordering::Relaxed);
-    let start = Instant::now();
+    let start = *window.get_or_init(Instant::now);
     let show = plan.progress;
     while start.elapsed() < plan.duration {
         let left = plan.duration.saturating_sub(start.elapsed());
@@ -127,16 +253,39 @@ where
     if show {
         eprintln!();
     }
+    // The calls in flight started in the window: wait for them, within the limit.
+    let drained = Instant::now() + cuts.drain;
+    for mut handle in handles {
+        if tokio::time::timeout_at(drained, &mut handle).await.is_err() {
+            handle.abort();
+        }
+    }
     let mut report = Report {
         elapsed,
         ..Report::default()
     };
-    for w in workers {
-        if let Ok((ok, errors, latencies)) = w.await {
-            report.ok += ok;
-            report.errors += errors;
-            report.latencies_ns.extend(latencies);
+    let mut merged: Vec<Bucket> = Vec::new();
+    merged.resize_with(seconds, Bucket::default);
+    for tally in tallies {
+        let tally = std::mem::take(&mut *tally.lock().unwrap_or_else(PoisonError::into_inner));
+        report.calls += tally.calls;
+        for (into, from) in merged.iter_mut().zip(tally.seconds) {
+            into.ok += from.ok;
+            into.errors += from.errors;
+            into.latencies_ns.extend(from.latencies_ns);
         }
+    }
+    for (t, mut bucket) in merged.into_iter().enumerate() {
+        bucket.latencies_ns.sort_unstable();
+        report.ok += bucket.ok;
+        report.errors += bucket.errors;
+        report.timeline.push(Second {
+            t: t as u64,
+            ok: bucket.ok,
+            errors: bucket.errors,
+            p99_us: quantile_us(&bucket.latencies_ns, 0.99),
+        });
+        report.latencies_ns.extend(bucket.latencies_ns);
     }
     report.latencies_ns.sort_unstable();
     report
@@ -175,6 +324,7 @@ mod tests {
             errors: 2,
             elapsed: Duration::from_secs(2),
             latencies_ns: (1..=1000).map(|i| i * 1000).collect(),
+            ..Report::default()
         };
         assert_eq!(r.quantile_us(0.5), 500);
         assert_eq!(r.quantile_us(0.99), 990);
@@ -216,5 +366,68 @@ mod tests {
         assert!(report.ok > 0 && report.errors > 0, "{report:?}");
         assert_eq!(report.latencies_ns.len() as u64, report.ok);
         assert!(report.latencies_ns.windows(2).all(|w| w[0] <= w[1]));
+        assert_eq!(report.calls, report.ok + report.errors);
+        assert_eq!(report.unfinished(), 0);
+    }
+
+    #[test]
+    fn the_timeline_adds_up_and_a_hung_call_is_unfinished() {
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap();
+        let n = Arc::new(AtomicU64::new(0));
+        // "Seconds" of 100 ms, a window of two and a half.
+        let cuts = Cuts {
+            second: Duration::from_millis(100),
+            drain: Duration::from_millis(100),
+        };
+        let plan = Plan {
+            concurrency: 2,
+            warmup: Duration::ZERO,
+            duration: Duration::from_millis(250),
+            progress: false,
+        };
+        let report = rt.block_on(run(
+            plan,
+            "test",
+            move || {
+                let n = Arc::clone(&n);
+                async move {
+                    let i = n.fetch_add(1, Ordering::Relaxed);
+                    if i == 5 {
+                        // One call never ends.
+                        std::future::pending::<()>().await;
+                    }
+                    tokio::time::sleep(Duration::from_millis(1)).await;
+                    i.is_multiple_of(2)
+                }
+            },
+            cuts,
+        ));
+        let t: Vec<u64> = report.timeline.iter().map(|s| s.t).collect();
+        assert_eq!(t, [0, 1, 2], "two whole steps and a half");
+        let ok: u64 = report.timeline.iter().map(|s| s.ok).sum();
+        let errors: u64 = report.timeline.iter().map(|s| s.errors).sum();
+        assert_eq!((ok, errors), (report.ok, report.errors));
+        assert!(report.ok > 0 && report.errors > 0, "{report:?}");
+        assert_eq!(report.unfinished(), 1, "{report:?}");
+        assert_eq!(report.calls, report.ok + report.errors + 1);
+        let first = report.timeline[0];
+        assert!(first.p99_us >= 1000, "{first:?}");
+        assert_eq!(
+            first.line(),
+            format!(
+                "t=0 ok={} errors={} p99_us={}",
+                first.ok, first.errors, first.p99_us
+            )
+        );
+        assert_eq!(
+            report.calls_line(),
+            format!(
+                "calls={} ok={} errors={} unfinished=1",
+                report.calls, report.ok, report.errors
+            )
+        );
     }
 }

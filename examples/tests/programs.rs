@@ -220,3 +220,88 @@ fn calls_fail_promptly_when_an_shm_server_is_killed() {
         let _ = std::fs::remove_dir_all(&dir);
     }
 }
+
+/// An `echo-server` on 127.0.0.1:`port` (0: any), once it says it listens: the process
+/// and its port.
+fn start_tcp_echo_server(port: u16) -> (Child, u16) {
+    let mut server = Command::new(env!("CARGO_BIN_EXE_echo-server"))
+        .args(["--addr", &format!("127.0.0.1:{port}")])
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut line = String::new();
+    BufReader::new(server.stdout.take().unwrap())
+        .read_line(&mut line)
+        .unwrap();
+    let bound = line
+        .trim()
+        .strip_prefix("echo-server listening on 127.0.0.1:")
+        .and_then(|p| p.parse().ok());
+    let Some(bound) = bound else {
+        let _ = server.kill();
+        let _ = server.wait();
+        panic!("echo-server on port {port}: {line:?}");
+    };
+    (server, bound)
+}
+
+/// SIGKILL of an `echo-server` whose client holds idle pooled connections to it, and a
+/// new server on the same port: the client's next calls go over new connections, the
+/// first attempt of each answered (no retries to hide a failure). The pool must not
+/// lend the connections the dead server left, whose end of stream the client's poller
+/// has read: a request on one gets no reply.
+#[test]
+fn idle_connections_to_a_killed_server_are_not_reused() {
+    use examples::echo::{EchoServiceClient, Request};
+    use volo_core::client::{BreakerConfig, RetryPolicy};
+    use volo_core::context::Address;
+
+    let (mut first, port) = start_tcp_echo_server(0);
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    let client = rt.block_on(async {
+        EchoServiceClient::builder()
+            .address(Address::Tcp(([127, 0, 0, 1], port).into()))
+            .retry(RetryPolicy::new().max_retries(0))
+            .service_breaker(BreakerConfig::disabled())
+            .instance_breaker(None)
+            .build()
+            .unwrap()
+    });
+    let req = Request {
+        action: "echo".into(),
+        msg: "x".repeat(64).into(),
+    };
+    // Eight calls at once: eight pooled connections, idle once they answered.
+    rt.block_on(async {
+        let calls: Vec<_> = (0..8)
+            .map(|_| {
+                let (client, req) = (client.clone(), req.clone());
+                tokio::spawn(async move { client.echo(req).await })
+            })
+            .collect();
+        for c in calls {
+            c.await.unwrap().expect("the server answers");
+        }
+    });
+    first.kill().unwrap();
+    let _ = first.wait();
+    // Time for the client's poller to read the connections' end of stream.
+    std::thread::sleep(std::time::Duration::from_millis(300));
+    let (mut second, again) = start_tcp_echo_server(port);
+    assert_eq!(again, port);
+    let failed: Vec<String> = rt.block_on(async {
+        let mut failed = Vec::new();
+        for _ in 0..8 {
+            if let Err(e) = client.echo(req.clone()).await {
+                failed.push(e.to_string());
+            }
+        }
+        failed
+    });
+    let _ = second.kill();
+    let _ = second.wait();
+    assert!(
+        failed.is_empty(),
+        "calls to the restarted server failed: {failed:?}"
+    );
+}

@@ -595,6 +595,16 @@ impl Connection {
         lock(&self.shared.state).stream.is_some()
     }
 
+    /// Whether the peer closed its side (an event said so, or its end of stream was
+    /// read) or the socket failed: nothing more will arrive. The poller notices it
+    /// while nobody reads, so an idle connection whose peer went away says so here
+    /// though it is still [open](Self::is_open) on this side (a pool must not lend it
+    /// for a request that could get no reply).
+    pub fn is_peer_closed(&self) -> bool {
+        let st = lock(&self.shared.state);
+        st.peer_closed || st.eof || st.error.is_some()
+    }
+
     /// Closes the socket now (as dropping does).
     pub fn close(&self) {
         self.shared.close();

@@ -98,7 +98,10 @@ impl FrameIo for Conn {
 
     fn is_open(&self) -> bool {
         match self {
-            Conn::Netpoll(c) => c.is_open(),
+            // Not usable once the peer is gone either: the poller reads the end of
+            // stream of a connection idle in a pool, and a request sent on it could
+            // get no reply.
+            Conn::Netpoll(c) => c.is_open() && !c.is_peer_closed(),
             Conn::Tokio(c) => !*lock(&c.closed),
             Conn::Shm(c) => c.is_open(),
         }
