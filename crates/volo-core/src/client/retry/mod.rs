@@ -85,7 +85,8 @@ pub(crate) fn mark(cx: &mut ClientContext) {
 ///
 /// A failed attempt is retried when all of these hold:
 ///
-/// - the failure is one another attempt may fix ([`Error::is_retryable`]: connect,
+/// - the failure is of a kind the policy retries ([`RetryPolicy::retry_on`]; by
+///   default those another attempt may fix, [`Error::is_retryable`]: connect,
 ///   I/O, timeout, an open instance breaker, a server's over-limit refusal);
 /// - the request cannot have reached a server ([`Error::may_have_run`] is false: the
 ///   connect failed), or the method is marked idempotent
@@ -142,7 +143,7 @@ impl<S, C: Clock> Retry<S, C> {
     ) -> Option<Duration> {
         let policy = &*self.policy;
         if retries >= policy.max_retries
-            || !err.is_retryable()
+            || !policy.retries(err)
             || (err.may_have_run() && !policy.is_idempotent(req.method()))
         {
             return None;
@@ -310,6 +311,31 @@ mod tests {
         let svc = retry(policy, &clock, &mock);
         let err = call_now(&svc, &mut ClientContext::new(), "echo").unwrap_err();
         assert_eq!(err.kind(), ErrorKind::Application);
+        assert_eq!(mock.attempts(), 1);
+    }
+
+    #[test]
+    fn retry_on_chooses_the_kinds_of_failure_retried() {
+        // Application exceptions retried for an idempotent method when asked...
+        let clock = ManualClock::new();
+        let mock = Mock::new(&clock, vec![], now(Outcome::Application));
+        let policy = RetryPolicy::new()
+            .backoff(Backoff::None)
+            .idempotent(["echo"])
+            .retry_on([ErrorKind::Application, ErrorKind::Connect]);
+        let svc = retry(policy, &clock, &mock);
+        assert!(call_now(&svc, &mut ClientContext::new(), "echo").is_err());
+        assert_eq!(mock.attempts(), 3, "one attempt and two retries");
+        // ...and timeouts no longer are once the list leaves them out.
+        let clock = ManualClock::new();
+        let mock = Mock::new(&clock, vec![], now(Outcome::Timeout));
+        let policy = RetryPolicy::new()
+            .backoff(Backoff::None)
+            .idempotent(["echo"])
+            .retry_on([ErrorKind::Connect]);
+        let svc = retry(policy, &clock, &mock);
+        let err = call_now(&svc, &mut ClientContext::new(), "echo").unwrap_err();
+        assert!(err.is_timeout());
         assert_eq!(mock.attempts(), 1);
     }
 

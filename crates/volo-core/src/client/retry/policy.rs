@@ -3,6 +3,7 @@
 use std::collections::HashSet;
 
 use super::Backoff;
+use crate::client::{Error, ErrorKind};
 
 /// When a failed call is tried again (see [`Retry`](super::Retry) for the rules).
 ///
@@ -26,6 +27,8 @@ pub struct RetryPolicy {
     pub(super) budget_ratio: f64,
     pub(super) chain_stop: bool,
     pub(super) jitter_seed: Option<u64>,
+    /// The kinds of failure retried; `None`: those [`Error::is_retryable`] names.
+    pub(super) retry_on: Option<Vec<ErrorKind>>,
 }
 
 impl Default for RetryPolicy {
@@ -37,6 +40,7 @@ impl Default for RetryPolicy {
             budget_ratio: 0.1,
             chain_stop: true,
             jitter_seed: None,
+            retry_on: None,
         }
     }
 }
@@ -95,6 +99,22 @@ impl RetryPolicy {
     pub fn chain_stop(mut self, on: bool) -> Self {
         self.chain_stop = on;
         self
+    }
+
+    /// Retries failures of these kinds only (still subject to the idempotency marks
+    /// for those that may have run). Default: the kinds [`Error::is_retryable`]
+    /// names: connect, I/O, timeout, a server's over-limit refusal, an open breaker.
+    pub fn retry_on(mut self, kinds: impl IntoIterator<Item = ErrorKind>) -> Self {
+        self.retry_on = Some(kinds.into_iter().collect());
+        self
+    }
+
+    /// Whether a failure like `err` is of a kind this policy retries.
+    pub fn retries(&self, err: &Error) -> bool {
+        match &self.retry_on {
+            Some(kinds) => kinds.contains(&err.kind()),
+            None => err.is_retryable(),
+        }
     }
 
     /// Seeds the jitter of the backoff, so the waits repeat from run to run (tests).
