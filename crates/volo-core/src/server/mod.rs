@@ -25,11 +25,13 @@
 
 mod conn;
 mod inline;
+mod request;
 mod run;
 
 use std::future::Future;
 use std::time::Duration;
 
+pub use request::ServerRequest;
 pub use run::{BoundServer, Server};
 
 use thrift_codec::{ApplicationException, ApplicationExceptionKind, DecodeError, Decoder};
@@ -103,6 +105,22 @@ impl DispatchError {
                 format!("decoding the arguments of {method}: {e}"),
             ),
             DispatchError::Application(e) => e,
+        }
+    }
+}
+
+/// What tower middleware fails with (tower's `BoxError`): a [`DispatchError`] that went
+/// through it comes back as itself; anything else (tower's timeout, a refused
+/// load-shed...) becomes an `INTERNAL_ERROR` with its message. With it, `map_err(
+/// DispatchError::from)` puts a tower stack back into the server's error type.
+impl From<Box<dyn std::error::Error + Send + Sync>> for DispatchError {
+    fn from(e: Box<dyn std::error::Error + Send + Sync>) -> Self {
+        match e.downcast::<DispatchError>() {
+            Ok(e) => *e,
+            Err(e) => DispatchError::Application(ApplicationException::new(
+                ApplicationExceptionKind::InternalError,
+                e.to_string(),
+            )),
         }
     }
 }

@@ -855,3 +855,22 @@ fn inline_dispatch_runs_a_poller_per_worker_thread() {
         }
     });
 }
+
+/// tower boxes the errors of the services it wraps: a `DispatchError` comes back out
+/// of the box as itself, anything else as an `INTERNAL_ERROR` with its message.
+#[test]
+fn dispatch_errors_come_back_out_of_tower_boxes() {
+    let boxed: tower::BoxError = Box::new(DispatchError::UnknownMethod);
+    assert!(matches!(
+        DispatchError::from(boxed),
+        DispatchError::UnknownMethod
+    ));
+    let boxed: tower::BoxError = Box::new(tower::timeout::error::Elapsed::new());
+    match DispatchError::from(boxed) {
+        DispatchError::Application(e) => {
+            assert_eq!(e.kind, ApplicationExceptionKind::InternalError);
+            assert_eq!(e.message.as_str(), "request timed out");
+        }
+        other => panic!("{other:?}"),
+    }
+}
