@@ -12,7 +12,8 @@ use thrift_codec::{
 };
 
 use crate::context::{Address, ServerContext};
-use crate::server::{Dispatch, DispatchError, Server, ServerConfig};
+use crate::server::{DispatchError, Server, ServerConfig, ServerRequest, ServiceInfo};
+use crate::service::Service;
 
 /// `struct Text { 1: string text }`: the arguments and (as field 0) the result.
 #[derive(Debug, Clone, PartialEq, Default)]
@@ -66,8 +67,8 @@ pub(crate) fn text(id: i16, t: &str) -> Text {
 }
 
 /// Methods: `echo` (answers its text), `panic`, `fail` (an application error),
-/// `slow` (sleeps 300 ms first), `notify` (oneway: counts). It sends back the
-/// persistent value `logid` as the backward value `seen`.
+/// `slow` (sleeps 300 ms first), `notify` (oneway: counts, and fails when its text is
+/// `fail`). It sends back the persistent value `logid` as the backward value `seen`.
 #[derive(Default)]
 pub(crate) struct TestService {
     pub(crate) notified: Arc<AtomicUsize>,
@@ -75,14 +76,22 @@ pub(crate) struct TestService {
     pub(crate) peers: Arc<Mutex<HashSet<String>>>,
 }
 
-impl Dispatch for TestService {
-    type Reply = Text;
+impl ServiceInfo for TestService {
+    const NAME: &'static str = "Test";
 
-    async fn dispatch<D: Decoder + Send>(
+    fn is_oneway(method: &str) -> bool {
+        method == "notify"
+    }
+}
+
+impl Service<ServerContext, ServerRequest> for TestService {
+    type Response = Text;
+    type Error = DispatchError;
+
+    async fn call(
         &self,
         cx: &mut ServerContext,
-        method: &str,
-        args: &mut D,
+        req: ServerRequest,
     ) -> Result<Text, DispatchError> {
         if let Some(peer) = cx.peer() {
             self.peers
@@ -90,36 +99,41 @@ impl Dispatch for TestService {
                 .unwrap_or_else(|e| e.into_inner())
                 .insert(peer.to_string());
         }
-        let args = Text::decode(args)?;
+        let args: Text = req.decode(cx)?;
         let body = args.text.unwrap_or_default();
         if let Some(logid) = cx.metainfo.persistent("logid") {
             let logid = logid.to_string();
             cx.metainfo.set_backward("seen", logid);
         }
-        match method {
-            "echo" => Ok(Text {
-                id: 0,
-                text: Some(body),
-            }),
+        let reply = Text {
+            id: 0,
+            text: Some(body.clone()),
+        };
+        match cx.rpc.method.as_str() {
+            "echo" => Ok(reply),
             "slow" => {
                 tokio::time::sleep(Duration::from_millis(300)).await;
-                Ok(Text {
-                    id: 0,
-                    text: Some(body),
-                })
+                Ok(reply)
             }
             "panic" => panic!("the handler gave up on {}", body.as_str()),
-            "fail" => Err(DispatchError::Application(ApplicationException::new(
-                ApplicationExceptionKind::InternalError,
-                "failed on purpose",
-            ))),
+            "fail" => Err(failed_on_purpose()),
             "notify" => {
                 self.notified.fetch_add(1, Ordering::SeqCst);
+                if body.as_str() == "fail" {
+                    return Err(failed_on_purpose());
+                }
                 Ok(Text::default())
             }
             _ => Err(DispatchError::UnknownMethod),
         }
     }
+}
+
+fn failed_on_purpose() -> DispatchError {
+    DispatchError::Application(ApplicationException::new(
+        ApplicationExceptionKind::InternalError,
+        "failed on purpose",
+    ))
 }
 
 pub(crate) struct Running {

@@ -755,20 +755,24 @@ fn connections_over_the_limit_are_closed_at_once() {
 
 /// A server-side layer: counts calls by method and refuses `fail` before the handler
 /// runs.
-struct Guard<D> {
-    inner: D,
+struct Guard<S> {
+    inner: S,
     calls: Arc<std::sync::Mutex<Vec<String>>>,
 }
 
-impl<D: Dispatch> Dispatch for Guard<D> {
-    type Reply = D::Reply;
+impl<S> Service<ServerContext, ServerRequest> for Guard<S>
+where
+    S: Service<ServerContext, ServerRequest, Error = DispatchError> + Sync,
+{
+    type Response = S::Response;
+    type Error = DispatchError;
 
-    async fn dispatch<Dec: Decoder + Send>(
+    async fn call(
         &self,
         cx: &mut ServerContext,
-        method: &str,
-        args: &mut Dec,
-    ) -> Result<D::Reply, DispatchError> {
+        req: ServerRequest,
+    ) -> Result<S::Response, DispatchError> {
+        let method = cx.rpc.method.as_str();
         self.calls.lock().unwrap().push(method.to_string());
         if method == "fail" {
             return Err(DispatchError::Application(ApplicationException::new(
@@ -776,7 +780,7 @@ impl<D: Dispatch> Dispatch for Guard<D> {
                 "refused by the guard layer",
             )));
         }
-        self.inner.dispatch(cx, method, args).await
+        self.inner.call(cx, req).await
     }
 }
 
@@ -785,14 +789,13 @@ fn a_layer_sees_every_call_and_may_answer_it() {
     runtime().block_on(async {
         let calls = Arc::new(std::sync::Mutex::new(Vec::new()));
         let seen = Arc::clone(&calls);
-        let server = Server::new(TestService {
-            notified: Arc::default(),
-            peers: Arc::default(),
-        })
-        .layer(crate::service::layer_fn(move |inner| Guard {
-            inner,
-            calls: Arc::clone(&seen),
-        }));
+        let server =
+            Server::new(TestService::default()).layer(crate::service::layer_fn(move |inner| {
+                Guard {
+                    inner,
+                    calls: Arc::clone(&seen),
+                }
+            }));
         let bound = server.bind(&"127.0.0.1:0".parse().unwrap()).await.unwrap();
         let Address::Tcp(addr) = bound.local_addr().clone() else {
             panic!("a TCP address")
@@ -852,6 +855,85 @@ fn inline_dispatch_runs_a_poller_per_worker_thread() {
                 .unwrap();
             let pollers = bound.reactor.as_ref().map(netpoll_rs::Reactor::pollers);
             assert_eq!(pollers, Some(want), "inline_dispatch {inline_dispatch}");
+        }
+    });
+}
+
+/// How a test frames a message and reads a reply: Framed or TTHeader.
+struct Wire {
+    name: &'static str,
+    frame: fn(i32, &[u8]) -> Vec<u8>,
+    read: fn(&mut TcpStream) -> (i32, Answer),
+}
+
+const FRAMED: Wire = Wire {
+    name: "Framed",
+    frame: |_, msg| framed(msg),
+    read: |c| {
+        let (h, a) = answer::<Binary>(read_framed(c));
+        (h.seq_id, a)
+    },
+};
+
+const TTHEADER: Wire = Wire {
+    name: "TTHeader",
+    frame: ttheader,
+    read: read_ttheader,
+};
+
+/// A call of `method` whose arguments do not decode (the first field's type is not a
+/// type).
+fn undecodable(method: &str, seq: i32) -> Vec<u8> {
+    let mut msg = call::<Binary>(MessageType::Call, method, seq, "x");
+    // Version, name length, name, sequence id: then the first field's type.
+    msg[4 + 4 + method.len() + 4] = 0xEE;
+    msg
+}
+
+/// A method the IDL makes oneway is not answered even when its call comes as a CALL
+/// message (as Apache's Go library sends it), whether it succeeds, fails, or has
+/// arguments that do not decode; neither is a ONEWAY message of an unknown method.
+/// The reply to the call behind them is the first thing the connection reads.
+#[test]
+fn a_oneway_method_sent_as_call_gets_no_reply() {
+    with_server(ServerConfig::default(), |s| {
+        for wire in [FRAMED, TTHEADER] {
+            let mut c = connect(s.addr);
+            let messages = [
+                call::<Binary>(MessageType::Call, "notify", 1, "e"),
+                call::<Binary>(MessageType::Call, "notify", 2, "fail"),
+                undecodable("notify", 3),
+                call::<Binary>(MessageType::Oneway, "nope", 4, "e"),
+                call::<Binary>(MessageType::Call, "echo", 5, "after"),
+            ];
+            let mut bytes = Vec::new();
+            for (seq, msg) in (1..).zip(&messages) {
+                bytes.extend((wire.frame)(seq, msg));
+            }
+            c.write_all(&bytes).unwrap();
+            assert_eq!(
+                (wire.read)(&mut c),
+                (5, Answer::Ok("after".into())),
+                "{}: the first reply is the call's",
+                wire.name
+            );
+            // A Framed connection runs its calls in order: both oneways that decoded
+            // ran before the call behind them.
+            if wire.name == "Framed" {
+                assert_eq!(s.notified.load(Ordering::SeqCst), 2);
+            }
+            // Nothing else came: the next reply is the next call's.
+            c.write_all(&(wire.frame)(
+                6,
+                &call::<Binary>(MessageType::Call, "echo", 6, "again"),
+            ))
+            .unwrap();
+            assert_eq!(
+                (wire.read)(&mut c),
+                (6, Answer::Ok("again".into())),
+                "{}",
+                wire.name
+            );
         }
     });
 }
