@@ -15,7 +15,8 @@
 //!   exceptions in the result struct, `TApplicationException` for unknown methods, bad
 //!   arguments and handler panics, connection / in-flight / size limits, read and idle
 //!   timeouts, graceful shutdown. Each call goes through a stack of [`service::Service`]s:
-//!   the user's layers, then the generated dispatcher, a
+//!   the user's layers, then [`server::deadline`] (which drops a call once its TTHeader
+//!   caller's timeout has passed, and answers it), then the generated dispatcher, a
 //!   `Service<ServerContext, ServerRequest>` that decodes the arguments zero-copy and
 //!   runs the handler; tower middleware fits in through [`tower`]. Oneway methods are
 //!   known from the IDL ([`server::ServiceInfo`]) and never answered, whatever message

@@ -66,14 +66,48 @@ pub(crate) fn text(id: i16, t: &str) -> Text {
     }
 }
 
+/// Calls in progress, and the most there were at once.
+#[derive(Default)]
+pub(crate) struct Gauge {
+    now: AtomicUsize,
+    pub(crate) peak: AtomicUsize,
+}
+
+impl Gauge {
+    /// Calls in progress now.
+    pub(crate) fn now(&self) -> usize {
+        self.now.load(Ordering::SeqCst)
+    }
+}
+
+/// Counts one call in progress while alive.
+struct InFlight<'a>(&'a Gauge);
+
+impl<'a> InFlight<'a> {
+    fn enter(gauge: &'a Gauge) -> Self {
+        let now = gauge.now.fetch_add(1, Ordering::SeqCst) + 1;
+        gauge.peak.fetch_max(now, Ordering::SeqCst);
+        InFlight(gauge)
+    }
+}
+
+impl Drop for InFlight<'_> {
+    fn drop(&mut self) {
+        self.0.now.fetch_sub(1, Ordering::SeqCst);
+    }
+}
+
 /// Methods: `echo` (answers its text), `panic`, `fail` (an application error),
-/// `slow` (sleeps 300 ms first), `notify` (oneway: counts, and fails when its text is
-/// `fail`). It sends back the persistent value `logid` as the backward value `seen`.
+/// `slow` (sleeps 300 ms first), `hang` (never answers), `notify` (oneway: counts, and
+/// fails when its text is `fail`). It sends back the persistent value `logid` as the
+/// backward value `seen`, and counts the calls in progress.
 #[derive(Default)]
 pub(crate) struct TestService {
     pub(crate) notified: Arc<AtomicUsize>,
     /// Every peer address that called.
     pub(crate) peers: Arc<Mutex<HashSet<String>>>,
+    /// Calls in progress.
+    pub(crate) gauge: Arc<Gauge>,
 }
 
 impl ServiceInfo for TestService {
@@ -93,6 +127,7 @@ impl Service<ServerContext, ServerRequest> for TestService {
         cx: &mut ServerContext,
         req: ServerRequest,
     ) -> Result<Text, DispatchError> {
+        let _in_flight = InFlight::enter(&self.gauge);
         if let Some(peer) = cx.peer() {
             self.peers
                 .lock()
@@ -115,6 +150,7 @@ impl Service<ServerContext, ServerRequest> for TestService {
                 tokio::time::sleep(Duration::from_millis(300)).await;
                 Ok(reply)
             }
+            "hang" => std::future::pending().await,
             "panic" => panic!("the handler gave up on {}", body.as_str()),
             "fail" => Err(failed_on_purpose()),
             "notify" => {
@@ -143,6 +179,8 @@ pub(crate) struct Running {
     pub(crate) address: Address,
     pub(crate) notified: Arc<AtomicUsize>,
     pub(crate) peers: Arc<Mutex<HashSet<String>>>,
+    /// The service's calls in progress.
+    pub(crate) gauge: Arc<Gauge>,
     pub(crate) stop: Option<tokio::sync::oneshot::Sender<()>>,
     pub(crate) done: tokio::task::JoinHandle<std::io::Result<()>>,
 }
@@ -154,9 +192,11 @@ pub(crate) async fn start(config: ServerConfig) -> Running {
 pub(crate) async fn start_on(config: ServerConfig, at: &Address) -> Running {
     let notified = Arc::new(AtomicUsize::new(0));
     let peers = Arc::new(Mutex::new(HashSet::new()));
+    let gauge = Arc::new(Gauge::default());
     let server = Server::new(TestService {
         notified: Arc::clone(&notified),
         peers: Arc::clone(&peers),
+        gauge: Arc::clone(&gauge),
     })
     .with_config(config);
     let bound = server.bind(at).await.expect("bind");
@@ -174,6 +214,7 @@ pub(crate) async fn start_on(config: ServerConfig, at: &Address) -> Running {
         address,
         notified,
         peers,
+        gauge,
         stop: Some(stop),
         done,
     }

@@ -1,6 +1,7 @@
 //! The server: the shape of the service it runs ([`Dispatch`]: a [`Service`] from a
 //! [`ServerContext`] and a [`ServerRequest`] to a reply), the errors a handler returns
-//! ([`ServerError`]), and the server that runs them ([`Server`]).
+//! ([`ServerError`]), the layer that gives up on calls whose caller has ([`deadline`]),
+//! and the server that runs them ([`Server`]).
 //!
 //! # The stack of one call
 //!
@@ -12,11 +13,11 @@
 //! per-service reply type. It also implements [`ServiceInfo`], which tells the server
 //! the service's name and which methods are oneway.
 //!
-//! [`Server::new`] takes the dispatcher; [`Server::layer`] wraps it in the user's
-//! layers, the last added outermost:
+//! [`Server::new`] takes the dispatcher and wraps it in a [`deadline::Deadline`]
+//! layer; [`Server::layer`] wraps that in the user's layers, the last added outermost:
 //!
 //! ```text
-//!   frame read -> start_call -> [user layers...] -> <Service>Server -> handler
+//!   frame read -> start_call -> [user layers...] -> Deadline -> <Service>Server -> handler
 //! ```
 //!
 //! A server layer is any [`Layer`](crate::service::Layer) whose service is again a
@@ -102,12 +103,18 @@
 //!   that [`Server::new`] knows its oneway methods;
 //! - `Server::new(dispatcher).layer(layer)` is unchanged.
 //!
-//! # Replies and oneway calls
+//! # Replies, oneway calls and deadlines
 //!
 //! A call is answered unless its method is oneway in the IDL or its message was sent
 //! as ONEWAY: then nothing is sent, whether it succeeded, failed, had arguments that
 //! did not decode, or panicked. A CALL to a method the service does not have is
 //! answered `UNKNOWN_METHOD`; a ONEWAY message to one is not answered.
+//!
+//! When a TTHeader caller sends its timeout (Kitex's `RPC_TIMEOUT` int key), the call's
+//! deadline is in `cx.rpc.deadline`, and the [`deadline::Deadline`] layer the server
+//! puts around the dispatcher drops the handler's future when it passes (no one waits
+//! for the work any more) and answers `INTERNAL_ERROR` a grace later
+//! ([`Server::deadline_grace`]), once the caller's own timer has surely fired.
 //!
 //! # Connections
 //!
@@ -129,6 +136,7 @@
 //! `tokio::task::spawn_blocking` (or `spawn`) so that other calls are not held up.
 
 mod conn;
+pub mod deadline;
 mod inline;
 mod request;
 mod run;

@@ -9,6 +9,7 @@ use tokio::sync::{Semaphore, watch};
 use tokio::task::JoinSet;
 
 use super::conn::{self, Described, Shared};
+use super::deadline::{Deadline, DeadlineLayer};
 use super::inline;
 use super::{Dispatch, ServerConfig, ServiceInfo};
 use crate::context::Address;
@@ -17,8 +18,8 @@ use crate::transport::{Acceptor, Conn, TransportKind};
 
 /// A server for one service: bind it to an address, then serve.
 ///
-/// `D` is the service stack the server runs: the dispatcher inside the layers added
-/// with [`layer`](Server::layer).
+/// `D` is the service stack the server runs: the dispatcher inside a
+/// [`Deadline`] layer, inside the layers added with [`layer`](Server::layer).
 ///
 /// ```no_run
 /// # use volo_core::server::{Server, Dispatch, ServiceInfo};
@@ -35,16 +36,30 @@ pub struct Server<D> {
     config: ServerConfig,
 }
 
-impl<D: Dispatch + ServiceInfo> Server<D> {
+impl<D: Dispatch + ServiceInfo> Server<Deadline<D>> {
     /// A server for `dispatch` (a generated `<Service>Server`) with the default
     /// [`ServerConfig`]. It learns the service's name and oneway methods from
-    /// [`ServiceInfo`].
+    /// [`ServiceInfo`], and puts a [`Deadline`] layer around the dispatcher, so that a
+    /// call whose caller's deadline passed is dropped and answered.
     pub fn new(dispatch: D) -> Self {
         Server {
-            dispatch,
+            dispatch: DeadlineLayer::new().layer(dispatch),
             service: Described::of::<D>(),
             config: ServerConfig::default(),
         }
+    }
+}
+
+impl<D> Server<Deadline<D>> {
+    /// How long after a caller's deadline the server answers a call it gave up on
+    /// (default [`DEFAULT_GRACE`], 100 ms; see [`deadline`](super::deadline)). The
+    /// handler is dropped at the deadline whatever this is. Set it before adding
+    /// layers.
+    ///
+    /// [`DEFAULT_GRACE`]: super::deadline::DEFAULT_GRACE
+    pub fn deadline_grace(mut self, grace: Duration) -> Self {
+        self.dispatch = self.dispatch.with_grace(grace);
+        self
     }
 }
 

@@ -938,6 +938,44 @@ fn a_oneway_method_sent_as_call_gets_no_reply() {
     });
 }
 
+/// A TTHeader frame around `msg` whose header carries the caller's timeout.
+fn ttheader_with_timeout(seq: i32, msg: &[u8], timeout: Duration) -> Vec<u8> {
+    let mut h = Header::new(seq, Protocol::Binary);
+    h.int_kv
+        .push((int_key::RPC_TIMEOUT, timeout.as_millis().to_string().into()));
+    let mut frame = BytesMut::new();
+    h.write(msg.len(), &mut frame).unwrap();
+    frame.put_slice(msg);
+    frame.to_vec()
+}
+
+/// A TTHeader call whose caller's timeout (`RPC_TIMEOUT`) passes while its handler
+/// waits for ever is dropped and answered with the deadline exception, and the
+/// connection goes on serving.
+#[test]
+fn a_call_past_the_callers_timeout_is_answered_and_the_connection_lives_on() {
+    with_server(ServerConfig::default(), |s| {
+        let mut c = connect(s.addr);
+        let hang = call::<Binary>(MessageType::Call, "hang", 1, "x");
+        c.write_all(&ttheader_with_timeout(1, &hang, Duration::from_millis(5)))
+            .unwrap();
+        match read_ttheader(&mut c) {
+            (1, Answer::Exception(ApplicationExceptionKind::InternalError, message)) => {
+                assert_eq!(
+                    message,
+                    format!("{}hang was dropped unfinished", deadline::PREFIX)
+                );
+            }
+            other => panic!("{other:?}"),
+        }
+        assert_eq!(s.gauge.now(), 0, "the handler's future is gone");
+        let echo = call::<Binary>(MessageType::Call, "echo", 2, "still here");
+        c.write_all(&ttheader_with_timeout(2, &echo, Duration::from_secs(10)))
+            .unwrap();
+        assert_eq!(read_ttheader(&mut c), (2, Answer::Ok("still here".into())));
+    });
+}
+
 /// tower boxes the errors of the services it wraps: a `DispatchError` comes back out
 /// of the box as itself, anything else as an `INTERNAL_ERROR` with its message.
 #[test]
