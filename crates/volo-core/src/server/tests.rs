@@ -976,6 +976,79 @@ fn a_call_past_the_callers_timeout_is_answered_and_the_connection_lives_on() {
     });
 }
 
+/// tower's own middleware around a real server's dispatcher, called by a real client:
+/// `timeout` cuts off a handler that never answers (an application exception reaches
+/// the caller), `concurrency_limit(1)` makes two concurrent calls run one at a time,
+/// and errors from below come through tower as themselves.
+#[test]
+fn tower_timeout_and_concurrency_limit_wrap_a_real_server() {
+    use crate::client::{CallError, Client, ClientConfig, ClientContext};
+    use crate::tower::{FromTower, IntoTower};
+
+    runtime().block_on(async {
+        let service = TestService::default();
+        let gauge = Arc::clone(&service.gauge);
+        let server = Server::new(service).layer(crate::service::layer_fn(|inner| {
+            FromTower::new(
+                tower::ServiceBuilder::new()
+                    .map_err(DispatchError::from)
+                    .timeout(Duration::from_secs(1))
+                    .concurrency_limit(1)
+                    .service(IntoTower::new(inner)),
+            )
+        }));
+        let bound = server.bind(&"127.0.0.1:0".parse().unwrap()).await.unwrap();
+        let addr = bound.local_addr().clone();
+        let serving = tokio::spawn(bound.serve());
+        let client = Client::new("Test", addr, ClientConfig::default()).unwrap();
+        let test = async {
+            // Two slow calls at once: the limit lets one in at a time.
+            let calls: Vec<_> = (0..2)
+                .map(|i| {
+                    let client = client.clone();
+                    tokio::spawn(async move {
+                        let mut cx = ClientContext::new();
+                        client
+                            .call::<Text, Text>(&mut cx, "slow", &text(1, &i.to_string()))
+                            .await
+                    })
+                })
+                .collect();
+            for (i, call) in calls.into_iter().enumerate() {
+                assert_eq!(call.await.unwrap().unwrap(), text(0, &i.to_string()));
+            }
+            assert_eq!(gauge.peak.load(Ordering::SeqCst), 1, "calls overlapped");
+
+            let mut cx = ClientContext::new();
+            match client
+                .call::<Text, Text>(&mut cx, "hang", &text(1, "x"))
+                .await
+            {
+                Err(CallError::Application(e)) => {
+                    assert_eq!(e.kind, ApplicationExceptionKind::InternalError);
+                    assert_eq!(e.message.as_str(), "request timed out");
+                }
+                other => panic!("{other:?}"),
+            }
+            assert_eq!(gauge.now(), 0, "the timed-out handler's future is gone");
+            // A dispatcher's own error went into tower boxed and came out as itself.
+            match client
+                .call::<Text, Text>(&mut cx, "nope", &text(1, "x"))
+                .await
+            {
+                Err(CallError::Application(e)) => {
+                    assert_eq!(e.kind, ApplicationExceptionKind::UnknownMethod);
+                }
+                other => panic!("{other:?}"),
+            }
+        };
+        tokio::time::timeout(Duration::from_secs(60), test)
+            .await
+            .expect("the test ran out of time");
+        serving.abort();
+    });
+}
+
 /// tower boxes the errors of the services it wraps: a `DispatchError` comes back out
 /// of the box as itself, anything else as an `INTERNAL_ERROR` with its message.
 #[test]
