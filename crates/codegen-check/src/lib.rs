@@ -5,7 +5,7 @@
 //! under the workspace lints and clippy `-D warnings`; its tests prove the generated
 //! types put exactly the bytes of the hand-written reference types of
 //! `thrift_codec::fixtures` on the wire, in both protocols, and that the generated
-//! service traits and dispatchers serve calls through volo-core's `Dispatch`.
+//! service traits and dispatchers serve calls as the `Service` volo-core's server runs.
 #![forbid(unsafe_code)]
 #![allow(missing_docs, unreachable_pub)]
 

@@ -1,8 +1,9 @@
 //! The generated server side: service traits implemented as a user would, and the
-//! generated dispatchers driven through `volo_core::server::Dispatch` directly (no
-//! sockets). Each reply must encode to exactly the bytes of the result struct the IDL
-//! prescribes.
+//! generated dispatchers called as the `Service<ServerContext, ServerRequest>` the
+//! server runs, directly (no sockets). Each reply must encode to exactly the bytes of
+//! the result struct the IDL prescribes.
 
+use std::any::TypeId;
 use std::collections::BTreeMap;
 use std::convert::Infallible;
 use std::sync::Arc;
@@ -18,11 +19,13 @@ use codegen_check::test_idls::{handlers, includes, services, shapes};
 use thrift_codec::bytes::Bytes;
 use thrift_codec::{
     ApplicationException, ApplicationExceptionKind, Binary, Codec, Compact, DecodeErrorKind,
-    Decoder, LinkBuffer, Message, Protocol, Utf8Bytes,
+    LinkBuffer, Message, Protocol, Utf8Bytes,
 };
 use volo_core::codec::{Framing, Protocol as WireProtocol};
 use volo_core::context::ServerContext;
-use volo_core::server::{Dispatch, DispatchError, EncodeReply, ServerError};
+use volo_core::server::{
+    Dispatch, DispatchError, EncodeReply, ServerError, ServerRequest, ServiceInfo,
+};
 
 /// `EchoService` with the semantics its IDL states: every method answers its argument;
 /// `echo_or_fail` fails with `EchoError` when `req.action == "fail"` (and, for these
@@ -110,23 +113,25 @@ fn reply_bytes<P: Protocol, R: EncodeReply>(reply: &R) -> Bytes {
     buf.next(n)
 }
 
-/// Dispatches `method` with `args` (already encoded in `P`), as the server does after
-/// reading a call's header; checks that the arguments were read to their end.
+/// The context's name for protocol `P`.
+fn wire_protocol<P: Protocol>() -> WireProtocol {
+    if TypeId::of::<P>() == TypeId::of::<Compact>() {
+        WireProtocol::Compact
+    } else {
+        WireProtocol::Binary
+    }
+}
+
+/// Calls `method` with `args` (already encoded in `P`), as the server does after
+/// reading a call's header: the method in the context, the arguments in the request.
 async fn call<P: Protocol, S: Dispatch>(
     server: &S,
     method: &str,
     args: Bytes,
-) -> Result<S::Reply, DispatchError>
-where
-    P::Decoder: Send,
-{
-    let mut cx = ServerContext::new(Framing::Framed, WireProtocol::Binary);
-    let mut d = Codec::<P>::new().decoder(args).unwrap();
-    let reply = server.dispatch(&mut cx, method, &mut d).await;
-    if reply.is_ok() {
-        assert_eq!(d.remaining(), 0, "{method}: arguments left unread");
-    }
-    reply
+) -> Result<S::Reply, DispatchError> {
+    let mut cx = ServerContext::new(Framing::Framed, wire_protocol::<P>());
+    cx.rpc.method = text(method);
+    server.call(&mut cx, ServerRequest::new(args)).await
 }
 
 fn text(s: &str) -> Utf8Bytes {
@@ -141,10 +146,7 @@ fn request(action: &str, msg: &str) -> Request {
 }
 
 /// One call of `method` with `args`, whose reply must be `want` on the wire, in `P`.
-async fn answers<P: Protocol, A: Message, R: Message>(method: &str, args: &A, want: &R)
-where
-    P::Decoder: Send,
-{
+async fn answers<P: Protocol, A: Message, R: Message>(method: &str, args: &A, want: &R) {
     let server = EchoServiceServer::new(Echo::default());
     let reply = call::<P, _>(&server, method, encode::<P, _>(args))
         .await
@@ -438,6 +440,10 @@ async fn methods_inherited_through_extends_are_dispatched_to_their_trait() {
     )
     .await
     .unwrap();
+    // The handler sees the call's protocol in its context.
+    let want = services::BaseVersionResult {
+        success: Some(text("1.0/Compact")),
+    };
     assert_eq!(reply, includes::EventsReply::Version(want));
     let args = services::StoreGetArgs { key: text("gone") };
     let reply = call::<Compact, _>(&events, "get", encode::<Compact, _>(&args))
@@ -691,4 +697,27 @@ async fn names_that_meet_the_generated_ones_are_passed_through() {
     .unwrap();
     assert_eq!(reply, handlers::OnewaysReply::Oneway);
     assert!(reply_bytes::<Binary, _>(&reply).is_empty());
+}
+
+/// What the server learns from a generated dispatcher before any layer wraps it: the
+/// service's IDL name, and which methods are oneway, inherited ones included.
+#[test]
+fn generated_servers_tell_which_methods_are_oneway() {
+    type Echo_ = EchoServiceServer<Echo>;
+    assert_eq!(Echo_::NAME, "EchoService");
+    assert!(Echo_::is_oneway("notify"));
+    for method in ["echo", "echo_or_fail", "missing", ""] {
+        assert!(!Echo_::is_oneway(method), "{method}");
+    }
+    // `forget` is `Store`'s, inherited by `Events`.
+    assert_eq!(includes::EventsServer::<Shelf>::NAME, "Events");
+    assert!(includes::EventsServer::<Shelf>::is_oneway("forget"));
+    assert!(!includes::EventsServer::<Shelf>::is_oneway("since"));
+    assert!(services::StoreServer::<Shelf>::is_oneway("forget"));
+    assert!(!services::BaseServer::<Shelf>::is_oneway("ping"));
+    assert!(!services::EmptyServer::<Tricky>::is_oneway("ping"));
+    // By IDL name, not Rust name.
+    assert!(handlers::TServer::<Tricky>::is_oneway("fire"));
+    assert!(!handlers::TServer::<Tricky>::is_oneway("type"));
+    assert!(handlers::OnewaysServer::<()>::is_oneway("forget"));
 }

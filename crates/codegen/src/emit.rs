@@ -1259,23 +1259,28 @@ impl Emitter<'_> {
         self.out.close("");
     }
 
-    /// `<Service>Server<T>`, whose `Dispatch` decodes each call by method name, runs
-    /// the handler and turns its outcome into the reply.
+    /// `<Service>Server<T>`: a `Service<ServerContext, ServerRequest>` that decodes each
+    /// call by method name, runs the handler and turns its outcome into the reply, and
+    /// the `ServiceInfo` that tells the server which methods are oneway.
     fn dispatcher(&mut self, s: &ServiceDef) {
         let server = &s.server;
         line!(
             self.out,
-            "/// Serves an implementation of [`{}`] (a `volo_core::server::Dispatch`):",
+            "/// Serves an implementation of [`{}`]: a `volo_core::server::Service` that",
             s.name
         );
         line!(
             self.out,
-            "/// decodes each call's arguments by method name, runs the handler and returns"
+            "/// decodes each call's arguments by method name in the call's protocol, runs the"
         );
         line!(
             self.out,
-            "/// its [`{}`]. Hand it to `volo_core::server::Server::new`.",
+            "/// handler and returns its [`{}`]. Hand it to `volo_core::server::Server::new`,",
             s.reply
+        );
+        line!(
+            self.out,
+            "/// which learns from its `ServiceInfo` which methods are oneway."
         );
         line!(self.out, "#[derive(Debug, Clone, Default)]");
         open!(self.out, "pub struct {server}<T>");
@@ -1300,34 +1305,57 @@ impl Emitter<'_> {
         self.out.close("");
         self.out.blank();
 
+        let methods: Vec<&MethodDef> = s.methods.iter().chain(&s.inherited).collect();
+        open!(self.out, "impl<T> {SERVER}::ServiceInfo for {server}<T>");
+        line!(
+            self.out,
+            "const NAME: &'static str = {};",
+            str_lit(&s.thrift_name)
+        );
+        self.out.blank();
+        let oneway: Vec<String> = methods
+            .iter()
+            .filter(|m| m.oneway)
+            .map(|m| str_lit(&m.thrift_name))
+            .collect();
+        if oneway.is_empty() {
+            open!(self.out, "fn is_oneway(_method: &str) -> bool");
+            line!(self.out, "false");
+        } else {
+            open!(self.out, "fn is_oneway(method: &str) -> bool");
+            line!(self.out, "::std::matches!(method, {})", oneway.join(" | "));
+        }
+        self.out.close("");
+        self.out.close("");
+        self.out.blank();
+
         let trait_path = type_path(&TypePath {
             module: self.module.to_string(),
             name: s.name.clone(),
         });
         open!(
             self.out,
-            "impl<T: {trait_path}> {SERVER}::Dispatch for {server}<T>"
+            "impl<T: {trait_path}> {SERVER}::Service<{CONTEXT}, {SERVER}::ServerRequest> for {server}<T>"
         );
-        line!(self.out, "type Reply = {};", s.reply);
+        line!(self.out, "type Response = {};", s.reply);
+        line!(self.out, "type Error = {SERVER}::DispatchError;");
         self.out.blank();
-        line!(self.out, "async fn dispatch<D: __tc::Decoder + {SEND}>(");
+        line!(self.out, "async fn call(");
         self.out.depth += 1;
         line!(self.out, "&self,");
         line!(self.out, "cx: &mut {CONTEXT},");
-        line!(self.out, "method: &str,");
-        line!(self.out, "args: &mut D,");
+        line!(self.out, "req: {SERVER}::ServerRequest,");
         self.out.depth -= 1;
         open!(
             self.out,
             ") -> ::std::result::Result<{}, {SERVER}::DispatchError>",
             s.reply
         );
-        let methods: Vec<&MethodDef> = s.methods.iter().chain(&s.inherited).collect();
         if methods.is_empty() {
-            line!(self.out, "let _ = (cx, method, args);");
+            line!(self.out, "let _ = (cx, req);");
             line!(self.out, "{ERR}({SERVER}::DispatchError::UnknownMethod)");
         } else {
-            open!(self.out, "match method");
+            open!(self.out, "match cx.rpc.method.as_str()");
             for m in methods {
                 open!(self.out, "{} =>", str_lit(&m.thrift_name));
                 self.dispatch_arm(s, m);
@@ -1343,12 +1371,9 @@ impl Emitter<'_> {
         self.out.close("");
     }
 
-    /// One method's arm of `dispatch`: decode, call, reply.
+    /// One method's arm of `call`: decode, call, reply.
     fn dispatch_arm(&mut self, s: &ServiceDef, m: &MethodDef) {
-        let decode = format!(
-            "<{} as __tc::Message>::decode(args).map_err({SERVER}::DispatchError::Decode)?;",
-            type_path(&m.args)
-        );
+        let decode = format!("req.decode::<{}>(cx)?;", type_path(&m.args));
         if m.params.is_empty() {
             line!(self.out, "{decode}");
         } else {

@@ -74,11 +74,17 @@
 //!   implements the whole chain;
 //! - `SReply`, an enum with the result struct of each method of the chain (and
 //!   `Oneway` when a method is oneway), which implements `volo_core::server::EncodeReply`;
-//! - `SServer<T>`, which implements `volo_core::server::Dispatch` for any `T: S`: it
-//!   decodes the arguments by the method's IDL name, calls the handler, and puts its
-//!   value or declared exception in the result struct. `ServerError::Application`
-//!   becomes `DispatchError::Application`, an unknown name `DispatchError::UnknownMethod`,
-//!   bad arguments `DispatchError::Decode`; a oneway method's outcome is dropped.
+//! - `SServer<T>`, which for any `T: S` is a
+//!   `volo_core::service::Service<ServerContext, ServerRequest>` (and so a
+//!   `volo_core::server::Dispatch`, which server layers wrap): it takes the method's
+//!   IDL name from `cx.rpc.method`, decodes the arguments from the request in the
+//!   call's protocol (zero-copy), calls the handler, and puts its value or declared
+//!   exception in the result struct. `ServerError::Application` becomes
+//!   `DispatchError::Application`, an unknown name `DispatchError::UnknownMethod`, bad
+//!   arguments `DispatchError::Decode`; a oneway method's outcome is dropped. It also
+//!   implements `volo_core::server::ServiceInfo`: the service's IDL name and which
+//!   methods of the chain are oneway, which the server reads so that it never answers
+//!   them, whatever message type they come in.
 //!
 //! For `idl/echo.thrift`'s
 //! `Response echo_or_fail(1: Request req) throws (1: EchoError err)`:

@@ -374,7 +374,11 @@ fn generated_service_code_has_the_documented_shape() {
         // Two variants hold `NotFound`, so only `Oops` converts.
         "impl ::std::convert::From<super::handlers::Oops> for TrickyTypeException",
         "pub trait T: super::handlers::Tricky {",
-        "impl<T: super::handlers::T> ::volo_core::server::Dispatch for TServer<T> {",
+        "impl<T: super::handlers::T> ::volo_core::server::Service<::volo_core::context::ServerContext, ::volo_core::server::ServerRequest> for TServer<T> {",
+        // The server learns the oneway methods of the whole chain from the IDL.
+        "impl<T> ::volo_core::server::ServiceInfo for TServer<T> {\n        const NAME: &'static str = \"T\";\n\n        fn is_oneway(method: &str) -> bool {\n            ::std::matches!(method, \"fire\")\n",
+        // Arguments are decoded in the call's protocol, from the request.
+        "let a = req.decode::<super::handlers::TrickyTypeArgs>(cx)?;",
         // Inherited methods are called through the trait that declares them.
         "<T as super::handlers::Tricky>::r#type(&self.inner, cx, a.cx, a.self_,",
         // A oneway-only service: its reply writes nothing.

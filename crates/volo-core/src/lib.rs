@@ -11,12 +11,17 @@
 //!   carry it in TTHeader.
 //! - [`server`]: `Server::new(<Service>Server::new(handler)).bind(addr)`: framing and
 //!   protocol detected per connection and answered in kind (the calls of a TTHeader
-//!   connection concurrently, those of Framed and Buffered ones in order), oneway
-//!   calls, IDL exceptions in the result struct, `TApplicationException` for unknown
-//!   methods, bad arguments and handler panics, connection / in-flight / size limits,
-//!   read and idle timeouts, graceful shutdown; server-side layers are
-//!   [`service::Layer`]s over [`server::Dispatch`]. On netpoll-rs each call starts on
-//!   the poller that read its frame, and only a call that waits moves to a task
+//!   connection concurrently, those of Framed and Buffered ones in order), IDL
+//!   exceptions in the result struct, `TApplicationException` for unknown methods, bad
+//!   arguments and handler panics, connection / in-flight / size limits, read and idle
+//!   timeouts, graceful shutdown. Each call goes through a stack of [`service::Service`]s:
+//!   the user's layers, then [`server::deadline`] (which drops a call once its TTHeader
+//!   caller's timeout has passed, and answers it), then the generated dispatcher, a
+//!   `Service<ServerContext, ServerRequest>` that decodes the arguments zero-copy and
+//!   runs the handler; tower middleware fits in through [`tower`]. Oneway methods are
+//!   known from the IDL ([`server::ServiceInfo`]) and never answered, whatever message
+//!   type they come in. On netpoll-rs each call starts on the poller that read its
+//!   frame, and only a call that waits moves to a task
 //!   ([`server::ServerConfig::inline_dispatch`]).
 //! - [`client`]: every call goes down a stack of services: your layers, the call
 //!   timeout, the service breaker, failure retry (budget, idempotency marks, chain

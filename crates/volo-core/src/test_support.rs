@@ -12,7 +12,8 @@ use thrift_codec::{
 };
 
 use crate::context::{Address, ServerContext};
-use crate::server::{Dispatch, DispatchError, Server, ServerConfig};
+use crate::server::{DispatchError, Server, ServerConfig, ServerRequest, ServiceInfo};
+use crate::service::Service;
 
 /// `struct Text { 1: string text }`: the arguments and (as field 0) the result.
 #[derive(Debug, Clone, PartialEq, Default)]
@@ -65,61 +66,110 @@ pub(crate) fn text(id: i16, t: &str) -> Text {
     }
 }
 
+/// Calls in progress, and the most there were at once.
+#[derive(Default)]
+pub(crate) struct Gauge {
+    now: AtomicUsize,
+    pub(crate) peak: AtomicUsize,
+}
+
+impl Gauge {
+    /// Calls in progress now.
+    pub(crate) fn now(&self) -> usize {
+        self.now.load(Ordering::SeqCst)
+    }
+}
+
+/// Counts one call in progress while alive.
+struct InFlight<'a>(&'a Gauge);
+
+impl<'a> InFlight<'a> {
+    fn enter(gauge: &'a Gauge) -> Self {
+        let now = gauge.now.fetch_add(1, Ordering::SeqCst) + 1;
+        gauge.peak.fetch_max(now, Ordering::SeqCst);
+        InFlight(gauge)
+    }
+}
+
+impl Drop for InFlight<'_> {
+    fn drop(&mut self) {
+        self.0.now.fetch_sub(1, Ordering::SeqCst);
+    }
+}
+
 /// Methods: `echo` (answers its text), `panic`, `fail` (an application error),
-/// `slow` (sleeps 300 ms first), `notify` (oneway: counts). It sends back the
-/// persistent value `logid` as the backward value `seen`.
+/// `slow` (sleeps 300 ms first), `hang` (never answers), `notify` (oneway: counts, and
+/// fails when its text is `fail`). It sends back the persistent value `logid` as the
+/// backward value `seen`, and counts the calls in progress.
 #[derive(Default)]
 pub(crate) struct TestService {
     pub(crate) notified: Arc<AtomicUsize>,
     /// Every peer address that called.
     pub(crate) peers: Arc<Mutex<HashSet<String>>>,
+    /// Calls in progress.
+    pub(crate) gauge: Arc<Gauge>,
 }
 
-impl Dispatch for TestService {
-    type Reply = Text;
+impl ServiceInfo for TestService {
+    const NAME: &'static str = "Test";
 
-    async fn dispatch<D: Decoder + Send>(
+    fn is_oneway(method: &str) -> bool {
+        method == "notify"
+    }
+}
+
+impl Service<ServerContext, ServerRequest> for TestService {
+    type Response = Text;
+    type Error = DispatchError;
+
+    async fn call(
         &self,
         cx: &mut ServerContext,
-        method: &str,
-        args: &mut D,
+        req: ServerRequest,
     ) -> Result<Text, DispatchError> {
+        let _in_flight = InFlight::enter(&self.gauge);
         if let Some(peer) = cx.peer() {
             self.peers
                 .lock()
                 .unwrap_or_else(|e| e.into_inner())
                 .insert(peer.to_string());
         }
-        let args = Text::decode(args)?;
+        let args: Text = req.decode(cx)?;
         let body = args.text.unwrap_or_default();
         if let Some(logid) = cx.metainfo.persistent("logid") {
             let logid = logid.to_string();
             cx.metainfo.set_backward("seen", logid);
         }
-        match method {
-            "echo" => Ok(Text {
-                id: 0,
-                text: Some(body),
-            }),
+        let reply = Text {
+            id: 0,
+            text: Some(body.clone()),
+        };
+        match cx.rpc.method.as_str() {
+            "echo" => Ok(reply),
             "slow" => {
                 tokio::time::sleep(Duration::from_millis(300)).await;
-                Ok(Text {
-                    id: 0,
-                    text: Some(body),
-                })
+                Ok(reply)
             }
+            "hang" => std::future::pending().await,
             "panic" => panic!("the handler gave up on {}", body.as_str()),
-            "fail" => Err(DispatchError::Application(ApplicationException::new(
-                ApplicationExceptionKind::InternalError,
-                "failed on purpose",
-            ))),
+            "fail" => Err(failed_on_purpose()),
             "notify" => {
                 self.notified.fetch_add(1, Ordering::SeqCst);
+                if body.as_str() == "fail" {
+                    return Err(failed_on_purpose());
+                }
                 Ok(Text::default())
             }
             _ => Err(DispatchError::UnknownMethod),
         }
     }
+}
+
+fn failed_on_purpose() -> DispatchError {
+    DispatchError::Application(ApplicationException::new(
+        ApplicationExceptionKind::InternalError,
+        "failed on purpose",
+    ))
 }
 
 pub(crate) struct Running {
@@ -129,6 +179,8 @@ pub(crate) struct Running {
     pub(crate) address: Address,
     pub(crate) notified: Arc<AtomicUsize>,
     pub(crate) peers: Arc<Mutex<HashSet<String>>>,
+    /// The service's calls in progress.
+    pub(crate) gauge: Arc<Gauge>,
     pub(crate) stop: Option<tokio::sync::oneshot::Sender<()>>,
     pub(crate) done: tokio::task::JoinHandle<std::io::Result<()>>,
 }
@@ -140,9 +192,11 @@ pub(crate) async fn start(config: ServerConfig) -> Running {
 pub(crate) async fn start_on(config: ServerConfig, at: &Address) -> Running {
     let notified = Arc::new(AtomicUsize::new(0));
     let peers = Arc::new(Mutex::new(HashSet::new()));
+    let gauge = Arc::new(Gauge::default());
     let server = Server::new(TestService {
         notified: Arc::clone(&notified),
         peers: Arc::clone(&peers),
+        gauge: Arc::clone(&gauge),
     })
     .with_config(config);
     let bound = server.bind(at).await.expect("bind");
@@ -160,6 +214,7 @@ pub(crate) async fn start_on(config: ServerConfig, at: &Address) -> Running {
         address,
         notified,
         peers,
+        gauge,
         stop: Some(stop),
         done,
     }

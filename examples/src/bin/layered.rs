@@ -3,36 +3,41 @@
 //! metainfo. It serves on 127.0.0.1, makes a few calls to itself, prints what the layer
 //! saw, and exits (status 1 if anything differs from what it expects).
 //!
-//! A server-side layer is a `volo_core::service::Layer` whose service implements
-//! `Dispatch` again: it sees the method, the context (metainfo, deadline, peer) and the
-//! outcome, and may answer a call itself.
+//! A server-side layer is a `volo_core::service::Layer` whose service is again a
+//! `Service<ServerContext, ServerRequest>` (so a `volo_core::server::Dispatch`): it sees
+//! the method (`cx.rpc.method`), the context (metainfo, deadline, peer), the still
+//! encoded arguments and the outcome, and may answer a call itself.
 
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
 
 use examples::echo::{EchoServiceClient, EchoServiceServer, Request};
 use examples::echo_service::Echo;
-use thrift_codec::{ApplicationException, ApplicationExceptionKind, Decoder};
+use thrift_codec::{ApplicationException, ApplicationExceptionKind};
 use volo_core::client::ClientContext;
 use volo_core::context::ServerContext;
-use volo_core::server::{Dispatch, DispatchError, Server};
-use volo_core::service::layer_fn;
+use volo_core::server::{DispatchError, Server, ServerRequest};
+use volo_core::service::{Service, layer_fn};
 
 /// Counts calls per method; `echo_or_fail` needs a tenant.
-struct Guard<D> {
-    inner: D,
+struct Guard<S> {
+    inner: S,
     calls: Arc<Mutex<BTreeMap<String, u32>>>,
 }
 
-impl<D: Dispatch> Dispatch for Guard<D> {
-    type Reply = D::Reply;
+impl<S> Service<ServerContext, ServerRequest> for Guard<S>
+where
+    S: Service<ServerContext, ServerRequest, Error = DispatchError> + Sync,
+{
+    type Response = S::Response;
+    type Error = DispatchError;
 
-    async fn dispatch<Dec: Decoder + Send>(
+    async fn call(
         &self,
         cx: &mut ServerContext,
-        method: &str,
-        args: &mut Dec,
-    ) -> Result<D::Reply, DispatchError> {
+        req: ServerRequest,
+    ) -> Result<S::Response, DispatchError> {
+        let method = cx.rpc.method.as_str();
         *self
             .calls
             .lock()
@@ -45,7 +50,7 @@ impl<D: Dispatch> Dispatch for Guard<D> {
                 "echo_or_fail needs a tenant",
             )));
         }
-        self.inner.dispatch(cx, method, args).await
+        self.inner.call(cx, req).await
     }
 }
 

@@ -785,9 +785,10 @@ pub mod echo {
         }
     }
 
-    /// Serves an implementation of [`EchoService`] (a `volo_core::server::Dispatch`):
-    /// decodes each call's arguments by method name, runs the handler and returns
-    /// its [`EchoServiceReply`]. Hand it to `volo_core::server::Server::new`.
+    /// Serves an implementation of [`EchoService`]: a `volo_core::server::Service` that
+    /// decodes each call's arguments by method name in the call's protocol, runs the
+    /// handler and returns its [`EchoServiceReply`]. Hand it to `volo_core::server::Server::new`,
+    /// which learns from its `ServiceInfo` which methods are oneway.
     #[derive(Debug, Clone, Default)]
     pub struct EchoServiceServer<T> {
         inner: T,
@@ -810,39 +811,47 @@ pub mod echo {
         }
     }
 
-    impl<T: super::echo::EchoService> ::volo_core::server::Dispatch for EchoServiceServer<T> {
-        type Reply = EchoServiceReply;
+    impl<T> ::volo_core::server::ServiceInfo for EchoServiceServer<T> {
+        const NAME: &'static str = "EchoService";
 
-        async fn dispatch<D: __tc::Decoder + ::std::marker::Send>(
+        fn is_oneway(method: &str) -> bool {
+            ::std::matches!(method, "notify")
+        }
+    }
+
+    impl<T: super::echo::EchoService> ::volo_core::server::Service<::volo_core::context::ServerContext, ::volo_core::server::ServerRequest> for EchoServiceServer<T> {
+        type Response = EchoServiceReply;
+        type Error = ::volo_core::server::DispatchError;
+
+        async fn call(
             &self,
             cx: &mut ::volo_core::context::ServerContext,
-            method: &str,
-            args: &mut D,
+            req: ::volo_core::server::ServerRequest,
         ) -> ::std::result::Result<EchoServiceReply, ::volo_core::server::DispatchError> {
-            match method {
+            match cx.rpc.method.as_str() {
                 "echo" => {
-                    let a = <super::echo::EchoServiceEchoArgs as __tc::Message>::decode(args).map_err(::volo_core::server::DispatchError::Decode)?;
+                    let a = req.decode::<super::echo::EchoServiceEchoArgs>(cx)?;
                     match <T as super::echo::EchoService>::echo(&self.inner, cx, a.req).await {
                         ::std::result::Result::Ok(v) => ::std::result::Result::Ok(EchoServiceReply::Echo(super::echo::EchoServiceEchoResult { success: ::std::option::Option::Some(v) })),
                         ::std::result::Result::Err(::volo_core::server::ServerError::Application(e)) => ::std::result::Result::Err(::volo_core::server::DispatchError::Application(e)),
                     }
                 }
                 "echo_test" => {
-                    let a = <super::echo::EchoServiceEchoTestArgs as __tc::Message>::decode(args).map_err(::volo_core::server::DispatchError::Decode)?;
+                    let a = req.decode::<super::echo::EchoServiceEchoTestArgs>(cx)?;
                     match <T as super::echo::EchoService>::echo_test(&self.inner, cx, a.t).await {
                         ::std::result::Result::Ok(v) => ::std::result::Result::Ok(EchoServiceReply::EchoTest(super::echo::EchoServiceEchoTestResult { success: ::std::option::Option::Some(v) })),
                         ::std::result::Result::Err(::volo_core::server::ServerError::Application(e)) => ::std::result::Result::Err(::volo_core::server::DispatchError::Application(e)),
                     }
                 }
                 "echo_ids" => {
-                    let a = <super::echo::EchoServiceEchoIdsArgs as __tc::Message>::decode(args).map_err(::volo_core::server::DispatchError::Decode)?;
+                    let a = req.decode::<super::echo::EchoServiceEchoIdsArgs>(cx)?;
                     match <T as super::echo::EchoService>::echo_ids(&self.inner, cx, a.ids).await {
                         ::std::result::Result::Ok(v) => ::std::result::Result::Ok(EchoServiceReply::EchoIds(super::echo::EchoServiceEchoIdsResult { success: ::std::option::Option::Some(v) })),
                         ::std::result::Result::Err(::volo_core::server::ServerError::Application(e)) => ::std::result::Result::Err(::volo_core::server::DispatchError::Application(e)),
                     }
                 }
                 "echo_or_fail" => {
-                    let a = <super::echo::EchoServiceEchoOrFailArgs as __tc::Message>::decode(args).map_err(::volo_core::server::DispatchError::Decode)?;
+                    let a = req.decode::<super::echo::EchoServiceEchoOrFailArgs>(cx)?;
                     match <T as super::echo::EchoService>::echo_or_fail(&self.inner, cx, a.req).await {
                         ::std::result::Result::Ok(v) => ::std::result::Result::Ok(EchoServiceReply::EchoOrFail(super::echo::EchoServiceEchoOrFailResult { success: ::std::option::Option::Some(v), err: ::std::option::Option::None })),
                         ::std::result::Result::Err(::volo_core::server::ServerError::User(super::echo::EchoServiceEchoOrFailException::Err(e))) => ::std::result::Result::Ok(EchoServiceReply::EchoOrFail(super::echo::EchoServiceEchoOrFailResult { success: ::std::option::Option::None, err: ::std::option::Option::Some(e) })),
@@ -850,7 +859,7 @@ pub mod echo {
                     }
                 }
                 "notify" => {
-                    let a = <super::echo::EchoServiceNotifyArgs as __tc::Message>::decode(args).map_err(::volo_core::server::DispatchError::Decode)?;
+                    let a = req.decode::<super::echo::EchoServiceNotifyArgs>(cx)?;
                     // A oneway call has no reply: what the handler returns goes nowhere.
                     let _ = <T as super::echo::EchoService>::notify(&self.inner, cx, a.event).await;
                     ::std::result::Result::Ok(EchoServiceReply::Oneway)

@@ -1381,9 +1381,10 @@ pub mod services {
         }
     }
 
-    /// Serves an implementation of [`Base`] (a `volo_core::server::Dispatch`):
-    /// decodes each call's arguments by method name, runs the handler and returns
-    /// its [`BaseReply`]. Hand it to `volo_core::server::Server::new`.
+    /// Serves an implementation of [`Base`]: a `volo_core::server::Service` that
+    /// decodes each call's arguments by method name in the call's protocol, runs the
+    /// handler and returns its [`BaseReply`]. Hand it to `volo_core::server::Server::new`,
+    /// which learns from its `ServiceInfo` which methods are oneway.
     #[derive(Debug, Clone, Default)]
     pub struct BaseServer<T> {
         inner: T,
@@ -1406,25 +1407,33 @@ pub mod services {
         }
     }
 
-    impl<T: super::services::Base> ::volo_core::server::Dispatch for BaseServer<T> {
-        type Reply = BaseReply;
+    impl<T> ::volo_core::server::ServiceInfo for BaseServer<T> {
+        const NAME: &'static str = "Base";
 
-        async fn dispatch<D: __tc::Decoder + ::std::marker::Send>(
+        fn is_oneway(_method: &str) -> bool {
+            false
+        }
+    }
+
+    impl<T: super::services::Base> ::volo_core::server::Service<::volo_core::context::ServerContext, ::volo_core::server::ServerRequest> for BaseServer<T> {
+        type Response = BaseReply;
+        type Error = ::volo_core::server::DispatchError;
+
+        async fn call(
             &self,
             cx: &mut ::volo_core::context::ServerContext,
-            method: &str,
-            args: &mut D,
+            req: ::volo_core::server::ServerRequest,
         ) -> ::std::result::Result<BaseReply, ::volo_core::server::DispatchError> {
-            match method {
+            match cx.rpc.method.as_str() {
                 "ping" => {
-                    <super::services::BasePingArgs as __tc::Message>::decode(args).map_err(::volo_core::server::DispatchError::Decode)?;
+                    req.decode::<super::services::BasePingArgs>(cx)?;
                     match <T as super::services::Base>::ping(&self.inner, cx).await {
                         ::std::result::Result::Ok(()) => ::std::result::Result::Ok(BaseReply::Ping(super::services::BasePingResult {})),
                         ::std::result::Result::Err(::volo_core::server::ServerError::Application(e)) => ::std::result::Result::Err(::volo_core::server::DispatchError::Application(e)),
                     }
                 }
                 "version" => {
-                    <super::services::BaseVersionArgs as __tc::Message>::decode(args).map_err(::volo_core::server::DispatchError::Decode)?;
+                    req.decode::<super::services::BaseVersionArgs>(cx)?;
                     match <T as super::services::Base>::version(&self.inner, cx).await {
                         ::std::result::Result::Ok(v) => ::std::result::Result::Ok(BaseReply::Version(super::services::BaseVersionResult { success: ::std::option::Option::Some(v) })),
                         ::std::result::Result::Err(::volo_core::server::ServerError::Application(e)) => ::std::result::Result::Err(::volo_core::server::DispatchError::Application(e)),
@@ -2241,9 +2250,10 @@ pub mod services {
         }
     }
 
-    /// Serves an implementation of [`Store`] (a `volo_core::server::Dispatch`):
-    /// decodes each call's arguments by method name, runs the handler and returns
-    /// its [`StoreReply`]. Hand it to `volo_core::server::Server::new`.
+    /// Serves an implementation of [`Store`]: a `volo_core::server::Service` that
+    /// decodes each call's arguments by method name in the call's protocol, runs the
+    /// handler and returns its [`StoreReply`]. Hand it to `volo_core::server::Server::new`,
+    /// which learns from its `ServiceInfo` which methods are oneway.
     #[derive(Debug, Clone, Default)]
     pub struct StoreServer<T> {
         inner: T,
@@ -2266,18 +2276,26 @@ pub mod services {
         }
     }
 
-    impl<T: super::services::Store> ::volo_core::server::Dispatch for StoreServer<T> {
-        type Reply = StoreReply;
+    impl<T> ::volo_core::server::ServiceInfo for StoreServer<T> {
+        const NAME: &'static str = "Store";
 
-        async fn dispatch<D: __tc::Decoder + ::std::marker::Send>(
+        fn is_oneway(method: &str) -> bool {
+            ::std::matches!(method, "forget")
+        }
+    }
+
+    impl<T: super::services::Store> ::volo_core::server::Service<::volo_core::context::ServerContext, ::volo_core::server::ServerRequest> for StoreServer<T> {
+        type Response = StoreReply;
+        type Error = ::volo_core::server::DispatchError;
+
+        async fn call(
             &self,
             cx: &mut ::volo_core::context::ServerContext,
-            method: &str,
-            args: &mut D,
+            req: ::volo_core::server::ServerRequest,
         ) -> ::std::result::Result<StoreReply, ::volo_core::server::DispatchError> {
-            match method {
+            match cx.rpc.method.as_str() {
                 "put" => {
-                    let a = <super::services::StorePutArgs as __tc::Message>::decode(args).map_err(::volo_core::server::DispatchError::Decode)?;
+                    let a = req.decode::<super::services::StorePutArgs>(cx)?;
                     match <T as super::services::Store>::put(&self.inner, cx, a.key, a.value).await {
                         ::std::result::Result::Ok(()) => ::std::result::Result::Ok(StoreReply::Put(super::services::StorePutResult { invalid: ::std::option::Option::None })),
                         ::std::result::Result::Err(::volo_core::server::ServerError::User(super::services::StorePutException::Invalid(e))) => ::std::result::Result::Ok(StoreReply::Put(super::services::StorePutResult { invalid: ::std::option::Option::Some(e) })),
@@ -2285,7 +2303,7 @@ pub mod services {
                     }
                 }
                 "get" => {
-                    let a = <super::services::StoreGetArgs as __tc::Message>::decode(args).map_err(::volo_core::server::DispatchError::Decode)?;
+                    let a = req.decode::<super::services::StoreGetArgs>(cx)?;
                     match <T as super::services::Store>::get(&self.inner, cx, a.key).await {
                         ::std::result::Result::Ok(v) => ::std::result::Result::Ok(StoreReply::Get(super::services::StoreGetResult { success: ::std::option::Option::Some(v), nf: ::std::option::Option::None, bad: ::std::option::Option::None })),
                         ::std::result::Result::Err(::volo_core::server::ServerError::User(super::services::StoreGetException::Nf(e))) => ::std::result::Result::Ok(StoreReply::Get(super::services::StoreGetResult { success: ::std::option::Option::None, nf: ::std::option::Option::Some(e), bad: ::std::option::Option::None })),
@@ -2294,48 +2312,48 @@ pub mod services {
                     }
                 }
                 "forget" => {
-                    let a = <super::services::StoreForgetArgs as __tc::Message>::decode(args).map_err(::volo_core::server::DispatchError::Decode)?;
+                    let a = req.decode::<super::services::StoreForgetArgs>(cx)?;
                     // A oneway call has no reply: what the handler returns goes nowhere.
                     let _ = <T as super::services::Store>::forget(&self.inner, cx, a.key).await;
                     ::std::result::Result::Ok(StoreReply::Oneway)
                 }
                 "rects" => {
-                    let a = <super::services::StoreRectsArgs as __tc::Message>::decode(args).map_err(::volo_core::server::DispatchError::Decode)?;
+                    let a = req.decode::<super::services::StoreRectsArgs>(cx)?;
                     match <T as super::services::Store>::rects(&self.inner, cx, a.limit, a.prefix).await {
                         ::std::result::Result::Ok(v) => ::std::result::Result::Ok(StoreReply::Rects(super::services::StoreRectsResult { success: ::std::option::Option::Some(v) })),
                         ::std::result::Result::Err(::volo_core::server::ServerError::Application(e)) => ::std::result::Result::Err(::volo_core::server::DispatchError::Application(e)),
                     }
                 }
                 "stats" => {
-                    <super::services::StoreStatsArgs as __tc::Message>::decode(args).map_err(::volo_core::server::DispatchError::Decode)?;
+                    req.decode::<super::services::StoreStatsArgs>(cx)?;
                     match <T as super::services::Store>::stats(&self.inner, cx).await {
                         ::std::result::Result::Ok(v) => ::std::result::Result::Ok(StoreReply::Stats(super::services::StoreStatsResult { success: ::std::option::Option::Some(v) })),
                         ::std::result::Result::Err(::volo_core::server::ServerError::Application(e)) => ::std::result::Result::Err(::volo_core::server::DispatchError::Application(e)),
                     }
                 }
                 "exists" => {
-                    let a = <super::services::StoreExistsArgs as __tc::Message>::decode(args).map_err(::volo_core::server::DispatchError::Decode)?;
+                    let a = req.decode::<super::services::StoreExistsArgs>(cx)?;
                     match <T as super::services::Store>::exists(&self.inner, cx, a.key).await {
                         ::std::result::Result::Ok(v) => ::std::result::Result::Ok(StoreReply::Exists(super::services::StoreExistsResult { success: ::std::option::Option::Some(v) })),
                         ::std::result::Result::Err(::volo_core::server::ServerError::Application(e)) => ::std::result::Result::Err(::volo_core::server::DispatchError::Application(e)),
                     }
                 }
                 "count" => {
-                    let a = <super::services::StoreCountArgs as __tc::Message>::decode(args).map_err(::volo_core::server::DispatchError::Decode)?;
+                    let a = req.decode::<super::services::StoreCountArgs>(cx)?;
                     match <T as super::services::Store>::count(&self.inner, cx, a.keys).await {
                         ::std::result::Result::Ok(v) => ::std::result::Result::Ok(StoreReply::Count(super::services::StoreCountResult { success: ::std::option::Option::Some(v) })),
                         ::std::result::Result::Err(::volo_core::server::ServerError::Application(e)) => ::std::result::Result::Err(::volo_core::server::DispatchError::Application(e)),
                     }
                 }
                 "ping" => {
-                    <super::services::BasePingArgs as __tc::Message>::decode(args).map_err(::volo_core::server::DispatchError::Decode)?;
+                    req.decode::<super::services::BasePingArgs>(cx)?;
                     match <T as super::services::Base>::ping(&self.inner, cx).await {
                         ::std::result::Result::Ok(()) => ::std::result::Result::Ok(StoreReply::Ping(super::services::BasePingResult {})),
                         ::std::result::Result::Err(::volo_core::server::ServerError::Application(e)) => ::std::result::Result::Err(::volo_core::server::DispatchError::Application(e)),
                     }
                 }
                 "version" => {
-                    <super::services::BaseVersionArgs as __tc::Message>::decode(args).map_err(::volo_core::server::DispatchError::Decode)?;
+                    req.decode::<super::services::BaseVersionArgs>(cx)?;
                     match <T as super::services::Base>::version(&self.inner, cx).await {
                         ::std::result::Result::Ok(v) => ::std::result::Result::Ok(StoreReply::Version(super::services::BaseVersionResult { success: ::std::option::Option::Some(v) })),
                         ::std::result::Result::Err(::volo_core::server::ServerError::Application(e)) => ::std::result::Result::Err(::volo_core::server::DispatchError::Application(e)),
@@ -2541,9 +2559,10 @@ pub mod services {
         }
     }
 
-    /// Serves an implementation of [`Empty`] (a `volo_core::server::Dispatch`):
-    /// decodes each call's arguments by method name, runs the handler and returns
-    /// its [`EmptyReply`]. Hand it to `volo_core::server::Server::new`.
+    /// Serves an implementation of [`Empty`]: a `volo_core::server::Service` that
+    /// decodes each call's arguments by method name in the call's protocol, runs the
+    /// handler and returns its [`EmptyReply`]. Hand it to `volo_core::server::Server::new`,
+    /// which learns from its `ServiceInfo` which methods are oneway.
     #[derive(Debug, Clone, Default)]
     pub struct EmptyServer<T> {
         inner: T,
@@ -2566,16 +2585,24 @@ pub mod services {
         }
     }
 
-    impl<T: super::services::Empty> ::volo_core::server::Dispatch for EmptyServer<T> {
-        type Reply = EmptyReply;
+    impl<T> ::volo_core::server::ServiceInfo for EmptyServer<T> {
+        const NAME: &'static str = "Empty";
 
-        async fn dispatch<D: __tc::Decoder + ::std::marker::Send>(
+        fn is_oneway(_method: &str) -> bool {
+            false
+        }
+    }
+
+    impl<T: super::services::Empty> ::volo_core::server::Service<::volo_core::context::ServerContext, ::volo_core::server::ServerRequest> for EmptyServer<T> {
+        type Response = EmptyReply;
+        type Error = ::volo_core::server::DispatchError;
+
+        async fn call(
             &self,
             cx: &mut ::volo_core::context::ServerContext,
-            method: &str,
-            args: &mut D,
+            req: ::volo_core::server::ServerRequest,
         ) -> ::std::result::Result<EmptyReply, ::volo_core::server::DispatchError> {
-            let _ = (cx, method, args);
+            let _ = (cx, req);
             ::std::result::Result::Err(::volo_core::server::DispatchError::UnknownMethod)
         }
     }
@@ -2898,9 +2925,10 @@ pub mod includes {
         }
     }
 
-    /// Serves an implementation of [`Events`] (a `volo_core::server::Dispatch`):
-    /// decodes each call's arguments by method name, runs the handler and returns
-    /// its [`EventsReply`]. Hand it to `volo_core::server::Server::new`.
+    /// Serves an implementation of [`Events`]: a `volo_core::server::Service` that
+    /// decodes each call's arguments by method name in the call's protocol, runs the
+    /// handler and returns its [`EventsReply`]. Hand it to `volo_core::server::Server::new`,
+    /// which learns from its `ServiceInfo` which methods are oneway.
     #[derive(Debug, Clone, Default)]
     pub struct EventsServer<T> {
         inner: T,
@@ -2923,18 +2951,26 @@ pub mod includes {
         }
     }
 
-    impl<T: super::includes::Events> ::volo_core::server::Dispatch for EventsServer<T> {
-        type Reply = EventsReply;
+    impl<T> ::volo_core::server::ServiceInfo for EventsServer<T> {
+        const NAME: &'static str = "Events";
 
-        async fn dispatch<D: __tc::Decoder + ::std::marker::Send>(
+        fn is_oneway(method: &str) -> bool {
+            ::std::matches!(method, "forget")
+        }
+    }
+
+    impl<T: super::includes::Events> ::volo_core::server::Service<::volo_core::context::ServerContext, ::volo_core::server::ServerRequest> for EventsServer<T> {
+        type Response = EventsReply;
+        type Error = ::volo_core::server::DispatchError;
+
+        async fn call(
             &self,
             cx: &mut ::volo_core::context::ServerContext,
-            method: &str,
-            args: &mut D,
+            req: ::volo_core::server::ServerRequest,
         ) -> ::std::result::Result<EventsReply, ::volo_core::server::DispatchError> {
-            match method {
+            match cx.rpc.method.as_str() {
                 "since" => {
-                    let a = <super::includes::EventsSinceArgs as __tc::Message>::decode(args).map_err(::volo_core::server::DispatchError::Decode)?;
+                    let a = req.decode::<super::includes::EventsSinceArgs>(cx)?;
                     match <T as super::includes::Events>::since(&self.inner, cx, a.at).await {
                         ::std::result::Result::Ok(v) => ::std::result::Result::Ok(EventsReply::Since(super::includes::EventsSinceResult { success: ::std::option::Option::Some(v), nf: ::std::option::Option::None })),
                         ::std::result::Result::Err(::volo_core::server::ServerError::User(super::includes::EventsSinceException::Nf(e))) => ::std::result::Result::Ok(EventsReply::Since(super::includes::EventsSinceResult { success: ::std::option::Option::None, nf: ::std::option::Option::Some(e) })),
@@ -2942,7 +2978,7 @@ pub mod includes {
                     }
                 }
                 "put" => {
-                    let a = <super::services::StorePutArgs as __tc::Message>::decode(args).map_err(::volo_core::server::DispatchError::Decode)?;
+                    let a = req.decode::<super::services::StorePutArgs>(cx)?;
                     match <T as super::services::Store>::put(&self.inner, cx, a.key, a.value).await {
                         ::std::result::Result::Ok(()) => ::std::result::Result::Ok(EventsReply::Put(super::services::StorePutResult { invalid: ::std::option::Option::None })),
                         ::std::result::Result::Err(::volo_core::server::ServerError::User(super::services::StorePutException::Invalid(e))) => ::std::result::Result::Ok(EventsReply::Put(super::services::StorePutResult { invalid: ::std::option::Option::Some(e) })),
@@ -2950,7 +2986,7 @@ pub mod includes {
                     }
                 }
                 "get" => {
-                    let a = <super::services::StoreGetArgs as __tc::Message>::decode(args).map_err(::volo_core::server::DispatchError::Decode)?;
+                    let a = req.decode::<super::services::StoreGetArgs>(cx)?;
                     match <T as super::services::Store>::get(&self.inner, cx, a.key).await {
                         ::std::result::Result::Ok(v) => ::std::result::Result::Ok(EventsReply::Get(super::services::StoreGetResult { success: ::std::option::Option::Some(v), nf: ::std::option::Option::None, bad: ::std::option::Option::None })),
                         ::std::result::Result::Err(::volo_core::server::ServerError::User(super::services::StoreGetException::Nf(e))) => ::std::result::Result::Ok(EventsReply::Get(super::services::StoreGetResult { success: ::std::option::Option::None, nf: ::std::option::Option::Some(e), bad: ::std::option::Option::None })),
@@ -2959,48 +2995,48 @@ pub mod includes {
                     }
                 }
                 "forget" => {
-                    let a = <super::services::StoreForgetArgs as __tc::Message>::decode(args).map_err(::volo_core::server::DispatchError::Decode)?;
+                    let a = req.decode::<super::services::StoreForgetArgs>(cx)?;
                     // A oneway call has no reply: what the handler returns goes nowhere.
                     let _ = <T as super::services::Store>::forget(&self.inner, cx, a.key).await;
                     ::std::result::Result::Ok(EventsReply::Oneway)
                 }
                 "rects" => {
-                    let a = <super::services::StoreRectsArgs as __tc::Message>::decode(args).map_err(::volo_core::server::DispatchError::Decode)?;
+                    let a = req.decode::<super::services::StoreRectsArgs>(cx)?;
                     match <T as super::services::Store>::rects(&self.inner, cx, a.limit, a.prefix).await {
                         ::std::result::Result::Ok(v) => ::std::result::Result::Ok(EventsReply::Rects(super::services::StoreRectsResult { success: ::std::option::Option::Some(v) })),
                         ::std::result::Result::Err(::volo_core::server::ServerError::Application(e)) => ::std::result::Result::Err(::volo_core::server::DispatchError::Application(e)),
                     }
                 }
                 "stats" => {
-                    <super::services::StoreStatsArgs as __tc::Message>::decode(args).map_err(::volo_core::server::DispatchError::Decode)?;
+                    req.decode::<super::services::StoreStatsArgs>(cx)?;
                     match <T as super::services::Store>::stats(&self.inner, cx).await {
                         ::std::result::Result::Ok(v) => ::std::result::Result::Ok(EventsReply::Stats(super::services::StoreStatsResult { success: ::std::option::Option::Some(v) })),
                         ::std::result::Result::Err(::volo_core::server::ServerError::Application(e)) => ::std::result::Result::Err(::volo_core::server::DispatchError::Application(e)),
                     }
                 }
                 "exists" => {
-                    let a = <super::services::StoreExistsArgs as __tc::Message>::decode(args).map_err(::volo_core::server::DispatchError::Decode)?;
+                    let a = req.decode::<super::services::StoreExistsArgs>(cx)?;
                     match <T as super::services::Store>::exists(&self.inner, cx, a.key).await {
                         ::std::result::Result::Ok(v) => ::std::result::Result::Ok(EventsReply::Exists(super::services::StoreExistsResult { success: ::std::option::Option::Some(v) })),
                         ::std::result::Result::Err(::volo_core::server::ServerError::Application(e)) => ::std::result::Result::Err(::volo_core::server::DispatchError::Application(e)),
                     }
                 }
                 "count" => {
-                    let a = <super::services::StoreCountArgs as __tc::Message>::decode(args).map_err(::volo_core::server::DispatchError::Decode)?;
+                    let a = req.decode::<super::services::StoreCountArgs>(cx)?;
                     match <T as super::services::Store>::count(&self.inner, cx, a.keys).await {
                         ::std::result::Result::Ok(v) => ::std::result::Result::Ok(EventsReply::Count(super::services::StoreCountResult { success: ::std::option::Option::Some(v) })),
                         ::std::result::Result::Err(::volo_core::server::ServerError::Application(e)) => ::std::result::Result::Err(::volo_core::server::DispatchError::Application(e)),
                     }
                 }
                 "ping" => {
-                    <super::services::BasePingArgs as __tc::Message>::decode(args).map_err(::volo_core::server::DispatchError::Decode)?;
+                    req.decode::<super::services::BasePingArgs>(cx)?;
                     match <T as super::services::Base>::ping(&self.inner, cx).await {
                         ::std::result::Result::Ok(()) => ::std::result::Result::Ok(EventsReply::Ping(super::services::BasePingResult {})),
                         ::std::result::Result::Err(::volo_core::server::ServerError::Application(e)) => ::std::result::Result::Err(::volo_core::server::DispatchError::Application(e)),
                     }
                 }
                 "version" => {
-                    <super::services::BaseVersionArgs as __tc::Message>::decode(args).map_err(::volo_core::server::DispatchError::Decode)?;
+                    req.decode::<super::services::BaseVersionArgs>(cx)?;
                     match <T as super::services::Base>::version(&self.inner, cx).await {
                         ::std::result::Result::Ok(v) => ::std::result::Result::Ok(EventsReply::Version(super::services::BaseVersionResult { success: ::std::option::Option::Some(v) })),
                         ::std::result::Result::Err(::volo_core::server::ServerError::Application(e)) => ::std::result::Result::Err(::volo_core::server::DispatchError::Application(e)),
@@ -3793,9 +3829,10 @@ pub mod comments {
         }
     }
 
-    /// Serves an implementation of [`Doc`] (a `volo_core::server::Dispatch`):
-    /// decodes each call's arguments by method name, runs the handler and returns
-    /// its [`DocReply`]. Hand it to `volo_core::server::Server::new`.
+    /// Serves an implementation of [`Doc`]: a `volo_core::server::Service` that
+    /// decodes each call's arguments by method name in the call's protocol, runs the
+    /// handler and returns its [`DocReply`]. Hand it to `volo_core::server::Server::new`,
+    /// which learns from its `ServiceInfo` which methods are oneway.
     #[derive(Debug, Clone, Default)]
     pub struct DocServer<T> {
         inner: T,
@@ -3818,38 +3855,46 @@ pub mod comments {
         }
     }
 
-    impl<T: super::comments::Doc> ::volo_core::server::Dispatch for DocServer<T> {
-        type Reply = DocReply;
+    impl<T> ::volo_core::server::ServiceInfo for DocServer<T> {
+        const NAME: &'static str = "Doc";
 
-        async fn dispatch<D: __tc::Decoder + ::std::marker::Send>(
+        fn is_oneway(method: &str) -> bool {
+            ::std::matches!(method, "c")
+        }
+    }
+
+    impl<T: super::comments::Doc> ::volo_core::server::Service<::volo_core::context::ServerContext, ::volo_core::server::ServerRequest> for DocServer<T> {
+        type Response = DocReply;
+        type Error = ::volo_core::server::DispatchError;
+
+        async fn call(
             &self,
             cx: &mut ::volo_core::context::ServerContext,
-            method: &str,
-            args: &mut D,
+            req: ::volo_core::server::ServerRequest,
         ) -> ::std::result::Result<DocReply, ::volo_core::server::DispatchError> {
-            match method {
+            match cx.rpc.method.as_str() {
                 "a" => {
-                    <super::comments::DocAArgs as __tc::Message>::decode(args).map_err(::volo_core::server::DispatchError::Decode)?;
+                    req.decode::<super::comments::DocAArgs>(cx)?;
                     match <T as super::comments::Doc>::a(&self.inner, cx).await {
                         ::std::result::Result::Ok(()) => ::std::result::Result::Ok(DocReply::A(super::comments::DocAResult {})),
                         ::std::result::Result::Err(::volo_core::server::ServerError::Application(e)) => ::std::result::Result::Err(::volo_core::server::DispatchError::Application(e)),
                     }
                 }
                 "b" => {
-                    <super::comments::DocBArgs as __tc::Message>::decode(args).map_err(::volo_core::server::DispatchError::Decode)?;
+                    req.decode::<super::comments::DocBArgs>(cx)?;
                     match <T as super::comments::Doc>::b(&self.inner, cx).await {
                         ::std::result::Result::Ok(()) => ::std::result::Result::Ok(DocReply::B(super::comments::DocBResult {})),
                         ::std::result::Result::Err(::volo_core::server::ServerError::Application(e)) => ::std::result::Result::Err(::volo_core::server::DispatchError::Application(e)),
                     }
                 }
                 "c" => {
-                    <super::comments::DocCArgs as __tc::Message>::decode(args).map_err(::volo_core::server::DispatchError::Decode)?;
+                    req.decode::<super::comments::DocCArgs>(cx)?;
                     // A oneway call has no reply: what the handler returns goes nowhere.
                     let _ = <T as super::comments::Doc>::c(&self.inner, cx).await;
                     ::std::result::Result::Ok(DocReply::Oneway)
                 }
                 "d" => {
-                    let a = <super::comments::DocDArgs as __tc::Message>::decode(args).map_err(::volo_core::server::DispatchError::Decode)?;
+                    let a = req.decode::<super::comments::DocDArgs>(cx)?;
                     match <T as super::comments::Doc>::d(&self.inner, cx, a.x, a.y).await {
                         ::std::result::Result::Ok(v) => ::std::result::Result::Ok(DocReply::D(super::comments::DocDResult { success: ::std::option::Option::Some(v) })),
                         ::std::result::Result::Err(::volo_core::server::ServerError::Application(e)) => ::std::result::Result::Err(::volo_core::server::DispatchError::Application(e)),
@@ -4448,9 +4493,10 @@ pub mod handlers {
         }
     }
 
-    /// Serves an implementation of [`Tricky`] (a `volo_core::server::Dispatch`):
-    /// decodes each call's arguments by method name, runs the handler and returns
-    /// its [`TrickyReply`]. Hand it to `volo_core::server::Server::new`.
+    /// Serves an implementation of [`Tricky`]: a `volo_core::server::Service` that
+    /// decodes each call's arguments by method name in the call's protocol, runs the
+    /// handler and returns its [`TrickyReply`]. Hand it to `volo_core::server::Server::new`,
+    /// which learns from its `ServiceInfo` which methods are oneway.
     #[derive(Debug, Clone, Default)]
     pub struct TrickyServer<T> {
         inner: T,
@@ -4473,18 +4519,26 @@ pub mod handlers {
         }
     }
 
-    impl<T: super::handlers::Tricky> ::volo_core::server::Dispatch for TrickyServer<T> {
-        type Reply = TrickyReply;
+    impl<T> ::volo_core::server::ServiceInfo for TrickyServer<T> {
+        const NAME: &'static str = "Tricky";
 
-        async fn dispatch<D: __tc::Decoder + ::std::marker::Send>(
+        fn is_oneway(_method: &str) -> bool {
+            false
+        }
+    }
+
+    impl<T: super::handlers::Tricky> ::volo_core::server::Service<::volo_core::context::ServerContext, ::volo_core::server::ServerRequest> for TrickyServer<T> {
+        type Response = TrickyReply;
+        type Error = ::volo_core::server::DispatchError;
+
+        async fn call(
             &self,
             cx: &mut ::volo_core::context::ServerContext,
-            method: &str,
-            args: &mut D,
+            req: ::volo_core::server::ServerRequest,
         ) -> ::std::result::Result<TrickyReply, ::volo_core::server::DispatchError> {
-            match method {
+            match cx.rpc.method.as_str() {
                 "type" => {
-                    let a = <super::handlers::TrickyTypeArgs as __tc::Message>::decode(args).map_err(::volo_core::server::DispatchError::Decode)?;
+                    let a = req.decode::<super::handlers::TrickyTypeArgs>(cx)?;
                     match <T as super::handlers::Tricky>::r#type(&self.inner, cx, a.cx, a.self_, a.a, a.args, a.method, a.inner, a.r, a.e).await {
                         ::std::result::Result::Ok(v) => ::std::result::Result::Ok(TrickyReply::Type(super::handlers::TrickyTypeResult { success: ::std::option::Option::Some(v), first: ::std::option::Option::None, second: ::std::option::Option::None, oops: ::std::option::Option::None })),
                         ::std::result::Result::Err(::volo_core::server::ServerError::User(super::handlers::TrickyTypeException::First(e))) => ::std::result::Result::Ok(TrickyReply::Type(super::handlers::TrickyTypeResult { success: ::std::option::Option::None, first: ::std::option::Option::Some(e), second: ::std::option::Option::None, oops: ::std::option::Option::None })),
@@ -4494,7 +4548,7 @@ pub mod handlers {
                     }
                 }
                 "match" => {
-                    let a = <super::handlers::TrickyMatchArgs as __tc::Message>::decode(args).map_err(::volo_core::server::DispatchError::Decode)?;
+                    let a = req.decode::<super::handlers::TrickyMatchArgs>(cx)?;
                     match <T as super::handlers::Tricky>::r#match(&self.inner, cx, a.result).await {
                         ::std::result::Result::Ok(()) => ::std::result::Result::Ok(TrickyReply::Match(super::handlers::TrickyMatchResult { r#fn: ::std::option::Option::None })),
                         ::std::result::Result::Err(::volo_core::server::ServerError::User(super::handlers::TrickyMatchException::Fn(e))) => ::std::result::Result::Ok(TrickyReply::Match(super::handlers::TrickyMatchResult { r#fn: ::std::option::Option::Some(e) })),
@@ -4502,7 +4556,7 @@ pub mod handlers {
                     }
                 }
                 "async" => {
-                    <super::handlers::TrickyAsyncArgs as __tc::Message>::decode(args).map_err(::volo_core::server::DispatchError::Decode)?;
+                    req.decode::<super::handlers::TrickyAsyncArgs>(cx)?;
                     match <T as super::handlers::Tricky>::r#async(&self.inner, cx).await {
                         ::std::result::Result::Ok(v) => ::std::result::Result::Ok(TrickyReply::Async(super::handlers::TrickyAsyncResult { success: ::std::option::Option::Some(v) })),
                         ::std::result::Result::Err(::volo_core::server::ServerError::Application(e)) => ::std::result::Result::Err(::volo_core::server::DispatchError::Application(e)),
@@ -4695,9 +4749,10 @@ pub mod handlers {
         }
     }
 
-    /// Serves an implementation of [`T`] (a `volo_core::server::Dispatch`):
-    /// decodes each call's arguments by method name, runs the handler and returns
-    /// its [`TReply`]. Hand it to `volo_core::server::Server::new`.
+    /// Serves an implementation of [`T`]: a `volo_core::server::Service` that
+    /// decodes each call's arguments by method name in the call's protocol, runs the
+    /// handler and returns its [`TReply`]. Hand it to `volo_core::server::Server::new`,
+    /// which learns from its `ServiceInfo` which methods are oneway.
     #[derive(Debug, Clone, Default)]
     pub struct TServer<T> {
         inner: T,
@@ -4720,24 +4775,32 @@ pub mod handlers {
         }
     }
 
-    impl<T: super::handlers::T> ::volo_core::server::Dispatch for TServer<T> {
-        type Reply = TReply;
+    impl<T> ::volo_core::server::ServiceInfo for TServer<T> {
+        const NAME: &'static str = "T";
 
-        async fn dispatch<D: __tc::Decoder + ::std::marker::Send>(
+        fn is_oneway(method: &str) -> bool {
+            ::std::matches!(method, "fire")
+        }
+    }
+
+    impl<T: super::handlers::T> ::volo_core::server::Service<::volo_core::context::ServerContext, ::volo_core::server::ServerRequest> for TServer<T> {
+        type Response = TReply;
+        type Error = ::volo_core::server::DispatchError;
+
+        async fn call(
             &self,
             cx: &mut ::volo_core::context::ServerContext,
-            method: &str,
-            args: &mut D,
+            req: ::volo_core::server::ServerRequest,
         ) -> ::std::result::Result<TReply, ::volo_core::server::DispatchError> {
-            match method {
+            match cx.rpc.method.as_str() {
                 "fire" => {
-                    let a = <super::handlers::TFireArgs as __tc::Message>::decode(args).map_err(::volo_core::server::DispatchError::Decode)?;
+                    let a = req.decode::<super::handlers::TFireArgs>(cx)?;
                     // A oneway call has no reply: what the handler returns goes nowhere.
                     let _ = <T as super::handlers::T>::fire(&self.inner, cx, a.what).await;
                     ::std::result::Result::Ok(TReply::Oneway)
                 }
                 "type" => {
-                    let a = <super::handlers::TrickyTypeArgs as __tc::Message>::decode(args).map_err(::volo_core::server::DispatchError::Decode)?;
+                    let a = req.decode::<super::handlers::TrickyTypeArgs>(cx)?;
                     match <T as super::handlers::Tricky>::r#type(&self.inner, cx, a.cx, a.self_, a.a, a.args, a.method, a.inner, a.r, a.e).await {
                         ::std::result::Result::Ok(v) => ::std::result::Result::Ok(TReply::Type(super::handlers::TrickyTypeResult { success: ::std::option::Option::Some(v), first: ::std::option::Option::None, second: ::std::option::Option::None, oops: ::std::option::Option::None })),
                         ::std::result::Result::Err(::volo_core::server::ServerError::User(super::handlers::TrickyTypeException::First(e))) => ::std::result::Result::Ok(TReply::Type(super::handlers::TrickyTypeResult { success: ::std::option::Option::None, first: ::std::option::Option::Some(e), second: ::std::option::Option::None, oops: ::std::option::Option::None })),
@@ -4747,7 +4810,7 @@ pub mod handlers {
                     }
                 }
                 "match" => {
-                    let a = <super::handlers::TrickyMatchArgs as __tc::Message>::decode(args).map_err(::volo_core::server::DispatchError::Decode)?;
+                    let a = req.decode::<super::handlers::TrickyMatchArgs>(cx)?;
                     match <T as super::handlers::Tricky>::r#match(&self.inner, cx, a.result).await {
                         ::std::result::Result::Ok(()) => ::std::result::Result::Ok(TReply::Match(super::handlers::TrickyMatchResult { r#fn: ::std::option::Option::None })),
                         ::std::result::Result::Err(::volo_core::server::ServerError::User(super::handlers::TrickyMatchException::Fn(e))) => ::std::result::Result::Ok(TReply::Match(super::handlers::TrickyMatchResult { r#fn: ::std::option::Option::Some(e) })),
@@ -4755,7 +4818,7 @@ pub mod handlers {
                     }
                 }
                 "async" => {
-                    <super::handlers::TrickyAsyncArgs as __tc::Message>::decode(args).map_err(::volo_core::server::DispatchError::Decode)?;
+                    req.decode::<super::handlers::TrickyAsyncArgs>(cx)?;
                     match <T as super::handlers::Tricky>::r#async(&self.inner, cx).await {
                         ::std::result::Result::Ok(v) => ::std::result::Result::Ok(TReply::Async(super::handlers::TrickyAsyncResult { success: ::std::option::Option::Some(v) })),
                         ::std::result::Result::Err(::volo_core::server::ServerError::Application(e)) => ::std::result::Result::Err(::volo_core::server::DispatchError::Application(e)),
@@ -4984,9 +5047,10 @@ pub mod handlers {
         }
     }
 
-    /// Serves an implementation of [`Oneways`] (a `volo_core::server::Dispatch`):
-    /// decodes each call's arguments by method name, runs the handler and returns
-    /// its [`OnewaysReply`]. Hand it to `volo_core::server::Server::new`.
+    /// Serves an implementation of [`Oneways`]: a `volo_core::server::Service` that
+    /// decodes each call's arguments by method name in the call's protocol, runs the
+    /// handler and returns its [`OnewaysReply`]. Hand it to `volo_core::server::Server::new`,
+    /// which learns from its `ServiceInfo` which methods are oneway.
     #[derive(Debug, Clone, Default)]
     pub struct OnewaysServer<T> {
         inner: T,
@@ -5009,24 +5073,32 @@ pub mod handlers {
         }
     }
 
-    impl<T: super::handlers::Oneways> ::volo_core::server::Dispatch for OnewaysServer<T> {
-        type Reply = OnewaysReply;
+    impl<T> ::volo_core::server::ServiceInfo for OnewaysServer<T> {
+        const NAME: &'static str = "Oneways";
 
-        async fn dispatch<D: __tc::Decoder + ::std::marker::Send>(
+        fn is_oneway(method: &str) -> bool {
+            ::std::matches!(method, "fire" | "forget")
+        }
+    }
+
+    impl<T: super::handlers::Oneways> ::volo_core::server::Service<::volo_core::context::ServerContext, ::volo_core::server::ServerRequest> for OnewaysServer<T> {
+        type Response = OnewaysReply;
+        type Error = ::volo_core::server::DispatchError;
+
+        async fn call(
             &self,
             cx: &mut ::volo_core::context::ServerContext,
-            method: &str,
-            args: &mut D,
+            req: ::volo_core::server::ServerRequest,
         ) -> ::std::result::Result<OnewaysReply, ::volo_core::server::DispatchError> {
-            match method {
+            match cx.rpc.method.as_str() {
                 "fire" => {
-                    let a = <super::handlers::OnewaysFireArgs as __tc::Message>::decode(args).map_err(::volo_core::server::DispatchError::Decode)?;
+                    let a = req.decode::<super::handlers::OnewaysFireArgs>(cx)?;
                     // A oneway call has no reply: what the handler returns goes nowhere.
                     let _ = <T as super::handlers::Oneways>::fire(&self.inner, cx, a.what).await;
                     ::std::result::Result::Ok(OnewaysReply::Oneway)
                 }
                 "forget" => {
-                    <super::handlers::OnewaysForgetArgs as __tc::Message>::decode(args).map_err(::volo_core::server::DispatchError::Decode)?;
+                    req.decode::<super::handlers::OnewaysForgetArgs>(cx)?;
                     // A oneway call has no reply: what the handler returns goes nowhere.
                     let _ = <T as super::handlers::Oneways>::forget(&self.inner, cx).await;
                     ::std::result::Result::Ok(OnewaysReply::Oneway)

@@ -121,18 +121,19 @@ impl Error {
         Self::build(ErrorKind::Encode, Some(source.into()))
     }
 
-    /// The server answered with `ex` (an over-limit refusal from our server's limiter
-    /// is told apart as [`ErrorKind::Overloaded`]: the call did not run).
+    /// The server answered with `ex`. Two answers of our server are told apart: an
+    /// over-limit refusal from its limiter is [`ErrorKind::Overloaded`] (the call did
+    /// not run), and its word that the caller's deadline passed is
+    /// [`ErrorKind::Timeout`] (as gRPC's `DEADLINE_EXCEEDED` is).
     pub fn application(ex: ApplicationException) -> Self {
-        let overloaded = crate::server::is_overload(&ex);
-        let mut e = Self::build(
-            if overloaded {
-                ErrorKind::Overloaded
-            } else {
-                ErrorKind::Application
-            },
-            None,
-        );
+        let kind = if crate::server::is_overload(&ex) {
+            ErrorKind::Overloaded
+        } else if crate::server::deadline::is_deadline_passed(&ex) {
+            ErrorKind::Timeout
+        } else {
+            ErrorKind::Application
+        };
+        let mut e = Self::build(kind, None);
         e.inner.application = Some(ex);
         e
     }
@@ -367,6 +368,18 @@ mod tests {
         ));
         assert_eq!(a.kind(), ErrorKind::Application);
         assert!(!a.is_retryable() && a.may_have_run());
+
+        let late = Error::application(ApplicationException::new(
+            ApplicationExceptionKind::InternalError,
+            format!("{}a 5 ms timeout", crate::server::deadline::PREFIX),
+        ));
+        assert!(late.is_timeout() && late.application_exception().is_some());
+        let refused = Error::application(ApplicationException::new(
+            ApplicationExceptionKind::InternalError,
+            format!("{}too many calls", crate::server::OVERLOAD_PREFIX),
+        ));
+        assert_eq!(refused.kind(), ErrorKind::Overloaded);
+        assert!(refused.is_retryable() && !refused.may_have_run());
 
         let c: ClientError<String> = Error::circuit_open("service EchoService").into();
         assert!(c.is_circuit_open() && c.is_retryable() && !c.is_timeout());

@@ -10,7 +10,7 @@ use std::task::Poll;
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
-use futures_util::future::{Either, FutureExt};
+use futures_util::future::FutureExt;
 use futures_util::stream::{FuturesUnordered, StreamExt};
 use thrift_codec::{
     ApplicationException, ApplicationExceptionKind, Binary, Codec, Compact, Decoder, LinkBuffer,
@@ -18,7 +18,7 @@ use thrift_codec::{
 };
 use tokio::sync::{OwnedSemaphorePermit, watch};
 
-use super::{Dispatch, DispatchError, EncodeReply, ServerConfig};
+use super::{Dispatch, DispatchError, EncodeReply, ServerConfig, ServerRequest, ServiceInfo};
 use crate::codec::ttheader::{Header, int_key};
 use crate::codec::{FrameError, FrameSplitter, Framing, Protocol, detect};
 use crate::context::{Address, ServerContext};
@@ -27,12 +27,36 @@ use crate::transport::FrameIo;
 /// What every connection of a server shares.
 pub(crate) struct Shared<D> {
     pub(crate) dispatch: D,
+    /// What the IDL says of the service.
+    pub(crate) service: Described,
     pub(crate) config: ServerConfig,
     /// Calls being handled, across connections, against `config.max_inflight`.
     pub(crate) inflight: tokio::sync::Semaphore,
     /// The bytes of frames being read or handled, across connections, in KiB, against
     /// `config.max_buffered_input`.
     pub(crate) input_budget: Arc<tokio::sync::Semaphore>,
+    /// `config.limit`: refuses calls over the limits before they are decoded.
+    pub(crate) limiter: super::limit::Limiter,
+}
+
+/// What the server knows of its service from the IDL ([`ServiceInfo`]), kept apart
+/// from the dispatcher, which layers wrap.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Described {
+    /// The service's name.
+    pub(crate) name: &'static str,
+    /// Whether a method is oneway.
+    pub(crate) is_oneway: fn(&str) -> bool,
+}
+
+impl Described {
+    /// What `S` says of itself.
+    pub(crate) fn of<S: ServiceInfo>() -> Self {
+        Described {
+            name: S::NAME,
+            is_oneway: S::is_oneway,
+        }
+    }
 }
 
 /// The input budget of `max_buffered_input` bytes, counted in KiB.
@@ -243,9 +267,14 @@ where
 /// A handled call, with what its reply needs.
 pub(crate) struct Done<R> {
     cx: ServerContext,
+    /// The framing and protocol of the request, which the reply takes whatever a
+    /// layer did to the context's.
+    framing: Framing,
+    protocol: Protocol,
     ttheader: Option<Header>,
     name: Utf8Bytes,
     seq_id: i32,
+    /// Nothing is sent back.
     oneway: bool,
     outcome: Result<Result<R, DispatchError>, Box<dyn Any + Send>>,
 }
@@ -255,6 +284,10 @@ pub(crate) struct Done<R> {
 /// `Ok(None)` when the frame was answered already with an exception (written into
 /// `out`, not flushed); `Err` when the connection must close (an unreadable header:
 /// answered with a `PROTOCOL_ERROR` first where a message was readable).
+///
+/// Both drivers (a task per connection, and the poller with `inline_dispatch`) start
+/// every call here and nowhere else, so what must happen to each frame before its
+/// call runs (limiters, before anything is decoded) has one place.
 pub(crate) fn start_call<D: Dispatch>(
     out: &mut LinkBuffer,
     shared: &Arc<Shared<D>>,
@@ -265,6 +298,7 @@ pub(crate) fn start_call<D: Dispatch>(
 ) -> io::Result<Option<impl Future<Output = Done<D::Reply>> + Send + 'static + use<D>>> {
     let mut cx = ServerContext::new(framing, protocol);
     cx.rpc.caller.address = peer;
+    cx.rpc.callee.service = shared.service.name.into();
     let (payload, ttheader) = match framing {
         Framing::TTHeader => {
             let (header, payload) =
@@ -285,35 +319,75 @@ pub(crate) fn start_call<D: Dispatch>(
         Framing::Framed => (frame.slice(4..), None),
         Framing::Buffered => (frame, None),
     };
-    // One future type for both protocols, so calls need no box of their own.
-    Ok(match cx.protocol {
-        Protocol::Binary => {
-            start_message::<Binary, D>(out, shared, cx, payload, ttheader)?.map(Either::Left)
-        }
-        Protocol::Compact => {
-            start_message::<Compact, D>(out, shared, cx, payload, ttheader)?.map(Either::Right)
-        }
-    })
-}
-
-/// Decodes the message header and starts the dispatch of the call.
-fn start_message<P: thrift_codec::Protocol, D: Dispatch>(
-    out: &mut LinkBuffer,
-    shared: &Arc<Shared<D>>,
-    mut cx: ServerContext,
-    payload: Bytes,
-    ttheader: Option<Header>,
-) -> io::Result<Option<impl Future<Output = Done<D::Reply>> + Send + 'static + use<P, D>>>
-where
-    P::Decoder: Send + 'static,
-{
     let reply = Reply {
         max_frame: shared.config.limits.max_frame,
         ttheader: ttheader.as_ref(),
     };
-    let codec = Codec::<P>::new().max_size(shared.config.limits.max_frame);
+    let begun = match cx.protocol {
+        Protocol::Binary => message_begin::<Binary>(out, &reply, &cx, &payload)?,
+        Protocol::Compact => message_begin::<Compact>(out, &reply, &cx, &payload)?,
+    };
+    let Some((header, args_at)) = begun else {
+        return Ok(None);
+    };
+    cx.rpc.method = header.name.clone();
+    cx.rpc.seq_id = header.seq_id;
+    // Answered only when sent as a CALL of a method the IDL does not make oneway.
+    let oneway =
+        header.ty == MessageType::Oneway || (shared.service.is_oneway)(header.name.as_str());
+    // The limits, before the arguments are decoded (Kitex limits in OnRead): over
+    // them a call is refused at once, not queued.
+    let admitted = match shared.limiter.try_acquire() {
+        Ok(permit) => permit,
+        Err(over) => {
+            if !oneway {
+                let ex = super::limit::refusal(&over);
+                let (name, seq) = (header.name, header.seq_id);
+                match cx.protocol {
+                    Protocol::Binary => reply.exception::<Binary>(out, &cx, name, seq, &ex)?,
+                    Protocol::Compact => reply.exception::<Compact>(out, &cx, name, seq, &ex)?,
+                }
+            }
+            return Ok(None);
+        }
+    };
+    let request = ServerRequest::new(payload.slice(args_at..));
+    let (framing, protocol) = (cx.framing, cx.protocol);
+    let shared = Arc::clone(shared);
+    let run = async move {
+        // The limiter's slot is held until the call is done (or dropped).
+        let _admitted = admitted;
+        let outcome = {
+            let _permit = shared.inflight.acquire().await;
+            caught(shared.dispatch.call(&mut cx, request)).await
+        };
+        Done {
+            cx,
+            framing,
+            protocol,
+            ttheader,
+            name: header.name,
+            seq_id: header.seq_id,
+            oneway,
+            outcome,
+        }
+    };
+    Ok(Some(run))
+}
+
+/// Reads the message header at the front of `payload`: the header and where the
+/// arguments begin. `Ok(None)` when the message is no call (answered already with an
+/// exception); `Err` when the header is unreadable (answered with a `PROTOCOL_ERROR`,
+/// and the connection must close).
+fn message_begin<P: thrift_codec::Protocol>(
+    out: &mut LinkBuffer,
+    reply: &Reply<'_>,
+    cx: &ServerContext,
+    payload: &Bytes,
+) -> io::Result<Option<(MessageHeader, usize)>> {
+    let codec = Codec::<P>::new().max_size(reply.max_frame);
     let mut d = codec
-        .decoder(payload)
+        .decoder(payload.clone())
         .map_err(|e| io::Error::new(io::ErrorKind::InvalidData, e))?;
     let header = match d.read_message_begin() {
         Ok(h) => h,
@@ -323,37 +397,20 @@ where
                 ApplicationExceptionKind::ProtocolError,
                 format!("unreadable message header: {e}"),
             );
-            reply.exception::<P>(out, &cx, Utf8Bytes::default(), 0, &ex)?;
+            reply.exception::<P>(out, cx, Utf8Bytes::default(), 0, &ex)?;
             return Err(io::Error::new(io::ErrorKind::InvalidData, e));
         }
     };
-    cx.rpc.method = header.name.clone();
-    cx.rpc.seq_id = header.seq_id;
     if !matches!(header.ty, MessageType::Call | MessageType::Oneway) {
         let ex = ApplicationException::new(
             ApplicationExceptionKind::InvalidMessageType,
             format!("a server takes calls, not {:?} messages", header.ty),
         );
-        reply.exception::<P>(out, &cx, header.name, header.seq_id, &ex)?;
+        reply.exception::<P>(out, cx, header.name, header.seq_id, &ex)?;
         return Ok(None);
     }
-    let shared = Arc::clone(shared);
-    let run = async move {
-        let outcome = {
-            let _permit = shared.inflight.acquire().await;
-            let name = header.name.clone();
-            caught(shared.dispatch.dispatch(&mut cx, name.as_str(), &mut d)).await
-        };
-        Done {
-            cx,
-            ttheader,
-            name: header.name,
-            seq_id: header.seq_id,
-            oneway: header.ty == MessageType::Oneway,
-            outcome,
-        }
-    };
-    Ok(Some(run))
+    let args_at = payload.len() - d.remaining();
+    Ok(Some((header, args_at)))
 }
 
 /// Writes the reply of a handled call (nothing for a oneway call) into `out`.
@@ -365,7 +422,7 @@ pub(crate) fn answer<D: Dispatch>(
     if done.oneway {
         return Ok(());
     }
-    match done.cx.protocol {
+    match done.protocol {
         Protocol::Binary => answer_in::<Binary, D>(out, shared, done),
         Protocol::Compact => answer_in::<Compact, D>(out, shared, done),
     }
@@ -380,7 +437,11 @@ fn answer_in<P: thrift_codec::Protocol, D: Dispatch>(
         max_frame: shared.config.limits.max_frame,
         ttheader: done.ttheader.as_ref(),
     };
-    let (cx, name, seq) = (&done.cx, done.name, done.seq_id);
+    // The reply goes out as the request came in, with the backward metainfo the
+    // layers and the handler left in the context.
+    let mut cx = done.cx;
+    (cx.framing, cx.protocol) = (done.framing, done.protocol);
+    let (cx, name, seq) = (&cx, done.name, done.seq_id);
     match done.outcome {
         Ok(Ok(body)) => reply.send::<P, _>(out, cx, name, seq, &body),
         Ok(Err(e)) => {

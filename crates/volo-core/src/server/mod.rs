@@ -1,10 +1,146 @@
-//! The server: what generated code implements ([`Dispatch`]), the errors a handler
-//! returns ([`ServerError`]), and the server that runs it.
+//! The server: the shape of the service it runs ([`Dispatch`]: a [`Service`] from a
+//! [`ServerContext`] and a [`ServerRequest`] to a reply), the errors a handler returns
+//! ([`ServerError`]), the layer that gives up on calls whose caller has ([`deadline`]),
+//! and the server that runs them ([`Server`]).
+//!
+//! # The stack of one call
 //!
 //! Generated code, for each IDL service, writes a trait with one `async fn` per method
-//! (the user implements it) and a dispatcher, `<Service>Server<S>`, that implements
-//! [`Dispatch`]: it decodes a call's arguments by method name, calls the user's method,
-//! and returns the reply as one value of a per-service reply type.
+//! (the user implements it) and a dispatcher, `<Service>Server<T>`, which is a
+//! `Service<ServerContext, ServerRequest>`: it decodes a call's arguments by method
+//! name in the call's protocol (zero-copy: strings and binaries are slices of the
+//! frame), calls the user's method, and returns the reply as one value of a
+//! per-service reply type. It also implements [`ServiceInfo`], which tells the server
+//! the service's name and which methods are oneway.
+//!
+//! [`Server::new`] takes the dispatcher and wraps it in a [`deadline::Deadline`]
+//! layer; [`Server::layer`] wraps that in the user's layers, the last added outermost:
+//!
+//! ```text
+//!   frame read -> limiter -> header decoded -> [user layers...] -> Deadline
+//!              -> <Service>Server (arguments decoded) -> handler
+//! ```
+//!
+//! A server layer is any [`Layer`](crate::service::Layer) whose service is again a
+//! [`Dispatch`]; it sees the method (`cx.rpc.method`), the context and the still
+//! encoded request, may decode the arguments itself ([`ServerRequest::decode`]), and
+//! may answer on its own: return a reply, or a [`DispatchError`] (a
+//! [`DispatchError::Application`] reaches the caller as that `TApplicationException`).
+//! tower middleware fits in through [`crate::tower::IntoTower`] and
+//! [`crate::tower::FromTower`]; `DispatchError` converts from tower's boxed errors.
+//!
+//! ```
+//! use thrift_codec::{ApplicationException, ApplicationExceptionKind};
+//! use volo_core::context::ServerContext;
+//! use volo_core::server::{Dispatch, DispatchError, Server, ServerRequest, ServiceInfo};
+//! use volo_core::service::{Service, layer_fn};
+//!
+//! /// Refuses callers without a tenant before the handler runs.
+//! struct Tenants<S>(S);
+//!
+//! impl<S> Service<ServerContext, ServerRequest> for Tenants<S>
+//! where
+//!     S: Service<ServerContext, ServerRequest, Error = DispatchError> + Sync,
+//! {
+//!     type Response = S::Response;
+//!     type Error = DispatchError;
+//!
+//!     async fn call(
+//!         &self,
+//!         cx: &mut ServerContext,
+//!         req: ServerRequest,
+//!     ) -> Result<S::Response, DispatchError> {
+//!         if cx.metainfo.persistent("tenant").is_none() {
+//!             return Err(DispatchError::Application(ApplicationException::new(
+//!                 ApplicationExceptionKind::Unknown,
+//!                 format!("{} needs a tenant", cx.rpc.method.as_str()),
+//!             )));
+//!         }
+//!         self.0.call(cx, req).await
+//!     }
+//! }
+//!
+//! // Any generated `<Service>Server<T>` is a `Dispatch + ServiceInfo`.
+//! fn with_tenants<D: Dispatch + ServiceInfo>(dispatcher: D) {
+//!     let _server = Server::new(dispatcher).layer(layer_fn(Tenants));
+//! }
+//! ```
+//!
+//! # Migrating from `Dispatch::dispatch`
+//!
+//! `Dispatch` used to be a trait of its own, with one generic method that took the
+//! method name and a decoder positioned at the arguments; a layer implemented it again
+//! and passed the three on:
+//!
+//! ```text
+//! impl<D: Dispatch> Dispatch for Guard<D> {
+//!     type Reply = D::Reply;
+//!
+//!     async fn dispatch<Dec: Decoder + Send>(
+//!         &self,
+//!         cx: &mut ServerContext,
+//!         method: &str,
+//!         args: &mut Dec,
+//!     ) -> Result<D::Reply, DispatchError> {
+//!         if method == "echo_or_fail" { /* ... */ }
+//!         self.inner.dispatch(cx, method, args).await
+//!     }
+//! }
+//! ```
+//!
+//! Now `Dispatch` is implemented for every `Service<ServerContext, ServerRequest,
+//! Error = DispatchError>` whose reply is an [`EncodeReply`], so a layer is a plain
+//! `Service`, as on the client and as in the example above:
+//!
+//! - `impl Dispatch for Guard<D>` becomes `impl<S> Service<ServerContext,
+//!   ServerRequest> for Guard<S> where S: Service<ServerContext, ServerRequest, Error =
+//!   DispatchError> + Sync`, with `type Response = S::Response; type Error =
+//!   DispatchError;` (`Reply` is now the service's `Response`);
+//! - `dispatch(cx, method, args)` becomes `call(cx, req)`; the method is
+//!   `cx.rpc.method.as_str()`, and the arguments are `req`, decoded with
+//!   `req.decode::<Args>(cx)` (or `req.decoder::<P>()` by hand) instead of reading
+//!   the decoder that was passed in;
+//! - a hand-written dispatcher (one not generated) implements [`ServiceInfo`] too, so
+//!   that [`Server::new`] knows its oneway methods;
+//! - `Server::new(dispatcher).layer(layer)` is unchanged.
+//!
+//! # Replies, oneway calls and deadlines
+//!
+//! A call is answered unless its method is oneway in the IDL or its message was sent
+//! as ONEWAY: then nothing is sent, whether it succeeded, failed, had arguments that
+//! did not decode, or panicked. A CALL to a method the service does not have is
+//! answered `UNKNOWN_METHOD`; a ONEWAY message to one is not answered.
+//!
+//! When a TTHeader caller sends its timeout (Kitex's `RPC_TIMEOUT` int key), the call's
+//! deadline is in `cx.rpc.deadline`, and the [`deadline::Deadline`] layer the server
+//! puts around the dispatcher drops the handler's future when it passes (no one waits
+//! for the work any more) and answers `INTERNAL_ERROR` a grace later
+//! ([`Server::deadline_grace`]), once the caller's own timer has surely fired.
+//!
+//! # Limits
+//!
+//! [`ServerConfig::limit`] caps the calls in progress and the calls per second
+//! ([`LimitConfig`], both off by default, as in Kitex where limits are opt-in). The
+//! check comes when a frame is read, before the arguments are decoded (Kitex limits in
+//! `OnRead`), and a call over a limit is refused at once, never queued: it is
+//! answered with an `INTERNAL_ERROR` whose message starts with [`OVERLOAD_PREFIX`], and
+//! this crate's clients take that for [`ErrorKind::Overloaded`]: the call did not run,
+//! so it may be retried on another instance.
+//!
+//! | what | default |
+//! |---|---|
+//! | calls in progress (limiter) | no limit ([`LimitConfig::max_concurrency`]) |
+//! | calls per second (limiter) | no limit ([`LimitConfig::max_qps`]; when set, a token bucket with a burst of a tenth of the rate) |
+//! | calls in progress, queued beyond | 10,000 ([`ServerConfig::max_inflight`]) |
+//! | calls at once per TTHeader connection | 128 |
+//! | caller's deadline | honoured: the handler is dropped, the answer follows 100 ms later |
+//! | frame limit | 16,384,000 bytes |
+//! | buffered input, all connections | 1 GiB |
+//! | read, idle, drain timeouts | 30 s, 10 min, 10 s |
+//!
+//! [`ErrorKind::Overloaded`]: crate::client::ErrorKind::Overloaded
+//!
+//! # Connections
 //!
 //! A connection's calls run one at a time on Framed and Buffered connections (answered
 //! in order, as Apache Thrift clients expect), and up to
@@ -24,17 +160,23 @@
 //! `tokio::task::spawn_blocking` (or `spawn`) so that other calls are not held up.
 
 mod conn;
+pub mod deadline;
 mod inline;
 pub mod limit;
+mod request;
 mod run;
 
-use std::future::Future;
 use std::time::Duration;
 
+/// The trait generated dispatchers implement, re-exported so that generated code names
+/// one path of this crate.
+#[doc(no_inline)]
+pub use crate::service::Service;
 pub use limit::{LimitConfig, Limiter, Overloaded};
+pub use request::ServerRequest;
 pub use run::{BoundServer, Server};
 
-use thrift_codec::{ApplicationException, ApplicationExceptionKind, DecodeError, Decoder};
+use thrift_codec::{ApplicationException, ApplicationExceptionKind, DecodeError};
 use thrift_codec::{Encoder, Message, Sizer};
 
 use crate::context::ServerContext;
@@ -109,6 +251,22 @@ impl DispatchError {
     }
 }
 
+/// What tower middleware fails with (tower's `BoxError`): a [`DispatchError`] that went
+/// through it comes back as itself; anything else (tower's timeout, a refused
+/// load-shed...) becomes an `INTERNAL_ERROR` with its message. With it, `map_err(
+/// DispatchError::from)` puts a tower stack back into the server's error type.
+impl From<Box<dyn std::error::Error + Send + Sync>> for DispatchError {
+    fn from(e: Box<dyn std::error::Error + Send + Sync>) -> Self {
+        match e.downcast::<DispatchError>() {
+            Ok(e) => *e,
+            Err(e) => DispatchError::Application(ApplicationException::new(
+                ApplicationExceptionKind::InternalError,
+                e.to_string(),
+            )),
+        }
+    }
+}
+
 /// A reply body that can be written in any protocol: the result struct of whichever
 /// method was called. Every [`Message`] is one; generated reply enums forward to the
 /// result struct they hold.
@@ -129,21 +287,56 @@ impl<M: Message + Send + Sync> EncodeReply for M {
     }
 }
 
-/// A service as the server sees it: calls in by method name, replies out. Generated
-/// `<Service>Server<S>` types implement it.
-pub trait Dispatch: Send + Sync + 'static {
-    /// The reply of any method of the service.
+/// What a [`Server`] needs of the service it runs: a [`Service`] from a call's context
+/// and arguments to its reply, failing with a [`DispatchError`] (which the server
+/// answers as a `TApplicationException`), that can be shared by every connection.
+///
+/// It is implemented for every such service and is not meant to be implemented by
+/// hand: implement [`Service<ServerContext, ServerRequest>`](Service) instead, as
+/// generated `<Service>Server<T>` dispatchers and server layers do.
+///
+/// The contract with the server:
+///
+/// - the method's name is in `cx.rpc.method`, the sequence id in `cx.rpc.seq_id`, the
+///   caller's deadline (if it sent one) in `cx.rpc.deadline`; the arguments, still
+///   encoded, are the [`ServerRequest`], to decode in `cx.protocol`;
+/// - the reply goes out in the framing and protocol the request came in, whatever a
+///   service does to `cx.framing` and `cx.protocol`; backward metainfo set in
+///   `cx.metainfo` goes with it (TTHeader only);
+/// - for a call the server must not answer (a oneway method, or a message sent as
+///   ONEWAY), the outcome is dropped, success or error.
+pub trait Dispatch:
+    Service<ServerContext, ServerRequest, Response = Self::Reply, Error = DispatchError>
+    + Send
+    + Sync
+    + 'static
+{
+    /// The reply of any method of the service (the service's `Response`).
     type Reply: EncodeReply;
+}
 
-    /// Handles one call of `method`: decodes its arguments from `args` (the rest of the
-    /// message after its header), runs the handler, returns the reply (for a oneway
-    /// method, a value that is not sent).
-    fn dispatch<D: Decoder + Send>(
-        &self,
-        cx: &mut ServerContext,
-        method: &str,
-        args: &mut D,
-    ) -> impl Future<Output = Result<Self::Reply, DispatchError>> + Send;
+impl<S> Dispatch for S
+where
+    S: Service<ServerContext, ServerRequest, Error = DispatchError> + Send + Sync + 'static,
+    S::Response: EncodeReply,
+{
+    type Reply = S::Response;
+}
+
+/// What the IDL says about a service that the server needs before any layer wraps it:
+/// its name, and which of its methods are oneway. Generated `<Service>Server<T>`
+/// dispatchers implement it; [`Server::new`] reads it.
+///
+/// The server answers no call of a oneway method, whatever the message type says
+/// (Apache's Go library sends oneway calls as CALL messages): a reply would be taken
+/// by the caller for the reply to its next call.
+pub trait ServiceInfo {
+    /// The service's name in the IDL (`service EchoService` gives `"EchoService"`).
+    const NAME: &'static str;
+
+    /// Whether `method` (its IDL name, as on the wire) is `oneway` in the service or in
+    /// one it extends. `false` for a method the service does not have.
+    fn is_oneway(method: &str) -> bool;
 }
 
 /// Server settings; `ServerConfig::default()` suits most services.
@@ -179,6 +372,13 @@ pub struct ServerConfig {
     pub idle_timeout: Option<Duration>,
     /// How long a graceful shutdown waits for calls in progress. Default 10 s.
     pub drain_timeout: Duration,
+    /// Limits on calls in progress and calls per second, checked when a frame is read
+    /// and before its arguments are decoded: a call over them is refused at once with
+    /// a `TApplicationException` (`INTERNAL_ERROR`, message starting with
+    /// [`OVERLOAD_PREFIX`]; clients of this crate see
+    /// [`ErrorKind::Overloaded`](crate::client::ErrorKind::Overloaded) and may retry
+    /// elsewhere), never queued. Default: no limits (see [`LimitConfig`]).
+    pub limit: LimitConfig,
     /// The sockets: netpoll-rs (default) or plain tokio (the measured baseline).
     pub transport: crate::transport::TransportKind,
     /// On netpoll-rs, start each call on the reactor's poller, right where its frame
@@ -209,6 +409,7 @@ impl Default for ServerConfig {
             read_timeout: Duration::from_secs(30),
             idle_timeout: Some(Duration::from_secs(600)),
             drain_timeout: run::DEFAULT_DRAIN,
+            limit: LimitConfig::default(),
             transport: crate::transport::TransportKind::Netpoll,
             inline_dispatch: true,
             reactor: netpoll_rs::Config::default(),

@@ -8,17 +8,22 @@ use std::time::Duration;
 use tokio::sync::{Semaphore, watch};
 use tokio::task::JoinSet;
 
-use super::conn::{self, Shared};
+use super::conn::{self, Described, Shared};
+use super::deadline::{Deadline, DeadlineLayer};
 use super::inline;
-use super::{Dispatch, ServerConfig};
+use super::{Dispatch, ServerConfig, ServiceInfo};
 use crate::context::Address;
+use crate::service::Layer;
 use crate::transport::{Acceptor, Conn, TransportKind};
 
 /// A server for one service: bind it to an address, then serve.
 ///
+/// `D` is the service stack the server runs: the dispatcher inside a
+/// [`Deadline`] layer, inside the layers added with [`layer`](Server::layer).
+///
 /// ```no_run
-/// # use volo_core::server::{Server, Dispatch};
-/// # async fn run<D: Dispatch>(dispatcher: D) -> std::io::Result<()> {
+/// # use volo_core::server::{Server, Dispatch, ServiceInfo};
+/// # async fn run<D: Dispatch + ServiceInfo>(dispatcher: D) -> std::io::Result<()> {
 /// let bound = Server::new(dispatcher).bind(&"127.0.0.1:8080".parse().unwrap()).await?;
 /// println!("listening on {:?}", bound.local_addr());
 /// bound.serve_with_shutdown(async { let _ = tokio::signal::ctrl_c().await; }).await
@@ -27,31 +32,50 @@ use crate::transport::{Acceptor, Conn, TransportKind};
 #[derive(Debug)]
 pub struct Server<D> {
     dispatch: D,
+    service: Described,
     config: ServerConfig,
 }
 
-impl<D: Dispatch> Server<D> {
+impl<D: Dispatch + ServiceInfo> Server<Deadline<D>> {
     /// A server for `dispatch` (a generated `<Service>Server`) with the default
-    /// [`ServerConfig`].
+    /// [`ServerConfig`]. It learns the service's name and oneway methods from
+    /// [`ServiceInfo`], and puts a [`Deadline`] layer around the dispatcher, so that a
+    /// call whose caller's deadline passed is dropped and answered.
     pub fn new(dispatch: D) -> Self {
         Server {
-            dispatch,
+            dispatch: DeadlineLayer::new().layer(dispatch),
+            service: Described::of::<D>(),
             config: ServerConfig::default(),
         }
     }
+}
 
-    /// Wraps the dispatcher in `layer`: a server-side layer is a [`Layer`] whose service
-    /// is again a [`Dispatch`], so it sees every call (method, context, the reply or
-    /// error) and may answer it itself. Layers added later wrap the earlier ones.
+impl<D> Server<Deadline<D>> {
+    /// How long after a caller's deadline the server answers a call it gave up on
+    /// (default [`DEFAULT_GRACE`], 100 ms; see [`deadline`](super::deadline)). The
+    /// handler is dropped at the deadline whatever this is. Set it before adding
+    /// layers.
     ///
-    /// [`Layer`]: crate::service::Layer
+    /// [`DEFAULT_GRACE`]: super::deadline::DEFAULT_GRACE
+    pub fn deadline_grace(mut self, grace: Duration) -> Self {
+        self.dispatch = self.dispatch.with_grace(grace);
+        self
+    }
+}
+
+impl<D: Dispatch> Server<D> {
+    /// Wraps the service stack in `layer`: a server-side layer is a [`Layer`] whose
+    /// service is again a [`Dispatch`], so it sees every call (method, context, the
+    /// encoded request, the reply or error) and may answer it itself. Layers added
+    /// later wrap the earlier ones.
     pub fn layer<L>(self, layer: L) -> Server<L::Service>
     where
-        L: crate::service::Layer<D>,
+        L: Layer<D>,
         L::Service: Dispatch,
     {
         Server {
             dispatch: layer.layer(self.dispatch),
+            service: self.service,
             config: self.config,
         }
     }
@@ -83,8 +107,13 @@ impl<D: Dispatch> Server<D> {
         let connections = Arc::new(Semaphore::new(self.config.max_connections));
         Ok(BoundServer {
             shared: Arc::new(Shared {
+                service: self.service,
                 inflight: Semaphore::new(self.config.max_inflight),
                 input_budget: conn::input_budget(self.config.max_buffered_input),
+                limiter: super::limit::Limiter::new(
+                    self.config.limit.clone(),
+                    crate::clock::SystemClock,
+                ),
                 dispatch: self.dispatch,
                 config: self.config,
             }),

@@ -755,20 +755,24 @@ fn connections_over_the_limit_are_closed_at_once() {
 
 /// A server-side layer: counts calls by method and refuses `fail` before the handler
 /// runs.
-struct Guard<D> {
-    inner: D,
+struct Guard<S> {
+    inner: S,
     calls: Arc<std::sync::Mutex<Vec<String>>>,
 }
 
-impl<D: Dispatch> Dispatch for Guard<D> {
-    type Reply = D::Reply;
+impl<S> Service<ServerContext, ServerRequest> for Guard<S>
+where
+    S: Service<ServerContext, ServerRequest, Error = DispatchError> + Sync,
+{
+    type Response = S::Response;
+    type Error = DispatchError;
 
-    async fn dispatch<Dec: Decoder + Send>(
+    async fn call(
         &self,
         cx: &mut ServerContext,
-        method: &str,
-        args: &mut Dec,
-    ) -> Result<D::Reply, DispatchError> {
+        req: ServerRequest,
+    ) -> Result<S::Response, DispatchError> {
+        let method = cx.rpc.method.as_str();
         self.calls.lock().unwrap().push(method.to_string());
         if method == "fail" {
             return Err(DispatchError::Application(ApplicationException::new(
@@ -776,7 +780,7 @@ impl<D: Dispatch> Dispatch for Guard<D> {
                 "refused by the guard layer",
             )));
         }
-        self.inner.dispatch(cx, method, args).await
+        self.inner.call(cx, req).await
     }
 }
 
@@ -785,14 +789,13 @@ fn a_layer_sees_every_call_and_may_answer_it() {
     runtime().block_on(async {
         let calls = Arc::new(std::sync::Mutex::new(Vec::new()));
         let seen = Arc::clone(&calls);
-        let server = Server::new(TestService {
-            notified: Arc::default(),
-            peers: Arc::default(),
-        })
-        .layer(crate::service::layer_fn(move |inner| Guard {
-            inner,
-            calls: Arc::clone(&seen),
-        }));
+        let server =
+            Server::new(TestService::default()).layer(crate::service::layer_fn(move |inner| {
+                Guard {
+                    inner,
+                    calls: Arc::clone(&seen),
+                }
+            }));
         let bound = server.bind(&"127.0.0.1:0".parse().unwrap()).await.unwrap();
         let Address::Tcp(addr) = bound.local_addr().clone() else {
             panic!("a TCP address")
@@ -853,5 +856,303 @@ fn inline_dispatch_runs_a_poller_per_worker_thread() {
             let pollers = bound.reactor.as_ref().map(netpoll_rs::Reactor::pollers);
             assert_eq!(pollers, Some(want), "inline_dispatch {inline_dispatch}");
         }
+    });
+}
+
+/// How a test frames a message and reads a reply: Framed or TTHeader.
+struct Wire {
+    name: &'static str,
+    frame: fn(i32, &[u8]) -> Vec<u8>,
+    read: fn(&mut TcpStream) -> (i32, Answer),
+}
+
+const FRAMED: Wire = Wire {
+    name: "Framed",
+    frame: |_, msg| framed(msg),
+    read: |c| {
+        let (h, a) = answer::<Binary>(read_framed(c));
+        (h.seq_id, a)
+    },
+};
+
+const TTHEADER: Wire = Wire {
+    name: "TTHeader",
+    frame: ttheader,
+    read: read_ttheader,
+};
+
+/// A call of `method` whose arguments do not decode (the first field's type is not a
+/// type).
+fn undecodable(method: &str, seq: i32) -> Vec<u8> {
+    let mut msg = call::<Binary>(MessageType::Call, method, seq, "x");
+    // Version, name length, name, sequence id: then the first field's type.
+    msg[4 + 4 + method.len() + 4] = 0xEE;
+    msg
+}
+
+/// A method the IDL makes oneway is not answered even when its call comes as a CALL
+/// message (as Apache's Go library sends it), whether it succeeds, fails, or has
+/// arguments that do not decode; neither is a ONEWAY message of an unknown method.
+/// The reply to the call behind them is the first thing the connection reads.
+#[test]
+fn a_oneway_method_sent_as_call_gets_no_reply() {
+    with_server(ServerConfig::default(), |s| {
+        for wire in [FRAMED, TTHEADER] {
+            let mut c = connect(s.addr);
+            let messages = [
+                call::<Binary>(MessageType::Call, "notify", 1, "e"),
+                call::<Binary>(MessageType::Call, "notify", 2, "fail"),
+                undecodable("notify", 3),
+                call::<Binary>(MessageType::Oneway, "nope", 4, "e"),
+                call::<Binary>(MessageType::Call, "echo", 5, "after"),
+            ];
+            let mut bytes = Vec::new();
+            for (seq, msg) in (1..).zip(&messages) {
+                bytes.extend((wire.frame)(seq, msg));
+            }
+            c.write_all(&bytes).unwrap();
+            assert_eq!(
+                (wire.read)(&mut c),
+                (5, Answer::Ok("after".into())),
+                "{}: the first reply is the call's",
+                wire.name
+            );
+            // A Framed connection runs its calls in order: both oneways that decoded
+            // ran before the call behind them.
+            if wire.name == "Framed" {
+                assert_eq!(s.notified.load(Ordering::SeqCst), 2);
+            }
+            // Nothing else came: the next reply is the next call's.
+            c.write_all(&(wire.frame)(
+                6,
+                &call::<Binary>(MessageType::Call, "echo", 6, "again"),
+            ))
+            .unwrap();
+            assert_eq!(
+                (wire.read)(&mut c),
+                (6, Answer::Ok("again".into())),
+                "{}",
+                wire.name
+            );
+        }
+    });
+}
+
+/// A TTHeader frame around `msg` whose header carries the caller's timeout.
+fn ttheader_with_timeout(seq: i32, msg: &[u8], timeout: Duration) -> Vec<u8> {
+    let mut h = Header::new(seq, Protocol::Binary);
+    h.int_kv
+        .push((int_key::RPC_TIMEOUT, timeout.as_millis().to_string().into()));
+    let mut frame = BytesMut::new();
+    h.write(msg.len(), &mut frame).unwrap();
+    frame.put_slice(msg);
+    frame.to_vec()
+}
+
+/// A TTHeader call whose caller's timeout (`RPC_TIMEOUT`) passes while its handler
+/// waits for ever is dropped and answered with the deadline exception, and the
+/// connection goes on serving.
+#[test]
+fn a_call_past_the_callers_timeout_is_answered_and_the_connection_lives_on() {
+    with_server(ServerConfig::default(), |s| {
+        let mut c = connect(s.addr);
+        let hang = call::<Binary>(MessageType::Call, "hang", 1, "x");
+        c.write_all(&ttheader_with_timeout(1, &hang, Duration::from_millis(5)))
+            .unwrap();
+        match read_ttheader(&mut c) {
+            (1, Answer::Exception(ApplicationExceptionKind::InternalError, message)) => {
+                assert_eq!(
+                    message,
+                    format!("{}hang was dropped unfinished", deadline::PREFIX)
+                );
+            }
+            other => panic!("{other:?}"),
+        }
+        assert_eq!(s.gauge.now(), 0, "the handler's future is gone");
+        let echo = call::<Binary>(MessageType::Call, "echo", 2, "still here");
+        c.write_all(&ttheader_with_timeout(2, &echo, Duration::from_secs(10)))
+            .unwrap();
+        assert_eq!(read_ttheader(&mut c), (2, Answer::Ok("still here".into())));
+    });
+}
+
+/// tower's own middleware around a real server's dispatcher, called by a real client:
+/// `timeout` cuts off a handler that never answers (an application exception reaches
+/// the caller), `concurrency_limit(1)` makes two concurrent calls run one at a time,
+/// and errors from below come through tower as themselves.
+#[test]
+fn tower_timeout_and_concurrency_limit_wrap_a_real_server() {
+    use crate::client::{Client, ClientContext, ErrorKind};
+    use crate::tower::{FromTower, IntoTower};
+
+    runtime().block_on(async {
+        let service = TestService::default();
+        let gauge = Arc::clone(&service.gauge);
+        let server = Server::new(service).layer(crate::service::layer_fn(|inner| {
+            FromTower::new(
+                tower::ServiceBuilder::new()
+                    .map_err(DispatchError::from)
+                    .timeout(Duration::from_secs(1))
+                    .concurrency_limit(1)
+                    .service(IntoTower::new(inner)),
+            )
+        }));
+        let bound = server.bind(&"127.0.0.1:0".parse().unwrap()).await.unwrap();
+        let addr = bound.local_addr().clone();
+        let serving = tokio::spawn(bound.serve());
+        let client = Client::builder("Test").address(addr).build().unwrap();
+        let test = async {
+            // Two slow calls at once: the limit lets one in at a time.
+            let calls: Vec<_> = (0..2)
+                .map(|i| {
+                    let client = client.clone();
+                    tokio::spawn(async move {
+                        let mut cx = ClientContext::new();
+                        client
+                            .call::<Text, Text>(&mut cx, "slow", text(1, &i.to_string()))
+                            .await
+                    })
+                })
+                .collect();
+            for (i, call) in calls.into_iter().enumerate() {
+                assert_eq!(call.await.unwrap().unwrap(), text(0, &i.to_string()));
+            }
+            assert_eq!(gauge.peak.load(Ordering::SeqCst), 1, "calls overlapped");
+
+            let mut cx = ClientContext::new();
+            match client
+                .call::<Text, Text>(&mut cx, "hang", text(1, "x"))
+                .await
+            {
+                Err(e) if e.kind() == ErrorKind::Application => {
+                    let e = e.application_exception().unwrap();
+                    assert_eq!(e.kind, ApplicationExceptionKind::InternalError);
+                    assert_eq!(e.message.as_str(), "request timed out");
+                }
+                other => panic!("{other:?}"),
+            }
+            assert_eq!(gauge.now(), 0, "the timed-out handler's future is gone");
+            // A dispatcher's own error went into tower boxed and came out as itself.
+            match client
+                .call::<Text, Text>(&mut cx, "nope", text(1, "x"))
+                .await
+            {
+                Err(e) if e.kind() == ErrorKind::Application => {
+                    let e = e.application_exception().unwrap();
+                    assert_eq!(e.kind, ApplicationExceptionKind::UnknownMethod);
+                }
+                other => panic!("{other:?}"),
+            }
+        };
+        tokio::time::timeout(Duration::from_secs(60), test)
+            .await
+            .expect("the test ran out of time");
+        serving.abort();
+    });
+}
+
+/// tower boxes the errors of the services it wraps: a `DispatchError` comes back out
+/// of the box as itself, anything else as an `INTERNAL_ERROR` with its message.
+#[test]
+fn dispatch_errors_come_back_out_of_tower_boxes() {
+    let boxed: tower::BoxError = Box::new(DispatchError::UnknownMethod);
+    assert!(matches!(
+        DispatchError::from(boxed),
+        DispatchError::UnknownMethod
+    ));
+    let boxed: tower::BoxError = Box::new(tower::timeout::error::Elapsed::new());
+    match DispatchError::from(boxed) {
+        DispatchError::Application(e) => {
+            assert_eq!(e.kind, ApplicationExceptionKind::InternalError);
+            assert_eq!(e.message.as_str(), "request timed out");
+        }
+        other => panic!("{other:?}"),
+    }
+}
+
+/// The limiter refuses over-limit calls before decoding them, at once, and lets the
+/// connection go on: with a concurrency limit of one, a call sent while a slow one
+/// runs gets the overload exception (its arguments, which do not decode, are never
+/// looked at), and the next call after the slow one is answered.
+#[test]
+fn over_the_concurrency_limit_a_call_is_refused_before_decoding() {
+    let config = ServerConfig {
+        limit: crate::server::LimitConfig {
+            max_concurrency: Some(1),
+            max_qps: None,
+        },
+        ..ServerConfig::default()
+    };
+    with_server(config, |s| {
+        let mut slow = connect(s.addr);
+        slow.write_all(&framed(&call::<Binary>(MessageType::Call, "slow", 1, "s")))
+            .unwrap();
+        // Wait until the slow call runs (it takes 300 ms once started).
+        let started = std::time::Instant::now();
+        while s.gauge.now() == 0 {
+            assert!(
+                started.elapsed() < Duration::from_secs(20),
+                "the call never ran"
+            );
+            std::thread::sleep(Duration::from_millis(1));
+        }
+        let mut other = connect(s.addr);
+        other.write_all(&framed(&undecodable("echo", 2))).unwrap();
+        let (h, a) = answer::<Binary>(read_framed(&mut other));
+        assert_eq!(h.seq_id, 2);
+        match a {
+            Answer::Exception(kind, msg) => {
+                assert_eq!(kind, ApplicationExceptionKind::InternalError);
+                assert!(msg.starts_with(crate::server::OVERLOAD_PREFIX), "{msg}");
+            }
+            other => panic!("{other:?}"),
+        }
+        assert_eq!(
+            answer::<Binary>(read_framed(&mut slow)).1,
+            Answer::Ok("s".into())
+        );
+        // The slot is free again: the refused connection's next call is answered.
+        other
+            .write_all(&framed(&call::<Binary>(MessageType::Call, "echo", 3, "e")))
+            .unwrap();
+        assert_eq!(
+            answer::<Binary>(read_framed(&mut other)).1,
+            Answer::Ok("e".into())
+        );
+    });
+}
+
+/// A QPS limit of one call a second (a burst of one) through a real client: the first
+/// call passes, the next one at once is refused as `Overloaded`, which the client
+/// knows did not run.
+#[test]
+fn over_the_qps_limit_the_client_sees_an_overload() {
+    use crate::client::{Client, ClientContext, ErrorKind, RetryPolicy};
+    let config = ServerConfig {
+        limit: crate::server::LimitConfig {
+            max_concurrency: None,
+            max_qps: Some(1),
+        },
+        ..ServerConfig::default()
+    };
+    with_server(config, |s| {
+        runtime().block_on(async {
+            let client = Client::builder("Test")
+                .address(s.address.clone())
+                .retry(RetryPolicy::new().max_retries(0))
+                .build()
+                .unwrap();
+            let mut cx = ClientContext::new();
+            let first = client
+                .call::<Text, Text>(&mut cx, "echo", text(1, "a"))
+                .await;
+            assert_eq!(first.unwrap(), text(0, "a"));
+            let err = client
+                .call::<Text, Text>(&mut cx, "echo", text(1, "b"))
+                .await
+                .unwrap_err();
+            assert_eq!(err.kind(), ErrorKind::Overloaded, "{err}");
+            assert!(!err.may_have_run() && err.is_retryable());
+        });
     });
 }

@@ -1,0 +1,180 @@
+//! Giving up on a call whose caller has: the [`Deadline`] server layer.
+//!
+//! A TTHeader caller sends its timeout with each call (Kitex's `RPC_TIMEOUT` int key,
+//! in milliseconds); the server turns it into `cx.rpc.deadline` when the frame is read.
+//! Past that instant the caller has stopped waiting, so whatever the handler still
+//! does is wasted work that holds memory, a call slot, and perhaps calls of its own
+//! further down. [`Deadline`] drops the handler's future at the deadline (dropping is
+//! how a Rust future is cancelled: it stops at its current `.await` and its
+//! destructors run), and a call whose deadline has passed when it reaches the layer
+//! does not start. Calls without a deadline (Framed and Buffered ones, or TTHeader
+//! ones without the key) pass through untouched.
+//!
+//! The call is then answered with an `INTERNAL_ERROR` `TApplicationException` whose
+//! message starts with [`PREFIX`] (for a oneway call the server sends nothing, as
+//! always), but only a grace after the deadline ([`DEFAULT_GRACE`], 100 ms, unless
+//! set otherwise): the caller's own timer fires at the deadline (a little before the
+//! server's, which counts from when the frame arrived), and it should be that timer
+//! the caller sees, not an exception that raced it. When both timers are late, as on
+//! a loaded machine, an answer sent at the deadline often reaches the caller before
+//! its timer is looked at. A caller still waiting after the grace learns why from the
+//! answer. While it waits, the call holds its slot (in the server's and the
+//! connection's limits) but runs nothing.
+//!
+//! The server puts this layer directly around the dispatcher, inside the user's
+//! layers, so those see the exception like any other outcome. It reads the time from a
+//! [`Clock`] (the [`SystemClock`] in a server), so its tests move a
+//! [`ManualClock`](crate::clock::ManualClock) instead of sleeping.
+//!
+//! ```
+//! use std::time::Duration;
+//! use volo_core::clock::{Clock, ManualClock};
+//! use volo_core::codec::{Framing, Protocol};
+//! use volo_core::context::ServerContext;
+//! use volo_core::server::deadline::{DEFAULT_GRACE, DeadlineLayer, is_deadline_passed};
+//! use volo_core::server::{DispatchError, ServerRequest};
+//! use volo_core::service::{Layer, Service, service_fn};
+//!
+//! let clock = ManualClock::new();
+//! // A handler that never finishes.
+//! let stuck = service_fn(|_: &mut ServerContext, _: ServerRequest| async {
+//!     std::future::pending::<Result<(), DispatchError>>().await
+//! });
+//! let svc = DeadlineLayer::with_clock(clock.clone()).layer(stuck);
+//!
+//! let mut cx = ServerContext::new(Framing::TTHeader, Protocol::Binary);
+//! cx.rpc.deadline = Some(clock.now() + Duration::from_millis(50));
+//! # let rt = tokio::runtime::Builder::new_current_thread().build().unwrap();
+//! # rt.block_on(async {
+//! let call = svc.call(&mut cx, ServerRequest::default());
+//! let advance = async {
+//!     tokio::task::yield_now().await;
+//!     // At the deadline the handler is dropped; the answer comes after the grace.
+//!     clock.advance(Duration::from_millis(50) + DEFAULT_GRACE);
+//! };
+//! let (outcome, ()) = tokio::join!(call, advance);
+//! match outcome {
+//!     Err(DispatchError::Application(ex)) => assert!(is_deadline_passed(&ex)),
+//!     other => panic!("{other:?}"),
+//! }
+//! # });
+//! ```
+
+mod layer;
+
+use std::future::{Future, poll_fn};
+use std::pin::pin;
+use std::task::Poll;
+use std::time::Duration;
+
+use futures_util::future::{Either, select};
+use thrift_codec::{ApplicationException, ApplicationExceptionKind};
+
+pub use layer::DeadlineLayer;
+
+use super::{DispatchError, ServerRequest};
+use crate::clock::{Clock, SystemClock};
+use crate::context::ServerContext;
+use crate::service::Service;
+
+/// How long after the deadline a [`Deadline`] answers a call it gave up on, unless set
+/// otherwise (see the [module docs](self)).
+pub const DEFAULT_GRACE: Duration = Duration::from_millis(100);
+
+/// How the message of the exception a [`Deadline`] answers with starts.
+pub const PREFIX: &str = "the caller's deadline passed: ";
+
+/// Whether `ex` is a [`Deadline`]'s answer (an `INTERNAL_ERROR` whose message starts
+/// with [`PREFIX`]).
+pub fn is_deadline_passed(ex: &ApplicationException) -> bool {
+    ex.kind == ApplicationExceptionKind::InternalError && ex.message.as_str().starts_with(PREFIX)
+}
+
+/// The exception for a call of `method` given up at its deadline: `what` became of it.
+fn passed(method: &str, what: &str) -> DispatchError {
+    DispatchError::Application(ApplicationException::new(
+        ApplicationExceptionKind::InternalError,
+        format!("{PREFIX}{method} {what}"),
+    ))
+}
+
+/// A server service that stops running a call once the caller's deadline
+/// (`cx.rpc.deadline`) has passed (see the [module docs](self)).
+#[derive(Debug, Clone)]
+pub struct Deadline<S, C = SystemClock> {
+    inner: S,
+    clock: C,
+    grace: Duration,
+}
+
+impl<S, C: Clock> Deadline<S, C> {
+    /// Wraps `inner`, reading the time from `clock`, with the [`DEFAULT_GRACE`].
+    pub fn new(inner: S, clock: C) -> Self {
+        Deadline {
+            inner,
+            clock,
+            grace: DEFAULT_GRACE,
+        }
+    }
+
+    /// Answers a call it gave up on `grace` after the deadline instead (zero: at the
+    /// deadline).
+    pub fn with_grace(mut self, grace: Duration) -> Self {
+        self.grace = grace;
+        self
+    }
+}
+
+impl<S, C> Deadline<S, C> {
+    /// The service inside.
+    pub fn inner(&self) -> &S {
+        &self.inner
+    }
+
+    /// Gives back the service inside.
+    pub fn into_inner(self) -> S {
+        self.inner
+    }
+}
+
+impl<S, C> Service<ServerContext, ServerRequest> for Deadline<S, C>
+where
+    S: Service<ServerContext, ServerRequest, Error = DispatchError> + Sync,
+    C: Clock,
+{
+    type Response = S::Response;
+    type Error = DispatchError;
+
+    async fn call(
+        &self,
+        cx: &mut ServerContext,
+        req: ServerRequest,
+    ) -> Result<S::Response, DispatchError> {
+        let Some(deadline) = cx.rpc.deadline else {
+            return self.inner.call(cx, req).await;
+        };
+        let what = if self.clock.now() >= deadline {
+            "was not started"
+        } else {
+            // In a block of its own, so that the handler's future is dropped at the
+            // deadline, not when the answer is made.
+            let mut call = pin!(self.inner.call(cx, req));
+            // Most calls finish in their first poll; those need no timer.
+            if let Poll::Ready(outcome) = poll_fn(|c| Poll::Ready(call.as_mut().poll(c))).await {
+                return outcome;
+            }
+            let timer = pin!(self.clock.sleep_until(deadline));
+            if let Either::Left((outcome, _)) = select(call, timer).await {
+                return outcome;
+            }
+            "was dropped unfinished"
+        };
+        // A grace too long to add to an instant: answer at the deadline.
+        let answer_at = deadline.checked_add(self.grace).unwrap_or(deadline);
+        self.clock.sleep_until(answer_at).await;
+        Err(passed(cx.rpc.method.as_str(), what))
+    }
+}
+
+#[cfg(test)]
+mod tests;
