@@ -189,8 +189,14 @@ fn calls_fail_promptly_when_an_shm_server_is_killed() {
                         loop {
                             match client.echo(req.clone()).await {
                                 Ok(_) => ok += 1,
+                                // The session's hang-up fails the calls on it (I/O),
+                                // then connects fail, and once ten did in a row the
+                                // instance's breaker is open and calls fail at once.
                                 Err(ClientError::Rpc(e))
-                                    if matches!(e.kind(), ErrorKind::Io | ErrorKind::Connect) =>
+                                    if matches!(
+                                        e.kind(),
+                                        ErrorKind::Io | ErrorKind::Connect | ErrorKind::CircuitOpen
+                                    ) =>
                                 {
                                     return (ok, e.to_string());
                                 }
