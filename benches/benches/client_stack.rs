@@ -15,9 +15,9 @@ use criterion::{Criterion, criterion_group, criterion_main};
 use examples::echo::{EchoServiceClient, EchoServiceEchoResult, Request, Response};
 use thrift_codec::{Binary, Codec, LinkBuffer, MessageHeader, MessageType, Utf8Bytes};
 use volo_core::client::{
-    BackupDelay, BackupLayer, BackupPolicy, BalanceLayer, Client, ClientContext, ClientRequest,
-    ClientResponse, Error, Instance, RetryLayer, RetryPolicy, StaticDiscover, TimeoutLayer,
-    WeightedRandom,
+    BackupDelay, BackupLayer, BackupPolicy, BalanceLayer, BreakerConfig, Client, ClientContext,
+    ClientRequest, ClientResponse, Error, Instance, InstanceBreakers, RetryLayer, RetryPolicy,
+    ServiceBreakerLayer, StaticDiscover, TimeoutLayer, WeightedRandom,
 };
 use volo_core::codec::Protocol;
 use volo_core::context::Address;
@@ -109,6 +109,22 @@ fn layers(c: &mut Criterion) {
 
     let balance = typed(BalanceLayer::new(instances(), WeightedRandom::with_seed(1)).layer(mock()));
     g.bench_function("balance", |b| b.iter_custom(|n| run(&rt, &balance, n)));
+
+    let breakers = typed(
+        BalanceLayer::new(instances(), WeightedRandom::with_seed(1))
+            .with_breakers(InstanceBreakers::new(BreakerConfig::instance()))
+            .layer(mock()),
+    );
+    g.bench_function("balance + instance breakers", |b| {
+        b.iter_custom(|n| run(&rt, &breakers, n))
+    });
+
+    let service_breaker = typed(
+        ServiceBreakerLayer::new(BreakerConfig::service()).layer(Addressed { inner: mock() }),
+    );
+    g.bench_function("service breaker", |b| {
+        b.iter_custom(|n| run(&rt, &service_breaker, n))
+    });
 
     let timeout =
         typed(TimeoutLayer::new(Some(Duration::from_secs(10))).layer(Addressed { inner: mock() }));
