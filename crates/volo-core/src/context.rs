@@ -21,8 +21,9 @@
 use std::borrow::Cow;
 use std::fmt;
 use std::net::SocketAddr;
-use std::path::PathBuf;
+use std::path::Path;
 use std::str::FromStr;
+use std::sync::Arc;
 use std::time::Instant;
 
 use thrift_codec::Utf8Bytes;
@@ -43,10 +44,10 @@ pub const PREFIX_BACKWARD: &str = "RPC_BACKWARD_";
 pub enum Address {
     /// A TCP address.
     Tcp(SocketAddr),
-    /// A Unix-domain socket path.
-    Unix(PathBuf),
-    /// A shared-memory session's control socket path.
-    Shm(PathBuf),
+    /// A Unix-domain socket path (shared: an address is cloned on every call).
+    Unix(Arc<Path>),
+    /// A shared-memory session's control socket path (shared, likewise).
+    Shm(Arc<Path>),
 }
 
 /// An address string that is none of the accepted forms.
@@ -62,7 +63,7 @@ impl FromStr for Address {
             if p.is_empty() {
                 Err(AddressError(s.to_string()))
             } else {
-                Ok(PathBuf::from(p))
+                Ok(Arc::from(Path::new(p)))
             }
         };
         if let Some(p) = s.strip_prefix("unix:") {
@@ -302,9 +303,12 @@ mod tests {
         assert_eq!("[::1]:9".parse::<Address>().unwrap().to_string(), "[::1]:9");
         assert_eq!(
             "unix:/tmp/a.sock".parse(),
-            Ok(Address::Unix("/tmp/a.sock".into()))
+            Ok(Address::Unix(Path::new("/tmp/a.sock").into()))
         );
-        assert_eq!("shm:/tmp/s".parse(), Ok(Address::Shm("/tmp/s".into())));
+        assert_eq!(
+            "shm:/tmp/s".parse(),
+            Ok(Address::Shm(Path::new("/tmp/s").into()))
+        );
         for bad in ["", "unix:", "shm:", "localhost", "1.2.3.4", "tcp://x:1"] {
             assert!(bad.parse::<Address>().is_err(), "{bad:?}");
         }

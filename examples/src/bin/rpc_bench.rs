@@ -1,6 +1,6 @@
 //! `rpc-bench [--transports tokio,netpoll,uds,shm] [--concurrency N] [--size BYTES]
 //! [--duration SECS] [--framing ttheader|framed|buffered] [--protocol binary|compact]
-//! [--multiplex]`:
+//! [--multiplex] [--stack default|bare]`:
 //! EchoService server and client in one process, one closed-loop run per transport, a
 //! progress bar while each runs, then a table and one line per transport:
 //! `transport=<name> qps=<n> p50_us=<n> p99_us=<n> p999_us=<n> errors=<n>`.
@@ -14,6 +14,11 @@
 //! The server runs on a tokio runtime with one worker thread of its own, the client on
 //! another: a server and its clients in two processes would not share threads either.
 //! Compare the rows with each other; they share the machine's cores.
+//!
+//! `--stack` picks the client's stack: `default` (what `EchoServiceClient::builder()`
+//! builds: timeout, service breaker, retry, backup, balancer with instance breakers)
+//! or `bare` (the transport with only the balancer that names the instance above it):
+//! the two in one run give what the default stack costs.
 
 use std::time::Duration;
 
@@ -22,14 +27,18 @@ use examples::echo::EchoServiceClient;
 use examples::echo_service::{EchoCall, RunningEcho};
 use examples::load::{Plan, Report, closed_loop, progress_wanted};
 use examples::options;
-use volo_core::client::ClientConfig;
+use volo_core::client::{
+    BalanceLayer, Client, ClientConfig, ClientContext, ClientRequest, ClientResponse, Error,
+    Instance, StaticDiscover, Transport, WeightedRandom,
+};
 use volo_core::codec::{Framing, Protocol};
 use volo_core::context::Address;
+use volo_core::service::{Layer, Service};
 use volo_core::transport::TransportKind;
 
 const HELP: &str = "usage: rpc-bench [--transports tokio,netpoll,uds,shm] [--concurrency N] \
 [--size BYTES] [--duration SECS] [--framing ttheader|framed|buffered] [--protocol binary|compact] \
-[--multiplex]";
+[--multiplex] [--stack default|bare]";
 
 fn main() {
     if let Err(e) = run() {
@@ -45,6 +54,8 @@ struct Settings {
     framing: Framing,
     protocol: Protocol,
     multiplex: bool,
+    /// The default client stack, or the bare transport.
+    bare: bool,
 }
 
 fn run() -> Result<(), Usage> {
@@ -58,6 +69,7 @@ fn run() -> Result<(), Usage> {
         "size",
         "duration",
         "framing",
+        "stack",
         "protocol",
         "multiplex",
     ])?;
@@ -80,6 +92,11 @@ fn run() -> Result<(), Usage> {
         framing: options::framing(&args.get("framing", "ttheader".to_string())?)?,
         protocol: options::protocol(&args.get("protocol", "binary".to_string())?)?,
         multiplex: args.flag("multiplex"),
+        bare: match args.get("stack", "default".to_string())?.as_str() {
+            "default" => false,
+            "bare" => true,
+            other => return Err(Usage(format!("--stack {other:?}: default or bare"))),
+        },
     };
     if settings.multiplex && settings.framing != Framing::TTHeader {
         return Err(Usage("--multiplex needs --framing ttheader".into()));
@@ -141,9 +158,9 @@ fn bench_one(transport: &str, s: &Settings) -> Result<Report, Usage> {
             let path = dir.join("echo.sock");
             let _ = std::fs::remove_file(&path);
             if transport == "shm" {
-                (TransportKind::Netpoll, Address::Shm(path))
+                (TransportKind::Netpoll, Address::Shm(path.into()))
             } else {
-                (TransportKind::Netpoll, Address::Unix(path))
+                (TransportKind::Netpoll, Address::Unix(path.into()))
             }
         }
     };
@@ -161,25 +178,29 @@ fn bench_one(transport: &str, s: &Settings) -> Result<Report, Usage> {
             multiplex: s.multiplex,
             ..ClientConfig::default()
         };
-        let client = EchoServiceClient::builder()
-            .address(addr.clone())
-            .config(config)
-            .build()
-            .map_err(|e| Usage(format!("{transport}: client: {e}")))?;
-        let call = EchoCall::new(client, s.size);
         let plan = Plan {
             concurrency: s.concurrency,
             warmup: Duration::from_secs(1),
             duration: s.duration,
             progress: progress_wanted(),
         };
-        Ok::<_, Usage>(
-            closed_loop(plan, transport, move || {
-                let call = call.clone();
-                async move { call.call().await }
-            })
-            .await,
-        )
+        let failed = |e: std::io::Error| Usage(format!("{transport}: client: {e}"));
+        if s.bare {
+            let transport_only = Transport::new(config).map_err(failed)?;
+            let stack = BalanceLayer::new(
+                StaticDiscover::new([Instance::new(addr.clone())]),
+                WeightedRandom::default(),
+            )
+            .layer(transport_only);
+            let client = EchoServiceClient::new(Client::new("EchoService", stack));
+            return Ok(load(EchoCall::new(client, s.size), plan, transport).await);
+        }
+        let client = EchoServiceClient::builder()
+            .address(addr.clone())
+            .config(config)
+            .build()
+            .map_err(failed)?;
+        Ok::<_, Usage>(load(EchoCall::new(client, s.size), plan, transport).await)
     })?;
     drop(client_rt);
     server
@@ -187,6 +208,22 @@ fn bench_one(transport: &str, s: &Settings) -> Result<Report, Usage> {
         .map_err(|e| Usage(format!("{transport}: stopping the server: {e}")))?;
     let _ = std::fs::remove_dir_all(&dir);
     Ok(report)
+}
+
+/// The closed loop over `call`'s client, whatever its stack.
+async fn load<T>(call: EchoCall<T>, plan: Plan, label: &str) -> Report
+where
+    T: Service<ClientContext, ClientRequest, Response = ClientResponse, Error = Error>
+        + Clone
+        + Send
+        + Sync
+        + 'static,
+{
+    closed_loop(plan, label, move || {
+        let call = call.clone();
+        async move { call.call().await }
+    })
+    .await
 }
 
 fn localhost() -> std::net::SocketAddr {

@@ -557,7 +557,7 @@ fn calls_go_over_shared_memory() {
     let _ = std::fs::remove_dir_all(&dir);
     std::fs::create_dir_all(&dir).unwrap();
     let path = dir.join("echo.sock");
-    let at = Address::Shm(path.clone());
+    let at = Address::Shm(path.as_path().into());
     runtime().block_on(async {
         let mut server = start_on(ServerConfig::default(), &at).await;
         assert_eq!(server.address, at);

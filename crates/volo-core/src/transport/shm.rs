@@ -118,7 +118,7 @@ impl ShmConn {
     }
 
     pub(crate) fn peer(&self) -> Address {
-        Address::Shm(self.peer.clone())
+        Address::Shm(std::sync::Arc::from(self.peer.as_path()))
     }
 
     pub(crate) fn close(&self) {

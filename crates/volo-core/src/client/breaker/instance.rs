@@ -167,7 +167,10 @@ impl<C: Clock> InstanceBreakers<C> {
                 }))
             }
         };
-        let permit = entry.lock().breaker.try_acquire(self.shared.clock.now())?;
+        let permit = entry
+            .lock()
+            .breaker
+            .try_acquire_at(|| self.shared.clock.now())?;
         Some(InstancePermit {
             shared: Arc::clone(&self.shared),
             entry,

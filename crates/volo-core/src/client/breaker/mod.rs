@@ -230,7 +230,7 @@ where
     type Error = Error;
 
     async fn call(&self, cx: &mut ClientContext, req: Req) -> Result<S::Response, Error> {
-        let admitted = lock(&self.breaker).try_acquire(self.clock.now());
+        let admitted = lock(&self.breaker).try_acquire_at(|| self.clock.now());
         let Some(permit) = admitted else {
             let name = cx.rpc.callee.service.to_string();
             return Err(Error::circuit_open(CircuitOpen::Service(name)));

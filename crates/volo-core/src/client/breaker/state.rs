@@ -202,9 +202,17 @@ impl Breaker {
 
     /// Leave for a call at `now`: always while closed, never while open, and while
     /// half-open as long as a trial slot is free (the permit then holds it).
+    #[cfg(test)]
     pub(crate) fn try_acquire(&mut self, now: Instant) -> Option<Permit> {
+        self.try_acquire_at(|| now)
+    }
+
+    /// [`try_acquire`](Self::try_acquire), reading the time only when the phase needs
+    /// it (an open breaker checks whether its open time is over): a closed breaker,
+    /// the common case, lets a call through without a clock read.
+    pub(crate) fn try_acquire_at(&mut self, now: impl FnOnce() -> Instant) -> Option<Permit> {
         if let Phase::Open { until } = self.phase {
-            if now < until {
+            if now() < until {
                 return None;
             }
             self.enter(Phase::HalfOpen {
