@@ -3,18 +3,19 @@
 //!
 //! - `Tag`, around the whole call (`ClientBuilder::layer`): stamps every call with a
 //!   persistent `tenant` metainfo value and counts calls.
-//! - `Attempts`, around each attempt (`ClientBuilder::layer_inner`, below the
-//!   balancer): sees the instance each attempt went to and whether it failed.
+//! - `CountAttempts` (from `examples::attempts`, a layer of the same shape), around
+//!   each attempt (`ClientBuilder::layer_inner`, below the balancer): sees the
+//!   instance each attempt went to and whether it failed.
 //!
 //! It serves EchoService on 127.0.0.1, builds a client over two instances (the server,
 //! and a port where nothing listens), makes calls, and prints what the layers saw: each
-//! call once in `Tag`; in `Attempts`, the failed connects to the dead port, each
+//! call once in `Tag`; per instance, the failed connects to the dead port, each
 //! followed by a retry on the live one. It exits with status 1 if anything differs
 //! from that.
 
-use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex, PoisonError};
 
+use examples::attempts::InstanceCounts;
 use examples::echo::{EchoServiceClient, EchoServiceServer, Request};
 use examples::echo_service::Echo;
 use volo_core::client::{ClientContext, ClientRequest, ClientResponse, Error};
@@ -47,42 +48,6 @@ where
     }
 }
 
-/// Around each attempt: what each instance was asked, and how it went.
-struct Attempts<S> {
-    inner: S,
-    seen: Arc<Mutex<BTreeMap<String, (u64, u64)>>>,
-}
-
-impl<S> Service<ClientContext, ClientRequest> for Attempts<S>
-where
-    S: Service<ClientContext, ClientRequest, Response = ClientResponse, Error = Error> + Sync,
-{
-    type Response = ClientResponse;
-    type Error = Error;
-
-    async fn call(
-        &self,
-        cx: &mut ClientContext,
-        req: ClientRequest,
-    ) -> Result<ClientResponse, Error> {
-        // The balancer above picked the instance already.
-        let instance = cx
-            .rpc
-            .callee
-            .address
-            .as_ref()
-            .map_or_else(|| "none".to_string(), ToString::to_string);
-        let out = self.inner.call(cx, req).await;
-        let mut seen = self.seen.lock().unwrap_or_else(PoisonError::into_inner);
-        let (ok, failed) = seen.entry(instance).or_default();
-        match out {
-            Ok(_) => *ok += 1,
-            Err(_) => *failed += 1,
-        }
-        out
-    }
-}
-
 #[tokio::main]
 async fn main() {
     let server = Server::new(EchoServiceServer::new(Echo::default()))
@@ -99,8 +64,8 @@ async fn main() {
     );
 
     let calls = Arc::new(Mutex::new(0));
-    let seen = Arc::new(Mutex::new(BTreeMap::new()));
-    let (c, s) = (Arc::clone(&calls), Arc::clone(&seen));
+    let counts = InstanceCounts::new([&live, &dead]);
+    let c = Arc::clone(&calls);
     let client = EchoServiceClient::builder()
         .addresses([live.clone(), dead.clone()])
         .layer(layer_fn(move |inner| Tag {
@@ -108,10 +73,7 @@ async fn main() {
             tenant: "t1",
             calls: Arc::clone(&c),
         }))
-        .layer_inner(layer_fn(move |inner| Attempts {
-            inner,
-            seen: Arc::clone(&s),
-        }))
+        .layer_inner(counts.layer())
         .build()
         .expect("a client");
 
@@ -132,13 +94,23 @@ async fn main() {
         }
     }
     let calls = *calls.lock().unwrap_or_else(PoisonError::into_inner);
-    let seen = seen.lock().unwrap_or_else(PoisonError::into_inner).clone();
+    let seen = counts.snapshot();
     println!("calls the outer layer saw: {calls}");
-    for (instance, (good, failed)) in &seen {
-        println!("attempts on {instance}: {good} answered, {failed} failed");
+    for (instance, c) in &seen {
+        println!(
+            "attempts on {instance}: {} answered, {} failed",
+            c.ok, c.failed
+        );
     }
-    let (live_ok, live_failed) = seen.get(&live.to_string()).copied().unwrap_or_default();
-    let (dead_ok, dead_failed) = seen.get(&dead.to_string()).copied().unwrap_or_default();
+    let of = |addr: &Address| {
+        let addr = addr.to_string();
+        seen.iter()
+            .find(|(a, _)| *a == addr)
+            .map(|(_, c)| (c.ok, c.failed))
+            .unwrap_or_default()
+    };
+    let (live_ok, live_failed) = of(&live);
+    let (dead_ok, dead_failed) = of(&dead);
     // Every call answered by the live instance; each attempt on the dead one failed
     // (its connect was refused) and was retried there.
     ok &= calls == 10 && live_ok == 10 && live_failed == 0 && dead_ok == 0;
