@@ -18,7 +18,11 @@
 //! `--stack` picks the client's stack: `default` (what `EchoServiceClient::builder()`
 //! builds: timeout, service breaker, retry, backup, balancer with instance breakers)
 //! or `bare` (the transport with only the balancer that names the instance above it):
-//! the two in one run give what the default stack costs.
+//! the two in one run give what the default stack costs. After the transport lines,
+//! `client_cpu transport=<name> ns_per_call=<n>` gives the CPU time (user and system)
+//! of the client runtime's thread per call over the measured window, read from
+//! `/proc` (10 ms ticks): the client's cost per call, which the server's share of the
+//! cores does not blur as much as the calls per second.
 
 use std::time::Duration;
 
@@ -120,9 +124,11 @@ fn run() -> Result<(), Usage> {
         std::thread::available_parallelism().map_or(1, |n| n.get())
     );
     let mut rows = Vec::new();
+    let mut cpu = Vec::new();
     for t in &transports {
-        let report = bench_one(t, &settings)?;
+        let (report, per_call) = bench_one(t, &settings)?;
         rows.push((t.clone(), report));
+        cpu.push((t.clone(), per_call));
     }
     println!();
     println!(
@@ -144,11 +150,16 @@ fn run() -> Result<(), Usage> {
     for (t, r) in &rows {
         println!("transport={t} {}", r.line());
     }
+    for (t, per_call) in cpu {
+        if let Some(ns) = per_call {
+            println!("client_cpu transport={t} ns_per_call={ns}");
+        }
+    }
     Ok(())
 }
 
 /// One transport: a fresh server and client, a closed-loop run, both stopped.
-fn bench_one(transport: &str, s: &Settings) -> Result<Report, Usage> {
+fn bench_one(transport: &str, s: &Settings) -> Result<(Report, Option<u64>), Usage> {
     let dir = std::env::temp_dir().join(format!("rpc-bench-{}", std::process::id()));
     let (io, addr) = match transport {
         "tokio" => (TransportKind::Tokio, Address::Tcp(localhost())),
@@ -164,11 +175,11 @@ fn bench_one(transport: &str, s: &Settings) -> Result<Report, Usage> {
             }
         }
     };
-    let server_rt = runtime()?;
+    let server_rt = runtime("rpcb-server")?;
     let server = RunningEcho::start(&server_rt, io, &addr)
         .map_err(|e| Usage(format!("{transport}: binding {addr}: {e}")))?;
     let addr = server.addr.clone();
-    let client_rt = runtime()?;
+    let client_rt = runtime(CLIENT_THREAD)?;
     let report = client_rt.block_on(async {
         let config = ClientConfig {
             framing: s.framing,
@@ -210,8 +221,30 @@ fn bench_one(transport: &str, s: &Settings) -> Result<Report, Usage> {
     Ok(report)
 }
 
-/// The closed loop over `call`'s client, whatever its stack.
-async fn load<T>(call: EchoCall<T>, plan: Plan, label: &str) -> Report
+/// The CPU time (user and system) the client runtime's threads have used so far, from
+/// `/proc/self/task/*/stat` (in clock ticks of 10 ms, Linux's `USER_HZ`); `None` where
+/// that cannot be read.
+fn client_cpu() -> Option<Duration> {
+    let mut ticks = 0u64;
+    for task in std::fs::read_dir("/proc/self/task").ok()? {
+        let dir = task.ok()?.path();
+        let comm = std::fs::read_to_string(dir.join("comm")).ok()?;
+        if comm.trim_end() != CLIENT_THREAD {
+            continue;
+        }
+        let stat = std::fs::read_to_string(dir.join("stat")).ok()?;
+        // After the command in parentheses: the state (field 3), ..., utime (14),
+        // stime (15).
+        let rest = &stat[stat.rfind(')')? + 1..];
+        let fields: Vec<&str> = rest.split_whitespace().collect();
+        ticks += fields.get(11)?.parse::<u64>().ok()? + fields.get(12)?.parse::<u64>().ok()?;
+    }
+    Some(Duration::from_millis(ticks * 10))
+}
+
+/// The closed loop over `call`'s client, whatever its stack, and the client's CPU time
+/// per call over the measured window, in nanoseconds.
+async fn load<T>(call: EchoCall<T>, plan: Plan, label: &str) -> (Report, Option<u64>)
 where
     T: Service<ClientContext, ClientRequest, Response = ClientResponse, Error = Error>
         + Clone
@@ -219,20 +252,39 @@ where
         + Sync
         + 'static,
 {
-    closed_loop(plan, label, move || {
+    // The CPU time when the window opens (after the warm-up), and when it closed.
+    let warmup = plan.warmup;
+    let at_start = tokio::spawn(async move {
+        tokio::time::sleep(warmup).await;
+        client_cpu()
+    });
+    let report = closed_loop(plan, label, move || {
         let call = call.clone();
         async move { call.call().await }
     })
-    .await
+    .await;
+    let end = client_cpu();
+    let start = at_start.await.ok().flatten();
+    let per_call = match (start, end) {
+        (Some(a), Some(b)) if report.calls > 0 => {
+            Some((b.saturating_sub(a).as_nanos() / u128::from(report.calls)) as u64)
+        }
+        _ => None,
+    };
+    (report, per_call)
 }
 
 fn localhost() -> std::net::SocketAddr {
     std::net::SocketAddr::from(([127, 0, 0, 1], 0))
 }
 
-fn runtime() -> Result<tokio::runtime::Runtime, Usage> {
+/// The name of the client runtime's thread, whose CPU time is measured.
+const CLIENT_THREAD: &str = "rpcb-client";
+
+fn runtime(name: &str) -> Result<tokio::runtime::Runtime, Usage> {
     tokio::runtime::Builder::new_multi_thread()
         .worker_threads(1)
+        .thread_name(name)
         .enable_all()
         .build()
         .map_err(|e| Usage(format!("runtime: {e}")))
