@@ -59,6 +59,7 @@ mod error;
 mod mock;
 mod mux;
 mod pool;
+mod random;
 mod request;
 pub mod retry;
 pub mod timeout;

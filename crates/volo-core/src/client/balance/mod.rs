@@ -10,9 +10,10 @@ pub use round_robin::{RoundRobin, WeightedRoundRobin};
 
 use std::collections::hash_map::DefaultHasher;
 use std::hash::{Hash, Hasher};
-use std::sync::atomic::{AtomicU64, Ordering};
+
 use std::sync::{Arc, Mutex, PoisonError};
 
+use crate::client::random::{Xorshift, random_seed};
 use crate::context::Address;
 
 mod layer;
@@ -97,12 +98,12 @@ pub trait LoadBalance: Send + Sync + 'static {
 /// Each instance in proportion to its weight (the default).
 #[derive(Debug)]
 pub struct WeightedRandom {
-    state: AtomicU64,
+    rng: Xorshift,
 }
 
 impl Default for WeightedRandom {
     fn default() -> Self {
-        WeightedRandom::with_seed(p2c::random_seed())
+        WeightedRandom::with_seed(random_seed())
     }
 }
 
@@ -110,19 +111,13 @@ impl WeightedRandom {
     /// A balancer whose choices follow from `seed` (for tests).
     pub fn with_seed(seed: u64) -> Self {
         WeightedRandom {
-            state: AtomicU64::new(seed | 1),
+            rng: Xorshift::new(seed),
         }
     }
 
-    /// The next number of a xorshift64* sequence (shared by all callers: a lost update
-    /// under contention only repeats a number, which a balancer can afford).
+    /// The next random number (shared by all callers).
     fn next(&self) -> u64 {
-        let mut x = self.state.load(Ordering::Relaxed);
-        x ^= x >> 12;
-        x ^= x << 25;
-        x ^= x >> 27;
-        self.state.store(x, Ordering::Relaxed);
-        x.wrapping_mul(0x2545_F491_4F6C_DD1D)
+        self.rng.next()
     }
 }
 

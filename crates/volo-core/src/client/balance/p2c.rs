@@ -1,18 +1,12 @@
 //! Power of two choices: of two instances taken at random, the less loaded.
 
 use std::collections::{HashMap, HashSet};
-use std::hash::{BuildHasher, RandomState};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{PoisonError, RwLock};
 
 use super::{Instance, LoadBalance, WeightedRandom};
+use crate::client::random::random_seed;
 use crate::context::Address;
-
-/// A random number that differs between calls and processes (std's hash keys are
-/// random per process and move on per call).
-pub(super) fn random_seed() -> u64 {
-    RandomState::new().hash_one(0x5EED_u64)
-}
 
 /// Power of two choices: takes two distinct instances at random (uniformly among
 /// those with a weight above 0) and picks the one with fewer calls in flight per unit

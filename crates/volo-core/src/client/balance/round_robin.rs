@@ -5,8 +5,8 @@ use std::collections::HashMap;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Mutex, PoisonError};
 
-use super::p2c::random_seed;
 use super::{Instance, LoadBalance};
+use crate::client::random::random_seed;
 use crate::context::Address;
 
 /// Each instance with a weight above 0 in turn, whatever its weight.

@@ -1,9 +1,8 @@
 //! How long to wait before a retry, and the randomness that spreads the waits.
 
-use std::collections::hash_map::RandomState;
-use std::hash::{BuildHasher, Hasher};
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
+
+use crate::client::random::Xorshift;
 
 /// The wait before each retry.
 ///
@@ -40,7 +39,7 @@ impl Default for Backoff {
 impl Backoff {
     /// The wait before retry `retry` (1 for the first), drawing from `jitter` when the
     /// wait is random.
-    pub(crate) fn delay(&self, retry: u32, jitter: &Jitter) -> Duration {
+    pub(crate) fn delay(&self, retry: u32, jitter: &Xorshift) -> Duration {
         match *self {
             Backoff::None => Duration::ZERO,
             Backoff::Fixed(d) => d,
@@ -58,41 +57,13 @@ impl Backoff {
     }
 }
 
-/// A xorshift64* sequence shared by the clones of one layer: cheap, no dependency, and
-/// good enough to spread waits (a lost update under contention only repeats a number).
-#[derive(Debug)]
-pub(crate) struct Jitter {
-    state: AtomicU64,
-}
-
-impl Jitter {
-    /// A sequence starting from `seed`, or from a per-process random seed.
-    pub(crate) fn new(seed: Option<u64>) -> Self {
-        let seed = seed.unwrap_or_else(|| RandomState::new().build_hasher().finish());
-        Jitter {
-            // Xorshift never leaves zero.
-            state: AtomicU64::new(seed | 1),
-        }
-    }
-
-    /// The next number.
-    pub(crate) fn next(&self) -> u64 {
-        let mut x = self.state.load(Ordering::Relaxed);
-        x ^= x >> 12;
-        x ^= x << 25;
-        x ^= x >> 27;
-        self.state.store(x, Ordering::Relaxed);
-        x.wrapping_mul(0x2545_F491_4F6C_DD1D)
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
 
     #[test]
     fn exponential_waits_stay_under_a_doubling_cap() {
-        let jitter = Jitter::new(Some(7));
+        let jitter = Xorshift::new(7);
         let b = Backoff::Exponential {
             base: Duration::from_millis(10),
             max: Duration::from_millis(50),
@@ -115,7 +86,7 @@ mod tests {
 
     #[test]
     fn fixed_and_none_do_not_draw() {
-        let jitter = Jitter::new(Some(1));
+        let jitter = Xorshift::new(1);
         let d = Duration::from_millis(3);
         assert_eq!(Backoff::Fixed(d).delay(5, &jitter), d);
         assert_eq!(Backoff::None.delay(1, &jitter), Duration::ZERO);
@@ -123,7 +94,7 @@ mod tests {
 
     #[test]
     fn one_seed_gives_one_sequence() {
-        let (a, b) = (Jitter::new(Some(42)), Jitter::new(Some(42)));
+        let (a, b) = (Xorshift::new(42), Xorshift::new(42));
         let xs: Vec<u64> = (0..8).map(|_| a.next()).collect();
         let ys: Vec<u64> = (0..8).map(|_| b.next()).collect();
         assert_eq!(xs, ys);

@@ -2,8 +2,8 @@
 
 use std::sync::Arc;
 
-use super::backoff::Jitter;
 use super::{BUDGET_MAX, Retry, RetryBudget, RetryPolicy};
+use crate::client::random::{Xorshift, random_seed};
 use crate::clock::{Clock, SystemClock};
 use crate::service::Layer;
 
@@ -13,7 +13,7 @@ use crate::service::Layer;
 pub struct RetryLayer<C = SystemClock> {
     policy: RetryPolicy,
     budget: Arc<RetryBudget>,
-    jitter: Arc<Jitter>,
+    jitter: Arc<Xorshift>,
     clock: C,
 }
 
@@ -22,7 +22,9 @@ impl RetryLayer {
     pub fn new(policy: RetryPolicy) -> Self {
         RetryLayer {
             budget: Arc::new(RetryBudget::new(policy.budget_ratio, BUDGET_MAX)),
-            jitter: Arc::new(Jitter::new(policy.jitter_seed)),
+            jitter: Arc::new(Xorshift::new(
+                policy.jitter_seed.unwrap_or_else(random_seed),
+            )),
             policy,
             clock: SystemClock,
         }

@@ -41,7 +41,7 @@ pub use policy::RetryPolicy;
 use std::sync::Arc;
 use std::time::Duration;
 
-use backoff::Jitter;
+use crate::client::random::Xorshift;
 
 use super::{ClientContext, ClientRequest, ClientResponse, Error};
 use crate::clock::{Clock, SystemClock};
@@ -120,7 +120,7 @@ pub struct Retry<S, C = SystemClock> {
     inner: S,
     policy: Arc<RetryPolicy>,
     budget: Arc<RetryBudget>,
-    jitter: Arc<Jitter>,
+    jitter: Arc<Xorshift>,
     clock: C,
 }
 
