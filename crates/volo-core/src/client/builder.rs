@@ -49,6 +49,14 @@ impl<S> MakeClient<S> for Untyped {
 /// are outermost.
 #[must_use]
 pub struct ClientBuilder<M, O = Identity, I = Identity> {
+    settings: Settings,
+    outer: O,
+    inner: I,
+    make: std::marker::PhantomData<fn() -> M>,
+}
+
+/// What a builder knows besides its layers (which change its type as they are added).
+struct Settings {
     service: Cow<'static, str>,
     discover: Option<Arc<dyn Discover>>,
     balance: Option<Arc<dyn LoadBalance>>,
@@ -58,16 +66,13 @@ pub struct ClientBuilder<M, O = Identity, I = Identity> {
     idempotent: Vec<String>,
     service_breaker: BreakerConfig,
     instance_breaker: Option<BreakerConfig>,
-    outer: O,
-    inner: I,
-    make: std::marker::PhantomData<fn() -> M>,
 }
 
 impl<M, O: std::fmt::Debug, I: std::fmt::Debug> std::fmt::Debug for ClientBuilder<M, O, I> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("ClientBuilder")
-            .field("service", &self.service)
-            .field("config", &self.config)
+            .field("service", &self.settings.service)
+            .field("config", &self.settings.config)
             .field("outer", &self.outer)
             .field("inner", &self.inner)
             .finish_non_exhaustive()
@@ -79,15 +84,17 @@ impl<M> ClientBuilder<M> {
     /// the default settings and no instances yet.
     pub fn new(service: impl Into<Cow<'static, str>>) -> Self {
         ClientBuilder {
-            service: service.into(),
-            discover: None,
-            balance: None,
-            config: ClientConfig::default(),
-            retry: RetryPolicy::default(),
-            backup: None,
-            idempotent: Vec::new(),
-            service_breaker: BreakerConfig::service(),
-            instance_breaker: Some(BreakerConfig::instance()),
+            settings: Settings {
+                service: service.into(),
+                discover: None,
+                balance: None,
+                config: ClientConfig::default(),
+                retry: RetryPolicy::default(),
+                backup: None,
+                idempotent: Vec::new(),
+                service_breaker: BreakerConfig::service(),
+                instance_breaker: Some(BreakerConfig::instance()),
+            },
             outer: Identity,
             inner: Identity,
             make: std::marker::PhantomData,
@@ -108,19 +115,19 @@ impl<M, O, I> ClientBuilder<M, O, I> {
 
     /// The instances `discover` finds, asked on each attempt.
     pub fn discover(mut self, discover: impl Discover) -> Self {
-        self.discover = Some(Arc::new(discover));
+        self.settings.discover = Some(Arc::new(discover));
         self
     }
 
     /// How an instance is picked for each attempt. Default [`WeightedRandom`].
     pub fn load_balance(mut self, balance: impl LoadBalance) -> Self {
-        self.balance = Some(Arc::new(balance));
+        self.settings.balance = Some(Arc::new(balance));
         self
     }
 
     /// Replaces the settings.
     pub fn config(mut self, config: ClientConfig) -> Self {
-        self.config = config;
+        self.settings.config = config;
         self
     }
 
@@ -129,21 +136,23 @@ impl<M, O, I> ClientBuilder<M, O, I> {
     /// they are on. Without marks only calls that never left (failed connects) are
     /// retried.
     pub fn idempotent<T: Into<String>>(mut self, methods: impl IntoIterator<Item = T>) -> Self {
-        self.idempotent.extend(methods.into_iter().map(Into::into));
+        self.settings
+            .idempotent
+            .extend(methods.into_iter().map(Into::into));
         self
     }
 
     /// The failure retry policy. Default [`RetryPolicy::default`]: up to 2 retries,
     /// exponential backoff from 10 ms with jitter, a budget of 10% extra calls.
     pub fn retry(mut self, policy: RetryPolicy) -> Self {
-        self.retry = policy;
+        self.settings.retry = policy;
         self
     }
 
     /// Turns backup requests on, for the methods marked idempotent (here or in the
     /// policy). Default off.
     pub fn backup(mut self, policy: BackupPolicy) -> Self {
-        self.backup = Some(policy);
+        self.settings.backup = Some(policy);
         self
     }
 
@@ -151,36 +160,28 @@ impl<M, O, I> ClientBuilder<M, O, I> {
     /// [`ErrorKind::CircuitOpen`](super::ErrorKind::CircuitOpen). Default
     /// [`BreakerConfig::service`]; [`BreakerConfig::disabled`] turns it off.
     pub fn service_breaker(mut self, config: BreakerConfig) -> Self {
-        self.service_breaker = config;
+        self.settings.service_breaker = config;
         self
     }
 
     /// The breakers of each instance: the balancer skips an instance whose breaker is
     /// open. Default [`BreakerConfig::instance`]; `None` turns them off.
     pub fn instance_breaker(mut self, config: Option<BreakerConfig>) -> Self {
-        self.instance_breaker = config;
+        self.settings.instance_breaker = config;
         self
     }
 
     /// The service name sent as the callee (the IDL's by default for generated
     /// clients).
     pub fn service_name(mut self, service: impl Into<Cow<'static, str>>) -> Self {
-        self.service = service.into();
+        self.settings.service = service.into();
         self
     }
 
     /// Adds `layer` around the whole call, inside the layers added so far.
     pub fn layer<L>(self, layer: L) -> ClientBuilder<M, Stack<L, O>, I> {
         ClientBuilder {
-            service: self.service,
-            discover: self.discover,
-            balance: self.balance,
-            config: self.config,
-            retry: self.retry,
-            backup: self.backup,
-            idempotent: self.idempotent,
-            service_breaker: self.service_breaker,
-            instance_breaker: self.instance_breaker,
+            settings: self.settings,
             outer: Stack::new(layer, self.outer),
             inner: self.inner,
             make: self.make,
@@ -191,15 +192,7 @@ impl<M, O, I> ClientBuilder<M, O, I> {
     /// `cx.rpc.callee.address`), inside the inner layers added so far.
     pub fn layer_inner<L>(self, layer: L) -> ClientBuilder<M, O, Stack<L, I>> {
         ClientBuilder {
-            service: self.service,
-            discover: self.discover,
-            balance: self.balance,
-            config: self.config,
-            retry: self.retry,
-            backup: self.backup,
-            idempotent: self.idempotent,
-            service_breaker: self.service_breaker,
-            instance_breaker: self.instance_breaker,
+            settings: self.settings,
             outer: self.outer,
             inner: Stack::new(layer, self.inner),
             make: self.make,
@@ -215,7 +208,7 @@ impl<M, O, I> ClientBuilder<M, O, I> {
         O: Layer<DefaultStack<I::Service>>,
         M: MakeClient<O::Service>,
     {
-        let transport = Transport::new(self.config.clone())?;
+        let transport = Transport::new(self.settings.config.clone())?;
         self.build_on(transport)
     }
 
@@ -228,30 +221,31 @@ impl<M, O, I> ClientBuilder<M, O, I> {
         O: Layer<DefaultStack<I::Service>>,
         M: MakeClient<O::Service>,
     {
-        let discover = self.discover.ok_or_else(|| {
+        let s = self.settings;
+        let discover = s.discover.ok_or_else(|| {
             io::Error::new(
                 io::ErrorKind::InvalidInput,
                 "a client needs an address, a list of addresses or a Discover",
             )
         })?;
-        let balance = self
+        let balance = s
             .balance
             .unwrap_or_else(|| Arc::new(WeightedRandom::default()));
         let attempt = self.inner.layer(bottom);
-        let breakers = self.instance_breaker.map(InstanceBreakers::new);
+        let breakers = s.instance_breaker.map(InstanceBreakers::new);
         let balanced = BalanceLayer::from_parts(discover, balance, breakers).layer(attempt);
-        let marks = self.idempotent;
+        let marks = s.idempotent;
         // Off: a policy with no method marked lets every call through untouched.
-        let backup = match self.backup {
+        let backup = match s.backup {
             Some(policy) => policy.idempotent(marks.iter().cloned()),
             None => BackupPolicy::default(),
         };
         let backed = BackupLayer::new(backup).layer(balanced);
-        let retried = RetryLayer::new(self.retry.idempotent(marks)).layer(backed);
-        let guarded = ServiceBreakerLayer::new(self.service_breaker).layer(retried);
-        let stack = TimeoutLayer::new(self.config.rpc_timeout).layer(guarded);
+        let retried = RetryLayer::new(s.retry.idempotent(marks)).layer(backed);
+        let guarded = ServiceBreakerLayer::new(s.service_breaker).layer(retried);
+        let stack = TimeoutLayer::new(s.config.rpc_timeout).layer(guarded);
         Ok(M::make_client(Client::new(
-            self.service,
+            s.service,
             self.outer.layer(stack),
         )))
     }
