@@ -33,6 +33,23 @@ pub trait Clock: Clone + Send + Sync + 'static {
     /// The current instant.
     fn now(&self) -> Instant;
 
+    /// The current instant to within a few milliseconds (a tick of the kernel's
+    /// clock), possibly earlier or later than [`now`](Clock::now) by that much, read
+    /// more cheaply: for bookkeeping that counts events in buckets of a second or so
+    /// (breaker windows), never for deadlines. By default, [`now`](Clock::now).
+    fn now_coarse(&self) -> Instant {
+        self.now()
+    }
+
+    /// The current instant to within `tolerance`: the [coarse](Clock::now_coarse)
+    /// reading where its tick is no longer than `tolerance`, else [`now`](Clock::now).
+    /// For deadlines far enough away that a few milliseconds are a small share of
+    /// them. By default, [`now`](Clock::now).
+    fn now_within(&self, tolerance: Duration) -> Instant {
+        let _ = tolerance;
+        self.now()
+    }
+
     /// Completes at `deadline` (at once if it has passed).
     fn sleep_until(
         &self,
@@ -50,8 +67,91 @@ impl Clock for SystemClock {
         Instant::now()
     }
 
+    /// `CLOCK_MONOTONIC_COARSE` (the time at the kernel's last tick, which the vDSO
+    /// gives without reading the TSC: about a third of `Instant::now`'s cost on a
+    /// virtual machine), moved onto `Instant`'s scale by one pair of readings taken
+    /// the first time. Both clocks are `CLOCK_MONOTONIC` underneath, so the result is
+    /// within a tick of [`now`](Clock::now). Falls back to `now` if the clock cannot be
+    /// read.
+    fn now_coarse(&self) -> Instant {
+        coarse::now().unwrap_or_else(Instant::now)
+    }
+
+    fn now_within(&self, tolerance: Duration) -> Instant {
+        match coarse::tick() {
+            Some(tick) if tick <= tolerance => self.now_coarse(),
+            _ => Instant::now(),
+        }
+    }
+
     fn sleep_until(&self, deadline: Instant) -> impl Future<Output = ()> + Send + 'static + use<> {
         tokio::time::sleep_until(deadline.into())
+    }
+}
+
+/// The time from now until `deadline` on the system clock, to within 1% of it: the
+/// coarse clock is read, and the precise one too only when the deadline is too close
+/// for the coarse clock's tick.
+pub(crate) fn time_left(deadline: Instant) -> Duration {
+    if let (Some(tick), Some(now)) = (coarse::tick(), coarse::now()) {
+        let rough = deadline.saturating_duration_since(now);
+        if tick.saturating_mul(100) <= rough {
+            return rough;
+        }
+    }
+    deadline.saturating_duration_since(Instant::now())
+}
+
+mod coarse {
+    use std::sync::OnceLock;
+    use std::time::{Duration, Instant};
+
+    use nix::sys::time::TimeSpec;
+    use nix::time::{ClockId, clock_getres, clock_gettime};
+
+    const CLOCK: ClockId = ClockId::CLOCK_MONOTONIC_COARSE;
+
+    fn duration(ts: TimeSpec) -> Option<Duration> {
+        Some(Duration::new(
+            u64::try_from(ts.tv_sec()).ok()?,
+            u32::try_from(ts.tv_nsec()).ok()?,
+        ))
+    }
+
+    /// The coarse clock's reading and an `Instant` taken together, once, and the
+    /// coarse clock's tick.
+    struct Anchor {
+        at: Instant,
+        coarse: Duration,
+        tick: Duration,
+    }
+
+    fn anchor() -> Option<&'static Anchor> {
+        static ANCHOR: OnceLock<Option<Anchor>> = OnceLock::new();
+        ANCHOR
+            .get_or_init(|| {
+                let tick = duration(clock_getres(CLOCK).ok()?)?;
+                let coarse = duration(clock_gettime(CLOCK).ok()?)?;
+                Some(Anchor {
+                    at: Instant::now(),
+                    coarse,
+                    tick,
+                })
+            })
+            .as_ref()
+    }
+
+    pub(super) fn now() -> Option<Instant> {
+        let a = anchor()?;
+        let coarse = duration(clock_gettime(CLOCK).ok()?)?;
+        // The coarse clock never goes back, so this is the time since the anchor.
+        a.at.checked_add(coarse.saturating_sub(a.coarse))
+    }
+
+    /// How far apart two readings of the coarse clock are at least (and how far it
+    /// may be from the precise one).
+    pub(super) fn tick() -> Option<Duration> {
+        anchor().map(|a| a.tick)
     }
 }
 
@@ -194,6 +294,63 @@ mod tests {
             clock.sleep_until(t0).now_or_never().is_some(),
             "a past deadline"
         );
+    }
+
+    #[test]
+    fn the_coarse_system_clock_stays_within_a_tick_of_the_precise_one() {
+        // A kernel tick is at most 10 ms (HZ=100); allow for a descheduled thread
+        // between the two readings as well.
+        let slack = Duration::from_millis(50);
+        for _ in 0..1000 {
+            let before = SystemClock.now();
+            let coarse = SystemClock.now_coarse();
+            let after = SystemClock.now();
+            assert!(coarse + slack >= before, "{coarse:?} far behind {before:?}");
+            assert!(coarse <= after + slack, "{coarse:?} far ahead of {after:?}");
+        }
+        // And it moves: over 30 ms of real time it advances by some of it.
+        let start = SystemClock.now_coarse();
+        let real = Instant::now();
+        while real.elapsed() < Duration::from_millis(30) {
+            std::hint::spin_loop();
+        }
+        assert!(SystemClock.now_coarse() > start, "the coarse clock moved");
+    }
+
+    #[test]
+    fn the_time_left_is_within_one_percent() {
+        for left in [
+            Duration::ZERO,
+            Duration::from_millis(3),
+            Duration::from_secs(10),
+        ] {
+            let deadline = Instant::now() + left;
+            let got = time_left(deadline);
+            let slack = left / 100 + Duration::from_millis(50);
+            assert!(
+                got <= left + slack && got + slack >= left,
+                "{left:?}: {got:?}"
+            );
+        }
+        let past = Instant::now();
+        assert_eq!(time_left(past), Duration::ZERO, "a deadline gone by");
+    }
+
+    #[test]
+    fn now_within_a_tolerance_stays_within_it() {
+        let clock = SystemClock;
+        for tolerance in [Duration::ZERO, Duration::from_millis(100)] {
+            let before = clock.now();
+            let t = clock.now_within(tolerance);
+            let after = clock.now();
+            // Within the tolerance of the precise readings either side (and 50 ms of
+            // slack for a descheduled thread).
+            let slack = tolerance + Duration::from_millis(50);
+            assert!(t + slack >= before && t <= after + slack, "{tolerance:?}");
+        }
+        // A zero tolerance is the precise clock: never before an earlier reading.
+        let before = clock.now();
+        assert!(clock.now_within(Duration::ZERO) >= before);
     }
 
     #[test]

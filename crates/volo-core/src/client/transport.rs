@@ -5,7 +5,6 @@ use std::collections::HashMap;
 use std::fmt;
 use std::io;
 use std::sync::{Arc, Mutex, PoisonError};
-use std::time::Instant;
 
 use bytes::Bytes;
 use thrift_codec::{MessageHeader, MessageType, Utf8Bytes};
@@ -263,13 +262,34 @@ impl Transport {
         }
         if let Some(deadline) = cx.rpc.deadline {
             // Whole milliseconds left, at least 1: a call sent is worth a try.
-            let left = deadline.saturating_duration_since(Instant::now());
-            let ms = left.as_millis().max(1);
-            h.int_kv
-                .push((int_key::RPC_TIMEOUT, Utf8Bytes::from(ms.to_string())));
+            let left = crate::clock::time_left(deadline);
+            let ms = u64::try_from(left.as_millis()).unwrap_or(u64::MAX).max(1);
+            h.int_kv.push((int_key::RPC_TIMEOUT, timeout_value(ms)));
         }
         h
     }
+}
+
+/// `ms` in decimal, as TTHeader carries `RPC_TIMEOUT`. Calls of one client mostly send
+/// the same value (their timeout less the microseconds spent above the transport), so
+/// each thread keeps the last one made and hands out clones of it (a reference count)
+/// instead of formatting and allocating a string per call.
+fn timeout_value(ms: u64) -> Utf8Bytes {
+    thread_local! {
+        static LAST: std::cell::RefCell<Option<(u64, Utf8Bytes)>> =
+            const { std::cell::RefCell::new(None) };
+    }
+    LAST.with(|last| {
+        let mut last = last.borrow_mut();
+        match &*last {
+            Some((n, v)) if *n == ms => v.clone(),
+            _ => {
+                let v = Utf8Bytes::from(ms.to_string());
+                *last = Some((ms, v.clone()));
+                v
+            }
+        }
+    })
 }
 
 /// A request larger than the frame limit.
@@ -311,5 +331,19 @@ impl Service<ClientContext, ClientRequest> for Transport {
             self.inner.config.limits.max_frame,
         )
         .map_err(|e| e.with_instance(addr))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::timeout_value;
+
+    #[test]
+    fn the_rpc_timeout_value_is_the_decimal_milliseconds_whatever_came_before() {
+        assert_eq!(&*timeout_value(999), "999");
+        assert_eq!(&*timeout_value(999), "999", "the kept value");
+        assert_eq!(&*timeout_value(1), "1", "a new value replaces it");
+        assert_eq!(&*timeout_value(u64::MAX), u64::MAX.to_string());
+        assert_eq!(&*timeout_value(999), "999");
     }
 }
