@@ -4,10 +4,12 @@
 use std::collections::{HashMap, HashSet};
 use std::fmt;
 use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard, PoisonError, RwLock};
+use std::sync::{Arc, PoisonError, RwLock};
 use std::time::Instant;
 
-use super::state::{Breaker, BreakerConfig, BreakerState, Change, Outcome, Permit};
+use foldhash::fast::RandomState;
+
+use super::state::{Breaker, BreakerConfig, BreakerState, Change, Guarded, Outcome, Permit};
 use super::{cancelled, outcome};
 use crate::client::balance::Instance;
 use crate::client::error::Error;
@@ -50,28 +52,20 @@ pub struct InstanceBreakers<C: Clock = SystemClock> {
 struct Shared<C> {
     config: BreakerConfig,
     clock: C,
-    map: RwLock<HashMap<Address, Arc<Entry>>>,
+    /// Looked up on every attempt: a hasher seeded per process but far cheaper than
+    /// SipHash (the addresses come from this client's discovery, not from peers).
+    map: RwLock<HashMap<Address, Arc<Entry>, RandomState>>,
+    /// The map's length as of its last change, so that [`InstanceBreakers::retain`]
+    /// finds out that it has nothing to do without a lock.
+    len: AtomicUsize,
     /// Breakers in the map that are not closed: while there are none (the common
     /// case), [`InstanceBreakers::is_available`] takes no lock.
     not_closed: AtomicUsize,
 }
 
-/// One instance's breaker.
-#[derive(Debug)]
-struct Entry(Mutex<EntryState>);
-
-#[derive(Debug)]
-struct EntryState {
-    breaker: Breaker,
-    /// Dropped from the map: its changes no longer count in `not_closed`.
-    removed: bool,
-}
-
-impl Entry {
-    fn lock(&self) -> MutexGuard<'_, EntryState> {
-        self.0.lock().unwrap_or_else(PoisonError::into_inner)
-    }
-}
+/// An instance's breaker; the extra state under its lock says whether the instance
+/// was dropped from the map (its changes then no longer count in `not_closed`).
+type Entry = Guarded<bool>;
 
 impl<C: Clock> Clone for InstanceBreakers<C> {
     fn clone(&self) -> Self {
@@ -115,7 +109,8 @@ impl<C: Clock> InstanceBreakers<C> {
             shared: Arc::new(Shared {
                 config,
                 clock,
-                map: RwLock::new(HashMap::new()),
+                map: RwLock::new(HashMap::default()),
+                len: AtomicUsize::new(0),
                 not_closed: AtomicUsize::new(0),
             }),
         }
@@ -159,18 +154,14 @@ impl<C: Clock> InstanceBreakers<C> {
                     .unwrap_or_else(PoisonError::into_inner);
                 let now = self.shared.clock.now();
                 let config = &self.shared.config;
-                Arc::clone(map.entry(addr.clone()).or_insert_with(|| {
-                    Arc::new(Entry(Mutex::new(EntryState {
-                        breaker: Breaker::new(config.clone(), now),
-                        removed: false,
-                    })))
-                }))
+                let entry = Arc::clone(map.entry(addr.clone()).or_insert_with(|| {
+                    Arc::new(Guarded::new(Breaker::new(config.clone(), now), false))
+                }));
+                self.shared.len.store(map.len(), Ordering::Release);
+                entry
             }
         };
-        let permit = entry
-            .lock()
-            .breaker
-            .try_acquire_at(|| self.shared.clock.now())?;
+        let permit = entry.try_acquire_at(|| self.shared.clock.now())?;
         Some(InstancePermit {
             shared: Arc::clone(&self.shared),
             entry,
@@ -197,15 +188,8 @@ impl<C: Clock> InstanceBreakers<C> {
     /// map thus never holds more than the largest list plus the instances first used
     /// since the last call.
     pub fn retain(&self, instances: &[Instance]) {
-        {
-            let map = self
-                .shared
-                .map
-                .read()
-                .unwrap_or_else(PoisonError::into_inner);
-            if map.len() <= instances.len() {
-                return;
-            }
+        if self.shared.len.load(Ordering::Acquire) <= instances.len() {
+            return;
         }
         let keep: HashSet<&Address> = instances.iter().map(|i| &i.address).collect();
         let mut map = self
@@ -220,6 +204,7 @@ impl<C: Clock> InstanceBreakers<C> {
             }
             keep
         });
+        self.shared.len.store(map.len(), Ordering::Release);
     }
 
     /// Drops `addr`'s breaker (it comes back closed if the address is used again).
@@ -232,11 +217,12 @@ impl<C: Clock> InstanceBreakers<C> {
         if let Some(entry) = map.remove(addr) {
             self.mark_removed(&entry);
         }
+        self.shared.len.store(map.len(), Ordering::Release);
     }
 
     fn mark_removed(&self, entry: &Entry) {
         let mut e = entry.lock();
-        e.removed = true;
+        e.extra = true;
         if e.breaker.state(self.shared.clock.now()) != BreakerState::Closed {
             self.shared.not_closed.fetch_sub(1, Ordering::AcqRel);
         }
@@ -300,23 +286,26 @@ impl<C: Clock> InstancePermit<C> {
         } else {
             Outcome::Success
         };
-        self.finish(outcome);
+        self.finish(outcome, self.shared.clock.now_coarse());
     }
 
     /// The attempt ended with `result`: a success, a failure of the instance (see
     /// [`counts_as_failure`](super::counts_as_failure)), or an error that says nothing
     /// about it (only the trial slot, if any, is freed).
     pub fn record_result<T>(mut self, result: &Result<T, Error>) {
-        self.finish(outcome(result));
+        self.finish(outcome(result), self.shared.clock.now_coarse());
     }
 
-    fn finish(&mut self, outcome: Outcome) {
+    /// Counts `outcome` at `now` (a coarse reading is enough: it only picks the
+    /// window's bucket and, if the breaker opens, when its open time ends).
+    fn finish(&mut self, outcome: Outcome, now: Instant) {
         let Some(permit) = self.permit.take() else {
             return;
         };
         let mut e = self.entry.lock();
-        let change = e.breaker.finish(permit, outcome, self.shared.clock.now());
-        if e.removed {
+        let change = e.breaker.finish(permit, outcome, now);
+        let removed = e.extra;
+        if removed {
             return;
         }
         match change {
@@ -334,8 +323,8 @@ impl<C: Clock> InstancePermit<C> {
 impl<C: Clock> Drop for InstancePermit<C> {
     fn drop(&mut self) {
         if self.permit.is_some() {
-            let outcome = cancelled(self.deadline, self.shared.clock.now());
-            self.finish(outcome);
+            let now = self.shared.clock.now();
+            self.finish(cancelled(self.deadline, now), now);
         }
     }
 }

@@ -27,6 +27,16 @@
 //! [`consecutive_failures`](BreakerConfig::consecutive_failures) failures in a row.
 //! Which errors are failures is [`counts_as_failure`]'s rule.
 //!
+//! # Cost per call
+//!
+//! A closed breaker (the common case) lets a call through without a lock or a clock
+//! read: its phase is mirrored in an atomic. Counting the outcome takes the breaker's
+//! lock once and reads the clock's coarse time ([`Clock::now_coarse`]: the window's
+//! buckets are a second long, a few milliseconds do not matter). Deadlines, and whether
+//! an open spell is over, are judged on the precise clock.
+//!
+//! [`Clock::now_coarse`]: crate::clock::Clock::now_coarse
+//!
 //! # Defaults
 //!
 //! | | service ([`BreakerConfig::service`]) | instance ([`BreakerConfig::instance`]) |
@@ -88,14 +98,14 @@ pub use layer::ServiceBreakerLayer;
 pub use state::{BreakerConfig, BreakerState};
 
 use std::fmt;
-use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+use std::sync::Arc;
 use std::time::Instant;
 
 use super::ClientContext;
 use super::error::{Error, ErrorKind};
 use crate::clock::{Clock, SystemClock};
 use crate::service::Service;
-use state::{Breaker, Outcome, Permit};
+use state::{Breaker, Guarded, Outcome, Permit};
 
 /// Whether `error` counts against the callee (a service or an instance) in a breaker.
 ///
@@ -153,12 +163,6 @@ fn cancelled(deadline: Option<Instant>, now: Instant) -> Outcome {
     }
 }
 
-/// Locks a breaker (a panic elsewhere while it was held leaves it usable: its state is
-/// changed in single steps).
-fn lock(breaker: &Mutex<Breaker>) -> MutexGuard<'_, Breaker> {
-    breaker.lock().unwrap_or_else(PoisonError::into_inner)
-}
-
 /// The breaker of the callee service, around the layers below it: while open, calls
 /// fail at once with `Error::circuit_open(CircuitOpen::Service(name))` (the name from
 /// the context's `rpc.callee.service`) without reaching the inner service.
@@ -174,7 +178,7 @@ fn lock(breaker: &Mutex<Breaker>) -> MutexGuard<'_, Breaker> {
 /// [`ServiceBreakerLayer`].
 pub struct ServiceBreaker<S, C: Clock = SystemClock> {
     inner: S,
-    breaker: Arc<Mutex<Breaker>>,
+    breaker: Arc<Guarded<()>>,
     clock: C,
 }
 
@@ -184,14 +188,14 @@ impl<S, C: Clock> ServiceBreaker<S, C> {
         let now = clock.now();
         ServiceBreaker {
             inner,
-            breaker: Arc::new(Mutex::new(Breaker::new(config, now))),
+            breaker: Arc::new(Guarded::new(Breaker::new(config, now), ())),
             clock,
         }
     }
 
     /// Where the breaker stands now.
     pub fn state(&self) -> BreakerState {
-        lock(&self.breaker).state(self.clock.now())
+        self.breaker.lock().breaker.state(self.clock.now())
     }
 
     /// The wrapped service.
@@ -230,7 +234,7 @@ where
     type Error = Error;
 
     async fn call(&self, cx: &mut ClientContext, req: Req) -> Result<S::Response, Error> {
-        let admitted = lock(&self.breaker).try_acquire_at(|| self.clock.now());
+        let admitted = self.breaker.try_acquire_at(|| self.clock.now());
         let Some(permit) = admitted else {
             let name = cx.rpc.callee.service.to_string();
             return Err(Error::circuit_open(CircuitOpen::Service(name)));
@@ -242,7 +246,7 @@ where
             deadline: cx.rpc.deadline,
         };
         let result = self.inner.call(cx, req).await;
-        call.finish(outcome(&result));
+        call.finish(outcome(&result), self.clock.now_coarse());
         result
     }
 }
@@ -250,17 +254,18 @@ where
 /// A call the service breaker let through, until its outcome is counted; dropped
 /// before that (the call was cancelled), it frees the call's trial slot.
 struct Admitted<'a, C: Clock> {
-    breaker: &'a Mutex<Breaker>,
+    breaker: &'a Guarded<()>,
     clock: &'a C,
     permit: Option<Permit>,
     deadline: Option<Instant>,
 }
 
 impl<C: Clock> Admitted<'_, C> {
-    fn finish(&mut self, outcome: Outcome) {
+    /// Counts `outcome` at `now` (a coarse reading is enough: it only picks the
+    /// window's bucket and, if the breaker opens, when its open time ends).
+    fn finish(&mut self, outcome: Outcome, now: Instant) {
         if let Some(permit) = self.permit.take() {
-            let now = self.clock.now();
-            lock(self.breaker).finish(permit, outcome, now);
+            self.breaker.lock().breaker.finish(permit, outcome, now);
         }
     }
 }
@@ -268,8 +273,8 @@ impl<C: Clock> Admitted<'_, C> {
 impl<C: Clock> Drop for Admitted<'_, C> {
     fn drop(&mut self) {
         if self.permit.is_some() {
-            let outcome = cancelled(self.deadline, self.clock.now());
-            self.finish(outcome);
+            let now = self.clock.now();
+            self.finish(cancelled(self.deadline, now), now);
         }
     }
 }

@@ -2,6 +2,9 @@
 //! method takes `now`) and no lock (its owners put it behind one), so its rules can be
 //! tested by feeding it instants.
 
+use std::ops::{Deref, DerefMut};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Mutex, MutexGuard, PoisonError};
 use std::time::{Duration, Instant};
 
 use super::window::Window;
@@ -304,6 +307,14 @@ impl Breaker {
         self.enter(Phase::Open { until });
     }
 
+    /// `generation * 2 + 1` while closed, 0 otherwise: what [`Guarded`] mirrors.
+    fn closed_token(&self) -> u64 {
+        match self.phase {
+            Phase::Closed => self.generation.wrapping_mul(2) | 1,
+            Phase::Open { .. } | Phase::HalfOpen { .. } => 0,
+        }
+    }
+
     /// Moves to `phase` with a fresh count: what happened before a change of phase says
     /// nothing about the callee after it.
     fn enter(&mut self, phase: Phase) {
@@ -311,6 +322,87 @@ impl Breaker {
         self.generation += 1;
         self.window.clear();
         self.failures_in_a_row = 0;
+    }
+}
+
+/// A [`Breaker`] behind a lock, shared by the calls of one callee, with `extra` state
+/// of its owner under the same lock. Its closed phase is mirrored in an atomic, so a
+/// closed breaker (the common case) lets a call through without taking the lock: one
+/// lock per call, when its outcome is counted, instead of two.
+///
+/// A call let through by the mirror just as another thread opens the breaker carries
+/// the closed phase's generation, so its outcome is not counted: the same as if it had
+/// taken the lock just before the breaker opened.
+#[derive(Debug)]
+pub(crate) struct Guarded<X> {
+    /// [`Breaker::closed_token`] as of the last time the lock was released.
+    closed: AtomicU64,
+    inner: Mutex<Inner<X>>,
+}
+
+/// What [`Guarded`]'s lock holds.
+#[derive(Debug)]
+pub(crate) struct Inner<X> {
+    pub(crate) breaker: Breaker,
+    pub(crate) extra: X,
+}
+
+impl<X> Guarded<X> {
+    pub(crate) fn new(breaker: Breaker, extra: X) -> Self {
+        Guarded {
+            closed: AtomicU64::new(breaker.closed_token()),
+            inner: Mutex::new(Inner { breaker, extra }),
+        }
+    }
+
+    /// The lock (a panic elsewhere while it was held leaves it usable: the breaker's
+    /// state is changed in single steps). Releasing it updates the mirror.
+    pub(crate) fn lock(&self) -> GuardedLock<'_, X> {
+        GuardedLock {
+            closed: &self.closed,
+            guard: self.inner.lock().unwrap_or_else(PoisonError::into_inner),
+        }
+    }
+
+    /// [`Breaker::try_acquire_at`], without the lock while the breaker is closed.
+    pub(crate) fn try_acquire_at(&self, now: impl FnOnce() -> Instant) -> Option<Permit> {
+        let token = self.closed.load(Ordering::Acquire);
+        if token != 0 {
+            return Some(Permit {
+                generation: token >> 1,
+                probe: false,
+            });
+        }
+        self.lock().breaker.try_acquire_at(now)
+    }
+}
+
+/// [`Guarded`]'s lock, held.
+pub(crate) struct GuardedLock<'a, X> {
+    closed: &'a AtomicU64,
+    guard: MutexGuard<'a, Inner<X>>,
+}
+
+impl<X> Deref for GuardedLock<'_, X> {
+    type Target = Inner<X>;
+
+    fn deref(&self) -> &Inner<X> {
+        &self.guard
+    }
+}
+
+impl<X> DerefMut for GuardedLock<'_, X> {
+    fn deref_mut(&mut self) -> &mut Inner<X> {
+        &mut self.guard
+    }
+}
+
+impl<X> Drop for GuardedLock<'_, X> {
+    fn drop(&mut self) {
+        // Stored while the lock is still held: the mirror changes in the order the
+        // phases do.
+        self.closed
+            .store(self.guard.breaker.closed_token(), Ordering::Release);
     }
 }
 
@@ -360,6 +452,38 @@ mod tests {
         assert_eq!(b.finish(p1, Outcome::Success, t1), Change::None);
         assert_eq!(b.finish(p2, Outcome::Success, t1), Change::Closed);
         assert_eq!(b.state(t1), BreakerState::Closed);
+    }
+
+    #[test]
+    fn a_guarded_breaker_admits_without_the_lock_only_while_closed() {
+        let t0 = Instant::now();
+        let g = Guarded::new(Breaker::new(config(), t0), ());
+        // Closed: the mirror admits, with the closed phase's generation.
+        let early = g.try_acquire_at(|| unreachable!("no clock read while closed"));
+        let early = early.expect("closed lets calls through");
+        assert!(!early.is_probe());
+        for _ in 0..4 {
+            let p = g.try_acquire_at(|| t0).unwrap();
+            g.lock().breaker.finish(p, Outcome::Failure, t0);
+        }
+        // Opened under the lock: the mirror says so once the lock is released.
+        assert_eq!(g.lock().breaker.state(t0), BreakerState::Open);
+        assert!(g.try_acquire_at(|| t0).is_none(), "open refuses");
+        // The permit taken before it opened belongs to an older phase: not counted.
+        let t1 = t0 + Duration::from_secs(5);
+        assert_eq!(
+            g.lock().breaker.finish(early, Outcome::Success, t1),
+            Change::None
+        );
+        // Half-open trials go through the lock and close it; the mirror follows.
+        for _ in 0..2 {
+            let p = g.try_acquire_at(|| t1).expect("a trial slot");
+            assert!(p.is_probe());
+            g.lock().breaker.finish(p, Outcome::Success, t1);
+        }
+        assert_eq!(g.lock().breaker.state(t1), BreakerState::Closed);
+        let p = g.try_acquire_at(|| unreachable!("closed again: no clock read"));
+        assert!(p.is_some_and(|p| !p.is_probe()));
     }
 
     #[test]

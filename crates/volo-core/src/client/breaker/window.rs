@@ -47,11 +47,14 @@ impl SubAssign for Counts {
 pub(crate) struct Window {
     buckets: Box<[Counts]>,
     /// Length of a slot in nanoseconds (at least 1).
-    slot: u128,
+    slot: u64,
     /// Where slot 0 starts.
     origin: Instant,
     /// The slot number of the newest bucket.
     head: u64,
+    /// Where the slot after `head` starts: until then, an instant falls in the newest
+    /// bucket and `advance` has nothing to do (no division on the common path).
+    next: Instant,
     /// The sum of the buckets.
     total: Counts,
 }
@@ -60,11 +63,15 @@ impl Window {
     /// A window of `span` in `buckets` buckets (at least one), starting empty at `now`.
     pub(crate) fn new(span: Duration, buckets: u32, now: Instant) -> Self {
         let n = buckets.max(1);
+        let slot = u64::try_from(span.as_nanos() / u128::from(n))
+            .unwrap_or(u64::MAX)
+            .max(1);
         Window {
             buckets: vec![Counts::default(); n as usize].into_boxed_slice(),
-            slot: (span.as_nanos() / u128::from(n)).max(1),
+            slot,
             origin: now,
             head: 0,
+            next: Self::slot_start(now, slot, 1),
             total: Counts::default(),
         }
     }
@@ -107,8 +114,11 @@ impl Window {
     /// Moves the newest slot to the one `now` falls in, emptying the buckets of the
     /// slots that left the window on the way (all of them after a long quiet spell).
     fn advance(&mut self, now: Instant) {
-        let slot = now.saturating_duration_since(self.origin).as_nanos() / self.slot;
-        let slot = u64::try_from(slot).unwrap_or(u64::MAX);
+        if now < self.next {
+            return;
+        }
+        let since = now.saturating_duration_since(self.origin).as_nanos();
+        let slot = u64::try_from(since).unwrap_or(u64::MAX) / self.slot;
         if slot <= self.head {
             return;
         }
@@ -122,6 +132,18 @@ impl Window {
             }
         }
         self.head = slot;
+        self.next = Self::slot_start(self.origin, self.slot, slot.saturating_add(1));
+    }
+
+    /// Where slot `n` starts, for a window starting at `origin`; `origin` itself if
+    /// that instant cannot be represented (`advance` then always takes its slow path,
+    /// which is still right).
+    fn slot_start(origin: Instant, slot: u64, n: u64) -> Instant {
+        let nanos = u128::from(slot) * u128::from(n);
+        u64::try_from(nanos)
+            .ok()
+            .and_then(|ns| origin.checked_add(Duration::from_nanos(ns)))
+            .unwrap_or(origin)
     }
 }
 
