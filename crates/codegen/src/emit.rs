@@ -893,9 +893,17 @@ impl Emitter<'_> {
             "/// services it extends included), over the client stack `T` (by default the one"
         );
         line!(self.out, "/// [`{client}::builder`] builds).");
-        line!(self.out, "#[derive(Debug, Clone)]");
+        line!(self.out, "#[derive(Debug)]");
         open!(self.out, "pub struct {client}<T = {CLIENT}::DefaultStack>");
         line!(self.out, "client: {CLIENT}::Client<T>,");
+        self.out.close("");
+        self.out.blank();
+        // By hand, not derived: a derive would ask `T: Clone`, and the stack is shared
+        // behind the inner client's `Arc`.
+        open!(self.out, "impl<T> ::std::clone::Clone for {client}<T>");
+        open!(self.out, "fn clone(&self) -> Self");
+        line!(self.out, "Self {{ client: self.client.clone() }}");
+        self.out.close("");
         self.out.close("");
         self.out.blank();
         line!(

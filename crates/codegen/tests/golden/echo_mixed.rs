@@ -872,9 +872,15 @@ pub mod echo {
     /// A client of the `EchoService` service: one method per IDL function (those of the
     /// services it extends included), over the client stack `T` (by default the one
     /// [`EchoServiceClient::builder`] builds).
-    #[derive(Debug, Clone)]
+    #[derive(Debug)]
     pub struct EchoServiceClient<T = ::volo_core::client::DefaultStack> {
         client: ::volo_core::client::Client<T>,
+    }
+
+    impl<T> ::std::clone::Clone for EchoServiceClient<T> {
+        fn clone(&self) -> Self {
+            Self { client: self.client.clone() }
+        }
     }
 
     /// Makes a [`EchoServiceClient`] from the stack a `volo_core::client::ClientBuilder` built.

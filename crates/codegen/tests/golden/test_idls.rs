@@ -1447,9 +1447,15 @@ pub mod services {
     /// A client of the `Base` service: one method per IDL function (those of the
     /// services it extends included), over the client stack `T` (by default the one
     /// [`BaseClient::builder`] builds).
-    #[derive(Debug, Clone)]
+    #[derive(Debug)]
     pub struct BaseClient<T = ::volo_core::client::DefaultStack> {
         client: ::volo_core::client::Client<T>,
+    }
+
+    impl<T> ::std::clone::Clone for BaseClient<T> {
+        fn clone(&self) -> Self {
+            Self { client: self.client.clone() }
+        }
     }
 
     /// Makes a [`BaseClient`] from the stack a `volo_core::client::ClientBuilder` built.
@@ -2367,9 +2373,15 @@ pub mod services {
     /// A client of the `Store` service: one method per IDL function (those of the
     /// services it extends included), over the client stack `T` (by default the one
     /// [`StoreClient::builder`] builds).
-    #[derive(Debug, Clone)]
+    #[derive(Debug)]
     pub struct StoreClient<T = ::volo_core::client::DefaultStack> {
         client: ::volo_core::client::Client<T>,
+    }
+
+    impl<T> ::std::clone::Clone for StoreClient<T> {
+        fn clone(&self) -> Self {
+            Self { client: self.client.clone() }
+        }
     }
 
     /// Makes a [`StoreClient`] from the stack a `volo_core::client::ClientBuilder` built.
@@ -2610,9 +2622,15 @@ pub mod services {
     /// A client of the `Empty` service: one method per IDL function (those of the
     /// services it extends included), over the client stack `T` (by default the one
     /// [`EmptyClient::builder`] builds).
-    #[derive(Debug, Clone)]
+    #[derive(Debug)]
     pub struct EmptyClient<T = ::volo_core::client::DefaultStack> {
         client: ::volo_core::client::Client<T>,
+    }
+
+    impl<T> ::std::clone::Clone for EmptyClient<T> {
+        fn clone(&self) -> Self {
+            Self { client: self.client.clone() }
+        }
     }
 
     /// Makes a [`EmptyClient`] from the stack a `volo_core::client::ClientBuilder` built.
@@ -3050,9 +3068,15 @@ pub mod includes {
     /// A client of the `Events` service: one method per IDL function (those of the
     /// services it extends included), over the client stack `T` (by default the one
     /// [`EventsClient::builder`] builds).
-    #[derive(Debug, Clone)]
+    #[derive(Debug)]
     pub struct EventsClient<T = ::volo_core::client::DefaultStack> {
         client: ::volo_core::client::Client<T>,
+    }
+
+    impl<T> ::std::clone::Clone for EventsClient<T> {
+        fn clone(&self) -> Self {
+            Self { client: self.client.clone() }
+        }
     }
 
     /// Makes a [`EventsClient`] from the stack a `volo_core::client::ClientBuilder` built.
@@ -3908,9 +3932,15 @@ pub mod comments {
     /// A client of the `Doc` service: one method per IDL function (those of the
     /// services it extends included), over the client stack `T` (by default the one
     /// [`DocClient::builder`] builds).
-    #[derive(Debug, Clone)]
+    #[derive(Debug)]
     pub struct DocClient<T = ::volo_core::client::DefaultStack> {
         client: ::volo_core::client::Client<T>,
+    }
+
+    impl<T> ::std::clone::Clone for DocClient<T> {
+        fn clone(&self) -> Self {
+            Self { client: self.client.clone() }
+        }
     }
 
     /// Makes a [`DocClient`] from the stack a `volo_core::client::ClientBuilder` built.
@@ -4570,9 +4600,15 @@ pub mod handlers {
     /// A client of the `Tricky` service: one method per IDL function (those of the
     /// services it extends included), over the client stack `T` (by default the one
     /// [`TrickyClient::builder`] builds).
-    #[derive(Debug, Clone)]
+    #[derive(Debug)]
     pub struct TrickyClient<T = ::volo_core::client::DefaultStack> {
         client: ::volo_core::client::Client<T>,
+    }
+
+    impl<T> ::std::clone::Clone for TrickyClient<T> {
+        fn clone(&self) -> Self {
+            Self { client: self.client.clone() }
+        }
     }
 
     /// Makes a [`TrickyClient`] from the stack a `volo_core::client::ClientBuilder` built.
@@ -4832,9 +4868,15 @@ pub mod handlers {
     /// A client of the `T` service: one method per IDL function (those of the
     /// services it extends included), over the client stack `T` (by default the one
     /// [`TClient::builder`] builds).
-    #[derive(Debug, Clone)]
+    #[derive(Debug)]
     pub struct TClient<T = ::volo_core::client::DefaultStack> {
         client: ::volo_core::client::Client<T>,
+    }
+
+    impl<T> ::std::clone::Clone for TClient<T> {
+        fn clone(&self) -> Self {
+            Self { client: self.client.clone() }
+        }
     }
 
     /// Makes a [`TClient`] from the stack a `volo_core::client::ClientBuilder` built.
@@ -5111,9 +5153,15 @@ pub mod handlers {
     /// A client of the `Oneways` service: one method per IDL function (those of the
     /// services it extends included), over the client stack `T` (by default the one
     /// [`OnewaysClient::builder`] builds).
-    #[derive(Debug, Clone)]
+    #[derive(Debug)]
     pub struct OnewaysClient<T = ::volo_core::client::DefaultStack> {
         client: ::volo_core::client::Client<T>,
+    }
+
+    impl<T> ::std::clone::Clone for OnewaysClient<T> {
+        fn clone(&self) -> Self {
+            Self { client: self.client.clone() }
+        }
     }
 
     /// Makes a [`OnewaysClient`] from the stack a `volo_core::client::ClientBuilder` built.

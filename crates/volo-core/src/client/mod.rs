@@ -202,12 +202,24 @@ impl ClientContext {
 
 /// A client of one service over the stack `S`: it names the call (service, method)
 /// in the context, sends the argument struct down the stack and decodes the result
-/// struct of the reply. Generated `<Service>Client`s wrap one; cheap to clone when
-/// the stack is.
-#[derive(Debug, Clone)]
+/// struct of the reply. Generated `<Service>Client`s wrap one.
+///
+/// The stack is shared behind an `Arc`: a clone of the client (one per task, or one
+/// per call as closures that move a client tend to make) is one atomic increment
+/// whatever the stack holds, and needs no `Clone` of the stack's layers.
+#[derive(Debug)]
 pub struct Client<S = DefaultStack> {
     service: Cow<'static, str>,
-    inner: S,
+    inner: Arc<S>,
+}
+
+impl<S> Clone for Client<S> {
+    fn clone(&self) -> Self {
+        Client {
+            service: self.service.clone(),
+            inner: Arc::clone(&self.inner),
+        }
+    }
 }
 
 impl Client {
@@ -223,7 +235,7 @@ impl<S> Client<S> {
     pub fn new(service: impl Into<Cow<'static, str>>, stack: S) -> Self {
         Client {
             service: service.into(),
-            inner: stack,
+            inner: Arc::new(stack),
         }
     }
 
