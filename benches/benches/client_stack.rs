@@ -24,7 +24,9 @@ use volo_core::context::Address;
 use volo_core::service::{Layer, Service};
 
 /// Answers every attempt with the same reply, as a transport with an instant server
-/// would.
+/// would, after giving way once (`Pending`, then woken at once): a real transport waits
+/// for the network, so the layers above it see a call that is not done on its first
+/// poll (a timeout's timer gets registered, for one).
 #[derive(Clone)]
 struct Mock {
     reply: Bytes,
@@ -39,6 +41,7 @@ impl Service<ClientContext, ClientRequest> for Mock {
         _cx: &mut ClientContext,
         req: ClientRequest,
     ) -> Result<ClientResponse, Error> {
+        tokio::task::yield_now().await;
         ClientResponse::from_reply(
             self.reply.clone(),
             Protocol::Binary,
