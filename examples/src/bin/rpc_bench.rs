@@ -1,6 +1,6 @@
 //! `rpc-bench [--transports tokio,netpoll,uds,shm] [--concurrency N] [--size BYTES]
 //! [--duration SECS] [--framing ttheader|framed|buffered] [--protocol binary|compact]
-//! [--multiplex] [--stack default|bare]`:
+//! [--multiplex] [--stack default|bare] [--pin]`:
 //! EchoService server and client in one process, one closed-loop run per transport, a
 //! progress bar while each runs, then a table and one line per transport:
 //! `transport=<name> qps=<n> p50_us=<n> p99_us=<n> p999_us=<n> errors=<n>`.
@@ -23,6 +23,12 @@
 //! of the client runtime's thread per call over the measured window, read from
 //! `/proc` (10 ms ticks): the client's cost per call, which the server's share of the
 //! cores does not blur as much as the calls per second.
+//!
+//! `--pin` puts every thread of the server side (its runtime, its pollers) on CPU 0 and
+//! every thread of the client side on CPU 1, as two processes pinned to a core each
+//! would be: the scheduler no longer moves them or puts both on one core, which is
+//! most of the run-to-run spread on a 2-core machine. The calls per second are then
+//! those of the slower side, so read them together with `client_cpu`.
 
 use std::time::Duration;
 
@@ -42,7 +48,7 @@ use volo_core::transport::TransportKind;
 
 const HELP: &str = "usage: rpc-bench [--transports tokio,netpoll,uds,shm] [--concurrency N] \
 [--size BYTES] [--duration SECS] [--framing ttheader|framed|buffered] [--protocol binary|compact] \
-[--multiplex] [--stack default|bare]";
+[--multiplex] [--stack default|bare] [--pin]";
 
 fn main() {
     if let Err(e) = run() {
@@ -60,12 +66,14 @@ struct Settings {
     multiplex: bool,
     /// The default client stack, or the bare transport.
     bare: bool,
+    /// The server's threads on CPU 0, the client's on CPU 1.
+    pin: bool,
 }
 
 fn run() -> Result<(), Usage> {
     let args = Args::parse(
         std::env::args().skip(1).filter(|a| a != "--bench"),
-        &["multiplex"],
+        &["multiplex", "pin"],
     )?;
     args.only(&[
         "transports",
@@ -76,6 +84,7 @@ fn run() -> Result<(), Usage> {
         "stack",
         "protocol",
         "multiplex",
+        "pin",
     ])?;
     let transports: Vec<String> = args
         .get("transports", "tokio,netpoll,uds,shm".to_string())?
@@ -101,6 +110,7 @@ fn run() -> Result<(), Usage> {
             "bare" => true,
             other => return Err(Usage(format!("--stack {other:?}: default or bare"))),
         },
+        pin: args.flag("pin"),
     };
     if settings.multiplex && settings.framing != Framing::TTHeader {
         return Err(Usage("--multiplex needs --framing ttheader".into()));
@@ -175,10 +185,18 @@ fn bench_one(transport: &str, s: &Settings) -> Result<(Report, Option<u64>), Usa
             }
         }
     };
+    // Threads inherit the CPUs of the thread that starts them: this one is on the
+    // server's CPU while the server side starts, then on the client's.
+    if s.pin {
+        pin_to(0)?;
+    }
     let server_rt = runtime("rpcb-server")?;
     let server = RunningEcho::start(&server_rt, io, &addr)
         .map_err(|e| Usage(format!("{transport}: binding {addr}: {e}")))?;
     let addr = server.addr.clone();
+    if s.pin {
+        pin_to(1)?;
+    }
     let client_rt = runtime(CLIENT_THREAD)?;
     let report = client_rt.block_on(async {
         let config = ClientConfig {
@@ -272,6 +290,16 @@ where
         _ => None,
     };
     (report, per_call)
+}
+
+/// Keeps the calling thread, and the threads it starts from now on, on CPU `cpu`.
+fn pin_to(cpu: usize) -> Result<(), Usage> {
+    use nix::sched::{CpuSet, sched_setaffinity};
+    use nix::unistd::Pid;
+    let mut set = CpuSet::new();
+    set.set(cpu)
+        .and_then(|()| sched_setaffinity(Pid::from_raw(0), &set))
+        .map_err(|e| Usage(format!("--pin: CPU {cpu}: {e}")))
 }
 
 fn localhost() -> std::net::SocketAddr {
