@@ -1,6 +1,6 @@
 //! `rpc-bench [--transports tokio,netpoll,uds,shm] [--concurrency N] [--size BYTES]
 //! [--duration SECS] [--framing ttheader|framed|buffered] [--protocol binary|compact]
-//! [--multiplex] [--stack default|bare] [--pin]`:
+//! [--multiplex] [--stack default|bare|paired] [--pin]`:
 //! EchoService server and client in one process, one closed-loop run per transport, a
 //! progress bar while each runs, then a table and one line per transport:
 //! `transport=<name> qps=<n> p50_us=<n> p99_us=<n> p999_us=<n> errors=<n>`.
@@ -18,7 +18,15 @@
 //! `--stack` picks the client's stack: `default` (what `EchoServiceClient::builder()`
 //! builds: timeout, service breaker, retry, backup, balancer with instance breakers)
 //! or `bare` (the transport with only the balancer that names the instance above it):
-//! the two in one run give what the default stack costs. After the transport lines,
+//! the two in one run give what the default stack costs. `paired` measures that cost
+//! where runs vary more from one to the next than the cost itself (a shared VM): one
+//! server, both clients, and the window cut into one-second slices run alternately on
+//! the bare and the default stack (bare first, then default first, and so on), so each
+//! pair of slices sees the same machine. It prints a `pair transport=<name> n=<i>
+//! bare_qps=<n> default_qps=<n>` line per pair and, per transport,
+//! `paired transport=<name> pairs=<n> bare_qps=<mean> default_qps=<mean>
+//! qps_ratio=<mean of the pairs' default/bare> qps_ratio_se=<its standard error>
+//! bare_cpu_ns=<mean> default_cpu_ns=<mean>` instead of the table. After the transport lines,
 //! `client_cpu transport=<name> ns_per_call=<n>` gives the CPU time (user and system)
 //! of the client runtime's thread per call over the measured window, read from
 //! `/proc` (10 ms ticks): the client's cost per call, which the server's share of the
@@ -48,7 +56,7 @@ use volo_core::transport::TransportKind;
 
 const HELP: &str = "usage: rpc-bench [--transports tokio,netpoll,uds,shm] [--concurrency N] \
 [--size BYTES] [--duration SECS] [--framing ttheader|framed|buffered] [--protocol binary|compact] \
-[--multiplex] [--stack default|bare] [--pin]";
+[--multiplex] [--stack default|bare|paired] [--pin]";
 
 fn main() {
     if let Err(e) = run() {
@@ -64,8 +72,8 @@ struct Settings {
     framing: Framing,
     protocol: Protocol,
     multiplex: bool,
-    /// The default client stack, or the bare transport.
-    bare: bool,
+    /// The client stack: the default one, the bare transport, or both in turns.
+    stack: Stack,
     /// The server's threads on CPU 0, the client's on CPU 1.
     pin: bool,
 }
@@ -105,10 +113,13 @@ fn run() -> Result<(), Usage> {
         framing: options::framing(&args.get("framing", "ttheader".to_string())?)?,
         protocol: options::protocol(&args.get("protocol", "binary".to_string())?)?,
         multiplex: args.flag("multiplex"),
-        bare: match args.get("stack", "default".to_string())?.as_str() {
-            "default" => false,
-            "bare" => true,
-            other => return Err(Usage(format!("--stack {other:?}: default or bare"))),
+        stack: match args.get("stack", "default".to_string())?.as_str() {
+            "default" => Stack::Default,
+            "bare" => Stack::Bare,
+            "paired" => Stack::Paired,
+            other => {
+                return Err(Usage(format!("--stack {other:?}: default, bare or paired")));
+            }
         },
         pin: args.flag("pin"),
     };
@@ -133,6 +144,14 @@ fn run() -> Result<(), Usage> {
         },
         std::thread::available_parallelism().map_or(1, |n| n.get())
     );
+    if settings.stack == Stack::Paired {
+        for t in &transports {
+            let s = &settings;
+            let line = with_server(t, s, |clients| paired(clients, s, t))?;
+            println!("{line}");
+        }
+        return Ok(());
+    }
     let mut rows = Vec::new();
     let mut cpu = Vec::new();
     for t in &transports {
@@ -168,8 +187,56 @@ fn run() -> Result<(), Usage> {
     Ok(())
 }
 
-/// One transport: a fresh server and client, a closed-loop run, both stopped.
-fn bench_one(transport: &str, s: &Settings) -> Result<(Report, Option<u64>), Usage> {
+/// Which client stack a run measures.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Stack {
+    Default,
+    Bare,
+    Paired,
+}
+
+/// The two clients a run may use, over one server.
+struct Clients {
+    transport: String,
+    addr: Address,
+    config: ClientConfig,
+}
+
+impl Clients {
+    /// The transport with only the balancer above it (which names the instance).
+    fn bare(&self) -> Result<EchoServiceClient<BareStack>, Usage> {
+        let transport_only = Transport::new(self.config.clone()).map_err(|e| self.failed(e))?;
+        let stack = BalanceLayer::new(
+            StaticDiscover::new([Instance::new(self.addr.clone())]),
+            WeightedRandom::default(),
+        )
+        .layer(transport_only);
+        Ok(EchoServiceClient::new(Client::new("EchoService", stack)))
+    }
+
+    /// What `EchoServiceClient::builder()` builds.
+    fn default_stack(&self) -> Result<EchoServiceClient, Usage> {
+        EchoServiceClient::builder()
+            .address(self.addr.clone())
+            .config(self.config.clone())
+            .build()
+            .map_err(|e| self.failed(e))
+    }
+
+    fn failed(&self, e: std::io::Error) -> Usage {
+        Usage(format!("{}: client: {e}", self.transport))
+    }
+}
+
+type BareStack = volo_core::client::Balance<Transport>;
+
+/// One transport: a fresh server, `run` on the client runtime with the clients'
+/// settings, both stopped.
+fn with_server<'a, F, Fut, T>(transport: &'a str, s: &'a Settings, run: F) -> Result<T, Usage>
+where
+    F: FnOnce(Clients) -> Fut,
+    Fut: std::future::Future<Output = Result<T, Usage>> + 'a,
+{
     let dir = std::env::temp_dir().join(format!("rpc-bench-{}", std::process::id()));
     let (io, addr) = match transport {
         "tokio" => (TransportKind::Tokio, Address::Tcp(localhost())),
@@ -198,45 +265,103 @@ fn bench_one(transport: &str, s: &Settings) -> Result<(Report, Option<u64>), Usa
         pin_to(1)?;
     }
     let client_rt = runtime(CLIENT_THREAD)?;
-    let report = client_rt.block_on(async {
-        let config = ClientConfig {
+    let clients = Clients {
+        transport: transport.to_string(),
+        addr,
+        config: ClientConfig {
             framing: s.framing,
             protocol: s.protocol,
             transport: io,
             max_connections: s.concurrency,
             multiplex: s.multiplex,
             ..ClientConfig::default()
-        };
-        let plan = Plan {
-            concurrency: s.concurrency,
-            warmup: Duration::from_secs(1),
-            duration: s.duration,
-            progress: progress_wanted(),
-        };
-        let failed = |e: std::io::Error| Usage(format!("{transport}: client: {e}"));
-        if s.bare {
-            let transport_only = Transport::new(config).map_err(failed)?;
-            let stack = BalanceLayer::new(
-                StaticDiscover::new([Instance::new(addr.clone())]),
-                WeightedRandom::default(),
-            )
-            .layer(transport_only);
-            let client = EchoServiceClient::new(Client::new("EchoService", stack));
-            return Ok(load(EchoCall::new(client, s.size), plan, transport).await);
-        }
-        let client = EchoServiceClient::builder()
-            .address(addr.clone())
-            .config(config)
-            .build()
-            .map_err(failed)?;
-        Ok::<_, Usage>(load(EchoCall::new(client, s.size), plan, transport).await)
-    })?;
+        },
+    };
+    let out = client_rt.block_on(run(clients));
     drop(client_rt);
     server
         .stop(&server_rt)
         .map_err(|e| Usage(format!("{transport}: stopping the server: {e}")))?;
     let _ = std::fs::remove_dir_all(&dir);
-    Ok(report)
+    out
+}
+
+/// One transport, one stack: a closed-loop run.
+fn bench_one(transport: &str, s: &Settings) -> Result<(Report, Option<u64>), Usage> {
+    let plan = Plan {
+        concurrency: s.concurrency,
+        warmup: Duration::from_secs(1),
+        duration: s.duration,
+        progress: progress_wanted(),
+    };
+    with_server(transport, s, |clients| async move {
+        Ok(if s.stack == Stack::Bare {
+            load(EchoCall::new(clients.bare()?, s.size), plan, transport).await
+        } else {
+            load(
+                EchoCall::new(clients.default_stack()?, s.size),
+                plan,
+                transport,
+            )
+            .await
+        })
+    })
+}
+
+/// The window in one-second slices, alternately on each stack; the summary line.
+async fn paired(clients: Clients, s: &Settings, transport: &str) -> Result<String, Usage> {
+    let bare = EchoCall::new(clients.bare()?, s.size);
+    let default = EchoCall::new(clients.default_stack()?, s.size);
+    let slice = |warmup| Plan {
+        concurrency: s.concurrency,
+        warmup,
+        duration: Duration::from_secs(1),
+        progress: false,
+    };
+    // Both clients' connections opened and warm before the first slice counts.
+    load(bare.clone(), slice(Duration::from_secs(1)), transport).await;
+    load(default.clone(), slice(Duration::from_secs(1)), transport).await;
+    let pairs = ((s.duration.as_secs_f64() / 2.0) as usize).max(1);
+    // (qps, cpu ns per call) of each slice, per stack.
+    let mut b = Vec::with_capacity(pairs);
+    let mut d = Vec::with_capacity(pairs);
+    let settle = Duration::from_millis(100);
+    for i in 0..pairs {
+        for default_turn in [i % 2 == 1, i % 2 == 0] {
+            if default_turn {
+                let (r, cpu) = load(default.clone(), slice(settle), transport).await;
+                d.push((r.qps(), cpu.unwrap_or(0) as f64));
+            } else {
+                let (r, cpu) = load(bare.clone(), slice(settle), transport).await;
+                b.push((r.qps(), cpu.unwrap_or(0) as f64));
+            }
+        }
+        let (bq, dq) = (b[i].0, d[i].0);
+        println!("pair transport={transport} n={i} bare_qps={bq:.0} default_qps={dq:.0}");
+    }
+    let ratios: Vec<f64> = b.iter().zip(&d).map(|(b, d)| d.0 / b.0).collect();
+    let (ratio, se) = mean_and_se(&ratios);
+    let mean =
+        |v: &[(f64, f64)], f: fn(&(f64, f64)) -> f64| v.iter().map(f).sum::<f64>() / v.len() as f64;
+    Ok(format!(
+        "paired transport={transport} pairs={pairs} bare_qps={:.0} default_qps={:.0} \
+         qps_ratio={ratio:.4} qps_ratio_se={se:.4} bare_cpu_ns={:.0} default_cpu_ns={:.0}",
+        mean(&b, |x| x.0),
+        mean(&d, |x| x.0),
+        mean(&b, |x| x.1),
+        mean(&d, |x| x.1),
+    ))
+}
+
+/// The mean of `v` and its standard error (0 with fewer than two values).
+fn mean_and_se(v: &[f64]) -> (f64, f64) {
+    let n = v.len() as f64;
+    let mean = v.iter().sum::<f64>() / n;
+    if v.len() < 2 {
+        return (mean, 0.0);
+    }
+    let var = v.iter().map(|x| (x - mean).powi(2)).sum::<f64>() / (n - 1.0);
+    (mean, (var / n).sqrt())
 }
 
 /// The CPU time (user and system) the client runtime's threads have used so far, from
