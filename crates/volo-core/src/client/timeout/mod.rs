@@ -60,19 +60,21 @@ where
         let deadline = self.clock.now_within(limit / 100) + limit;
         let deadline = cx.rpc.deadline.map_or(deadline, |d| d.min(deadline));
         cx.rpc.deadline = Some(deadline);
-        let instance = cx.rpc.callee.address.clone();
         let expired = self.clock.sleep_until(deadline);
-        tokio::select! {
+        let answered = tokio::select! {
             biased;
-            done = self.inner.call(cx, req) => done,
-            () = expired => {
-                let e = Error::timeout(limit);
-                Err(match instance {
-                    Some(addr) => e.with_instance(addr),
-                    None => e,
-                })
-            }
-        }
+            done = self.inner.call(cx, req) => Some(done),
+            () = expired => None,
+        };
+        answered.unwrap_or_else(|| {
+            // The attempt cut short is gone; the instance it was on (which the balancer
+            // below put in the context) is the one that did not answer in time.
+            let e = Error::timeout(limit);
+            Err(match cx.rpc.callee.address.clone() {
+                Some(addr) => e.with_instance(addr),
+                None => e,
+            })
+        })
     }
 }
 
@@ -153,6 +155,31 @@ mod tests {
             *seen.lock().unwrap(),
             Some(start + Duration::from_millis(20))
         );
+    }
+
+    #[test]
+    fn a_timeout_names_the_instance_the_attempt_was_on() {
+        let clock = ManualClock::new();
+        let on = crate::context::Address::Tcp(([127, 0, 0, 1], 7).into());
+        let picked = on.clone();
+        // As a balancer below would: the instance goes into the context, then the
+        // attempt waits for an answer that never comes.
+        let hang = service_fn(move |cx: &mut ClientContext, _req: ClientRequest| {
+            cx.rpc.callee.address = Some(picked.clone());
+            std::future::pending::<Result<ClientResponse, Error>>()
+        });
+        let svc = Timeout::new(hang, Some(Duration::from_millis(10)), clock.clone());
+        let mut cx = ClientContext::new();
+        let mut call = pin!(svc.call(&mut cx, req()));
+        assert!(poll(call.as_mut()).is_pending());
+        clock.advance(Duration::from_millis(10));
+        match poll(call.as_mut()) {
+            Poll::Ready(Err(e)) => {
+                assert!(e.is_timeout(), "{e}");
+                assert_eq!(e.instance(), Some(&on));
+            }
+            other => panic!("expected a timeout, got {other:?}"),
+        }
     }
 
     #[test]
