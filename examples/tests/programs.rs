@@ -151,6 +151,66 @@ fn rpc_bench_reports_every_transport() {
     }
 }
 
+/// `rpc-bench --stack paired`: a line per pair of slices and the summary line, with
+/// both stacks' calls counted.
+#[test]
+fn rpc_bench_paired_reports_each_pair_and_the_ratio() {
+    let out = Command::new(env!("CARGO_BIN_EXE_rpc-bench"))
+        .args(["--transports", "uds", "--stack", "paired"])
+        .args(["--concurrency", "4", "--duration", "2", "--size", "256"])
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{stdout}{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let keys = |line: &str| -> Vec<String> {
+        line.split(' ')
+            .skip(1)
+            .map(|f| f.split('=').next().unwrap().to_string())
+            .collect()
+    };
+    let pairs: Vec<&str> = stdout.lines().filter(|l| l.starts_with("pair ")).collect();
+    assert_eq!(pairs.len(), 1, "{stdout}");
+    assert_eq!(
+        keys(pairs[0]),
+        ["transport", "n", "bare_qps", "default_qps"],
+        "{stdout}"
+    );
+    let summary = stdout
+        .lines()
+        .find(|l| l.starts_with("paired transport=uds "))
+        .unwrap_or_else(|| panic!("no summary: {stdout}"));
+    assert_eq!(
+        keys(summary),
+        [
+            "transport",
+            "pairs",
+            "bare_qps",
+            "default_qps",
+            "qps_ratio",
+            "qps_ratio_se",
+            "bare_cpu_ns",
+            "default_cpu_ns"
+        ],
+        "{summary}"
+    );
+    let field = |name: &str| -> f64 {
+        let v = summary
+            .split(' ')
+            .find_map(|f| f.strip_prefix(&format!("{name}=")))
+            .unwrap();
+        v.parse().unwrap()
+    };
+    assert!(
+        field("bare_qps") > 0.0 && field("default_qps") > 0.0,
+        "{summary}"
+    );
+    assert!(field("qps_ratio") > 0.0, "{summary}");
+}
+
 /// SIGKILL of an `echo-server` serving over shared memory while callers are busy: every
 /// call in flight or made after fails with a transport error within seconds (the
 /// client sees the session's socket hang up, not a timeout), ping-pong and multiplexed.
