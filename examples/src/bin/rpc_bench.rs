@@ -18,25 +18,28 @@
 //! `--stack` picks the client's stack: `default` (what `EchoServiceClient::builder()`
 //! builds: timeout, service breaker, retry, backup, balancer with instance breakers)
 //! or `bare` (the transport with only the balancer that names the instance above it):
-//! the two in one run give what the default stack costs. `paired` measures that cost
-//! where runs vary more from one to the next than the cost itself (a shared VM): one
-//! server, both clients, and the window cut into one-second slices run alternately on
-//! the bare and the default stack (bare first, then default first, and so on), so each
-//! pair of slices sees the same machine. It prints a `pair transport=<name> n=<i>
+//! the two in one run give what the default stack costs. After the transport lines,
+//! `client_cpu transport=<name> ns_per_call=<n>` gives the CPU time (user and system)
+//! of the client runtime's thread per call over the measured window, read from
+//! `/proc` (10 ms ticks). While the client's pollers spin between events (netpoll-rs's
+//! `spin`) the thread is busy between calls too, so under full load this is close to
+//! its whole time per call, not only its work.
+//!
+//! `paired` measures the default stack's cost where runs vary more from one to the
+//! next than the cost itself (a shared VM): one server, both clients, and the window
+//! cut into one-second slices run alternately on the bare and the default stack (bare
+//! first, then default first, and so on), so each pair of slices sees the same
+//! machine. Instead of the table it prints a `pair transport=<name> n=<i>
 //! bare_qps=<n> default_qps=<n>` line per pair and, per transport,
 //! `paired transport=<name> pairs=<n> bare_qps=<mean> default_qps=<mean>
 //! qps_ratio=<mean of the pairs' default/bare> qps_ratio_se=<its standard error>
-//! bare_cpu_ns=<mean> default_cpu_ns=<mean>` instead of the table. After the transport lines,
-//! `client_cpu transport=<name> ns_per_call=<n>` gives the CPU time (user and system)
-//! of the client runtime's thread per call over the measured window, read from
-//! `/proc` (10 ms ticks): the client's cost per call, which the server's share of the
-//! cores does not blur as much as the calls per second.
+//! bare_cpu_ns=<mean> default_cpu_ns=<mean>`.
 //!
 //! `--pin` puts every thread of the server side (its runtime, its pollers) on CPU 0 and
 //! every thread of the client side on CPU 1, as two processes pinned to a core each
-//! would be: the scheduler no longer moves them or puts both on one core, which is
-//! most of the run-to-run spread on a 2-core machine. The calls per second are then
-//! those of the slower side, so read them together with `client_cpu`.
+//! would be: the scheduler no longer moves them or puts both on one core. (On the
+//! 2-core VM this was written on it did not narrow the run-to-run spread; `paired`
+//! does.) The calls per second are then those of the slower side.
 
 use std::time::Duration;
 
