@@ -3,8 +3,9 @@
 use std::io::{BufRead, BufReader};
 use std::process::{Child, Command, Stdio};
 
-fn run_ok(bin: &str) -> String {
-    let out = Command::new(bin).output().expect("runs");
+/// Runs `bin` with `args`, which must succeed; its standard output.
+fn run_ok(bin: &str, args: &[&str]) -> String {
+    let out = Command::new(bin).args(args).output().expect("runs");
     let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
     assert!(
         out.status.success(),
@@ -16,17 +17,17 @@ fn run_ok(bin: &str) -> String {
 
 #[test]
 fn the_layer_and_two_hop_examples_check_themselves() {
-    let layered = run_ok(env!("CARGO_BIN_EXE_layered"));
+    let layered = run_ok(env!("CARGO_BIN_EXE_layered"), &[]);
     assert!(
         layered.contains(r#"{"echo": 3, "echo_or_fail": 2}"#),
         "{layered}"
     );
-    let middleware = run_ok(env!("CARGO_BIN_EXE_middleware"));
+    let middleware = run_ok(env!("CARGO_BIN_EXE_middleware"), &[]);
     assert!(
         middleware.contains("calls the outer layer saw: 10"),
         "{middleware}"
     );
-    let hops = run_ok(env!("CARGO_BIN_EXE_two-hops"));
+    let hops = run_ok(env!("CARGO_BIN_EXE_two-hops"), &[]);
     assert!(
         hops.contains("back saw logid=Some(\"L-7\") color=None"),
         "{hops}"
@@ -120,15 +121,9 @@ fn echo_programs(scheme: &str) {
 /// transport, each with calls made and no errors.
 #[test]
 fn rpc_bench_reports_every_transport() {
-    let out = Command::new(env!("CARGO_BIN_EXE_rpc-bench"))
-        .args(["--concurrency", "4", "--duration", "0.3", "--size", "256"])
-        .output()
-        .unwrap();
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    assert!(
-        out.status.success(),
-        "{stdout}{}",
-        String::from_utf8_lossy(&out.stderr)
+    let stdout = run_ok(
+        env!("CARGO_BIN_EXE_rpc-bench"),
+        &["--concurrency", "4", "--duration", "0.3", "--size", "256"],
     );
     for transport in ["tokio", "netpoll", "uds", "shm"] {
         let line = stdout
@@ -155,16 +150,20 @@ fn rpc_bench_reports_every_transport() {
 /// both stacks' calls counted.
 #[test]
 fn rpc_bench_paired_reports_each_pair_and_the_ratio() {
-    let out = Command::new(env!("CARGO_BIN_EXE_rpc-bench"))
-        .args(["--transports", "uds", "--stack", "paired"])
-        .args(["--concurrency", "4", "--duration", "2", "--size", "256"])
-        .output()
-        .unwrap();
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    assert!(
-        out.status.success(),
-        "{stdout}{}",
-        String::from_utf8_lossy(&out.stderr)
+    let stdout = run_ok(
+        env!("CARGO_BIN_EXE_rpc-bench"),
+        &[
+            "--transports",
+            "uds",
+            "--stack",
+            "paired",
+            "--concurrency",
+            "4",
+            "--duration",
+            "2",
+            "--size",
+            "256",
+        ],
     );
     let keys = |line: &str| -> Vec<String> {
         line.split(' ')

@@ -116,6 +116,14 @@ mod tests {
         f.poll(&mut Context::from_waker(noop_waker_ref()))
     }
 
+    /// The timeout error a call ended with (it must have ended with one).
+    fn timed_out(polled: Poll<Result<ClientResponse, Error>>) -> Error {
+        match polled {
+            Poll::Ready(Err(e)) if e.is_timeout() => e,
+            other => panic!("expected a timeout, got {other:?}"),
+        }
+    }
+
     #[test]
     fn a_call_past_its_deadline_fails_and_one_in_time_does_not() {
         let clock = ManualClock::new();
@@ -147,10 +155,7 @@ mod tests {
         clock.advance(Duration::from_millis(19));
         assert!(poll(call.as_mut()).is_pending());
         clock.advance(Duration::from_millis(1));
-        match poll(call.as_mut()) {
-            Poll::Ready(Err(e)) => assert!(e.is_timeout(), "{e}"),
-            other => panic!("expected a timeout, got {other:?}"),
-        }
+        timed_out(poll(call.as_mut()));
         assert_eq!(
             *seen.lock().unwrap(),
             Some(start + Duration::from_millis(20))
@@ -173,13 +178,7 @@ mod tests {
         let mut call = pin!(svc.call(&mut cx, req()));
         assert!(poll(call.as_mut()).is_pending());
         clock.advance(Duration::from_millis(10));
-        match poll(call.as_mut()) {
-            Poll::Ready(Err(e)) => {
-                assert!(e.is_timeout(), "{e}");
-                assert_eq!(e.instance(), Some(&on));
-            }
-            other => panic!("expected a timeout, got {other:?}"),
-        }
+        assert_eq!(timed_out(poll(call.as_mut())).instance(), Some(&on));
     }
 
     #[test]
@@ -202,6 +201,6 @@ mod tests {
         assert!(poll(call.as_mut()).is_pending());
         assert_eq!(*seen.lock().unwrap(), Some(t0 + Duration::from_secs(1)));
         clock.advance(Duration::from_secs(1));
-        assert!(matches!(poll(call.as_mut()), Poll::Ready(Err(ref e)) if e.is_timeout()));
+        timed_out(poll(call.as_mut()));
     }
 }
