@@ -344,22 +344,26 @@ async fn paired(clients: Clients, s: &Settings, transport: &str) -> Result<Strin
     }
     let ratios: Vec<f64> = b.iter().zip(&d).map(|(b, d)| d.0 / b.0).collect();
     let (ratio, se) = mean_and_se(&ratios);
-    let mean =
-        |v: &[(f64, f64)], f: fn(&(f64, f64)) -> f64| v.iter().map(f).sum::<f64>() / v.len() as f64;
     Ok(format!(
         "paired transport={transport} pairs={pairs} bare_qps={:.0} default_qps={:.0} \
          qps_ratio={ratio:.4} qps_ratio_se={se:.4} bare_cpu_ns={:.0} default_cpu_ns={:.0}",
-        mean(&b, |x| x.0),
-        mean(&d, |x| x.0),
-        mean(&b, |x| x.1),
-        mean(&d, |x| x.1),
+        mean(b.iter().map(|x| x.0)),
+        mean(d.iter().map(|x| x.0)),
+        mean(b.iter().map(|x| x.1)),
+        mean(d.iter().map(|x| x.1)),
     ))
+}
+
+/// The mean of `values`.
+fn mean(values: impl ExactSizeIterator<Item = f64>) -> f64 {
+    let n = values.len() as f64;
+    values.sum::<f64>() / n
 }
 
 /// The mean of `v` and its standard error (0 with fewer than two values).
 fn mean_and_se(v: &[f64]) -> (f64, f64) {
     let n = v.len() as f64;
-    let mean = v.iter().sum::<f64>() / n;
+    let mean = mean(v.iter().copied());
     if v.len() < 2 {
         return (mean, 0.0);
     }
