@@ -31,7 +31,7 @@ impl<C> TimeoutLayer<C> {
     }
 }
 
-impl<S, C> Layer<S> for TimeoutLayer<C> {
+impl<S, C: Clock> Layer<S> for TimeoutLayer<C> {
     type Service = Timeout<S, C>;
 
     fn layer(self, inner: S) -> Timeout<S, C> {

@@ -9,12 +9,22 @@
 //! server call being handled), and the transport sends the time left to the server in
 //! TTHeader (Kitex's RPC timeout key), so the server can give up on the call when its
 //! caller has.
+//!
+//! A call fails within 1% of its limit after its deadline (the layer reads the time
+//! to within 1% of the limit, and calls of at least the client's default limit, or
+//! 100 ms, are timed by one shared timer that looks at them once per 1% of that
+//! limit: see `watchdog.rs`). Shorter calls get a timer of their own and fail at
+//! their deadline.
 
 mod layer;
+mod watchdog;
 
 pub use layer::TimeoutLayer;
 
+use std::sync::Arc;
 use std::time::Duration;
+
+use watchdog::{Outcome, Watchdog};
 
 use super::{ClientContext, ClientRequest, ClientResponse, Error};
 use crate::clock::{Clock, SystemClock};
@@ -26,14 +36,17 @@ pub struct Timeout<S, C = SystemClock> {
     inner: S,
     default: Option<Duration>,
     clock: C,
+    /// Times the calls with at least `default` (or 100 ms) left; shared by clones.
+    watchdog: Arc<Watchdog<C>>,
 }
 
-impl<S, C> Timeout<S, C> {
+impl<S, C: Clock> Timeout<S, C> {
     /// Calls without a timeout of their own get `default` (`None`: no limit).
     pub fn new(inner: S, default: Option<Duration>, clock: C) -> Self {
         Timeout {
             inner,
             default,
+            watchdog: Watchdog::new(clock.clone(), default.unwrap_or_default()),
             clock,
         }
     }
@@ -57,10 +70,17 @@ where
         };
         // Read to within 1% of the limit: a coarse reading for the usual limits of a
         // second or more saves a precise one on every call.
-        let deadline = self.clock.now_within(limit / 100) + limit;
+        let start = self.clock.now_within(limit / 100);
+        let deadline = start + limit;
         let deadline = cx.rpc.deadline.map_or(deadline, |d| d.min(deadline));
         cx.rpc.deadline = Some(deadline);
-        let expired = self.clock.sleep_until(deadline);
+        let watched = deadline.saturating_duration_since(start) >= self.watchdog.min_left();
+        let expired = async {
+            if watched && self.watchdog.wait(deadline).await == Outcome::Expired {
+                return;
+            }
+            self.clock.sleep_until(deadline).await;
+        };
         let answered = tokio::select! {
             biased;
             done = self.inner.call(cx, req) => Some(done),
@@ -202,5 +222,163 @@ mod tests {
         assert_eq!(*seen.lock().unwrap(), Some(t0 + Duration::from_secs(1)));
         clock.advance(Duration::from_secs(1));
         timed_out(poll(call.as_mut()));
+    }
+
+    /// Waits for nothing, ever.
+    fn hang() -> impl Service<ClientContext, ClientRequest, Response = ClientResponse, Error = Error>
+    + Send
+    + Sync
+    + 'static {
+        service_fn(|_cx: &mut ClientContext, _req: ClientRequest| {
+            std::future::pending::<Result<ClientResponse, Error>>()
+        })
+    }
+
+    fn runtime() -> tokio::runtime::Runtime {
+        // No timers of tokio's: every timer here is the manual clock's.
+        tokio::runtime::Builder::new_current_thread()
+            .build()
+            .expect("a runtime")
+    }
+
+    /// Lets every task that can run on a current-thread runtime run.
+    async fn settle() {
+        for _ in 0..20 {
+            tokio::task::yield_now().await;
+        }
+    }
+
+    #[test]
+    fn calls_of_the_default_limit_share_one_timer_and_fail_within_a_tick() {
+        let clock = ManualClock::new();
+        let limit = Duration::from_secs(1);
+        let tick = limit / 100;
+        let svc = std::sync::Arc::new(Timeout::new(hang(), Some(limit), clock.clone()));
+        runtime().block_on(async {
+            let calls: Vec<_> = (0..100)
+                .map(|_| {
+                    let svc = std::sync::Arc::clone(&svc);
+                    tokio::spawn(async move { svc.call(&mut ClientContext::new(), req()).await })
+                })
+                .collect();
+            settle().await;
+            // One timer (the sweeper's) for a hundred calls waiting.
+            assert_eq!(svc.watchdog.watched(), 100);
+            assert_eq!(clock.sleepers(), 1);
+
+            clock.advance(limit - Duration::from_millis(1));
+            settle().await;
+            assert!(
+                calls.iter().all(|c| !c.is_finished()),
+                "none before the deadline"
+            );
+
+            clock.advance(Duration::from_millis(1) + tick);
+            settle().await;
+            for call in calls {
+                let e = call.await.expect("the call task").expect_err("a timeout");
+                assert!(e.is_timeout(), "{e:?}");
+            }
+            assert_eq!(svc.watchdog.watched(), 0, "ended calls free their slots");
+        });
+    }
+
+    #[test]
+    fn a_call_with_a_shorter_limit_of_its_own_gets_its_own_timer() {
+        let clock = ManualClock::new();
+        let svc = std::sync::Arc::new(Timeout::new(
+            hang(),
+            Some(Duration::from_secs(1)),
+            clock.clone(),
+        ));
+        runtime().block_on(async {
+            let call = {
+                let svc = std::sync::Arc::clone(&svc);
+                tokio::spawn(async move {
+                    let mut cx = ClientContext::new();
+                    cx.timeout = Some(Duration::from_millis(20));
+                    svc.call(&mut cx, req()).await
+                })
+            };
+            settle().await;
+            assert_eq!(svc.watchdog.watched(), 0);
+            assert_eq!(clock.sleepers(), 1, "the call's own timer");
+            clock.advance(Duration::from_millis(19));
+            settle().await;
+            assert!(!call.is_finished());
+            // Exactly at its deadline, not a tick later.
+            clock.advance(Duration::from_millis(1));
+            settle().await;
+            assert!(call.is_finished());
+            assert!(call.await.unwrap().unwrap_err().is_timeout());
+        });
+    }
+
+    #[test]
+    fn a_call_outside_a_runtime_times_itself() {
+        let clock = ManualClock::new();
+        let svc = Timeout::new(hang(), Some(Duration::from_secs(1)), clock.clone());
+        let mut cx = ClientContext::new();
+        let mut call = pin!(svc.call(&mut cx, req()));
+        assert!(poll(call.as_mut()).is_pending());
+        // No runtime to start a sweeper on: the call has a timer of its own.
+        assert_eq!(svc.watchdog.watched(), 0);
+        assert_eq!(clock.sleepers(), 1);
+        clock.advance(Duration::from_secs(1));
+        timed_out(poll(call.as_mut()));
+    }
+
+    #[test]
+    fn when_the_sweepers_runtime_shuts_down_a_call_moves_to_its_own() {
+        let clock = ManualClock::new();
+        let limit = Duration::from_secs(1);
+        let svc = Timeout::new(hang(), Some(limit), clock.clone());
+        let mut cx = ClientContext::new();
+        let mut call = Box::pin(svc.call(&mut cx, req()));
+        async fn once<F: Future + Unpin>(call: &mut F) -> Poll<F::Output> {
+            std::future::poll_fn(|cx| Poll::Ready(std::pin::Pin::new(&mut *call).poll(cx))).await
+        }
+
+        // Polled first on runtime A, which starts the sweeper there...
+        let first = runtime();
+        assert!(first.block_on(once(&mut call)).is_pending());
+        assert_eq!(svc.watchdog.watched(), 1);
+        // ...and shuts down before the sweeper ever ran.
+        drop(first);
+
+        let second = runtime();
+        second.block_on(async {
+            assert!(once(&mut call).await.is_pending());
+            settle().await;
+            assert_eq!(clock.sleepers(), 1, "a sweeper again, on this runtime");
+            clock.advance(limit + limit / 100);
+            settle().await;
+            timed_out(once(&mut call).await);
+        });
+    }
+
+    #[test]
+    fn a_dropped_client_stops_its_sweeper() {
+        let clock = ManualClock::new();
+        let answer = service_fn(|_cx: &mut ClientContext, _req: ClientRequest| async {
+            tokio::task::yield_now().await;
+            Ok(ClientResponse::none())
+        });
+        let svc = Timeout::new(answer, Some(Duration::from_secs(1)), clock.clone());
+        runtime().block_on(async {
+            for _ in 0..1000 {
+                svc.call(&mut ClientContext::new(), req())
+                    .await
+                    .expect("answered");
+            }
+            assert_eq!(svc.watchdog.watched(), 0);
+            settle().await;
+            assert_eq!(clock.sleepers(), 1, "the sweeper");
+            drop(svc);
+            // At its next look the sweeper finds the client gone and ends.
+            clock.advance(Duration::from_secs(1));
+            settle().await;
+            assert_eq!(clock.sleepers(), 0);
+        });
     }
 }
