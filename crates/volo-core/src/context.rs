@@ -40,7 +40,13 @@ pub const PREFIX_BACKWARD: &str = "RPC_BACKWARD_";
 /// Where a service listens or a client connects: `host:port` (TCP), `unix:/path`
 /// (a Unix-domain socket) or `shm:/path` (shared memory, through the Unix socket at
 /// that path).
-#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+///
+/// Two path addresses are the same when their paths are spelled the same, byte for
+/// byte (as Kitex compares address strings): `unix:/run/a.sock` and
+/// `unix:/run//a.sock` name one socket but are two instances to a balancer or a
+/// breaker. Comparing and hashing the bytes costs a pass over them, where `Path`'s own
+/// comparison splits the path into components first; a client does it on every call.
+#[derive(Debug, Clone)]
 pub enum Address {
     /// A TCP address.
     Tcp(SocketAddr),
@@ -48,6 +54,36 @@ pub enum Address {
     Unix(Arc<Path>),
     /// A shared-memory session's control socket path (shared, likewise).
     Shm(Arc<Path>),
+}
+
+/// A path's bytes, as spelled.
+fn spelled(path: &Path) -> &[u8] {
+    use std::os::unix::ffi::OsStrExt;
+    path.as_os_str().as_bytes()
+}
+
+impl PartialEq for Address {
+    fn eq(&self, other: &Address) -> bool {
+        match (self, other) {
+            (Address::Tcp(a), Address::Tcp(b)) => a == b,
+            (Address::Unix(a), Address::Unix(b)) | (Address::Shm(a), Address::Shm(b)) => {
+                spelled(a) == spelled(b)
+            }
+            _ => false,
+        }
+    }
+}
+
+impl Eq for Address {}
+
+impl std::hash::Hash for Address {
+    fn hash<H: std::hash::Hasher>(&self, state: &mut H) {
+        std::mem::discriminant(self).hash(state);
+        match self {
+            Address::Tcp(a) => a.hash(state),
+            Address::Unix(p) | Address::Shm(p) => spelled(p).hash(state),
+        }
+    }
 }
 
 /// An address string that is none of the accepted forms.
@@ -312,6 +348,23 @@ mod tests {
         for bad in ["", "unix:", "shm:", "localhost", "1.2.3.4", "tcp://x:1"] {
             assert!(bad.parse::<Address>().is_err(), "{bad:?}");
         }
+    }
+
+    #[test]
+    fn path_addresses_are_the_same_when_spelled_the_same() {
+        use std::collections::HashSet;
+        let a: Address = "unix:/run/a.sock".parse().unwrap();
+        let same: Address = "unix:/run/a.sock".parse().unwrap();
+        let respelled: Address = "unix:/run//a.sock".parse().unwrap();
+        let shm: Address = "shm:/run/a.sock".parse().unwrap();
+        assert_eq!(a, same);
+        assert_ne!(a, respelled, "another spelling is another instance");
+        assert_ne!(a, shm, "same path, other transport");
+        let set: HashSet<Address> = [a.clone(), same, respelled, shm, a].into_iter().collect();
+        assert_eq!(set.len(), 3);
+        let tcp: Address = "127.0.0.1:9".parse().unwrap();
+        assert_eq!(tcp, "127.0.0.1:9".parse::<Address>().unwrap());
+        assert_ne!(tcp, "127.0.0.1:10".parse::<Address>().unwrap());
     }
 
     fn pairs(list: &[(&'static str, &'static str)]) -> Vec<(Utf8Bytes, Utf8Bytes)> {
