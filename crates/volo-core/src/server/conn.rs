@@ -19,6 +19,7 @@ use thrift_codec::{
 use tokio::sync::{OwnedSemaphorePermit, watch};
 
 use super::{Dispatch, DispatchError, EncodeReply, ServerConfig, ServerRequest, ServiceInfo};
+use crate::clock::{Clock, SystemClock};
 use crate::codec::ttheader::{Header, int_key};
 use crate::codec::{FrameError, FrameSplitter, Framing, Protocol, detect};
 use crate::context::{Address, ServerContext};
@@ -309,7 +310,9 @@ pub(crate) fn start_call<D: Dispatch>(
                 .int_value(int_key::RPC_TIMEOUT)
                 .and_then(|v| v.parse::<u64>().ok())
             {
-                cx.rpc.deadline = Some(Instant::now() + Duration::from_millis(ms));
+                // To within 1% of the time left, as the caller reads it.
+                let left = Duration::from_millis(ms);
+                cx.rpc.deadline = Some(SystemClock.now_within(left / 100) + left);
             }
             if let Some(from) = header.int_value(int_key::FROM_SERVICE) {
                 cx.rpc.caller.service = from.to_string().into();

@@ -263,9 +263,16 @@ impl<C: Clock> Watchdog<C> {
 fn thread_index() -> usize {
     static NEXT: AtomicUsize = AtomicUsize::new(0);
     thread_local! {
-        static INDEX: usize = NEXT.fetch_add(1, Ordering::Relaxed);
+        // Constant-initialised (no lazy-init check on each use); `usize::MAX` until
+        // the thread first asks.
+        static INDEX: std::cell::Cell<usize> = const { std::cell::Cell::new(usize::MAX) };
     }
-    INDEX.with(|i| *i)
+    INDEX.with(|i| {
+        if i.get() == usize::MAX {
+            i.set(NEXT.fetch_add(1, Ordering::Relaxed) % MAX_SHARDS);
+        }
+        i.get()
+    })
 }
 
 /// Marks the sweeper stopped when its task ends, and wakes the calls it was watching
