@@ -327,41 +327,44 @@ impl<C: Clock> Future for Wait<'_, C> {
 
     fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Outcome> {
         let dog = self.dog;
-        let (shard, key) = match self.at {
-            Some(at) => at,
-            None => {
-                let shard = dog.shard();
-                let key = dog.shards[shard].lock().insert(Entry {
-                    deadline: self.deadline,
-                    waker: None,
-                    expired: false,
-                });
-                self.at = Some((shard, key));
-                (shard, key)
-            }
-        };
         loop {
-            {
-                let mut slots = dog.shards[shard].lock();
-                let Some(entry) = slots.get(key) else {
-                    // Only this future frees its slot, so this does not happen; if
-                    // it did, the call would still end on a timer of its own.
+            // The flag is read under the shard's lock, after the waker is in: a
+            // sweeper that stops after this takes the waker and wakes it.
+            let sweeping = match self.at {
+                None => {
+                    let shard = dog.shard();
+                    let mut slots = dog.shards[shard].lock();
+                    let key = slots.insert(Entry {
+                        deadline: self.deadline,
+                        waker: Some(cx.waker().clone()),
+                        expired: false,
+                    });
+                    let sweeping = dog.sweeping.load(Ordering::Acquire);
                     drop(slots);
-                    self.at = None;
-                    return Poll::Ready(Outcome::Unwatched);
-                };
-                if entry.expired {
-                    return Poll::Ready(Outcome::Expired);
+                    self.at = Some((shard, key));
+                    sweeping
                 }
-                match &mut entry.waker {
-                    Some(w) => w.clone_from(cx.waker()),
-                    none => *none = Some(cx.waker().clone()),
+                Some((shard, key)) => {
+                    let mut slots = dog.shards[shard].lock();
+                    let Some(entry) = slots.get(key) else {
+                        // Only this future frees its slot, so this does not happen;
+                        // if it did, the call would still end on a timer of its own.
+                        drop(slots);
+                        self.at = None;
+                        return Poll::Ready(Outcome::Unwatched);
+                    };
+                    if entry.expired {
+                        return Poll::Ready(Outcome::Expired);
+                    }
+                    match &mut entry.waker {
+                        Some(w) => w.clone_from(cx.waker()),
+                        none => *none = Some(cx.waker().clone()),
+                    }
+                    dog.sweeping.load(Ordering::Acquire)
                 }
-                // Read under the lock, after the waker is in: a sweeper that stops
-                // after this takes the waker and wakes it.
-                if dog.sweeping.load(Ordering::Acquire) {
-                    return Poll::Pending;
-                }
+            };
+            if sweeping {
+                return Poll::Pending;
             }
             if !dog.ensure_sweeper() {
                 self.release();
