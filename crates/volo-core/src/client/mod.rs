@@ -28,7 +28,7 @@
 //! |---|---|---|
 //! | framing, protocol | TTHeader, Binary | [`ClientConfig`] |
 //! | connect timeout | 1 s | [`ClientConfig::connect_timeout`] |
-//! | call timeout | 10 s, retries and backups included; the time left goes to the server in TTHeader | [`ClientConfig::rpc_timeout`], [`ClientContext::timeout`] |
+//! | call timeout | 10 s, retries and backups included; the time left goes to the server in TTHeader; a call fails within 1% of its limit after its deadline (calls of at least the client's limit share one timer per client) | [`ClientConfig::rpc_timeout`], [`ClientContext::timeout`] |
 //! | connections per instance | 64, one call at a time on each; multiplexed: 2 | [`ClientConfig::max_connections`], [`ClientConfig::multiplex`] |
 //! | service breaker | on: opens at 50% failures over 10 s once 200 calls were seen, fails fast for 5 s, then 3 trial calls, closed again after 3 successes | [`ClientBuilder::service_breaker`], [`BreakerConfig::service`] |
 //! | failure retry | up to 2 retries; a call that may have run is retried only if its method is marked idempotent (failed connects always); exponential backoff from 10 ms to 1 s with full jitter; a budget of 10% extra calls; never past the deadline; a retried request is marked (`RPC_PERSIST_RetryReq`) and not retried again downstream | [`ClientBuilder::retry`], [`ClientBuilder::idempotent`], [`RetryPolicy`] |
