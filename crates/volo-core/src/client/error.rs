@@ -63,6 +63,7 @@ impl Error {
     /// An error of `kind` caused by `source`. Layers use it to fail a call; whether the
     /// request may have been sent follows from the kind (not for `Connect`,
     /// `CircuitOpen`, `NoInstance`, `Encode`, `Rejected` and `Overloaded`).
+    #[cold]
     pub fn new(kind: ErrorKind, source: impl Into<BoxError>) -> Self {
         Self::build(kind, Some(source.into()))
     }
@@ -85,16 +86,19 @@ impl Error {
     }
 
     /// Connecting to `addr` failed.
+    #[cold]
     pub fn connect(addr: Address, source: io::Error) -> Self {
         Self::build(ErrorKind::Connect, Some(source.into())).with_instance(addr)
     }
 
     /// Reading or writing failed.
+    #[cold]
     pub fn io(source: io::Error) -> Self {
         Self::build(ErrorKind::Io, Some(source.into()))
     }
 
     /// The call's deadline (`after` from its start) passed.
+    #[cold]
     pub fn timeout(after: Duration) -> Self {
         let mut e = Self::build(ErrorKind::Timeout, None);
         e.inner.timeout = Some(after);
@@ -102,21 +106,25 @@ impl Error {
     }
 
     /// No instance can take the call.
+    #[cold]
     pub fn no_instance() -> Self {
         Self::build(ErrorKind::NoInstance, None)
     }
 
     /// A breaker is open (`what` says which).
+    #[cold]
     pub fn circuit_open(what: impl Into<BoxError>) -> Self {
         Self::build(ErrorKind::CircuitOpen, Some(what.into()))
     }
 
     /// The reply was not valid.
+    #[cold]
     pub fn protocol(source: impl Into<BoxError>) -> Self {
         Self::build(ErrorKind::Protocol, Some(source.into()))
     }
 
     /// The request could not be encoded.
+    #[cold]
     pub fn encode(source: impl Into<BoxError>) -> Self {
         Self::build(ErrorKind::Encode, Some(source.into()))
     }
@@ -125,6 +133,7 @@ impl Error {
     /// over-limit refusal from its limiter is [`ErrorKind::Overloaded`] (the call did
     /// not run), and its word that the caller's deadline passed is
     /// [`ErrorKind::Timeout`] (as gRPC's `DEADLINE_EXCEEDED` is).
+    #[cold]
     pub fn application(ex: ApplicationException) -> Self {
         let kind = if crate::server::is_overload(&ex) {
             ErrorKind::Overloaded

@@ -119,6 +119,7 @@ impl<S, C: Clock> Balance<S, C> {
 
 /// The instances of `all` that `usable` accepts and this call has not tried; when it
 /// tried all of them, the usable ones (another try at one is the least bad choice).
+#[cold]
 fn fresh(all: &[Instance], cx: &ClientContext, usable: impl Fn(&Address) -> bool) -> Vec<Instance> {
     let usable: Vec<Instance> = all.iter().filter(|i| usable(&i.address)).cloned().collect();
     if cx.avoid.is_empty() {

@@ -156,6 +156,7 @@ fn outcome<T>(result: &Result<T, Error>) -> Outcome {
 
 /// What a call dropped before its end tells a breaker: nothing, unless its deadline
 /// had passed (a timeout above cancelled it: the callee was too slow).
+#[cold]
 fn cancelled(deadline: Option<Instant>, now: Instant) -> Outcome {
     match deadline {
         Some(d) if now >= d => Outcome::Failure,

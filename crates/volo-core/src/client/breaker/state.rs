@@ -302,6 +302,7 @@ impl Breaker {
             && c.failures as f64 >= self.config.error_rate * c.total() as f64
     }
 
+    #[cold]
     fn open(&mut self, now: Instant) {
         let until = now.checked_add(self.config.open_for).unwrap_or(now);
         self.enter(Phase::Open { until });
@@ -317,6 +318,7 @@ impl Breaker {
 
     /// Moves to `phase` with a fresh count: what happened before a change of phase says
     /// nothing about the callee after it.
+    #[cold]
     fn enter(&mut self, phase: Phase) {
         self.phase = phase;
         self.generation += 1;

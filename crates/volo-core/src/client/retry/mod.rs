@@ -134,6 +134,7 @@ impl<S> Retry<S> {
 impl<S, C: Clock> Retry<S, C> {
     /// How long to wait before retrying after `err`, when it is to be retried (this
     /// takes the retry from the budget).
+    #[cold]
     fn retry_after(
         &self,
         cx: &ClientContext,

@@ -228,6 +228,9 @@ impl<C: Clock> Watchdog<C> {
 
     /// Starts a sweeper on the current runtime unless one runs. False if none runs
     /// and there is no runtime here.
+    // Once per client and runtime: kept out of the calls' code.
+    #[cold]
+    #[inline(never)]
     fn ensure_sweeper(self: &Arc<Self>) -> bool {
         if self
             .sweeping
