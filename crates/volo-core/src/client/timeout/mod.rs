@@ -372,6 +372,12 @@ mod tests {
                     .expect("answered");
             }
             assert_eq!(svc.watchdog.watched(), 0);
+            // One call at a time: each reuses the slot the one before freed.
+            assert!(
+                svc.watchdog.slots_held() < 16,
+                "{}",
+                svc.watchdog.slots_held()
+            );
             settle().await;
             assert_eq!(clock.sleepers(), 1, "the sweeper");
             drop(svc);

@@ -33,6 +33,8 @@ use std::sync::{Arc, Mutex, MutexGuard, PoisonError, Weak};
 use std::task::{Context, Poll, Waker};
 use std::time::{Duration, Instant};
 
+use slab::Slab;
+
 use crate::clock::Clock;
 
 /// Calls with less time left than this never go to a watchdog: a tick of 1% of it
@@ -66,31 +68,17 @@ impl<C> fmt::Debug for Watchdog<C> {
 }
 
 /// One lock's worth of slots, on cache lines of its own so that threads working in
-/// different shards do not share one.
+/// different shards do not share one. Slots freed by ending calls are reused, so the
+/// memory held is that of the most calls that were ever watched at once.
 #[repr(align(128))]
-struct Shard(Mutex<Slots>);
+struct Shard(Mutex<Slab<Entry>>);
 
 impl Shard {
-    fn lock(&self) -> MutexGuard<'_, Slots> {
+    fn lock(&self) -> MutexGuard<'_, Slab<Entry>> {
         // The slots are consistent between any two statements that change them; a
         // panic elsewhere while the lock was held leaves nothing half done.
         self.0.lock().unwrap_or_else(PoisonError::into_inner)
     }
-}
-
-/// A slab: slots freed by ending calls are reused, so the memory held is that of the
-/// most calls that were ever watched at once.
-#[derive(Default)]
-struct Slots {
-    slots: Vec<Slot>,
-    /// The first free slot; each free slot names the next.
-    free: Option<usize>,
-    taken: usize,
-}
-
-enum Slot {
-    Taken(Entry),
-    Free { next: Option<usize> },
 }
 
 struct Entry {
@@ -98,48 +86,6 @@ struct Entry {
     /// Taken by the sweeper when it wakes the call.
     waker: Option<Waker>,
     expired: bool,
-}
-
-impl Slots {
-    fn insert(&mut self, entry: Entry) -> usize {
-        self.taken += 1;
-        if let Some(key) = self.free.take()
-            && let Some(Slot::Free { next }) = self.slots.get(key)
-        {
-            self.free = *next;
-            self.slots[key] = Slot::Taken(entry);
-            return key;
-        }
-        self.slots.push(Slot::Taken(entry));
-        self.slots.len() - 1
-    }
-
-    fn get(&mut self, key: usize) -> Option<&mut Entry> {
-        match self.slots.get_mut(key) {
-            Some(Slot::Taken(e)) => Some(e),
-            _ => None,
-        }
-    }
-
-    fn remove(&mut self, key: usize) -> Option<Entry> {
-        let slot = self.slots.get_mut(key)?;
-        if let Slot::Free { .. } = slot {
-            return None;
-        }
-        let Slot::Taken(entry) = std::mem::replace(slot, Slot::Free { next: self.free }) else {
-            return None;
-        };
-        self.free = Some(key);
-        self.taken -= 1;
-        Some(entry)
-    }
-
-    fn entries(&mut self) -> impl Iterator<Item = &mut Entry> {
-        self.slots.iter_mut().filter_map(|s| match s {
-            Slot::Taken(e) => Some(e),
-            Slot::Free { .. } => None,
-        })
-    }
 }
 
 /// How a watched wait ended.
@@ -160,7 +106,13 @@ impl<C> Watchdog<C> {
 
     /// Calls being watched now.
     pub(super) fn watched(&self) -> usize {
-        self.shards.iter().map(|s| s.lock().taken).sum()
+        self.shards.iter().map(|s| s.lock().len()).sum()
+    }
+
+    /// Slots the shards hold room for, taken or free.
+    #[cfg(test)]
+    pub(super) fn slots_held(&self) -> usize {
+        self.shards.iter().map(|s| s.lock().capacity()).sum()
     }
 
     /// Wakes the calls whose deadline is at or before `now`; returns the earliest
@@ -170,7 +122,7 @@ impl<C> Watchdog<C> {
         let mut earliest: Option<Instant> = None;
         for shard in self.shards.iter() {
             let mut slots = shard.lock();
-            for e in slots.entries().filter(|e| !e.expired) {
+            for (_, e) in slots.iter_mut().filter(|(_, e)| !e.expired) {
                 if e.deadline <= now {
                     e.expired = true;
                     due.extend(e.waker.take());
@@ -188,7 +140,7 @@ impl<C> Watchdog<C> {
         let mut all = Vec::new();
         for shard in self.shards.iter() {
             let mut slots = shard.lock();
-            all.extend(slots.entries().filter_map(|e| e.waker.take()));
+            all.extend(slots.iter_mut().filter_map(|(_, e)| e.waker.take()));
         }
         all.into_iter().for_each(Waker::wake);
     }
@@ -211,7 +163,7 @@ impl<C: Clock> Watchdog<C> {
             min_left,
             tick: min_left / 100,
             shards: (0..shards)
-                .map(|_| Shard(Mutex::new(Slots::default())))
+                .map(|_| Shard(Mutex::new(Slab::new())))
                 .collect(),
             sweeping: AtomicBool::new(false),
         })
@@ -349,7 +301,7 @@ impl<C: Clock> Future for Wait<'_, C> {
                 }
                 Some((shard, key)) => {
                     let mut slots = dog.shards[shard].lock();
-                    let Some(entry) = slots.get(key) else {
+                    let Some(entry) = slots.get_mut(key) else {
                         // Only this future frees its slot, so this does not happen;
                         // if it did, the call would still end on a timer of its own.
                         drop(slots);
@@ -380,7 +332,7 @@ impl<C: Clock> Future for Wait<'_, C> {
 impl<C: Clock> Wait<'_, C> {
     fn release(&mut self) {
         if let Some((shard, key)) = self.at.take() {
-            let entry = self.dog.shards[shard].lock().remove(key);
+            let entry = self.dog.shards[shard].lock().try_remove(key);
             // The waker (a task's reference) is dropped after the lock.
             drop(entry);
         }
@@ -396,35 +348,6 @@ impl<C: Clock> Drop for Wait<'_, C> {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    fn entry() -> Entry {
-        Entry {
-            deadline: Instant::now(),
-            waker: None,
-            expired: false,
-        }
-    }
-
-    #[test]
-    fn freed_slots_are_reused_before_the_slab_grows() {
-        let mut slots = Slots::default();
-        let keys: Vec<usize> = (0..3).map(|_| slots.insert(entry())).collect();
-        assert_eq!(keys, [0, 1, 2]);
-        assert!(slots.remove(1).is_some());
-        assert!(slots.remove(1).is_none(), "a slot is freed once");
-        assert!(slots.get(1).is_none());
-        assert_eq!(slots.taken, 2);
-        assert_eq!(slots.insert(entry()), 1);
-        assert_eq!(slots.slots.len(), 3);
-        for k in 0..3 {
-            assert!(slots.remove(k).is_some());
-        }
-        assert!(slots.remove(7).is_none(), "a key never given out");
-        // Freed last-in first-out; then the slab grows again.
-        assert_eq!((slots.insert(entry()), slots.insert(entry())), (2, 1));
-        assert_eq!((slots.insert(entry()), slots.insert(entry())), (0, 3));
-        assert_eq!(slots.entries().count(), 4);
-    }
 
     #[test]
     fn the_sweep_wakes_only_calls_past_their_deadline() {
