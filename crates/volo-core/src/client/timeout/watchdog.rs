@@ -224,7 +224,7 @@ fn thread_index() -> usize {
     }
     INDEX.with(|i| {
         if i.get() == usize::MAX {
-            i.set(NEXT.fetch_add(1, Ordering::Relaxed) % MAX_SHARDS);
+            i.set(NEXT.fetch_add(1, Ordering::Relaxed));
         }
         i.get()
     })
