@@ -28,6 +28,11 @@ impl RetryBudget {
 
     /// A call was made.
     pub fn deposit(&self) {
+        // Full is the usual state (retries are rare): a read, not a write to a line
+        // every caller shares.
+        if self.milli.load(Ordering::Relaxed) >= self.max {
+            return;
+        }
         let _ = self
             .milli
             .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |m| {
