@@ -37,14 +37,18 @@ impl Dialer {
     }
 
     /// A new connection, within the connect timeout.
+    ///
+    /// Boxed: connecting is rare (a pool reuses its connections) and its future is
+    /// large (a socket connect, a shared-memory handshake, a timer); inline, it would
+    /// make every call's future that much larger, at every layer of the client stack.
     pub(crate) async fn connect(&self) -> Result<Conn, Error> {
-        transport::connect(
+        Box::pin(transport::connect(
             self.transport,
             &self.addr,
             self.reactor.as_ref(),
             &self.shm,
             self.connect_timeout,
-        )
+        ))
         .await
         .map_err(|source| Error::connect(self.addr.clone(), source))
     }
