@@ -257,8 +257,11 @@ impl Breaker {
                 }
                 self.window.record(now, outcome == Outcome::Failure);
                 // Judged after a success too: it may be the sample that makes the
-                // minimum, with the rate already at the threshold.
-                if self.should_trip(now) {
+                // minimum, with the rate already at the threshold. Not without a
+                // failure in the window (the usual case): no rate to judge.
+                if (outcome == Outcome::Failure || self.window.has_failures())
+                    && self.should_trip(now)
+                {
                     self.open(now);
                     Change::Opened
                 } else {
@@ -429,6 +432,24 @@ mod tests {
     fn succeed(b: &mut Breaker, now: Instant) -> Change {
         let p = b.try_acquire(now).expect("let through");
         b.finish(p, Outcome::Success, now)
+    }
+
+    #[test]
+    fn a_success_that_makes_the_minimum_sample_opens_a_failing_breaker() {
+        let t0 = Instant::now();
+        let mut b = Breaker::new(config(), t0);
+        // 3 failures of 3: under the minimum of 4, nothing yet.
+        for _ in 0..3 {
+            assert_eq!(fail(&mut b, t0), Change::None);
+        }
+        // The fourth sample is a success, and 3 of 4 failed: over the 50% rate.
+        assert_eq!(succeed(&mut b, t0), Change::Opened);
+        // Without failures in the window, successes alone never open it.
+        let mut clean = Breaker::new(config(), t0);
+        for _ in 0..100 {
+            assert_eq!(succeed(&mut clean, t0), Change::None);
+        }
+        assert_eq!(clean.state(t0), BreakerState::Closed);
     }
 
     #[test]

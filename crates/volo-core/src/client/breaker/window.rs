@@ -52,6 +52,9 @@ pub(crate) struct Window {
     origin: Instant,
     /// The slot number of the newest bucket.
     head: u64,
+    /// Its bucket (`head` modulo the bucket count, kept: a division per call costs
+    /// more than the rest of a record).
+    head_at: usize,
     /// Where the slot after `head` starts: until then, an instant falls in the newest
     /// bucket and `advance` has nothing to do (no division on the common path).
     next: Instant,
@@ -71,6 +74,7 @@ impl Window {
             slot,
             origin: now,
             head: 0,
+            head_at: 0,
             next: Self::slot_start(now, slot, 1),
             total: Counts::default(),
         }
@@ -79,7 +83,7 @@ impl Window {
     /// Counts one outcome at `now`.
     pub(crate) fn record(&mut self, now: Instant, failed: bool) {
         self.advance(now);
-        let at = self.index(self.head);
+        let at = self.head_at;
         let one = if failed {
             Counts {
                 successes: 0,
@@ -93,6 +97,11 @@ impl Window {
         };
         self.buckets[at] += one;
         self.total += one;
+    }
+
+    /// Whether a failure is counted, as of the last record or count.
+    pub(crate) fn has_failures(&self) -> bool {
+        self.total.failures > 0
     }
 
     /// The outcomes still inside the window at `now`.
@@ -113,10 +122,17 @@ impl Window {
 
     /// Moves the newest slot to the one `now` falls in, emptying the buckets of the
     /// slots that left the window on the way (all of them after a long quiet spell).
+    #[inline]
     fn advance(&mut self, now: Instant) {
-        if now < self.next {
-            return;
+        if now >= self.next {
+            self.move_head(now);
         }
+    }
+
+    /// `advance` past the newest slot's end.
+    #[cold]
+    #[inline(never)]
+    fn move_head(&mut self, now: Instant) {
         let since = now.saturating_duration_since(self.origin).as_nanos();
         let slot = u64::try_from(since).unwrap_or(u64::MAX) / self.slot;
         if slot <= self.head {
@@ -132,6 +148,7 @@ impl Window {
             }
         }
         self.head = slot;
+        self.head_at = self.index(slot);
         self.next = Self::slot_start(self.origin, self.slot, slot.saturating_add(1));
     }
 
