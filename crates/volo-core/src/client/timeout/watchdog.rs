@@ -41,9 +41,10 @@ use crate::clock::Clock;
 /// would wake the sweeper more often than once a millisecond.
 const SHORTEST: Duration = Duration::from_millis(100);
 
-/// The most shards a watchdog has: four per CPU, up to this. Threads are spread over
-/// them by the order in which they first used a watchdog, so worker threads rarely
-/// share one.
+/// The most shards a watchdog has: four per CPU (rounded up to a power of two, so a
+/// thread finds its shard with a mask, not a division), up to this. Threads are spread
+/// over them by the order in which they first used a watchdog, so worker threads
+/// rarely share one.
 const MAX_SHARDS: usize = 64;
 
 /// The calls of one [`Timeout`](super::Timeout) (and its clones) that are waiting
@@ -146,7 +147,8 @@ impl<C> Watchdog<C> {
     }
 
     fn shard(&self) -> usize {
-        thread_index() % self.shards.len()
+        // The count is a power of two.
+        thread_index() & (self.shards.len() - 1)
     }
 }
 
@@ -157,7 +159,8 @@ impl<C: Clock> Watchdog<C> {
         let shards = std::thread::available_parallelism()
             .map_or(1, usize::from)
             .saturating_mul(4)
-            .clamp(1, MAX_SHARDS);
+            .clamp(1, MAX_SHARDS)
+            .next_power_of_two();
         Arc::new(Watchdog {
             clock,
             min_left,
@@ -383,6 +386,15 @@ mod tests {
             3,
             "slots are freed by their calls, not the sweep"
         );
+    }
+
+    #[test]
+    fn the_shard_count_is_a_power_of_two_so_a_mask_finds_a_shard() {
+        let dog = Watchdog::new(crate::clock::ManualClock::new(), Duration::ZERO);
+        let n = dog.shards.len();
+        assert!(n.is_power_of_two() && n <= MAX_SHARDS, "{n} shards");
+        // The mask is the modulo: threads numbered in turn take every shard in turn.
+        assert_eq!(dog.shard(), thread_index() % n);
     }
 
     fn counting_waker(count: std::sync::Arc<AtomicUsize>) -> Waker {
