@@ -160,38 +160,6 @@ impl<S, C: Clock> Retry<S, C> {
         // Last: only a retry that will happen spends the budget.
         self.budget.withdraw().then_some(wait)
     }
-
-    /// The attempts of one call; `saved` gets the caller's mark when a retry sets one.
-    async fn attempts(
-        &self,
-        cx: &mut ClientContext,
-        req: ClientRequest,
-        saved: &mut Option<Option<String>>,
-    ) -> Result<ClientResponse, Error>
-    where
-        S: Service<ClientContext, ClientRequest, Response = ClientResponse, Error = Error> + Sync,
-    {
-        let mut retries = 0;
-        loop {
-            let err = match self.inner.call(cx, req.clone()).await {
-                Ok(reply) => return Ok(reply),
-                Err(e) => e,
-            };
-            let Some(wait) = self.retry_after(cx, &req, &err, retries) else {
-                return Err(err);
-            };
-            retries += 1;
-            if let Some(addr) = err.instance().or(cx.rpc.callee.address.as_ref()).cloned() {
-                cx.mark_tried(addr);
-            }
-            cx.attempt += 1;
-            saved.get_or_insert_with(|| saved_mark(cx));
-            mark(cx);
-            if !wait.is_zero() {
-                self.clock.sleep_until(self.clock.now() + wait).await;
-            }
-        }
-    }
 }
 
 impl<S, C> Service<ClientContext, ClientRequest> for Retry<S, C>
@@ -213,8 +181,30 @@ where
         if self.policy.chain_stop && marked_upstream(cx) {
             return self.inner.call(cx, req).await;
         }
+        // The attempts, in this one future (not one of their own awaited here: a
+        // layer on every call, and each level of futures costs its polls).
+        let mut retries = 0;
+        // The caller's mark, once a retry has set one, to put back at the end.
         let mut saved = None;
-        let result = self.attempts(cx, req, &mut saved).await;
+        let result = loop {
+            let err = match self.inner.call(cx, req.clone()).await {
+                Ok(reply) => break Ok(reply),
+                Err(e) => e,
+            };
+            let Some(wait) = self.retry_after(cx, &req, &err, retries) else {
+                break Err(err);
+            };
+            retries += 1;
+            if let Some(addr) = err.instance().or(cx.rpc.callee.address.as_ref()).cloned() {
+                cx.mark_tried(addr);
+            }
+            cx.attempt += 1;
+            saved.get_or_insert_with(|| saved_mark(cx));
+            mark(cx);
+            if !wait.is_zero() {
+                self.clock.sleep_until(self.clock.now() + wait).await;
+            }
+        };
         if let Some(mark) = saved {
             restore_mark(cx, mark);
         }
