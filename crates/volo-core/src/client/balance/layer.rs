@@ -104,7 +104,12 @@ impl<S, C: Clock> Balance<S, C> {
             };
             // The breaker may refuse the one picked (its trial calls are all out):
             // pick again among the others.
-            match breakers.allow(&addr) {
+            // An index into discovery's own list finds the breaker without hashing.
+            let permit = match &list {
+                Cow::Borrowed(_) => breakers.allow_listed(&all, i),
+                Cow::Owned(_) => breakers.allow(&addr),
+            };
+            match permit {
                 Some(permit) => {
                     return Ok((addr, Some(permit.with_deadline(cx.rpc.deadline))));
                 }

@@ -4,7 +4,7 @@
 use std::collections::{HashMap, HashSet};
 use std::fmt;
 use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::{Arc, PoisonError, RwLock};
+use std::sync::{Arc, PoisonError, RwLock, RwLockReadGuard, RwLockWriteGuard, Weak};
 use std::time::Instant;
 
 use foldhash::fast::RandomState;
@@ -52,9 +52,7 @@ pub struct InstanceBreakers<C: Clock = SystemClock> {
 struct Shared<C> {
     config: BreakerConfig,
     clock: C,
-    /// Looked up on every attempt: a hasher seeded per process but far cheaper than
-    /// SipHash (the addresses come from this client's discovery, not from peers).
-    map: RwLock<HashMap<Address, Arc<Entry>, RandomState>>,
+    map: RwLock<Map<C>>,
     /// The map's length as of its last change, so that [`InstanceBreakers::retain`]
     /// finds out that it has nothing to do without a lock.
     len: AtomicUsize,
@@ -63,9 +61,40 @@ struct Shared<C> {
     not_closed: AtomicUsize,
 }
 
+/// The breakers, by address and in the order of discovery's list.
+struct Map<C> {
+    /// A hasher seeded per process but far cheaper than SipHash (the addresses come
+    /// from this client's discovery, not from peers).
+    by_addr: HashMap<Address, Arc<Entry<C>>, RandomState>,
+    /// The breakers of discovery's current list, in its order: the balancer picks an
+    /// index into that list, and finds the breaker here without hashing the address
+    /// (see [`InstanceBreakers::allow_listed`]). Made again when the list changes
+    /// (discovery hands out a new `Arc`), dropped when a breaker leaves the map.
+    listed: Option<Listed<C>>,
+}
+
+/// Discovery's list, and the breakers of its instances in its order.
+type Listed<C> = (Arc<[Instance]>, Box<[Arc<Entry<C>>]>);
+
 /// An instance's breaker; the extra state under its lock says whether the instance
 /// was dropped from the map (its changes then no longer count in `not_closed`).
-type Entry = Guarded<bool>;
+struct Entry<C> {
+    state: Guarded<bool>,
+    /// Where `not_closed` is, for the rare outcome that opens or closes the breaker
+    /// (weak: a permit outliving its client changes nothing).
+    shared: Weak<Shared<C>>,
+    clock: C,
+}
+
+impl<C: Clock> Entry<C> {
+    fn new(shared: &Arc<Shared<C>>, now: Instant) -> Arc<Self> {
+        Arc::new(Entry {
+            state: Guarded::new(Breaker::new(shared.config.clone(), now), false),
+            shared: Arc::downgrade(shared),
+            clock: shared.clock.clone(),
+        })
+    }
+}
 
 impl<C: Clock> Clone for InstanceBreakers<C> {
     fn clone(&self) -> Self {
@@ -109,20 +138,44 @@ impl<C: Clock> InstanceBreakers<C> {
             shared: Arc::new(Shared {
                 config,
                 clock,
-                map: RwLock::new(HashMap::default()),
+                map: RwLock::new(Map {
+                    by_addr: HashMap::default(),
+                    listed: None,
+                }),
                 len: AtomicUsize::new(0),
                 not_closed: AtomicUsize::new(0),
             }),
         }
     }
 
-    fn entry(&self, addr: &Address) -> Option<Arc<Entry>> {
-        let map = self
-            .shared
+    fn read(&self) -> RwLockReadGuard<'_, Map<C>> {
+        self.shared
             .map
             .read()
-            .unwrap_or_else(PoisonError::into_inner);
-        map.get(addr).cloned()
+            .unwrap_or_else(PoisonError::into_inner)
+    }
+
+    fn write(&self) -> RwLockWriteGuard<'_, Map<C>> {
+        self.shared
+            .map
+            .write()
+            .unwrap_or_else(PoisonError::into_inner)
+    }
+
+    fn entry(&self, addr: &Address) -> Option<Arc<Entry<C>>> {
+        self.read().by_addr.get(addr).cloned()
+    }
+
+    /// `addr`'s breaker, made if it has none.
+    fn entry_or_new(&self, map: &mut Map<C>, addr: &Address) -> Arc<Entry<C>> {
+        let shared = &self.shared;
+        let entry = Arc::clone(
+            map.by_addr
+                .entry(addr.clone())
+                .or_insert_with(|| Entry::new(shared, shared.clock.now())),
+        );
+        shared.len.store(map.by_addr.len(), Ordering::Release);
+        entry
     }
 
     /// Whether a call may go to `addr` now: false while its breaker is open, or
@@ -134,7 +187,7 @@ impl<C: Clock> InstanceBreakers<C> {
             return true;
         }
         match self.entry(addr) {
-            Some(e) => e.lock().breaker.is_available(self.shared.clock.now()),
+            Some(e) => e.state.lock().breaker.is_available(self.shared.clock.now()),
             None => true,
         }
     }
@@ -146,24 +199,48 @@ impl<C: Clock> InstanceBreakers<C> {
     pub fn allow(&self, addr: &Address) -> Option<InstancePermit<C>> {
         let entry = match self.entry(addr) {
             Some(e) => e,
-            None => {
-                let mut map = self
-                    .shared
-                    .map
-                    .write()
-                    .unwrap_or_else(PoisonError::into_inner);
-                let now = self.shared.clock.now();
-                let config = &self.shared.config;
-                let entry = Arc::clone(map.entry(addr.clone()).or_insert_with(|| {
-                    Arc::new(Guarded::new(Breaker::new(config.clone(), now), false))
-                }));
-                self.shared.len.store(map.len(), Ordering::Release);
-                entry
-            }
+            None => self.entry_or_new(&mut self.write(), addr),
         };
-        let permit = entry.try_acquire_at(|| self.shared.clock.now())?;
+        Self::permit(entry)
+    }
+
+    /// [`allow`](Self::allow) for `list[i]`, `list` being discovery's list as it is
+    /// now: the breaker is found by its index in that list (kept in the list's order
+    /// until discovery hands out another list), without hashing the address, which
+    /// was a third of the balancer's work per attempt.
+    pub(crate) fn allow_listed(
+        &self,
+        list: &Arc<[Instance]>,
+        i: usize,
+    ) -> Option<InstancePermit<C>> {
+        let listed = match &self.read().listed {
+            Some((l, entries)) if Arc::ptr_eq(l, list) => entries.get(i).cloned(),
+            _ => None,
+        };
+        let entry = match listed {
+            Some(e) => e,
+            None => self.list(list, i)?,
+        };
+        Self::permit(entry)
+    }
+
+    /// Puts the breakers of `list` in its order (making those it lacks); the one of
+    /// `list[i]`.
+    #[cold]
+    fn list(&self, list: &Arc<[Instance]>, i: usize) -> Option<Arc<Entry<C>>> {
+        let mut map = self.write();
+        let entries: Box<[Arc<Entry<C>>]> = list
+            .iter()
+            .map(|instance| self.entry_or_new(&mut map, &instance.address))
+            .collect();
+        let entry = entries.get(i).cloned();
+        map.listed = Some((Arc::clone(list), entries));
+        entry
+    }
+
+    fn permit(entry: Arc<Entry<C>>) -> Option<InstancePermit<C>> {
+        let permit = entry.state.try_acquire_at(|| entry.clock.now())?;
         Some(InstancePermit {
-            shared: Arc::clone(&self.shared),
             entry,
             permit: Some(permit),
             deadline: None,
@@ -174,7 +251,7 @@ impl<C: Clock> InstanceBreakers<C> {
     /// not seen yet).
     pub fn state(&self, addr: &Address) -> BreakerState {
         match self.entry(addr) {
-            Some(e) => e.lock().breaker.state(self.shared.clock.now()),
+            Some(e) => e.state.lock().breaker.state(self.shared.clock.now()),
             None => BreakerState::Closed,
         }
     }
@@ -192,36 +269,31 @@ impl<C: Clock> InstanceBreakers<C> {
             return;
         }
         let keep: HashSet<&Address> = instances.iter().map(|i| &i.address).collect();
-        let mut map = self
-            .shared
-            .map
-            .write()
-            .unwrap_or_else(PoisonError::into_inner);
-        map.retain(|addr, entry| {
+        let mut map = self.write();
+        map.by_addr.retain(|addr, entry| {
             let keep = keep.contains(addr);
             if !keep {
                 self.mark_removed(entry);
             }
             keep
         });
-        self.shared.len.store(map.len(), Ordering::Release);
+        // The listed breakers may include one just dropped: list them again on use.
+        map.listed = None;
+        self.shared.len.store(map.by_addr.len(), Ordering::Release);
     }
 
     /// Drops `addr`'s breaker (it comes back closed if the address is used again).
     pub fn forget(&self, addr: &Address) {
-        let mut map = self
-            .shared
-            .map
-            .write()
-            .unwrap_or_else(PoisonError::into_inner);
-        if let Some(entry) = map.remove(addr) {
+        let mut map = self.write();
+        if let Some(entry) = map.by_addr.remove(addr) {
             self.mark_removed(&entry);
+            map.listed = None;
         }
-        self.shared.len.store(map.len(), Ordering::Release);
+        self.shared.len.store(map.by_addr.len(), Ordering::Release);
     }
 
-    fn mark_removed(&self, entry: &Entry) {
-        let mut e = entry.lock();
+    fn mark_removed(&self, entry: &Entry<C>) {
+        let mut e = entry.state.lock();
         e.extra = true;
         if e.breaker.state(self.shared.clock.now()) != BreakerState::Closed {
             self.shared.not_closed.fetch_sub(1, Ordering::AcqRel);
@@ -230,11 +302,7 @@ impl<C: Clock> InstanceBreakers<C> {
 
     /// Instances with a breaker.
     pub fn len(&self) -> usize {
-        self.shared
-            .map
-            .read()
-            .unwrap_or_else(PoisonError::into_inner)
-            .len()
+        self.read().by_addr.len()
     }
 
     /// No instance has a breaker yet.
@@ -254,8 +322,7 @@ impl<C: Clock> InstanceBreakers<C> {
 /// half-open trial slot and counts nothing).
 #[must_use = "an attempt's outcome goes to its permit; dropping it counts nothing"]
 pub struct InstancePermit<C: Clock = SystemClock> {
-    shared: Arc<Shared<C>>,
-    entry: Arc<Entry>,
+    entry: Arc<Entry<C>>,
     permit: Option<Permit>,
     deadline: Option<Instant>,
 }
@@ -286,14 +353,14 @@ impl<C: Clock> InstancePermit<C> {
         } else {
             Outcome::Success
         };
-        self.finish(outcome, self.shared.clock.now_coarse());
+        self.finish(outcome, self.entry.clock.now_coarse());
     }
 
     /// The attempt ended with `result`: a success, a failure of the instance (see
     /// [`counts_as_failure`](super::counts_as_failure)), or an error that says nothing
     /// about it (only the trial slot, if any, is freed).
     pub fn record_result<T>(mut self, result: &Result<T, Error>) {
-        self.finish(outcome(result), self.shared.clock.now_coarse());
+        self.finish(outcome(result), self.entry.clock.now_coarse());
     }
 
     /// Counts `outcome` at `now` (a coarse reading is enough: it only picks the
@@ -302,20 +369,19 @@ impl<C: Clock> InstancePermit<C> {
         let Some(permit) = self.permit.take() else {
             return;
         };
-        let mut e = self.entry.lock();
+        let mut e = self.entry.state.lock();
         let change = e.breaker.finish(permit, outcome, now);
         let removed = e.extra;
-        if removed {
+        if removed || matches!(change, Change::None | Change::Reopened) {
             return;
         }
-        match change {
-            Change::Opened => {
-                self.shared.not_closed.fetch_add(1, Ordering::AcqRel);
+        // Under the entry's lock, as `mark_removed` counts it out under it too.
+        if let Some(shared) = self.entry.shared.upgrade() {
+            if change == Change::Opened {
+                shared.not_closed.fetch_add(1, Ordering::AcqRel);
+            } else {
+                shared.not_closed.fetch_sub(1, Ordering::AcqRel);
             }
-            Change::Closed => {
-                self.shared.not_closed.fetch_sub(1, Ordering::AcqRel);
-            }
-            Change::None | Change::Reopened => {}
         }
     }
 }
@@ -323,7 +389,7 @@ impl<C: Clock> InstancePermit<C> {
 impl<C: Clock> Drop for InstancePermit<C> {
     fn drop(&mut self) {
         if self.permit.is_some() {
-            let now = self.shared.clock.now();
+            let now = self.entry.clock.now();
             self.finish(cancelled(self.deadline, now), now);
         }
     }

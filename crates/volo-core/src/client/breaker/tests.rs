@@ -541,3 +541,46 @@ fn a_breaker_dropped_while_open_comes_back_closed() {
     assert_eq!(breakers.state(&a), BreakerState::Open);
     assert_eq!(breakers.not_closed(), 1);
 }
+
+#[test]
+fn a_breaker_found_by_its_index_in_the_list_is_the_one_of_its_address() {
+    let clock = ManualClock::new();
+    let breakers = instances(&clock);
+    let (a, b, c) = (addr(1), addr(2), addr(3));
+    let first: Arc<[Instance]> = [a.clone(), b.clone()].map(Instance::new).into();
+    for _ in 0..10 {
+        let permit = breakers.allow_listed(&first, 1).expect("closed");
+        permit.record(true);
+    }
+    // The failures went to `b`'s breaker, the one its address finds.
+    assert_eq!(breakers.state(&b), BreakerState::Open);
+    assert_eq!(breakers.state(&a), BreakerState::Closed);
+    assert!(breakers.allow(&b).is_none());
+    assert!(breakers.allow_listed(&first, 0).is_some());
+    assert!(
+        breakers.allow_listed(&first, 2).is_none(),
+        "past the list's end"
+    );
+
+    // Discovery hands out a new list, in another order: indexes follow it.
+    let second: Arc<[Instance]> = [b.clone(), c.clone()].map(Instance::new).into();
+    assert!(
+        breakers.allow_listed(&second, 0).is_none(),
+        "b is still open"
+    );
+    let permit = breakers.allow_listed(&second, 1).expect("c is new, closed");
+    permit.record(false);
+    // As before the balancer's next pick.
+    breakers.retain(&second);
+    assert_eq!(breakers.len(), 2, "a left with the first list");
+
+    // A breaker dropped from the map is not reached through the old listing: the
+    // first list (stale now) finds a new, closed breaker for `b` once `b` is dropped.
+    breakers.forget(&b);
+    assert_eq!(breakers.not_closed(), 0);
+    assert!(
+        breakers.allow_listed(&second, 0).is_some(),
+        "b comes back closed"
+    );
+    assert_eq!(breakers.state(&b), BreakerState::Closed);
+}
