@@ -196,6 +196,17 @@ mod coarse {
     pub(super) fn tick() -> Option<Duration> {
         anchor().map(|a| a.tick)
     }
+
+    #[cfg(test)]
+    mod tests {
+        /// The `clock_gettime` call alone (Miri runs it; it has no `clock_getres`).
+        #[test]
+        fn a_reading_comes_from_the_kernel_and_never_goes_back() {
+            let first = super::read().expect("CLOCK_MONOTONIC_COARSE reads");
+            let second = super::read().expect("CLOCK_MONOTONIC_COARSE reads");
+            assert!(first > 0 && second >= first, "{first} then {second}");
+        }
+    }
 }
 
 /// A clock that moves only when told to ([`advance`](ManualClock::advance)), for tests
