@@ -44,7 +44,9 @@ impl Instance {
 ///
 /// The balancer asks on every attempt, so implementations keep the current list ready
 /// and hand out a shared reference to it (an `Arc` clone, no copy), replacing it as a
-/// whole when it changes.
+/// whole when it changes. The instance breakers index their breakers by that `Arc`: a
+/// discovery that made a new one on every call would still work, but have them
+/// indexed again on every attempt.
 pub trait Discover: Send + Sync + 'static {
     /// The instances now.
     fn instances(&self) -> Arc<[Instance]>;
