@@ -86,11 +86,13 @@ impl FrameReader {
     /// The length of the frame at the front of `input` once it can tell (detecting the
     /// framing first); takes the frame's share of the input budget as soon as the
     /// length is known (and, while it is not, as much as has arrived), and fails with
-    /// [`FrameError::OverBudget`] when it is not there.
+    /// [`FrameError::OverBudget`] when it is not there. First bytes that match no
+    /// protocol are logged with `peer` before the error closes the connection.
     pub(crate) fn frame_len<D>(
         &mut self,
         input: &mut LinkBuffer,
         shared: &Shared<D>,
+        peer: Option<&Address>,
     ) -> io::Result<Option<usize>> {
         let s = match &mut self.splitter {
             Some(s) => s,
@@ -99,13 +101,17 @@ impl FrameReader {
                 let Some(head) = input.peek(n) else {
                     return Ok(None);
                 };
-                match detect(head)? {
-                    Some((framing, protocol)) => self.splitter.insert(FrameSplitter::new(
+                match detect(head) {
+                    Ok(Some((framing, protocol))) => self.splitter.insert(FrameSplitter::new(
                         framing,
                         protocol,
                         shared.config.limits,
                     )),
-                    None => return Ok(None),
+                    Ok(None) => return Ok(None),
+                    Err(e) => {
+                        unrecognised(peer, head, &e);
+                        return Err(e.into());
+                    }
                 }
             }
         };
@@ -157,6 +163,20 @@ impl FrameReader {
     }
 }
 
+/// The log line of a connection closed because its first bytes match no protocol
+/// (Binary, Compact, Framed, TTHeader): what was seen, as hex, and from where.
+#[cold]
+fn unrecognised(peer: Option<&Address>, head: &[u8], error: &FrameError) {
+    let hex: String = head.iter().map(|b| format!("{b:02x}")).collect();
+    let peer = peer.map_or_else(|| "an unknown peer".to_string(), Address::to_string);
+    tracing::warn!(
+        %peer,
+        first_bytes = %hex,
+        %error,
+        "closing a connection whose first bytes match no protocol"
+    );
+}
+
 /// Serves `conn` until the peer closes, a frame cannot be read, a read times out, or
 /// the server shuts down (then after the calls in hand are answered).
 ///
@@ -184,7 +204,7 @@ pub(crate) async fn serve<D: Dispatch, C: FrameIo>(
             return;
         }
         let read = read_with_timeouts(&conn, &shared.config, calls.is_empty(), |input| {
-            reader.frame_len(input, &shared)
+            reader.frame_len(input, &shared, peer.as_ref())
         });
         tokio::select! {
             biased;

@@ -121,7 +121,10 @@ impl<D: Dispatch> InlineServer<D> {
             if stopping && io.input().is_empty() {
                 return Ok(());
             }
-            let Some(len) = self.reader.frame_len(io.input(), &self.shared)? else {
+            let Some(len) = self
+                .reader
+                .frame_len(io.input(), &self.shared, self.peer.as_ref())?
+            else {
                 // Length unknown yet (a Buffered message is measured by parsing it):
                 // keep reading past the high-water mark; the splitter fails a message
                 // that grows past the frame limit.

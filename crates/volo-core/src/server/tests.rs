@@ -440,6 +440,54 @@ fn garbage_and_oversized_frames_close_only_their_connection() {
     });
 }
 
+/// What `tracing` has logged in this test process: a global subscriber (the server
+/// logs from its own threads) that writes every line here, installed once.
+fn captured_log() -> &'static std::sync::Mutex<Vec<u8>> {
+    static LOG: std::sync::OnceLock<std::sync::Mutex<Vec<u8>>> = std::sync::OnceLock::new();
+    static INSTALL: std::sync::Once = std::sync::Once::new();
+    struct Capture;
+    impl Write for Capture {
+        fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+            let log = LOG.get_or_init(Default::default);
+            log.lock().unwrap().extend_from_slice(buf);
+            Ok(buf.len())
+        }
+        fn flush(&mut self) -> std::io::Result<()> {
+            Ok(())
+        }
+    }
+    INSTALL.call_once(|| {
+        let subscriber = tracing_subscriber::fmt().with_writer(|| Capture).finish();
+        tracing::subscriber::set_global_default(subscriber).expect("the only subscriber");
+    });
+    LOG.get_or_init(Default::default)
+}
+
+/// A connection whose first bytes match no protocol leaves a line saying what came
+/// and from where (on both layouts: a task per connection, and inline dispatch).
+#[test]
+fn a_connection_that_speaks_no_protocol_is_logged_with_its_bytes_and_peer() {
+    let log = captured_log();
+    with_server(ServerConfig::default(), move |s| {
+        let mut bad = connect(s.addr);
+        let from = bad.local_addr().unwrap().to_string();
+        bad.write_all(b"GET / HTTP/1.1\r\nHost: x\r\n\r\n").unwrap();
+        read_until_closed(&mut bad);
+        let text = String::from_utf8_lossy(&log.lock().unwrap()).into_owned();
+        let line = text
+            .lines()
+            .find(|l| l.contains(&from))
+            .unwrap_or_else(|| panic!("no line for {from} in {text:?}"));
+        assert!(line.contains("WARN"), "{line}");
+        assert!(line.contains("match no protocol"), "{line}");
+        // "GET / HTTP/1.1\r\n", the 16 bytes the server looked at.
+        assert!(
+            line.contains("first_bytes=474554202f20485454502f312e310d0a"),
+            "{line}"
+        );
+    });
+}
+
 #[test]
 fn a_stalled_frame_is_closed_after_the_read_timeout() {
     let config = ServerConfig {
