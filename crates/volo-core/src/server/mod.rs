@@ -158,6 +158,11 @@
 //!
 //! Either way a handler with heavy CPU work should move it off with
 //! `tokio::task::spawn_blocking` (or `spawn`) so that other calls are not held up.
+//!
+//! A connection whose first bytes match no protocol the server speaks is closed after
+//! one warning through `tracing`: the peer, the bytes seen (up to 16, in hex) and why.
+//! The library only emits the event; the application chooses where it goes by
+//! installing a `tracing` subscriber (without one, nothing is printed).
 
 mod conn;
 pub mod deadline;
