@@ -457,7 +457,11 @@ fn captured_log() -> &'static std::sync::Mutex<Vec<u8>> {
         }
     }
     INSTALL.call_once(|| {
-        let subscriber = tracing_subscriber::fmt().with_writer(|| Capture).finish();
+        // Plain text: other crates of the workspace turn on the `ansi` feature.
+        let subscriber = tracing_subscriber::fmt()
+            .with_ansi(false)
+            .with_writer(|| Capture)
+            .finish();
         tracing::subscriber::set_global_default(subscriber).expect("the only subscriber");
     });
     LOG.get_or_init(Default::default)
