@@ -66,14 +66,16 @@ def fail(msg):
 # Code generation and imports
 
 
-def generate(gen_dir, thrift):
-    """Runs `thrift --gen py` on the IDLs into gen_dir, unless it is already there."""
+def generate(gen_dir, thrift, files=IDL_FILES):
+    """Runs `thrift --gen py` on the IDLs (files of idl/, each with a Python namespace
+    named as the file) into gen_dir, unless it is already there."""
     if all(
-        os.path.exists(os.path.join(gen_dir, pkg, "ttypes.py")) for pkg in ("echo", "mixed")
+        os.path.exists(os.path.join(gen_dir, os.path.splitext(name)[0], "ttypes.py"))
+        for name in files
     ):
         return
     os.makedirs(gen_dir, exist_ok=True)
-    for name in IDL_FILES:
+    for name in files:
         cmd = [thrift, "--gen", "py", "-I", IDL, "-out", gen_dir, os.path.join(IDL, name)]
         try:
             res = subprocess.run(cmd, capture_output=True, text=True)

@@ -1,19 +1,26 @@
 #!/usr/bin/env python3
-"""RPC interop with Apache Thrift's Python library: idl/echo.thrift's EchoService.
+"""RPC interop with Apache Thrift's Python library: idl/echo.thrift's EchoService, and
+with --multiplexed idl/second.thrift's SecondService beside it.
 
-  server --transport framed|buffered --protocol binary|compact
+  server --transport framed|buffered --protocol binary|compact [--multiplexed]
       Serves EchoService with the semantics written in the IDL (echo_or_fail fails with
       EchoError{code = 1, message = req.msg} when req.action == "fail"; notify is oneway
       and records the event). Listens on 127.0.0.1, an ephemeral port, prints the port
       on the first line of stdout, and serves until killed or until stdin closes.
+      With --multiplexed: a TMultiplexedProcessor with EchoService registered as
+      "EchoService" and as the default, and SecondService as "SecondService".
 
-  client --port N --transport framed|buffered --protocol binary|compact
+  client --port N --transport framed|buffered --protocol binary|compact [--multiplexed]
       Calls every method of a server at 127.0.0.1:N and checks every answer: echo,
       echo_test (a MyTest with 1,000 numbers), echo_ids, echo_or_fail with an ordinary
       request and with action "fail" (the EchoError must arrive as the declared
       exception), notify (oneway), then echo again on the same connection (a oneway got no
-      reply that could be mistaken for the next one). Prints one line per check; exits 1
-      if any failed.
+      reply that could be mistaken for the next one). With --multiplexed, through a
+      TMultiplexedProtocol for "EchoService", then on the same connection SecondService
+      through one for "SecondService" (echo, and notify, the oneway ping, notify again:
+      the count went up by two), and
+      EchoService's echo without a prefix (the server's default service). Prints one line
+      per check; exits 1 if any failed.
 
 Common options: --gen-dir DIR and --thrift PATH, as for apache.py.
 """
@@ -33,14 +40,21 @@ ECHO_ERROR_CODE = 1
 
 def load(gen_dir, thrift):
     apache.generate(gen_dir, thrift)
+    apache.generate(gen_dir, thrift, ("second.thrift",))
     sys.path.insert(0, gen_dir)
     from thrift.protocol import TBinaryProtocol, TCompactProtocol
+    from thrift.protocol.TMultiplexedProtocol import TMultiplexedProtocol
     from thrift.transport import TSocket, TTransport
     from thrift.server import TServer
+    from thrift.TMultiplexedProcessor import TMultiplexedProcessor
     from echo import EchoService, ttypes
+    from second import SecondService
 
     return {
         "EchoService": EchoService,
+        "SecondService": SecondService,
+        "TMultiplexedProtocol": TMultiplexedProtocol,
+        "TMultiplexedProcessor": TMultiplexedProcessor,
         "ttypes": ttypes,
         "TSocket": TSocket,
         "TServer": TServer,
@@ -78,13 +92,37 @@ class Handler:
         self.events.append(event)
 
 
-def cmd_server(m, transport, protocol):
+class SecondHandler:
+    """SecondService: echo answers "second:" + text; notify and ping record their event,
+    and notify returns how many there are."""
+
+    def __init__(self):
+        self.events = []
+
+    def echo(self, text):
+        return "second:" + text
+
+    def notify(self, event):
+        self.events.append(event)
+        return len(self.events)
+
+    def ping(self, event):
+        self.events.append(event)
+
+
+def cmd_server(m, transport, protocol, multiplexed):
     sock = m["TSocket"].TServerSocket(host="127.0.0.1", port=0)
     sock.listen()
     port = sock.handle.getsockname()[1]
     sock.listen = lambda: None  # already listening: serve() must not bind again
     handler = Handler(m["ttypes"])
     processor = m["EchoService"].Processor(handler)
+    if multiplexed:
+        echo_processor = processor
+        processor = m["TMultiplexedProcessor"]()
+        processor.registerDefault(echo_processor)
+        processor.registerProcessor("EchoService", echo_processor)
+        processor.registerProcessor("SecondService", m["SecondService"].Processor(SecondHandler()))
     server = m["TServer"].TThreadedServer(
         processor, sock, m["transports"][transport][1](), m["protocols"][protocol], daemon=True
     )
@@ -94,13 +132,16 @@ def cmd_server(m, transport, protocol):
     sys.stdin.read()
 
 
-def cmd_client(m, port, transport, protocol):
+def cmd_client(m, port, transport, protocol, multiplexed):
     t = m["ttypes"]
     sock = m["TSocket"].TSocket("127.0.0.1", port)
     sock.setTimeout(20000)
     trans = m["transports"][transport][0](sock)
     prot = m["protocols"][protocol].getProtocol(trans)
-    client = m["EchoService"].Client(prot)
+    if multiplexed:
+        client = m["EchoService"].Client(m["TMultiplexedProtocol"](prot, "EchoService"))
+    else:
+        client = m["EchoService"].Client(prot)
     trans.open()
     failures = []
 
@@ -111,6 +152,26 @@ def cmd_client(m, port, transport, protocol):
             print("     got  %r\n     want %r" % (got, want))
             failures.append(name)
 
+    call_every_method(t, client, check)
+    if multiplexed:
+        second = m["SecondService"].Client(m["TMultiplexedProtocol"](prot, "SecondService"))
+        check("SecondService:echo", second.echo("hi"), "second:hi")
+        before = second.notify("n1")
+        second.ping("p")
+        check("SecondService:notify counts the ping", second.notify("n2") - before, 2)
+        r = client.echo(t.Request(action="echo", msg="again"))
+        check("EchoService:echo after SecondService", (r.action, r.msg), ("echo", "again"))
+        plain = m["EchoService"].Client(prot)
+        r = plain.echo(t.Request(action="default", msg="service"))
+        check("echo without a prefix (default service)", (r.action, r.msg), ("default", "service"))
+    trans.close()
+    if failures:
+        print("%d check(s) failed: %s" % (len(failures), ", ".join(failures)))
+        sys.exit(1)
+
+
+def call_every_method(t, client, check):
+    """EchoService's checks, through `client`."""
     r = client.echo(t.Request(action="hello", msg="wörld"))
     check("echo", (r.action, r.msg), ("hello", "wörld"))
     mt = t.MyTest(num=7, ano=t.Ano(num=-1), nums=list(range(-500, 500)))
@@ -127,10 +188,6 @@ def cmd_client(m, port, transport, protocol):
     client.notify("event-1")
     r = client.echo(t.Request(action="after", msg="notify"))
     check("echo after notify", (r.action, r.msg), ("after", "notify"))
-    trans.close()
-    if failures:
-        print("%d check(s) failed: %s" % (len(failures), ", ".join(failures)))
-        sys.exit(1)
 
 
 def main():
@@ -139,17 +196,18 @@ def main():
     p.add_argument("--port", type=int)
     p.add_argument("--transport", choices=["framed", "buffered"], required=True)
     p.add_argument("--protocol", choices=["binary", "compact"], required=True)
+    p.add_argument("--multiplexed", action="store_true")
     p.add_argument("--gen-dir")
     p.add_argument("--thrift", default=os.environ.get("THRIFT", "thrift"))
     a = p.parse_args()
     gen_dir = a.gen_dir or tempfile.mkdtemp(prefix="rpc-interop-")
     m = load(gen_dir, a.thrift)
     if a.command == "server":
-        cmd_server(m, a.transport, a.protocol)
+        cmd_server(m, a.transport, a.protocol, a.multiplexed)
     else:
         if a.port is None:
             apache.fail("client needs --port")
-        cmd_client(m, a.port, a.transport, a.protocol)
+        cmd_client(m, a.port, a.transport, a.protocol, a.multiplexed)
 
 
 if __name__ == "__main__":

@@ -22,7 +22,9 @@
 //!   known from the IDL ([`server::ServiceInfo`]) and never answered, whatever message
 //!   type they come in. On netpoll-rs each call starts on the poller that read its
 //!   frame, and only a call that waits moves to a task
-//!   ([`server::ServerConfig::inline_dispatch`]).
+//!   ([`server::ServerConfig::inline_dispatch`]). One server may serve several
+//!   services ([`server::Multiplex`]), routed by Apache's `Service:method` names or
+//!   TTHeader's `isn`.
 //! - [`client`]: every call goes down a stack of services: your layers, the call
 //!   timeout, the service breaker, failure retry (budget, idempotency marks, chain
 //!   stop), backup requests, the balancer (weighted random, round robin, smooth

@@ -57,6 +57,7 @@ mod builder;
 mod error;
 #[cfg(test)]
 mod mock;
+mod multiplexed;
 mod mux;
 mod pool;
 mod random;
@@ -207,10 +208,29 @@ impl ClientContext {
 /// The stack is shared behind an `Arc`: a clone of the client (one per task, or one
 /// per call as closures that move a client tend to make) is one atomic increment
 /// whatever the stack holds, and needs no `Clone` of the stack's layers.
+///
+/// # Multiplexed servers
+///
+/// A server that serves several services under one address (Apache's
+/// `TMultiplexedProcessor`, or [`Server::multiplexed`](crate::server::Server::multiplexed))
+/// tells them apart by the method name: `Service:method`. A client bound to one of them
+/// ([`with_multiplexed_service`](Client::with_multiplexed_service), or
+/// [`ClientBuilder::multiplexed_service`]) sends every call so (Apache's
+/// `TMultiplexedProtocol`) and takes a reply under the bare method name, as those
+/// servers write it, or under the prefixed one. With TTHeader it also sends the callee's
+/// service name (the IDL's, for a generated client) as the `isn` string key, by which
+/// Kitex's and Volo's multi-service servers route. Layers see the bare method in
+/// `cx.rpc.method` and in [`ClientRequest::method`] (retry and backup marks name bare
+/// methods), and the prefixed name in [`ClientRequest::multiplexed_name`].
+///
+/// Each method's prefixed name is made once, on its first call, and shared by the
+/// calls after it: no allocation per call.
 #[derive(Debug)]
 pub struct Client<S = DefaultStack> {
     service: Cow<'static, str>,
     inner: Arc<S>,
+    /// Bound to a service of a multiplexed server: its method names.
+    multiplexed: Option<Arc<multiplexed::MethodNames>>,
 }
 
 impl<S> Clone for Client<S> {
@@ -218,6 +238,7 @@ impl<S> Clone for Client<S> {
         Client {
             service: self.service.clone(),
             inner: Arc::clone(&self.inner),
+            multiplexed: self.multiplexed.clone(),
         }
     }
 }
@@ -236,7 +257,24 @@ impl<S> Client<S> {
         Client {
             service: service.into(),
             inner: Arc::new(stack),
+            multiplexed: None,
         }
+    }
+
+    /// The same client bound to the service registered as `name` on a multiplexed
+    /// server: its calls go out as `name:method` (see [Multiplexed
+    /// servers](Client#multiplexed-servers)). Clones share the binding; the client it was
+    /// made from is not bound.
+    pub fn with_multiplexed_service(mut self, name: impl Into<Cow<'static, str>>) -> Self {
+        self.multiplexed = Some(Arc::new(multiplexed::MethodNames::new(name.into())));
+        self
+    }
+
+    /// The service of a multiplexed server this client is bound to, if it is.
+    pub fn multiplexed_service(&self) -> Option<&str> {
+        self.multiplexed
+            .as_deref()
+            .map(multiplexed::MethodNames::service)
     }
 
     /// The callee's service name.
@@ -255,6 +293,17 @@ impl<S> Client<S> {
             cx.rpc.callee.service = self.service.clone();
         }
         cx.rpc.method = Utf8Bytes::from_static(method);
+    }
+
+    /// `req` under its prefixed name when the client is bound to a multiplexed service.
+    fn named(&self, req: ClientRequest) -> ClientRequest {
+        match &self.multiplexed {
+            None => req,
+            Some(names) => {
+                let name = names.get(req.method());
+                req.multiplexed_as(name)
+            }
+        }
     }
 }
 
@@ -275,10 +324,8 @@ where
         R: Message,
     {
         self.begin(cx, method);
-        let reply = self
-            .inner
-            .call(cx, ClientRequest::new(method, args))
-            .await?;
+        let req = self.named(ClientRequest::new(method, args));
+        let reply = self.inner.call(cx, req).await?;
         reply.decode()
     }
 
@@ -293,10 +340,8 @@ where
         A: Message + Send + Sync + 'static,
     {
         self.begin(cx, method);
-        self.inner
-            .call(cx, ClientRequest::oneway(method, args))
-            .await
-            .map(drop)
+        let req = self.named(ClientRequest::oneway(method, args));
+        self.inner.call(cx, req).await.map(drop)
     }
 }
 

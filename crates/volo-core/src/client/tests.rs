@@ -642,3 +642,5 @@ fn the_default_stack_future_holds_one_attempt_not_two() {
         "{whole} bytes through the stack for a {attempt}-byte attempt"
     );
 }
+
+mod multiplexed;

@@ -12,7 +12,7 @@ use thrift_codec::{MessageHeader, MessageType, Utf8Bytes};
 use super::mux::{MuxCall, MuxPool};
 use super::pool::{Pool, Pooled};
 use super::{ClientConfig, ClientContext, ClientRequest, ClientResponse, Error};
-use crate::codec::ttheader::{Header, HeaderLimits, int_key};
+use crate::codec::ttheader::{Header, HeaderLimits, int_key, str_key};
 use crate::codec::{FrameSplitter, Framing};
 use crate::context::Address;
 use crate::service::Service;
@@ -147,7 +147,10 @@ impl Transport {
         let config = &self.inner.config;
         let oneway = req.is_oneway();
         let header = |seq_id| MessageHeader {
-            name: Utf8Bytes::from_static(req.method()),
+            name: match req.multiplexed_name() {
+                Some(name) => name.clone(),
+                None => Utf8Bytes::from_static(req.method()),
+            },
             ty: if oneway {
                 MessageType::Oneway
             } else {
@@ -216,7 +219,7 @@ impl Transport {
         req: &ClientRequest,
     ) -> Result<(), Error> {
         let config = &self.inner.config;
-        let tt = (config.framing == Framing::TTHeader).then(|| self.ttheader(cx, header));
+        let tt = (config.framing == Framing::TTHeader).then(|| self.ttheader(cx, header, req));
         let written = conn.write_with(|out| {
             req.args().write(
                 out,
@@ -237,8 +240,9 @@ impl Transport {
         }
     }
 
-    /// The request's TTHeader: metainfo, method, callee and caller, remaining time.
-    fn ttheader(&self, cx: &ClientContext, header: &MessageHeader) -> Header {
+    /// The request's TTHeader: metainfo, method, callee and caller, remaining time;
+    /// for a multiplexed call, the callee's IDL service name (`isn`).
+    fn ttheader(&self, cx: &ClientContext, header: &MessageHeader, req: &ClientRequest) -> Header {
         let config = &self.inner.config;
         let mut h = Header::new(header.seq_id, config.protocol);
         h.inner_framed = config.ttheader_framed;
@@ -247,13 +251,21 @@ impl Transport {
                 .request_pairs()
                 .map(|(k, v)| (Utf8Bytes::from(k), v.clone())),
         );
-        h.int_kv.push((int_key::TO_METHOD, header.name.clone()));
+        let method = match req.multiplexed_name() {
+            Some(_) => Utf8Bytes::from_static(req.method()),
+            None => header.name.clone(),
+        };
+        h.int_kv.push((int_key::TO_METHOD, method));
         if !cx.rpc.callee.service.is_empty() {
             // A generated client's name is static: no copy per call.
             let service = match &cx.rpc.callee.service {
                 std::borrow::Cow::Borrowed(s) => Utf8Bytes::from_static(s),
                 std::borrow::Cow::Owned(s) => Utf8Bytes::from(s.clone()),
             };
+            if req.multiplexed_name().is_some() {
+                let isn = Utf8Bytes::from_static(str_key::IDL_SERVICE_NAME);
+                h.str_kv.push((isn, service.clone()));
+            }
             h.int_kv.push((int_key::TO_SERVICE, service));
         }
         if !self.inner.caller.is_empty() {
@@ -323,10 +335,10 @@ impl Service<ClientContext, ClientRequest> for Transport {
             cx.metainfo.read_reply(&header.str_kv);
         }
         cx.rpc.seq_id = seq_id;
-        ClientResponse::from_reply(
+        ClientResponse::from_reply_to(
             payload,
             self.inner.config.protocol,
-            req.method(),
+            &req,
             seq_id,
             self.inner.config.limits.max_frame,
         )

@@ -82,6 +82,14 @@ pub mod int_key {
     pub const MSG_TYPE: u16 = 22;
 }
 
+/// String keys of the `0x01` block that this crate reads or writes, besides metainfo
+/// (Kitex's names).
+pub mod str_key {
+    /// The IDL name of the service called (`isn`), by which Kitex and Volo route the
+    /// calls of a server that serves several services.
+    pub const IDL_SERVICE_NAME: &str = "isn";
+}
+
 /// Protocol ids.
 const PROTOCOL_BINARY: u8 = 0;
 const PROTOCOL_COMPACT: u8 = 2;

@@ -18,6 +18,7 @@ use thrift_codec::{
 };
 use tokio::sync::{OwnedSemaphorePermit, watch};
 
+use super::multiplex::Services;
 use super::{Dispatch, DispatchError, EncodeReply, ServerConfig, ServerRequest, ServiceInfo};
 use crate::clock::{Clock, SystemClock};
 use crate::codec::ttheader::{Header, int_key};
@@ -28,8 +29,8 @@ use crate::transport::FrameIo;
 /// What every connection of a server shares.
 pub(crate) struct Shared<D> {
     pub(crate) dispatch: D,
-    /// What the IDL says of the service.
-    pub(crate) service: Described,
+    /// What the IDL says of the service, or of each service of a multiplexed server.
+    pub(crate) services: Services,
     pub(crate) config: ServerConfig,
     /// Calls being handled, across connections, against `config.max_inflight`.
     pub(crate) inflight: tokio::sync::Semaphore,
@@ -40,11 +41,11 @@ pub(crate) struct Shared<D> {
     pub(crate) limiter: super::limit::Limiter,
 }
 
-/// What the server knows of its service from the IDL ([`ServiceInfo`]), kept apart
+/// What the server knows of a service from the IDL ([`ServiceInfo`]), kept apart
 /// from the dispatcher, which layers wrap.
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct Described {
-    /// The service's name.
+    /// The service's name (on a multiplexed server, the name it is registered under).
     pub(crate) name: &'static str,
     /// Whether a method is oneway.
     pub(crate) is_oneway: fn(&str) -> bool,
@@ -319,7 +320,6 @@ pub(crate) fn start_call<D: Dispatch>(
 ) -> io::Result<Option<impl Future<Output = Done<D::Reply>> + Send + 'static + use<D>>> {
     let mut cx = ServerContext::new(framing, protocol);
     cx.rpc.caller.address = peer;
-    cx.rpc.callee.service = shared.service.name.into();
     let (payload, ttheader) = match framing {
         Framing::TTHeader => {
             let (header, payload) =
@@ -350,14 +350,38 @@ pub(crate) fn start_call<D: Dispatch>(
         Protocol::Binary => message_begin::<Binary>(out, &reply, &cx, &payload)?,
         Protocol::Compact => message_begin::<Compact>(out, &reply, &cx, &payload)?,
     };
-    let Some((header, args_at)) = begun else {
+    let Some((mut header, args_at)) = begun else {
         return Ok(None);
     };
+    let service = match &shared.services {
+        Services::One(service) => *service,
+        // Routed by the name's prefix, TTHeader's `isn` or to the default; the call
+        // goes on under its bare name, and is answered under it.
+        Services::Many(table) => match table.route(&header.name, ttheader.as_ref()) {
+            Ok((service, method)) => {
+                header.name = method;
+                service
+            }
+            Err(unrouted) => {
+                tracing::debug!(
+                    peer = ?cx.rpc.caller.address,
+                    error = unrouted.exception.message.as_str(),
+                    "a call to no service of this server"
+                );
+                if header.ty != MessageType::Oneway {
+                    let ex = &unrouted.exception;
+                    reply.exception(out, &cx, unrouted.method, header.seq_id, ex)?;
+                }
+                return Ok(None);
+            }
+        },
+    };
+    cx.rpc.callee.service = service.name.into();
     cx.rpc.method = header.name.clone();
     cx.rpc.seq_id = header.seq_id;
-    // Answered only when sent as a CALL of a method the IDL does not make oneway.
-    let oneway =
-        header.ty == MessageType::Oneway || (shared.service.is_oneway)(header.name.as_str());
+    // Answered only when sent as a CALL of a method the IDL does not make oneway (in
+    // the service the call was routed to).
+    let oneway = header.ty == MessageType::Oneway || (service.is_oneway)(header.name.as_str());
     // The limits, before the arguments are decoded (Kitex limits in OnRead): over
     // them a call is refused at once, not queued.
     let admitted = match shared.limiter.try_acquire() {
@@ -365,11 +389,7 @@ pub(crate) fn start_call<D: Dispatch>(
         Err(over) => {
             if !oneway {
                 let ex = super::limit::refusal(&over);
-                let (name, seq) = (header.name, header.seq_id);
-                match cx.protocol {
-                    Protocol::Binary => reply.exception::<Binary>(out, &cx, name, seq, &ex)?,
-                    Protocol::Compact => reply.exception::<Compact>(out, &cx, name, seq, &ex)?,
-                }
+                reply.exception(out, &cx, header.name, header.seq_id, &ex)?;
             }
             return Ok(None);
         }
@@ -420,7 +440,7 @@ fn message_begin<P: thrift_codec::Protocol>(
                 ApplicationExceptionKind::ProtocolError,
                 format!("unreadable message header: {e}"),
             );
-            reply.exception::<P>(out, cx, Utf8Bytes::default(), 0, &ex)?;
+            reply.exception(out, cx, Utf8Bytes::default(), 0, &ex)?;
             return Err(io::Error::new(io::ErrorKind::InvalidData, e));
         }
     };
@@ -429,7 +449,7 @@ fn message_begin<P: thrift_codec::Protocol>(
             ApplicationExceptionKind::InvalidMessageType,
             format!("a server takes calls, not {:?} messages", header.ty),
         );
-        reply.exception::<P>(out, cx, header.name, header.seq_id, &ex)?;
+        reply.exception(out, cx, header.name, header.seq_id, &ex)?;
         return Ok(None);
     }
     let args_at = payload.len() - d.remaining();
@@ -469,14 +489,14 @@ fn answer_in<P: thrift_codec::Protocol, D: Dispatch>(
         Ok(Ok(body)) => reply.send::<P, _>(out, cx, name, seq, &body),
         Ok(Err(e)) => {
             let ex = e.into_exception(name.as_str());
-            reply.exception::<P>(out, cx, name, seq, &ex)
+            reply.exception(out, cx, name, seq, &ex)
         }
         Err(panic) => {
             let ex = ApplicationException::new(
                 ApplicationExceptionKind::InternalError,
                 format!("the handler panicked: {}", panic_message(&*panic)),
             );
-            reply.exception::<P>(out, cx, name, seq, &ex)
+            reply.exception(out, cx, name, seq, &ex)
         }
     }
 }
@@ -510,7 +530,8 @@ struct Reply<'a> {
 }
 
 impl Reply<'_> {
-    fn exception<P: thrift_codec::Protocol>(
+    /// An exception, in the call's protocol (`cx.protocol`).
+    fn exception(
         &self,
         out: &mut LinkBuffer,
         cx: &ServerContext,
@@ -523,7 +544,11 @@ impl Reply<'_> {
             ty: MessageType::Exception,
             seq_id,
         };
-        self.write::<P, _>(out, cx, &header, ex)?.map_err(|size| {
+        let written = match cx.protocol {
+            Protocol::Binary => self.write::<Binary, _>(out, cx, &header, ex)?,
+            Protocol::Compact => self.write::<Compact, _>(out, cx, &header, ex)?,
+        };
+        written.map_err(|size| {
             io::Error::other(format!(
                 "an exception reply of {size} bytes, above the frame limit"
             ))

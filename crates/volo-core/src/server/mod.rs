@@ -1,7 +1,8 @@
 //! The server: the shape of the service it runs ([`Dispatch`]: a [`Service`] from a
 //! [`ServerContext`] and a [`ServerRequest`] to a reply), the errors a handler returns
 //! ([`ServerError`]), the layer that gives up on calls whose caller has ([`deadline`]),
-//! and the server that runs them ([`Server`]).
+//! several services behind one server ([`multiplex`]), and the server that runs them
+//! ([`Server`]).
 //!
 //! # The stack of one call
 //!
@@ -104,12 +105,41 @@
 //!   that [`Server::new`] knows its oneway methods;
 //! - `Server::new(dispatcher).layer(layer)` is unchanged.
 //!
+//! # Several services on one server
+//!
+//! [`Server::multiplexed`] serves the services of a [`Multiplex`]: each call goes to
+//! one of them by its method name's `Service:` prefix (Apache's
+//! `TMultiplexedProtocol`), by TTHeader's `isn` key (the IDL service name Kitex's and
+//! Volo's clients send), or to the default service; the handler and the layers see the
+//! bare method in `cx.rpc.method` and the service in `cx.rpc.callee.service`, and the
+//! reply carries the bare name, as Apache's `TMultiplexedProcessor` writes it. See
+//! [`multiplex`] for the rules.
+//!
+//! ```
+//! use volo_core::server::{Dispatch, Multiplex, Server, ServiceInfo};
+//!
+//! fn thrift_test<A, B>(thrift_test: A, second: B)
+//! where
+//!     A: Dispatch + ServiceInfo,
+//!     B: Dispatch + ServiceInfo,
+//! {
+//!     // `ThriftTest:testString` goes to `thrift_test`, `SecondService:secondtestString`
+//!     // to `second`, and an unprefixed `testString` to `thrift_test` too.
+//!     let _server = Server::multiplexed(
+//!         Multiplex::new().default_service(thrift_test).service(second),
+//!     );
+//! }
+//! ```
+//!
 //! # Replies, oneway calls and deadlines
 //!
 //! A call is answered unless its method is oneway in the IDL or its message was sent
 //! as ONEWAY: then nothing is sent, whether it succeeded, failed, had arguments that
 //! did not decode, or panicked. A CALL to a method the service does not have is
-//! answered `UNKNOWN_METHOD`; a ONEWAY message to one is not answered.
+//! answered `UNKNOWN_METHOD`; a ONEWAY message to one is not answered. On a
+//! multiplexed server, "oneway in the IDL" is asked of the service the call was routed
+//! to, and a call routed to no service is answered `UNKNOWN_METHOD` (unless it came as
+//! ONEWAY).
 //!
 //! When a TTHeader caller sends its timeout (Kitex's `RPC_TIMEOUT` int key), the call's
 //! deadline is in `cx.rpc.deadline`, and the [`deadline::Deadline`] layer the server
@@ -168,6 +198,7 @@ mod conn;
 pub mod deadline;
 mod inline;
 pub mod limit;
+pub mod multiplex;
 mod request;
 mod run;
 
@@ -178,6 +209,7 @@ use std::time::Duration;
 #[doc(no_inline)]
 pub use crate::service::Service;
 pub use limit::{LimitConfig, Limiter, Overloaded};
+pub use multiplex::Multiplex;
 pub use request::ServerRequest;
 pub use run::{BoundServer, Server};
 
@@ -330,7 +362,7 @@ where
 
 /// What the IDL says about a service that the server needs before any layer wraps it:
 /// its name, and which of its methods are oneway. Generated `<Service>Server<T>`
-/// dispatchers implement it; [`Server::new`] reads it.
+/// dispatchers implement it; [`Server::new`] and [`Multiplex::service`] read it.
 ///
 /// The server answers no call of a oneway method, whatever the message type says
 /// (Apache's Go library sends oneway calls as CALL messages): a reply would be taken

@@ -11,12 +11,14 @@ use tokio::task::JoinSet;
 use super::conn::{self, Described, Shared};
 use super::deadline::{Deadline, DeadlineLayer};
 use super::inline;
+use super::multiplex::{Multiplex, Services};
 use super::{Dispatch, ServerConfig, ServiceInfo};
 use crate::context::Address;
 use crate::service::Layer;
 use crate::transport::{Acceptor, Conn, TransportKind};
 
-/// A server for one service: bind it to an address, then serve.
+/// A server for one service ([`Server::new`]), or for several
+/// ([`Server::multiplexed`]): bind it to an address, then serve.
 ///
 /// `D` is the service stack the server runs: the dispatcher inside a
 /// [`Deadline`] layer, inside the layers added with [`layer`](Server::layer).
@@ -32,7 +34,7 @@ use crate::transport::{Acceptor, Conn, TransportKind};
 #[derive(Debug)]
 pub struct Server<D> {
     dispatch: D,
-    service: Described,
+    services: Services,
     config: ServerConfig,
 }
 
@@ -44,7 +46,29 @@ impl<D: Dispatch + ServiceInfo> Server<Deadline<D>> {
     pub fn new(dispatch: D) -> Self {
         Server {
             dispatch: DeadlineLayer::new().layer(dispatch),
-            service: Described::of::<D>(),
+            services: Services::One(Described::of::<D>()),
+            config: ServerConfig::default(),
+        }
+    }
+}
+
+impl<R> Server<Deadline<Multiplex<R>>>
+where
+    Multiplex<R>: Dispatch,
+{
+    /// A server for the services of `multiplex` (one server, several services: see
+    /// [`Multiplex`]), with the default [`ServerConfig`] and a [`Deadline`] layer
+    /// around the dispatcher, as [`Server::new`] puts one. Each call is routed by its
+    /// method name's `Service:` prefix (Apache's `TMultiplexedProtocol`), by
+    /// TTHeader's `isn` key (Kitex, Volo), or to the default service, before the
+    /// layers see it.
+    ///
+    /// [`bind`](Server::bind) fails when `multiplex` has no service, two services of
+    /// one name, or more than one default.
+    pub fn multiplexed(multiplex: Multiplex<R>) -> Self {
+        Server {
+            services: Services::Many(multiplex.table().clone()),
+            dispatch: DeadlineLayer::new().layer(multiplex),
             config: ServerConfig::default(),
         }
     }
@@ -75,7 +99,7 @@ impl<D: Dispatch> Server<D> {
     {
         Server {
             dispatch: layer.layer(self.dispatch),
-            service: self.service,
+            services: self.services,
             config: self.config,
         }
     }
@@ -87,8 +111,13 @@ impl<D: Dispatch> Server<D> {
     }
 
     /// Listens on `addr` (`host:port` or `unix:/path`; port 0 picks a free port). Must
-    /// run inside a tokio runtime: the reactor's pollers become tasks of it.
+    /// run inside a tokio runtime: the reactor's pollers become tasks of it. Fails
+    /// (`InvalidInput`) when the services of a multiplexed server cannot be routed
+    /// (see [`Server::multiplexed`]).
     pub async fn bind(self, addr: &Address) -> io::Result<BoundServer<D>> {
+        self.services
+            .check()
+            .map_err(|e| io::Error::new(io::ErrorKind::InvalidInput, e))?;
         let reactor = match self.config.transport {
             TransportKind::Netpoll => {
                 let runtime = tokio::runtime::Handle::current();
@@ -107,7 +136,7 @@ impl<D: Dispatch> Server<D> {
         let connections = Arc::new(Semaphore::new(self.config.max_connections));
         Ok(BoundServer {
             shared: Arc::new(Shared {
-                service: self.service,
+                services: self.services,
                 inflight: Semaphore::new(self.config.max_inflight),
                 input_budget: conn::input_budget(self.config.max_buffered_input),
                 limiter: super::limit::Limiter::new(

@@ -1208,3 +1208,5 @@ fn over_the_qps_limit_the_client_sees_an_overload() {
         });
     });
 }
+
+mod multiplex;
