@@ -6,7 +6,7 @@
 //!   these services.
 //! - [`codec`]: TTHeader, Framed and Buffered framing over the Binary and Compact
 //!   protocols, with detection from a connection's first bytes and size limits.
-//! - [`context`]: addresses (`host:port`, `unix:/path`, `shm:/path`), the call's
+//! - [`context`]: addresses (`ip:port`, `name:port`, `unix:/path`, `shm:/path`), the call's
 //!   description and metainfo (persistent, transient, backward) as Kitex and Volo
 //!   carry it in TTHeader.
 //! - [`server`]: `Server::new(<Service>Server::new(handler)).bind(addr)`: framing and

@@ -263,12 +263,27 @@ fn with_server_once(config: ServerConfig, f: impl FnOnce(&Running) + Send + 'sta
         })
         .await
         .expect("the test ran out of time");
-        let mut running = running;
-        let _ = running.stop.take().map(|s| s.send(()));
-        tokio::time::timeout(Duration::from_secs(20), &mut running.done)
+        running.stop().await;
+    });
+}
+
+impl Running {
+    /// Shuts the server down and waits for it to end, for 20 s at most.
+    pub(crate) async fn stop(mut self) {
+        let _ = self.stop.take().map(|s| s.send(()));
+        tokio::time::timeout(Duration::from_secs(20), &mut self.done)
             .await
             .expect("the server did not stop")
             .unwrap()
             .unwrap();
+    }
+}
+
+/// Runs `f` on a fresh [`runtime`], for `limit` at most.
+pub(crate) fn run_bounded(limit: Duration, f: impl std::future::Future<Output = ()>) {
+    runtime().block_on(async {
+        tokio::time::timeout(limit, f)
+            .await
+            .expect("the test ran out of time");
     });
 }

@@ -86,8 +86,10 @@ impl<D: Dispatch> Server<D> {
         self
     }
 
-    /// Listens on `addr` (`host:port` or `unix:/path`; port 0 picks a free port). Must
-    /// run inside a tokio runtime: the reactor's pollers become tasks of it.
+    /// Listens on `addr` (`ip:port`, `name:port`, `unix:/path` or `shm:/path`; port 0
+    /// picks a free port). A host name is resolved, and the server listens on the
+    /// first of its addresses that it can bind. Must run inside a tokio runtime: the
+    /// reactor's pollers become tasks of it.
     pub async fn bind(self, addr: &Address) -> io::Result<BoundServer<D>> {
         let reactor = match self.config.transport {
             TransportKind::Netpoll => {
