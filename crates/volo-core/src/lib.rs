@@ -33,7 +33,8 @@
 //! - [`clock`]: time as an input, so every time-dependent layer is tested with a
 //!   [`clock::ManualClock`].
 //! - [`transport`]: netpoll-rs (the default) or plain tokio sockets, per server and per
-//!   client; `shm:/path` addresses go over shared memory (shm-ipc sessions) on both.
+//!   client; `shm:/path` addresses go over shared memory (shm-ipc sessions) on both;
+//!   TLS (rustls) over TCP on both, server and client ([`transport::tls`]).
 //!
 //! Not built yet: a registry-backed `Discover`.
 #![warn(

@@ -287,3 +287,30 @@ pub(crate) fn run_bounded(limit: Duration, f: impl std::future::Future<Output = 
             .expect("the test ran out of time");
     });
 }
+
+/// What `tracing` has logged in this test process: a global subscriber (the server
+/// logs from its own threads) that writes every line here, installed once.
+pub(crate) fn captured_log() -> &'static std::sync::Mutex<Vec<u8>> {
+    static LOG: std::sync::OnceLock<std::sync::Mutex<Vec<u8>>> = std::sync::OnceLock::new();
+    static INSTALL: std::sync::Once = std::sync::Once::new();
+    struct Capture;
+    impl std::io::Write for Capture {
+        fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+            let log = LOG.get_or_init(Default::default);
+            log.lock().unwrap().extend_from_slice(buf);
+            Ok(buf.len())
+        }
+        fn flush(&mut self) -> std::io::Result<()> {
+            Ok(())
+        }
+    }
+    INSTALL.call_once(|| {
+        // Plain text: other crates of the workspace turn on the `ansi` feature.
+        let subscriber = tracing_subscriber::fmt()
+            .with_ansi(false)
+            .with_writer(|| Capture)
+            .finish();
+        tracing::subscriber::set_global_default(subscriber).expect("the only subscriber");
+    });
+    LOG.get_or_init(Default::default)
+}

@@ -2,12 +2,14 @@
 //! the custom reactor) is the default; plain tokio sockets are kept as the baseline
 //! that the reactor is measured against (`rpc-bench`). An `shm:/path` address takes
 //! shared memory (shm-ipc sessions) whichever kind is configured: see the `shm` module.
+//! TLS ([`tls`]) runs over TCP connections of either kind.
 //!
 //! Host names (`localhost:9090`) are resolved here, each time a connection is made or a
 //! server binds: see [`Address`].
 
 mod resolve;
 mod shm;
+pub mod tls;
 
 pub use resolve::ResolveError;
 pub(crate) use shm::ShmDialer;
@@ -65,6 +67,8 @@ pub(crate) enum Conn {
     Tokio(Box<TokioConn>),
     /// A stream of a shared-memory session.
     Shm(Box<shm::ShmConn>),
+    /// A TLS session over a TCP connection of either transport.
+    Tls(Box<tls::TlsConn>),
 }
 
 impl FrameIo for Conn {
@@ -76,6 +80,8 @@ impl FrameIo for Conn {
             Conn::Netpoll(c) => c.read_frame(frame_len).await,
             Conn::Tokio(c) => c.read_frame(frame_len).await,
             Conn::Shm(c) => c.read_frame(frame_len).await,
+            // Boxed, so that plain connections' futures do not grow by the TLS one's.
+            Conn::Tls(c) => Box::pin(c.read_frame(frame_len)).await,
         }
     }
 
@@ -84,6 +90,7 @@ impl FrameIo for Conn {
             Conn::Netpoll(c) => c.write_with(f),
             Conn::Tokio(c) => f(&mut lock(&c.output)),
             Conn::Shm(c) => c.write_with(f),
+            Conn::Tls(c) => c.write_with(f),
         }
     }
 
@@ -92,6 +99,7 @@ impl FrameIo for Conn {
             Conn::Netpoll(c) => c.flush().await,
             Conn::Tokio(c) => c.flush().await,
             Conn::Shm(c) => c.flush().await,
+            Conn::Tls(c) => Box::pin(c.flush()).await,
         }
     }
 
@@ -100,6 +108,7 @@ impl FrameIo for Conn {
             Conn::Netpoll(c) => c.input_len(),
             Conn::Tokio(c) => lock(&c.input).len(),
             Conn::Shm(c) => c.input_len(),
+            Conn::Tls(c) => c.input_len(),
         }
     }
 
@@ -111,6 +120,7 @@ impl FrameIo for Conn {
             Conn::Netpoll(c) => c.is_open() && !c.is_peer_closed(),
             Conn::Tokio(c) => !*lock(&c.closed),
             Conn::Shm(c) => c.is_open(),
+            Conn::Tls(c) => c.is_open(),
         }
     }
 
@@ -119,6 +129,7 @@ impl FrameIo for Conn {
             Conn::Netpoll(c) => c.peer_addr().map(Address::Tcp),
             Conn::Tokio(c) => c.peer.clone(),
             Conn::Shm(c) => Some(c.peer()),
+            Conn::Tls(c) => c.peer(),
         }
     }
 }
@@ -135,6 +146,7 @@ impl Conn {
             Conn::Netpoll(c) => c.close(),
             Conn::Tokio(c) => *lock(&c.closed) = true,
             Conn::Shm(c) => c.close(),
+            Conn::Tls(c) => c.close(),
         }
     }
 }
@@ -377,6 +389,16 @@ impl Acceptor {
         }
     }
 
+    /// Whether its connections are TCP ones (which TLS applies to).
+    pub(crate) fn is_tcp(&self) -> bool {
+        match self {
+            // Only a TCP listener has a socket address.
+            Acceptor::Netpoll(l) => l.local_addr().is_some(),
+            Acceptor::Tcp(_) => true,
+            Acceptor::Unix(_) | Acceptor::Shm(_) => false,
+        }
+    }
+
     pub(crate) async fn accept(&self) -> io::Result<Conn> {
         match self {
             Acceptor::Netpoll(l) => l.accept().await.map(Conn::Netpoll),
@@ -404,20 +426,21 @@ impl Acceptor {
 
 /// Connects to `addr` with `kind`, within `timeout`; an `shm:` address through
 /// `shm_dialer` (its session is shared by the connections it makes). A host name is
-/// resolved and its addresses tried in turn; resolving and connecting share the
-/// timeout.
+/// resolved and its addresses tried in turn; with `tls`, a TCP connection then runs
+/// its TLS handshake. Resolving, connecting and the handshake share the timeout.
 pub(crate) async fn connect(
     kind: TransportKind,
     addr: &Address,
     reactor: Option<&netpoll_rs::Reactor>,
     shm_dialer: &ShmDialer,
     timeout: Duration,
+    tls: Option<&tls::ClientTls>,
 ) -> io::Result<Conn> {
     let deadline = tokio::time::Instant::now() + timeout;
-    match addr {
-        Address::Shm(path) => shm_dialer.connect(path, timeout).await,
-        Address::Unix(path) => connect_unix(kind, path, reactor, timeout).await,
-        Address::Tcp(a) => connect_tcp(kind, vec![*a], reactor, deadline).await,
+    let conn = match addr {
+        Address::Shm(path) => return shm_dialer.connect(path, timeout).await,
+        Address::Unix(path) => return connect_unix(kind, path, reactor, timeout).await,
+        Address::Tcp(a) => connect_tcp(kind, vec![*a], reactor, deadline).await?,
         Address::Host { name, port } => {
             let addrs = tokio::time::timeout_at(deadline, resolve::resolve(name, *port))
                 .await
@@ -427,8 +450,12 @@ pub(crate) async fn connect(
                         format!("resolving {addr} took longer than the connect timeout"),
                     )
                 })??;
-            connect_tcp(kind, addrs, reactor, deadline).await
+            connect_tcp(kind, addrs, reactor, deadline).await?
         }
+    };
+    match tls {
+        Some(tls) => tls::connect(conn, tls, addr, deadline).await,
+        None => Ok(conn),
     }
 }
 
