@@ -6,8 +6,13 @@
 //! - Our generated client calls Apache's Python server the same way, and the
 //!   `echo-client` program runs a short load against it.
 //!
-//! Skipped with a message when `thrift` or the Python library is missing, unless `CI` is
-//! set (then it fails). Everything talks to 127.0.0.1 and is bounded in time.
+//! - The same over TLS, with Apache's test keys (`../shared/xtest/keys` beside the
+//!   repository, or `$THRIFT_TEST_KEYS`): Apache's `TSSLSocket` client against our TLS
+//!   server, and our TLS client against Apache's `TSSLServerSocket` server.
+//!
+//! Skipped with a message when `thrift`, the Python library or the keys are missing,
+//! unless `CI` is set (then it fails). Everything talks to loopback and is bounded in
+//! time.
 
 #[path = "../../interop/harness.rs"]
 mod harness;
@@ -27,7 +32,9 @@ use thrift_codec::Utf8Bytes;
 use volo_core::client::{ClientConfig, ClientError};
 use volo_core::codec::{Framing, Protocol};
 use volo_core::context::Address;
-use volo_core::server::Server;
+use volo_core::server::{Server, ServerConfig};
+use volo_core::transport::TransportKind;
+use volo_core::transport::tls::{ClientAuth, ClientTls, ServerTls};
 
 const COMBOS: [(&str, Framing, &str, Protocol); 4] = [
     ("framed", Framing::Framed, "binary", Protocol::Binary),
@@ -42,7 +49,11 @@ fn script() -> PathBuf {
 
 /// Whether the tools are there; a failure under CI, a skip otherwise.
 fn tools() -> bool {
-    match harness::tools_present() {
+    present(harness::tools_present())
+}
+
+fn present(found: Result<(), String>) -> bool {
+    match found {
         Ok(()) => true,
         Err(missing) if std::env::var_os("CI").is_some_and(|v| !v.is_empty()) => {
             panic!("the RPC interop test needs {missing}; CI is set, so this is a failure")
@@ -52,6 +63,23 @@ fn tools() -> bool {
             false
         }
     }
+}
+
+/// Apache's test keys (`test/keys` of Apache Thrift), when the tools and they are there.
+fn keys() -> Option<PathBuf> {
+    if !tools() {
+        return None;
+    }
+    let dir = std::env::var_os("THRIFT_TEST_KEYS").map_or_else(
+        || PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../shared/xtest/keys"),
+        PathBuf::from,
+    );
+    let found = if dir.join("server.crt").is_file() {
+        Ok(())
+    } else {
+        Err(format!("Apache's test keys in {}", dir.display()))
+    };
+    present(found).then_some(dir)
 }
 
 fn rpc_py(tmp: &TempDir) -> Command {
@@ -72,17 +100,21 @@ fn runtime() -> tokio::runtime::Runtime {
         .unwrap()
 }
 
-#[test]
-fn the_apache_python_client_calls_our_server() {
-    if !tools() {
-        return;
-    }
-    let tmp = TempDir::new("rpc-interop-server");
-    let rt = runtime();
+/// Our `EchoService` server with `config`, called by the Python client once per
+/// framing and protocol, with `extra` arguments.
+fn python_clients_call_our_server(
+    rt: &tokio::runtime::Runtime,
+    tmp: &TempDir,
+    config: ServerConfig,
+    extra: &[&std::ffi::OsStr],
+) {
+    let what = format!("{:?}, tls {}", config.transport, config.tls.is_some());
     let echo = Echo::default();
     let bound = rt
         .block_on(
-            Server::new(EchoServiceServer::new(echo.clone())).bind(&"127.0.0.1:0".parse().unwrap()),
+            Server::new(EchoServiceServer::new(echo.clone()))
+                .with_config(config)
+                .bind(&"127.0.0.1:0".parse().unwrap()),
         )
         .unwrap();
     let Address::Tcp(addr) = bound.local_addr().clone() else {
@@ -90,21 +122,36 @@ fn the_apache_python_client_calls_our_server() {
     };
     let serving = rt.spawn(bound.serve());
     for (transport, _, protocol, _) in COMBOS {
-        let out = rpc_py(&tmp)
+        let out = rpc_py(tmp)
             .args(["client", "--port", &addr.port().to_string()])
             .args(["--transport", transport, "--protocol", protocol])
+            .args(extra)
             .output()
             .unwrap();
         assert!(
             out.status.success(),
-            "the Python client over {transport}/{protocol} failed ({}):\n{}{}",
+            "the Python client over {transport}/{protocol} to our server ({what}) failed \
+             ({}):\n{}{}",
             out.status,
             String::from_utf8_lossy(&out.stdout),
             String::from_utf8_lossy(&out.stderr)
         );
     }
-    assert_eq!(echo.notified(), 4, "one notify per run reached the handler");
+    assert_eq!(
+        echo.notified(),
+        4,
+        "{what}: one notify per run reached the handler"
+    );
     serving.abort();
+}
+
+#[test]
+fn the_apache_python_client_calls_our_server() {
+    if !tools() {
+        return;
+    }
+    let tmp = TempDir::new("rpc-interop-server");
+    python_clients_call_our_server(&runtime(), &tmp, ServerConfig::default(), &[]);
 }
 
 /// A Python server for one framing and protocol; stopped when dropped.
@@ -115,8 +162,13 @@ struct PythonServer {
 
 impl PythonServer {
     fn start(tmp: &TempDir, transport: &str, protocol: &str) -> PythonServer {
+        Self::start_with(tmp, transport, protocol, &[])
+    }
+
+    fn start_with(tmp: &TempDir, transport: &str, protocol: &str, extra: &[&str]) -> PythonServer {
         let mut child = rpc_py(tmp)
             .args(["server", "--transport", transport, "--protocol", protocol])
+            .args(extra)
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .spawn()
@@ -208,6 +260,18 @@ async fn call_every_method(client: &EchoServiceClient, what: &str) {
     assert_eq!(after.action.as_str(), "after", "{what}");
 }
 
+/// A client of `addr` with `config` makes every call, within a minute.
+async fn call_with(addr: Address, config: ClientConfig, what: &str) {
+    let client = EchoServiceClient::builder()
+        .address(addr)
+        .config(config)
+        .build()
+        .unwrap();
+    tokio::time::timeout(Duration::from_secs(60), call_every_method(&client, what))
+        .await
+        .unwrap_or_else(|_| panic!("{what}: out of time"));
+}
+
 #[test]
 fn our_client_calls_the_apache_python_server() {
     if !tools() {
@@ -225,14 +289,7 @@ fn our_client_calls_the_apache_python_server() {
                 ..ClientConfig::default()
             };
             let addr = Address::Tcp(([127, 0, 0, 1], server.port).into());
-            let client = EchoServiceClient::builder()
-                .address(addr)
-                .config(config)
-                .build()
-                .unwrap();
-            tokio::time::timeout(Duration::from_secs(60), call_every_method(&client, &what))
-                .await
-                .unwrap_or_else(|_| panic!("{what}: out of time"));
+            call_with(addr, config, &what).await;
         });
         // The echo-client program against the same server: a short load, no errors.
         let out = Command::new(env!("CARGO_BIN_EXE_echo-client"))
@@ -252,5 +309,79 @@ fn our_client_calls_the_apache_python_server() {
             !last.starts_with("qps=0 "),
             "{what}: no call succeeded: {last:?}"
         );
+    }
+}
+
+/// Apache's `TSSLSocket` client, set up as the suite's `TestClient.py` (trusting
+/// `server.pem`, presenting the version 1 `client.crt`, checking the name
+/// `localhost`), calls our TLS server, which presents the suite's `server.crt` (a CA
+/// certificate, pinned by the client) and requires a client certificate trusted by
+/// `client.crt` (pinned: webpki cannot read a version 1 certificate). On both server
+/// transports.
+#[test]
+fn the_apache_python_tls_client_calls_our_tls_server() {
+    let Some(keys) = keys() else {
+        return;
+    };
+    let tmp = TempDir::new("rpc-interop-tls-server");
+    let rt = runtime();
+    let tls = ServerTls::builder(keys.join("server.crt"), keys.join("server.key"))
+        .client_certs(keys.join("client.crt"), ClientAuth::Required)
+        .build()
+        .unwrap();
+    let extra = ["--ssl", "--host", "localhost", "--keys-dir"].map(std::ffi::OsStr::new);
+    let extra = [&extra[..], &[keys.as_os_str()]].concat();
+    for transport in [TransportKind::Netpoll, TransportKind::Tokio] {
+        let config = ServerConfig {
+            tls: Some(tls.clone()),
+            transport,
+            ..ServerConfig::default()
+        };
+        python_clients_call_our_server(&rt, &tmp, config, &extra);
+    }
+}
+
+/// Our TLS client calls Apache's `TSSLServerSocket` server (set up as the suite's
+/// `TestServer.py`: `server.crt`, a client certificate required), by the name
+/// `localhost`, trusting `CA.pem` (the server's own certificate, pinned). It presents
+/// `client_v3.crt`, which the server is told to trust: thrift 0.25's server also
+/// requires the client certificate to cover the client's IP address, which the
+/// suite's `client.crt` does not (see `interop/rpc.py`). From both client transports.
+#[test]
+fn our_tls_client_calls_the_apache_python_tls_server() {
+    let Some(keys) = keys() else {
+        return;
+    };
+    let tmp = TempDir::new("rpc-interop-tls-client");
+    let rt = runtime();
+    let tls = ClientTls::builder(keys.join("CA.pem"))
+        .client_cert(keys.join("client_v3.crt"), keys.join("client_v3.key"))
+        .build()
+        .unwrap();
+    let keys_dir = keys.to_string_lossy().into_owned();
+    let extra = [
+        "--ssl",
+        "--keys-dir",
+        &keys_dir,
+        "--client-ca",
+        "client_v3.crt",
+    ];
+    for (transport, framing, protocol, proto) in COMBOS {
+        let server = PythonServer::start_with(&tmp, transport, protocol, &extra);
+        for transport_kind in [TransportKind::Netpoll, TransportKind::Tokio] {
+            let what = format!("TLS {transport}/{protocol} from {transport_kind:?}");
+            rt.block_on(async {
+                let config = ClientConfig {
+                    framing,
+                    protocol: proto,
+                    transport: transport_kind,
+                    tls: Some(tls.clone()),
+                    connect_timeout: Duration::from_secs(10),
+                    ..ClientConfig::default()
+                };
+                let addr: Address = format!("localhost:{}", server.port).parse().unwrap();
+                call_with(addr, config, &what).await;
+            });
+        }
     }
 }
