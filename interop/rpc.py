@@ -23,6 +23,23 @@ with --multiplexed idl/second.thrift's SecondService beside it.
       per check; exits 1 if any failed.
 
 Common options: --gen-dir DIR and --thrift PATH, as for apache.py.
+
+TLS (--ssl, with --keys-dir DIR laid out like Apache's test/keys): the sockets are
+Apache's TSSLSocket and TSSLServerSocket, set up as the suite's TestClient.py and
+TestServer.py set them up (PROTOCOL_TLS_CLIENT / PROTOCOL_TLS_SERVER, CERT_REQUIRED):
+
+  server: presents server.crt with server.key and requires a client certificate
+      trusted by --client-ca (default client.pem, as TestServer.py).
+  client: trusts server.pem, presents --client-cert (default client, i.e. client.crt
+      with client.key, as TestClient.py), and checks the server's name against --host
+      (default 127.0.0.1; the suite uses localhost).
+
+Note: thrift 0.25's TSSLServerSocket also requires the client certificate to cover the
+client's IP address with a subjectAltName (sslcompat.match_peer_ipaddress), which
+Apache's client.crt (a v1 certificate without extensions) does not; so a client that
+presents client.crt is refused by TestServer.py (Apache's own TestClient.py included).
+client_v3.crt (self-signed, IP SANs 127.0.0.1, ::1) passes when the server trusts it:
+--client-ca client_v3.crt.
 """
 
 import argparse
@@ -110,8 +127,41 @@ class SecondHandler:
         self.events.append(event)
 
 
-def cmd_server(m, transport, protocol, multiplexed):
-    sock = m["TSocket"].TServerSocket(host="127.0.0.1", port=0)
+def ssl_server_socket(keys, client_ca):
+    import ssl
+    from thrift.transport import TSSLSocket
+
+    return TSSLSocket.TSSLServerSocket(
+        host="127.0.0.1",
+        port=0,
+        certfile=os.path.join(keys, "server.crt"),
+        keyfile=os.path.join(keys, "server.key"),
+        ca_certs=os.path.join(keys, client_ca),
+        cert_reqs=ssl.CERT_REQUIRED,
+        ssl_version=ssl.PROTOCOL_TLS_SERVER,
+    )
+
+
+def ssl_client_socket(keys, client_cert, host, port):
+    import ssl
+    from thrift.transport import TSSLSocket
+
+    return TSSLSocket.TSSLSocket(
+        host,
+        port,
+        certfile=os.path.join(keys, client_cert + ".crt"),
+        keyfile=os.path.join(keys, client_cert + ".key"),
+        ca_certs=os.path.join(keys, "server.pem"),
+        cert_reqs=ssl.CERT_REQUIRED,
+        ssl_version=ssl.PROTOCOL_TLS_CLIENT,
+    )
+
+
+def cmd_server(m, transport, protocol, multiplexed, tls):
+    if tls:
+        sock = ssl_server_socket(tls["keys"], tls["client_ca"])
+    else:
+        sock = m["TSocket"].TServerSocket(host="127.0.0.1", port=0)
     sock.listen()
     port = sock.handle.getsockname()[1]
     sock.listen = lambda: None  # already listening: serve() must not bind again
@@ -132,9 +182,12 @@ def cmd_server(m, transport, protocol, multiplexed):
     sys.stdin.read()
 
 
-def cmd_client(m, port, transport, protocol, multiplexed):
+def cmd_client(m, host, port, transport, protocol, multiplexed, tls):
     t = m["ttypes"]
-    sock = m["TSocket"].TSocket("127.0.0.1", port)
+    if tls:
+        sock = ssl_client_socket(tls["keys"], tls["client_cert"], host, port)
+    else:
+        sock = m["TSocket"].TSocket(host, port)
     sock.setTimeout(20000)
     trans = m["transports"][transport][0](sock)
     prot = m["protocols"][protocol].getProtocol(trans)
@@ -194,6 +247,11 @@ def main():
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("command", choices=["server", "client"])
     p.add_argument("--port", type=int)
+    p.add_argument("--host", default="127.0.0.1")
+    p.add_argument("--ssl", action="store_true")
+    p.add_argument("--keys-dir")
+    p.add_argument("--client-ca", default="client.pem")
+    p.add_argument("--client-cert", default="client")
     p.add_argument("--transport", choices=["framed", "buffered"], required=True)
     p.add_argument("--protocol", choices=["binary", "compact"], required=True)
     p.add_argument("--multiplexed", action="store_true")
@@ -201,13 +259,18 @@ def main():
     p.add_argument("--thrift", default=os.environ.get("THRIFT", "thrift"))
     a = p.parse_args()
     gen_dir = a.gen_dir or tempfile.mkdtemp(prefix="rpc-interop-")
+    tls = None
+    if a.ssl:
+        if not a.keys_dir:
+            apache.fail("--ssl needs --keys-dir")
+        tls = {"keys": a.keys_dir, "client_ca": a.client_ca, "client_cert": a.client_cert}
     m = load(gen_dir, a.thrift)
     if a.command == "server":
-        cmd_server(m, a.transport, a.protocol, a.multiplexed)
+        cmd_server(m, a.transport, a.protocol, a.multiplexed, tls)
     else:
         if a.port is None:
             apache.fail("client needs --port")
-        cmd_client(m, a.port, a.transport, a.protocol, a.multiplexed)
+        cmd_client(m, a.host, a.port, a.transport, a.protocol, a.multiplexed, tls)
 
 
 if __name__ == "__main__":

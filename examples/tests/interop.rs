@@ -11,8 +11,13 @@
 //!   service, call Apache's `TMultiplexedProcessor` serving both. Both servers also
 //!   take unprefixed calls to `EchoService`, their default service.
 //!
-//! Skipped with a message when `thrift` or the Python library is missing, unless `CI` is
-//! set (then it fails). Everything talks to 127.0.0.1 and is bounded in time.
+//! - The same over TLS, with Apache's test keys (`../shared/xtest/keys` beside the
+//!   repository, or `$THRIFT_TEST_KEYS`): Apache's `TSSLSocket` client against our TLS
+//!   server, and our TLS client against Apache's `TSSLServerSocket` server.
+//!
+//! Skipped with a message when `thrift`, the Python library or the keys are missing,
+//! unless `CI` is set (then it fails). Everything talks to loopback and is bounded in
+//! time.
 
 #[path = "../../interop/harness.rs"]
 mod harness;
@@ -32,7 +37,9 @@ use thrift_codec::Utf8Bytes;
 use volo_core::client::{ClientConfig, ClientError};
 use volo_core::codec::{Framing, Protocol};
 use volo_core::context::{Address, ServerContext};
-use volo_core::server::{Multiplex, Server, ServerError};
+use volo_core::server::{Multiplex, Server, ServerConfig, ServerError};
+use volo_core::transport::TransportKind;
+use volo_core::transport::tls::{ClientAuth, ClientTls, ServerTls};
 
 #[allow(dead_code, missing_docs, unreachable_pub)]
 mod second_gen {
@@ -54,7 +61,11 @@ fn script() -> PathBuf {
 
 /// Whether the tools are there; a failure under CI, a skip otherwise.
 fn tools() -> bool {
-    match harness::tools_present() {
+    present(harness::tools_present())
+}
+
+fn present(found: Result<(), String>) -> bool {
+    match found {
         Ok(()) => true,
         Err(missing) if std::env::var_os("CI").is_some_and(|v| !v.is_empty()) => {
             panic!("the RPC interop test needs {missing}; CI is set, so this is a failure")
@@ -64,6 +75,23 @@ fn tools() -> bool {
             false
         }
     }
+}
+
+/// Apache's test keys (`test/keys` of Apache Thrift), when the tools and they are there.
+fn keys() -> Option<PathBuf> {
+    if !tools() {
+        return None;
+    }
+    let dir = std::env::var_os("THRIFT_TEST_KEYS").map_or_else(
+        || PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../shared/xtest/keys"),
+        PathBuf::from,
+    );
+    let found = if dir.join("server.crt").is_file() {
+        Ok(())
+    } else {
+        Err(format!("Apache's test keys in {}", dir.display()))
+    };
+    present(found).then_some(dir)
 }
 
 fn rpc_py(tmp: &TempDir) -> Command {
@@ -419,5 +447,90 @@ fn our_bound_clients_call_the_apache_python_multiplexed_server() {
                 .unwrap_or_else(|e| panic!("{what}: unprefixed echo: {e}"));
             assert_eq!(r.action.as_str(), "default", "{what}");
         });
+    }
+}
+
+/// Apache's `TSSLSocket` client, set up as the suite's `TestClient.py` (trusting
+/// `server.pem`, presenting the version 1 `client.crt`, checking the name
+/// `localhost`), calls our TLS server, which presents the suite's `server.crt` (a CA
+/// certificate, pinned by the client) and requires a client certificate trusted by
+/// `client.crt` (pinned: webpki cannot read a version 1 certificate). On both server
+/// transports.
+#[test]
+fn the_apache_python_tls_client_calls_our_tls_server() {
+    let Some(keys) = keys() else {
+        return;
+    };
+    let tmp = TempDir::new("rpc-interop-tls-server");
+    let rt = runtime();
+    let tls = ServerTls::builder(keys.join("server.crt"), keys.join("server.key"))
+        .client_certs(keys.join("client.crt"), ClientAuth::Required)
+        .build()
+        .unwrap();
+    let keys_dir = keys.to_string_lossy().into_owned();
+    let extra = ["--ssl", "--host", "localhost", "--keys-dir", &keys_dir];
+    for transport in [TransportKind::Netpoll, TransportKind::Tokio] {
+        let config = ServerConfig {
+            tls: Some(tls.clone()),
+            transport,
+            ..ServerConfig::default()
+        };
+        let echo = Echo::default();
+        let server = Server::new(EchoServiceServer::new(echo.clone())).with_config(config);
+        let (port, serving) = serve(&rt, server);
+        run_python_client(&tmp, port, &extra);
+        assert_eq!(
+            echo.notified(),
+            4,
+            "TLS on {transport:?}: one notify per run reached the handler"
+        );
+        serving.abort();
+    }
+}
+
+/// Our TLS client calls Apache's `TSSLServerSocket` server (set up as the suite's
+/// `TestServer.py`: `server.crt`, a client certificate required), by the name
+/// `localhost`, trusting `CA.pem` (the server's own certificate, pinned). It presents
+/// `client_v3.crt`, which the server is told to trust: thrift 0.25's server also
+/// requires the client certificate to cover the client's IP address, which the
+/// suite's `client.crt` does not (see `interop/rpc.py`). From both client transports.
+#[test]
+fn our_tls_client_calls_the_apache_python_tls_server() {
+    let Some(keys) = keys() else {
+        return;
+    };
+    let tmp = TempDir::new("rpc-interop-tls-client");
+    let rt = runtime();
+    let tls = ClientTls::builder(keys.join("CA.pem"))
+        .client_cert(keys.join("client_v3.crt"), keys.join("client_v3.key"))
+        .build()
+        .unwrap();
+    let keys_dir = keys.to_string_lossy().into_owned();
+    let extra = [
+        "--ssl",
+        "--keys-dir",
+        &keys_dir,
+        "--client-ca",
+        "client_v3.crt",
+    ];
+    for (transport, framing, protocol, proto) in COMBOS {
+        let server = PythonServer::start(&tmp, transport, protocol, &extra);
+        for transport_kind in [TransportKind::Netpoll, TransportKind::Tokio] {
+            let what = format!("TLS {transport}/{protocol} from {transport_kind:?}");
+            bounded(&rt, &what, async {
+                let config = ClientConfig {
+                    transport: transport_kind,
+                    tls: Some(tls.clone()),
+                    connect_timeout: Duration::from_secs(10),
+                    ..client_config(framing, proto)
+                };
+                let client = EchoServiceClient::builder()
+                    .address(format!("localhost:{}", server.port).parse().unwrap())
+                    .config(config)
+                    .build()
+                    .unwrap();
+                call_every_method(&client, &what).await;
+            });
+        }
     }
 }

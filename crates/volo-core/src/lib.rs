@@ -6,7 +6,7 @@
 //!   these services.
 //! - [`codec`]: TTHeader, Framed and Buffered framing over the Binary and Compact
 //!   protocols, with detection from a connection's first bytes and size limits.
-//! - [`context`]: addresses (`host:port`, `unix:/path`, `shm:/path`), the call's
+//! - [`context`]: addresses (`ip:port`, `name:port`, `unix:/path`, `shm:/path`), the call's
 //!   description and metainfo (persistent, transient, backward) as Kitex and Volo
 //!   carry it in TTHeader.
 //! - [`server`]: `Server::new(<Service>Server::new(handler)).bind(addr)`: framing and
@@ -35,7 +35,8 @@
 //! - [`clock`]: time as an input, so every time-dependent layer is tested with a
 //!   [`clock::ManualClock`].
 //! - [`transport`]: netpoll-rs (the default) or plain tokio sockets, per server and per
-//!   client; `shm:/path` addresses go over shared memory (shm-ipc sessions) on both.
+//!   client; `shm:/path` addresses go over shared memory (shm-ipc sessions) on both;
+//!   TLS (rustls) over TCP on both, server and client ([`transport::tls`]).
 //!
 //! Not built yet: a registry-backed `Discover`.
 #![warn(

@@ -123,6 +123,10 @@ pub struct ClientConfig {
     pub transport: crate::transport::TransportKind,
     /// The reactor's settings.
     pub reactor: netpoll_rs::Config,
+    /// TLS to TCP instances (`ip:port`, `name:port`): whom to trust, a client
+    /// certificate, the server name; see [`crate::transport::tls`]. The handshake
+    /// counts towards the connect timeout. Default `None`: plain TCP.
+    pub tls: Option<crate::transport::tls::ClientTls>,
 }
 
 impl Default for ClientConfig {
@@ -140,6 +144,7 @@ impl Default for ClientConfig {
             caller: String::new(),
             transport: crate::transport::TransportKind::Netpoll,
             reactor: netpoll_rs::Config::default(),
+            tls: None,
         }
     }
 }

@@ -167,6 +167,7 @@
 //! | frame limit | 16,384,000 bytes |
 //! | buffered input, all connections | 1 GiB |
 //! | read, idle, drain timeouts | 30 s, 10 min, 10 s |
+//! | TLS | off; on, each handshake within the read timeout ([`ServerConfig::tls`]) |
 //!
 //! [`ErrorKind::Overloaded`]: crate::client::ErrorKind::Overloaded
 //!
@@ -184,7 +185,9 @@
 //!   answered from there, and the poller sends the reply at once; a call that waits
 //!   moves to a tokio task of its own and is answered when it is done.
 //! - Otherwise each connection is one tokio task, and its calls run inside it
-//!   concurrently, with no task spawned per call.
+//!   concurrently, with no task spawned per call. So are TLS connections
+//!   ([`ServerConfig::tls`]), on every transport: their handshake runs on that task
+//!   too.
 //!
 //! Either way a handler with heavy CPU work should move it off with
 //! `tokio::task::spawn_blocking` (or `spawn`) so that other calls are not held up.
@@ -422,7 +425,8 @@ pub struct ServerConfig {
     /// was read (Netpoll's `OnRequest`): a call that completes without waiting is
     /// answered from there, with no task involved; one that waits moves to a task of
     /// its own. `false`: one task per connection, as on the other transports. Either
-    /// way the limits, timeouts and shutdown behave the same. Default `true`.
+    /// way the limits, timeouts and shutdown behave the same. TLS connections
+    /// ([`tls`](Self::tls)) are served by a task each either way. Default `true`.
     ///
     /// With `true` the server runs at least one poller per worker thread of its
     /// runtime (more than `reactor.pollers` says, if that is fewer), so that calls
@@ -432,6 +436,12 @@ pub struct ServerConfig {
     pub inline_dispatch: bool,
     /// The reactor's settings (its pollers run as tasks of the server's runtime).
     pub reactor: netpoll_rs::Config,
+    /// TLS on the server's TCP connections (certificate, key, client certificates):
+    /// see [`crate::transport::tls`]. Each handshake must finish within
+    /// [`read_timeout`](Self::read_timeout); TLS connections are served by a task
+    /// each, whatever [`inline_dispatch`](Self::inline_dispatch) says. Default `None`:
+    /// plain TCP.
+    pub tls: Option<crate::transport::tls::ServerTls>,
 }
 
 impl Default for ServerConfig {
@@ -450,6 +460,7 @@ impl Default for ServerConfig {
             transport: crate::transport::TransportKind::Netpoll,
             inline_dispatch: true,
             reactor: netpoll_rs::Config::default(),
+            tls: None,
         }
     }
 }

@@ -15,6 +15,7 @@ use super::multiplex::{Multiplex, Services};
 use super::{Dispatch, ServerConfig, ServiceInfo};
 use crate::context::Address;
 use crate::service::Layer;
+use crate::transport::tls::{self, ServerTls};
 use crate::transport::{Acceptor, Conn, TransportKind};
 
 /// A server for one service ([`Server::new`]), or for several
@@ -110,10 +111,14 @@ impl<D: Dispatch> Server<D> {
         self
     }
 
-    /// Listens on `addr` (`host:port` or `unix:/path`; port 0 picks a free port). Must
-    /// run inside a tokio runtime: the reactor's pollers become tasks of it. Fails
-    /// (`InvalidInput`) when the services of a multiplexed server cannot be routed
-    /// (see [`Server::multiplexed`]).
+    /// Listens on `addr` (`ip:port`, `name:port`, `unix:/path` or `shm:/path`; port 0
+    /// picks a free port). A host name is resolved, and the server listens on the
+    /// first of its addresses that it can bind. Must run inside a tokio runtime: the
+    /// reactor's pollers become tasks of it. Fails (`InvalidInput`) when the services
+    /// of a multiplexed server cannot be routed (see [`Server::multiplexed`]).
+    ///
+    /// With [`ServerConfig::tls`], connections to a TCP address are TLS ones; those to
+    /// a Unix socket or shared memory are not (see [`tls`](crate::transport::tls)).
     pub async fn bind(self, addr: &Address) -> io::Result<BoundServer<D>> {
         self.services
             .check()
@@ -134,6 +139,7 @@ impl<D: Dispatch> Server<D> {
         let (listener, local) =
             Acceptor::bind(self.config.transport, addr, reactor.as_ref()).await?;
         let connections = Arc::new(Semaphore::new(self.config.max_connections));
+        let tls = self.config.tls.clone().filter(|_| listener.is_tcp());
         Ok(BoundServer {
             shared: Arc::new(Shared {
                 services: self.services,
@@ -150,6 +156,7 @@ impl<D: Dispatch> Server<D> {
             listener,
             local,
             connections,
+            tls,
         })
     }
 }
@@ -162,6 +169,8 @@ pub struct BoundServer<D> {
     listener: Acceptor,
     local: Address,
     connections: Arc<Semaphore>,
+    /// The TLS settings, when on and the listener is a TCP one.
+    tls: Option<ServerTls>,
 }
 
 impl<D> std::fmt::Debug for Shared<D> {
@@ -206,8 +215,20 @@ impl<D: Dispatch> BoundServer<D> {
                         continue;
                     };
                     let shared = Arc::clone(&self.shared);
-                    let stop = stop_rx.clone();
+                    let mut stop = stop_rx.clone();
+                    let tls = self.tls.clone();
                     tasks.spawn(async move {
+                        // A TLS handshake runs here, on the connection's own task.
+                        let conn = match tls {
+                            Some(tls) => {
+                                let timeout = shared.config.read_timeout;
+                                match tls_accept(conn, &tls, timeout, &mut stop).await {
+                                    Some(conn) => conn,
+                                    None => return,
+                                }
+                            }
+                            None => conn,
+                        };
                         match conn {
                             Conn::Netpoll(c) if shared.config.inline_dispatch => {
                                 inline::serve(c, shared, stop).await;
@@ -233,6 +254,29 @@ impl<D: Dispatch> BoundServer<D> {
             r.shutdown();
         }
         outcome
+    }
+}
+
+/// Runs the TLS handshake of an accepted connection within `timeout`. On failure the
+/// connection is closed (dropped) after one warning naming the peer; a shutdown
+/// abandons the handshake.
+async fn tls_accept(
+    conn: Conn,
+    tls: &ServerTls,
+    timeout: Duration,
+    stop: &mut watch::Receiver<bool>,
+) -> Option<Conn> {
+    let peer = crate::transport::FrameIo::peer(&conn);
+    tokio::select! {
+        done = tls::accept(conn, tls, timeout) => match done {
+            Ok(conn) => Some(conn),
+            Err(error) => {
+                let peer = peer.map_or_else(|| "an unknown peer".to_string(), |p| p.to_string());
+                tracing::warn!(%peer, %error, "closing a connection whose TLS handshake failed");
+                None
+            }
+        },
+        Ok(_) = stop.wait_for(|stopping| *stopping) => None,
     }
 }
 

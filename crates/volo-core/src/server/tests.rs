@@ -440,33 +440,6 @@ fn garbage_and_oversized_frames_close_only_their_connection() {
     });
 }
 
-/// What `tracing` has logged in this test process: a global subscriber (the server
-/// logs from its own threads) that writes every line here, installed once.
-fn captured_log() -> &'static std::sync::Mutex<Vec<u8>> {
-    static LOG: std::sync::OnceLock<std::sync::Mutex<Vec<u8>>> = std::sync::OnceLock::new();
-    static INSTALL: std::sync::Once = std::sync::Once::new();
-    struct Capture;
-    impl Write for Capture {
-        fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
-            let log = LOG.get_or_init(Default::default);
-            log.lock().unwrap().extend_from_slice(buf);
-            Ok(buf.len())
-        }
-        fn flush(&mut self) -> std::io::Result<()> {
-            Ok(())
-        }
-    }
-    INSTALL.call_once(|| {
-        // Plain text: other crates of the workspace turn on the `ansi` feature.
-        let subscriber = tracing_subscriber::fmt()
-            .with_ansi(false)
-            .with_writer(|| Capture)
-            .finish();
-        tracing::subscriber::set_global_default(subscriber).expect("the only subscriber");
-    });
-    LOG.get_or_init(Default::default)
-}
-
 /// A connection whose first bytes match no protocol leaves a line saying what came
 /// and from where (on both layouts: a task per connection, and inline dispatch).
 #[test]
