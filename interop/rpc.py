@@ -1,19 +1,25 @@
 #!/usr/bin/env python3
 """RPC interop with Apache Thrift's Python library: idl/echo.thrift's EchoService.
 
-  server --transport framed|buffered --protocol binary|compact
+  server --transport framed|buffered --protocol binary|compact|header
       Serves EchoService with the semantics written in the IDL (echo_or_fail fails with
       EchoError{code = 1, message = req.msg} when req.action == "fail"; notify is oneway
       and records the event). Listens on 127.0.0.1, an ephemeral port, prints the port
-      on the first line of stdout, and serves until killed or until stdin closes.
+      on the first line of stdout, and serves until killed or until stdin closes. With
+      `header`, Apache's THeaderProtocol as its test server sets it up: THeader clients
+      in either subprotocol, and also plain framed or unframed Binary or Compact ones,
+      each answered in kind.
 
-  client --port N --transport framed|buffered --protocol binary|compact
+  client --port N --transport framed|buffered --protocol binary|compact|header
+         [--header-protocol binary|compact] [--zlib]
       Calls every method of a server at 127.0.0.1:N and checks every answer: echo,
       echo_test (a MyTest with 1,000 numbers), echo_ids, echo_or_fail with an ordinary
       request and with action "fail" (the EchoError must arrive as the declared
       exception), notify (oneway), then echo again on the same connection (a oneway got no
       reply that could be mistaken for the next one). Prints one line per check; exits 1
-      if any failed.
+      if any failed. With `header`: Apache's THeaderProtocol in the given subprotocol
+      (default binary), every request compressed with the zlib transform when --zlib
+      is given, and an info header ("client" = "rpc.py") on every request.
 
 Common options: --gen-dir DIR and --thrift PATH, as for apache.py.
 """
@@ -34,8 +40,8 @@ ECHO_ERROR_CODE = 1
 def load(gen_dir, thrift):
     apache.generate(gen_dir, thrift)
     sys.path.insert(0, gen_dir)
-    from thrift.protocol import TBinaryProtocol, TCompactProtocol
-    from thrift.transport import TSocket, TTransport
+    from thrift.protocol import TBinaryProtocol, TCompactProtocol, THeaderProtocol
+    from thrift.transport import TSocket, TTransport, THeaderTransport
     from thrift.server import TServer
     from echo import EchoService, ttypes
 
@@ -52,7 +58,30 @@ def load(gen_dir, thrift):
             "binary": TBinaryProtocol.TBinaryProtocolFactory(),
             "compact": TCompactProtocol.TCompactProtocolFactory(),
         },
+        "THeaderProtocol": THeaderProtocol,
+        "THeaderTransport": THeaderTransport,
     }
+
+
+def header_factory(m, subprotocol="binary"):
+    """THeaderProtocol's factory: every client type its server accepts, as Apache's
+    test server allows them, and `subprotocol` for what a client writes."""
+    ht = m["THeaderTransport"]
+    allowed = (
+        ht.THeaderClientType.HEADERS,
+        ht.THeaderClientType.FRAMED_BINARY,
+        ht.THeaderClientType.UNFRAMED_BINARY,
+        ht.THeaderClientType.FRAMED_COMPACT,
+        ht.THeaderClientType.UNFRAMED_COMPACT,
+    )
+    sub = {"binary": ht.THeaderSubprotocolID.BINARY, "compact": ht.THeaderSubprotocolID.COMPACT}
+    return m["THeaderProtocol"].THeaderProtocolFactory(allowed, sub[subprotocol])
+
+
+def protocol_factory(m, protocol, subprotocol="binary"):
+    if protocol == "header":
+        return header_factory(m, subprotocol)
+    return m["protocols"][protocol]
 
 
 class Handler:
@@ -86,7 +115,7 @@ def cmd_server(m, transport, protocol):
     handler = Handler(m["ttypes"])
     processor = m["EchoService"].Processor(handler)
     server = m["TServer"].TThreadedServer(
-        processor, sock, m["transports"][transport][1](), m["protocols"][protocol], daemon=True
+        processor, sock, m["transports"][transport][1](), protocol_factory(m, protocol), daemon=True
     )
     print(port, flush=True)
     threading.Thread(target=server.serve, daemon=True).start()
@@ -94,12 +123,23 @@ def cmd_server(m, transport, protocol):
     sys.stdin.read()
 
 
-def cmd_client(m, port, transport, protocol):
+def cmd_client(m, port, transport, protocol, subprotocol, zlib):
     t = m["ttypes"]
     sock = m["TSocket"].TSocket("127.0.0.1", port)
     sock.setTimeout(20000)
     trans = m["transports"][transport][0](sock)
-    prot = m["protocols"][protocol].getProtocol(trans)
+    prot = protocol_factory(m, protocol, subprotocol).getProtocol(trans)
+    if protocol == "header":
+        if zlib:
+            prot.add_transform(m["THeaderTransport"].THeaderTransformID.ZLIB)
+        # Headers are sent with one request: set them again before each call.
+        original_flush = prot.trans.flush
+
+        def flush_with_header():
+            prot.set_header(b"client", b"rpc.py")
+            original_flush()
+
+        prot.trans.flush = flush_with_header
     client = m["EchoService"].Client(prot)
     trans.open()
     failures = []
@@ -138,7 +178,9 @@ def main():
     p.add_argument("command", choices=["server", "client"])
     p.add_argument("--port", type=int)
     p.add_argument("--transport", choices=["framed", "buffered"], required=True)
-    p.add_argument("--protocol", choices=["binary", "compact"], required=True)
+    p.add_argument("--protocol", choices=["binary", "compact", "header"], required=True)
+    p.add_argument("--header-protocol", choices=["binary", "compact"], default="binary")
+    p.add_argument("--zlib", action="store_true")
     p.add_argument("--gen-dir")
     p.add_argument("--thrift", default=os.environ.get("THRIFT", "thrift"))
     a = p.parse_args()
@@ -149,7 +191,7 @@ def main():
     else:
         if a.port is None:
             apache.fail("client needs --port")
-        cmd_client(m, a.port, a.transport, a.protocol)
+        cmd_client(m, a.port, a.transport, a.protocol, a.header_protocol, a.zlib)
 
 
 if __name__ == "__main__":

@@ -1,5 +1,6 @@
 //! RPC interop with Apache Thrift's Python library (`interop/rpc.py`), both ways, over
-//! Framed and Buffered, Binary and Compact:
+//! Framed and Buffered, Binary and Compact, and THeader (Apache's `THeaderProtocol`, over
+//! Framed and Buffered, Binary and Compact inside, with and without zlib):
 //!
 //! - Apache's generated Python client calls our `EchoService` server (the one
 //!   `echo-server` runs): every method, the declared exception and the oneway one.
@@ -25,7 +26,7 @@ use examples::echo_service::{ECHO_ERROR_CODE, Echo};
 use harness::TempDir;
 use thrift_codec::Utf8Bytes;
 use volo_core::client::{ClientConfig, ClientError};
-use volo_core::codec::{Framing, Protocol};
+use volo_core::codec::{Framing, Protocol, theader};
 use volo_core::context::Address;
 use volo_core::server::Server;
 
@@ -34,6 +35,18 @@ const COMBOS: [(&str, Framing, &str, Protocol); 4] = [
     ("framed", Framing::Framed, "compact", Protocol::Compact),
     ("buffered", Framing::Buffered, "binary", Protocol::Binary),
     ("buffered", Framing::Buffered, "compact", Protocol::Compact),
+];
+
+/// THeader: the Python transport it runs over, the subprotocol, zlib or not.
+const HEADER_COMBOS: [(&str, &str, Protocol, bool); 8] = [
+    ("buffered", "binary", Protocol::Binary, false),
+    ("buffered", "compact", Protocol::Compact, false),
+    ("buffered", "binary", Protocol::Binary, true),
+    ("buffered", "compact", Protocol::Compact, true),
+    ("framed", "binary", Protocol::Binary, false),
+    ("framed", "compact", Protocol::Compact, false),
+    ("framed", "binary", Protocol::Binary, true),
+    ("framed", "compact", Protocol::Compact, true),
 ];
 
 fn script() -> PathBuf {
@@ -89,21 +102,38 @@ fn the_apache_python_client_calls_our_server() {
         panic!("a TCP address")
     };
     let serving = rt.spawn(bound.serve());
-    for (transport, _, protocol, _) in COMBOS {
+    let port = addr.port().to_string();
+    let mut runs: Vec<Vec<&str>> = COMBOS
+        .iter()
+        .map(|&(transport, _, protocol, _)| vec!["--transport", transport, "--protocol", protocol])
+        .collect();
+    for (transport, sub, _, zlib) in HEADER_COMBOS {
+        let mut args = vec!["--transport", transport, "--protocol", "header"];
+        args.extend(["--header-protocol", sub]);
+        if zlib {
+            args.push("--zlib");
+        }
+        runs.push(args);
+    }
+    for args in &runs {
         let out = rpc_py(&tmp)
-            .args(["client", "--port", &addr.port().to_string()])
-            .args(["--transport", transport, "--protocol", protocol])
+            .args(["client", "--port", &port])
+            .args(args)
             .output()
             .unwrap();
         assert!(
             out.status.success(),
-            "the Python client over {transport}/{protocol} failed ({}):\n{}{}",
+            "the Python client with {args:?} failed ({}):\n{}{}",
             out.status,
             String::from_utf8_lossy(&out.stdout),
             String::from_utf8_lossy(&out.stderr)
         );
     }
-    assert_eq!(echo.notified(), 4, "one notify per run reached the handler");
+    assert_eq!(
+        echo.notified(),
+        runs.len() as u64,
+        "one notify per run reached the handler"
+    );
     serving.abort();
 }
 
@@ -218,39 +248,78 @@ fn our_client_calls_the_apache_python_server() {
     for (transport, framing, protocol, proto) in COMBOS {
         let server = PythonServer::start(&tmp, transport, protocol);
         let what = format!("{transport}/{protocol}");
-        rt.block_on(async {
-            let config = ClientConfig {
-                framing,
-                protocol: proto,
-                ..ClientConfig::default()
-            };
-            let addr = Address::Tcp(([127, 0, 0, 1], server.port).into());
-            let client = EchoServiceClient::builder()
-                .address(addr)
-                .config(config)
-                .build()
-                .unwrap();
-            tokio::time::timeout(Duration::from_secs(60), call_every_method(&client, &what))
-                .await
-                .unwrap_or_else(|_| panic!("{what}: out of time"));
-        });
+        let config = ClientConfig {
+            framing,
+            protocol: proto,
+            ..ClientConfig::default()
+        };
+        call_python(&rt, server.port, config, &what);
         // The echo-client program against the same server: a short load, no errors.
-        let out = Command::new(env!("CARGO_BIN_EXE_echo-client"))
-            .args(["--addr", &format!("127.0.0.1:{}", server.port)])
-            .args(["--transport", transport, "--protocol", protocol])
-            .args(["--concurrency", "2", "--duration", "0.5", "--size", "100"])
-            .output()
-            .unwrap();
-        let stdout = String::from_utf8_lossy(&out.stdout);
-        let last = stdout.lines().last().unwrap_or_default();
-        assert!(out.status.success(), "{what}: echo-client failed: {stdout}");
-        assert!(
-            last.starts_with("qps=") && last.contains(" p50_us=") && last.ends_with(" errors=0"),
-            "{what}: echo-client's last line: {last:?}"
-        );
-        assert!(
-            !last.starts_with("qps=0 "),
-            "{what}: no call succeeded: {last:?}"
-        );
+        echo_client_load(server.port, transport, protocol, &what);
     }
+    // Apache's THeader server: our THeader client in each subprotocol, zlib or not,
+    // bare (over its buffered transport) or in a Framed length (over its framed one).
+    for (transport, sub, proto, zlib) in HEADER_COMBOS {
+        let server = PythonServer::start(&tmp, transport, "header");
+        let what = format!("header over {transport}/{sub} zlib={zlib}");
+        let config = ClientConfig {
+            framing: Framing::THeader,
+            protocol: proto,
+            theader: theader::Options {
+                zlib,
+                framed: transport == "framed",
+            },
+            ..ClientConfig::default()
+        };
+        call_python(&rt, server.port, config, &what);
+    }
+    // ... which also answers plain framed and unframed clients in kind, as ours are.
+    for (transport, framing, protocol, proto) in COMBOS {
+        let server = PythonServer::start(&tmp, transport, "header");
+        let what = format!("{transport}/{protocol} to a header server");
+        let config = ClientConfig {
+            framing,
+            protocol: proto,
+            ..ClientConfig::default()
+        };
+        call_python(&rt, server.port, config, &what);
+    }
+}
+
+/// Our generated client with `config` calls every method of the Python server at
+/// `port`.
+fn call_python(rt: &tokio::runtime::Runtime, port: u16, config: ClientConfig, what: &str) {
+    rt.block_on(async {
+        let addr = Address::Tcp(([127, 0, 0, 1], port).into());
+        let client = EchoServiceClient::builder()
+            .address(addr)
+            .config(config)
+            .build()
+            .unwrap();
+        tokio::time::timeout(Duration::from_secs(60), call_every_method(&client, what))
+            .await
+            .unwrap_or_else(|_| panic!("{what}: out of time"));
+    });
+}
+
+/// The echo-client program against the Python server at `port`: a short load, no
+/// errors.
+fn echo_client_load(port: u16, transport: &str, protocol: &str, what: &str) {
+    let out = Command::new(env!("CARGO_BIN_EXE_echo-client"))
+        .args(["--addr", &format!("127.0.0.1:{port}")])
+        .args(["--transport", transport, "--protocol", protocol])
+        .args(["--concurrency", "2", "--duration", "0.5", "--size", "100"])
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let last = stdout.lines().last().unwrap_or_default();
+    assert!(out.status.success(), "{what}: echo-client failed: {stdout}");
+    assert!(
+        last.starts_with("qps=") && last.contains(" p50_us=") && last.ends_with(" errors=0"),
+        "{what}: echo-client's last line: {last:?}"
+    );
+    assert!(
+        !last.starts_with("qps=0 "),
+        "{what}: no call succeeded: {last:?}"
+    );
 }
