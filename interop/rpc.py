@@ -2,15 +2,19 @@
 """RPC interop with Apache Thrift's Python library: idl/echo.thrift's EchoService, and
 with --multiplexed idl/second.thrift's SecondService beside it.
 
-  server --transport framed|buffered --protocol binary|compact [--multiplexed]
+  server --transport framed|buffered --protocol binary|compact|header [--multiplexed]
       Serves EchoService with the semantics written in the IDL (echo_or_fail fails with
       EchoError{code = 1, message = req.msg} when req.action == "fail"; notify is oneway
       and records the event). Listens on 127.0.0.1, an ephemeral port, prints the port
-      on the first line of stdout, and serves until killed or until stdin closes.
-      With --multiplexed: a TMultiplexedProcessor with EchoService registered as
-      "EchoService" and as the default, and SecondService as "SecondService".
+      on the first line of stdout, and serves until killed or until stdin closes. With
+      `header`, Apache's THeaderProtocol as its test server sets it up: THeader clients
+      in either subprotocol, and also plain framed or unframed Binary or Compact ones,
+      each answered in kind. With --multiplexed: a TMultiplexedProcessor with
+      EchoService registered as "EchoService" and as the default, and SecondService as
+      "SecondService".
 
-  client --port N --transport framed|buffered --protocol binary|compact [--multiplexed]
+  client --port N --transport framed|buffered --protocol binary|compact|header
+         [--header-protocol binary|compact] [--zlib] [--multiplexed]
       Calls every method of a server at 127.0.0.1:N and checks every answer: echo,
       echo_test (a MyTest with 1,000 numbers), echo_ids, echo_or_fail with an ordinary
       request and with action "fail" (the EchoError must arrive as the declared
@@ -19,8 +23,11 @@ with --multiplexed idl/second.thrift's SecondService beside it.
       TMultiplexedProtocol for "EchoService", then on the same connection SecondService
       through one for "SecondService" (echo, and notify, the oneway ping, notify again:
       the count went up by two), and
-      EchoService's echo without a prefix (the server's default service). Prints one line
-      per check; exits 1 if any failed.
+      EchoService's echo without a prefix (the server's default service). With
+      `header`: Apache's THeaderProtocol in the given subprotocol (default binary),
+      every request compressed with the zlib transform when --zlib is given, and an
+      info header ("client" = "rpc.py") on every request. Prints one line per check;
+      exits 1 if any failed.
 
 Common options: --gen-dir DIR and --thrift PATH, as for apache.py.
 
@@ -59,9 +66,9 @@ def load(gen_dir, thrift):
     apache.generate(gen_dir, thrift)
     apache.generate(gen_dir, thrift, ("second.thrift",))
     sys.path.insert(0, gen_dir)
-    from thrift.protocol import TBinaryProtocol, TCompactProtocol
+    from thrift.protocol import TBinaryProtocol, TCompactProtocol, THeaderProtocol
     from thrift.protocol.TMultiplexedProtocol import TMultiplexedProtocol
-    from thrift.transport import TSocket, TTransport
+    from thrift.transport import TSocket, TTransport, THeaderTransport
     from thrift.server import TServer
     from thrift.TMultiplexedProcessor import TMultiplexedProcessor
     from echo import EchoService, ttypes
@@ -83,7 +90,30 @@ def load(gen_dir, thrift):
             "binary": TBinaryProtocol.TBinaryProtocolFactory(),
             "compact": TCompactProtocol.TCompactProtocolFactory(),
         },
+        "THeaderProtocol": THeaderProtocol,
+        "THeaderTransport": THeaderTransport,
     }
+
+
+def header_factory(m, subprotocol="binary"):
+    """THeaderProtocol's factory: every client type its server accepts, as Apache's
+    test server allows them, and `subprotocol` for what a client writes."""
+    ht = m["THeaderTransport"]
+    allowed = (
+        ht.THeaderClientType.HEADERS,
+        ht.THeaderClientType.FRAMED_BINARY,
+        ht.THeaderClientType.UNFRAMED_BINARY,
+        ht.THeaderClientType.FRAMED_COMPACT,
+        ht.THeaderClientType.UNFRAMED_COMPACT,
+    )
+    sub = {"binary": ht.THeaderSubprotocolID.BINARY, "compact": ht.THeaderSubprotocolID.COMPACT}
+    return m["THeaderProtocol"].THeaderProtocolFactory(allowed, sub[subprotocol])
+
+
+def protocol_factory(m, protocol, subprotocol="binary"):
+    if protocol == "header":
+        return header_factory(m, subprotocol)
+    return m["protocols"][protocol]
 
 
 class Handler:
@@ -174,7 +204,7 @@ def cmd_server(m, transport, protocol, multiplexed, tls):
         processor.registerProcessor("EchoService", echo_processor)
         processor.registerProcessor("SecondService", m["SecondService"].Processor(SecondHandler()))
     server = m["TServer"].TThreadedServer(
-        processor, sock, m["transports"][transport][1](), m["protocols"][protocol], daemon=True
+        processor, sock, m["transports"][transport][1](), protocol_factory(m, protocol), daemon=True
     )
     print(port, flush=True)
     threading.Thread(target=server.serve, daemon=True).start()
@@ -182,7 +212,7 @@ def cmd_server(m, transport, protocol, multiplexed, tls):
     sys.stdin.read()
 
 
-def cmd_client(m, host, port, transport, protocol, multiplexed, tls):
+def cmd_client(m, host, port, transport, protocol, multiplexed, tls, subprotocol, zlib):
     t = m["ttypes"]
     if tls:
         sock = ssl_client_socket(tls["keys"], tls["client_cert"], host, port)
@@ -190,7 +220,18 @@ def cmd_client(m, host, port, transport, protocol, multiplexed, tls):
         sock = m["TSocket"].TSocket(host, port)
     sock.setTimeout(20000)
     trans = m["transports"][transport][0](sock)
-    prot = m["protocols"][protocol].getProtocol(trans)
+    prot = protocol_factory(m, protocol, subprotocol).getProtocol(trans)
+    if protocol == "header":
+        if zlib:
+            prot.add_transform(m["THeaderTransport"].THeaderTransformID.ZLIB)
+        # Headers are sent with one request: set them again before each call.
+        original_flush = prot.trans.flush
+
+        def flush_with_header():
+            prot.set_header(b"client", b"rpc.py")
+            original_flush()
+
+        prot.trans.flush = flush_with_header
     if multiplexed:
         client = m["EchoService"].Client(m["TMultiplexedProtocol"](prot, "EchoService"))
     else:
@@ -253,7 +294,9 @@ def main():
     p.add_argument("--client-ca", default="client.pem")
     p.add_argument("--client-cert", default="client")
     p.add_argument("--transport", choices=["framed", "buffered"], required=True)
-    p.add_argument("--protocol", choices=["binary", "compact"], required=True)
+    p.add_argument("--protocol", choices=["binary", "compact", "header"], required=True)
+    p.add_argument("--header-protocol", choices=["binary", "compact"], default="binary")
+    p.add_argument("--zlib", action="store_true")
     p.add_argument("--multiplexed", action="store_true")
     p.add_argument("--gen-dir")
     p.add_argument("--thrift", default=os.environ.get("THRIFT", "thrift"))
@@ -270,7 +313,7 @@ def main():
     else:
         if a.port is None:
             apache.fail("client needs --port")
-        cmd_client(m, a.host, a.port, a.transport, a.protocol, a.multiplexed, tls)
+        cmd_client(m, a.host, a.port, a.transport, a.protocol, a.multiplexed, tls, a.header_protocol, a.zlib)
 
 
 if __name__ == "__main__":

@@ -1,5 +1,6 @@
 //! RPC interop with Apache Thrift's Python library (`interop/rpc.py`), both ways, over
-//! Framed and Buffered, Binary and Compact:
+//! Framed and Buffered, Binary and Compact, and THeader (Apache's `THeaderProtocol`, over
+//! Framed and Buffered, Binary and Compact inside, with and without zlib):
 //!
 //! - Apache's generated Python client calls our `EchoService` server (the one
 //!   `echo-server` runs): every method, the declared exception and the oneway one.
@@ -35,7 +36,7 @@ use examples::echo_service::{ECHO_ERROR_CODE, Echo};
 use harness::TempDir;
 use thrift_codec::Utf8Bytes;
 use volo_core::client::{ClientConfig, ClientError};
-use volo_core::codec::{Framing, Protocol};
+use volo_core::codec::{Framing, Protocol, theader};
 use volo_core::context::{Address, ServerContext};
 use volo_core::server::{Multiplex, Server, ServerConfig, ServerError};
 use volo_core::transport::TransportKind;
@@ -53,6 +54,18 @@ const COMBOS: [(&str, Framing, &str, Protocol); 4] = [
     ("framed", Framing::Framed, "compact", Protocol::Compact),
     ("buffered", Framing::Buffered, "binary", Protocol::Binary),
     ("buffered", Framing::Buffered, "compact", Protocol::Compact),
+];
+
+/// THeader: the Python transport it runs over, the subprotocol, zlib or not.
+const HEADER_COMBOS: [(&str, &str, Protocol, bool); 8] = [
+    ("buffered", "binary", Protocol::Binary, false),
+    ("buffered", "compact", Protocol::Compact, false),
+    ("buffered", "binary", Protocol::Binary, true),
+    ("buffered", "compact", Protocol::Compact, true),
+    ("framed", "binary", Protocol::Binary, false),
+    ("framed", "compact", Protocol::Compact, false),
+    ("framed", "binary", Protocol::Binary, true),
+    ("framed", "compact", Protocol::Compact, true),
 ];
 
 fn script() -> PathBuf {
@@ -156,7 +169,30 @@ fn the_apache_python_client_calls_our_server() {
     let echo = Echo::default();
     let (port, serving) = serve(&rt, Server::new(EchoServiceServer::new(echo.clone())));
     run_python_client(&tmp, port, &[]);
-    assert_eq!(echo.notified(), 4, "one notify per run reached the handler");
+    for (transport, sub, _, zlib) in HEADER_COMBOS {
+        let mut args = vec!["--transport", transport, "--protocol", "header"];
+        args.extend(["--header-protocol", sub]);
+        if zlib {
+            args.push("--zlib");
+        }
+        let out = rpc_py(&tmp)
+            .args(["client", "--port", &port.to_string()])
+            .args(&args)
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "the Python client with {args:?} failed ({}):\n{}{}",
+            out.status,
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+    assert_eq!(
+        echo.notified(),
+        (COMBOS.len() + HEADER_COMBOS.len()) as u64,
+        "one notify per run reached the handler"
+    );
     serving.abort();
 }
 
@@ -395,6 +431,44 @@ fn our_client_calls_the_apache_python_server() {
             "{what}: no call succeeded: {last:?}"
         );
     }
+    // Apache's THeader server: our THeader client in each subprotocol, zlib or not,
+    // bare (over its buffered transport) or in a Framed length (over its framed one).
+    for (transport, sub, proto, zlib) in HEADER_COMBOS {
+        let server = PythonServer::start(&tmp, transport, "header", &[]);
+        let what = format!("header over {transport}/{sub} zlib={zlib}");
+        let config = ClientConfig {
+            framing: Framing::THeader,
+            theader: theader::Options {
+                zlib,
+                framed: transport == "framed",
+            },
+            ..client_config(Framing::THeader, proto)
+        };
+        call_python(&rt, &server, config, &what);
+    }
+    // ... which also answers plain framed and unframed clients in kind, as ours are.
+    for (transport, framing, protocol, proto) in COMBOS {
+        let server = PythonServer::start(&tmp, transport, "header", &[]);
+        let what = format!("{transport}/{protocol} to a header server");
+        call_python(&rt, &server, client_config(framing, proto), &what);
+    }
+}
+
+/// Our generated client with `config` calls every method of the Python `server`.
+fn call_python(
+    rt: &tokio::runtime::Runtime,
+    server: &PythonServer,
+    config: ClientConfig,
+    what: &str,
+) {
+    bounded(rt, what, async {
+        let client = EchoServiceClient::builder()
+            .address(server.address())
+            .config(config)
+            .build()
+            .unwrap();
+        call_every_method(&client, what).await;
+    });
 }
 
 /// Our clients against Apache's `TMultiplexedProcessor` (EchoService registered as

@@ -16,7 +16,17 @@
 //!
 //! A handler passes metainfo on by building the next call's context from its own:
 //! [`MetaInfo::forward`] keeps the persistent values and drops the received transient
-//! ones. Framed and Buffered calls have no header, so metainfo needs TTHeader.
+//! ones. Framed and Buffered calls have no header, so metainfo needs TTHeader or
+//! THeader (whose key-value info headers carry it with the same prefixes).
+//!
+//! # Headers
+//!
+//! Apache Thrift's THeader carries key-value info headers that are no metainfo: any
+//! key, unprefixed, one hop. A handler reads those of its request with
+//! [`MetaInfo::header`] (every pair, metainfo ones included, as received) and sets
+//! those of its reply with [`MetaInfo::set_header`]; a client sets those of its
+//! request the same way and reads the reply's after the call. They go with THeader
+//! calls only, and are never passed on by [`MetaInfo::forward`].
 
 use std::borrow::Cow;
 use std::fmt;
@@ -202,6 +212,10 @@ pub struct MetaInfo {
     /// Transient values received from the caller: readable, never sent on.
     upstream: Vec<(Utf8Bytes, Utf8Bytes)>,
     backward: Vec<(Utf8Bytes, Utf8Bytes)>,
+    /// Headers received as they were on the wire (THeader info).
+    received_headers: Vec<(Utf8Bytes, Utf8Bytes)>,
+    /// Headers to send as they are.
+    headers: Vec<(Utf8Bytes, Utf8Bytes)>,
 }
 
 fn get<'a>(list: &'a [(Utf8Bytes, Utf8Bytes)], key: &str) -> Option<&'a str> {
@@ -267,8 +281,45 @@ impl MetaInfo {
         self.backward.iter().map(|(k, v)| (k.as_str(), v.as_str()))
     }
 
+    /// A header received (see [Headers](self#headers)): on a server, the request's; on
+    /// a client after the call, the reply's. The first, if the key was sent twice.
+    pub fn header(&self, key: &str) -> Option<&str> {
+        get(&self.received_headers, key)
+    }
+
+    /// Every header received, in the order they came.
+    pub fn headers(&self) -> impl Iterator<Item = (&str, &str)> {
+        self.received_headers
+            .iter()
+            .map(|(k, v)| (k.as_str(), v.as_str()))
+    }
+
+    /// Sets a header to send as it is (see [Headers](self#headers)): on a client with
+    /// the request, on a server with the reply. Unlike metainfo values, an empty key or
+    /// value is sent too.
+    pub fn set_header(&mut self, key: impl Into<Utf8Bytes>, value: impl Into<Utf8Bytes>) {
+        let (key, value) = (key.into(), value.into());
+        match self.headers.iter_mut().find(|(k, _)| *k == key) {
+            Some((_, v)) => *v = value,
+            None => self.headers.push((key, value)),
+        }
+    }
+
+    /// The headers to send, in the order they were set.
+    pub fn header_pairs(&self) -> impl Iterator<Item = &(Utf8Bytes, Utf8Bytes)> {
+        self.headers.iter()
+    }
+
+    /// Records the headers a request or reply carried, as they were on the wire.
+    pub fn read_headers<'a>(
+        &mut self,
+        pairs: impl IntoIterator<Item = &'a (Utf8Bytes, Utf8Bytes)>,
+    ) {
+        self.received_headers.extend(pairs.into_iter().cloned());
+    }
+
     /// The metainfo for a call made while handling this one: the persistent values, and
-    /// no transient ones (those went one hop) nor backward ones.
+    /// no transient ones (those went one hop) nor backward ones, nor headers.
     pub fn forward(&self) -> MetaInfo {
         MetaInfo {
             persistent: self.persistent.clone(),

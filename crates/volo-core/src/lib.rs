@@ -4,14 +4,15 @@
 //!   `ServiceBuilder`, `service_fn` and `layer_fn`, in the shape Volo (motore) users know.
 //! - [`tower`]: adapters to and from `tower::Service`, so tower's middleware can wrap
 //!   these services.
-//! - [`codec`]: TTHeader, Framed and Buffered framing over the Binary and Compact
-//!   protocols, with detection from a connection's first bytes and size limits.
+//! - [`codec`]: TTHeader (Kitex), THeader (Apache, with zlib), Framed and Buffered
+//!   framing over the Binary and Compact protocols, with detection from a
+//!   connection's first bytes and size limits.
 //! - [`context`]: addresses (`ip:port`, `name:port`, `unix:/path`, `shm:/path`), the call's
 //!   description and metainfo (persistent, transient, backward) as Kitex and Volo
 //!   carry it in TTHeader.
 //! - [`server`]: `Server::new(<Service>Server::new(handler)).bind(addr)`: framing and
 //!   protocol detected per connection and answered in kind (the calls of a TTHeader
-//!   connection concurrently, those of Framed and Buffered ones in order), IDL
+//!   connection concurrently, those of THeader, Framed and Buffered ones in order), IDL
 //!   exceptions in the result struct, `TApplicationException` for unknown methods, bad
 //!   arguments and handler panics, connection / in-flight / size limits, read and idle
 //!   timeouts, graceful shutdown. Each call goes through a stack of [`service::Service`]s:

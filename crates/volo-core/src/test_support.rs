@@ -140,6 +140,11 @@ impl Service<ServerContext, ServerRequest> for TestService {
             let logid = logid.to_string();
             cx.metainfo.set_backward("seen", logid);
         }
+        // A header (THeader info) the caller asks to have sent back, renamed.
+        if let Some(v) = cx.metainfo.header("echo-me") {
+            let v = v.to_string();
+            cx.metainfo.set_header("echoed", v);
+        }
         let reply = Text {
             id: 0,
             text: Some(body.clone()),

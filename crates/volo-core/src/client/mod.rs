@@ -100,6 +100,8 @@ pub struct ClientConfig {
     /// With TTHeader: put a Framed length in front of the message inside the header
     /// too (Kitex's "TTHeaderFramed", what Volo's client sends by default). Default off.
     pub ttheader_framed: bool,
+    /// With THeader: zlib, and an outer Framed length. Default neither.
+    pub theader: crate::codec::theader::Options,
     /// The protocol of requests. Default Binary.
     pub protocol: Protocol,
     /// How long a connect may take. Default 1 s.
@@ -134,6 +136,7 @@ impl Default for ClientConfig {
         ClientConfig {
             framing: Framing::TTHeader,
             ttheader_framed: false,
+            theader: crate::codec::theader::Options::default(),
             protocol: Protocol::Binary,
             connect_timeout: Duration::from_secs(1),
             rpc_timeout: Some(Duration::from_secs(10)),

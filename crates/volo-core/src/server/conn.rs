@@ -22,7 +22,7 @@ use super::multiplex::Services;
 use super::{Dispatch, DispatchError, EncodeReply, ServerConfig, ServerRequest, ServiceInfo};
 use crate::clock::{Clock, SystemClock};
 use crate::codec::ttheader::{Header, int_key};
-use crate::codec::{FrameError, FrameSplitter, Framing, Protocol, detect};
+use crate::codec::{DETECT_LEN, FrameError, FrameSplitter, Framing, Protocol, detect, theader};
 use crate::context::{Address, ServerContext};
 use crate::transport::FrameIo;
 
@@ -98,7 +98,7 @@ impl FrameReader {
         let s = match &mut self.splitter {
             Some(s) => s,
             None => {
-                let n = input.len().min(16);
+                let n = input.len().min(DETECT_LEN);
                 let Some(head) = input.peek(n) else {
                     return Ok(None);
                 };
@@ -165,7 +165,7 @@ impl FrameReader {
 }
 
 /// The log line of a connection closed because its first bytes match no protocol
-/// (Binary, Compact, Framed, TTHeader): what was seen, as hex, and from where.
+/// (Binary, Compact, Framed, TTHeader, THeader): what was seen, as hex, and from where.
 #[cold]
 fn unrecognised(peer: Option<&Address>, head: &[u8], error: &FrameError) {
     let hex: String = head.iter().map(|b| format!("{b:02x}")).collect();
@@ -184,8 +184,9 @@ fn unrecognised(peer: Option<&Address>, head: &[u8], error: &FrameError) {
 /// Calls on one connection run concurrently inside this task (no task per call): up to
 /// [`ServerConfig::max_inflight_per_connection`] on a TTHeader connection, whose
 /// replies carry the sequence id a multiplexing client (Kitex, Volo, ours) matches
-/// them by, and one at a time on Framed and Buffered connections, whose Apache Thrift
-/// clients expect replies in request order. Replies that are ready together go out
+/// them by, and one at a time on THeader, Framed and Buffered connections, whose Apache
+/// Thrift clients expect replies in request order (an Apache THeader client does not
+/// match replies by the header's sequence id either). Replies that are ready together go out
 /// in one flush.
 pub(crate) async fn serve<D: Dispatch, C: FrameIo>(
     conn: C,
@@ -294,6 +295,7 @@ pub(crate) struct Done<R> {
     framing: Framing,
     protocol: Protocol,
     ttheader: Option<Header>,
+    theader: Option<theader::Header>,
     name: Utf8Bytes,
     seq_id: i32,
     /// Nothing is sent back.
@@ -320,7 +322,8 @@ pub(crate) fn start_call<D: Dispatch>(
 ) -> io::Result<Option<impl Future<Output = Done<D::Reply>> + Send + 'static + use<D>>> {
     let mut cx = ServerContext::new(framing, protocol);
     cx.rpc.caller.address = peer;
-    let (payload, ttheader) = match framing {
+    let max_frame = shared.config.limits.max_frame;
+    let (payload, ttheader, theader) = match framing {
         Framing::TTHeader => {
             let (header, payload) =
                 Header::decode(&frame, &shared.config.header_limits).map_err(FrameError::from)?;
@@ -337,14 +340,22 @@ pub(crate) fn start_call<D: Dispatch>(
             if let Some(from) = header.int_value(int_key::FROM_SERVICE) {
                 cx.rpc.caller.service = from.to_string().into();
             }
-            (payload, Some(header))
+            (payload, Some(header), None)
         }
-        Framing::Framed => (frame.slice(4..), None),
-        Framing::Buffered => (frame, None),
+        Framing::THeader => {
+            let (header, payload) = theader_request(out, &mut cx, &frame, shared)?;
+            let Some(payload) = payload else {
+                return Ok(None);
+            };
+            (payload, None, Some(header))
+        }
+        Framing::Framed => (frame.slice(4..), None, None),
+        Framing::Buffered => (frame, None, None),
     };
     let reply = Reply {
-        max_frame: shared.config.limits.max_frame,
+        max_frame,
         ttheader: ttheader.as_ref(),
+        theader: theader.as_ref(),
     };
     let begun = match cx.protocol {
         Protocol::Binary => message_begin::<Binary>(out, &reply, &cx, &payload)?,
@@ -409,6 +420,7 @@ pub(crate) fn start_call<D: Dispatch>(
             framing,
             protocol,
             ttheader,
+            theader,
             name: header.name,
             seq_id: header.seq_id,
             oneway,
@@ -416,6 +428,55 @@ pub(crate) fn start_call<D: Dispatch>(
         }
     };
     Ok(Some(run))
+}
+
+/// Takes a THeader frame apart: its header (its protocol and info go into `cx`) and its
+/// payload, the transforms undone. A payload of `None`: the frame declared a transform
+/// this server cannot undo, and was answered with an `INVALID_TRANSFORM` exception (in
+/// `out`, not flushed), as the format requires; `Err` when the frame is malformed (the
+/// connection closes, with a log line).
+fn theader_request<D>(
+    out: &mut LinkBuffer,
+    cx: &mut ServerContext,
+    frame: &Bytes,
+    shared: &Shared<D>,
+) -> io::Result<(theader::Header, Option<Bytes>)> {
+    let max_frame = shared.config.limits.max_frame;
+    let malformed = |cx: &ServerContext, e: theader::HeaderError| {
+        let peer = cx
+            .peer()
+            .map_or_else(|| "an unknown peer".into(), Address::to_string);
+        tracing::warn!(%peer, error = %e, "closing a connection: bad THeader frame");
+        io::Error::from(FrameError::THeader(e))
+    };
+    let (mut header, raw) = theader::Header::decode(frame, &shared.config.header_limits)
+        .map_err(|e| malformed(cx, e))?;
+    cx.protocol = header.protocol;
+    if let Some(id) = header.unsupported_transform() {
+        tracing::debug!(
+            transform = id,
+            "answering a THeader call whose transform is unknown"
+        );
+        header.transforms.clear();
+        let reply = Reply {
+            max_frame,
+            ttheader: None,
+            theader: Some(&header),
+        };
+        let ex = ApplicationException::new(
+            ApplicationExceptionKind::InvalidTransform,
+            format!("THeader transform {id} is not supported"),
+        );
+        let seq = header.seq_id;
+        reply.exception(out, cx, Utf8Bytes::new(), seq, &ex)?;
+        return Ok((header, None));
+    }
+    let payload = header
+        .untransform(raw, max_frame)
+        .map_err(|e| malformed(cx, e))?;
+    cx.metainfo.read_request(&header.info);
+    cx.metainfo.read_headers(&header.info);
+    Ok((header, Some(payload)))
 }
 
 /// Reads the message header at the front of `payload`: the header and where the
@@ -479,6 +540,7 @@ fn answer_in<P: thrift_codec::Protocol, D: Dispatch>(
     let reply = Reply {
         max_frame: shared.config.limits.max_frame,
         ttheader: done.ttheader.as_ref(),
+        theader: done.theader.as_ref(),
     };
     // The reply goes out as the request came in, with the backward metainfo the
     // layers and the handler left in the context.
@@ -527,6 +589,8 @@ struct Reply<'a> {
     max_frame: usize,
     /// The request's TTHeader, when it had one.
     ttheader: Option<&'a Header>,
+    /// The request's THeader, when it had one.
+    theader: Option<&'a theader::Header>,
 }
 
 impl Reply<'_> {
@@ -596,6 +660,28 @@ impl Reply<'_> {
         header: &MessageHeader,
         body: &M,
     ) -> io::Result<Result<(), usize>> {
+        if let Some(req) = self.theader {
+            // Echoed: flags, sequence id, transforms, outer framing; the protocol is
+            // the request's too (`cx.protocol`).
+            let mut h = theader::Header::new(req.seq_id, cx.protocol);
+            h.flags = req.flags;
+            h.framed = req.framed;
+            h.transforms.clone_from(&req.transforms);
+            h.info.extend(
+                cx.metainfo
+                    .reply_pairs()
+                    .map(|(k, v)| (Utf8Bytes::from(k), v.clone())),
+            );
+            h.info.extend(cx.metainfo.header_pairs().cloned());
+            return crate::codec::write_theader_message::<P, M>(
+                out,
+                &h,
+                header,
+                body,
+                self.max_frame,
+            )
+            .map_err(io::Error::from);
+        }
         let tt = self.ttheader.map(|req| {
             let mut h = Header::new(header.seq_id, cx.protocol);
             h.flags = req.flags;

@@ -173,8 +173,8 @@
 //!
 //! # Connections
 //!
-//! A connection's calls run one at a time on Framed and Buffered connections (answered
-//! in order, as Apache Thrift clients expect), and up to
+//! A connection's calls run one at a time on THeader, Framed and Buffered connections
+//! (answered in order, as Apache Thrift clients expect), and up to
 //! [`ServerConfig::max_inflight_per_connection`] at once on TTHeader connections
 //! (answered as they finish, matched by sequence id, as Kitex's and Volo's multiplexing
 //! clients expect). Where they run:
@@ -384,7 +384,7 @@ pub trait ServiceInfo {
 pub struct ServerConfig {
     /// Frame size limit (default 16,384,000 bytes, Apache Thrift's).
     pub limits: crate::codec::Limits,
-    /// TTHeader header limits (default 64 KiB).
+    /// TTHeader and THeader header limits (default 64 KiB).
     pub header_limits: crate::codec::ttheader::HeaderLimits,
     /// Open connections at most; more are closed as soon as they are accepted. Default
     /// 10,000.
@@ -393,8 +393,8 @@ pub struct ServerConfig {
     pub max_inflight: usize,
     /// Calls handled at once on one TTHeader connection (a multiplexing client sends
     /// several before the first reply; replies go out as they are ready, matched by
-    /// sequence id). Framed and Buffered connections get one at a time, answered in
-    /// order, as Apache Thrift clients expect. Default 128.
+    /// sequence id). THeader, Framed and Buffered connections get one at a time,
+    /// answered in order, as Apache Thrift clients expect. Default 128.
     pub max_inflight_per_connection: usize,
     /// Bytes of frames that all connections together may hold, from when a frame's
     /// length is known (its first bytes, for Framed and TTHeader) until its call is
