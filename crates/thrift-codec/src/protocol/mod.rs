@@ -1,7 +1,7 @@
-//! The protocol traits that generated code is written against, and the two protocols.
+//! The protocol traits that generated code is written against, and the three protocols.
 //!
 //! A [`Message`](crate::Message) implementation is generic over three traits, one per
-//! pass, so that one body of generated code serves both wire formats:
+//! pass, so that one body of generated code serves every wire format:
 //!
 //! - [`Sizer`] computes the exact encoded length (first pass; O(1) per fixed-width field
 //!   and per container of fixed-width elements in the Binary protocol);
@@ -11,16 +11,21 @@
 //!   binaries, and checks every length against what is left before allocating.
 //!
 //! Struct nesting state (the Compact protocol's last field id) is returned by
-//! `*_struct_begin` and handed back to `*_struct_end`, so no protocol keeps a stack.
+//! `*_struct_begin` and handed back to `*_struct_end`, so neither Binary nor Compact keeps
+//! a stack. [JSON](json) does: its separators and closing brackets depend on where a
+//! value stands, which it infers from the calls (a field closes at the next field header
+//! or at the end of its struct, a container after its declared number of elements, a
+//! message after its body), so the traits need no end-of-value hooks.
 //!
 //! # Values whose width depends on their content
 //!
 //! Binary and Compact size a string from its length and a double from nothing at all;
-//! a text protocol needs the value (escapes, base64, digits). Each such sizer method has a
+//! JSON needs the value (escapes, base64, digits). Each such sizer method therefore has a
 //! `*_value_len` twin taking the value, whose default forwards to the length-only method
 //! (so Binary and Compact compile to the same code either way). [`Wire`](crate::wire::Wire),
 //! and through it generated code, always calls the twins; code written by hand that should
-//! size every protocol exactly must too.
+//! size JSON exactly must too. The length-only methods are exact in JSON only where the
+//! value does not matter (see [`json`]).
 
 use bytes::Bytes;
 
@@ -32,12 +37,13 @@ use crate::utf8_bytes::Utf8Bytes;
 pub mod binary;
 pub mod compact;
 mod input;
+pub mod json;
 mod output;
 
 /// A wire format: ties a sizer, an encoder and a decoder together.
 ///
-/// Implemented by the marker types [`Binary`](crate::Binary) and
-/// [`Compact`](crate::Compact); [`Codec`](crate::Codec) is generic over it.
+/// Implemented by the marker types [`Binary`](crate::Binary), [`Compact`](crate::Compact)
+/// and [`Json`](crate::Json); [`Codec`](crate::Codec) is generic over it.
 pub trait Protocol: Copy + Default + std::fmt::Debug + Send + Sync + 'static {
     /// The sizing pass.
     type Sizer: Sizer;
@@ -82,9 +88,8 @@ pub const DEFAULT_MAX_DEPTH: usize = 64;
 ///
 /// Contract for implementations: called in the order the encoder will be, the methods'
 /// answers add up to exactly the bytes the encoder writes. How the total is split between
-/// calls is the protocol's business (a text protocol may count a container's closing
-/// bracket with its last element, or a struct's opening brace in the state that
-/// `struct_begin` returns).
+/// calls is the protocol's business: JSON counts a container's closing bracket with its
+/// last element, and a struct's opening brace in the state `struct_begin` returns.
 pub trait Sizer {
     /// Bytes of a message header.
     fn message_begin_len(&mut self, header: &MessageHeader) -> usize;
@@ -318,8 +323,8 @@ pub trait Decoder {
     /// Skips `len` raw bytes.
     fn skip_bytes(&mut self, len: usize) -> Result<(), DecodeError>;
     /// Skips a string or binary ([`skip`](Decoder::skip) calls it): reads it as a binary
-    /// unless the protocol can step over it without reading it as either (a text protocol
-    /// whose binaries are base64 and strings are not).
+    /// unless the protocol can step over it without reading it as either (JSON, whose
+    /// binaries are base64 and strings are not).
     #[inline]
     fn skip_binary(&mut self) -> Result<(), DecodeError> {
         self.read_bytes().map(drop)
