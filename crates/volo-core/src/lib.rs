@@ -5,8 +5,8 @@
 //! - [`tower`]: adapters to and from `tower::Service`, so tower's middleware can wrap
 //!   these services.
 //! - [`codec`]: TTHeader (Kitex), THeader (Apache, with zlib), Framed and Buffered
-//!   framing over the Binary and Compact protocols, with detection from a
-//!   connection's first bytes and size limits.
+//!   framing over the Binary, Compact and JSON protocols (JSON not in TTHeader), with
+//!   detection from a connection's first bytes and size limits.
 //! - [`context`]: addresses (`ip:port`, `name:port`, `unix:/path`, `shm:/path`), the call's
 //!   description and metainfo (persistent, transient, backward) as Kitex and Volo
 //!   carry it in TTHeader.

@@ -26,7 +26,7 @@ impl Message for Text {
     fn size<S: Sizer>(&self, s: &mut S) -> usize {
         let saved = s.struct_begin();
         let field = self.text.as_ref().map_or(0, |t| {
-            s.field_begin_len(TType::Binary, self.id) + s.bytes_len(t.len())
+            s.field_begin_len(TType::Binary, self.id) + s.string_value_len(t)
         });
         field + s.struct_end_len(saved)
     }

@@ -102,7 +102,9 @@ pub struct ClientConfig {
     pub ttheader_framed: bool,
     /// With THeader: zlib, and an outer Framed length. Default neither.
     pub theader: crate::codec::theader::Options,
-    /// The protocol of requests. Default Binary.
+    /// The protocol of requests: Binary, Compact or JSON (Apache's `TJSONProtocol`,
+    /// over Framed, Buffered or THeader; TTHeader has no protocol id for it, and a
+    /// client configured with both fails when it is made). Default Binary.
     pub protocol: Protocol,
     /// How long a connect may take. Default 1 s.
     pub connect_timeout: Duration,

@@ -8,15 +8,15 @@ use std::sync::Arc;
 
 use bytes::Bytes;
 use thrift_codec::{
-    ApplicationException, Binary, Codec, Compact, Decoder, LinkBuffer, Message, MessageHeader,
-    MessageType, Utf8Bytes,
+    ApplicationException, Binary, Codec, Compact, Decoder, Json, LinkBuffer, Message,
+    MessageHeader, MessageType, Utf8Bytes,
 };
 
 use super::Error;
 use crate::codec::ttheader::Header;
 use crate::codec::{Framing, Protocol};
 
-/// An argument struct that can be written in either protocol: every generated args
+/// An argument struct that can be written in any protocol: every generated args
 /// struct (every [`Message`]) is one.
 pub trait EncodeArgs: Send + Sync + 'static {
     /// Writes the message (`header`, then the struct) behind its framing into `out`;
@@ -47,6 +47,9 @@ impl<M: Message + Send + Sync + 'static> EncodeArgs for M {
                 out, framing, ttheader, header, self, max_frame,
             ),
             Protocol::Compact => crate::codec::write_message::<Compact, M>(
+                out, framing, ttheader, header, self, max_frame,
+            ),
+            Protocol::Json => crate::codec::write_message::<Json, M>(
                 out, framing, ttheader, header, self, max_frame,
             ),
         }
@@ -150,6 +153,7 @@ pub struct ClientResponse {
 enum WideProtocol {
     Binary,
     Compact,
+    Json,
 }
 
 impl From<Protocol> for WideProtocol {
@@ -157,6 +161,7 @@ impl From<Protocol> for WideProtocol {
         match p {
             Protocol::Binary => WideProtocol::Binary,
             Protocol::Compact => WideProtocol::Compact,
+            Protocol::Json => WideProtocol::Json,
         }
     }
 }
@@ -210,6 +215,7 @@ impl ClientResponse {
         match self.protocol {
             WideProtocol::Binary => self.decode_in::<Binary, R>(),
             WideProtocol::Compact => self.decode_in::<Compact, R>(),
+            WideProtocol::Json => self.decode_in::<Json, R>(),
         }
     }
 
@@ -259,6 +265,7 @@ fn read_reply(
     match protocol {
         Protocol::Binary => read_reply_in::<Binary>(payload, protocol, names, seq_id, max_size),
         Protocol::Compact => read_reply_in::<Compact>(payload, protocol, names, seq_id, max_size),
+        Protocol::Json => read_reply_in::<Json>(payload, protocol, names, seq_id, max_size),
     }
 }
 

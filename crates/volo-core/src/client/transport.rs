@@ -13,7 +13,7 @@ use super::mux::{MuxCall, MuxPool};
 use super::pool::{Pool, Pooled};
 use super::{ClientConfig, ClientContext, ClientRequest, ClientResponse, Error};
 use crate::codec::ttheader::{Header, HeaderLimits, int_key, str_key};
-use crate::codec::{FrameSplitter, Framing, theader};
+use crate::codec::{FrameSplitter, Framing, Protocol, theader};
 use crate::context::Address;
 use crate::service::Service;
 use crate::transport::FrameIo;
@@ -69,13 +69,20 @@ enum Lease {
 impl Transport {
     /// A transport with `config`'s framing, protocol, sockets and pools. Must be
     /// created inside a tokio runtime (the reactor's pollers are tasks of it). Fails
-    /// when multiplexing is asked for without TTHeader framing.
+    /// when multiplexing is asked for without TTHeader framing, and for JSON in
+    /// TTHeader (which has no protocol id for it).
     pub fn new(config: ClientConfig) -> io::Result<Transport> {
         if config.multiplex && config.framing != Framing::TTHeader {
             return Err(io::Error::new(
                 io::ErrorKind::InvalidInput,
                 "multiplexing needs TTHeader framing: replies are matched to calls by the \
                  sequence id in their header",
+            ));
+        }
+        if config.framing == Framing::TTHeader && config.protocol == Protocol::Json {
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidInput,
+                crate::codec::ttheader::HeaderError::NoProtocolId(Protocol::Json),
             ));
         }
         let reactor = match config.transport {

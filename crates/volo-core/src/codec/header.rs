@@ -62,10 +62,13 @@ pub enum HeaderError {
     /// A header too short to hold the protocol id and transform count.
     #[error("header size {0} is below the 2 bytes every header has")]
     TooSmall(usize),
-    /// A protocol id this crate does not speak (0 Binary and 2 Compact are spoken; 1
-    /// is THeader's JSON).
+    /// A protocol id this crate does not speak (0 Binary and 2 Compact in both
+    /// formats, and THeader's 1, JSON, are spoken).
     #[error("unknown or unsupported protocol id {0}")]
     UnknownProtocol(u32),
+    /// TTHeader: a protocol the format has no id for (JSON), when writing.
+    #[error("TTHeader has no protocol id for {0:?}")]
+    NoProtocolId(super::Protocol),
     /// A transform this crate cannot undo: any, in TTHeader; any but zlib, in THeader.
     #[error("transform {0} is not supported")]
     UnsupportedTransform(u32),

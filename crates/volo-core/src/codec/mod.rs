@@ -1,7 +1,8 @@
 //! Framing and protocol: how RPC messages are cut out of a byte stream and put into
 //! one.
 //!
-//! Four framings ([`Framing`]) and two protocols ([`Protocol`]), in any combination:
+//! Four framings ([`Framing`]) and three protocols ([`Protocol`]: Binary, Compact and
+//! Apache's JSON), in any combination but one (JSON inside TTHeader, see below):
 //!
 //! - **TTHeader** ([`ttheader`]): Kitex's header transport: a length, the magic
 //!   `0x1000`, a sequence id, then key-value info blocks (metainfo, the method, the
@@ -15,7 +16,24 @@
 //!   `TFramedTransport`). The length is limited by [`Limits::max_frame`], 16,384,000
 //!   bytes by default as in Apache Thrift.
 //! - **Buffered**: the message alone (Apache Thrift's `TBufferedTransport`); its end is
-//!   found by reading through it.
+//!   found by reading through it (Binary, Compact) or by matching its brackets (JSON,
+//!   with [`MessageScanner`]).
+//!
+//! | framing | Binary | Compact | JSON |
+//! |---|---|---|---|
+//! | TTHeader | protocol id 0 | protocol id 2 | not offered: Kitex defines no id for it |
+//! | THeader | protocol id 0 | protocol id 2 | protocol id 1 |
+//! | Framed | length, then `80 01` | length, then `82` | length, then `[` |
+//! | Buffered | `80 01` | `82` | `[` |
+//!
+//! A message's first bytes tell its protocol: strict Binary's version word `80 01`,
+//! Compact's protocol id `82` (with version 1 in the next byte), JSON's `[` (the
+//! `[1,"name",...]` of Apache's `TJSONProtocol`). TTHeader carries the protocol as an
+//! id in its header, and Kitex's TTHeader defines ids for Binary (0) and Compact (2)
+//! only: a TTHeader frame that declares any other is refused
+//! ([`HeaderError::UnknownProtocol`](ttheader::HeaderError::UnknownProtocol)), and
+//! JSON is not written into one ([`HeaderError::NoProtocolId`](ttheader::HeaderError::NoProtocolId);
+//! a client configured so fails when it is made). Apache's THeader numbers JSON 1.
 //!
 //! A server does not know in advance what a client speaks: [`detect`] tells it from the
 //! first bytes of the connection, and the server answers in kind:
@@ -28,7 +46,9 @@
 //! | Buffered | Buffered, the same protocol |
 //!
 //! Limits on what is read: every frame (TTHeader, THeader, Framed) and every Buffered
-//! message by [`Limits::max_frame`]; headers (TTHeader, THeader) by
+//! message by [`Limits::max_frame`] (a Buffered JSON message that has not closed its
+//! bracket within that many bytes fails there, and its connection closes; its
+//! brackets may nest no deeper than the decoder's depth limit allows); headers (TTHeader, THeader) by
 //! [`ttheader::HeaderLimits`], 64 KiB by default; a THeader payload inflated by zlib
 //! by [`Limits::max_frame`] again, stopped as soon as it would go beyond (no
 //! decompression bomb). Binary messages must
@@ -41,7 +61,7 @@ pub mod theader;
 pub mod ttheader;
 
 use bytes::{BufMut, Bytes};
-use thrift_codec::Protocol as _;
+use thrift_codec::protocol::json::{MESSAGE_START, MessageScanner};
 use thrift_codec::{
     Binary, Codec, Compact, DecodeError, DecodeErrorKind, DecodeLimits, Decoder, Encoder,
     LinkBuffer, MessageHeader, Sizer, TType,
@@ -68,6 +88,9 @@ pub enum Protocol {
     Binary,
     /// Thrift Compact (the message begins with the protocol id `0x82`).
     Compact,
+    /// Apache Thrift's JSON protocol, `TJSONProtocol` (the message begins with `[`).
+    /// Not carried by TTHeader, which has no protocol id for it.
+    Json,
 }
 
 /// Size limits applied to everything read from the network.
@@ -192,6 +215,9 @@ fn message_protocol(head: &[u8]) -> Option<Protocol> {
         Some(Protocol::Binary)
     } else if head[0] == COMPACT_ID && head[1] & 0x1f == COMPACT_VERSION {
         Some(Protocol::Compact)
+    } else if head[0] == MESSAGE_START {
+        // As a frame length, `[` would claim over 1.5 GB: never taken for one.
+        Some(Protocol::Json)
     } else {
         None
     }
@@ -207,6 +233,9 @@ pub struct FrameSplitter {
     /// Buffered: the fewest bytes the message at the front can take, learnt from the
     /// last look; no need to look again before that many have arrived.
     at_least: usize,
+    /// Buffered JSON: how far the brackets of the message at the front are matched,
+    /// made on the first look (boxed: nothing for the other protocols to carry).
+    scanner: Option<Box<MessageScanner>>,
 }
 
 impl FrameSplitter {
@@ -217,6 +246,7 @@ impl FrameSplitter {
             protocol,
             limits,
             at_least: 0,
+            scanner: None,
         }
     }
 
@@ -228,7 +258,12 @@ impl FrameSplitter {
     /// When that runs out, the value it stopped in says how many more bytes it needs at
     /// least (a long string: all of them), and the next look waits for those, so a large
     /// message is not re-read for every piece of it; and a length that claims more than
-    /// the limit fails at once, before it is buffered.
+    /// the limit fails at once, before it is buffered. A JSON message has no lengths: it
+    /// ends where its first bracket closes; its brackets are matched by a
+    /// [`MessageScanner`] that goes on, at each look, from where the last one stopped,
+    /// and a message not closed within the limit fails there
+    /// ([`FrameError::TooLarge`]), as does one nested deeper than the decoder's depth
+    /// limit allows ([`FrameError::Message`]).
     pub fn frame_len(&mut self, input: &mut LinkBuffer) -> Result<Option<usize>, FrameError> {
         match self.framing {
             Framing::Framed | Framing::TTHeader | Framing::THeader => {
@@ -263,14 +298,13 @@ impl FrameSplitter {
         if have == 0 || have < self.at_least {
             return Ok(None);
         }
-        // Looking needs the bytes in one piece: what arrived so far, copied once per look.
-        let Some(bytes) = input.peek(have).map(Bytes::copy_from_slice) else {
-            return Ok(None);
-        };
-        let decode_limits = DecodeLimits::default();
         let outcome = match self.protocol {
-            Protocol::Binary => message_end(Binary::decoder(bytes, decode_limits), have),
-            Protocol::Compact => message_end(Compact::decoder(bytes, decode_limits), have),
+            Protocol::Binary => message_end::<Binary>(input, have),
+            Protocol::Compact => message_end::<Compact>(input, have),
+            Protocol::Json => return self.json_len(input, have),
+        };
+        let Some(outcome) = outcome else {
+            return Ok(None);
         };
         match outcome {
             Ok(len) if len > self.limits.max_frame => Err(self.too_large(len as u64)),
@@ -290,6 +324,28 @@ impl FrameSplitter {
                 None => Err(FrameError::Message(e)),
             },
         }
+    }
+
+    /// Buffered JSON: matches the brackets of what has arrived of the message at the
+    /// front, from where the last look stopped.
+    fn json_len(
+        &mut self,
+        input: &mut LinkBuffer,
+        have: usize,
+    ) -> Result<Option<usize>, FrameError> {
+        let limit = self.limits.max_frame;
+        let scanner = self
+            .scanner
+            .get_or_insert_with(|| Box::new(MessageScanner::new(DecodeLimits::default(), limit)));
+        // The scanner reads the message from its start, in one piece: no copy while the
+        // input sits in one buffer, as it does when read from a socket.
+        let Some(bytes) = input.peek(have) else {
+            return Ok(None);
+        };
+        scanner.scan(bytes).map_err(|e| match *e.kind() {
+            DecodeErrorKind::SizeLimitExceeded { size, .. } => FrameError::TooLarge { size, limit },
+            _ => FrameError::Message(e),
+        })
     }
 }
 
@@ -358,11 +414,21 @@ where
         .map_err(FrameError::THeader)
 }
 
-/// Reads a message header and skips its struct; returns the bytes they took.
-fn message_end<D: Decoder>(mut d: D, have: usize) -> Result<usize, DecodeError> {
-    d.read_message_begin()?;
-    d.skip(TType::Struct)?;
-    Ok(have - d.remaining())
+/// Reads the message header at the front of `input` (`have` bytes) in protocol `P` and
+/// skips its struct; returns the bytes they took. `None` if `input` is shorter than
+/// `have`.
+fn message_end<P: thrift_codec::Protocol>(
+    input: &mut LinkBuffer,
+    have: usize,
+) -> Option<Result<usize, DecodeError>> {
+    // Looking needs the bytes in one piece: what arrived so far, copied once per look.
+    let bytes = input.peek(have).map(Bytes::copy_from_slice)?;
+    let mut d = P::decoder(bytes, DecodeLimits::default());
+    let end = d
+        .read_message_begin()
+        .and_then(|_| d.skip(TType::Struct))
+        .map(|()| have - d.remaining());
+    Some(end)
 }
 
 /// The input ended inside a value that needs `needed` bytes where `remaining` were

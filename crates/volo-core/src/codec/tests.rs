@@ -1,6 +1,6 @@
 use bytes::{BufMut, BytesMut};
 use thrift_codec::{
-    ApplicationException, ApplicationExceptionKind, Codec, MessageHeader, MessageType,
+    ApplicationException, ApplicationExceptionKind, Codec, Json, MessageHeader, MessageType,
 };
 
 use super::*;
@@ -68,11 +68,15 @@ fn link(bytes: &[u8]) -> LinkBuffer {
 fn detect_tells_every_framing_and_protocol() {
     let binary = message::<Binary>("x");
     let compact = message::<Compact>("x");
+    let json = message::<Json>("x");
+    assert_eq!(json[0], b'[', "{:?}", String::from_utf8_lossy(&json));
     let cases = [
         (binary.clone(), Framing::Buffered, Protocol::Binary),
         (compact.clone(), Framing::Buffered, Protocol::Compact),
+        (json.clone(), Framing::Buffered, Protocol::Json),
         (framed(&binary), Framing::Framed, Protocol::Binary),
         (framed(&compact), Framing::Framed, Protocol::Compact),
+        (framed(&json), Framing::Framed, Protocol::Json),
     ];
     for (bytes, framing, protocol) in cases {
         assert_eq!(
@@ -125,9 +129,12 @@ fn framed_lengths_are_checked_before_anything_is_buffered() {
 
 #[test]
 fn a_buffered_message_is_found_whole_however_it_arrives() {
+    // Brackets and escaped quotes inside a string do not end a JSON message.
+    let text = r#"hello, buffered ]} "[ \"#;
     for (protocol, msg) in [
-        (Protocol::Binary, message::<Binary>("hello, buffered")),
-        (Protocol::Compact, message::<Compact>("hello, buffered")),
+        (Protocol::Binary, message::<Binary>(text)),
+        (Protocol::Compact, message::<Compact>(text)),
+        (Protocol::Json, message::<Json>(text)),
     ] {
         let mut stream = msg.clone();
         stream.extend_from_slice(&msg[..5]); // the next message's first bytes
@@ -188,6 +195,146 @@ fn a_malformed_buffered_message_is_an_error() {
         s.frame_len(&mut link(&msg)),
         Err(FrameError::Message(_))
     ));
+}
+
+// ------------------------------------------------------------------ JSON
+
+/// A buffered JSON message's end is found by matching brackets: the scanner goes on
+/// from where the last look stopped instead of reading the message again from its
+/// start. Shown by changing a byte it has already passed, so that a scan from the
+/// start would reject the message: the next look still finds its end.
+#[test]
+fn a_buffered_json_splitter_goes_on_where_it_stopped() {
+    let msg = message::<Json>("resumed");
+    let splitter = || FrameSplitter::new(Framing::Buffered, Protocol::Json, Limits::default());
+    let mut s = splitter();
+    assert_eq!(s.frame_len(&mut link(&msg[..msg.len() / 2])), Ok(None));
+    let mut changed = msg.clone();
+    changed[0] = b' '; // the opening `[` gone
+    assert!(matches!(
+        splitter().frame_len(&mut link(&changed)),
+        Err(FrameError::Message(_))
+    ));
+    assert_eq!(s.frame_len(&mut link(&changed)), Ok(Some(msg.len())));
+    // After a whole message it starts over, from the start of the next.
+    assert_eq!(s.frame_len(&mut link(&msg)), Ok(Some(msg.len())));
+}
+
+/// A buffered JSON message that never closes its bracket fails once it is longer than
+/// the frame limit, however it arrives: it is never buffered beyond that.
+#[test]
+fn an_unclosed_buffered_json_message_fails_at_the_frame_limit() {
+    let limits = Limits { max_frame: 1000 };
+    let mut s = FrameSplitter::new(Framing::Buffered, Protocol::Json, limits);
+    let mut input = LinkBuffer::new();
+    input.write(br#"[1,"echo",1,0,{"1":{"str":""#);
+    let err = loop {
+        match s.frame_len(&mut input) {
+            Ok(None) => {
+                assert!(input.len() <= 1000, "{} bytes buffered", input.len());
+                input.write(b"]}x"); // inside the string: closes nothing
+            }
+            other => break other.unwrap_err(),
+        }
+    };
+    assert_eq!(
+        err,
+        FrameError::TooLarge {
+            size: 1001,
+            limit: 1000
+        }
+    );
+    // Whole at exactly the limit is fine.
+    let msg = message::<Json>(&"y".repeat(1000 - message::<Json>("").len()));
+    assert_eq!(msg.len(), 1000);
+    let mut s = FrameSplitter::new(Framing::Buffered, Protocol::Json, limits);
+    assert_eq!(s.frame_len(&mut link(&msg)), Ok(Some(1000)));
+}
+
+/// Brackets nested deeper than any message within the decoder's depth limit, and
+/// input that is not a JSON message, are errors of the message, not a wait for more.
+#[test]
+fn deep_or_malformed_buffered_json_is_an_error() {
+    let deep = "[".repeat(500);
+    let mut s = FrameSplitter::new(Framing::Buffered, Protocol::Json, Limits::default());
+    let err = s.frame_len(&mut link(deep.as_bytes())).unwrap_err();
+    assert!(
+        matches!(&err, FrameError::Message(e)
+            if matches!(e.kind(), DecodeErrorKind::DepthLimitExceeded(_))),
+        "{err}"
+    );
+    for bad in [&br#"[1,"echo",1,0,{]"#[..], b"[1]x"] {
+        let mut s = FrameSplitter::new(Framing::Buffered, Protocol::Json, Limits::default());
+        let got = s.frame_len(&mut link(bad));
+        if bad.ends_with(b"x") {
+            // `[1]` is a whole array (the decoder will refuse it); `x` begins the next
+            // message, which is where the error is found.
+            assert_eq!(got, Ok(Some(3)));
+            let mut rest = link(b"x");
+            assert!(matches!(
+                s.frame_len(&mut rest),
+                Err(FrameError::Message(_))
+            ));
+        } else {
+            assert!(matches!(got, Err(FrameError::Message(_))), "{got:?}");
+        }
+    }
+}
+
+/// JSON in the header transports: Apache's THeader numbers it 1 (detected, and
+/// written), Kitex's TTHeader has no id for it (refused when read and when written).
+#[test]
+fn json_travels_in_theader_but_not_in_ttheader() {
+    let frame_of = |h: &theader::Header| {
+        let (mut msg, mut out) = (LinkBuffer::new(), LinkBuffer::new());
+        msg.write(&message::<Json>("in THeader"));
+        h.write_frame(msg, &mut out, DEFAULT_MAX_FRAME)
+            .unwrap()
+            .unwrap();
+        out.next(out.len())
+    };
+    let mut h = theader::Header::new(3, Protocol::Json);
+    let frame = frame_of(&h);
+    assert_eq!(frame[14], 1, "THeader's protocol id for JSON");
+    assert_eq!(
+        detect(&frame).unwrap(),
+        Some((Framing::THeader, Protocol::Json))
+    );
+    let (back, payload) =
+        theader::Header::decode(&frame, &ttheader::HeaderLimits::default()).unwrap();
+    assert_eq!(back.protocol, Protocol::Json);
+    assert_eq!(&payload[..], &message::<Json>("in THeader")[..]);
+    // Inside a Framed length too (THeader over `TFramedTransport`).
+    h.framed = true;
+    let framed_frame = frame_of(&h);
+    assert_eq!(
+        detect(&framed_frame[..DETECT_LEN]).unwrap(),
+        Some((Framing::THeader, Protocol::Json))
+    );
+
+    let tt = ttheader::Header::new(1, Protocol::Json);
+    let nothing = || ttheader::HeaderError::NoProtocolId(Protocol::Json);
+    assert_eq!(tt.check(), Err(nothing()));
+    let mut written = Vec::new();
+    assert_eq!(tt.write(0, &mut written), Err(nothing()));
+    assert!(written.is_empty(), "nothing is written");
+    // A TTHeader frame declaring id 1 is refused, at detection and when decoded.
+    let mut frame = Vec::new();
+    ttheader::Header::new(1, Protocol::Binary)
+        .write(0, &mut frame)
+        .unwrap();
+    frame[14] = 1;
+    assert_eq!(
+        detect(&frame),
+        Err(FrameError::TTHeader(
+            ttheader::HeaderError::UnknownProtocol(1)
+        ))
+    );
+    assert_eq!(
+        ttheader::Header::decode(&Bytes::from(frame), &ttheader::HeaderLimits::default())
+            .unwrap_err(),
+        ttheader::HeaderError::UnknownProtocol(1)
+    );
 }
 
 // ------------------------------------------------------------------ TTHeader
@@ -608,10 +755,10 @@ mod theader_golden {
             mutated(|f| f[5] = 0xfe).unwrap_err(),
             HeaderError::BadMagic(0x0ffe)
         );
-        // JSON (1) until this crate speaks it, and an id no one defines.
+        // Ids no one defines (JSON's 1 is spoken).
         assert_eq!(
-            mutated(|f| f[14] = 1).unwrap_err(),
-            HeaderError::UnknownProtocol(1)
+            mutated(|f| f[14] = 3).unwrap_err(),
+            HeaderError::UnknownProtocol(3)
         );
         assert_eq!(
             mutated(|f| f[14] = 0x7f).unwrap_err(),
@@ -818,12 +965,12 @@ mod theader_golden {
                 g.name
             );
         }
-        // A protocol id this crate does not speak fails at once (JSON, for now).
-        let mut json = goldens().remove(0).frame;
-        json[14] = 1;
+        // A protocol id this crate does not speak fails at once.
+        let mut unknown = goldens().remove(0).frame;
+        unknown[14] = 3;
         assert!(matches!(
-            detect(&json[..16]),
-            Err(FrameError::THeader(HeaderError::UnknownProtocol(1)))
+            detect(&unknown[..16]),
+            Err(FrameError::THeader(HeaderError::UnknownProtocol(3)))
         ));
         // A length inside a length that is not 4 less: no framed THeader.
         assert!(matches!(

@@ -103,7 +103,7 @@ pub mod info {
 pub mod protocol_id {
     /// Thrift Binary.
     pub const BINARY: u32 = 0;
-    /// Thrift JSON (not spoken by this crate yet).
+    /// Apache Thrift's JSON protocol.
     pub const JSON: u32 = 1;
     /// Thrift Compact.
     pub const COMPACT: u32 = 2;
@@ -114,6 +114,7 @@ pub(crate) fn protocol_of(id: u32) -> Option<Protocol> {
     match id {
         protocol_id::BINARY => Some(Protocol::Binary),
         protocol_id::COMPACT => Some(Protocol::Compact),
+        protocol_id::JSON => Some(Protocol::Json),
         _ => None,
     }
 }
@@ -123,6 +124,7 @@ fn id_of(protocol: Protocol) -> u32 {
     match protocol {
         Protocol::Binary => protocol_id::BINARY,
         Protocol::Compact => protocol_id::COMPACT,
+        Protocol::Json => protocol_id::JSON,
     }
 }
 

@@ -12,7 +12,7 @@
 //! 6       2     FLAGS         kept as received, 0 when sending
 //! 8       4     SEQUENCE ID   the message's sequence id
 //! 12      2     HEADER SIZE   header bytes from offset 14, divided by 4
-//! 14      1     PROTOCOL ID   0 Binary, 2 Compact
+//! 14      1     PROTOCOL ID   0 Binary, 2 Compact (Kitex defines no id for JSON)
 //! 15      1     TRANSFORMS    how many transform ids follow (1 byte each)
 //! ..            INFO blocks   an id byte, then the block:
 //!                 0x00  padding (one byte, skipped)
@@ -24,6 +24,11 @@
 //! ```
 //!
 //! Choices where the description leaves room (the behaviour of Kitex and Volo):
+//! - Protocols: Binary and Compact. Kitex numbers no other Thrift protocol (its other
+//!   ids are Protobuf's), so Apache's JSON is not carried: a frame that declares an id
+//!   other than 0 or 2 is refused ([`HeaderError::UnknownProtocol`]), and a header for
+//!   [`Protocol::Json`] is not written ([`HeaderError::NoProtocolId`]). JSON travels
+//!   Framed, Buffered or in Apache's THeader ([`super::theader`]).
 //! - Transforms (zlib, snappy) are not supported: a frame that declares one is an
 //!   error ([`HeaderError::UnsupportedTransform`]) rather than a payload misread.
 //! - An info id other than the four above is an error; the payload always starts at
@@ -95,6 +100,15 @@ pub mod str_key {
 /// Protocol ids.
 const PROTOCOL_BINARY: u8 = 0;
 const PROTOCOL_COMPACT: u8 = 2;
+
+/// The protocol id of `protocol`, if TTHeader has one.
+fn id_of(protocol: Protocol) -> Result<u8, HeaderError> {
+    match protocol {
+        Protocol::Binary => Ok(PROTOCOL_BINARY),
+        Protocol::Compact => Ok(PROTOCOL_COMPACT),
+        Protocol::Json => Err(HeaderError::NoProtocolId(protocol)),
+    }
+}
 
 /// A TTHeader: everything before the payload.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -172,9 +186,10 @@ impl Header {
         FIXED_LEN + self.header_len() + if self.inner_framed { 4 } else { 0 }
     }
 
-    /// Checks what [`write`](Self::write) would reject: strings and counts beyond u16,
-    /// a header beyond `u16::MAX` words.
+    /// Checks what [`write`](Self::write) would reject: a protocol without a TTHeader
+    /// id (JSON), strings and counts beyond u16, a header beyond `u16::MAX` words.
     pub fn check(&self) -> Result<(), HeaderError> {
+        id_of(self.protocol)?;
         let u16_len = |what, len: usize| {
             if len > usize::from(u16::MAX) {
                 Err(HeaderError::TooLong { what, len })
@@ -204,6 +219,7 @@ impl Header {
     /// [`prefix_len`]: Self::prefix_len
     pub fn write(&self, payload_len: usize, out: &mut impl BufMut) -> Result<(), HeaderError> {
         self.check()?;
+        let protocol = id_of(self.protocol)?;
         let header_len = self.header_len();
         let inner = if self.inner_framed { 4 } else { 0 };
         let after_length = FIXED_LEN - 4 + header_len + inner + payload_len;
@@ -216,10 +232,7 @@ impl Header {
         out.put_u16(self.flags);
         out.put_i32(self.seq_id);
         out.put_u16((header_len / 4) as u16);
-        out.put_u8(match self.protocol {
-            Protocol::Binary => PROTOCOL_BINARY,
-            Protocol::Compact => PROTOCOL_COMPACT,
-        });
+        out.put_u8(protocol);
         out.put_u8(0); // no transforms
         let mut written = 2;
         if let Some(token) = &self.acl_token {

@@ -13,8 +13,8 @@ use bytes::Bytes;
 use futures_util::future::FutureExt;
 use futures_util::stream::{FuturesUnordered, StreamExt};
 use thrift_codec::{
-    ApplicationException, ApplicationExceptionKind, Binary, Codec, Compact, Decoder, LinkBuffer,
-    MessageHeader, MessageType, Utf8Bytes,
+    ApplicationException, ApplicationExceptionKind, Binary, Codec, Compact, Decoder, Json,
+    LinkBuffer, MessageHeader, MessageType, Utf8Bytes,
 };
 use tokio::sync::{OwnedSemaphorePermit, watch};
 
@@ -88,7 +88,9 @@ impl FrameReader {
     /// framing first); takes the frame's share of the input budget as soon as the
     /// length is known (and, while it is not, as much as has arrived), and fails with
     /// [`FrameError::OverBudget`] when it is not there. First bytes that match no
-    /// protocol are logged with `peer` before the error closes the connection.
+    /// protocol, and frames that cannot be cut (a length or a Buffered message over
+    /// the limit, a malformed Buffered message), are logged with `peer` before the
+    /// error closes the connection.
     pub(crate) fn frame_len<D>(
         &mut self,
         input: &mut LinkBuffer,
@@ -116,7 +118,11 @@ impl FrameReader {
                 }
             }
         };
-        let len = s.frame_len(input)?;
+        let len = s.frame_len(input).inspect_err(|e| {
+            let peer = peer.map_or_else(|| "an unknown peer".to_string(), Address::to_string);
+            let (framing, protocol) = s.kind();
+            tracing::warn!(%peer, ?framing, ?protocol, error = %e, "closing a connection: a frame cannot be read");
+        })?;
         // The whole frame once its length is known; before that (a Buffered message is
         // measured by parsing all of it) what has arrived of it, as it grows.
         self.reserve(len.unwrap_or(input.len()), shared)?;
@@ -165,7 +171,8 @@ impl FrameReader {
 }
 
 /// The log line of a connection closed because its first bytes match no protocol
-/// (Binary, Compact, Framed, TTHeader, THeader): what was seen, as hex, and from where.
+/// (Binary, Compact, JSON, Framed, TTHeader, THeader): what was seen, as hex, and from
+/// where.
 #[cold]
 fn unrecognised(peer: Option<&Address>, head: &[u8], error: &FrameError) {
     let hex: String = head.iter().map(|b| format!("{b:02x}")).collect();
@@ -360,6 +367,7 @@ pub(crate) fn start_call<D: Dispatch>(
     let begun = match cx.protocol {
         Protocol::Binary => message_begin::<Binary>(out, &reply, &cx, &payload)?,
         Protocol::Compact => message_begin::<Compact>(out, &reply, &cx, &payload)?,
+        Protocol::Json => message_begin::<Json>(out, &reply, &cx, &payload)?,
     };
     let Some((mut header, args_at)) = begun else {
         return Ok(None);
@@ -529,6 +537,7 @@ pub(crate) fn answer<D: Dispatch>(
     match done.protocol {
         Protocol::Binary => answer_in::<Binary, D>(out, shared, done),
         Protocol::Compact => answer_in::<Compact, D>(out, shared, done),
+        Protocol::Json => answer_in::<Json, D>(out, shared, done),
     }
 }
 
@@ -611,6 +620,7 @@ impl Reply<'_> {
         let written = match cx.protocol {
             Protocol::Binary => self.write::<Binary, _>(out, cx, &header, ex)?,
             Protocol::Compact => self.write::<Compact, _>(out, cx, &header, ex)?,
+            Protocol::Json => self.write::<Json, _>(out, cx, &header, ex)?,
         };
         written.map_err(|size| {
             io::Error::other(format!(

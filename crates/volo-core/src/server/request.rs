@@ -1,7 +1,7 @@
 //! [`ServerRequest`]: a call's arguments as the server hands them to its service.
 
 use bytes::Bytes;
-use thrift_codec::{Binary, Compact, DecodeLimits, Message, Protocol as WireFormat};
+use thrift_codec::{Binary, Compact, DecodeLimits, Json, Message, Protocol as WireFormat};
 
 use super::DispatchError;
 use crate::codec::Protocol;
@@ -44,6 +44,7 @@ impl ServerRequest {
         let decoded = match cx.protocol {
             Protocol::Binary => A::decode(&mut self.decoder::<Binary>()),
             Protocol::Compact => A::decode(&mut self.decoder::<Compact>()),
+            Protocol::Json => A::decode(&mut self.decoder::<Json>()),
         };
         decoded.map_err(DispatchError::Decode)
     }
@@ -74,6 +75,7 @@ mod tests {
         for (protocol, args) in [
             (Protocol::Binary, encoded::<Binary>(&want)),
             (Protocol::Compact, encoded::<Compact>(&want)),
+            (Protocol::Json, encoded::<Json>(&want)),
         ] {
             let cx = ServerContext::new(Framing::Framed, protocol);
             let req = ServerRequest::new(args.clone());

@@ -10,8 +10,8 @@ use std::time::Duration;
 
 use bytes::{BufMut, Bytes, BytesMut};
 use thrift_codec::{
-    ApplicationException, ApplicationExceptionKind, Binary, Codec, Compact, Decoder, LinkBuffer,
-    Message, MessageHeader, MessageType, Utf8Bytes,
+    ApplicationException, ApplicationExceptionKind, Binary, Codec, Compact, Decoder, Json,
+    LinkBuffer, Message, MessageHeader, MessageType, Utf8Bytes,
 };
 
 use super::*;
@@ -158,6 +158,148 @@ fn buffered_compact_calls_are_answered_unframed() {
     });
 }
 
+/// JSON (Apache's `TJSONProtocol`) over Framed and over Buffered, on both server
+/// layouts: calls answered in kind and byte for byte as the JSON encoder writes them
+/// (texts with brackets, quotes and escapes, which a Buffered message's end must not
+/// be taken from), a oneway call unanswered, an unknown method answered with an
+/// exception, and on Buffered two calls in one write and one split across writes.
+#[test]
+fn json_calls_are_answered_framed_and_buffered() {
+    with_server(ServerConfig::default(), |s| {
+        let text = |seq: i32| format!("[json] {{\"{seq}\"}} \\ ]");
+        let mut c = connect(s.addr);
+        for seq in 1..=3 {
+            c.write_all(&framed(&call::<Json>(
+                MessageType::Call,
+                "echo",
+                seq,
+                &text(seq),
+            )))
+            .unwrap();
+            assert_eq!(read_framed(&mut c), echo_reply::<Json>(seq, &text(seq)));
+        }
+        c.write_all(&framed(&call::<Json>(
+            MessageType::Oneway,
+            "notify",
+            4,
+            "e",
+        )))
+        .unwrap();
+        c.write_all(&framed(&call::<Json>(MessageType::Call, "nope", 5, "x")))
+            .unwrap();
+        let (h, a) = answer::<Json>(read_framed(&mut c));
+        assert_eq!(
+            (h.seq_id, a),
+            (
+                5,
+                Answer::Exception(
+                    ApplicationExceptionKind::UnknownMethod,
+                    "unknown method nope".into()
+                )
+            ),
+            "the first reply is the call's: the oneway got none"
+        );
+
+        let mut b = connect(s.addr);
+        let one = call::<Json>(MessageType::Call, "echo", 1, &text(1));
+        let two = call::<Json>(MessageType::Call, "echo", 2, &text(2));
+        let mut bytes = call::<Json>(MessageType::Oneway, "notify", 0, "e");
+        bytes.extend_from_slice(&one);
+        bytes.extend_from_slice(&two[..7]);
+        b.write_all(&bytes).unwrap();
+        std::thread::sleep(Duration::from_millis(20));
+        b.write_all(&two[7..]).unwrap();
+        for seq in [1, 2] {
+            let expected = echo_reply::<Json>(seq, &text(seq));
+            let mut got = vec![0u8; expected.len()];
+            b.read_exact(&mut got).unwrap();
+            assert_eq!(got, expected, "reply {seq}");
+        }
+        assert_eq!(s.notified.load(Ordering::SeqCst), 2);
+    });
+}
+
+/// A JSON message whose arguments nest deeper than the decoder allows: over Framed,
+/// a `PROTOCOL_ERROR` for that call, and the connection goes on; over Buffered,
+/// brackets nested deeper than any message within that limit close the connection
+/// before the message is buffered whole.
+#[test]
+fn deeply_nested_json_is_refused() {
+    with_server(ServerConfig::default(), |s| {
+        let nested = |depth: usize| {
+            let mut m = String::from(r#"[1,"echo",1,7,{"2":{"lst":"#);
+            m.push_str(&r#"["lst",1,"#.repeat(depth));
+            m.push_str(r#"["i32",0]"#);
+            m.push_str(&"]".repeat(depth));
+            m.push_str("}}]");
+            m.into_bytes()
+        };
+        let mut c = connect(s.addr);
+        c.write_all(&framed(&nested(100))).unwrap();
+        let (h, a) = answer::<Json>(read_framed(&mut c));
+        assert_eq!(h.seq_id, 7);
+        assert!(
+            matches!(&a, Answer::Exception(ApplicationExceptionKind::ProtocolError, m)
+                if m.contains("nesting deeper than the limit")),
+            "{a:?}"
+        );
+        c.write_all(&framed(&call::<Json>(MessageType::Call, "echo", 8, "on")))
+            .unwrap();
+        assert_eq!(read_framed(&mut c), echo_reply::<Json>(8, "on"));
+
+        let mut b = connect(s.addr);
+        let deep = nested(1000);
+        // Only the opening brackets: the server stops reading at the nesting limit.
+        b.write_all(&deep[..deep.len() / 2]).unwrap();
+        assert!(read_until_closed(&mut b).is_empty());
+    });
+}
+
+/// A Buffered JSON message that never closes its bracket: the connection is closed
+/// once it is longer than the frame limit (with a warning that says so), not buffered
+/// without bound, and not left until the read timeout; other connections go on.
+#[test]
+fn an_unclosed_buffered_json_message_closes_its_connection_at_the_frame_limit() {
+    let log = captured_log();
+    let config = ServerConfig {
+        limits: crate::codec::Limits { max_frame: 4096 },
+        // Far beyond the client's read timeout: a close must come from the limit.
+        read_timeout: Duration::from_secs(120),
+        ..ServerConfig::default()
+    };
+    with_server(config, move |s| {
+        let mut good = connect(s.addr);
+        let mut bad = connect(s.addr);
+        let from = bad.local_addr().unwrap().to_string();
+        let mut writer = bad.try_clone().unwrap();
+        // Written from another thread: the server closes before taking it all.
+        let write = std::thread::spawn(move || {
+            let _ = writer.write_all(br#"[1,"echo",1,1,{"1":{"str":""#);
+            let chunk = "]}x".repeat(1000);
+            for _ in 0..1000 {
+                if writer.write_all(chunk.as_bytes()).is_err() {
+                    break;
+                }
+            }
+        });
+        assert!(read_until_closed(&mut bad).is_empty());
+        write.join().unwrap();
+        let text = String::from_utf8_lossy(&log.lock().unwrap()).into_owned();
+        assert!(
+            text.lines().any(|l| l.contains(&format!("peer={from} "))
+                && l.contains("WARN")
+                && l.contains("exceeds the limit of 4096")),
+            "no warning for {from} in {text:?}"
+        );
+        good.write_all(&call::<Json>(MessageType::Call, "echo", 1, "fine"))
+            .unwrap();
+        let expected = echo_reply::<Json>(1, "fine");
+        let mut got = vec![0u8; expected.len()];
+        good.read_exact(&mut got).unwrap();
+        assert_eq!(got, expected);
+    });
+}
+
 /// A Buffered call larger than the reactor's input high-water mark (its length is
 /// unknown until all of it is there, so reading must go on past the mark) is answered.
 #[test]
@@ -229,14 +371,14 @@ fn read_theader(c: &mut TcpStream) -> (theader::Header, Vec<u8>) {
     (h, payload.to_vec())
 }
 
-/// THeader calls, bare and inside a Framed length, Binary and Compact, plain and zlib:
+/// THeader calls, bare and inside a Framed length, Binary, Compact and JSON, plain and zlib:
 /// each answered in a THeader frame with the request's sequence id, flags, protocol,
 /// transforms and framing; the handler reads the request's info headers (metainfo and
 /// a plain header) and its reply's info carries what it set, not the request's.
 #[test]
 fn theader_calls_are_answered_in_kind() {
     with_server(ServerConfig::default(), |s| {
-        for protocol in [Protocol::Binary, Protocol::Compact] {
+        for protocol in [Protocol::Binary, Protocol::Compact, Protocol::Json] {
             for zlib in [false, true] {
                 for framed_too in [false, true] {
                     let what = format!("{protocol:?} zlib={zlib} framed={framed_too}");
@@ -258,6 +400,7 @@ fn theader_calls_are_answered_in_kind() {
                             Protocol::Compact => {
                                 call::<Compact>(MessageType::Call, "echo", seq, &text)
                             }
+                            Protocol::Json => call::<Json>(MessageType::Call, "echo", seq, &text),
                         };
                         c.write_all(&theader_frame(&h, &msg)).unwrap();
                         let (rh, payload) = read_theader(&mut c);
@@ -277,6 +420,7 @@ fn theader_calls_are_answered_in_kind() {
                         let (mh, a) = match protocol {
                             Protocol::Binary => answer::<Binary>(payload),
                             Protocol::Compact => answer::<Compact>(payload),
+                            Protocol::Json => answer::<Json>(payload),
                         };
                         assert_eq!((mh.seq_id, a), (seq, Answer::Ok(text)), "{what}");
                     }
@@ -533,11 +677,11 @@ fn garbage_and_oversized_frames_close_only_their_connection() {
             vec![
                 0, 0, 0, 0x0e, 0x10, 0, 0, 0, 0, 0, 0, 1, 0, 1, 0, 0, 0x7f, 0,
             ],
-            // A THeader in JSON (not spoken), and one whose zlib payload inflates
+            // A THeader in a protocol no one defines, and one whose zlib payload inflates
             // beyond the frame limit (1 MiB of zeros, about 1 KiB on the wire).
             {
                 let mut f = theader_frame(&theader::Header::new(1, Protocol::Binary), &[0; 8]);
-                f[14] = theader::protocol_id::JSON as u8;
+                f[14] = 3; // no protocol has this id
                 f
             },
             {
