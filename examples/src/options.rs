@@ -18,12 +18,16 @@ pub fn framing(name: &str) -> Result<Framing, Usage> {
     }
 }
 
-/// `binary` or `compact`.
+/// `binary`, `compact` or `json` (not with the `ttheader` transport, which has no
+/// protocol id for JSON).
 pub fn protocol(name: &str) -> Result<Protocol, Usage> {
     match name {
         "binary" => Ok(Protocol::Binary),
         "compact" => Ok(Protocol::Compact),
-        other => Err(Usage(format!("--protocol {other:?}: binary or compact"))),
+        "json" => Ok(Protocol::Json),
+        other => Err(Usage(format!(
+            "--protocol {other:?}: binary, compact or json"
+        ))),
     }
 }
 

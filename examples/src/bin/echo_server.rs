@@ -1,7 +1,7 @@
 //! `echo-server --addr <host:port|unix:PATH|shm:PATH> [--io netpoll|tokio]
 //! [--delay-us N] [--delay-on-usr1]`: serves idl/echo.thrift's EchoService until killed
 //! (Ctrl-C shuts it down gracefully). It accepts every framing (TTHeader, Framed,
-//! Buffered) and protocol (Binary, Compact) and answers each connection in kind, so
+//! Buffered) and protocol (Binary, Compact, JSON) and answers each connection in kind, so
 //! Apache Thrift, Kitex and Volo clients all work.
 //!
 //! For fault tests, `--delay-us N` makes `echo` wait N µs before it answers; with
