@@ -2,7 +2,7 @@
 """RPC interop with Apache Thrift's Python library: idl/echo.thrift's EchoService, and
 with --multiplexed idl/second.thrift's SecondService beside it.
 
-  server --transport framed|buffered --protocol binary|compact|header [--multiplexed]
+  server --transport framed|buffered --protocol binary|compact|json|header [--multiplexed]
       Serves EchoService with the semantics written in the IDL (echo_or_fail fails with
       EchoError{code = 1, message = req.msg} when req.action == "fail"; notify is oneway
       and records the event). Listens on 127.0.0.1, an ephemeral port, prints the port
@@ -13,7 +13,7 @@ with --multiplexed idl/second.thrift's SecondService beside it.
       EchoService registered as "EchoService" and as the default, and SecondService as
       "SecondService".
 
-  client --port N --transport framed|buffered --protocol binary|compact|header
+  client --port N --transport framed|buffered --protocol binary|compact|json|header
          [--header-protocol binary|compact] [--zlib] [--multiplexed]
       Calls every method of a server at 127.0.0.1:N and checks every answer: echo,
       echo_test (a MyTest with 1,000 numbers), echo_ids, echo_or_fail with an ordinary
@@ -28,6 +28,11 @@ with --multiplexed idl/second.thrift's SecondService beside it.
       every request compressed with the zlib transform when --zlib is given, and an
       info header ("client" = "rpc.py") on every request. Prints one line per check;
       exits 1 if any failed.
+
+`json` is Apache's TJSONProtocol (TJSONProtocolFactory), like binary and compact a plain
+protocol over the framed or buffered transport. Apache's THeaderProtocol has no JSON
+subprotocol in Python (its THeaderSubprotocolID knows binary and compact), so a `header`
+server takes no JSON client.
 
 Common options: --gen-dir DIR and --thrift PATH, as for apache.py.
 
@@ -66,7 +71,7 @@ def load(gen_dir, thrift):
     apache.generate(gen_dir, thrift)
     apache.generate(gen_dir, thrift, ("second.thrift",))
     sys.path.insert(0, gen_dir)
-    from thrift.protocol import TBinaryProtocol, TCompactProtocol, THeaderProtocol
+    from thrift.protocol import TBinaryProtocol, TCompactProtocol, THeaderProtocol, TJSONProtocol
     from thrift.protocol.TMultiplexedProtocol import TMultiplexedProtocol
     from thrift.transport import TSocket, TTransport, THeaderTransport
     from thrift.server import TServer
@@ -89,6 +94,7 @@ def load(gen_dir, thrift):
         "protocols": {
             "binary": TBinaryProtocol.TBinaryProtocolFactory(),
             "compact": TCompactProtocol.TCompactProtocolFactory(),
+            "json": TJSONProtocol.TJSONProtocolFactory(),
         },
         "THeaderProtocol": THeaderProtocol,
         "THeaderTransport": THeaderTransport,
@@ -294,7 +300,7 @@ def main():
     p.add_argument("--client-ca", default="client.pem")
     p.add_argument("--client-cert", default="client")
     p.add_argument("--transport", choices=["framed", "buffered"], required=True)
-    p.add_argument("--protocol", choices=["binary", "compact", "header"], required=True)
+    p.add_argument("--protocol", choices=["binary", "compact", "json", "header"], required=True)
     p.add_argument("--header-protocol", choices=["binary", "compact"], default="binary")
     p.add_argument("--zlib", action="store_true")
     p.add_argument("--multiplexed", action="store_true")
