@@ -31,9 +31,9 @@
 //! `[1,"name",...]` of Apache's `TJSONProtocol`). TTHeader carries the protocol as an
 //! id in its header, and Kitex's TTHeader defines ids for Binary (0) and Compact (2)
 //! only: a TTHeader frame that declares any other is refused
-//! ([`HeaderError::UnknownProtocol`](ttheader::HeaderError::UnknownProtocol)), and
-//! JSON is not written into one ([`HeaderError::NoProtocolId`](ttheader::HeaderError::NoProtocolId);
-//! a client configured so fails when it is made). Apache's THeader numbers JSON 1.
+//! ([`UnknownProtocol`](ttheader::HeaderError::UnknownProtocol)), and no TTHeader is
+//! written for JSON ([`NoProtocolId`](ttheader::HeaderError::NoProtocolId); a client
+//! configured so fails when it is made). Apache's THeader numbers JSON 1.
 //!
 //! A server does not know in advance what a client speaks: [`detect`] tells it from the
 //! first bytes of the connection, and the server answers in kind:
@@ -47,14 +47,14 @@
 //!
 //! Limits on what is read: every frame (TTHeader, THeader, Framed) and every Buffered
 //! message by [`Limits::max_frame`] (a Buffered JSON message that has not closed its
-//! bracket within that many bytes fails there, and its connection closes; its
-//! brackets may nest no deeper than the decoder's depth limit allows); headers (TTHeader, THeader) by
-//! [`ttheader::HeaderLimits`], 64 KiB by default; a THeader payload inflated by zlib
-//! by [`Limits::max_frame`] again, stopped as soon as it would go beyond (no
-//! decompression bomb). Binary messages must
-//! carry the strict header (`0x8001` version word), which every current Apache Thrift,
-//! Kitex and Volo client writes; the old non-strict form (a bare method-name length
-//! first) cannot be told from a frame length and is not accepted.
+//! first bracket within that many bytes fails there, and its connection closes; its
+//! brackets may nest no deeper than the decoder's depth limit allows); headers
+//! (TTHeader, THeader) by [`ttheader::HeaderLimits`], 64 KiB by default; a THeader
+//! payload inflated by zlib by [`Limits::max_frame`] again, stopped as soon as it would
+//! go beyond (no decompression bomb). Binary messages must carry the strict header
+//! (`0x8001` version word), which every current Apache Thrift, Kitex and Volo client
+//! writes; the old non-strict form (a bare method-name length first) cannot be told
+//! from a frame length and is not accepted.
 
 mod header;
 pub mod theader;
