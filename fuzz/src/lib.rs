@@ -12,7 +12,8 @@
 //!
 //! The targets themselves are one line each (`fuzz_targets/`); the logic lives here so
 //! that it compiles, and can be run on a crash input, on the stable toolchain. The `idl`
-//! target, for codegen, is in [`idl`].
+//! target, for codegen, is in [`idl`]; the `theader` one, for volo-core's Apache
+//! THeader framing, in [`theader`].
 #![forbid(unsafe_code)]
 #![warn(
     missing_docs,
@@ -22,6 +23,7 @@
 )]
 
 pub mod idl;
+pub mod theader;
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::fmt::Debug;
