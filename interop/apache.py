@@ -1,21 +1,28 @@
 #!/usr/bin/env python3
 """Cross-implementation test vectors: Apache Thrift (compiler + Python library) vs thrift-codec.
 
-Apache Thrift is the reference implementation of the Binary and Compact protocols. This
-script builds a fixed set of values of every struct in idl/echo.thrift and
+Apache Thrift is the reference implementation of the Binary, Compact and JSON protocols.
+This script builds a fixed set of values of every struct in idl/echo.thrift and
 idl/mixed.thrift (plus message envelopes and TApplicationException) with the classes that
 `thrift --gen py` generates, and:
 
   gen [--out FILE]   writes one JSON line per (case, protocol):
                        {"case", "type", "protocol", "exact", "expect", "hex"}
-                     protocol is "binary" (strict write), "compact", or, for message
-                     cases, "binary-nonstrict" (an old-style header without version word).
+                     protocol is "binary" (strict write), "compact", "json", or, for
+                     message cases, "binary-nonstrict" (an old-style header without
+                     version word).
                      exact: thrift-codec's encoding of the same value must be
                      byte-identical (false where the bytes legitimately differ: absent
                      default-requiredness fields, which thrift-codec always writes; a map
-                     written in non-sorted order; a set in Python's hash order).
-                     expect: "ok", or "missing-required" (the value lacks a required
-                     field; decoding must fail).
+                     written in non-sorted order; a set in Python's hash order; and in
+                     JSON, a binary whose base64 Python pads and thrift-codec, like
+                     Apache's C++ and Java, does not, or a string with control bytes that
+                     Python writes raw and thrift-codec, like C++ and Java, escapes).
+                     expect: "ok"; "missing-required" (the value lacks a required field;
+                     decoding must fail); or, in JSON, "unreadable": the value holds a NaN
+                     or an infinity, which Python's TJSONProtocol writes as bare `nan` or
+                     `inf`, not JSON (no Apache reader, Python's own included, takes it
+                     back); thrift-codec must refuse it.
   check FILE         reads thrift-codec's encodings, JSON lines {"case", "protocol", "hex"},
                      decodes each with Apache Thrift and compares it with the value the
                      case describes (doubles by bit pattern); exits 1 naming every mismatch.
@@ -27,9 +34,11 @@ Common options:
                      temporary directory is used and removed.
   --thrift PATH      the Apache Thrift compiler (default: $THRIFT or `thrift`).
 
-Both the pure-Python protocol classes (TBinaryProtocol, TCompactProtocol) and, when the
-C extension `thrift.protocol.fastbinary` is available, the accelerated ones are used: `gen`
-fails if they encode a value differently, and `check` decodes with both.
+Both the pure-Python protocol classes (TBinaryProtocol, TCompactProtocol, TJSONProtocol)
+and, when the C extension `thrift.protocol.fastbinary` is available, the accelerated ones
+(Binary and Compact) are used: `gen` fails if they encode a value differently, and `check`
+decodes with both. In JSON, doubles are compared by bit pattern except NaNs, which JSON
+writes as one name whatever their sign and payload.
 
 Values are described here and, by case name, in crates/thrift-codec/tests/interop.rs; the
 two must be kept in step (the Rust test fails on a case name it does not know, and `check`
@@ -52,7 +61,7 @@ IDL_FILES = ("echo.thrift", "mixed.thrift")
 
 # Filled in by load_generated().
 TType = TMessageType = TApplicationException = None
-TTransport = TBinaryProtocol = TCompactProtocol = None
+TTransport = TBinaryProtocol = TCompactProtocol = TJSONProtocol = None
 echo = mixed = None
 PROTOCOLS = {}
 
@@ -66,14 +75,16 @@ def fail(msg):
 # Code generation and imports
 
 
-def generate(gen_dir, thrift):
-    """Runs `thrift --gen py` on the IDLs into gen_dir, unless it is already there."""
+def generate(gen_dir, thrift, files=IDL_FILES):
+    """Runs `thrift --gen py` on the IDLs (files of idl/, each with a Python namespace
+    named as the file) into gen_dir, unless it is already there."""
     if all(
-        os.path.exists(os.path.join(gen_dir, pkg, "ttypes.py")) for pkg in ("echo", "mixed")
+        os.path.exists(os.path.join(gen_dir, os.path.splitext(name)[0], "ttypes.py"))
+        for name in files
     ):
         return
     os.makedirs(gen_dir, exist_ok=True)
-    for name in IDL_FILES:
+    for name in files:
         cmd = [thrift, "--gen", "py", "-I", IDL, "-out", gen_dir, os.path.join(IDL, name)]
         try:
             res = subprocess.run(cmd, capture_output=True, text=True)
@@ -85,11 +96,11 @@ def generate(gen_dir, thrift):
 
 def load_generated(gen_dir):
     global TType, TMessageType, TApplicationException, TTransport, TBinaryProtocol
-    global TCompactProtocol, echo, mixed
+    global TCompactProtocol, TJSONProtocol, echo, mixed
     try:
         from thrift.Thrift import TType, TMessageType, TApplicationException
         from thrift.transport import TTransport
-        from thrift.protocol import TBinaryProtocol, TCompactProtocol
+        from thrift.protocol import TBinaryProtocol, TCompactProtocol, TJSONProtocol
     except ImportError as e:
         fail("the Apache Thrift Python library is missing (pip install thrift): %s" % e)
     sys.path.insert(0, gen_dir)
@@ -104,6 +115,7 @@ def load_generated(gen_dir):
     PROTOCOLS["binary"] = [("pure", TBinaryProtocol.TBinaryProtocol)]
     PROTOCOLS["compact"] = [("pure", TCompactProtocol.TCompactProtocol)]
     PROTOCOLS["binary-nonstrict"] = [("pure", nonstrict)]
+    PROTOCOLS["json"] = [("pure", TJSONProtocol.TJSONProtocol)]
     try:
         from thrift.protocol import fastbinary  # noqa: F401
 
@@ -235,6 +247,8 @@ def cases():
     add("request_unicode", R(action="ünïcødé", msg=UNICODE))
     # 70,000 bytes: a 3-byte varint length, and above thrift-codec's zero-copy threshold.
     add("request_long", R(action="echo", msg="abcdefghijklmnop" * 4375))
+    # Every character JSON escapes by name, and `/`, which no Apache writer escapes.
+    add("request_escapes", R(action='q"\\/', msg="\b\f\n\r\t"))
     add("request_missing_msg", R(action="echo"), expect="missing-required")
     add("response_basic", Resp(action="echo", msg="world"))
     add("response_unicode", Resp(action="🦀", msg=UNICODE))
@@ -271,6 +285,10 @@ def cases():
         0x7FF0000000000001, 0xFFF8000000000000, 0x7FF8DEAD00000000, 0xFFFFFFFFFFFFFFFF,
         0x7FF4000000000000)], b""))
     add("ids_big", ids(big_i32(20000), big_i64(20000), big_f64(20000), blob(10000)))
+    # 20,000 arbitrary finite doubles and a binary of 3n bytes: byte-comparable in JSON too
+    # (printf's %.17g digits; base64 that needs no padding).
+    add("ids_finite_doubles", ids([], [], [f for f in big_f64(20000) if math.isfinite(f)],
+                                  blob(3000)))
     add("ids_absent", echo.Ids(), exact=False, from_rust=empty_ids())
 
     # EchoError: an exception struct.
@@ -343,6 +361,57 @@ def cases():
 
 
 # ---------------------------------------------------------------------------------------
+# JSON: what Python's TJSONProtocol writes differently from thrift-codec (and Apache C++)
+
+
+def values(v):
+    """Every value inside v, v included (struct fields, container elements, map keys)."""
+    yield v
+    if isinstance(v, (list, set, frozenset)):
+        for x in v:
+            yield from values(x)
+    elif isinstance(v, dict):
+        for k, x in v.items():
+            yield from values(k)
+            yield from values(x)
+    elif isinstance(v, TApplicationException):
+        yield from values(v.message)
+    elif hasattr(v, "thrift_spec"):
+        for spec in v.thrift_spec:
+            if spec:
+                yield from values(getattr(v, spec[2]))
+
+
+# Python escapes these control characters by name, as thrift-codec does; it writes the
+# others raw, where thrift-codec (like C++ and Java) writes \u00xx.
+NAMED_ESCAPES = set("\b\f\n\r\t")
+
+
+def json_exact(value):
+    """Whether Python's JSON encoding of value is the canonical one thrift-codec writes."""
+    for x in values(value):
+        if isinstance(x, (bytes, bytearray)) and len(x) % 3:
+            return False  # Python pads base64
+        if isinstance(x, str) and any(ord(c) < 0x20 and c not in NAMED_ESCAPES for c in x):
+            return False  # Python writes control bytes raw
+    return True
+
+
+def has_nonfinite(value):
+    return any(isinstance(x, float) and not math.isfinite(x) for x in values(value))
+
+
+def line_for(case, proto):
+    """(exact, expect) of a case's line in protocol proto."""
+    if proto != "json":
+        return case.exact, case.expect
+    exact = case.exact and json_exact(case.value)
+    if case.expect == "ok" and has_nonfinite(case.value):
+        return False, "unreadable"
+    return exact, case.expect
+
+
+# ---------------------------------------------------------------------------------------
 # Encoding, decoding, comparison
 
 
@@ -386,9 +455,12 @@ def describe(v):
     return r if len(r) <= 200 else r[:200] + "..."
 
 
-def diff(a, b, path):
-    """None when a and b are the same value (doubles by bit pattern), else where they differ."""
+def diff(a, b, path, any_nan=False):
+    """None when a and b are the same value (doubles by bit pattern; with any_nan, every NaN
+    the same), else where they differ."""
     if isinstance(a, float) or isinstance(b, float):
+        if any_nan and type(a) is type(b) and math.isnan(a) and math.isnan(b):
+            return None
         if type(a) is not type(b) or bits_f64(a) != bits_f64(b):
             return "%s: expected %s, got %s" % (path, describe(a), describe(b))
         return None
@@ -397,7 +469,7 @@ def diff(a, b, path):
             return "%s: expected a list of %d, got %s" % (
                 path, len(a), ("a list of %d" % len(b)) if isinstance(b, list) else describe(b))
         for i, (x, y) in enumerate(zip(a, b)):
-            d = diff(x, y, "%s[%d]" % (path, i))
+            d = diff(x, y, "%s[%d]" % (path, i), any_nan)
             if d:
                 return d
         return None
@@ -409,7 +481,7 @@ def diff(a, b, path):
         if not isinstance(b, dict) or set(a) != set(b):
             return "%s: expected keys %s, got %s" % (path, describe(sorted(a)), describe(b))
         for k in a:
-            d = diff(a[k], b[k], "%s[%r]" % (path, k))
+            d = diff(a[k], b[k], "%s[%r]" % (path, k), any_nan)
             if d:
                 return d
         return None
@@ -424,7 +496,7 @@ def diff(a, b, path):
     if type(a) is not type(b):
         return "%s: expected a %s, got %s" % (path, type(a).__name__, describe(b))
     for f in fields:
-        d = diff(getattr(a, f), getattr(b, f), path + "." + f)
+        d = diff(getattr(a, f), getattr(b, f), path + "." + f, any_nan)
         if d:
             return d
     return None
@@ -445,8 +517,9 @@ def hex_diff(expected, got):
 def cmd_gen(out):
     errors = []
     for case in cases():
-        protocols = ["binary", "compact"] + (["binary-nonstrict"] if case.header else [])
+        protocols = ["binary", "compact", "json"] + (["binary-nonstrict"] if case.header else [])
         for proto in protocols:
+            exact, expect = line_for(case, proto)
             encodings = [(impl, encode(case, make)) for impl, make in PROTOCOLS[proto]]
             base = encodings[0][1]
             for impl, data in encodings[1:]:
@@ -455,8 +528,8 @@ def cmd_gen(out):
                     if case.exact:
                         errors.append("%s/%s: Apache's pure and %s encoders disagree: %s" % (
                             case.name, proto, impl, hex_diff(base, data)))
-            # Sanity: Apache reads its own bytes back (pure decoder).
-            if case.expect == "ok":
+            # Sanity: Apache reads its own bytes back (pure decoder), where it can.
+            if expect == "ok":
                 _, back, left = decode(base, type(case.value), case.header, PROTOCOLS[proto][0][1])
                 d = diff(case.value, back, case.name)
                 if d or left:
@@ -464,7 +537,7 @@ def cmd_gen(out):
                         case.name, proto, d or "%d trailing bytes" % left))
             out.write(json.dumps({
                 "case": case.name, "type": case.type_label(), "protocol": proto,
-                "exact": case.exact, "expect": case.expect, "hex": base.hex(),
+                "exact": exact, "expect": expect, "hex": base.hex(),
             }) + "\n")
     if errors:
         print("\n".join(errors), file=sys.stderr)
@@ -473,7 +546,8 @@ def cmd_gen(out):
 
 def cmd_check(path):
     by_name = {c.name: c for c in cases()}
-    wanted = {(c.name, p) for c in by_name.values() if c.expect == "ok" for p in ("binary", "compact")}
+    checked_protocols = ("binary", "compact", "json")
+    wanted = {(c.name, p) for c in by_name.values() if c.expect == "ok" for p in checked_protocols}
     seen = set()
     errors = []
     notes = set()
@@ -486,14 +560,17 @@ def cmd_check(path):
             name, proto = rec["case"], rec["protocol"]
             where = "%s/%s (line %d)" % (name, proto, lineno)
             case = by_name.get(name)
-            if case is None or proto not in ("binary", "compact"):
+            if case is None or proto not in checked_protocols:
                 errors.append("%s: unknown case or protocol" % where)
                 continue
             if (name, proto) in seen:
                 errors.append("%s: duplicate" % where)
             seen.add((name, proto))
             data = bytes.fromhex(rec["hex"])
-            if case.exact:
+            exact, _ = line_for(case, proto)
+            # JSON has one NaN: sign and payload do not survive it.
+            any_nan = proto == "json"
+            if exact:
                 own = encode(case, PROTOCOLS[proto][0][1])
                 if own != data:
                     errors.append("%s: bytes differ from Apache's: %s" % (where, hex_diff(own, data)))
@@ -508,7 +585,7 @@ def cmd_check(path):
                     errors.append("%s: %d trailing bytes" % (label, left))
                 if case.header and tuple(header) != tuple(case.header):
                     errors.append("%s: header expected %r, got %r" % (label, case.header, header))
-                d = diff(case.from_rust, value, name)
+                d = diff(case.from_rust, value, name, any_nan)
                 if d:
                     errors.append("%s: %s" % (label, d))
                 # Apache skipping every field type: read a Mixed as an Ano (field 1: i64).

@@ -219,9 +219,30 @@ pub fn run_apache(script: &str, args: &[&str], tmp: &TempDir) -> std::process::O
 /// gives ours for each case and protocol (`None` leaves a case out), which `script
 /// check` decodes with Apache. `label` names our side in messages and the temporary
 /// directory. Skips with a message when the tools are missing, unless `CI` is set.
+/// The protocols are Binary and Compact; [`run_interop_in`] names others.
 pub fn run_interop(
     script: &str,
     label: &str,
+    cases: &[&str],
+    check_line: impl FnMut(&str, &mut std::collections::HashSet<(String, String)>) -> Result<(), String>,
+    encode: impl Fn(&str, &str) -> Option<Vec<u8>>,
+) {
+    run_interop_in(
+        script,
+        label,
+        &["binary", "compact"],
+        cases,
+        check_line,
+        encode,
+    )
+}
+
+/// [`run_interop`] over `protocols`: every case must have a line of Apache's in each, and
+/// `encode` is asked for ours in each.
+pub fn run_interop_in(
+    script: &str,
+    label: &str,
+    protocols: &[&str],
     cases: &[&str],
     mut check_line: impl FnMut(
         &str,
@@ -278,7 +299,7 @@ pub fn run_interop(
         }
     }
     for name in cases {
-        for protocol in ["binary", "compact"] {
+        for &protocol in protocols {
             if !seen.contains(&(name.to_string(), protocol.to_string())) {
                 failures.push(format!("{script} gen wrote no {name}/{protocol}"));
             }
@@ -289,7 +310,7 @@ pub fn run_interop(
     let mut ours = String::new();
     let mut written = 0;
     for name in cases {
-        for protocol in ["binary", "compact"] {
+        for &protocol in protocols {
             let Some(bytes) = encode(name, protocol) else {
                 continue;
             };

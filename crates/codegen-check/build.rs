@@ -1,6 +1,7 @@
 //! Generates Rust with codegen, as a user's build script would: the repository's IDL
 //! (`thrift_gen.rs`), codegen's grammar-covering test IDLs (`test_idls.rs`), and the
-//! repository's IDL again with every `Builder` type option changed (`std_types.rs`).
+//! repository's IDL again with every `Builder` type option changed (`std_types.rs`), and
+//! Apache Thrift's own test IDLs, taken unchanged into `idl/apache/` (`apache_*.rs`).
 
 use codegen::emit::{BinaryRepr, CollectionRepr, StringRepr};
 
@@ -31,5 +32,11 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         .type_attribute(".", "#[derive(serde::Serialize)]")
         .field_attribute("echo.Request.msg", r#"#[serde(rename = "message")]"#)
         .compile(&["../../idl/echo.thrift", "../../idl/mixed.thrift"])?;
+    // Apache Thrift's cross-language test suite IDL, unmodified.
+    let apache = "../../idl/apache";
+    codegen::Builder::new()
+        .file_name("apache_thrift_test.rs")
+        .include(apache)
+        .compile(&[format!("{apache}/ThriftTest.thrift")])?;
     Ok(())
 }

@@ -12,7 +12,8 @@
 //!
 //! The targets themselves are one line each (`fuzz_targets/`); the logic lives here so
 //! that it compiles, and can be run on a crash input, on the stable toolchain. The `idl`
-//! target, for codegen, is in [`idl`].
+//! target, for codegen, is in [`idl`]; the `json` target, for the JSON protocol (same
+//! selector byte, protocol bit ignored), in [`json`].
 #![forbid(unsafe_code)]
 #![warn(
     missing_docs,
@@ -22,6 +23,7 @@
 )]
 
 pub mod idl;
+pub mod json;
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::fmt::Debug;
@@ -30,8 +32,8 @@ use bytes::Bytes;
 use thrift_codec::fixtures::echo::{Ano, Ids, MyTest, Request};
 use thrift_codec::fixtures::mixed::Mixed;
 use thrift_codec::{
-    ApplicationException, ApplicationExceptionKind, Binary, Codec, Compact, Decoder, LinkBuffer,
-    Message, MessageHeader, MessageType, Protocol, Sizer, TType, Utf8Bytes,
+    ApplicationException, ApplicationExceptionKind, Binary, Codec, Compact, Decoder, Json,
+    LinkBuffer, Message, MessageHeader, MessageType, Protocol, Sizer, TType, Utf8Bytes,
 };
 
 /// The fixture type an input is decoded as.
@@ -201,7 +203,7 @@ fn decode_call<P: Protocol>(codec: Codec<P>, input: Bytes) {
     roundtrip_message(codec, &header, &body);
 }
 
-fn decode_in<P: Protocol>(sel: Selector, input: Bytes) {
+pub(crate) fn decode_in<P: Protocol>(sel: Selector, input: Bytes) {
     let codec = sel.codec::<P>();
     match sel.target {
         Target::Request => decode_value::<P, Request>(codec, input),
@@ -374,17 +376,23 @@ fn seed_encodings<P: Protocol>() -> Vec<(Target, Bytes)> {
     ]
 }
 
-/// The seed inputs (selector byte and encoding) for both targets: every sample value in
-/// both protocols.
+/// The seed inputs (selector byte and encoding) for the `decode` and `skip` targets:
+/// every sample value in both binary protocols.
 pub fn seeds() -> Vec<Vec<u8>> {
-    let mut out = Vec::new();
-    for compact in [false, true] {
-        let encodings = if compact {
-            seed_encodings::<Compact>()
-        } else {
-            seed_encodings::<Binary>()
-        };
-        for (target, bytes) in encodings {
+    let mut out = with_selectors(false, seed_encodings::<Binary>());
+    out.extend(with_selectors(true, seed_encodings::<Compact>()));
+    out
+}
+
+/// The seed inputs of the `json` target: every sample value in JSON.
+pub fn json_seeds() -> Vec<Vec<u8>> {
+    with_selectors(false, seed_encodings::<Json>())
+}
+
+fn with_selectors(compact: bool, encodings: Vec<(Target, Bytes)>) -> Vec<Vec<u8>> {
+    encodings
+        .into_iter()
+        .map(|(target, bytes)| {
             let sel = Selector {
                 compact,
                 target,
@@ -393,10 +401,9 @@ pub fn seeds() -> Vec<Vec<u8>> {
             };
             let mut input = vec![sel.to_byte()];
             input.extend_from_slice(&bytes);
-            out.push(input);
-        }
-    }
-    out
+            input
+        })
+        .collect()
 }
 
 #[cfg(test)]

@@ -21,3 +21,9 @@ pub mod test_idls {
 pub mod std_types {
     include!(concat!(env!("OUT_DIR"), "/std_types.rs"));
 }
+
+/// Apache Thrift's cross-language test suite IDL (`idl/apache/ThriftTest.thrift`),
+/// taken unchanged from Apache Thrift.
+pub mod apache_thrift_test {
+    include!(concat!(env!("OUT_DIR"), "/apache_thrift_test.rs"));
+}

@@ -3,23 +3,10 @@
 //! exceptions and service args/results.
 
 use codegen_check::test_idls::{base, services, shapes};
-use thrift_codec::bytes::Bytes;
-use thrift_codec::{Binary, Codec, Compact, DecodeErrorKind, LinkBuffer, Message, Protocol};
+use thrift_codec::{Binary, Codec, DecodeErrorKind};
 
-fn encode<P: Protocol, M: Message>(m: &M) -> Bytes {
-    let codec = Codec::<P>::new();
-    let mut buf = LinkBuffer::new();
-    let n = codec.encode(m, &mut buf).unwrap();
-    assert_eq!(n, codec.size(m), "size() is exact");
-    buf.next(n)
-}
-
-fn round_trip<M: Message + PartialEq + std::fmt::Debug>(m: &M) {
-    let bytes = encode::<Binary, _>(m);
-    assert_eq!(&Codec::<Binary>::new().decode::<M>(bytes).unwrap(), m);
-    let bytes = encode::<Compact, _>(m);
-    assert_eq!(&Codec::<Compact>::new().decode::<M>(bytes).unwrap(), m);
-}
+mod util;
+use util::{encode, round_trip};
 
 #[test]
 fn idl_defaults_are_the_rust_defaults() {

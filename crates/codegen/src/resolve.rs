@@ -9,7 +9,12 @@
 //! - Fields of a union are never `required`: a union holds exactly one of them.
 //! - Constants may refer to other constants and to enum values (`Status.ACTIVE`,
 //!   `base.Status.ACTIVE`); integers are accepted for `double` and `0`/`1` for `bool`;
-//!   struct literals are maps whose keys are field names.
+//!   struct literals are maps whose keys are field names; `{}` is also an empty set or
+//!   list, as Apache Thrift reads it.
+//! - An `optional` field's IDL default is checked, and a constant struct literal that
+//!   leaves the field out holds it, but a generated struct starts with the field unset
+//!   (`None`), as Apache's C++ and Rust generators do: an optional field is written only
+//!   when the program sets it.
 //! - Set elements and map keys must be orderable (they are `BTreeSet`/`BTreeMap`):
 //!   `double`, and structs that contain a `double`, are refused there.
 //! - A field whose struct type leads back to the struct that holds it (directly, or
@@ -349,6 +354,11 @@ impl<'a> Resolver<'a> {
                     .map(|i| self.value(file, i, e, depth + 1))
                     .collect::<Result<_, _>>()?,
             ),
+            // Apache Thrift reads `{}` as an empty set or list too (ThriftTest.thrift's
+            // `optional set<binary> bin_set = {}`).
+            (Ty::List(_) | Ty::Set(_), ConstValueKind::Map(entries)) if entries.is_empty() => {
+                Value::List(Vec::new())
+            }
             (Ty::Map(k, val), ConstValueKind::Map(entries)) => Value::Map(
                 entries
                     .iter()

@@ -529,3 +529,39 @@ fn text_rustc_refuses_in_comments_is_kept_out_of_doc_comments() {
         "{out}"
     );
 }
+
+#[test]
+fn idl_docs_are_plain_text_to_rustdoc() {
+    // Text rustdoc would read as HTML, a link, a doctest fence or a bare URL.
+    let mut s = match strukt("Doc", StructKind::Struct, true, vec![]) {
+        Item::Struct(s) => s,
+        _ => unreachable!(),
+    };
+    s.doc = Some(
+        "@param set<i32> thing - see [1, 2]\n```\nnot code\n```\n~~~\n\
+         see https://thrift.apache.org/docs. (or http://x.y/z?a=b)\nC:\\path\n\
+         `map<K, V>` is kept, a lone ` is not"
+            .into(),
+    );
+    let model = Model {
+        modules: vec![Module {
+            name: "m".into(),
+            items: vec![Item::Struct(s)],
+        }],
+    };
+    let out = codegen::emit::emit(&model);
+    for expected in [
+        r"/// @param set\<i32\> thing - see \[1, 2\]",
+        r"/// \`\`\`",
+        r"/// not code",
+        r"/// \~~~",
+        r"/// see <https://thrift.apache.org/docs>. (or <http://x.y/z?a=b>)",
+        r"/// C:\\path",
+        r"/// `map<K, V>` is kept, a lone \` is not",
+    ] {
+        assert!(
+            out.contains(&format!("{expected}\n")),
+            "{expected} in:\n{out}"
+        );
+    }
+}

@@ -116,7 +116,7 @@ impl Message for ApplicationException {
     fn size<S: Sizer>(&self, s: &mut S) -> usize {
         let saved = s.struct_begin();
         s.field_begin_len(TType::Binary, 1)
-            + s.bytes_len(self.message.len())
+            + s.string_value_len(&self.message)
             + s.field_begin_len(TType::I32, 2)
             + s.i32_len(self.kind.id())
             + s.struct_end_len(saved)

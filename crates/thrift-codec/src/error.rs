@@ -76,6 +76,24 @@ pub enum DecodeErrorKind {
     /// Bytes left over after a value that should have filled the input.
     #[error("{0} trailing bytes after the value")]
     TrailingBytes(usize),
+    /// JSON protocol: the text at `offset` is not what the protocol expects there (a
+    /// syntax error, a bad escape, a type name that names no type, invalid base64...).
+    #[error("invalid JSON at byte {offset}: expected {expected}")]
+    InvalidJson {
+        /// What the protocol expected.
+        expected: &'static str,
+        /// Where in the input, in bytes from its start.
+        offset: usize,
+    },
+    /// JSON protocol: a number that its Thrift type cannot hold (an `i8` of 300, a
+    /// `bool` of 2, a `double` literal too large to be finite).
+    #[error("the number at byte {offset} is out of range for {ty:?}")]
+    NumberOutOfRange {
+        /// The type the number was read as.
+        ty: TType,
+        /// Where in the input, in bytes from its start.
+        offset: usize,
+    },
 }
 
 /// A decode failure: what went wrong and the field path it happened at.

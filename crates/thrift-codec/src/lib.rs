@@ -1,5 +1,5 @@
-//! The Thrift wire format: the Binary and Compact protocols, built for RPC speed and for
-//! input nobody vouches for.
+//! The Thrift wire format: the Binary, Compact and JSON protocols, built for RPC speed
+//! and for input nobody vouches for.
 //!
 //! # Why this crate exists
 //!
@@ -53,6 +53,8 @@
 //!   deterministic (byte-identical output for equal values).
 //! - Writers emit strict Binary message headers; readers accept non-strict ones only when
 //!   asked ([`Codec::accept_non_strict`]).
+//! - [`Json`] is Apache Thrift's `TJSONProtocol`, written byte for byte as Apache's C++
+//!   writes it; its decisions are in [`protocol::json`].
 #![warn(
     missing_docs,
     missing_debug_implementations,
@@ -79,6 +81,7 @@ pub use link_buffer::LinkBuffer;
 pub use message::{Codec, DEFAULT_ZERO_COPY_THRESHOLD, Message, MessageHeader, MessageType};
 pub use protocol::binary::Binary;
 pub use protocol::compact::Compact;
+pub use protocol::json::Json;
 pub use protocol::{
     DEFAULT_MAX_DEPTH, DecodeLimits, Decoder, Encoder, FieldHeader, ListHeader, MapHeader,
     Protocol, Sizer,

@@ -123,7 +123,7 @@ macro_rules! scalar {
     };
 }
 
-scalar!(i8, I8, |s: &mut S, _| s.i8_len(), write_i8, read_i8);
+scalar!(i8, I8, |s: &mut S, v| s.i8_value_len(v), write_i8, read_i8);
 scalar!(i16, I16, |s: &mut S, v| s.i16_len(v), write_i16, read_i16);
 
 impl Wire for bool {
@@ -214,7 +214,7 @@ simd_scalar!(
 simd_scalar!(
     f64,
     Double,
-    |s: &mut S, _| s.double_len(),
+    |s: &mut S, v| s.double_value_len(v),
     write_double,
     read_double,
     f64_slice_len,
@@ -243,7 +243,7 @@ impl Wire for Utf8Bytes {
     const TTYPE: TType = TType::Binary;
     #[inline]
     fn wire_size<S: Sizer>(&self, s: &mut S) -> usize {
-        s.bytes_len(self.len())
+        s.string_value_len(self)
     }
     #[inline]
     fn wire_write<E: Encoder>(&self, e: &mut E) {
@@ -259,11 +259,11 @@ impl Wire for String {
     const TTYPE: TType = TType::Binary;
     #[inline]
     fn wire_size<S: Sizer>(&self, s: &mut S) -> usize {
-        s.binary_len(self.len())
+        s.str_value_len(self)
     }
     #[inline]
     fn wire_write<E: Encoder>(&self, e: &mut E) {
-        e.write_binary(self.as_bytes())
+        e.write_str(self)
     }
     #[inline]
     fn wire_read<D: Decoder>(d: &mut D) -> Result<Self, DecodeError> {
@@ -275,7 +275,7 @@ impl Wire for Bytes {
     const TTYPE: TType = TType::Binary;
     #[inline]
     fn wire_size<S: Sizer>(&self, s: &mut S) -> usize {
-        s.bytes_len(self.len())
+        s.bytes_value_len(self)
     }
     #[inline]
     fn wire_write<E: Encoder>(&self, e: &mut E) {
@@ -292,7 +292,7 @@ impl Wire for Vec<u8> {
     const TTYPE: TType = TType::Binary;
     #[inline]
     fn wire_size<S: Sizer>(&self, s: &mut S) -> usize {
-        s.binary_len(self.len())
+        s.binary_value_len(self)
     }
     #[inline]
     fn wire_write<E: Encoder>(&self, e: &mut E) {

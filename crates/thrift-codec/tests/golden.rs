@@ -3,10 +3,12 @@
 //! Two kinds of check:
 //! - small values whose bytes are spelled out here from the Thrift specifications
 //!   (independent of the encoder), one per protocol feature;
-//! - checked-in files `tests/golden/*.hex` for every fixture type in both protocols,
-//!   which the code generator's output must reproduce byte for byte. A change in the
-//!   encoding fails with a diff; `UPDATE_GOLDEN=1 cargo test --test golden` rewrites them
-//!   after a deliberate change.
+//! - checked-in files `tests/golden/*.hex` for every fixture type in Binary and Compact,
+//!   and `tests/golden/*.json` (the text itself) in JSON, which the code generator's
+//!   output must reproduce byte for byte. A change in the encoding fails with a diff;
+//!   `UPDATE_GOLDEN=1 cargo test --test golden` rewrites them after a deliberate change.
+//!
+//! JSON's spelled-out examples are in `json.rs`.
 
 mod util;
 
@@ -15,8 +17,8 @@ use std::path::PathBuf;
 use bytes::Bytes;
 use thrift_codec::fixtures::echo::{Ano, EchoError, Ids, MyTest, Request, Response};
 use thrift_codec::{
-    ApplicationException, ApplicationExceptionKind, Binary, Codec, Compact, LinkBuffer, Message,
-    MessageHeader, MessageType, Protocol, TType, Utf8Bytes,
+    ApplicationException, ApplicationExceptionKind, Binary, Codec, Compact, Json, LinkBuffer,
+    Message, MessageHeader, MessageType, Protocol, TType, Utf8Bytes,
 };
 use util::{decode, encode, hex, mixed, my_test, text, unhex};
 
@@ -261,20 +263,65 @@ fn golden_dir() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/golden")
 }
 
-/// Compares (or, with `UPDATE_GOLDEN=1`, writes) `tests/golden/<name>.<protocol>.hex`.
+/// How a golden file holds an encoding: hex for the binary protocols, the text itself
+/// for JSON.
+#[derive(Debug, Clone, Copy)]
+enum Format {
+    Hex,
+    Text,
+}
+
+impl Format {
+    fn of(protocol: &str) -> Format {
+        if protocol == "json" {
+            Format::Text
+        } else {
+            Format::Hex
+        }
+    }
+
+    fn extension(self) -> &'static str {
+        match self {
+            Format::Hex => "hex",
+            Format::Text => "json",
+        }
+    }
+
+    /// The file's contents for `bytes`, in lines that keep diffs readable (64 bytes of
+    /// hex a line; JSON as one line).
+    fn render(self, bytes: &[u8]) -> String {
+        match self {
+            Format::Hex => hex(bytes)
+                .as_bytes()
+                .chunks(128)
+                .map(|c| format!("{}\n", std::str::from_utf8(c).unwrap()))
+                .collect(),
+            Format::Text => format!("{}\n", std::str::from_utf8(bytes).unwrap()),
+        }
+    }
+
+    fn parse(self, file: &str) -> Vec<u8> {
+        match self {
+            Format::Hex => unhex(file),
+            Format::Text => file.strip_suffix('\n').unwrap_or(file).as_bytes().to_vec(),
+        }
+    }
+}
+
+/// Compares (or, with `UPDATE_GOLDEN=1`, writes) `tests/golden/<name>.<protocol>.hex`
+/// (`<name>.json` for JSON).
 fn check_golden<P: Protocol, M: Message + PartialEq + std::fmt::Debug>(
     name: &str,
     protocol: &str,
     value: &M,
 ) -> Option<String> {
     let got = encode::<P, M>(value);
-    let path = golden_dir().join(format!("{name}.{protocol}.hex"));
-    // 64 bytes a line keeps diffs readable.
-    let text: String = hex(&got)
-        .as_bytes()
-        .chunks(128)
-        .map(|c| format!("{}\n", std::str::from_utf8(c).unwrap()))
-        .collect();
+    let format = Format::of(protocol);
+    let path = match format {
+        Format::Hex => golden_dir().join(format!("{name}.{protocol}.hex")),
+        Format::Text => golden_dir().join(format!("{name}.{}", format.extension())),
+    };
+    let text = format.render(&got);
     if std::env::var_os("UPDATE_GOLDEN").is_some() {
         std::fs::create_dir_all(golden_dir()).unwrap();
         std::fs::write(&path, &text).unwrap();
@@ -284,7 +331,7 @@ fn check_golden<P: Protocol, M: Message + PartialEq + std::fmt::Debug>(
         Ok(s) => s,
         Err(e) => return Some(format!("{}: {e}", path.display())),
     };
-    let back: M = decode::<P, M>(Bytes::from(unhex(&want))).expect("golden file decodes");
+    let back: M = decode::<P, M>(Bytes::from(format.parse(&want))).expect("golden file decodes");
     assert_eq!(&back, value, "{} decodes to another value", path.display());
     if want == text {
         return None;
@@ -341,5 +388,11 @@ fn fixtures_match_golden_files_in_binary() {
 #[test]
 fn fixtures_match_golden_files_in_compact() {
     let failures = check_all::<Compact>("compact");
+    assert!(failures.is_empty(), "{}", failures.join("\n"));
+}
+
+#[test]
+fn fixtures_match_golden_files_in_json() {
+    let failures = check_all::<Json>("json");
     assert!(failures.is_empty(), "{}", failures.join("\n"));
 }

@@ -1,4 +1,4 @@
-//! Property tests: every reference type round-trips in both protocols, `size()` is
+//! Property tests: every reference type round-trips in every protocol, `size()` is
 //! exact, and re-encoding a decoded value gives the same bytes.
 
 mod util;
@@ -9,8 +9,8 @@ use proptest::prelude::*;
 use thrift_codec::fixtures::echo::{Ano, EchoError, Ids, MyTest, Request};
 use thrift_codec::fixtures::mixed::Mixed;
 use thrift_codec::{
-    ApplicationException, ApplicationExceptionKind, Binary, Codec, Compact, LinkBuffer, Message,
-    MessageHeader, MessageType, Protocol, Utf8Bytes,
+    ApplicationException, ApplicationExceptionKind, Binary, Codec, Compact, Json, LinkBuffer,
+    Message, MessageHeader, MessageType, Protocol, Sizer, Utf8Bytes,
 };
 use util::{decode, encode};
 
@@ -106,34 +106,35 @@ fn round_trip<P: Protocol, M: Message + PartialEq + std::fmt::Debug>(v: &M) {
     assert_eq!(encode::<P, M>(&back), bytes);
 }
 
-fn both<M: Message + PartialEq + std::fmt::Debug>(v: &M) {
+fn all<M: Message + PartialEq + std::fmt::Debug>(v: &M) {
     round_trip::<Binary, M>(v);
     round_trip::<Compact, M>(v);
+    round_trip::<Json, M>(v);
 }
 
 proptest! {
     #![proptest_config(ProptestConfig::with_cases(128))]
 
     #[test]
-    fn request_round_trips(v in request()) { both(&v) }
+    fn request_round_trips(v in request()) { all(&v) }
 
     #[test]
-    fn my_test_round_trips(v in my_test()) { both(&v) }
+    fn my_test_round_trips(v in my_test()) { all(&v) }
 
     #[test]
-    fn ids_round_trip(v in ids()) { both(&v) }
+    fn ids_round_trip(v in ids()) { all(&v) }
 
     #[test]
-    fn mixed_round_trips(v in mixed()) { both(&v) }
+    fn mixed_round_trips(v in mixed()) { all(&v) }
 
     #[test]
     fn echo_error_round_trips(code in any::<i32>(), message in utf8()) {
-        both(&EchoError { code, message })
+        all(&EchoError { code, message })
     }
 
     #[test]
     fn application_exception_round_trips(kind in any::<i32>(), message in utf8()) {
-        both(&ApplicationException::new(ApplicationExceptionKind::from_id(kind), message))
+        all(&ApplicationException::new(ApplicationExceptionKind::from_id(kind), message))
     }
 
     #[test]
@@ -142,6 +143,7 @@ proptest! {
         let header = MessageHeader { name, ty, seq_id };
         envelope::<Binary>(&header, &v);
         envelope::<Compact>(&header, &v);
+        envelope::<Json>(&header, &v);
     }
 
     #[test]
@@ -161,6 +163,8 @@ fn envelope<P: Protocol>(header: &MessageHeader, body: &Request) {
     let mut buf = LinkBuffer::new();
     let n = codec.encode_message(header, body, &mut buf).unwrap();
     assert_eq!(n, buf.len());
+    let mut sizer = codec.sizer();
+    assert_eq!(sizer.message_begin_len(header) + body.size(&mut sizer), n);
     let (h, b): (MessageHeader, Request) = codec.decode_message(buf.next(n)).unwrap();
     assert_eq!(&h, header);
     assert_eq!(&b, body);

@@ -16,7 +16,17 @@
 //!
 //! A handler passes metainfo on by building the next call's context from its own:
 //! [`MetaInfo::forward`] keeps the persistent values and drops the received transient
-//! ones. Framed and Buffered calls have no header, so metainfo needs TTHeader.
+//! ones. Framed and Buffered calls have no header, so metainfo needs TTHeader or
+//! THeader (whose key-value info headers carry it with the same prefixes).
+//!
+//! # Headers
+//!
+//! Apache Thrift's THeader carries key-value info headers that are no metainfo: any
+//! key, unprefixed, one hop. A handler reads those of its request with
+//! [`MetaInfo::header`] (every pair, metainfo ones included, as received) and sets
+//! those of its reply with [`MetaInfo::set_header`]; a client sets those of its
+//! request the same way and reads the reply's after the call. They go with THeader
+//! calls only, and are never passed on by [`MetaInfo::forward`].
 
 use std::borrow::Cow;
 use std::fmt;
@@ -37,9 +47,18 @@ pub const PREFIX_TRANSIENT: &str = "RPC_TRANSIT_";
 /// Wire prefix of backward metainfo keys.
 pub const PREFIX_BACKWARD: &str = "RPC_BACKWARD_";
 
-/// Where a service listens or a client connects: `host:port` (TCP), `unix:/path`
-/// (a Unix-domain socket) or `shm:/path` (shared memory, through the Unix socket at
-/// that path).
+/// Where a service listens or a client connects: `ip:port` or `name:port` (TCP),
+/// `unix:/path` (a Unix-domain socket) or `shm:/path` (shared memory, through the Unix
+/// socket at that path).
+///
+/// A host name (`localhost:9090`, `echo.internal:9090`) is kept as written and looked
+/// up each time a connection is made or a server binds, with the system's resolver
+/// (off the runtime's threads); a client tries the addresses it resolves to in turn,
+/// all within its connect timeout, and a server listens on the first that it can
+/// bind. So a name follows its DNS records as they change, and one name is one
+/// instance to a balancer or a breaker, whatever it resolves to. A name that does
+/// not resolve fails the connect with a [`ResolveError`](crate::transport::ResolveError).
+/// IP addresses are parsed first, as before, and never looked up.
 ///
 /// Two path addresses are the same when their paths are spelled the same, byte for
 /// byte (as Kitex compares address strings): `unix:/run/a.sock` and
@@ -50,6 +69,15 @@ pub const PREFIX_BACKWARD: &str = "RPC_BACKWARD_";
 pub enum Address {
     /// A TCP address.
     Tcp(SocketAddr),
+    /// A host name and a TCP port, resolved when used. The name is checked when
+    /// parsed (letters, digits, `-` and `_` in dot-separated labels, as DNS names are
+    /// written) and kept in lower case, as DNS compares names.
+    Host {
+        /// The host name, in lower case (shared: an address is cloned on every call).
+        name: Arc<str>,
+        /// The port.
+        port: u16,
+    },
     /// A Unix-domain socket path (shared: an address is cloned on every call).
     Unix(Arc<Path>),
     /// A shared-memory session's control socket path (shared, likewise).
@@ -66,6 +94,13 @@ impl PartialEq for Address {
     fn eq(&self, other: &Address) -> bool {
         match (self, other) {
             (Address::Tcp(a), Address::Tcp(b)) => a == b,
+            (
+                Address::Host { name, port },
+                Address::Host {
+                    name: other_name,
+                    port: other_port,
+                },
+            ) => port == other_port && name == other_name,
             (Address::Unix(a), Address::Unix(b)) | (Address::Shm(a), Address::Shm(b)) => {
                 spelled(a) == spelled(b)
             }
@@ -81,6 +116,10 @@ impl std::hash::Hash for Address {
         std::mem::discriminant(self).hash(state);
         match self {
             Address::Tcp(a) => a.hash(state),
+            Address::Host { name, port } => {
+                name.hash(state);
+                port.hash(state);
+            }
             Address::Unix(p) | Address::Shm(p) => spelled(p).hash(state),
         }
     }
@@ -88,7 +127,7 @@ impl std::hash::Hash for Address {
 
 /// An address string that is none of the accepted forms.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("bad address {0:?}: expected host:port, unix:/path or shm:/path")]
+#[error("bad address {0:?}: expected ip:port, name:port, unix:/path or shm:/path")]
 pub struct AddressError(pub String);
 
 impl FromStr for Address {
@@ -108,16 +147,48 @@ impl FromStr for Address {
         if let Some(p) = s.strip_prefix("shm:") {
             return path(p).map(Address::Shm);
         }
-        s.parse()
-            .map(Address::Tcp)
-            .map_err(|_| AddressError(s.to_string()))
+        if let Ok(a) = s.parse() {
+            return Ok(Address::Tcp(a));
+        }
+        host_port(s).ok_or_else(|| AddressError(s.to_string()))
     }
+}
+
+/// `name:port` as an [`Address::Host`], when the name is one DNS could hold: at most
+/// 253 characters, labels of 1 to 63 letters, digits, `-` (not first or last) and `_`
+/// (found in service names), and a last label that is not all digits (so that
+/// `1.2.3:80` or `256.1.1.1:80` is a bad address, not a name to look up).
+fn host_port(s: &str) -> Option<Address> {
+    let (name, port) = s.rsplit_once(':')?;
+    let port = port.parse().ok()?;
+    if name.is_empty() || name.len() > 253 {
+        return None;
+    }
+    let label_ok = |l: &str| {
+        (1..=63).contains(&l.len())
+            && !l.starts_with('-')
+            && !l.ends_with('-')
+            && l.bytes()
+                .all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_')
+    };
+    if !name.split('.').all(label_ok) {
+        return None;
+    }
+    let last = name.rsplit('.').next()?;
+    if last.bytes().all(|b| b.is_ascii_digit()) {
+        return None;
+    }
+    Some(Address::Host {
+        name: Arc::from(name.to_ascii_lowercase()),
+        port,
+    })
 }
 
 impl fmt::Display for Address {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             Address::Tcp(a) => write!(f, "{a}"),
+            Address::Host { name, port } => write!(f, "{name}:{port}"),
             Address::Unix(p) => write!(f, "unix:{}", p.display()),
             Address::Shm(p) => write!(f, "shm:{}", p.display()),
         }
@@ -141,6 +212,10 @@ pub struct MetaInfo {
     /// Transient values received from the caller: readable, never sent on.
     upstream: Vec<(Utf8Bytes, Utf8Bytes)>,
     backward: Vec<(Utf8Bytes, Utf8Bytes)>,
+    /// Headers received as they were on the wire (THeader info).
+    received_headers: Vec<(Utf8Bytes, Utf8Bytes)>,
+    /// Headers to send as they are.
+    headers: Vec<(Utf8Bytes, Utf8Bytes)>,
 }
 
 fn get<'a>(list: &'a [(Utf8Bytes, Utf8Bytes)], key: &str) -> Option<&'a str> {
@@ -206,8 +281,45 @@ impl MetaInfo {
         self.backward.iter().map(|(k, v)| (k.as_str(), v.as_str()))
     }
 
+    /// A header received (see [Headers](self#headers)): on a server, the request's; on
+    /// a client after the call, the reply's. The first, if the key was sent twice.
+    pub fn header(&self, key: &str) -> Option<&str> {
+        get(&self.received_headers, key)
+    }
+
+    /// Every header received, in the order they came.
+    pub fn headers(&self) -> impl Iterator<Item = (&str, &str)> {
+        self.received_headers
+            .iter()
+            .map(|(k, v)| (k.as_str(), v.as_str()))
+    }
+
+    /// Sets a header to send as it is (see [Headers](self#headers)): on a client with
+    /// the request, on a server with the reply. Unlike metainfo values, an empty key or
+    /// value is sent too.
+    pub fn set_header(&mut self, key: impl Into<Utf8Bytes>, value: impl Into<Utf8Bytes>) {
+        let (key, value) = (key.into(), value.into());
+        match self.headers.iter_mut().find(|(k, _)| *k == key) {
+            Some((_, v)) => *v = value,
+            None => self.headers.push((key, value)),
+        }
+    }
+
+    /// The headers to send, in the order they were set.
+    pub fn header_pairs(&self) -> impl Iterator<Item = &(Utf8Bytes, Utf8Bytes)> {
+        self.headers.iter()
+    }
+
+    /// Records the headers a request or reply carried, as they were on the wire.
+    pub fn read_headers<'a>(
+        &mut self,
+        pairs: impl IntoIterator<Item = &'a (Utf8Bytes, Utf8Bytes)>,
+    ) {
+        self.received_headers.extend(pairs.into_iter().cloned());
+    }
+
     /// The metainfo for a call made while handling this one: the persistent values, and
-    /// no transient ones (those went one hop) nor backward ones.
+    /// no transient ones (those went one hop) nor backward ones, nor headers.
     pub fn forward(&self) -> MetaInfo {
         MetaInfo {
             persistent: self.persistent.clone(),
@@ -348,6 +460,51 @@ mod tests {
         for bad in ["", "unix:", "shm:", "localhost", "1.2.3.4", "tcp://x:1"] {
             assert!(bad.parse::<Address>().is_err(), "{bad:?}");
         }
+    }
+
+    #[test]
+    fn host_names_parse_lower_cased_and_bad_ones_do_not() {
+        let host = |name: &str, port| Address::Host {
+            name: Arc::from(name),
+            port,
+        };
+        assert_eq!("localhost:9090".parse(), Ok(host("localhost", 9090)));
+        assert_eq!(
+            "Echo-1.Svc_A.internal:0".parse(),
+            Ok(host("echo-1.svc_a.internal", 0))
+        );
+        assert_eq!("LOCALHOST:1".parse::<Address>(), "localhost:1".parse());
+        assert_eq!(
+            host("no-such-host.invalid", 7).to_string(),
+            "no-such-host.invalid:7"
+        );
+        let long_label = format!("{}.com:1", "a".repeat(64));
+        let long_name = format!("{}:1", vec!["a".repeat(50); 6].join("."));
+        for bad in [
+            "localhost:",
+            "localhost:65536",
+            "localhost:-1",
+            ":80",
+            "a..b:80",
+            ".a:80",
+            "-a.b:80",
+            "a-.b:80",
+            "a b:80",
+            "a/b:80",
+            "::1:80",
+            "[::1]:x",
+            "1.2.3:80",
+            "256.1.1.1:80",
+            "host.123:80",
+            "h\u{e9}te:80",
+            &long_label,
+            &long_name,
+        ] {
+            assert!(bad.parse::<Address>().is_err(), "{bad:?}");
+        }
+        // Lengths at the limits are fine.
+        let max_label = format!("{}.com:1", "a".repeat(63));
+        assert!(max_label.parse::<Address>().is_ok());
     }
 
     #[test]

@@ -4,14 +4,15 @@
 //!   `ServiceBuilder`, `service_fn` and `layer_fn`, in the shape Volo (motore) users know.
 //! - [`tower`]: adapters to and from `tower::Service`, so tower's middleware can wrap
 //!   these services.
-//! - [`codec`]: TTHeader, Framed and Buffered framing over the Binary and Compact
-//!   protocols, with detection from a connection's first bytes and size limits.
-//! - [`context`]: addresses (`host:port`, `unix:/path`, `shm:/path`), the call's
+//! - [`codec`]: TTHeader (Kitex), THeader (Apache, with zlib), Framed and Buffered
+//!   framing over the Binary and Compact protocols, with detection from a
+//!   connection's first bytes and size limits.
+//! - [`context`]: addresses (`ip:port`, `name:port`, `unix:/path`, `shm:/path`), the call's
 //!   description and metainfo (persistent, transient, backward) as Kitex and Volo
 //!   carry it in TTHeader.
 //! - [`server`]: `Server::new(<Service>Server::new(handler)).bind(addr)`: framing and
 //!   protocol detected per connection and answered in kind (the calls of a TTHeader
-//!   connection concurrently, those of Framed and Buffered ones in order), IDL
+//!   connection concurrently, those of THeader, Framed and Buffered ones in order), IDL
 //!   exceptions in the result struct, `TApplicationException` for unknown methods, bad
 //!   arguments and handler panics, connection / in-flight / size limits, read and idle
 //!   timeouts, graceful shutdown. Each call goes through a stack of [`service::Service`]s:
@@ -22,7 +23,9 @@
 //!   known from the IDL ([`server::ServiceInfo`]) and never answered, whatever message
 //!   type they come in. On netpoll-rs each call starts on the poller that read its
 //!   frame, and only a call that waits moves to a task
-//!   ([`server::ServerConfig::inline_dispatch`]).
+//!   ([`server::ServerConfig::inline_dispatch`]). One server may serve several
+//!   services ([`server::Multiplex`]), routed by Apache's `Service:method` names or
+//!   TTHeader's `isn`.
 //! - [`client`]: every call goes down a stack of services: your layers, the call
 //!   timeout, the service breaker, failure retry (budget, idempotency marks, chain
 //!   stop), backup requests, the balancer (weighted random, round robin, smooth
@@ -33,7 +36,8 @@
 //! - [`clock`]: time as an input, so every time-dependent layer is tested with a
 //!   [`clock::ManualClock`].
 //! - [`transport`]: netpoll-rs (the default) or plain tokio sockets, per server and per
-//!   client; `shm:/path` addresses go over shared memory (shm-ipc sessions) on both.
+//!   client; `shm:/path` addresses go over shared memory (shm-ipc sessions) on both;
+//!   TLS (rustls) over TCP on both, server and client ([`transport::tls`]).
 //!
 //! Not built yet: a registry-backed `Discover`.
 #![warn(

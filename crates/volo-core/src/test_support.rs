@@ -140,6 +140,11 @@ impl Service<ServerContext, ServerRequest> for TestService {
             let logid = logid.to_string();
             cx.metainfo.set_backward("seen", logid);
         }
+        // A header (THeader info) the caller asks to have sent back, renamed.
+        if let Some(v) = cx.metainfo.header("echo-me") {
+            let v = v.to_string();
+            cx.metainfo.set_header("echoed", v);
+        }
         let reply = Text {
             id: 0,
             text: Some(body.clone()),
@@ -263,12 +268,54 @@ fn with_server_once(config: ServerConfig, f: impl FnOnce(&Running) + Send + 'sta
         })
         .await
         .expect("the test ran out of time");
-        let mut running = running;
-        let _ = running.stop.take().map(|s| s.send(()));
-        tokio::time::timeout(Duration::from_secs(20), &mut running.done)
+        running.stop().await;
+    });
+}
+
+impl Running {
+    /// Shuts the server down and waits for it to end, for 20 s at most.
+    pub(crate) async fn stop(mut self) {
+        let _ = self.stop.take().map(|s| s.send(()));
+        tokio::time::timeout(Duration::from_secs(20), &mut self.done)
             .await
             .expect("the server did not stop")
             .unwrap()
             .unwrap();
+    }
+}
+
+/// Runs `f` on a fresh [`runtime`], for `limit` at most.
+pub(crate) fn run_bounded(limit: Duration, f: impl std::future::Future<Output = ()>) {
+    runtime().block_on(async {
+        tokio::time::timeout(limit, f)
+            .await
+            .expect("the test ran out of time");
     });
+}
+
+/// What `tracing` has logged in this test process: a global subscriber (the server
+/// logs from its own threads) that writes every line here, installed once.
+pub(crate) fn captured_log() -> &'static std::sync::Mutex<Vec<u8>> {
+    static LOG: std::sync::OnceLock<std::sync::Mutex<Vec<u8>>> = std::sync::OnceLock::new();
+    static INSTALL: std::sync::Once = std::sync::Once::new();
+    struct Capture;
+    impl std::io::Write for Capture {
+        fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+            let log = LOG.get_or_init(Default::default);
+            log.lock().unwrap().extend_from_slice(buf);
+            Ok(buf.len())
+        }
+        fn flush(&mut self) -> std::io::Result<()> {
+            Ok(())
+        }
+    }
+    INSTALL.call_once(|| {
+        // Plain text: other crates of the workspace turn on the `ansi` feature.
+        let subscriber = tracing_subscriber::fmt()
+            .with_ansi(false)
+            .with_writer(|| Capture)
+            .finish();
+        tracing::subscriber::set_global_default(subscriber).expect("the only subscriber");
+    });
+    LOG.get_or_init(Default::default)
 }

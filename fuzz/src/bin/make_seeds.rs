@@ -1,6 +1,7 @@
-//! Writes the seed corpus of both fuzz targets: every sample value of
-//! `thrift_codec_fuzz::seeds` into `corpus/decode/` and `corpus/skip/` (or under the
-//! directory given as the only argument). Run it before fuzzing:
+//! Writes the seed corpus of the codec fuzz targets: every sample value of
+//! `thrift_codec_fuzz::seeds` into `corpus/decode/` and `corpus/skip/`, and of
+//! `thrift_codec_fuzz::json_seeds` into `corpus/json/` (or under the directory given as
+//! the only argument). Run it before fuzzing:
 //!
 //! ```text
 //! cargo run --manifest-path fuzz/Cargo.toml --bin make_seeds
@@ -14,8 +15,9 @@ fn main() -> std::io::Result<()> {
         .nth(1)
         .map(PathBuf::from)
         .unwrap_or_else(|| PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("corpus"));
-    let seeds = thrift_codec_fuzz::seeds();
-    for target in ["decode", "skip"] {
+    let binary = thrift_codec_fuzz::seeds();
+    let json = thrift_codec_fuzz::json_seeds();
+    for (target, seeds) in [("decode", &binary), ("skip", &binary), ("json", &json)] {
         let dir = root.join(target);
         std::fs::create_dir_all(&dir)?;
         for (i, seed) in seeds.iter().enumerate() {

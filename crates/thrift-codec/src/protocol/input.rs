@@ -1,4 +1,4 @@
-//! `Input`: the bounds-checked read cursor both decoders stand on.
+//! `Input`: the bounds-checked read cursor the decoders stand on.
 
 use bytes::Bytes;
 
@@ -75,6 +75,41 @@ impl Input {
         let start = self.pos;
         self.pos += len;
         Ok(self.bytes.slice(start..self.pos))
+    }
+
+    /// The next byte, not consumed.
+    #[inline(always)]
+    pub(crate) fn peek(&self) -> Option<u8> {
+        self.bytes.get(self.pos).copied()
+    }
+
+    /// Bytes read so far: the offset of the next byte in the frame.
+    #[inline(always)]
+    pub(crate) fn position(&self) -> usize {
+        self.pos
+    }
+
+    /// The bytes not yet read, not consumed.
+    #[inline(always)]
+    pub(crate) fn rest(&self) -> &[u8] {
+        self.bytes.get(self.pos..).unwrap_or_default()
+    }
+
+    /// Consumes `n` bytes, or all that remain if fewer do.
+    #[inline(always)]
+    pub(crate) fn advance(&mut self, n: usize) {
+        self.pos += n.min(self.remaining());
+    }
+
+    /// Bytes `start..end` of the frame (offsets from its start) as a slice of it, no
+    /// copy; empty where the range is not inside the frame.
+    #[inline]
+    pub(crate) fn slice_of(&self, start: usize, end: usize) -> Bytes {
+        if start <= end && end <= self.bytes.len() {
+            self.bytes.slice(start..end)
+        } else {
+            Bytes::new()
+        }
     }
 
     #[cold]

@@ -1,7 +1,7 @@
-//! The protocol traits that generated code is written against, and the two protocols.
+//! The protocol traits that generated code is written against, and the three protocols.
 //!
 //! A [`Message`](crate::Message) implementation is generic over three traits, one per
-//! pass, so that one body of generated code serves both wire formats:
+//! pass, so that one body of generated code serves every wire format:
 //!
 //! - [`Sizer`] computes the exact encoded length (first pass; O(1) per fixed-width field
 //!   and per container of fixed-width elements in the Binary protocol);
@@ -11,7 +11,21 @@
 //!   binaries, and checks every length against what is left before allocating.
 //!
 //! Struct nesting state (the Compact protocol's last field id) is returned by
-//! `*_struct_begin` and handed back to `*_struct_end`, so no protocol keeps a stack.
+//! `*_struct_begin` and handed back to `*_struct_end`, so neither Binary nor Compact keeps
+//! a stack. [JSON](json) does: its separators and closing brackets depend on where a
+//! value stands, which it infers from the calls (a field closes at the next field header
+//! or at the end of its struct, a container after its declared number of elements, a
+//! message after its body), so the traits need no end-of-value hooks.
+//!
+//! # Values whose width depends on their content
+//!
+//! Binary and Compact size a string from its length and a double from nothing at all;
+//! JSON needs the value (escapes, base64, digits). Each such sizer method therefore has a
+//! `*_value_len` twin taking the value, whose default forwards to the length-only method
+//! (so Binary and Compact compile to the same code either way). [`Wire`](crate::wire::Wire),
+//! and through it generated code, always calls the twins; code written by hand that should
+//! size JSON exactly must too. The length-only methods are exact in JSON only where the
+//! value does not matter (see [`json`]).
 
 use bytes::Bytes;
 
@@ -23,12 +37,13 @@ use crate::utf8_bytes::Utf8Bytes;
 pub mod binary;
 pub mod compact;
 mod input;
+pub mod json;
 mod output;
 
 /// A wire format: ties a sizer, an encoder and a decoder together.
 ///
-/// Implemented by the marker types [`Binary`](crate::Binary) and
-/// [`Compact`](crate::Compact); [`Codec`](crate::Codec) is generic over it.
+/// Implemented by the marker types [`Binary`](crate::Binary), [`Compact`](crate::Compact)
+/// and [`Json`](crate::Json); [`Codec`](crate::Codec) is generic over it.
 pub trait Protocol: Copy + Default + std::fmt::Debug + Send + Sync + 'static {
     /// The sizing pass.
     type Sizer: Sizer;
@@ -70,6 +85,11 @@ pub const DEFAULT_MAX_DEPTH: usize = 64;
 
 /// The sizing pass: every method returns the exact number of bytes the matching
 /// [`Encoder`] method will write.
+///
+/// Contract for implementations: called in the order the encoder will be, the methods'
+/// answers add up to exactly the bytes the encoder writes. How the total is split between
+/// calls is the protocol's business: JSON counts a container's closing bracket with its
+/// last element, and a struct's opening brace in the state `struct_begin` returns.
 pub trait Sizer {
     /// Bytes of a message header.
     fn message_begin_len(&mut self, header: &MessageHeader) -> usize;
@@ -83,7 +103,8 @@ pub trait Sizer {
     fn bool_field_len(&mut self, id: i16) -> usize;
     /// Bytes of a `bool` value outside a field header (in a container).
     fn bool_len(&self) -> usize;
-    /// Bytes of an `i8`.
+    /// Bytes of an `i8` whatever its value (exact where the width does not depend on
+    /// it; see [`i8_value_len`](Sizer::i8_value_len)).
     fn i8_len(&self) -> usize;
     /// Bytes of an `i16`.
     fn i16_len(&self, v: i16) -> usize;
@@ -91,15 +112,20 @@ pub trait Sizer {
     fn i32_len(&self, v: i32) -> usize;
     /// Bytes of an `i64`.
     fn i64_len(&self, v: i64) -> usize;
-    /// Bytes of a `double`.
+    /// Bytes of a `double` whatever its value (exact where the width does not depend on
+    /// it; see [`double_value_len`](Sizer::double_value_len)).
     fn double_len(&self) -> usize;
     /// Bytes of a `uuid`.
     fn uuid_len(&self) -> usize;
-    /// Bytes of a string/binary of `len` bytes that will be copied.
+    /// Bytes of a string/binary of `len` bytes that will be copied (exact where the
+    /// content does not matter; see [`str_value_len`](Sizer::str_value_len) and
+    /// [`binary_value_len`](Sizer::binary_value_len)).
     fn binary_len(&self, len: usize) -> usize;
     /// Bytes of a string/binary of `len` bytes held in `Bytes`, which the encoder inserts
     /// as a node of its own when it reaches the zero-copy threshold; the sizer counts
-    /// those so that the reservation can leave them out.
+    /// those so that the reservation can leave them out. Exact where the content does not
+    /// matter; see [`string_value_len`](Sizer::string_value_len) and
+    /// [`bytes_value_len`](Sizer::bytes_value_len).
     fn bytes_len(&mut self, len: usize) -> usize;
     /// Bytes of a list or set header.
     fn list_begin_len(&self, elem: TType, len: usize) -> usize;
@@ -112,6 +138,41 @@ pub trait Sizer {
     /// Bytes of the elements of a `list<double>` (O(1) in both protocols).
     fn f64_slice_len(&self, v: &[f64]) -> usize {
         v.len() * 8
+    }
+    /// Bytes of an `i8` with value `v` ([`i8_len`](Sizer::i8_len) where the width does not
+    /// depend on the value).
+    #[inline]
+    fn i8_value_len(&mut self, v: i8) -> usize {
+        let _ = v;
+        self.i8_len()
+    }
+    /// Bytes of the `double` `v` ([`double_len`](Sizer::double_len) where the width does
+    /// not depend on the value).
+    #[inline]
+    fn double_value_len(&mut self, v: f64) -> usize {
+        let _ = v;
+        self.double_len()
+    }
+    /// Bytes of the string `v`, copied ([`Encoder::write_str`]).
+    #[inline]
+    fn str_value_len(&mut self, v: &str) -> usize {
+        self.binary_len(v.len())
+    }
+    /// Bytes of the binary `v`, copied ([`Encoder::write_binary`]).
+    #[inline]
+    fn binary_value_len(&mut self, v: &[u8]) -> usize {
+        self.binary_len(v.len())
+    }
+    /// Bytes of the string `v` held in [`Utf8Bytes`] ([`Encoder::write_string`]; counted
+    /// as zero-copy like [`bytes_len`](Sizer::bytes_len) where the protocol inserts it).
+    #[inline]
+    fn string_value_len(&mut self, v: &Utf8Bytes) -> usize {
+        self.bytes_len(v.len())
+    }
+    /// Bytes of the binary `v` held in [`Bytes`] ([`Encoder::write_bytes`]).
+    #[inline]
+    fn bytes_value_len(&mut self, v: &Bytes) -> usize {
+        self.bytes_len(v.len())
     }
     /// Bytes counted so far that the encoder will insert without copying.
     fn zero_copy_len(&self) -> usize;
@@ -149,7 +210,8 @@ pub trait Encoder {
     fn write_double(&mut self, v: f64);
     /// Writes a `uuid`.
     fn write_uuid(&mut self, v: &[u8; 16]);
-    /// Writes a string/binary by copying it.
+    /// Writes a binary (or, in the protocols where they look the same on the wire, a
+    /// string) by copying it.
     fn write_binary(&mut self, v: &[u8]);
     /// Writes a string/binary held in `Bytes`: inserted as its own buffer node, without a
     /// copy, when it reaches the zero-copy threshold; copied otherwise.
@@ -157,6 +219,12 @@ pub trait Encoder {
     /// Writes a string held in [`Utf8Bytes`] (zero-copy like [`write_bytes`](Encoder::write_bytes)).
     fn write_string(&mut self, v: &Utf8Bytes) {
         self.write_bytes(v.as_bytes())
+    }
+    /// Writes a string by copying it (as [`write_binary`](Encoder::write_binary) in the
+    /// protocols where strings and binaries look the same on the wire).
+    #[inline]
+    fn write_str(&mut self, v: &str) {
+        self.write_binary(v.as_bytes())
     }
     /// Writes a list or set header.
     fn write_list_begin(&mut self, elem: TType, len: usize);
@@ -228,9 +296,10 @@ pub trait Decoder {
     fn read_double(&mut self) -> Result<f64, DecodeError>;
     /// Reads a `uuid`.
     fn read_uuid(&mut self) -> Result<[u8; 16], DecodeError>;
-    /// Reads a binary as a slice of the input (no copy).
+    /// Reads a binary: a slice of the input (no copy) where the protocol carries it raw.
     fn read_bytes(&mut self) -> Result<Bytes, DecodeError>;
-    /// Reads a string as a slice of the input (no copy), validated as UTF-8.
+    /// Reads a string, validated as UTF-8: a slice of the input (no copy) where the
+    /// protocol carries it raw.
     fn read_string(&mut self) -> Result<Utf8Bytes, DecodeError> {
         Utf8Bytes::try_from_bytes(self.read_bytes()?)
             .map_err(|_| DecodeError::new(DecodeErrorKind::InvalidUtf8))
@@ -253,6 +322,13 @@ pub trait Decoder {
     fn read_f64_slice(&mut self, len: usize, out: &mut Vec<f64>) -> Result<(), DecodeError>;
     /// Skips `len` raw bytes.
     fn skip_bytes(&mut self, len: usize) -> Result<(), DecodeError>;
+    /// Skips a string or binary ([`skip`](Decoder::skip) calls it): reads it as a binary
+    /// unless the protocol can step over it without reading it as either (JSON, whose
+    /// binaries are base64 and strings are not).
+    #[inline]
+    fn skip_binary(&mut self) -> Result<(), DecodeError> {
+        self.read_bytes().map(drop)
+    }
     /// The fixed wire width of a value of `ty`, if every value of it has the same width
     /// (lets `skip` jump over containers of them in one step).
     fn fixed_width(&self, ty: TType) -> Option<usize>;
@@ -279,7 +355,7 @@ pub fn skip_value<D: Decoder>(d: &mut D, ty: TType) -> Result<(), DecodeError> {
         TType::I64 => d.read_i64().map(drop),
         TType::Double => d.read_double().map(drop),
         TType::Uuid => d.read_uuid().map(drop),
-        TType::Binary => d.read_bytes().map(drop),
+        TType::Binary => d.skip_binary(),
         TType::Struct => {
             let saved = d.read_struct_begin()?;
             loop {

@@ -66,6 +66,7 @@ struct Settings {
     idempotent: Vec<String>,
     service_breaker: BreakerConfig,
     instance_breaker: Option<BreakerConfig>,
+    multiplexed: Option<Cow<'static, str>>,
 }
 
 impl<M, O: std::fmt::Debug, I: std::fmt::Debug> std::fmt::Debug for ClientBuilder<M, O, I> {
@@ -94,6 +95,7 @@ impl<M> ClientBuilder<M> {
                 idempotent: Vec::new(),
                 service_breaker: BreakerConfig::service(),
                 instance_breaker: Some(BreakerConfig::instance()),
+                multiplexed: None,
             },
             outer: Identity,
             inner: Identity,
@@ -178,6 +180,16 @@ impl<M, O, I> ClientBuilder<M, O, I> {
         self
     }
 
+    /// Binds the client to the service registered as `name` on a multiplexed server
+    /// (Apache's `TMultiplexedProtocol`): calls go out as `name:method`, and with
+    /// TTHeader name the callee's IDL service in the `isn` key (see
+    /// [`Client`](super::Client#multiplexed-servers)). Default: not bound, calls go out
+    /// under their bare method names.
+    pub fn multiplexed_service(mut self, name: impl Into<Cow<'static, str>>) -> Self {
+        self.settings.multiplexed = Some(name.into());
+        self
+    }
+
     /// Adds `layer` around the whole call, inside the layers added so far.
     pub fn layer<L>(self, layer: L) -> ClientBuilder<M, Stack<L, O>, I> {
         ClientBuilder {
@@ -244,9 +256,10 @@ impl<M, O, I> ClientBuilder<M, O, I> {
         let retried = RetryLayer::new(s.retry.idempotent(marks)).layer(backed);
         let guarded = ServiceBreakerLayer::new(s.service_breaker).layer(retried);
         let stack = TimeoutLayer::new(s.config.rpc_timeout).layer(guarded);
-        Ok(M::make_client(Client::new(
-            s.service,
-            self.outer.layer(stack),
-        )))
+        let client = Client::new(s.service, self.outer.layer(stack));
+        Ok(M::make_client(match s.multiplexed {
+            Some(name) => client.with_multiplexed_service(name),
+            None => client,
+        }))
     }
 }

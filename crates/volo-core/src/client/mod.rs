@@ -57,6 +57,7 @@ mod builder;
 mod error;
 #[cfg(test)]
 mod mock;
+mod multiplexed;
 mod mux;
 mod pool;
 mod random;
@@ -99,6 +100,8 @@ pub struct ClientConfig {
     /// With TTHeader: put a Framed length in front of the message inside the header
     /// too (Kitex's "TTHeaderFramed", what Volo's client sends by default). Default off.
     pub ttheader_framed: bool,
+    /// With THeader: zlib, and an outer Framed length. Default neither.
+    pub theader: crate::codec::theader::Options,
     /// The protocol of requests. Default Binary.
     pub protocol: Protocol,
     /// How long a connect may take. Default 1 s.
@@ -122,6 +125,10 @@ pub struct ClientConfig {
     pub transport: crate::transport::TransportKind,
     /// The reactor's settings.
     pub reactor: netpoll_rs::Config,
+    /// TLS to TCP instances (`ip:port`, `name:port`): whom to trust, a client
+    /// certificate, the server name; see [`crate::transport::tls`]. The handshake
+    /// counts towards the connect timeout. Default `None`: plain TCP.
+    pub tls: Option<crate::transport::tls::ClientTls>,
 }
 
 impl Default for ClientConfig {
@@ -129,6 +136,7 @@ impl Default for ClientConfig {
         ClientConfig {
             framing: Framing::TTHeader,
             ttheader_framed: false,
+            theader: crate::codec::theader::Options::default(),
             protocol: Protocol::Binary,
             connect_timeout: Duration::from_secs(1),
             rpc_timeout: Some(Duration::from_secs(10)),
@@ -139,6 +147,7 @@ impl Default for ClientConfig {
             caller: String::new(),
             transport: crate::transport::TransportKind::Netpoll,
             reactor: netpoll_rs::Config::default(),
+            tls: None,
         }
     }
 }
@@ -207,10 +216,29 @@ impl ClientContext {
 /// The stack is shared behind an `Arc`: a clone of the client (one per task, or one
 /// per call as closures that move a client tend to make) is one atomic increment
 /// whatever the stack holds, and needs no `Clone` of the stack's layers.
+///
+/// # Multiplexed servers
+///
+/// A server that serves several services under one address (Apache's
+/// `TMultiplexedProcessor`, or [`Server::multiplexed`](crate::server::Server::multiplexed))
+/// tells them apart by the method name: `Service:method`. A client bound to one of them
+/// ([`with_multiplexed_service`](Client::with_multiplexed_service), or
+/// [`ClientBuilder::multiplexed_service`]) sends every call so (Apache's
+/// `TMultiplexedProtocol`) and takes a reply under the bare method name, as those
+/// servers write it, or under the prefixed one. With TTHeader it also sends the callee's
+/// service name (the IDL's, for a generated client) as the `isn` string key, by which
+/// Kitex's and Volo's multi-service servers route. Layers see the bare method in
+/// `cx.rpc.method` and in [`ClientRequest::method`] (retry and backup marks name bare
+/// methods), and the prefixed name in [`ClientRequest::multiplexed_name`].
+///
+/// Each method's prefixed name is made once, on its first call, and shared by the
+/// calls after it: no allocation per call.
 #[derive(Debug)]
 pub struct Client<S = DefaultStack> {
     service: Cow<'static, str>,
     inner: Arc<S>,
+    /// Bound to a service of a multiplexed server: its method names.
+    multiplexed: Option<Arc<multiplexed::MethodNames>>,
 }
 
 impl<S> Clone for Client<S> {
@@ -218,6 +246,7 @@ impl<S> Clone for Client<S> {
         Client {
             service: self.service.clone(),
             inner: Arc::clone(&self.inner),
+            multiplexed: self.multiplexed.clone(),
         }
     }
 }
@@ -236,7 +265,24 @@ impl<S> Client<S> {
         Client {
             service: service.into(),
             inner: Arc::new(stack),
+            multiplexed: None,
         }
+    }
+
+    /// The same client bound to the service registered as `name` on a multiplexed
+    /// server: its calls go out as `name:method` (see [Multiplexed
+    /// servers](Client#multiplexed-servers)). Clones share the binding; the client it was
+    /// made from is not bound.
+    pub fn with_multiplexed_service(mut self, name: impl Into<Cow<'static, str>>) -> Self {
+        self.multiplexed = Some(Arc::new(multiplexed::MethodNames::new(name.into())));
+        self
+    }
+
+    /// The service of a multiplexed server this client is bound to, if it is.
+    pub fn multiplexed_service(&self) -> Option<&str> {
+        self.multiplexed
+            .as_deref()
+            .map(multiplexed::MethodNames::service)
     }
 
     /// The callee's service name.
@@ -255,6 +301,17 @@ impl<S> Client<S> {
             cx.rpc.callee.service = self.service.clone();
         }
         cx.rpc.method = Utf8Bytes::from_static(method);
+    }
+
+    /// `req` under its prefixed name when the client is bound to a multiplexed service.
+    fn named(&self, req: ClientRequest) -> ClientRequest {
+        match &self.multiplexed {
+            None => req,
+            Some(names) => {
+                let name = names.get(req.method());
+                req.multiplexed_as(name)
+            }
+        }
     }
 }
 
@@ -275,10 +332,8 @@ where
         R: Message,
     {
         self.begin(cx, method);
-        let reply = self
-            .inner
-            .call(cx, ClientRequest::new(method, args))
-            .await?;
+        let req = self.named(ClientRequest::new(method, args));
+        let reply = self.inner.call(cx, req).await?;
         reply.decode()
     }
 
@@ -293,10 +348,8 @@ where
         A: Message + Send + Sync + 'static,
     {
         self.begin(cx, method);
-        self.inner
-            .call(cx, ClientRequest::oneway(method, args))
-            .await
-            .map(drop)
+        let req = self.named(ClientRequest::oneway(method, args));
+        self.inner.call(cx, req).await.map(drop)
     }
 }
 

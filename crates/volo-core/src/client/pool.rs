@@ -8,6 +8,7 @@ use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 
 use super::{ClientConfig, Error};
 use crate::context::Address;
+use crate::transport::tls::ClientTls;
 use crate::transport::{self, Conn, FrameIo, TransportKind};
 
 /// How to open a connection to one peer.
@@ -19,6 +20,8 @@ pub(crate) struct Dialer {
     transport: TransportKind,
     addr: Address,
     connect_timeout: Duration,
+    /// TLS settings, for a TCP peer of a client configured with them.
+    tls: Option<ClientTls>,
 }
 
 impl Dialer {
@@ -27,16 +30,19 @@ impl Dialer {
         addr: Address,
         config: &ClientConfig,
     ) -> Self {
+        let tcp = matches!(addr, Address::Tcp(_) | Address::Host { .. });
         Dialer {
             reactor,
             shm: transport::ShmDialer::default(),
             transport: config.transport,
+            tls: config.tls.clone().filter(|_| tcp),
             addr,
             connect_timeout: config.connect_timeout,
         }
     }
 
-    /// A new connection, within the connect timeout.
+    /// A new connection, within the connect timeout (resolving a host name and a TLS
+    /// handshake included).
     ///
     /// Boxed: connecting is rare (a pool reuses its connections) and its future is
     /// large (a socket connect, a shared-memory handshake, a timer); inline, it would
@@ -48,6 +54,7 @@ impl Dialer {
             self.reactor.as_ref(),
             &self.shm,
             self.connect_timeout,
+            self.tls.as_ref(),
         ))
         .await
         .map_err(|source| Error::connect(self.addr.clone(), source))

@@ -9,7 +9,7 @@ use std::sync::Arc;
 use bytes::Bytes;
 use thrift_codec::{
     ApplicationException, Binary, Codec, Compact, Decoder, LinkBuffer, Message, MessageHeader,
-    MessageType,
+    MessageType, Utf8Bytes,
 };
 
 use super::Error;
@@ -53,14 +53,17 @@ impl<M: Message + Send + Sync + 'static> EncodeArgs for M {
     }
 }
 
-/// One call on its way down a client stack: the method, whether it is oneway, and its
-/// arguments. Cloning it is cheap (the arguments are shared), so layers may send it
-/// more than once.
+/// One call on its way down a client stack: the method, whether it is oneway, its
+/// arguments, and, for a service of a multiplexed server, the `Service:method` name it
+/// goes out under. Cloning it is cheap (the arguments and the name are shared), so
+/// layers may send it more than once.
 #[derive(Clone)]
 pub struct ClientRequest {
     method: &'static str,
     oneway: bool,
     args: Arc<dyn EncodeArgs>,
+    /// The name sent instead of `method` (Apache's `TMultiplexedProtocol`).
+    multiplexed: Option<Utf8Bytes>,
 }
 
 impl fmt::Debug for ClientRequest {
@@ -68,6 +71,7 @@ impl fmt::Debug for ClientRequest {
         f.debug_struct("ClientRequest")
             .field("method", &self.method)
             .field("oneway", &self.oneway)
+            .field("multiplexed", &self.multiplexed)
             .finish_non_exhaustive()
     }
 }
@@ -79,6 +83,7 @@ impl ClientRequest {
             method,
             oneway: false,
             args: Arc::new(args),
+            multiplexed: None,
         }
     }
 
@@ -90,9 +95,26 @@ impl ClientRequest {
         }
     }
 
-    /// The method's name as sent on the wire.
+    /// Sends the call under `name` instead of the method's own name: `Service:method`
+    /// for one service of a multiplexed server (Apache's `TMultiplexedProtocol`). A
+    /// reply under either name answers the call (Apache's multiplexed servers reply
+    /// under the bare name). [`Client`](super::Client)s bound with
+    /// [`with_multiplexed_service`](super::Client::with_multiplexed_service) do this for
+    /// every call.
+    pub fn multiplexed_as(mut self, name: Utf8Bytes) -> Self {
+        self.multiplexed = Some(name);
+        self
+    }
+
+    /// The method's name in the IDL: the name sent on the wire, unless the call is
+    /// [multiplexed](ClientRequest::multiplexed_as).
     pub fn method(&self) -> &'static str {
         self.method
+    }
+
+    /// The name the call goes out under when it is not the method's: `Service:method`.
+    pub fn multiplexed_name(&self) -> Option<&Utf8Bytes> {
+        self.multiplexed.as_ref()
     }
 
     /// Whether no reply is expected.
@@ -158,10 +180,29 @@ impl ClientResponse {
         seq_id: i32,
         max_size: usize,
     ) -> Result<Self, Error> {
-        match protocol {
-            Protocol::Binary => read_reply::<Binary>(payload, protocol, method, seq_id, max_size),
-            Protocol::Compact => read_reply::<Compact>(payload, protocol, method, seq_id, max_size),
-        }
+        let names = ReplyNames {
+            method,
+            multiplexed: None,
+        };
+        read_reply(payload, protocol, names, seq_id, max_size)
+    }
+
+    /// Reads a reply message (its framing removed) to `req`, sent with `seq_id`, as
+    /// [`from_reply`](ClientResponse::from_reply) does; the reply of a
+    /// [multiplexed](ClientRequest::multiplexed_as) call may carry the bare method name
+    /// or the name the call went out under.
+    pub fn from_reply_to(
+        payload: Bytes,
+        protocol: Protocol,
+        req: &ClientRequest,
+        seq_id: i32,
+        max_size: usize,
+    ) -> Result<Self, Error> {
+        let names = ReplyNames {
+            method: req.method(),
+            multiplexed: req.multiplexed_name().map(Utf8Bytes::as_str),
+        };
+        read_reply(payload, protocol, names, seq_id, max_size)
     }
 
     /// Decodes the result struct.
@@ -179,6 +220,24 @@ impl ClientResponse {
     }
 }
 
+/// The names a reply may carry: the method's, or the one the call went out under.
+#[derive(Clone, Copy)]
+struct ReplyNames<'a> {
+    method: &'a str,
+    multiplexed: Option<&'a str>,
+}
+
+impl ReplyNames<'_> {
+    fn accept(&self, got: &str) -> bool {
+        got == self.method || self.multiplexed == Some(got)
+    }
+
+    /// The name the call was sent under.
+    fn sent(&self) -> &str {
+        self.multiplexed.unwrap_or(self.method)
+    }
+}
+
 /// A reply's body, or why it is not one.
 #[derive(Debug, thiserror::Error)]
 enum ReplyError {
@@ -190,19 +249,32 @@ enum ReplyError {
     NotAReply(MessageType),
 }
 
-fn read_reply<P: thrift_codec::Protocol>(
+fn read_reply(
     payload: Bytes,
     protocol: Protocol,
-    method: &str,
+    names: ReplyNames<'_>,
+    seq_id: i32,
+    max_size: usize,
+) -> Result<ClientResponse, Error> {
+    match protocol {
+        Protocol::Binary => read_reply_in::<Binary>(payload, protocol, names, seq_id, max_size),
+        Protocol::Compact => read_reply_in::<Compact>(payload, protocol, names, seq_id, max_size),
+    }
+}
+
+fn read_reply_in<P: thrift_codec::Protocol>(
+    payload: Bytes,
+    protocol: Protocol,
+    names: ReplyNames<'_>,
     seq_id: i32,
     max_size: usize,
 ) -> Result<ClientResponse, Error> {
     let codec = Codec::<P>::new().max_size(max_size.max(payload.len()));
     let mut d = codec.decoder(payload.clone()).map_err(Error::protocol)?;
     let header = d.read_message_begin().map_err(Error::protocol)?;
-    if header.name.as_str() != method {
+    if !names.accept(header.name.as_str()) {
         return Err(Error::protocol(ReplyError::WrongMethod {
-            sent: method.to_string(),
+            sent: names.sent().to_string(),
             got: header.name.as_str().to_string(),
         }));
     }

@@ -84,7 +84,12 @@ async fn three_oneways_arrive(client: &Client, server: &Running) {
 
 #[test]
 fn calls_work_in_every_framing_and_protocol() {
-    for framing in [Framing::TTHeader, Framing::Framed, Framing::Buffered] {
+    for framing in [
+        Framing::TTHeader,
+        Framing::THeader,
+        Framing::Framed,
+        Framing::Buffered,
+    ] {
         for protocol in [Protocol::Binary, Protocol::Compact] {
             with_client(
                 |c| {
@@ -112,7 +117,12 @@ fn calls_work_in_every_framing_and_protocol() {
 fn the_tokio_transport_works_on_either_side() {
     use crate::transport::TransportKind::{Netpoll, Tokio};
     for (server_side, client_side) in [(Tokio, Tokio), (Tokio, Netpoll), (Netpoll, Tokio)] {
-        for framing in [Framing::TTHeader, Framing::Framed, Framing::Buffered] {
+        for framing in [
+            Framing::TTHeader,
+            Framing::THeader,
+            Framing::Framed,
+            Framing::Buffered,
+        ] {
             let server_config = ServerConfig {
                 transport: server_side,
                 ..ServerConfig::default()
@@ -143,6 +153,36 @@ fn the_tokio_transport_works_on_either_side() {
                 },
             );
         }
+    }
+}
+
+/// THeader with zlib, bare and inside a Framed length: answered in kind (the reply
+/// inflated), metainfo and plain headers both ways.
+#[test]
+fn theader_requests_with_zlib_and_headers_are_answered() {
+    for framed in [false, true] {
+        with_client(
+            |c| {
+                c.framing = Framing::THeader;
+                c.protocol = Protocol::Compact;
+                c.theader = crate::codec::theader::Options { zlib: true, framed };
+            },
+            |client, server| async move {
+                let mut cx = ClientContext::new();
+                cx.metainfo.set_persistent("logid", "z");
+                cx.metainfo.set_header("echo-me", "h");
+                let big = "z".repeat(200_000);
+                assert_eq!(echo(&client, &mut cx, &big).await.unwrap(), text(0, &big));
+                assert_eq!(cx.metainfo.backward("seen"), Some("z"), "framed={framed}");
+                assert_eq!(cx.metainfo.header("echoed"), Some("h"), "framed={framed}");
+                assert_eq!(
+                    cx.metainfo.header("RPC_BACKWARD_seen"),
+                    Some("z"),
+                    "every header of the reply, as received"
+                );
+                server
+            },
+        );
     }
 }
 
@@ -562,7 +602,12 @@ fn calls_go_over_shared_memory() {
         let mut server = start_on(ServerConfig::default(), &at).await;
         assert_eq!(server.address, at);
         let big = "b".repeat(3 << 20);
-        for framing in [Framing::TTHeader, Framing::Framed, Framing::Buffered] {
+        for framing in [
+            Framing::TTHeader,
+            Framing::THeader,
+            Framing::Framed,
+            Framing::Buffered,
+        ] {
             for protocol in [Protocol::Binary, Protocol::Compact] {
                 let config = ClientConfig {
                     framing,
@@ -642,3 +687,5 @@ fn the_default_stack_future_holds_one_attempt_not_two() {
         "{whole} bytes through the stack for a {attempt}-byte attempt"
     );
 }
+
+mod multiplexed;

@@ -7,13 +7,13 @@ use std::io;
 use std::sync::{Arc, Mutex, PoisonError};
 
 use bytes::Bytes;
-use thrift_codec::{MessageHeader, MessageType, Utf8Bytes};
+use thrift_codec::{LinkBuffer, MessageHeader, MessageType, Utf8Bytes};
 
 use super::mux::{MuxCall, MuxPool};
 use super::pool::{Pool, Pooled};
 use super::{ClientConfig, ClientContext, ClientRequest, ClientResponse, Error};
-use crate::codec::ttheader::{Header, HeaderLimits, int_key};
-use crate::codec::{FrameSplitter, Framing};
+use crate::codec::ttheader::{Header, HeaderLimits, int_key, str_key};
+use crate::codec::{FrameSplitter, Framing, theader};
 use crate::context::Address;
 use crate::service::Service;
 use crate::transport::FrameIo;
@@ -137,17 +137,20 @@ impl Transport {
     }
 
     /// Sends one request and (unless oneway) waits for its reply frame: the reply's
-    /// TTHeader, if any, its message bytes, and the call's sequence id.
+    /// header, if any, its message bytes, and the call's sequence id.
     async fn exchange(
         &self,
         cx: &ClientContext,
         addr: &Address,
         req: &ClientRequest,
-    ) -> Result<Option<(Option<Header>, Bytes, i32)>, Error> {
+    ) -> Result<Option<(ReplyHeader, Bytes, i32)>, Error> {
         let config = &self.inner.config;
         let oneway = req.is_oneway();
         let header = |seq_id| MessageHeader {
-            name: Utf8Bytes::from_static(req.method()),
+            name: match req.multiplexed_name() {
+                Some(name) => name.clone(),
+                None => Utf8Bytes::from_static(req.method()),
+            },
             ty: if oneway {
                 MessageType::Oneway
             } else {
@@ -194,16 +197,25 @@ impl Transport {
         }
     }
 
-    /// A reply frame's TTHeader, if the client's framing has one, and its message.
-    fn unframe(&self, frame: Bytes) -> Result<(Option<Header>, Bytes), Error> {
+    /// A reply frame's header, if the client's framing has one, and its message (a
+    /// THeader's transforms undone, within the frame limit).
+    fn unframe(&self, frame: Bytes) -> Result<(ReplyHeader, Bytes), Error> {
         Ok(match self.inner.config.framing {
             Framing::TTHeader => {
                 let (h, payload) =
                     Header::decode(&frame, &HeaderLimits::default()).map_err(Error::protocol)?;
-                (Some(h), payload)
+                (ReplyHeader::TTHeader(h), payload)
             }
-            Framing::Framed => (None, frame.slice(4..)),
-            Framing::Buffered => (None, frame),
+            Framing::THeader => {
+                let (h, raw) = theader::Header::decode(&frame, &HeaderLimits::default())
+                    .map_err(Error::protocol)?;
+                let payload = h
+                    .untransform(raw, self.inner.config.limits.max_frame)
+                    .map_err(Error::protocol)?;
+                (ReplyHeader::THeader(h), payload)
+            }
+            Framing::Framed => (ReplyHeader::None, frame.slice(4..)),
+            Framing::Buffered => (ReplyHeader::None, frame),
         })
     }
 
@@ -216,7 +228,10 @@ impl Transport {
         req: &ClientRequest,
     ) -> Result<(), Error> {
         let config = &self.inner.config;
-        let tt = (config.framing == Framing::TTHeader).then(|| self.ttheader(cx, header));
+        if config.framing == Framing::THeader {
+            return self.write_theader(conn, cx, header, req);
+        }
+        let tt = (config.framing == Framing::TTHeader).then(|| self.ttheader(cx, header, req));
         let written = conn.write_with(|out| {
             req.args().write(
                 out,
@@ -237,8 +252,57 @@ impl Transport {
         }
     }
 
-    /// The request's TTHeader: metainfo, method, callee and caller, remaining time.
-    fn ttheader(&self, cx: &ClientContext, header: &MessageHeader) -> Header {
+    /// Encodes the request into the connection's output inside a THeader frame: the
+    /// message first on its own (compressed when asked), then the frame around it.
+    fn write_theader(
+        &self,
+        conn: &crate::transport::Conn,
+        cx: &ClientContext,
+        header: &MessageHeader,
+        req: &ClientRequest,
+    ) -> Result<(), Error> {
+        let config = &self.inner.config;
+        let max = config.limits.max_frame;
+        let mut h = theader::Header::new(header.seq_id, config.protocol);
+        h.framed = config.theader.framed;
+        if config.theader.zlib {
+            h.transforms.push(theader::transform::ZLIB);
+        }
+        h.info.extend(
+            cx.metainfo
+                .request_pairs()
+                .map(|(k, v)| (Utf8Bytes::from(k), v.clone())),
+        );
+        h.info.extend(cx.metainfo.header_pairs().cloned());
+        let mut message = LinkBuffer::new();
+        let mut frame = LinkBuffer::new();
+        let too_large = |len| Error::encode(TooLarge { len, max });
+        req.args()
+            .write(
+                &mut message,
+                config.protocol,
+                Framing::Buffered,
+                None,
+                header,
+                max,
+            )
+            .map_err(Error::encode)?
+            .map_err(too_large)?;
+        h.write_frame(message, &mut frame, max)
+            .map_err(Error::encode)?
+            .map_err(too_large)?;
+        conn.write_with(|out| {
+            while !frame.is_empty() {
+                let n = bytes::Buf::chunk(&frame).len();
+                out.insert(frame.next(n));
+            }
+        });
+        Ok(())
+    }
+
+    /// The request's TTHeader: metainfo, method, callee and caller, remaining time;
+    /// for a multiplexed call, the callee's IDL service name (`isn`).
+    fn ttheader(&self, cx: &ClientContext, header: &MessageHeader, req: &ClientRequest) -> Header {
         let config = &self.inner.config;
         let mut h = Header::new(header.seq_id, config.protocol);
         h.inner_framed = config.ttheader_framed;
@@ -247,13 +311,21 @@ impl Transport {
                 .request_pairs()
                 .map(|(k, v)| (Utf8Bytes::from(k), v.clone())),
         );
-        h.int_kv.push((int_key::TO_METHOD, header.name.clone()));
+        let method = match req.multiplexed_name() {
+            Some(_) => Utf8Bytes::from_static(req.method()),
+            None => header.name.clone(),
+        };
+        h.int_kv.push((int_key::TO_METHOD, method));
         if !cx.rpc.callee.service.is_empty() {
             // A generated client's name is static: no copy per call.
             let service = match &cx.rpc.callee.service {
                 std::borrow::Cow::Borrowed(s) => Utf8Bytes::from_static(s),
                 std::borrow::Cow::Owned(s) => Utf8Bytes::from(s.clone()),
             };
+            if req.multiplexed_name().is_some() {
+                let isn = Utf8Bytes::from_static(str_key::IDL_SERVICE_NAME);
+                h.str_kv.push((isn, service.clone()));
+            }
             h.int_kv.push((int_key::TO_SERVICE, service));
         }
         if !self.inner.caller.is_empty() {
@@ -292,6 +364,14 @@ fn timeout_value(ms: u64) -> Utf8Bytes {
     })
 }
 
+/// The header of a reply, as its framing has it.
+enum ReplyHeader {
+    /// Framed or Buffered: none.
+    None,
+    TTHeader(Header),
+    THeader(theader::Header),
+}
+
 /// A request larger than the frame limit.
 #[derive(Debug, thiserror::Error)]
 #[error("a request of {len} bytes exceeds the frame limit of {max}")]
@@ -319,14 +399,19 @@ impl Service<ClientContext, ClientRequest> for Transport {
         let Some((framing_meta, payload, seq_id)) = reply else {
             return Ok(ClientResponse::none());
         };
-        if let Some(header) = framing_meta {
-            cx.metainfo.read_reply(&header.str_kv);
+        match framing_meta {
+            ReplyHeader::TTHeader(header) => cx.metainfo.read_reply(&header.str_kv),
+            ReplyHeader::THeader(header) => {
+                cx.metainfo.read_reply(&header.info);
+                cx.metainfo.read_headers(&header.info);
+            }
+            ReplyHeader::None => {}
         }
         cx.rpc.seq_id = seq_id;
-        ClientResponse::from_reply(
+        ClientResponse::from_reply_to(
             payload,
             self.inner.config.protocol,
-            req.method(),
+            &req,
             seq_id,
             self.inner.config.limits.max_frame,
         )

@@ -1,11 +1,16 @@
 //! Framing and protocol: how RPC messages are cut out of a byte stream and put into
 //! one.
 //!
-//! Three framings ([`Framing`]) and two protocols ([`Protocol`]), in any combination:
+//! Four framings ([`Framing`]) and two protocols ([`Protocol`]), in any combination:
 //!
 //! - **TTHeader** ([`ttheader`]): Kitex's header transport: a length, the magic
 //!   `0x1000`, a sequence id, then key-value info blocks (metainfo, the method, the
 //!   timeout...) before the payload.
+//! - **THeader** ([`theader`]): Apache Thrift's header transport
+//!   (`THeaderTransport`): a length, the magic `0x0FFF`, flags, a sequence id, then
+//!   varint-coded protocol id, transforms (zlib) and key-value info headers before the
+//!   payload; also read inside a Framed length, as Apache's test programs send it
+//!   over `TFramedTransport`.
 //! - **Framed**: a 4-byte big-endian length, then the message (Apache Thrift's
 //!   `TFramedTransport`). The length is limited by [`Limits::max_frame`], 16,384,000
 //!   bytes by default as in Apache Thrift.
@@ -13,11 +18,26 @@
 //!   found by reading through it.
 //!
 //! A server does not know in advance what a client speaks: [`detect`] tells it from the
-//! first bytes of the connection, and the server answers in kind. Binary messages must
+//! first bytes of the connection, and the server answers in kind:
+//!
+//! | request | reply |
+//! |---|---|
+//! | TTHeader | TTHeader: the same sequence id, flags, inner framing and protocol; the message type and backward metainfo as info |
+//! | THeader | THeader: the same sequence id, flags, protocol, transforms (a zlib request gets a zlib reply) and outer framing; backward metainfo and the handler's headers as info, the request's info not echoed |
+//! | Framed | Framed, the same protocol |
+//! | Buffered | Buffered, the same protocol |
+//!
+//! Limits on what is read: every frame (TTHeader, THeader, Framed) and every Buffered
+//! message by [`Limits::max_frame`]; headers (TTHeader, THeader) by
+//! [`ttheader::HeaderLimits`], 64 KiB by default; a THeader payload inflated by zlib
+//! by [`Limits::max_frame`] again, stopped as soon as it would go beyond (no
+//! decompression bomb). Binary messages must
 //! carry the strict header (`0x8001` version word), which every current Apache Thrift,
 //! Kitex and Volo client writes; the old non-strict form (a bare method-name length
 //! first) cannot be told from a frame length and is not accepted.
 
+mod header;
+pub mod theader;
 pub mod ttheader;
 
 use bytes::{BufMut, Bytes};
@@ -32,6 +52,9 @@ use thrift_codec::{
 pub enum Framing {
     /// Kitex's TTHeader: a length, a header with key-value info, the payload.
     TTHeader,
+    /// Apache Thrift's THeader: a length, a header with the protocol, transforms and
+    /// key-value info, the payload (bare, or inside a Framed length).
+    THeader,
     /// A 4-byte big-endian length, then the message.
     Framed,
     /// The message alone.
@@ -96,6 +119,10 @@ pub enum FrameError {
     /// A malformed TTHeader.
     #[error("TTHeader: {0}")]
     TTHeader(#[from] ttheader::HeaderError),
+    /// A malformed or unsupported THeader frame (the same error type as TTHeader's:
+    /// made with `FrameError::THeader`, never by `?`).
+    #[error("THeader: {0}")]
+    THeader(theader::HeaderError),
     /// A buffered message that is not a valid message.
     #[error("buffered message: {0}")]
     Message(#[from] DecodeError),
@@ -112,9 +139,14 @@ impl From<FrameError> for std::io::Error {
     }
 }
 
+/// The most first bytes of a connection [`detect`] needs to tell its framing and
+/// protocol (a THeader frame inside a Framed length has its protocol id 18 bytes in).
+pub const DETECT_LEN: usize = 20;
+
 /// Tells the framing and protocol of a connection from its first bytes; `Ok(None)` while
-/// too few have arrived to tell (at most 8 are needed; a TTHeader's protocol is read
-/// from its header, 15 bytes in).
+/// too few have arrived to tell (at most 8 are needed for Framed and Buffered; a
+/// TTHeader's or THeader's protocol is read from its header, 15 bytes in, or 19 for a
+/// THeader inside a Framed length: [`DETECT_LEN`] at most).
 pub fn detect(head: &[u8]) -> Result<Option<(Framing, Protocol)>, FrameError> {
     if head.len() < 2 {
         return Ok(None);
@@ -136,6 +168,17 @@ pub fn detect(head: &[u8]) -> Result<Option<(Framing, Protocol)>, FrameError> {
             Some(p) => Ok(Some((Framing::TTHeader, p))),
             None => Ok(None),
         };
+    }
+    match theader::begins(head) {
+        Some(true) => {
+            return match theader::peek_protocol(head).map_err(FrameError::THeader)? {
+                Some(p) => Ok(Some((Framing::THeader, p))),
+                None => Ok(None),
+            };
+        }
+        // A frame length inside a frame: a framed THeader's magic is at 8-9.
+        None => return Ok(None),
+        Some(false) => {}
     }
     match message_protocol(&head[4..]) {
         Some(p) => Ok(Some((Framing::Framed, p))),
@@ -188,7 +231,7 @@ impl FrameSplitter {
     /// the limit fails at once, before it is buffered.
     pub fn frame_len(&mut self, input: &mut LinkBuffer) -> Result<Option<usize>, FrameError> {
         match self.framing {
-            Framing::Framed | Framing::TTHeader => {
+            Framing::Framed | Framing::TTHeader | Framing::THeader => {
                 let Some(h) = input.peek(4) else {
                     return Ok(None);
                 };
@@ -288,6 +331,31 @@ where
     e.write_message_begin(header);
     body.encode(&mut e);
     Ok(Ok(()))
+}
+
+/// Sizes a message (`header` and `body`) in protocol `P` and writes it into `out` inside
+/// a THeader frame described by `theader` (its transforms applied). `Ok(Err(len))`
+/// when the message, or the frame, is `len` bytes, above `max`: nothing is written.
+pub fn write_theader_message<P, M>(
+    out: &mut LinkBuffer,
+    theader: &theader::Header,
+    header: &MessageHeader,
+    body: &M,
+    max: usize,
+) -> Result<Result<(), usize>, FrameError>
+where
+    P: thrift_codec::Protocol,
+    M: crate::server::EncodeReply + ?Sized,
+{
+    let mut message = LinkBuffer::new();
+    if let Err(len) =
+        write_message::<P, M>(&mut message, Framing::Buffered, None, header, body, max)?
+    {
+        return Ok(Err(len));
+    }
+    theader
+        .write_frame(message, out, max)
+        .map_err(FrameError::THeader)
 }
 
 /// Reads a message header and skips its struct; returns the bytes they took.

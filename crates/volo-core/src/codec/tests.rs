@@ -27,6 +27,37 @@ fn framed(msg: &[u8]) -> Vec<u8> {
     b.to_vec()
 }
 
+/// Hex with spaces and `|` as separators, for vectors laid out field by field.
+fn hex(s: &str) -> Vec<u8> {
+    let digits: String = s.chars().filter(char::is_ascii_hexdigit).collect();
+    assert_eq!(digits.len() % 2, 0, "odd hex digits in {s:?}");
+    (0..digits.len())
+        .step_by(2)
+        .map(|i| u8::from_str_radix(&digits[i..i + 2], 16).unwrap())
+        .collect()
+}
+
+/// A Binary call `ping`, sequence id 1, empty arguments (17 bytes).
+const PING_CALL: &str = "80 01 00 01 | 00 00 00 04 70 69 6e 67 | 00 00 00 01 | 00";
+
+/// Sets a header frame's LENGTH (its first 4 bytes) to the bytes after it.
+fn set_length(frame: &mut [u8]) {
+    let len = (frame.len() - 4) as u32;
+    frame[..4].copy_from_slice(&len.to_be_bytes());
+}
+
+/// `frame` cut at every length inside its 14-byte fixed part, LENGTH following the cut
+/// where it is whole.
+fn cut_in_fixed_part(frame: &[u8]) -> impl Iterator<Item = Vec<u8>> + '_ {
+    (0..14).map(|cut| {
+        let mut f = frame[..cut].to_vec();
+        if cut >= 4 {
+            set_length(&mut f);
+        }
+        f
+    })
+}
+
 fn link(bytes: &[u8]) -> LinkBuffer {
     let mut b = LinkBuffer::new();
     b.write(bytes);
@@ -165,25 +196,14 @@ mod ttheader_golden {
     use bytes::Bytes;
     use thrift_codec::Utf8Bytes;
 
+    use super::{PING_CALL, cut_in_fixed_part, hex, set_length};
+
     use crate::codec::Protocol;
     use crate::codec::ttheader::{Header, HeaderError, HeaderLimits, int_key};
-
-    /// Hex with spaces and `|` as separators, for vectors laid out field by field.
-    fn hex(s: &str) -> Vec<u8> {
-        let digits: String = s.chars().filter(char::is_ascii_hexdigit).collect();
-        assert_eq!(digits.len() % 2, 0, "odd hex digits in {s:?}");
-        (0..digits.len())
-            .step_by(2)
-            .map(|i| u8::from_str_radix(&digits[i..i + 2], 16).unwrap())
-            .collect()
-    }
 
     fn s(v: &'static str) -> Utf8Bytes {
         Utf8Bytes::from(v)
     }
-
-    /// A Binary call `ping`, sequence id 1, empty arguments (17 bytes).
-    const PING_CALL: &str = "80 01 00 01 | 00 00 00 04 70 69 6e 67 | 00 00 00 01 | 00";
 
     struct Golden {
         name: &'static str,
@@ -305,8 +325,7 @@ mod ttheader_golden {
     fn mutated(f: impl FnOnce(&mut Vec<u8>)) -> Result<(Header, Bytes), HeaderError> {
         let mut frame = goldens().remove(0).frame;
         f(&mut frame);
-        let len = (frame.len() - 4) as u32;
-        frame[..4].copy_from_slice(&len.to_be_bytes());
+        set_length(&mut frame);
         Header::decode(&Bytes::from(frame), &HeaderLimits::default())
     }
 
@@ -365,15 +384,10 @@ mod ttheader_golden {
             Header::decode(&short, &HeaderLimits::default()),
             Err(HeaderError::LengthMismatch { .. })
         ));
-        for cut in 0..14 {
-            let mut f = frame[..cut].to_vec();
-            if cut >= 4 {
-                f[..4].copy_from_slice(&((cut - 4) as u32).to_be_bytes());
-            }
-            assert!(
-                Header::decode(&Bytes::from(f), &HeaderLimits::default()).is_err(),
-                "{cut} bytes"
-            );
+        for f in cut_in_fixed_part(&frame) {
+            let n = f.len();
+            let decoded = Header::decode(&Bytes::from(f), &HeaderLimits::default());
+            assert!(decoded.is_err(), "{n} bytes");
         }
         let tight = HeaderLimits { max_header: 12 };
         assert_eq!(
@@ -406,7 +420,7 @@ mod ttheader_golden {
             frame.extend_from_slice(&tail);
             let n = frame.len();
             if flip < n { frame[flip] = to; }
-            frame[..4].copy_from_slice(&((n - 4) as u32).to_be_bytes());
+            set_length(&mut frame);
             if let Ok((h, payload)) = Header::decode(&Bytes::from(frame), &HeaderLimits::default()) {
                 let mut out = Vec::new();
                 h.write(payload.len(), &mut out).unwrap();
@@ -415,6 +429,448 @@ mod ttheader_golden {
                 proptest::prop_assert_eq!(again, h);
                 proptest::prop_assert_eq!(p2, payload);
             }
+        }
+    }
+}
+
+// ------------------------------------------------------------------ THeader
+
+mod theader_golden {
+    use bytes::Bytes;
+    use thrift_codec::{LinkBuffer, Utf8Bytes};
+
+    use super::{PING_CALL, cut_in_fixed_part, hex, set_length};
+    use crate::codec::theader::{Header, HeaderError, HeaderLimits, transform};
+    use crate::codec::{FrameError, Framing, Protocol, detect};
+
+    fn s(v: &'static str) -> Utf8Bytes {
+        Utf8Bytes::from(v)
+    }
+
+    /// A Compact call `echo`, sequence id 0x01020304, no fields (12 bytes).
+    const COMPACT_CALL: &str = "82 21 | 84 86 88 08 | 04 65 63 68 6f | 00";
+
+    struct Golden {
+        name: &'static str,
+        frame: Vec<u8>,
+        header: Header,
+        payload: Vec<u8>,
+    }
+
+    /// Vectors written by hand from Apache's `HeaderFormat.md`, field by field; Apache's
+    /// Python `THeaderTransport` writes the same bytes for the same header and payload.
+    fn goldens() -> Vec<Golden> {
+        let plain = Header::new(1, Protocol::Binary);
+        let mut kv = Header::new(0x0102_0304, Protocol::Compact);
+        kv.flags = 0x0001;
+        kv.info = vec![(s("client"), s("py")), (s("RPC_PERSIST_logid"), s("42"))];
+        let mut framed = Header::new(1, Protocol::Binary);
+        framed.framed = true;
+        vec![
+            Golden {
+                name: "Binary, no transform, no info, two bytes of padding",
+                frame: hex(&format!(
+                    "00 00 00 1f | 0f ff | 00 00 | 00 00 00 01 | 00 01 \
+                     | 00 | 00 | 00 00 | {PING_CALL}"
+                )),
+                header: plain,
+                payload: hex(PING_CALL),
+            },
+            Golden {
+                name: "Compact, flags, two key-value pairs, one byte of padding",
+                frame: hex(&format!(
+                    "00 00 00 3a | 0f ff | 00 01 | 01 02 03 04 | 00 09 \
+                     | 02 | 00 | 01 02 \
+                     |   06 63 6c 69 65 6e 74 02 70 79 \
+                     |   11 52 50 43 5f 50 45 52 53 49 53 54 5f 6c 6f 67 69 64 02 34 32 \
+                     | 00 | {COMPACT_CALL}"
+                )),
+                header: kv,
+                payload: hex(COMPACT_CALL),
+            },
+            Golden {
+                name: "inside a Framed length (THeader over TFramedTransport)",
+                frame: hex(&format!(
+                    "00 00 00 23 | 00 00 00 1f | 0f ff | 00 00 | 00 00 00 01 | 00 01 \
+                     | 00 | 00 | 00 00 | {PING_CALL}"
+                )),
+                header: framed,
+                payload: hex(PING_CALL),
+            },
+        ]
+    }
+
+    fn decode(frame: &[u8]) -> Result<(Header, Bytes), HeaderError> {
+        Header::decode(&Bytes::copy_from_slice(frame), &HeaderLimits::default())
+    }
+
+    fn encode(
+        h: &Header,
+        message: &[u8],
+        max: usize,
+    ) -> Result<Result<Vec<u8>, usize>, HeaderError> {
+        let mut m = LinkBuffer::new();
+        m.write(message);
+        let mut out = LinkBuffer::new();
+        Ok(h.write_frame(m, &mut out, max)?.map(|()| {
+            let n = out.len();
+            out.next(n).to_vec()
+        }))
+    }
+
+    fn frame_bytes(h: &Header, message: &[u8]) -> Vec<u8> {
+        encode(h, message, usize::MAX).unwrap().unwrap()
+    }
+
+    #[test]
+    fn golden_frames_decode_and_encode_back_byte_for_byte() {
+        for g in goldens() {
+            let (header, payload) = decode(&g.frame).unwrap_or_else(|e| panic!("{}: {e}", g.name));
+            assert_eq!(header, g.header, "{}", g.name);
+            assert_eq!(&payload[..], &g.payload[..], "{}", g.name);
+            assert_eq!(
+                header.untransform(payload, 1000).unwrap(),
+                g.payload,
+                "{}",
+                g.name
+            );
+            let out = encode(&header, &g.payload, 1000).unwrap().unwrap();
+            assert_eq!(out, g.frame, "{}: re-encoded", g.name);
+            let head = &g.frame[..g.frame.len().min(crate::codec::DETECT_LEN)];
+            assert_eq!(
+                detect(head).unwrap(),
+                Some((Framing::THeader, g.header.protocol)),
+                "{}: detected",
+                g.name
+            );
+        }
+    }
+
+    /// A zlib frame as Apache's Python library writes it (`zlib.compress` of the call):
+    /// the transform id in the header, the payload a zlib stream.
+    #[test]
+    fn a_zlib_frame_from_apache_inflates_and_ours_round_trips() {
+        let frame = hex(
+            "00 00 00 25 | 0f ff | 00 00 | 00 00 00 01 | 00 01 | 00 | 01 01 | 00 \
+             | 78 9c 6b 60 64 60 64 60 60 60 29 c8 cc 4b 07 d2 8c 0c 00 15 7d 02 36",
+        );
+        let (header, raw) = decode(&frame).unwrap();
+        assert_eq!(header.transforms, vec![transform::ZLIB]);
+        assert_eq!(header.untransform(raw, 1000).unwrap(), hex(PING_CALL));
+
+        // Ours: the same header, a zlib stream of our own that inflates to the call.
+        let ours = frame_bytes(&header, &hex(PING_CALL));
+        assert_eq!(ours[4..18], frame[4..18], "fixed part and header");
+        let (again, raw) = decode(&ours).unwrap();
+        assert_eq!(again, header);
+        assert_eq!(again.untransform(raw, 1000).unwrap(), hex(PING_CALL));
+
+        // A large, compressible message: much smaller on the wire, the same inflated.
+        let big: Vec<u8> = (0..100_000u32).map(|i| (i % 7) as u8).collect();
+        let wire = frame_bytes(&header, &big);
+        assert!(wire.len() < big.len() / 10, "{} bytes", wire.len());
+        let (h, raw) = decode(&wire).unwrap();
+        assert_eq!(h.untransform(raw, 1 << 20).unwrap(), big);
+    }
+
+    #[test]
+    fn padding_and_unknown_info_ids_end_the_info_headers() {
+        // C++ pads with four bytes when the header is already a multiple of 4.
+        let padded = hex(&format!(
+            "00 00 00 23 | 0f ff | 00 00 | 00 00 00 01 | 00 02 | 00 00 00 00 00 00 00 00 | {PING_CALL}"
+        ));
+        let (h, payload) = decode(&padded).unwrap();
+        assert_eq!((h.info.len(), &payload[..]), (0, &hex(PING_CALL)[..]));
+        // An info id defined after key-values (2, Facebook's persistent headers): the
+        // pair before it is read, everything after it is skipped to the payload.
+        let unknown = hex(&format!(
+            "00 00 00 27 | 0f ff | 00 00 | 00 00 00 01 | 00 03 \
+             | 00 00 | 01 01 01 6b 01 76 | 02 01 ff ff | {PING_CALL}"
+        ));
+        let (h, payload) = decode(&unknown).unwrap();
+        assert_eq!(h.info, vec![(s("k"), s("v"))]);
+        assert_eq!(h.info_value("k"), Some("v"));
+        assert_eq!(&payload[..], &hex(PING_CALL)[..]);
+    }
+
+    /// The second golden frame (with info) with `f` applied (the LENGTH field follows
+    /// the size).
+    fn mutated(f: impl FnOnce(&mut Vec<u8>)) -> Result<(Header, Bytes), HeaderError> {
+        let mut frame = goldens().remove(1).frame;
+        f(&mut frame);
+        set_length(&mut frame);
+        decode(&frame)
+    }
+
+    #[test]
+    fn malformed_headers_are_typed_errors() {
+        assert_eq!(
+            mutated(|f| f[5] = 0xfe).unwrap_err(),
+            HeaderError::BadMagic(0x0ffe)
+        );
+        // JSON (1) until this crate speaks it, and an id no one defines.
+        assert_eq!(
+            mutated(|f| f[14] = 1).unwrap_err(),
+            HeaderError::UnknownProtocol(1)
+        );
+        assert_eq!(
+            mutated(|f| f[14] = 0x7f).unwrap_err(),
+            HeaderError::UnknownProtocol(0x7f)
+        );
+        assert_eq!(
+            mutated(|f| f[15] = 3).unwrap_err(),
+            HeaderError::TooManyTransforms(3)
+        );
+        // A varint of six bytes, and one beyond 32 bits, as the info count.
+        assert_eq!(
+            mutated(|f| f[17..23].copy_from_slice(&[0xff, 0xff, 0xff, 0xff, 0xff, 0x01]))
+                .unwrap_err(),
+            HeaderError::BadVarint("info count")
+        );
+        assert_eq!(
+            mutated(|f| f[17..22].copy_from_slice(&[0x80, 0x80, 0x80, 0x80, 0x10])).unwrap_err(),
+            HeaderError::BadVarint("info count")
+        );
+        // A count of 2^21 pairs in a 36-byte header: stops where the header does.
+        assert!(matches!(
+            mutated(|f| f[17..21].copy_from_slice(&[0x80, 0x80, 0x80, 0x01])).unwrap_err(),
+            HeaderError::Truncated { .. }
+        ));
+        // A key length that runs past the header into the payload.
+        assert!(matches!(
+            mutated(|f| f[18] = 0x30).unwrap_err(),
+            HeaderError::Truncated {
+                what: "info key",
+                ..
+            }
+        ));
+        // "client" becomes invalid UTF-8.
+        assert_eq!(
+            mutated(|f| f[19] = 0xff).unwrap_err(),
+            HeaderError::InvalidUtf8("info key")
+        );
+        assert_eq!(
+            mutated(|f| f[12..14].copy_from_slice(&[0, 0])).unwrap_err(),
+            HeaderError::TooSmall(0)
+        );
+        assert!(matches!(
+            mutated(|f| f[12..14].copy_from_slice(&[0, 0x40])).unwrap_err(),
+            HeaderError::Truncated { what: "header", .. }
+        ));
+        // A protocol id of more than five bytes.
+        assert!(matches!(
+            mutated(|f| f[14..19].copy_from_slice(&[0x80; 5])).unwrap_err(),
+            HeaderError::BadVarint("protocol id")
+        ));
+    }
+
+    #[test]
+    fn lengths_and_limits_are_enforced() {
+        let frame = goldens().remove(1).frame;
+        assert!(matches!(
+            decode(&frame[..frame.len() - 1]),
+            Err(HeaderError::LengthMismatch { .. })
+        ));
+        for f in cut_in_fixed_part(&frame) {
+            assert!(decode(&f).is_err(), "{} bytes", f.len());
+        }
+        let tight = HeaderLimits { max_header: 32 };
+        assert_eq!(
+            Header::decode(&Bytes::from(frame.clone()), &tight).unwrap_err(),
+            HeaderError::TooLarge {
+                size: 36,
+                limit: 32
+            }
+        );
+        // A framed frame whose outer length is off by one is not taken as framed.
+        let mut framed = goldens().remove(2).frame;
+        framed[3] += 1;
+        assert_eq!(
+            decode(&framed).unwrap_err(),
+            HeaderError::LengthMismatch {
+                claimed: 0x24,
+                actual: 0x23
+            }
+        );
+
+        // Writing: above the frame limit nothing is written; transforms other than zlib,
+        // or too many, are refused.
+        let h = Header::new(1, Protocol::Binary);
+        let ping = hex(PING_CALL);
+        assert_eq!(encode(&h, &ping, 31).unwrap(), Ok(frame_bytes(&h, &ping)));
+        assert_eq!(encode(&h, &ping, 30).unwrap(), Err(31));
+        let mut snappy = h.clone();
+        snappy.transforms.push(transform::SNAPPY);
+        assert_eq!(
+            encode(&snappy, &ping, 1000).unwrap_err(),
+            HeaderError::UnsupportedTransform(3)
+        );
+        let mut three = h;
+        three.transforms = vec![transform::ZLIB; 3];
+        assert_eq!(
+            encode(&three, &ping, 1000).unwrap_err(),
+            HeaderError::TooManyTransforms(3)
+        );
+    }
+
+    /// A zlib frame's header with `payload` as its (compressed) payload.
+    fn zlib_frame(payload: &[u8]) -> Vec<u8> {
+        let mut f = hex("00 00 00 00 | 0f ff | 00 00 | 00 00 00 01 | 00 01 | 00 01 01 00");
+        f.extend_from_slice(payload);
+        set_length(&mut f);
+        f
+    }
+
+    fn zlib(data: &[u8]) -> Vec<u8> {
+        use std::io::Write;
+        let mut z = flate2::write::ZlibEncoder::new(Vec::new(), flate2::Compression::best());
+        z.write_all(data).unwrap();
+        z.finish().unwrap()
+    }
+
+    fn inflate(payload: &[u8], max: usize) -> Result<Bytes, HeaderError> {
+        let (h, raw) = decode(&zlib_frame(payload))?;
+        h.untransform(raw, max)
+    }
+
+    #[test]
+    fn zlib_is_bounded_by_the_frame_limit() {
+        // 64 MiB of zeros deflate to about 64 KiB: refused at the default frame limit,
+        // once that many bytes are out.
+        let bomb = zlib(&vec![0u8; 64 << 20]);
+        assert!(bomb.len() < 100_000, "{} bytes", bomb.len());
+        assert_eq!(
+            inflate(&bomb, crate::codec::DEFAULT_MAX_FRAME).unwrap_err(),
+            HeaderError::InflatesBeyond(crate::codec::DEFAULT_MAX_FRAME)
+        );
+        // Exactly at the limit is fine; one byte more is not.
+        let data = vec![7u8; 1000];
+        assert_eq!(inflate(&zlib(&data), 1000).unwrap(), data);
+        assert_eq!(
+            inflate(&zlib(&data), 999).unwrap_err(),
+            HeaderError::InflatesBeyond(999)
+        );
+        // Nested zlib (the two transforms allowed) is bounded at each step.
+        let mut h = Header::new(1, Protocol::Binary);
+        h.transforms = vec![transform::ZLIB, transform::ZLIB];
+        let wire = frame_bytes(&h, &vec![0u8; 5000]);
+        let (h, raw) = decode(&wire).unwrap();
+        assert_eq!(h.untransform(raw.clone(), 5000).unwrap().len(), 5000);
+        assert_eq!(
+            h.untransform(raw, 4999).unwrap_err(),
+            HeaderError::InflatesBeyond(4999)
+        );
+    }
+
+    #[test]
+    fn broken_zlib_streams_are_typed_errors() {
+        let good = zlib(&[1, 2, 3, 4, 5, 6, 7, 8, 9]);
+        assert!(inflate(&good, 100).is_ok());
+        // A wrong checksum (the Adler-32 at the end).
+        let mut bad_sum = good.clone();
+        *bad_sum.last_mut().unwrap() ^= 1;
+        assert!(matches!(inflate(&bad_sum, 100), Err(HeaderError::Zlib(_))));
+        // Cut short, at every length.
+        for cut in 0..good.len() {
+            assert!(
+                matches!(inflate(&good[..cut], 100), Err(HeaderError::Zlib(_))),
+                "{cut} bytes"
+            );
+        }
+        // Not zlib at all, and bytes after the stream.
+        assert!(matches!(
+            inflate(b"not zlib", 100),
+            Err(HeaderError::Zlib(_))
+        ));
+        let mut trailing = good;
+        trailing.extend_from_slice(b"xyz");
+        assert_eq!(
+            inflate(&trailing, 100).unwrap_err(),
+            HeaderError::TrailingBytes(3)
+        );
+        // An unknown transform is read (a server answers it), but not undone.
+        let mut f = zlib_frame(&[]);
+        f[16] = 0x03;
+        let (h, raw) = decode(&f).unwrap();
+        assert_eq!(h.unsupported_transform(), Some(3));
+        assert_eq!(
+            h.untransform(raw, 100).unwrap_err(),
+            HeaderError::UnsupportedTransform(3)
+        );
+    }
+
+    #[test]
+    fn detect_tells_theader_bare_and_framed_and_waits_for_its_protocol() {
+        for g in goldens() {
+            let id_at = if g.header.framed { 18 } else { 14 };
+            for cut in 0..=id_at {
+                assert_eq!(
+                    detect(&g.frame[..cut]).unwrap(),
+                    None,
+                    "{}: {cut} bytes",
+                    g.name
+                );
+            }
+            assert_eq!(
+                detect(&g.frame[..id_at + 1]).unwrap(),
+                Some((Framing::THeader, g.header.protocol)),
+                "{}",
+                g.name
+            );
+        }
+        // A protocol id this crate does not speak fails at once (JSON, for now).
+        let mut json = goldens().remove(0).frame;
+        json[14] = 1;
+        assert!(matches!(
+            detect(&json[..16]),
+            Err(FrameError::THeader(HeaderError::UnknownProtocol(1)))
+        ));
+        // A length inside a length that is not 4 less: no framed THeader.
+        assert!(matches!(
+            detect(&hex("00 00 00 23 | 00 00 00 1e | 0f ff")),
+            Err(FrameError::UnknownFraming(_))
+        ));
+    }
+
+    /// Every golden frame, and a zlib one with info: the bases the property test
+    /// mutates.
+    fn bases() -> Vec<Vec<u8>> {
+        let mut all: Vec<Vec<u8>> = goldens().into_iter().map(|g| g.frame).collect();
+        let mut h = Header::new(9, Protocol::Binary);
+        h.transforms.push(transform::ZLIB);
+        h.info.push((s("k"), s("v")));
+        all.push(frame_bytes(&h, &hex(PING_CALL)));
+        all
+    }
+
+    proptest::proptest! {
+        /// A valid frame with bytes changed, cut or added: an error or a header, never a
+        /// panic; what decodes (and inflates) encodes back to a frame that decodes to
+        /// the same header and payload.
+        #[test]
+        fn mutated_frames_never_panic(base in 0usize..4,
+                                      flips in proptest::collection::vec((0usize..80, proptest::num::u8::ANY), 0..4),
+                                      cut in 0usize..8,
+                                      extra in proptest::collection::vec(proptest::num::u8::ANY, 0..8)) {
+            let mut frame = bases().swap_remove(base);
+            for (at, to) in flips {
+                if at < frame.len() { frame[at] = to; }
+            }
+            frame.truncate(frame.len().saturating_sub(cut));
+            frame.extend_from_slice(&extra);
+            if frame.len() >= 4 {
+                set_length(&mut frame);
+            }
+            let Ok((h, raw)) = decode(&frame) else {
+                return Ok(());
+            };
+            let Ok(payload) = h.untransform(raw, 1 << 16) else {
+                return Ok(());
+            };
+            let out = frame_bytes(&h, &payload);
+            let (again, raw2) = decode(&out).unwrap();
+            proptest::prop_assert_eq!(&again, &h);
+            proptest::prop_assert_eq!(again.untransform(raw2, 1 << 16).unwrap(), payload);
         }
     }
 }

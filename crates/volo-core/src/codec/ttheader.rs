@@ -41,12 +41,14 @@ use bytes::{BufMut, Bytes};
 use thrift_codec::Utf8Bytes;
 
 use super::Protocol;
+pub use super::header::{HeaderError, HeaderLimits};
+use super::header::{Reader, be_u32, read_fixed};
 
 /// The magic in bytes 4-5 of a TTHeader frame.
 pub const MAGIC: u16 = 0x1000;
 
 /// Bytes before the header's variable part: length, magic, flags, sequence id, size.
-pub const FIXED_LEN: usize = 14;
+pub const FIXED_LEN: usize = super::header::FIXED_LEN;
 
 /// Info block ids.
 pub mod info {
@@ -82,83 +84,17 @@ pub mod int_key {
     pub const MSG_TYPE: u16 = 22;
 }
 
+/// String keys of the `0x01` block that this crate reads or writes, besides metainfo
+/// (Kitex's names).
+pub mod str_key {
+    /// The IDL name of the service called (`isn`), by which Kitex and Volo route the
+    /// calls of a server that serves several services.
+    pub const IDL_SERVICE_NAME: &str = "isn";
+}
+
 /// Protocol ids.
 const PROTOCOL_BINARY: u8 = 0;
 const PROTOCOL_COMPACT: u8 = 2;
-
-/// Limits on a received header.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct HeaderLimits {
-    /// Most header bytes (from offset 14, padding included). Default 64 KiB, the
-    /// description's maximum.
-    pub max_header: usize,
-}
-
-impl Default for HeaderLimits {
-    fn default() -> Self {
-        HeaderLimits {
-            max_header: 64 * 1024,
-        }
-    }
-}
-
-/// A malformed or unsupported TTHeader.
-#[derive(Debug, thiserror::Error, PartialEq, Eq)]
-#[non_exhaustive]
-pub enum HeaderError {
-    /// Fewer bytes than the fixed part, or than the header size claims.
-    #[error("truncated: {what} needs {needed} bytes, {remaining} remain")]
-    Truncated {
-        /// What was being read.
-        what: &'static str,
-        /// Bytes it needed.
-        needed: usize,
-        /// Bytes there were.
-        remaining: usize,
-    },
-    /// Bytes 4-5 are not `0x1000`.
-    #[error("bad magic {0:#06x}")]
-    BadMagic(u16),
-    /// The LENGTH field disagrees with the frame.
-    #[error("LENGTH says {claimed} bytes follow, the frame has {actual}")]
-    LengthMismatch {
-        /// What LENGTH says.
-        claimed: usize,
-        /// What the frame holds after it.
-        actual: usize,
-    },
-    /// A header above the limit.
-    #[error("header of {size} bytes exceeds the limit of {limit}")]
-    TooLarge {
-        /// Its size.
-        size: usize,
-        /// The limit.
-        limit: usize,
-    },
-    /// A header too short to hold the protocol id and transform count.
-    #[error("header size {0} is below the 2 bytes every header has")]
-    TooSmall(usize),
-    /// A protocol id other than Binary (0) or Compact (2).
-    #[error("unknown protocol id {0}")]
-    UnknownProtocol(u8),
-    /// A transform (compression) was declared: not supported.
-    #[error("transform {0} is not supported")]
-    UnsupportedTransform(u8),
-    /// An info block id this format does not define.
-    #[error("unknown info id {0:#04x}")]
-    UnknownInfo(u8),
-    /// A key or value that is not UTF-8.
-    #[error("a {0} is not UTF-8")]
-    InvalidUtf8(&'static str),
-    /// A string, or a count, too long for its u16 length (when encoding).
-    #[error("{what} of {len} exceeds the u16 limit")]
-    TooLong {
-        /// What it was.
-        what: &'static str,
-        /// Its length.
-        len: usize,
-    },
-}
 
 /// A TTHeader: everything before the payload.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -317,65 +253,30 @@ impl Header {
     /// Reads a whole frame (its 4-byte LENGTH included): the header, and the payload as
     /// a slice of `frame` (no copy; so are the header's strings).
     pub fn decode(frame: &Bytes, limits: &HeaderLimits) -> Result<(Header, Bytes), HeaderError> {
-        let mut r = Reader {
-            bytes: frame,
-            at: 0,
-        };
-        let length = r.u32("LENGTH")? as usize;
-        if length != frame.len() - 4 {
-            return Err(HeaderError::LengthMismatch {
-                claimed: length,
-                actual: frame.len() - 4,
-            });
-        }
-        let magic = r.u16("magic")?;
-        if magic != MAGIC {
-            return Err(HeaderError::BadMagic(magic));
-        }
-        let flags = r.u16("flags")?;
-        let seq_id = r.u32("sequence id")? as i32;
-        let header_len = usize::from(r.u16("header size")?) * 4;
-        if header_len > limits.max_header {
-            return Err(HeaderError::TooLarge {
-                size: header_len,
-                limit: limits.max_header,
-            });
-        }
-        if header_len < 2 {
-            return Err(HeaderError::TooSmall(header_len));
-        }
-        let end = FIXED_LEN + header_len;
-        if end > frame.len() {
-            return Err(HeaderError::Truncated {
-                what: "header",
-                needed: header_len,
-                remaining: frame.len() - FIXED_LEN,
-            });
-        }
-        let mut h = Reader {
-            bytes: &frame.slice(..end),
-            at: FIXED_LEN,
-        };
+        let fixed = read_fixed(frame, MAGIC, limits)?;
+        let (flags, seq_id, end) = (fixed.flags, fixed.seq_id, fixed.end);
+        let mut h = Reader::new(frame, FIXED_LEN, end);
         let protocol = match h.u8("protocol id")? {
             PROTOCOL_BINARY => Protocol::Binary,
             PROTOCOL_COMPACT => Protocol::Compact,
-            p => return Err(HeaderError::UnknownProtocol(p)),
+            p => return Err(HeaderError::UnknownProtocol(u32::from(p))),
         };
         let transforms = h.u8("transform count")?;
         if transforms > 0 {
-            return Err(HeaderError::UnsupportedTransform(h.u8("transform id")?));
+            let id = h.u8("transform id")?;
+            return Err(HeaderError::UnsupportedTransform(u32::from(id)));
         }
         let mut header = Header::new(seq_id, protocol);
         header.flags = flags;
-        while h.at < end {
+        while h.left() > 0 {
             match h.u8("info id")? {
                 info::PADDING => {}
                 info::KEY_VALUE => {
                     let n = h.u16("string pair count")?;
                     header.str_kv.reserve(usize::from(n).min(h.left() / 4));
                     for _ in 0..n {
-                        let k = h.string("string key")?;
-                        let v = h.string("string value")?;
+                        let k = h.string_u16("string key")?;
+                        let v = h.string_u16("string value")?;
                         header.str_kv.push((k, v));
                     }
                 }
@@ -384,11 +285,11 @@ impl Header {
                     header.int_kv.reserve(usize::from(n).min(h.left() / 4));
                     for _ in 0..n {
                         let k = h.u16("integer key")?;
-                        let v = h.string("integer-key value")?;
+                        let v = h.string_u16("integer-key value")?;
                         header.int_kv.push((k, v));
                     }
                 }
-                info::ACL_TOKEN => header.acl_token = Some(h.string("ACL token")?),
+                info::ACL_TOKEN => header.acl_token = Some(h.string_u16("ACL token")?),
                 id => return Err(HeaderError::UnknownInfo(id)),
             }
         }
@@ -412,8 +313,7 @@ fn put_str(out: &mut impl BufMut, s: &Utf8Bytes) -> usize {
 /// Whether `payload` is a 4-byte length that matches the rest, then a message.
 fn is_inner_frame(payload: &[u8]) -> bool {
     payload.len() >= 6
-        && u32::from_be_bytes([payload[0], payload[1], payload[2], payload[3]]) as usize
-            == payload.len() - 4
+        && be_u32(payload, 0) as usize == payload.len() - 4
         && super::message_protocol(&payload[4..]).is_some()
 }
 
@@ -423,54 +323,6 @@ pub(crate) fn peek_protocol(head: &[u8]) -> Result<Option<Protocol>, HeaderError
         None => Ok(None),
         Some(&PROTOCOL_BINARY) => Ok(Some(Protocol::Binary)),
         Some(&PROTOCOL_COMPACT) => Ok(Some(Protocol::Compact)),
-        Some(&p) => Err(HeaderError::UnknownProtocol(p)),
-    }
-}
-
-/// Bounds-checked big-endian reads over a frame.
-struct Reader<'a> {
-    bytes: &'a Bytes,
-    at: usize,
-}
-
-impl Reader<'_> {
-    fn left(&self) -> usize {
-        self.bytes.len() - self.at
-    }
-
-    fn take(&mut self, what: &'static str, n: usize) -> Result<usize, HeaderError> {
-        if self.left() < n {
-            return Err(HeaderError::Truncated {
-                what,
-                needed: n,
-                remaining: self.left(),
-            });
-        }
-        let at = self.at;
-        self.at += n;
-        Ok(at)
-    }
-
-    fn u8(&mut self, what: &'static str) -> Result<u8, HeaderError> {
-        let at = self.take(what, 1)?;
-        Ok(self.bytes[at])
-    }
-
-    fn u16(&mut self, what: &'static str) -> Result<u16, HeaderError> {
-        let at = self.take(what, 2)?;
-        Ok(u16::from_be_bytes([self.bytes[at], self.bytes[at + 1]]))
-    }
-
-    fn u32(&mut self, what: &'static str) -> Result<u32, HeaderError> {
-        let at = self.take(what, 4)?;
-        let b = &self.bytes[at..at + 4];
-        Ok(u32::from_be_bytes([b[0], b[1], b[2], b[3]]))
-    }
-
-    fn string(&mut self, what: &'static str) -> Result<Utf8Bytes, HeaderError> {
-        let len = usize::from(self.u16(what)?);
-        let at = self.take(what, len)?;
-        Utf8Bytes::try_from(self.bytes.slice(at..at + len))
-            .map_err(|_| HeaderError::InvalidUtf8(what))
+        Some(&p) => Err(HeaderError::UnknownProtocol(u32::from(p))),
     }
 }

@@ -18,18 +18,19 @@ use thrift_codec::{
 };
 use tokio::sync::{OwnedSemaphorePermit, watch};
 
+use super::multiplex::Services;
 use super::{Dispatch, DispatchError, EncodeReply, ServerConfig, ServerRequest, ServiceInfo};
 use crate::clock::{Clock, SystemClock};
 use crate::codec::ttheader::{Header, int_key};
-use crate::codec::{FrameError, FrameSplitter, Framing, Protocol, detect};
+use crate::codec::{DETECT_LEN, FrameError, FrameSplitter, Framing, Protocol, detect, theader};
 use crate::context::{Address, ServerContext};
 use crate::transport::FrameIo;
 
 /// What every connection of a server shares.
 pub(crate) struct Shared<D> {
     pub(crate) dispatch: D,
-    /// What the IDL says of the service.
-    pub(crate) service: Described,
+    /// What the IDL says of the service, or of each service of a multiplexed server.
+    pub(crate) services: Services,
     pub(crate) config: ServerConfig,
     /// Calls being handled, across connections, against `config.max_inflight`.
     pub(crate) inflight: tokio::sync::Semaphore,
@@ -40,11 +41,11 @@ pub(crate) struct Shared<D> {
     pub(crate) limiter: super::limit::Limiter,
 }
 
-/// What the server knows of its service from the IDL ([`ServiceInfo`]), kept apart
+/// What the server knows of a service from the IDL ([`ServiceInfo`]), kept apart
 /// from the dispatcher, which layers wrap.
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct Described {
-    /// The service's name.
+    /// The service's name (on a multiplexed server, the name it is registered under).
     pub(crate) name: &'static str,
     /// Whether a method is oneway.
     pub(crate) is_oneway: fn(&str) -> bool,
@@ -97,7 +98,7 @@ impl FrameReader {
         let s = match &mut self.splitter {
             Some(s) => s,
             None => {
-                let n = input.len().min(16);
+                let n = input.len().min(DETECT_LEN);
                 let Some(head) = input.peek(n) else {
                     return Ok(None);
                 };
@@ -164,7 +165,7 @@ impl FrameReader {
 }
 
 /// The log line of a connection closed because its first bytes match no protocol
-/// (Binary, Compact, Framed, TTHeader): what was seen, as hex, and from where.
+/// (Binary, Compact, Framed, TTHeader, THeader): what was seen, as hex, and from where.
 #[cold]
 fn unrecognised(peer: Option<&Address>, head: &[u8], error: &FrameError) {
     let hex: String = head.iter().map(|b| format!("{b:02x}")).collect();
@@ -183,8 +184,9 @@ fn unrecognised(peer: Option<&Address>, head: &[u8], error: &FrameError) {
 /// Calls on one connection run concurrently inside this task (no task per call): up to
 /// [`ServerConfig::max_inflight_per_connection`] on a TTHeader connection, whose
 /// replies carry the sequence id a multiplexing client (Kitex, Volo, ours) matches
-/// them by, and one at a time on Framed and Buffered connections, whose Apache Thrift
-/// clients expect replies in request order. Replies that are ready together go out
+/// them by, and one at a time on THeader, Framed and Buffered connections, whose Apache
+/// Thrift clients expect replies in request order (an Apache THeader client does not
+/// match replies by the header's sequence id either). Replies that are ready together go out
 /// in one flush.
 pub(crate) async fn serve<D: Dispatch, C: FrameIo>(
     conn: C,
@@ -293,6 +295,7 @@ pub(crate) struct Done<R> {
     framing: Framing,
     protocol: Protocol,
     ttheader: Option<Header>,
+    theader: Option<theader::Header>,
     name: Utf8Bytes,
     seq_id: i32,
     /// Nothing is sent back.
@@ -319,8 +322,8 @@ pub(crate) fn start_call<D: Dispatch>(
 ) -> io::Result<Option<impl Future<Output = Done<D::Reply>> + Send + 'static + use<D>>> {
     let mut cx = ServerContext::new(framing, protocol);
     cx.rpc.caller.address = peer;
-    cx.rpc.callee.service = shared.service.name.into();
-    let (payload, ttheader) = match framing {
+    let max_frame = shared.config.limits.max_frame;
+    let (payload, ttheader, theader) = match framing {
         Framing::TTHeader => {
             let (header, payload) =
                 Header::decode(&frame, &shared.config.header_limits).map_err(FrameError::from)?;
@@ -337,27 +340,59 @@ pub(crate) fn start_call<D: Dispatch>(
             if let Some(from) = header.int_value(int_key::FROM_SERVICE) {
                 cx.rpc.caller.service = from.to_string().into();
             }
-            (payload, Some(header))
+            (payload, Some(header), None)
         }
-        Framing::Framed => (frame.slice(4..), None),
-        Framing::Buffered => (frame, None),
+        Framing::THeader => {
+            let (header, payload) = theader_request(out, &mut cx, &frame, shared)?;
+            let Some(payload) = payload else {
+                return Ok(None);
+            };
+            (payload, None, Some(header))
+        }
+        Framing::Framed => (frame.slice(4..), None, None),
+        Framing::Buffered => (frame, None, None),
     };
     let reply = Reply {
-        max_frame: shared.config.limits.max_frame,
+        max_frame,
         ttheader: ttheader.as_ref(),
+        theader: theader.as_ref(),
     };
     let begun = match cx.protocol {
         Protocol::Binary => message_begin::<Binary>(out, &reply, &cx, &payload)?,
         Protocol::Compact => message_begin::<Compact>(out, &reply, &cx, &payload)?,
     };
-    let Some((header, args_at)) = begun else {
+    let Some((mut header, args_at)) = begun else {
         return Ok(None);
     };
+    let service = match &shared.services {
+        Services::One(service) => *service,
+        // Routed by the name's prefix, TTHeader's `isn` or to the default; the call
+        // goes on under its bare name, and is answered under it.
+        Services::Many(table) => match table.route(&header.name, ttheader.as_ref()) {
+            Ok((service, method)) => {
+                header.name = method;
+                service
+            }
+            Err(unrouted) => {
+                tracing::debug!(
+                    peer = ?cx.rpc.caller.address,
+                    error = unrouted.exception.message.as_str(),
+                    "a call to no service of this server"
+                );
+                if header.ty != MessageType::Oneway {
+                    let ex = &unrouted.exception;
+                    reply.exception(out, &cx, unrouted.method, header.seq_id, ex)?;
+                }
+                return Ok(None);
+            }
+        },
+    };
+    cx.rpc.callee.service = service.name.into();
     cx.rpc.method = header.name.clone();
     cx.rpc.seq_id = header.seq_id;
-    // Answered only when sent as a CALL of a method the IDL does not make oneway.
-    let oneway =
-        header.ty == MessageType::Oneway || (shared.service.is_oneway)(header.name.as_str());
+    // Answered only when sent as a CALL of a method the IDL does not make oneway (in
+    // the service the call was routed to).
+    let oneway = header.ty == MessageType::Oneway || (service.is_oneway)(header.name.as_str());
     // The limits, before the arguments are decoded (Kitex limits in OnRead): over
     // them a call is refused at once, not queued.
     let admitted = match shared.limiter.try_acquire() {
@@ -365,11 +400,7 @@ pub(crate) fn start_call<D: Dispatch>(
         Err(over) => {
             if !oneway {
                 let ex = super::limit::refusal(&over);
-                let (name, seq) = (header.name, header.seq_id);
-                match cx.protocol {
-                    Protocol::Binary => reply.exception::<Binary>(out, &cx, name, seq, &ex)?,
-                    Protocol::Compact => reply.exception::<Compact>(out, &cx, name, seq, &ex)?,
-                }
+                reply.exception(out, &cx, header.name, header.seq_id, &ex)?;
             }
             return Ok(None);
         }
@@ -389,6 +420,7 @@ pub(crate) fn start_call<D: Dispatch>(
             framing,
             protocol,
             ttheader,
+            theader,
             name: header.name,
             seq_id: header.seq_id,
             oneway,
@@ -396,6 +428,55 @@ pub(crate) fn start_call<D: Dispatch>(
         }
     };
     Ok(Some(run))
+}
+
+/// Takes a THeader frame apart: its header (its protocol and info go into `cx`) and its
+/// payload, the transforms undone. A payload of `None`: the frame declared a transform
+/// this server cannot undo, and was answered with an `INVALID_TRANSFORM` exception (in
+/// `out`, not flushed), as the format requires; `Err` when the frame is malformed (the
+/// connection closes, with a log line).
+fn theader_request<D>(
+    out: &mut LinkBuffer,
+    cx: &mut ServerContext,
+    frame: &Bytes,
+    shared: &Shared<D>,
+) -> io::Result<(theader::Header, Option<Bytes>)> {
+    let max_frame = shared.config.limits.max_frame;
+    let malformed = |cx: &ServerContext, e: theader::HeaderError| {
+        let peer = cx
+            .peer()
+            .map_or_else(|| "an unknown peer".into(), Address::to_string);
+        tracing::warn!(%peer, error = %e, "closing a connection: bad THeader frame");
+        io::Error::from(FrameError::THeader(e))
+    };
+    let (mut header, raw) = theader::Header::decode(frame, &shared.config.header_limits)
+        .map_err(|e| malformed(cx, e))?;
+    cx.protocol = header.protocol;
+    if let Some(id) = header.unsupported_transform() {
+        tracing::debug!(
+            transform = id,
+            "answering a THeader call whose transform is unknown"
+        );
+        header.transforms.clear();
+        let reply = Reply {
+            max_frame,
+            ttheader: None,
+            theader: Some(&header),
+        };
+        let ex = ApplicationException::new(
+            ApplicationExceptionKind::InvalidTransform,
+            format!("THeader transform {id} is not supported"),
+        );
+        let seq = header.seq_id;
+        reply.exception(out, cx, Utf8Bytes::new(), seq, &ex)?;
+        return Ok((header, None));
+    }
+    let payload = header
+        .untransform(raw, max_frame)
+        .map_err(|e| malformed(cx, e))?;
+    cx.metainfo.read_request(&header.info);
+    cx.metainfo.read_headers(&header.info);
+    Ok((header, Some(payload)))
 }
 
 /// Reads the message header at the front of `payload`: the header and where the
@@ -420,7 +501,7 @@ fn message_begin<P: thrift_codec::Protocol>(
                 ApplicationExceptionKind::ProtocolError,
                 format!("unreadable message header: {e}"),
             );
-            reply.exception::<P>(out, cx, Utf8Bytes::default(), 0, &ex)?;
+            reply.exception(out, cx, Utf8Bytes::default(), 0, &ex)?;
             return Err(io::Error::new(io::ErrorKind::InvalidData, e));
         }
     };
@@ -429,7 +510,7 @@ fn message_begin<P: thrift_codec::Protocol>(
             ApplicationExceptionKind::InvalidMessageType,
             format!("a server takes calls, not {:?} messages", header.ty),
         );
-        reply.exception::<P>(out, cx, header.name, header.seq_id, &ex)?;
+        reply.exception(out, cx, header.name, header.seq_id, &ex)?;
         return Ok(None);
     }
     let args_at = payload.len() - d.remaining();
@@ -459,6 +540,7 @@ fn answer_in<P: thrift_codec::Protocol, D: Dispatch>(
     let reply = Reply {
         max_frame: shared.config.limits.max_frame,
         ttheader: done.ttheader.as_ref(),
+        theader: done.theader.as_ref(),
     };
     // The reply goes out as the request came in, with the backward metainfo the
     // layers and the handler left in the context.
@@ -469,14 +551,14 @@ fn answer_in<P: thrift_codec::Protocol, D: Dispatch>(
         Ok(Ok(body)) => reply.send::<P, _>(out, cx, name, seq, &body),
         Ok(Err(e)) => {
             let ex = e.into_exception(name.as_str());
-            reply.exception::<P>(out, cx, name, seq, &ex)
+            reply.exception(out, cx, name, seq, &ex)
         }
         Err(panic) => {
             let ex = ApplicationException::new(
                 ApplicationExceptionKind::InternalError,
                 format!("the handler panicked: {}", panic_message(&*panic)),
             );
-            reply.exception::<P>(out, cx, name, seq, &ex)
+            reply.exception(out, cx, name, seq, &ex)
         }
     }
 }
@@ -507,10 +589,13 @@ struct Reply<'a> {
     max_frame: usize,
     /// The request's TTHeader, when it had one.
     ttheader: Option<&'a Header>,
+    /// The request's THeader, when it had one.
+    theader: Option<&'a theader::Header>,
 }
 
 impl Reply<'_> {
-    fn exception<P: thrift_codec::Protocol>(
+    /// An exception, in the call's protocol (`cx.protocol`).
+    fn exception(
         &self,
         out: &mut LinkBuffer,
         cx: &ServerContext,
@@ -523,7 +608,11 @@ impl Reply<'_> {
             ty: MessageType::Exception,
             seq_id,
         };
-        self.write::<P, _>(out, cx, &header, ex)?.map_err(|size| {
+        let written = match cx.protocol {
+            Protocol::Binary => self.write::<Binary, _>(out, cx, &header, ex)?,
+            Protocol::Compact => self.write::<Compact, _>(out, cx, &header, ex)?,
+        };
+        written.map_err(|size| {
             io::Error::other(format!(
                 "an exception reply of {size} bytes, above the frame limit"
             ))
@@ -571,6 +660,28 @@ impl Reply<'_> {
         header: &MessageHeader,
         body: &M,
     ) -> io::Result<Result<(), usize>> {
+        if let Some(req) = self.theader {
+            // Echoed: flags, sequence id, transforms, outer framing; the protocol is
+            // the request's too (`cx.protocol`).
+            let mut h = theader::Header::new(req.seq_id, cx.protocol);
+            h.flags = req.flags;
+            h.framed = req.framed;
+            h.transforms.clone_from(&req.transforms);
+            h.info.extend(
+                cx.metainfo
+                    .reply_pairs()
+                    .map(|(k, v)| (Utf8Bytes::from(k), v.clone())),
+            );
+            h.info.extend(cx.metainfo.header_pairs().cloned());
+            return crate::codec::write_theader_message::<P, M>(
+                out,
+                &h,
+                header,
+                body,
+                self.max_frame,
+            )
+            .map_err(io::Error::from);
+        }
         let tt = self.ttheader.map(|req| {
             let mut h = Header::new(header.seq_id, cx.protocol);
             h.flags = req.flags;

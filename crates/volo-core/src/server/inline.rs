@@ -11,7 +11,7 @@
 //!
 //! The rules are those of the task-per-connection layout (`conn::serve`): up to
 //! [`ServerConfig::max_inflight_per_connection`] calls at once on TTHeader, one at a
-//! time in request order on Framed and Buffered, the same input budget. The timeouts
+//! time in request order on THeader, Framed and Buffered, the same input budget. The timeouts
 //! and the graceful shutdown, which need a clock and a signal rather than input, live
 //! in a small watchdog task per connection ([`serve`]), which also stands for the
 //! connection in the server's drain.

@@ -1,7 +1,8 @@
 //! The server: the shape of the service it runs ([`Dispatch`]: a [`Service`] from a
 //! [`ServerContext`] and a [`ServerRequest`] to a reply), the errors a handler returns
 //! ([`ServerError`]), the layer that gives up on calls whose caller has ([`deadline`]),
-//! and the server that runs them ([`Server`]).
+//! several services behind one server ([`multiplex`]), and the server that runs them
+//! ([`Server`]).
 //!
 //! # The stack of one call
 //!
@@ -104,12 +105,41 @@
 //!   that [`Server::new`] knows its oneway methods;
 //! - `Server::new(dispatcher).layer(layer)` is unchanged.
 //!
+//! # Several services on one server
+//!
+//! [`Server::multiplexed`] serves the services of a [`Multiplex`]: each call goes to
+//! one of them by its method name's `Service:` prefix (Apache's
+//! `TMultiplexedProtocol`), by TTHeader's `isn` key (the IDL service name Kitex's and
+//! Volo's clients send), or to the default service; the handler and the layers see the
+//! bare method in `cx.rpc.method` and the service in `cx.rpc.callee.service`, and the
+//! reply carries the bare name, as Apache's `TMultiplexedProcessor` writes it. See
+//! [`multiplex`] for the rules.
+//!
+//! ```
+//! use volo_core::server::{Dispatch, Multiplex, Server, ServiceInfo};
+//!
+//! fn thrift_test<A, B>(thrift_test: A, second: B)
+//! where
+//!     A: Dispatch + ServiceInfo,
+//!     B: Dispatch + ServiceInfo,
+//! {
+//!     // `ThriftTest:testString` goes to `thrift_test`, `SecondService:secondtestString`
+//!     // to `second`, and an unprefixed `testString` to `thrift_test` too.
+//!     let _server = Server::multiplexed(
+//!         Multiplex::new().default_service(thrift_test).service(second),
+//!     );
+//! }
+//! ```
+//!
 //! # Replies, oneway calls and deadlines
 //!
 //! A call is answered unless its method is oneway in the IDL or its message was sent
 //! as ONEWAY: then nothing is sent, whether it succeeded, failed, had arguments that
 //! did not decode, or panicked. A CALL to a method the service does not have is
-//! answered `UNKNOWN_METHOD`; a ONEWAY message to one is not answered.
+//! answered `UNKNOWN_METHOD`; a ONEWAY message to one is not answered. On a
+//! multiplexed server, "oneway in the IDL" is asked of the service the call was routed
+//! to, and a call routed to no service is answered `UNKNOWN_METHOD` (unless it came as
+//! ONEWAY).
 //!
 //! When a TTHeader caller sends its timeout (Kitex's `RPC_TIMEOUT` int key), the call's
 //! deadline is in `cx.rpc.deadline`, and the [`deadline::Deadline`] layer the server
@@ -137,13 +167,14 @@
 //! | frame limit | 16,384,000 bytes |
 //! | buffered input, all connections | 1 GiB |
 //! | read, idle, drain timeouts | 30 s, 10 min, 10 s |
+//! | TLS | off; on, each handshake within the read timeout ([`ServerConfig::tls`]) |
 //!
 //! [`ErrorKind::Overloaded`]: crate::client::ErrorKind::Overloaded
 //!
 //! # Connections
 //!
-//! A connection's calls run one at a time on Framed and Buffered connections (answered
-//! in order, as Apache Thrift clients expect), and up to
+//! A connection's calls run one at a time on THeader, Framed and Buffered connections
+//! (answered in order, as Apache Thrift clients expect), and up to
 //! [`ServerConfig::max_inflight_per_connection`] at once on TTHeader connections
 //! (answered as they finish, matched by sequence id, as Kitex's and Volo's multiplexing
 //! clients expect). Where they run:
@@ -154,7 +185,9 @@
 //!   answered from there, and the poller sends the reply at once; a call that waits
 //!   moves to a tokio task of its own and is answered when it is done.
 //! - Otherwise each connection is one tokio task, and its calls run inside it
-//!   concurrently, with no task spawned per call.
+//!   concurrently, with no task spawned per call. So are TLS connections
+//!   ([`ServerConfig::tls`]), on every transport: their handshake runs on that task
+//!   too.
 //!
 //! Either way a handler with heavy CPU work should move it off with
 //! `tokio::task::spawn_blocking` (or `spawn`) so that other calls are not held up.
@@ -168,6 +201,7 @@ mod conn;
 pub mod deadline;
 mod inline;
 pub mod limit;
+pub mod multiplex;
 mod request;
 mod run;
 
@@ -178,6 +212,7 @@ use std::time::Duration;
 #[doc(no_inline)]
 pub use crate::service::Service;
 pub use limit::{LimitConfig, Limiter, Overloaded};
+pub use multiplex::Multiplex;
 pub use request::ServerRequest;
 pub use run::{BoundServer, Server};
 
@@ -330,7 +365,7 @@ where
 
 /// What the IDL says about a service that the server needs before any layer wraps it:
 /// its name, and which of its methods are oneway. Generated `<Service>Server<T>`
-/// dispatchers implement it; [`Server::new`] reads it.
+/// dispatchers implement it; [`Server::new`] and [`Multiplex::service`] read it.
 ///
 /// The server answers no call of a oneway method, whatever the message type says
 /// (Apache's Go library sends oneway calls as CALL messages): a reply would be taken
@@ -349,7 +384,7 @@ pub trait ServiceInfo {
 pub struct ServerConfig {
     /// Frame size limit (default 16,384,000 bytes, Apache Thrift's).
     pub limits: crate::codec::Limits,
-    /// TTHeader header limits (default 64 KiB).
+    /// TTHeader and THeader header limits (default 64 KiB).
     pub header_limits: crate::codec::ttheader::HeaderLimits,
     /// Open connections at most; more are closed as soon as they are accepted. Default
     /// 10,000.
@@ -358,8 +393,8 @@ pub struct ServerConfig {
     pub max_inflight: usize,
     /// Calls handled at once on one TTHeader connection (a multiplexing client sends
     /// several before the first reply; replies go out as they are ready, matched by
-    /// sequence id). Framed and Buffered connections get one at a time, answered in
-    /// order, as Apache Thrift clients expect. Default 128.
+    /// sequence id). THeader, Framed and Buffered connections get one at a time,
+    /// answered in order, as Apache Thrift clients expect. Default 128.
     pub max_inflight_per_connection: usize,
     /// Bytes of frames that all connections together may hold, from when a frame's
     /// length is known (its first bytes, for Framed and TTHeader) until its call is
@@ -390,7 +425,8 @@ pub struct ServerConfig {
     /// was read (Netpoll's `OnRequest`): a call that completes without waiting is
     /// answered from there, with no task involved; one that waits moves to a task of
     /// its own. `false`: one task per connection, as on the other transports. Either
-    /// way the limits, timeouts and shutdown behave the same. Default `true`.
+    /// way the limits, timeouts and shutdown behave the same. TLS connections
+    /// ([`tls`](Self::tls)) are served by a task each either way. Default `true`.
     ///
     /// With `true` the server runs at least one poller per worker thread of its
     /// runtime (more than `reactor.pollers` says, if that is fewer), so that calls
@@ -400,6 +436,12 @@ pub struct ServerConfig {
     pub inline_dispatch: bool,
     /// The reactor's settings (its pollers run as tasks of the server's runtime).
     pub reactor: netpoll_rs::Config,
+    /// TLS on the server's TCP connections (certificate, key, client certificates):
+    /// see [`crate::transport::tls`]. Each handshake must finish within
+    /// [`read_timeout`](Self::read_timeout); TLS connections are served by a task
+    /// each, whatever [`inline_dispatch`](Self::inline_dispatch) says. Default `None`:
+    /// plain TCP.
+    pub tls: Option<crate::transport::tls::ServerTls>,
 }
 
 impl Default for ServerConfig {
@@ -418,6 +460,7 @@ impl Default for ServerConfig {
             transport: crate::transport::TransportKind::Netpoll,
             inline_dispatch: true,
             reactor: netpoll_rs::Config::default(),
+            tls: None,
         }
     }
 }

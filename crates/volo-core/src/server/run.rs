@@ -11,12 +11,15 @@ use tokio::task::JoinSet;
 use super::conn::{self, Described, Shared};
 use super::deadline::{Deadline, DeadlineLayer};
 use super::inline;
+use super::multiplex::{Multiplex, Services};
 use super::{Dispatch, ServerConfig, ServiceInfo};
 use crate::context::Address;
 use crate::service::Layer;
+use crate::transport::tls::{self, ServerTls};
 use crate::transport::{Acceptor, Conn, TransportKind};
 
-/// A server for one service: bind it to an address, then serve.
+/// A server for one service ([`Server::new`]), or for several
+/// ([`Server::multiplexed`]): bind it to an address, then serve.
 ///
 /// `D` is the service stack the server runs: the dispatcher inside a
 /// [`Deadline`] layer, inside the layers added with [`layer`](Server::layer).
@@ -32,7 +35,7 @@ use crate::transport::{Acceptor, Conn, TransportKind};
 #[derive(Debug)]
 pub struct Server<D> {
     dispatch: D,
-    service: Described,
+    services: Services,
     config: ServerConfig,
 }
 
@@ -44,7 +47,29 @@ impl<D: Dispatch + ServiceInfo> Server<Deadline<D>> {
     pub fn new(dispatch: D) -> Self {
         Server {
             dispatch: DeadlineLayer::new().layer(dispatch),
-            service: Described::of::<D>(),
+            services: Services::One(Described::of::<D>()),
+            config: ServerConfig::default(),
+        }
+    }
+}
+
+impl<R> Server<Deadline<Multiplex<R>>>
+where
+    Multiplex<R>: Dispatch,
+{
+    /// A server for the services of `multiplex` (one server, several services: see
+    /// [`Multiplex`]), with the default [`ServerConfig`] and a [`Deadline`] layer
+    /// around the dispatcher, as [`Server::new`] puts one. Each call is routed by its
+    /// method name's `Service:` prefix (Apache's `TMultiplexedProtocol`), by
+    /// TTHeader's `isn` key (Kitex, Volo), or to the default service, before the
+    /// layers see it.
+    ///
+    /// [`bind`](Server::bind) fails when `multiplex` has no service, two services of
+    /// one name, or more than one default.
+    pub fn multiplexed(multiplex: Multiplex<R>) -> Self {
+        Server {
+            services: Services::Many(multiplex.table().clone()),
+            dispatch: DeadlineLayer::new().layer(multiplex),
             config: ServerConfig::default(),
         }
     }
@@ -75,7 +100,7 @@ impl<D: Dispatch> Server<D> {
     {
         Server {
             dispatch: layer.layer(self.dispatch),
-            service: self.service,
+            services: self.services,
             config: self.config,
         }
     }
@@ -86,9 +111,18 @@ impl<D: Dispatch> Server<D> {
         self
     }
 
-    /// Listens on `addr` (`host:port` or `unix:/path`; port 0 picks a free port). Must
-    /// run inside a tokio runtime: the reactor's pollers become tasks of it.
+    /// Listens on `addr` (`ip:port`, `name:port`, `unix:/path` or `shm:/path`; port 0
+    /// picks a free port). A host name is resolved, and the server listens on the
+    /// first of its addresses that it can bind. Must run inside a tokio runtime: the
+    /// reactor's pollers become tasks of it. Fails (`InvalidInput`) when the services
+    /// of a multiplexed server cannot be routed (see [`Server::multiplexed`]).
+    ///
+    /// With [`ServerConfig::tls`], connections to a TCP address are TLS ones; those to
+    /// a Unix socket or shared memory are not (see [`tls`](crate::transport::tls)).
     pub async fn bind(self, addr: &Address) -> io::Result<BoundServer<D>> {
+        self.services
+            .check()
+            .map_err(|e| io::Error::new(io::ErrorKind::InvalidInput, e))?;
         let reactor = match self.config.transport {
             TransportKind::Netpoll => {
                 let runtime = tokio::runtime::Handle::current();
@@ -105,9 +139,10 @@ impl<D: Dispatch> Server<D> {
         let (listener, local) =
             Acceptor::bind(self.config.transport, addr, reactor.as_ref()).await?;
         let connections = Arc::new(Semaphore::new(self.config.max_connections));
+        let tls = self.config.tls.clone().filter(|_| listener.is_tcp());
         Ok(BoundServer {
             shared: Arc::new(Shared {
-                service: self.service,
+                services: self.services,
                 inflight: Semaphore::new(self.config.max_inflight),
                 input_budget: conn::input_budget(self.config.max_buffered_input),
                 limiter: super::limit::Limiter::new(
@@ -121,6 +156,7 @@ impl<D: Dispatch> Server<D> {
             listener,
             local,
             connections,
+            tls,
         })
     }
 }
@@ -133,6 +169,8 @@ pub struct BoundServer<D> {
     listener: Acceptor,
     local: Address,
     connections: Arc<Semaphore>,
+    /// The TLS settings, when on and the listener is a TCP one.
+    tls: Option<ServerTls>,
 }
 
 impl<D> std::fmt::Debug for Shared<D> {
@@ -177,8 +215,20 @@ impl<D: Dispatch> BoundServer<D> {
                         continue;
                     };
                     let shared = Arc::clone(&self.shared);
-                    let stop = stop_rx.clone();
+                    let mut stop = stop_rx.clone();
+                    let tls = self.tls.clone();
                     tasks.spawn(async move {
+                        // A TLS handshake runs here, on the connection's own task.
+                        let conn = match tls {
+                            Some(tls) => {
+                                let timeout = shared.config.read_timeout;
+                                match tls_accept(conn, &tls, timeout, &mut stop).await {
+                                    Some(conn) => conn,
+                                    None => return,
+                                }
+                            }
+                            None => conn,
+                        };
                         match conn {
                             Conn::Netpoll(c) if shared.config.inline_dispatch => {
                                 inline::serve(c, shared, stop).await;
@@ -204,6 +254,29 @@ impl<D: Dispatch> BoundServer<D> {
             r.shutdown();
         }
         outcome
+    }
+}
+
+/// Runs the TLS handshake of an accepted connection within `timeout`. On failure the
+/// connection is closed (dropped) after one warning naming the peer; a shutdown
+/// abandons the handshake.
+async fn tls_accept(
+    conn: Conn,
+    tls: &ServerTls,
+    timeout: Duration,
+    stop: &mut watch::Receiver<bool>,
+) -> Option<Conn> {
+    let peer = crate::transport::FrameIo::peer(&conn);
+    tokio::select! {
+        done = tls::accept(conn, tls, timeout) => match done {
+            Ok(conn) => Some(conn),
+            Err(error) => {
+                let peer = peer.map_or_else(|| "an unknown peer".to_string(), |p| p.to_string());
+                tracing::warn!(%peer, %error, "closing a connection whose TLS handshake failed");
+                None
+            }
+        },
+        Ok(_) = stop.wait_for(|stopping| *stopping) => None,
     }
 }
 

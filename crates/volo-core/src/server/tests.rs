@@ -16,6 +16,7 @@ use thrift_codec::{
 
 use super::*;
 use crate::codec::Protocol;
+use crate::codec::theader;
 use crate::codec::ttheader::{Header, HeaderLimits, int_key};
 use crate::context::{Address, ServerContext};
 use crate::test_support::*;
@@ -206,6 +207,117 @@ fn ttheader_calls_carry_metainfo_both_ways() {
         let (mh, a) = answer::<Binary>(payload.to_vec());
         assert_eq!(mh.seq_id, 9);
         assert_eq!(a, Answer::Ok("tt".into()));
+    });
+}
+
+/// A THeader frame around `msg`, as `h` describes it.
+fn theader_frame(h: &theader::Header, msg: &[u8]) -> Vec<u8> {
+    let mut m = LinkBuffer::new();
+    m.write(msg);
+    let mut out = LinkBuffer::new();
+    h.write_frame(m, &mut out, usize::MAX).unwrap().unwrap();
+    let n = out.len();
+    out.next(n).to_vec()
+}
+
+/// Reads a THeader reply (bare, or inside one more length: the first length covers
+/// either): its header and message, the transforms undone.
+fn read_theader(c: &mut TcpStream) -> (theader::Header, Vec<u8>) {
+    let frame = framed(&read_framed(c));
+    let (h, raw) = theader::Header::decode(&Bytes::from(frame), &HeaderLimits::default()).unwrap();
+    let payload = h.untransform(raw, 1 << 20).unwrap();
+    (h, payload.to_vec())
+}
+
+/// THeader calls, bare and inside a Framed length, Binary and Compact, plain and zlib:
+/// each answered in a THeader frame with the request's sequence id, flags, protocol,
+/// transforms and framing; the handler reads the request's info headers (metainfo and
+/// a plain header) and its reply's info carries what it set, not the request's.
+#[test]
+fn theader_calls_are_answered_in_kind() {
+    with_server(ServerConfig::default(), |s| {
+        for protocol in [Protocol::Binary, Protocol::Compact] {
+            for zlib in [false, true] {
+                for framed_too in [false, true] {
+                    let what = format!("{protocol:?} zlib={zlib} framed={framed_too}");
+                    let mut c = connect(s.addr);
+                    for seq in [11, 12] {
+                        let mut h = theader::Header::new(seq, protocol);
+                        h.flags = 0x0005;
+                        h.framed = framed_too;
+                        if zlib {
+                            h.transforms.push(theader::transform::ZLIB);
+                        }
+                        h.info.push(("RPC_PERSIST_logid".into(), "L-1".into()));
+                        h.info.push(("echo-me".into(), format!("hi {seq}").into()));
+                        let text = format!("{what} #{seq}");
+                        let msg = match protocol {
+                            Protocol::Binary => {
+                                call::<Binary>(MessageType::Call, "echo", seq, &text)
+                            }
+                            Protocol::Compact => {
+                                call::<Compact>(MessageType::Call, "echo", seq, &text)
+                            }
+                        };
+                        c.write_all(&theader_frame(&h, &msg)).unwrap();
+                        let (rh, payload) = read_theader(&mut c);
+                        assert_eq!(
+                            (rh.seq_id, rh.flags, rh.protocol, rh.framed),
+                            (seq, 0x0005, protocol, framed_too),
+                            "{what}"
+                        );
+                        assert_eq!(rh.transforms, h.transforms, "{what}");
+                        assert_eq!(rh.info_value("RPC_BACKWARD_seen"), Some("L-1"), "{what}");
+                        assert_eq!(
+                            rh.info_value("echoed"),
+                            Some(&*format!("hi {seq}")),
+                            "{what}"
+                        );
+                        assert_eq!(rh.info_value("echo-me"), None, "{what}: not echoed");
+                        let (mh, a) = match protocol {
+                            Protocol::Binary => answer::<Binary>(payload),
+                            Protocol::Compact => answer::<Compact>(payload),
+                        };
+                        assert_eq!((mh.seq_id, a), (seq, Answer::Ok(text)), "{what}");
+                    }
+                }
+            }
+        }
+    });
+}
+
+/// A THeader call with a transform the server cannot undo (snappy) is answered with an
+/// `INVALID_TRANSFORM` exception, as the format requires; the connection goes on.
+#[test]
+fn an_unknown_theader_transform_is_answered_with_invalid_transform() {
+    with_server(ServerConfig::default(), |s| {
+        let mut c = connect(s.addr);
+        let msg = call::<Binary>(MessageType::Call, "echo", 3, "x");
+        // Written by hand: our writer refuses transforms it cannot apply.
+        let mut frame = theader_frame(&theader::Header::new(3, Protocol::Binary), &msg);
+        assert_eq!(
+            frame[14..18],
+            [0, 0, 0, 0],
+            "protocol, no transforms, padding"
+        );
+        frame[15..17].copy_from_slice(&[1, theader::transform::SNAPPY as u8]);
+        c.write_all(&frame).unwrap();
+        let (rh, payload) = read_theader(&mut c);
+        assert_eq!((rh.seq_id, rh.transforms.len()), (3, 0));
+        let (mh, a) = answer::<Binary>(payload);
+        assert_eq!((mh.seq_id, mh.name.as_str()), (3, ""));
+        assert!(
+            matches!(a, Answer::Exception(ApplicationExceptionKind::InvalidTransform, ref m) if m.contains("transform 3")),
+            "{a:?}"
+        );
+        let ok = call::<Binary>(MessageType::Call, "echo", 4, "after");
+        c.write_all(&theader_frame(
+            &theader::Header::new(4, Protocol::Binary),
+            &ok,
+        ))
+        .unwrap();
+        let (_, payload) = read_theader(&mut c);
+        assert_eq!(answer::<Binary>(payload).1, Answer::Ok("after".into()));
     });
 }
 
@@ -421,6 +533,20 @@ fn garbage_and_oversized_frames_close_only_their_connection() {
             vec![
                 0, 0, 0, 0x0e, 0x10, 0, 0, 0, 0, 0, 0, 1, 0, 1, 0, 0, 0x7f, 0,
             ],
+            // A THeader in JSON (not spoken), and one whose zlib payload inflates
+            // beyond the frame limit (1 MiB of zeros, about 1 KiB on the wire).
+            {
+                let mut f = theader_frame(&theader::Header::new(1, Protocol::Binary), &[0; 8]);
+                f[14] = theader::protocol_id::JSON as u8;
+                f
+            },
+            {
+                let mut h = theader::Header::new(1, Protocol::Binary);
+                h.transforms.push(theader::transform::ZLIB);
+                let f = theader_frame(&h, &vec![0; 1 << 20]);
+                assert!(f.len() < 4096, "{} bytes", f.len());
+                f
+            },
         ] {
             let mut bad = connect(s.addr);
             bad.write_all(&hostile).unwrap();
@@ -440,33 +566,6 @@ fn garbage_and_oversized_frames_close_only_their_connection() {
     });
 }
 
-/// What `tracing` has logged in this test process: a global subscriber (the server
-/// logs from its own threads) that writes every line here, installed once.
-fn captured_log() -> &'static std::sync::Mutex<Vec<u8>> {
-    static LOG: std::sync::OnceLock<std::sync::Mutex<Vec<u8>>> = std::sync::OnceLock::new();
-    static INSTALL: std::sync::Once = std::sync::Once::new();
-    struct Capture;
-    impl Write for Capture {
-        fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
-            let log = LOG.get_or_init(Default::default);
-            log.lock().unwrap().extend_from_slice(buf);
-            Ok(buf.len())
-        }
-        fn flush(&mut self) -> std::io::Result<()> {
-            Ok(())
-        }
-    }
-    INSTALL.call_once(|| {
-        // Plain text: other crates of the workspace turn on the `ansi` feature.
-        let subscriber = tracing_subscriber::fmt()
-            .with_ansi(false)
-            .with_writer(|| Capture)
-            .finish();
-        tracing::subscriber::set_global_default(subscriber).expect("the only subscriber");
-    });
-    LOG.get_or_init(Default::default)
-}
-
 /// A connection whose first bytes match no protocol leaves a line saying what came
 /// and from where (on both layouts: a task per connection, and inline dispatch).
 #[test]
@@ -480,13 +579,40 @@ fn a_connection_that_speaks_no_protocol_is_logged_with_its_bytes_and_peer() {
         let text = String::from_utf8_lossy(&log.lock().unwrap()).into_owned();
         // Other tests of this process log too, from other ports (one may even have had
         // this port before): look for the whole line, not the first with the port.
-        // "474554..." is "GET / HTTP/1.1\r\n", the 16 bytes the server looked at.
+        // "474554..." is "GET / HTTP/1.1\r\n", the first 16 of the 20 bytes the server
+        // looked at (`codec::DETECT_LEN`).
         let hex = "first_bytes=474554202f20485454502f312e310d0a";
         assert!(
             text.lines().any(|l| l.contains(&format!("peer={from} "))
                 && l.contains(hex)
                 && l.contains("WARN")
                 && l.contains("match no protocol")),
+            "no warning for {from} in {text:?}"
+        );
+    });
+}
+
+/// A THeader frame that cannot be read (here a zlib bomb) closes its connection with a
+/// warning that says why and from where.
+#[test]
+fn a_bad_theader_frame_is_logged_with_its_error_and_peer() {
+    let log = captured_log();
+    with_server(ServerConfig::default(), move |s| {
+        let mut bad = connect(s.addr);
+        let from = bad.local_addr().unwrap().to_string();
+        let mut h = theader::Header::new(1, Protocol::Binary);
+        h.transforms.push(theader::transform::ZLIB);
+        let limit = crate::codec::DEFAULT_MAX_FRAME;
+        bad.write_all(&theader_frame(&h, &vec![0; limit + 1]))
+            .unwrap();
+        read_until_closed(&mut bad);
+        let text = String::from_utf8_lossy(&log.lock().unwrap()).into_owned();
+        let why = format!("inflates beyond the limit of {limit} bytes");
+        assert!(
+            text.lines().any(|l| l.contains(&format!("peer={from} "))
+                && l.contains(&why)
+                && l.contains("WARN")
+                && l.contains("bad THeader frame")),
             "no warning for {from} in {text:?}"
         );
     });
@@ -1208,3 +1334,5 @@ fn over_the_qps_limit_the_client_sees_an_overload() {
         });
     });
 }
+
+mod multiplex;

@@ -2,14 +2,23 @@
 //! the custom reactor) is the default; plain tokio sockets are kept as the baseline
 //! that the reactor is measured against (`rpc-bench`). An `shm:/path` address takes
 //! shared memory (shm-ipc sessions) whichever kind is configured: see the `shm` module.
+//! TLS ([`tls`]) runs over TCP connections of either kind.
+//!
+//! Host names (`localhost:9090`) are resolved here, each time a connection is made or a
+//! server binds: see [`Address`].
 
+mod resolve;
 mod shm;
+pub mod tls;
 
+pub use resolve::ResolveError;
 pub(crate) use shm::ShmDialer;
 
 use std::future::Future;
 use std::io::{self, IoSlice};
+use std::net::SocketAddr;
 use std::sync::{Mutex, MutexGuard, PoisonError};
+use std::time::Duration;
 
 use bytes::{Buf, Bytes};
 use thrift_codec::LinkBuffer;
@@ -58,6 +67,8 @@ pub(crate) enum Conn {
     Tokio(Box<TokioConn>),
     /// A stream of a shared-memory session.
     Shm(Box<shm::ShmConn>),
+    /// A TLS session over a TCP connection of either transport.
+    Tls(Box<tls::TlsConn>),
 }
 
 impl FrameIo for Conn {
@@ -69,6 +80,8 @@ impl FrameIo for Conn {
             Conn::Netpoll(c) => c.read_frame(frame_len).await,
             Conn::Tokio(c) => c.read_frame(frame_len).await,
             Conn::Shm(c) => c.read_frame(frame_len).await,
+            // Boxed, so that plain connections' futures do not grow by the TLS one's.
+            Conn::Tls(c) => Box::pin(c.read_frame(frame_len)).await,
         }
     }
 
@@ -77,6 +90,7 @@ impl FrameIo for Conn {
             Conn::Netpoll(c) => c.write_with(f),
             Conn::Tokio(c) => f(&mut lock(&c.output)),
             Conn::Shm(c) => c.write_with(f),
+            Conn::Tls(c) => c.write_with(f),
         }
     }
 
@@ -85,6 +99,7 @@ impl FrameIo for Conn {
             Conn::Netpoll(c) => c.flush().await,
             Conn::Tokio(c) => c.flush().await,
             Conn::Shm(c) => c.flush().await,
+            Conn::Tls(c) => Box::pin(c.flush()).await,
         }
     }
 
@@ -93,6 +108,7 @@ impl FrameIo for Conn {
             Conn::Netpoll(c) => c.input_len(),
             Conn::Tokio(c) => lock(&c.input).len(),
             Conn::Shm(c) => c.input_len(),
+            Conn::Tls(c) => c.input_len(),
         }
     }
 
@@ -104,6 +120,7 @@ impl FrameIo for Conn {
             Conn::Netpoll(c) => c.is_open() && !c.is_peer_closed(),
             Conn::Tokio(c) => !*lock(&c.closed),
             Conn::Shm(c) => c.is_open(),
+            Conn::Tls(c) => c.is_open(),
         }
     }
 
@@ -112,11 +129,12 @@ impl FrameIo for Conn {
             Conn::Netpoll(c) => c.peer_addr().map(Address::Tcp),
             Conn::Tokio(c) => c.peer.clone(),
             Conn::Shm(c) => Some(c.peer()),
+            Conn::Tls(c) => c.peer(),
         }
     }
 }
 
-fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+pub(crate) fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
     m.lock().unwrap_or_else(PoisonError::into_inner)
 }
 
@@ -128,6 +146,7 @@ impl Conn {
             Conn::Netpoll(c) => c.close(),
             Conn::Tokio(c) => *lock(&c.closed) = true,
             Conn::Shm(c) => c.close(),
+            Conn::Tls(c) => c.close(),
         }
     }
 }
@@ -137,18 +156,28 @@ fn take_frame<F>(input: &Mutex<LinkBuffer>, frame_len: &mut F) -> io::Result<Opt
 where
     F: FnMut(&mut LinkBuffer) -> io::Result<Option<usize>>,
 {
-    let mut input = lock(input);
+    take_frame_from(&mut lock(input), frame_len)
+}
+
+/// [`take_frame`] on a buffer already locked.
+pub(crate) fn take_frame_from<F>(
+    input: &mut LinkBuffer,
+    frame_len: &mut F,
+) -> io::Result<Option<Bytes>>
+where
+    F: FnMut(&mut LinkBuffer) -> io::Result<Option<usize>>,
+{
     if input.is_empty() {
         return Ok(None);
     }
-    match frame_len(&mut input)? {
+    match frame_len(input)? {
         Some(n) if n > 0 && input.len() >= n => Ok(Some(input.next(n))),
         _ => Ok(None),
     }
 }
 
 /// What a read returns at the peer's end of stream with `left` bytes of a frame read.
-fn end_of_stream(left: usize) -> io::Result<Option<Bytes>> {
+pub(crate) fn end_of_stream(left: usize) -> io::Result<Option<Bytes>> {
     if left == 0 {
         Ok(None)
     } else {
@@ -228,7 +257,7 @@ impl TokioConn {
         Err(e)
     }
 
-    async fn read_frame<F>(&self, mut frame_len: F) -> io::Result<Option<Bytes>>
+    pub(crate) async fn read_frame<F>(&self, mut frame_len: F) -> io::Result<Option<Bytes>>
     where
         F: FnMut(&mut LinkBuffer) -> io::Result<Option<usize>>,
     {
@@ -255,7 +284,7 @@ impl TokioConn {
         }
     }
 
-    async fn flush(&self) -> io::Result<()> {
+    pub(crate) async fn flush(&self) -> io::Result<()> {
         loop {
             let written = {
                 let mut output = lock(&self.output);
@@ -298,7 +327,8 @@ pub(crate) enum Acceptor {
 }
 
 impl Acceptor {
-    /// Listens on `addr` with `kind`; the netpoll listener goes on `reactor`.
+    /// Listens on `addr` with `kind`; the netpoll listener goes on `reactor`. A host
+    /// name is resolved, and the first of its addresses that can be bound is.
     pub(crate) async fn bind(
         kind: TransportKind,
         addr: &Address,
@@ -306,17 +336,30 @@ impl Acceptor {
     ) -> io::Result<(Acceptor, Address)> {
         let acceptor = match (kind, addr, reactor) {
             (_, Address::Shm(p), _) => Acceptor::Shm(shm::ShmAcceptor::bind(p)?),
-            (TransportKind::Netpoll, Address::Tcp(a), Some(r)) => {
-                Acceptor::Netpoll(r.listen_tcp(*a)?)
-            }
-            (TransportKind::Netpoll, Address::Unix(p), Some(r)) => {
-                Acceptor::Netpoll(r.listen_unix(p)?)
-            }
             (TransportKind::Netpoll, _, None) => {
                 return Err(io::Error::other("a netpoll transport needs a reactor"));
             }
-            (TransportKind::Tokio, Address::Tcp(a), _) => {
-                Acceptor::Tcp(tokio::net::TcpListener::bind(a).await?)
+            (_, Address::Tcp(a), _) => Self::bind_tcp(kind, *a, reactor).await?,
+            (_, Address::Host { name, port }, _) => {
+                let mut last = None;
+                let mut bound = None;
+                for a in resolve::resolve(name, *port).await? {
+                    match Self::bind_tcp(kind, a, reactor).await {
+                        Ok(acceptor) => {
+                            bound = Some(acceptor);
+                            break;
+                        }
+                        Err(e) => last = Some(e),
+                    }
+                }
+                match (bound, last) {
+                    (Some(acceptor), _) => acceptor,
+                    (None, Some(e)) => return Err(e),
+                    (None, None) => return Err(resolve::no_address(name, *port)),
+                }
+            }
+            (TransportKind::Netpoll, Address::Unix(p), Some(r)) => {
+                Acceptor::Netpoll(r.listen_unix(p)?)
             }
             (TransportKind::Tokio, Address::Unix(p), _) => {
                 Acceptor::Unix(tokio::net::UnixListener::bind(p)?)
@@ -328,6 +371,32 @@ impl Acceptor {
             Acceptor::Unix(_) | Acceptor::Shm(_) => None,
         };
         Ok((acceptor, local.unwrap_or_else(|| addr.clone())))
+    }
+
+    async fn bind_tcp(
+        kind: TransportKind,
+        addr: SocketAddr,
+        reactor: Option<&netpoll_rs::Reactor>,
+    ) -> io::Result<Acceptor> {
+        match (kind, reactor) {
+            (TransportKind::Netpoll, Some(r)) => r.listen_tcp(addr).map(Acceptor::Netpoll),
+            (TransportKind::Netpoll, None) => {
+                Err(io::Error::other("a netpoll transport needs a reactor"))
+            }
+            (TransportKind::Tokio, _) => {
+                tokio::net::TcpListener::bind(addr).await.map(Acceptor::Tcp)
+            }
+        }
+    }
+
+    /// Whether its connections are TCP ones (which TLS applies to).
+    pub(crate) fn is_tcp(&self) -> bool {
+        match self {
+            // Only a TCP listener has a socket address.
+            Acceptor::Netpoll(l) => l.local_addr().is_some(),
+            Acceptor::Tcp(_) => true,
+            Acceptor::Unix(_) | Acceptor::Shm(_) => false,
+        }
     }
 
     pub(crate) async fn accept(&self) -> io::Result<Conn> {
@@ -356,54 +425,118 @@ impl Acceptor {
 }
 
 /// Connects to `addr` with `kind`, within `timeout`; an `shm:` address through
-/// `shm_dialer` (its session is shared by the connections it makes).
+/// `shm_dialer` (its session is shared by the connections it makes). A host name is
+/// resolved and its addresses tried in turn; with `tls`, a TCP connection then runs
+/// its TLS handshake. Resolving, connecting and the handshake share the timeout.
 pub(crate) async fn connect(
     kind: TransportKind,
     addr: &Address,
     reactor: Option<&netpoll_rs::Reactor>,
     shm_dialer: &ShmDialer,
-    timeout: std::time::Duration,
+    timeout: Duration,
+    tls: Option<&tls::ClientTls>,
 ) -> io::Result<Conn> {
-    if let Address::Shm(path) = addr {
-        return shm_dialer.connect(path, timeout).await;
+    let deadline = tokio::time::Instant::now() + timeout;
+    let conn = match addr {
+        Address::Shm(path) => return shm_dialer.connect(path, timeout).await,
+        Address::Unix(path) => return connect_unix(kind, path, reactor, timeout).await,
+        Address::Tcp(a) => connect_tcp(kind, vec![*a], reactor, deadline).await?,
+        Address::Host { name, port } => {
+            let addrs = tokio::time::timeout_at(deadline, resolve::resolve(name, *port))
+                .await
+                .map_err(|_| {
+                    io::Error::new(
+                        io::ErrorKind::TimedOut,
+                        format!("resolving {addr} took longer than the connect timeout"),
+                    )
+                })??;
+            connect_tcp(kind, addrs, reactor, deadline).await?
+        }
+    };
+    match tls {
+        Some(tls) => tls::connect(conn, tls, addr, deadline).await,
+        None => Ok(conn),
     }
+}
+
+fn connect_timed_out() -> io::Error {
+    io::Error::new(io::ErrorKind::TimedOut, "connect timed out")
+}
+
+fn no_reactor() -> io::Error {
+    io::Error::other("a netpoll transport needs a reactor")
+}
+
+/// Connects to the first of `addrs` that accepts, trying them in turn, by `deadline`;
+/// fails with the last error.
+async fn connect_tcp(
+    kind: TransportKind,
+    addrs: Vec<SocketAddr>,
+    reactor: Option<&netpoll_rs::Reactor>,
+    deadline: tokio::time::Instant,
+) -> io::Result<Conn> {
+    let mut last = None;
     match (kind, reactor) {
         (TransportKind::Netpoll, Some(reactor)) => {
             let reactor = reactor.clone();
-            let addr = addr.clone();
+            let deadline = deadline.into_std();
             // The reactor's connects block for up to the timeout: off the runtime's
             // threads.
-            tokio::task::spawn_blocking(move || match &addr {
-                Address::Tcp(a) => reactor.connect_tcp(*a, timeout),
-                Address::Unix(p) => reactor.connect_unix(p, timeout),
-                Address::Shm(_) => Err(shm_elsewhere()),
+            tokio::task::spawn_blocking(move || {
+                for a in addrs {
+                    let left = deadline.saturating_duration_since(std::time::Instant::now());
+                    if left.is_zero() {
+                        return Err(connect_timed_out());
+                    }
+                    match reactor.connect_tcp(a, left) {
+                        Ok(c) => return Ok(Conn::Netpoll(c)),
+                        Err(e) => last = Some(e),
+                    }
+                }
+                Err(last.unwrap_or_else(connect_timed_out))
             })
             .await
             .map_err(|e| io::Error::other(format!("the connect task failed: {e}")))?
-            .map(Conn::Netpoll)
         }
-        (TransportKind::Netpoll, None) => {
-            Err(io::Error::other("a netpoll transport needs a reactor"))
-        }
+        (TransportKind::Netpoll, None) => Err(no_reactor()),
         (TransportKind::Tokio, _) => {
-            let connect = async {
-                match addr {
-                    Address::Tcp(a) => TokioConn::tcp(tokio::net::TcpStream::connect(a).await?),
-                    Address::Unix(p) => {
-                        Ok(TokioConn::unix(tokio::net::UnixStream::connect(p).await?))
-                    }
-                    Address::Shm(_) => Err(shm_elsewhere()),
+            for a in addrs {
+                match tokio::time::timeout_at(deadline, tokio::net::TcpStream::connect(a)).await {
+                    Ok(Ok(s)) => return TokioConn::tcp(s).map(|c| Conn::Tokio(Box::new(c))),
+                    Ok(Err(e)) => last = Some(e),
+                    Err(_) => return Err(connect_timed_out()),
                 }
-            };
-            tokio::time::timeout(timeout, connect)
-                .await
-                .map_err(|_| io::Error::new(io::ErrorKind::TimedOut, "connect timed out"))?
-                .map(|c| Conn::Tokio(Box::new(c)))
+            }
+            Err(last.unwrap_or_else(connect_timed_out))
         }
     }
 }
 
-/// `shm:` addresses are dialled before the socket transports are looked at.
-fn shm_elsewhere() -> io::Error {
-    io::Error::other("shm: addresses go through the shared-memory dialer")
+/// Connects to the Unix socket at `path` within `timeout`.
+async fn connect_unix(
+    kind: TransportKind,
+    path: &std::sync::Arc<std::path::Path>,
+    reactor: Option<&netpoll_rs::Reactor>,
+    timeout: Duration,
+) -> io::Result<Conn> {
+    match (kind, reactor) {
+        (TransportKind::Netpoll, Some(reactor)) => {
+            let reactor = reactor.clone();
+            let path = std::sync::Arc::clone(path);
+            tokio::task::spawn_blocking(move || reactor.connect_unix(&path, timeout))
+                .await
+                .map_err(|e| io::Error::other(format!("the connect task failed: {e}")))?
+                .map(Conn::Netpoll)
+        }
+        (TransportKind::Netpoll, None) => Err(no_reactor()),
+        (TransportKind::Tokio, _) => {
+            tokio::time::timeout(timeout, tokio::net::UnixStream::connect(path))
+                .await
+                .map_err(|_| connect_timed_out())?
+                .map(|s| Conn::Tokio(Box::new(TokioConn::unix(s))))
+        }
+    }
 }
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,688 @@
+//! The pieces of text the JSON protocol is made of: type names, numbers, string escapes,
+//! base64 and UUIDs. Pure functions, shared by the writer and the reader.
+
+use bytes::BytesMut;
+
+use crate::ttype::TType;
+
+// ---------------------------------------------------------------------------------------
+// Type names
+
+/// The name of `ty` in field, list and map headers.
+pub(super) fn type_name(ty: TType) -> &'static [u8] {
+    match ty {
+        TType::Bool => b"tf",
+        TType::I8 => b"i8",
+        TType::I16 => b"i16",
+        TType::I32 => b"i32",
+        TType::I64 => b"i64",
+        TType::Double => b"dbl",
+        TType::Binary => b"str",
+        TType::Struct => b"rec",
+        TType::Map => b"map",
+        TType::Set => b"set",
+        TType::List => b"lst",
+        TType::Uuid => b"uid",
+        // No value has these types; a writer asked for them writes a name no reader
+        // accepts rather than fail (encoding cannot fail).
+        TType::Stop => b"stop",
+        TType::Void => b"void",
+    }
+}
+
+/// The type a header names; `None` for anything but the twelve names.
+pub(super) fn type_of_name(name: &[u8]) -> Option<TType> {
+    Some(match name {
+        b"tf" => TType::Bool,
+        b"i8" => TType::I8,
+        b"i16" => TType::I16,
+        b"i32" => TType::I32,
+        b"i64" => TType::I64,
+        b"dbl" => TType::Double,
+        b"str" => TType::Binary,
+        b"rec" => TType::Struct,
+        b"map" => TType::Map,
+        b"set" => TType::Set,
+        b"lst" => TType::List,
+        b"uid" => TType::Uuid,
+        _ => return None,
+    })
+}
+
+/// The fewest bytes a value of `ty` takes: `0` for a number, `""` for a string, `{}` for
+/// a struct, `["tf",0]` for a list, `["tf","tf",0,{}]` for a map, 38 for a UUID. Used to
+/// check a container's count against the input before anything is allocated for it.
+pub(super) fn min_width(ty: TType) -> u64 {
+    match ty {
+        TType::Bool | TType::I8 | TType::I16 | TType::I32 | TType::I64 | TType::Double => 1,
+        TType::Binary | TType::Struct => 2,
+        TType::List | TType::Set => 8,
+        TType::Map => 16,
+        TType::Uuid => 38,
+        // Never the type of a value; a width of 1 keeps the arithmetic safe anyway.
+        TType::Stop | TType::Void => 1,
+    }
+}
+
+// ---------------------------------------------------------------------------------------
+// Numbers
+
+/// `v` in decimal: at most 20 bytes (`-9223372036854775808`).
+pub(super) fn format_int(v: i64, buf: &mut [u8; 20]) -> &[u8] {
+    let mut n = v.unsigned_abs();
+    let mut at = buf.len();
+    for slot in buf.iter_mut().rev() {
+        *slot = b'0' + (n % 10) as u8;
+        at -= 1;
+        n /= 10;
+        if n == 0 {
+            break;
+        }
+    }
+    if v < 0 {
+        at -= 1;
+        buf[at] = b'-';
+    }
+    &buf[at..]
+}
+
+/// A finite `v` as C's `printf("%.17g")` writes it, which is what Apache Thrift's C++
+/// and Python JSON protocols write: 17 significant digits (enough to read back the same
+/// double), trailing zeros dropped, an exponent (`e+300`, `e-05`) below 1e-4 or from
+/// 1e17. At most 24 bytes.
+pub(super) fn format_double(v: f64, out: &mut [u8; 32]) -> &[u8] {
+    use std::io::Write as _;
+    // Rust's exact formatting rounds correctly (ties to even), as C's does.
+    let mut sci = [0u8; 32];
+    let sci_len = {
+        let mut w = &mut sci[..];
+        // 24 bytes at most ("-1.7976931348623157e308"): it fits.
+        let _ = write!(w, "{v:.16e}");
+        32 - w.len()
+    };
+    let sci = &sci[..sci_len];
+    let (negative, sci) = match sci.split_first() {
+        Some((b'-', rest)) => (true, rest),
+        _ => (false, sci),
+    };
+    let e = sci.iter().position(|&b| b == b'e').unwrap_or(sci.len());
+    // "d.dddddddddddddddd": 17 significant digits.
+    let mut digits = [b'0'; 17];
+    for (slot, &d) in digits
+        .iter_mut()
+        .zip(sci[..e].iter().filter(|b| b.is_ascii_digit()))
+    {
+        *slot = d;
+    }
+    let exp = std::str::from_utf8(sci.get(e + 1..).unwrap_or_default())
+        .ok()
+        .and_then(|s| s.parse::<i32>().ok())
+        .unwrap_or(0);
+
+    let mut w = Text { buf: out, len: 0 };
+    if negative {
+        w.push(b'-');
+    }
+    if (-4..17).contains(&exp) {
+        // Fixed notation: exp + 1 integer digits (or "0." and -exp - 1 zeros).
+        let frac_from = if exp >= 0 {
+            let int_len = exp as usize + 1;
+            w.extend(&digits[..int_len]);
+            int_len
+        } else {
+            w.push(b'0');
+            0
+        };
+        let frac = trim_zeros(&digits[frac_from..]);
+        if !frac.is_empty() {
+            w.push(b'.');
+            for _ in 0..(-exp - 1).max(0) {
+                w.push(b'0');
+            }
+            w.extend(frac);
+        }
+    } else {
+        w.push(digits[0]);
+        let frac = trim_zeros(&digits[1..]);
+        if !frac.is_empty() {
+            w.push(b'.');
+            w.extend(frac);
+        }
+        w.push(b'e');
+        w.push(if exp < 0 { b'-' } else { b'+' });
+        let mut exp_buf = [0u8; 20];
+        let exp_digits = format_int(i64::from(exp.unsigned_abs()), &mut exp_buf);
+        if exp_digits.len() < 2 {
+            w.push(b'0');
+        }
+        w.extend(exp_digits);
+    }
+    let len = w.len;
+    &out[..len]
+}
+
+fn trim_zeros(digits: &[u8]) -> &[u8] {
+    let end = digits.iter().rposition(|&d| d != b'0').map_or(0, |i| i + 1);
+    &digits[..end]
+}
+
+/// A bounded writer into a fixed buffer (what does not fit is dropped; callers size the
+/// buffer for the longest text they write).
+struct Text<'a> {
+    buf: &'a mut [u8; 32],
+    len: usize,
+}
+
+impl Text<'_> {
+    fn push(&mut self, b: u8) {
+        if let Some(slot) = self.buf.get_mut(self.len) {
+            *slot = b;
+            self.len += 1;
+        }
+    }
+
+    fn extend(&mut self, bytes: &[u8]) {
+        for &b in bytes {
+            self.push(b);
+        }
+    }
+}
+
+/// The length of the number token at the start of `text`: the run of the characters
+/// Apache Thrift's readers take as part of a number (`+-.0-9eE`). The token is then
+/// checked against JSON's grammar, so that `1.5.3` is an error rather than `1.5`.
+pub(super) fn number_token_len(text: &[u8]) -> usize {
+    text.iter()
+        .take_while(|b| matches!(b, b'+' | b'-' | b'.' | b'0'..=b'9' | b'e' | b'E'))
+        .count()
+}
+
+/// Why a number token is not an integer of the range asked for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum IntError {
+    /// Not an integer in JSON's grammar (`-?(0|[1-9][0-9]*)`).
+    Syntax,
+    /// An integer, but not an `i64`.
+    Range,
+}
+
+/// An integer token as JSON writes one: an optional `-`, no `+`, no leading zeros.
+pub(super) fn parse_int(token: &[u8]) -> Result<i64, IntError> {
+    let (negative, digits) = match token.split_first() {
+        Some((b'-', rest)) => (true, rest),
+        _ => (false, token),
+    };
+    match digits {
+        [] => return Err(IntError::Syntax),
+        [b'0', _, ..] => return Err(IntError::Syntax),
+        _ if !digits.iter().all(u8::is_ascii_digit) => return Err(IntError::Syntax),
+        // 20 digits or more exceed any i64, and would overflow the sum below.
+        _ if digits.len() > 19 => return Err(IntError::Range),
+        _ => {}
+    }
+    let magnitude = digits
+        .iter()
+        .fold(0i128, |n, &d| n * 10 + i128::from(d - b'0'));
+    i64::try_from(if negative { -magnitude } else { magnitude }).map_err(|_| IntError::Range)
+}
+
+/// Whether `token` is a number in JSON's grammar:
+/// `-?(0|[1-9][0-9]*)(\.[0-9]+)?([eE][+-]?[0-9]+)?`.
+pub(super) fn is_json_number(token: &[u8]) -> bool {
+    fn digits(s: &[u8]) -> usize {
+        s.iter().take_while(|b| b.is_ascii_digit()).count()
+    }
+    let mut s = token.strip_prefix(b"-").unwrap_or(token);
+    match digits(s) {
+        0 => return false,
+        n if n > 1 && s[0] == b'0' => return false,
+        n => s = &s[n..],
+    }
+    if let Some(rest) = s.strip_prefix(b".") {
+        match digits(rest) {
+            0 => return false,
+            n => s = &rest[n..],
+        }
+    }
+    if let Some((b'e' | b'E', rest)) = s.split_first() {
+        let rest = rest
+            .strip_prefix(b"+")
+            .or_else(|| rest.strip_prefix(b"-"))
+            .unwrap_or(rest);
+        match digits(rest) {
+            0 => return false,
+            n => s = &rest[n..],
+        }
+    }
+    s.is_empty()
+}
+
+/// A double token in JSON's grammar, as the nearest double (`None` when it is not in
+/// that grammar). A literal too large for a double comes back infinite.
+pub(super) fn parse_double(token: &[u8]) -> Option<f64> {
+    if !is_json_number(token) {
+        return None;
+    }
+    // The grammar is a subset of what `f64::from_str` accepts, and ASCII.
+    std::str::from_utf8(token).ok()?.parse().ok()
+}
+
+// ---------------------------------------------------------------------------------------
+// Strings
+
+/// Whether byte `b` of a string is written as an escape.
+#[inline]
+pub(super) fn needs_escape(b: u8) -> bool {
+    b < 0x20 || b == b'"' || b == b'\\'
+}
+
+/// The escape for a byte that [`needs_escape`]: the short forms JSON has, `\u00xx` (lower
+/// case, as Apache Thrift's C++ and Java readers require) for the other control bytes.
+fn escape(b: u8, buf: &mut [u8; 6]) -> &[u8] {
+    let short = match b {
+        b'"' => b'"',
+        b'\\' => b'\\',
+        0x08 => b'b',
+        0x0c => b'f',
+        b'\n' => b'n',
+        b'\r' => b'r',
+        b'\t' => b't',
+        _ => {
+            const HEX: &[u8; 16] = b"0123456789abcdef";
+            *buf = [
+                b'\\',
+                b'u',
+                b'0',
+                b'0',
+                HEX[usize::from(b >> 4)],
+                HEX[usize::from(b & 15)],
+            ];
+            return &buf[..];
+        }
+    };
+    buf[0] = b'\\';
+    buf[1] = short;
+    &buf[..2]
+}
+
+/// Writes `text` as the content of a JSON string (without the quotes), escaped, in runs:
+/// `put` gets the unescaped stretches whole.
+pub(super) fn write_escaped(text: &[u8], mut put: impl FnMut(&[u8])) {
+    let mut run = 0;
+    let mut buf = [0u8; 6];
+    for (i, &b) in text.iter().enumerate() {
+        if needs_escape(b) {
+            put(&text[run..i]);
+            put(escape(b, &mut buf));
+            run = i + 1;
+        }
+    }
+    put(&text[run..]);
+}
+
+/// The length of a valid escape sequence at the start of `text` (just after its `\`):
+/// one of `"\/bfnrt`, or `u` and four hex digits. `None` when it is not one (or is cut
+/// short: then `text` is shorter than the escape).
+pub(super) fn escape_len(text: &[u8]) -> Option<usize> {
+    match text.first()? {
+        b'"' | b'\\' | b'/' | b'b' | b'f' | b'n' | b'r' | b't' => Some(1),
+        b'u' => {
+            let hex = text.get(1..5)?;
+            hex.iter().all(u8::is_ascii_hexdigit).then_some(5)
+        }
+        _ => None,
+    }
+}
+
+/// Why a string's escapes do not decode: the offset in the raw content and what was
+/// expected there.
+pub(super) type EscapeError = (usize, &'static str);
+
+/// Decodes the content of a JSON string (between its quotes) into `out`: escapes become
+/// the bytes they stand for, `\u` escapes UTF-8 (surrogate pairs joined; a lone
+/// surrogate is an error); other bytes are copied. `out` grows by at most `raw.len()`.
+pub(super) fn unescape(raw: &[u8], out: &mut Vec<u8>) -> Result<(), EscapeError> {
+    out.reserve(raw.len());
+    let mut i = 0;
+    while i < raw.len() {
+        let Some(slash) = raw[i..].iter().position(|&b| b == b'\\') else {
+            out.extend_from_slice(&raw[i..]);
+            break;
+        };
+        out.extend_from_slice(&raw[i..i + slash]);
+        i += slash;
+        let at = i;
+        let bad = |_| (at, "a valid escape sequence");
+        let kind = *raw.get(i + 1).ok_or(()).map_err(bad)?;
+        i += 2;
+        let byte = match kind {
+            b'"' => b'"',
+            b'\\' => b'\\',
+            b'/' => b'/',
+            b'b' => 0x08,
+            b'f' => 0x0c,
+            b'n' => b'\n',
+            b'r' => b'\r',
+            b't' => b'\t',
+            b'u' => {
+                let unit = hex4(raw.get(i..i + 4)).ok_or(()).map_err(bad)?;
+                i += 4;
+                let code = match unit {
+                    0xd800..=0xdbff => {
+                        // A high surrogate: a `\u` low surrogate must follow.
+                        let low = match raw.get(i..i + 2) {
+                            Some(b"\\u") => hex4(raw.get(i + 2..i + 6)),
+                            _ => None,
+                        };
+                        match low {
+                            Some(low @ 0xdc00..=0xdfff) => {
+                                i += 6;
+                                0x10000 + ((unit - 0xd800) << 10) + (low - 0xdc00)
+                            }
+                            _ => return Err((at, "a low surrogate escape after a high one")),
+                        }
+                    }
+                    0xdc00..=0xdfff => return Err((at, "a high surrogate before a low one")),
+                    unit => unit,
+                };
+                let ch = char::from_u32(code).ok_or(()).map_err(bad)?;
+                out.extend_from_slice(ch.encode_utf8(&mut [0; 4]).as_bytes());
+                continue;
+            }
+            _ => return Err((at, "a valid escape sequence")),
+        };
+        out.push(byte);
+    }
+    Ok(())
+}
+
+/// Four hex digits (either case) as a UTF-16 code unit.
+fn hex4(digits: Option<&[u8]>) -> Option<u32> {
+    let digits = digits?;
+    if digits.len() != 4 {
+        return None;
+    }
+    digits
+        .iter()
+        .try_fold(0u32, |n, &d| Some(n * 16 + char::from(d).to_digit(16)?))
+}
+
+// ---------------------------------------------------------------------------------------
+// Base64
+
+const BASE64: &[u8; 64] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+
+/// Not a base64 digit, in [`BASE64_VALUES`].
+const NOT_BASE64: u8 = 0xff;
+
+/// The value of each byte as a base64 digit.
+const BASE64_VALUES: [u8; 256] = {
+    let mut table = [NOT_BASE64; 256];
+    let mut i = 0;
+    while i < 64 {
+        table[BASE64[i] as usize] = i as u8;
+        i += 1;
+    }
+    table
+};
+
+/// The length of `n` bytes in base64 without padding.
+pub(super) fn base64_len(n: usize) -> usize {
+    n / 3 * 4 + [0, 2, 3][n % 3]
+}
+
+/// Appends `data` in standard base64 without padding, as Apache Thrift's C++ and Java
+/// JSON protocols write it ([`base64_len`] bytes).
+pub(super) fn base64_encode(data: &[u8], out: &mut BytesMut) {
+    out.reserve(base64_len(data.len()));
+    let digit = |n: u32, shift: u32| BASE64[((n >> shift) & 63) as usize];
+    let mut chunks = data.chunks_exact(3);
+    for c in &mut chunks {
+        let n = u32::from(c[0]) << 16 | u32::from(c[1]) << 8 | u32::from(c[2]);
+        out.extend_from_slice(&[digit(n, 18), digit(n, 12), digit(n, 6), digit(n, 0)]);
+    }
+    match *chunks.remainder() {
+        [a] => {
+            let n = u32::from(a) << 16;
+            out.extend_from_slice(&[digit(n, 18), digit(n, 12)]);
+        }
+        [a, b] => {
+            let n = u32::from(a) << 16 | u32::from(b) << 8;
+            out.extend_from_slice(&[digit(n, 18), digit(n, 12), digit(n, 6)]);
+        }
+        _ => {}
+    }
+}
+
+/// Decodes standard base64 with or without its padding (Apache Thrift's writers differ:
+/// C++ and Java leave it out, Python and Go write it) into `out`, which grows by at most
+/// three quarters of `text`. Bits past the last whole byte are ignored, as Apache's
+/// readers ignore them. `Err(offset)`: the first byte of `text` that makes it invalid (a
+/// byte outside the alphabet, or a lone digit at the end).
+pub(super) fn base64_decode(text: &[u8], out: &mut Vec<u8>) -> Result<(), usize> {
+    let mut end = text.len();
+    for _ in 0..2 {
+        if end > 0 && text[end - 1] == b'=' {
+            end -= 1;
+        }
+    }
+    let body = &text[..end];
+    if body.len() % 4 == 1 {
+        return Err(end - 1);
+    }
+    out.reserve(body.len() / 4 * 3 + 2);
+    let mut at = 0;
+    for chunk in body.chunks(4) {
+        let mut n = 0u32;
+        for (i, &c) in chunk.iter().enumerate() {
+            let v = BASE64_VALUES[usize::from(c)];
+            if v == NOT_BASE64 {
+                return Err(at + i);
+            }
+            n |= u32::from(v) << (18 - 6 * i);
+        }
+        let [_, a, b, c] = n.to_be_bytes();
+        // 4 digits make 3 bytes, 3 make 2, 2 make 1.
+        out.extend_from_slice(&[a, b, c][..chunk.len() - 1]);
+        at += chunk.len();
+    }
+    Ok(())
+}
+
+// ---------------------------------------------------------------------------------------
+// UUIDs
+
+/// Where the hyphens of a UUID's text go.
+const UUID_HYPHENS: [usize; 4] = [8, 13, 18, 23];
+
+/// `v` as the 36 characters of a UUID, lower case (`8-4-4-4-12` hex digits).
+pub(super) fn format_uuid(v: &[u8; 16], out: &mut [u8; 36]) {
+    const HEX: &[u8; 16] = b"0123456789abcdef";
+    let mut digits = v
+        .iter()
+        .flat_map(|b| [HEX[usize::from(b >> 4)], HEX[usize::from(b & 15)]]);
+    for (i, slot) in out.iter_mut().enumerate() {
+        *slot = if UUID_HYPHENS.contains(&i) {
+            b'-'
+        } else {
+            digits.next().unwrap_or(b'0')
+        };
+    }
+}
+
+/// A UUID's text (`8-4-4-4-12` hex digits, either case) as its 16 bytes.
+pub(super) fn parse_uuid(text: &[u8]) -> Option<[u8; 16]> {
+    if text.len() != 36 {
+        return None;
+    }
+    let mut nibbles = [0u8; 32];
+    let mut n = 0;
+    for (i, &c) in text.iter().enumerate() {
+        if UUID_HYPHENS.contains(&i) {
+            if c != b'-' {
+                return None;
+            }
+        } else {
+            *nibbles.get_mut(n)? = char::from(c).to_digit(16)? as u8;
+            n += 1;
+        }
+    }
+    let mut out = [0u8; 16];
+    for (slot, pair) in out.iter_mut().zip(nibbles.chunks_exact(2)) {
+        *slot = pair[0] << 4 | pair[1];
+    }
+    Some(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn double(v: f64) -> String {
+        let mut buf = [0u8; 32];
+        String::from_utf8(format_double(v, &mut buf).to_vec()).unwrap()
+    }
+
+    #[test]
+    // Literals written the way the values they test are known (Apache's TestClient.py
+    // sends the last one), not rounded to 17 digits.
+    #[allow(clippy::excessive_precision)]
+    fn doubles_are_written_as_printf_percent_17g() {
+        // Expected strings from C's printf("%.17g"), which Python's format() mirrors.
+        for (v, s) in [
+            (0.0, "0"),
+            (-0.0, "-0"),
+            (1.0, "1"),
+            (3.0, "3"),
+            (0.5, "0.5"),
+            (-1.25, "-1.25"),
+            (0.1, "0.10000000000000001"),
+            (1e16, "10000000000000000"),
+            (1e17, "1e+17"),
+            (0.0001, "0.0001"),
+            (0.00001, "1.0000000000000001e-05"),
+            (1e300, "1.0000000000000001e+300"),
+            (5e-324, "4.9406564584124654e-324"),
+            (f64::MAX, "1.7976931348623157e+308"),
+            (-f64::MAX, "-1.7976931348623157e+308"),
+            (std::f64::consts::PI, "3.1415926535897931"),
+            (1.0 / 3.0, "0.33333333333333331"),
+            (123.456, "123.456"),
+            // A tie at the 17th digit rounds to even, as printf does.
+            (1125899906842624.25, "1125899906842624.2"),
+            (1125899906842624.75, "1125899906842624.8"),
+            (-0.000341012439638598279, "-0.00034101243963859828"),
+        ] {
+            assert_eq!(double(v), s, "{v:e}");
+            assert_eq!(
+                parse_double(s.as_bytes()).map(f64::to_bits),
+                Some(v.to_bits())
+            );
+        }
+    }
+
+    #[test]
+    fn integers_are_written_in_decimal_and_read_only_in_json_form() {
+        let mut buf = [0u8; 20];
+        for v in [0, 1, -1, 9, 10, i64::MAX, i64::MIN, -1234567890] {
+            let text = format_int(v, &mut buf).to_vec();
+            assert_eq!(text, v.to_string().into_bytes());
+            assert_eq!(parse_int(&text), Ok(v));
+        }
+        for bad in ["", "-", "+1", "01", "-01", "1.0", "1e3", "0x1", " 1", "--1"] {
+            assert_eq!(parse_int(bad.as_bytes()), Err(IntError::Syntax), "{bad:?}");
+        }
+        for big in [
+            "9223372036854775808",
+            "-9223372036854775809",
+            "99999999999999999999999",
+        ] {
+            assert_eq!(parse_int(big.as_bytes()), Err(IntError::Range), "{big}");
+        }
+        assert_eq!(parse_int(b"-0"), Ok(0));
+    }
+
+    #[test]
+    fn json_number_grammar() {
+        for good in ["0", "-0", "1.5", "1e5", "1E+5", "-1.0e-300", "10", "0.000"] {
+            assert!(is_json_number(good.as_bytes()), "{good}");
+        }
+        for bad in [
+            "", "+1", "01", "1.", ".5", "1e", "1e+", "-", "1.5.3", "inf", "NaN", "1-",
+        ] {
+            assert!(!is_json_number(bad.as_bytes()), "{bad}");
+        }
+        assert_eq!(parse_double(b"1e999"), Some(f64::INFINITY));
+    }
+
+    #[test]
+    fn escapes_follow_apache_and_undo_exactly() {
+        let mut out = Vec::new();
+        write_escaped(b"a\"b\\c/\x00\x1f\x7f\x08\x0c\n\r\t\xc3\xa9", |run| {
+            out.extend_from_slice(run)
+        });
+        assert_eq!(
+            out,
+            b"a\\\"b\\\\c/\\u0000\\u001f\x7f\\b\\f\\n\\r\\t\xc3\xa9"
+        );
+        let mut back = Vec::new();
+        unescape(&out, &mut back).unwrap();
+        assert_eq!(back, b"a\"b\\c/\x00\x1f\x7f\x08\x0c\n\r\t\xc3\xa9");
+
+        let mut v = Vec::new();
+        unescape(br"\/\u00E9\ud83e\udd80\u0000", &mut v).unwrap();
+        assert_eq!(v, "/é🦀\0".as_bytes());
+        for (bad, at) in [
+            (&br"x\ud83e"[..], 1),
+            (br"\ud83ex", 0),
+            (br"\ud83e\u0041", 0),
+            (br"\udd80", 0),
+            (br"\q", 0),
+            (br"\u12", 0),
+            (b"ab\\", 2),
+        ] {
+            let err = unescape(bad, &mut Vec::new()).unwrap_err();
+            assert_eq!(err.0, at, "{:?}", String::from_utf8_lossy(bad));
+        }
+    }
+
+    #[test]
+    fn base64_round_trips_without_padding_and_reads_it_with() {
+        for n in 0..20usize {
+            let data: Vec<u8> = (0..n).map(|i| (i * 37 + 11) as u8).collect();
+            let mut text = BytesMut::new();
+            base64_encode(&data, &mut text);
+            assert_eq!(text.len(), base64_len(n));
+            assert!(!text.contains(&b'='));
+            let mut back = Vec::new();
+            base64_decode(&text, &mut back).unwrap();
+            assert_eq!(back, data);
+            // With padding, as Python and Go write it.
+            let mut padded = text.to_vec();
+            padded.resize(text.len().div_ceil(4) * 4, b'=');
+            let mut back = Vec::new();
+            base64_decode(&padded, &mut back).unwrap();
+            assert_eq!(back, data);
+        }
+        let mut out = Vec::new();
+        base64_decode(b"YWI=", &mut out).unwrap();
+        assert_eq!(out, b"ab");
+        assert_eq!(base64_decode(b"YWJjZ", &mut Vec::new()), Err(4));
+        assert_eq!(base64_decode(b"YW!j", &mut Vec::new()), Err(2));
+        assert_eq!(base64_decode(b"YW=j", &mut Vec::new()), Err(2));
+        assert_eq!(base64_decode(b"YQ===", &mut Vec::new()), Err(2));
+    }
+
+    #[test]
+    fn uuids_are_lower_case_8_4_4_4_12() {
+        let v = *b"\x00\x11\x22\x33\x44\x55\x66\x77\x88\x99\xaa\xbb\xcc\xdd\xee\xff";
+        let mut text = [0u8; 36];
+        format_uuid(&v, &mut text);
+        assert_eq!(&text, b"00112233-4455-6677-8899-aabbccddeeff");
+        assert_eq!(parse_uuid(&text), Some(v));
+        assert_eq!(parse_uuid(b"00112233-4455-6677-8899-AABBCCDDEEFF"), Some(v));
+        assert_eq!(parse_uuid(b"00112233445566778899aabbccddeeff"), None);
+        assert_eq!(parse_uuid(b"00112233-4455-6677-8899-aabbccddeefg"), None);
+        assert_eq!(parse_uuid(b"0011223-34455-6677-8899-aabbccddeeff"), None);
+    }
+}
