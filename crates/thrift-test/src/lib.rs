@@ -24,7 +24,13 @@
 //!   `TestServer.py` has), so a runner needs no port guessing.
 //! - `--ssl` reads the suite's key layout from `--keys-dir` (`server.crt`,
 //!   `server.key`, `client.crt`, `client.key`, `CA.pem`), by default
-//!   `../shared/xtest/keys` when it exists.
+//!   `../shared/xtest/keys` when it exists. As Apache's test programs do, the server
+//!   requires a client certificate (it trusts `client.crt`), and the client trusts
+//!   `CA.pem` and presents `client.crt`. TLS is for TCP only: `--ssl` with
+//!   `--domain-socket` is refused.
+//! - `header` is Apache's THeader with Binary inside; with `--transport=framed` the
+//!   client puts each THeader frame inside a Framed length, as Apache's programs do
+//!   over `TFramedTransport`.
 //! - Both use only volo-core's public API and the code `codegen` generates from the
 //!   IDL in `build.rs`.
 //!
@@ -58,7 +64,11 @@ pub mod serve;
 
 // The IDL's own comments become the docs, and Apache's are not Markdown (`set<i32>`
 // reads as an HTML tag).
-#[allow(missing_docs, rustdoc::invalid_html_tags, rustdoc::broken_intra_doc_links)]
+#[allow(
+    missing_docs,
+    rustdoc::invalid_html_tags,
+    rustdoc::broken_intra_doc_links
+)]
 mod generated {
     include!(concat!(env!("OUT_DIR"), "/thrift_gen.rs"));
 }

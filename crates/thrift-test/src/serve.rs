@@ -15,12 +15,13 @@ use std::os::unix::fs::FileTypeExt;
 use std::path::Path;
 
 use volo_core::context::Address;
-use volo_core::server::Server;
+use volo_core::server::{BoundServer, Multiplex, Server, ServerConfig};
+use volo_core::transport::tls::{ClientAuth, ServerTls};
 
 use crate::Setup;
-use crate::handler::TestHandler;
-use crate::options::{Encoding, ServerOptions, Socket};
-use crate::thrift_test::ThriftTestServer;
+use crate::handler::{SecondHandler, TestHandler};
+use crate::options::{Encoding, Keys, ServerOptions, Socket};
+use crate::thrift_test::{SecondServiceServer, ThriftTestServer};
 
 /// Binds as `opts` say, writes the port file, and serves until `shutdown` completes.
 /// `ready` is called with the address once the server listens.
@@ -31,18 +32,15 @@ pub async fn serve(
 ) -> Result<(), Setup> {
     let common = &opts.common;
     match common.protocol.encoding {
-        Encoding::Binary | Encoding::Compact => {}
+        // Detected per connection: THeader bare or inside a Framed length, around
+        // either protocol.
+        Encoding::Binary | Encoding::Compact | Encoding::Header => {}
         Encoding::Json => return Err(Setup::not_yet("the JSON protocol (TJSONProtocol)")),
-        Encoding::Header => return Err(Setup::not_yet("Apache's THeader protocol")),
     }
-    if common.protocol.multiplexed {
-        return Err(Setup::not_yet(
-            "the multiplexed protocol (one server for ThriftTest and SecondService)",
-        ));
-    }
-    if common.tls.is_some() {
-        return Err(Setup::not_yet("TLS (--ssl)"));
-    }
+    let config = ServerConfig {
+        tls: common.tls.as_ref().map(server_tls).transpose()?,
+        ..ServerConfig::default()
+    };
     let addr = match &common.socket {
         Socket::Ip(port) => Address::Tcp(SocketAddr::from((Ipv4Addr::LOCALHOST, *port))),
         Socket::Domain(path) => {
@@ -50,11 +48,29 @@ pub async fn serve(
             Address::Unix(path.as_path().into())
         }
     };
-    let server = Server::new(ThriftTestServer::new(TestHandler::new()))
-        .bind(&addr)
-        .await
-        .map_err(|e| Setup::Failed(format!("cannot listen on {addr}: {e}")))?;
-    let local = server.local_addr().clone();
+    let handler = TestHandler::new();
+    let bound = if common.protocol.multiplexed {
+        // As Apache's test servers: both services by name, ThriftTest the default.
+        let both = Multiplex::new()
+            .default_service(ThriftTestServer::new(handler))
+            .service(SecondServiceServer::new(SecondHandler));
+        Server::multiplexed(both)
+            .with_config(config)
+            .bind(&addr)
+            .await
+            .map(Bound::Two)
+    } else {
+        Server::new(ThriftTestServer::new(handler))
+            .with_config(config)
+            .bind(&addr)
+            .await
+            .map(Bound::One)
+    };
+    let server = bound.map_err(|e| Setup::Failed(format!("cannot listen on {addr}: {e}")))?;
+    let local = match &server {
+        Bound::One(s) => s.local_addr().clone(),
+        Bound::Two(s) => s.local_addr().clone(),
+    };
     if let Some(file) = &opts.port_file {
         let Address::Tcp(sa) = &local else {
             return Err(Setup::Failed(
@@ -76,12 +92,33 @@ pub async fn serve(
         }
     );
     ready(&local);
-    let served = server.serve_with_shutdown(shutdown).await;
+    let served = match server {
+        Bound::One(s) => s.serve_with_shutdown(shutdown).await,
+        Bound::Two(s) => s.serve_with_shutdown(shutdown).await,
+    };
     if let Socket::Domain(path) = &common.socket {
         // Ours: bound above, no one else's.
         let _ = std::fs::remove_file(path);
     }
     served.map_err(|e| Setup::Failed(format!("serving on {local}: {e}")))
+}
+
+/// The server of either kind, bound.
+enum Bound<A, B> {
+    /// `ThriftTest` alone.
+    One(BoundServer<A>),
+    /// `ThriftTest` and `SecondService`, multiplexed.
+    Two(BoundServer<B>),
+}
+
+/// The suite's server TLS: `server.crt` and `server.key`, and, as Apache's test servers
+/// do, a client certificate required: the suite's `client.crt` (a self-signed X.509 v1
+/// certificate, trusted as it is).
+fn server_tls(keys: &Keys) -> Result<ServerTls, Setup> {
+    ServerTls::builder(keys.file("server.crt"), keys.file("server.key"))
+        .client_certs(keys.file("client.crt"), ClientAuth::Required)
+        .build()
+        .map_err(|e| Setup::Failed(format!("TLS from {}: {e}", keys.dir.display())))
 }
 
 /// Removes a Unix socket file that no server listens on any more (one a killed server

@@ -1,6 +1,6 @@
 //! The two halves against each other, in one process and without Python: our client's
-//! checks pass against our server over every framing, protocol and socket that
-//! volo-core speaks, and they fail, by name and with the suite's exit-code bits,
+//! checks pass against our server over the framings, protocols (multiplexed or not)
+//! and sockets volo-core speaks, and they fail, by name and with the suite's exit-code bits,
 //! against a server that answers wrong.
 
 use std::collections::BTreeMap;
@@ -48,6 +48,11 @@ fn our_client_passes_against_our_server() {
         "--transport=buffered --protocol=compact",
         "--transport=framed --protocol=binary",
         "--transport=framed --protocol=compact",
+        "--transport=buffered --protocol=header",
+        "--transport=framed --protocol=header",
+        "--transport=buffered --protocol=multi",
+        "--transport=framed --protocol=multic",
+        "--transport=framed --protocol=multih",
     ] {
         for socket in [
             "--port=0",

@@ -186,7 +186,10 @@ pub fn wait_unix_socket(proc: &mut Proc, path: &Path, limit: Duration) -> Result
 pub fn xtest_dir() -> PathBuf {
     match std::env::var_os("THRIFT_XTEST_DIR") {
         Some(d) => PathBuf::from(d),
-        None => PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../../shared/xtest"),
+        None => {
+            let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../../shared/xtest");
+            dir.canonicalize().unwrap_or(dir)
+        }
     }
 }
 
