@@ -82,7 +82,12 @@ pub async fn serve(
         })?;
     }
     tracing::info!(
-        "serving ThriftTest on {local} ({} {}{})",
+        "serving {} on {local} ({} {}{})",
+        if common.protocol.multiplexed {
+            "ThriftTest and SecondService"
+        } else {
+            "ThriftTest"
+        },
         common.transport.name(),
         common.protocol.name(),
         if common.tls.is_some() {
