@@ -13,7 +13,8 @@
 //! The targets themselves are one line each (`fuzz_targets/`); the logic lives here so
 //! that it compiles, and can be run on a crash input, on the stable toolchain. The `idl`
 //! target, for codegen, is in [`idl`]; the `json` target, for the JSON protocol (same
-//! selector byte, protocol bit ignored), in [`json`].
+//! selector byte, protocol bit ignored), in [`json`]; the `theader` one, for volo-core's
+//! Apache THeader framing, in [`theader`].
 #![forbid(unsafe_code)]
 #![warn(
     missing_docs,
@@ -24,6 +25,7 @@
 
 pub mod idl;
 pub mod json;
+pub mod theader;
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::fmt::Debug;

@@ -1,7 +1,8 @@
-//! Writes the seed corpus of the codec fuzz targets: every sample value of
-//! `thrift_codec_fuzz::seeds` into `corpus/decode/` and `corpus/skip/`, and of
-//! `thrift_codec_fuzz::json_seeds` into `corpus/json/` (or under the directory given as
-//! the only argument). Run it before fuzzing:
+//! Writes the seed corpus of the fuzz targets: every sample value of
+//! `thrift_codec_fuzz::seeds` into `corpus/decode/` and `corpus/skip/`, of
+//! `thrift_codec_fuzz::json_seeds` into `corpus/json/`, and the frames of
+//! `thrift_codec_fuzz::theader::theader_seeds` into `corpus/theader/` (or under the
+//! directory given as the only argument). Run it before fuzzing:
 //!
 //! ```text
 //! cargo run --manifest-path fuzz/Cargo.toml --bin make_seeds
@@ -25,5 +26,12 @@ fn main() -> std::io::Result<()> {
         }
         println!("{} seeds in {}", seeds.len(), dir.display());
     }
+    let theader = thrift_codec_fuzz::theader::theader_seeds();
+    let dir = root.join("theader");
+    std::fs::create_dir_all(&dir)?;
+    for (i, seed) in theader.iter().enumerate() {
+        std::fs::write(dir.join(format!("seed-{i:02}")), seed)?;
+    }
+    println!("{} seeds in {}", theader.len(), dir.display());
     Ok(())
 }

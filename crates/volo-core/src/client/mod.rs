@@ -309,7 +309,7 @@ impl<S> Client<S> {
             None => req,
             Some(names) => {
                 let name = names.get(req.method());
-                req.multiplexed_as(name)
+                req.multiplexed_shared(name)
             }
         }
     }

@@ -11,7 +11,7 @@
 use std::borrow::Cow;
 use std::fmt;
 use std::hash::BuildHasher;
-use std::sync::OnceLock;
+use std::sync::{Arc, OnceLock};
 
 use foldhash::fast::FixedState;
 use thrift_codec::Utf8Bytes;
@@ -22,11 +22,14 @@ use crate::server::multiplex::SEPARATOR;
 /// find no slot made per call (correct, one allocation each).
 const SLOTS: usize = 128;
 
+/// A slot of the table: a method and its prefixed name, set once.
+type Slot = OnceLock<(&'static str, Arc<Utf8Bytes>)>;
+
 /// The `Service:method` names of one bound service.
 pub(crate) struct MethodNames {
     service: Cow<'static, str>,
     /// A method and its prefixed name, in the slot its hash picks or the next free one.
-    slots: Box<[OnceLock<(&'static str, Utf8Bytes)>]>,
+    slots: Box<[Slot]>,
 }
 
 impl fmt::Debug for MethodNames {
@@ -52,7 +55,7 @@ impl MethodNames {
     }
 
     /// `Service:method`: made on the method's first call, a shared copy afterwards.
-    pub(crate) fn get(&self, method: &'static str) -> Utf8Bytes {
+    pub(crate) fn get(&self, method: &'static str) -> Arc<Utf8Bytes> {
         // The hash's low bits pick the first slot (the table size is a power of two).
         let start = FixedState::default().hash_one(method) as usize;
         for i in 0..SLOTS {
@@ -62,14 +65,17 @@ impl MethodNames {
             // goes on to the next.
             let (held, name) = slot.get_or_init(|| (method, self.make(method)));
             if *held == method {
-                return name.clone();
+                return Arc::clone(name);
             }
         }
         self.make(method)
     }
 
-    fn make(&self, method: &str) -> Utf8Bytes {
-        Utf8Bytes::from(format!("{}{SEPARATOR}{method}", self.service))
+    fn make(&self, method: &str) -> Arc<Utf8Bytes> {
+        Arc::new(Utf8Bytes::from(format!(
+            "{}{SEPARATOR}{method}",
+            self.service
+        )))
     }
 }
 
@@ -97,7 +103,7 @@ mod tests {
         let names = MethodNames::new("S".into());
         let methods: Vec<&'static str> =
             (0..SLOTS + 40).map(|i| &*format!("m{i}").leak()).collect();
-        let first: Vec<Utf8Bytes> = methods.iter().map(|m| names.get(m)).collect();
+        let first: Vec<Arc<Utf8Bytes>> = methods.iter().map(|m| names.get(m)).collect();
         let mut kept = 0;
         for (m, name) in methods.iter().zip(&first) {
             let again = names.get(m);

@@ -62,8 +62,10 @@ pub struct ClientRequest {
     method: &'static str,
     oneway: bool,
     args: Arc<dyn EncodeArgs>,
-    /// The name sent instead of `method` (Apache's `TMultiplexedProtocol`).
-    multiplexed: Option<Utf8Bytes>,
+    /// The name sent instead of `method` (Apache's `TMultiplexedProtocol`), behind a
+    /// pointer: a request that is not multiplexed, the common case, stays as small as
+    /// it was (every layer of the stack moves it).
+    multiplexed: Option<Arc<Utf8Bytes>>,
 }
 
 impl fmt::Debug for ClientRequest {
@@ -101,7 +103,13 @@ impl ClientRequest {
     /// under the bare name). [`Client`](super::Client)s bound with
     /// [`with_multiplexed_service`](super::Client::with_multiplexed_service) do this for
     /// every call.
-    pub fn multiplexed_as(mut self, name: Utf8Bytes) -> Self {
+    pub fn multiplexed_as(self, name: impl Into<Utf8Bytes>) -> Self {
+        self.multiplexed_shared(Arc::new(name.into()))
+    }
+
+    /// [`multiplexed_as`](ClientRequest::multiplexed_as) with a name shared by many
+    /// calls.
+    pub(crate) fn multiplexed_shared(mut self, name: Arc<Utf8Bytes>) -> Self {
         self.multiplexed = Some(name);
         self
     }
@@ -114,7 +122,7 @@ impl ClientRequest {
 
     /// The name the call goes out under when it is not the method's: `Service:method`.
     pub fn multiplexed_name(&self) -> Option<&Utf8Bytes> {
-        self.multiplexed.as_ref()
+        self.multiplexed.as_deref()
     }
 
     /// Whether no reply is expected.
