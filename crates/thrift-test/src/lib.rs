@@ -1,0 +1,150 @@
+//! Apache Thrift's cross-language test programs, written on this framework as a user
+//! would write them: `thrift-test-server` and `thrift-test-client`.
+//!
+//! Every Apache Thrift binding proves itself with the suite in Apache's `test/`: the
+//! IDL `ThriftTest.thrift` (here `idl/apache/ThriftTest.thrift`, unmodified), a test
+//! server and a test client per language, run pairwise over every transport, protocol
+//! and socket they share (`test/tests.json`). These two programs take the suite's
+//! command line, so any Apache binding's programs can be paired with them, and
+//! `tests/matrix.rs` runs them against the suite's Python side.
+//!
+//! ```text
+//! thrift-test-server [--port=N | --domain-socket=PATH] [--transport=buffered|framed]
+//!     [--protocol=binary|compact|json|header|multi|multic|multij|multih]
+//!     [--ssl [--keys-dir=DIR]] [--port-file=PATH] [--verbose]
+//! thrift-test-client [--host=HOST] [--port=N | --domain-socket=PATH] [--transport=..]
+//!     [--protocol=..] [--ssl [--keys-dir=DIR]] [-n N | --testloops=N] [--verbose]
+//! ```
+//!
+//! - The port defaults to 9090, the host to `localhost`, the transport to `buffered`,
+//!   the protocol to `binary`. The suite's runner passes `--port` with
+//!   `--domain-socket` too: the Unix socket wins.
+//! - The server listens on 127.0.0.1 (loopback only); `--port=0` picks a free port,
+//!   and `--port-file=PATH` writes the bound port there (the option Apache's
+//!   `TestServer.py` has), so a runner needs no port guessing.
+//! - `--ssl` reads the suite's key layout from `--keys-dir` (`server.crt`,
+//!   `server.key`, `client.crt`, `client.key`, `CA.pem`), by default
+//!   `../shared/xtest/keys` when it exists. As Apache's test programs do, the server
+//!   requires a client certificate (it trusts `client.crt`), and the client trusts
+//!   `CA.pem` and presents `client.crt`. TLS is for TCP only: `--ssl` with
+//!   `--domain-socket` is refused.
+//! - `header` is Apache's THeader with Binary inside; with `--transport=framed` the
+//!   client puts each THeader frame inside a Framed length, as Apache's programs do
+//!   over `TFramedTransport`.
+//! - Both use only volo-core's public API and the code `codegen` generates from the
+//!   IDL in `build.rs`.
+//!
+//! # Exit codes
+//!
+//! As the suite's `test/README.md` defines them: the client exits 0 when every check
+//! passed, otherwise with the bits of the failed categories ([`checks::BASETYPES`] 1,
+//! [`checks::STRUCTS`] 2, [`checks::CONTAINERS`] 4, [`checks::EXCEPTIONS`] 8, and
+//! [`checks::TIMEOUT`] 128 when a call timed out), naming each failed check on
+//! stderr. Both programs exit with [`checks::UNKNOWN`] (64, "failed to prepare the
+//! environment") on an unknown option or value, on a combination they do not speak
+//! (the message says `not supported`), or when they cannot listen or connect.
+//!
+//! # Decisions
+//!
+//! - The server answers every framing and protocol it detects, whatever
+//!   `--transport` and `--protocol` say (see [`serve`]); the client speaks exactly
+//!   what they say.
+//! - `testOneway` sleeps in a task of its own, so it holds up no other call
+//!   ([`handler`]).
+//! - The client checks what Apache's Python client checks, and requires the declared
+//!   exceptions where the Python client only inspects them if they come
+//!   ([`checks`]).
+#![allow(unreachable_pub)]
+
+pub mod checks;
+pub mod connect;
+pub mod handler;
+pub mod options;
+pub mod serve;
+
+// The IDL's own comments become the docs, and Apache's are not Markdown (`set<i32>`
+// reads as an HTML tag).
+#[allow(
+    missing_docs,
+    rustdoc::invalid_html_tags,
+    rustdoc::broken_intra_doc_links
+)]
+mod generated {
+    include!(concat!(env!("OUT_DIR"), "/thrift_gen.rs"));
+}
+
+pub use generated::thrift_test;
+
+use std::fmt;
+
+/// Why a program could not start its run.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Setup {
+    /// The combination asked for is not spoken (yet).
+    Unsupported(String),
+    /// Listening, connecting or a file failed.
+    Failed(String),
+}
+
+impl Setup {
+    /// A feature this crate does not have yet.
+    pub fn not_yet(what: &str) -> Self {
+        Setup::Unsupported(format!("{what} is not yet supported"))
+    }
+}
+
+impl fmt::Display for Setup {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Setup::Unsupported(m) => write!(f, "not supported: {m}"),
+            Setup::Failed(m) => f.write_str(m),
+        }
+    }
+}
+
+impl From<options::Usage> for Setup {
+    fn from(u: options::Usage) -> Self {
+        match u {
+            options::Usage::Unsupported(m) => Setup::Unsupported(m),
+            other => Setup::Failed(other.to_string()),
+        }
+    }
+}
+
+/// Logs to stderr: info, or every call with `verbose`.
+pub fn init_logging(verbose: bool) {
+    let level = if verbose {
+        tracing::Level::DEBUG
+    } else {
+        tracing::Level::INFO
+    };
+    let _ = tracing_subscriber::fmt()
+        .with_writer(std::io::stderr)
+        .with_max_level(level)
+        .with_target(false)
+        .try_init();
+}
+
+/// The runtime both programs run on: two worker threads (the suite runs client and
+/// server side by side, often several pairs at once).
+pub fn runtime() -> std::io::Result<tokio::runtime::Runtime> {
+    tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+}
+
+/// What a program prints and returns for a command line it will not run: the usage
+/// on `--help` (exit 0), else the reason and the usage (exit [`checks::UNKNOWN`]).
+pub fn refuse(program: &str, usage_text: &str, why: options::Usage) -> std::process::ExitCode {
+    match why {
+        options::Usage::Help => {
+            println!("{usage_text}");
+            std::process::ExitCode::SUCCESS
+        }
+        other => {
+            eprintln!("{program}: {other}\n{usage_text}");
+            std::process::ExitCode::from(checks::UNKNOWN)
+        }
+    }
+}

@@ -1,0 +1,183 @@
+//! The two halves against each other, in one process and without Python: our client's
+//! checks pass against our server over the framings, protocols (multiplexed or not)
+//! and sockets volo-core speaks, and they fail, by name and with the suite's exit-code bits,
+//! against a server that answers wrong.
+
+use std::collections::BTreeMap;
+use std::net::{Ipv4Addr, SocketAddr};
+
+use thrift_codec::{ApplicationException, ApplicationExceptionKind};
+use thrift_test::checks::{self, CONTAINERS, EXCEPTIONS, Report, STRUCTS};
+use thrift_test::handler::TestHandler;
+use thrift_test::options::{ClientOptions, ServerOptions, Socket};
+use thrift_test::thrift_test::{ThriftTestReply, ThriftTestServer, Xtruct};
+use volo_core::context::{Address, ServerContext};
+use volo_core::server::{DispatchError, Server, ServerRequest};
+use volo_core::service::{Service, layer_fn};
+
+mod support;
+
+/// The client's options for `server_args`' transport and protocol, at `addr`.
+fn client_options(line: &str, addr: &Address) -> ClientOptions {
+    let mut args: Vec<String> = line.split_whitespace().map(String::from).collect();
+    match addr {
+        Address::Tcp(sa) => {
+            args.push("--host=127.0.0.1".into());
+            args.push(format!("--port={}", sa.port()));
+        }
+        Address::Unix(path) => args.push(format!("--domain-socket={}", path.display())),
+        other => panic!("unexpected address {other}"),
+    }
+    ClientOptions::parse(args).unwrap()
+}
+
+/// Runs the checks once against `addr`.
+async fn check(line: &str, addr: &Address) -> Report {
+    let clients = thrift_test::connect::connect(&client_options(line, addr)).unwrap();
+    let mut report = Report::default();
+    checks::run(&clients, &mut report).await;
+    report
+}
+
+#[test]
+fn our_client_passes_against_our_server() {
+    let rt = thrift_test::runtime().unwrap();
+    let dir = support::TempDir::new("self");
+    for line in [
+        "--transport=buffered --protocol=binary",
+        "--transport=buffered --protocol=compact",
+        "--transport=framed --protocol=binary",
+        "--transport=framed --protocol=compact",
+        "--transport=buffered --protocol=header",
+        "--transport=framed --protocol=header",
+        "--transport=buffered --protocol=multi",
+        "--transport=framed --protocol=multic",
+        "--transport=framed --protocol=multih",
+    ] {
+        for socket in [
+            "--port=0",
+            &format!("--domain-socket={}", dir.path("sock").display()),
+        ] {
+            let opts = ServerOptions::parse(
+                format!("{line} {socket}")
+                    .split_whitespace()
+                    .map(String::from),
+            )
+            .unwrap();
+            rt.block_on(async {
+                let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+                let (ready, bound) = tokio::sync::oneshot::channel();
+                let serving = tokio::spawn(async move {
+                    thrift_test::serve::serve(
+                        &opts,
+                        async {
+                            let _ = stopped.await;
+                        },
+                        |addr| {
+                            let _ = ready.send(addr.clone());
+                        },
+                    )
+                    .await
+                });
+                let addr = bound.await.expect("the server listens");
+                let report = check(line, &addr).await;
+                assert!(
+                    report.failures.is_empty(),
+                    "{line} {socket}: {:#?}",
+                    report.failures
+                );
+                assert_eq!(report.exit_code(), 0);
+                assert!(report.passed >= 20, "{line} {socket}: {}", report.passed);
+                let _ = stop.send(());
+                serving.await.unwrap().unwrap();
+            });
+            if let Socket::Domain(path) = ServerOptions::parse([socket.to_string()])
+                .unwrap()
+                .common
+                .socket
+            {
+                assert!(!path.exists(), "the server removes its socket file");
+            }
+        }
+    }
+}
+
+/// Around the dispatcher: fails `testStruct` with an application exception, answers
+/// `testI64` and `testMapMap` wrong, and drops `testMultiException`'s Xception2.
+struct Liar<S>(S);
+
+impl<S> Service<ServerContext, ServerRequest> for Liar<S>
+where
+    S: Service<ServerContext, ServerRequest, Response = ThriftTestReply, Error = DispatchError>
+        + Sync,
+{
+    type Response = ThriftTestReply;
+    type Error = DispatchError;
+
+    async fn call(
+        &self,
+        cx: &mut ServerContext,
+        req: ServerRequest,
+    ) -> Result<ThriftTestReply, DispatchError> {
+        if cx.rpc.method.as_str() == "testStruct" {
+            return Err(DispatchError::Application(ApplicationException::new(
+                ApplicationExceptionKind::InternalError,
+                "no structs today",
+            )));
+        }
+        let mut reply = self.0.call(cx, req).await?;
+        match &mut reply {
+            ThriftTestReply::TestI64(r) => r.success = r.success.map(|v| v.wrapping_add(1)),
+            ThriftTestReply::TestMapMap(r) => r.success = Some(BTreeMap::new()),
+            ThriftTestReply::TestMultiException(r) if r.err2.is_some() => {
+                r.err2 = None;
+                r.success = Some(Xtruct::default());
+            }
+            _ => {}
+        }
+        Ok(reply)
+    }
+}
+
+#[test]
+fn the_checks_fail_by_name_against_a_server_that_answers_wrong() {
+    let rt = thrift_test::runtime().unwrap();
+    rt.block_on(async {
+        let server = Server::new(ThriftTestServer::new(TestHandler::new()))
+            .layer(layer_fn(Liar))
+            .bind(&Address::Tcp(SocketAddr::from((Ipv4Addr::LOCALHOST, 0))))
+            .await
+            .unwrap();
+        let addr = server.local_addr().clone();
+        let serving = tokio::spawn(server.serve());
+        let report = check("--transport=framed --protocol=compact", &addr).await;
+        serving.abort();
+        let failed: Vec<&str> = report.failures.iter().map(|f| f.check).collect();
+        assert_eq!(
+            failed,
+            ["testI64", "testStruct", "testMapMap", "testMultiException"],
+            "{:#?}",
+            report.failures
+        );
+        let detail = |name: &str| {
+            &report
+                .failures
+                .iter()
+                .find(|f| f.check == name)
+                .unwrap()
+                .detail
+        };
+        assert!(
+            detail("testI64").contains("expected 1, got 2"),
+            "{}",
+            detail("testI64")
+        );
+        assert!(detail("testStruct").contains("no structs today"));
+        assert!(detail("testMultiException").contains("expected Xception2"));
+        assert_eq!(
+            report.exit_code(),
+            checks::BASETYPES | STRUCTS | CONTAINERS | EXCEPTIONS
+        );
+        assert!(!report.timed_out);
+    });
+}
