@@ -37,10 +37,11 @@ pub fn connect(opts: &ClientOptions) -> Result<Clients<Stack>, Setup> {
         (Encoding::Binary, SuiteTransport::Framed) => (Framing::Framed, Protocol::Binary),
         (Encoding::Compact, SuiteTransport::Buffered) => (Framing::Buffered, Protocol::Compact),
         (Encoding::Compact, SuiteTransport::Framed) => (Framing::Framed, Protocol::Compact),
+        (Encoding::Json, SuiteTransport::Buffered) => (Framing::Buffered, Protocol::Json),
+        (Encoding::Json, SuiteTransport::Framed) => (Framing::Framed, Protocol::Json),
         // Binary inside, as Apache's THeaderProtocol writes by default; over the
         // framed transport the whole THeader frame goes inside a Framed length.
         (Encoding::Header, _) => (Framing::THeader, Protocol::Binary),
-        (Encoding::Json, _) => return Err(Setup::not_yet("the JSON protocol (TJSONProtocol)")),
     };
     let addr = match &common.socket {
         Socket::Domain(path) => Address::Unix(path.as_path().into()),

@@ -42,7 +42,9 @@
 //! [`checks::TIMEOUT`] 128 when a call timed out), naming each failed check on
 //! stderr. Both programs exit with [`checks::UNKNOWN`] (64, "failed to prepare the
 //! environment") on an unknown option or value, on a combination they do not speak
-//! (the message says `not supported`), or when they cannot listen or connect.
+//! (the message says `not supported`: the suite's `http` and `zlib` transports), on
+//! unreadable TLS files, or (the server) when it cannot listen. A client that cannot
+//! connect fails every check, each naming the connect error.
 //!
 //! # Decisions
 //!
@@ -84,13 +86,6 @@ pub enum Setup {
     Unsupported(String),
     /// Listening, connecting or a file failed.
     Failed(String),
-}
-
-impl Setup {
-    /// A feature this crate does not have yet.
-    pub fn not_yet(what: &str) -> Self {
-        Setup::Unsupported(format!("{what} is not yet supported"))
-    }
 }
 
 impl fmt::Display for Setup {

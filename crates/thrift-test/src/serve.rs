@@ -20,7 +20,7 @@ use volo_core::transport::tls::{ClientAuth, ServerTls};
 
 use crate::Setup;
 use crate::handler::{SecondHandler, TestHandler};
-use crate::options::{Encoding, Keys, ServerOptions, Socket};
+use crate::options::{Keys, ServerOptions, Socket};
 use crate::thrift_test::{SecondServiceServer, ThriftTestServer};
 
 /// Binds as `opts` say, writes the port file, and serves until `shutdown` completes.
@@ -31,12 +31,6 @@ pub async fn serve(
     ready: impl FnOnce(&Address),
 ) -> Result<(), Setup> {
     let common = &opts.common;
-    match common.protocol.encoding {
-        // Detected per connection: THeader bare or inside a Framed length, around
-        // either protocol.
-        Encoding::Binary | Encoding::Compact | Encoding::Header => {}
-        Encoding::Json => return Err(Setup::not_yet("the JSON protocol (TJSONProtocol)")),
-    }
     let config = ServerConfig {
         tls: common.tls.as_ref().map(server_tls).transpose()?,
         ..ServerConfig::default()

@@ -9,7 +9,7 @@ use std::net::{Ipv4Addr, SocketAddr};
 use thrift_codec::{ApplicationException, ApplicationExceptionKind};
 use thrift_test::checks::{self, CONTAINERS, EXCEPTIONS, Report, STRUCTS};
 use thrift_test::handler::TestHandler;
-use thrift_test::options::{ClientOptions, ServerOptions, Socket};
+use thrift_test::options::{ClientOptions, ServerOptions};
 use thrift_test::thrift_test::{ThriftTestReply, ThriftTestServer, Xtruct};
 use volo_core::context::{Address, ServerContext};
 use volo_core::server::{DispatchError, Server, ServerRequest};
@@ -39,10 +39,49 @@ async fn check(line: &str, addr: &Address) -> Report {
     report
 }
 
+/// Serves with `line` and `socket`, runs the checks once with `line`, and stops the
+/// server; panics on any failed check.
+fn serve_and_check(rt: &tokio::runtime::Runtime, line: &str, socket: &str) {
+    let opts = ServerOptions::parse(
+        format!("{line} {socket}")
+            .split_whitespace()
+            .map(String::from),
+    )
+    .unwrap();
+    rt.block_on(async {
+        let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+        let (ready, bound) = tokio::sync::oneshot::channel();
+        let serving = tokio::spawn(async move {
+            thrift_test::serve::serve(
+                &opts,
+                async {
+                    let _ = stopped.await;
+                },
+                |addr| {
+                    let _ = ready.send(addr.clone());
+                },
+            )
+            .await
+        });
+        let addr = bound.await.expect("the server listens");
+        let report = check(line, &addr).await;
+        assert!(
+            report.failures.is_empty(),
+            "{line} {socket}: {:#?}",
+            report.failures
+        );
+        assert_eq!(report.exit_code(), 0);
+        assert!(report.passed >= 20, "{line} {socket}: {}", report.passed);
+        let _ = stop.send(());
+        serving.await.unwrap().unwrap();
+    });
+}
+
 #[test]
 fn our_client_passes_against_our_server() {
     let rt = thrift_test::runtime().unwrap();
     let dir = support::TempDir::new("self");
+    let domain = format!("--domain-socket={}", dir.path("sock").display());
     for line in [
         "--transport=buffered --protocol=binary",
         "--transport=buffered --protocol=compact",
@@ -53,52 +92,34 @@ fn our_client_passes_against_our_server() {
         "--transport=buffered --protocol=multi",
         "--transport=framed --protocol=multic",
         "--transport=framed --protocol=multih",
+        "--transport=buffered --protocol=json",
+        "--transport=framed --protocol=multij",
     ] {
-        for socket in [
-            "--port=0",
-            &format!("--domain-socket={}", dir.path("sock").display()),
-        ] {
-            let opts = ServerOptions::parse(
-                format!("{line} {socket}")
-                    .split_whitespace()
-                    .map(String::from),
-            )
-            .unwrap();
-            rt.block_on(async {
-                let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
-                let (ready, bound) = tokio::sync::oneshot::channel();
-                let serving = tokio::spawn(async move {
-                    thrift_test::serve::serve(
-                        &opts,
-                        async {
-                            let _ = stopped.await;
-                        },
-                        |addr| {
-                            let _ = ready.send(addr.clone());
-                        },
-                    )
-                    .await
-                });
-                let addr = bound.await.expect("the server listens");
-                let report = check(line, &addr).await;
-                assert!(
-                    report.failures.is_empty(),
-                    "{line} {socket}: {:#?}",
-                    report.failures
-                );
-                assert_eq!(report.exit_code(), 0);
-                assert!(report.passed >= 20, "{line} {socket}: {}", report.passed);
-                let _ = stop.send(());
-                serving.await.unwrap().unwrap();
-            });
-            if let Socket::Domain(path) = ServerOptions::parse([socket.to_string()])
-                .unwrap()
-                .common
-                .socket
-            {
-                assert!(!path.exists(), "the server removes its socket file");
-            }
+        for socket in ["--port=0", &domain] {
+            serve_and_check(&rt, line, socket);
         }
+        assert!(
+            !dir.path("sock").exists(),
+            "the server removes its socket file"
+        );
+    }
+}
+
+#[test]
+fn our_client_passes_against_our_server_over_tls() {
+    let keys = support::xtest_dir().join("keys");
+    if !keys.join("server.crt").is_file() {
+        assert!(!support::required(), "no suite keys in {}", keys.display());
+        eprintln!("skipped: no suite keys in {}", keys.display());
+        return;
+    }
+    let rt = thrift_test::runtime().unwrap();
+    for protocol in ["binary", "compact"] {
+        let line = format!(
+            "--transport=framed --protocol={protocol} --ssl --keys-dir={}",
+            keys.display()
+        );
+        serve_and_check(&rt, &line, "--port=0");
     }
 }
 
