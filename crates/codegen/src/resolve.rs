@@ -5,7 +5,16 @@
 //! - One module per IDL file, named after its stem; two files with the same module name
 //!   are an error. Names from an included file are written `stem.Name`.
 //! - Fields without an id get negative ids counting down from -1, as Apache Thrift's
-//!   compiler assigns them; enum values without one follow the previous value (from 0).
+//!   compiler assigns them, and so do fields whose written id is 0 or negative, as that
+//!   compiler does without its `--allow-neg-keys` (with a warning). An id beyond `i16`
+//!   keeps its low 16 bits (with a warning). Enum values without one follow the
+//!   previous value (from 0).
+//!
+//! Where Apache Thrift's compiler accepts what loses meaning, codegen reads it as Apache
+//! does and records a [`Warning`]: an integer constant too wide for its type keeps its
+//! low bits, an integer other than 0 or 1 for a `bool` is `true` when above 0, a
+//! non-empty map literal for a list or set (or list literal for a map) is an empty one,
+//! a oneway method's return type is dropped, and the cases below that say so.
 //! - Fields of a union are never `required`: a union holds exactly one of them.
 //! - Constants may refer to other constants and to enum values (`Status.ACTIVE`,
 //!   `base.Status.ACTIVE`); integers are accepted for `double` and `0`/`1` for `bool`;
@@ -416,15 +425,29 @@ impl<'a> Resolver<'a> {
         Ok(match (ty, &v.kind) {
             (Ty::Bool, ConstValueKind::Bool(b)) => Value::Bool(*b),
             (Ty::Bool, ConstValueKind::Int(i @ (0 | 1))) => Value::Bool(*i == 1),
-            (Ty::I8, ConstValueKind::Int(i)) => {
-                int_in(self, file, v, *i, i8::MIN.into(), i8::MAX.into())?
+            (Ty::Bool, ConstValueKind::Int(i)) => {
+                self.warn(
+                    file,
+                    v.span,
+                    format!(
+                        "{i} is not a bool; taken as {}, as Apache Thrift's generators read it \
+                         (true when above 0)",
+                        *i > 0
+                    ),
+                );
+                Value::Bool(*i > 0)
             }
-            (Ty::I16, ConstValueKind::Int(i)) => {
-                int_in(self, file, v, *i, i16::MIN.into(), i16::MAX.into())?
+            // `true` and `false` are 1 and 0 to Apache Thrift.
+            (Ty::I8 | Ty::I16 | Ty::I32 | Ty::I64, ConstValueKind::Bool(b)) => {
+                Value::Int(i64::from(*b))
             }
-            (Ty::I32, ConstValueKind::Int(i)) => {
-                int_in(self, file, v, *i, i32::MIN.into(), i32::MAX.into())?
+            (Ty::Double | Ty::OrderedDouble, ConstValueKind::Bool(b)) => {
+                Value::Double(f64::from(u8::from(*b)))
             }
+            // Apache Thrift checks no range; its C++ and Java output keeps the low bits.
+            (Ty::I8, ConstValueKind::Int(i)) => self.int_in(file, v, *i, i64::from(*i as i8)),
+            (Ty::I16, ConstValueKind::Int(i)) => self.int_in(file, v, *i, i64::from(*i as i16)),
+            (Ty::I32, ConstValueKind::Int(i)) => self.int_in(file, v, *i, i64::from(*i as i32)),
             (Ty::I64, ConstValueKind::Int(i)) => Value::Int(*i),
             (Ty::Double | Ty::OrderedDouble, ConstValueKind::Int(i)) => Value::Double(*i as f64),
             (Ty::Double | Ty::OrderedDouble, ConstValueKind::Double(d)) => Value::Double(*d),
@@ -455,9 +478,14 @@ impl<'a> Resolver<'a> {
                     .collect::<Result<_, _>>()?,
             ),
             // Apache Thrift reads `{}` as an empty set or list too (ThriftTest.thrift's
-            // `optional set<binary> bin_set = {}`).
-            (Ty::List(_) | Ty::Set(_), ConstValueKind::Map(entries)) if entries.is_empty() => {
+            // `optional set<binary> bin_set = {}`), and `[]` as an empty map.
+            (Ty::List(_) | Ty::Set(_), ConstValueKind::Map(entries)) => {
+                self.empty_instead(file, v, ty, "map", entries.is_empty());
                 Value::List(Vec::new())
+            }
+            (Ty::Map(..), ConstValueKind::List(items)) => {
+                self.empty_instead(file, v, ty, "list", items.is_empty());
+                Value::Map(Vec::new())
             }
             (Ty::Map(k, val), ConstValueKind::Map(entries)) => Value::Map(
                 entries
@@ -542,6 +570,38 @@ impl<'a> Resolver<'a> {
         Ok(Value::Struct(p.clone(), out))
     }
 
+    /// Warns, unless the literal is empty anyway, that a `what` literal standing for a
+    /// `ty` is taken as an empty one.
+    fn empty_instead(&self, file: usize, v: &ConstValue, ty: &Ty, what: &str, empty: bool) {
+        if !empty {
+            self.warn(
+                file,
+                v.span,
+                format!(
+                    "a {what} literal is not a {}; taken as an empty one, as Apache Thrift \
+                     reads it",
+                    describe(ty)
+                ),
+            );
+        }
+    }
+
+    /// `i`, written for a narrower integer type that keeps `kept` of it: the same, or
+    /// with a warning when the value does not fit.
+    fn int_in(&self, file: usize, v: &ConstValue, i: i64, kept: i64) -> Value {
+        if kept != i {
+            self.warn(
+                file,
+                v.span,
+                format!(
+                    "{i} does not fit the type; taken as {kept} (its low bits), as Apache \
+                     Thrift's C++ and Java output reads it"
+                ),
+            );
+        }
+        Value::Int(kept)
+    }
+
     fn find_enum(&self, p: &TypePath) -> Option<&'a ast::Enum> {
         let file = self.modules.iter().position(|m| *m == p.module)?;
         self.enums[file].get(&p.name).copied()
@@ -571,9 +631,35 @@ impl<'a> Resolver<'a> {
         let mut rust_names: HashMap<String, &str> = HashMap::new();
         for f in fields {
             let id = match f.id {
-                Some(id) => i16::try_from(id).map_err(|_| {
-                    self.err(file, f.span, format!("field id {id} does not fit an i16"))
-                })?,
+                Some(id) if id > 0 => {
+                    let kept = id as i16;
+                    if i64::from(kept) != id {
+                        self.warn(
+                            file,
+                            f.span,
+                            format!(
+                                "field id {id} does not fit an i16; it is {kept} (its low bits) \
+                                 on the wire, as in Apache Thrift's C++ and Java output"
+                            ),
+                        );
+                    }
+                    kept
+                }
+                // Apache Thrift's compiler (without --allow-neg-keys) numbers a field whose
+                // id is not positive as if it had none.
+                Some(id) => {
+                    let auto = next_implicit;
+                    next_implicit = next_implicit.saturating_sub(1);
+                    self.warn(
+                        file,
+                        f.span,
+                        format!(
+                            "field id {id} is not positive; the field gets {auto}, as Apache \
+                             Thrift numbers a field without an id"
+                        ),
+                    );
+                    auto
+                }
                 None => {
                     let id = next_implicit;
                     next_implicit = next_implicit.saturating_sub(1);
@@ -978,15 +1064,24 @@ impl<'a> Resolver<'a> {
             throws: Vec::new(),
         };
         if func.oneway {
-            if func.returns.is_some() || !func.throws.is_empty() {
+            if !func.throws.is_empty() {
                 return Err(self.err(
                     file,
                     func.span,
+                    format!("oneway method `{}` cannot throw exceptions", func.name.name),
+                ));
+            }
+            if func.returns.is_some() {
+                // Apache Thrift warns and drops it: no reply ever carries it.
+                self.warn(
+                    file,
+                    func.span,
                     format!(
-                        "oneway method `{}` must return void and throw nothing",
+                        "oneway method `{}` returns nothing: its return type is dropped, as \
+                         Apache Thrift does",
                         func.name.name
                     ),
-                ));
+                );
             }
             return Ok((method, args, None));
         }
@@ -1295,25 +1390,6 @@ fn at(file: &SourceFile, span: Span, message: String) -> ResolveError {
         line: span.line.max(1),
         col: span.col.max(1),
         message,
-    }
-}
-
-fn int_in(
-    r: &Resolver<'_>,
-    file: usize,
-    v: &ConstValue,
-    i: i64,
-    min: i64,
-    max: i64,
-) -> Result<Value, ResolveError> {
-    if (min..=max).contains(&i) {
-        Ok(Value::Int(i))
-    } else {
-        Err(r.err(
-            file,
-            v.span,
-            format!("{i} is out of range ({min} to {max})"),
-        ))
     }
 }
 
