@@ -38,3 +38,9 @@ pub mod apache_tests {
 pub mod apache_v0_16 {
     include!(concat!(env!("OUT_DIR"), "/apache_v0_16.rs"));
 }
+
+/// codegen's `tests/warned/*.thrift`: what Apache Thrift accepts but loses meaning (or
+/// representation) in Rust, as codegen reads it.
+pub mod warned {
+    include!(concat!(env!("OUT_DIR"), "/warned.rs"));
+}

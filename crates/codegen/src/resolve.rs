@@ -27,8 +27,9 @@
 //! - Set elements and map keys must be orderable (they are `BTreeSet`/`BTreeMap`). A
 //!   `double` there (`set<double>`, `map<double, V>`, `set<list<double>>`) is the
 //!   module's `OrderedF64` ([`Ty::OrderedDouble`]): an `f64` ordered by
-//!   `f64::total_cmp`, equal and hashed by bit pattern, a `double` on the wire. Structs
-//!   and unions that hold a `double` are refused there.
+//!   `f64::total_cmp`, equal and hashed by bit pattern, a `double` on the wire. So is
+//!   every `double` field of a struct or union that is a set element or map key, or is
+//!   held by one, so that it can derive `Ord` and `Hash`.
 //! - A field whose struct type leads back to the struct that holds it (directly, or
 //!   through other structs' plain or optional fields) is boxed; containers already
 //!   break the cycle.
@@ -809,6 +810,7 @@ impl<'a> Resolver<'a> {
             }
         }
         // Pass 2: boxing, ordering, and the checks that need every struct.
+        let keys = order_key_structs(&self.modules, &mut per_file);
         let graph = StructGraph::new(&self.modules, &per_file);
         for (fi, items) in per_file.iter_mut().enumerate() {
             for item in items {
@@ -833,12 +835,16 @@ impl<'a> Resolver<'a> {
                         for f in &mut s.fields {
                             self.check_orderable(&graph, fi, &s.thrift_name, &f.ty)?;
                             if let Some(v) = &mut f.default {
+                                order_key_literals(v, &keys);
                                 graph.mark_boxed(v, &made_optional);
                             }
                         }
                         s.hashable = s.fields.iter().all(|f| graph.orderable(&f.ty));
                     }
-                    Item::Const(c) => graph.mark_boxed(&mut c.value, &made_optional),
+                    Item::Const(c) => {
+                        order_key_literals(&mut c.value, &keys);
+                        graph.mark_boxed(&mut c.value, &made_optional)
+                    }
                     Item::Enum(_) | Item::Typedef(_) | Item::Service(_) => {}
                 }
                 out.push(item);
@@ -1439,6 +1445,94 @@ fn enum_values(e: &ast::Enum) -> Vec<(String, i32)> {
             (v.name.name.clone(), n as i32)
         })
         .collect()
+}
+
+/// Finds the structs and unions that are set elements or map keys, or are held by one
+/// (however deep), and makes every `double` in their fields an
+/// [`Ty::OrderedDouble`], so that they can derive `Ord` and `Hash` (Apache Thrift
+/// accepts `set<S>` whatever `S` holds). Returns them.
+fn order_key_structs(modules: &[String], per_file: &mut [Vec<Item>]) -> HashSet<TypePath> {
+    fn structs_in(ty: &Ty, in_key: bool, out: &mut Vec<(TypePath, bool)>) {
+        match ty {
+            Ty::Struct(p) => out.push((p.clone(), in_key)),
+            Ty::List(t) => structs_in(t, in_key, out),
+            Ty::Set(t) => structs_in(t, true, out),
+            Ty::Map(k, v) => {
+                structs_in(k, true, out);
+                structs_in(v, in_key, out);
+            }
+            _ => {}
+        }
+    }
+    // Every struct's field types, and the key positions of every type spelled anywhere.
+    let mut fields_of: HashMap<TypePath, Vec<TypePath>> = HashMap::new();
+    let mut keys: Vec<TypePath> = Vec::new();
+    for (fi, items) in per_file.iter().enumerate() {
+        for item in items {
+            let mut found = Vec::new();
+            match item {
+                Item::Struct(s) => s
+                    .fields
+                    .iter()
+                    .for_each(|f| structs_in(&f.ty, false, &mut found)),
+                Item::Const(c) => structs_in(&c.ty, false, &mut found),
+                Item::Typedef(t) => structs_in(&t.ty, false, &mut found),
+                Item::Enum(_) | Item::Service(_) => {}
+            }
+            keys.extend(found.iter().filter(|(_, k)| *k).map(|(p, _)| p.clone()));
+            if let Item::Struct(s) = item {
+                let path = TypePath {
+                    module: modules[fi].clone(),
+                    name: s.name.clone(),
+                };
+                fields_of.insert(path, found.into_iter().map(|(p, _)| p).collect());
+            }
+        }
+    }
+    let mut closed: HashSet<TypePath> = HashSet::new();
+    while let Some(p) = keys.pop() {
+        if closed.insert(p.clone()) {
+            keys.extend(fields_of.get(&p).into_iter().flatten().cloned());
+        }
+    }
+    for (fi, items) in per_file.iter_mut().enumerate() {
+        for item in items.iter_mut() {
+            if let Item::Struct(s) = item {
+                let path = TypePath {
+                    module: modules[fi].clone(),
+                    name: s.name.clone(),
+                };
+                if closed.contains(&path) {
+                    for f in &mut s.fields {
+                        f.ty = ordered(f.ty.clone());
+                    }
+                }
+            }
+        }
+    }
+    closed
+}
+
+/// Makes the field types of the struct literals inside `v` whose structs
+/// [`order_key_structs`] changed match them.
+fn order_key_literals(v: &mut Value, keys: &HashSet<TypePath>) {
+    match v {
+        Value::List(items) => items.iter_mut().for_each(|v| order_key_literals(v, keys)),
+        Value::Map(entries) => entries.iter_mut().for_each(|(k, v)| {
+            order_key_literals(k, keys);
+            order_key_literals(v, keys);
+        }),
+        Value::Struct(owner, fields) => {
+            let key = keys.contains(owner);
+            for f in fields {
+                if key {
+                    f.ty = ordered(f.ty.clone());
+                }
+                order_key_literals(&mut f.value, keys);
+            }
+        }
+        _ => {}
+    }
 }
 
 /// Which structs and unions have a value that ends (least fixed point): a struct whose
