@@ -27,3 +27,20 @@ pub mod std_types {
 pub mod apache_thrift_test {
     include!(concat!(env!("OUT_DIR"), "/apache_thrift_test.rs"));
 }
+
+/// Apache Thrift's other test IDLs (`idl/apache/*.thrift`), one module per file.
+pub mod apache_tests {
+    include!(concat!(env!("OUT_DIR"), "/apache_tests.rs"));
+}
+
+/// Apache Thrift's `Include.thrift` and `ReuseObjects.thrift`, with the older
+/// `idl/apache/v0.16/ThriftTest.thrift` they include.
+pub mod apache_v0_16 {
+    include!(concat!(env!("OUT_DIR"), "/apache_v0_16.rs"));
+}
+
+/// codegen's `tests/warned/*.thrift`: what Apache Thrift accepts but loses meaning (or
+/// representation) in Rust, as codegen reads it.
+pub mod warned {
+    include!(concat!(env!("OUT_DIR"), "/warned.rs"));
+}

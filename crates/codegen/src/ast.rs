@@ -356,6 +356,10 @@ pub struct Field {
     pub req: Requiredness,
     /// The field's type.
     pub ty: FieldType,
+    /// Whether the type is followed by Apache Thrift's reference marker `&`
+    /// (`1: Node & next`), which asks C++ for a pointer. Rust boxes exactly the fields
+    /// that close a cycle of struct types, with or without it.
+    pub reference: bool,
     /// The field's name.
     pub name: Ident,
     /// The default value, unchecked against the type.

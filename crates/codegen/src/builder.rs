@@ -63,13 +63,17 @@ pub fn compile(idls: &[impl AsRef<Path>], includes: &[impl AsRef<Path>]) -> Resu
 /// Options for a compile, in the manner of `prost_build::Config`.
 ///
 /// Defaults: output to `$OUT_DIR/thrift_gen.rs`; no include directories besides each
-/// file's own; `cargo:rerun-if-changed` printed for every IDL file read.
+/// file's own; `cargo:rerun-if-changed` printed for every IDL file read, and a
+/// `cargo:warning=` line for every [`Warning`](crate::resolve::Warning) (what the IDL
+/// says that Apache Thrift accepts but that loses meaning, and how codegen read it), so
+/// that cargo shows them when it builds the crate.
 #[derive(Debug, Clone)]
 pub struct Builder {
     out_dir: Option<PathBuf>,
     file_name: String,
     include_dirs: Vec<PathBuf>,
     rerun_if_changed: bool,
+    cargo_warnings: bool,
     options: Options,
     /// Attributes that did not parse, reported when generating.
     bad_attribute: Option<(String, String)>,
@@ -82,6 +86,7 @@ impl Default for Builder {
             file_name: "thrift_gen.rs".to_string(),
             include_dirs: Vec::new(),
             rerun_if_changed: true,
+            cargo_warnings: true,
             options: Options::default(),
             bad_attribute: None,
         }
@@ -115,6 +120,13 @@ impl Builder {
     /// Whether to print `cargo:rerun-if-changed` for every IDL file read (default on).
     pub fn rerun_if_changed(&mut self, on: bool) -> &mut Self {
         self.rerun_if_changed = on;
+        self
+    }
+
+    /// Whether to print a `cargo:warning=` line for every warning (default on). The
+    /// warnings are in [`Model::warnings`] either way.
+    pub fn cargo_warnings(&mut self, on: bool) -> &mut Self {
+        self.cargo_warnings = on;
         self
     }
 
@@ -187,7 +199,13 @@ impl Builder {
                 println!("cargo:rerun-if-changed={}", path.display());
             }
         }
-        Ok(resolve(&files)?)
+        let model = resolve(&files)?;
+        if self.cargo_warnings {
+            for warning in &model.warnings {
+                println!("cargo:warning={warning}");
+            }
+        }
+        Ok(model)
     }
 
     /// Generates the Rust source for `idls` without writing it.

@@ -13,7 +13,7 @@
 //! - string literals in `"` or `'`, on one line, with the escapes `\\ \" \' \n \t \r`
 //!   and `\uXXXX` (a UTF-16 surrogate pair written as two `\u` escapes makes one
 //!   character);
-//! - the punctuation `{ } ( ) [ ] < > , ; : = *`.
+//! - the punctuation `{ } ( ) [ ] < > , ; : = * &`.
 //!
 //! Comments are `// ...`, `# ...` and `/* ... */`. Doc comments are `/** ... */` and
 //! runs of `/// ...` lines; the lexer attaches the text of the last doc comment before a
@@ -26,7 +26,10 @@
 use crate::ast::{FileId, Span};
 use crate::error::{ParseError, ParseErrorKind, truncate};
 
-/// Thrift's reserved words. None of them may be used as a name.
+/// Thrift's reserved words. Only the parser's field names may be some of them, as in
+/// Apache Thrift (`1: i8 i8`); the deprecated words are names everywhere (Apache
+/// Thrift 0.25 no longer reserves them) and keywords only for the error messages
+/// where they start a definition or a type.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Keyword {
     Include,
@@ -41,6 +44,8 @@ pub(crate) enum Keyword {
     Service,
     Extends,
     Oneway,
+    /// The deprecated spelling of `oneway`.
+    Async,
     Void,
     Throws,
     Required,
@@ -61,6 +66,12 @@ pub(crate) enum Keyword {
     True,
     False,
     CppType,
+    /// `xsd_all`, `xsd_optional`, `xsd_nillable`, `xsd_attrs`: XSD-generator options,
+    /// accepted and ignored.
+    XsdAll,
+    XsdOptional,
+    XsdNillable,
+    XsdAttrs,
     Senum,
     Slist,
     PhpNamespace,
@@ -81,6 +92,7 @@ const KEYWORDS: &[(&str, Keyword)] = &[
     ("service", Keyword::Service),
     ("extends", Keyword::Extends),
     ("oneway", Keyword::Oneway),
+    ("async", Keyword::Async),
     ("void", Keyword::Void),
     ("throws", Keyword::Throws),
     ("required", Keyword::Required),
@@ -101,6 +113,10 @@ const KEYWORDS: &[(&str, Keyword)] = &[
     ("true", Keyword::True),
     ("false", Keyword::False),
     ("cpp_type", Keyword::CppType),
+    ("xsd_all", Keyword::XsdAll),
+    ("xsd_optional", Keyword::XsdOptional),
+    ("xsd_nillable", Keyword::XsdNillable),
+    ("xsd_attrs", Keyword::XsdAttrs),
     ("senum", Keyword::Senum),
     ("slist", Keyword::Slist),
     ("php_namespace", Keyword::PhpNamespace),
@@ -114,6 +130,22 @@ impl Keyword {
             .iter()
             .find(|(spelling, _)| *spelling == word)
             .map(|&(_, keyword)| keyword)
+    }
+
+    /// Whether Apache Thrift also takes the keyword as a field name (its grammar's
+    /// `FieldName`): every keyword but `true`/`false` (integers there), `cpp_type` and
+    /// the `xsd_*` options that may follow a field name.
+    pub(crate) fn is_field_name(self) -> bool {
+        !matches!(
+            self,
+            Keyword::True
+                | Keyword::False
+                | Keyword::CppType
+                | Keyword::XsdAll
+                | Keyword::XsdOptional
+                | Keyword::XsdNillable
+                | Keyword::XsdAttrs
+        )
     }
 
     /// Why a deprecated keyword is refused, for error messages.
@@ -148,6 +180,8 @@ pub(crate) enum Punct {
     Colon,
     Eq,
     Star,
+    /// `&`: Apache Thrift's reference marker on a field (`1: Node & next`).
+    Amp,
 }
 
 impl Punct {
@@ -166,6 +200,7 @@ impl Punct {
             ':' => Punct::Colon,
             '=' => Punct::Eq,
             '*' => Punct::Star,
+            '&' => Punct::Amp,
             _ => return None,
         })
     }
@@ -186,6 +221,7 @@ impl Punct {
             Punct::Colon => "':'",
             Punct::Eq => "'='",
             Punct::Star => "'*'",
+            Punct::Amp => "'&'",
         }
     }
 }

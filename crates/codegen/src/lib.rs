@@ -49,7 +49,9 @@
 //!   `file:line:col` errors ([`ParseError`]);
 //! - the [`resolve`]r follows includes, resolves typedefs and constants, assigns field
 //!   ids, picks legal Rust names (the mapping is in [`names`]) and boxes
-//!   recursive fields, producing the [`model`] ([`resolve::ResolveError`] otherwise);
+//!   recursive fields, producing the [`model`] ([`resolve::ResolveError`] otherwise),
+//!   with a [`resolve::Warning`] for each thing Apache Thrift accepts but that loses
+//!   meaning (printed as `cargo:warning=` lines, which cargo shows);
 //! - the [`emit`]ter turns the model into one formatted Rust file whose types implement
 //!   `thrift_codec::Message` byte for byte like the hand-written reference types in
 //!   `thrift_codec::fixtures`;

@@ -11,6 +11,9 @@
 pub struct Model {
     /// One per IDL file.
     pub modules: Vec<Module>,
+    /// What the IDL says that Apache Thrift accepts but that loses meaning, and how it
+    /// was read (the emitter ignores these).
+    pub warnings: Vec<crate::resolve::Warning>,
 }
 
 /// The items of one IDL file, emitted as `pub mod <name>`.
@@ -64,6 +67,11 @@ pub struct StructDef {
     pub doc: Option<String>,
     /// Whether every field type supports `Eq` and `Hash` (no `double` anywhere inside).
     pub hashable: bool,
+    /// For a union, the variant its `Default` holds (with its type's default): the
+    /// first whose value ends. `None` when no variant's does (each leads back to the
+    /// union, so no value of it ends) or for a struct: no `Default` impl is emitted for
+    /// such a union.
+    pub union_default: Option<usize>,
 }
 
 /// Requiredness, with the usual Thrift meaning.
@@ -111,6 +119,9 @@ pub enum Ty {
     I64,
     /// `double`.
     Double,
+    /// `double` inside a set element or map key type, where Rust needs a total order:
+    /// the module's `OrderedF64`, an `f64` ordered by `f64::total_cmp` (see the emitter).
+    OrderedDouble,
     /// `string` (`Utf8Bytes`).
     String,
     /// `binary` (`Bytes`).
@@ -130,7 +141,7 @@ pub enum Ty {
 }
 
 /// Where a named type lives: its module and Rust name.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub struct TypePath {
     /// The Rust module (file stem).
     pub module: String,
@@ -183,6 +194,8 @@ pub enum Value {
     Double(f64),
     /// A `string` or `binary`.
     Str(String),
+    /// A `uuid` (written in the IDL as a string), in wire order.
+    Uuid([u8; 16]),
     /// An enum value: the enum and the numeric value.
     Enum(TypePath, i32),
     /// A list or set, elements in order.

@@ -15,17 +15,20 @@
 //! Typedef     ::= 'typedef' FieldType Identifier Annotations? Sep?
 //! Enum        ::= 'enum' Identifier '{' (Identifier ('=' IntConstant)? Annotations? Sep?)* '}'
 //!                 Annotations?
-//! Struct      ::= ('struct' | 'union' | 'exception') Identifier '{' Field* '}' Annotations?
+//! Struct      ::= ('struct' | 'union' | 'exception') Identifier 'xsd_all'? '{' Field* '}'
+//!                 Annotations?
 //! Service     ::= 'service' Identifier ('extends' Identifier)? '{' Function* '}' Annotations?
-//! Field       ::= (IntConstant ':')? ('required' | 'optional')? FieldType Identifier
-//!                 ('=' ConstValue)? Annotations? Sep?
-//! Function    ::= 'oneway'? ('void' | FieldType) Identifier '(' Field* ')'
+//! Field       ::= (IntConstant ':')? ('required' | 'optional')? FieldType '&'? FieldName
+//!                 ('=' ConstValue)? 'xsd_optional'? 'xsd_nillable'?
+//!                 ('xsd_attrs' '{' Field* '}')? Annotations? Sep?
+//! FieldName   ::= Identifier | a keyword other than 'true', 'false', 'cpp_type', 'xsd_*'
+//! Function    ::= ('oneway' | 'async')? ('void' | FieldType) Identifier '(' Field* ')'
 //!                 ('throws' '(' Field* ')')? Annotations? Sep?
 //! FieldType   ::= Identifier | (BaseType | ContainerType) Annotations?
 //! BaseType    ::= 'bool' | 'byte' | 'i8' | 'i16' | 'i32' | 'i64' | 'double' | 'string'
 //!               | 'binary' | 'uuid'
 //! ContainerType ::= 'map' CppType? '<' FieldType ',' FieldType '>'
-//!               | 'set' CppType? '<' FieldType '>' | 'list' '<' FieldType '>' CppType?
+//!               | 'set' CppType? '<' FieldType '>' | 'list' CppType? '<' FieldType '>' CppType?
 //! CppType     ::= 'cpp_type' Literal
 //! ConstValue  ::= IntConstant | DoubleConstant | 'true' | 'false' | Literal | Identifier
 //!               | '[' (ConstValue Sep?)* ']' | '{' (ConstValue ':' ConstValue Sep?)* '}'
@@ -36,16 +39,22 @@
 //! # Decisions where Thrift implementations differ
 //!
 //! - **Reserved words.** The words of the grammar (`struct`, `required`, `i32`, `list`,
-//!   `true`, `cpp_type`, ...) and the deprecated `senum`, `slist`, `php_namespace` and
-//!   `xsd_namespace` cannot be used as names. Other languages' keywords can: `type`,
-//!   `match` or `self` are fine as field or type names (the resolver escapes them). A
-//!   dotted name is one token, so `com.service` is a valid namespace.
-//! - **Deprecated forms are rejected** with an error that says so: `senum`, `slist`,
-//!   and the legacy `php_namespace "..."` / `xsd_namespace "..."` headers (write
-//!   `namespace php ...`). The XSD options (`xsd_all`, `xsd_optional`, ...) and the
-//!   C++ reference marker `&` are not supported either.
-//! - **`cpp_type "T"`** is accepted where Thrift allows it (after `map` and `set`, after
-//!   `list<T>`) and kept as an annotation `cpp_type = "T"` on the type.
+//!   `true`, `cpp_type`, ...) cannot be used as names of definitions, enum values or
+//!   functions, but, as in Apache Thrift, all of them but `true`, `false`, `cpp_type`
+//!   and the `xsd_*` options can be field names (`1: i8 i8`, `2: string required`).
+//!   Other languages' keywords can be any name: `type`, `match` or `self` are fine
+//!   (the resolver escapes them). A dotted name is one token, so `com.service` is a
+//!   valid namespace.
+//! - **Deprecated forms.** `async` is read as `oneway`. `senum`, `slist` and the
+//!   legacy `php_namespace "..."` / `xsd_namespace "..."` headers are refused with an
+//!   error that says so where they start a definition or a type; elsewhere they are
+//!   names, as in Apache Thrift 0.25, which no longer reserves them.
+//! - **Ignored forms.** The XSD generator's options (`xsd_all`, `xsd_optional`,
+//!   `xsd_nillable`, `xsd_attrs { ... }`) are parsed and dropped, and the C++ reference
+//!   marker `&` is kept in [`Field::reference`](crate::ast::Field::reference) but
+//!   changes nothing: fields that close a cycle are boxed either way.
+//! - **`cpp_type "T"`** is accepted where Thrift allows it (after `map`, `set` and
+//!   `list`, and after `list<T>`) and kept as an annotation `cpp_type = "T"` on the type.
 //! - **Annotations** are accepted after base and container types (not after a named
 //!   type, as in Apache Thrift, which keeps `oneway Foo()` unambiguous), fields, enum
 //!   values, functions, namespaces and definitions, including `const` (an extension).
@@ -60,8 +69,9 @@
 //! - **Field ids** may be negative or absent; they are kept as written
 //!   ([`Field::id`](crate::ast::Field::id) is `None` when absent). Enum values are any
 //!   `i64`. Range checks are the resolver's.
-//! - **`true` and `false`** are [`ConstValueKind::Bool`]; unlike Apache Thrift they
-//!   are not accepted as field ids or enum values.
+//! - **`true` and `false`** are [`ConstValueKind::Bool`] in constant values (the
+//!   resolver takes them as 1 and 0 where an integer is expected); as field ids and
+//!   enum values they are 1 and 0, as Apache Thrift reads them.
 //! - **Doc comments**: the last `/** ... */` comment, or run of `///` lines, before a
 //!   definition, field, enum value or function becomes its `doc`. Plain comments
 //!   between the doc comment and the item do not detach it.
@@ -138,6 +148,7 @@ fn base_type(keyword: Keyword) -> Option<BaseType> {
 enum OpenType {
     List {
         span: Span,
+        ann: Vec<Annotation>,
     },
     Set {
         span: Span,
@@ -266,6 +277,16 @@ impl<'a> Parser<'a> {
                     span: token.span,
                 })
             }
+            // Apache Thrift 0.25 no longer reserves the deprecated words.
+            TokenKind::Keyword(
+                Keyword::Senum | Keyword::Slist | Keyword::PhpNamespace | Keyword::XsdNamespace,
+            ) => {
+                let token = self.bump()?;
+                Ok(Ident {
+                    name: token.text.to_owned(),
+                    span: token.span,
+                })
+            }
             TokenKind::Keyword(keyword) => {
                 let reserved = format!("'{}' is a reserved Thrift keyword", self.tok.text);
                 let note = keyword.unsupported_note().unwrap_or(&reserved);
@@ -286,14 +307,40 @@ impl<'a> Parser<'a> {
         }
     }
 
-    /// Consumes an integer literal.
+    /// Consumes an integer literal; `true` and `false` are 1 and 0, as Apache Thrift
+    /// reads them.
     fn int(&mut self, what: &str) -> Result<i64, ParseError> {
-        if let TokenKind::Int(value) = self.tok.kind {
-            self.bump()?;
-            Ok(value)
-        } else {
-            Err(self.unexpected(what))
+        let value = match self.tok.kind {
+            TokenKind::Int(value) => value,
+            TokenKind::Keyword(Keyword::True) => 1,
+            TokenKind::Keyword(Keyword::False) => 0,
+            _ => return Err(self.unexpected(what)),
+        };
+        self.bump()?;
+        Ok(value)
+    }
+
+    /// Whether the current token is an integer literal (or `true`/`false`).
+    fn at_int(&self) -> bool {
+        matches!(
+            self.tok.kind,
+            TokenKind::Int(_) | TokenKind::Keyword(Keyword::True | Keyword::False)
+        )
+    }
+
+    /// Consumes a field name: a name, or one of the keywords Apache Thrift also takes
+    /// as a field name (`1: i8 i8`, `2: string required`).
+    fn field_name(&mut self) -> Result<Ident, ParseError> {
+        if let TokenKind::Keyword(keyword) = self.tok.kind
+            && keyword.is_field_name()
+        {
+            let token = self.bump()?;
+            return Ok(Ident {
+                name: token.text.to_owned(),
+                span: token.span,
+            });
         }
+        self.ident("a field name")
     }
 
     /// Takes the doc comment attached to the current token.
@@ -315,12 +362,12 @@ impl<'a> Parser<'a> {
 
     /// Whether the current token can start a field.
     fn at_field_start(&self) -> bool {
-        matches!(
-            self.tok.kind,
-            TokenKind::Int(_)
-                | TokenKind::Keyword(Keyword::Required)
-                | TokenKind::Keyword(Keyword::Optional)
-        ) || self.at_type_start()
+        self.at_int()
+            || matches!(
+                self.tok.kind,
+                TokenKind::Keyword(Keyword::Required) | TokenKind::Keyword(Keyword::Optional)
+            )
+            || self.at_type_start()
     }
 
     // ---- document and headers ------------------------------------------------------
@@ -484,6 +531,10 @@ impl<'a> Parser<'a> {
             StructKind::Union => "a union name",
             StructKind::Exception => "an exception name",
         })?;
+        if kind == StructKind::Struct {
+            // An XSD-generator option, meaningless here.
+            self.eat_keyword(Keyword::XsdAll)?;
+        }
         self.expect(Punct::LBrace)?;
         let fields = self.fields(Punct::RBrace)?;
         let ann = self.annotations()?;
@@ -531,7 +582,8 @@ impl<'a> Parser<'a> {
     fn function(&mut self) -> Result<Function, ParseError> {
         let doc = self.take_doc();
         let span = self.tok.span;
-        let oneway = self.eat_keyword(Keyword::Oneway)?;
+        // `async` is the deprecated spelling of `oneway`.
+        let oneway = self.eat_keyword(Keyword::Oneway)? || self.eat_keyword(Keyword::Async)?;
         let returns = if self.eat_keyword(Keyword::Void)? {
             None
         } else if oneway {
@@ -539,7 +591,17 @@ impl<'a> Parser<'a> {
         } else {
             Some(self.field_type("a function or '}'")?)
         };
-        let name = self.ident("a function name")?;
+        // `async` is a keyword only where a function starts; codegen's own test IDLs
+        // name a function `async`, as other languages' keywords may be.
+        let name = if self.at_keyword(Keyword::Async) {
+            let token = self.bump()?;
+            Ident {
+                name: token.text.to_owned(),
+                span: token.span,
+            }
+        } else {
+            self.ident("a function name")?
+        };
         self.expect(Punct::LParen)?;
         let args = self.fields(Punct::RParen)?;
         let throws = if self.eat_keyword(Keyword::Throws)? {
@@ -581,8 +643,8 @@ impl<'a> Parser<'a> {
     fn field(&mut self) -> Result<Field, ParseError> {
         let doc = self.take_doc();
         let span = self.tok.span;
-        let id = if let TokenKind::Int(id) = self.tok.kind {
-            self.bump()?;
+        let id = if self.at_int() {
+            let id = self.int("a field id")?;
             self.expect(Punct::Colon)?;
             Some(id)
         } else {
@@ -596,18 +658,28 @@ impl<'a> Parser<'a> {
             Requiredness::Default
         };
         let ty = self.field_type("a field type")?;
-        let name = self.ident("a field name")?;
+        let reference = self.eat(Punct::Amp)?;
+        let name = self.field_name()?;
         let default = if self.eat(Punct::Eq)? {
             Some(self.const_value("a constant value")?)
         } else {
             None
         };
+        // XSD-generator options, meaningless here: `xsd_optional`, `xsd_nillable` and
+        // `xsd_attrs { FIELDS }`.
+        self.eat_keyword(Keyword::XsdOptional)?;
+        self.eat_keyword(Keyword::XsdNillable)?;
+        if self.eat_keyword(Keyword::XsdAttrs)? {
+            self.expect(Punct::LBrace)?;
+            self.fields(Punct::RBrace)?;
+        }
         let ann = self.annotations()?;
         self.eat_separator()?;
         Ok(Field {
             id,
             req,
             ty,
+            reference,
             name,
             default,
             ann,
@@ -632,8 +704,9 @@ impl<'a> Parser<'a> {
                 TokenKind::Keyword(Keyword::List) => {
                     self.enter(open.len())?;
                     self.bump()?;
+                    let ann = self.cpp_type()?.into_iter().collect();
                     self.expect(Punct::Lt)?;
-                    open.push(OpenType::List { span });
+                    open.push(OpenType::List { span, ann });
                     what = "a list element type";
                     continue;
                 }
@@ -677,9 +750,9 @@ impl<'a> Parser<'a> {
                     return Ok(done);
                 };
                 done = match container {
-                    OpenType::List { span } => {
+                    OpenType::List { span, mut ann } => {
                         self.expect(Punct::Gt)?;
-                        let mut ann: Vec<Annotation> = self.cpp_type()?.into_iter().collect();
+                        ann.extend(self.cpp_type()?);
                         ann.extend(self.annotations()?);
                         FieldType {
                             kind: FieldTypeKind::List(Box::new(done)),

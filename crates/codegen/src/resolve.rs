@@ -5,7 +5,16 @@
 //! - One module per IDL file, named after its stem; two files with the same module name
 //!   are an error. Names from an included file are written `stem.Name`.
 //! - Fields without an id get negative ids counting down from -1, as Apache Thrift's
-//!   compiler assigns them; enum values without one follow the previous value (from 0).
+//!   compiler assigns them, and so do fields whose written id is 0 or negative, as that
+//!   compiler does without its `--allow-neg-keys` (with a warning). An id beyond `i16`
+//!   keeps its low 16 bits (with a warning). Enum values without one follow the
+//!   previous value (from 0).
+//!
+//! Where Apache Thrift's compiler accepts what loses meaning, codegen reads it as Apache
+//! does and records a [`Warning`]: an integer constant too wide for its type keeps its
+//! low bits, an integer other than 0 or 1 for a `bool` is `true` when above 0, a
+//! non-empty map literal for a list or set (or list literal for a map) is an empty one,
+//! a oneway method's return type is dropped, and the cases below that say so.
 //! - Fields of a union are never `required`: a union holds exactly one of them.
 //! - Constants may refer to other constants and to enum values (`Status.ACTIVE`,
 //!   `base.Status.ACTIVE`); integers are accepted for `double` and `0`/`1` for `bool`;
@@ -15,8 +24,12 @@
 //!   leaves the field out holds it, but a generated struct starts with the field unset
 //!   (`None`), as Apache's C++ and Rust generators do: an optional field is written only
 //!   when the program sets it.
-//! - Set elements and map keys must be orderable (they are `BTreeSet`/`BTreeMap`):
-//!   `double`, and structs that contain a `double`, are refused there.
+//! - Set elements and map keys must be orderable (they are `BTreeSet`/`BTreeMap`). A
+//!   `double` there (`set<double>`, `map<double, V>`, `set<list<double>>`) is the
+//!   module's `OrderedF64` ([`Ty::OrderedDouble`]): an `f64` ordered by
+//!   `f64::total_cmp`, equal and hashed by bit pattern, a `double` on the wire. So is
+//!   every `double` field of a struct or union that is a set element or map key, or is
+//!   held by one, so that it can derive `Ord` and `Hash`.
 //! - A field whose struct type leads back to the struct that holds it (directly, or
 //!   through other structs' plain or optional fields) is boxed; containers already
 //!   break the cycle.
@@ -29,6 +42,7 @@
 //!   serves every method of it by name): a method name that is already a base's is an
 //!   error, as are services that extend each other in a cycle.
 
+use std::cell::RefCell;
 use std::collections::{HashMap, HashSet};
 use std::fmt;
 
@@ -66,6 +80,31 @@ impl fmt::Display for ResolveError {
 }
 
 impl std::error::Error for ResolveError {}
+
+/// Something the IDL says that Apache Thrift's compiler accepts but that loses meaning
+/// (or that Apache Thrift itself warns about), and what codegen made of it. The compile
+/// goes on; [`Builder`](crate::Builder) prints each as a `cargo:warning=` line.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Warning {
+    /// The file, as displayed.
+    pub file: String,
+    /// 1-based line.
+    pub line: u32,
+    /// 1-based column.
+    pub col: u32,
+    /// What was accepted, and how it is read.
+    pub message: String,
+}
+
+impl fmt::Display for Warning {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "{}:{}:{}: {}",
+            self.file, self.line, self.col, self.message
+        )
+    }
+}
 
 /// One parsed file, ready to resolve.
 #[derive(Debug, Clone)]
@@ -109,6 +148,10 @@ struct Resolver<'a> {
     include_names: Vec<HashMap<&'a str, usize>>,
     /// Per file: Rust struct name to definition.
     structs: Vec<HashMap<String, &'a ast::StructLike>>,
+    /// Per file: Rust enum name to definition.
+    enums: Vec<HashMap<String, &'a ast::Enum>>,
+    /// What was accepted with a warning, in the order found (each once).
+    warnings: RefCell<Vec<Warning>>,
 }
 
 impl<'a> Resolver<'a> {
@@ -118,6 +161,7 @@ impl<'a> Resolver<'a> {
         let mut defs = Vec::new();
         let mut include_names = Vec::new();
         let mut structs = Vec::new();
+        let mut enums = Vec::new();
         for (i, file) in files.iter().enumerate() {
             let module = names::snake(&file.stem);
             if !names::is_legal(&module) {
@@ -142,11 +186,20 @@ impl<'a> Resolver<'a> {
 
             let mut table = HashMap::new();
             let mut struct_table = HashMap::new();
+            let mut enum_table = HashMap::new();
             for def in &file.doc.definitions {
-                if let Definition::Struct(s) = def {
-                    struct_table
-                        .entry(names::upper_camel(&s.name.name))
-                        .or_insert(s);
+                match def {
+                    Definition::Struct(s) => {
+                        struct_table
+                            .entry(names::upper_camel(&s.name.name))
+                            .or_insert(s);
+                    }
+                    Definition::Enum(e) => {
+                        enum_table
+                            .entry(names::upper_camel(&e.name.name))
+                            .or_insert(e);
+                    }
+                    _ => {}
                 }
                 let (name, r) = match def {
                     Definition::Typedef(t) => (&t.name, DefRef::Typedef(t)),
@@ -165,6 +218,7 @@ impl<'a> Resolver<'a> {
             }
             defs.push(table);
             structs.push(struct_table);
+            enums.push(enum_table);
             let mut incs = HashMap::new();
             for &inc in &file.includes {
                 incs.insert(files[inc].stem.as_str(), inc);
@@ -177,7 +231,25 @@ impl<'a> Resolver<'a> {
             defs,
             include_names,
             structs,
+            enums,
+            warnings: RefCell::new(Vec::new()),
         })
+    }
+
+    /// Records a warning (once: definitions are resolved more than once, e.g. a struct
+    /// for itself and for each constant literal of it).
+    fn warn(&self, file: usize, span: Span, message: String) {
+        let e = at(&self.files[file], span, message);
+        let w = Warning {
+            file: e.file,
+            line: e.line,
+            col: e.col,
+            message: e.message,
+        };
+        let mut warnings = self.warnings.borrow_mut();
+        if !warnings.contains(&w) {
+            warnings.push(w);
+        }
     }
 
     fn err(&self, file: usize, span: Span, message: String) -> ResolveError {
@@ -232,9 +304,9 @@ impl<'a> Resolver<'a> {
                 BaseType::Uuid => Ty::Uuid,
             },
             FieldTypeKind::List(e) => Ty::List(Box::new(self.ty(file, e, depth + 1)?)),
-            FieldTypeKind::Set(e) => Ty::Set(Box::new(self.ty(file, e, depth + 1)?)),
+            FieldTypeKind::Set(e) => Ty::Set(Box::new(ordered(self.ty(file, e, depth + 1)?))),
             FieldTypeKind::Map(k, v) => Ty::Map(
-                Box::new(self.ty(file, k, depth + 1)?),
+                Box::new(ordered(self.ty(file, k, depth + 1)?)),
                 Box::new(self.ty(file, v, depth + 1)?),
             ),
             FieldTypeKind::Named(name) => match self.lookup(file, &name.name) {
@@ -280,29 +352,54 @@ impl<'a> Resolver<'a> {
         };
         // A reference to another constant stands for its value, checked against `ty`.
         if let ConstValueKind::Ident(name) = &v.kind {
-            match self.lookup(file, &name.name) {
-                Some((f, DefRef::Const(c), None)) => {
-                    let cty = self.ty(f, &c.ty, 0)?;
-                    if !same_shape(&cty, ty) {
-                        return Err(self.err(
-                            file,
-                            name.span,
-                            format!(
-                                "constant `{}` is a {}, not a {}",
-                                name.name,
-                                describe(&cty),
-                                describe(ty)
-                            ),
-                        ));
-                    }
-                    return self.value(f, &c.value, ty, depth + 1);
+            let found = self.lookup(file, &name.name);
+            if let Some((f, DefRef::Const(c), None)) = found {
+                let cty = self.ty(f, &c.ty, 0)?;
+                if !same_shape(&cty, ty) {
+                    return Err(self.err(
+                        file,
+                        name.span,
+                        format!(
+                            "constant `{}` is a {}, not a {}",
+                            name.name,
+                            describe(&cty),
+                            describe(ty)
+                        ),
+                    ));
                 }
+                return self.value(f, &c.value, ty, depth + 1);
+            }
+            // Where an enum is expected, Apache Thrift looks the last part of the name up
+            // in that enum, whatever comes before it: `MyEnum1.ME2_2` and plain `ME2_2`
+            // both mean `MyEnum2.ME2_2` for a `MyEnum2`.
+            if let Ty::Enum(p) = ty {
+                let member = name.name.rsplit('.').next().unwrap_or(&name.name);
+                let named = match found {
+                    Some((f, DefRef::Enum(e), Some(_))) => Some(self.path(f, &e.name.name)),
+                    _ => None,
+                };
+                if named.as_ref() != Some(p)
+                    && let Some(n) = self.find_enum(p).and_then(|e| enum_value(e, member))
+                {
+                    {
+                        if let Some(other) = named {
+                            self.warn(
+                                file,
+                                name.span,
+                                format!(
+                                    "`{}` names a value of enum `{}` where a `{}` is expected; \
+                                     taken as `{}.{member}` ({n}), as Apache Thrift does",
+                                    name.name, other.name, p.name, p.name
+                                ),
+                            );
+                        }
+                        return Ok(Value::Enum(p.clone(), n));
+                    }
+                }
+            }
+            match found {
                 Some((f, DefRef::Enum(e), Some(member))) => {
-                    let Some(n) = enum_values(e)
-                        .into_iter()
-                        .find(|(n, _)| n == member)
-                        .map(|(_, n)| n)
-                    else {
+                    let Some(n) = enum_value(e, member) else {
                         return Err(self.err(
                             file,
                             name.span,
@@ -329,19 +426,46 @@ impl<'a> Resolver<'a> {
         Ok(match (ty, &v.kind) {
             (Ty::Bool, ConstValueKind::Bool(b)) => Value::Bool(*b),
             (Ty::Bool, ConstValueKind::Int(i @ (0 | 1))) => Value::Bool(*i == 1),
-            (Ty::I8, ConstValueKind::Int(i)) => {
-                int_in(self, file, v, *i, i8::MIN.into(), i8::MAX.into())?
+            (Ty::Bool, ConstValueKind::Int(i)) => {
+                self.warn(
+                    file,
+                    v.span,
+                    format!(
+                        "{i} is not a bool; taken as {}, as Apache Thrift's generators read it \
+                         (true when above 0)",
+                        *i > 0
+                    ),
+                );
+                Value::Bool(*i > 0)
             }
-            (Ty::I16, ConstValueKind::Int(i)) => {
-                int_in(self, file, v, *i, i16::MIN.into(), i16::MAX.into())?
+            // `true` and `false` are 1 and 0 to Apache Thrift.
+            (Ty::I8 | Ty::I16 | Ty::I32 | Ty::I64, ConstValueKind::Bool(b)) => {
+                Value::Int(i64::from(*b))
             }
-            (Ty::I32, ConstValueKind::Int(i)) => {
-                int_in(self, file, v, *i, i32::MIN.into(), i32::MAX.into())?
+            (Ty::Double | Ty::OrderedDouble, ConstValueKind::Bool(b)) => {
+                Value::Double(f64::from(u8::from(*b)))
             }
+            // Apache Thrift checks no range; its C++ and Java output keeps the low bits.
+            (Ty::I8, ConstValueKind::Int(i)) => self.int_in(file, v, *i, i64::from(*i as i8)),
+            (Ty::I16, ConstValueKind::Int(i)) => self.int_in(file, v, *i, i64::from(*i as i16)),
+            (Ty::I32, ConstValueKind::Int(i)) => self.int_in(file, v, *i, i64::from(*i as i32)),
             (Ty::I64, ConstValueKind::Int(i)) => Value::Int(*i),
-            (Ty::Double, ConstValueKind::Int(i)) => Value::Double(*i as f64),
-            (Ty::Double, ConstValueKind::Double(d)) => Value::Double(*d),
+            (Ty::Double | Ty::OrderedDouble, ConstValueKind::Int(i)) => Value::Double(*i as f64),
+            (Ty::Double | Ty::OrderedDouble, ConstValueKind::Double(d)) => Value::Double(*d),
             (Ty::String | Ty::Binary, ConstValueKind::Str(s)) => Value::Str(s.clone()),
+            (Ty::Uuid, ConstValueKind::Str(s)) => match parse_uuid(s) {
+                Some(bytes) => Value::Uuid(bytes),
+                None => {
+                    return Err(self.err(
+                        file,
+                        v.span,
+                        format!(
+                            "{s:?} is not a uuid: write 36 characters, \
+                             xxxxxxxx-xxxx-xxxx-xxxx-xxxxxxxxxxxx in hex, optionally in {{}}"
+                        ),
+                    ));
+                }
+            },
             (Ty::Enum(p), ConstValueKind::Int(i)) => match i32::try_from(*i) {
                 Ok(n) => Value::Enum(p.clone(), n),
                 Err(_) => {
@@ -355,9 +479,14 @@ impl<'a> Resolver<'a> {
                     .collect::<Result<_, _>>()?,
             ),
             // Apache Thrift reads `{}` as an empty set or list too (ThriftTest.thrift's
-            // `optional set<binary> bin_set = {}`).
-            (Ty::List(_) | Ty::Set(_), ConstValueKind::Map(entries)) if entries.is_empty() => {
+            // `optional set<binary> bin_set = {}`), and `[]` as an empty map.
+            (Ty::List(_) | Ty::Set(_), ConstValueKind::Map(entries)) => {
+                self.empty_instead(file, v, ty, "map", entries.is_empty());
                 Value::List(Vec::new())
+            }
+            (Ty::Map(..), ConstValueKind::List(items)) => {
+                self.empty_instead(file, v, ty, "list", items.is_empty());
+                Value::Map(Vec::new())
             }
             (Ty::Map(k, val), ConstValueKind::Map(entries)) => Value::Map(
                 entries
@@ -442,6 +571,43 @@ impl<'a> Resolver<'a> {
         Ok(Value::Struct(p.clone(), out))
     }
 
+    /// Warns, unless the literal is empty anyway, that a `what` literal standing for a
+    /// `ty` is taken as an empty one.
+    fn empty_instead(&self, file: usize, v: &ConstValue, ty: &Ty, what: &str, empty: bool) {
+        if !empty {
+            self.warn(
+                file,
+                v.span,
+                format!(
+                    "a {what} literal is not a {}; taken as an empty one, as Apache Thrift \
+                     reads it",
+                    describe(ty)
+                ),
+            );
+        }
+    }
+
+    /// `i`, written for a narrower integer type that keeps `kept` of it: the same, or
+    /// with a warning when the value does not fit.
+    fn int_in(&self, file: usize, v: &ConstValue, i: i64, kept: i64) -> Value {
+        if kept != i {
+            self.warn(
+                file,
+                v.span,
+                format!(
+                    "{i} does not fit the type; taken as {kept} (its low bits), as Apache \
+                     Thrift's C++ and Java output reads it"
+                ),
+            );
+        }
+        Value::Int(kept)
+    }
+
+    fn find_enum(&self, p: &TypePath) -> Option<&'a ast::Enum> {
+        let file = self.modules.iter().position(|m| *m == p.module)?;
+        self.enums[file].get(&p.name).copied()
+    }
+
     fn find_struct(&self, p: &TypePath) -> Option<(usize, &'a ast::StructLike)> {
         let file = self.modules.iter().position(|m| *m == p.module)?;
         Some((file, *self.structs[file].get(&p.name)?))
@@ -462,12 +628,39 @@ impl<'a> Resolver<'a> {
         let mut out: Vec<FieldDef> = Vec::new();
         let mut next_implicit = -1i16;
         let mut ids = HashSet::new();
-        let mut rust_names = HashSet::new();
+        // Rust name to the Thrift name that has it.
+        let mut rust_names: HashMap<String, &str> = HashMap::new();
         for f in fields {
             let id = match f.id {
-                Some(id) => i16::try_from(id).map_err(|_| {
-                    self.err(file, f.span, format!("field id {id} does not fit an i16"))
-                })?,
+                Some(id) if id > 0 => {
+                    let kept = id as i16;
+                    if i64::from(kept) != id {
+                        self.warn(
+                            file,
+                            f.span,
+                            format!(
+                                "field id {id} does not fit an i16; it is {kept} (its low bits) \
+                                 on the wire, as in Apache Thrift's C++ and Java output"
+                            ),
+                        );
+                    }
+                    kept
+                }
+                // Apache Thrift's compiler (without --allow-neg-keys) numbers a field whose
+                // id is not positive as if it had none.
+                Some(id) => {
+                    let auto = next_implicit;
+                    next_implicit = next_implicit.saturating_sub(1);
+                    self.warn(
+                        file,
+                        f.span,
+                        format!(
+                            "field id {id} is not positive; the field gets {auto}, as Apache \
+                             Thrift numbers a field without an id"
+                        ),
+                    );
+                    auto
+                }
                 None => {
                     let id = next_implicit;
                     next_implicit = next_implicit.saturating_sub(1);
@@ -489,16 +682,28 @@ impl<'a> Resolver<'a> {
                     format!("`{}` does not make a Rust name", f.name.name),
                 ));
             }
-            if !rust_names.insert(name.clone()) {
-                return Err(self.err(
+            let name = if let Some(earlier) = rust_names.get(&name) {
+                // Apache Thrift takes names that differ only in case or underscores
+                // (`tricky` and `Tricky`); Rust spells them alike, so the later one gets
+                // the first free numbered name.
+                let unique = (2..)
+                    .map(|n| numbered(&name, n, union))
+                    .find(|n| !rust_names.contains_key(n))
+                    .unwrap_or_default();
+                self.warn(
                     file,
                     f.name.span,
                     format!(
-                        "field `{}` clashes with another field (both are `{name}` in Rust)",
-                        f.name.name
+                        "fields `{earlier}` and `{}` are both `{name}` in Rust; `{}` is named \
+                         `{unique}`",
+                        f.name.name, f.name.name
                     ),
-                ));
-            }
+                );
+                unique
+            } else {
+                name
+            };
+            rust_names.insert(name.clone(), &f.name.name);
             let ty = self.ty(file, &f.ty, 0)?;
             let default = match &f.default {
                 Some(v) => Some(self.value(file, v, &ty, 0)?),
@@ -559,6 +764,8 @@ impl<'a> Resolver<'a> {
                             fields,
                             doc: s.doc.clone(),
                             hashable: false,
+                            // Decided once every struct is known (`end_every_value`).
+                            union_default: None,
                         }));
                     }
                     Definition::Enum(e) => {
@@ -603,37 +810,58 @@ impl<'a> Resolver<'a> {
             }
         }
         // Pass 2: boxing, ordering, and the checks that need every struct.
+        let keys = order_key_structs(&self.modules, &mut per_file);
         let graph = StructGraph::new(&self.modules, &per_file);
+        for (fi, items) in per_file.iter_mut().enumerate() {
+            for item in items {
+                if let Item::Struct(s) = item {
+                    let owner = TypePath {
+                        module: self.modules[fi].clone(),
+                        name: s.name.clone(),
+                    };
+                    for f in &mut s.fields {
+                        f.boxed = matches!(&f.ty, Ty::Struct(t) if graph.same_cycle(&owner, t));
+                    }
+                }
+            }
+        }
+        let made_optional = self.end_every_value(&mut per_file);
         let mut modules = Vec::new();
         for (fi, items) in per_file.into_iter().enumerate() {
             let mut out = Vec::new();
             for mut item in items {
                 match &mut item {
                     Item::Struct(s) => {
-                        let owner = TypePath {
-                            module: self.modules[fi].clone(),
-                            name: s.name.clone(),
-                        };
                         for f in &mut s.fields {
-                            f.boxed = matches!(&f.ty, Ty::Struct(t) if graph.same_cycle(&owner, t));
                             self.check_orderable(&graph, fi, &s.thrift_name, &f.ty)?;
                             if let Some(v) = &mut f.default {
-                                graph.mark_boxed(v);
+                                order_key_literals(v, &keys);
+                                graph.mark_boxed(v, &made_optional);
                             }
                         }
                         s.hashable = s.fields.iter().all(|f| graph.orderable(&f.ty));
                     }
-                    Item::Const(c) => graph.mark_boxed(&mut c.value),
+                    Item::Const(c) => {
+                        order_key_literals(&mut c.value, &keys);
+                        graph.mark_boxed(&mut c.value, &made_optional)
+                    }
                     Item::Enum(_) | Item::Typedef(_) | Item::Service(_) => {}
                 }
                 out.push(item);
             }
-            modules.push(Module {
+            let module = Module {
                 name: self.modules[fi].clone(),
                 items: out,
-            });
+            };
+            if crate::emit::module_uses_ordered_f64(&module) {
+                self.check_ordered_f64_free(fi, &module)?;
+            }
+            modules.push(module);
         }
-        Ok(Model { modules })
+        Ok(Model {
+            modules,
+            warnings: self.warnings.into_inner(),
+        })
     }
 
     fn enum_def(&self, file: usize, e: &'a ast::Enum) -> Result<EnumDef, ResolveError> {
@@ -825,6 +1053,7 @@ impl<'a> Resolver<'a> {
             fields: params.clone(),
             doc: None,
             hashable: false,
+            union_default: None,
         };
         let mut method = MethodDef {
             thrift_name: func.name.name.clone(),
@@ -841,15 +1070,24 @@ impl<'a> Resolver<'a> {
             throws: Vec::new(),
         };
         if func.oneway {
-            if func.returns.is_some() || !func.throws.is_empty() {
+            if !func.throws.is_empty() {
                 return Err(self.err(
                     file,
                     func.span,
+                    format!("oneway method `{}` cannot throw exceptions", func.name.name),
+                ));
+            }
+            if func.returns.is_some() {
+                // Apache Thrift warns and drops it: no reply ever carries it.
+                self.warn(
+                    file,
+                    func.span,
                     format!(
-                        "oneway method `{}` must return void and throw nothing",
+                        "oneway method `{}` returns nothing: its return type is dropped, as \
+                         Apache Thrift does",
                         func.name.name
                     ),
-                ));
+                );
             }
             return Ok((method, args, None));
         }
@@ -927,9 +1165,202 @@ impl<'a> Resolver<'a> {
             fields,
             doc: None,
             hashable: false,
+            union_default: None,
         };
         method.result = Some(local(result.name.clone()));
         Ok((method, args, Some(result)))
+    }
+
+    /// Makes sure every struct and union has a value that ends, which Rust needs to
+    /// build one (a default, a decoded value). A field that is always present and leads
+    /// back to its own struct through fields that are always present (Apache's
+    /// `1: RecList & nextitem`) would make every value endless: such fields become
+    /// optional (`Option<Box<_>>`, written only when set, as Apache's C++ makes them
+    /// pointers), with a warning; then so does any field always present whose type is
+    /// a union all of whose variants lead back to it. Unions get the first variant
+    /// whose value ends as their default, and none when there is none. Returns the
+    /// fields made optional.
+    fn end_every_value(&self, per_file: &mut [Vec<Item>]) -> HashSet<(TypePath, String)> {
+        let mut made = HashSet::new();
+        // Closing fields first, one at a time (each may end the others' values): that is
+        // what Apache's `&` asks for.
+        for boxed_only in [true, false] {
+            while let Some((fi, index, field)) = self.endless_field(per_file, boxed_only) {
+                let Item::Struct(s) = &mut per_file[fi][index] else {
+                    break;
+                };
+                let f = &mut s.fields[field];
+                let why = match (&f.ty, boxed_only) {
+                    (_, true) => format!(
+                        "leads back to `{}` through fields that are always present",
+                        s.thrift_name
+                    ),
+                    (Ty::Struct(target), false) => format!(
+                        "is a `{}`, a union whose every variant leads back to it",
+                        target.name
+                    ),
+                    _ => break,
+                };
+                let span = self.field_span(fi, &s.thrift_name, &f.thrift_name);
+                self.warn(
+                    fi,
+                    span,
+                    format!(
+                        "field `{}` of `{}` {why}, so no value of it would end: it is an \
+                         `Option` here, written only when set",
+                        f.thrift_name, s.thrift_name
+                    ),
+                );
+                f.req = Requiredness::Optional;
+                let owner = TypePath {
+                    module: self.modules[fi].clone(),
+                    name: s.name.clone(),
+                };
+                made.insert((owner, f.name.clone()));
+            }
+        }
+        let ends = value_ends(&self.modules, per_file);
+        for (fi, items) in per_file.iter_mut().enumerate() {
+            for item in items.iter_mut() {
+                match item {
+                    Item::Struct(s) if s.kind == StructKind::Union => {
+                        s.union_default = s.fields.iter().position(|f| match &f.ty {
+                            Ty::Struct(t) => ends.get(t).copied().unwrap_or(true),
+                            _ => true,
+                        });
+                    }
+                    // The handler's parameters are the args struct's fields.
+                    Item::Service(svc) => {
+                        for m in &mut svc.methods {
+                            for p in &mut m.params {
+                                let key = (
+                                    TypePath {
+                                        module: self.modules[fi].clone(),
+                                        name: m.args.name.clone(),
+                                    },
+                                    p.name.clone(),
+                                );
+                                if made.contains(&key) {
+                                    p.req = Requiredness::Optional;
+                                }
+                            }
+                        }
+                    }
+                    _ => {}
+                }
+            }
+        }
+        for items in per_file.iter_mut() {
+            for item in items.iter_mut() {
+                if let Item::Service(svc) = item {
+                    for m in &mut svc.inherited {
+                        let Some(owner) = self.modules.iter().position(|x| *x == m.owner.module)
+                        else {
+                            continue;
+                        };
+                        for p in &mut m.params {
+                            if made.contains(&(
+                                TypePath {
+                                    module: self.modules[owner].clone(),
+                                    name: m.args.name.clone(),
+                                },
+                                p.name.clone(),
+                            )) {
+                                p.req = Requiredness::Optional;
+                            }
+                        }
+                    }
+                }
+            }
+        }
+        made
+    }
+
+    /// The first field (file, item and field index) that is always present and whose
+    /// struct type has no value that ends, among the fields that close a cycle if
+    /// `boxed_only`.
+    fn endless_field(
+        &self,
+        per_file: &[Vec<Item>],
+        boxed_only: bool,
+    ) -> Option<(usize, usize, usize)> {
+        let ends = value_ends(&self.modules, per_file);
+        for (fi, items) in per_file.iter().enumerate() {
+            for (index, item) in items.iter().enumerate() {
+                let Item::Struct(s) = item else { continue };
+                if s.kind == StructKind::Union {
+                    continue;
+                }
+                let found = s.fields.iter().position(|f| {
+                    f.req != Requiredness::Optional
+                        && (f.boxed || !boxed_only)
+                        && matches!(&f.ty, Ty::Struct(t) if !ends.get(t).copied().unwrap_or(true))
+                });
+                if let Some(field) = found {
+                    return Some((fi, index, field));
+                }
+            }
+        }
+        None
+    }
+
+    /// Where field `field` of struct (or args struct) `owner` is written, or where the
+    /// file starts if it cannot be found.
+    fn field_span(&self, file: usize, owner: &str, field: &str) -> Span {
+        let in_fields = |fields: &[ast::Field]| {
+            fields
+                .iter()
+                .find(|f| f.name.name == field)
+                .map(|f| f.name.span)
+        };
+        self.files[file]
+            .doc
+            .definitions
+            .iter()
+            .find_map(|d| match d {
+                Definition::Struct(s) if s.name.name == owner => in_fields(&s.fields),
+                Definition::Service(svc) => svc.functions.iter().find_map(|func| {
+                    if format!("{}_args", func.name.name) == owner {
+                        in_fields(&func.args)
+                    } else {
+                        None
+                    }
+                }),
+                _ => None,
+            })
+            .unwrap_or_default()
+    }
+
+    /// Fails if the module, which needs its `OrderedF64`, defines that name itself.
+    fn check_ordered_f64_free(&self, file: usize, module: &Module) -> Result<(), ResolveError> {
+        let name = crate::emit::ORDERED_F64;
+        let taken = module.items.iter().any(|item| match item {
+            Item::Struct(s) => s.name == name,
+            Item::Enum(e) => e.name == name,
+            Item::Typedef(t) => t.name == name,
+            Item::Service(s) => [&s.name, &s.reply, &s.server, &s.client, &s.maker]
+                .iter()
+                .any(|n| *n == name),
+            Item::Const(_) => false,
+        });
+        if !taken {
+            return Ok(());
+        }
+        let span = self.files[file]
+            .doc
+            .definitions
+            .iter()
+            .find(|d| names::upper_camel(&d.name().name) == name)
+            .map_or_else(Span::default, |d| d.name().span);
+        Err(self.err(
+            file,
+            span,
+            format!(
+                "`{name}` is generated twice in module `{}`: the module has doubles in set \
+                 elements or map keys, which are its `{name}`",
+                module.name
+            ),
+        ))
     }
 
     fn check_orderable(
@@ -945,7 +1376,7 @@ impl<'a> Resolver<'a> {
                 Span::default(),
                 format!(
                     "in `{owner}`: set elements and map keys must be orderable, and {} is not \
-                     (it is or holds a double)",
+                     (it is or holds a struct that holds a double)",
                     describe(e)
                 ),
             )),
@@ -968,23 +1399,39 @@ fn at(file: &SourceFile, span: Span, message: String) -> ResolveError {
     }
 }
 
-fn int_in(
-    r: &Resolver<'_>,
-    file: usize,
-    v: &ConstValue,
-    i: i64,
-    min: i64,
-    max: i64,
-) -> Result<Value, ResolveError> {
-    if (min..=max).contains(&i) {
-        Ok(Value::Int(i))
-    } else {
-        Err(r.err(
-            file,
-            v.span,
-            format!("{i} is out of range ({min} to {max})"),
-        ))
+/// The 16 bytes of a uuid written as Apache Thrift accepts it: the canonical
+/// `01234567-89ab-cdef-0123-456789abcdef` form (hex digits in either case), optionally
+/// in braces as Windows writes GUIDs.
+fn parse_uuid(text: &str) -> Option<[u8; 16]> {
+    let text = text
+        .strip_prefix('{')
+        .and_then(|t| t.strip_suffix('}'))
+        .unwrap_or(text);
+    let b = text.as_bytes();
+    if b.len() != 36 || [8, 13, 18, 23].iter().any(|&i| b[i] != b'-') {
+        return None;
     }
+    let hex: Vec<u8> = b.iter().copied().filter(|&c| c != b'-').collect();
+    if hex.len() != 32 {
+        return None;
+    }
+    let mut out = [0u8; 16];
+    for (byte, pair) in out.iter_mut().zip(hex.chunks(2)) {
+        let digits = std::str::from_utf8(pair).ok()?;
+        if !digits.bytes().all(|c| c.is_ascii_hexdigit()) {
+            return None;
+        }
+        *byte = u8::from_str_radix(digits, 16).ok()?;
+    }
+    Some(out)
+}
+
+/// The value of the member of `e` named `member`.
+fn enum_value(e: &ast::Enum, member: &str) -> Option<i32> {
+    enum_values(e)
+        .into_iter()
+        .find(|(n, _)| n == member)
+        .map(|(_, n)| n)
 }
 
 /// Enum values with implicit ones filled in: `(Thrift name, value)`.
@@ -1000,13 +1447,170 @@ fn enum_values(e: &ast::Enum) -> Vec<(String, i32)> {
         .collect()
 }
 
+/// Finds the structs and unions that are set elements or map keys, or are held by one
+/// (however deep), and makes every `double` in their fields an
+/// [`Ty::OrderedDouble`], so that they can derive `Ord` and `Hash` (Apache Thrift
+/// accepts `set<S>` whatever `S` holds). Returns them.
+fn order_key_structs(modules: &[String], per_file: &mut [Vec<Item>]) -> HashSet<TypePath> {
+    fn structs_in(ty: &Ty, in_key: bool, out: &mut Vec<(TypePath, bool)>) {
+        match ty {
+            Ty::Struct(p) => out.push((p.clone(), in_key)),
+            Ty::List(t) => structs_in(t, in_key, out),
+            Ty::Set(t) => structs_in(t, true, out),
+            Ty::Map(k, v) => {
+                structs_in(k, true, out);
+                structs_in(v, in_key, out);
+            }
+            _ => {}
+        }
+    }
+    // Every struct's field types, and the key positions of every type spelled anywhere.
+    let mut fields_of: HashMap<TypePath, Vec<TypePath>> = HashMap::new();
+    let mut keys: Vec<TypePath> = Vec::new();
+    for (fi, items) in per_file.iter().enumerate() {
+        for item in items {
+            let mut found = Vec::new();
+            match item {
+                Item::Struct(s) => s
+                    .fields
+                    .iter()
+                    .for_each(|f| structs_in(&f.ty, false, &mut found)),
+                Item::Const(c) => structs_in(&c.ty, false, &mut found),
+                Item::Typedef(t) => structs_in(&t.ty, false, &mut found),
+                Item::Enum(_) | Item::Service(_) => {}
+            }
+            keys.extend(found.iter().filter(|(_, k)| *k).map(|(p, _)| p.clone()));
+            if let Item::Struct(s) = item {
+                let path = TypePath {
+                    module: modules[fi].clone(),
+                    name: s.name.clone(),
+                };
+                fields_of.insert(path, found.into_iter().map(|(p, _)| p).collect());
+            }
+        }
+    }
+    let mut closed: HashSet<TypePath> = HashSet::new();
+    while let Some(p) = keys.pop() {
+        if closed.insert(p.clone()) {
+            keys.extend(fields_of.get(&p).into_iter().flatten().cloned());
+        }
+    }
+    for (fi, items) in per_file.iter_mut().enumerate() {
+        for item in items.iter_mut() {
+            if let Item::Struct(s) = item {
+                let path = TypePath {
+                    module: modules[fi].clone(),
+                    name: s.name.clone(),
+                };
+                if closed.contains(&path) {
+                    for f in &mut s.fields {
+                        f.ty = ordered(f.ty.clone());
+                    }
+                }
+            }
+        }
+    }
+    closed
+}
+
+/// Makes the field types of the struct literals inside `v` whose structs
+/// [`order_key_structs`] changed match them.
+fn order_key_literals(v: &mut Value, keys: &HashSet<TypePath>) {
+    match v {
+        Value::List(items) => items.iter_mut().for_each(|v| order_key_literals(v, keys)),
+        Value::Map(entries) => entries.iter_mut().for_each(|(k, v)| {
+            order_key_literals(k, keys);
+            order_key_literals(v, keys);
+        }),
+        Value::Struct(owner, fields) => {
+            let key = keys.contains(owner);
+            for f in fields {
+                if key {
+                    f.ty = ordered(f.ty.clone());
+                }
+                order_key_literals(&mut f.value, keys);
+            }
+        }
+        _ => {}
+    }
+}
+
+/// Which structs and unions have a value that ends (least fixed point): a struct whose
+/// fields always present all have one, a union with a variant that has one. Base
+/// types, enums and containers (which may be empty) always have one.
+fn value_ends(modules: &[String], per_file: &[Vec<Item>]) -> HashMap<TypePath, bool> {
+    let mut defs: Vec<(TypePath, &StructDef)> = Vec::new();
+    for (fi, items) in per_file.iter().enumerate() {
+        for item in items {
+            if let Item::Struct(s) = item {
+                let path = TypePath {
+                    module: modules[fi].clone(),
+                    name: s.name.clone(),
+                };
+                defs.push((path, s));
+            }
+        }
+    }
+    let mut ends: HashMap<TypePath, bool> = defs.iter().map(|(p, _)| (p.clone(), false)).collect();
+    let field_ends = |ends: &HashMap<TypePath, bool>, f: &FieldDef| match &f.ty {
+        Ty::Struct(t) => ends.get(t).copied().unwrap_or(true),
+        _ => true,
+    };
+    loop {
+        let mut changed = false;
+        for (path, s) in &defs {
+            if ends[path] {
+                continue;
+            }
+            let now = if s.kind == StructKind::Union {
+                s.fields.iter().any(|f| field_ends(&ends, f))
+            } else {
+                s.fields
+                    .iter()
+                    .all(|f| f.req == Requiredness::Optional || field_ends(&ends, f))
+            };
+            if now {
+                ends.insert(path.clone(), true);
+                changed = true;
+            }
+        }
+        if !changed {
+            return ends;
+        }
+    }
+}
+
+/// `name` (a Rust field or variant name) made distinct with the number `n`:
+/// `tricky_2` for a field, `Tricky2` for a variant.
+fn numbered(name: &str, n: u32, variant: bool) -> String {
+    let bare = name.strip_prefix("r#").unwrap_or(name);
+    if variant {
+        format!("{bare}{n}")
+    } else {
+        format!("{}_{n}", bare.trim_end_matches('_'))
+    }
+}
+
+/// `ty` with every `double` inside it made [`Ty::OrderedDouble`]: what a set element or
+/// map key type holds.
+fn ordered(ty: Ty) -> Ty {
+    match ty {
+        Ty::Double => Ty::OrderedDouble,
+        Ty::List(t) => Ty::List(Box::new(ordered(*t))),
+        Ty::Set(t) => Ty::Set(Box::new(ordered(*t))),
+        Ty::Map(k, v) => Ty::Map(Box::new(ordered(*k)), Box::new(ordered(*v))),
+        other => other,
+    }
+}
+
 /// Whether a constant of type `a` may stand where `b` is expected.
 fn same_shape(a: &Ty, b: &Ty) -> bool {
     match (a, b) {
         (
             Ty::I8 | Ty::I16 | Ty::I32 | Ty::I64,
-            Ty::I8 | Ty::I16 | Ty::I32 | Ty::I64 | Ty::Double,
+            Ty::I8 | Ty::I16 | Ty::I32 | Ty::I64 | Ty::Double | Ty::OrderedDouble,
         ) => true,
+        (Ty::Double | Ty::OrderedDouble, Ty::Double | Ty::OrderedDouble) => true,
         (Ty::String | Ty::Binary, Ty::String | Ty::Binary) => true,
         (Ty::List(x), Ty::List(y)) | (Ty::Set(x), Ty::Set(y)) => same_shape(x, y),
         (Ty::Map(k1, v1), Ty::Map(k2, v2)) => same_shape(k1, k2) && same_shape(v1, v2),
@@ -1021,7 +1625,7 @@ fn describe(ty: &Ty) -> String {
         Ty::I16 => "i16".into(),
         Ty::I32 => "i32".into(),
         Ty::I64 => "i64".into(),
-        Ty::Double => "double".into(),
+        Ty::Double | Ty::OrderedDouble => "double".into(),
         Ty::String => "string".into(),
         Ty::Binary => "binary".into(),
         Ty::Uuid => "uuid".into(),
@@ -1134,17 +1738,25 @@ impl StructGraph {
     }
 
     /// Boxes the fields of the struct literals inside `v` that close a cycle, as the
-    /// fields themselves are.
-    fn mark_boxed(&self, v: &mut Value) {
+    /// fields themselves are, and makes optional those that
+    /// [`Resolver::end_every_value`] made optional.
+    fn mark_boxed(&self, v: &mut Value, made_optional: &HashSet<(TypePath, String)>) {
         match v {
-            Value::List(items) => items.iter_mut().for_each(|v| self.mark_boxed(v)),
+            Value::List(items) => items
+                .iter_mut()
+                .for_each(|v| self.mark_boxed(v, made_optional)),
             Value::Map(entries) => entries.iter_mut().for_each(|(k, v)| {
-                self.mark_boxed(k);
-                self.mark_boxed(v);
+                self.mark_boxed(k, made_optional);
+                self.mark_boxed(v, made_optional);
             }),
             Value::Struct(owner, fields) => {
                 for f in fields {
-                    self.mark_boxed(&mut f.value);
+                    self.mark_boxed(&mut f.value, made_optional);
+                    if f.value != Value::Default
+                        && made_optional.contains(&(owner.clone(), f.name.clone()))
+                    {
+                        f.optional = true;
+                    }
                     // A field left to its default builds `Default::default()` whatever
                     // its type, boxed or not.
                     f.boxed = f.value != Value::Default

@@ -29,6 +29,7 @@ fn field(id: i16, name: &str, ty: Ty, req: Requiredness) -> FieldDef {
 }
 
 fn strukt(name: &str, kind: StructKind, hashable: bool, fields: Vec<FieldDef>) -> Item {
+    let union_default = (kind == StructKind::Union && !fields.is_empty()).then_some(0);
     Item::Struct(StructDef {
         thrift_name: name.to_string(),
         name: name.to_string(),
@@ -36,6 +37,7 @@ fn strukt(name: &str, kind: StructKind, hashable: bool, fields: Vec<FieldDef>) -
         fields,
         doc: None,
         hashable,
+        union_default,
     })
 }
 
@@ -137,6 +139,7 @@ fn echo_mixed() -> Model {
     };
     Model {
         modules: vec![echo, mixed],
+        warnings: Vec::new(),
     }
 }
 
@@ -516,6 +519,7 @@ fn text_rustc_refuses_in_comments_is_kept_out_of_doc_comments() {
                 }),
             ],
         }],
+        warnings: Vec::new(),
     };
     let out = codegen::emit::emit(&model);
     syn::parse_file(&out).unwrap_or_else(|e| panic!("{e}\n{out}"));
@@ -548,6 +552,7 @@ fn idl_docs_are_plain_text_to_rustdoc() {
             name: "m".into(),
             items: vec![Item::Struct(s)],
         }],
+        warnings: Vec::new(),
     };
     let out = codegen::emit::emit(&model);
     for expected in [

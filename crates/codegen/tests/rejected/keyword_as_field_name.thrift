@@ -1,3 +1,3 @@
 struct A {
-    1: string required
+    1: string true
 }

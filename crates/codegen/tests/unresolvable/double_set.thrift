@@ -1,3 +1,0 @@
-struct A {
-  1: set<double> s,
-}

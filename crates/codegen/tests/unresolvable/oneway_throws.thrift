@@ -1,0 +1,4 @@
+exception E {}
+service S {
+  oneway void f() throws (1: E e),
+}

@@ -1,0 +1,4 @@
+struct Point { 1: double x }
+struct A {
+  1: set<Point> s,
+}
