@@ -1654,7 +1654,8 @@ fn order_key_literals(v: &mut Value, keys: &HashSet<TypePath>) {
 
 /// Which structs and unions have a value that ends (least fixed point): a struct whose
 /// fields always present all have one, a union with a variant that has one. Base
-/// types, enums and containers (which may be empty) always have one.
+/// types, enums and containers (which may be empty) always have one. Linear in the
+/// fields: a worklist over the reverse edges.
 fn value_ends(modules: &[String], per_file: &[Vec<Item>]) -> HashMap<TypePath, bool> {
     let mut defs: Vec<(TypePath, &StructDef)> = Vec::new();
     for (fi, items) in per_file.iter().enumerate() {
@@ -1668,33 +1669,49 @@ fn value_ends(modules: &[String], per_file: &[Vec<Item>]) -> HashMap<TypePath, b
             }
         }
     }
-    let mut ends: HashMap<TypePath, bool> = defs.iter().map(|(p, _)| (p.clone(), false)).collect();
-    let field_ends = |ends: &HashMap<TypePath, bool>, f: &FieldDef| match &f.ty {
-        Ty::Struct(t) => ends.get(t).copied().unwrap_or(true),
-        _ => true,
-    };
-    loop {
-        let mut changed = false;
-        for (path, s) in &defs {
-            if ends[path] {
+    let index: HashMap<&TypePath, usize> =
+        defs.iter().enumerate().map(|(i, (p, _))| (p, i)).collect();
+    // Per def: the defs that wait on it, and how many struct fields it waits on.
+    let mut waiting: Vec<Vec<usize>> = vec![Vec::new(); defs.len()];
+    let mut pending = vec![0usize; defs.len()];
+    let mut ends = vec![false; defs.len()];
+    let mut queue = Vec::new();
+    for (i, (_, s)) in defs.iter().enumerate() {
+        let union = s.kind == StructKind::Union;
+        let mut free = false;
+        for f in &s.fields {
+            if !union && f.req == Requiredness::Optional {
                 continue;
             }
-            let now = if s.kind == StructKind::Union {
-                s.fields.iter().any(|f| field_ends(&ends, f))
-            } else {
-                s.fields
-                    .iter()
-                    .all(|f| f.req == Requiredness::Optional || field_ends(&ends, f))
-            };
-            if now {
-                ends.insert(path.clone(), true);
-                changed = true;
+            match &f.ty {
+                Ty::Struct(t) if index.contains_key(t) => {
+                    waiting[index[t]].push(i);
+                    pending[i] += 1;
+                }
+                _ => free = true,
             }
         }
-        if !changed {
-            return ends;
+        if (union && free) || (!union && pending[i] == 0) {
+            ends[i] = true;
+            queue.push(i);
         }
     }
+    while let Some(t) = queue.pop() {
+        for &d in &waiting[t] {
+            if ends[d] {
+                continue;
+            }
+            pending[d] -= 1;
+            if defs[d].1.kind == StructKind::Union || pending[d] == 0 {
+                ends[d] = true;
+                queue.push(d);
+            }
+        }
+    }
+    defs.into_iter()
+        .zip(ends)
+        .map(|((p, _), e)| (p, e))
+        .collect()
 }
 
 /// `name` (a Rust field or variant name) made distinct with the number `n`:
