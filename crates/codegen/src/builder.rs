@@ -193,19 +193,27 @@ impl Builder {
     /// Parses and resolves `idls` into the model the emitter works from.
     pub fn model(&self, idls: &[impl AsRef<Path>]) -> Result<Model, Error> {
         let roots: Vec<PathBuf> = idls.iter().map(|p| p.as_ref().to_path_buf()).collect();
-        let (files, read) = load(&roots, &self.include_dirs)?;
+        let loaded = load(&roots, &self.include_dirs)?;
         if self.rerun_if_changed {
-            for path in &read {
+            for path in &loaded.read {
                 println!("cargo:rerun-if-changed={}", path.display());
             }
         }
-        let model = resolve(&files)?;
+        // Printed before resolving, so that a missing include is reported even when the
+        // names it should have brought then fail the compile.
+        self.print_warnings(&loaded.warnings);
+        let mut model = resolve(&loaded.files)?;
+        self.print_warnings(&model.warnings);
+        model.warnings.splice(0..0, loaded.warnings);
+        Ok(model)
+    }
+
+    fn print_warnings(&self, warnings: &[crate::resolve::Warning]) {
         if self.cargo_warnings {
-            for warning in &model.warnings {
+            for warning in warnings {
                 println!("cargo:warning={warning}");
             }
         }
-        Ok(model)
     }
 
     /// Generates the Rust source for `idls` without writing it.
@@ -304,8 +312,9 @@ mod tests {
         );
         write(&dir.join("inc/c.thrift"), "struct C { 1: i32 x }\n");
         write(&dir.join("sub/d.thrift"), "struct D { 1: i32 x }\n");
-        let (files, read) =
+        let loaded =
             load(&[dir.join("a.thrift")], &[dir.join("inc")]).unwrap_or_else(|e| panic!("{e}"));
+        let (files, read) = (loaded.files, loaded.read);
         let mut names: Vec<String> = read
             .iter()
             .map(|p| p.strip_prefix(&dir).unwrap_or(p).display().to_string())

@@ -60,6 +60,25 @@
 //!
 //! Annotations are parsed and kept in the syntax tree but do not change the output.
 //!
+//! # Apache Thrift's IDLs
+//!
+//! What Apache Thrift's compiler (0.25) accepts, codegen accepts: every `test/*.thrift`
+//! of Apache Thrift (but `BrokenConstants.thrift`, which it refuses on purpose) is
+//! vendored in `idl/apache/` and compiled by `codegen-check`. Where Apache is lenient
+//! in a way that loses meaning, codegen reads the IDL as Apache does and says so in a
+//! [`resolve::Warning`] (a `cargo:warning=` line in the build): a default naming another
+//! enum's value, field or method names Rust spells alike (numbered), out-of-range ids
+//! and constants (low bits kept), a oneway method's return type (dropped), an include
+//! that is not found... the [`resolve`] docs list them. Where Rust needs a shape Thrift
+//! does not: a `double` in a set element or map key (or in a struct that is one) is
+//! the module's `OrderedF64` (total order), and a field always present that leads back
+//! to its own struct becomes optional (warned), since no value of it could end.
+//!
+//! Deliberate differences: nesting deeper than [`MAX_NESTING`] is refused (bounded
+//! input); `optional` on a method argument is kept (Apache ignores it and always sends
+//! the argument): the handler gets an `Option` and the client sends it only when set;
+//! an optional field's IDL default is checked but the field starts unset.
+//!
 //! # Services
 //!
 //! For each IDL `service S`, next to the `S<Method>Args` and `S<Method>Result` structs

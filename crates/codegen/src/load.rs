@@ -5,28 +5,40 @@ use std::path::{Path, PathBuf};
 
 use crate::ast::{FileId, Span};
 use crate::error::ParseError;
-use crate::resolve::{ResolveError, SourceFile};
+use crate::resolve::{ResolveError, SourceFile, Warning};
 use crate::{Error, parse};
 
+/// What [`load`] read.
+pub(crate) struct Loaded {
+    /// Every file, includes before includers.
+    pub(crate) files: Vec<SourceFile>,
+    /// Every path read (for `cargo:rerun-if-changed`).
+    pub(crate) read: Vec<PathBuf>,
+    /// Includes that were not found: Apache Thrift's compiler warns and goes on (names
+    /// from them are then unknown).
+    pub(crate) warnings: Vec<Warning>,
+}
+
 /// Loads `roots` and everything they include, in an order where every file comes after
-/// the files it includes. Returns the files and every path read (for
-/// `cargo:rerun-if-changed`).
-pub(crate) fn load(
-    roots: &[PathBuf],
-    include_dirs: &[PathBuf],
-) -> Result<(Vec<SourceFile>, Vec<PathBuf>), Error> {
+/// the files it includes.
+pub(crate) fn load(roots: &[PathBuf], include_dirs: &[PathBuf]) -> Result<Loaded, Error> {
     let mut loader = Loader {
         include_dirs,
         files: Vec::new(),
         by_path: HashMap::new(),
         stack: Vec::new(),
         read: Vec::new(),
+        warnings: Vec::new(),
     };
     for root in roots {
         loader.load(root, None)?;
     }
     let files = loader.files.into_iter().map(|(_, f)| f).collect();
-    Ok((files, loader.read))
+    Ok(Loaded {
+        files,
+        read: loader.read,
+        warnings: loader.warnings,
+    })
 }
 
 struct Loader<'a> {
@@ -38,6 +50,7 @@ struct Loader<'a> {
     /// one of these is a cycle.
     stack: Vec<(PathBuf, String)>,
     read: Vec<PathBuf>,
+    warnings: Vec<Warning>,
 }
 
 impl Loader<'_> {
@@ -104,15 +117,16 @@ impl Loader<'_> {
                 .map(|d| d.join(&inc))
                 .find(|p| p.is_file());
             let Some(found) = found else {
-                self.stack.pop();
-                return Err(Error::Resolve(ResolveError {
+                self.warnings.push(Warning {
                     file: file.display.clone(),
                     line: span.line,
                     col: span.col,
                     message: format!(
-                        "included file \"{inc}\" not found next to it or in the include paths"
+                        "included file \"{inc}\" not found next to it or in the include paths; \
+                         going on without it, as Apache Thrift does (its names are unknown)"
                     ),
-                }));
+                });
+                continue;
             };
             let index = self.load(&found, Some((&file, span)));
             let index = match index {

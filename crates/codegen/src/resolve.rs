@@ -41,6 +41,13 @@
 //! - A service shares one namespace with its whole `extends` chain (the dispatcher
 //!   serves every method of it by name): a method name that is already a base's is an
 //!   error, as are services that extend each other in a cycle.
+//! - Names Apache Thrift tells apart but Rust would spell alike are numbered, with a
+//!   warning: fields (`tricky`, `Tricky` are `tricky`, `tricky_2`), methods of a chain
+//!   (`getItem`, `get_item`: the later one's Rust names come from `get_item_2`; its
+//!   wire name is unchanged), exceptions of a method (`X1`, `X12`), and the types
+//!   generated for a service when the IDL defines a type of that name (`StoreReply2`).
+//! - An `include` that is not found is a warning, as in Apache Thrift: the compile goes
+//!   on, and a name from that file is then unknown.
 
 use std::cell::RefCell;
 use std::collections::{HashMap, HashSet};
@@ -905,7 +912,9 @@ impl<'a> Resolver<'a> {
                     format!("method `{}` is defined twice", func.name.name),
                 ));
             }
-            let (method, args, result) = self.method(file, svc, func)?;
+        }
+        for (func, alias) in svc.functions.iter().zip(self.aliases(file, svc)?) {
+            let (method, args, result) = self.method(file, svc, func, &alias)?;
             items.push(Item::Struct(args));
             items.extend(result.map(Item::Struct));
             methods.push(method);
@@ -971,12 +980,13 @@ impl<'a> Resolver<'a> {
         }
 
         let name = names::upper_camel(&svc.name.name);
+        let generated = |suffix: &str| self.fresh_type(file, format!("{name}{suffix}"), svc);
         items.push(Item::Service(ServiceDef {
             thrift_name: svc.name.name.clone(),
-            reply: format!("{name}Reply"),
-            server: format!("{name}Server"),
-            client: format!("{name}Client"),
-            maker: format!("{name}ClientMaker"),
+            reply: generated("Reply"),
+            server: generated("Server"),
+            client: generated("Client"),
+            maker: generated("ClientMaker"),
             name,
             doc: svc.doc.clone(),
             extends,
@@ -996,6 +1006,7 @@ impl<'a> Resolver<'a> {
         let mut extends = None;
         let mut methods = Vec::new();
         let mut chain = vec![(file, svc.name.name.as_str())];
+        let mut bases = Vec::new();
         let (mut f, mut s) = (file, svc);
         while let Some(base) = &s.extends {
             let Some((bf, DefRef::Service(bs), None)) = self.lookup(f, &base.name) else {
@@ -1015,29 +1026,128 @@ impl<'a> Resolver<'a> {
                 ));
             }
             extends.get_or_insert_with(|| self.path(bf, &bs.name.name));
-            for func in &bs.functions {
-                methods.push(self.method(bf, bs, func)?.0);
-            }
+            bases.push((bf, bs));
             (f, s) = (bf, bs);
+        }
+        // Only once the chain is known to end: each base's names depend on its own chain.
+        for (bf, bs) in bases {
+            for (func, alias) in bs.functions.iter().zip(self.aliases(bf, bs)?) {
+                methods.push(self.method(bf, bs, func, &alias)?.0);
+            }
         }
         Ok((extends, methods))
     }
 
+    /// The names the Rust side of each of `svc`'s own methods is made from: the IDL
+    /// name, or, when Rust would spell it like a method of the chain before it (in the
+    /// trait, or as a reply variant, `Oneway` included when a method of the chain is
+    /// oneway), the IDL name numbered (`get_item_2`), with a warning. Apache Thrift
+    /// accepts `getItem` and `get_item` side by side. The same IDL name as a base's
+    /// method is left alone: that is an error (the dispatcher routes by it).
+    fn aliases(&self, file: usize, svc: &'a ast::Service) -> Result<Vec<String>, ResolveError> {
+        let (_, inherited) = self.inherited(file, svc)?;
+        let any_oneway =
+            inherited.iter().any(|m| m.oneway) || svc.functions.iter().any(|f| f.oneway);
+        let mut methods: HashMap<String, String> = inherited
+            .iter()
+            .map(|m| (m.name.clone(), format!("`{}`", m.thrift_name)))
+            .collect();
+        let mut variants: HashMap<String, String> = inherited
+            .iter()
+            .filter(|m| !m.oneway)
+            .map(|m| (m.variant.clone(), format!("`{}`", m.thrift_name)))
+            .collect();
+        if any_oneway {
+            variants.insert(
+                "Oneway".into(),
+                "the reply enum's `Oneway` variant (for oneway calls)".into(),
+            );
+        }
+        let mut out = Vec::new();
+        for func in &svc.functions {
+            let name = &func.name.name;
+            let inherited_same = inherited.iter().any(|m| m.thrift_name == *name);
+            let taken = |alias: &str| {
+                methods
+                    .get(&names::snake(alias))
+                    .or_else(|| {
+                        (!func.oneway)
+                            .then(|| variants.get(&names::upper_camel(alias)))
+                            .flatten()
+                    })
+                    .cloned()
+            };
+            let mut alias = name.clone();
+            if let (Some(other), false) = (taken(name), inherited_same) {
+                alias = (2..)
+                    .map(|n| format!("{name}_{n}"))
+                    .find(|a| taken(a).is_none())
+                    .unwrap_or_default();
+                self.warn(
+                    file,
+                    func.name.span,
+                    format!(
+                        "method `{name}` of `{}` would be spelled in Rust like {other}; its \
+                         Rust names are made from `{alias}`",
+                        svc.name.name
+                    ),
+                );
+            }
+            methods.insert(names::snake(&alias), format!("`{name}`"));
+            if !func.oneway {
+                variants.insert(names::upper_camel(&alias), format!("`{name}`"));
+            }
+            out.push(alias);
+        }
+        Ok(out)
+    }
+
+    /// `wanted`, a type name generated for `svc`, or, if the IDL defines a type of that
+    /// name in the same file, the first numbered name it does not (with a warning).
+    fn fresh_type(&self, file: usize, wanted: String, svc: &ast::Service) -> String {
+        let declared: HashSet<String> = self.defs[file]
+            .keys()
+            .map(|n| names::upper_camel(n))
+            .collect();
+        if !declared.contains(&wanted) {
+            return wanted;
+        }
+        let fresh = (2..)
+            .map(|n| format!("{wanted}{n}"))
+            .find(|n| !declared.contains(n))
+            .unwrap_or_default();
+        self.warn(
+            file,
+            svc.name.span,
+            format!(
+                "`{wanted}`, which codegen makes for service `{}`, is a type the IDL defines; \
+                 the generated one is `{fresh}`",
+                svc.name.name
+            ),
+        );
+        fresh
+    }
+
     /// One method of `svc`: what its trait and dispatcher need, its args struct and,
-    /// unless it is oneway, its result struct.
+    /// unless it is oneway, its result struct. Its Rust names are made from `alias`
+    /// (see [`Resolver::aliases`]); on the wire it is its IDL name.
     fn method(
         &self,
         file: usize,
         svc: &'a ast::Service,
         func: &'a ast::Function,
+        alias: &str,
     ) -> Result<(MethodDef, StructDef, Option<StructDef>), ResolveError> {
         let local = |name: String| TypePath {
             module: self.modules[file].clone(),
             name,
         };
-        let base = format!("{}_{}", svc.name.name, func.name.name);
-        let rust_name = names::snake(&func.name.name);
-        let variant = names::upper_camel(&func.name.name);
+        let base = format!("{}_{alias}", svc.name.name);
+        let generated = |suffix: &str| {
+            self.fresh_type(file, names::upper_camel(&format!("{base}_{suffix}")), svc)
+        };
+        let rust_name = names::snake(alias);
+        let variant = names::upper_camel(alias);
         if !names::is_legal(&rust_name) || !names::is_legal(&variant) {
             return Err(self.err(
                 file,
@@ -1048,7 +1158,7 @@ impl<'a> Resolver<'a> {
         let params = self.field_list(file, &func.args, false)?;
         let args = StructDef {
             thrift_name: format!("{}_args", func.name.name),
-            name: names::upper_camel(&format!("{base}_args")),
+            name: generated("args"),
             kind: StructKind::Struct,
             fields: params.clone(),
             doc: None,
@@ -1136,17 +1246,24 @@ impl<'a> Resolver<'a> {
                     ),
                 ));
             }
-            let variant = names::upper_camel(&f.thrift_name);
-            if let Some(first) = variants.insert(variant.clone(), f.thrift_name.clone()) {
-                return Err(self.err(
+            let mut variant = names::upper_camel(&f.thrift_name);
+            if let Some(first) = variants.get(&variant) {
+                let fresh = (2..)
+                    .map(|n| format!("{variant}{n}"))
+                    .find(|v| !variants.contains_key(v))
+                    .unwrap_or_default();
+                self.warn(
                     file,
                     func.span,
                     format!(
-                        "exceptions `{first}` and `{}` of `{}` are both `{variant}` in Rust",
-                        f.thrift_name, func.name.name
+                        "exceptions `{first}` and `{}` of `{}` are both `{variant}` in Rust; \
+                         `{}` is `{fresh}`",
+                        f.thrift_name, func.name.name, f.thrift_name
                     ),
-                ));
+                );
+                variant = fresh;
             }
+            variants.insert(variant.clone(), f.thrift_name.clone());
             method.throws.push(ThrowDef {
                 variant,
                 field: f.name.clone(),
@@ -1156,11 +1273,11 @@ impl<'a> Resolver<'a> {
             fields.push(f);
         }
         if !method.throws.is_empty() {
-            method.exception = Some(local(names::upper_camel(&format!("{base}_exception"))));
+            method.exception = Some(local(generated("exception")));
         }
         let result = StructDef {
             thrift_name: format!("{}_result", func.name.name),
-            name: names::upper_camel(&format!("{base}_result")),
+            name: generated("result"),
             kind: StructKind::Struct,
             fields,
             doc: None,
@@ -1537,7 +1654,8 @@ fn order_key_literals(v: &mut Value, keys: &HashSet<TypePath>) {
 
 /// Which structs and unions have a value that ends (least fixed point): a struct whose
 /// fields always present all have one, a union with a variant that has one. Base
-/// types, enums and containers (which may be empty) always have one.
+/// types, enums and containers (which may be empty) always have one. Linear in the
+/// fields: a worklist over the reverse edges.
 fn value_ends(modules: &[String], per_file: &[Vec<Item>]) -> HashMap<TypePath, bool> {
     let mut defs: Vec<(TypePath, &StructDef)> = Vec::new();
     for (fi, items) in per_file.iter().enumerate() {
@@ -1551,33 +1669,49 @@ fn value_ends(modules: &[String], per_file: &[Vec<Item>]) -> HashMap<TypePath, b
             }
         }
     }
-    let mut ends: HashMap<TypePath, bool> = defs.iter().map(|(p, _)| (p.clone(), false)).collect();
-    let field_ends = |ends: &HashMap<TypePath, bool>, f: &FieldDef| match &f.ty {
-        Ty::Struct(t) => ends.get(t).copied().unwrap_or(true),
-        _ => true,
-    };
-    loop {
-        let mut changed = false;
-        for (path, s) in &defs {
-            if ends[path] {
+    let index: HashMap<&TypePath, usize> =
+        defs.iter().enumerate().map(|(i, (p, _))| (p, i)).collect();
+    // Per def: the defs that wait on it, and how many struct fields it waits on.
+    let mut waiting: Vec<Vec<usize>> = vec![Vec::new(); defs.len()];
+    let mut pending = vec![0usize; defs.len()];
+    let mut ends = vec![false; defs.len()];
+    let mut queue = Vec::new();
+    for (i, (_, s)) in defs.iter().enumerate() {
+        let union = s.kind == StructKind::Union;
+        let mut free = false;
+        for f in &s.fields {
+            if !union && f.req == Requiredness::Optional {
                 continue;
             }
-            let now = if s.kind == StructKind::Union {
-                s.fields.iter().any(|f| field_ends(&ends, f))
-            } else {
-                s.fields
-                    .iter()
-                    .all(|f| f.req == Requiredness::Optional || field_ends(&ends, f))
-            };
-            if now {
-                ends.insert(path.clone(), true);
-                changed = true;
+            match &f.ty {
+                Ty::Struct(t) if index.contains_key(t) => {
+                    waiting[index[t]].push(i);
+                    pending[i] += 1;
+                }
+                _ => free = true,
             }
         }
-        if !changed {
-            return ends;
+        if (union && free) || (!union && pending[i] == 0) {
+            ends[i] = true;
+            queue.push(i);
         }
     }
+    while let Some(t) = queue.pop() {
+        for &d in &waiting[t] {
+            if ends[d] {
+                continue;
+            }
+            pending[d] -= 1;
+            if defs[d].1.kind == StructKind::Union || pending[d] == 0 {
+                ends[d] = true;
+                queue.push(d);
+            }
+        }
+    }
+    defs.into_iter()
+        .zip(ends)
+        .map(|((p, _), e)| (p, e))
+        .collect()
 }
 
 /// `name` (a Rust field or variant name) made distinct with the number `n`:

@@ -1371,3 +1371,45 @@ fn a_large_generated_idl_parses() {
         "positions stay exact at the end of a long file"
     );
 }
+
+#[test]
+fn apache_thrift_leniencies_parse() {
+    // What Apache Thrift 0.25's grammar takes that the stricter reading refused: the
+    // `&` reference marker, keywords as field names, `true`/`false` as integers,
+    // `async`, the XSD options, and `cpp_type` before a list's `<`.
+    let doc = parse_str(
+        "struct Node xsd_all {\n\
+         \x20 10: Node & next\n\
+         \x20 2: i8 i8, 3: string required, 4: list<i32> list, 5: binary async\n\
+         \x20 true: i32 one xsd_optional xsd_nillable xsd_attrs { 1: i32 attr }\n\
+         \x20 7: list cpp_type \"std::deque\" <i32> deque\n\
+         \x20 8: i32 senum\n\
+         }\n\
+         enum E { A = true, B = false }\n\
+         service S { async void fire(1: Node service) }\n",
+    )
+    .unwrap_or_else(|e| panic!("{e}"));
+    let node = structure(&doc, "Node");
+    let names: Vec<&str> = node.fields.iter().map(|f| f.name.name.as_str()).collect();
+    assert_eq!(
+        names,
+        [
+            "next", "i8", "required", "list", "async", "one", "deque", "senum"
+        ]
+    );
+    assert!(node.fields[0].reference && !node.fields[1].reference);
+    assert_eq!(node.fields[5].id, Some(1));
+    assert_eq!(ann(&node.fields[6].ty.ann), r#"(cpp_type = "std::deque")"#);
+    let values: Vec<Option<i64>> = enumeration(&doc, "E")
+        .values
+        .iter()
+        .map(|v| v.value)
+        .collect();
+    assert_eq!(values, [Some(1), Some(0)]);
+    let fire = function(service(&doc, "S"), "fire");
+    assert!(fire.oneway);
+    assert_eq!(fire.args[0].name.name, "service");
+    // `true` is no field name, and a deprecated word still starts no definition.
+    assert!(parse_err("struct A { 1: i32 true }").contains("found 'true', expected a field name"));
+    assert!(parse_err("senum E { }").contains("'senum' is deprecated"));
+}

@@ -1,0 +1,2 @@
+service A { void bC() }
+service A_b { void c() }

@@ -1,0 +1,2 @@
+include "nowhere.thrift"
+struct A { 1: nowhere.B b }
