@@ -421,10 +421,14 @@ impl ClientTlsBuilder {
         let builder = rustls::ClientConfig::builder_with_provider(Arc::clone(&provider))
             .with_safe_default_protocol_versions()?
             .dangerous()
-            .with_custom_certificate_verifier(Arc::new(ServerVerifier::new(trust, provider)));
+            .with_custom_certificate_verifier(Arc::new(ServerVerifier::new(
+                trust,
+                Arc::clone(&provider),
+            )));
         let config = match &self.identity {
             Some((chain, key)) => {
-                builder.with_client_auth_cert(certificates(chain)?, private_key(key)?)?
+                let identity = client_identity(chain, key, &provider)?;
+                builder.with_client_cert_resolver(Arc::new(identity))
             }
             None => builder.with_no_client_auth(),
         };
@@ -433,6 +437,36 @@ impl ClientTlsBuilder {
             server_name,
         })
     }
+}
+
+/// The client's certificate chain and key, as one resolver.
+///
+/// Not rustls' `with_client_auth_cert`: it checks that the key matches the certificate
+/// by parsing the certificate with webpki, which refuses X.509 version 1 certificates,
+/// and peers that trust such a certificate as it is (OpenSSL's, the suite's
+/// `client.crt`) accept it from a client. The key is checked against the certificate's
+/// public key here instead, with this module's own reader.
+fn client_identity(
+    chain: &Path,
+    key: &Path,
+    provider: &Arc<rustls::crypto::CryptoProvider>,
+) -> Result<rustls::sign::SingleCertAndKey, TlsConfigError> {
+    let certs = certificates(chain)?;
+    let signer = provider.key_provider.load_private_key(private_key(key)?)?;
+    let leaf =
+        der::cert_fields(certs[0].as_ref()).ok_or_else(|| TlsConfigError::BadCertificate {
+            path: chain.to_path_buf(),
+            index: 0,
+        })?;
+    match signer.public_key() {
+        Some(spki) if spki.as_ref() != leaf.spki => {
+            return Err(
+                rustls::Error::InconsistentKeys(rustls::InconsistentKeys::KeyMismatch).into(),
+            );
+        }
+        _ => {}
+    }
+    Ok(rustls::sign::CertifiedKey::new(certs, signer).into())
 }
 
 /// Runs a server's handshake on an accepted connection, within `timeout`.

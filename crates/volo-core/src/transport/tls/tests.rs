@@ -600,6 +600,21 @@ fn bad_settings_are_typed_errors() {
         matches!(e, TlsConfigError::Rustls(_)),
         "a key of another certificate: {e:?}"
     );
+    // The client's own certificate with another key: checked by this crate, not by
+    // webpki (which cannot read version 1 certificates).
+    let e = ClientTls::builder(certs.path("ca.crt"))
+        .client_cert(certs.path("client.crt"), certs.path("server.key"))
+        .build()
+        .unwrap_err();
+    assert!(
+        matches!(
+            e,
+            TlsConfigError::Rustls(rustls::Error::InconsistentKeys(
+                rustls::InconsistentKeys::KeyMismatch
+            ))
+        ),
+        "a client key of another certificate: {e:?}"
+    );
     let e = ClientTls::builder(certs.path("ca.crt"))
         .server_name("not a name")
         .build()
