@@ -156,6 +156,8 @@ struct Env {
     xtest: PathBuf,
     server: PathBuf,
     client: PathBuf,
+    /// The keys our client presents to Apache's TLS server (see [`client_keys`]).
+    client_keys: Option<TempDir>,
 }
 
 impl Env {
@@ -166,6 +168,75 @@ impl Env {
     fn keys(&self) -> PathBuf {
         self.xtest.join("keys")
     }
+}
+
+/// A keys directory for our client against Apache's `TestServer.py --ssl`: the suite's
+/// `CA.pem` (to trust the server), and a client certificate issued by the suite's
+/// `client.crt` (with its `client.key`) that names 127.0.0.1 in a subjectAltName.
+///
+/// Why: thrift 0.25's `TSSLServerSocket` requires the client certificate to verify
+/// against `keys/client.pem` (the suite's `client.crt`) *and* to list the address the
+/// client connects from among its IP subjectAltNames. The suite's `client.crt`, an X.509
+/// v1 certificate, has no subjectAltName, so `TestServer.py` refuses every client that
+/// presents it, Apache's own `TestClient.py` included. A certificate signed by
+/// `client.key` passes both checks of the unmodified server (OpenSSL takes a
+/// self-signed v1 certificate for an authority). Made with the `openssl` command.
+fn client_keys(suite_keys: &Path) -> Result<TempDir, String> {
+    let dir = TempDir::new("keys");
+    std::fs::copy(suite_keys.join("CA.pem"), dir.path("CA.pem")).map_err(|e| e.to_string())?;
+    std::fs::write(
+        dir.path("ext.cnf"),
+        "subjectAltName=IP:127.0.0.1,IP:::1,DNS:localhost\nbasicConstraints=CA:FALSE\n",
+    )
+    .map_err(|e| e.to_string())?;
+    let openssl = |args: &[&std::ffi::OsStr]| -> Result<(), String> {
+        let out = Command::new("openssl")
+            .args(args)
+            .output()
+            .map_err(|e| format!("the openssl command: {e}"))?;
+        if out.status.success() {
+            Ok(())
+        } else {
+            Err(format!(
+                "openssl {args:?}: {}",
+                String::from_utf8_lossy(&out.stderr)
+            ))
+        }
+    };
+    let p = |name: &str| dir.path(name).into_os_string();
+    let k = |name: &str| suite_keys.join(name).into_os_string();
+    openssl(&[
+        "req".as_ref(),
+        "-new".as_ref(),
+        "-newkey".as_ref(),
+        "rsa:2048".as_ref(),
+        "-nodes".as_ref(),
+        "-subj".as_ref(),
+        "/OU=Apache Thrift/CN=localhost".as_ref(),
+        "-keyout".as_ref(),
+        &p("client.key"),
+        "-out".as_ref(),
+        &p("client.csr"),
+    ])?;
+    openssl(&[
+        "x509".as_ref(),
+        "-req".as_ref(),
+        "-in".as_ref(),
+        &p("client.csr"),
+        "-CA".as_ref(),
+        &k("client.crt"),
+        "-CAkey".as_ref(),
+        &k("client.key"),
+        "-set_serial".as_ref(),
+        "2".as_ref(),
+        "-days".as_ref(),
+        "2".as_ref(),
+        "-extfile".as_ref(),
+        &p("ext.cnf"),
+        "-out".as_ref(),
+        &p("client.crt"),
+    ])?;
+    Ok(dir)
 }
 
 /// The arguments both programs of a combination take, with `protocol` for this one.
@@ -221,7 +292,13 @@ fn client_command(env: &Env, c: &Combo, dir: &TempDir, port: Option<u16>) -> Com
     match c.client {
         Side::Rs => {
             if c.socket == Socket::IpSsl {
-                args.push(format!("--keys-dir={}", env.keys().display()));
+                // Against our server, the suite's keys as they are; against Apache's,
+                // a client certificate it can accept (see `client_keys`).
+                let keys = match (c.server, &env.client_keys) {
+                    (Side::Py, Some(dir)) => dir.0.clone(),
+                    _ => env.keys(),
+                };
+                args.push(format!("--keys-dir={}", keys.display()));
             }
             let mut cmd = Command::new(&env.client);
             cmd.args(args);
@@ -289,10 +366,13 @@ fn the_matrix_against_apache_s_python_side_passes() {
             return;
         }
     };
+    let client_keys = client_keys(&xtest.join("keys"))
+        .unwrap_or_else(|e| panic!("a client certificate for Apache's TLS server: {e}"));
     let env = Env {
         xtest,
         server: PathBuf::from(env!("CARGO_BIN_EXE_thrift-test-server")),
         client: PathBuf::from(env!("CARGO_BIN_EXE_thrift-test-client")),
+        client_keys: Some(client_keys),
     };
     let filter = std::env::var("THRIFT_XTEST_FILTER").unwrap_or_default();
     let todo: Vec<Combo> = combos()
