@@ -3,7 +3,7 @@
 //!
 //! Programs (`cargo run --release -p examples --bin NAME -- ...`):
 //! - `echo-server --addr <host:port|unix:PATH|shm:PATH>`: serves `EchoService`.
-//! - `echo-client --addr <addr>[,<addr>...] [--transport ttheader|framed|buffered]
+//! - `echo-client --addr <addr>[,<addr>...] [--transport ttheader|theader|framed|buffered]
 //!   [--protocol binary|compact|json] [--concurrency N] [--size BYTES] [--duration SECS]
 //!   [--balance random|rr|wrr|p2c|hash] [--backup-ms N] [--timeline] ...`: closed-loop
 //!   load over one instance or several; its last line is `qps=<n> p50_us=<n> p99_us=<n>

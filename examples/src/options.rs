@@ -6,14 +6,16 @@ use volo_core::transport::TransportKind;
 
 use crate::cli::Usage;
 
-/// `ttheader`, `framed` or `buffered`.
+/// `ttheader` (Kitex's), `theader` (Apache's, bare, without zlib), `framed` or
+/// `buffered`.
 pub fn framing(name: &str) -> Result<Framing, Usage> {
     match name {
         "ttheader" => Ok(Framing::TTHeader),
+        "theader" => Ok(Framing::THeader),
         "framed" => Ok(Framing::Framed),
         "buffered" => Ok(Framing::Buffered),
         other => Err(Usage(format!(
-            "--transport {other:?}: ttheader, framed or buffered"
+            "--transport {other:?}: ttheader, theader, framed or buffered"
         ))),
     }
 }

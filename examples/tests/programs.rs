@@ -96,9 +96,12 @@ fn echo_programs(scheme: &str) {
             "{extra:?}: {last:?}"
         );
     };
-    for transport in ["ttheader", "framed", "buffered"] {
-        for protocol in ["binary", "compact"] {
-            load(&["--transport", transport, "--protocol", protocol]);
+    for transport in ["ttheader", "theader", "framed", "buffered"] {
+        for protocol in ["binary", "compact", "json"] {
+            // Kitex's TTHeader has no protocol id for JSON.
+            if (transport, protocol) != ("ttheader", "json") {
+                load(&["--transport", transport, "--protocol", protocol]);
+            }
         }
     }
     load(&["--multiplex"]);

@@ -1,4 +1,4 @@
-//! `echo-client --addr <ADDR>[,<ADDR>...] [--transport ttheader|framed|buffered]
+//! `echo-client --addr <ADDR>[,<ADDR>...] [--transport ttheader|theader|framed|buffered]
 //! [--protocol binary|compact|json] [--concurrency N] [--size BYTES] [--duration SECS]
 //! [--io netpoll|tokio] [--multiplex] [--balance random|rr|wrr|p2c|hash]
 //! [--no-idempotent] [--backup-ms N] [--per-instance] [--timeline]`: closed-loop load on
@@ -66,7 +66,7 @@ use volo_core::client::{
 use volo_core::context::Address;
 
 const HELP: &str = "usage: echo-client --addr <host:port|unix:PATH|shm:PATH>[,<addr>...] \
-[--transport ttheader|framed|buffered] [--protocol binary|compact|json] [--concurrency N] \
+[--transport ttheader|theader|framed|buffered] [--protocol binary|compact|json] [--concurrency N] \
 [--size BYTES] [--duration SECS] [--io netpoll|tokio] [--multiplex] \
 [--balance random|rr|wrr|p2c|hash] [--no-idempotent] [--backup-ms N] [--per-instance] \
 [--timeline]";

@@ -1,5 +1,5 @@
 //! `rpc-bench [--transports tokio,netpoll,uds,shm] [--concurrency N] [--size BYTES]
-//! [--duration SECS] [--framing ttheader|framed|buffered] [--protocol binary|compact|json]
+//! [--duration SECS] [--framing ttheader|theader|framed|buffered] [--protocol binary|compact|json]
 //! [--multiplex] [--stack default|bare|paired] [--pin]`:
 //! EchoService server and client in one process, one closed-loop run per transport, a
 //! progress bar while each runs, then a table and one line per transport:
@@ -58,7 +58,7 @@ use volo_core::service::{Layer, Service};
 use volo_core::transport::TransportKind;
 
 const HELP: &str = "usage: rpc-bench [--transports tokio,netpoll,uds,shm] [--concurrency N] \
-[--size BYTES] [--duration SECS] [--framing ttheader|framed|buffered] [--protocol binary|compact|json] \
+[--size BYTES] [--duration SECS] [--framing ttheader|theader|framed|buffered] [--protocol binary|compact|json] \
 [--multiplex] [--stack default|bare|paired] [--pin]";
 
 fn main() {
