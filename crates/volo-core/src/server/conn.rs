@@ -119,7 +119,7 @@ impl FrameReader {
             }
         };
         let len = s.frame_len(input).inspect_err(|e| {
-            let peer = peer.map_or_else(|| "an unknown peer".to_string(), Address::to_string);
+            let peer = peer_name(peer);
             let (framing, protocol) = s.kind();
             tracing::warn!(%peer, ?framing, ?protocol, error = %e, "closing a connection: a frame cannot be read");
         })?;
@@ -170,13 +170,18 @@ impl FrameReader {
     }
 }
 
+/// How log lines name the peer of a connection.
+pub(crate) fn peer_name(peer: Option<&Address>) -> String {
+    peer.map_or_else(|| "an unknown peer".to_string(), Address::to_string)
+}
+
 /// The log line of a connection closed because its first bytes match no protocol
 /// (Binary, Compact, JSON, Framed, TTHeader, THeader): what was seen, as hex, and from
 /// where.
 #[cold]
 fn unrecognised(peer: Option<&Address>, head: &[u8], error: &FrameError) {
     let hex: String = head.iter().map(|b| format!("{b:02x}")).collect();
-    let peer = peer.map_or_else(|| "an unknown peer".to_string(), Address::to_string);
+    let peer = peer_name(peer);
     tracing::warn!(
         %peer,
         first_bytes = %hex,
@@ -451,9 +456,7 @@ fn theader_request<D>(
 ) -> io::Result<(theader::Header, Option<Bytes>)> {
     let max_frame = shared.config.limits.max_frame;
     let malformed = |cx: &ServerContext, e: theader::HeaderError| {
-        let peer = cx
-            .peer()
-            .map_or_else(|| "an unknown peer".into(), Address::to_string);
+        let peer = peer_name(cx.peer());
         tracing::warn!(%peer, error = %e, "closing a connection: bad THeader frame");
         io::Error::from(FrameError::THeader(e))
     };

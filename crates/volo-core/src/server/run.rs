@@ -271,7 +271,7 @@ async fn tls_accept(
         done = tls::accept(conn, tls, timeout) => match done {
             Ok(conn) => Some(conn),
             Err(error) => {
-                let peer = peer.map_or_else(|| "an unknown peer".to_string(), |p| p.to_string());
+                let peer = conn::peer_name(peer.as_ref());
                 tracing::warn!(%peer, %error, "closing a connection whose TLS handshake failed");
                 None
             }
