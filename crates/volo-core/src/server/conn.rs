@@ -170,6 +170,19 @@ impl FrameReader {
     }
 }
 
+/// The log line of a connection closed because [`start_call`] could not start the call
+/// of a frame (a malformed header, an unreadable message).
+#[cold]
+pub(crate) fn bad_frame(
+    peer: Option<&Address>,
+    framing: Framing,
+    protocol: Protocol,
+    error: &io::Error,
+) {
+    let peer = peer_name(peer);
+    tracing::warn!(%peer, ?framing, ?protocol, %error, "closing a connection: bad {framing:?} frame");
+}
+
 /// How log lines name the peer of a connection.
 pub(crate) fn peer_name(peer: Option<&Address>) -> String {
     peer.map_or_else(|| "an unknown peer".to_string(), Address::to_string)
@@ -257,7 +270,8 @@ pub(crate) async fn serve<D: Dispatch, C: FrameIo>(
                             return;
                         }
                     }
-                    Err(_) => {
+                    Err(e) => {
+                        bad_frame(peer.as_ref(), framing, protocol, &e);
                         let _ = conn.flush().await;
                         return;
                     }
@@ -324,6 +338,9 @@ pub(crate) struct Done<R> {
 /// Both drivers (a task per connection, and the poller with `inline_dispatch`) start
 /// every call here and nowhere else, so what must happen to each frame before its
 /// call runs (limiters, before anything is decoded) has one place.
+///
+/// A frame that ends its connection here is logged by the driver, with
+/// [`bad_frame`], once, whatever its framing.
 pub(crate) fn start_call<D: Dispatch>(
     out: &mut LinkBuffer,
     shared: &Arc<Shared<D>>,
@@ -447,7 +464,7 @@ pub(crate) fn start_call<D: Dispatch>(
 /// payload, the transforms undone. A payload of `None`: the frame declared a transform
 /// this server cannot undo, and was answered with an `INVALID_TRANSFORM` exception (in
 /// `out`, not flushed), as the format requires; `Err` when the frame is malformed (the
-/// connection closes, with a log line).
+/// connection closes, with the driver's [`bad_frame`] line).
 fn theader_request<D>(
     out: &mut LinkBuffer,
     cx: &mut ServerContext,
@@ -455,13 +472,9 @@ fn theader_request<D>(
     shared: &Shared<D>,
 ) -> io::Result<(theader::Header, Option<Bytes>)> {
     let max_frame = shared.config.limits.max_frame;
-    let malformed = |cx: &ServerContext, e: theader::HeaderError| {
-        let peer = peer_name(cx.peer());
-        tracing::warn!(%peer, error = %e, "closing a connection: bad THeader frame");
-        io::Error::from(FrameError::THeader(e))
-    };
-    let (mut header, raw) = theader::Header::decode(frame, &shared.config.header_limits)
-        .map_err(|e| malformed(cx, e))?;
+    let malformed = |e| io::Error::from(FrameError::THeader(e));
+    let (mut header, raw) =
+        theader::Header::decode(frame, &shared.config.header_limits).map_err(malformed)?;
     cx.protocol = header.protocol;
     if let Some(id) = header.unsupported_transform() {
         tracing::debug!(
@@ -482,9 +495,7 @@ fn theader_request<D>(
         reply.exception(out, cx, Utf8Bytes::new(), seq, &ex)?;
         return Ok((header, None));
     }
-    let payload = header
-        .untransform(raw, max_frame)
-        .map_err(|e| malformed(cx, e))?;
+    let payload = header.untransform(raw, max_frame).map_err(malformed)?;
     cx.metainfo.read_request(&header.info);
     cx.metainfo.read_headers(&header.info);
     Ok((header, Some(payload)))

@@ -27,7 +27,7 @@ use netpoll_rs::{Handler, InlineHandle, Io};
 use tokio::sync::{Notify, watch};
 use tokio::task::AbortHandle;
 
-use super::conn::{Done, FrameReader, Shared, answer, start_call};
+use super::conn::{Done, FrameReader, Shared, answer, bad_frame, start_call};
 use super::{Dispatch, ServerConfig};
 use crate::context::Address;
 
@@ -144,10 +144,10 @@ impl<D: Dispatch> InlineServer<D> {
             };
             let budget = self.reader.take_budget();
             let peer = self.peer.clone();
+            let started = start_call(io.output(), &self.shared, peer, framing, protocol, frame)
+                .inspect_err(|e| bad_frame(self.peer.as_ref(), framing, protocol, e));
             // `None`: answered already (an exception).
-            if let Some(call) =
-                start_call(io.output(), &self.shared, peer, framing, protocol, frame)?
-            {
+            if let Some(call) = started? {
                 // The frame's budget is given back when its call is done.
                 self.run(
                     io,
