@@ -1,8 +1,11 @@
 //! A TLS session over any connection: ciphertext moves between the inner connection's
 //! buffers and rustls, plaintext lives in buffers of this connection.
 
+use std::future::Future;
 use std::io::{self, Read, Write};
+use std::pin::pin;
 use std::sync::Mutex;
+use std::task::{Context, Waker};
 
 use bytes::{Buf, BufMut, Bytes};
 use thrift_codec::LinkBuffer;
@@ -203,9 +206,45 @@ impl TlsConn {
         lock(&self.session).failed = true;
     }
 
+    /// Ends the session as TLS asks (RFC 8446 section 6.1: each side sends a
+    /// close_notify alert before it closes its side): queues the alert and hands it
+    /// to the socket without waiting. A peer that gets none sees the connection cut,
+    /// which OpenSSL logs as an error ("unexpected eof while reading"). Nothing is
+    /// sent on a session that failed or never finished its handshake; after this, the
+    /// session sends nothing more.
+    fn say_goodbye(&self) {
+        {
+            let mut s = lock(&self.session);
+            if s.failed || s.tls.is_handshaking() {
+                s.failed = true;
+                return;
+            }
+            s.failed = true;
+            s.tls.send_close_notify();
+            if Self::drain_session(&mut s, &self.inner).is_err() {
+                return;
+            }
+        }
+        // One attempt: both socket transports write on the caller's thread when the
+        // socket takes the bytes, which an idle socket does for an alert of a few
+        // dozen bytes. If it does not, the alert is dropped with the socket.
+        let flush = pin!(flush_inner(&self.inner));
+        let _ = flush.poll(&mut Context::from_waker(Waker::noop()));
+    }
+
+    /// Sends close_notify (see [`say_goodbye`](Self::say_goodbye)) and closes the
+    /// socket.
     pub(crate) fn close(&self) {
-        self.fail();
+        self.say_goodbye();
         self.inner.close();
+    }
+}
+
+impl Drop for TlsConn {
+    /// A connection let go (by a pool, a client, a server that is done with it) ends
+    /// its session with close_notify, as [`close`](Self::close) does.
+    fn drop(&mut self) {
+        self.say_goodbye();
     }
 }
 

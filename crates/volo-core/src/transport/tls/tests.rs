@@ -664,3 +664,85 @@ fn tls_leaves_unix_sockets_plain() {
     });
     assert!(!Path::new(&path).exists() || std::fs::remove_file(&path).is_ok());
 }
+
+/// What a plain rustls peer reads once the other side is done: `Ok(0)` after a
+/// close_notify, an `UnexpectedEof` error when the socket was cut without one.
+fn read_to_tls_end<C, S>(tls: &mut rustls::StreamOwned<C, TcpStream>) -> io::Result<()>
+where
+    C: std::ops::DerefMut + std::ops::Deref<Target = rustls::ConnectionCommon<S>>,
+    S: rustls::SideData,
+{
+    let mut buf = [0u8; 4096];
+    loop {
+        if tls.read(&mut buf)? == 0 {
+            return Ok(());
+        }
+    }
+}
+
+/// A client connection let go (here: a call timed out and the client is dropped)
+/// ends its TLS session with close_notify, on both client transports, so an OpenSSL
+/// server does not log the end as an error.
+#[test]
+fn a_client_ends_its_sessions_with_close_notify() {
+    let certs = Certs::new("client-close");
+    let server_tls = certs.server("server").build().unwrap();
+    for kind in [TransportKind::Netpoll, TransportKind::Tokio] {
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let at = listener.local_addr().unwrap();
+        let config = Arc::clone(server_tls.rustls_config());
+        let peer = std::thread::spawn(move || {
+            let (tcp, _) = listener.accept().unwrap();
+            tcp.set_read_timeout(Some(Duration::from_secs(20))).unwrap();
+            let session = rustls::ServerConnection::new(config).unwrap();
+            let mut tls = rustls::StreamOwned::new(session, tcp);
+            // The call arrives and is never answered; then the client goes.
+            read_to_tls_end(&mut tls)
+        });
+        run_bounded(Duration::from_secs(30), async {
+            let c = client_with(Address::Tcp(at), certs.client("ca.crt", None), |c| {
+                c.transport = kind;
+                c.rpc_timeout = Some(Duration::from_millis(300));
+            });
+            let e = echo(&c, "never answered").await.unwrap_err();
+            assert!(e.is_timeout(), "{kind:?}: {e}");
+            drop(c);
+        });
+        let end = peer.join().unwrap();
+        assert!(end.is_ok(), "{kind:?}: the session ended with {end:?}");
+    }
+}
+
+/// A server ending a connection (here: idle too long) ends its TLS session with
+/// close_notify, in every server layout.
+#[test]
+fn a_server_ends_its_sessions_with_close_notify() {
+    let certs = Certs::new("server-close");
+    let client_tls = certs.client("ca.crt", None);
+    run_bounded(Duration::from_secs(60), async {
+        for (kind, inline) in LAYOUTS {
+            let config = ServerConfig {
+                read_timeout: Duration::from_millis(50),
+                idle_timeout: Some(Duration::from_millis(150)),
+                ..server_config(certs.server("server").build().unwrap(), kind, inline)
+            };
+            let server = start(config).await;
+            let at = server.addr;
+            let config = Arc::clone(client_tls.rustls_config());
+            let end = tokio::task::spawn_blocking(move || {
+                let tcp = TcpStream::connect(at).unwrap();
+                tcp.set_read_timeout(Some(Duration::from_secs(20))).unwrap();
+                let name = rustls::pki_types::ServerName::try_from("localhost").unwrap();
+                let session = rustls::ClientConnection::new(config, name).unwrap();
+                let mut tls = rustls::StreamOwned::new(session, tcp);
+                // Finish the handshake, then say nothing.
+                tls.conn.complete_io(&mut tls.sock).unwrap();
+                read_to_tls_end(&mut tls)
+            })
+            .await
+            .unwrap();
+            assert!(end.is_ok(), "{kind:?} inline={inline}: ended with {end:?}");
+            server.stop().await;
+        }
+    });
+}
