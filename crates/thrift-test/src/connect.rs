@@ -87,12 +87,16 @@ pub fn connect(opts: &ClientOptions) -> Result<Clients<Stack>, Setup> {
 }
 
 /// The suite's client TLS: trusts the server by `CA.pem` (the suite's self-signed
-/// `server.crt`) and presents `client.crt` and `client.key`, which Apache's test
-/// servers require.
+/// `server.crt`) and presents `client.crt` and `client.key` when the directory has
+/// them (Apache's Python test server requires a client certificate; its other test
+/// servers ask for none), no certificate otherwise.
 fn client_tls(keys: &Keys) -> Result<ClientTls, Setup> {
-    ClientTls::builder(keys.file("CA.pem"))
-        .client_cert(keys.file("client.crt"), keys.file("client.key"))
-        .build()
+    let mut tls = ClientTls::builder(keys.file("CA.pem"));
+    let (cert, key) = (keys.file("client.crt"), keys.file("client.key"));
+    if cert.exists() || key.exists() {
+        tls = tls.client_cert(cert, key);
+    }
+    tls.build()
         .map_err(|e| Setup::Failed(format!("TLS from {}: {e}", keys.dir.display())))
 }
 

@@ -24,10 +24,12 @@
 //!   `TestServer.py` has), so a runner needs no port guessing.
 //! - `--ssl` reads the suite's key layout from `--keys-dir` (`server.crt`,
 //!   `server.key`, `client.crt`, `client.key`, `CA.pem`), by default
-//!   `../shared/xtest/keys` when it exists. As Apache's test programs do, the server
-//!   requires a client certificate (it trusts `client.crt`), and the client trusts
-//!   `CA.pem` and presents `client.crt`. TLS is for TCP only: `--ssl` with
-//!   `--domain-socket` is refused.
+//!   `../shared/xtest/keys` when it exists. The server asks for a client certificate
+//!   and checks one that comes against `client.crt`, but takes clients that present
+//!   none, as Apache's C++, Go and Rust test servers do (Go's and Rust's test clients
+//!   have no certificate; Python's server alone requires one). The client trusts
+//!   `CA.pem` and presents `client.crt` with `client.key` when the directory has
+//!   them. TLS is for TCP only: `--ssl` with `--domain-socket` is refused.
 //! - `header` is Apache's THeader with Binary inside; with `--transport=framed` the
 //!   client puts each THeader frame inside a Framed length, as Apache's programs do
 //!   over `TFramedTransport`.

@@ -110,12 +110,17 @@ enum Bound<A, B> {
     Two(BoundServer<B>),
 }
 
-/// The suite's server TLS: `server.crt` and `server.key`, and, as Apache's test servers
-/// do, a client certificate required: the suite's `client.crt` (a self-signed X.509 v1
-/// certificate, trusted as it is).
+/// The suite's server TLS: `server.crt` and `server.key`; a client certificate is asked
+/// for but not required, and one that is presented must be the suite's `client.crt` (a
+/// self-signed X.509 v1 certificate, trusted as it is).
+///
+/// Not required, as in Apache's C++, Go and Rust test servers, whose clients present
+/// none (Go's and Rust's test clients have no client certificate at all); only
+/// Python's `TestServer.py` requires one, which is why Apache's own suite lists every
+/// Go client against the Python server over `ip-ssl` as a known failure.
 fn server_tls(keys: &Keys) -> Result<ServerTls, Setup> {
     ServerTls::builder(keys.file("server.crt"), keys.file("server.key"))
-        .client_certs(keys.file("client.crt"), ClientAuth::Required)
+        .client_certs(keys.file("client.crt"), ClientAuth::Optional)
         .build()
         .map_err(|e| Setup::Failed(format!("TLS from {}: {e}", keys.dir.display())))
 }
