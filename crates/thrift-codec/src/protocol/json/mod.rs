@@ -35,8 +35,9 @@
 //! agree and leniently where they differ:
 //!
 //! - whitespace between tokens (Apache's Go reader skips it; none of its writers emit it);
-//! - numbers in JSON's grammar only (no `+`, no leading zeros, no `1.`), in range for
-//!   their type ([`NumberOutOfRange`](crate::DecodeErrorKind::NumberOutOfRange)): an `i8`
+//! - numbers in JSON's grammar only (no `+`, no `1.`), but for leading zeros on
+//!   integers, which Apache's Node.js library writes (`-000000000005`) and all its
+//!   other readers take; in range for their type ([`NumberOutOfRange`](crate::DecodeErrorKind::NumberOutOfRange)): an `i8`
 //!   of 300, a `bool` other than 0 or 1, a double literal too large to be finite;
 //!   quoted in map keys and nowhere else (but for the three non-finite doubles);
 //! - strings with every JSON escape (`\/`, upper-case hex, surrogate pairs; a lone

@@ -200,25 +200,31 @@ pub(super) fn number_token_len(text: &[u8]) -> usize {
 /// Why a number token is not an integer of the range asked for.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(super) enum IntError {
-    /// Not an integer in JSON's grammar (`-?(0|[1-9][0-9]*)`).
+    /// Not an integer: not `-?[0-9]+`.
     Syntax,
     /// An integer, but not an `i64`.
     Range,
 }
 
-/// An integer token as JSON writes one: an optional `-`, no `+`, no leading zeros.
+/// An integer token: an optional `-`, no `+`, decimal digits.
+///
+/// Leading zeros are taken, though JSON's grammar has none: Apache's Node.js library
+/// writes negative `i64`s it decoded zero-padded (`-000000000005` for -5), and every
+/// other Apache reader (C++, Java, Python, Go) reads them as the number. They cost
+/// nothing but their bytes, and count for no digits of the range check.
 pub(super) fn parse_int(token: &[u8]) -> Result<i64, IntError> {
     let (negative, digits) = match token.split_first() {
         Some((b'-', rest)) => (true, rest),
         _ => (false, token),
     };
-    match digits {
-        [] => return Err(IntError::Syntax),
-        [b'0', _, ..] => return Err(IntError::Syntax),
-        _ if !digits.iter().all(u8::is_ascii_digit) => return Err(IntError::Syntax),
-        // 20 digits or more exceed any i64, and would overflow the sum below.
-        _ if digits.len() > 19 => return Err(IntError::Range),
-        _ => {}
+    if digits.is_empty() || !digits.iter().all(u8::is_ascii_digit) {
+        return Err(IntError::Syntax);
+    }
+    let zeros = digits.iter().take_while(|&&d| d == b'0').count();
+    let digits = &digits[zeros.min(digits.len() - 1)..];
+    // 20 digits or more exceed any i64, and would overflow the sum below.
+    if digits.len() > 19 {
+        return Err(IntError::Range);
     }
     let magnitude = digits
         .iter()
@@ -582,16 +588,30 @@ mod tests {
     }
 
     #[test]
-    fn integers_are_written_in_decimal_and_read_only_in_json_form() {
+    fn integers_are_written_in_decimal_and_read_with_leading_zeros_too() {
         let mut buf = [0u8; 20];
         for v in [0, 1, -1, 9, 10, i64::MAX, i64::MIN, -1234567890] {
             let text = format_int(v, &mut buf).to_vec();
             assert_eq!(text, v.to_string().into_bytes());
             assert_eq!(parse_int(&text), Ok(v));
         }
-        for bad in ["", "-", "+1", "01", "-01", "1.0", "1e3", "0x1", " 1", "--1"] {
+        for bad in ["", "-", "+1", "1.0", "1e3", "0x1", " 1", "--1", "0-1", "1-"] {
             assert_eq!(parse_int(bad.as_bytes()), Err(IntError::Syntax), "{bad:?}");
         }
+        // Leading zeros, as Apache's Node.js library writes negative i64s: they do
+        // not count towards the range.
+        for (padded, v) in [
+            ("01", 1),
+            ("-01", -1),
+            ("00", 0),
+            ("-000000000005", -5),
+            ("-034359738368", -34_359_738_368),
+            ("0000000000009223372036854775807", i64::MAX),
+            ("-0000000000009223372036854775808", i64::MIN),
+        ] {
+            assert_eq!(parse_int(padded.as_bytes()), Ok(v), "{padded}");
+        }
+        assert_eq!(parse_int(b"00009223372036854775808"), Err(IntError::Range));
         for big in [
             "9223372036854775808",
             "-9223372036854775809",
