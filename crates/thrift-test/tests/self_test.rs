@@ -173,7 +173,8 @@ fn our_client_passes_against_our_server_over_tls() {
 }
 
 /// Around the dispatcher: fails `testStruct` with an application exception, answers
-/// `testI64` and `testMapMap` wrong, and drops `testMultiException`'s Xception2.
+/// `testI64` and `testMapMap` wrong, drops `testMultiException`'s Xception2, and
+/// answers `testDouble(-0.0)` with 0.0.
 struct Liar<S>(S);
 
 impl<S> Service<ServerContext, ServerRequest> for Liar<S>
@@ -198,6 +199,10 @@ where
         let mut reply = self.0.call(cx, req).await?;
         match &mut reply {
             ThriftTestReply::TestI64(r) => r.success = r.success.map(|v| v.wrapping_add(1)),
+            // As Apache's Node.js writers do: the sign of zero is lost.
+            ThriftTestReply::TestDouble(r) => {
+                r.success = r.success.map(|v| if v == 0.0 { 0.0 } else { v });
+            }
             ThriftTestReply::TestMapMap(r) => r.success = Some(BTreeMap::new()),
             ThriftTestReply::TestMultiException(r) if r.err2.is_some() => {
                 r.err2 = None;
@@ -249,5 +254,12 @@ fn the_checks_fail_by_name_against_a_server_that_answers_wrong() {
             checks::BASETYPES | STRUCTS | CONTAINERS | EXCEPTIONS
         );
         assert!(!report.timed_out);
+        // -0.0 answered as 0.0 is equal as a number (testDouble passed), with a note.
+        assert_eq!(report.notes.len(), 1, "{:?}", report.notes);
+        assert!(
+            report.notes[0].contains("sign of zero"),
+            "{:?}",
+            report.notes
+        );
     });
 }

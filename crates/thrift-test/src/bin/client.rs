@@ -37,6 +37,9 @@ fn main() -> ExitCode {
             ExitCode::from(UNKNOWN)
         }
         Ok(report) => {
+            for note in &report.notes {
+                eprintln!("note: {note}");
+            }
             for f in &report.failures {
                 eprintln!("FAILED {}: {}", f.check, f.detail);
             }
