@@ -66,6 +66,34 @@ pub(crate) fn text(id: i16, t: &str) -> Text {
     }
 }
 
+/// A message in protocol `P` whose body is the text `t` in field `field` (1 for a
+/// call's arguments, 0 for a reply's result).
+pub(crate) fn message<P: thrift_codec::Protocol>(
+    ty: thrift_codec::MessageType,
+    method: &str,
+    seq: i32,
+    field: i16,
+    t: &str,
+) -> Vec<u8> {
+    let header = thrift_codec::MessageHeader {
+        name: Utf8Bytes::from(method.to_string()),
+        ty,
+        seq_id: seq,
+    };
+    let mut buf = thrift_codec::LinkBuffer::new();
+    let n = thrift_codec::Codec::<P>::new()
+        .encode_message(&header, &text(field, t), &mut buf)
+        .unwrap();
+    buf.next(n).to_vec()
+}
+
+/// `msg` after its Framed length.
+pub(crate) fn framed(msg: &[u8]) -> Vec<u8> {
+    let mut out = (msg.len() as u32).to_be_bytes().to_vec();
+    out.extend_from_slice(msg);
+    out
+}
+
 /// Calls in progress, and the most there were at once.
 #[derive(Default)]
 pub(crate) struct Gauge {

@@ -132,6 +132,19 @@ impl Pool {
     }
 }
 
+impl Drop for Pool {
+    /// Lets the idle connections go first, while the dialer's handle keeps the
+    /// reactor up: the last handle's drop shuts the reactor down, closing its sockets
+    /// at once, and a TLS connection let go after that could no longer send its
+    /// close_notify.
+    fn drop(&mut self) {
+        self.idle
+            .get_mut()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clear();
+    }
+}
+
 impl Pooled {
     pub(crate) fn conn(&self) -> &Conn {
         &self.conn

@@ -1,9 +1,9 @@
-use bytes::{BufMut, BytesMut};
 use thrift_codec::{
     ApplicationException, ApplicationExceptionKind, Codec, Json, MessageHeader, MessageType,
 };
 
 use super::*;
+use crate::test_support::framed;
 
 /// An exception message, as a server would send it: any struct will do.
 fn message<P: thrift_codec::Protocol>(text: &str) -> Vec<u8> {
@@ -18,13 +18,6 @@ fn message<P: thrift_codec::Protocol>(text: &str) -> Vec<u8> {
         .encode_message(&header, &body, &mut buf)
         .unwrap();
     buf.next(n).to_vec()
-}
-
-fn framed(msg: &[u8]) -> Vec<u8> {
-    let mut b = BytesMut::new();
-    b.put_u32(msg.len() as u32);
-    b.put_slice(msg);
-    b.to_vec()
 }
 
 /// Hex with spaces and `|` as separators, for vectors laid out field by field.

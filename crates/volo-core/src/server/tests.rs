@@ -38,26 +38,6 @@ fn read_until_closed(s: &mut TcpStream) -> Vec<u8> {
     }
 }
 
-/// A message in protocol `P` whose body is the text `t` in field `field`.
-fn message<P: thrift_codec::Protocol>(
-    ty: MessageType,
-    method: &str,
-    seq: i32,
-    field: i16,
-    t: &str,
-) -> Vec<u8> {
-    let header = MessageHeader {
-        name: Utf8Bytes::from(method.to_string()),
-        ty,
-        seq_id: seq,
-    };
-    let mut buf = LinkBuffer::new();
-    let n = Codec::<P>::new()
-        .encode_message(&header, &text(field, t), &mut buf)
-        .unwrap();
-    buf.next(n).to_vec()
-}
-
 /// A call message in protocol `P` (the text is argument 1).
 fn call<P: thrift_codec::Protocol>(ty: MessageType, method: &str, seq: i32, t: &str) -> Vec<u8> {
     message::<P>(ty, method, seq, 1, t)
@@ -76,12 +56,6 @@ fn budget_config() -> ServerConfig {
         read_timeout: Duration::from_secs(60),
         ..ServerConfig::default()
     }
-}
-
-fn framed(msg: &[u8]) -> Vec<u8> {
-    let mut out = (msg.len() as u32).to_be_bytes().to_vec();
-    out.extend_from_slice(msg);
-    out
 }
 
 fn read_framed(s: &mut TcpStream) -> Vec<u8> {

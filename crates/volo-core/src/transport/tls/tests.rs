@@ -680,36 +680,64 @@ where
     }
 }
 
-/// A client connection let go (here: a call timed out and the client is dropped)
-/// ends its TLS session with close_notify, on both client transports, so an OpenSSL
-/// server does not log the end as an error.
+/// A client connection let go ends its TLS session with close_notify, on both client
+/// transports, so an OpenSSL server does not log the end as an error: one whose call
+/// timed out, and one idle in its pool when the client is dropped (the pool's
+/// connections go before the reactor does).
 #[test]
 fn a_client_ends_its_sessions_with_close_notify() {
     let certs = Certs::new("client-close");
     let server_tls = certs.server("server").build().unwrap();
     for kind in [TransportKind::Netpoll, TransportKind::Tokio] {
-        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-        let at = listener.local_addr().unwrap();
-        let config = Arc::clone(server_tls.rustls_config());
-        let peer = std::thread::spawn(move || {
-            let (tcp, _) = listener.accept().unwrap();
-            tcp.set_read_timeout(Some(Duration::from_secs(20))).unwrap();
-            let session = rustls::ServerConnection::new(config).unwrap();
-            let mut tls = rustls::StreamOwned::new(session, tcp);
-            // The call arrives and is never answered; then the client goes.
-            read_to_tls_end(&mut tls)
-        });
-        run_bounded(Duration::from_secs(30), async {
-            let c = client_with(Address::Tcp(at), certs.client("ca.crt", None), |c| {
-                c.transport = kind;
-                c.rpc_timeout = Some(Duration::from_millis(300));
+        for answer in [false, true] {
+            let what = format!("{kind:?}, call answered: {answer}");
+            let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+            let at = listener.local_addr().unwrap();
+            let config = Arc::clone(server_tls.rustls_config());
+            let peer = std::thread::spawn(move || {
+                let (tcp, _) = listener.accept().unwrap();
+                tcp.set_read_timeout(Some(Duration::from_secs(20))).unwrap();
+                let session = rustls::ServerConnection::new(config).unwrap();
+                let mut tls = rustls::StreamOwned::new(session, tcp);
+                // A Framed Binary call; its sequence id is after the name.
+                let mut len = [0u8; 4];
+                tls.read_exact(&mut len).unwrap();
+                let mut call = vec![0u8; u32::from_be_bytes(len) as usize];
+                tls.read_exact(&mut call).unwrap();
+                if answer {
+                    let name_len = u32::from_be_bytes(call[4..8].try_into().unwrap()) as usize;
+                    let seq = &call[8 + name_len..12 + name_len];
+                    let seq = i32::from_be_bytes(seq.try_into().unwrap());
+                    let reply = message::<thrift_codec::Binary>(
+                        thrift_codec::MessageType::Reply,
+                        "echo",
+                        seq,
+                        0,
+                        "answered",
+                    );
+                    tls.write_all(&framed(&reply)).unwrap();
+                }
+                read_to_tls_end(&mut tls)
             });
-            let e = echo(&c, "never answered").await.unwrap_err();
-            assert!(e.is_timeout(), "{kind:?}: {e}");
-            drop(c);
-        });
-        let end = peer.join().unwrap();
-        assert!(end.is_ok(), "{kind:?}: the session ended with {end:?}");
+            run_bounded(Duration::from_secs(30), async {
+                let c = client_with(Address::Tcp(at), certs.client("ca.crt", None), |c| {
+                    c.transport = kind;
+                    c.framing = Framing::Framed;
+                    c.protocol = crate::codec::Protocol::Binary;
+                    c.rpc_timeout = Some(Duration::from_millis(300));
+                });
+                let got = echo(&c, "hello").await;
+                if answer {
+                    assert_eq!(got.unwrap(), text(0, "answered"), "{what}");
+                } else {
+                    let e = got.unwrap_err();
+                    assert!(e.is_timeout(), "{what}: {e}");
+                }
+                drop(c);
+            });
+            let end = peer.join().unwrap();
+            assert!(end.is_ok(), "{what}: the session ended with {end:?}");
+        }
     }
 }
 
