@@ -84,8 +84,8 @@
 //! A server without [`ServerTlsBuilder::client_certs`] does not ask for client
 //! certificates. With it, it asks every client for one during the handshake, and:
 //!
-//! - [`ClientAuth::Required`] (Apache's test server, and the choice when client
-//!   certificates are the access control): a client that sends none fails the
+//! - [`ClientAuth::Required`] (Apache's Python test server, and the choice when
+//!   client certificates are the access control): a client that sends none fails the
 //!   handshake;
 //! - [`ClientAuth::Optional`]: a client that sends none is served, and one that sends
 //!   a certificate the server does not trust fails the handshake.
@@ -105,6 +105,12 @@
 //! client finishes its handshake before the server has judged its certificate, so a
 //! server that refuses it is heard of (by its alert) when the first reply is read, and
 //! that call fails with an [`ErrorKind::Io`](crate::client::ErrorKind::Io) error.
+//!
+//! A connection that ends on this side (a server closing an idle or stalled
+//! connection, or draining; a client letting a connection go, or dropped) sends
+//! TLS's close_notify alert first, as RFC 8446 (section 6.1) asks: a peer that gets
+//! none sees the connection cut, which OpenSSL-based peers log as an error. It is
+//! handed to the socket without waiting, and not sent on a session that failed.
 //!
 //! On netpoll-rs, a server's TLS connections are served by a task each, whatever
 //! [`ServerConfig::inline_dispatch`](crate::server::ServerConfig::inline_dispatch)
