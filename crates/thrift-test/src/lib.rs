@@ -58,6 +58,27 @@
 //! - The client checks what Apache's Python client checks, and requires the declared
 //!   exceptions where the Python client only inspects them if they come
 //!   ([`checks`]).
+//! - Where a peer departs from the specification in a way Apache's own clients
+//!   accept, the client passes the check and prints a `note:` line instead of
+//!   failing: `testDouble(-0.0)` answered as `0.0` (Apache's Node.js writers drop the
+//!   sign of zero; Apache's clients compare doubles as numbers and never send -0.0).
+//!
+//! # Against Apache's other bindings
+//!
+//! Besides the Python side that CI runs (`tests/matrix.rs`), these programs were
+//! paired both ways with Apache's C++, Go, Rust, Java and Node.js test programs
+//! (Apache Thrift c8f876181, built from its source; not part of this repository or of
+//! CI) over every combination each speaks; the README gives the counts. What that
+//! found in the peers, and how this side meets it:
+//!
+//! - Go's and Rust's test clients present no client certificate, and Apache's C++,
+//!   Go and Rust test servers ask for none; only Python's server requires one. So
+//!   the server asks for one and checks one that comes, but takes a client without
+//!   ([`serve`]).
+//! - Node.js writes the negative `i64`s it echoes in JSON with leading zeros
+//!   (`-000000000005`); thrift-codec reads them, as every Apache reader does.
+//! - Go's programs have no Unix sockets, and Java's client cannot reconnect over TLS
+//!   (`--testloops` above 1 with `--ssl` fails against any server).
 #![allow(unreachable_pub)]
 
 pub mod checks;
