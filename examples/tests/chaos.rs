@@ -12,8 +12,9 @@
 //!    once its breaker lets trial calls through. (The few errors: the calls in flight
 //!    on A when it dies all fail at once, and the retry budget holds 10 retries.)
 //! 2. While B is slow and A is back: B gets fewer attempts than each healthy instance.
-//! 3. The same load with backup requests after a fixed delay has a lower p99 than
-//!    without.
+//! 3. The same load with backup requests after a fixed delay has a lower p999 than
+//!    without: the tail B makes. (Not the p99: the balancer keeps B's share of the
+//!    attempts near 1%, so whether B's 80 ms reach the p99 is a matter of chance.)
 //!
 //! Every wait has a limit, and every process is killed when the test ends, pass or
 //! fail ([`Proc`] kills its child when dropped). Assertions are on counts, ratios and
@@ -191,6 +192,7 @@ struct ClientRun {
     unfinished: u64,
     p50_us: u64,
     p99_us: u64,
+    p999_us: u64,
     qps: u64,
     last: String,
 }
@@ -273,6 +275,7 @@ fn finish(mut client: Proc, duration: u64) -> ClientRun {
     run.qps = num(&f, "qps", &last);
     run.p50_us = num(&f, "p50_us", &last);
     run.p99_us = num(&f, "p99_us", &last);
+    run.p999_us = num(&f, "p999_us", &last);
     run.errors = num(&f, "errors", &last);
     run.last = last;
     run
@@ -425,17 +428,17 @@ fn kill_restart_and_slow_instances_under_load() {
         backup.calls, backup.errors, counts[0], counts[1], counts[2], backup.last
     );
     eprintln!(
-        "chaos: p99 without backup {} us, with backup {} us",
-        plain.p99_us, backup.p99_us
+        "chaos: p99 without backup {} us, with backup {} us; p999 {} us and {} us",
+        plain.p99_us, backup.p99_us, plain.p999_us, backup.p999_us
     );
     assert_no_call_lost("phase 3", &backup);
     assert_eq!(backup.errors, 0, "phase 3: nothing failed");
     assert!(
-        backup.p99_us * 10 < plain.p99_us * 9,
-        "phase 3: backup requests after {backup_ms} ms should cut the p99 ({} us without, \
+        backup.p999_us * 10 < plain.p999_us * 9,
+        "phase 3: backup requests after {backup_ms} ms should cut the p999 ({} us without, \
          {} us with)",
-        plain.p99_us,
-        backup.p99_us
+        plain.p999_us,
+        backup.p999_us
     );
     drop(a);
     eprintln!("chaos: took {:.1} s", began.elapsed().as_secs_f64());
