@@ -103,6 +103,18 @@ pub struct Warning {
     pub message: String,
 }
 
+impl From<ResolveError> for Warning {
+    /// The same place and words, as a warning.
+    fn from(e: ResolveError) -> Self {
+        Warning {
+            file: e.file,
+            line: e.line,
+            col: e.col,
+            message: e.message,
+        }
+    }
+}
+
 impl fmt::Display for Warning {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(
@@ -163,13 +175,20 @@ struct Resolver<'a> {
 
 impl<'a> Resolver<'a> {
     fn new(files: &'a [SourceFile]) -> Result<Self, ResolveError> {
-        let mut modules = Vec::new();
         let mut seen: HashMap<String, usize> = HashMap::new();
         let mut defs = Vec::new();
         let mut include_names = Vec::new();
         let mut structs = Vec::new();
         let mut enums = Vec::new();
-        for (i, file) in files.iter().enumerate() {
+        let mut early_warnings = Vec::new();
+        // Module names, given from the last file to the first: a file comes after the
+        // files it includes, so when two files of one name in different directories
+        // meet (Apache's PHP tests include `../../../../test/ThriftTest.thrift` from a
+        // `ThriftTest.thrift`), the including one keeps the name and the included one
+        // takes the first free number, with a warning. Apache keeps them apart by
+        // their namespaces.
+        let mut modules = vec![String::new(); files.len()];
+        for (i, file) in files.iter().enumerate().rev() {
             let module = names::snake(&file.stem);
             if !names::is_legal(&module) {
                 return Err(at(
@@ -178,19 +197,29 @@ impl<'a> Resolver<'a> {
                     format!("file name `{}` does not make a Rust module name", file.stem),
                 ));
             }
-            if let Some(&other) = seen.get(&module) {
-                return Err(at(
-                    file,
-                    Span::default(),
-                    format!(
-                        "module `{module}` would come from both {} and {}; rename one file",
-                        files[other].display, file.display
-                    ),
-                ));
-            }
+            let module = match seen.get(&module) {
+                None => module,
+                Some(&other) => {
+                    let numbered = (2..)
+                        .map(|n| format!("{module}_{n}"))
+                        .find(|m| !seen.contains_key(m))
+                        .unwrap_or_default();
+                    early_warnings.push(Warning::from(at(
+                        file,
+                        Span::default(),
+                        format!(
+                            "module `{module}` would come from both {} and this file; this \
+                             file's is `{numbered}`",
+                            files[other].display
+                        ),
+                    )));
+                    numbered
+                }
+            };
             seen.insert(module.clone(), i);
-            modules.push(module);
-
+            modules[i] = module;
+        }
+        for file in files {
             let mut table = HashMap::new();
             let mut struct_table = HashMap::new();
             let mut enum_table = HashMap::new();
@@ -239,20 +268,14 @@ impl<'a> Resolver<'a> {
             include_names,
             structs,
             enums,
-            warnings: RefCell::new(Vec::new()),
+            warnings: RefCell::new(early_warnings),
         })
     }
 
     /// Records a warning (once: definitions are resolved more than once, e.g. a struct
     /// for itself and for each constant literal of it).
     fn warn(&self, file: usize, span: Span, message: String) {
-        let e = at(&self.files[file], span, message);
-        let w = Warning {
-            file: e.file,
-            line: e.line,
-            col: e.col,
-            message: e.message,
-        };
+        let w = Warning::from(at(&self.files[file], span, message));
         let mut warnings = self.warnings.borrow_mut();
         if !warnings.contains(&w) {
             warnings.push(w);
@@ -266,6 +289,10 @@ impl<'a> Resolver<'a> {
     /// Finds the definition `name` means in `file`: `Name`, or `stem.Name` of an include.
     /// Returns the file it lives in, its definition, and any unused trailing part
     /// (`Status.ACTIVE` looks up `Status` and leaves `ACTIVE`).
+    ///
+    /// An include's stem may hold dots itself (`include "Thrift5320.enum.thrift"` is
+    /// named `Thrift5320.enum`, as in Apache's own tests): every dot of `name` is tried
+    /// as the end of the stem, the last first, so the longest stem wins.
     fn lookup(&self, file: usize, name: &'a str) -> Option<(usize, DefRef<'a>, Option<&'a str>)> {
         if let Some(d) = self.defs[file].get(name) {
             return Some((file, *d, None));
@@ -274,12 +301,15 @@ impl<'a> Resolver<'a> {
         if let Some(d) = self.defs[file].get(head) {
             return Some((file, *d, Some(rest)));
         }
-        let &inc = self.include_names[file].get(head)?;
-        if let Some(d) = self.defs[inc].get(rest) {
-            return Some((inc, *d, None));
-        }
-        let (head, tail) = rest.split_once('.')?;
-        self.defs[inc].get(head).map(|d| (inc, *d, Some(tail)))
+        name.rmatch_indices('.').find_map(|(dot, _)| {
+            let &inc = self.include_names[file].get(&name[..dot])?;
+            let rest = &name[dot + 1..];
+            if let Some(d) = self.defs[inc].get(rest) {
+                return Some((inc, *d, None));
+            }
+            let (head, tail) = rest.split_once('.')?;
+            self.defs[inc].get(head).map(|d| (inc, *d, Some(tail)))
+        })
     }
 
     fn path(&self, file: usize, thrift_name: &str) -> TypePath {
