@@ -2,8 +2,10 @@
 //!
 //! Decisions, where the Thrift specification leaves room:
 //!
-//! - One module per IDL file, named after its stem; two files with the same module name
-//!   are an error. Names from an included file are written `stem.Name`.
+//! - One module per IDL file, named after its stem; of two files with the same module
+//!   name (in different directories), the included one is numbered (`name_2`), with a
+//!   warning. Names from an included file are written `stem.Name`, where the stem may
+//!   hold dots itself (`include "a.b.thrift"`, then `a.b.Name`).
 //! - Fields without an id get negative ids counting down from -1, as Apache Thrift's
 //!   compiler assigns them, and so do fields whose written id is 0 or negative, as that
 //!   compiler does without its `--allow-neg-keys` (with a warning). An id beyond `i16`
