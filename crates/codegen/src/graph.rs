@@ -1,7 +1,8 @@
 //! Graph helpers for the resolver: which structs sit on a cycle together (so the fields
-//! between them are boxed) and which structs reach a `double` (so they are not
-//! orderable). Both run in time linear in structs plus fields, and neither recurses, so a
-//! chain of a hundred thousand structs costs neither time nor stack.
+//! between them are boxed), which structs reach a `double` (so they are not
+//! orderable), and how long the chains of structs inside structs are. All run in time
+//! linear in structs plus fields, and none recurses, so a chain of a hundred thousand
+//! structs costs neither time nor stack.
 
 /// The strongly connected component of every node of a directed graph given as
 /// adjacency lists (Tarjan's algorithm with an explicit stack). Two nodes get the same
@@ -52,6 +53,33 @@ pub(crate) fn components(edges: &[Vec<usize>]) -> Vec<usize> {
         }
     }
     component
+}
+
+/// For every node, how many nodes the longest path from it passes through, a strongly
+/// connected component counting as one (its nodes reach each other, and no path needs
+/// to go round it twice).
+pub(crate) fn chain_lengths(edges: &[Vec<usize>]) -> Vec<usize> {
+    let component = components(edges);
+    let count = component.iter().max().map_or(0, |&m| m + 1);
+    let mut members: Vec<Vec<usize>> = vec![Vec::new(); count];
+    for (v, &c) in component.iter().enumerate() {
+        members[c].push(v);
+    }
+    // Tarjan's algorithm numbers a component only once every component it reaches is
+    // numbered: the ones an edge leads to are all lower, and known by now.
+    let mut length = vec![0usize; count];
+    for c in 0..count {
+        let after = members[c]
+            .iter()
+            .flat_map(|&v| &edges[v])
+            .map(|&w| component[w])
+            .filter(|&d| d < c)
+            .map(|d| length[d])
+            .max()
+            .unwrap_or(0);
+        length[c] = after + 1;
+    }
+    component.iter().map(|&c| length[c]).collect()
 }
 
 const UNSEEN: usize = usize::MAX;
@@ -125,6 +153,30 @@ mod tests {
         distinct.sort_unstable();
         distinct.dedup();
         assert_eq!(distinct.len(), 5, "{{0,1,2}}, {{3}}, {{4}}, {{5}}, {{6}}");
+    }
+
+    #[test]
+    fn chains_count_their_nodes_and_a_cycle_once() {
+        // 3 -> 0 -> 1 -> 2 -> 0 (a cycle of three), 4 -> 3, and 5 alone; 6 -> 7 and
+        // 6 -> 8 -> 7: the longer way counts.
+        let edges = vec![
+            vec![1],
+            vec![2],
+            vec![0],
+            vec![0],
+            vec![3],
+            vec![],
+            vec![7, 8],
+            vec![],
+            vec![7],
+        ];
+        assert_eq!(chain_lengths(&edges), [1, 1, 1, 2, 3, 1, 3, 1, 2]);
+        // A chain of a hundred thousand: no recursion, no overflow.
+        let n = 100_000;
+        let chain: Vec<Vec<usize>> = (0..n)
+            .map(|i| if i + 1 < n { vec![i + 1] } else { vec![] })
+            .collect();
+        assert_eq!(chain_lengths(&chain)[0], n);
     }
 
     #[test]

@@ -46,10 +46,16 @@
 //! - Names Apache Thrift tells apart but Rust would spell alike are numbered, with a
 //!   warning: fields (`tricky`, `Tricky` are `tricky`, `tricky_2`), methods of a chain
 //!   (`getItem`, `get_item`: the later one's Rust names come from `get_item_2`; its
-//!   wire name is unchanged), exceptions of a method (`X1`, `X12`), and the types
-//!   generated for a service when the IDL defines a type of that name (`StoreReply2`).
+//!   wire name is unchanged), methods named like the generated client's own `new`,
+//!   `client` and `builder` (`client_2`), exceptions of a method (`X1`, `X12`), and the
+//!   types generated for a service when the IDL defines a type of that name
+//!   (`StoreReply2`).
 //! - An `include` that is not found is a warning, as in Apache Thrift: the compile goes
 //!   on, and a name from that file is then unknown.
+//! - Structs holding structs [`DEEP_NESTING`] levels deep or more are a warning that
+//!   names the `#![recursion_limit]` the including crate needs: rustc's default of 128
+//!   is too low to prove such types `Send` and `Sync` (a chain of 64 fails), and code
+//!   included inside a module cannot raise it.
 
 use std::cell::RefCell;
 use std::collections::{HashMap, HashSet};
@@ -144,6 +150,10 @@ pub struct SourceFile {
 
 /// How deep typedef chains and constant references may go before they count as a cycle.
 const MAX_REFERENCE_DEPTH: usize = 64;
+
+/// How many levels of structs inside structs make codegen warn that the including crate
+/// needs a higher `recursion_limit` (see `Resolver::warn_deep_nesting`).
+pub const DEEP_NESTING: usize = 48;
 
 /// Resolves `files` (all of one compile, includes among them) into a model with one
 /// module per file, in the order given.
@@ -851,6 +861,7 @@ impl<'a> Resolver<'a> {
         // Pass 2: boxing, ordering, and the checks that need every struct.
         let keys = order_key_structs(&self.modules, &mut per_file);
         let graph = StructGraph::new(&self.modules, &per_file);
+        self.warn_deep_nesting(&graph);
         for (fi, items) in per_file.iter_mut().enumerate() {
             for item in items {
                 if let Item::Struct(s) = item {
@@ -1084,6 +1095,11 @@ impl<'a> Resolver<'a> {
             .iter()
             .map(|m| (m.name.clone(), format!("`{}`", m.thrift_name)))
             .collect();
+        // The generated client's own functions (Apache's netstd tests have a method
+        // named `client`).
+        for own in ["new", "client", "builder"] {
+            methods.insert(own.into(), format!("the generated client's own `{own}`"));
+        }
         let mut variants: HashMap<String, String> = inherited
             .iter()
             .filter(|m| !m.oneway)
@@ -1132,6 +1148,38 @@ impl<'a> Resolver<'a> {
             out.push(alias);
         }
         Ok(out)
+    }
+
+    /// Warns when structs hold structs [`DEEP_NESTING`] levels deep or more (Apache's
+    /// Smalltalk tests hold a chain of 65): rustc proves such types `Send` and `Sync`
+    /// (the server needs both) one level at a time, two steps a level with the
+    /// `Option` of an optional field, and its default limit of 128 steps ends the
+    /// build. The including crate must raise it; generated code cannot, being
+    /// included inside a module.
+    fn warn_deep_nesting(&self, graph: &StructGraph) {
+        // The IDL's own structs (a method's arguments add one level to its types',
+        // and have no place in the IDL to point at), the deepest, the first of equals.
+        let deepest = graph
+            .depths()
+            .filter_map(|(fi, name, depth)| Some((depth, fi, self.structs[fi].get(name)?)))
+            .max_by_key(|&(depth, fi, s)| (depth, std::cmp::Reverse((fi, s.name.span.line))));
+        let Some((depth, fi, s)) = deepest else {
+            return;
+        };
+        if depth < DEEP_NESTING {
+            return;
+        }
+        self.warn(
+            fi,
+            s.name.span,
+            format!(
+                "`{}` holds structs {depth} levels deep: the crate that includes this code \
+                 needs `#![recursion_limit = \"{}\"]` (Rust's default, 128, is too low \
+                 to check such types for `Send` and `Sync`)",
+                s.name.name,
+                (depth * 4).next_power_of_two().max(256)
+            ),
+        );
     }
 
     /// `wanted`, a type name generated for `svc`, or, if the IDL defines a type of that
@@ -1813,6 +1861,9 @@ struct StructGraph {
     component: Vec<usize>,
     /// Whether each node reaches a `double` (through any field, containers included).
     unorderable: Vec<bool>,
+    /// How many structs the longest chain of structs inside structs from each node
+    /// passes through (containers included; a cycle counts once).
+    depth: Vec<usize>,
 }
 
 impl StructGraph {
@@ -1832,6 +1883,7 @@ impl StructGraph {
             modules: modules.to_vec(),
             component: Vec::new(),
             unorderable: Vec::new(),
+            depth: Vec::new(),
         };
         // Direct struct fields make the cycles that need a box; containers already hold
         // their elements on the heap.
@@ -1861,7 +1913,18 @@ impl StructGraph {
         }
         graph.component = crate::graph::components(&direct);
         graph.unorderable = crate::graph::reaching(&nested, &doubles);
+        graph.depth = crate::graph::chain_lengths(&nested);
         graph
+    }
+
+    /// Every struct: its module's index, its Rust name, and the length of the longest
+    /// chain of structs inside it.
+    fn depths(&self) -> impl Iterator<Item = (usize, &str, usize)> {
+        self.nodes.iter().enumerate().flat_map(move |(fi, names)| {
+            names
+                .iter()
+                .map(move |(name, &n)| (fi, name.as_str(), self.depth[n]))
+        })
     }
 
     fn node(&self, p: &TypePath) -> Option<usize> {
