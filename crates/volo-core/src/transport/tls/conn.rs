@@ -215,11 +215,11 @@ impl TlsConn {
     fn say_goodbye(&self) {
         {
             let mut s = lock(&self.session);
-            if s.failed || s.tls.is_handshaking() {
-                s.failed = true;
+            let unusable = s.failed || s.tls.is_handshaking();
+            s.failed = true;
+            if unusable {
                 return;
             }
-            s.failed = true;
             s.tls.send_close_notify();
             if Self::drain_session(&mut s, &self.inner).is_err() {
                 return;
