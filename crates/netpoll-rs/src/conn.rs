@@ -5,8 +5,9 @@ use std::future::poll_fn;
 use std::io::{self, IoSlice};
 use std::net::SocketAddr;
 use std::panic::{AssertUnwindSafe, catch_unwind};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, MutexGuard};
 use std::task::{Context, Poll, Waker};
+use std::time::Instant;
 
 use bytes::{Buf, Bytes};
 use mio::Token;
@@ -17,6 +18,7 @@ use crate::handler::{Handler, Io};
 use crate::poller::{PollerShared, lock};
 use crate::pool::Class;
 use crate::sys::Stream;
+use crate::timer::{self, Due};
 
 /// The most `iovec`s one `sendmsg` takes (`Config::max_iovecs` is clamped to this).
 pub(crate) const MAX_IOVECS: usize = 64;
@@ -67,6 +69,37 @@ pub(crate) struct ConnState {
     /// The handler (or the peer) ended the connection: no more reads or handler calls;
     /// it closes once the output is sent.
     closing: bool,
+    /// The handler's deadline ([`Io::wake_at`]); the poller's timers hold an entry at
+    /// or before it.
+    deadline: Option<Instant>,
+}
+
+/// Which of the handler's methods a call is for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Call {
+    Input,
+    Timer,
+}
+
+/// Where a handler is called from, and when.
+#[derive(Debug, Clone, Copy)]
+struct Turn {
+    /// What the handler sees as [`Io::now`].
+    now: Instant,
+    /// On the poller itself, which looks at its timers before it waits again; from
+    /// anywhere else, the poller must be woken for a deadline earlier than all others.
+    on_poller: bool,
+}
+
+impl Turn {
+    /// A call from outside the poller ([`Connection::serve_inline`],
+    /// [`InlineHandle::resume`]), with a clock reading of its own.
+    fn elsewhere() -> Self {
+        Turn {
+            now: Instant::now(),
+            on_poller: false,
+        }
+    }
 }
 
 /// A handler, boxed (`dyn Handler` has no `Debug`).
@@ -99,6 +132,7 @@ impl ConnState {
             handler_saw_eof: false,
             resumed: false,
             closing: false,
+            deadline: None,
         }
     }
 
@@ -227,17 +261,19 @@ impl ConnState {
         spare(self.input.tail_mut()).min(read_chunk.max(rest))
     }
 
-    /// Calls the inline handler if there is input it has not seen (or an end of stream
-    /// it was not told of), then sends what it wrote. Returns whether the connection
-    /// should close now: an error, or it is closing and the output is all sent.
-    fn run_handler(&mut self, poller: &PollerShared) -> bool {
+    /// Calls the inline handler: its `on_timer` for [`Call::Timer`], its `on_input` if
+    /// there is input it has not seen (or an end of stream it was not told of), then
+    /// sends what it wrote. Returns whether the connection should close now: an error,
+    /// or it is closing and the output is all sent.
+    fn run_handler(&mut self, poller: &PollerShared, token: Token, turn: Turn, call: Call) -> bool {
         if !self.inline {
             return false;
         }
         if self.error.is_some() {
             return true;
         }
-        let fresh = self.input.len() > self.handled_len
+        let fresh = call == Call::Timer
+            || self.input.len() > self.handled_len
             || (self.eof && !self.handler_saw_eof)
             || std::mem::take(&mut self.resumed);
         if fresh
@@ -250,18 +286,31 @@ impl ConnState {
                 peer_closed: self.eof,
                 close: false,
                 need: 0,
+                now: turn.now,
+                deadline: self.deadline,
             };
             // A panic in the handler ends its connection, not the poller.
-            let outcome = catch_unwind(AssertUnwindSafe(|| handler.0.on_input(&mut io)));
-            let (close, need) = (io.close, io.need);
-            self.want = need;
-            self.handled_len = self.input.len();
-            self.handler_saw_eof = self.eof;
+            let outcome = catch_unwind(AssertUnwindSafe(|| match call {
+                Call::Input => handler.0.on_input(&mut io),
+                Call::Timer => handler.0.on_timer(&mut io),
+            }));
+            let (close, need, deadline) = (io.close, io.need, io.deadline);
+            // A timer's call leaves what `on_input` knows as it was: input that came
+            // with it still goes to `on_input`.
+            if call == Call::Input {
+                self.want = need;
+                self.handled_len = self.input.len();
+                self.handler_saw_eof = self.eof;
+            } else if need > 0 {
+                self.want = need;
+            }
             if outcome.is_err() {
                 self.fail(&io::Error::other("the connection's handler panicked"));
                 return true;
             }
-            if close || self.eof {
+            self.set_deadline(deadline, poller, token, turn.on_poller);
+            // The peer's close ends the connection once `on_input` was told of it.
+            if close || self.handler_saw_eof {
                 self.closing = true;
                 self.readable = false;
             }
@@ -274,6 +323,29 @@ impl ConnState {
         }
         self.give_back_block(poller);
         self.closing && self.output.is_empty()
+    }
+
+    /// Keeps the handler's deadline, and makes sure the poller's timers come due at or
+    /// before it. A deadline earlier than all the others, set from outside the poller,
+    /// wakes the poller, which may be waiting for a later one (or none).
+    fn set_deadline(
+        &mut self,
+        deadline: Option<Instant>,
+        poller: &PollerShared,
+        token: Token,
+        on_poller: bool,
+    ) {
+        if deadline == self.deadline {
+            return;
+        }
+        self.deadline = deadline;
+        if let Some(at) = deadline {
+            let earliest = lock(&poller.timers).schedule(token, at);
+            if earliest && !on_poller {
+                // A failed wake leaves the deadline to the poller's next turn.
+                let _ = poller.waker.wake();
+            }
+        }
     }
 
     /// Writes queued output with `sendmsg` until it is all gone or the socket is full
@@ -332,18 +404,19 @@ fn set_waker(slot: &mut Option<Waker>, cx: &Context<'_>) {
 }
 
 impl ConnShared {
-    /// The poller's handling of one event. Connections that still have data to read
-    /// after their turn's budget go into `again`, to be served on the next turn.
+    /// The poller's handling of one event, in the turn that read the clock at `now`.
+    /// Connections that still have data to read after their turn's budget go into
+    /// `again`, to be served on the next turn.
     pub(crate) fn on_event(
         self: &Arc<Self>,
         readable: bool,
         writable: bool,
         closed: bool,
+        now: Instant,
         again: &mut Vec<Arc<Self>>,
     ) {
         let config = &self.poller.config;
         let mut st = lock(&self.state);
-        let mut wake_read = None;
         let mut wake_write = None;
         if readable {
             st.readable = true;
@@ -359,6 +432,46 @@ impl ConnShared {
                 wake_write = st.write_waker.take();
             }
         }
+        self.serve(st, now, wake_write, again);
+    }
+
+    /// The poller's timers say this connection's deadline may have come at `now`: if it
+    /// has (it may have moved later, or been cleared), the handler's `on_timer` runs,
+    /// then the connection is served as after an event.
+    pub(crate) fn on_timer(self: &Arc<Self>, now: Instant, again: &mut Vec<Arc<Self>>) {
+        let mut st = lock(&self.state);
+        match timer::due(st.deadline, now) {
+            Due::Cancelled => return,
+            Due::Later(at) => {
+                lock(&self.poller.timers).schedule(self.token, at);
+                return;
+            }
+            Due::Fire => st.deadline = None,
+        }
+        if st.stream.is_none() {
+            return;
+        }
+        let turn = Turn {
+            now,
+            on_poller: true,
+        };
+        // What it says (close, an error) the serving below finds in the state.
+        st.run_handler(&self.poller, self.token, turn, Call::Timer);
+        self.serve(st, now, None, again);
+    }
+
+    /// Reads what the socket has, wakes a reader that has what it waits for, calls the
+    /// inline handler for new input, and lists the connection for another turn if it
+    /// has more to read.
+    fn serve(
+        self: &Arc<Self>,
+        mut st: MutexGuard<'_, ConnState>,
+        now: Instant,
+        mut wake_write: Option<Waker>,
+        again: &mut Vec<Arc<Self>>,
+    ) {
+        let config = &self.poller.config;
+        let mut wake_read = None;
         if st.readable {
             st.fill(&self.poller);
             let ready = st.eof || st.error.is_some() || (st.want > 0 && st.input.len() >= st.want);
@@ -366,7 +479,11 @@ impl ConnShared {
                 wake_read = st.read_waker.take();
             }
         }
-        let close_now = st.run_handler(&self.poller);
+        let turn = Turn {
+            now,
+            on_poller: true,
+        };
+        let close_now = st.run_handler(&self.poller, self.token, turn, Call::Input);
         if st.readable
             && !close_now
             && !st.read_paused(config.input_high_water)
@@ -397,6 +514,7 @@ impl ConnShared {
             let mut st = lock(&self.state);
             let stream = st.stream.take();
             st.readable = false;
+            st.deadline = None;
             st.give_back_block(&self.poller);
             (
                 stream,
@@ -410,6 +528,7 @@ impl ConnShared {
             drop(stream);
         }
         lock(&self.poller.slab).remove(self.token);
+        lock(&self.poller.timers).remove(self.token);
         for w in wakers.into_iter().flatten() {
             w.wake();
         }
@@ -624,7 +743,13 @@ impl Connection {
             let mut st = lock(&self.shared.state);
             st.inline = true;
             st.handler = Some(BoxedHandler(Box::new(handler)));
-            let mut close_now = st.stream.is_none() || st.run_handler(&self.shared.poller);
+            let mut close_now = st.stream.is_none()
+                || st.run_handler(
+                    &self.shared.poller,
+                    self.shared.token,
+                    Turn::elsewhere(),
+                    Call::Input,
+                );
             // Data that came while no one read (its edge already taken) gets a new edge,
             // so the poller reads it.
             if !close_now
@@ -675,7 +800,12 @@ impl InlineHandle {
                 return false;
             }
             st.resumed = true;
-            st.run_handler(&self.shared.poller)
+            st.run_handler(
+                &self.shared.poller,
+                self.shared.token,
+                Turn::elsewhere(),
+                Call::Input,
+            )
         };
         if close_now {
             self.shared.close();

@@ -12,8 +12,27 @@
 //! The price is the poller's time: while a handler runs, no other connection of that
 //! poller is served, so a handler must not block or compute for long (hand such work to
 //! a runtime instead, as the async face does).
+//!
+//! # Deadlines
+//!
+//! A handler can ask to be called at a time of its choosing, to end a connection that
+//! sent nothing for too long or a request that took too long, with no timer or task of
+//! its own: [`Io::wake_at`] sets the connection's one deadline, and once it has passed
+//! the poller calls [`Handler::on_timer`]. The poller keeps every connection's deadline
+//! in one heap, and waits in `epoll_wait` (or, on a runtime, on one sleep) no longer
+//! than the earliest of them. [`Io::now`] is the time the poller read once for its
+//! turn, so handlers need not read a clock: a deadline is `io.now() + timeout`.
+//!
+//! A deadline fires at the poller's first turn at or after it: never early, and late by
+//! the time the poller takes to get there (a millisecond of timer granularity, plus the
+//! other connections' work in that turn). A connection that closed fires no deadline.
+//! To arm a deadline before the first input arrives, call
+//! [`InlineHandle::resume`](crate::InlineHandle::resume) after
+//! [`serve_inline`](crate::Connection::serve_inline): the handler is called with no new
+//! input and sets it there.
 
 use std::io;
+use std::time::Instant;
 
 use thrift_codec::LinkBuffer;
 
@@ -27,6 +46,16 @@ pub trait Handler: Send + 'static {
     /// returns. Called again only when more input arrives.
     fn on_input(&mut self, io: &mut Io<'_>);
 
+    /// The deadline set with [`Io::wake_at`] has passed (`io.now()` is at or after it).
+    /// The deadline is cleared before the call: set a new one to be called again. What
+    /// is written to `io.output()` is sent when this returns, and [`Io::close`] closes
+    /// the connection, as from [`on_input`](Self::on_input). Not called once the
+    /// connection is closing (after `Io::close` or the peer's close). Does nothing by
+    /// default.
+    fn on_timer(&mut self, io: &mut Io<'_>) {
+        let _ = io;
+    }
+
     /// The connection closed: after [`Io::close`] or the peer's close (once the output
     /// was sent), on a socket error (`Some`), or when the reactor shut down. Called once;
     /// the handler is dropped after it.
@@ -35,7 +64,8 @@ pub trait Handler: Send + 'static {
     }
 }
 
-/// A handler's view of its connection during [`Handler::on_input`].
+/// A handler's view of its connection during [`Handler::on_input`] and
+/// [`Handler::on_timer`].
 #[derive(Debug)]
 pub struct Io<'a> {
     pub(crate) input: &'a mut LinkBuffer,
@@ -43,6 +73,9 @@ pub struct Io<'a> {
     pub(crate) peer_closed: bool,
     pub(crate) close: bool,
     pub(crate) need: usize,
+    pub(crate) now: Instant,
+    /// The connection's deadline: its current one going in, the one to keep coming out.
+    pub(crate) deadline: Option<Instant>,
 }
 
 impl Io<'_> {
@@ -74,5 +107,27 @@ impl Io<'_> {
     /// the next call.
     pub fn need(&mut self, total: usize) {
         self.need = total;
+    }
+
+    /// The time now, as far as deadlines go: on the poller, the clock reading it took
+    /// once for this turn (shared by every handler it calls in the turn); when the
+    /// handler is called from [`serve_inline`](crate::Connection::serve_inline) or
+    /// [`InlineHandle::resume`](crate::InlineHandle::resume), a reading taken for that
+    /// call.
+    pub fn now(&self) -> Instant {
+        self.now
+    }
+
+    /// Sets the connection's one deadline, replacing any earlier one (earlier or later
+    /// than it); `None` clears it. Once `at` has passed, the poller calls
+    /// [`Handler::on_timer`]. A deadline already past fires on the poller's next turn.
+    pub fn wake_at(&mut self, at: Option<Instant>) {
+        self.deadline = at;
+    }
+
+    /// The deadline set now (by [`wake_at`](Self::wake_at) in this call or an earlier
+    /// one), if any.
+    pub fn deadline(&self) -> Option<Instant> {
+        self.deadline
     }
 }

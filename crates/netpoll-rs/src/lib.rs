@@ -30,6 +30,14 @@
 //!   reading while the peer does not take its output and that is above the high-water
 //!   mark, so a peer that sends without reading cannot grow it without bound (it can
 //!   pass the mark by one turn's reads: `reads_per_turn` × `read_chunk`).
+//! - **Deadlines for handlers**: a [`Handler`] sets its connection's one deadline with
+//!   [`Io::wake_at`] (from [`Io::now`], the clock reading the poller took once for its
+//!   turn) and is called at [`Handler::on_timer`] once it has passed, so a server ends
+//!   idle or slow connections with no timer or task per connection. Each poller keeps
+//!   its connections' deadlines in one heap, invalidated lazily and bounded by twice
+//!   the connections with a deadline (plus a constant), and waits for events no longer
+//!   than the earliest of them: in `epoll_wait` on its thread, or on one tokio sleep on
+//!   a runtime. With no deadline and no events a poller blocks and uses no CPU.
 //! - **Where the pollers run**: [`Reactor::new`] gives each poller a thread of its own
 //!   (Netpoll's layout). [`Reactor::on_runtime`] runs them as tasks of a tokio runtime
 //!   instead: tokio's reactor watches each poller's epoll fd and the task drains it, so a
@@ -116,6 +124,7 @@ mod pool;
 mod reactor;
 mod slab;
 mod sys;
+mod timer;
 
 pub use config::Config;
 pub use conn::{Connection, InlineHandle};

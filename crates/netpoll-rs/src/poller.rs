@@ -4,13 +4,14 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::{Duration, Instant};
 
-use mio::{Events, Poll, Registry, Waker};
+use mio::{Events, Poll, Registry, Token, Waker};
 
 use crate::config::Config;
 use crate::conn::ConnShared;
 use crate::listener::ListenerShared;
 use crate::pool::BlockPool;
 use crate::slab::{Slab, WAKER_TOKEN};
+use crate::timer::Timers;
 
 /// Locks a mutex; a panic elsewhere while it was held does not make the state unusable
 /// here (every critical section leaves it consistent between statements).
@@ -26,7 +27,8 @@ pub(crate) enum Entry {
 }
 
 /// The part of a poller that other threads use: its registry (to register sockets), its
-/// waker (to stop it) and the slab its tokens index.
+/// waker (to stop it, or to make it see an earlier deadline), the slab its tokens
+/// index and its connections' deadlines.
 #[derive(Debug)]
 pub(crate) struct PollerShared {
     pub(crate) registry: Registry,
@@ -36,6 +38,9 @@ pub(crate) struct PollerShared {
     pub(crate) config: Arc<Config>,
     /// Read blocks for this poller's connections.
     pub(crate) pool: BlockPool,
+    /// The deadlines its inline handlers set, by connection token. Locked after a
+    /// connection's state when both are (never the other way round).
+    pub(crate) timers: Mutex<Timers<Token>>,
 }
 
 impl PollerShared {
@@ -46,6 +51,7 @@ impl PollerShared {
             slab: Mutex::new(Slab::default()),
             shutdown: AtomicBool::new(false),
             pool: BlockPool::new(config.read_chunk, config.pooled_blocks),
+            timers: Mutex::new(Timers::default()),
             config,
         })
     }
@@ -65,13 +71,16 @@ impl PollerShared {
 /// Connections a poller can list for another turn before its lists grow.
 const SERVE_AGAIN_CAPACITY: usize = 256;
 
-/// A poller's own side, next to its `Poll`: the event buffer and the connections to
-/// serve again.
+/// A poller's own side, next to its `Poll`: the event buffer, the connections to
+/// serve again and those whose deadline came.
 #[derive(Debug)]
 pub(crate) struct Driver {
     events: Events,
     again: Vec<Arc<ConnShared>>,
     serving: Vec<Arc<ConnShared>>,
+    /// Tokens whose deadline came this turn (taken out of the timers first, so that a
+    /// deadline a handler sets at or before now fires on the next turn, not in a loop).
+    due: Vec<Token>,
     /// The last poll filled the event buffer: more events may be waiting.
     full: bool,
     shared: Arc<PollerShared>,
@@ -85,6 +94,7 @@ impl Driver {
             // them (they are swapped every turn, so both need it).
             again: Vec::with_capacity(SERVE_AGAIN_CAPACITY),
             serving: Vec::with_capacity(SERVE_AGAIN_CAPACITY),
+            due: Vec::new(),
             full: false,
             shared,
         }
@@ -94,9 +104,15 @@ impl Driver {
         self.shared.shutdown.load(Ordering::Acquire)
     }
 
+    /// The earliest deadline of this poller's connections.
+    fn next_deadline(&self) -> Option<Instant> {
+        lock(&self.shared.timers).next_deadline()
+    }
+
     /// One `epoll_wait` (with `timeout`, or none when connections wait for another turn)
-    /// and the handling of what it returned. `Ok(true)` when there was work, or may be
-    /// more (a full batch, or connections to serve again).
+    /// and the handling of what it returned, then of the deadlines that came. The clock
+    /// is read once, after the wait, for all of it. `Ok(true)` when there was work, or
+    /// may be more (a full batch, or connections to serve again).
     fn turn(&mut self, poll: &mut Poll, timeout: Option<Duration>) -> std::io::Result<bool> {
         let timeout = if self.again.is_empty() {
             timeout
@@ -108,10 +124,11 @@ impl Driver {
             Err(e) if e.kind() == std::io::ErrorKind::Interrupted => return Ok(true),
             Err(e) => return Err(e),
         }
+        let now = Instant::now();
         std::mem::swap(&mut self.again, &mut self.serving);
         let mut busy = !self.serving.is_empty();
         for conn in self.serving.drain(..) {
-            conn.on_event(false, false, false, &mut self.again);
+            conn.on_event(false, false, false, now, &mut self.again);
         }
         let mut handled = 0;
         for event in self.events.iter() {
@@ -126,6 +143,7 @@ impl Driver {
                     event.is_readable() || event.is_read_closed() || event.is_error(),
                     event.is_writable() || event.is_write_closed() || event.is_error(),
                     event.is_read_closed() || event.is_error(),
+                    now,
                     &mut self.again,
                 ),
                 Some(Entry::Listener(listener)) => listener.on_ready(),
@@ -134,7 +152,27 @@ impl Driver {
             }
         }
         self.full = handled >= self.events.capacity();
+        busy |= self.fire_timers(now);
         Ok(busy || !self.again.is_empty())
+    }
+
+    /// Serves the connections whose deadline is at or before `now`; whether there was
+    /// any.
+    fn fire_timers(&mut self, now: Instant) -> bool {
+        {
+            let mut timers = lock(&self.shared.timers);
+            self.due.extend(std::iter::from_fn(|| timers.pop_due(now)));
+        }
+        let fired = !self.due.is_empty();
+        for token in self.due.drain(..) {
+            let entry = lock(&self.shared.slab).get(token).cloned();
+            // A token whose connection closed (or whose slot holds a listener now) has
+            // nothing to fire.
+            if let Some(Entry::Conn(conn)) = entry {
+                conn.on_timer(now, &mut self.again);
+            }
+        }
+        fired
     }
 
     /// Work is known to be waiting now: connections to serve again, or a full batch.
@@ -183,13 +221,22 @@ impl Spin {
 /// The poll loop of a poller thread. With `busy_poll`, after a batch with events the
 /// thread keeps polling with a zero timeout, yielding between polls, for
 /// [`Config::spin`] after the last event (at least one more poll), and only then
-/// blocks. Connections with input left after their read budget are served again on the
-/// next turn, which then does not block either.
+/// blocks: until an event, or the earliest deadline of its connections, with no
+/// timeout when there is none. Connections with input left after their read budget are
+/// served again on the next turn, which then does not block either.
 pub(crate) fn run(mut poll: Poll, mut driver: Driver) {
     let mut spin = Spin::new(&driver.shared.config);
     let mut spinning = false;
     while !driver.stopping() {
-        let timeout = spinning.then_some(Duration::ZERO);
+        let timeout = if spinning {
+            Some(Duration::ZERO)
+        } else {
+            // mio rounds a timeout up to whole milliseconds: the wait never ends before
+            // the deadline.
+            driver
+                .next_deadline()
+                .map(|at| at.saturating_duration_since(Instant::now()))
+        };
         let busy = match driver.turn(&mut poll, timeout) {
             Ok(busy) => busy,
             // An epoll_wait that fails for another reason than a signal will fail
@@ -208,7 +255,9 @@ pub(crate) fn run(mut poll: Poll, mut driver: Driver) {
 /// the same runtime are then woken from their own threads, with no thread switch. With
 /// `busy_poll`, after a batch with events the task yields to the runtime (the woken
 /// handlers run) and polls again with a zero timeout, for [`Config::spin`] after the
-/// last event (at least once), before it waits again.
+/// last event (at least once), before it waits again: for the fd to be readable, or
+/// for the earliest deadline of its connections, on one tokio sleep that the task
+/// keeps and moves (none while there is no deadline).
 pub(crate) async fn run_on_runtime(poll: Poll, mut driver: Driver) {
     use tokio::io::Interest;
     use tokio::io::unix::AsyncFd;
@@ -221,14 +270,22 @@ pub(crate) async fn run_on_runtime(poll: Poll, mut driver: Driver) {
     let Ok(mut fd) = registered else {
         return;
     };
+    let mut sleep = DeadlineSleep::default();
     let mut spinning = false;
     while !driver.stopping() {
         // Readiness is cleared before the poll, so an event that comes after it makes
         // the fd readable again and is not missed.
         if !spinning {
-            match fd.readable().await {
-                Ok(mut guard) => guard.clear_ready(),
-                Err(_) => break,
+            sleep.set(driver.next_deadline());
+            let woke = std::future::poll_fn(|cx| {
+                if let std::task::Poll::Ready(ready) = fd.poll_read_ready(cx) {
+                    return std::task::Poll::Ready(ready.map(|mut guard| guard.clear_ready()));
+                }
+                sleep.poll(cx).map(Ok)
+            })
+            .await;
+            if woke.is_err() {
+                break;
             }
         }
         match driver.turn(fd.get_mut(), Some(Duration::ZERO)) {
@@ -240,6 +297,49 @@ pub(crate) async fn run_on_runtime(poll: Poll, mut driver: Driver) {
                 }
             }
             Err(_) => break,
+        }
+    }
+}
+
+/// The one sleep of a poller task on a runtime, until its earliest deadline: made at
+/// the first deadline, then moved to each next one.
+#[derive(Debug, Default)]
+struct DeadlineSleep {
+    sleep: Option<std::pin::Pin<Box<tokio::time::Sleep>>>,
+    /// The deadline the sleep is set for, `None` when there is none to wait for.
+    armed: Option<Instant>,
+    /// The runtime has no time driver (tokio panics when a sleep is made there).
+    unavailable: bool,
+}
+
+impl DeadlineSleep {
+    fn set(&mut self, deadline: Option<Instant>) {
+        if deadline == self.armed {
+            return;
+        }
+        self.armed = deadline;
+        let Some(at) = deadline else {
+            return;
+        };
+        let at = tokio::time::Instant::from_std(at);
+        match &mut self.sleep {
+            Some(sleep) => sleep.as_mut().reset(at),
+            None if !self.unavailable => {
+                let made = std::panic::catch_unwind(|| Box::pin(tokio::time::sleep_until(at)));
+                match made {
+                    Ok(sleep) => self.sleep = Some(sleep),
+                    Err(_) => self.unavailable = true,
+                }
+            }
+            None => {}
+        }
+    }
+
+    /// Ready once the deadline set is reached; pending for ever while none is set.
+    fn poll(&mut self, cx: &mut std::task::Context<'_>) -> std::task::Poll<()> {
+        match (&mut self.sleep, self.armed) {
+            (Some(sleep), Some(_)) => sleep.as_mut().poll(cx),
+            _ => std::task::Poll::Pending,
         }
     }
 }

@@ -67,6 +67,12 @@ impl Reactor {
     /// task drains it. Reads still go into the connections' `LinkBuffer`s and writes
     /// are still inline, but a handler on that runtime is woken without a thread switch,
     /// and no threads are added to the runtime's.
+    ///
+    /// The runtime needs its I/O driver, and its time driver for handlers' deadlines
+    /// ([`Io::wake_at`](crate::Io::wake_at)); `Builder::enable_all` enables both.
+    /// Without the time driver, the first deadline's sleep fails (tokio's panic message
+    /// is printed once per poller, and caught) and deadlines fire only when the poller
+    /// next wakes for an event.
     pub fn on_runtime(runtime: &tokio::runtime::Handle, config: Config) -> io::Result<Reactor> {
         Self::start(config, |_, poll, driver| {
             runtime.spawn(poller::run_on_runtime(poll, driver));
