@@ -116,3 +116,52 @@ pub async fn within<T>(secs: u64, what: &str, fut: impl Future<Output = T>) -> T
         .await
         .unwrap_or_else(|_| panic!("{what}: still waiting after {secs} s"))
 }
+
+/// What the threads named `netpoll-*` used so far: CPU time (clock ticks, user +
+/// system), and voluntary context switches (each time one blocked).
+pub fn poller_usage() -> (u64, u64) {
+    let (mut ticks, mut switches) = (0, 0);
+    for task in std::fs::read_dir("/proc/self/task").unwrap().flatten() {
+        let comm = std::fs::read_to_string(task.path().join("comm")).unwrap_or_default();
+        if !comm.starts_with("netpoll-") {
+            continue;
+        }
+        let stat = std::fs::read_to_string(task.path().join("stat")).unwrap_or_default();
+        // After the command name (which may hold spaces) come the state, the 3rd field
+        // of the file, and further on utime and stime, the 14th and 15th.
+        let rest = &stat[stat.rfind(')').map_or(0, |i| i + 2)..];
+        let fields: Vec<&str> = rest.split_whitespace().collect();
+        if fields.len() > 12 {
+            ticks +=
+                fields[11].parse::<u64>().unwrap_or(0) + fields[12].parse::<u64>().unwrap_or(0);
+        }
+        let status = std::fs::read_to_string(task.path().join("status")).unwrap_or_default();
+        switches += status
+            .lines()
+            .find_map(|l| l.strip_prefix("voluntary_ctxt_switches:"))
+            .and_then(|n| n.trim().parse::<u64>().ok())
+            .unwrap_or(0);
+    }
+    (ticks, switches)
+}
+
+/// Fails unless the `netpoll-*` threads stay blocked over a second, after a fifth of a
+/// second to settle. CPU time tells "blocked" from "spinning" (a blocked poller uses no
+/// tick at all, a spinning one nearly all 100), and voluntary context switches tell it
+/// from "waking periodically" (every wake blocks again: a 10 ms tick makes 100); both
+/// thresholds sit far from either side.
+pub async fn assert_pollers_idle(what: &str) {
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    let (ticks, switches) = poller_usage();
+    tokio::time::sleep(Duration::from_millis(1000)).await;
+    let (ticks, switches) = (poller_usage().0 - ticks, poller_usage().1 - switches);
+    eprintln!("{what}: over 1 s idle, the pollers used {ticks} ticks and blocked {switches} times");
+    assert!(
+        ticks < 20,
+        "{what}: the idle poller used {ticks} ticks of CPU in one second"
+    );
+    assert!(
+        switches < 10,
+        "{what}: the idle poller woke {switches} times in one second"
+    );
+}
