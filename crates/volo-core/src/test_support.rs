@@ -125,8 +125,18 @@ impl Drop for InFlight<'_> {
     }
 }
 
+/// Permits for the calls of `wait`, which the test hands out.
+pub(crate) struct Gate(pub(crate) Arc<tokio::sync::Semaphore>);
+
+impl Default for Gate {
+    fn default() -> Self {
+        Gate(Arc::new(tokio::sync::Semaphore::new(0)))
+    }
+}
+
 /// Methods: `echo` (answers its text), `panic`, `fail` (an application error),
-/// `slow` (sleeps 300 ms first), `hang` (never answers), `notify` (oneway: counts, and
+/// `slow` (sleeps 300 ms first), `hang` (never answers), `wait` (answers once the
+/// test opens its [`Gate`] for it: no clock, no runtime needed), `notify` (oneway: counts, and
 /// fails when its text is `fail`). It sends back the persistent value `logid` as the
 /// backward value `seen`, and counts the calls in progress.
 #[derive(Default)]
@@ -136,6 +146,8 @@ pub(crate) struct TestService {
     pub(crate) peers: Arc<Mutex<HashSet<String>>>,
     /// Calls in progress.
     pub(crate) gauge: Arc<Gauge>,
+    /// What `wait` waits for.
+    pub(crate) gate: Gate,
 }
 
 impl ServiceInfo for TestService {
@@ -184,6 +196,11 @@ impl Service<ServerContext, ServerRequest> for TestService {
                 Ok(reply)
             }
             "hang" => std::future::pending().await,
+            "wait" => {
+                let permit = self.gate.0.acquire().await;
+                permit.map_err(|_| DispatchError::UnknownMethod)?.forget();
+                Ok(reply)
+            }
             "panic" => panic!("the handler gave up on {}", body.as_str()),
             "fail" => Err(failed_on_purpose()),
             "notify" => {
@@ -230,6 +247,7 @@ pub(crate) async fn start_on(config: ServerConfig, at: &Address) -> Running {
         notified: Arc::clone(&notified),
         peers: Arc::clone(&peers),
         gauge: Arc::clone(&gauge),
+        gate: Gate::default(),
     })
     .with_config(config);
     let bound = server.bind(at).await.expect("bind");

@@ -197,8 +197,12 @@
 //! The library only emits the event; the application chooses where it goes by
 //! installing a `tracing` subscriber (without one, nothing is printed).
 
+mod call;
 mod conn;
+mod core;
 pub mod deadline;
+#[cfg(test)]
+mod harness;
 mod inline;
 pub mod limit;
 pub mod multiplex;

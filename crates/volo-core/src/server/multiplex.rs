@@ -70,7 +70,7 @@ use std::fmt;
 
 use thrift_codec::{ApplicationException, ApplicationExceptionKind, Encoder, Sizer, Utf8Bytes};
 
-use super::conn::Described;
+use super::core::Described;
 use super::{Dispatch, DispatchError, EncodeReply, ServerRequest, ServiceInfo};
 use crate::codec::ttheader::{Header, str_key};
 use crate::context::ServerContext;

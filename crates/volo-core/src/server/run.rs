@@ -8,7 +8,8 @@ use std::time::Duration;
 use tokio::sync::{Semaphore, watch};
 use tokio::task::JoinSet;
 
-use super::conn::{self, Described, Shared};
+use super::conn;
+use super::core::{Described, Shared, peer_name};
 use super::deadline::{Deadline, DeadlineLayer};
 use super::inline;
 use super::multiplex::{Multiplex, Services};
@@ -111,6 +112,11 @@ impl<D: Dispatch> Server<D> {
         self
     }
 
+    /// What the server's connections share.
+    pub(super) fn into_shared(self) -> Shared<D> {
+        Shared::new(self.dispatch, self.services, self.config)
+    }
+
     /// Listens on `addr` (`ip:port`, `name:port`, `unix:/path` or `shm:/path`; port 0
     /// picks a free port). A host name is resolved, and the server listens on the
     /// first of its addresses that it can bind. Must run inside a tokio runtime: the
@@ -141,17 +147,7 @@ impl<D: Dispatch> Server<D> {
         let connections = Arc::new(Semaphore::new(self.config.max_connections));
         let tls = self.config.tls.clone().filter(|_| listener.is_tcp());
         Ok(BoundServer {
-            shared: Arc::new(Shared {
-                services: self.services,
-                inflight: Semaphore::new(self.config.max_inflight),
-                input_budget: conn::input_budget(self.config.max_buffered_input),
-                limiter: super::limit::Limiter::new(
-                    self.config.limit.clone(),
-                    crate::clock::SystemClock,
-                ),
-                dispatch: self.dispatch,
-                config: self.config,
-            }),
+            shared: Arc::new(self.into_shared()),
             reactor,
             listener,
             local,
@@ -199,6 +195,10 @@ impl<D: Dispatch> BoundServer<D> {
     pub async fn serve_with_shutdown(self, signal: impl Future<Output = ()>) -> io::Result<()> {
         let (stop_tx, stop_rx) = watch::channel(false);
         let mut tasks = JoinSet::new();
+        // Connections served on the pollers have no task: they are reached through
+        // `live`, and closed if this future is dropped.
+        let live = Arc::new(inline::Live::default());
+        let _close_live = CloseAll(&live);
         let mut signal = std::pin::pin!(signal);
         let outcome = loop {
             while tasks.try_join_next().is_some() {}
@@ -215,6 +215,13 @@ impl<D: Dispatch> BoundServer<D> {
                         continue;
                     };
                     let shared = Arc::clone(&self.shared);
+                    let conn = match conn {
+                        Conn::Netpoll(c) if shared.config.inline_dispatch && self.tls.is_none() => {
+                            inline::serve(c, shared, &live, permit);
+                            continue;
+                        }
+                        conn => conn,
+                    };
                     let mut stop = stop_rx.clone();
                     let tls = self.tls.clone();
                     tasks.spawn(async move {
@@ -229,12 +236,7 @@ impl<D: Dispatch> BoundServer<D> {
                             }
                             None => conn,
                         };
-                        match conn {
-                            Conn::Netpoll(c) if shared.config.inline_dispatch => {
-                                inline::serve(c, shared, stop).await;
-                            }
-                            conn => conn::serve(conn, shared, stop).await,
-                        }
+                        conn::serve(conn, shared, stop).await;
                         drop(permit);
                     });
                 }
@@ -242,12 +244,15 @@ impl<D: Dispatch> BoundServer<D> {
         };
         self.listener.close();
         let _ = stop_tx.send(true);
+        live.shutdown();
         let drained = tokio::time::timeout(self.shared.config.drain_timeout, async {
             while tasks.join_next().await.is_some() {}
+            live.drained().await;
         })
         .await;
         if drained.is_err() {
             tasks.abort_all();
+            live.close_all();
             while tasks.join_next().await.is_some() {}
         }
         if let Some(r) = &self.reactor {
@@ -271,12 +276,22 @@ async fn tls_accept(
         done = tls::accept(conn, tls, timeout) => match done {
             Ok(conn) => Some(conn),
             Err(error) => {
-                let peer = conn::peer_name(peer.as_ref());
+                let peer = peer_name(peer.as_ref());
                 tracing::warn!(%peer, %error, "closing a connection whose TLS handshake failed");
                 None
             }
         },
         Ok(_) = stop.wait_for(|stopping| *stopping) => None,
+    }
+}
+
+/// Closes the connections of a [`inline::Live`] when dropped: when the server's future
+/// ends, or is dropped before it ends.
+struct CloseAll<'a>(&'a inline::Live);
+
+impl Drop for CloseAll<'_> {
+    fn drop(&mut self) {
+        self.0.close_all();
     }
 }
 

@@ -14,6 +14,8 @@ use thrift_codec::{
     LinkBuffer, Message, MessageHeader, MessageType, Utf8Bytes,
 };
 
+use super::core::Expired;
+use super::harness::{Closed, Harness, SharedTest};
 use super::*;
 use crate::codec::Protocol;
 use crate::codec::theader;
@@ -29,7 +31,7 @@ fn connect(addr: std::net::SocketAddr) -> TcpStream {
 
 /// Reads until the server closes the connection; fails if it is still open after the
 /// client's read timeout (a close the test waits for must come from the server).
-fn read_until_closed(s: &mut TcpStream) -> Vec<u8> {
+fn read_until_closed(s: &mut impl Read) -> Vec<u8> {
     let mut rest = Vec::new();
     match s.read_to_end(&mut rest) {
         Ok(_) => rest,
@@ -58,13 +60,22 @@ fn budget_config() -> ServerConfig {
     }
 }
 
-fn read_framed(s: &mut TcpStream) -> Vec<u8> {
+fn read_framed(s: &mut impl Read) -> Vec<u8> {
     let mut len = [0u8; 4];
     s.read_exact(&mut len).unwrap();
     let mut msg = vec![0u8; u32::from_be_bytes(len) as usize];
     s.read_exact(&mut msg).unwrap();
     msg
 }
+
+/// The server's rules for one connection, on the connection core with a fake clock
+/// (see `harness.rs`): `f` gets the connection and the service's state.
+fn on_harness(config: ServerConfig, f: impl FnOnce(TestHarness, &SharedTest)) {
+    let (c, t) = Harness::test_service(config);
+    f(c, &t);
+}
+
+type TestHarness = Harness<deadline::Deadline<TestService>>;
 
 /// A decoded reply: its header and either the result text or the exception.
 #[derive(Debug, PartialEq)]
@@ -90,8 +101,7 @@ fn answer<P: thrift_codec::Protocol>(msg: Vec<u8>) -> (MessageHeader, Answer) {
 
 #[test]
 fn framed_binary_calls_are_answered_in_order() {
-    with_server(ServerConfig::default(), |s| {
-        let mut c = connect(s.addr);
+    on_harness(ServerConfig::default(), |mut c, _| {
         for seq in 1..=20 {
             c.write_all(&framed(&call::<Binary>(
                 MessageType::Call,
@@ -112,15 +122,13 @@ fn framed_binary_calls_are_answered_in_order() {
 
 #[test]
 fn buffered_compact_calls_are_answered_unframed() {
-    with_server(ServerConfig::default(), |s| {
-        let mut c = connect(s.addr);
+    on_harness(ServerConfig::default(), |mut c, _| {
         // Two calls in one write, the second split over two more.
         let one = call::<Compact>(MessageType::Call, "echo", 1, "first");
         let two = call::<Compact>(MessageType::Call, "echo", 2, "second");
         let mut bytes = one.clone();
         bytes.extend_from_slice(&two[..3]);
         c.write_all(&bytes).unwrap();
-        std::thread::sleep(Duration::from_millis(20));
         c.write_all(&two[3..]).unwrap();
         for (seq, want) in [(1, "first"), (2, "second")] {
             // A buffered reply has no length: read exactly what the expected one takes.
@@ -139,9 +147,8 @@ fn buffered_compact_calls_are_answered_unframed() {
 /// exception, and on Buffered two calls in one write and one split across writes.
 #[test]
 fn json_calls_are_answered_framed_and_buffered() {
-    with_server(ServerConfig::default(), |s| {
+    on_harness(ServerConfig::default(), |mut c, s| {
         let text = |seq: i32| format!("[json] {{\"{seq}\"}} \\ ]");
-        let mut c = connect(s.addr);
         for seq in 1..=3 {
             c.write_all(&framed(&call::<Json>(
                 MessageType::Call,
@@ -174,14 +181,13 @@ fn json_calls_are_answered_framed_and_buffered() {
             "the first reply is the call's: the oneway got none"
         );
 
-        let mut b = connect(s.addr);
+        let mut b = c.sibling();
         let one = call::<Json>(MessageType::Call, "echo", 1, &text(1));
         let two = call::<Json>(MessageType::Call, "echo", 2, &text(2));
         let mut bytes = call::<Json>(MessageType::Oneway, "notify", 0, "e");
         bytes.extend_from_slice(&one);
         bytes.extend_from_slice(&two[..7]);
         b.write_all(&bytes).unwrap();
-        std::thread::sleep(Duration::from_millis(20));
         b.write_all(&two[7..]).unwrap();
         for seq in [1, 2] {
             let expected = echo_reply::<Json>(seq, &text(seq));
@@ -199,7 +205,7 @@ fn json_calls_are_answered_framed_and_buffered() {
 /// before the message is buffered whole.
 #[test]
 fn deeply_nested_json_is_refused() {
-    with_server(ServerConfig::default(), |s| {
+    on_harness(ServerConfig::default(), |mut c, _| {
         let nested = |depth: usize| {
             let mut m = String::from(r#"[1,"echo",1,7,{"2":{"lst":"#);
             m.push_str(&r#"["lst",1,"#.repeat(depth));
@@ -208,7 +214,6 @@ fn deeply_nested_json_is_refused() {
             m.push_str("}}]");
             m.into_bytes()
         };
-        let mut c = connect(s.addr);
         c.write_all(&framed(&nested(100))).unwrap();
         let (h, a) = answer::<Json>(read_framed(&mut c));
         assert_eq!(h.seq_id, 7);
@@ -221,7 +226,7 @@ fn deeply_nested_json_is_refused() {
             .unwrap();
         assert_eq!(read_framed(&mut c), echo_reply::<Json>(8, "on"));
 
-        let mut b = connect(s.addr);
+        let mut b = c.sibling();
         let deep = nested(1000);
         // Only the opening brackets: the server stops reading at the nesting limit.
         b.write_all(&deep[..deep.len() / 2]).unwrap();
@@ -302,8 +307,7 @@ fn a_buffered_call_above_the_high_water_mark_is_answered() {
 /// header carries the backward value and the message type, framed the same way.
 #[test]
 fn ttheader_calls_carry_metainfo_both_ways() {
-    with_server(ServerConfig::default(), |s| {
-        let mut c = connect(s.addr);
+    on_harness(ServerConfig::default(), |mut c, _| {
         let msg = call::<Binary>(MessageType::Call, "echo", 9, "tt");
         let mut h = Header::new(9, Protocol::Binary);
         h.str_kv.push(("RPC_PERSIST_logid".into(), "L-42".into()));
@@ -338,7 +342,7 @@ fn theader_frame(h: &theader::Header, msg: &[u8]) -> Vec<u8> {
 
 /// Reads a THeader reply (bare, or inside one more length: the first length covers
 /// either): its header and message, the transforms undone.
-fn read_theader(c: &mut TcpStream) -> (theader::Header, Vec<u8>) {
+fn read_theader(c: &mut impl Read) -> (theader::Header, Vec<u8>) {
     let frame = framed(&read_framed(c));
     let (h, raw) = theader::Header::decode(&Bytes::from(frame), &HeaderLimits::default()).unwrap();
     let payload = h.untransform(raw, 1 << 20).unwrap();
@@ -351,12 +355,12 @@ fn read_theader(c: &mut TcpStream) -> (theader::Header, Vec<u8>) {
 /// a plain header) and its reply's info carries what it set, not the request's.
 #[test]
 fn theader_calls_are_answered_in_kind() {
-    with_server(ServerConfig::default(), |s| {
+    on_harness(ServerConfig::default(), |c0, _| {
         for protocol in [Protocol::Binary, Protocol::Compact, Protocol::Json] {
             for zlib in [false, true] {
                 for framed_too in [false, true] {
                     let what = format!("{protocol:?} zlib={zlib} framed={framed_too}");
-                    let mut c = connect(s.addr);
+                    let mut c = c0.sibling();
                     for seq in [11, 12] {
                         let mut h = theader::Header::new(seq, protocol);
                         h.flags = 0x0005;
@@ -408,8 +412,7 @@ fn theader_calls_are_answered_in_kind() {
 /// `INVALID_TRANSFORM` exception, as the format requires; the connection goes on.
 #[test]
 fn an_unknown_theader_transform_is_answered_with_invalid_transform() {
-    with_server(ServerConfig::default(), |s| {
-        let mut c = connect(s.addr);
+    on_harness(ServerConfig::default(), |mut c, _| {
         let msg = call::<Binary>(MessageType::Call, "echo", 3, "x");
         // Written by hand: our writer refuses transforms it cannot apply.
         let mut frame = theader_frame(&theader::Header::new(3, Protocol::Binary), &msg);
@@ -450,7 +453,7 @@ fn ttheader(seq: i32, msg: &[u8]) -> Vec<u8> {
 }
 
 /// The sequence id and answer of a TTHeader reply.
-fn read_ttheader(c: &mut TcpStream) -> (i32, Answer) {
+fn read_ttheader(c: &mut impl Read) -> (i32, Answer) {
     let reply = Bytes::from(framed(&read_framed(c)));
     let (rh, payload) = Header::decode(&reply, &HeaderLimits::default()).unwrap();
     let (mh, a) = answer::<Binary>(payload.to_vec());
@@ -463,9 +466,8 @@ fn read_ttheader(c: &mut TcpStream) -> (i32, Answer) {
 /// whose replies come first, each with its own sequence id.
 #[test]
 fn ttheader_calls_on_one_connection_run_concurrently() {
-    with_server(ServerConfig::default(), |s| {
-        let mut c = connect(s.addr);
-        let mut bytes = ttheader(1, &call::<Binary>(MessageType::Call, "slow", 1, "late"));
+    on_harness(ServerConfig::default(), |mut c, s| {
+        let mut bytes = ttheader(1, &call::<Binary>(MessageType::Call, "wait", 1, "late"));
         for seq in 2..=4 {
             bytes.extend(ttheader(
                 seq,
@@ -473,7 +475,11 @@ fn ttheader_calls_on_one_connection_run_concurrently() {
             ));
         }
         c.write_all(&bytes).unwrap();
-        let order: Vec<(i32, Answer)> = (0..4).map(|_| read_ttheader(&mut c)).collect();
+        let mut order: Vec<(i32, Answer)> = (0..3).map(|_| read_ttheader(&mut c)).collect();
+        assert_eq!(c.in_progress(), 1, "the first call waits");
+        s.gate.add_permits(1);
+        c.poll_calls();
+        order.push(read_ttheader(&mut c));
         let mut quick: Vec<_> = order[..3].iter().map(|(seq, _)| *seq).collect();
         quick.sort();
         assert_eq!(
@@ -495,26 +501,34 @@ fn the_per_connection_limit_serialises_calls() {
         max_inflight_per_connection: 1,
         ..ServerConfig::default()
     };
-    with_server(config, |s| {
-        let mut c = connect(s.addr);
-        let mut bytes = ttheader(1, &call::<Binary>(MessageType::Call, "slow", 1, "first"));
+    on_harness(config, |mut c, s| {
+        let mut bytes = ttheader(1, &call::<Binary>(MessageType::Call, "wait", 1, "first"));
         bytes.extend(ttheader(
             2,
             &call::<Binary>(MessageType::Call, "echo", 2, "second"),
         ));
         c.write_all(&bytes).unwrap();
+        assert_eq!(c.in_progress(), 1, "the second call waits for the first");
+        assert!(c.take_output().is_empty());
+        assert!(c.buffered() > 0, "the second frame is not taken yet");
+        s.gate.add_permits(1);
+        c.poll_calls();
         assert_eq!(read_ttheader(&mut c), (1, Answer::Ok("first".into())));
         assert_eq!(read_ttheader(&mut c), (2, Answer::Ok("second".into())));
     });
 }
 
 /// Framed calls pipelined on one connection are answered in the order they came, a
-/// slow one first: Apache Thrift clients match replies by order.
+/// slow one first: Apache Thrift clients match replies by order. Whole frames held
+/// back meanwhile are not a frame that has begun: the read timeout spares them.
 #[test]
 fn pipelined_framed_calls_are_answered_in_request_order() {
-    with_server(ServerConfig::default(), |s| {
-        let mut c = connect(s.addr);
-        let mut bytes = framed(&call::<Binary>(MessageType::Call, "slow", 1, "first"));
+    let config = ServerConfig {
+        read_timeout: Duration::from_millis(50),
+        ..ServerConfig::default()
+    };
+    on_harness(config, |mut c, s| {
+        let mut bytes = framed(&call::<Binary>(MessageType::Call, "wait", 1, "first"));
         bytes.extend(framed(&call::<Binary>(
             MessageType::Call,
             "echo",
@@ -522,6 +536,13 @@ fn pipelined_framed_calls_are_answered_in_request_order() {
             "second",
         )));
         c.write_all(&bytes).unwrap();
+        assert!(c.take_output().is_empty(), "nothing before the first reply");
+        assert_eq!(c.in_progress(), 1, "one call at a time");
+        assert_eq!(c.deadline(), None, "the second frame is whole");
+        c.advance(Duration::from_secs(10));
+        assert_eq!(c.closed, None);
+        s.gate.add_permits(1);
+        c.poll_calls();
         for (seq, want) in [(1, "first"), (2, "second")] {
             let (h, a) = answer::<Binary>(read_framed(&mut c));
             assert_eq!((h.seq_id, a), (seq, Answer::Ok(want.into())));
@@ -531,8 +552,7 @@ fn pipelined_framed_calls_are_answered_in_request_order() {
 
 #[test]
 fn failures_become_application_exceptions_and_the_connection_lives_on() {
-    with_server(ServerConfig::default(), |s| {
-        let mut c = connect(s.addr);
+    on_harness(ServerConfig::default(), |mut c, _| {
         let cases = [
             (
                 "nope",
@@ -600,8 +620,7 @@ fn failures_become_application_exceptions_and_the_connection_lives_on() {
 
 #[test]
 fn oneway_calls_get_no_reply() {
-    with_server(ServerConfig::default(), |s| {
-        let mut c = connect(s.addr);
+    on_harness(ServerConfig::default(), |mut c, s| {
         for seq in 0..3 {
             c.write_all(&framed(&call::<Binary>(
                 MessageType::Oneway,
@@ -635,8 +654,7 @@ fn garbage_and_oversized_frames_close_only_their_connection() {
         limits: crate::codec::Limits { max_frame: 4096 },
         ..ServerConfig::default()
     };
-    with_server(config, |s| {
-        let mut good = connect(s.addr);
+    on_harness(config, |mut good, _| {
         for hostile in [
             b"GET / HTTP/1.1\r\nHost: x\r\n\r\n".to_vec(),
             framed(&call::<Binary>(
@@ -666,7 +684,7 @@ fn garbage_and_oversized_frames_close_only_their_connection() {
                 f
             },
         ] {
-            let mut bad = connect(s.addr);
+            let mut bad = good.sibling();
             bad.write_all(&hostile).unwrap();
             let rest = read_until_closed(&mut bad);
             assert!(
@@ -794,19 +812,17 @@ fn an_idle_connection_is_closed_but_not_one_with_a_call_in_progress() {
 /// connection goes.
 #[test]
 fn frames_over_the_input_budget_close_their_connection() {
-    with_server(budget_config(), |s| {
+    on_harness(budget_config(), |mut stalled, _| {
         let claim = |len: u32| {
             let mut head = len.to_be_bytes().to_vec();
             head.extend_from_slice(&call::<Binary>(MessageType::Call, "echo", 1, "x")[..8]);
             head
         };
-        let mut stalled = connect(s.addr);
         stalled.write_all(&claim(900 << 10)).unwrap();
-        std::thread::sleep(Duration::from_millis(100));
-        let mut over = connect(s.addr);
+        let mut over = stalled.sibling();
         over.write_all(&claim(200 << 10)).unwrap();
         assert!(read_until_closed(&mut over).is_empty());
-        let mut good = connect(s.addr);
+        let mut good = stalled.sibling();
         for seq in 1..=3 {
             good.write_all(&framed(&call::<Binary>(
                 MessageType::Call,
@@ -822,23 +838,11 @@ fn frames_over_the_input_budget_close_their_connection() {
         }
         drop(stalled);
         let big = "b".repeat(200 << 10);
-        // The stalled connection's budget comes back once the server sees it closed.
-        let mut answered = false;
-        for _ in 0..50 {
-            let mut c = connect(s.addr);
-            c.write_all(&framed(&call::<Binary>(MessageType::Call, "echo", 9, &big)))
-                .unwrap();
-            let mut len = [0u8; 4];
-            if c.read_exact(&mut len).is_ok() {
-                let mut msg = vec![0u8; u32::from_be_bytes(len) as usize];
-                c.read_exact(&mut msg).unwrap();
-                assert_eq!(answer::<Binary>(msg).1, Answer::Ok(big.clone()));
-                answered = true;
-                break;
-            }
-            std::thread::sleep(Duration::from_millis(50));
-        }
-        assert!(answered, "the budget did not come back");
+        // The stalled connection's budget comes back when it goes.
+        let mut c = good.sibling();
+        c.write_all(&framed(&call::<Binary>(MessageType::Call, "echo", 9, &big)))
+            .unwrap();
+        assert_eq!(answer::<Binary>(read_framed(&mut c)).1, Answer::Ok(big));
     });
 }
 
@@ -847,29 +851,21 @@ fn frames_over_the_input_budget_close_their_connection() {
 /// comes back when the stalled connection goes.
 #[test]
 fn buffered_messages_count_against_the_input_budget_as_they_arrive() {
-    with_server(budget_config(), |s| {
+    on_harness(budget_config(), |mut stalled, _| {
         let message = call::<Binary>(MessageType::Call, "echo", 1, &"s".repeat(700 << 10));
         // Everything but the end of the struct: the server cannot tell the length yet.
         let part = &message[..message.len() - 1];
-        let mut stalled = connect(s.addr);
         stalled.write_all(part).unwrap();
-        std::thread::sleep(Duration::from_millis(200));
-        let mut over = connect(s.addr);
-        // Written from another thread: the server may close before taking it all.
-        let mut writer = over.try_clone().unwrap();
-        let sent = part.to_vec();
-        let write = std::thread::spawn(move || {
-            let _ = writer.write_all(&sent);
-        });
+        let mut over = stalled.sibling();
+        over.write_all(part).unwrap();
         assert!(read_until_closed(&mut over).is_empty());
-        write.join().unwrap();
         // The stalled message ends: it is answered, and its budget comes back.
         stalled.write_all(&message[message.len() - 1..]).unwrap();
         let expected = echo_reply::<Binary>(1, &"s".repeat(700 << 10));
         let mut got = vec![0u8; expected.len()];
         stalled.read_exact(&mut got).unwrap();
         assert!(got == expected, "the reply differs");
-        let mut again = connect(s.addr);
+        let mut again = stalled.sibling();
         again.write_all(&message).unwrap();
         again.read_exact(&mut got).unwrap();
         assert!(got == expected, "the reply differs");
@@ -1155,27 +1151,31 @@ fn inline_dispatch_runs_a_poller_per_worker_thread() {
     });
 }
 
-/// How a test frames a message and reads a reply: Framed or TTHeader.
-struct Wire {
+/// How a test frames a message and reads a reply from `C`: Framed or TTHeader.
+struct Wire<C> {
     name: &'static str,
     frame: fn(i32, &[u8]) -> Vec<u8>,
-    read: fn(&mut TcpStream) -> (i32, Answer),
+    read: fn(&mut C) -> (i32, Answer),
 }
 
-const FRAMED: Wire = Wire {
-    name: "Framed",
-    frame: |_, msg| framed(msg),
-    read: |c| {
-        let (h, a) = answer::<Binary>(read_framed(c));
-        (h.seq_id, a)
-    },
-};
-
-const TTHEADER: Wire = Wire {
-    name: "TTHeader",
-    frame: ttheader,
-    read: read_ttheader,
-};
+/// Both wires, read from `C`.
+fn wires<C: Read>() -> [Wire<C>; 2] {
+    [
+        Wire {
+            name: "Framed",
+            frame: |_, msg| framed(msg),
+            read: |c| {
+                let (h, a) = answer::<Binary>(read_framed(c));
+                (h.seq_id, a)
+            },
+        },
+        Wire {
+            name: "TTHeader",
+            frame: ttheader,
+            read: read_ttheader,
+        },
+    ]
+}
 
 /// A call of `method` whose arguments do not decode (the first field's type is not a
 /// type).
@@ -1192,9 +1192,9 @@ fn undecodable(method: &str, seq: i32) -> Vec<u8> {
 /// The reply to the call behind them is the first thing the connection reads.
 #[test]
 fn a_oneway_method_sent_as_call_gets_no_reply() {
-    with_server(ServerConfig::default(), |s| {
-        for wire in [FRAMED, TTHEADER] {
-            let mut c = connect(s.addr);
+    on_harness(ServerConfig::default(), |c0, s| {
+        for wire in wires() {
+            let mut c = c0.sibling();
             let messages = [
                 call::<Binary>(MessageType::Call, "notify", 1, "e"),
                 call::<Binary>(MessageType::Call, "notify", 2, "fail"),
@@ -1379,20 +1379,11 @@ fn over_the_concurrency_limit_a_call_is_refused_before_decoding() {
         },
         ..ServerConfig::default()
     };
-    with_server(config, |s| {
-        let mut slow = connect(s.addr);
-        slow.write_all(&framed(&call::<Binary>(MessageType::Call, "slow", 1, "s")))
+    on_harness(config, |mut slow, s| {
+        slow.write_all(&framed(&call::<Binary>(MessageType::Call, "wait", 1, "s")))
             .unwrap();
-        // Wait until the slow call runs (it takes 300 ms once started).
-        let started = std::time::Instant::now();
-        while s.gauge.now() == 0 {
-            assert!(
-                started.elapsed() < Duration::from_secs(20),
-                "the call never ran"
-            );
-            std::thread::sleep(Duration::from_millis(1));
-        }
-        let mut other = connect(s.addr);
+        assert_eq!(s.gauge.now(), 1, "the first call runs");
+        let mut other = slow.sibling();
         other.write_all(&framed(&undecodable("echo", 2))).unwrap();
         let (h, a) = answer::<Binary>(read_framed(&mut other));
         assert_eq!(h.seq_id, 2);
@@ -1403,6 +1394,8 @@ fn over_the_concurrency_limit_a_call_is_refused_before_decoding() {
             }
             other => panic!("{other:?}"),
         }
+        s.gate.add_permits(1);
+        slow.poll_calls();
         assert_eq!(
             answer::<Binary>(read_framed(&mut slow)).1,
             Answer::Ok("s".into())
@@ -1454,3 +1447,4 @@ fn over_the_qps_limit_the_client_sees_an_overload() {
 }
 
 mod multiplex;
+mod rules;

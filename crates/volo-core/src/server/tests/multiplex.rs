@@ -314,7 +314,7 @@ fn a_call_to_no_service_is_unknown_method_and_the_connection_lives_on() {
 #[test]
 fn a_oneway_method_of_the_routed_service_gets_no_reply_whatever_the_message_type() {
     with_mux(true, |s| {
-        for wire in [FRAMED, TTHEADER] {
+        for wire in wires() {
             let mut c = connect(s.addr);
             let before = s.notified.load(Ordering::SeqCst);
             let sent = [

@@ -1,0 +1,446 @@
+//! One call of a server connection, without I/O: the message header read from a frame
+//! (after its TTHeader or THeader), the call routed, limited and wrapped up as a future
+//! that owns what it needs ([`start_call`]), and its reply written in the framing and
+//! protocol of the request ([`answer`]).
+
+use std::any::Any;
+use std::future::{Future, poll_fn};
+use std::io;
+use std::panic::{AssertUnwindSafe, catch_unwind};
+use std::sync::Arc;
+use std::task::Poll;
+use std::time::{Duration, Instant};
+
+use bytes::Bytes;
+use thrift_codec::{
+    ApplicationException, ApplicationExceptionKind, Binary, Codec, Compact, Decoder, Json,
+    LinkBuffer, MessageHeader, MessageType, Utf8Bytes,
+};
+
+use super::core::Shared;
+use super::multiplex::Services;
+use super::{Dispatch, DispatchError, EncodeReply, ServerRequest};
+use crate::codec::ttheader::{Header, int_key};
+use crate::codec::{FrameError, Framing, Protocol, theader};
+use crate::context::{Address, ServerContext};
+
+/// A handled call, with what its reply needs.
+pub(crate) struct Done<R> {
+    cx: ServerContext,
+    /// The framing and protocol of the request, which the reply takes whatever a
+    /// layer did to the context's.
+    framing: Framing,
+    protocol: Protocol,
+    ttheader: Option<Header>,
+    theader: Option<theader::Header>,
+    name: Utf8Bytes,
+    seq_id: i32,
+    /// Nothing is sent back.
+    oneway: bool,
+    outcome: Result<Result<R, DispatchError>, Box<dyn Any + Send>>,
+}
+
+/// Takes one frame: unwraps its framing and reads the message header. Returns the
+/// call to run (it owns what it needs, so it can move to a task of its own);
+/// `Ok(None)` when the frame was answered already with an exception (written into
+/// `out`, not flushed); `Err` when the connection must close (an unreadable header:
+/// answered with a `PROTOCOL_ERROR` first where a message was readable).
+///
+/// The connection core ([`ConnCore::start`](super::core::ConnCore::start)) starts every
+/// call here and nowhere else, so what must happen to each frame before its call runs
+/// (limiters, before anything is decoded) has one place. `now` is when the frame was
+/// taken: a caller's timeout counts from it.
+pub(crate) fn start_call<D: Dispatch>(
+    out: &mut LinkBuffer,
+    shared: &Arc<Shared<D>>,
+    peer: Option<Address>,
+    framing: Framing,
+    protocol: Protocol,
+    frame: Bytes,
+    now: Instant,
+) -> io::Result<Option<impl Future<Output = Done<D::Reply>> + Send + 'static + use<D>>> {
+    let mut cx = ServerContext::new(framing, protocol);
+    cx.rpc.caller.address = peer;
+    let max_frame = shared.config.limits.max_frame;
+    let (payload, ttheader, theader) = match framing {
+        Framing::TTHeader => {
+            let (header, payload) =
+                Header::decode(&frame, &shared.config.header_limits).map_err(FrameError::from)?;
+            cx.protocol = header.protocol;
+            cx.metainfo.read_request(&header.str_kv);
+            if let Some(ms) = header
+                .int_value(int_key::RPC_TIMEOUT)
+                .and_then(|v| v.parse::<u64>().ok())
+            {
+                // From when the frame was taken: the time it spent on the way and in
+                // the input is the caller's to count.
+                cx.rpc.deadline = Some(now + Duration::from_millis(ms));
+            }
+            if let Some(from) = header.int_value(int_key::FROM_SERVICE) {
+                cx.rpc.caller.service = from.to_string().into();
+            }
+            (payload, Some(header), None)
+        }
+        Framing::THeader => {
+            let (header, payload) = theader_request(out, &mut cx, &frame, shared)?;
+            let Some(payload) = payload else {
+                return Ok(None);
+            };
+            (payload, None, Some(header))
+        }
+        Framing::Framed => (frame.slice(4..), None, None),
+        Framing::Buffered => (frame, None, None),
+    };
+    let reply = Reply {
+        max_frame,
+        ttheader: ttheader.as_ref(),
+        theader: theader.as_ref(),
+    };
+    let begun = match cx.protocol {
+        Protocol::Binary => message_begin::<Binary>(out, &reply, &cx, &payload)?,
+        Protocol::Compact => message_begin::<Compact>(out, &reply, &cx, &payload)?,
+        Protocol::Json => message_begin::<Json>(out, &reply, &cx, &payload)?,
+    };
+    let Some((mut header, args_at)) = begun else {
+        return Ok(None);
+    };
+    let service = match &shared.services {
+        Services::One(service) => *service,
+        // Routed by the name's prefix, TTHeader's `isn` or to the default; the call
+        // goes on under its bare name, and is answered under it.
+        Services::Many(table) => match table.route(&header.name, ttheader.as_ref()) {
+            Ok((service, method)) => {
+                header.name = method;
+                service
+            }
+            Err(unrouted) => {
+                tracing::debug!(
+                    peer = ?cx.rpc.caller.address,
+                    error = unrouted.exception.message.as_str(),
+                    "a call to no service of this server"
+                );
+                if header.ty != MessageType::Oneway {
+                    let ex = &unrouted.exception;
+                    reply.exception(out, &cx, unrouted.method, header.seq_id, ex)?;
+                }
+                return Ok(None);
+            }
+        },
+    };
+    cx.rpc.callee.service = service.name.into();
+    cx.rpc.method = header.name.clone();
+    cx.rpc.seq_id = header.seq_id;
+    // Answered only when sent as a CALL of a method the IDL does not make oneway (in
+    // the service the call was routed to).
+    let oneway = header.ty == MessageType::Oneway || (service.is_oneway)(header.name.as_str());
+    // The limits, before the arguments are decoded (Kitex limits in OnRead): over
+    // them a call is refused at once, not queued.
+    let admitted = match shared.limiter.try_acquire() {
+        Ok(permit) => permit,
+        Err(over) => {
+            if !oneway {
+                let ex = super::limit::refusal(&over);
+                reply.exception(out, &cx, header.name, header.seq_id, &ex)?;
+            }
+            return Ok(None);
+        }
+    };
+    let request = ServerRequest::new(payload.slice(args_at..));
+    let (framing, protocol) = (cx.framing, cx.protocol);
+    let shared = Arc::clone(shared);
+    let run = async move {
+        // The limiter's slot is held until the call is done (or dropped).
+        let _admitted = admitted;
+        let outcome = {
+            let _permit = shared.inflight.acquire().await;
+            caught(shared.dispatch.call(&mut cx, request)).await
+        };
+        Done {
+            cx,
+            framing,
+            protocol,
+            ttheader,
+            theader,
+            name: header.name,
+            seq_id: header.seq_id,
+            oneway,
+            outcome,
+        }
+    };
+    Ok(Some(run))
+}
+
+/// Takes a THeader frame apart: its header (its protocol and info go into `cx`) and its
+/// payload, the transforms undone. A payload of `None`: the frame declared a transform
+/// this server cannot undo, and was answered with an `INVALID_TRANSFORM` exception (in
+/// `out`, not flushed), as the format requires; `Err` when the frame is malformed (the
+/// connection closes, with the core's log line).
+fn theader_request<D>(
+    out: &mut LinkBuffer,
+    cx: &mut ServerContext,
+    frame: &Bytes,
+    shared: &Shared<D>,
+) -> io::Result<(theader::Header, Option<Bytes>)> {
+    let max_frame = shared.config.limits.max_frame;
+    let malformed = |e| io::Error::from(FrameError::THeader(e));
+    let (mut header, raw) =
+        theader::Header::decode(frame, &shared.config.header_limits).map_err(malformed)?;
+    cx.protocol = header.protocol;
+    if let Some(id) = header.unsupported_transform() {
+        tracing::debug!(
+            transform = id,
+            "answering a THeader call whose transform is unknown"
+        );
+        header.transforms.clear();
+        let reply = Reply {
+            max_frame,
+            ttheader: None,
+            theader: Some(&header),
+        };
+        let ex = ApplicationException::new(
+            ApplicationExceptionKind::InvalidTransform,
+            format!("THeader transform {id} is not supported"),
+        );
+        let seq = header.seq_id;
+        reply.exception(out, cx, Utf8Bytes::new(), seq, &ex)?;
+        return Ok((header, None));
+    }
+    let payload = header.untransform(raw, max_frame).map_err(malformed)?;
+    cx.metainfo.read_request(&header.info);
+    cx.metainfo.read_headers(&header.info);
+    Ok((header, Some(payload)))
+}
+
+/// Reads the message header at the front of `payload`: the header and where the
+/// arguments begin. `Ok(None)` when the message is no call (answered already with an
+/// exception); `Err` when the header is unreadable (answered with a `PROTOCOL_ERROR`,
+/// and the connection must close).
+fn message_begin<P: thrift_codec::Protocol>(
+    out: &mut LinkBuffer,
+    reply: &Reply<'_>,
+    cx: &ServerContext,
+    payload: &Bytes,
+) -> io::Result<Option<(MessageHeader, usize)>> {
+    let codec = Codec::<P>::new().max_size(reply.max_frame);
+    let mut d = codec
+        .decoder(payload.clone())
+        .map_err(|e| io::Error::new(io::ErrorKind::InvalidData, e))?;
+    let header = match d.read_message_begin() {
+        Ok(h) => h,
+        Err(e) => {
+            // No method or sequence id to answer to: say why, then close.
+            let ex = ApplicationException::new(
+                ApplicationExceptionKind::ProtocolError,
+                format!("unreadable message header: {e}"),
+            );
+            reply.exception(out, cx, Utf8Bytes::default(), 0, &ex)?;
+            return Err(io::Error::new(io::ErrorKind::InvalidData, e));
+        }
+    };
+    if !matches!(header.ty, MessageType::Call | MessageType::Oneway) {
+        let ex = ApplicationException::new(
+            ApplicationExceptionKind::InvalidMessageType,
+            format!("a server takes calls, not {:?} messages", header.ty),
+        );
+        reply.exception(out, cx, header.name, header.seq_id, &ex)?;
+        return Ok(None);
+    }
+    let args_at = payload.len() - d.remaining();
+    Ok(Some((header, args_at)))
+}
+
+/// Writes the reply of a handled call (nothing for a oneway call) into `out`.
+pub(crate) fn answer<D: Dispatch>(
+    out: &mut LinkBuffer,
+    shared: &Shared<D>,
+    done: Done<D::Reply>,
+) -> io::Result<()> {
+    if done.oneway {
+        return Ok(());
+    }
+    match done.protocol {
+        Protocol::Binary => answer_in::<Binary, D>(out, shared, done),
+        Protocol::Compact => answer_in::<Compact, D>(out, shared, done),
+        Protocol::Json => answer_in::<Json, D>(out, shared, done),
+    }
+}
+
+fn answer_in<P: thrift_codec::Protocol, D: Dispatch>(
+    out: &mut LinkBuffer,
+    shared: &Shared<D>,
+    done: Done<D::Reply>,
+) -> io::Result<()> {
+    let reply = Reply {
+        max_frame: shared.config.limits.max_frame,
+        ttheader: done.ttheader.as_ref(),
+        theader: done.theader.as_ref(),
+    };
+    // The reply goes out as the request came in, with the backward metainfo the
+    // layers and the handler left in the context.
+    let mut cx = done.cx;
+    (cx.framing, cx.protocol) = (done.framing, done.protocol);
+    let (cx, name, seq) = (&cx, done.name, done.seq_id);
+    match done.outcome {
+        Ok(Ok(body)) => reply.send::<P, _>(out, cx, name, seq, &body),
+        Ok(Err(e)) => {
+            let ex = e.into_exception(name.as_str());
+            reply.exception(out, cx, name, seq, &ex)
+        }
+        Err(panic) => {
+            let ex = ApplicationException::new(
+                ApplicationExceptionKind::InternalError,
+                format!("the handler panicked: {}", panic_message(&*panic)),
+            );
+            reply.exception(out, cx, name, seq, &ex)
+        }
+    }
+}
+
+/// Runs `fut`, turning a panic inside it into an `Err` with the panic's payload.
+async fn caught<F: Future>(fut: F) -> Result<F::Output, Box<dyn Any + Send>> {
+    let mut fut = std::pin::pin!(fut);
+    poll_fn(
+        |cx| match catch_unwind(AssertUnwindSafe(|| fut.as_mut().poll(cx))) {
+            Ok(Poll::Ready(v)) => Poll::Ready(Ok(v)),
+            Ok(Poll::Pending) => Poll::Pending,
+            Err(panic) => Poll::Ready(Err(panic)),
+        },
+    )
+    .await
+}
+
+fn panic_message(panic: &(dyn Any + Send)) -> &str {
+    panic
+        .downcast_ref::<&str>()
+        .copied()
+        .or_else(|| panic.downcast_ref::<String>().map(String::as_str))
+        .unwrap_or("(no message)")
+}
+
+/// How a reply is framed: like its request.
+struct Reply<'a> {
+    max_frame: usize,
+    /// The request's TTHeader, when it had one.
+    ttheader: Option<&'a Header>,
+    /// The request's THeader, when it had one.
+    theader: Option<&'a theader::Header>,
+}
+
+impl Reply<'_> {
+    /// An exception, in the call's protocol (`cx.protocol`).
+    fn exception(
+        &self,
+        out: &mut LinkBuffer,
+        cx: &ServerContext,
+        name: Utf8Bytes,
+        seq_id: i32,
+        ex: &ApplicationException,
+    ) -> io::Result<()> {
+        let header = MessageHeader {
+            name,
+            ty: MessageType::Exception,
+            seq_id,
+        };
+        let written = match cx.protocol {
+            Protocol::Binary => self.write::<Binary, _>(out, cx, &header, ex)?,
+            Protocol::Compact => self.write::<Compact, _>(out, cx, &header, ex)?,
+            Protocol::Json => self.write::<Json, _>(out, cx, &header, ex)?,
+        };
+        written.map_err(|size| {
+            io::Error::other(format!(
+                "an exception reply of {size} bytes, above the frame limit"
+            ))
+        })
+    }
+
+    /// Writes a reply (the caller flushes); one larger than the frame limit becomes an `INTERNAL_ERROR`.
+    fn send<P: thrift_codec::Protocol, M: EncodeReply>(
+        &self,
+        out: &mut LinkBuffer,
+        cx: &ServerContext,
+        name: Utf8Bytes,
+        seq_id: i32,
+        body: &M,
+    ) -> io::Result<()> {
+        let header = MessageHeader {
+            name,
+            ty: MessageType::Reply,
+            seq_id,
+        };
+        if let Err(size) = self.write::<P, _>(out, cx, &header, body)? {
+            let ex = ApplicationException::new(
+                ApplicationExceptionKind::InternalError,
+                format!(
+                    "the reply is {size} bytes, above the frame limit of {}",
+                    self.max_frame
+                ),
+            );
+            let header = MessageHeader {
+                ty: MessageType::Exception,
+                ..header
+            };
+            self.write::<P, _>(out, cx, &header, &ex)?
+                .map_err(|_| io::Error::other("an exception reply above the frame limit"))?;
+        }
+        Ok(())
+    }
+
+    /// Writes the message (sized first, one reservation) behind its framing into the
+    /// output. `Ok(Err(size))` when it would exceed the frame limit (nothing written).
+    fn write<P: thrift_codec::Protocol, M: EncodeReply>(
+        &self,
+        out: &mut LinkBuffer,
+        cx: &ServerContext,
+        header: &MessageHeader,
+        body: &M,
+    ) -> io::Result<Result<(), usize>> {
+        if let Some(req) = self.theader {
+            // Echoed: flags, sequence id, transforms, outer framing; the protocol is
+            // the request's too (`cx.protocol`).
+            let mut h = theader::Header::new(req.seq_id, cx.protocol);
+            h.flags = req.flags;
+            h.framed = req.framed;
+            h.transforms.clone_from(&req.transforms);
+            h.info.extend(
+                cx.metainfo
+                    .reply_pairs()
+                    .map(|(k, v)| (Utf8Bytes::from(k), v.clone())),
+            );
+            h.info.extend(cx.metainfo.header_pairs().cloned());
+            return crate::codec::write_theader_message::<P, M>(
+                out,
+                &h,
+                header,
+                body,
+                self.max_frame,
+            )
+            .map_err(io::Error::from);
+        }
+        let tt = self.ttheader.map(|req| {
+            let mut h = Header::new(header.seq_id, cx.protocol);
+            h.flags = req.flags;
+            h.inner_framed = req.inner_framed;
+            let ty = if header.ty == MessageType::Reply {
+                "2"
+            } else {
+                "3"
+            };
+            h.int_kv.push((int_key::MSG_TYPE, Utf8Bytes::from(ty)));
+            h.str_kv.extend(
+                cx.metainfo
+                    .reply_pairs()
+                    .map(|(k, v)| (Utf8Bytes::from(k), v.clone())),
+            );
+            h
+        });
+        crate::codec::write_message::<P, M>(
+            out,
+            cx.framing,
+            tt.as_ref(),
+            header,
+            body,
+            self.max_frame,
+        )
+        .map_err(|e| io::Error::new(io::ErrorKind::InvalidData, e))
+    }
+}

@@ -1,0 +1,462 @@
+//! The rules of one server connection, without I/O ([`ConnCore`]).
+//!
+//! In the manner of quinn-proto, the core owns no socket, spawns nothing and reads no
+//! clock: a driver gives it the connection's input and output buffers and the time,
+//! and it says what to do. Every rule of a connection lives here once:
+//!
+//! - **framing**: detected from the first bytes (a connection that speaks no protocol
+//!   is logged and closed), then frames cut one after another;
+//! - **the call cap**: up to [`ServerConfig::max_inflight_per_connection`] calls at
+//!   once on TTHeader (answered as they finish, matched by sequence id), one at a time
+//!   on THeader, Framed and Buffered (so answered in request order);
+//! - **the input budget** ([`ServerConfig::max_buffered_input`], across connections):
+//!   a frame holds its share from the moment its length is known until its call is
+//!   done;
+//! - **timeouts**: a frame that has begun must arrive whole within
+//!   [`ServerConfig::read_timeout`]; a connection with no call in progress and nothing
+//!   arriving is closed after [`ServerConfig::idle_timeout`]. The core says when it
+//!   next needs the time ([`ConnCore::poll_timeout`]) and the driver calls
+//!   [`ConnCore::handle_timeout`] then;
+//! - **the graceful drain**: after [`ConnCore::shutdown`], no new frame is taken (one
+//!   that has begun still is), and the connection is done once its calls are answered.
+//!
+//! A driver runs the calls the core starts (they are futures that own what they need)
+//! and hands each back to [`ConnCore::finish`] when it is done. There are two: a tokio
+//! task per connection (`conn.rs`, any transport) and handlers on netpoll-rs's poller
+//! (`inline.rs`). The harness in `harness.rs` drives the core with bytes and a fake
+//! clock, and most server tests run on it.
+
+use std::future::Future;
+use std::io;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::Instant;
+
+use bytes::Bytes;
+use futures_util::FutureExt;
+use thrift_codec::LinkBuffer;
+
+use super::call::{Done, answer, start_call};
+use super::multiplex::Services;
+use super::{Dispatch, ServerConfig, ServiceInfo};
+use crate::codec::{DETECT_LEN, FrameError, FrameSplitter, Framing, Protocol, detect};
+use crate::context::Address;
+
+/// What every connection of a server shares.
+pub(crate) struct Shared<D> {
+    pub(crate) dispatch: D,
+    /// What the IDL says of the service, or of each service of a multiplexed server.
+    pub(crate) services: Services,
+    pub(crate) config: ServerConfig,
+    /// Calls being handled, across connections, against `config.max_inflight`.
+    pub(crate) inflight: tokio::sync::Semaphore,
+    /// The bytes of frames being read or handled, across connections, against
+    /// `config.max_buffered_input`.
+    pub(crate) input_budget: Arc<InputBudget>,
+    /// `config.limit`: refuses calls over the limits before they are decoded.
+    pub(crate) limiter: super::limit::Limiter,
+}
+
+impl<D> Shared<D> {
+    /// What the connections of a server running `dispatch` with `config` share.
+    pub(crate) fn new(dispatch: D, services: Services, config: ServerConfig) -> Self {
+        Shared {
+            dispatch,
+            services,
+            inflight: tokio::sync::Semaphore::new(config.max_inflight),
+            input_budget: InputBudget::new(config.max_buffered_input),
+            limiter: super::limit::Limiter::new(config.limit.clone(), crate::clock::SystemClock),
+            config,
+        }
+    }
+}
+
+/// What the server knows of a service from the IDL ([`ServiceInfo`]), kept apart
+/// from the dispatcher, which layers wrap.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Described {
+    /// The service's name (on a multiplexed server, the name it is registered under).
+    pub(crate) name: &'static str,
+    /// Whether a method is oneway.
+    pub(crate) is_oneway: fn(&str) -> bool,
+}
+
+impl Described {
+    /// What `S` says of itself.
+    pub(crate) fn of<S: ServiceInfo>() -> Self {
+        Described {
+            name: S::NAME,
+            is_oneway: S::is_oneway,
+        }
+    }
+}
+
+/// The bytes all connections may hold in frames being read or handled, counted in KiB
+/// (a frame takes its length rounded up).
+#[derive(Debug)]
+pub(crate) struct InputBudget {
+    left: AtomicUsize,
+}
+
+impl InputBudget {
+    /// A budget of `max_buffered_input` bytes.
+    pub(crate) fn new(max_buffered_input: usize) -> Arc<Self> {
+        Arc::new(InputBudget {
+            left: AtomicUsize::new(max_buffered_input.div_ceil(1024)),
+        })
+    }
+
+    /// Takes `units` KiB, or nothing when fewer are left.
+    fn try_take(self: &Arc<Self>, units: usize) -> Option<Held> {
+        self.left
+            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |left| {
+                left.checked_sub(units)
+            })
+            .ok()?;
+        Some(Held {
+            budget: Arc::clone(self),
+            units,
+        })
+    }
+}
+
+/// KiB of an [`InputBudget`], given back when dropped.
+#[derive(Debug)]
+pub(crate) struct Held {
+    budget: Arc<InputBudget>,
+    units: usize,
+}
+
+impl Held {
+    /// Adds `more`'s share to this one.
+    fn merge(&mut self, mut more: Held) {
+        self.units += std::mem::take(&mut more.units);
+    }
+}
+
+impl Drop for Held {
+    fn drop(&mut self) {
+        if self.units > 0 {
+            self.budget.left.fetch_add(self.units, Ordering::AcqRel);
+        }
+    }
+}
+
+/// The framing of a connection, detected from its first bytes, and the input budget
+/// taken by the frame being read: all of it once its length is known, and before that
+/// what has arrived of it.
+#[derive(Default)]
+struct FrameReader {
+    splitter: Option<FrameSplitter>,
+    reserved: Option<Held>,
+}
+
+impl FrameReader {
+    /// The length of the frame at the front of `input` once it can tell (detecting the
+    /// framing first); takes the frame's share of the input budget as soon as the
+    /// length is known (and, while it is not, as much as has arrived), and fails with
+    /// [`FrameError::OverBudget`] when it is not there. First bytes that match no
+    /// protocol, and frames that cannot be cut (a length or a Buffered message over
+    /// the limit, a malformed Buffered message), are logged with `peer` before the
+    /// error closes the connection.
+    fn frame_len<D>(
+        &mut self,
+        input: &mut LinkBuffer,
+        shared: &Shared<D>,
+        peer: Option<&Address>,
+    ) -> io::Result<Option<usize>> {
+        let s = match &mut self.splitter {
+            Some(s) => s,
+            None => {
+                let n = input.len().min(DETECT_LEN);
+                let Some(head) = input.peek(n) else {
+                    return Ok(None);
+                };
+                match detect(head) {
+                    Ok(Some((framing, protocol))) => self.splitter.insert(FrameSplitter::new(
+                        framing,
+                        protocol,
+                        shared.config.limits,
+                    )),
+                    Ok(None) => return Ok(None),
+                    Err(e) => {
+                        unrecognised(peer, head, &e);
+                        return Err(e.into());
+                    }
+                }
+            }
+        };
+        let len = s.frame_len(input).inspect_err(|e| {
+            let peer = peer_name(peer);
+            let (framing, protocol) = s.kind();
+            tracing::warn!(%peer, ?framing, ?protocol, error = %e, "closing a connection: a frame cannot be read");
+        })?;
+        // The whole frame once its length is known; before that (a Buffered message is
+        // measured by parsing all of it) what has arrived of it, as it grows.
+        self.reserve(len.unwrap_or(input.len()), shared)?;
+        Ok(len)
+    }
+
+    /// Makes the budget held for the frame being read cover `bytes`.
+    fn reserve<D>(&mut self, bytes: usize, shared: &Shared<D>) -> Result<(), FrameError> {
+        let units = bytes.div_ceil(1024);
+        let held = self.reserved.as_ref().map_or(0, |h| h.units);
+        let more = units.saturating_sub(held);
+        if more == 0 {
+            return Ok(());
+        }
+        let taken = shared
+            .input_budget
+            .try_take(more)
+            .ok_or(FrameError::OverBudget(bytes))?;
+        match &mut self.reserved {
+            Some(held) => held.merge(taken),
+            None => self.reserved = Some(taken),
+        }
+        Ok(())
+    }
+
+    /// The framing and protocol, once detected.
+    fn kind(&self) -> Option<(Framing, Protocol)> {
+        self.splitter.as_ref().map(FrameSplitter::kind)
+    }
+}
+
+/// How log lines name the peer of a connection.
+pub(crate) fn peer_name(peer: Option<&Address>) -> String {
+    peer.map_or_else(|| "an unknown peer".to_string(), Address::to_string)
+}
+
+/// The log line of a connection closed because its first bytes match no protocol
+/// (Binary, Compact, JSON, Framed, TTHeader, THeader): what was seen, as hex, and from
+/// where.
+#[cold]
+fn unrecognised(peer: Option<&Address>, head: &[u8], error: &FrameError) {
+    let hex: String = head.iter().map(|b| format!("{b:02x}")).collect();
+    let peer = peer_name(peer);
+    tracing::warn!(
+        %peer,
+        first_bytes = %hex,
+        %error,
+        "closing a connection whose first bytes match no protocol"
+    );
+}
+
+/// The log line of a connection closed because the call of a frame could not start (a
+/// malformed header, an unreadable message).
+#[cold]
+fn bad_frame(peer: Option<&Address>, framing: Framing, protocol: Protocol, error: &io::Error) {
+    let peer = peer_name(peer);
+    tracing::warn!(%peer, ?framing, ?protocol, %error, "closing a connection: bad {framing:?} frame");
+}
+
+/// What [`ConnCore::next_frame`] found at the front of the input.
+#[derive(Debug)]
+pub(crate) enum Next {
+    /// A whole frame, taken from the input: start its call ([`ConnCore::start`]).
+    Frame(Bytes),
+    /// Part of a frame: keep reading until the input holds this many bytes, even past
+    /// the transport's high-water mark (the frame's budget is held already).
+    Need(usize),
+    /// Nothing to take now: the input is empty, or the connection may not start
+    /// another call yet.
+    Wait,
+}
+
+/// Why [`ConnCore::handle_timeout`] closes a connection.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Expired {
+    /// A frame that had begun did not arrive whole within the read timeout.
+    Read,
+    /// No call in progress and nothing arriving for the idle timeout.
+    Idle,
+}
+
+/// One connection's rules, without I/O (see the [module docs](self)).
+pub(crate) struct ConnCore<D> {
+    shared: Arc<Shared<D>>,
+    reader: FrameReader,
+    peer: Option<Address>,
+    /// Calls started and not answered yet.
+    in_progress: usize,
+    /// The server is shutting down: take no new frame, be done once the calls in
+    /// hand are answered.
+    stopping: bool,
+    /// Since when the front of the input has held part of a frame that the connection
+    /// waits for (not whole frames held back by the call cap).
+    partial_since: Option<Instant>,
+    /// When a frame was last taken or a call last finished (or the connection began).
+    last_active: Instant,
+}
+
+impl<D: Dispatch> ConnCore<D> {
+    /// The core of a connection from `peer`, accepted at `now`.
+    pub(crate) fn new(shared: Arc<Shared<D>>, peer: Option<Address>, now: Instant) -> Self {
+        ConnCore {
+            shared,
+            reader: FrameReader::default(),
+            peer,
+            in_progress: 0,
+            stopping: false,
+            partial_since: None,
+            last_active: now,
+        }
+    }
+
+    /// What the server's connections share.
+    #[cfg(test)]
+    pub(crate) fn shared(&self) -> &Arc<Shared<D>> {
+        &self.shared
+    }
+
+    /// Calls this connection may have in progress: many on TTHeader (matched by
+    /// sequence id), one on the others (answered in order).
+    fn call_cap(&self) -> usize {
+        match self.reader.kind() {
+            Some((Framing::TTHeader, _)) => self.shared.config.max_inflight_per_connection.max(1),
+            _ => 1,
+        }
+    }
+
+    /// Whether the connection takes a frame now, with `buffered` bytes of input: it
+    /// may start another call, and after a shutdown began only a frame that has begun
+    /// is still taken.
+    pub(crate) fn wants_frame(&self, buffered: usize) -> bool {
+        self.in_progress < self.call_cap() && (!self.stopping || buffered > 0)
+    }
+
+    /// Whether the connection is done with `buffered` bytes of input: it takes no
+    /// frame and has no call in progress (after a shutdown, or never, on a connection
+    /// that has nothing left to do). The driver closes it.
+    pub(crate) fn is_done(&self, buffered: usize) -> bool {
+        self.in_progress == 0 && !self.wants_frame(buffered)
+    }
+
+    /// The length of the frame at the front of `input`, when it can tell; the input
+    /// arrived by `now`. `Err` when the connection must close (first bytes of no
+    /// protocol, a frame that cannot be cut, a frame over the input budget), logged
+    /// here. For a driver whose transport cuts the frames; the others use
+    /// [`next_frame`](Self::next_frame).
+    pub(crate) fn frame_len(
+        &mut self,
+        input: &mut LinkBuffer,
+        now: Instant,
+    ) -> io::Result<Option<usize>> {
+        let len = self
+            .reader
+            .frame_len(input, &self.shared, self.peer.as_ref())?;
+        let whole = len.is_some_and(|len| input.len() >= len);
+        self.partial_since = if input.is_empty() || whole {
+            None
+        } else {
+            Some(self.partial_since.unwrap_or(now))
+        };
+        Ok(len)
+    }
+
+    /// Takes the next whole frame from `input` if the connection wants one.
+    pub(crate) fn next_frame(&mut self, input: &mut LinkBuffer, now: Instant) -> io::Result<Next> {
+        if !self.wants_frame(input.len()) {
+            return Ok(Next::Wait);
+        }
+        Ok(match self.frame_len(input, now)? {
+            // Length unknown yet (a Buffered message is measured by parsing it): one
+            // byte more at least; the splitter fails a message that grows past the
+            // frame limit.
+            None if input.is_empty() => Next::Wait,
+            None => Next::Need(input.len() + 1),
+            Some(len) if input.len() < len => Next::Need(len),
+            Some(len) => Next::Frame(input.next(len)),
+        })
+    }
+
+    /// Starts the call of `frame`, the frame just cut (by [`next_frame`], or by the
+    /// transport with [`frame_len`]), taken at `now`. Returns the call to run: the
+    /// driver polls it and hands its outcome to [`finish`](Self::finish). `Ok(None)`
+    /// when the frame was answered already (an exception, written into `out`); `Err`
+    /// when the connection must close (logged here).
+    ///
+    /// [`next_frame`]: Self::next_frame
+    /// [`frame_len`]: Self::frame_len
+    pub(crate) fn start(
+        &mut self,
+        out: &mut LinkBuffer,
+        frame: Bytes,
+        now: Instant,
+    ) -> io::Result<Option<impl Future<Output = Done<D::Reply>> + Send + 'static + use<D>>> {
+        self.partial_since = None;
+        self.last_active = now;
+        let Some((framing, protocol)) = self.reader.kind() else {
+            return Err(io::Error::other("a frame before the framing was known"));
+        };
+        let budget = self.reader.reserved.take();
+        let peer = self.peer.clone();
+        let call = start_call(out, &self.shared, peer, framing, protocol, frame, now)
+            .inspect_err(|e| bad_frame(self.peer.as_ref(), framing, protocol, e))?;
+        Ok(call.map(|call| {
+            self.in_progress += 1;
+            // The frame's budget is given back when its call is done.
+            call.map(move |done| {
+                drop(budget);
+                done
+            })
+        }))
+    }
+
+    /// Writes the reply of a call [`start`](Self::start) gave (nothing for a oneway
+    /// one) into `out`; the call finished at `now`. `Err` when the connection must
+    /// close.
+    pub(crate) fn finish(
+        &mut self,
+        out: &mut LinkBuffer,
+        done: Done<D::Reply>,
+        now: Instant,
+    ) -> io::Result<()> {
+        self.in_progress = self.in_progress.saturating_sub(1);
+        self.last_active = now;
+        answer(out, &self.shared, done)
+    }
+
+    /// The server is shutting down: take no new frame (one that has begun is still
+    /// taken), answer the calls in hand, then be done ([`is_done`](Self::is_done)).
+    pub(crate) fn shutdown(&mut self) {
+        self.stopping = true;
+    }
+
+    /// Whether [`shutdown`](Self::shutdown) was called.
+    pub(crate) fn is_stopping(&self) -> bool {
+        self.stopping
+    }
+
+    /// When [`handle_timeout`](Self::handle_timeout) must run next, if ever: the read
+    /// timeout of a frame that has begun, or the idle timeout of a connection with no
+    /// call in progress. It changes when input comes and calls start and finish.
+    pub(crate) fn poll_timeout(&self) -> Option<Instant> {
+        let config = &self.shared.config;
+        if let Some(since) = self.partial_since {
+            return Some(since + config.read_timeout);
+        }
+        if self.in_progress > 0 {
+            return None;
+        }
+        config.idle_timeout.map(|limit| self.last_active + limit)
+    }
+
+    /// The time is `now`: `Err` when a timeout has passed and the connection must
+    /// close. Early calls are harmless.
+    pub(crate) fn handle_timeout(&mut self, now: Instant) -> Result<(), Expired> {
+        let Some(due) = self.poll_timeout() else {
+            return Ok(());
+        };
+        if now < due {
+            return Ok(());
+        }
+        let why = if self.partial_since.is_some() {
+            Expired::Read
+        } else {
+            Expired::Idle
+        };
+        tracing::debug!(peer = %peer_name(self.peer.as_ref()), ?why, "closing a connection: timed out");
+        Err(why)
+    }
+}
