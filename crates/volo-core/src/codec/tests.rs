@@ -447,6 +447,28 @@ mod ttheader_golden {
         }
     }
 
+    /// One header decoded into again and again, in every order of the goldens, ends as
+    /// each frame's own: nothing of the frame before stays.
+    #[test]
+    fn decoding_into_a_used_header_leaves_nothing_of_the_last_frame() {
+        let goldens = goldens();
+        let mut reused = Header::new(99, Protocol::Compact);
+        for before in &goldens {
+            for g in &goldens {
+                let first = Bytes::from(before.frame.clone());
+                reused
+                    .decode_into(&first, &HeaderLimits::default())
+                    .unwrap();
+                let frame = Bytes::from(g.frame.clone());
+                let payload = reused
+                    .decode_into(&frame, &HeaderLimits::default())
+                    .unwrap();
+                assert_eq!(reused, g.header, "{} after {}", g.name, before.name);
+                assert_eq!(&payload[..], &g.payload[..], "{}", g.name);
+            }
+        }
+    }
+
     #[test]
     fn padding_between_blocks_is_skipped() {
         // Padding bytes may sit anywhere among the blocks; the payload starts where

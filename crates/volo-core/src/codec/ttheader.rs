@@ -266,6 +266,20 @@ impl Header {
     /// Reads a whole frame (its 4-byte LENGTH included): the header, and the payload as
     /// a slice of `frame` (no copy; so are the header's strings).
     pub fn decode(frame: &Bytes, limits: &HeaderLimits) -> Result<(Header, Bytes), HeaderError> {
+        let mut header = Header::new(0, Protocol::Binary);
+        let payload = header.decode_into(frame, limits)?;
+        Ok((header, payload))
+    }
+
+    /// [`decode`](Self::decode) into this header, whose lists keep their capacity: a
+    /// server that decodes every request of a connection into the same header
+    /// allocates for none of them once the lists are large enough. On an error the
+    /// header holds part of the frame's.
+    pub fn decode_into(
+        &mut self,
+        frame: &Bytes,
+        limits: &HeaderLimits,
+    ) -> Result<Bytes, HeaderError> {
         let fixed = read_fixed(frame, MAGIC, limits)?;
         let (flags, seq_id, end) = (fixed.flags, fixed.seq_id, fixed.end);
         let mut h = Reader::new(frame, FIXED_LEN, end);
@@ -279,8 +293,14 @@ impl Header {
             let id = h.u8("transform id")?;
             return Err(HeaderError::UnsupportedTransform(u32::from(id)));
         }
-        let mut header = Header::new(seq_id, protocol);
+        let header = self;
         header.flags = flags;
+        header.seq_id = seq_id;
+        header.protocol = protocol;
+        header.inner_framed = false;
+        header.str_kv.clear();
+        header.int_kv.clear();
+        header.acl_token = None;
         while h.left() > 0 {
             match h.u8("info id")? {
                 info::PADDING => {}
@@ -311,7 +331,7 @@ impl Header {
             header.inner_framed = true;
             payload = payload.slice(4..);
         }
-        Ok((header, payload))
+        Ok(payload)
     }
 }
 

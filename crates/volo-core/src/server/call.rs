@@ -54,18 +54,21 @@ pub(crate) fn start_call<D: Dispatch>(
     out: &mut LinkBuffer,
     shared: &Arc<Shared<D>>,
     peer: Option<Address>,
-    framing: Framing,
-    protocol: Protocol,
+    (framing, protocol): (Framing, Protocol),
     frame: Bytes,
     now: Instant,
+    spare: &mut Option<Header>,
 ) -> io::Result<Option<impl Future<Output = Done<D::Reply>> + Send + 'static + use<D>>> {
     let mut cx = ServerContext::new(framing, protocol);
     cx.rpc.caller.address = peer;
     let max_frame = shared.config.limits.max_frame;
-    let (payload, ttheader, theader) = match framing {
+    let (payload, mut ttheader, theader) = match framing {
         Framing::TTHeader => {
-            let (header, payload) =
-                Header::decode(&frame, &shared.config.header_limits).map_err(FrameError::from)?;
+            // Into the connection's spare header, whose lists have room already.
+            let mut header = spare.take().unwrap_or_else(|| Header::new(0, protocol));
+            let payload = header
+                .decode_into(&frame, &shared.config.header_limits)
+                .map_err(FrameError::from)?;
             cx.protocol = header.protocol;
             cx.metainfo.read_request(&header.str_kv);
             if let Some(ms) = header
@@ -91,15 +94,27 @@ pub(crate) fn start_call<D: Dispatch>(
         Framing::Framed => (frame.slice(4..), None, None),
         Framing::Buffered => (frame, None, None),
     };
-    let reply = Reply {
-        max_frame,
-        ttheader: ttheader.as_ref(),
-        theader: theader.as_ref(),
-    };
+    // An exception written below turns the request's TTHeader into its reply's: the
+    // request is not read again after that.
     let begun = match cx.protocol {
-        Protocol::Binary => message_begin::<Binary>(out, &reply, &cx, &payload)?,
-        Protocol::Compact => message_begin::<Compact>(out, &reply, &cx, &payload)?,
-        Protocol::Json => message_begin::<Json>(out, &reply, &cx, &payload)?,
+        Protocol::Binary => message_begin::<Binary>(
+            out,
+            &mut Reply::new(max_frame, ttheader.as_mut(), theader.as_ref()),
+            &cx,
+            &payload,
+        )?,
+        Protocol::Compact => message_begin::<Compact>(
+            out,
+            &mut Reply::new(max_frame, ttheader.as_mut(), theader.as_ref()),
+            &cx,
+            &payload,
+        )?,
+        Protocol::Json => message_begin::<Json>(
+            out,
+            &mut Reply::new(max_frame, ttheader.as_mut(), theader.as_ref()),
+            &cx,
+            &payload,
+        )?,
     };
     let Some((mut header, args_at)) = begun else {
         return Ok(None);
@@ -121,7 +136,13 @@ pub(crate) fn start_call<D: Dispatch>(
                 );
                 if header.ty != MessageType::Oneway {
                     let ex = &unrouted.exception;
-                    reply.exception(out, &cx, unrouted.method, header.seq_id, ex)?;
+                    Reply::new(max_frame, ttheader.as_mut(), theader.as_ref()).exception(
+                        out,
+                        &cx,
+                        unrouted.method,
+                        header.seq_id,
+                        ex,
+                    )?;
                 }
                 return Ok(None);
             }
@@ -140,7 +161,13 @@ pub(crate) fn start_call<D: Dispatch>(
         Err(over) => {
             if !oneway {
                 let ex = super::limit::refusal(&over);
-                reply.exception(out, &cx, header.name, header.seq_id, &ex)?;
+                Reply::new(max_frame, ttheader.as_mut(), theader.as_ref()).exception(
+                    out,
+                    &cx,
+                    header.name,
+                    header.seq_id,
+                    &ex,
+                )?;
             }
             return Ok(None);
         }
@@ -192,7 +219,7 @@ fn theader_request<D>(
             "answering a THeader call whose transform is unknown"
         );
         header.transforms.clear();
-        let reply = Reply {
+        let mut reply = Reply {
             max_frame,
             ttheader: None,
             theader: Some(&header),
@@ -217,7 +244,7 @@ fn theader_request<D>(
 /// and the connection must close).
 fn message_begin<P: thrift_codec::Protocol>(
     out: &mut LinkBuffer,
-    reply: &Reply<'_>,
+    reply: &mut Reply<'_>,
     cx: &ServerContext,
     payload: &Bytes,
 ) -> io::Result<Option<(MessageHeader, usize)>> {
@@ -249,30 +276,34 @@ fn message_begin<P: thrift_codec::Protocol>(
     Ok(Some((header, args_at)))
 }
 
-/// Writes the reply of a handled call (nothing for a oneway call) into `out`.
+/// Writes the reply of a handled call (nothing for a oneway call) into `out`. Gives
+/// back the request's TTHeader (which became the reply's), for the next request to be
+/// decoded into.
 pub(crate) fn answer<D: Dispatch>(
     out: &mut LinkBuffer,
     shared: &Shared<D>,
-    done: Done<D::Reply>,
-) -> io::Result<()> {
-    if done.oneway {
-        return Ok(());
+    mut done: Done<D::Reply>,
+) -> io::Result<Option<Header>> {
+    let mut ttheader = done.ttheader.take();
+    if !done.oneway {
+        match done.protocol {
+            Protocol::Binary => answer_in::<Binary, D>(out, shared, done, ttheader.as_mut())?,
+            Protocol::Compact => answer_in::<Compact, D>(out, shared, done, ttheader.as_mut())?,
+            Protocol::Json => answer_in::<Json, D>(out, shared, done, ttheader.as_mut())?,
+        }
     }
-    match done.protocol {
-        Protocol::Binary => answer_in::<Binary, D>(out, shared, done),
-        Protocol::Compact => answer_in::<Compact, D>(out, shared, done),
-        Protocol::Json => answer_in::<Json, D>(out, shared, done),
-    }
+    Ok(ttheader)
 }
 
 fn answer_in<P: thrift_codec::Protocol, D: Dispatch>(
     out: &mut LinkBuffer,
     shared: &Shared<D>,
     done: Done<D::Reply>,
+    ttheader: Option<&mut Header>,
 ) -> io::Result<()> {
-    let reply = Reply {
+    let mut reply = Reply {
         max_frame: shared.config.limits.max_frame,
-        ttheader: done.ttheader.as_ref(),
+        ttheader,
         theader: done.theader.as_ref(),
     };
     // The reply goes out as the request came in, with the backward metainfo the
@@ -320,16 +351,29 @@ fn panic_message(panic: &(dyn Any + Send)) -> &str {
 /// How a reply is framed: like its request.
 struct Reply<'a> {
     max_frame: usize,
-    /// The request's TTHeader, when it had one.
-    ttheader: Option<&'a Header>,
+    /// The request's TTHeader, when it had one; a reply is written with it made into
+    /// the reply's header in place (the request's is gone after).
+    ttheader: Option<&'a mut Header>,
     /// The request's THeader, when it had one.
     theader: Option<&'a theader::Header>,
 }
 
-impl Reply<'_> {
+impl<'a> Reply<'a> {
+    fn new(
+        max_frame: usize,
+        ttheader: Option<&'a mut Header>,
+        theader: Option<&'a theader::Header>,
+    ) -> Self {
+        Reply {
+            max_frame,
+            ttheader,
+            theader,
+        }
+    }
+
     /// An exception, in the call's protocol (`cx.protocol`).
     fn exception(
-        &self,
+        &mut self,
         out: &mut LinkBuffer,
         cx: &ServerContext,
         name: Utf8Bytes,
@@ -355,7 +399,7 @@ impl Reply<'_> {
 
     /// Writes a reply (the caller flushes); one larger than the frame limit becomes an `INTERNAL_ERROR`.
     fn send<P: thrift_codec::Protocol, M: EncodeReply>(
-        &self,
+        &mut self,
         out: &mut LinkBuffer,
         cx: &ServerContext,
         name: Utf8Bytes,
@@ -388,7 +432,7 @@ impl Reply<'_> {
     /// Writes the message (sized first, one reservation) behind its framing into the
     /// output. `Ok(Err(size))` when it would exceed the frame limit (nothing written).
     fn write<P: thrift_codec::Protocol, M: EncodeReply>(
-        &self,
+        &mut self,
         out: &mut LinkBuffer,
         cx: &ServerContext,
         header: &MessageHeader,
@@ -416,31 +460,28 @@ impl Reply<'_> {
             )
             .map_err(io::Error::from);
         }
-        let tt = self.ttheader.map(|req| {
-            let mut h = Header::new(header.seq_id, cx.protocol);
-            h.flags = req.flags;
-            h.inner_framed = req.inner_framed;
+        // The request's flags and inner framing are echoed; the rest is the reply's.
+        let tt = self.ttheader.as_deref_mut().map(|h| {
+            h.seq_id = header.seq_id;
+            h.protocol = cx.protocol;
+            h.acl_token = None;
             let ty = if header.ty == MessageType::Reply {
                 "2"
             } else {
                 "3"
             };
-            h.int_kv.push((int_key::MSG_TYPE, Utf8Bytes::from(ty)));
+            h.int_kv.clear();
+            h.int_kv
+                .push((int_key::MSG_TYPE, Utf8Bytes::from_static(ty)));
+            h.str_kv.clear();
             h.str_kv.extend(
                 cx.metainfo
                     .reply_pairs()
                     .map(|(k, v)| (Utf8Bytes::from(k), v.clone())),
             );
-            h
+            &*h
         });
-        crate::codec::write_message::<P, M>(
-            out,
-            cx.framing,
-            tt.as_ref(),
-            header,
-            body,
-            self.max_frame,
-        )
-        .map_err(|e| io::Error::new(io::ErrorKind::InvalidData, e))
+        crate::codec::write_message::<P, M>(out, cx.framing, tt, header, body, self.max_frame)
+            .map_err(|e| io::Error::new(io::ErrorKind::InvalidData, e))
     }
 }

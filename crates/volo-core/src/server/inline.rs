@@ -19,9 +19,14 @@
 
 use std::collections::HashMap;
 use std::future::Future;
+use std::pin::Pin;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::task::{Context, Poll, Waker};
+use std::time::Instant;
+
+use bytes::Bytes;
+use thrift_codec::LinkBuffer;
 
 use netpoll_rs::{Handler, InlineHandle, Io};
 use tokio::sync::{Notify, OwnedSemaphorePermit};
@@ -104,9 +109,15 @@ impl Live {
 /// What a call moved to a task gives back: its id and outcome.
 type Moved<R> = Mutex<Vec<(u64, Done<R>)>>;
 
-/// The connection's [`Handler`].
-struct InlineServer<D: Dispatch> {
+/// The connection's [`Handler`]. `S` is [`ConnCore::start`], taken as a function so
+/// that the type of the calls it makes can be named (`F`): the box of a call that
+/// finished in its first poll is kept for the next call.
+struct InlineServer<D: Dispatch, S, F> {
     core: ConnCore<D>,
+    start: S,
+    /// The box of the last call that finished in its first poll, empty: a call
+    /// allocates nothing unless it waits (then it keeps its box on its task).
+    spare: Option<Pin<Box<Option<F>>>>,
     /// Calls finished on their tasks, waiting to be answered.
     finished: Arc<Moved<D::Reply>>,
     handle: InlineHandle,
@@ -120,15 +131,21 @@ struct InlineServer<D: Dispatch> {
     _permit: OwnedSemaphorePermit,
 }
 
-impl<D: Dispatch> InlineServer<D> {
+impl<D, S, F> InlineServer<D, S, F>
+where
+    D: Dispatch,
+    S: Fn(&mut ConnCore<D>, &mut LinkBuffer, Bytes, Instant) -> std::io::Result<Option<F>>,
+    F: Future<Output = Done<D::Reply>> + Send + 'static,
+{
     /// Runs a call: polls it once here; if it must wait, moves it to a task.
-    fn run<F>(&mut self, io: &mut Io<'_>, call: F) -> std::io::Result<()>
-    where
-        F: Future<Output = Done<D::Reply>> + Send + 'static,
-    {
+    fn run(&mut self, io: &mut Io<'_>, call: F) -> std::io::Result<()> {
         // Boxed before the first poll, so that a call that waits can move to a task.
-        let mut call = Box::pin(call);
-        if let Poll::Ready(done) = call.as_mut().poll(&mut Context::from_waker(Waker::noop())) {
+        let mut slot = self.spare.take().unwrap_or_else(|| Box::pin(None));
+        slot.set(Some(call));
+        let mut cx = Context::from_waker(Waker::noop());
+        if let Some(Poll::Ready(done)) = slot.as_mut().as_pin_mut().map(|call| call.poll(&mut cx)) {
+            slot.set(None);
+            self.spare = Some(slot);
             let now = io.now();
             return self.core.finish(io.output(), done, now);
         }
@@ -139,6 +156,9 @@ impl<D: Dispatch> InlineServer<D> {
         // The first poll on the task registers its real waker (the no-op one above is
         // forgotten, as a future must allow).
         let task = self.runtime.spawn(async move {
+            let Some(call) = slot.as_mut().as_pin_mut() else {
+                return;
+            };
             let done = call.await;
             lock(&finished).push((id, done));
             handle.resume();
@@ -163,7 +183,7 @@ impl<D: Dispatch> InlineServer<D> {
             let now = io.now();
             match self.core.next_frame(io.input(), now)? {
                 Next::Frame(frame) => {
-                    if let Some(call) = self.core.start(io.output(), frame, now)? {
+                    if let Some(call) = (self.start)(&mut self.core, io.output(), frame, now)? {
                         self.run(io, call)?;
                     }
                 }
@@ -177,7 +197,14 @@ impl<D: Dispatch> InlineServer<D> {
     }
 }
 
-impl<D: Dispatch> Handler for InlineServer<D> {
+impl<D, S, F> Handler for InlineServer<D, S, F>
+where
+    D: Dispatch,
+    S: Fn(&mut ConnCore<D>, &mut LinkBuffer, Bytes, Instant) -> std::io::Result<Option<F>>
+        + Send
+        + 'static,
+    F: Future<Output = Done<D::Reply>> + Send + 'static,
+{
     fn on_input(&mut self, io: &mut Io<'_>) {
         if !self.core.is_stopping() && self.live.stopping.load(Ordering::Acquire) {
             self.core.shutdown();
@@ -217,12 +244,14 @@ pub(crate) fn serve<D: Dispatch>(
     let handle = conn.inline_handle();
     let peer = conn.peer_addr().map(Address::Tcp);
     let key = live.insert(handle.clone());
-    let mut core = ConnCore::new(shared, peer, std::time::Instant::now());
+    let mut core = ConnCore::new(shared, peer, Instant::now());
     if live.stopping.load(Ordering::Acquire) {
         core.shutdown();
     }
     conn.serve_inline(InlineServer {
         core,
+        start: ConnCore::<D>::start,
+        spare: None,
         finished: Arc::default(),
         handle: handle.clone(),
         runtime: tokio::runtime::Handle::current(),
