@@ -123,8 +123,7 @@ async fn connect(reactor: &Reactor) -> (TcpStream, Connection) {
 /// Sends a frame of `body` and waits for its echo; returns when it was sent.
 fn send(peer: &mut TcpStream, body: &[u8]) -> Instant {
     let f = frame(body);
-    let sent = Instant::now();
-    peer.write_all(&f).unwrap();
+    let sent = send_only(peer, body);
     let mut back = vec![0u8; f.len()];
     peer.read_exact(&mut back).unwrap();
     assert_eq!(back, &f[..]);
@@ -226,4 +225,45 @@ fn a_deadline_set_from_resume_wakes_a_blocked_poller() {
             reactor.shutdown();
         });
     }
+}
+
+/// On a runtime without a time driver the poller cannot sleep until a deadline (tokio
+/// panics making the sleep; the poller catches it and goes on): as documented on
+/// `Reactor::on_runtime`, the deadline then fires when the poller next wakes for an
+/// event, and the connection is served all along.
+#[test]
+fn without_a_time_driver_a_deadline_fires_at_the_next_event() {
+    let io_only = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(1)
+        .enable_io()
+        .build()
+        .unwrap();
+    let reactor = Reactor::on_runtime(io_only.handle(), Config::default()).unwrap();
+    run(20, async move {
+        let (peer, conn) = connect(&reactor).await;
+        let fired = Arc::new(Mutex::new(Vec::new()));
+        conn.serve_inline(Timed::new(&fired, None));
+        let f = Arc::clone(&fired);
+        tokio::task::spawn_blocking(move || {
+            let mut peer = peer;
+            send(&mut peer, &arm(20));
+            std::thread::sleep(Duration::from_millis(200));
+            assert!(f.lock().unwrap().is_empty(), "no sleep to wake the poller");
+            // Any event does: the deadline has passed by then.
+            let sent = send_only(&mut peer, PING);
+            let mut back = vec![0u8; frame(PING).len()];
+            peer.read_exact(&mut back).unwrap();
+            closed_by_timer(peer, &f, sent, Duration::ZERO);
+        })
+        .await
+        .unwrap();
+        reactor.shutdown();
+    });
+}
+
+/// Sends a frame of `body`; returns when it was sent.
+fn send_only(peer: &mut TcpStream, body: &[u8]) -> Instant {
+    let sent = Instant::now();
+    peer.write_all(&frame(body)).unwrap();
+    sent
 }
