@@ -115,20 +115,31 @@
     unreachable_pub
 )]
 
+// Each module uses only those above it in this list (see each `use crate::`), so the
+// graph is acyclic: leaves first, then the connection's state machine, the poller that
+// knows its sockets only as `poller::Entry`, and the sockets and reactor on top.
 mod config;
-mod conn;
 mod handler;
-mod listener;
-mod poller;
-mod pool;
-mod reactor;
 mod slab;
+mod sync;
 mod sys;
 mod timer;
+
+mod pool;
+
+mod conn_state;
+
+mod poller;
+
+mod conn;
+mod poller_set;
+
+mod listener;
+mod reactor;
 
 pub use config::Config;
 pub use conn::{Connection, InlineHandle};
 pub use handler::{Handler, Io};
 pub use listener::Listener;
-pub use reactor::{Reactor, SocketOptions};
-pub use sys::BufferSizes;
+pub use reactor::Reactor;
+pub use sys::{BufferSizes, SocketOptions};

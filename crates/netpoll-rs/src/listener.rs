@@ -6,76 +6,41 @@ use std::io;
 use std::net::SocketAddr;
 use std::sync::{Arc, Mutex};
 use std::task::{Poll, Waker};
+use std::time::Instant;
 
 use mio::Token;
-use mio::event::Source;
-use mio::net::{TcpListener, UnixListener};
 
 use crate::conn::Connection;
-use crate::poller::{PollerShared, lock};
-use crate::reactor::{Reactor, SocketOptions};
-use crate::sys::Stream;
+use crate::poller::{Entry, PollerShared, Ready};
+use crate::poller_set::PollerSet;
+use crate::sync::lock;
+use crate::sys::{ListenSocket, SocketOptions};
 
+/// What the poller and the listener's users share.
 #[derive(Debug)]
-pub(crate) enum ListenSocket {
-    Tcp(TcpListener),
-    Unix(UnixListener),
+struct ListenerShared {
+    token: Token,
+    poller: Arc<PollerShared>,
+    state: Mutex<ListenerState>,
 }
 
 #[derive(Debug)]
-pub(crate) struct ListenerShared {
-    pub(crate) token: Token,
-    pub(crate) poller: Arc<PollerShared>,
-    pub(crate) state: Mutex<ListenerState>,
-}
-
-#[derive(Debug)]
-pub(crate) struct ListenerState {
-    pub(crate) socket: Option<ListenSocket>,
+struct ListenerState {
+    /// `None` once closed.
+    socket: Option<ListenSocket>,
+    /// The task waiting to accept.
     waker: Option<Waker>,
 }
 
-impl ListenerState {
-    pub(crate) fn new(socket: ListenSocket) -> Self {
-        ListenerState {
-            socket: Some(socket),
-            waker: None,
-        }
-    }
-}
-
-impl ListenSocket {
-    pub(crate) fn register(&mut self, registry: &mio::Registry, token: Token) -> io::Result<()> {
-        match self {
-            ListenSocket::Tcp(l) => l.register(registry, token, mio::Interest::READABLE),
-            ListenSocket::Unix(l) => l.register(registry, token, mio::Interest::READABLE),
-        }
-    }
-
-    fn deregister(&mut self, registry: &mio::Registry) -> io::Result<()> {
-        match self {
-            ListenSocket::Tcp(l) => l.deregister(registry),
-            ListenSocket::Unix(l) => l.deregister(registry),
-        }
-    }
-
-    fn accept(&self) -> io::Result<Stream> {
-        match self {
-            ListenSocket::Tcp(l) => l.accept().map(|(s, _)| Stream::Tcp(s)),
-            ListenSocket::Unix(l) => l.accept().map(|(s, _)| Stream::Unix(s)),
-        }
-    }
-}
-
-impl ListenerShared {
-    pub(crate) fn on_ready(&self) {
+impl Entry for ListenerShared {
+    fn on_event(self: Arc<Self>, _: Ready, _: Instant, _: &mut Vec<Arc<dyn Entry>>) {
         let waker = lock(&self.state).waker.take();
         if let Some(w) = waker {
             w.wake();
         }
     }
 
-    pub(crate) fn close(&self) {
+    fn close(&self) {
         let (socket, waker) = {
             let mut st = lock(&self.state);
             (st.socket.take(), st.waker.take())
@@ -83,7 +48,7 @@ impl ListenerShared {
         if let Some(mut s) = socket {
             let _ = s.deregister(&self.poller.registry);
         }
-        lock(&self.poller.slab).remove(self.token);
+        self.poller.remove(self.token);
         if let Some(w) = waker {
             w.wake();
         }
@@ -93,12 +58,47 @@ impl ListenerShared {
 /// A listening socket on the reactor. Dropping it stops listening.
 #[derive(Debug)]
 pub struct Listener {
-    pub(crate) shared: Arc<ListenerShared>,
-    pub(crate) reactor: Reactor,
-    pub(crate) options: SocketOptions,
+    shared: Arc<ListenerShared>,
+    /// Where accepted connections go; held so the pollers outlive the listener.
+    pollers: Arc<PollerSet>,
+    options: SocketOptions,
 }
 
 impl Listener {
+    /// Registers `socket` with the next poller of `pollers`.
+    pub(crate) fn register(
+        pollers: &Arc<PollerSet>,
+        socket: ListenSocket,
+        options: SocketOptions,
+    ) -> io::Result<Listener> {
+        let poller = pollers.next_poller();
+        let shared = poller.insert(|token| {
+            Arc::new(ListenerShared {
+                token,
+                poller: Arc::clone(poller),
+                state: Mutex::new(ListenerState {
+                    socket: Some(socket),
+                    waker: None,
+                }),
+            })
+        })?;
+        let registered = {
+            let mut st = lock(&shared.state);
+            match st.socket.as_mut() {
+                Some(s) => s.register(&poller.registry, shared.token),
+                None => Err(io::Error::other("the listener closed while registering")),
+            }
+        };
+        // Dropped on an error, it closes and leaves the slab.
+        let listener = Listener {
+            shared,
+            pollers: Arc::clone(pollers),
+            options,
+        };
+        registered?;
+        Ok(listener)
+    }
+
     /// Waits for the next connection and puts it on a poller (round-robin).
     pub async fn accept(&self) -> io::Result<Connection> {
         let stream = poll_fn(|cx| {
@@ -127,25 +127,22 @@ impl Listener {
             }
         })
         .await?;
-        self.reactor.add_stream(stream, &self.options)
+        self.pollers.add_stream(stream, &self.options)
     }
 
     /// The address it listens on (TCP only).
     pub fn local_addr(&self) -> Option<SocketAddr> {
-        match lock(&self.shared.state).socket.as_ref()? {
-            ListenSocket::Tcp(l) => l.local_addr().ok(),
-            ListenSocket::Unix(_) => None,
-        }
+        lock(&self.shared.state).socket.as_ref()?.local_addr()
     }
 
     /// Stops listening (as dropping does).
     pub fn close(&self) {
-        self.shared.close();
+        Entry::close(&*self.shared);
     }
 }
 
 impl Drop for Listener {
     fn drop(&mut self) {
-        self.shared.close();
+        Entry::close(&*self.shared);
     }
 }

@@ -1,29 +1,48 @@
 //! Poller threads: each owns a `mio::Poll` and runs the latency-tuned loop.
+//!
+//! A poller knows what its tokens name only as [`Entry`]s (connections and listeners
+//! implement it, in the modules above this one), so it serves them without naming
+//! them.
 
+use std::fmt;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use mio::{Events, Poll, Registry, Token, Waker};
 
 use crate::config::Config;
-use crate::conn::ConnShared;
-use crate::listener::ListenerShared;
 use crate::pool::BlockPool;
 use crate::slab::{Slab, WAKER_TOKEN};
+use crate::sync::lock;
 use crate::timer::Timers;
 
-/// Locks a mutex; a panic elsewhere while it was held does not make the state unusable
-/// here (every critical section leaves it consistent between statements).
-pub(crate) fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(PoisonError::into_inner)
+/// What an event says of a socket.
+#[derive(Debug, Clone, Copy, Default)]
+pub(crate) struct Ready {
+    /// Data (or the peer's close, or an error) to read.
+    pub(crate) readable: bool,
+    /// Room to write (or an error to find by writing).
+    pub(crate) writable: bool,
+    /// The peer closed its side, or the socket failed.
+    pub(crate) closed: bool,
 }
 
-/// What a token names.
-#[derive(Debug, Clone)]
-pub(crate) enum Entry {
-    Conn(Arc<ConnShared>),
-    Listener(Arc<ListenerShared>),
+/// What a token names: a registered socket the poller serves. The poller calls these
+/// on its own thread (or task), holding none of its locks.
+pub(crate) trait Entry: Send + Sync + fmt::Debug {
+    /// An event for this socket, in the turn that read the clock at `now` (or, with
+    /// `Ready::default()`, another turn for one that listed itself in `again`, where it
+    /// goes when it has more to read than one turn's budget).
+    fn on_event(self: Arc<Self>, ready: Ready, now: Instant, again: &mut Vec<Arc<dyn Entry>>);
+
+    /// The deadline scheduled for this token in the poller's timers came at `now`.
+    fn on_timer(self: Arc<Self>, now: Instant, again: &mut Vec<Arc<dyn Entry>>) {
+        let _ = (now, again);
+    }
+
+    /// Closes the socket (the reactor shuts down); it leaves the slab.
+    fn close(&self);
 }
 
 /// The part of a poller that other threads use: its registry (to register sockets), its
@@ -33,14 +52,23 @@ pub(crate) enum Entry {
 pub(crate) struct PollerShared {
     pub(crate) registry: Registry,
     pub(crate) waker: Waker,
-    pub(crate) slab: Mutex<Slab<Entry>>,
+    slab: Mutex<Entries>,
     pub(crate) shutdown: AtomicBool,
     pub(crate) config: Arc<Config>,
     /// Read blocks for this poller's connections.
     pub(crate) pool: BlockPool,
     /// The deadlines its inline handlers set, by connection token. Locked after a
     /// connection's state when both are (never the other way round).
-    pub(crate) timers: Mutex<Timers<Token>>,
+    timers: Mutex<Timers<Token>>,
+}
+
+/// A slab's entries: what the poller's tokens name.
+struct Entries(Slab<Arc<dyn Entry>>);
+
+impl fmt::Debug for Entries {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "Entries({})", self.0.len())
+    }
 }
 
 impl PollerShared {
@@ -48,7 +76,7 @@ impl PollerShared {
         Ok(PollerShared {
             registry: poll.registry().try_clone()?,
             waker: Waker::new(poll.registry(), WAKER_TOKEN)?,
-            slab: Mutex::new(Slab::default()),
+            slab: Mutex::new(Entries(Slab::default())),
             shutdown: AtomicBool::new(false),
             pool: BlockPool::new(config.read_chunk, config.pooled_blocks),
             timers: Mutex::new(Timers::default()),
@@ -57,14 +85,53 @@ impl PollerShared {
     }
 
     /// Stores `make`'s entry under a fresh token and returns it.
-    pub(crate) fn insert(&self, make: impl FnOnce(mio::Token) -> Entry) -> std::io::Result<Entry> {
-        let mut slab = lock(&self.slab);
-        let token = slab
-            .insert_with(make)
+    pub(crate) fn insert<T: Entry + 'static>(
+        &self,
+        make: impl FnOnce(Token) -> Arc<T>,
+    ) -> std::io::Result<Arc<T>> {
+        let mut made = None;
+        lock(&self.slab)
+            .0
+            .insert_with(|token| {
+                let entry = make(token);
+                made = Some(Arc::clone(&entry));
+                entry as Arc<dyn Entry>
+            })
             .ok_or_else(|| std::io::Error::other("the poller holds as many sockets as it can"))?;
-        slab.get(token)
-            .cloned()
-            .ok_or_else(|| std::io::Error::other("a slab entry vanished while it was locked"))
+        made.ok_or_else(|| std::io::Error::other("the poller made no entry"))
+    }
+
+    /// The entry `token` names, if it is still registered.
+    fn get(&self, token: Token) -> Option<Arc<dyn Entry>> {
+        lock(&self.slab).0.get(token).cloned()
+    }
+
+    /// Takes `token`'s entry out of the slab (its socket closed): its token never
+    /// names anything again, and its deadline never fires.
+    pub(crate) fn remove(&self, token: Token) {
+        lock(&self.slab).0.remove(token);
+        lock(&self.timers).remove(token);
+    }
+
+    /// Takes every entry out (the reactor shuts down).
+    pub(crate) fn drain(&self) -> Vec<Arc<dyn Entry>> {
+        lock(&self.slab).0.drain()
+    }
+
+    /// Sockets registered.
+    pub(crate) fn len(&self) -> usize {
+        lock(&self.slab).0.len()
+    }
+
+    /// Makes sure `token`'s deadline comes no later than `at`. Called from elsewhere
+    /// than the poller (`on_poller` false), a deadline earlier than all others wakes
+    /// the poller, which may be waiting for a later one (or none).
+    pub(crate) fn schedule(&self, token: Token, at: Instant, on_poller: bool) {
+        let earliest = lock(&self.timers).schedule(token, at);
+        if earliest && !on_poller {
+            // A failed wake leaves the deadline to the poller's next turn.
+            let _ = self.waker.wake();
+        }
     }
 }
 
@@ -76,8 +143,8 @@ const SERVE_AGAIN_CAPACITY: usize = 256;
 #[derive(Debug)]
 pub(crate) struct Driver {
     events: Events,
-    again: Vec<Arc<ConnShared>>,
-    serving: Vec<Arc<ConnShared>>,
+    again: Vec<Arc<dyn Entry>>,
+    serving: Vec<Arc<dyn Entry>>,
     /// Tokens whose deadline came this turn (taken out of the timers first, so that a
     /// deadline a handler sets at or before now fires on the next turn, not in a loop).
     due: Vec<Token>,
@@ -127,8 +194,8 @@ impl Driver {
         let now = Instant::now();
         std::mem::swap(&mut self.again, &mut self.serving);
         let mut busy = !self.serving.is_empty();
-        for conn in self.serving.drain(..) {
-            conn.on_event(false, false, false, now, &mut self.again);
+        for entry in self.serving.drain(..) {
+            entry.on_event(Ready::default(), now, &mut self.again);
         }
         let mut handled = 0;
         for event in self.events.iter() {
@@ -137,18 +204,14 @@ impl Driver {
             if event.token() == WAKER_TOKEN {
                 continue;
             }
-            let entry = lock(&self.shared.slab).get(event.token()).cloned();
-            match entry {
-                Some(Entry::Conn(conn)) => conn.on_event(
-                    event.is_readable() || event.is_read_closed() || event.is_error(),
-                    event.is_writable() || event.is_write_closed() || event.is_error(),
-                    event.is_read_closed() || event.is_error(),
-                    now,
-                    &mut self.again,
-                ),
-                Some(Entry::Listener(listener)) => listener.on_ready(),
-                // A stale token: the socket closed after the event was queued.
-                None => {}
+            // None: a stale token, the socket closed after the event was queued.
+            if let Some(entry) = self.shared.get(event.token()) {
+                let ready = Ready {
+                    readable: event.is_readable() || event.is_read_closed() || event.is_error(),
+                    writable: event.is_writable() || event.is_write_closed() || event.is_error(),
+                    closed: event.is_read_closed() || event.is_error(),
+                };
+                entry.on_event(ready, now, &mut self.again);
             }
         }
         self.full = handled >= self.events.capacity();
@@ -165,11 +228,9 @@ impl Driver {
         }
         let fired = !self.due.is_empty();
         for token in self.due.drain(..) {
-            let entry = lock(&self.shared.slab).get(token).cloned();
-            // A token whose connection closed (or whose slot holds a listener now) has
-            // nothing to fire.
-            if let Some(Entry::Conn(conn)) = entry {
-                conn.on_timer(now, &mut self.again);
+            // None: the connection closed; its deadline has nothing left to end.
+            if let Some(entry) = self.shared.get(token) {
+                entry.on_timer(now, &mut self.again);
             }
         }
         fired

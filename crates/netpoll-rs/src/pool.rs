@@ -21,7 +21,7 @@ use std::sync::Mutex;
 
 use bytes::BytesMut;
 
-use crate::poller::lock;
+use crate::sync::lock;
 
 /// Size classes.
 pub(crate) const CLASSES: usize = 4;

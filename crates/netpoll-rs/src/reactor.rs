@@ -3,52 +3,24 @@
 use std::io;
 use std::net::SocketAddr;
 use std::path::Path;
-use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::thread::JoinHandle;
 use std::time::Duration;
 
 use mio::Poll;
 
 use crate::config::Config;
-use crate::conn::{ConnShared, ConnState, Connection};
-use crate::listener::{ListenSocket, Listener, ListenerShared, ListenerState};
-use crate::poller::{self, Driver, Entry, PollerShared, lock};
-use crate::sys::{self, BufferSizes, Stream};
-
-/// Socket options for listeners (applied to each accepted connection) and connects.
-#[derive(Debug, Clone, Copy)]
-pub struct SocketOptions {
-    /// `TCP_NODELAY` (default on: RPC frames should leave at once).
-    pub nodelay: bool,
-    /// `SO_SNDBUF`/`SO_RCVBUF` (default: the kernel's).
-    pub buffers: BufferSizes,
-    /// `SO_REUSEPORT` on a TCP listener (default off).
-    pub reuse_port: bool,
-}
-
-impl Default for SocketOptions {
-    fn default() -> Self {
-        SocketOptions {
-            nodelay: true,
-            buffers: BufferSizes::default(),
-            reuse_port: false,
-        }
-    }
-}
+use crate::conn::Connection;
+use crate::listener::Listener;
+use crate::poller::{self, Driver, PollerShared};
+use crate::poller_set::PollerSet;
+use crate::sys::{self, ListenSocket, SocketOptions};
 
 /// A set of poller threads. Cheap to clone (a handle); the threads stop on
 /// [`shutdown`](Self::shutdown) or when the last handle is dropped.
 #[derive(Debug, Clone)]
 pub struct Reactor {
-    inner: Arc<Inner>,
-}
-
-#[derive(Debug)]
-struct Inner {
-    pollers: Vec<Arc<PollerShared>>,
-    next: AtomicUsize,
-    threads: Mutex<Vec<JoinHandle<()>>>,
+    pollers: Arc<PollerSet>,
 }
 
 impl Reactor {
@@ -95,78 +67,12 @@ impl Reactor {
             threads.extend(launch(i, poll, driver)?);
         }
         Ok(Reactor {
-            inner: Arc::new(Inner {
-                pollers,
-                next: AtomicUsize::new(0),
-                threads: Mutex::new(threads),
-            }),
+            pollers: Arc::new(PollerSet::new(pollers, threads)),
         })
     }
 
-    fn next_poller(&self) -> &Arc<PollerShared> {
-        let i = self.inner.next.fetch_add(1, Ordering::Relaxed);
-        &self.inner.pollers[i % self.inner.pollers.len()]
-    }
-
-    /// Registers a connected stream with the next poller.
-    pub(crate) fn add_stream(
-        &self,
-        stream: Stream,
-        options: &SocketOptions,
-    ) -> io::Result<Connection> {
-        if let Stream::Tcp(s) = &stream {
-            s.set_nodelay(options.nodelay)?;
-        }
-        sys::set_buffer_sizes(&stream, options.buffers)?;
-        let poller = self.next_poller();
-        let entry = poller.insert(|token| {
-            Entry::Conn(Arc::new(ConnShared {
-                token,
-                poller: Arc::clone(poller),
-                state: Mutex::new(ConnState::new(stream)),
-            }))
-        })?;
-        let Entry::Conn(shared) = entry else {
-            return Err(io::Error::other("a connection slot held a listener"));
-        };
-        let registered = {
-            let mut st = lock(&shared.state);
-            match st.stream_mut() {
-                Some(s) => s.register(&poller.registry, shared.token),
-                None => Err(io::Error::other("the connection closed while registering")),
-            }
-        };
-        let conn = Connection::new(shared);
-        registered?;
-        Ok(conn)
-    }
-
     fn add_listener(&self, socket: ListenSocket, options: SocketOptions) -> io::Result<Listener> {
-        let poller = self.next_poller();
-        let entry = poller.insert(|token| {
-            Entry::Listener(Arc::new(ListenerShared {
-                token,
-                poller: Arc::clone(poller),
-                state: Mutex::new(ListenerState::new(socket)),
-            }))
-        })?;
-        let Entry::Listener(shared) = entry else {
-            return Err(io::Error::other("a listener slot held a connection"));
-        };
-        let registered = {
-            let mut st = lock(&shared.state);
-            match st.socket.as_mut() {
-                Some(s) => s.register(&poller.registry, shared.token),
-                None => Err(io::Error::other("the listener closed while registering")),
-            }
-        };
-        let listener = Listener {
-            shared,
-            reactor: self.clone(),
-            options,
-        };
-        registered?;
-        Ok(listener)
+        Listener::register(&self.pollers, socket, options)
     }
 
     /// Listens on a TCP address (port 0 picks a free port: see
@@ -181,17 +87,13 @@ impl Reactor {
         addr: SocketAddr,
         options: SocketOptions,
     ) -> io::Result<Listener> {
-        let std = sys::tcp_listener(addr, options.reuse_port)?;
-        self.add_listener(
-            ListenSocket::Tcp(mio::net::TcpListener::from_std(std)),
-            options,
-        )
+        self.add_listener(sys::tcp_listen(addr, options.reuse_port)?, options)
     }
 
     /// Listens on a Unix-domain socket path.
     pub fn listen_unix(&self, path: impl AsRef<Path>) -> io::Result<Listener> {
-        let listener = mio::net::UnixListener::bind(path)?;
-        self.add_listener(ListenSocket::Unix(listener), SocketOptions::default())
+        let socket = sys::unix_listen(path.as_ref())?;
+        self.add_listener(socket, SocketOptions::default())
     }
 
     /// Connects to a TCP address, failing with `TimedOut` after `timeout`. The connect
@@ -207,9 +109,8 @@ impl Reactor {
         timeout: Duration,
         options: SocketOptions,
     ) -> io::Result<Connection> {
-        let std = std::net::TcpStream::connect_timeout(&addr, timeout)?;
-        std.set_nonblocking(true)?;
-        self.add_stream(Stream::Tcp(mio::net::TcpStream::from_std(std)), &options)
+        let stream = sys::tcp_connect(addr, timeout)?;
+        self.pollers.add_stream(stream, &options)
     }
 
     /// Connects to a Unix-domain socket path, failing with `TimedOut` when the
@@ -221,54 +122,23 @@ impl Reactor {
         path: impl AsRef<Path>,
         timeout: Duration,
     ) -> io::Result<Connection> {
-        let std = sys::unix_connect(path.as_ref(), timeout)?;
-        self.add_stream(
-            Stream::Unix(mio::net::UnixStream::from_std(std)),
-            &SocketOptions::default(),
-        )
+        let stream = sys::unix_connect(path.as_ref(), timeout)?;
+        self.pollers.add_stream(stream, &SocketOptions::default())
     }
 
     /// Pollers (threads, or tasks on a runtime) this reactor runs.
     pub fn pollers(&self) -> usize {
-        self.inner.pollers.len()
+        self.pollers.len()
     }
 
     /// Sockets (connections and listeners) currently registered.
     pub fn socket_count(&self) -> usize {
-        self.inner.pollers.iter().map(|p| lock(&p.slab).len()).sum()
+        self.pollers.socket_count()
     }
 
     /// Stops the poller threads and closes every socket: tasks waiting on a connection
     /// or listener wake up with an error. Idempotent.
     pub fn shutdown(&self) {
-        self.inner.shutdown();
-    }
-}
-
-impl Inner {
-    fn shutdown(&self) {
-        for p in &self.pollers {
-            p.shutdown.store(true, Ordering::Release);
-            let _ = p.waker.wake();
-        }
-        let threads = std::mem::take(&mut *lock(&self.threads));
-        for t in threads {
-            let _ = t.join();
-        }
-        for p in &self.pollers {
-            let entries = lock(&p.slab).drain();
-            for entry in entries {
-                match entry {
-                    Entry::Conn(c) => c.close(),
-                    Entry::Listener(l) => l.close(),
-                }
-            }
-        }
-    }
-}
-
-impl Drop for Inner {
-    fn drop(&mut self) {
-        self.shutdown();
+        self.pollers.shutdown();
     }
 }

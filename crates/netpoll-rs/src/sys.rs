@@ -1,5 +1,9 @@
 //! The sockets: TCP and Unix-domain streams behind one type, reads into a buffer's spare
-//! capacity, and the socket options RPC needs.
+//! capacity, listeners, connects, and the socket options RPC needs. Every socket call of
+//! the crate is made here.
+//!
+//! A connection's state machine makes its calls through the [`Socket`] trait, which
+//! [`Stream`] implements, so its tests can script a fake socket instead.
 
 use std::io::{self, IoSlice};
 use std::mem::MaybeUninit;
@@ -10,9 +14,26 @@ use std::time::Duration;
 
 use bytes::BytesMut;
 use mio::event::Source;
-use mio::net::{TcpStream, UnixStream};
+use mio::net::{TcpListener, TcpStream, UnixListener, UnixStream};
 use mio::{Interest, Registry, Token};
 use nix::sys::socket::{self, MsgFlags, UnixAddr, setsockopt, sockopt};
+
+/// The socket calls of a connection's state machine. [`Stream`] makes them on a real
+/// socket; a test's fake returns what its script says. Errors are the kernel's, as they
+/// come: `WouldBlock` when the socket has no data or no room, `Interrupted` for a call
+/// a signal cut short (the caller tries again).
+pub(crate) trait Socket {
+    /// Reads at most `max` bytes into `buf`'s spare capacity (which must not be empty)
+    /// and extends `buf` by what arrived; `Ok(0)` is end of stream.
+    fn read_into(&mut self, buf: &mut BytesMut, max: usize) -> io::Result<usize>;
+
+    /// Sends a prefix of `bufs` (all of them, or less when the socket is nearly full);
+    /// returns how many bytes it took.
+    fn write_vectored(&mut self, bufs: &[IoSlice<'_>]) -> io::Result<usize>;
+
+    /// Shuts down the sending side: the peer reads end of stream after the last byte.
+    fn shutdown_write(&self) -> io::Result<()>;
+}
 
 /// A connected stream socket.
 #[derive(Debug)]
@@ -54,9 +75,31 @@ impl Stream {
         }
     }
 
-    /// Reads at most `max` bytes into `buf`'s spare capacity (which must not be empty)
-    /// and extends `buf` by what arrived; `Ok(0)` is end of stream.
-    pub(crate) fn read_into(&mut self, buf: &mut BytesMut, max: usize) -> io::Result<usize> {
+    pub(crate) fn peer_addr(&self) -> Option<SocketAddr> {
+        match self {
+            Stream::Tcp(s) => s.peer_addr().ok(),
+            Stream::Unix(_) => None,
+        }
+    }
+
+    pub(crate) fn local_addr(&self) -> Option<SocketAddr> {
+        match self {
+            Stream::Tcp(s) => s.local_addr().ok(),
+            Stream::Unix(_) => None,
+        }
+    }
+
+    /// Applies `options` (`TCP_NODELAY` on TCP, buffer sizes).
+    pub(crate) fn configure(&self, options: &SocketOptions) -> io::Result<()> {
+        if let Stream::Tcp(s) = self {
+            s.set_nodelay(options.nodelay)?;
+        }
+        set_buffer_sizes(self, options.buffers)
+    }
+}
+
+impl Socket for Stream {
+    fn read_into(&mut self, buf: &mut BytesMut, max: usize) -> io::Result<usize> {
         let spare: &mut [MaybeUninit<u8>] = buf.spare_capacity_mut();
         let take = max.min(spare.len());
         let spare = &mut spare[..take];
@@ -81,7 +124,7 @@ impl Stream {
     /// `send(2)` for one buffer, `sendmsg(2)` for several (the socket calls, cheaper than
     /// `write`/`writev`), with `MSG_NOSIGNAL`: a peer that is gone is an `EPIPE` error,
     /// never a `SIGPIPE` that would kill a process that did not ignore it.
-    pub(crate) fn write_vectored(&mut self, bufs: &[IoSlice<'_>]) -> io::Result<usize> {
+    fn write_vectored(&mut self, bufs: &[IoSlice<'_>]) -> io::Result<usize> {
         let flags = MsgFlags::MSG_NOSIGNAL;
         let sent = match bufs {
             [one] => socket::send(self.raw_fd(), one, flags),
@@ -90,21 +133,7 @@ impl Stream {
         sent.map_err(io::Error::from)
     }
 
-    pub(crate) fn peer_addr(&self) -> Option<SocketAddr> {
-        match self {
-            Stream::Tcp(s) => s.peer_addr().ok(),
-            Stream::Unix(_) => None,
-        }
-    }
-
-    pub(crate) fn local_addr(&self) -> Option<SocketAddr> {
-        match self {
-            Stream::Tcp(s) => s.local_addr().ok(),
-            Stream::Unix(_) => None,
-        }
-    }
-
-    pub(crate) fn shutdown_write(&self) -> io::Result<()> {
+    fn shutdown_write(&self) -> io::Result<()> {
         match self {
             Stream::Tcp(s) => s.shutdown(std::net::Shutdown::Write),
             Stream::Unix(s) => s.shutdown(std::net::Shutdown::Write),
@@ -121,6 +150,65 @@ impl AsFd for Stream {
     }
 }
 
+/// A listening socket.
+#[derive(Debug)]
+pub(crate) enum ListenSocket {
+    Tcp(TcpListener),
+    Unix(UnixListener),
+}
+
+impl ListenSocket {
+    pub(crate) fn register(&mut self, registry: &Registry, token: Token) -> io::Result<()> {
+        match self {
+            ListenSocket::Tcp(l) => l.register(registry, token, Interest::READABLE),
+            ListenSocket::Unix(l) => l.register(registry, token, Interest::READABLE),
+        }
+    }
+
+    pub(crate) fn deregister(&mut self, registry: &Registry) -> io::Result<()> {
+        match self {
+            ListenSocket::Tcp(l) => l.deregister(registry),
+            ListenSocket::Unix(l) => l.deregister(registry),
+        }
+    }
+
+    pub(crate) fn accept(&self) -> io::Result<Stream> {
+        match self {
+            ListenSocket::Tcp(l) => l.accept().map(|(s, _)| Stream::Tcp(s)),
+            ListenSocket::Unix(l) => l.accept().map(|(s, _)| Stream::Unix(s)),
+        }
+    }
+
+    /// The address it listens on (TCP only).
+    pub(crate) fn local_addr(&self) -> Option<SocketAddr> {
+        match self {
+            ListenSocket::Tcp(l) => l.local_addr().ok(),
+            ListenSocket::Unix(_) => None,
+        }
+    }
+}
+
+/// Socket options for listeners (applied to each accepted connection) and connects.
+#[derive(Debug, Clone, Copy)]
+pub struct SocketOptions {
+    /// `TCP_NODELAY` (default on: RPC frames should leave at once).
+    pub nodelay: bool,
+    /// `SO_SNDBUF`/`SO_RCVBUF` (default: the kernel's).
+    pub buffers: BufferSizes,
+    /// `SO_REUSEPORT` on a TCP listener (default off).
+    pub reuse_port: bool,
+}
+
+impl Default for SocketOptions {
+    fn default() -> Self {
+        SocketOptions {
+            nodelay: true,
+            buffers: BufferSizes::default(),
+            reuse_port: false,
+        }
+    }
+}
+
 /// Socket buffer sizes to ask the kernel for (it may round or double them).
 #[derive(Debug, Clone, Copy, Default)]
 pub struct BufferSizes {
@@ -130,7 +218,7 @@ pub struct BufferSizes {
     pub recv: Option<usize>,
 }
 
-pub(crate) fn set_buffer_sizes(fd: &impl AsFd, sizes: BufferSizes) -> io::Result<()> {
+fn set_buffer_sizes(fd: &impl AsFd, sizes: BufferSizes) -> io::Result<()> {
     if let Some(n) = sizes.send {
         setsockopt(fd, sockopt::SndBuf, &n)?;
     }
@@ -143,10 +231,24 @@ pub(crate) fn set_buffer_sizes(fd: &impl AsFd, sizes: BufferSizes) -> io::Result
 /// A listening TCP socket, non-blocking, with `SO_REUSEADDR` and, when asked,
 /// `SO_REUSEPORT` (so several listeners can share a port and the kernel spreads
 /// connections among them).
-pub(crate) fn tcp_listener(
-    addr: SocketAddr,
-    reuse_port: bool,
-) -> io::Result<std::net::TcpListener> {
+pub(crate) fn tcp_listen(addr: SocketAddr, reuse_port: bool) -> io::Result<ListenSocket> {
+    tcp_listener(addr, reuse_port).map(|l| ListenSocket::Tcp(TcpListener::from_std(l)))
+}
+
+/// A listening Unix-domain socket at `path`, non-blocking.
+pub(crate) fn unix_listen(path: &Path) -> io::Result<ListenSocket> {
+    UnixListener::bind(path).map(ListenSocket::Unix)
+}
+
+/// Connects to a TCP address, failing with `TimedOut` after `timeout` (blocking the
+/// calling thread that long at most); returns the stream non-blocking.
+pub(crate) fn tcp_connect(addr: SocketAddr, timeout: Duration) -> io::Result<Stream> {
+    let std = std::net::TcpStream::connect_timeout(&addr, timeout)?;
+    std.set_nonblocking(true)?;
+    Ok(Stream::Tcp(TcpStream::from_std(std)))
+}
+
+fn tcp_listener(addr: SocketAddr, reuse_port: bool) -> io::Result<std::net::TcpListener> {
     use nix::sys::socket::{
         AddressFamily, Backlog, SockFlag, SockType, SockaddrIn, SockaddrIn6, bind, listen, socket,
     };
@@ -175,10 +277,7 @@ pub(crate) fn tcp_listener(
 /// Connects a Unix-domain stream socket to `path`, waiting at most `timeout` when the
 /// listener's backlog is full (Linux makes a blocking `connect` wait for room, bounded by
 /// `SO_SNDTIMEO`); returns it non-blocking. A wait that runs out is `TimedOut`.
-pub(crate) fn unix_connect(
-    path: &Path,
-    timeout: Duration,
-) -> io::Result<std::os::unix::net::UnixStream> {
+pub(crate) fn unix_connect(path: &Path, timeout: Duration) -> io::Result<Stream> {
     use nix::sys::socket::{AddressFamily, SockFlag, SockType, connect, socket};
     use nix::sys::time::{TimeVal, TimeValLike};
     let addr = UnixAddr::new(path)?;
@@ -210,5 +309,5 @@ pub(crate) fn unix_connect(
     setsockopt(&fd, sockopt::SendTimeout, &TimeVal::microseconds(0))?;
     let stream = std::os::unix::net::UnixStream::from(fd);
     stream.set_nonblocking(true)?;
-    Ok(stream)
+    Ok(Stream::Unix(UnixStream::from_std(stream)))
 }
