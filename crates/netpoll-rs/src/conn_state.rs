@@ -7,7 +7,7 @@
 //! pieces it needs (settings, read blocks) come in an [`Env`], the time as an argument,
 //! and what the poller must do after (wake a task, serve the connection again, close
 //! it, schedule a deadline) goes back in a [`Served`] or [`ConnState::take_schedule`].
-//! So it can be tested with a scripted fake socket and a fake clock.
+//! So its tests script a fake socket and move a fake clock (see `tests` below).
 
 use std::io::{self, IoSlice};
 use std::panic::{AssertUnwindSafe, catch_unwind};
@@ -642,5 +642,566 @@ fn set_waker(slot: &mut Option<Waker>, cx: &Context<'_>) {
     match slot {
         Some(w) if w.will_wake(cx.waker()) => {}
         _ => *slot = Some(cx.waker().clone()),
+    }
+}
+
+/// The state machine over a scripted fake socket, with a fake clock: short reads,
+/// short writes, `WouldBlock`, `Interrupted`, end of stream and errors, in the order a
+/// test says. No real socket, no sleep.
+#[cfg(test)]
+mod tests {
+    use std::collections::VecDeque;
+    use std::sync::{Arc, Mutex};
+    use std::time::Duration;
+
+    use bytes::{BufMut, BytesMut};
+    use io::ErrorKind;
+
+    use super::*;
+
+    /// What the fake's next read does.
+    #[derive(Debug)]
+    enum Read {
+        /// Data in the kernel buffer: a read takes as much of it as it asks for (less is
+        /// a short read); the rest stays for the next read.
+        Data(Vec<u8>),
+        /// End of stream, for this read and every later one.
+        Eof,
+        Fail(ErrorKind),
+    }
+
+    /// What the fake's next write does.
+    #[derive(Debug)]
+    enum Write {
+        /// The socket takes at most this many bytes.
+        Take(usize),
+        Fail(ErrorKind),
+    }
+
+    /// A socket that does what its scripts say: with no read scripted a read would
+    /// block, with no write scripted a write takes everything.
+    #[derive(Debug, Default)]
+    struct Fake {
+        reads: VecDeque<Read>,
+        writes: VecDeque<Write>,
+        /// Every byte a write took, in order.
+        sent: Vec<u8>,
+        read_calls: usize,
+        write_calls: usize,
+    }
+
+    impl Socket for Fake {
+        fn read_into(&mut self, buf: &mut BytesMut, max: usize) -> io::Result<usize> {
+            self.read_calls += 1;
+            let max = max.min(buf.capacity() - buf.len());
+            assert!(max > 0, "a read into no room");
+            match self.reads.pop_front() {
+                None => Err(ErrorKind::WouldBlock.into()),
+                Some(Read::Data(mut data)) => {
+                    let n = data.len().min(max);
+                    buf.put_slice(&data[..n]);
+                    if n < data.len() {
+                        self.reads.push_front(Read::Data(data.split_off(n)));
+                    }
+                    Ok(n)
+                }
+                Some(Read::Eof) => {
+                    self.reads.push_front(Read::Eof);
+                    Ok(0)
+                }
+                Some(Read::Fail(kind)) => Err(kind.into()),
+            }
+        }
+
+        fn write_vectored(&mut self, bufs: &[IoSlice<'_>]) -> io::Result<usize> {
+            self.write_calls += 1;
+            let room = match self.writes.pop_front() {
+                None => usize::MAX,
+                Some(Write::Take(n)) => n,
+                Some(Write::Fail(kind)) => return Err(kind.into()),
+            };
+            let before = self.sent.len();
+            for b in bufs {
+                let n = b.len().min(room - (self.sent.len() - before));
+                self.sent.extend_from_slice(&b[..n]);
+            }
+            Ok(self.sent.len() - before)
+        }
+
+        fn shutdown_write(&self) -> io::Result<()> {
+            Ok(())
+        }
+    }
+
+    /// Settings for the tests: small reads, so a few hundred bytes show the budgets.
+    fn config() -> Config {
+        Config {
+            read_chunk: 512,
+            reads_per_turn: 4,
+            input_high_water: 1024 * 1024,
+            ..Config::default()
+        }
+        .sanitized()
+    }
+
+    /// What a poller lends its connections.
+    struct Rig {
+        config: Config,
+        pool: BlockPool,
+    }
+
+    impl Rig {
+        fn new(config: Config) -> Rig {
+            let pool = BlockPool::new(config.read_chunk, 8);
+            Rig { config, pool }
+        }
+
+        fn env(&self) -> Env<'_> {
+            Env {
+                config: &self.config,
+                pool: &self.pool,
+            }
+        }
+    }
+
+    /// A fresh connection over a fake socket that will do `reads`.
+    fn conn(reads: impl IntoIterator<Item = Read>) -> ConnState<Fake> {
+        ConnState::new(Fake {
+            reads: reads.into_iter().collect(),
+            ..Fake::default()
+        })
+    }
+
+    fn fake(c: &mut ConnState<Fake>) -> &mut Fake {
+        c.stream_mut().expect("open")
+    }
+
+    /// An edge: readable (`r`), writable (`w`), the peer's close (`closed`).
+    fn event(
+        c: &mut ConnState<Fake>,
+        env: Env<'_>,
+        r: bool,
+        w: bool,
+        closed: bool,
+        now: Instant,
+    ) -> Served {
+        c.on_event(env, r, w, closed, now)
+    }
+
+    fn bytes(len: usize, seed: u8) -> Vec<u8> {
+        (0..len).map(|i| (i as u8).wrapping_mul(7) ^ seed).collect()
+    }
+
+    /// Frames are a 4-byte big-endian length and that many bytes.
+    fn frame(body: &[u8]) -> Vec<u8> {
+        let mut f = (body.len() as u32).to_be_bytes().to_vec();
+        f.extend_from_slice(body);
+        f
+    }
+
+    fn frame_len(b: &mut LinkBuffer) -> io::Result<Option<usize>> {
+        Ok(b.peek(4)
+            .map(|h| 4 + u32::from_be_bytes([h[0], h[1], h[2], h[3]]) as usize))
+    }
+
+    fn cx() -> Context<'static> {
+        Context::from_waker(Waker::noop())
+    }
+
+    fn kind<T: std::fmt::Debug>(p: Poll<io::Result<T>>) -> ErrorKind {
+        match p {
+            Poll::Ready(Err(e)) => e.kind(),
+            other => panic!("expected an error, got {other:?}"),
+        }
+    }
+
+    #[test]
+    fn a_short_read_empties_the_socket_until_the_next_edge() {
+        let (rig, t0) = (Rig::new(config()), Instant::now());
+        let env = rig.env();
+        let mut c = conn([Read::Data(bytes(100, 1)), Read::Data(bytes(50, 2))]);
+        let served = event(&mut c, env, true, false, false, t0);
+        assert_eq!(
+            fake(&mut c).read_calls,
+            1,
+            "100 of 512 asked: the socket is empty"
+        );
+        assert_eq!(c.input().len(), 100);
+        assert!(!served.again);
+        // Another turn without an edge reads nothing, though the fake has more.
+        let _ = event(&mut c, env, false, false, false, t0);
+        assert_eq!(fake(&mut c).read_calls, 1);
+        // The next edge does.
+        let _ = event(&mut c, env, true, false, false, t0);
+        assert_eq!(c.input().len(), 150);
+    }
+
+    #[test]
+    fn reads_stop_at_the_turn_budget_and_ask_for_another_turn() {
+        let (rig, t0) = (Rig::new(config()), Instant::now());
+        let env = rig.env();
+        let mut c = conn([Read::Data(bytes(100_000, 3))]);
+        let served = event(&mut c, env, true, false, false, t0);
+        assert_eq!(fake(&mut c).read_calls, rig.config.reads_per_turn);
+        assert!(served.again, "every read was full: there may be more");
+        let first = c.input().len();
+        // The next turn (listed in `again`, no new edge) reads on.
+        let served = event(&mut c, env, false, false, false, t0);
+        assert_eq!(fake(&mut c).read_calls, 2 * rig.config.reads_per_turn);
+        assert!(served.again);
+        assert!(c.input().len() > first);
+    }
+
+    #[test]
+    fn would_block_ends_readiness_and_interrupted_is_retried() {
+        let (rig, t0) = (Rig::new(config()), Instant::now());
+        let env = rig.env();
+        let mut c = conn([
+            Read::Fail(ErrorKind::Interrupted),
+            Read::Data(bytes(512, 4)),
+        ]);
+        let served = event(&mut c, env, true, false, false, t0);
+        // Interrupted, then a full read (so it reads again), then WouldBlock.
+        assert_eq!(fake(&mut c).read_calls, 3);
+        assert_eq!(c.input().len(), 512);
+        assert!(!served.again);
+        assert!(c.error().is_none());
+        let _ = event(&mut c, env, false, false, false, t0);
+        assert_eq!(fake(&mut c).read_calls, 3, "no edge since WouldBlock");
+    }
+
+    #[test]
+    fn input_above_the_high_water_mark_pauses_reading_until_it_is_taken() {
+        let config = Config {
+            input_high_water: 1024,
+            reads_per_turn: 16,
+            ..config()
+        };
+        let (rig, t0) = (Rig::new(config), Instant::now());
+        let env = rig.env();
+        let mut c = conn([Read::Data(bytes(100_000, 5))]);
+        let served = event(&mut c, env, true, false, false, t0);
+        let held = c.input().len();
+        assert!((1024..1024 + 2048).contains(&held), "{held} bytes held");
+        assert!(!served.again, "paused: no other turn until it is taken");
+        let calls = fake(&mut c).read_calls;
+        let _ = event(&mut c, env, true, false, false, t0);
+        assert_eq!(
+            fake(&mut c).read_calls,
+            calls,
+            "an edge does not lift the pause"
+        );
+        assert_eq!(c.input().len(), held);
+        c.input().skip(held);
+        c.consumed(env);
+        assert!(
+            fake(&mut c).read_calls > calls,
+            "taking input resumes reading"
+        );
+        assert!(c.input().len() >= 1024);
+    }
+
+    #[test]
+    fn the_peer_close_comes_after_all_buffered_input() {
+        let (rig, t0) = (Rig::new(config()), Instant::now());
+        let env = rig.env();
+        let (one, two) = (frame(&bytes(30, 6)), frame(&bytes(700, 7)));
+        let mut c = conn([Read::Data([one.clone(), two.clone()].concat()), Read::Eof]);
+        // The event says the peer closed: short reads go on to its end of stream.
+        let _ = event(&mut c, env, true, false, true, t0);
+        assert!(c.is_peer_closed());
+        let mut len = frame_len;
+        for want in [one, two] {
+            match c.poll_frame(env, &cx(), &mut len) {
+                Poll::Ready(Ok(Some(f))) => assert_eq!(f[..], want[..]),
+                other => panic!("expected a frame, got {other:?}"),
+            }
+        }
+        assert!(matches!(
+            c.poll_frame(env, &cx(), &mut len),
+            Poll::Ready(Ok(None))
+        ));
+
+        // A close inside a frame is an error, after the whole frames before it.
+        let whole = frame(b"whole");
+        let mut c = conn([
+            Read::Data([&whole[..], &frame(b"cut")[..5]].concat()),
+            Read::Eof,
+        ]);
+        let _ = event(&mut c, env, true, false, true, t0);
+        assert!(
+            matches!(c.poll_frame(env, &cx(), &mut len), Poll::Ready(Ok(Some(f))) if f[..] == whole[..])
+        );
+        assert_eq!(
+            kind(c.poll_frame(env, &cx(), &mut len)),
+            ErrorKind::UnexpectedEof
+        );
+    }
+
+    #[test]
+    fn a_read_error_comes_after_the_input_before_it_and_stays() {
+        let (rig, t0) = (Rig::new(config()), Instant::now());
+        let env = rig.env();
+        let f = frame(b"before the reset");
+        let mut c = conn([
+            Read::Data(f.clone()),
+            Read::Fail(ErrorKind::ConnectionReset),
+        ]);
+        let _ = event(&mut c, env, true, false, true, t0);
+        let mut len = frame_len;
+        assert!(
+            matches!(c.poll_frame(env, &cx(), &mut len), Poll::Ready(Ok(Some(g))) if g[..] == f[..])
+        );
+        for _ in 0..2 {
+            assert_eq!(
+                kind(c.poll_frame(env, &cx(), &mut len)),
+                ErrorKind::ConnectionReset
+            );
+        }
+        assert_eq!(kind(c.poll_flush(env, &cx())), ErrorKind::ConnectionReset);
+        assert_eq!(fake(&mut c).read_calls, 2, "no read after the error");
+    }
+
+    #[test]
+    fn a_partial_write_resumes_on_writable_from_where_it_stopped() {
+        let (rig, t0) = (Rig::new(config()), Instant::now());
+        let env = rig.env();
+        let parts = [bytes(100, 8), bytes(200, 9), bytes(300, 10)];
+        let mut c = conn([]);
+        for p in &parts {
+            c.output().insert(Bytes::from(p.clone()));
+        }
+        fake(&mut c).writes = [Write::Take(150), Write::Fail(ErrorKind::WouldBlock)].into();
+        assert!(c.poll_flush(env, &cx()).is_pending());
+        assert_eq!(fake(&mut c).sent, parts.concat()[..150]);
+        assert_eq!(c.output().len(), 450);
+        // Until the socket is writable, nobody writes (the poller will).
+        let calls = fake(&mut c).write_calls;
+        assert!(c.poll_flush(env, &cx()).is_pending());
+        let _ = event(&mut c, env, false, false, false, t0);
+        assert_eq!(fake(&mut c).write_calls, calls);
+        // WRITABLE: a short write, a signal, then room for the rest.
+        fake(&mut c).writes = [
+            Write::Take(10),
+            Write::Fail(ErrorKind::Interrupted),
+            Write::Take(1000),
+        ]
+        .into();
+        let served = event(&mut c, env, false, true, false, t0);
+        assert!(served.wake_write.is_some(), "the flushing task is woken");
+        assert_eq!(
+            fake(&mut c).sent,
+            parts.concat(),
+            "every byte once, in order"
+        );
+        assert!(matches!(c.poll_flush(env, &cx()), Poll::Ready(Ok(()))));
+    }
+
+    #[test]
+    fn write_errors_stay_and_a_write_of_nothing_is_one() {
+        let (rig, t0) = (Rig::new(config()), Instant::now());
+        let env = rig.env();
+        for (script, want) in [
+            (Write::Fail(ErrorKind::BrokenPipe), ErrorKind::BrokenPipe),
+            (Write::Take(0), ErrorKind::WriteZero),
+        ] {
+            let mut c = conn([]);
+            c.output().write(b"lost");
+            fake(&mut c).writes = [script].into();
+            assert_eq!(kind(c.poll_flush(env, &cx())), want);
+            assert_eq!(kind(c.poll_flush(env, &cx())), want, "kept");
+            let mut len = frame_len;
+            assert_eq!(kind(c.poll_frame(env, &cx(), &mut len)), want);
+            let _ = event(&mut c, env, true, true, false, t0);
+            assert_eq!(fake(&mut c).read_calls, 0, "a failed socket is not read");
+        }
+    }
+
+    /// A handler made of two closures, for `on_input` and `on_timer`.
+    struct Hooks<I, T>(I, T);
+
+    impl<I, T> Handler for Hooks<I, T>
+    where
+        I: FnMut(&mut Io<'_>) + Send + 'static,
+        T: FnMut(&mut Io<'_>) + Send + 'static,
+    {
+        fn on_input(&mut self, io: &mut Io<'_>) {
+            (self.0)(io)
+        }
+
+        fn on_timer(&mut self, io: &mut Io<'_>) {
+            (self.1)(io)
+        }
+    }
+
+    /// An inline handler that echoes its input and, per frame, sets a deadline that
+    /// many milliseconds from `io.now()` (0: clears it); its timer writes `T` and
+    /// records the `io.now()` it saw.
+    fn timed(fired: &Arc<Mutex<Vec<Instant>>>) -> impl Handler {
+        let fired = Arc::clone(fired);
+        Hooks(
+            |io: &mut Io<'_>| {
+                while let Ok(Some(len)) = frame_len(io.input()) {
+                    if io.input().len() < len {
+                        break;
+                    }
+                    let f = io.input().next(len);
+                    let ms = u64::from(f[4]);
+                    let now = io.now();
+                    io.wake_at((ms > 0).then(|| now + Duration::from_millis(ms)));
+                    io.output().insert(f);
+                }
+            },
+            move |io: &mut Io<'_>| {
+                fired.lock().unwrap().push(io.now());
+                io.output().write(b"T");
+            },
+        )
+    }
+
+    /// A connection served by `timed`, whose first frame, at `t0`, sets a deadline `ms`
+    /// later.
+    fn timed_conn(
+        env: Env<'_>,
+        fired: &Arc<Mutex<Vec<Instant>>>,
+        t0: Instant,
+        ms: u8,
+    ) -> ConnState<Fake> {
+        let mut c = conn([Read::Data(frame(&[ms]))]);
+        assert!(!c.serve_inline(env, timed(fired), t0));
+        let _ = event(&mut c, env, true, false, false, t0);
+        c
+    }
+
+    #[test]
+    fn a_deadline_fires_at_its_time_and_not_before() {
+        let (rig, t0) = (Rig::new(config()), Instant::now());
+        let env = rig.env();
+        let ms = Duration::from_millis;
+        let fired = Arc::new(Mutex::new(Vec::new()));
+        let mut c = timed_conn(env, &fired, t0, 50);
+        assert_eq!(fake(&mut c).sent, frame(&[50]), "echoed");
+        assert_eq!(
+            c.take_schedule(),
+            Some(t0 + ms(50)),
+            "for the poller's timers"
+        );
+        assert_eq!(c.take_schedule(), None, "once");
+        // Due early (the poller woke for another reason): nothing happens.
+        let _ = c.on_timer(env, t0 + ms(49));
+        assert!(fired.lock().unwrap().is_empty());
+        assert_eq!(c.take_schedule(), Some(t0 + ms(50)), "scheduled again");
+        let served = c.on_timer(env, t0 + ms(51));
+        assert_eq!(
+            *fired.lock().unwrap(),
+            [t0 + ms(51)],
+            "io.now() is the turn's"
+        );
+        assert_eq!(
+            fake(&mut c).sent,
+            [&frame(&[50])[..], b"T"].concat(),
+            "sent"
+        );
+        assert!(!served.close);
+        assert_eq!(
+            c.take_schedule(),
+            None,
+            "cleared before the call, not set again"
+        );
+        let _ = c.on_timer(env, t0 + ms(1000));
+        assert_eq!(fired.lock().unwrap().len(), 1, "once");
+    }
+
+    #[test]
+    fn a_deadline_moved_later_or_cleared_does_not_fire_early() {
+        let (rig, t0) = (Rig::new(config()), Instant::now());
+        let env = rig.env();
+        let ms = Duration::from_millis;
+        let fired = Arc::new(Mutex::new(Vec::new()));
+        let mut c = timed_conn(env, &fired, t0, 50);
+        assert_eq!(c.take_schedule(), Some(t0 + ms(50)));
+        // 10 ms later a frame moves it to 10 + 200.
+        fake(&mut c).reads.push_back(Read::Data(frame(&[200])));
+        let _ = event(&mut c, env, true, false, false, t0 + ms(10));
+        assert_eq!(c.take_schedule(), Some(t0 + ms(210)));
+        let _ = c.on_timer(env, t0 + ms(50));
+        assert!(fired.lock().unwrap().is_empty(), "moved later");
+        let _ = c.on_timer(env, t0 + ms(210));
+        assert_eq!(*fired.lock().unwrap(), [t0 + ms(210)]);
+        // Set again, then cleared: the entry that comes due finds nothing.
+        fake(&mut c).reads.push_back(Read::Data(frame(&[5])));
+        let _ = event(&mut c, env, true, false, false, t0 + ms(300));
+        fake(&mut c).reads.push_back(Read::Data(frame(&[0])));
+        let _ = event(&mut c, env, true, false, false, t0 + ms(301));
+        let _ = c.on_timer(env, t0 + ms(305));
+        assert_eq!(fired.lock().unwrap().len(), 1, "cleared");
+        assert_eq!(c.take_schedule(), None);
+    }
+
+    #[test]
+    fn on_timer_closes_once_its_output_is_sent() {
+        let (rig, t0) = (Rig::new(config()), Instant::now());
+        let env = rig.env();
+        let handler = Hooks(
+            |io: &mut Io<'_>| {
+                let now = io.now();
+                io.wake_at(Some(now));
+            },
+            |io: &mut Io<'_>| {
+                io.output().write(b"timed out");
+                io.close();
+            },
+        );
+        let mut c = conn([]);
+        fake(&mut c).writes = [Write::Take(3), Write::Fail(ErrorKind::WouldBlock)].into();
+        assert_eq!(c.resume(env, t0), None, "no handler yet");
+        assert!(!c.serve_inline(env, handler, t0));
+        assert_eq!(c.resume(env, t0), Some(false));
+        assert_eq!(c.take_schedule(), Some(t0));
+        let served = c.on_timer(env, t0);
+        assert!(!served.close, "output is left");
+        assert_eq!(fake(&mut c).sent, b"tim");
+        let served = event(&mut c, env, false, true, false, t0);
+        assert!(served.close, "sent: close now");
+        assert_eq!(fake(&mut c).sent, b"timed out");
+        let closed = c.close(env);
+        assert!(closed.socket.is_some() && closed.handler.is_some());
+        assert!(!c.is_open());
+    }
+
+    #[test]
+    fn an_inline_handler_sees_all_input_then_the_peer_close() {
+        let (rig, t0) = (Rig::new(config()), Instant::now());
+        let env = rig.env();
+        let seen = Arc::new(Mutex::new(Vec::new()));
+        let s = Arc::clone(&seen);
+        let handler = Hooks(
+            move |io: &mut Io<'_>| {
+                let n = io.input().len();
+                let closed = io.peer_closed();
+                s.lock().unwrap().push((n, closed));
+                let all = io.input().next(n);
+                io.output().insert(all);
+            },
+            |_: &mut Io<'_>| {},
+        );
+        let data = bytes(3000, 11);
+        let mut c = conn([Read::Data(data.clone()), Read::Eof]);
+        assert!(!c.serve_inline(env, handler, t0));
+        // The read budget spreads it over turns; the close is told with the last bytes.
+        let mut served = event(&mut c, env, true, false, true, t0);
+        for _ in 0..10 {
+            if !served.again {
+                break;
+            }
+            served = event(&mut c, env, false, false, false, t0);
+        }
+        let seen = seen.lock().unwrap();
+        assert_eq!(seen.iter().map(|s| s.0).sum::<usize>(), 3000, "{seen:?}");
+        let told: Vec<bool> = seen.iter().map(|s| s.1).collect();
+        assert_eq!(told.iter().filter(|&&t| t).count(), 1, "{seen:?}");
+        assert_eq!(told.last(), Some(&true), "{seen:?}");
+        assert_eq!(fake(&mut c).sent, data);
+        assert!(served.close);
     }
 }
