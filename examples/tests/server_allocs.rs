@@ -42,8 +42,10 @@ fn request(framing: Framing) -> Vec<u8> {
     // the call has a deadline).
     let tt = (framing == Framing::TTHeader).then(|| {
         let mut h = Header::new(7, Protocol::Binary);
-        h.int_kv.push((int_key::TO_METHOD, Utf8Bytes::from_static("echo")));
-        h.int_kv.push((int_key::RPC_TIMEOUT, Utf8Bytes::from_static("1000")));
+        h.int_kv
+            .push((int_key::TO_METHOD, Utf8Bytes::from_static("echo")));
+        h.int_kv
+            .push((int_key::RPC_TIMEOUT, Utf8Bytes::from_static("1000")));
         h
     });
     let mut out = LinkBuffer::new();

@@ -96,25 +96,13 @@ pub(crate) fn start_call<D: Dispatch>(
     };
     // An exception written below turns the request's TTHeader into its reply's: the
     // request is not read again after that.
-    let begun = match cx.protocol {
-        Protocol::Binary => message_begin::<Binary>(
-            out,
-            &mut Reply::new(max_frame, ttheader.as_mut(), theader.as_ref()),
-            &cx,
-            &payload,
-        )?,
-        Protocol::Compact => message_begin::<Compact>(
-            out,
-            &mut Reply::new(max_frame, ttheader.as_mut(), theader.as_ref()),
-            &cx,
-            &payload,
-        )?,
-        Protocol::Json => message_begin::<Json>(
-            out,
-            &mut Reply::new(max_frame, ttheader.as_mut(), theader.as_ref()),
-            &cx,
-            &payload,
-        )?,
+    let begun = {
+        let mut reply = Reply::new(max_frame, ttheader.as_mut(), theader.as_ref());
+        match cx.protocol {
+            Protocol::Binary => message_begin::<Binary>(out, &mut reply, &cx, &payload)?,
+            Protocol::Compact => message_begin::<Compact>(out, &mut reply, &cx, &payload)?,
+            Protocol::Json => message_begin::<Json>(out, &mut reply, &cx, &payload)?,
+        }
     };
     let Some((mut header, args_at)) = begun else {
         return Ok(None);
