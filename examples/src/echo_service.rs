@@ -107,6 +107,34 @@ impl EchoService for Echo {
     }
 }
 
+/// A client stack that load generators call through from many tasks: a client service
+/// that [`EchoCall`] can call, shared by clones.
+pub trait EchoStack:
+    volo_core::service::Service<
+        volo_core::client::ClientContext,
+        volo_core::client::ClientRequest,
+        Response = volo_core::client::ClientResponse,
+        Error = volo_core::client::Error,
+    > + Clone
+    + Send
+    + Sync
+    + 'static
+{
+}
+
+impl<T> EchoStack for T where
+    T: volo_core::service::Service<
+            volo_core::client::ClientContext,
+            volo_core::client::ClientRequest,
+            Response = volo_core::client::ClientResponse,
+            Error = volo_core::client::Error,
+        > + Clone
+        + Send
+        + Sync
+        + 'static
+{
+}
+
 /// One closed-loop caller's call: `echo` with a fixed message, the answer checked.
 /// Clones share the client (and the key sequence, with
 /// [`with_hash_keys`](Self::with_hash_keys)).
@@ -171,19 +199,30 @@ pub struct RunningEcho {
 }
 
 impl RunningEcho {
-    /// Binds `addr` with transport `io` and serves [`Echo`] on `runtime`.
+    /// Binds `addr` with transport `io` and serves [`Echo`] on `runtime`, with the
+    /// server's defaults otherwise.
     pub fn start(
         runtime: &tokio::runtime::Runtime,
         io: volo_core::transport::TransportKind,
         addr: &volo_core::context::Address,
     ) -> std::io::Result<RunningEcho> {
-        use volo_core::server::{Server, ServerConfig};
+        let config = volo_core::server::ServerConfig {
+            transport: io,
+            ..volo_core::server::ServerConfig::default()
+        };
+        Self::start_with(runtime, config, addr)
+    }
+
+    /// Binds `addr` and serves [`Echo`] on `runtime` with `config`.
+    pub fn start_with(
+        runtime: &tokio::runtime::Runtime,
+        config: volo_core::server::ServerConfig,
+        addr: &volo_core::context::Address,
+    ) -> std::io::Result<RunningEcho> {
+        use volo_core::server::Server;
         let bound = runtime.block_on(
             Server::new(crate::echo::EchoServiceServer::new(Echo::default()))
-                .with_config(ServerConfig {
-                    transport: io,
-                    ..ServerConfig::default()
-                })
+                .with_config(config)
                 .bind(addr),
         )?;
         let addr = bound.local_addr().clone();
@@ -205,4 +244,40 @@ impl RunningEcho {
             .block_on(self.serving)
             .map_err(|e| std::io::Error::other(format!("the server task: {e}")))?
     }
+}
+
+/// The client stack of [`bare_client`]: the transport, with only the balancer that
+/// names the instance above it.
+pub type BareStack = volo_core::client::Balance<volo_core::client::Transport>;
+
+/// An `EchoServiceClient` of `addr` on the bare transport (see [`BareStack`]): no
+/// timeout, breaker, retry or backup layer, so a load generator spends least per call.
+pub fn bare_client(
+    addr: volo_core::context::Address,
+    config: volo_core::client::ClientConfig,
+) -> std::io::Result<crate::echo::EchoServiceClient<BareStack>> {
+    use volo_core::client::{BalanceLayer, Client, Instance, StaticDiscover, WeightedRandom};
+    use volo_core::service::Layer;
+    let transport = volo_core::client::Transport::new(config)?;
+    let stack = BalanceLayer::new(
+        StaticDiscover::new([Instance::new(addr)]),
+        WeightedRandom::default(),
+    )
+    .layer(transport);
+    Ok(crate::echo::EchoServiceClient::new(Client::new(
+        "EchoService",
+        stack,
+    )))
+}
+
+/// An `EchoServiceClient` of `addr` with the stack `EchoServiceClient::builder()`
+/// builds (timeout, service breaker, retry, backup, balancer with instance breakers).
+pub fn default_client(
+    addr: volo_core::context::Address,
+    config: volo_core::client::ClientConfig,
+) -> std::io::Result<crate::echo::EchoServiceClient> {
+    crate::echo::EchoServiceClient::builder()
+        .address(addr)
+        .config(config)
+        .build()
 }

@@ -105,6 +105,19 @@ impl Report {
         )
     }
 
+    /// Adds `other`'s calls to these, as if both windows were one run: counts and
+    /// windows add up, latencies merge (sorted). The timeline, which belongs to a run,
+    /// is dropped.
+    pub fn pool(&mut self, other: Report) {
+        self.calls += other.calls;
+        self.ok += other.ok;
+        self.errors += other.errors;
+        self.elapsed += other.elapsed;
+        self.latencies_ns.extend(other.latencies_ns);
+        self.latencies_ns.sort_unstable();
+        self.timeline.clear();
+    }
+
     /// `qps=<n> p50_us=<n> p99_us=<n> p999_us=<n> errors=<n>`: the line the load
     /// programs end with.
     pub fn line(&self) -> String {
@@ -337,6 +350,26 @@ mod tests {
             Report::default().line(),
             "qps=0 p50_us=0 p99_us=0 p999_us=0 errors=0"
         );
+    }
+
+    #[test]
+    fn pooled_reports_add_up_and_merge_latencies() {
+        let run = |ok: u64, from: u64| Report {
+            calls: ok + 1,
+            ok,
+            errors: 1,
+            elapsed: Duration::from_secs(1),
+            latencies_ns: (from..from + ok).map(|i| i * 1000).collect(),
+            timeline: vec![Second::default()],
+        };
+        let mut pooled = run(100, 1);
+        pooled.pool(run(300, 101));
+        assert_eq!((pooled.calls, pooled.ok, pooled.errors), (402, 400, 2));
+        assert_eq!(pooled.elapsed, Duration::from_secs(2));
+        assert_eq!(pooled.qps(), 200.0);
+        assert!(pooled.latencies_ns.windows(2).all(|w| w[0] <= w[1]));
+        assert_eq!(pooled.quantile_us(0.5), 200);
+        assert!(pooled.timeline.is_empty());
     }
 
     #[test]
