@@ -8,7 +8,9 @@
 //!   [--balance random|rr|wrr|p2c|hash] [--backup-ms N] [--timeline] ...`: closed-loop
 //!   load over one instance or several; its last line is `qps=<n> p50_us=<n> p99_us=<n>
 //!   p999_us=<n> errors=<n>`.
-//! - `rpc-bench`: server and client in one process, one run per transport.
+//! - `rpc-bench`: server and client in one process, one run per transport; with
+//!   `--server-only`, each server (ours, Volo's) in a pinned process of its own, driven
+//!   by one load generator, its CPU time per call measured ([`server_only`]).
 //! - `layered`: EchoService behind a custom server-side layer.
 //! - `two-hops`: metainfo through a chain of two services.
 //! - `wire-dump`: the bytes of the benchmark types on the wire.
@@ -19,6 +21,7 @@ pub mod cli;
 pub mod echo_service;
 pub mod load;
 pub mod options;
+pub mod server_only;
 
 #[allow(missing_docs)]
 mod generated {

@@ -1,0 +1,531 @@
+//! Server-only benchmarks, the kitex-benchmark method: the server under test runs in a
+//! process of its own, pinned to its own CPU(s); the load generator runs in the bench
+//! process, pinned to the other(s); every server is driven by the same load generator,
+//! and the server's own CPU time per call is reported beside QPS and latency.
+//!
+//! - [`ServerProcess`] starts a server child (our `Server` with the generated
+//!   `EchoServiceServer` on netpoll-rs, or volo-thrift's through `volo_peer::serve`) by
+//!   running the bench program again with [`SERVE`]; programs that use this module call
+//!   [`serve_if_asked`] first thing in `main`.
+//! - [`run`] drives each server from each [`LoadGen`] at each concurrency for a number
+//!   of rounds, the servers in turns (A B, then B A...), and pools the rounds into one
+//!   [`Case`] each; [`summary`] gives their lines and the ratios ours/volo.
+//! - [`idle()`] opens thousands of idle connections to each server and reports what they
+//!   cost it in memory and in CPU while nothing is sent.
+//!
+//! What is measured, per case, over the window after the warm-up:
+//! - QPS and p50/p99/p999 latency of the calls, from the load generator ([`Report`]);
+//! - the server process's CPU time (user + system, `getrusage(RUSAGE_SELF)` read by the
+//!   child when asked at the window's start and end) divided by the calls answered in
+//!   the window: `server_cpu_us_per_call`; and divided by the window's wall time:
+//!   `server_util`, as a fraction of one core (its threads and pollers included, and
+//!   the time a busy-polling reactor spins between calls);
+//! - the same for the load generator's process, `client_util`. With a core each, the
+//!   side near 1.0 is the one that limits the QPS: when `client_util` is ~1.0 and
+//!   `server_util` is below it, the server had time to spare, and its CPU per call, not
+//!   its QPS, says how efficient it is.
+
+mod idle;
+mod process;
+mod sys;
+
+use std::io;
+use std::path::PathBuf;
+use std::time::{Duration, Instant};
+
+use volo_core::client::ClientConfig;
+use volo_core::codec::{Framing, Protocol};
+use volo_core::context::Address;
+
+pub use idle::{IdleSettings, idle};
+pub use process::{SERVE, ServerKind, ServerProcess, on_off, serve_if_asked};
+pub use sys::{NoFile, ProcessUsage, SavedCpus, load_average, parse_cpus, pin, raise_nofile};
+
+use crate::cli::Usage;
+use crate::echo_service::{EchoCall, EchoStack, bare_client, default_client};
+use crate::load::{Plan, Report, closed_loop};
+
+/// Which client stack our load generator calls through.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ClientStack {
+    /// What `EchoServiceClient::builder()` builds ([`default_client`]).
+    Default,
+    /// The transport and the balancer alone ([`bare_client`]): the least client work
+    /// per call.
+    Bare,
+}
+
+/// The load generator: whose client, in a closed loop (each caller waits for its
+/// answer before the next call), every answer checked.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum LoadGen {
+    /// Our `EchoServiceClient` on netpoll-rs, speaking what Volo's client speaks
+    /// (TTHeader over Framed, Binary): a pool with a connection per caller or, with
+    /// `multiplex`, every caller over two connections (`ClientConfig::multiplex`).
+    Ours {
+        /// The client's stack.
+        stack: ClientStack,
+        /// Multiplexed over two connections, replies matched by sequence id.
+        multiplex: bool,
+    },
+    /// Volo's client (`volo_peer::VoloClient`), with Volo's defaults: a pool with a
+    /// connection per caller.
+    Volo,
+}
+
+impl LoadGen {
+    /// `ours`, `ours-mux` or `volo`.
+    pub fn name(self) -> &'static str {
+        match self {
+            LoadGen::Ours {
+                multiplex: false, ..
+            } => "ours",
+            LoadGen::Ours {
+                multiplex: true, ..
+            } => "ours-mux",
+            LoadGen::Volo => "volo",
+        }
+    }
+}
+
+/// The servers to compare: ours with the busy-poll spin `on`, `off` or both
+/// (`on,off`), then Volo's.
+pub fn servers(spin: &str) -> Result<Vec<ServerKind>, Usage> {
+    let mut servers = Vec::new();
+    for s in spin.split(',').map(str::trim).filter(|s| !s.is_empty()) {
+        let kind = ServerKind::Ours {
+            spin: on_off(s).map_err(|e| Usage(format!("--server-spin {e}")))?,
+        };
+        if !servers.contains(&kind) {
+            servers.push(kind);
+        }
+    }
+    if servers.is_empty() {
+        return Err(Usage("--server-spin: on, off or on,off".into()));
+    }
+    servers.push(ServerKind::Volo);
+    Ok(servers)
+}
+
+/// The load generators named in `list` (`ours`, `volo`, `ours-mux`), ours on `stack`;
+/// with `multiplex`, `ours-mux` is added if not named.
+pub fn loadgens(list: &str, stack: ClientStack, multiplex: bool) -> Result<Vec<LoadGen>, Usage> {
+    let mut out = Vec::new();
+    let names = list.split(',').map(str::trim).filter(|s| !s.is_empty());
+    for name in names.chain(multiplex.then_some("ours-mux")) {
+        let loadgen = match name {
+            "ours" => LoadGen::Ours {
+                stack,
+                multiplex: false,
+            },
+            "ours-mux" => LoadGen::Ours {
+                stack,
+                multiplex: true,
+            },
+            "volo" => LoadGen::Volo,
+            other => {
+                return Err(Usage(format!(
+                    "load generator {other:?}: ours, volo or ours-mux"
+                )));
+            }
+        };
+        if !out.contains(&loadgen) {
+            out.push(loadgen);
+        }
+    }
+    if out.is_empty() {
+        return Err(Usage("no load generator".into()));
+    }
+    Ok(out)
+}
+
+/// What [`run`] runs.
+#[derive(Debug, Clone)]
+pub struct Settings {
+    /// The program to run as server child (it calls [`serve_if_asked`]); usually
+    /// `std::env::current_exe()`.
+    pub exe: PathBuf,
+    /// The servers, in the order of even rounds (odd rounds reverse it).
+    pub servers: Vec<ServerKind>,
+    /// The load generators.
+    pub loadgens: Vec<LoadGen>,
+    /// Callers, one case each.
+    pub concurrency: Vec<usize>,
+    /// Message bytes of each `echo`.
+    pub size: usize,
+    /// Unmeasured time before each window (connections opened, caches warm).
+    pub warmup: Duration,
+    /// The measured window of each run.
+    pub window: Duration,
+    /// Runs of each case per server, pooled.
+    pub rounds: usize,
+    /// The server child's CPUs (its threads: one tokio worker each).
+    pub server_cpus: Vec<usize>,
+    /// The load generator's CPUs (its threads: one tokio worker each).
+    pub client_cpus: Vec<usize>,
+    /// Draw a progress bar for each run.
+    pub progress: bool,
+}
+
+/// One server, one load generator, one concurrency: its runs pooled.
+#[derive(Debug, Clone)]
+pub struct Case {
+    /// The server.
+    pub server: ServerKind,
+    /// The load generator.
+    pub loadgen: LoadGen,
+    /// Callers.
+    pub concurrency: usize,
+    /// Message bytes.
+    pub size: usize,
+    /// The calls of all rounds: counts, windows and latencies added up.
+    pub report: Report,
+    /// Server CPU time over the windows, µs.
+    pub server_cpu_us: u64,
+    /// Load generator CPU time over the windows, µs.
+    pub client_cpu_us: u64,
+    /// Wall time of the windows, as the CPU times were read.
+    pub wall: Duration,
+    /// The server's peak resident memory, KiB (the most of any round).
+    pub server_hwm_kb: u64,
+    /// Each round's QPS.
+    pub qps_rounds: Vec<f64>,
+}
+
+impl Case {
+    /// Server CPU µs per call answered (0 with none).
+    pub fn server_cpu_us_per_call(&self) -> f64 {
+        let calls = self.report.ok + self.report.errors;
+        if calls == 0 {
+            return 0.0;
+        }
+        self.server_cpu_us as f64 / calls as f64
+    }
+
+    /// Server CPU time over wall time: 1.0 is one core busy all the time.
+    pub fn server_util(&self) -> f64 {
+        self.server_cpu_us as f64 / 1e6 / self.wall.as_secs_f64().max(1e-9)
+    }
+
+    /// Load generator CPU time over wall time.
+    pub fn client_util(&self) -> f64 {
+        self.client_cpu_us as f64 / 1e6 / self.wall.as_secs_f64().max(1e-9)
+    }
+
+    /// `server_only server=.. spin=.. loadgen=.. conc=.. size=.. qps=.. p50_us=..
+    /// p99_us=.. p999_us=.. errors=.. server_cpu_us_per_call=.. server_util=..
+    /// client_util=.. server_hwm_kb=.. rounds=.. qps_rounds=a/b/..`.
+    pub fn line(&self) -> String {
+        let rounds: Vec<String> = self.qps_rounds.iter().map(|q| format!("{q:.0}")).collect();
+        format!(
+            "server_only {} loadgen={} conc={} size={} {} server_cpu_us_per_call={:.2} \
+             server_util={:.3} client_util={:.3} server_hwm_kb={} rounds={} qps_rounds={}",
+            self.server.fields(),
+            self.loadgen.name(),
+            self.concurrency,
+            self.size,
+            self.report.line(),
+            self.server_cpu_us_per_call(),
+            self.server_util(),
+            self.client_util(),
+            self.server_hwm_kb,
+            self.qps_rounds.len(),
+            rounds.join("/"),
+        )
+    }
+
+    fn new(server: ServerKind, loadgen: LoadGen, concurrency: usize, size: usize) -> Case {
+        Case {
+            server,
+            loadgen,
+            concurrency,
+            size,
+            report: Report::default(),
+            server_cpu_us: 0,
+            client_cpu_us: 0,
+            wall: Duration::ZERO,
+            server_hwm_kb: 0,
+            qps_rounds: Vec::new(),
+        }
+    }
+
+    fn add(&mut self, run: Measured) {
+        self.qps_rounds.push(run.report.qps());
+        self.report.pool(run.report);
+        self.server_cpu_us += run.server_cpu_us;
+        self.client_cpu_us += run.client_cpu_us;
+        self.wall += run.wall;
+        self.server_hwm_kb = self.server_hwm_kb.max(run.server_hwm_kb);
+    }
+}
+
+/// One run against one server child.
+#[derive(Debug)]
+struct Measured {
+    report: Report,
+    server_cpu_us: u64,
+    client_cpu_us: u64,
+    wall: Duration,
+    server_hwm_kb: u64,
+}
+
+/// Runs every case of `s`: for each round, concurrency and load generator, each server
+/// in a fresh child (in `s.servers` order in even rounds, reversed in odd ones, so that
+/// drift on a shared machine falls on both). Prints a `round` line after each run, and
+/// returns the cases pooled over the rounds. The calling thread is pinned to
+/// `s.client_cpus` while it runs, and put back after.
+pub fn run(s: &Settings) -> io::Result<Vec<Case>> {
+    let saved = SavedCpus::now()?;
+    pin(&s.client_cpus)?;
+    let out = run_pinned(s);
+    saved.restore()?;
+    out
+}
+
+fn run_pinned(s: &Settings) -> io::Result<Vec<Case>> {
+    let mut cases: Vec<Case> = Vec::new();
+    for &concurrency in &s.concurrency {
+        for &loadgen in &s.loadgens {
+            for &server in &s.servers {
+                cases.push(Case::new(server, loadgen, concurrency, s.size));
+            }
+        }
+    }
+    let plan = |concurrency| Plan {
+        concurrency,
+        warmup: s.warmup,
+        duration: s.window,
+        progress: s.progress,
+    };
+    for round in 0..s.rounds {
+        for &concurrency in &s.concurrency {
+            for &loadgen in &s.loadgens {
+                let mut order = s.servers.clone();
+                if round % 2 == 1 {
+                    order.reverse();
+                }
+                for server in order {
+                    let mut child = ServerProcess::spawn(&s.exe, server, &s.server_cpus)?;
+                    let run = measure(
+                        &mut child,
+                        loadgen,
+                        plan(concurrency),
+                        s.size,
+                        s.client_cpus.len(),
+                    )?;
+                    child.stop()?;
+                    let per_call = (run.server_cpu_us as f64)
+                        / ((run.report.ok + run.report.errors).max(1) as f64);
+                    println!(
+                        "round n={round} {} loadgen={} conc={concurrency} {} \
+                         server_cpu_us_per_call={per_call:.2}",
+                        server.fields(),
+                        loadgen.name(),
+                        run.report.line(),
+                    );
+                    if let Some(case) = cases.iter_mut().find(|c| {
+                        (c.server, c.loadgen, c.concurrency) == (server, loadgen, concurrency)
+                    }) {
+                        case.add(run);
+                    }
+                }
+            }
+        }
+    }
+    Ok(cases)
+}
+
+/// A closed loop from `loadgen` against `server` on a runtime of `threads` workers
+/// (on the calling thread's CPUs); the server's and this process's CPU time read when
+/// the window opens and when it closes.
+fn measure(
+    server: &mut ServerProcess,
+    loadgen: LoadGen,
+    plan: Plan,
+    size: usize,
+    threads: usize,
+) -> io::Result<Measured> {
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(threads.max(1))
+        .thread_name("loadgen")
+        .enable_all()
+        .build()?;
+    let addr = server.addr();
+    let label = format!("{}>{}", loadgen.name(), server.kind().name());
+    let task = {
+        // Volo's client and our transport start tasks when made.
+        let _in = rt.enter();
+        match loadgen {
+            LoadGen::Volo => {
+                let client = volo_peer::VoloClient::new(addr);
+                let req = volo_peer::echo::Request {
+                    action: "echo".into(),
+                    msg: "x".repeat(size).into(),
+                };
+                spawn_loop(&rt, plan, label, move || {
+                    let client = client.clone();
+                    let req = req.clone();
+                    async move {
+                        let want = req.msg.clone();
+                        matches!(client.echo_request(req).await, Ok(r) if r.msg == want)
+                    }
+                })
+            }
+            LoadGen::Ours { stack, multiplex } => {
+                let config = ClientConfig {
+                    framing: Framing::TTHeader,
+                    ttheader_framed: true,
+                    protocol: Protocol::Binary,
+                    max_connections: plan.concurrency,
+                    multiplex,
+                    ..ClientConfig::default()
+                };
+                let addr = Address::Tcp(addr);
+                match stack {
+                    ClientStack::Bare => {
+                        let call = EchoCall::new(bare_client(addr, config)?, size);
+                        spawn_ours(&rt, plan, label, call)
+                    }
+                    ClientStack::Default => {
+                        let call = EchoCall::new(default_client(addr, config)?, size);
+                        spawn_ours(&rt, plan, label, call)
+                    }
+                }
+            }
+        }
+    };
+    // The loop opens its window after `plan.warmup` and closes it `plan.duration` later;
+    // read both processes' usage then.
+    std::thread::sleep(plan.warmup);
+    let (server_start, client_start, opened) =
+        (server.usage()?, ProcessUsage::of_self()?, Instant::now());
+    std::thread::sleep(plan.duration);
+    let (server_end, client_end, closed) =
+        (server.usage()?, ProcessUsage::of_self()?, Instant::now());
+    let report = rt.block_on(task).map_err(io::Error::other)?;
+    // Closes the load generator's connections before the server goes.
+    drop(rt);
+    Ok(Measured {
+        report,
+        server_cpu_us: server_end.cpu_us().saturating_sub(server_start.cpu_us()),
+        client_cpu_us: client_end.cpu_us().saturating_sub(client_start.cpu_us()),
+        wall: closed - opened,
+        server_hwm_kb: server_end.hwm_kb,
+    })
+}
+
+/// [`closed_loop`] over `call` as a task of `rt`.
+fn spawn_loop<F, Fut>(
+    rt: &tokio::runtime::Runtime,
+    plan: Plan,
+    label: String,
+    call: F,
+) -> tokio::task::JoinHandle<Report>
+where
+    F: Fn() -> Fut + Clone + Send + Sync + 'static,
+    Fut: std::future::Future<Output = bool> + Send,
+{
+    rt.spawn(async move { closed_loop(plan, &label, call).await })
+}
+
+/// [`spawn_loop`] over our client, whatever its stack.
+fn spawn_ours<T>(
+    rt: &tokio::runtime::Runtime,
+    plan: Plan,
+    label: String,
+    call: EchoCall<T>,
+) -> tokio::task::JoinHandle<Report>
+where
+    T: EchoStack,
+{
+    spawn_loop(rt, plan, label, move || {
+        let call = call.clone();
+        async move { call.call().await }
+    })
+}
+
+/// The lines that sum `cases` up: one `server_only` line per case; a `ratio` line per
+/// load generator, concurrency and setting of our server with ours/volo of QPS, server
+/// CPU per call, p50 and p99 (over 1 is more: better for QPS, worse for the others);
+/// and, when our server ran with spin on and off, a `spin` line per load generator and
+/// concurrency with what the spin buys in latency and costs in CPU.
+pub fn summary(cases: &[Case]) -> Vec<String> {
+    let mut lines: Vec<String> = cases.iter().map(Case::line).collect();
+    let find = |server, loadgen, concurrency| {
+        cases
+            .iter()
+            .find(|c| (c.server, c.loadgen, c.concurrency) == (server, loadgen, concurrency))
+    };
+    let ratio = |a: f64, b: f64| if b > 0.0 { a / b } else { 0.0 };
+    for c in cases {
+        let ServerKind::Ours { .. } = c.server else {
+            continue;
+        };
+        let Some(volo) = find(ServerKind::Volo, c.loadgen, c.concurrency) else {
+            continue;
+        };
+        let q = |c: &Case, q| c.report.quantile_us(q) as f64;
+        lines.push(format!(
+            "ratio of=ours/volo {} loadgen={} conc={} size={} qps={:.3} cpu_per_call={:.3} \
+             p50={:.3} p99={:.3}",
+            c.server.fields().replace("server=ours ", ""),
+            c.loadgen.name(),
+            c.concurrency,
+            c.size,
+            ratio(c.report.qps(), volo.report.qps()),
+            ratio(c.server_cpu_us_per_call(), volo.server_cpu_us_per_call()),
+            ratio(q(c, 0.5), q(volo, 0.5)),
+            ratio(q(c, 0.99), q(volo, 0.99)),
+        ));
+    }
+    for c in cases {
+        if c.server != (ServerKind::Ours { spin: true }) {
+            continue;
+        }
+        let Some(off) = find(ServerKind::Ours { spin: false }, c.loadgen, c.concurrency) else {
+            continue;
+        };
+        lines.push(format!(
+            "spin loadgen={} conc={} size={} p50_us_on={} p50_us_off={} p99_us_on={} \
+             p99_us_off={} qps_on={:.0} qps_off={:.0} server_cpu_us_per_call_on={:.2} \
+             server_cpu_us_per_call_off={:.2} server_util_on={:.3} server_util_off={:.3}",
+            c.loadgen.name(),
+            c.concurrency,
+            c.size,
+            c.report.quantile_us(0.5),
+            off.report.quantile_us(0.5),
+            c.report.quantile_us(0.99),
+            off.report.quantile_us(0.99),
+            c.report.qps(),
+            off.report.qps(),
+            c.server_cpu_us_per_call(),
+            off.server_cpu_us_per_call(),
+            c.server_util(),
+            off.server_util(),
+        ));
+    }
+    lines
+}
+
+/// `server-only: ...`: the first line of a run, with what it runs on (CPUs, the load
+/// average) so that figures can be read against it.
+pub fn header(s: &Settings) -> String {
+    let servers: Vec<String> = s.servers.iter().map(|k| k.fields()).collect();
+    let loadgens: Vec<&str> = s.loadgens.iter().map(|l| l.name()).collect();
+    format!(
+        "server-only: echo of {}-byte messages, callers {:?}, {:.1} s windows after {:.1} s \
+         warm-up, {} round(s); servers [{}] on CPUs {:?}, load generators [{}] on CPUs {:?}; \
+         {} CPUs, load {}",
+        s.size,
+        s.concurrency,
+        s.window.as_secs_f64(),
+        s.warmup.as_secs_f64(),
+        s.rounds,
+        servers.join(", "),
+        s.server_cpus,
+        loadgens.join(", "),
+        s.client_cpus,
+        std::thread::available_parallelism().map_or(1, |n| n.get()),
+        load_average(),
+    )
+}

@@ -1,0 +1,305 @@
+//! The server under test in a process of its own: the hidden `--serve` subcommand that a
+//! bench program runs in a copy of itself, and [`ServerProcess`], the bench's handle on
+//! that copy.
+//!
+//! The protocol, one line at a time: the child pins itself to its CPUs, raises its
+//! open-files limit and binds, then writes `nofile was=<n> now=<n> hard=<n>` and
+//! `listening <ip:port>` on stdout. After that, each `usage` line on its stdin gets a
+//! [`ProcessUsage::line`] back; the end of its stdin makes it exit at once. So the
+//! child cannot outlive the bench, whichever way the bench ends: its stdin closes with it.
+
+use std::io::{self, BufRead, BufReader, Write};
+use std::net::SocketAddr;
+use std::path::Path;
+use std::process::{Child, ChildStdin, Command, Stdio};
+use std::sync::mpsc::{Receiver, RecvTimeoutError, channel};
+use std::time::{Duration, Instant};
+
+use volo_core::context::Address;
+use volo_core::server::ServerConfig;
+
+use super::sys::{self, ProcessUsage};
+use crate::cli::{Args, Usage};
+use crate::echo_service::RunningEcho;
+
+/// The first argument that makes a program a server child (see [`serve_if_asked`]).
+pub const SERVE: &str = "--serve";
+
+/// How long a child may take to bind and say where.
+const START_LIMIT: Duration = Duration::from_secs(10);
+/// How long a child may take to answer `usage`.
+const REPLY_LIMIT: Duration = Duration::from_secs(5);
+/// How long a child may take to exit once its stdin is closed.
+const STOP_LIMIT: Duration = Duration::from_secs(5);
+
+/// The server a child runs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ServerKind {
+    /// Ours: `volo_core::server::Server` with the generated `EchoServiceServer` on
+    /// netpoll-rs, `ServerConfig::default()` but for the reactor's busy-poll spin
+    /// (`netpoll_rs::Config::busy_poll`, on by default).
+    Ours {
+        /// The poller spins for `netpoll_rs::Config::spin` after each batch of events.
+        spin: bool,
+    },
+    /// Volo's: `volo_peer::serve`, volo-thrift's generated server with its defaults.
+    Volo,
+}
+
+impl ServerKind {
+    /// `ours` or `volo`.
+    pub fn name(self) -> &'static str {
+        match self {
+            ServerKind::Ours { .. } => "ours",
+            ServerKind::Volo => "volo",
+        }
+    }
+
+    /// `server=<name> spin=<on|off|n/a>`: the fields that name it in report lines.
+    pub fn fields(self) -> String {
+        let spin = match self {
+            ServerKind::Ours { spin: true } => "on",
+            ServerKind::Ours { spin: false } => "off",
+            ServerKind::Volo => "n/a",
+        };
+        format!("server={} spin={spin}", self.name())
+    }
+}
+
+/// When the program's first argument is [`SERVE`], runs the server child it asks for
+/// (`--serve ours|volo [--addr IP:PORT] [--cpus LIST] [--server-spin on|off]`) and
+/// exits; otherwise returns at once. Bench programs call it first thing in `main`.
+pub fn serve_if_asked() {
+    let mut args = std::env::args().skip(1).peekable();
+    if args.peek().map(String::as_str) != Some(SERVE) {
+        return;
+    }
+    let code = match serve(args) {
+        Ok(()) => 0,
+        Err(e) => {
+            eprintln!("server child: {e}");
+            2
+        }
+    };
+    std::process::exit(code);
+}
+
+/// The child: pinned, bound, answering `usage` until its stdin ends.
+fn serve(args: impl Iterator<Item = String>) -> Result<(), Usage> {
+    let args = Args::parse(args, &[])?;
+    args.only(&["serve", "addr", "cpus", "server-spin"])?;
+    let kind = match args.required::<String>("serve")?.as_str() {
+        "ours" => ServerKind::Ours {
+            spin: on_off(&args.get("server-spin", "on".to_string())?)?,
+        },
+        "volo" => ServerKind::Volo,
+        other => return Err(Usage(format!("--serve {other:?}: ours or volo"))),
+    };
+    let addr: SocketAddr = args.get("addr", SocketAddr::from(([127, 0, 0, 1], 0)))?;
+    let cpus = sys::parse_cpus(&args.get("cpus", "0".to_string())?)?;
+    let failed = |what: &str, e: io::Error| Usage(format!("{what}: {e}"));
+    // Before any thread starts, so that every thread of the process inherits it.
+    sys::pin(&cpus).map_err(|e| failed("--cpus", e))?;
+    let nofile = sys::raise_nofile().map_err(|e| failed("RLIMIT_NOFILE", e))?;
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(cpus.len())
+        .thread_name("server")
+        .enable_all()
+        .build()
+        .map_err(|e| failed("runtime", e))?;
+    // Held until the process exits.
+    let (bound, _ours, _volo) = match kind {
+        ServerKind::Ours { spin } => {
+            let mut config = ServerConfig::default();
+            config.reactor.busy_poll = spin;
+            let server = RunningEcho::start_with(&rt, config, &Address::Tcp(addr))
+                .map_err(|e| failed("binding", e))?;
+            let Address::Tcp(bound) = server.addr else {
+                return Err(Usage(format!("bound {} for a TCP address", server.addr)));
+            };
+            (bound, Some(server), None)
+        }
+        ServerKind::Volo => {
+            let server = rt
+                .block_on(volo_peer::serve(addr))
+                .map_err(|e| failed("binding", e))?;
+            (server.local_addr(), None, Some(server))
+        }
+    };
+    println!("nofile {}", nofile.fields());
+    println!("listening {bound}");
+    for line in io::stdin().lock().lines() {
+        let line = line.map_err(|e| failed("stdin", e))?;
+        match line.trim() {
+            "usage" => {
+                let usage = ProcessUsage::of_self().map_err(|e| failed("usage", e))?;
+                println!("{}", usage.line());
+            }
+            "" => {}
+            other => println!("error unknown command {other:?}"),
+        }
+    }
+    // The bench is done with it (or gone): no graceful stop, nothing to wait for.
+    std::process::exit(0)
+}
+
+/// `on` or `off`.
+pub fn on_off(value: &str) -> Result<bool, Usage> {
+    match value {
+        "on" => Ok(true),
+        "off" => Ok(false),
+        other => Err(Usage(format!("{other:?}: on or off"))),
+    }
+}
+
+/// A server child, from the bench's side. Dropping it kills the child (`SIGKILL`) if it
+/// still runs and reaps it; [`stop`](Self::stop) ends it gently.
+#[derive(Debug)]
+pub struct ServerProcess {
+    kind: ServerKind,
+    child: Child,
+    stdin: Option<ChildStdin>,
+    /// The child's stdout, line by line, from a thread that reads it.
+    lines: Receiver<String>,
+    addr: SocketAddr,
+    nofile: String,
+}
+
+impl ServerProcess {
+    /// Runs `exe --serve <kind> --addr 127.0.0.1:0 --cpus <cpus>` (`exe` must call
+    /// [`serve_if_asked`]) and waits, at most 10 s, until it listens.
+    pub fn spawn(exe: &Path, kind: ServerKind, cpus: &[usize]) -> io::Result<ServerProcess> {
+        let list: Vec<String> = cpus.iter().map(usize::to_string).collect();
+        let mut cmd = Command::new(exe);
+        cmd.args([SERVE, kind.name(), "--addr", "127.0.0.1:0", "--cpus"])
+            .arg(list.join(","));
+        if let ServerKind::Ours { spin } = kind {
+            cmd.args(["--server-spin", if spin { "on" } else { "off" }]);
+        }
+        let mut child = cmd
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::inherit())
+            .spawn()
+            .map_err(|e| io::Error::new(e.kind(), format!("{}: {e}", exe.display())))?;
+        let stdin = child.stdin.take();
+        let stdout = child.stdout.take();
+        let (tx, lines) = channel();
+        let mut process = ServerProcess {
+            kind,
+            child,
+            stdin,
+            lines,
+            addr: SocketAddr::from(([127, 0, 0, 1], 0)),
+            nofile: String::new(),
+        };
+        // From here on, an early return drops `process`, which kills the child.
+        let stdout = stdout.ok_or_else(|| io::Error::other("no stdout pipe"))?;
+        std::thread::Builder::new()
+            .name("server-stdout".into())
+            .spawn(move || {
+                for line in BufReader::new(stdout).lines() {
+                    let Ok(line) = line else { break };
+                    if tx.send(line).is_err() {
+                        break;
+                    }
+                }
+            })?;
+        let deadline = Instant::now() + START_LIMIT;
+        loop {
+            let line = process.next_line(deadline)?;
+            if let Some(nofile) = line.strip_prefix("nofile ") {
+                process.nofile = nofile.to_string();
+            } else if let Some(addr) = line.strip_prefix("listening ") {
+                process.addr = addr.trim().parse().map_err(|e| {
+                    io::Error::new(io::ErrorKind::InvalidData, format!("{line:?}: {e}"))
+                })?;
+                return Ok(process);
+            } else {
+                return Err(io::Error::new(
+                    io::ErrorKind::InvalidData,
+                    format!("server child said {line:?} before listening"),
+                ));
+            }
+        }
+    }
+
+    /// Which server it runs.
+    pub fn kind(&self) -> ServerKind {
+        self.kind
+    }
+
+    /// Where it listens.
+    pub fn addr(&self) -> SocketAddr {
+        self.addr
+    }
+
+    /// Its open-files limit, as `was=<n> now=<n> hard=<n>` (see [`sys::NoFile`]).
+    pub fn nofile(&self) -> &str {
+        &self.nofile
+    }
+
+    /// Asks for its [`ProcessUsage`] now; at most 5 s.
+    pub fn usage(&mut self) -> io::Result<ProcessUsage> {
+        let stdin = self
+            .stdin
+            .as_mut()
+            .ok_or_else(|| io::Error::other("the server child's stdin is closed"))?;
+        stdin.write_all(b"usage\n")?;
+        stdin.flush()?;
+        let line = self.next_line(Instant::now() + REPLY_LIMIT)?;
+        ProcessUsage::parse(&line).ok_or_else(|| {
+            io::Error::new(
+                io::ErrorKind::InvalidData,
+                format!("server child answered {line:?} to usage"),
+            )
+        })
+    }
+
+    /// Closes its stdin and waits, at most 5 s, for it to exit (then kills it).
+    pub fn stop(mut self) -> io::Result<()> {
+        drop(self.stdin.take());
+        let deadline = Instant::now() + STOP_LIMIT;
+        loop {
+            if let Some(status) = self.child.try_wait()? {
+                return if status.success() {
+                    Ok(())
+                } else {
+                    Err(io::Error::other(format!(
+                        "server child ended with {status}"
+                    )))
+                };
+            }
+            if Instant::now() >= deadline {
+                return Err(io::Error::new(
+                    io::ErrorKind::TimedOut,
+                    "server child still running 5 s after its stdin closed; killed",
+                ));
+            }
+            std::thread::sleep(Duration::from_millis(10));
+        }
+    }
+
+    fn next_line(&self, deadline: Instant) -> io::Result<String> {
+        let wait = deadline.saturating_duration_since(Instant::now());
+        self.lines.recv_timeout(wait).map_err(|e| match e {
+            RecvTimeoutError::Timeout => io::Error::new(
+                io::ErrorKind::TimedOut,
+                format!("server child ({}) silent for {wait:?}", self.kind.name()),
+            ),
+            RecvTimeoutError::Disconnected => io::Error::new(
+                io::ErrorKind::UnexpectedEof,
+                format!("server child ({}) ended", self.kind.name()),
+            ),
+        })
+    }
+}
+
+impl Drop for ServerProcess {
+    fn drop(&mut self) {
+        if let Ok(None) = self.child.try_wait() {
+            let _ = self.child.kill();
+        }
+        let _ = self.child.wait();
+    }
+}

@@ -1,0 +1,257 @@
+//! The operating-system calls of server-only mode: which CPUs a thread runs on, the
+//! open-files limit, and what a process has used (CPU time, resident memory).
+
+use std::io;
+
+use nix::sched::{CpuSet, sched_getaffinity, sched_setaffinity};
+use nix::sys::resource::{Resource, UsageWho, getrlimit, getrusage, setrlimit};
+use nix::unistd::Pid;
+
+use crate::cli::Usage;
+
+/// Reads a CPU list: numbers and ranges separated by commas (`0`, `0,2`, `1-3`).
+pub fn parse_cpus(list: &str) -> Result<Vec<usize>, Usage> {
+    let bad = |why: &str| Usage(format!("CPU list {list:?}: {why}"));
+    let mut cpus = Vec::new();
+    for part in list.split(',').map(str::trim).filter(|p| !p.is_empty()) {
+        let number = |s: &str| s.trim().parse::<usize>().map_err(|e| bad(&e.to_string()));
+        match part.split_once('-') {
+            Some((a, b)) => {
+                let (a, b) = (number(a)?, number(b)?);
+                if a > b {
+                    return Err(bad("a range must go up"));
+                }
+                cpus.extend(a..=b);
+            }
+            None => cpus.push(number(part)?),
+        }
+    }
+    cpus.sort_unstable();
+    cpus.dedup();
+    if cpus.is_empty() {
+        return Err(bad("no CPU"));
+    }
+    if cpus.iter().any(|&c| c >= CpuSet::count()) {
+        return Err(bad(&format!("CPUs go up to {}", CpuSet::count() - 1)));
+    }
+    Ok(cpus)
+}
+
+/// Keeps the calling thread, and the threads it starts from now on, on `cpus`
+/// (`sched_setaffinity`). Called before a process starts any thread, it pins the
+/// whole process.
+pub fn pin(cpus: &[usize]) -> io::Result<()> {
+    let mut set = CpuSet::new();
+    for &cpu in cpus {
+        set.set(cpu).map_err(io::Error::from)?;
+    }
+    sched_setaffinity(Pid::from_raw(0), &set).map_err(|e| {
+        io::Error::new(
+            io::Error::from(e).kind(),
+            format!("pinning to CPUs {cpus:?}: {e}"),
+        )
+    })
+}
+
+/// The CPUs the calling thread may run on, saved to be put back with
+/// [`restore`](Self::restore) after a [`pin`].
+#[derive(Debug, Clone, Copy)]
+pub struct SavedCpus(CpuSet);
+
+impl SavedCpus {
+    /// The calling thread's CPUs now.
+    pub fn now() -> io::Result<SavedCpus> {
+        sched_getaffinity(Pid::from_raw(0))
+            .map(SavedCpus)
+            .map_err(io::Error::from)
+    }
+
+    /// Puts the calling thread back on them.
+    pub fn restore(&self) -> io::Result<()> {
+        sched_setaffinity(Pid::from_raw(0), &self.0).map_err(io::Error::from)
+    }
+}
+
+/// `RLIMIT_NOFILE` before and after [`raise_nofile`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct NoFile {
+    /// The soft limit found.
+    pub was: u64,
+    /// The soft limit now.
+    pub now: u64,
+    /// The hard limit (the most an unprivileged process may raise the soft one to).
+    pub hard: u64,
+}
+
+impl NoFile {
+    /// `was=<n> now=<n> hard=<n>`.
+    pub fn fields(&self) -> String {
+        format!("was={} now={} hard={}", self.was, self.now, self.hard)
+    }
+}
+
+/// Raises the soft open-files limit as far as the hard limit allows (with no hard
+/// limit, to the kernel's `fs.nr_open`), so thousands of connections fit.
+pub fn raise_nofile() -> io::Result<NoFile> {
+    let (was, hard) = getrlimit(Resource::RLIMIT_NOFILE).map_err(io::Error::from)?;
+    let mut want = hard;
+    if hard == nix::sys::resource::RLIM_INFINITY {
+        // The kernel refuses a soft limit above fs.nr_open.
+        want = std::fs::read_to_string("/proc/sys/fs/nr_open")
+            .ok()
+            .and_then(|s| s.trim().parse().ok())
+            .unwrap_or(was);
+    }
+    if want > was {
+        setrlimit(Resource::RLIMIT_NOFILE, want, hard).map_err(io::Error::from)?;
+    }
+    let (now, _) = getrlimit(Resource::RLIMIT_NOFILE).map_err(io::Error::from)?;
+    Ok(NoFile { was, now, hard })
+}
+
+/// What a process has used: its CPU time (user and system, `getrusage(RUSAGE_SELF)`:
+/// all its threads, to the microsecond) and its memory (`VmRSS`, `VmHWM` of
+/// `/proc/self/status`: the pages of its own it has in RAM; socket buffers are the
+/// kernel's and not counted).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct ProcessUsage {
+    /// CPU time in user mode, µs.
+    pub utime_us: u64,
+    /// CPU time in the kernel on its behalf, µs.
+    pub stime_us: u64,
+    /// Resident set now, KiB.
+    pub rss_kb: u64,
+    /// Resident set at its peak, KiB.
+    pub hwm_kb: u64,
+}
+
+impl ProcessUsage {
+    /// The calling process's usage now.
+    pub fn of_self() -> io::Result<ProcessUsage> {
+        let ru = getrusage(UsageWho::RUSAGE_SELF).map_err(io::Error::from)?;
+        let us = |t: nix::sys::time::TimeVal| {
+            u64::try_from(t.tv_sec()).unwrap_or(0) * 1_000_000
+                + u64::try_from(t.tv_usec()).unwrap_or(0)
+        };
+        let status = std::fs::read_to_string("/proc/self/status")?;
+        let kb = |key| {
+            status_kb(&status, key).ok_or_else(|| {
+                io::Error::new(
+                    io::ErrorKind::InvalidData,
+                    format!("no {key} in /proc/self/status"),
+                )
+            })
+        };
+        Ok(ProcessUsage {
+            utime_us: us(ru.user_time()),
+            stime_us: us(ru.system_time()),
+            rss_kb: kb("VmRSS")?,
+            hwm_kb: kb("VmHWM")?,
+        })
+    }
+
+    /// User and system CPU time together, µs.
+    pub fn cpu_us(&self) -> u64 {
+        self.utime_us + self.stime_us
+    }
+
+    /// `usage utime_us=<n> stime_us=<n> rss_kb=<n> hwm_kb=<n>`: what a server child
+    /// answers to `usage`.
+    pub fn line(&self) -> String {
+        format!(
+            "usage utime_us={} stime_us={} rss_kb={} hwm_kb={}",
+            self.utime_us, self.stime_us, self.rss_kb, self.hwm_kb
+        )
+    }
+
+    /// Reads a [`line`](Self::line) back; `None` if it is not one.
+    pub fn parse(line: &str) -> Option<ProcessUsage> {
+        let rest = line.trim().strip_prefix("usage ")?;
+        let mut u = ProcessUsage::default();
+        let mut seen = 0u8;
+        for field in rest.split_whitespace() {
+            let (key, value) = field.split_once('=')?;
+            let value: u64 = value.parse().ok()?;
+            let (slot, bit) = match key {
+                "utime_us" => (&mut u.utime_us, 1),
+                "stime_us" => (&mut u.stime_us, 2),
+                "rss_kb" => (&mut u.rss_kb, 4),
+                "hwm_kb" => (&mut u.hwm_kb, 8),
+                _ => continue,
+            };
+            *slot = value;
+            seen |= bit;
+        }
+        (seen == 15).then_some(u)
+    }
+}
+
+/// The 1, 5 and 15-minute load averages (`/proc/loadavg`), as `0.52 0.80 1.10`; empty
+/// where that cannot be read.
+pub fn load_average() -> String {
+    let load = std::fs::read_to_string("/proc/loadavg").unwrap_or_default();
+    load.split_whitespace()
+        .take(3)
+        .collect::<Vec<_>>()
+        .join(" ")
+}
+
+/// The value in KiB of `key` (`VmRSS`, `VmHWM`...) in the text of a `/proc/PID/status`.
+fn status_kb(status: &str, key: &str) -> Option<u64> {
+    status.lines().find_map(|line| {
+        let rest = line.strip_prefix(key)?.strip_prefix(':')?;
+        rest.trim().strip_suffix("kB")?.trim().parse().ok()
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn cpu_lists() {
+        assert_eq!(parse_cpus("0").unwrap(), [0]);
+        assert_eq!(parse_cpus("1, 0,1").unwrap(), [0, 1]);
+        assert_eq!(parse_cpus("2-4,0").unwrap(), [0, 2, 3, 4]);
+        assert!(parse_cpus("").is_err());
+        assert!(parse_cpus("3-1").is_err());
+        assert!(parse_cpus("x").is_err());
+        assert!(parse_cpus("100000").is_err());
+    }
+
+    #[test]
+    fn usage_lines_read_back() {
+        let u = ProcessUsage {
+            utime_us: 1_234_567,
+            stime_us: 89,
+            rss_kb: 10_240,
+            hwm_kb: 20_480,
+        };
+        assert_eq!(
+            u.line(),
+            "usage utime_us=1234567 stime_us=89 rss_kb=10240 hwm_kb=20480"
+        );
+        assert_eq!(ProcessUsage::parse(&u.line()), Some(u));
+        assert_eq!(ProcessUsage::parse(&format!("{}\n", u.line())), Some(u));
+        assert_eq!(u.cpu_us(), 1_234_656);
+        assert_eq!(
+            ProcessUsage::parse("usage utime_us=1 stime_us=2 rss_kb=3"),
+            None
+        );
+        assert_eq!(
+            ProcessUsage::parse("usage utime_us=x stime_us=2 rss_kb=3 hwm_kb=4"),
+            None
+        );
+        assert_eq!(ProcessUsage::parse("listening 127.0.0.1:1"), None);
+    }
+
+    #[test]
+    fn status_fields() {
+        let status = "Name:\tx\nVmHWM:\t   20480 kB\nVmRSS:\t   10240 kB\nThreads:\t3\n";
+        assert_eq!(status_kb(status, "VmRSS"), Some(10240));
+        assert_eq!(status_kb(status, "VmHWM"), Some(20480));
+        assert_eq!(status_kb(status, "VmSwap"), None);
+        let mine = ProcessUsage::of_self().unwrap();
+        assert!(mine.rss_kb > 0 && mine.hwm_kb >= mine.rss_kb, "{mine:?}");
+    }
+}
