@@ -1,9 +1,12 @@
 //! `rpc-bench [--transports tokio,netpoll,uds,shm] [--concurrency N] [--size BYTES]
 //! [--duration SECS] [--framing ttheader|theader|framed|buffered] [--protocol binary|compact|json]
 //! [--multiplex] [--stack default|bare|paired] [--pin]`:
-//! EchoService server and client in one process, one closed-loop run per transport, a
-//! progress bar while each runs, then a table and one line per transport:
-//! `transport=<name> qps=<n> p50_us=<n> p99_us=<n> p999_us=<n> errors=<n>`.
+//! the whole stack: our EchoService server and our client in one process, one
+//! closed-loop run per transport, a progress bar while each runs, then a table and one
+//! line per transport: `transport=<name> qps=<n> p50_us=<n> p99_us=<n> p999_us=<n>
+//! errors=<n>`. Each figure is client and server together; to compare servers (ours
+//! against Volo's, each in a pinned process, driven by the same load generator), see
+//! *Server-only mode* below.
 //!
 //! Transports: `tokio` (TCP on tokio's own sockets on both sides: the baseline),
 //! `netpoll` (TCP on netpoll-rs), `uds` (a Unix-domain socket on netpoll-rs), `shm`
@@ -40,28 +43,85 @@
 //! would be: the scheduler no longer moves them or puts both on one core. (On the
 //! 2-core VM this was written on it did not narrow the run-to-run spread; `paired`
 //! does.) The calls per second are then those of the slower side.
+//!
+//! # Server-only mode (`--server-only`): the kitex-benchmark method
+//!
+//! `rpc-bench --server-only [--concurrency 1,100] [--size BYTES] [--duration SECS]
+//! [--warmup SECS] [--rounds N] [--loadgen ours,volo] [--multiplex] [--stack bare|default]
+//! [--server-spin on|off|on,off] [--server-cpus LIST] [--client-cpus LIST]`
+//!
+//! Compares servers rather than whole stacks. The server under test runs in a process
+//! of its own (this program run again with a hidden `--serve ours|volo` subcommand),
+//! pinned with `sched_setaffinity` to `--server-cpus` (default 0, one tokio worker per
+//! CPU); the load generator runs in this process, pinned to `--client-cpus` (default 1).
+//! The servers: ours (`volo_core::server::Server` with the generated
+//! `EchoServiceServer` on netpoll-rs, default config; `--server-spin` sets its reactor's
+//! `busy_poll`, `on,off` runs both) and Volo's (`volo_peer::serve`). Every server is
+//! driven by the same load generators: our `EchoServiceClient` (`--stack`, default
+//! `bare` here, so that the client spends little per call) and Volo's client
+//! (`volo_peer::VoloClient`); `--multiplex` adds our client multiplexed over two
+//! connections (`ours-mux`). Both clients speak TTHeader over Framed, Binary, so the
+//! servers read the same bytes. Each case (load generator, callers) runs every server
+//! once per round, each in a fresh child, in turns (A B, then B A), `--rounds` times
+//! (default 2), and the rounds are pooled; defaults: 1 KiB messages, 1 and 100
+//! callers, 1 s warm-up and a 10 s window per run.
+//!
+//! Over each window the child reports its own `getrusage(RUSAGE_SELF)` (user + system
+//! CPU time of all its threads) and its memory (`VmRSS`, `VmHWM`) when asked at the
+//! window's start and end. Per case, a line:
+//! `server_only server=ours spin=on loadgen=ours conc=100 size=1024 qps=.. p50_us=..
+//! p99_us=.. p999_us=.. errors=.. server_cpu_us_per_call=.. server_util=..
+//! client_util=.. server_hwm_kb=.. rounds=.. qps_rounds=../..`, where
+//! `server_cpu_us_per_call` is the server's CPU time over the calls answered in the
+//! window and `server_util` that time over the window's wall time (1.0: one core busy
+//! throughout). `client_util` is the same for this process: the side near 1.0 limits
+//! the QPS. With one core each, a server that is not the bottleneck shows it in a
+//! `server_util` below 1 and is compared by its CPU per call. A spinning reactor keeps
+//! its core busy between calls, which shows here as CPU per call. Then, per load
+//! generator and callers, `ratio of=ours/volo spin=.. loadgen=.. conc=.. size=..
+//! qps=.. cpu_per_call=.. p50=.. p99=..` (above 1: ours is more), and with
+//! `--server-spin on,off` a `spin ...` line: the latency with the spin and without,
+//! beside the CPU it costs. A `round` line after each run shows the spread.
+//!
+//! `rpc-bench --idle-conns N [--idle-secs SECS] [--server-spin ..] [--server-cpus LIST]
+//! [--client-cpus LIST]`: for each server, N connections opened, each used for one
+//! call (so the server has really taken it on) and left idle, and
+//! `idle server=.. spin=.. conns=N opened=.. closed_by_server=.. rss_before_kb=..
+//! rss_after_kb=.. rss_per_conn_bytes=.. idle_secs=.. idle_cpu_ms_per_s=..`: the
+//! server's resident memory growth per connection (user space; socket buffers are the
+//! kernel's) and its CPU time while nothing is sent (default window 5 s). Both
+//! processes raise `RLIMIT_NOFILE` to their hard limit first; `nofile` lines say what it
+//! was and is.
+//!
+//! Figures from a shared machine are indicative: compare within one run, read the
+//! load average in the first line, and the spread in the `round` lines.
 
 use std::time::Duration;
 
 use examples::cli::{Args, Usage};
 use examples::echo::EchoServiceClient;
-use examples::echo_service::{EchoCall, RunningEcho};
+use examples::echo_service::{
+    BareStack, EchoCall, EchoStack, RunningEcho, bare_client, default_client,
+};
 use examples::load::{Plan, Report, closed_loop, progress_wanted};
 use examples::options;
-use volo_core::client::{
-    BalanceLayer, Client, ClientConfig, ClientContext, ClientRequest, ClientResponse, Error,
-    Instance, StaticDiscover, Transport, WeightedRandom,
-};
+use examples::server_only::{self, ClientStack, IdleSettings, Settings as ServerOnly};
+use volo_core::client::ClientConfig;
 use volo_core::codec::{Framing, Protocol};
 use volo_core::context::Address;
-use volo_core::service::{Layer, Service};
 use volo_core::transport::TransportKind;
 
 const HELP: &str = "usage: rpc-bench [--transports tokio,netpoll,uds,shm] [--concurrency N] \
 [--size BYTES] [--duration SECS] [--framing ttheader|theader|framed|buffered] [--protocol binary|compact|json] \
-[--multiplex] [--stack default|bare|paired] [--pin]";
+[--multiplex] [--stack default|bare|paired] [--pin]
+   or: rpc-bench --server-only [--concurrency 1,100] [--size BYTES] [--duration SECS] [--warmup SECS] \
+[--rounds N] [--loadgen ours,volo] [--multiplex] [--stack bare|default] [--server-spin on|off|on,off] \
+[--server-cpus LIST] [--client-cpus LIST]
+   or: rpc-bench --idle-conns N [--idle-secs SECS] [--size BYTES] [--server-spin on|off|on,off] \
+[--server-cpus LIST] [--client-cpus LIST]";
 
 fn main() {
+    server_only::serve_if_asked();
     if let Err(e) = run() {
         eprintln!("rpc-bench: {e}\n{HELP}");
         std::process::exit(2);
@@ -84,8 +144,11 @@ struct Settings {
 fn run() -> Result<(), Usage> {
     let args = Args::parse(
         std::env::args().skip(1).filter(|a| a != "--bench"),
-        &["multiplex", "pin"],
+        &["multiplex", "pin", "server-only"],
     )?;
+    if args.flag("server-only") || args.optional::<usize>("idle-conns")?.is_some() {
+        return server_only_mode(&args);
+    }
     args.only(&[
         "transports",
         "concurrency",
@@ -208,30 +271,18 @@ struct Clients {
 impl Clients {
     /// The transport with only the balancer above it (which names the instance).
     fn bare(&self) -> Result<EchoServiceClient<BareStack>, Usage> {
-        let transport_only = Transport::new(self.config.clone()).map_err(|e| self.failed(e))?;
-        let stack = BalanceLayer::new(
-            StaticDiscover::new([Instance::new(self.addr.clone())]),
-            WeightedRandom::default(),
-        )
-        .layer(transport_only);
-        Ok(EchoServiceClient::new(Client::new("EchoService", stack)))
+        bare_client(self.addr.clone(), self.config.clone()).map_err(|e| self.failed(e))
     }
 
     /// What `EchoServiceClient::builder()` builds.
     fn default_stack(&self) -> Result<EchoServiceClient, Usage> {
-        EchoServiceClient::builder()
-            .address(self.addr.clone())
-            .config(self.config.clone())
-            .build()
-            .map_err(|e| self.failed(e))
+        default_client(self.addr.clone(), self.config.clone()).map_err(|e| self.failed(e))
     }
 
     fn failed(&self, e: std::io::Error) -> Usage {
         Usage(format!("{}: client: {e}", self.transport))
     }
 }
-
-type BareStack = volo_core::client::Balance<Transport>;
 
 /// One transport: a fresh server, `run` on the client runtime with the clients'
 /// settings, both stopped.
@@ -396,11 +447,7 @@ fn client_cpu() -> Option<Duration> {
 /// per call over the measured window, in nanoseconds.
 async fn load<T>(call: EchoCall<T>, plan: Plan, label: &str) -> (Report, Option<u64>)
 where
-    T: Service<ClientContext, ClientRequest, Response = ClientResponse, Error = Error>
-        + Clone
-        + Send
-        + Sync
-        + 'static,
+    T: EchoStack,
 {
     // The CPU time when the window opens (after the warm-up), and when it closed.
     let warmup = plan.warmup;
@@ -426,12 +473,7 @@ where
 
 /// Keeps the calling thread, and the threads it starts from now on, on CPU `cpu`.
 fn pin_to(cpu: usize) -> Result<(), Usage> {
-    use nix::sched::{CpuSet, sched_setaffinity};
-    use nix::unistd::Pid;
-    let mut set = CpuSet::new();
-    set.set(cpu)
-        .and_then(|()| sched_setaffinity(Pid::from_raw(0), &set))
-        .map_err(|e| Usage(format!("--pin: CPU {cpu}: {e}")))
+    server_only::pin(&[cpu]).map_err(|e| Usage(format!("--pin: {e}")))
 }
 
 fn localhost() -> std::net::SocketAddr {
@@ -448,4 +490,98 @@ fn runtime(name: &str) -> Result<tokio::runtime::Runtime, Usage> {
         .enable_all()
         .build()
         .map_err(|e| Usage(format!("runtime: {e}")))
+}
+
+/// `--server-only` and `--idle-conns`: each server in a pinned process of its own.
+fn server_only_mode(args: &Args) -> Result<(), Usage> {
+    args.only(&[
+        "server-only",
+        "concurrency",
+        "size",
+        "duration",
+        "warmup",
+        "rounds",
+        "loadgen",
+        "multiplex",
+        "stack",
+        "server-spin",
+        "server-cpus",
+        "client-cpus",
+        "idle-conns",
+        "idle-secs",
+    ])?;
+    let exe = std::env::current_exe().map_err(|e| Usage(format!("this program's path: {e}")))?;
+    let servers = server_only::servers(&args.get("server-spin", "on".to_string())?)?;
+    let server_cpus = server_only::parse_cpus(&args.get("server-cpus", "0".to_string())?)?;
+    let client_cpus = server_only::parse_cpus(&args.get("client-cpus", "1".to_string())?)?;
+    if server_cpus.iter().any(|c| client_cpus.contains(c)) {
+        eprintln!(
+            "rpc-bench: server and load generator share CPUs {server_cpus:?} / {client_cpus:?}"
+        );
+    }
+    let size = args.get("size", 1024)?;
+    let failed = |e: std::io::Error| Usage(format!("server-only: {e}"));
+    if let Some(conns) = args.optional::<usize>("idle-conns")? {
+        let settings = IdleSettings {
+            exe,
+            servers,
+            conns,
+            size,
+            window: Duration::from_secs_f64(args.get("idle-secs", 5.0)?),
+            settle: Duration::from_secs(1),
+            server_cpus,
+            client_cpus,
+        };
+        println!(
+            "rpc-bench idle: {conns} idle connections per server, servers on CPUs {:?}, \
+             connections opened from CPUs {:?}, load {}",
+            settings.server_cpus,
+            settings.client_cpus,
+            server_only::load_average()
+        );
+        for line in server_only::idle(&settings).map_err(failed)? {
+            println!("{line}");
+        }
+        return Ok(());
+    }
+    let stack = match args.get("stack", "bare".to_string())?.as_str() {
+        "bare" => ClientStack::Bare,
+        "default" => ClientStack::Default,
+        other => return Err(Usage(format!("--stack {other:?}: bare or default here"))),
+    };
+    let concurrency = args
+        .get("concurrency", "1,100".to_string())?
+        .split(',')
+        .map(|c| c.trim().parse::<usize>())
+        .collect::<Result<Vec<_>, _>>()
+        .map_err(|e| Usage(format!("--concurrency: {e}")))?;
+    let settings = ServerOnly {
+        exe,
+        servers,
+        loadgens: server_only::loadgens(
+            &args.get("loadgen", "ours,volo".to_string())?,
+            stack,
+            args.flag("multiplex"),
+        )?,
+        concurrency,
+        size,
+        warmup: Duration::from_secs_f64(args.get("warmup", 1.0)?),
+        window: Duration::from_secs_f64(args.get("duration", 10.0)?),
+        rounds: args.get("rounds", 2)?,
+        server_cpus,
+        client_cpus,
+        progress: progress_wanted(),
+    };
+    if settings.concurrency.contains(&0) || settings.window.is_zero() || settings.rounds == 0 {
+        return Err(Usage(
+            "--concurrency, --duration and --rounds must be above 0".into(),
+        ));
+    }
+    println!("{}", server_only::header(&settings));
+    let cases = server_only::run(&settings).map_err(failed)?;
+    println!();
+    for line in server_only::summary(&cases) {
+        println!("{line}");
+    }
+    Ok(())
 }

@@ -1,0 +1,117 @@
+//! Server-only mode's pieces with real processes, on loopback, each bounded in time:
+//! the `--serve` child of `rpc-bench` answers `usage` and exits when its stdin ends;
+//! a dropped handle kills it; idle connections and a short run produce their lines.
+//! Nothing here times anything: the figures are only checked to exist.
+
+use std::path::Path;
+use std::time::Duration;
+
+use examples::server_only::{self, ClientStack, IdleSettings, ServerKind, ServerProcess, Settings};
+
+fn rpc_bench() -> &'static Path {
+    Path::new(env!("CARGO_BIN_EXE_rpc-bench"))
+}
+
+/// The CPUs of this test process (any machine has CPU 0 in practice, but the set may
+/// be restricted).
+fn a_cpu() -> Vec<usize> {
+    let cpus = std::fs::read_to_string("/proc/self/status")
+        .ok()
+        .and_then(|s| {
+            s.lines().find_map(|l| {
+                l.strip_prefix("Cpus_allowed_list:")
+                    .map(|v| v.trim().to_string())
+            })
+        })
+        .unwrap_or_else(|| "0".into());
+    let first = cpus.split([',', '-']).next().unwrap_or("0");
+    server_only::parse_cpus(first).unwrap()
+}
+
+#[test]
+fn a_server_child_answers_usage_and_ends_with_its_stdin() {
+    for kind in [ServerKind::Ours { spin: false }, ServerKind::Volo] {
+        let mut child = ServerProcess::spawn(rpc_bench(), kind, &a_cpu()).unwrap();
+        assert!(child.addr().ip().is_loopback(), "{}", child.addr());
+        assert!(child.nofile().starts_with("was="), "{:?}", child.nofile());
+        let first = child.usage().unwrap();
+        let second = child.usage().unwrap();
+        assert!(second.cpu_us() >= first.cpu_us(), "{first:?} {second:?}");
+        assert!(
+            first.rss_kb > 0 && first.hwm_kb >= first.rss_kb,
+            "{first:?}"
+        );
+        // Closes stdin; fails if the child is not gone within its limit (5 s).
+        child.stop().unwrap();
+    }
+}
+
+#[test]
+fn a_dropped_server_child_is_killed() {
+    let child =
+        ServerProcess::spawn(rpc_bench(), ServerKind::Ours { spin: true }, &a_cpu()).unwrap();
+    let addr = child.addr();
+    drop(child);
+    // Killed and reaped: nothing listens there any more.
+    assert!(std::net::TcpStream::connect_timeout(&addr, Duration::from_secs(1)).is_err());
+}
+
+#[test]
+fn idle_connections_are_opened_used_and_counted() {
+    let cpus = a_cpu();
+    let settings = IdleSettings {
+        exe: rpc_bench().into(),
+        servers: server_only::servers("on").unwrap(),
+        conns: 3,
+        size: 64,
+        window: Duration::from_millis(100),
+        settle: Duration::from_millis(50),
+        server_cpus: cpus.clone(),
+        client_cpus: cpus,
+    };
+    let lines = server_only::idle(&settings).unwrap();
+    for server in ["server=ours spin=on", "server=volo spin=n/a"] {
+        let line = lines
+            .iter()
+            .find(|l| l.starts_with(&format!("idle {server} ")))
+            .unwrap_or_else(|| panic!("no idle line for {server}: {lines:?}"));
+        assert!(
+            line.contains(" conns=3 opened=3 closed_by_server=0 "),
+            "{line}"
+        );
+    }
+    assert!(
+        !lines.iter().any(|l| l.starts_with("idle_stopped")),
+        "{lines:?}"
+    );
+}
+
+#[test]
+fn a_short_run_reports_every_case_and_the_ratios() {
+    let cpus = a_cpu();
+    let settings = Settings {
+        exe: rpc_bench().into(),
+        servers: server_only::servers("off").unwrap(),
+        loadgens: server_only::loadgens("ours,volo", ClientStack::Bare, true).unwrap(),
+        concurrency: vec![2],
+        size: 128,
+        warmup: Duration::from_millis(100),
+        window: Duration::from_millis(300),
+        rounds: 1,
+        server_cpus: cpus.clone(),
+        client_cpus: cpus,
+        progress: false,
+    };
+    let cases = server_only::run(&settings).unwrap();
+    assert_eq!(cases.len(), 2 * 3, "two servers, three load generators");
+    for case in &cases {
+        assert!(case.report.ok > 0, "{}", case.line());
+        assert_eq!(case.report.errors, 0, "{}", case.line());
+        assert!(case.wall > Duration::ZERO, "{}", case.line());
+    }
+    let summary = server_only::summary(&cases);
+    let ratios = summary
+        .iter()
+        .filter(|l| l.starts_with("ratio of=ours/volo spin=off "));
+    assert_eq!(ratios.count(), 3, "{summary:?}");
+}
