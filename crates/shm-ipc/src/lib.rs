@@ -145,6 +145,8 @@ mod sync;
 #[cfg(not(loom))]
 mod config;
 #[cfg(not(loom))]
+mod conn;
+#[cfg(not(loom))]
 mod handshake;
 #[cfg(not(loom))]
 mod message;

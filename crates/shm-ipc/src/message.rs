@@ -2,12 +2,8 @@
 //! read from the socket when the peer fell back to it.
 
 use std::collections::VecDeque;
-use std::sync::{Arc, Weak};
 
 use bytes::{Buf, Bytes};
-
-use crate::region::Region;
-use crate::session::Inner;
 
 /// The bytes of one received message, in one or more chunks.
 ///
@@ -96,31 +92,6 @@ impl Buf for Message {
             left -= take;
         }
         out.freeze()
-    }
-}
-
-/// The owner behind a `Bytes` over one of the peer's slices: keeps the mapping alive
-/// and gives the slice back to the peer when dropped.
-pub(crate) struct SliceRef {
-    pub(crate) region: Arc<Region>,
-    pub(crate) session: Weak<Inner>,
-    pub(crate) index: u32,
-    pub(crate) len: usize,
-}
-
-impl AsRef<[u8]> for SliceRef {
-    fn as_ref(&self) -> &[u8] {
-        // The index and length were checked against the layout when the descriptor was
-        // decoded, so this is always `Some`.
-        self.region.slice(self.index, self.len).unwrap_or(&[])
-    }
-}
-
-impl Drop for SliceRef {
-    fn drop(&mut self) {
-        if let Some(session) = self.session.upgrade() {
-            session.release_peer_slice(self.index);
-        }
     }
 }
 

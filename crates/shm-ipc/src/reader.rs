@@ -13,12 +13,11 @@ use bytes::{Buf, Bytes, BytesMut};
 use tokio::sync::mpsc;
 use tokio::time::Instant;
 
+use crate::conn::{Ended, Entry, FRAME_DATA, FRAME_GOODBYE, FRAME_WAKE, Inner, Item, lock};
 use crate::desc::Desc;
 use crate::error::{Error, Violation};
-use crate::message::SliceRef;
+use crate::message::Message;
 use crate::park;
-use crate::session::{Ended, FRAME_DATA, FRAME_GOODBYE, FRAME_WAKE, Inner, lock};
-use crate::stream::Item;
 use crate::sync::Ordering;
 
 /// Socket bytes read ahead while a stream's inbox is full (frames wait behind it).
@@ -270,12 +269,7 @@ impl Reader {
                     return Err(Violation::Descriptor("slice lent twice").into());
                 }
                 // From here on, dropping the bytes gives the slice back.
-                let bytes = Bytes::from_owner(SliceRef {
-                    region: self.inner.peer.clone(),
-                    session: Arc::downgrade(&self.inner),
-                    index: slice,
-                    len: len as usize,
-                });
+                let bytes = self.inner.peer_bytes(slice, len as usize);
                 self.chunk(stream, bytes, more)
             }
             Desc::Empty { stream } => self.chunk(stream, Bytes::new(), false),
@@ -321,7 +315,7 @@ impl Reader {
                 return Ok(None);
             }
             e.partial_len = 0;
-            let msg = Inner::message(std::mem::take(&mut e.partial));
+            let msg = Message::from_chunks(std::mem::take(&mut e.partial));
             Ok(Some((e.tx.clone(), Item::Msg(msg))))
         })?;
         if let Some(Some((tx, item))) = done {
@@ -344,7 +338,7 @@ impl Reader {
     fn route<T>(
         &mut self,
         id: u32,
-        f: impl FnOnce(&mut crate::session::Entry) -> Result<T, Violation>,
+        f: impl FnOnce(&mut Entry) -> Result<T, Violation>,
     ) -> Result<Option<T>, Violation> {
         let inner = self.inner.clone();
         let mut st = lock(&inner.state);
@@ -374,16 +368,13 @@ impl Reader {
             inner.push_close(id);
             return Ok(None);
         }
-        let (mut entry, shared) = inner.peer_stream(id);
-        // A refused stream's handle must be dropped after the lock: dropping it closes
-        // the stream, which takes the lock.
-        let refused = match &st.accept_tx {
-            Some(tx) => tx.try_send(shared).err().map(|e| e.into_inner()),
-            None => Some(shared),
+        let (mut entry, stream) = inner.peer_stream(id);
+        let accepted = match &st.accept_tx {
+            Some(tx) => tx.try_send(stream).is_ok(),
+            None => false,
         };
-        if let Some(shared) = refused {
+        if !accepted {
             drop(st);
-            drop(shared);
             inner.push_close(id);
             return Ok(None);
         }

@@ -1,22 +1,17 @@
 //! Streams: ordered messages in each direction, many per session.
 
-use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
-use std::sync::{Arc, Mutex, Weak};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Weak};
 
 use bytes::Buf;
 use tokio::sync::mpsc;
 
+use crate::conn::{
+    BufPayload, EndCell, Ended, FillPayload, Inner, Item, Payload, PeerStream, StreamSlot,
+};
+use crate::desc::Desc;
 use crate::error::Error;
 use crate::message::Message;
-use crate::session::{BufPayload, EndCell, Ended, FillPayload, Inner, Payload};
-
-/// What the session's reader puts in a stream's inbox.
-#[derive(Debug)]
-pub(crate) enum Item {
-    Msg(Message),
-    /// The peer closed its half of the stream.
-    End,
-}
 
 /// One stream of a session: messages in order in each direction.
 ///
@@ -29,12 +24,8 @@ pub(crate) enum Item {
 pub struct Stream(Arc<StreamShared>);
 
 #[derive(Debug)]
-pub(crate) struct StreamShared {
-    /// 0 until this side's first descriptor for a stream it opened: ids are given in
-    /// ring order, so the peer sees each side's new ids grow.
-    id: AtomicU32,
-    /// The inbox's sender until the stream has an id and sits in the session's map.
-    unplaced: Mutex<Option<mpsc::Sender<Item>>>,
+struct StreamShared {
+    slot: StreamSlot,
     session: Weak<Inner>,
     end: Arc<EndCell>,
     rx: tokio::sync::Mutex<mpsc::Receiver<Item>>,
@@ -45,37 +36,17 @@ pub(crate) struct StreamShared {
 }
 
 impl StreamShared {
-    pub(crate) fn new(
-        id: u32,
-        unplaced: Option<mpsc::Sender<Item>>,
-        session: Weak<Inner>,
-        end: Arc<EndCell>,
-        rx: mpsc::Receiver<Item>,
-    ) -> Arc<Self> {
+    fn new(session: &Arc<Inner>, slot: StreamSlot, rx: mpsc::Receiver<Item>) -> Arc<Self> {
         Arc::new(StreamShared {
-            id: AtomicU32::new(id),
-            unplaced: Mutex::new(unplaced),
-            session,
-            end,
+            slot,
+            session: Arc::downgrade(session),
+            end: session.end.clone(),
             rx: tokio::sync::Mutex::new(rx),
             send_lock: tokio::sync::Mutex::new(()),
             closed: AtomicBool::new(false),
             close_pending: AtomicBool::new(false),
             peer_done: AtomicBool::new(false),
         })
-    }
-
-    /// The id, 0 if none was given yet.
-    pub(crate) fn id(&self) -> u32 {
-        self.id.load(Ordering::SeqCst)
-    }
-
-    /// Gives the stream `id` and returns its inbox sender, the first time only (the
-    /// caller holds the ring's producer lock).
-    pub(crate) fn place(&self, id: u32) -> Option<mpsc::Sender<Item>> {
-        let tx = crate::session::lock(&self.unplaced).take()?;
-        self.id.store(id, Ordering::SeqCst);
-        Some(tx)
     }
 
     fn close(&self) {
@@ -96,7 +67,7 @@ impl StreamShared {
             if self.close_pending.swap(false, Ordering::SeqCst)
                 && let Some(s) = self.session.upgrade()
             {
-                s.close_stream(self);
+                s.close_stream(&self.slot);
             }
             drop(g);
         }
@@ -110,15 +81,22 @@ impl Drop for StreamShared {
 }
 
 impl Stream {
-    pub(crate) fn new(shared: Arc<StreamShared>) -> Stream {
-        Stream(shared)
+    /// Opens a stream of this side (it gets its id with its first message).
+    pub(crate) fn open(session: &Arc<Inner>) -> Result<Stream, Error> {
+        let (slot, rx) = session.open_local()?;
+        Ok(Stream(StreamShared::new(session, slot, rx)))
+    }
+
+    /// The handle of a stream the peer opened.
+    pub(crate) fn accepted(session: &Arc<Inner>, stream: PeerStream) -> Stream {
+        Stream(StreamShared::new(session, stream.slot, stream.rx))
     }
 
     /// The stream's id: odd if the connecting side opened it, even otherwise. A stream
     /// opened here gets its id with its first message (`None` before), so that ids
     /// reach the peer in increasing order.
     pub fn id(&self) -> Option<u32> {
-        Some(self.0.id()).filter(|&id| id != 0)
+        Some(self.0.slot.id()).filter(|&id| id != 0)
     }
 
     fn session(&self) -> Result<Arc<Inner>, Error> {
@@ -172,10 +150,10 @@ impl Stream {
         }
         if len == 0 {
             return s
-                .push_descs(&self.0, &[crate::desc::Desc::Empty { stream: 0 }])
+                .push_descs(&self.0.slot, &[Desc::Empty { stream: 0 }])
                 .await;
         }
-        s.send_message(&self.0, msg, len).await
+        s.send_message(&self.0.slot, msg, len).await
     }
 
     /// The next message; `Ok(None)` once the peer closed the stream, or closed the
