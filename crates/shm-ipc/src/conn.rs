@@ -13,12 +13,12 @@ use std::sync::atomic::AtomicBool;
 use std::sync::{Arc, Mutex, MutexGuard, Weak};
 
 use bytes::Buf;
-use tokio::net::UnixStream;
 use tokio::sync::{Notify, mpsc};
 use tokio::task::JoinHandle;
 use tokio::time::Instant;
 
 use crate::config::{Config, Exhaustion};
+use crate::control::{self, FRAME_GOODBYE, FRAME_WAKE};
 use crate::desc::Desc;
 use crate::error::{Error, Violation};
 use crate::freelist::Slices;
@@ -26,7 +26,7 @@ use crate::message::Message;
 use crate::park;
 use crate::region::Region;
 use crate::sync::{AtomicU32, Ordering, fence};
-use crate::sys;
+use crate::sys::Control;
 
 /// The bytes of a message being sent, written slice by slice.
 pub(crate) trait Payload {
@@ -67,13 +67,6 @@ impl<F: FnMut(usize, &mut [u8])> Payload for FillPayload<F> {
         bytes::Bytes::from(buf)
     }
 }
-
-/// Socket frame: a wake-up, nothing else.
-pub(crate) const FRAME_WAKE: u8 = 1;
-/// Socket frame: `u32` length (LE) and that many bytes, the payload of a `Socket` descriptor.
-pub(crate) const FRAME_DATA: u8 = 2;
-/// Socket frame: the sender closes the session cleanly.
-pub(crate) const FRAME_GOODBYE: u8 = 3;
 
 /// How a session ended.
 #[derive(Debug, Clone)]
@@ -216,7 +209,7 @@ pub(crate) struct State {
 /// and the buffers it handed out (weakly).
 #[derive(Debug)]
 pub(crate) struct Inner {
-    pub(crate) sock: UnixStream,
+    pub(crate) sock: Box<dyn Control>,
     pub(crate) config: Config,
     pub(crate) client: bool,
     /// This side's region: its slices, its descriptor ring (we produce), its release
@@ -250,7 +243,7 @@ impl Inner {
     /// The core of a new session over `sock` and the two mapped regions; its reader is
     /// started by the caller and handed over with [`set_reader`](Self::set_reader).
     pub(crate) fn new(
-        sock: UnixStream,
+        sock: Box<dyn Control>,
         config: Config,
         client: bool,
         mine: Region,
@@ -313,9 +306,9 @@ impl Inner {
         {
             // Best effort: if the socket is full or a frame is half written, the peer
             // sees a hang-up instead of a goodbye.
-            sys::send_byte(&self.sock, FRAME_GOODBYE);
+            self.sock.send_byte(FRAME_GOODBYE);
         }
-        sys::shutdown(&self.sock);
+        self.sock.shutdown();
         {
             let mut st = lock(&self.state);
             st.streams.clear();
@@ -510,7 +503,7 @@ impl Inner {
                 .swap(false, std::sync::atomic::Ordering::SeqCst)
             {
                 // A full socket means the peer has unread bytes: it will look anyway.
-                sys::send_byte(&self.sock, FRAME_WAKE);
+                self.sock.send_byte(FRAME_WAKE);
             }
             drop(g);
         }
@@ -756,10 +749,8 @@ impl Inner {
             if pushed {
                 // The wake goes out after the frame (we hold the socket).
                 self.notify_peer();
-                let mut head = [0u8; 5];
-                head[0] = FRAME_DATA;
-                head[1..].copy_from_slice(&(len as u32).to_le_bytes());
-                let r = self.write_all(&head, &mut msg).await;
+                let head = control::data_head(len as u32);
+                let r = control::write_all(&*self.sock, &head, &mut msg).await;
                 drop(guard);
                 self.after_write();
                 if let Err(e) = r {
@@ -774,39 +765,6 @@ impl Inner {
             self.after_write();
             self.wait_for(None, Self::ring_room).await?;
         }
-    }
-
-    async fn write_all(&self, head: &[u8], msg: &mut impl Buf) -> Result<(), Error> {
-        let mut head = head;
-        while !head.is_empty() || msg.has_remaining() {
-            self.sock.writable().await?;
-            let r = if head.is_empty() {
-                self.sock.try_write(msg.chunk())
-            } else {
-                let bufs = [io::IoSlice::new(head), io::IoSlice::new(msg.chunk())];
-                self.sock.try_write_vectored(&bufs)
-            };
-            match r {
-                Ok(0) => return Err(Error::PeerClosed),
-                Ok(mut n) => {
-                    let h = n.min(head.len());
-                    head = &head[h..];
-                    n -= h;
-                    msg.advance(n);
-                }
-                Err(e)
-                    if matches!(
-                        e.kind(),
-                        io::ErrorKind::WouldBlock | io::ErrorKind::Interrupted
-                    ) => {}
-                Err(e) if e.kind() == io::ErrorKind::BrokenPipe => return Err(Error::PeerClosed),
-                Err(e) if e.kind() == io::ErrorKind::ConnectionReset => {
-                    return Err(Error::PeerClosed);
-                }
-                Err(e) => return Err(e.into()),
-            }
-        }
-        Ok(())
     }
 
     fn after_write(&self) {
@@ -846,7 +804,7 @@ impl Inner {
     #[cfg(test)]
     pub(crate) async fn raw_frame(&self, bytes: &[u8]) {
         let _g = self.wlock.lock().await;
-        self.write_all(bytes, &mut bytes::Bytes::new())
+        control::write_all(&*self.sock, bytes, &mut bytes::Bytes::new())
             .await
             .unwrap();
     }

@@ -10,15 +10,15 @@
 //! a client of another version learns why; it attaches its memfd and sets "accepted"
 //! only when the client's hello was good.
 
+use std::future::poll_fn;
 use std::io;
-use std::os::fd::{AsRawFd, OwnedFd};
-
-use tokio::io::Interest;
-use tokio::net::UnixStream;
+use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
+use std::task::{Context, Poll};
 
 use crate::error::{Error, Violation};
 use crate::layout::{ClassSpec, Layout, MAGIC, MAX_CLASSES, VERSION};
-use crate::sys;
+use crate::region::Region;
+use crate::sys::Control;
 
 pub(crate) const HELLO_LEN: usize = 96;
 const ACCEPTED: u32 = 1;
@@ -113,26 +113,79 @@ impl Hello {
     }
 }
 
-pub(crate) async fn send(sock: &UnixStream, hello: &Hello, fd: Option<&OwnedFd>) -> io::Result<()> {
+/// Runs the handshake on `sock`, as the client (which speaks first) or the server:
+/// creates this side's region for `layout`, exchanges hellos, and maps the peer's
+/// region once its hello and its descriptor passed every check. This side's and the
+/// peer's regions, in that order.
+pub(crate) async fn run(
+    sock: &dyn Control,
+    layout: Layout,
+    client: bool,
+) -> Result<(Region, Region), Error> {
+    let (mine, fd) = Region::create(layout)?;
+    let mut hello = Hello::new(mine.layout(), true);
+    let (peer, fds) = if client {
+        send(sock, &hello, Some(fd.as_fd())).await?;
+        let (peer, fds) = recv(sock).await?;
+        if peer.version != hello.version {
+            return Err(Violation::Version(peer.version).into());
+        }
+        if !peer.accepted {
+            return Err(Violation::Handshake("the server refused our hello").into());
+        }
+        (peer, fds)
+    } else {
+        let (peer, fds) = recv(sock).await?;
+        if let Err(v) = peer.layout() {
+            hello.accepted = false;
+            send(sock, &hello, None).await?;
+            return Err(v.into());
+        }
+        send(sock, &hello, Some(fd.as_fd())).await?;
+        (peer, fds)
+    };
+    drop(fd);
+    let peer_layout = peer.layout()?;
+    let [peer_fd] =
+        <[_; 1]>::try_from(fds).map_err(|_| Violation::Handshake("no region descriptor"))?;
+    let peer = Region::map_peer(&peer_fd, peer_layout)?;
+    Ok((mine, peer))
+}
+
+/// Sends one hello, with `fd` attached if given, in one message.
+pub(crate) async fn send(
+    sock: &dyn Control,
+    hello: &Hello,
+    fd: Option<BorrowedFd<'_>>,
+) -> io::Result<()> {
     let bytes = hello.encode();
-    let raw = fd.map(|f| f.as_raw_fd());
-    sock.async_io(Interest::WRITABLE, || {
-        sys::send_with_fd(sock.as_raw_fd(), &bytes, raw)
-    })
-    .await
+    let sent = when_ready(
+        |cx| sock.poll_write_ready(cx),
+        || sock.try_send_with_fd(&bytes, fd),
+    )
+    .await?;
+    if sent != bytes.len() {
+        // The message is small and the socket fresh; the rest would arrive without the
+        // descriptor, so this is not resumed.
+        return Err(io::Error::new(
+            io::ErrorKind::WriteZero,
+            "short write of a handshake message",
+        ));
+    }
+    Ok(())
 }
 
 /// Reads one hello and the descriptors that came with it (all of them, owned).
-pub(crate) async fn recv(sock: &UnixStream) -> Result<(Hello, Vec<OwnedFd>), Error> {
+pub(crate) async fn recv(sock: &dyn Control) -> Result<(Hello, Vec<OwnedFd>), Error> {
     let mut buf = [0u8; HELLO_LEN];
     let mut got = 0;
     let mut fds = Vec::new();
     while got < HELLO_LEN {
-        let (n, more) = sock
-            .async_io(Interest::READABLE, || {
-                sys::recv_with_fds(sock.as_raw_fd(), &mut buf[got..])
-            })
-            .await?;
+        let (n, more) = when_ready(
+            |cx| sock.poll_read_ready(cx),
+            || sock.try_recv_with_fds(&mut buf[got..]),
+        )
+        .await?;
         fds.extend(more);
         if fds.len() > 1 {
             return Err(Violation::Handshake("more than one descriptor").into());
@@ -143,6 +196,20 @@ pub(crate) async fn recv(sock: &UnixStream) -> Result<(Hello, Vec<OwnedFd>), Err
         got += n;
     }
     Ok((Hello::decode(&buf)?, fds))
+}
+
+/// Waits for `ready` and calls `f` until it does not return `WouldBlock`.
+async fn when_ready<T>(
+    ready: impl Fn(&mut Context<'_>) -> Poll<io::Result<()>>,
+    mut f: impl FnMut() -> io::Result<T>,
+) -> io::Result<T> {
+    loop {
+        poll_fn(&ready).await?;
+        match f() {
+            Err(e) if e.kind() == io::ErrorKind::WouldBlock => {}
+            r => return r,
+        }
+    }
 }
 
 #[cfg(test)]

@@ -147,6 +147,8 @@ mod config;
 #[cfg(not(loom))]
 mod conn;
 #[cfg(not(loom))]
+mod control;
+#[cfg(not(loom))]
 mod handshake;
 #[cfg(not(loom))]
 mod message;

@@ -9,11 +9,12 @@
 use std::sync::Arc;
 use std::sync::atomic::Ordering as StdOrdering;
 
-use bytes::{Buf, Bytes, BytesMut};
+use bytes::{Bytes, BytesMut};
 use tokio::sync::mpsc;
 use tokio::time::Instant;
 
-use crate::conn::{Ended, Entry, FRAME_DATA, FRAME_GOODBYE, FRAME_WAKE, Inner, Item, lock};
+use crate::conn::{Ended, Entry, Inner, Item, lock};
+use crate::control::{self, DATA_HEAD, Frame};
 use crate::desc::Desc;
 use crate::error::{Error, Violation};
 use crate::message::Message;
@@ -125,44 +126,14 @@ impl Reader {
 
     /// Reads what the socket has (waiting for it); sets `eof` at end of stream.
     async fn read_socket(&mut self) -> Result<(), Error> {
-        loop {
-            self.inner.sock.readable().await?;
-            // The frame's length is the peer's word: reserve at most what a message
-            // may be (a longer frame is refused once its header is parsed).
-            let max = self.inner.config.max_message_len as usize + 5;
-            let want = self.frame_need().min(max).max(READ_CHUNK);
-            self.rbuf.reserve(want);
-            match self.inner.sock.try_read_buf(&mut self.rbuf) {
-                Ok(0) => {
-                    self.eof = true;
-                    return Ok(());
-                }
-                Ok(_) => return Ok(()),
-                Err(e)
-                    if matches!(
-                        e.kind(),
-                        std::io::ErrorKind::WouldBlock | std::io::ErrorKind::Interrupted
-                    ) =>
-                {
-                    continue;
-                }
-                Err(e) if e.kind() == std::io::ErrorKind::ConnectionReset => {
-                    self.eof = true;
-                    return Ok(());
-                }
-                Err(e) => return Err(e.into()),
-            }
+        // The frame's length is the peer's word: reserve at most what a message may be
+        // (a longer frame is refused once its header is parsed).
+        let max = self.inner.config.max_message_len as usize + DATA_HEAD;
+        let reserve = control::frame_need(&self.rbuf).min(max).max(READ_CHUNK);
+        if control::read_some(&*self.inner.sock, &mut self.rbuf, reserve).await? {
+            self.eof = true;
         }
-    }
-
-    /// Bytes a partly read data frame still needs.
-    fn frame_need(&self) -> usize {
-        if self.rbuf.len() >= 5 && self.rbuf[0] == FRAME_DATA {
-            let len = u32::from_le_bytes([self.rbuf[1], self.rbuf[2], self.rbuf[3], self.rbuf[4]]);
-            (5 + len as usize).saturating_sub(self.rbuf.len())
-        } else {
-            0
-        }
+        Ok(())
     }
 
     /// Does everything that can be done without waiting; whether anything was.
@@ -210,50 +181,21 @@ impl Reader {
     /// everything the peer published before writing a frame has been handled.
     fn frames(&mut self) -> Result<bool, Error> {
         let start = self.rbuf.len();
-        while let Some(&kind) = self.rbuf.first() {
-            match kind {
-                FRAME_WAKE => self.rbuf.advance(1),
-                FRAME_GOODBYE => {
-                    if self.stalled.is_some() {
-                        return Err(Violation::Frame("goodbye before a promised data frame").into());
-                    }
-                    self.rbuf.advance(1);
-                    self.goodbye = true;
-                    return Ok(true);
-                }
-                FRAME_DATA => {
-                    if self.rbuf.len() < 5 {
-                        break;
-                    }
-                    let len = u32::from_le_bytes([
-                        self.rbuf[1],
-                        self.rbuf[2],
-                        self.rbuf[3],
-                        self.rbuf[4],
-                    ]);
-                    let Some((stream, want)) = self.stalled else {
-                        return Err(Violation::Frame("data frame without a descriptor").into());
-                    };
-                    if len != want {
-                        return Err(Violation::Frame(
-                            "data frame length differs from its descriptor",
-                        )
-                        .into());
-                    }
-                    if self.rbuf.len() < 5 + len as usize {
-                        break;
-                    }
-                    self.rbuf.advance(5);
-                    let bytes = self.rbuf.split_to(len as usize).freeze();
-                    self.stalled = None;
-                    self.chunk(stream, bytes, false)?;
-                    // The ring may go on now.
-                    return Ok(true);
-                }
-                _ => return Err(Violation::Frame("unknown frame type").into()),
+        match control::next_frame(&mut self.rbuf, self.stalled.map(|(_, len)| len))? {
+            Some(Frame::Goodbye) => {
+                self.goodbye = true;
+                Ok(true)
             }
+            Some(Frame::Data(bytes)) => {
+                // A data frame is only taken for the descriptor that promised it.
+                if let Some((stream, _)) = self.stalled.take() {
+                    self.chunk(stream, bytes, false)?;
+                }
+                // The ring may go on now.
+                Ok(true)
+            }
+            None => Ok(self.rbuf.len() != start),
         }
-        Ok(self.rbuf.len() != start)
     }
 
     fn handle(&mut self, d: Desc) -> Result<(), Error> {

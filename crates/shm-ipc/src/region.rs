@@ -8,21 +8,19 @@
 //! computed and checked, never from shared memory.
 
 use std::io;
-use std::os::fd::{AsRawFd, OwnedFd};
+use std::os::fd::{AsFd, OwnedFd};
 use std::slice;
-
-use memmap2::{MmapOptions, MmapRaw};
 
 use crate::error::Violation;
 use crate::layout::{self, DESC_WORDS, Layout};
 use crate::ring::RingRef;
 use crate::sync::{AtomicU32, AtomicU64, Ordering};
-use crate::sys;
+use crate::sys::{self, Mapping};
 
 /// One mapped region and its layout.
 #[derive(Debug)]
 pub(crate) struct Region {
-    map: MmapRaw,
+    map: Mapping,
     layout: Layout,
 }
 
@@ -30,9 +28,7 @@ impl Region {
     /// Creates this side's region in a new sealed memfd; returns the fd to send.
     pub(crate) fn create(layout: Layout) -> io::Result<(Region, OwnedFd)> {
         let fd = sys::sealed_memfd(layout.total)?;
-        let map = MmapOptions::new()
-            .len(layout.total)
-            .map_raw(fd.as_raw_fd())?;
+        let map = Mapping::shared(fd.as_fd(), layout.total)?;
         let region = Region { map, layout };
         region.u32_at(0).store(layout::MAGIC, Ordering::Relaxed);
         region.u32_at(4).store(layout::VERSION, Ordering::Relaxed);
@@ -43,9 +39,7 @@ impl Region {
     /// shrinking and large enough for `layout` (so no access within it can fault).
     pub(crate) fn map_peer(fd: &OwnedFd, layout: Layout) -> Result<Region, crate::Error> {
         sys::check_peer_memfd(fd, layout.total).map_err(Violation::Region)?;
-        let map = MmapOptions::new()
-            .len(layout.total)
-            .map_raw(fd.as_raw_fd())?;
+        let map = Mapping::shared(fd.as_fd(), layout.total)?;
         let region = Region { map, layout };
         if region.u32_at(0).load(Ordering::Relaxed) != layout::MAGIC {
             return Err(Violation::Region("no magic in the region header").into());
@@ -139,7 +133,7 @@ impl Region {
         // this process reads or writes it while `f` runs, and `f` cannot keep the
         // borrow. (A malicious peer could write it too: it maps our region; it would
         // only corrupt the message it is about to receive.)
-        let bytes = unsafe { slice::from_raw_parts_mut(self.map.as_mut_ptr().add(off), len) };
+        let bytes = unsafe { slice::from_raw_parts_mut(self.map.as_ptr().add(off), len) };
         f(bytes)
     }
 }

@@ -1,5 +1,6 @@
-//! Sessions: listening, connecting, the handshake, and the handle users hold. What a
-//! session shares with its streams and its reader is in [`conn`](crate::conn).
+//! Sessions: listening, connecting, and the handle users hold. The handshake is in
+//! [`handshake`](crate::handshake); what a session shares with its streams and its
+//! reader is in [`conn`](crate::conn).
 
 use std::io;
 use std::path::{Path, PathBuf};
@@ -10,11 +11,11 @@ use tokio::task::JoinSet;
 
 use crate::config::Config;
 use crate::conn::{Ended, Inner};
-use crate::error::{Error, Violation};
-use crate::handshake::{self, Hello};
+use crate::error::Error;
+use crate::handshake;
 use crate::reader::Reader;
-use crate::region::Region;
 use crate::stream::Stream;
+use crate::sys::Control;
 
 /// Handshakes a listener runs at once, at most; connections beyond them are closed as
 /// they come, so silent clients cannot pile up.
@@ -78,7 +79,7 @@ impl Listener {
                     let config = self.config.clone();
                     pending.spawn(async move {
                         let timeout = config.handshake_timeout;
-                        tokio::time::timeout(timeout, Session::start(sock, config, false))
+                        tokio::time::timeout(timeout, Session::start(Box::new(sock), config, false))
                             .await
                             .unwrap_or(Err(Error::Timeout))
                     });
@@ -128,7 +129,7 @@ impl Session {
         let path = path.as_ref().to_path_buf();
         let run = async move {
             let sock = UnixStream::connect(&path).await?;
-            Session::start(sock, config, true).await
+            Session::start(Box::new(sock), config, true).await
         };
         match tokio::time::timeout(timeout, run).await {
             Ok(r) => r.map_err(io::Error::from),
@@ -136,37 +137,8 @@ impl Session {
         }
     }
 
-    async fn start(sock: UnixStream, config: Config, client: bool) -> Result<Session, Error> {
-        let layout = config.layout()?;
-        let (mine, fd) = Region::create(layout)?;
-        let mut hello = Hello::new(mine.layout(), true);
-        let peer_hello = if client {
-            handshake::send(&sock, &hello, Some(&fd)).await?;
-            let (peer, fds) = handshake::recv(&sock).await?;
-            if peer.version != hello.version {
-                return Err(Violation::Version(peer.version).into());
-            }
-            if !peer.accepted {
-                return Err(Violation::Handshake("the server refused our hello").into());
-            }
-            (peer, fds)
-        } else {
-            let (peer, fds) = handshake::recv(&sock).await?;
-            if let Err(v) = peer.layout() {
-                hello.accepted = false;
-                handshake::send(&sock, &hello, None).await?;
-                return Err(v.into());
-            }
-            handshake::send(&sock, &hello, Some(&fd)).await?;
-            (peer, fds)
-        };
-        drop(fd);
-        let (peer_hello, fds) = peer_hello;
-        let peer_layout = peer_hello.layout()?;
-        let [peer_fd] =
-            <[_; 1]>::try_from(fds).map_err(|_| Violation::Handshake("no region descriptor"))?;
-        let peer = Region::map_peer(&peer_fd, peer_layout)?;
-        drop(peer_fd);
+    async fn start(sock: Box<dyn Control>, config: Config, client: bool) -> Result<Session, Error> {
+        let (mine, peer) = handshake::run(&*sock, config.layout()?, client).await?;
         let inner = Inner::new(sock, config, client, mine, peer);
         inner.set_reader(tokio::spawn(Reader::new(inner.clone()).run()));
         Ok(Session { inner })

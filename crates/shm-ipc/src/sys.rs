@@ -1,14 +1,106 @@
-//! The system calls: sealed memfds, file descriptors over a Unix socket, and the
-//! non-blocking one-byte send of a wake-up. Errors become `io::Error` in `syscall!`.
+//! The system calls: sealed memfds and their mappings, file descriptors over a Unix
+//! socket, and the non-blocking one-byte send of a wake-up. Apart from binding,
+//! accepting and connecting the socket (tokio's, in `session`), nothing else in the
+//! crate calls the system: the handshake and the session reach the control socket
+//! through [`Control`], and their regions through [`sealed_memfd`],
+//! [`check_peer_memfd`] and [`Mapping`]. The calls made through libc here go through
+//! `syscall!`, where `-1` becomes `errno` as an `io::Error`; the others go through nix,
+//! memmap2 and tokio, which return `io::Error` (or nix's `Errno`, converted by `?`).
 
+use std::fmt;
 use std::io::{self, IoSlice};
 use std::mem;
-use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
+use std::os::fd::{AsRawFd, BorrowedFd, FromRawFd, OwnedFd, RawFd};
+use std::task::{Context, Poll};
 
+use bytes::BytesMut;
+use memmap2::{MmapOptions, MmapRaw};
 use nix::fcntl::{FcntlArg, SealFlag, fcntl};
 use nix::libc;
 use nix::sys::memfd::{MFdFlags, memfd_create};
 use nix::sys::socket::{ControlMessage, MsgFlags, sendmsg};
+use tokio::io::Interest;
+use tokio::net::UnixStream;
+
+/// The control socket as a session uses it: readiness, and calls that never block.
+///
+/// The handshake, the session's reader and its writers reach the socket only through
+/// this trait, so tests drive them with a scripted fake. Outside tests it is tokio's
+/// [`UnixStream`].
+///
+/// Contract for implementers:
+/// - `poll_read_ready` and `poll_write_ready` return `Ready(Ok(()))` when a call in
+///   that direction may make progress; otherwise `Pending`, and the task is woken
+///   when it may.
+/// - A `try_` call that cannot make progress now returns `WouldBlock`; the next
+///   readiness poll in its direction then returns `Pending` until it can, so a caller
+///   that waits for readiness after `WouldBlock` does not spin.
+/// - `Ok(0)` from a read is end of stream. Any other error is returned as it is.
+/// - One task may read while another writes.
+pub(crate) trait Control: fmt::Debug + Send + Sync {
+    /// Waits until a read may make progress.
+    fn poll_read_ready(&self, cx: &mut Context<'_>) -> Poll<io::Result<()>>;
+
+    /// Waits until a write may make progress.
+    fn poll_write_ready(&self, cx: &mut Context<'_>) -> Poll<io::Result<()>>;
+
+    /// Reads into `buf`'s spare capacity (`BufMut::chunk_mut`); how many bytes came.
+    fn try_read(&self, buf: &mut BytesMut) -> io::Result<usize>;
+
+    /// Writes from `bufs`, in order; how many bytes went.
+    fn try_write(&self, bufs: &[IoSlice<'_>]) -> io::Result<usize>;
+
+    /// Sends `bytes` in one message with `fd` attached (`SCM_RIGHTS`); how many bytes
+    /// went (the descriptor goes with the first of them).
+    fn try_send_with_fd(&self, bytes: &[u8], fd: Option<BorrowedFd<'_>>) -> io::Result<usize>;
+
+    /// Receives into `buf`, with every descriptor that came along, owned.
+    fn try_recv_with_fds(&self, buf: &mut [u8]) -> io::Result<(usize, Vec<OwnedFd>)>;
+
+    /// Sends one byte without blocking: whether it went (not if the socket is full, shut
+    /// or the peer is gone).
+    fn send_byte(&self, byte: u8) -> bool;
+
+    /// Shuts both directions, so the peer sees end of stream now.
+    fn shutdown(&self);
+}
+
+impl Control for UnixStream {
+    fn poll_read_ready(&self, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        UnixStream::poll_read_ready(self, cx)
+    }
+
+    fn poll_write_ready(&self, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        UnixStream::poll_write_ready(self, cx)
+    }
+
+    fn try_read(&self, buf: &mut BytesMut) -> io::Result<usize> {
+        self.try_read_buf(buf)
+    }
+
+    fn try_write(&self, bufs: &[IoSlice<'_>]) -> io::Result<usize> {
+        self.try_write_vectored(bufs)
+    }
+
+    fn try_send_with_fd(&self, bytes: &[u8], fd: Option<BorrowedFd<'_>>) -> io::Result<usize> {
+        // `try_io` clears tokio's readiness on `WouldBlock`, as the contract wants.
+        self.try_io(Interest::WRITABLE, || {
+            send_with_fd(self.as_raw_fd(), bytes, fd.map(|f| f.as_raw_fd()))
+        })
+    }
+
+    fn try_recv_with_fds(&self, buf: &mut [u8]) -> io::Result<(usize, Vec<OwnedFd>)> {
+        self.try_io(Interest::READABLE, || recv_with_fds(self.as_raw_fd(), buf))
+    }
+
+    fn send_byte(&self, byte: u8) -> bool {
+        send_byte(self, byte)
+    }
+
+    fn shutdown(&self) {
+        shutdown(self);
+    }
+}
 
 /// Calls a libc function, mapping `-1` to the thread's `errno` as an `io::Error`.
 macro_rules! syscall {
@@ -61,10 +153,9 @@ pub(crate) fn check_peer_memfd(fd: &OwnedFd, len: usize) -> Result<(), &'static 
     Ok(())
 }
 
-/// Sends `bytes` with `fd` attached (`SCM_RIGHTS`) in one `sendmsg`; `WouldBlock` if the
-/// socket cannot take all of it now (nothing is sent then: the message is small and the
-/// socket fresh, so a short write is reported as an error).
-pub(crate) fn send_with_fd(sock: RawFd, bytes: &[u8], fd: Option<RawFd>) -> io::Result<()> {
+/// Sends `bytes` with `fd` attached (`SCM_RIGHTS`) in one non-blocking `sendmsg`; how
+/// many bytes went.
+pub(crate) fn send_with_fd(sock: RawFd, bytes: &[u8], fd: Option<RawFd>) -> io::Result<usize> {
     let fds;
     let cmsgs: &[ControlMessage<'_>] = match fd {
         Some(fd) => {
@@ -73,20 +164,13 @@ pub(crate) fn send_with_fd(sock: RawFd, bytes: &[u8], fd: Option<RawFd>) -> io::
         }
         None => &[],
     };
-    let n = sendmsg::<()>(
+    Ok(sendmsg::<()>(
         sock,
         &[IoSlice::new(bytes)],
         cmsgs,
         MsgFlags::MSG_DONTWAIT | MsgFlags::MSG_NOSIGNAL,
         None,
-    )?;
-    if n != bytes.len() {
-        return Err(io::Error::new(
-            io::ErrorKind::WriteZero,
-            "short write of a handshake message",
-        ));
-    }
-    Ok(())
+    )?)
 }
 
 /// One `recvmsg` into `buf`; every descriptor that came with it is returned owned (so
@@ -156,6 +240,26 @@ pub(crate) fn shutdown(sock: &impl AsRawFd) {
     let _ = syscall!(shutdown(sock.as_raw_fd(), libc::SHUT_RDWR));
 }
 
+/// A shared, writable mapping of a whole memfd: `len` bytes from
+/// [`as_ptr`](Self::as_ptr), page-aligned, mapped as long as the value lives.
+#[derive(Debug)]
+pub(crate) struct Mapping(MmapRaw);
+
+impl Mapping {
+    /// Maps the first `len` bytes of `fd`, shared. The caller makes sure the file is at
+    /// least that long and cannot shrink, or touching the mapping may fault.
+    pub(crate) fn shared(fd: BorrowedFd<'_>, len: usize) -> io::Result<Mapping> {
+        Ok(Mapping(
+            MmapOptions::new().len(len).map_raw(fd.as_raw_fd())?,
+        ))
+    }
+
+    /// The first byte; the mapping is readable and writable for its whole length.
+    pub(crate) fn as_ptr(&self) -> *mut u8 {
+        self.0.as_mut_ptr()
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -168,7 +272,10 @@ mod tests {
         assert_eq!(check_peer_memfd(&fd, 8193), Err("smaller than its layout"));
         assert!(nix::unistd::ftruncate(&fd, 4096).is_err(), "sealed");
         let (a, b) = UnixStream::pair().unwrap();
-        send_with_fd(a.as_raw_fd(), b"hello", Some(fd.as_raw_fd())).unwrap();
+        assert_eq!(
+            send_with_fd(a.as_raw_fd(), b"hello", Some(fd.as_raw_fd())).unwrap(),
+            5
+        );
         let mut buf = [0u8; 16];
         let (n, fds) = recv_with_fds(b.as_raw_fd(), &mut buf).unwrap();
         assert_eq!(&buf[..n], b"hello");
