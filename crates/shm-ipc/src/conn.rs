@@ -808,4 +808,199 @@ impl Inner {
             .await
             .unwrap();
     }
+
+    /// A session core over a scripted socket and two regions in memory, with a small
+    /// layout and no spin; the test plays the peer through `peer`'s rings.
+    #[cfg(test)]
+    pub(crate) fn scripted(script: &crate::sys::fake::Script, client: bool) -> Arc<Inner> {
+        let config = Config::default()
+            .region_size(16 << 10)
+            .size_classes([(256, 1), (4096, 1)])
+            .queue_capacity(16)
+            .spin(std::time::Duration::ZERO);
+        let layout = config.layout().expect("a good layout");
+        let mine = Region::in_memory(layout.clone());
+        let peer = Region::in_memory(layout);
+        Inner::new(Box::new(script.clone()), config, client, mine, peer)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::task::Poll;
+
+    use super::*;
+    use crate::control::data_head;
+    use crate::sys::fake::{Script, Step, block_on, poll_times};
+
+    /// More than this side's region holds, so it goes over the socket.
+    const BIG: usize = 20 << 10;
+
+    fn big() -> bytes::Bytes {
+        (0..BIG).map(|i| i as u8).collect()
+    }
+
+    fn frame(payload: &[u8]) -> Vec<u8> {
+        let mut f = data_head(payload.len() as u32).to_vec();
+        f.extend_from_slice(payload);
+        f
+    }
+
+    #[test]
+    fn a_wake_goes_only_to_a_parked_peer_and_once() {
+        let s = Script::default();
+        let inner = Inner::scripted(&s, false);
+        inner.notify_peer();
+        assert!(s.written().is_empty(), "a busy peer is not woken");
+        inner.peer.parked().store(1, Ordering::Relaxed);
+        inner.notify_peer();
+        inner.notify_peer();
+        assert_eq!(s.written(), [FRAME_WAKE], "one wake per park");
+        assert_eq!(inner.peer.parked().load(Ordering::Relaxed), 0);
+        inner.peer.waiting().store(1, Ordering::Relaxed);
+        inner.notify_peer_waiting();
+        assert_eq!(s.written(), [FRAME_WAKE, FRAME_WAKE]);
+    }
+
+    /// A message goes into this side's slices (one of each class here) and is
+    /// announced in its ring; the peer reads it in place and gives the slices back.
+    #[test]
+    fn a_message_is_lent_through_this_sides_slices() {
+        let s = Script::default();
+        let inner = Inner::scripted(&s, true);
+        let (slot, _rx) = inner.open_local().unwrap();
+        let msg: bytes::Bytes = (0..4096 + 10).map(|i| (i % 251) as u8).collect();
+        block_on(inner.send_message(&slot, BufPayload(msg.clone()), msg.len())).unwrap();
+        assert_eq!(inner.slices.lent(), 2);
+        assert!(s.written().is_empty(), "the peer is not parked: no wake");
+
+        // The peer's side: descriptors from our ring, bytes from our slices.
+        let (mut head, mut got, mut descs) = (0, Vec::new(), Vec::new());
+        while let Some(words) = inner.mine.desc_ring().pop(&mut head).unwrap() {
+            let d = Desc::decode(words, inner.mine.layout(), u32::MAX).unwrap();
+            let Desc::Data { slice, len, .. } = d else {
+                panic!("{d:?}");
+            };
+            got.extend_from_slice(inner.mine.slice(slice, len as usize).unwrap());
+            descs.push(d);
+        }
+        assert_eq!(got, msg);
+        assert!(matches!(
+            descs[..],
+            [
+                Desc::Data {
+                    stream: 1,
+                    more: true,
+                    ..
+                },
+                Desc::Data {
+                    stream: 1,
+                    more: false,
+                    ..
+                },
+            ]
+        ));
+        let mut tail = 0;
+        for d in &descs {
+            let Desc::Data { slice, .. } = *d else {
+                unreachable!()
+            };
+            let released = inner
+                .mine
+                .release_ring()
+                .push(&mut tail, [u64::from(slice)]);
+            assert!(released.unwrap());
+        }
+        assert_eq!(inner.drain_releases(), Ok(2));
+        assert_eq!(inner.slices.lent(), 0);
+    }
+
+    #[test]
+    fn a_message_too_big_for_the_region_goes_whole_on_the_socket() {
+        // The write loop's own hiccups are `control`'s tests; here, one short write.
+        let s = Script::new([Step::Write(3), Step::Write(usize::MAX)]);
+        let inner = Inner::scripted(&s, true);
+        let (slot, _rx) = inner.open_local().unwrap();
+        block_on(inner.send_message(&slot, BufPayload(big()), BIG)).unwrap();
+        assert_eq!(s.written(), frame(&big()));
+        assert_eq!(
+            inner
+                .socket_sends
+                .load(std::sync::atomic::Ordering::Relaxed),
+            1
+        );
+        // Its place in the stream's order: a `Socket` descriptor in this side's ring.
+        let words = inner.mine.desc_ring().pop(&mut 0).unwrap().unwrap();
+        let d = Desc::decode(words, inner.mine.layout(), u32::MAX).unwrap();
+        let want = Desc::Socket {
+            stream: 1,
+            len: BIG as u32,
+        };
+        assert_eq!(d, want);
+        assert!(inner.check_open().is_ok());
+    }
+
+    #[test]
+    fn a_wake_never_cuts_into_a_data_frame() {
+        let s = Script::new([Step::Write(3), Step::NotReady, Step::Write(usize::MAX)]);
+        let inner = Inner::scripted(&s, true);
+        let (slot, _rx) = inner.open_local().unwrap();
+        let mut send = std::pin::pin!(inner.send_message(&slot, BufPayload(big()), BIG));
+        assert!(
+            poll_times(send.as_mut(), 1).is_pending(),
+            "stopped mid-frame"
+        );
+        assert_eq!(s.written(), frame(&big())[..3]);
+        inner.peer.parked().store(1, Ordering::Relaxed);
+        inner.notify_peer();
+        assert_eq!(s.written().len(), 3, "the wake waits for the frame");
+        assert!(matches!(poll_times(send, 10), Poll::Ready(Ok(()))));
+        let mut want = frame(&big());
+        want.push(FRAME_WAKE);
+        assert_eq!(s.written(), want);
+    }
+
+    #[test]
+    fn a_peer_gone_mid_frame_fails_the_session() {
+        let s = Script::new([Step::Write(3), Step::Write(0)]);
+        let inner = Inner::scripted(&s, true);
+        let (slot, _rx) = inner.open_local().unwrap();
+        let r = block_on(inner.send_message(&slot, BufPayload(big()), BIG));
+        assert!(matches!(r, Err(Error::PeerClosed)), "{r:?}");
+        assert!(matches!(
+            inner.end.get(),
+            Some(Ended::Failed(Error::PeerClosed))
+        ));
+        assert!(s.is_shut());
+        assert_eq!(s.written().len(), 3, "no goodbye after a failure");
+    }
+
+    #[test]
+    fn a_close_says_goodbye_unless_a_frame_is_half_written() {
+        let s = Script::default();
+        let inner = Inner::scripted(&s, false);
+        inner.finish(Ended::Local);
+        inner.finish(Ended::Local);
+        assert_eq!(s.written(), [FRAME_GOODBYE], "once");
+        assert!(s.is_shut());
+
+        let s = Script::new([Step::Write(3), Step::NotReady, Step::Write(usize::MAX)]);
+        let inner = Inner::scripted(&s, true);
+        let (slot, _rx) = inner.open_local().unwrap();
+        let mut send = std::pin::pin!(inner.send_message(&slot, BufPayload(big()), BIG));
+        assert!(poll_times(send.as_mut(), 1).is_pending());
+        inner.finish(Ended::Local);
+        assert_eq!(
+            s.written().len(),
+            3,
+            "a goodbye now would be read as frame bytes"
+        );
+        assert!(s.is_shut(), "the peer sees a hang-up instead");
+
+        for why in [Ended::Peer, Ended::Failed(Error::PeerClosed)] {
+            let s = Script::default();
+            Inner::scripted(&s, false).finish(why);
+            assert!(s.written().is_empty() && s.is_shut());
+        }
+    }
 }

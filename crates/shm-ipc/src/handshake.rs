@@ -215,6 +215,9 @@ async fn when_ready<T>(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::sync::Ordering;
+    use crate::sys::fake::{Script, Step, block_on};
+    use std::io::ErrorKind::{ConnectionReset, PermissionDenied, WouldBlock};
 
     #[test]
     fn hello_round_trip_and_checks() {
@@ -242,5 +245,162 @@ mod tests {
         let mut many = h.encode();
         many[16] = 9;
         assert!(Hello::decode(&many).is_err());
+    }
+
+    fn layout(queue: u32) -> Layout {
+        crate::Config::default()
+            .region_size(64 << 10)
+            .size_classes([(256, 1), (4096, 1)])
+            .queue_capacity(queue)
+            .layout()
+            .unwrap()
+    }
+
+    fn hello(layout: &Layout, accepted: bool) -> [u8; HELLO_LEN] {
+        Hello::new(layout, accepted).encode()
+    }
+
+    /// What a handshake sent, decoded.
+    fn sent(s: &Script) -> Hello {
+        let bytes: [u8; HELLO_LEN] = s.written().try_into().expect("one whole hello");
+        Hello::decode(&bytes).unwrap()
+    }
+
+    fn violation(r: Result<impl std::fmt::Debug, Error>) -> Violation {
+        match r {
+            Err(Error::Protocol(v)) => v,
+            other => panic!("not a violation: {other:?}"),
+        }
+    }
+
+    /// Descriptors that are not sockets, for scripts that pass some.
+    fn some_fd() -> OwnedFd {
+        std::fs::File::open("/dev/null").unwrap().into()
+    }
+
+    #[test]
+    fn a_hello_is_read_across_short_reads() {
+        let h = hello(&layout(16), true);
+        let s = Script::new([
+            Step::NotReady,
+            Step::Read(h[..10].to_vec()),
+            Step::Fail(WouldBlock),
+            Step::Read(h[10..60].to_vec()),
+            Step::Read(h[60..].to_vec()),
+        ]);
+        let (got, fds) = block_on(recv(&s)).unwrap();
+        assert_eq!(got, Hello::decode(&h).unwrap());
+        assert!(fds.is_empty());
+        assert_eq!(s.left(), 0);
+    }
+
+    #[test]
+    fn a_hang_up_or_an_error_mid_hello_ends_the_handshake() {
+        let h = hello(&layout(16), true);
+        let s = Script::new([Step::Read(h[..40].to_vec()), Step::Eof]);
+        assert_eq!(
+            violation(block_on(recv(&s))),
+            Violation::Handshake("connection closed during the handshake")
+        );
+        for kind in [ConnectionReset, PermissionDenied] {
+            let s = Script::new([Step::Read(h[..40].to_vec()), Step::Fail(kind)]);
+            match block_on(recv(&s)) {
+                Err(Error::Io(e)) => assert_eq!(e.kind(), kind),
+                other => panic!("{other:?}"),
+            }
+        }
+    }
+
+    #[test]
+    #[cfg_attr(miri, ignore = "opens /dev/null")]
+    fn at_most_one_descriptor_comes_with_a_hello() {
+        let h = hello(&layout(16), true);
+        let s = Script::new([
+            Step::ReadFds(h[..10].to_vec(), vec![some_fd()]),
+            Step::Read(h[10..].to_vec()),
+        ]);
+        assert_eq!(block_on(recv(&s)).unwrap().1.len(), 1);
+        let s = Script::new([
+            Step::ReadFds(h[..10].to_vec(), vec![some_fd()]),
+            Step::ReadFds(h[10..].to_vec(), vec![some_fd()]),
+        ]);
+        assert_eq!(
+            violation(block_on(recv(&s))),
+            Violation::Handshake("more than one descriptor")
+        );
+    }
+
+    #[test]
+    fn a_hello_goes_whole_in_one_message_or_fails() {
+        let h = Hello::new(&layout(16), true);
+        let s = Script::new([Step::Fail(WouldBlock), Step::NotReady, Step::Write(500)]);
+        block_on(send(&s, &h, None)).unwrap();
+        assert_eq!(sent(&s), h);
+        assert_eq!(s.fds_sent(), 0);
+
+        let s = Script::new([Step::Write(HELLO_LEN - 1)]);
+        let e = block_on(send(&s, &h, None)).unwrap_err();
+        assert_eq!(e.kind(), io::ErrorKind::WriteZero);
+        let s = Script::new([Step::Fail(PermissionDenied)]);
+        let e = block_on(send(&s, &h, None)).unwrap_err();
+        assert_eq!(e.kind(), PermissionDenied);
+    }
+
+    #[test]
+    #[cfg_attr(miri, ignore = "creates memfds")]
+    fn the_client_speaks_first_and_maps_the_servers_region() {
+        let (server, server_fd) = Region::create(layout(32)).unwrap();
+        let h = hello(server.layout(), true);
+        // A read before the client's hello went would meet the write step: a panic.
+        let s = Script::new([
+            Step::Write(HELLO_LEN),
+            Step::NotReady,
+            Step::ReadFds(h[..30].to_vec(), vec![server_fd]),
+            Step::Fail(WouldBlock),
+            Step::Read(h[30..].to_vec()),
+        ]);
+        let (mine, peer) = block_on(run(&s, layout(16), true)).unwrap();
+        assert_eq!(sent(&s), Hello::new(mine.layout(), true));
+        assert_eq!(s.fds_sent(), 1);
+        assert_eq!(peer.layout(), server.layout());
+        server.parked().store(7, Ordering::Relaxed);
+        assert_eq!(peer.parked().load(Ordering::Relaxed), 7, "the same memory");
+    }
+
+    #[test]
+    #[cfg_attr(miri, ignore = "creates memfds")]
+    fn the_server_refuses_a_bad_hello_without_its_descriptor() {
+        let mut lie = Hello::new(&layout(16), true);
+        lie.region_len += 64;
+        let s = Script::new([Step::Read(lie.encode().to_vec()), Step::Write(HELLO_LEN)]);
+        assert_eq!(
+            violation(block_on(run(&s, layout(16), false))),
+            Violation::Handshake("region length does not match the layout")
+        );
+        assert!(!sent(&s).accepted);
+        assert_eq!(s.fds_sent(), 0);
+    }
+
+    #[test]
+    #[cfg_attr(miri, ignore = "creates memfds")]
+    fn the_client_stops_at_a_refusal_another_version_or_no_descriptor() {
+        let l = layout(16);
+        let mut other = Hello::new(&l, true);
+        other.version = 9;
+        let cases = [
+            (
+                hello(&l, false),
+                Violation::Handshake("the server refused our hello"),
+            ),
+            (other.encode(), Violation::Version(9)),
+            (
+                hello(&l, true),
+                Violation::Handshake("no region descriptor"),
+            ),
+        ];
+        for (answer, want) in cases {
+            let s = Script::new([Step::Write(HELLO_LEN), Step::Read(answer.to_vec())]);
+            assert_eq!(violation(block_on(run(&s, l.clone(), true))), want);
+        }
     }
 }

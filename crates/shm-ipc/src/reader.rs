@@ -326,3 +326,167 @@ impl Reader {
         r.map(Some)
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use std::io::ErrorKind::{ConnectionReset, Interrupted, PermissionDenied, WouldBlock};
+    use std::pin::pin;
+    use std::task::Poll;
+
+    use super::*;
+    use crate::control::{FRAME_DATA, FRAME_GOODBYE, FRAME_WAKE, data_head};
+    use crate::sys::fake::{Script, Step, block_on, poll_times};
+
+    /// Runs a reader of a server session (the peer's streams are odd) over `script` to
+    /// its end; how the session ended.
+    fn ended(script: &Script) -> Ended {
+        let inner = Inner::scripted(script, false);
+        block_on(Reader::new(inner.clone()).run());
+        inner.end.get().expect("the reader ends the session")
+    }
+
+    #[test]
+    fn a_goodbye_after_hiccups_ends_the_session_cleanly() {
+        let s = Script::new([
+            Step::NotReady,
+            Step::Fail(WouldBlock),
+            Step::Read(vec![FRAME_WAKE]),
+            Step::Fail(Interrupted),
+            Step::Read(vec![FRAME_WAKE, FRAME_GOODBYE]),
+        ]);
+        assert!(matches!(ended(&s), Ended::Peer));
+        assert!(s.is_shut());
+        assert!(s.written().is_empty(), "no goodbye back");
+    }
+
+    #[test]
+    fn a_hang_up_or_a_reset_is_peer_closed() {
+        for end in [Step::Eof, Step::Fail(ConnectionReset)] {
+            let s = Script::new([Step::Read(vec![FRAME_WAKE]), end]);
+            assert!(matches!(ended(&s), Ended::Failed(Error::PeerClosed)));
+            assert!(s.is_shut());
+        }
+    }
+
+    #[test]
+    fn a_read_error_fails_the_session() {
+        let s = Script::new([Step::Fail(PermissionDenied)]);
+        match ended(&s) {
+            Ended::Failed(Error::Io(e)) => assert_eq!(e.kind(), PermissionDenied),
+            other => panic!("{other:?}"),
+        }
+    }
+
+    #[test]
+    fn a_malformed_frame_is_a_protocol_error() {
+        let s = Script::new([Step::Read(vec![FRAME_WAKE, 0x7f])]);
+        assert!(matches!(
+            ended(&s),
+            Ended::Failed(Error::Protocol(Violation::Frame("unknown frame type")))
+        ));
+        let s = Script::new([Step::Read(data_head(1).to_vec())]);
+        assert!(matches!(
+            ended(&s),
+            Ended::Failed(Error::Protocol(Violation::Frame(
+                "data frame without a descriptor"
+            )))
+        ));
+    }
+
+    /// The peer announces a message in its ring and sends the bytes in a data frame that
+    /// arrives in pieces: the message reaches the new stream's inbox whole, once, and the
+    /// reader then waits for the socket.
+    #[test]
+    fn a_socket_message_is_delivered_from_pieces() {
+        let s = Script::new([
+            Step::Read(vec![FRAME_WAKE, FRAME_DATA, 6, 0]),
+            Step::Fail(WouldBlock),
+            Step::Read(vec![0, 0, b'h', b'e']),
+            Step::NotReady,
+            Step::Read(b"llo!".to_vec()),
+        ]);
+        let inner = Inner::scripted(&s, false);
+        let d = Desc::Socket { stream: 1, len: 6 };
+        assert!(inner.peer.desc_ring().push(&mut 0, d.encode()).unwrap());
+        let mut run = pin!(Reader::new(inner.clone()).run());
+        assert!(poll_times(run.as_mut(), 20).is_pending(), "waits for more");
+        assert_eq!(s.left(), 0);
+        assert_eq!(inner.mine.parked().load(Ordering::Relaxed), 1, "parked");
+
+        let mut accept = inner.accept_rx.try_lock().unwrap();
+        let mut stream = accept.try_recv().expect("the peer's new stream");
+        assert_eq!(stream.slot.id(), 1);
+        match stream.rx.try_recv() {
+            Ok(Item::Msg(m)) => assert_eq!(m.into_bytes(), &b"hello!"[..]),
+            other => panic!("{other:?}"),
+        }
+        assert!(stream.rx.try_recv().is_err(), "delivered once");
+        assert!(inner.check_open().is_ok());
+
+        s.push(Step::Read(vec![FRAME_GOODBYE]));
+        assert!(matches!(poll_times(run, 20), Poll::Ready(())));
+        assert!(matches!(inner.end.get(), Some(Ended::Peer)));
+    }
+
+    /// The peer lends two slices of its region for one message: the stream gets it
+    /// without a copy, and dropping it gives both slices back in the peer's ring.
+    #[test]
+    fn a_message_in_shared_memory_is_read_in_place_and_given_back() {
+        let s = Script::default();
+        let inner = Inner::scripted(&s, false);
+        inner
+            .peer
+            .with_slice_mut(0, 6, |b| b.copy_from_slice(b"hello "));
+        inner
+            .peer
+            .with_slice_mut(1, 5, |b| b.copy_from_slice(b"world"));
+        let ring = inner.peer.desc_ring();
+        let mut tail = 0;
+        for (slice, len, more) in [(0, 6, true), (1, 5, false)] {
+            let d = Desc::Data {
+                stream: 1,
+                slice,
+                len,
+                more,
+            };
+            assert!(ring.push(&mut tail, d.encode()).unwrap());
+        }
+        let mut run = pin!(Reader::new(inner.clone()).run());
+        assert!(poll_times(run.as_mut(), 20).is_pending());
+
+        let mut stream = inner.accept_rx.try_lock().unwrap().try_recv().unwrap();
+        let Ok(Item::Msg(m)) = stream.rx.try_recv() else {
+            panic!("no message");
+        };
+        let chunks = m.into_chunks();
+        assert_eq!(chunks, [&b"hello "[..], &b"world"[..]]);
+        let held = |inner: &Inner| {
+            inner
+                .held
+                .iter()
+                .filter(|h| h.load(StdOrdering::Relaxed))
+                .count()
+        };
+        assert_eq!(held(&inner), 2);
+        drop(chunks);
+        assert_eq!(held(&inner), 0);
+        let mut head = 0;
+        let back = inner.peer.release_ring();
+        assert_eq!(back.pop(&mut head), Ok(Some([0])));
+        assert_eq!(back.pop(&mut head), Ok(Some([1])));
+        assert_eq!(back.pop(&mut head), Ok(None));
+    }
+
+    #[test]
+    fn a_hang_up_before_a_promised_frame_is_peer_closed() {
+        let s = Script::new([Step::Read(data_head(6)[..3].to_vec()), Step::Eof]);
+        let inner = Inner::scripted(&s, false);
+        let d = Desc::Socket { stream: 1, len: 6 };
+        assert!(inner.peer.desc_ring().push(&mut 0, d.encode()).unwrap());
+        block_on(Reader::new(inner.clone()).run());
+        assert!(matches!(
+            inner.end.get(),
+            Some(Ended::Failed(Error::PeerClosed))
+        ));
+    }
+}

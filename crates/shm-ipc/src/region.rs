@@ -29,10 +29,22 @@ impl Region {
     pub(crate) fn create(layout: Layout) -> io::Result<(Region, OwnedFd)> {
         let fd = sys::sealed_memfd(layout.total)?;
         let map = Mapping::shared(fd.as_fd(), layout.total)?;
+        Ok((Region::own(map, layout), fd))
+    }
+
+    /// This side's region in memory of this process, as if created and mapped (tests
+    /// of the session's logic: no memfd, so Miri runs them).
+    #[cfg(test)]
+    pub(crate) fn in_memory(layout: Layout) -> Region {
+        Region::own(Mapping::memory(layout.total), layout)
+    }
+
+    /// A new region of this side over `map`: writes its header.
+    fn own(map: Mapping, layout: Layout) -> Region {
         let region = Region { map, layout };
         region.u32_at(0).store(layout::MAGIC, Ordering::Relaxed);
         region.u32_at(4).store(layout::VERSION, Ordering::Relaxed);
-        Ok((region, fd))
+        region
     }
 
     /// Maps the peer's region after checking that `fd` is a memfd sealed against
@@ -55,7 +67,8 @@ impl Region {
         assert!(off.is_multiple_of(4) && off + 4 <= layout::OFF_DESC_RING);
         // SAFETY: `off` is a fixed header offset, 4-aligned and inside the mapping (the
         // layout always starts with the header and is `total` >= OFF_DESC_RING bytes
-        // long, all mapped); the mapping is page-aligned and lives as long as `self`.
+        // long, all mapped); the mapping is 8-aligned at least (page-aligned when it is
+        // a memfd's) and lives as long as `self`.
         // `AtomicU32` has the size and alignment of `u32`, and the word is only ever
         // accessed atomically, by both processes.
         unsafe { &*self.map.as_ptr().add(off).cast::<AtomicU32>() }
@@ -64,7 +77,7 @@ impl Region {
     fn words(&self, off: usize, n: usize) -> &[AtomicU64] {
         assert!(off.is_multiple_of(8) && off + n * 8 <= self.layout.total);
         // SAFETY: the range is inside the mapping (asserted against the layout, whose
-        // `total` bytes are all mapped), 8-aligned (the mapping is page-aligned), and
+        // `total` bytes are all mapped), 8-aligned (so is the start of the mapping), and
         // only accessed atomically while `self` keeps the mapping alive.
         unsafe { slice::from_raw_parts(self.map.as_ptr().add(off).cast::<AtomicU64>(), n) }
     }

@@ -22,6 +22,12 @@ use nix::sys::socket::{ControlMessage, MsgFlags, sendmsg};
 use tokio::io::Interest;
 use tokio::net::UnixStream;
 
+#[cfg(test)]
+use std::sync::atomic::AtomicU64;
+
+#[cfg(test)]
+pub(crate) mod fake;
+
 /// The control socket as a session uses it: readiness, and calls that never block.
 ///
 /// The handshake, the session's reader and its writers reach the socket only through
@@ -240,23 +246,46 @@ pub(crate) fn shutdown(sock: &impl AsRawFd) {
     let _ = syscall!(shutdown(sock.as_raw_fd(), libc::SHUT_RDWR));
 }
 
-/// A shared, writable mapping of a whole memfd: `len` bytes from
-/// [`as_ptr`](Self::as_ptr), page-aligned, mapped as long as the value lives.
+/// A shared, writable mapping of a whole memfd (in tests, possibly plain memory):
+/// readable and writable from [`as_ptr`](Self::as_ptr) for the length it was made
+/// with, 8-aligned at least, as long as the value lives.
 #[derive(Debug)]
-pub(crate) struct Mapping(MmapRaw);
+pub(crate) struct Mapping(Backing);
+
+#[derive(Debug)]
+enum Backing {
+    /// Page-aligned.
+    Shared(MmapRaw),
+    /// Memory of this process standing in for a memfd, so tests of the session's logic
+    /// need no memfd and Miri runs them.
+    #[cfg(test)]
+    Memory(Box<[AtomicU64]>),
+}
 
 impl Mapping {
     /// Maps the first `len` bytes of `fd`, shared. The caller makes sure the file is at
     /// least that long and cannot shrink, or touching the mapping may fault.
     pub(crate) fn shared(fd: BorrowedFd<'_>, len: usize) -> io::Result<Mapping> {
-        Ok(Mapping(
-            MmapOptions::new().len(len).map_raw(fd.as_raw_fd())?,
-        ))
+        let map = MmapOptions::new().len(len).map_raw(fd.as_raw_fd())?;
+        Ok(Mapping(Backing::Shared(map)))
     }
 
-    /// The first byte; the mapping is readable and writable for its whole length.
+    /// `len` zeroed bytes of this process's memory (rounded up to whole words).
+    #[cfg(test)]
+    pub(crate) fn memory(len: usize) -> Mapping {
+        let words = (0..len.div_ceil(8)).map(|_| AtomicU64::new(0)).collect();
+        Mapping(Backing::Memory(words))
+    }
+
+    /// The first byte.
     pub(crate) fn as_ptr(&self) -> *mut u8 {
-        self.0.as_mut_ptr()
+        match &self.0 {
+            Backing::Shared(map) => map.as_mut_ptr(),
+            // Every byte is inside an `AtomicU64`, so inside an `UnsafeCell`: writable
+            // through a pointer that came from a shared reference.
+            #[cfg(test)]
+            Backing::Memory(words) => words.as_ptr().cast::<u8>().cast_mut(),
+        }
     }
 }
 
