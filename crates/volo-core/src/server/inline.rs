@@ -19,7 +19,7 @@
 
 use std::collections::HashMap;
 use std::future::Future;
-use std::pin::Pin;
+use std::marker::PhantomData;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::task::{Context, Poll, Waker};
@@ -35,6 +35,7 @@ use tokio::task::AbortHandle;
 use super::Dispatch;
 use super::call::Done;
 use super::core::{ConnCore, Next, Shared};
+use super::spare;
 use crate::context::Address;
 
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
@@ -111,13 +112,12 @@ type Moved<R> = Mutex<Vec<(u64, Done<R>)>>;
 
 /// The connection's [`Handler`]. `S` is [`ConnCore::start`], taken as a function so
 /// that the type of the calls it makes can be named (`F`): the box of a call that
-/// finished in its first poll is kept for the next call.
+/// finished in its first poll serves the next call of the thread ([`spare`]), so a
+/// call allocates nothing unless it waits (then it takes its box to its task).
 struct InlineServer<D: Dispatch, S, F> {
     core: ConnCore<D>,
     start: S,
-    /// The box of the last call that finished in its first poll, empty: a call
-    /// allocates nothing unless it waits (then it keeps its box on its task).
-    spare: Option<Pin<Box<Option<F>>>>,
+    _calls: PhantomData<fn() -> F>,
     /// Calls finished on their tasks, waiting to be answered.
     finished: Arc<Moved<D::Reply>>,
     handle: InlineHandle,
@@ -139,13 +139,13 @@ where
 {
     /// Runs a call: polls it once here; if it must wait, moves it to a task.
     fn run(&mut self, io: &mut Io<'_>, call: F) -> std::io::Result<()> {
-        // Boxed before the first poll, so that a call that waits can move to a task.
-        let mut slot = self.spare.take().unwrap_or_else(|| Box::pin(None));
+        // Boxed before the first poll, so that a call that waits can move to a task;
+        // in the thread's spare box, which it gives back if it does not wait.
+        let mut slot = spare::take::<F>();
         slot.set(Some(call));
         let mut cx = Context::from_waker(Waker::noop());
         if let Some(Poll::Ready(done)) = slot.as_mut().as_pin_mut().map(|call| call.poll(&mut cx)) {
-            slot.set(None);
-            self.spare = Some(slot);
+            spare::give(slot);
             let now = io.now();
             return self.core.finish(io.output(), done, now);
         }
@@ -251,7 +251,7 @@ pub(crate) fn serve<D: Dispatch>(
     conn.serve_inline(InlineServer {
         core,
         start: ConnCore::<D>::start,
-        spare: None,
+        _calls: PhantomData,
         finished: Arc::default(),
         handle: handle.clone(),
         runtime: tokio::runtime::Handle::current(),

@@ -208,6 +208,7 @@ pub mod limit;
 pub mod multiplex;
 mod request;
 mod run;
+mod spare;
 
 use std::time::Duration;
 
