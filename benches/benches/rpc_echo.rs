@@ -1,18 +1,47 @@
-//! End-to-end RPC echo: this framework against CloudWeGo Volo (volo-thrift), same IDL
-//! (idl/echo.thrift), same payload, same machine, same run.
+//! RPC echo, this framework against CloudWeGo Volo (volo-thrift): same IDL
+//! (idl/echo.thrift), same payload, same machine, same run, measured two ways.
 //!
-//! Run it with `cargo bench -p benches --bench rpc_echo` (about 1.5 minutes). Settings:
-//! `RPC_BENCH_SECS` (measured window per case and round, default 3), `RPC_BENCH_ROUNDS`
-//! (default 3; variants alternate in order from round to round and rounds are pooled),
-//! `RPC_BENCH_SIZE` (message bytes, default 1024). Arguments after `--` select variants
-//! by part of their name (`volo`, `netpoll`, `tokio`, `mux`).
+//! Run it with `cargo bench -p benches --bench rpc_echo` (about 4 minutes with the
+//! defaults). Settings: `RPC_BENCH_SECS` (measured window per case and round, default
+//! 3), `RPC_BENCH_ROUNDS` (default 3; variants alternate in order from round to round
+//! and rounds are pooled), `RPC_BENCH_SIZE` (message bytes, default 1024). Arguments
+//! after `--`: `server-only` or `whole-stack` runs that part alone; other words select
+//! whole-stack variants by part of their name (`volo`, `netpoll`, `tokio`, `mux`), and
+//! then only the whole-stack part runs.
 //!
-//! # What is measured
+//! Both parts: `echo(Request { action: "echo", msg: <size bytes> })` in a closed loop,
+//! 1 caller and then 100 callers, each waiting for its answer before the next call;
+//! every answer is checked. QPS is successful calls per second over the window;
+//! p50/p99/p999 are the latencies of every call of the window, in microseconds.
 //!
-//! `echo(Request { action: "echo", msg: <size bytes> })` in a closed loop: 1 caller, then
-//! 100 callers, each waiting for its answer before the next call; every answer is
-//! checked. The server runs on a tokio runtime with one worker thread, the client on
-//! another (client and server of an RPC do not share threads). Variants:
+//! # Server only (the kitex-benchmark method)
+//!
+//! Compares the servers alone, with the code of `rpc-bench --server-only`
+//! ([`examples::server_only`], whose docs say what each figure is). Each server runs in
+//! a process of its own (this bench binary run again with `--serve`), pinned with
+//! `sched_setaffinity` to CPU 0 (`RPC_BENCH_SERVER_CPUS`), one tokio worker per CPU:
+//! ours (`Server` + generated `EchoServiceServer` on netpoll-rs, default config; with
+//! `RPC_BENCH_SERVER_SPIN=off` its reactor's busy poll is off, `on,off` runs both) and
+//! Volo's (`volo_peer::serve`). The load generators run here, pinned to CPU 1
+//! (`RPC_BENCH_CLIENT_CPUS`), and drive every server alike: our client on its bare
+//! stack (`ours`), our client multiplexed over two connections (`ours-mux`), and Volo's
+//! client (`volo`), all speaking TTHeader over Framed, Binary. Servers alternate (A B,
+//! then B A) within each case. Lines: `server_only server=.. spin=.. loadgen=.. conc=..
+//! size=.. qps=.. p50_us=.. p99_us=.. p999_us=.. errors=.. server_cpu_us_per_call=..
+//! server_util=.. client_util=.. ...`, where `server_cpu_us_per_call` is the server
+//! process's user + system CPU time (`getrusage`) over the calls answered in the
+//! window and `server_util` that time over the window (1.0: one core busy); then
+//! `ratio of=ours/volo ... qps=.. cpu_per_call=.. p50=.. p99=..` per load generator
+//! and callers. With `RPC_BENCH_IDLE_CONNS=N`, also `idle server=.. conns=N
+//! rss_per_conn_bytes=.. idle_cpu_ms_per_s=..`: the server's memory growth per idle
+//! connection and its CPU use while nothing is sent (a 5 s window).
+//!
+//! # Whole stack (our client+server vs Volo's client+server)
+//!
+//! Server and client in this process, the server on a tokio runtime with one worker
+//! thread, the client on another (client and server of an RPC do not share threads);
+//! each variant pairs a client with a server of its own framework, so the figures are
+//! those of both sides together, sharing the machine's cores. Variants:
 //!
 //! - `volo`: volo-thrift's generated server and client with Volo's defaults
 //!   (TTHeader + Framed + Binary; one call at a time per pooled connection).
@@ -24,16 +53,18 @@
 //!   (`ClientConfig::multiplex`; replies matched by TTHeader sequence id) against the
 //!   same server. Volo's client here stays on its default pooled connections.
 //!
-//! Reported: QPS (successful calls per second over the window), p50/p99/p999 latency in
-//! microseconds (every call of the window), errors, and the ratios against Volo measured
-//! in the same run. The machine's cores are shared by client and server: compare only
-//! within one run, and treat differences smaller than the rounds' spread as noise.
+//! Reported: QPS, p50/p99/p999, errors, and the ratios against Volo measured in the same
+//! run, under a heading that says they are whole-stack figures.
+//!
+//! Compare only within one run, and treat differences smaller than the rounds' spread
+//! as noise: the first line gives the load average the run started under.
 
 use std::time::Duration;
 
 use examples::echo::EchoServiceClient;
 use examples::echo_service::{EchoCall, RunningEcho};
 use examples::load::{Plan, Report, closed_loop};
+use examples::server_only::{self, ClientStack, IdleSettings};
 use volo_core::client::ClientConfig;
 use volo_core::codec::Framing;
 use volo_core::context::Address;
@@ -81,6 +112,11 @@ fn runtime() -> tokio::runtime::Runtime {
         .enable_all()
         .build()
         .expect("a tokio runtime")
+}
+
+/// A setting's value, or the bench stops with what was wrong with it.
+fn or_fail<T>(r: Result<T, examples::cli::Usage>) -> T {
+    r.unwrap_or_else(|e| fail(&e.0))
 }
 
 fn fail(msg: &str) -> ! {
@@ -167,10 +203,87 @@ fn run_case(variant: Variant, callers: usize, size: usize, window: Duration) -> 
 }
 
 fn main() {
-    let filters: Vec<String> = std::env::args()
+    server_only::serve_if_asked();
+    let words: Vec<String> = std::env::args()
         .skip(1)
         .filter(|a| !a.starts_with("--"))
         .collect();
+    let section = |name: &str| words.iter().any(|w| w == name);
+    let filters: Vec<String> = words
+        .iter()
+        .filter(|w| *w != "server-only" && *w != "whole-stack")
+        .cloned()
+        .collect();
+    let (server_only, whole_stack) = match (section("server-only"), section("whole-stack")) {
+        (false, false) => (filters.is_empty(), true),
+        chosen => chosen,
+    };
+    let window = Duration::from_secs_f64(env_f64("RPC_BENCH_SECS", 3.0));
+    let rounds = env_f64("RPC_BENCH_ROUNDS", 3.0) as usize;
+    let size = env_f64("RPC_BENCH_SIZE", 1024.0) as usize;
+    println!(
+        "rpc_echo: echo of {size}-byte messages, {:.1} s windows, {rounds} round(s), {} CPUs, \
+         load {}",
+        window.as_secs_f64(),
+        std::thread::available_parallelism().map_or(1, |n| n.get()),
+        server_only::load_average()
+    );
+    if server_only {
+        run_server_only(window, rounds, size);
+    }
+    if whole_stack {
+        run_whole_stack(&filters, window, rounds, size);
+    }
+}
+
+/// The servers alone, each in a pinned process, driven by the same load generators.
+fn run_server_only(window: Duration, rounds: usize, size: usize) {
+    let env = |name: &str, default: &str| std::env::var(name).unwrap_or_else(|_| default.into());
+    let exe = std::env::current_exe().unwrap_or_else(|e| fail(&format!("this bench's path: {e}")));
+    let servers = or_fail(server_only::servers(&env("RPC_BENCH_SERVER_SPIN", "on")));
+    let server_cpus = or_fail(server_only::parse_cpus(&env("RPC_BENCH_SERVER_CPUS", "0")));
+    let client_cpus = or_fail(server_only::parse_cpus(&env("RPC_BENCH_CLIENT_CPUS", "1")));
+    let settings = server_only::Settings {
+        exe: exe.clone(),
+        servers: servers.clone(),
+        loadgens: or_fail(server_only::loadgens("ours,volo", ClientStack::Bare, true)),
+        concurrency: CALLERS.to_vec(),
+        size,
+        warmup: Duration::from_secs(1),
+        window,
+        rounds: rounds.max(1),
+        server_cpus: server_cpus.clone(),
+        client_cpus: client_cpus.clone(),
+        progress: false,
+    };
+    println!();
+    println!("server only (each server in its own pinned process, the same load generators)");
+    println!("{}", server_only::header(&settings));
+    let cases = server_only::run(&settings).unwrap_or_else(|e| fail(&format!("server-only: {e}")));
+    for line in server_only::summary(&cases) {
+        println!("{line}");
+    }
+    let conns = env_f64("RPC_BENCH_IDLE_CONNS", 0.0) as usize;
+    if conns > 0 {
+        let idle = IdleSettings {
+            exe,
+            servers,
+            conns,
+            size,
+            window: Duration::from_secs(5),
+            settle: Duration::from_secs(1),
+            server_cpus,
+            client_cpus,
+        };
+        let lines = server_only::idle(&idle).unwrap_or_else(|e| fail(&format!("idle: {e}")));
+        for line in lines {
+            println!("{line}");
+        }
+    }
+}
+
+/// Our client and server against Volo's client and server, in this process.
+fn run_whole_stack(filters: &[String], window: Duration, rounds: usize, size: usize) {
     let selected: Vec<Variant> = Variant::ALL
         .into_iter()
         .filter(|v| filters.is_empty() || filters.iter().any(|f| v.name().contains(f.as_str())))
@@ -178,20 +291,6 @@ fn main() {
     if selected.is_empty() {
         fail(&format!("no variant matches {filters:?}"));
     }
-    let window = Duration::from_secs_f64(env_f64("RPC_BENCH_SECS", 3.0));
-    let rounds = env_f64("RPC_BENCH_ROUNDS", 3.0) as usize;
-    let size = env_f64("RPC_BENCH_SIZE", 1024.0) as usize;
-    let load = std::fs::read_to_string("/proc/loadavg").unwrap_or_default();
-    println!(
-        "rpc_echo: echo of {size}-byte messages, {:.1} s windows, {rounds} round(s), {} CPUs, \
-         load {}",
-        window.as_secs_f64(),
-        std::thread::available_parallelism().map_or(1, |n| n.get()),
-        load.split_whitespace()
-            .take(3)
-            .collect::<Vec<_>>()
-            .join(" ")
-    );
     let mut pooled: Vec<((Variant, usize), Report, Vec<f64>)> = Vec::new();
     for round in 0..rounds {
         for callers in CALLERS {
@@ -210,10 +309,7 @@ fn main() {
                 let qps = r.qps();
                 match pooled.iter_mut().find(|(k, _, _)| *k == (v, callers)) {
                     Some((_, acc, rounds)) => {
-                        acc.ok += r.ok;
-                        acc.errors += r.errors;
-                        acc.elapsed += r.elapsed;
-                        acc.latencies_ns.extend(r.latencies_ns);
+                        acc.pool(r);
                         rounds.push(qps);
                     }
                     None => pooled.push(((v, callers), r, vec![qps])),
@@ -221,11 +317,9 @@ fn main() {
             }
         }
     }
-    for (_, r, _) in &mut pooled {
-        r.latencies_ns.sort_unstable();
-    }
     pooled.sort_by_key(|((v, c), _, _)| (*c, Variant::ALL.iter().position(|x| x == v)));
     println!();
+    println!("whole stack (our client+server vs Volo's client+server, in one process)");
     println!(
         "{:<14} {:>7} {:>10} {:>9} {:>9} {:>9} {:>7}   QPS per round",
         "variant", "callers", "QPS", "p50 µs", "p99 µs", "p999 µs", "errors"
@@ -252,15 +346,15 @@ fn main() {
     };
     println!();
     println!(
-        "{:<28} {:>14} {:>14} {:>14}",
-        "ratios (>1: ours better)", "QPS ours/volo", "p50 volo/ours", "p99 volo/ours"
+        "{:<36} {:>14} {:>14} {:>14}",
+        "whole-stack ratios (>1: ours better)", "QPS ours/volo", "p50 volo/ours", "p99 volo/ours"
     );
     for callers in CALLERS {
         for v in [Variant::OursNetpoll, Variant::OursTokio, Variant::OursMux] {
             if let (Some(base), Some(r)) = (find(Variant::Volo, callers), find(v, callers)) {
                 let ratio = |a: u64, b: u64| a as f64 / b.max(1) as f64;
                 println!(
-                    "{:<28} {:>14.2} {:>14.2} {:>14.2}",
+                    "{:<36} {:>14.2} {:>14.2} {:>14.2}",
                     format!("{}, {callers} caller(s)", v.name()),
                     r.qps() / base.qps(),
                     ratio(base.quantile_us(0.5), r.quantile_us(0.5)),
