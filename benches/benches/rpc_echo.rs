@@ -31,8 +31,9 @@
 //! server_util=.. client_util=.. ...`, where `server_cpu_us_per_call` is the server
 //! process's user + system CPU time (`getrusage`) over the calls answered in the
 //! window and `server_util` that time over the window (1.0: one core busy); then
-//! `ratio of=ours/volo ... qps=.. cpu_per_call=.. p50=.. p99=..` per load generator
-//! and callers. With `RPC_BENCH_IDLE_CONNS=N`, also `idle server=.. conns=N
+//! `ratio of=ours/volo ... qps=.. cpu_per_call=.. p50=.. p99=.. qps_by_round=..
+//! cpu_per_call_by_round=..` per load generator and callers (pooled, then round by
+//! round: the spread). With `RPC_BENCH_IDLE_CONNS=N`, also `idle server=.. conns=N
 //! rss_per_conn_bytes=.. idle_cpu_ms_per_s=..`: the server's memory growth per idle
 //! connection and its CPU use while nothing is sent (a 5 s window).
 //!

@@ -110,8 +110,14 @@ fn a_short_run_reports_every_case_and_the_ratios() {
         assert!(case.wall > Duration::ZERO, "{}", case.line());
     }
     let summary = server_only::summary(&cases);
-    let ratios = summary
+    let ratios: Vec<&String> = summary
         .iter()
-        .filter(|l| l.starts_with("ratio of=ours/volo spin=off "));
-    assert_eq!(ratios.count(), 3, "{summary:?}");
+        .filter(|l| l.starts_with("ratio of=ours/volo spin=off "))
+        .collect();
+    assert_eq!(ratios.len(), 3, "{summary:?}");
+    for line in ratios {
+        // One round: one ratio per round-by-round field, no separator.
+        let by_round = line.split(" qps_by_round=").nth(1).unwrap_or_default();
+        assert!(!by_round.is_empty() && !by_round.contains('/'), "{line}");
+    }
 }

@@ -79,7 +79,9 @@
 //! `server_util` below 1 and is compared by its CPU per call. A spinning reactor keeps
 //! its core busy between calls, which shows here as CPU per call. Then, per load
 //! generator and callers, `ratio of=ours/volo spin=.. loadgen=.. conc=.. size=..
-//! qps=.. cpu_per_call=.. p50=.. p99=..` (above 1: ours is more), and with
+//! qps=.. cpu_per_call=.. p50=.. p99=.. qps_by_round=../.. cpu_per_call_by_round=../..`
+//! (above 1: ours is more; pooled, then round by round, each round's two runs being
+//! close in time, so their spread is the noise of the machine), and with
 //! `--server-spin on,off` a `spin ...` line: the latency with the spin and without,
 //! beside the CPU it costs. A `round` line after each run shows the spread.
 //!

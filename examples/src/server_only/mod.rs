@@ -190,16 +190,14 @@ pub struct Case {
     pub server_hwm_kb: u64,
     /// Each round's QPS.
     pub qps_rounds: Vec<f64>,
+    /// Each round's server CPU µs per call.
+    pub cpu_rounds: Vec<f64>,
 }
 
 impl Case {
     /// Server CPU µs per call answered (0 with none).
     pub fn server_cpu_us_per_call(&self) -> f64 {
-        let calls = self.report.ok + self.report.errors;
-        if calls == 0 {
-            return 0.0;
-        }
-        self.server_cpu_us as f64 / calls as f64
+        per_call(self.server_cpu_us, &self.report)
     }
 
     /// Server CPU time over wall time: 1.0 is one core busy all the time.
@@ -246,11 +244,13 @@ impl Case {
             wall: Duration::ZERO,
             server_hwm_kb: 0,
             qps_rounds: Vec::new(),
+            cpu_rounds: Vec::new(),
         }
     }
 
     fn add(&mut self, run: Measured) {
         self.qps_rounds.push(run.report.qps());
+        self.cpu_rounds.push(run.server_cpu_us_per_call());
         self.report.pool(run.report);
         self.server_cpu_us += run.server_cpu_us;
         self.client_cpu_us += run.client_cpu_us;
@@ -267,6 +267,21 @@ struct Measured {
     client_cpu_us: u64,
     wall: Duration,
     server_hwm_kb: u64,
+}
+
+impl Measured {
+    fn server_cpu_us_per_call(&self) -> f64 {
+        per_call(self.server_cpu_us, &self.report)
+    }
+}
+
+/// `cpu_us` over the calls of `report` that ended (0 with none).
+fn per_call(cpu_us: u64, report: &Report) -> f64 {
+    let calls = report.ok + report.errors;
+    if calls == 0 {
+        return 0.0;
+    }
+    cpu_us as f64 / calls as f64
 }
 
 /// Runs every case of `s`: for each round, concurrency and load generator, each server
@@ -314,14 +329,13 @@ fn run_pinned(s: &Settings) -> io::Result<Vec<Case>> {
                         s.client_cpus.len(),
                     )?;
                     child.stop()?;
-                    let per_call = (run.server_cpu_us as f64)
-                        / ((run.report.ok + run.report.errors).max(1) as f64);
                     println!(
                         "round n={round} {} loadgen={} conc={concurrency} {} \
-                         server_cpu_us_per_call={per_call:.2}",
+                         server_cpu_us_per_call={:.2}",
                         server.fields(),
                         loadgen.name(),
                         run.report.line(),
+                        run.server_cpu_us_per_call(),
                     );
                     if let Some(case) = cases.iter_mut().find(|c| {
                         (c.server, c.loadgen, c.concurrency) == (server, loadgen, concurrency)
@@ -446,7 +460,8 @@ where
 
 /// The lines that sum `cases` up: one `server_only` line per case; a `ratio` line per
 /// load generator, concurrency and setting of our server with ours/volo of QPS, server
-/// CPU per call, p50 and p99 (over 1 is more: better for QPS, worse for the others);
+/// CPU per call, p50 and p99 (over 1 is more: better for QPS, worse for the others),
+/// pooled, then QPS and CPU per call round by round (`a/b/..`: the spread);
 /// and, when our server ran with spin on and off, a `spin` line per load generator and
 /// concurrency with what the spin buys in latency and costs in CPU.
 pub fn summary(cases: &[Case]) -> Vec<String> {
@@ -465,9 +480,18 @@ pub fn summary(cases: &[Case]) -> Vec<String> {
             continue;
         };
         let q = |c: &Case, q| c.report.quantile_us(q) as f64;
+        // Round by round: the two runs of a round were close in time.
+        let by_round = |ours: &[f64], volo: &[f64]| {
+            let r: Vec<String> = ours
+                .iter()
+                .zip(volo)
+                .map(|(a, b)| format!("{:.3}", ratio(*a, *b)))
+                .collect();
+            r.join("/")
+        };
         lines.push(format!(
             "ratio of=ours/volo {} loadgen={} conc={} size={} qps={:.3} cpu_per_call={:.3} \
-             p50={:.3} p99={:.3}",
+             p50={:.3} p99={:.3} qps_by_round={} cpu_per_call_by_round={}",
             c.server.fields().replace("server=ours ", ""),
             c.loadgen.name(),
             c.concurrency,
@@ -476,6 +500,8 @@ pub fn summary(cases: &[Case]) -> Vec<String> {
             ratio(c.server_cpu_us_per_call(), volo.server_cpu_us_per_call()),
             ratio(q(c, 0.5), q(volo, 0.5)),
             ratio(q(c, 0.99), q(volo, 0.99)),
+            by_round(&c.qps_rounds, &volo.qps_rounds),
+            by_round(&c.cpu_rounds, &volo.cpu_rounds),
         ));
     }
     for c in cases {
