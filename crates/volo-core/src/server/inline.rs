@@ -144,7 +144,13 @@ where
         let mut slot = spare::take::<F>();
         slot.set(Some(call));
         let mut cx = Context::from_waker(Waker::noop());
-        if let Some(Poll::Ready(done)) = slot.as_mut().as_pin_mut().map(|call| call.poll(&mut cx)) {
+        // On the poller's thread, in the runtime's context: a handler may start a timer
+        // or a task in its first poll.
+        let polled = {
+            let _runtime = self.runtime.enter();
+            slot.as_mut().as_pin_mut().map(|call| call.poll(&mut cx))
+        };
+        if let Some(Poll::Ready(done)) = polled {
             spare::give(slot);
             let now = io.now();
             return self.core.finish(io.output(), done, now);

@@ -133,12 +133,18 @@ impl<D: Dispatch> Server<D> {
             TransportKind::Netpoll => {
                 let runtime = tokio::runtime::Handle::current();
                 let mut reactor = self.config.reactor.clone();
-                if self.config.inline_dispatch {
-                    // Calls start on the pollers: one per worker thread spreads them
-                    // over the runtime as tasks per connection would be.
+                Some(if self.config.inline_dispatch {
+                    // Calls start on the pollers: one per worker thread spreads them as
+                    // tasks per connection would be. On threads of their own, each wait
+                    // is one `epoll_wait`; as tasks of the runtime it would be two
+                    // (tokio's, then the poller's).
                     reactor.pollers = reactor.pollers.max(runtime.metrics().num_workers());
-                }
-                Some(netpoll_rs::Reactor::on_runtime(&runtime, reactor)?)
+                    netpoll_rs::Reactor::new(reactor)?
+                } else {
+                    // Calls run on the connections' tasks: pollers on the runtime wake
+                    // them without a thread switch.
+                    netpoll_rs::Reactor::on_runtime(&runtime, reactor)?
+                })
             }
             TransportKind::Tokio => None,
         };
