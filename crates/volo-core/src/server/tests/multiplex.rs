@@ -1,7 +1,7 @@
 //! A multiplexed server ([`Multiplex`]) end to end: calls routed by their `Service:`
 //! prefix, by TTHeader's `isn`, to the default service, or to none; replies under the
-//! bare method name; oneway decided by the service routed to. Each test runs on both
-//! server layouts (calls started on the poller, and a task per connection).
+//! bare method name; oneway decided by the service routed to. On the connection core
+//! (routing is the core's, whatever layout drives it); binding is tested on a socket.
 
 use std::sync::Mutex;
 
@@ -76,10 +76,17 @@ where
     }
 }
 
-/// A running multiplexed server: `Test` (the default one, when asked) and `Other`,
-/// inside a [`Record`] layer.
+/// A connection to a test's server, on the connection core.
+trait Conn: Read + Write {}
+
+impl<T: Read + Write> Conn for T {}
+
+/// A multiplexed server: `Test` (the default one, when asked) and `Other`, inside a
+/// [`Record`] layer. Its connections run on the connection core (see `harness.rs`):
+/// routing happens there, whatever drives the connection.
 struct Mux {
-    addr: std::net::SocketAddr,
+    /// Opens a connection.
+    connect: Box<dyn Fn() -> Box<dyn Conn>>,
     /// `Test`'s oneway `notify` calls run.
     notified: Arc<std::sync::atomic::AtomicUsize>,
     /// What `Other` saw.
@@ -88,59 +95,45 @@ struct Mux {
     layer: Seen,
 }
 
-/// Runs `f` against a multiplexed server (with `Test` as the default service when
-/// `default` is set), once per server layout, bounded in time.
-fn with_mux(default: bool, f: impl Fn(&Mux) + Clone + Send + 'static) {
-    for config in layouts(ServerConfig::default()) {
-        let f = f.clone();
-        runtime().block_on(async move {
-            let test = TestService::default();
-            let notified = Arc::clone(&test.notified);
-            let other = Other::default();
-            let other_seen = Arc::clone(&other.seen);
-            let layer: Seen = Arc::default();
-            let recorded = Arc::clone(&layer);
-            let record = layer_fn(move |inner| Record {
-                inner,
-                seen: Arc::clone(&recorded),
-            });
-            let (addr, serving) = if default {
-                let mux = Multiplex::new().default_service(test).service(other);
-                start_server(Server::multiplexed(mux).layer(record).with_config(config)).await
-            } else {
-                let mux = Multiplex::new().service(test).service(other);
-                start_server(Server::multiplexed(mux).layer(record).with_config(config)).await
-            };
-            let mux = Mux {
-                addr,
-                notified,
-                other: other_seen,
-                layer,
-            };
-            tokio::time::timeout(
-                Duration::from_secs(60),
-                tokio::task::spawn_blocking(move || f(&mux)),
-            )
-            .await
-            .expect("the test ran out of time")
-            .expect("the client side panicked");
-            serving.abort();
-        });
+impl Mux {
+    fn connect(&self) -> Box<dyn Conn> {
+        (self.connect)()
     }
 }
 
-/// Binds `server` to a loopback port and serves it on a task.
-async fn start_server<D: Dispatch>(
-    server: Server<D>,
-) -> (
-    std::net::SocketAddr,
-    tokio::task::JoinHandle<std::io::Result<()>>,
-) {
-    let bound = server.bind(&"127.0.0.1:0".parse().unwrap()).await.unwrap();
-    let Address::Tcp(addr) = bound.local_addr().clone() else {
-        panic!("a TCP address")
+/// Connections of a server running `server`.
+fn connections<D: Dispatch + 'static>(server: Server<D>) -> Box<dyn Fn() -> Box<dyn Conn>> {
+    let shared = Arc::new(server.into_shared());
+    Box::new(move || Box::new(Harness::new(Arc::clone(&shared))))
+}
+
+/// Runs `f` against a multiplexed server (with `Test` as the default service when
+/// `default` is set).
+fn with_mux(default: bool, f: impl FnOnce(&Mux)) {
+    let test = TestService::default();
+    let notified = Arc::clone(&test.notified);
+    let other = Other::default();
+    let other_seen = Arc::clone(&other.seen);
+    let layer: Seen = Arc::default();
+    let recorded = Arc::clone(&layer);
+    let record = layer_fn(move |inner| Record {
+        inner,
+        seen: Arc::clone(&recorded),
+    });
+    let config = ServerConfig::default();
+    let connect = if default {
+        let mux = Multiplex::new().default_service(test).service(other);
+        connections(Server::multiplexed(mux).layer(record).with_config(config))
+    } else {
+        let mux = Multiplex::new().service(test).service(other);
+        connections(Server::multiplexed(mux).layer(record).with_config(config))
     };
-    (addr, tokio::spawn(bound.serve()))
+    f(&Mux {
+        connect,
+        notified,
+        other: other_seen,
+        layer,
+    });
 }
 
 /// A TTHeader frame around `msg` whose header names the IDL service `isn`.
@@ -157,7 +150,7 @@ fn ttheader_isn(seq: i32, msg: &[u8], isn: &str) -> Vec<u8> {
 }
 
 /// The message header and answer of a TTHeader reply.
-fn read_tt_reply(c: &mut TcpStream) -> (MessageHeader, Answer) {
+fn read_tt_reply(c: &mut impl Read) -> (MessageHeader, Answer) {
     let reply = Bytes::from(framed(&read_framed(c)));
     let (_, payload) = Header::decode(&reply, &HeaderLimits::default()).unwrap();
     answer::<Binary>(payload.to_vec())
@@ -185,7 +178,7 @@ fn pairs(list: &[(&str, &str)]) -> Vec<(String, String)> {
 #[test]
 fn calls_are_routed_by_their_prefix_and_answered_under_the_bare_name() {
     with_mux(false, |s| {
-        let mut c = connect(s.addr);
+        let mut c = s.connect();
         c.write_all(&framed_call("Test:echo", 1, "hi")).unwrap();
         let reply = summary(answer::<Binary>(read_framed(&mut c)));
         assert_eq!(reply, ok("echo", 1, "hi"));
@@ -194,7 +187,7 @@ fn calls_are_routed_by_their_prefix_and_answered_under_the_bare_name() {
         assert_eq!(reply, ok("echo", 2, "other:hi"));
         // In Compact too (on a connection of its own: a connection keeps the framing
         // and protocol it began with).
-        let mut c = connect(s.addr);
+        let mut c = s.connect();
         let msg = call::<Compact>(MessageType::Call, "Other:echo", 3, "c");
         c.write_all(&framed(&msg)).unwrap();
         let reply = summary(answer::<Compact>(read_framed(&mut c)));
@@ -214,14 +207,14 @@ fn calls_are_routed_by_their_prefix_and_answered_under_the_bare_name() {
 #[test]
 fn unprefixed_calls_go_by_the_isn_key_else_to_the_default_service() {
     with_mux(true, |s| {
-        let mut c = connect(s.addr);
+        let mut c = s.connect();
         let echo = |seq, t| call::<Binary>(MessageType::Call, "echo", seq, t);
         // No prefix, no isn: the default service.
         c.write_all(&framed(&echo(1, "plain"))).unwrap();
         let reply = summary(answer::<Binary>(read_framed(&mut c)));
         assert_eq!(reply, ok("echo", 1, "plain"));
         // TTHeader's isn names the service.
-        let mut c = connect(s.addr);
+        let mut c = s.connect();
         c.write_all(&ttheader_isn(2, &echo(2, "by isn"), "Other"))
             .unwrap();
         assert_eq!(
@@ -255,7 +248,7 @@ fn unprefixed_calls_go_by_the_isn_key_else_to_the_default_service() {
 #[test]
 fn a_call_to_no_service_is_unknown_method_and_the_connection_lives_on() {
     with_mux(false, |s| {
-        let mut c = connect(s.addr);
+        let mut c = s.connect();
         let unknown = |reply: (MessageHeader, Answer)| {
             let (name, ty, seq, a) = summary(reply);
             let Answer::Exception(kind, message) = a else {
@@ -284,7 +277,7 @@ fn a_call_to_no_service_is_unknown_method_and_the_connection_lives_on() {
         assert_eq!((name.as_str(), seq), ("echo", 2));
         assert!(message.contains("no default service"), "{message}");
         // An isn of no service, no default either.
-        let mut tt = connect(s.addr);
+        let mut tt = s.connect();
         let msg = call::<Binary>(MessageType::Call, "echo", 3, "x");
         tt.write_all(&ttheader_isn(3, &msg, "Nope")).unwrap();
         let (_, seq, message) = unknown(read_tt_reply(&mut tt));
@@ -315,7 +308,7 @@ fn a_call_to_no_service_is_unknown_method_and_the_connection_lives_on() {
 fn a_oneway_method_of_the_routed_service_gets_no_reply_whatever_the_message_type() {
     with_mux(true, |s| {
         for wire in wires() {
-            let mut c = connect(s.addr);
+            let mut c = s.connect();
             let before = s.notified.load(Ordering::SeqCst);
             let sent = [
                 ("Test:notify", "e1"),
@@ -359,7 +352,7 @@ fn a_oneway_method_of_the_routed_service_gets_no_reply_whatever_the_message_type
             }
         }
         // Through TTHeader's isn as well: `ping` routed to Other by its isn.
-        let mut c = connect(s.addr);
+        let mut c = s.connect();
         let ping = call::<Binary>(MessageType::Call, "ping", 1, "p");
         let echo = call::<Binary>(MessageType::Call, "echo", 2, "then");
         let mut bytes = ttheader_isn(1, &ping, "Other");
