@@ -42,7 +42,7 @@ pub(crate) async fn serve<D: Dispatch, C: FrameIo>(
         }
         let stopping = core.is_stopping();
         let due = core.poll_timeout();
-        if due.is_some_and(|due| armed.is_none_or(|at| due < at)) {
+        if sooner_than(due, armed) {
             armed = due;
             if let Some(at) = due {
                 timer.as_mut().reset(at.into());
@@ -50,10 +50,7 @@ pub(crate) async fn serve<D: Dispatch, C: FrameIo>(
         }
         let read = conn.read_frame(|input| {
             let len = core.frame_len(input, Instant::now());
-            if core
-                .poll_timeout()
-                .is_some_and(|due| armed.is_none_or(|at| due < at))
-            {
+            if sooner_than(core.poll_timeout(), armed) {
                 sooner.notify_one();
             }
             len
@@ -103,4 +100,10 @@ pub(crate) async fn serve<D: Dispatch, C: FrameIo>(
             _ = shutdown.changed(), if !stopping => core.shutdown(),
         }
     }
+}
+
+/// Whether the core's deadline `due` comes before the timer's, `armed` (or the timer
+/// is not set): only then is the timer moved.
+fn sooner_than(due: Option<Instant>, armed: Option<Instant>) -> bool {
+    due.is_some_and(|due| armed.is_none_or(|at| due < at))
 }

@@ -101,7 +101,6 @@ impl<D: Dispatch> Harness<D> {
     pub(crate) fn advance(&mut self, by: Duration) {
         self.now += by;
         if self.closed.is_none()
-            && self.core.poll_timeout().is_some_and(|due| due <= self.now)
             && let Err(why) = self.core.handle_timeout(self.now)
         {
             self.closed = Some(Closed::Timeout(why));
