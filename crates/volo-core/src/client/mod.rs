@@ -68,8 +68,9 @@ mod transport;
 
 pub use backup::{Backup, BackupDelay, BackupLayer, BackupPolicy};
 pub use balance::{
-    Balance, BalanceLayer, ConsistentHash, Discover, Instance, LoadBalance, PowerOfTwoChoices,
-    RoundRobin, StaticDiscover, WeightedRandom, WeightedRoundRobin,
+    Balance, BalanceLayer, Change, Changes, ConsistentHash, Discover, DiscoverList, Instance,
+    LoadBalance, LocalFirst, PowerOfTwoChoices, RoundRobin, StaticDiscover, Tags, WeightedRandom,
+    WeightedRoundRobin,
 };
 pub use breaker::{
     BreakerConfig, BreakerState, CircuitOpen, InstanceBreakers, InstancePermit, ServiceBreaker,

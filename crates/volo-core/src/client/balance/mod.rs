@@ -1,17 +1,25 @@
-//! Where a call goes: service discovery ([`Discover`]), load balancing
-//! ([`LoadBalance`]: weighted random, consistent hash), and the layer that picks an
-//! instance for each attempt of a call.
+//! Where a call goes: service discovery ([`Discover`], a fixed list or one that
+//! changes, [`DiscoverList`]), load balancing ([`LoadBalance`]: weighted random, round
+//! robin, power of two choices, consistent hash, local first), and the layer that
+//! picks an instance for each attempt of a call.
 
+mod local;
 mod p2c;
 mod round_robin;
+mod watch;
 
+pub use local::LocalFirst;
 pub use p2c::PowerOfTwoChoices;
 pub use round_robin::{RoundRobin, WeightedRoundRobin};
+pub use watch::{Change, Changes, DiscoverList, no_changes};
 
+use std::collections::BTreeMap;
 use std::collections::hash_map::DefaultHasher;
 use std::hash::{Hash, Hasher};
 
-use std::sync::{Arc, Mutex, PoisonError};
+use std::sync::Arc;
+
+use arc_swap::ArcSwapOption;
 
 use crate::client::random::{Xorshift, random_seed};
 use crate::context::Address;
@@ -20,27 +28,42 @@ mod layer;
 
 pub use layer::{Balance, BalanceLayer};
 
+/// Labels of an instance (a registry's tags: cluster, zone, version...), shared: an
+/// instance is cloned when a balancer copies a list.
+pub type Tags = Arc<BTreeMap<String, String>>;
+
 /// One instance of a service.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub struct Instance {
-    /// Where it listens.
+    /// Where it listens (the one address of it this client calls).
     pub address: Address,
     /// Its share of the calls relative to the others (0: none). Default 100.
     pub weight: u32,
+    /// Its labels, as registered (none by default).
+    pub tags: Tags,
 }
 
 impl Instance {
-    /// An instance at `address` with the default weight.
+    /// An instance at `address` with the default weight and no tags.
     pub fn new(address: Address) -> Self {
         Instance {
             address,
             weight: 100,
+            tags: Tags::default(),
         }
+    }
+
+    /// Whether it is called on this host: over a Unix socket or shared memory, which
+    /// only reach a process on the same machine. (A TCP address says nothing of where
+    /// its process runs, loopback included: discovery picks a local address for an
+    /// instance it knows to be co-located, see [`Route`](crate::registry::Route).)
+    pub fn is_local(&self) -> bool {
+        matches!(self.address, Address::Unix(_) | Address::Shm(_))
     }
 }
 
-/// Finds a service's instances. A registry client implements it; [`StaticDiscover`] is
-/// a fixed list.
+/// Finds a service's instances. A registry client implements it (usually by handing
+/// out a [`DiscoverList`] it keeps up to date); [`StaticDiscover`] is a fixed list.
 ///
 /// The balancer asks on every attempt, so implementations keep the current list ready
 /// and hand out a shared reference to it (an `Arc` clone, no copy), replacing it as a
@@ -50,6 +73,12 @@ impl Instance {
 pub trait Discover: Send + Sync + 'static {
     /// The instances now.
     fn instances(&self) -> Arc<[Instance]>;
+
+    /// The changes to come, as they happen (see [`Changes`] for how a subscriber that
+    /// falls behind is served). By default none: the list is fixed.
+    fn changes(&self) -> Changes {
+        no_changes()
+    }
 }
 
 /// A fixed list of instances.
@@ -145,20 +174,45 @@ impl LoadBalance for WeightedRandom {
 /// other ones when they change: a ring of points (virtual nodes, in proportion to
 /// weight) per instance; a call goes to the first point at or after its key's hash.
 /// Calls without a key are spread by weight.
+///
+/// The ring is built again when the list a pick is given differs from the one it was
+/// built for, and published whole (`ArcSwap`): picks take no lock, and a pick that
+/// races a rebuild uses one ring or the other, each consistent with its list.
 #[derive(Debug, Default)]
 pub struct ConsistentHash {
     /// The ring for the last instance list seen.
-    ring: Mutex<Option<Ring>>,
+    ring: ArcSwapOption<Ring>,
     fallback: WeightedRandom,
 }
 
 /// An instance list and its ring: (point, index into the list), sorted by point.
-type Ring = (Vec<Instance>, Vec<(u64, usize)>);
+#[derive(Debug)]
+struct Ring {
+    seen: Vec<Instance>,
+    points: Vec<(u64, usize)>,
+}
+
+impl Ring {
+    fn of(instances: &[Instance]) -> Ring {
+        let mut points = Vec::new();
+        for (i, inst) in instances.iter().enumerate() {
+            let n = (u64::from(inst.weight) * POINTS_PER_100).div_ceil(100);
+            for v in 0..n {
+                points.push((hash_of((&inst.address, v)), i));
+            }
+        }
+        points.sort_unstable();
+        Ring {
+            seen: instances.to_vec(),
+            points,
+        }
+    }
+}
 
 /// Points on the ring per 100 of weight.
 const POINTS_PER_100: u64 = 100;
 
-fn hash_of(v: impl Hash) -> u64 {
+pub(super) fn hash_of(v: impl Hash) -> u64 {
     let mut h = DefaultHasher::new();
     v.hash(&mut h);
     h.finish()
@@ -169,19 +223,13 @@ impl LoadBalance for ConsistentHash {
         let Some(key) = key else {
             return self.fallback.pick(instances, None);
         };
-        let mut ring = self.ring.lock().unwrap_or_else(PoisonError::into_inner);
-        if ring.as_ref().is_none_or(|(seen, _)| seen != instances) {
-            let mut points = Vec::new();
-            for (i, inst) in instances.iter().enumerate() {
-                let n = (u64::from(inst.weight) * POINTS_PER_100).div_ceil(100);
-                for v in 0..n {
-                    points.push((hash_of((&inst.address, v)), i));
-                }
-            }
-            points.sort_unstable();
-            *ring = Some((instances.to_vec(), points));
+        let mut ring = self.ring.load_full();
+        if ring.as_ref().is_none_or(|r| r.seen != instances) {
+            let built = Arc::new(Ring::of(instances));
+            self.ring.store(Some(Arc::clone(&built)));
+            ring = Some(built);
         }
-        let (_, points) = ring.as_ref()?;
+        let points = &ring.as_ref()?.points;
         if points.is_empty() {
             return None;
         }
@@ -197,8 +245,8 @@ mod tests {
 
     fn inst(port: u16, weight: u32) -> Instance {
         Instance {
-            address: Address::Tcp(([127, 0, 0, 1], port).into()),
             weight,
+            ..Instance::new(Address::Tcp(([127, 0, 0, 1], port).into()))
         }
     }
 

@@ -152,8 +152,8 @@ mod tests {
 
     fn inst(port: u16, weight: u32) -> Instance {
         Instance {
-            address: Address::Tcp(([127, 0, 0, 1], port).into()),
             weight,
+            ..Instance::new(Address::Tcp(([127, 0, 0, 1], port).into()))
         }
     }
 
