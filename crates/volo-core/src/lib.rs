@@ -38,8 +38,11 @@
 //! - [`transport`]: netpoll-rs (the default) or plain tokio sockets, per server and per
 //!   client; `shm:/path` addresses go over shared memory (shm-ipc sessions) on both;
 //!   TLS (rustls) over TCP on both, server and client ([`transport::tls`]).
-//!
-//! Not built yet: a registry-backed `Discover`.
+//! - [`registry`]: what a server registers with a service registry, the host identity
+//!   and the routing of a client to the nearest address of an instance (local first,
+//!   over shared memory or a Unix socket); discovery that follows a registry feeds a
+//!   [`client::DiscoverList`] and yields its changes as a stream. The etcd registry is
+//!   the `etcd-registry` crate.
 #![warn(
     missing_docs,
     missing_debug_implementations,
@@ -51,6 +54,7 @@ pub mod client;
 pub mod clock;
 pub mod codec;
 pub mod context;
+pub mod registry;
 pub mod server;
 pub mod service;
 #[cfg(test)]

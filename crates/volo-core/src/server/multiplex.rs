@@ -297,6 +297,14 @@ pub(crate) enum Services {
 }
 
 impl Services {
+    /// The names the services are served under (and registered under).
+    pub(crate) fn names(&self) -> Vec<&'static str> {
+        match self {
+            Services::One(d) => vec![d.name],
+            Services::Many(table) => table.entries.iter().map(|e| e.served.name).collect(),
+        }
+    }
+
     /// Whether the server can run with these services; why not, otherwise.
     pub(crate) fn check(&self) -> Result<(), String> {
         match self {

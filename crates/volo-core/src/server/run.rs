@@ -1,10 +1,11 @@
-//! Binding, accepting, limits and graceful shutdown.
+//! Binding, accepting, limits, registration and graceful shutdown.
 
 use std::future::Future;
 use std::io;
 use std::sync::Arc;
 use std::time::Duration;
 
+use futures_util::stream::{self, StreamExt};
 use tokio::sync::{Semaphore, watch};
 use tokio::task::JoinSet;
 
@@ -15,6 +16,7 @@ use super::inline;
 use super::multiplex::{Multiplex, Services};
 use super::{Dispatch, ServerConfig, ServiceInfo};
 use crate::context::Address;
+use crate::registry::{Registration, Registry, RegistryInfo};
 use crate::service::Layer;
 use crate::transport::tls::{self, ServerTls};
 use crate::transport::{Acceptor, Conn, TransportKind};
@@ -33,11 +35,22 @@ use crate::transport::{Acceptor, Conn, TransportKind};
 /// bound.serve_with_shutdown(async { let _ = tokio::signal::ctrl_c().await; }).await
 /// # }
 /// ```
-#[derive(Debug)]
 pub struct Server<D> {
     dispatch: D,
     services: Services,
     config: ServerConfig,
+    registry: Option<(Arc<dyn Registry>, RegistryInfo)>,
+}
+
+impl<D: std::fmt::Debug> std::fmt::Debug for Server<D> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Server")
+            .field("dispatch", &self.dispatch)
+            .field("services", &self.services)
+            .field("config", &self.config)
+            .field("registry", &self.registry.as_ref().map(|(_, info)| info))
+            .finish()
+    }
 }
 
 impl<D: Dispatch + ServiceInfo> Server<Deadline<D>> {
@@ -50,6 +63,7 @@ impl<D: Dispatch + ServiceInfo> Server<Deadline<D>> {
             dispatch: DeadlineLayer::new().layer(dispatch),
             services: Services::One(Described::of::<D>()),
             config: ServerConfig::default(),
+            registry: None,
         }
     }
 }
@@ -72,6 +86,7 @@ where
             services: Services::Many(multiplex.table().clone()),
             dispatch: DeadlineLayer::new().layer(multiplex),
             config: ServerConfig::default(),
+            registry: None,
         }
     }
 }
@@ -103,7 +118,17 @@ impl<D: Dispatch> Server<D> {
             dispatch: layer.layer(self.dispatch),
             services: self.services,
             config: self.config,
+            registry: self.registry,
         }
+    }
+
+    /// Registers the server's instance with `registry`, described by `info`, once it
+    /// listens; deregisters it on a graceful shutdown before the drain starts (see
+    /// [`registry`](crate::registry)). One registration per service the server serves,
+    /// each with every address it listens on.
+    pub fn registry(mut self, registry: impl Registry, info: RegistryInfo) -> Self {
+        self.registry = Some((Arc::new(registry), info));
+        self
     }
 
     /// Replaces the configuration.
@@ -126,6 +151,21 @@ impl<D: Dispatch> Server<D> {
     /// With [`ServerConfig::tls`], connections to a TCP address are TLS ones; those to
     /// a Unix socket or shared memory are not (see [`tls`](crate::transport::tls)).
     pub async fn bind(self, addr: &Address) -> io::Result<BoundServer<D>> {
+        self.bind_all(std::slice::from_ref(addr)).await
+    }
+
+    /// Listens on every address of `addrs` (as [`bind`](Self::bind) does on one):
+    /// one server, whose calls share its limits, on TCP, a Unix socket and shared
+    /// memory at once, say. A registry gets them all, so that a client on the same
+    /// host can pick the nearest (see [`registry`](crate::registry)). Fails when
+    /// `addrs` is empty or any of them cannot be bound.
+    pub async fn bind_all(self, addrs: &[Address]) -> io::Result<BoundServer<D>> {
+        if addrs.is_empty() {
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidInput,
+                "a server needs an address to listen on",
+            ));
+        }
         self.services
             .check()
             .map_err(|e| io::Error::new(io::ErrorKind::InvalidInput, e))?;
@@ -148,31 +188,93 @@ impl<D: Dispatch> Server<D> {
             }
             TransportKind::Tokio => None,
         };
-        let (listener, local) =
-            Acceptor::bind(self.config.transport, addr, reactor.as_ref()).await?;
+        let mut listeners = Vec::with_capacity(addrs.len());
+        for addr in addrs {
+            let (acceptor, local) =
+                Acceptor::bind(self.config.transport, addr, reactor.as_ref()).await?;
+            let tls = self.config.tls.clone().filter(|_| acceptor.is_tcp());
+            listeners.push(Listening {
+                acceptor,
+                local,
+                tls,
+            });
+        }
         let connections = Arc::new(Semaphore::new(self.config.max_connections));
-        let tls = self.config.tls.clone().filter(|_| listener.is_tcp());
+        let registrations = match &self.registry {
+            Some((registry, info)) => {
+                let addresses: Vec<Address> = listeners.iter().map(|l| l.local.clone()).collect();
+                warn_unroutable(&addresses);
+                let each = self
+                    .services
+                    .names()
+                    .into_iter()
+                    .map(|service| Registration {
+                        service: service.to_string(),
+                        addresses: addresses.clone(),
+                        weight: info.weight,
+                        tags: info.tags.clone(),
+                        host: info.host.clone(),
+                    });
+                Some((Arc::clone(registry), each.collect()))
+            }
+            None => None,
+        };
         Ok(BoundServer {
+            registrations,
             shared: Arc::new(self.into_shared()),
             reactor,
-            listener,
-            local,
+            listeners,
             connections,
-            tls,
         })
     }
 }
 
-/// A server that listens and has not started serving yet.
+/// Warns of registered addresses no client can call (a wildcard IP).
+fn warn_unroutable(addresses: &[Address]) {
+    for a in addresses {
+        if let Address::Tcp(ip) = a
+            && ip.ip().is_unspecified()
+        {
+            tracing::warn!(
+                address = %a,
+                "registering a wildcard address, which clients cannot call: bind the \
+                 address clients should use"
+            );
+        }
+    }
+}
+
+/// One address a server listens on.
 #[derive(Debug)]
+struct Listening {
+    acceptor: Acceptor,
+    /// The address it listens on (for TCP, with the port picked).
+    local: Address,
+    /// The TLS settings, when on and the listener is a TCP one.
+    tls: Option<ServerTls>,
+}
+
+/// A server that listens and has not started serving yet.
 pub struct BoundServer<D> {
     shared: Arc<Shared<D>>,
     pub(super) reactor: Option<netpoll_rs::Reactor>,
-    listener: Acceptor,
-    local: Address,
+    listeners: Vec<Listening>,
     connections: Arc<Semaphore>,
-    /// The TLS settings, when on and the listener is a TCP one.
-    tls: Option<ServerTls>,
+    /// The registry and what to register with it, one per service.
+    registrations: Option<(Arc<dyn Registry>, Vec<Registration>)>,
+}
+
+impl<D> std::fmt::Debug for BoundServer<D> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("BoundServer")
+            .field("shared", &self.shared)
+            .field("listeners", &self.listeners)
+            .field(
+                "registrations",
+                &self.registrations.as_ref().map(|(_, r)| r),
+            )
+            .finish_non_exhaustive()
+    }
 }
 
 impl<D> std::fmt::Debug for Shared<D> {
@@ -184,9 +286,15 @@ impl<D> std::fmt::Debug for Shared<D> {
 }
 
 impl<D: Dispatch> BoundServer<D> {
-    /// The address it listens on (for TCP, with the port picked).
+    /// The (first) address it listens on (for TCP, with the port picked).
     pub fn local_addr(&self) -> &Address {
-        &self.local
+        &self.listeners[0].local
+    }
+
+    /// Every address it listens on, in the order given to
+    /// [`bind_all`](Server::bind_all).
+    pub fn local_addrs(&self) -> impl Iterator<Item = &Address> {
+        self.listeners.iter().map(|l| &l.local)
     }
 
     /// Serves until the process ends.
@@ -194,11 +302,26 @@ impl<D: Dispatch> BoundServer<D> {
         self.serve_with_shutdown(std::future::pending()).await
     }
 
-    /// Serves until `signal` completes, then shuts down gracefully: stops accepting,
-    /// closes idle connections, lets calls in progress finish and be answered (each
-    /// connection closes after its current call) for up to
-    /// [`ServerConfig::drain_timeout`], then closes what is left.
-    pub async fn serve_with_shutdown(self, signal: impl Future<Output = ()>) -> io::Result<()> {
+    /// Serves until `signal` completes, then shuts down gracefully: deregisters (when
+    /// it has a [registry](Server::registry)), stops accepting, closes idle
+    /// connections, lets calls in progress finish and be answered (each connection
+    /// closes after its current call) for up to [`ServerConfig::drain_timeout`], then
+    /// closes what is left.
+    ///
+    /// With a registry, the instance is registered first; a failed registration
+    /// ends it at once with that error (kind `Other`), before any call is served.
+    pub async fn serve_with_shutdown(mut self, signal: impl Future<Output = ()>) -> io::Result<()> {
+        let registered = match self.registrations.take() {
+            Some((registry, list)) => Some(Registered::register(registry, list).await?),
+            None => None,
+        };
+        let listeners = std::mem::take(&mut self.listeners);
+        let mut accepts = stream::select_all(listeners.iter().map(|l| {
+            Box::pin(stream::unfold(l, |l| async move {
+                let accepted = l.acceptor.accept().await;
+                Some(((accepted, l.tls.clone()), l))
+            }))
+        }));
         let (stop_tx, stop_rx) = watch::channel(false);
         let mut tasks = JoinSet::new();
         // Connections served on the pollers have no task: they are reached through
@@ -210,7 +333,7 @@ impl<D: Dispatch> BoundServer<D> {
             while tasks.try_join_next().is_some() {}
             tokio::select! {
                 () = &mut signal => break Ok(()),
-                accepted = self.listener.accept() => {
+                Some((accepted, tls)) = accepts.next() => {
                     let conn = match accepted {
                         Ok(c) => c,
                         Err(e) if is_transient(&e) => continue,
@@ -222,14 +345,13 @@ impl<D: Dispatch> BoundServer<D> {
                     };
                     let shared = Arc::clone(&self.shared);
                     let conn = match conn {
-                        Conn::Netpoll(c) if shared.config.inline_dispatch && self.tls.is_none() => {
+                        Conn::Netpoll(c) if shared.config.inline_dispatch && tls.is_none() => {
                             inline::serve(c, shared, &live, permit);
                             continue;
                         }
                         conn => conn,
                     };
                     let mut stop = stop_rx.clone();
-                    let tls = self.tls.clone();
                     tasks.spawn(async move {
                         // A TLS handshake runs here, on the connection's own task.
                         let conn = match tls {
@@ -248,7 +370,13 @@ impl<D: Dispatch> BoundServer<D> {
                 }
             }
         };
-        self.listener.close();
+        if let Some(registered) = registered {
+            registered.deregister().await;
+        }
+        drop(accepts);
+        for l in listeners {
+            l.acceptor.close();
+        }
         let _ = stop_tx.send(true);
         live.shutdown();
         let drained = tokio::time::timeout(self.shared.config.drain_timeout, async {
@@ -265,6 +393,71 @@ impl<D: Dispatch> BoundServer<D> {
             r.shutdown();
         }
         outcome
+    }
+}
+
+/// How long a shutdown waits for the registry to deregister, at most.
+const DEREGISTER_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// A server's registrations, deregistered when the server shuts down, or (in a task)
+/// when its future is dropped first: an instance whose server is gone must not stay
+/// registered while its registry keeps it alive.
+struct Registered {
+    registry: Arc<dyn Registry>,
+    list: Vec<Registration>,
+}
+
+impl Registered {
+    /// Registers each of `list`; on a failure, deregisters those done and fails.
+    async fn register(registry: Arc<dyn Registry>, list: Vec<Registration>) -> io::Result<Self> {
+        for (i, r) in list.iter().enumerate() {
+            if let Err(error) = registry.register(r).await {
+                tracing::error!(service = %r.service, %error, "registering the instance failed");
+                let done = Registered {
+                    registry,
+                    list: list[..i].to_vec(),
+                };
+                done.deregister().await;
+                return Err(io::Error::other(error));
+            }
+            tracing::info!(service = %r.service, addresses = ?r.addresses, "registered");
+        }
+        Ok(Registered { registry, list })
+    }
+
+    /// Deregisters every registration, each within [`DEREGISTER_TIMEOUT`]; failures
+    /// are logged (the registration then ends with its lease).
+    async fn deregister(mut self) {
+        let list = std::mem::take(&mut self.list);
+        deregister_all(&*self.registry, &list).await;
+    }
+}
+
+async fn deregister_all(registry: &dyn Registry, list: &[Registration]) {
+    for r in list {
+        match tokio::time::timeout(DEREGISTER_TIMEOUT, registry.deregister(r)).await {
+            Ok(Ok(())) => tracing::info!(service = %r.service, "deregistered"),
+            Ok(Err(error)) => {
+                tracing::warn!(service = %r.service, %error, "deregistering the instance failed");
+            }
+            Err(_) => tracing::warn!(
+                service = %r.service,
+                "deregistering the instance timed out after {DEREGISTER_TIMEOUT:?}"
+            ),
+        }
+    }
+}
+
+impl Drop for Registered {
+    fn drop(&mut self) {
+        if self.list.is_empty() {
+            return;
+        }
+        let list = std::mem::take(&mut self.list);
+        let registry = Arc::clone(&self.registry);
+        if let Ok(rt) = tokio::runtime::Handle::try_current() {
+            rt.spawn(async move { deregister_all(&*registry, &list).await });
+        }
     }
 }
 
