@@ -312,7 +312,18 @@ impl<D: Dispatch> BoundServer<D> {
     /// ends it at once with that error (kind `Other`), before any call is served.
     pub async fn serve_with_shutdown(mut self, signal: impl Future<Output = ()>) -> io::Result<()> {
         let registered = match self.registrations.take() {
-            Some((registry, list)) => Some(Registered::register(registry, list).await?),
+            Some((registry, list)) => match Registered::register(registry, list).await {
+                Ok(done) => Some(done),
+                Err(e) => {
+                    for l in std::mem::take(&mut self.listeners) {
+                        l.acceptor.close();
+                    }
+                    if let Some(r) = &self.reactor {
+                        r.shutdown();
+                    }
+                    return Err(e);
+                }
+            },
             None => None,
         };
         let listeners = std::mem::take(&mut self.listeners);

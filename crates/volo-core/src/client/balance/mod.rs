@@ -126,6 +126,21 @@ pub trait LoadBalance: Send + Sync + 'static {
     }
 }
 
+/// A balancer chosen at run time (from a setting, say).
+impl<B: LoadBalance + ?Sized> LoadBalance for Box<B> {
+    fn pick(&self, instances: &[Instance], key: Option<u64>) -> Option<usize> {
+        (**self).pick(instances, key)
+    }
+
+    fn start(&self, addr: &Address) {
+        (**self).start(addr);
+    }
+
+    fn end(&self, addr: &Address) {
+        (**self).end(addr);
+    }
+}
+
 /// Each instance in proportion to its weight (the default).
 #[derive(Debug)]
 pub struct WeightedRandom {

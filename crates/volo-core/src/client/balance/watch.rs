@@ -159,6 +159,17 @@ impl<D: Discover + ?Sized> Discover for Arc<D> {
     }
 }
 
+/// A discovery chosen at run time (a fixed list or a registry, from a setting).
+impl<D: Discover + ?Sized> Discover for Box<D> {
+    fn instances(&self) -> Arc<[Instance]> {
+        (**self).instances()
+    }
+
+    fn changes(&self) -> Changes {
+        (**self).changes()
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use futures_util::FutureExt;
