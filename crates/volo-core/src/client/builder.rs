@@ -221,6 +221,9 @@ impl<M, O, I> ClientBuilder<M, O, I> {
         M: MakeClient<O::Service>,
     {
         let transport = Transport::new(self.settings.config.clone())?;
+        if let Some(discover) = &self.settings.discover {
+            transport.follow(discover.changes());
+        }
         self.build_on(transport)
     }
 

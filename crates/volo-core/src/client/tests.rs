@@ -410,6 +410,52 @@ fn calls_seen(s: &Running) -> usize {
     s.peers.lock().unwrap().len()
 }
 
+/// An instance discovery no longer lists loses its pool (and its idle connections);
+/// listed again, it gets a new one.
+#[test]
+fn the_pools_of_removed_instances_are_dropped() {
+    with_two_servers(|a, b, _, servers| async move {
+        let list = Arc::new(DiscoverList::new(vec![
+            Instance::new(a.clone()),
+            Instance::new(b.clone()),
+        ]));
+        let transport = Transport::new(ClientConfig::default()).unwrap();
+        transport.follow(list.changes());
+        let client = Client::builder("Test")
+            .discover(Arc::clone(&list))
+            .load_balance(RoundRobin::new())
+            .build_on(transport.clone())
+            .unwrap();
+        for i in 0..4 {
+            echo(&client, &mut ClientContext::new(), &i.to_string())
+                .await
+                .unwrap();
+        }
+        let mut pooled = transport.pooled();
+        pooled.sort_by_key(ToString::to_string);
+        let mut both = vec![a.clone(), b.clone()];
+        both.sort_by_key(ToString::to_string);
+        assert_eq!(pooled, both);
+
+        list.set(vec![Instance::new(b.clone())]);
+        while transport.pooled().len() != 1 {
+            tokio::task::yield_now().await;
+        }
+        assert_eq!(transport.pooled(), [b.clone()]);
+        echo(&client, &mut ClientContext::new(), "b").await.unwrap();
+        assert_eq!(transport.pooled(), [b.clone()], "calls go to b alone");
+
+        list.set(vec![Instance::new(a.clone()), Instance::new(b.clone())]);
+        for i in 0..4 {
+            echo(&client, &mut ClientContext::new(), &i.to_string())
+                .await
+                .unwrap();
+        }
+        assert_eq!(transport.pooled().len(), 2, "a listed again, pooled again");
+        servers
+    });
+}
+
 #[test]
 fn weighted_random_spreads_calls_and_consistent_hash_pins_them() {
     with_two_servers(|a, b, _, servers| async move {

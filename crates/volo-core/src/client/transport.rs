@@ -9,6 +9,9 @@ use std::sync::{Arc, Mutex, PoisonError};
 use bytes::Bytes;
 use thrift_codec::{LinkBuffer, MessageHeader, MessageType, Utf8Bytes};
 
+use futures_util::StreamExt;
+
+use super::balance::Changes;
 use super::mux::{MuxCall, MuxPool};
 use super::pool::{Pool, Pooled};
 use super::{ClientConfig, ClientContext, ClientRequest, ClientResponse, Error};
@@ -105,6 +108,38 @@ impl Transport {
     /// The settings it was made with.
     pub fn config(&self) -> &ClientConfig {
         &self.inner.config
+    }
+
+    /// Drops the pools of the instances `changes` reports removed, as it reports
+    /// them, so that a client that follows a registry through churn keeps pools (and
+    /// idle connections) only for instances that are listed. Calls in progress on a
+    /// removed instance finish on their connections, which close after them. An
+    /// instance listed again gets a new pool on its next call. The task ends with the
+    /// stream, or at the first change after the transport is gone.
+    pub(crate) fn follow(&self, mut changes: Changes) {
+        let inner = Arc::downgrade(&self.inner);
+        tokio::spawn(async move {
+            while let Some(change) = changes.next().await {
+                let Some(inner) = inner.upgrade() else {
+                    return;
+                };
+                let mut pools = inner.pools.lock().unwrap_or_else(PoisonError::into_inner);
+                for gone in &change.removed {
+                    pools.remove(&gone.address);
+                }
+            }
+        });
+    }
+
+    /// The addresses it has pools for.
+    #[cfg(test)]
+    pub(crate) fn pooled(&self) -> Vec<Address> {
+        let pools = self
+            .inner
+            .pools
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
+        pools.keys().cloned().collect()
     }
 
     /// The pool of `addr`, made on first use.
