@@ -40,8 +40,11 @@
 //!
 //! # The keys and values
 //!
-//! One key per instance, under its service's prefix (Kitex's etcd registry files
-//! instances the same way):
+//! One key per instance, under its service's prefix, as Kitex's etcd registry
+//! (`kitex-contrib/registry-etcd`) files them at `kitex/registry-etcd/{service}/{address}`.
+//! Its value is another JSON (one `network` and `address` per key), so the two do
+//! not read each other's instances; ours lists every address of an instance, so a
+//! co-located client can pick the local one.
 //!
 //! ```text
 //! {prefix}/{service}/{first address}

@@ -31,7 +31,8 @@ use crate::value;
 /// is written again, under a new lease). Clones share their registrations. Dropping
 /// the last clone stops the keepalives without deleting anything: the keys leave
 /// etcd when their leases run out, at most [`lease_ttl`](EtcdConfig::lease_ttl)
-/// later; [`deregister`](Registry::deregister) removes a key at once.
+/// later; [`deregister`](Registry::deregister) removes a key at once (also one this
+/// registry did not register: deregistering is idempotent), then revokes its lease.
 #[derive(Clone)]
 pub struct EtcdRegistry {
     inner: Arc<Inner>,
