@@ -96,6 +96,8 @@ mod entries;
 mod etcd;
 mod keeper;
 mod registry;
+#[cfg(feature = "testing")]
+pub mod testing;
 mod timing;
 mod value;
 

@@ -8,7 +8,7 @@ use std::time::Duration;
 use etcd_client::CompactionOptions;
 use etcd_registry::{EtcdConfig, EtcdDiscover, EtcdRegistry};
 use futures_util::StreamExt;
-use support::{Captured, Etcd, bounded, eventually, put, registration, value};
+use support::{Captured, bounded, eventually, put, registration, value};
 use volo_core::client::{Change, Changes, Discover, Instance};
 use volo_core::registry::{Registration, Registry, Route};
 
@@ -34,7 +34,7 @@ async fn next_change(changes: &mut Changes) -> Change {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn discover_lists_then_follows_adds_removes_and_reweights() {
-    let Some(etcd) = Etcd::start() else { return };
+    let Some(etcd) = support::etcd() else { return };
     bounded(30, async {
         let registry = EtcdRegistry::connect(etcd.config()).await.unwrap();
         registry.register(&echo(9001, 100)).await.unwrap();
@@ -87,7 +87,7 @@ async fn discover_lists_then_follows_adds_removes_and_reweights() {
 // On the current thread, so the discovery's task logs to this test's subscriber.
 #[tokio::test]
 async fn bad_values_and_instances_over_the_limit_are_logged_skipped_and_counted() {
-    let Some(etcd) = Etcd::start() else { return };
+    let Some(etcd) = support::etcd() else { return };
     let log = Captured::default();
     let _guard = tracing::subscriber::set_default(log.subscriber());
     bounded(30, async {
@@ -168,7 +168,7 @@ async fn bad_values_and_instances_over_the_limit_are_logged_skipped_and_counted(
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_watch_on_a_compacted_revision_reads_the_service_again() {
-    let Some(etcd) = Etcd::start() else { return };
+    let Some(etcd) = support::etcd() else { return };
     bounded(30, async {
         let mut raw = etcd.client().await;
         let first = raw

@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use etcd_client::{GetOptions, LeaseTimeToLiveOptions};
 use etcd_registry::{EtcdConfig, EtcdRegistry};
-use support::{Etcd, bounded};
+use support::bounded;
 use volo_core::registry::{Registration, Registry};
 
 fn registration(service: &str, addresses: &[&str]) -> Registration {
@@ -40,7 +40,7 @@ async fn ttl(client: &mut etcd_client::Client, lease: i64) -> i64 {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn register_puts_the_value_under_a_lease_and_deregister_removes_both() {
-    let Some(etcd) = Etcd::start() else { return };
+    let Some(etcd) = support::etcd() else { return };
     bounded(30, async {
         let mut raw = etcd.client().await;
         let registry = EtcdRegistry::connect(etcd.config()).await.unwrap();
@@ -105,7 +105,7 @@ async fn register_puts_the_value_under_a_lease_and_deregister_removes_both() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_registration_outlives_its_ttl_and_comes_back_after_its_lease_is_revoked() {
-    let Some(etcd) = Etcd::start() else { return };
+    let Some(etcd) = support::etcd() else { return };
     bounded(30, async {
         let mut raw = etcd.client().await;
         let config = EtcdConfig {

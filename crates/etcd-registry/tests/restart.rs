@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use etcd_client::LeaseTimeToLiveOptions;
 use etcd_registry::{EtcdConfig, EtcdDiscover, EtcdRegistry};
-use support::{Etcd, bounded, eventually, put, registration, value};
+use support::{bounded, eventually, put, registration, value};
 use volo_core::client::{Discover, Instance};
 use volo_core::registry::{Registry, Route};
 
@@ -16,7 +16,7 @@ fn addresses(list: &[Instance]) -> Vec<String> {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn after_an_etcd_restart_the_list_stays_then_catches_up_and_registrations_return() {
-    let Some(mut etcd) = Etcd::start() else {
+    let Some(mut etcd) = support::etcd() else {
         return;
     };
     bounded(60, async {
