@@ -40,6 +40,11 @@ pub struct Counts {
     /// Attempts dropped before they ended: a backup request answered first, or the
     /// call timed out.
     pub cancelled: u64,
+    /// When its first attempt ended, in milliseconds since the Unix epoch (a wall
+    /// clock, so that other processes' events can be set against it); 0: none yet.
+    pub first_unix_ms: u64,
+    /// When its last attempt ended, likewise.
+    pub last_unix_ms: u64,
 }
 
 /// Attempts per instance, counted by the [`CountAttempts`] layers made by
@@ -83,12 +88,17 @@ impl InstanceCounts {
             .clone()
     }
 
-    /// One line per instance: `instance=<addr> ok=<n> failed=<n>` (cancelled attempts
-    /// are left out).
+    /// One line per instance: `instance=<addr> ok=<n> failed=<n> first_unix_ms=<n>
+    /// last_unix_ms=<n>` (cancelled attempts are left out of the counts).
     pub fn lines(&self) -> Vec<String> {
         self.snapshot()
             .into_iter()
-            .map(|(addr, c)| format!("instance={addr} ok={} failed={}", c.ok, c.failed))
+            .map(|(addr, c)| {
+                format!(
+                    "instance={addr} ok={} failed={} first_unix_ms={} last_unix_ms={}",
+                    c.ok, c.failed, c.first_unix_ms, c.last_unix_ms
+                )
+            })
             .collect()
     }
 
@@ -102,12 +112,24 @@ impl InstanceCounts {
             }
         };
         let counts = &mut seen[at].1;
+        let now = unix_ms();
+        if counts.first_unix_ms == 0 {
+            counts.first_unix_ms = now;
+        }
+        counts.last_unix_ms = now;
         match outcome {
             Outcome::Ok => counts.ok += 1,
             Outcome::Failed => counts.failed += 1,
             Outcome::Cancelled => counts.cancelled += 1,
         }
     }
+}
+
+/// Milliseconds since the Unix epoch.
+pub fn unix_ms() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
 }
 
 /// How an attempt ended.
@@ -232,13 +254,23 @@ mod tests {
                 let _ = svc.call(&mut cx, req).await;
             }
         });
+        let lines: Vec<String> = counts
+            .lines()
+            .iter()
+            .map(|l| l.split(" first_unix_ms=").next().unwrap().to_string())
+            .collect();
         assert_eq!(
-            counts.lines(),
+            lines,
             [
                 "instance=127.0.0.1:1 ok=0 failed=1",
                 "instance=127.0.0.1:2 ok=2 failed=0",
                 "instance=none ok=0 failed=1",
             ]
+        );
+        let snap = counts.snapshot();
+        assert!(
+            snap.iter()
+                .all(|(_, c)| c.first_unix_ms > 0 && c.last_unix_ms >= c.first_unix_ms)
         );
     }
 }

@@ -2,6 +2,7 @@
 //! programs.
 
 use volo_core::codec::{Framing, Protocol};
+use volo_core::context::Address;
 use volo_core::transport::TransportKind;
 
 use crate::cli::Usage;
@@ -40,4 +41,25 @@ pub fn io(name: &str) -> Result<TransportKind, Usage> {
         "tokio" => Ok(TransportKind::Tokio),
         other => Err(Usage(format!("--io {other:?}: netpoll or tokio"))),
     }
+}
+
+/// `--addr`'s comma-separated list of addresses (at least one).
+pub fn addresses(list: &str) -> Result<Vec<Address>, Usage> {
+    let addrs = list
+        .split(',')
+        .map(|a| {
+            a.trim()
+                .parse::<Address>()
+                .map_err(|e| Usage(format!("--addr {a:?}: {e}")))
+        })
+        .collect::<Result<Vec<_>, _>>()?;
+    if addrs.is_empty() {
+        return Err(Usage("--addr needs at least one address".into()));
+    }
+    Ok(addrs)
+}
+
+/// An `etcd://HOST:PORT[,HOST:PORT...]` URL's endpoints.
+pub fn etcd(url: &str) -> Result<Vec<String>, Usage> {
+    etcd_registry::parse_url(url).map_err(|e| Usage(format!("{url:?}: {e}")))
 }

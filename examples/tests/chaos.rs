@@ -22,180 +22,17 @@
 //! machine is slow, and slow by varying amounts. The figures are printed on stderr
 //! (`cargo test -p examples --test chaos -- --nocapture` shows them).
 
-use std::collections::HashMap;
-use std::io::{BufRead, BufReader, Read};
-use std::process::{Child, Command, ExitStatus, Stdio};
-use std::sync::mpsc::{self, Receiver};
-use std::sync::{Arc, Mutex, PoisonError};
+mod support;
+
 use std::time::{Duration, Instant};
 
-use nix::sys::signal::{Signal, kill};
-use nix::unistd::Pid;
-
-const SERVER: &str = env!("CARGO_BIN_EXE_echo-server");
-const CLIENT: &str = env!("CARGO_BIN_EXE_echo-client");
+use nix::sys::signal::Signal;
+use support::*;
 
 /// What `echo` waits on B once it is slow, in microseconds.
 const SLOW_US: u64 = 80_000;
-/// The echo-client's unmeasured warm-up before its window.
-const WARMUP: Duration = Duration::from_secs(1);
 /// The callers of every client run.
 const CONCURRENCY: &str = "50";
-
-/// A child process with its stdout lines on a channel and its stderr kept; killed
-/// (SIGKILL) and reaped when dropped, so that none outlives the test, whatever fails.
-struct Proc {
-    name: String,
-    child: Child,
-    lines: Receiver<String>,
-    stderr: Arc<Mutex<String>>,
-}
-
-impl Proc {
-    fn spawn(name: &str, program: &str, args: &[String]) -> Proc {
-        let mut child = Command::new(program)
-            .args(args)
-            .env("RPC_PROGRESS", "0")
-            .stdin(Stdio::null())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .spawn()
-            .unwrap_or_else(|e| panic!("{name}: {program} does not start: {e}"));
-        let (tx, lines) = mpsc::channel();
-        let stdout = child.stdout.take().expect("piped");
-        std::thread::spawn(move || {
-            for line in BufReader::new(stdout).lines() {
-                let Ok(line) = line else { break };
-                if tx.send(line).is_err() {
-                    break;
-                }
-            }
-        });
-        let stderr = Arc::new(Mutex::new(String::new()));
-        let mut pipe = child.stderr.take().expect("piped");
-        let kept = Arc::clone(&stderr);
-        std::thread::spawn(move || {
-            let mut buf = [0u8; 4096];
-            while let Ok(n @ 1..) = pipe.read(&mut buf) {
-                let mut kept = kept.lock().unwrap_or_else(PoisonError::into_inner);
-                kept.push_str(&String::from_utf8_lossy(&buf[..n]));
-            }
-        });
-        Proc {
-            name: name.to_string(),
-            child,
-            lines,
-            stderr,
-        }
-    }
-
-    /// The next stdout line, if one comes within `limit`.
-    fn line(&self, limit: Duration) -> Option<String> {
-        self.lines.recv_timeout(limit).ok()
-    }
-
-    fn stderr(&self) -> String {
-        self.stderr
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .clone()
-    }
-
-    fn signal(&self, signal: Signal) {
-        let pid = i32::try_from(self.child.id()).expect("a pid fits an i32");
-        kill(Pid::from_raw(pid), signal).unwrap_or_else(|e| panic!("{}: {signal}: {e}", self.name));
-    }
-
-    /// SIGKILL, and reaped.
-    fn kill(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-
-    /// Its exit status, if it exits within `limit`.
-    fn wait(&mut self, limit: Duration) -> Option<ExitStatus> {
-        let until = Instant::now() + limit;
-        loop {
-            if let Ok(Some(status)) = self.child.try_wait() {
-                return Some(status);
-            }
-            if Instant::now() >= until {
-                return None;
-            }
-            std::thread::sleep(Duration::from_millis(20));
-        }
-    }
-}
-
-impl Drop for Proc {
-    fn drop(&mut self) {
-        self.kill();
-    }
-}
-
-/// An `echo-server` on 127.0.0.1 (`port` 0: any free port) with `extra` arguments,
-/// once it says it listens: the process and its port. `None` if it does not (the
-/// port is taken).
-fn try_server(name: &str, port: u16, extra: &[&str]) -> Option<(Proc, u16)> {
-    let mut args = vec!["--addr".to_string(), format!("127.0.0.1:{port}")];
-    args.extend(extra.iter().map(|a| a.to_string()));
-    let server = Proc::spawn(name, SERVER, &args);
-    let line = server.line(Duration::from_secs(10))?;
-    let bound = line.strip_prefix("echo-server listening on 127.0.0.1:")?;
-    let bound: u16 = bound.trim().parse().ok()?;
-    Some((server, bound))
-}
-
-fn server(name: &str, port: u16, extra: &[&str]) -> (Proc, u16) {
-    // A port just freed may be taken for a moment by another test's socket.
-    for _ in 0..20 {
-        if let Some(s) = try_server(name, port, extra) {
-            return s;
-        }
-        std::thread::sleep(Duration::from_millis(100));
-    }
-    panic!("{name}: echo-server does not listen on port {port}");
-}
-
-/// `k=v` pairs of a line.
-fn fields(line: &str) -> HashMap<&str, &str> {
-    line.split_whitespace()
-        .filter_map(|f| f.split_once('='))
-        .collect()
-}
-
-fn num(fields: &HashMap<&str, &str>, key: &str, line: &str) -> u64 {
-    fields
-        .get(key)
-        .and_then(|v| v.parse().ok())
-        .unwrap_or_else(|| panic!("no number {key} in {line:?}"))
-}
-
-/// One second of a client's `--timeline`.
-#[derive(Debug, Clone, Copy)]
-struct Second {
-    t: u64,
-    ok: u64,
-    errors: u64,
-    p99_us: u64,
-}
-
-/// What one `echo-client` run printed.
-#[derive(Debug, Default)]
-struct ClientRun {
-    timeline: Vec<Second>,
-    /// Per instance (its port): attempts answered, attempts failed.
-    instances: HashMap<u16, (u64, u64)>,
-    calls: u64,
-    ok: u64,
-    errors: u64,
-    unfinished: u64,
-    p50_us: u64,
-    p99_us: u64,
-    p999_us: u64,
-    qps: u64,
-    last: String,
-}
 
 /// Starts an `echo-client` over `addrs` for `duration` seconds.
 fn client(name: &str, addrs: &[u16], duration: u64, extra: &[&str]) -> Proc {
@@ -213,95 +50,6 @@ fn client(name: &str, addrs: &[u16], duration: u64, extra: &[&str]) -> Proc {
     .collect();
     args.extend(extra.iter().map(|a| a.to_string()));
     Proc::spawn(name, CLIENT, &args)
-}
-
-/// Waits for a client started for `duration` seconds to end, and reads its output.
-fn finish(mut client: Proc, duration: u64) -> ClientRun {
-    // The window, the warm-up, the drain of calls in flight (at most 15 s), margin.
-    let limit = Duration::from_secs(duration + 30);
-    let status = client.wait(limit);
-    let mut lines = Vec::new();
-    while let Some(line) = client.line(Duration::from_secs(2)) {
-        lines.push(line);
-    }
-    let Some(status) = status else {
-        panic!(
-            "{}: still running {limit:?} after it started (a call hangs?): {lines:?} {}",
-            client.name,
-            client.stderr()
-        );
-    };
-    assert!(
-        status.success(),
-        "{}: {status}: {lines:?} {}",
-        client.name,
-        client.stderr()
-    );
-    let mut run = ClientRun::default();
-    for line in &lines {
-        let f = fields(line);
-        if line.starts_with("t=") {
-            run.timeline.push(Second {
-                t: num(&f, "t", line),
-                ok: num(&f, "ok", line),
-                errors: num(&f, "errors", line),
-                p99_us: num(&f, "p99_us", line),
-            });
-        } else if let Some(addr) = f.get("instance") {
-            let port = addr
-                .rsplit_once(':')
-                .and_then(|(_, p)| p.parse().ok())
-                .unwrap_or_else(|| panic!("an instance address in {line:?}"));
-            let counts = (num(&f, "ok", line), num(&f, "failed", line));
-            run.instances.insert(port, counts);
-        } else if line.starts_with("calls=") {
-            run.calls = num(&f, "calls", line);
-            run.ok = num(&f, "ok", line);
-            run.unfinished = num(&f, "unfinished", line);
-        }
-    }
-    let last = lines.last().cloned().unwrap_or_default();
-    let keys: Vec<&str> = last
-        .split(' ')
-        .filter_map(|f| f.split('=').next())
-        .collect();
-    assert_eq!(
-        keys,
-        ["qps", "p50_us", "p99_us", "p999_us", "errors"],
-        "{}: the last line {last:?}",
-        client.name
-    );
-    let f = fields(&last);
-    run.qps = num(&f, "qps", &last);
-    run.p50_us = num(&f, "p50_us", &last);
-    run.p99_us = num(&f, "p99_us", &last);
-    run.p999_us = num(&f, "p999_us", &last);
-    run.errors = num(&f, "errors", &last);
-    run.last = last;
-    run
-}
-
-/// No call lost: every call made in the window ended, as an answer or an error.
-fn assert_no_call_lost(phase: &str, run: &ClientRun) {
-    assert_eq!(run.unfinished, 0, "{phase}: calls that never ended");
-    assert_eq!(
-        run.ok + run.errors,
-        run.calls,
-        "{phase}: answered and failed calls add up to the calls made"
-    );
-    if !run.timeline.is_empty() {
-        let ok: u64 = run.timeline.iter().map(|s| s.ok).sum();
-        let errors: u64 = run.timeline.iter().map(|s| s.errors).sum();
-        assert_eq!((ok, errors), (run.ok, run.errors), "{phase}: the timeline");
-    }
-    assert!(
-        run.calls > 0 && run.qps > 0,
-        "{phase}: no call went through"
-    );
-}
-
-fn sleep_until(at: Instant) {
-    std::thread::sleep(at.saturating_duration_since(Instant::now()));
 }
 
 #[test]
@@ -338,12 +86,7 @@ fn kill_restart_and_slow_instances_under_load() {
     );
     eprintln!("chaos: B slow at {:.2} s", window_time(started));
     let run = finish(load, RUN);
-    for s in &run.timeline {
-        eprintln!(
-            "chaos: phase 1 t={} ok={} errors={} p99_us={}",
-            s.t, s.ok, s.errors, s.p99_us
-        );
-    }
+    run.show_timeline("chaos: phase 1");
     let per_instance = |run: &ClientRun, port: u16| run.instances.get(&port).copied();
     eprintln!(
         "chaos: phase 1 calls={} ok={} errors={} unfinished={} A={:?} B={:?} C={:?} (ok, failed)",
@@ -367,12 +110,7 @@ fn kill_restart_and_slow_instances_under_load() {
     // window really started); none at the restart, the slow-down, or anywhere else.
     let k = kill_at as u64;
     let near_kill = (k - 1)..=(k + 2);
-    let stray: Vec<Second> = run
-        .timeline
-        .iter()
-        .filter(|s| s.errors > 0 && !near_kill.contains(&s.t))
-        .copied()
-        .collect();
+    let stray = run.errors_outside(near_kill.clone());
     assert!(
         stray.is_empty(),
         "phase 1: errors away from the kill (seconds {near_kill:?}): {stray:?}"
@@ -442,9 +180,4 @@ fn kill_restart_and_slow_instances_under_load() {
     );
     drop(a);
     eprintln!("chaos: took {:.1} s", began.elapsed().as_secs_f64());
-}
-
-/// Seconds since the window of a client started at `started` opened (about).
-fn window_time(started: Instant) -> f64 {
-    started.elapsed().as_secs_f64() - WARMUP.as_secs_f64()
 }

@@ -1,7 +1,9 @@
-//! `echo-client --addr <ADDR>[,<ADDR>...] [--transport ttheader|theader|framed|buffered]
+//! `echo-client (--addr <ADDR>[,<ADDR>...] | --discover etcd://HOST:PORT)
+//! [--transport ttheader|theader|framed|buffered]
 //! [--protocol binary|compact|json] [--concurrency N] [--size BYTES] [--duration SECS]
 //! [--io netpoll|tokio] [--multiplex] [--balance random|rr|wrr|p2c|hash]
-//! [--no-idempotent] [--backup-ms N] [--per-instance] [--timeline]`: closed-loop load on
+//! [--no-idempotent] [--backup-ms N] [--per-instance] [--timeline] [--service NAME]
+//! [--local-share F]`: closed-loop load on
 //! EchoService instances: `concurrency` callers, each sending `echo` with a `size`-byte
 //! message and waiting for the answer, for `duration` seconds after a one-second
 //! warm-up. Every answer is checked. An address is `host:port`, `unix:PATH` or
@@ -43,6 +45,23 @@
 //! request to another instance for an `echo` that has not answered after N ms, the
 //! first answer winning; it needs `echo` idempotent, since both attempts may run.
 //!
+//! # Discovery
+//!
+//! `--discover etcd://HOST:PORT[,HOST:PORT...]` follows the instances registered in
+//! etcd under `--service` (default `EchoService`, as `echo-server --registry`
+//! registers), instead of a fixed `--addr` list: instances that register get calls as
+//! soon as the watch reports them, instances that leave (deregistered, or their lease
+//! ended) get none, and while etcd is away the last list is kept. Each change is
+//! printed on stderr as it comes: `echo-client: discovered unix_ms=<n> added=<addrs>
+//! removed=<addrs> updated=<addrs> now=<n>` (comma-separated addresses, `-` for none).
+//! The per-instance lines are printed.
+//!
+//! Without `--local-share` every instance is called over TCP. With `--local-share F`
+//! (0 to 1), an instance registered from this host (the same `/etc/machine-id`) is
+//! called over shared memory, or its Unix socket when it has no shared-memory address,
+//! and `F` of the calls go to such local instances while one can take them, the rest
+//! to the others (by `--balance` on each side).
+//!
 //! # Transports
 //!
 //! Without `--multiplex` the callers share a pool of connections per instance, one
@@ -53,19 +72,23 @@
 
 use std::time::Duration;
 
-use examples::attempts::InstanceCounts;
+use etcd_registry::{EtcdConfig, EtcdDiscover};
+use examples::attempts::{InstanceCounts, unix_ms};
 use examples::cli::{Args, Usage};
 use examples::echo::EchoServiceClient;
 use examples::echo_service::EchoCall;
 use examples::load::{Plan, closed_loop, progress_wanted};
 use examples::options;
+use futures_util::StreamExt;
 use volo_core::client::{
-    BackupDelay, BackupPolicy, ClientConfig, ConsistentHash, PowerOfTwoChoices, RoundRobin,
-    WeightedRandom, WeightedRoundRobin,
+    BackupDelay, BackupPolicy, Change, ClientConfig, ConsistentHash, Discover, Instance,
+    LoadBalance, LocalFirst, PowerOfTwoChoices, RoundRobin, StaticDiscover, WeightedRandom,
+    WeightedRoundRobin,
 };
-use volo_core::context::Address;
+use volo_core::registry::Route;
 
-const HELP: &str = "usage: echo-client --addr <host:port|unix:PATH|shm:PATH>[,<addr>...] \
+const HELP: &str = "usage: echo-client (--addr <host:port|unix:PATH|shm:PATH>[,<addr>...] | \
+--discover etcd://HOST:PORT) [--service NAME] [--local-share F] \
 [--transport ttheader|theader|framed|buffered] [--protocol binary|compact|json] [--concurrency N] \
 [--size BYTES] [--duration SECS] [--io netpoll|tokio] [--multiplex] \
 [--balance random|rr|wrr|p2c|hash] [--no-idempotent] [--backup-ms N] [--per-instance] \
@@ -99,6 +122,21 @@ enum Balancer {
 }
 
 impl Balancer {
+    /// The balancer, around the local ones first when `local_share` is given.
+    fn make(self, local_share: Option<f64>) -> Box<dyn LoadBalance> {
+        let plain: Box<dyn LoadBalance> = match self {
+            Balancer::Random => Box::new(WeightedRandom::default()),
+            Balancer::RoundRobin => Box::new(RoundRobin::new()),
+            Balancer::WeightedRoundRobin => Box::new(WeightedRoundRobin::new()),
+            Balancer::PowerOfTwo => Box::new(PowerOfTwoChoices::new()),
+            Balancer::Hash => Box::new(ConsistentHash::default()),
+        };
+        match local_share {
+            Some(share) => Box::new(LocalFirst::with_share(plain, share)),
+            None => plain,
+        }
+    }
+
     fn parse(name: &str) -> Result<Self, Usage> {
         Ok(match name {
             "random" => Balancer::Random,
@@ -115,20 +153,25 @@ impl Balancer {
     }
 }
 
-/// `--addr`'s comma-separated list.
-fn addresses(list: &str) -> Result<Vec<Address>, Usage> {
-    let addrs = list
-        .split(',')
-        .map(|a| {
-            a.trim()
-                .parse::<Address>()
-                .map_err(|e| Usage(format!("--addr {a:?}: {e}")))
-        })
-        .collect::<Result<Vec<_>, _>>()?;
-    if addrs.is_empty() {
-        return Err(Usage("--addr needs at least one address".into()));
-    }
-    Ok(addrs)
+/// `added=<addrs> removed=<addrs> updated=<addrs> now=<n>` for a discovery change.
+fn change_line(change: &Change) -> String {
+    let list = |l: &[Instance]| {
+        if l.is_empty() {
+            "-".to_string()
+        } else {
+            l.iter()
+                .map(|i| i.address.to_string())
+                .collect::<Vec<_>>()
+                .join(",")
+        }
+    };
+    format!(
+        "added={} removed={} updated={} now={}",
+        list(&change.added),
+        list(&change.removed),
+        list(&change.updated),
+        change.instances.len()
+    )
 }
 
 fn run() -> Result<Vec<String>, Usage> {
@@ -150,15 +193,30 @@ fn run() -> Result<Vec<String>, Usage> {
         "backup-ms",
         "per-instance",
         "timeline",
+        "discover",
+        "service",
+        "local-share",
     ])?;
-    let addrs = addresses(&args.required::<String>("addr")?)?;
+    let discover_url: Option<String> = args.optional("discover")?;
+    let addrs = match (&discover_url, args.optional::<String>("addr")?) {
+        (None, Some(list)) => options::addresses(&list)?,
+        (Some(_), None) => Vec::new(),
+        _ => return Err(Usage("give one of --addr and --discover".into())),
+    };
+    let service: String = args.get("service", "EchoService".to_string())?;
+    let local_share: Option<f64> = args.optional("local-share")?;
+    if local_share.is_some_and(|f| !(0.0..=1.0).contains(&f)) {
+        return Err(Usage(
+            "--local-share is a share of the calls, 0 to 1".into(),
+        ));
+    }
     let concurrency: usize = args.get("concurrency", 100)?;
     let size: usize = args.get("size", 1024)?;
     let duration: f64 = args.get("duration", 10.0)?;
     let balancer = Balancer::parse(&args.get("balance", "p2c".to_string())?)?;
     let idempotent = !args.flag("no-idempotent");
     let backup_ms: Option<u64> = args.optional("backup-ms")?;
-    let per_instance = args.flag("per-instance") || addrs.len() > 1;
+    let per_instance = args.flag("per-instance") || addrs.len() > 1 || discover_url.is_some();
     let timeline = args.flag("timeline");
     let config = ClientConfig {
         framing: options::framing(&args.get("transport", "ttheader".to_string())?)?,
@@ -191,17 +249,39 @@ fn run() -> Result<Vec<String>, Usage> {
         .map_err(|e| Usage(format!("runtime: {e}")))?;
     rt.block_on(async {
         let counts = InstanceCounts::new(&addrs);
-        let mut builder = EchoServiceClient::builder()
-            .addresses(addrs.iter().cloned())
-            .config(config)
-            .layer_inner(counts.layer());
-        builder = match balancer {
-            Balancer::Random => builder.load_balance(WeightedRandom::default()),
-            Balancer::RoundRobin => builder.load_balance(RoundRobin::new()),
-            Balancer::WeightedRoundRobin => builder.load_balance(WeightedRoundRobin::new()),
-            Balancer::PowerOfTwo => builder.load_balance(PowerOfTwoChoices::new()),
-            Balancer::Hash => builder.load_balance(ConsistentHash::default()),
+        let discover: Box<dyn Discover> = match &discover_url {
+            Some(url) => {
+                let route = match local_share {
+                    Some(_) => Route::for_this_host(),
+                    None => Route::tcp_only(),
+                };
+                let config = EtcdConfig::new(options::etcd(url)?);
+                let found = EtcdDiscover::connect(config, &service, route)
+                    .await
+                    .map_err(|e| Usage(format!("--discover {url}: {e}")))?;
+                eprintln!(
+                    "echo-client: discovered unix_ms={} {}",
+                    unix_ms(),
+                    change_line(&Change::between(&[], &found.instances()))
+                );
+                let mut changes = found.changes();
+                tokio::spawn(async move {
+                    while let Some(change) = changes.next().await {
+                        let line = change_line(&change);
+                        eprintln!("echo-client: discovered unix_ms={} {line}", unix_ms());
+                    }
+                });
+                Box::new(found)
+            }
+            None => Box::new(StaticDiscover::new(
+                addrs.iter().cloned().map(Instance::new),
+            )),
         };
+        let mut builder = EchoServiceClient::builder()
+            .discover(discover)
+            .config(config)
+            .layer_inner(counts.layer())
+            .load_balance(balancer.make(local_share));
         if idempotent {
             builder = builder.idempotent(["echo"]);
         }
@@ -215,9 +295,9 @@ fn run() -> Result<Vec<String>, Usage> {
             call = call.with_hash_keys(HASH_KEYS);
         }
         let list: Vec<String> = addrs.iter().map(ToString::to_string).collect();
+        let target = discover_url.clone().unwrap_or_else(|| list.join(","));
         eprintln!(
-            "echo-client: {}, {concurrency} callers, {size}-byte messages, {duration} s",
-            list.join(",")
+            "echo-client: {target}, {concurrency} callers, {size}-byte messages, {duration} s"
         );
         let plan = Plan {
             concurrency,

@@ -1,8 +1,20 @@
-//! `echo-server --addr <host:port|unix:PATH|shm:PATH> [--io netpoll|tokio]
-//! [--delay-us N] [--delay-on-usr1]`: serves idl/echo.thrift's EchoService until killed
-//! (Ctrl-C shuts it down gracefully). It accepts every framing (TTHeader, Framed,
-//! Buffered) and protocol (Binary, Compact, JSON) and answers each connection in kind, so
-//! Apache Thrift, Kitex and Volo clients all work.
+//! `echo-server --addr <host:port|unix:PATH|shm:PATH>[,<addr>...] [--io netpoll|tokio]
+//! [--delay-us N] [--delay-on-usr1] [--registry etcd://HOST:PORT[,HOST:PORT...]]
+//! [--weight N] [--host-id ID] [--lease-ttl SECS]`: serves idl/echo.thrift's
+//! EchoService until killed (Ctrl-C or SIGTERM shuts it down gracefully). It accepts
+//! every framing (TTHeader, Framed, Buffered) and protocol (Binary, Compact, JSON) and
+//! answers each connection in kind, so Apache Thrift, Kitex and Volo clients all work.
+//!
+//! With several addresses it listens on all of them, one server. It prints
+//! `echo-server listening on <addr>` for each, in order, once all are bound.
+//!
+//! With `--registry` it registers in etcd, under `EchoService`, every address it
+//! listens on, its `--weight` (default 100) and its host identity (`/etc/machine-id`,
+//! or `--host-id`, which makes it look like an instance of another machine), with a
+//! lease of `--lease-ttl` seconds (default 10) kept alive while it runs; on a graceful
+//! shutdown it deregisters before it drains. Clients that follow the registry
+//! (`echo-client --discover`) call it over shared memory or its Unix socket when they
+//! run on the same host, and over TCP otherwise.
 //!
 //! For fault tests, `--delay-us N` makes `echo` wait N µs before it answers; with
 //! `--delay-on-usr1` the delay starts off and each SIGUSR1 turns it on or off (so a
@@ -10,15 +22,17 @@
 
 use std::time::Duration;
 
+use etcd_registry::{EtcdConfig, EtcdRegistry};
 use examples::cli::{Args, Usage};
 use examples::echo::EchoServiceServer;
 use examples::echo_service::Echo;
 use tokio::signal::unix::{SignalKind, signal};
-use volo_core::context::Address;
+use volo_core::registry::RegistryInfo;
 use volo_core::server::{Server, ServerConfig};
 
-const HELP: &str = "usage: echo-server --addr <host:port|unix:PATH|shm:PATH> [--io netpoll|tokio] \
-[--delay-us N] [--delay-on-usr1]";
+const HELP: &str = "usage: echo-server --addr <host:port|unix:PATH|shm:PATH>[,<addr>...] \
+[--io netpoll|tokio] [--delay-us N] [--delay-on-usr1] [--registry etcd://HOST:PORT] [--weight N] \
+[--host-id ID] [--lease-ttl SECS]";
 
 fn main() {
     if let Err(e) = run() {
@@ -29,8 +43,27 @@ fn main() {
 
 fn run() -> Result<(), Usage> {
     let args = Args::parse(std::env::args().skip(1), &["delay-on-usr1"])?;
-    args.only(&["addr", "io", "delay-us", "delay-on-usr1"])?;
-    let addr: Address = args.required("addr")?;
+    args.only(&[
+        "addr",
+        "io",
+        "delay-us",
+        "delay-on-usr1",
+        "registry",
+        "weight",
+        "host-id",
+        "lease-ttl",
+    ])?;
+    let addrs = examples::options::addresses(&args.required::<String>("addr")?)?;
+    let registry: Option<String> = args.optional("registry")?;
+    let info = RegistryInfo {
+        weight: args.get("weight", 100u32)?,
+        host: match args.optional::<String>("host-id")? {
+            Some(id) => Some(id),
+            None => RegistryInfo::default().host,
+        },
+        ..RegistryInfo::default()
+    };
+    let lease_ttl: f64 = args.get("lease-ttl", 10.0)?;
     let delay = Duration::from_micros(args.get("delay-us", 0u64)?);
     let on_signal = args.flag("delay-on-usr1");
     let echo = Echo::default();
@@ -63,15 +96,32 @@ fn run() -> Result<(), Usage> {
                 }
             });
         }
-        let bound = Server::new(EchoServiceServer::new(echo))
-            .with_config(config)
-            .bind(&addr)
+        let mut server = Server::new(EchoServiceServer::new(echo)).with_config(config);
+        if let Some(url) = registry {
+            let mut etcd = EtcdConfig::new(examples::options::etcd(&url)?);
+            etcd.lease_ttl = Duration::try_from_secs_f64(lease_ttl)
+                .map_err(|e| Usage(format!("--lease-ttl {lease_ttl}: {e}")))?;
+            let registry = EtcdRegistry::connect(etcd)
+                .await
+                .map_err(|e| Usage(format!("--registry {url}: {e}")))?;
+            server = server.registry(registry, info);
+        }
+        let list: Vec<String> = addrs.iter().map(ToString::to_string).collect();
+        let bound = server
+            .bind_all(&addrs)
             .await
-            .map_err(|e| Usage(format!("binding {addr}: {e}")))?;
-        println!("echo-server listening on {}", bound.local_addr());
+            .map_err(|e| Usage(format!("binding {}: {e}", list.join(","))))?;
+        for local in bound.local_addrs() {
+            println!("echo-server listening on {local}");
+        }
+        let mut term =
+            signal(SignalKind::terminate()).map_err(|e| Usage(format!("SIGTERM: {e}")))?;
         bound
-            .serve_with_shutdown(async {
-                let _ = tokio::signal::ctrl_c().await;
+            .serve_with_shutdown(async move {
+                tokio::select! {
+                    _ = tokio::signal::ctrl_c() => {}
+                    _ = term.recv() => {}
+                }
             })
             .await
             .map_err(|e| Usage(format!("serving: {e}")))
