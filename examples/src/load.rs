@@ -227,6 +227,12 @@ where
                 };
                 let success = call().await;
                 let took = start.elapsed();
+                if !success {
+                    // A call may fail without waiting (no instance to call): without
+                    // a yield, workers failing in a loop would never let the runtime
+                    // run its timers, and the window would never close.
+                    tokio::task::yield_now().await;
+                }
                 let Some(second) = second else { continue };
                 let mut tally = tally.lock().unwrap_or_else(PoisonError::into_inner);
                 if tally.seconds.len() <= second {
@@ -462,5 +468,37 @@ mod tests {
                 report.calls, report.ok, report.errors
             )
         );
+    }
+
+    /// Calls that fail at once, without waiting (no instance listed yet), do not keep
+    /// the run from ending: the window closes on time.
+    #[test]
+    fn calls_failing_without_waiting_do_not_hold_the_window_open() {
+        let rt = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(2)
+            .enable_all()
+            .build()
+            .unwrap();
+        let cuts = Cuts {
+            second: Duration::from_millis(100),
+            drain: Duration::from_millis(100),
+        };
+        let plan = Plan {
+            concurrency: 4,
+            warmup: Duration::ZERO,
+            duration: Duration::from_millis(200),
+            progress: false,
+        };
+        // On a thread of its own: a run that never ends fails the test, not hangs it.
+        let (tx, rx) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            let report = rt.block_on(run(plan, "test", || async { false }, cuts));
+            let _ = tx.send(report);
+        });
+        let report = rx
+            .recv_timeout(Duration::from_secs(20))
+            .expect("the run ended");
+        assert!(report.errors > 0 && report.ok == 0, "{report:?}");
+        assert_eq!(report.unfinished(), 0);
     }
 }

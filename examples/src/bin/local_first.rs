@@ -18,8 +18,11 @@
 //!   on each side), for each `F` of `--shares` (default `1,0.8`).
 //!
 //! The modes take turns for `--rounds` rounds. Output, per mode and round: `mode=<m>
-//! round=<n> qps=<n> p50_us=<n> p99_us=<n> local=<share of attempts on L>`; then per
-//! mode the medians over rounds and their ratios to `off`.
+//! round=<n> qps=<n> p50_us=<n> p99_us=<n> local=<share of attempts on L>
+//! cpu_us_per_call=<n> cores=<n>` (the process's CPU time, client and servers
+//! together, per answered attempt, and over wall time: shared memory's readers spin
+//! briefly before they park, which costs CPU that `cores` shows); then per mode the
+//! medians over rounds and their ratios to `off`.
 
 use std::path::PathBuf;
 use std::time::Duration;
@@ -31,7 +34,8 @@ use examples::cli::{Args, Usage};
 use examples::echo::{EchoServiceClient, EchoServiceServer};
 use examples::echo_service::{Echo, EchoCall};
 use examples::load::{Plan, Report, closed_loop};
-use volo_core::client::{LoadBalance, LocalFirst, PowerOfTwoChoices};
+use examples::server_only::ProcessUsage;
+use volo_core::client::{Discover, LoadBalance, LocalFirst, PowerOfTwoChoices};
 use volo_core::context::Address;
 use volo_core::registry::{RegistryInfo, Route};
 use volo_core::server::Server;
@@ -71,6 +75,12 @@ struct Measured {
     report: Report,
     /// The share of attempts L answered.
     local: f64,
+    /// The process's CPU time (client and both servers) per answered attempt, µs,
+    /// over the run (warm-up and window).
+    cpu_us_per_call: f64,
+    /// The process's CPU time over the run's wall time: cores kept busy (a spin
+    /// counts).
+    cores: f64,
 }
 
 fn run() -> Result<(), Usage> {
@@ -190,12 +200,15 @@ async fn measure(
         for &mode in modes {
             let m = one(endpoints, mode, duration, concurrency, size, &l_addrs).await?;
             println!(
-                "mode={} round={round} qps={:.0} p50_us={} p99_us={} local={:.3}",
+                "mode={} round={round} qps={:.0} p50_us={} p99_us={} local={:.3} \
+                 cpu_us_per_call={:.2} cores={:.2}",
                 mode.name(),
                 m.report.qps(),
                 m.report.quantile_us(0.50),
                 m.report.quantile_us(0.99),
-                m.local
+                m.local,
+                m.cpu_us_per_call,
+                m.cores
             );
             all.push(m);
         }
@@ -216,16 +229,19 @@ async fn measure(
             .iter()
             .map(|m| m.report.quantile_us(0.99) as f64)
             .collect();
-        (median(&mut qps), median(&mut p99))
+        let mut cpu: Vec<f64> = of.iter().map(|m| m.cpu_us_per_call).collect();
+        (median(&mut qps), median(&mut p99), median(&mut cpu))
     };
-    let (off_qps, off_p99) = summary(Mode::Off);
+    let (off_qps, off_p99, off_cpu) = summary(Mode::Off);
     for &mode in modes {
-        let (qps, p99) = summary(mode);
+        let (qps, p99, cpu) = summary(mode);
         println!(
-            "summary mode={} qps={qps:.0} p99_us={p99:.0} qps_ratio={:.2} p99_ratio={:.2}",
+            "summary mode={} qps={qps:.0} p99_us={p99:.0} cpu_us_per_call={cpu:.2} \
+             qps_ratio={:.2} p99_ratio={:.2} cpu_ratio={:.2}",
             mode.name(),
             qps / off_qps,
-            p99 / off_p99
+            p99 / off_p99,
+            cpu / off_cpu
         );
     }
     Ok(())
@@ -247,6 +263,17 @@ async fn one(
     let discover = EtcdDiscover::connect(EtcdConfig::new(endpoints.to_vec()), "EchoService", route)
         .await
         .map_err(|e| Usage(format!("discovery: {e}")))?;
+    // The servers register as they start serving: wait for both.
+    let mut waited = 0;
+    while discover.instances().len() < 2 {
+        if waited == 100 {
+            return Err(Usage(
+                "the two servers did not show up in etcd within 5 s".into(),
+            ));
+        }
+        waited += 1;
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
     let balance: Box<dyn LoadBalance> = match mode {
         Mode::Off => Box::new(PowerOfTwoChoices::new()),
         Mode::Share(f) => Box::new(LocalFirst::with_share(PowerOfTwoChoices::new(), f)),
@@ -265,11 +292,14 @@ async fn one(
         duration: Duration::from_secs_f64(duration),
         progress: false,
     };
+    let usage = || ProcessUsage::of_self().map_err(|e| Usage(format!("getrusage: {e}")));
+    let (cpu_before, wall) = (usage()?, std::time::Instant::now());
     let report = closed_loop(plan, &mode.name(), move || {
         let call = call.clone();
         async move { call.call().await }
     })
     .await;
+    let (cpu, wall) = (usage()?.cpu_us() - cpu_before.cpu_us(), wall.elapsed());
     let (mut on_l, mut total) = (0u64, 0u64);
     for (addr, c) in counts.snapshot() {
         total += c.ok;
@@ -288,5 +318,7 @@ async fn one(
         mode,
         report,
         local: on_l as f64 / total.max(1) as f64,
+        cpu_us_per_call: cpu as f64 / total.max(1) as f64,
+        cores: cpu as f64 / wall.as_micros().max(1) as f64,
     })
 }
