@@ -38,7 +38,10 @@ pub struct EtcdConfig {
     /// registering one is refused. Default 64 KiB.
     pub max_value_bytes: usize,
     /// The most instances discovery lists for one service (the first ones by key);
-    /// the others are logged and left out. Default 1024.
+    /// the others are logged and left out. Discovery keeps at most four times as many
+    /// keys (with bad values, or no address it can use, beside the listed ones): a
+    /// read stops there, and keys put beyond it are logged and not followed, until a
+    /// kept one is deleted and the service is read again. Default 1024.
     pub max_instances: usize,
     /// The bound on each etcd request (connecting, granting, putting, reading...).
     /// Default 3 s.

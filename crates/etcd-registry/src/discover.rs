@@ -39,6 +39,9 @@ pub struct DiscoverStats {
     pub unroutable: u64,
     /// Instances left out of the current list for `max_instances` (now, not a sum).
     pub over_limit: u64,
+    /// Keys not followed because the service had more than 4 × `max_instances`
+    /// keys (counted per read that stopped there and per put it dropped).
+    pub keys_dropped: u64,
     /// The latest etcd revision seen.
     pub revision: i64,
 }
@@ -156,6 +159,7 @@ impl EtcdDiscover {
             skipped_addresses: get(&c.skipped_addresses),
             unroutable: get(&c.unroutable),
             over_limit: get(&c.over_limit),
+            keys_dropped: get(&c.keys_dropped),
             revision: c.revision.load(Ordering::Relaxed),
         }
     }
@@ -175,6 +179,8 @@ impl Discover for EtcdDiscover {
 enum End {
     /// etcd compacted the revision it was at.
     Compacted(i64),
+    /// A kept key was deleted while others were not followed: read them again.
+    Untracked,
     /// It failed or ended.
     Broken(String),
 }
@@ -195,15 +201,19 @@ impl Watcher {
     /// Reads the whole service into the list; the revision read at.
     async fn range(&mut self) -> Result<i64, EtcdError> {
         let mut kv = self.client.kv_client();
+        let limit = i64::try_from(self.entries.max_keys()).unwrap_or(i64::MAX);
         let read = kv.get(
             self.key_prefix.as_str(),
-            Some(GetOptions::new().with_prefix()),
+            Some(GetOptions::new().with_prefix().with_limit(limit)),
         );
         let answer = timed(self.config.timeout, read).await?;
         let revision = answer.header().map_or(0, |h| h.revision());
         self.entries.clear();
         for kv in answer.kvs() {
             self.entries.put(kv.key(), kv.value(), &self.counters);
+        }
+        if answer.more() {
+            self.entries.truncated_read(&self.counters);
         }
         self.seen(revision);
         self.publish();
@@ -234,6 +244,13 @@ impl Watcher {
                         "etcd discovery: watch revision compacted; reading the service again"
                     );
                     Counters::add(&self.counters.compactions, 1);
+                }
+                End::Untracked => {
+                    tracing::debug!(
+                        prefix = self.key_prefix,
+                        "etcd discovery: a key was deleted while others were not followed; \
+                         reading the service again"
+                    );
                 }
                 End::Broken(error) => {
                     Counters::add(&self.counters.watch_restarts, 1);
@@ -323,6 +340,9 @@ impl Watcher {
                 Counters::add(&self.counters.events, 1);
             }
             self.publish();
+            if self.entries.take_resync() {
+                return End::Untracked;
+            }
         }
     }
 }

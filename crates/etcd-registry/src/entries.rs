@@ -20,6 +20,7 @@ pub(crate) struct Counters {
     pub(crate) skipped_addresses: AtomicU64,
     pub(crate) unroutable: AtomicU64,
     pub(crate) over_limit: AtomicU64,
+    pub(crate) keys_dropped: AtomicU64,
     pub(crate) revision: AtomicI64,
 }
 
@@ -43,7 +44,20 @@ pub(crate) struct Entries {
     by_key: BTreeMap<String, Option<Instance>>,
     /// How many instances the last list left out (logged when it changes).
     left_out: usize,
+    /// The most keys kept ([`KEYS_PER_INSTANCE`] per listed instance): what a
+    /// registry full of keys can cost a client.
+    max_keys: usize,
+    /// Whether keys of the service were left untracked for `max_keys` (by the last
+    /// read, or by a put since).
+    truncated: bool,
+    /// Whether a tracked key was deleted while others were untracked: one of those
+    /// may now take its place, which only a new read can tell.
+    resync: bool,
 }
+
+/// Keys tracked per instance listed: room for keys whose values are bad or have no
+/// address this client can use, beyond the instances it lists.
+pub(crate) const KEYS_PER_INSTANCE: usize = 4;
 
 impl Entries {
     pub(crate) fn new(
@@ -61,12 +75,45 @@ impl Entries {
             route,
             by_key: BTreeMap::new(),
             left_out: 0,
+            max_keys: max_instances.saturating_mul(KEYS_PER_INSTANCE).max(16),
+            truncated: false,
+            resync: false,
         }
+    }
+
+    /// The most keys it keeps, and so the most a read needs to return.
+    pub(crate) fn max_keys(&self) -> usize {
+        self.max_keys
     }
 
     /// Forgets every key (before a new range fills it again).
     pub(crate) fn clear(&mut self) {
         self.by_key.clear();
+        self.truncated = false;
+        self.resync = false;
+    }
+
+    /// The read that filled it stopped at `max_keys`: the service has more keys.
+    pub(crate) fn truncated_read(&mut self, counters: &Counters) {
+        self.dropped_keys(counters);
+    }
+
+    /// Whether a new read is needed to learn what the untracked keys hold (and
+    /// forgets the wish).
+    pub(crate) fn take_resync(&mut self) -> bool {
+        std::mem::take(&mut self.resync)
+    }
+
+    /// Keys left untracked: logged the first time since the last read.
+    fn dropped_keys(&mut self, counters: &Counters) {
+        Counters::add(&counters.keys_dropped, 1);
+        if !std::mem::replace(&mut self.truncated, true) {
+            tracing::warn!(
+                prefix = self.key_prefix,
+                max_keys = self.max_keys,
+                "etcd discovery: more keys than it keeps; the others are not followed"
+            );
+        }
     }
 
     /// `key` now holds `bytes`. A value that cannot be used is logged, counted and
@@ -75,6 +122,10 @@ impl Entries {
         let Some(key) = self.own_key(key, counters) else {
             return;
         };
+        if self.by_key.len() >= self.max_keys && !self.by_key.contains_key(key) {
+            self.dropped_keys(counters);
+            return;
+        }
         match value::decode(&self.service, bytes, self.max_value_bytes) {
             Ok(decoded) => {
                 if !decoded.bad_addresses.is_empty() {
@@ -105,8 +156,11 @@ impl Entries {
 
     /// `key` was deleted.
     pub(crate) fn delete(&mut self, key: &[u8]) {
-        if let Ok(key) = std::str::from_utf8(key) {
-            self.by_key.remove(key);
+        if let Ok(key) = std::str::from_utf8(key)
+            && self.by_key.remove(key).is_some()
+            && self.truncated
+        {
+            self.resync = true;
         }
     }
 
@@ -231,5 +285,34 @@ mod tests {
         e.delete(b"/p/echo/4");
         assert_eq!(e.list(&c).len(), 2);
         assert_eq!(c.over_limit.load(Ordering::Relaxed), 0);
+    }
+
+    #[test]
+    fn keys_beyond_the_bound_are_not_kept_and_a_delete_then_asks_for_a_read() {
+        let c = Counters::default();
+        // One instance listed: at most 16 keys kept.
+        let mut e = entries(1);
+        assert_eq!(e.max_keys(), 16);
+        for i in 0..20 {
+            e.put(
+                format!("/p/echo/{i:02}").as_bytes(),
+                &value(&format!("10.0.0.{i}:80"), 100),
+                &c,
+            );
+        }
+        assert_eq!(e.by_key.len(), 16);
+        assert_eq!(c.keys_dropped.load(Ordering::Relaxed), 4);
+        // A key kept is still updated.
+        e.put(b"/p/echo/00", &value("10.0.0.99:80", 7), &c);
+        assert_eq!(shown(&e.list(&c)), ["10.0.0.99:80/7"]);
+        // A delete of an untracked key changes nothing; of a kept one, asks for a read.
+        e.delete(b"/p/echo/19");
+        assert!(!e.take_resync());
+        e.delete(b"/p/echo/03");
+        assert!(e.take_resync());
+        assert!(!e.take_resync(), "asked once");
+        e.clear();
+        e.delete(b"/p/echo/04");
+        assert!(!e.take_resync(), "after a full read, nothing is untracked");
     }
 }

@@ -166,6 +166,52 @@ async fn bad_values_and_instances_over_the_limit_are_logged_skipped_and_counted(
     .await;
 }
 
+/// A service with more keys than discovery keeps (four per instance listed, at least
+/// 16): a read stops there, later keys are not followed, and the deletion of a kept
+/// key makes discovery read the service again, so an unfollowed key takes its place.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn keys_beyond_the_bound_are_not_followed_until_a_kept_one_goes() {
+    let Some(etcd) = support::etcd() else { return };
+    bounded(30, async {
+        let raw = etcd.client().await;
+        // 16 keys with no address a TCP client can use, then two instances.
+        for i in 0..16 {
+            put(
+                &raw,
+                format!("{PREFIX}a{i:02}"),
+                value(&["unix:/only/local"]),
+            )
+            .await;
+        }
+        put(&raw, format!("{PREFIX}b1"), value(&["10.0.0.1:80"])).await;
+        let config = EtcdConfig {
+            max_instances: 1,
+            ..etcd.config()
+        };
+        let discover = EtcdDiscover::connect(config, "echo", Route::tcp_only())
+            .await
+            .unwrap();
+        assert!(
+            discover.instances().is_empty(),
+            "b1 is past the 16 keys read"
+        );
+        assert_eq!(discover.stats().keys_dropped, 1);
+        put(&raw, format!("{PREFIX}b2"), value(&["10.0.0.2:80"])).await;
+        eventually(5, "b2 dropped", || discover.stats().keys_dropped == 2).await;
+        assert!(discover.instances().is_empty());
+
+        // A kept key goes: the service is read again, and b1 is in.
+        raw.clone()
+            .delete(format!("{PREFIX}a00"), None)
+            .await
+            .unwrap();
+        eventually(5, "b1 listed", || discover.instances().len() == 1).await;
+        assert_eq!(shown(&discover.instances()), ["10.0.0.1:80/100"]);
+        assert!(discover.stats().resyncs >= 1);
+    })
+    .await;
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_watch_on_a_compacted_revision_reads_the_service_again() {
     let Some(etcd) = support::etcd() else { return };
