@@ -443,7 +443,11 @@ fn the_pools_of_removed_instances_are_dropped() {
         }
         assert_eq!(transport.pooled(), std::slice::from_ref(&b));
         echo(&client, &mut ClientContext::new(), "b").await.unwrap();
-        assert_eq!(transport.pooled(), std::slice::from_ref(&b), "calls go to b alone");
+        assert_eq!(
+            transport.pooled(),
+            std::slice::from_ref(&b),
+            "calls go to b alone"
+        );
 
         list.set(vec![Instance::new(a.clone()), Instance::new(b.clone())]);
         for i in 0..4 {
