@@ -60,4 +60,5 @@ pub mod service;
 #[cfg(test)]
 mod test_support;
 pub mod tower;
+pub mod trace;
 pub mod transport;

@@ -11,14 +11,16 @@ use super::balance::{
 use super::breaker::{BreakerConfig, InstanceBreakers, ServiceBreaker, ServiceBreakerLayer};
 use super::retry::{Retry, RetryLayer, RetryPolicy};
 use super::timeout::{Timeout, TimeoutLayer};
+use super::trace::{Trace, TraceAttempt, TraceAttemptLayer, TraceLayer};
 use super::{Client, ClientConfig, Transport};
 use crate::context::Address;
 use crate::service::{Identity, Layer, Stack};
 
-/// The stack a builder makes around `T` (the transport, with any inner layers):
-/// timeout, service breaker, failure retry, backup requests, balancing (with the
-/// instance breakers).
-pub type DefaultStack<T = Transport> = Timeout<ServiceBreaker<Retry<Backup<Balance<T>>>>>;
+/// The stack a builder makes around `T` (the transport, with any inner layers): the
+/// call's span, timeout, service breaker, failure retry, backup requests, balancing
+/// (with the instance breakers), each attempt's span.
+pub type DefaultStack<T = Transport> =
+    Trace<Timeout<ServiceBreaker<Retry<Backup<Balance<TraceAttempt<T>>>>>>>;
 
 /// What a builder gives back: how a client type wraps the stack it built. Generated
 /// clients have a `Maker` of their own; [`Untyped`] gives a [`Client`].
@@ -246,7 +248,7 @@ impl<M, O, I> ClientBuilder<M, O, I> {
         let balance = s
             .balance
             .unwrap_or_else(|| Arc::new(WeightedRandom::default()));
-        let attempt = self.inner.layer(bottom);
+        let attempt = TraceAttemptLayer.layer(self.inner.layer(bottom));
         let breakers = s.instance_breaker.map(InstanceBreakers::new);
         let balanced = BalanceLayer::from_parts(discover, balance, breakers).layer(attempt);
         let marks = s.idempotent;
@@ -258,7 +260,7 @@ impl<M, O, I> ClientBuilder<M, O, I> {
         let backed = BackupLayer::new(backup).layer(balanced);
         let retried = RetryLayer::new(s.retry.idempotent(marks)).layer(backed);
         let guarded = ServiceBreakerLayer::new(s.service_breaker).layer(retried);
-        let stack = TimeoutLayer::new(s.config.rpc_timeout).layer(guarded);
+        let stack = TraceLayer.layer(TimeoutLayer::new(s.config.rpc_timeout).layer(guarded));
         let client = Client::new(s.service, self.outer.layer(stack));
         Ok(M::make_client(match s.multiplexed {
             Some(name) => client.with_multiplexed_service(name),

@@ -60,10 +60,11 @@ mod mock;
 mod multiplexed;
 mod mux;
 mod pool;
-mod random;
+pub(crate) mod random;
 mod request;
 pub mod retry;
 pub mod timeout;
+pub mod trace;
 mod transport;
 
 pub use backup::{Backup, BackupDelay, BackupLayer, BackupPolicy};
@@ -178,6 +179,9 @@ pub struct ClientContext {
     /// Where the balancer also reports its picks, when a layer above must know them
     /// while the attempt is still running (a backup request goes elsewhere).
     pub(crate) picks: Option<Arc<Mutex<Vec<Address>>>>,
+    /// The call's span ids, when its `rpc.client` span is recorded: the parent of its
+    /// attempts' spans.
+    pub(crate) trace: Option<crate::trace::TraceParent>,
 }
 
 impl ClientContext {

@@ -16,9 +16,11 @@ use thrift_codec::{
     ApplicationException, ApplicationExceptionKind, Binary, Codec, Compact, Decoder, Json,
     LinkBuffer, MessageHeader, MessageType, Utf8Bytes,
 };
+use tracing::Instrument;
 
 use super::core::Shared;
 use super::multiplex::Services;
+use super::trace::{self, Logged};
 use super::{Dispatch, DispatchError, EncodeReply, ServerRequest};
 use crate::codec::ttheader::{Header, int_key};
 use crate::codec::{FrameError, Framing, Protocol, theader};
@@ -38,6 +40,8 @@ pub(crate) struct Done<R> {
     /// Nothing is sent back.
     oneway: bool,
     outcome: Result<Result<R, DispatchError>, Box<dyn Any + Send>>,
+    /// What the access log needs, when it shows this call.
+    logged: Option<Logged>,
 }
 
 /// Takes one frame: unwraps its framing and reads the message header. Returns the
@@ -62,6 +66,7 @@ pub(crate) fn start_call<D: Dispatch>(
     let mut cx = ServerContext::new(framing, protocol);
     cx.rpc.caller.address = peer;
     let max_frame = shared.config.limits.max_frame;
+    let request_bytes = frame.len();
     let (payload, mut ttheader, theader) = match framing {
         Framing::TTHeader => {
             // Into the connection's spare header, whose lists have room already.
@@ -163,13 +168,24 @@ pub(crate) fn start_call<D: Dispatch>(
     let request = ServerRequest::new(payload.slice(args_at..));
     let (framing, protocol) = (cx.framing, cx.protocol);
     let shared = Arc::clone(shared);
+    let logged = shared.access.pick(shared.config.access_log.as_ref());
     let run = async move {
         // The limiter's slot is held until the call is done (or dropped).
         let _admitted = admitted;
-        let outcome = {
+        let span = trace::span(&mut cx);
+        let outcome = async {
             let _permit = shared.inflight.acquire().await;
             caught(shared.dispatch.call(&mut cx, request)).await
-        };
+        }
+        .instrument(span.clone())
+        .await;
+        let failure = trace::failure(&outcome);
+        trace::finish(&span, failure);
+        let logged = logged.then_some(Logged {
+            started: now,
+            request_bytes,
+            status: failure,
+        });
         Done {
             cx,
             framing,
@@ -180,6 +196,7 @@ pub(crate) fn start_call<D: Dispatch>(
             seq_id: header.seq_id,
             oneway,
             outcome,
+            logged,
         }
     };
     Ok(Some(run))
@@ -273,12 +290,19 @@ pub(crate) fn answer<D: Dispatch>(
     mut done: Done<D::Reply>,
 ) -> io::Result<Option<Header>> {
     let mut ttheader = done.ttheader.take();
+    let logged = done
+        .logged
+        .take()
+        .map(|l| (l, done.cx.rpc.clone(), out.len()));
     if !done.oneway {
         match done.protocol {
             Protocol::Binary => answer_in::<Binary, D>(out, shared, done, ttheader.as_mut())?,
             Protocol::Compact => answer_in::<Compact, D>(out, shared, done, ttheader.as_mut())?,
             Protocol::Json => answer_in::<Json, D>(out, shared, done, ttheader.as_mut())?,
         }
+    }
+    if let Some((logged, rpc, before)) = logged {
+        trace::log_access(&rpc, &logged, out.len().saturating_sub(before));
     }
     Ok(ttheader)
 }

@@ -56,6 +56,8 @@ pub(crate) struct Shared<D> {
     pub(crate) input_budget: Arc<InputBudget>,
     /// `config.limit`: refuses calls over the limits before they are decoded.
     pub(crate) limiter: super::limit::Limiter,
+    /// The calls counted for the access log's sampling.
+    pub(crate) access: super::trace::AccessCount,
 }
 
 impl<D> Shared<D> {
@@ -67,6 +69,7 @@ impl<D> Shared<D> {
             inflight: tokio::sync::Semaphore::new(config.max_inflight),
             input_budget: InputBudget::new(config.max_buffered_input),
             limiter: super::limit::Limiter::new(config.limit.clone(), crate::clock::SystemClock),
+            access: super::trace::AccessCount::default(),
             config,
         }
     }

@@ -218,6 +218,7 @@ pub mod multiplex;
 mod request;
 mod run;
 mod spare;
+pub mod trace;
 
 use std::time::Duration;
 
@@ -463,6 +464,9 @@ pub struct ServerConfig {
     /// each, whatever [`inline_dispatch`](Self::inline_dispatch) says. Default `None`:
     /// plain TCP.
     pub tls: Option<crate::transport::tls::ServerTls>,
+    /// The access log: one line per call (or per `every` calls), through `tracing`
+    /// (see [`trace`]). Default `None`: off.
+    pub access_log: Option<trace::AccessLog>,
 }
 
 impl Default for ServerConfig {
@@ -482,6 +486,7 @@ impl Default for ServerConfig {
             inline_dispatch: true,
             reactor: netpoll_rs::Config::default(),
             tls: None,
+            access_log: None,
         }
     }
 }

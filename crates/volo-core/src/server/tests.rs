@@ -1449,3 +1449,4 @@ fn over_the_qps_limit_the_client_sees_an_overload() {
 mod multiplex;
 mod registry;
 mod rules;
+mod trace;

@@ -1,0 +1,153 @@
+//! The server's span for each call, and its access log (see [`crate::trace`] for the
+//! span's fields and the trace context).
+//!
+//! The server opens the `rpc.server` span itself, when a call starts, outside every
+//! layer: the user's layers, the deadline and the handler all run inside it, and it
+//! covers the wait for a call slot. A call refused before that (by a limiter, or
+//! routed to no service) has no span.
+//!
+//! # Access log
+//!
+//! With [`ServerConfig::access_log`](super::ServerConfig::access_log) set, one call in
+//! [`every`](AccessLog::every) is logged when its reply is written, as one `tracing`
+//! event at `INFO` on the target `volo_core::access`: `method`, `service`, `peer`,
+//! `status` (`ok`, or why it failed: `UnknownMethod`, `ProtocolError`, the
+//! application exception's kind, `Panic`), `duration_us` (from the frame read to the
+//! reply written), `request_bytes` (the frame) and `reply_bytes` (the reply frame;
+//! 0 for a oneway call). Off by default. The calls are picked by a counter, not at
+//! random: with `every: 100`, the 1st, the 101st... of the server's calls.
+
+use std::any::Any;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Instant;
+
+use tracing::field::Empty;
+
+use super::DispatchError;
+use crate::context::{RpcInfo, ServerContext};
+use crate::trace::{
+    RPC_SYSTEM, TRACEPARENT, TraceParent, parse_received, record_ids, record_outcome,
+};
+
+/// Which calls the access log shows.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct AccessLog {
+    /// One call in `every` (1: all of them; 0 counts as 1).
+    pub every: u64,
+}
+
+impl AccessLog {
+    /// Every call.
+    pub fn all() -> Self {
+        AccessLog { every: 1 }
+    }
+}
+
+/// The server's count of calls, for the access log's sampling.
+#[derive(Debug, Default)]
+pub(crate) struct AccessCount(AtomicU64);
+
+impl AccessCount {
+    /// Whether the next call is one to log under `log`.
+    pub(crate) fn pick(&self, log: Option<&AccessLog>) -> bool {
+        let Some(log) = log else {
+            return false;
+        };
+        let n = self.0.fetch_add(1, Ordering::Relaxed);
+        n.is_multiple_of(log.every.max(1))
+    }
+}
+
+/// The `rpc.server` span of the call in `cx`; when it is recorded, a child of the
+/// caller's `traceparent`, which it replaces in `cx` so that calls forwarded from
+/// this one are its children.
+pub(crate) fn span(cx: &mut ServerContext) -> tracing::Span {
+    let span = tracing::info_span!(
+        "rpc.server",
+        otel.name = %format_args!("{}/{}", cx.rpc.callee.service, cx.rpc.method),
+        otel.kind = "server",
+        rpc.system = RPC_SYSTEM,
+        rpc.service = %cx.rpc.callee.service,
+        rpc.method = %cx.rpc.method,
+        client.address = cx.rpc.caller.address.as_ref().map(tracing::field::display),
+        trace_id = Empty,
+        span_id = Empty,
+        parent_span_id = Empty,
+        otel.status_code = Empty,
+        error.type = Empty,
+    );
+    if span.is_disabled() {
+        return span;
+    }
+    let parent = parse_received(cx.metainfo.persistent(TRACEPARENT));
+    let ids = match &parent {
+        Some(p) => p.child(),
+        None => TraceParent::new_root(),
+    };
+    record_ids(&span, &ids, parent.as_ref());
+    cx.metainfo.set_persistent(TRACEPARENT, ids.to_string());
+    span
+}
+
+/// Why a call failed, as its span's `error.type` and the access log's `status` say
+/// it; `None` when it succeeded (an IDL exception is a reply like any other).
+pub(crate) fn failure<R>(
+    outcome: &Result<Result<R, DispatchError>, Box<dyn Any + Send>>,
+) -> Option<&'static str> {
+    match outcome {
+        Ok(Ok(_)) => None,
+        Ok(Err(DispatchError::UnknownMethod)) => Some("UnknownMethod"),
+        Ok(Err(DispatchError::Decode(_))) => Some("ProtocolError"),
+        Ok(Err(DispatchError::Application(ex))) => Some(kind_name(ex.kind)),
+        Err(_) => Some("Panic"),
+    }
+}
+
+fn kind_name(kind: thrift_codec::ApplicationExceptionKind) -> &'static str {
+    use thrift_codec::ApplicationExceptionKind as K;
+    match kind {
+        K::Unknown => "Unknown",
+        K::UnknownMethod => "UnknownMethod",
+        K::InvalidMessageType => "InvalidMessageType",
+        K::WrongMethodName => "WrongMethodName",
+        K::BadSequenceId => "BadSequenceId",
+        K::MissingResult => "MissingResult",
+        K::InternalError => "InternalError",
+        K::ProtocolError => "ProtocolError",
+        K::InvalidTransform => "InvalidTransform",
+        K::InvalidProtocol => "InvalidProtocol",
+        K::UnsupportedClientType => "UnsupportedClientType",
+        _ => "Other",
+    }
+}
+
+/// Records the call's outcome on its span.
+pub(crate) fn finish(span: &tracing::Span, failure: Option<&'static str>) {
+    if !span.is_disabled() {
+        record_outcome(span, failure.map(tracing::field::display));
+    }
+}
+
+/// What the access log needs of a call, taken when it started (only for the calls
+/// the log shows).
+#[derive(Debug)]
+pub(crate) struct Logged {
+    pub(crate) started: Instant,
+    pub(crate) request_bytes: usize,
+    pub(crate) status: Option<&'static str>,
+}
+
+/// Logs one call.
+pub(crate) fn log_access(rpc: &RpcInfo, logged: &Logged, reply_bytes: usize) {
+    tracing::info!(
+        target: "volo_core::access",
+        method = %rpc.method,
+        service = %rpc.callee.service,
+        peer = rpc.caller.address.as_ref().map(tracing::field::display),
+        status = logged.status.unwrap_or("ok"),
+        duration_us = u64::try_from(logged.started.elapsed().as_micros()).unwrap_or(u64::MAX),
+        request_bytes = logged.request_bytes,
+        reply_bytes,
+        "call"
+    );
+}
