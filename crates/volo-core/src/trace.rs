@@ -39,6 +39,7 @@
 use std::fmt;
 
 use crate::client::random::random_seed;
+use crate::context::MetaInfo;
 
 /// The metainfo key of the trace context (W3C Trace Context's header name).
 pub const TRACEPARENT: &str = "traceparent";
@@ -190,9 +191,23 @@ pub(crate) fn record_outcome<E: fmt::Debug>(span: &tracing::Span, error: Option<
     }
 }
 
+/// Makes `span` the next span of the trace `metainfo` carries (a child of its
+/// `traceparent`, or a new trace's root when it has none that parses), records its
+/// ids, and puts it in `metainfo` as the parent of the next hop. Its ids.
+pub(crate) fn continue_trace(span: &tracing::Span, metainfo: &mut MetaInfo) -> TraceParent {
+    let parent = parse_received(metainfo.persistent(TRACEPARENT));
+    let ids = match &parent {
+        Some(p) => p.child(),
+        None => TraceParent::new_root(),
+    };
+    record_ids(span, &ids, parent.as_ref());
+    metainfo.set_persistent(TRACEPARENT, ids.to_string());
+    ids
+}
+
 /// The `traceparent` of a metainfo value, logged at debug level when it is there but
 /// does not parse.
-pub(crate) fn parse_received(value: Option<&str>) -> Option<TraceParent> {
+fn parse_received(value: Option<&str>) -> Option<TraceParent> {
     let value = value?;
     let parsed = TraceParent::parse(value);
     if parsed.is_none() {

@@ -25,9 +25,7 @@ use tracing::field::Empty;
 
 use super::DispatchError;
 use crate::context::{RpcInfo, ServerContext};
-use crate::trace::{
-    RPC_SYSTEM, TRACEPARENT, TraceParent, parse_received, record_ids, record_outcome,
-};
+use crate::trace::{RPC_SYSTEM, continue_trace, record_outcome};
 
 /// Which calls the access log shows.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -76,16 +74,9 @@ pub(crate) fn span(cx: &mut ServerContext) -> tracing::Span {
         otel.status_code = Empty,
         error.type = Empty,
     );
-    if span.is_disabled() {
-        return span;
+    if !span.is_disabled() {
+        continue_trace(&span, &mut cx.metainfo);
     }
-    let parent = parse_received(cx.metainfo.persistent(TRACEPARENT));
-    let ids = match &parent {
-        Some(p) => p.child(),
-        None => TraceParent::new_root(),
-    };
-    record_ids(&span, &ids, parent.as_ref());
-    cx.metainfo.set_persistent(TRACEPARENT, ids.to_string());
     span
 }
 

@@ -17,9 +17,7 @@ use tracing::field::Empty;
 
 use super::{ClientContext, ClientRequest, ClientResponse, Error};
 use crate::service::Service;
-use crate::trace::{
-    RPC_SYSTEM, TRACEPARENT, TraceParent, parse_received, record_ids, record_outcome,
-};
+use crate::trace::{RPC_SYSTEM, TRACEPARENT, continue_trace, record_ids, record_outcome};
 
 /// Opens an `rpc.client` span around each call (see [`crate::trace`]).
 #[derive(Debug, Clone)]
@@ -62,15 +60,8 @@ where
         if span.is_disabled() {
             return self.inner.call(cx, req).await;
         }
-        let parent = parse_received(cx.metainfo.persistent(TRACEPARENT));
-        let ids = match &parent {
-            Some(p) => p.child(),
-            None => TraceParent::new_root(),
-        };
-        record_ids(&span, &ids, parent.as_ref());
-        cx.trace = Some(ids);
         // The attempts send their own spans; a stack without them sends this one.
-        cx.metainfo.set_persistent(TRACEPARENT, ids.to_string());
+        cx.trace = Some(continue_trace(&span, &mut cx.metainfo));
         let out = self.inner.call(cx, req).instrument(span.clone()).await;
         record_outcome(&span, out.as_ref().err().map(Error::kind));
         out

@@ -157,6 +157,19 @@ fn tokio_client(service: &'static str, addr: &Address) -> Client {
         .unwrap()
 }
 
+/// A server of the test service with `config` on a free loopback port, serving until
+/// the runtime ends: its address.
+async fn serve_test(config: ServerConfig) -> Address {
+    let server = Server::new(TestService::default())
+        .with_config(config)
+        .bind(&"127.0.0.1:0".parse().unwrap())
+        .await
+        .unwrap();
+    let addr = server.local_addr().clone();
+    tokio::spawn(server.serve());
+    addr
+}
+
 /// Runs `f` on a current-thread runtime with `subscriber` as the default (`None`: a
 /// subscriber that takes nothing, whatever another test installed globally).
 fn on_this_thread<F: std::future::Future<Output = ()>>(
@@ -295,13 +308,7 @@ fn one_trace_spans_both_hops_with_each_span_the_child_of_the_one_before() {
 fn a_failed_call_is_an_error_on_both_sides_and_a_bad_traceparent_starts_a_trace() {
     let rec = Recorder::default();
     on_this_thread(Some(rec.clone()), || async {
-        let server = Server::new(TestService::default())
-            .with_config(tokio_server())
-            .bind(&"127.0.0.1:0".parse().unwrap())
-            .await
-            .unwrap();
-        let addr = server.local_addr().clone();
-        tokio::spawn(server.serve());
+        let addr = serve_test(tokio_server()).await;
         let client = tokio_client("Test", &addr);
         let mut cx = ClientContext::new();
         cx.metainfo.set_persistent(TRACEPARENT, "00-nonsense");
@@ -323,13 +330,7 @@ fn a_failed_call_is_an_error_on_both_sides_and_a_bad_traceparent_starts_a_trace(
 #[test]
 fn with_no_subscriber_no_trace_context_is_sent() {
     on_this_thread(None, || async {
-        let back = Server::new(TestService::default())
-            .with_config(tokio_server())
-            .bind(&"127.0.0.1:0".parse().unwrap())
-            .await
-            .unwrap();
-        let addr = back.local_addr().clone();
-        tokio::spawn(back.serve());
+        let addr = serve_test(tokio_server()).await;
         let client = tokio_client("Test", &addr);
         // `logid` comes back as `seen`: the server saw the persistent metainfo; it
         // would see `traceparent` the same way, and does not.
@@ -352,13 +353,7 @@ fn the_access_log_shows_one_call_in_every_n_with_its_sizes() {
             access_log: Some(crate::server::trace::AccessLog { every: 2 }),
             ..tokio_server()
         };
-        let server = Server::new(TestService::default())
-            .with_config(config)
-            .bind(&"127.0.0.1:0".parse().unwrap())
-            .await
-            .unwrap();
-        let addr = server.local_addr().clone();
-        tokio::spawn(server.serve());
+        let addr = serve_test(config).await;
         let client = tokio_client("Test", &addr);
         for (i, method) in ["echo", "echo", "fail", "nothing"].into_iter().enumerate() {
             let _ = client
