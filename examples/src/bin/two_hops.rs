@@ -8,6 +8,11 @@
 //!   its own back to the client: backward values go back one hop.
 //!
 //! Prints what each side saw and exits (status 1 if anything differs).
+//!
+//! With `--trace`, it also prints the spans of the call as they close, on stderr: one
+//! trace, six spans (the client's call and attempt, front's server span, front's call
+//! and attempt, back's server span), each with its `trace_id`, `span_id` and
+//! `parent_span_id`, so the chain can be read off.
 
 use std::convert::Infallible;
 
@@ -139,6 +144,12 @@ fn client(addr: Address) -> EchoServiceClient {
 
 #[tokio::main]
 async fn main() {
+    if std::env::args().skip(1).any(|a| a == "--trace") {
+        tracing_subscriber::fmt()
+            .with_span_events(tracing_subscriber::fmt::format::FmtSpan::CLOSE)
+            .with_writer(std::io::stderr)
+            .init();
+    }
     let back = serve(Back).await;
     let front = serve(Front { back: client(back) }).await;
     let mut cx = ClientContext::new();
