@@ -38,6 +38,9 @@
 //! - [`transport`]: netpoll-rs (the default) or plain tokio sockets, per server and per
 //!   client; `shm:/path` addresses go over shared memory (shm-ipc sessions) on both;
 //!   TLS (rustls) over TCP on both, server and client ([`transport::tls`]).
+//! - [`metrics`]: Prometheus metrics of servers and clients (calls by service, method
+//!   and outcome, latencies, connections, bytes, retries, breakers, limiter refusals),
+//!   counted by layers of the stacks and served at `/metrics`.
 //! - [`registry`]: what a server registers with a service registry, the host identity
 //!   and the routing of a client to the nearest address of an instance (local first,
 //!   over shared memory or a Unix socket); discovery that follows a registry feeds a
@@ -54,6 +57,7 @@ pub mod client;
 pub mod clock;
 pub mod codec;
 pub mod context;
+pub mod metrics;
 pub mod registry;
 pub mod server;
 pub mod service;

@@ -14,13 +14,15 @@ use super::timeout::{Timeout, TimeoutLayer};
 use super::trace::{Trace, TraceAttempt, TraceAttemptLayer, TraceLayer};
 use super::{Client, ClientConfig, Transport};
 use crate::context::Address;
+use crate::metrics::client::MeteredClient;
 use crate::service::{Identity, Layer, Stack};
 
 /// The stack a builder makes around `T` (the transport, with any inner layers): the
-/// call's span, timeout, service breaker, failure retry, backup requests, balancing
-/// (with the instance breakers), each attempt's span.
+/// call's span, metrics (counting only with [`ClientConfig::metrics`]), timeout,
+/// service breaker, failure retry, backup requests, balancing (with the instance
+/// breakers), each attempt's span.
 pub type DefaultStack<T = Transport> =
-    Trace<Timeout<ServiceBreaker<Retry<Backup<Balance<TraceAttempt<T>>>>>>>;
+    Trace<MeteredClient<Timeout<ServiceBreaker<Retry<Backup<Balance<TraceAttempt<T>>>>>>>>;
 
 /// What a builder gives back: how a client type wraps the stack it built. Generated
 /// clients have a `Maker` of their own; [`Untyped`] gives a [`Client`].
@@ -260,7 +262,11 @@ impl<M, O, I> ClientBuilder<M, O, I> {
         let backed = BackupLayer::new(backup).layer(balanced);
         let retried = RetryLayer::new(s.retry.idempotent(marks)).layer(backed);
         let guarded = ServiceBreakerLayer::new(s.service_breaker).layer(retried);
-        let stack = TraceLayer.layer(TimeoutLayer::new(s.config.rpc_timeout).layer(guarded));
+        if let Some(metrics) = &s.config.metrics {
+            metrics.watch_breaker(&s.service, guarded.probe());
+        }
+        let timed = TimeoutLayer::new(s.config.rpc_timeout).layer(guarded);
+        let stack = TraceLayer.layer(MeteredClient::new(timed, s.config.metrics.clone()));
         let client = Client::new(s.service, self.outer.layer(stack));
         Ok(M::make_client(match s.multiplexed {
             Some(name) => client.with_multiplexed_service(name),

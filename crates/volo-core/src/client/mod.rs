@@ -133,6 +133,12 @@ pub struct ClientConfig {
     /// certificate, the server name; see [`crate::transport::tls`]. The handshake
     /// counts towards the connect timeout. Default `None`: plain TCP.
     pub tls: Option<crate::transport::tls::ClientTls>,
+    /// Where the client counts its calls, retries, backup requests, bytes and
+    /// service breaker state (see [`crate::metrics`]): the builder puts a
+    /// [`MeteredClient`](crate::metrics::client::MeteredClient) around its default
+    /// stack (inside the layers added with [`ClientBuilder::layer`]). Default `None`:
+    /// nothing counted, nothing paid.
+    pub metrics: Option<crate::metrics::Metrics>,
 }
 
 impl Default for ClientConfig {
@@ -152,6 +158,7 @@ impl Default for ClientConfig {
             transport: crate::transport::TransportKind::Netpoll,
             reactor: netpoll_rs::Config::default(),
             tls: None,
+            metrics: None,
         }
     }
 }
@@ -182,6 +189,11 @@ pub struct ClientContext {
     /// The call's span ids, when its `rpc.client` span is recorded: the parent of its
     /// attempts' spans.
     pub(crate) trace: Option<crate::trace::TraceParent>,
+    /// Retries the retry layer made with this context (for the metrics layer).
+    pub(crate) retries: u32,
+    /// Backup requests the backup layer sent with this context (for the metrics
+    /// layer).
+    pub(crate) backups: u32,
 }
 
 impl ClientContext {

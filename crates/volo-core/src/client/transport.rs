@@ -43,6 +43,8 @@ struct Inner {
     reactor: Option<netpoll_rs::Reactor>,
     /// One pool per instance address, made on first use.
     pools: Mutex<HashMap<Address, Peer>>,
+    /// `config.metrics`' byte counters, when on.
+    bytes: Option<crate::metrics::ByteCounters>,
 }
 
 impl fmt::Debug for Transport {
@@ -98,6 +100,7 @@ impl Transport {
         Ok(Transport {
             inner: Arc::new(Inner {
                 caller: Utf8Bytes::from(config.caller.clone()),
+                bytes: config.metrics.as_ref().map(|m| m.client_bytes().clone()),
                 config,
                 reactor,
                 pools: Mutex::new(HashMap::new()),
@@ -221,6 +224,7 @@ impl Transport {
                             "the server closed the connection before replying",
                         )
                     })?;
+                self.received(&frame);
                 let (tt, payload) = self.unframe(frame)?;
                 // Whole reply read: the connection is clean for the next call.
                 conn.release();
@@ -233,9 +237,25 @@ impl Transport {
                 if oneway {
                     return Ok(None);
                 }
-                let (tt, payload) = self.unframe(call.reply().await?)?;
+                let frame = call.reply().await?;
+                self.received(&frame);
+                let (tt, payload) = self.unframe(frame)?;
                 Ok(Some((tt, payload, header.seq_id)))
             }
+        }
+    }
+
+    /// Counts a reply frame read.
+    fn received(&self, frame: &Bytes) {
+        if let Some(b) = &self.inner.bytes {
+            b.received.inc_by(frame.len() as u64);
+        }
+    }
+
+    /// Counts what a request added to a connection's output.
+    fn sent(&self, out: &LinkBuffer, before: usize) {
+        if let Some(b) = &self.inner.bytes {
+            b.sent.inc_by(out.len().saturating_sub(before) as u64);
         }
     }
 
@@ -275,14 +295,17 @@ impl Transport {
         }
         let tt = (config.framing == Framing::TTHeader).then(|| self.ttheader(cx, header, req));
         let written = conn.write_with(|out| {
-            req.args().write(
+            let before = out.len();
+            let written = req.args().write(
                 out,
                 config.protocol,
                 config.framing,
                 tt.as_ref(),
                 header,
                 config.limits.max_frame,
-            )
+            );
+            self.sent(out, before);
+            written
         });
         match written {
             Ok(Ok(())) => Ok(()),
@@ -334,10 +357,12 @@ impl Transport {
             .map_err(Error::encode)?
             .map_err(too_large)?;
         conn.write_with(|out| {
+            let before = out.len();
             while !frame.is_empty() {
                 let n = bytes::Buf::chunk(&frame).len();
                 out.insert(frame.next(n));
             }
+            self.sent(out, before);
         });
         Ok(())
     }

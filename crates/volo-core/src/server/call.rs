@@ -25,6 +25,7 @@ use super::{Dispatch, DispatchError, EncodeReply, ServerRequest};
 use crate::codec::ttheader::{Header, int_key};
 use crate::codec::{FrameError, Framing, Protocol, theader};
 use crate::context::{Address, ServerContext};
+use crate::service::Service;
 
 /// A handled call, with what its reply needs.
 pub(crate) struct Done<R> {
@@ -152,6 +153,12 @@ pub(crate) fn start_call<D: Dispatch>(
     let admitted = match shared.limiter.try_acquire() {
         Ok(permit) => permit,
         Err(over) => {
+            if let Some(c) = &shared.counters {
+                match over {
+                    super::limit::Overloaded::Concurrency { .. } => c.rejected_concurrency.inc(),
+                    super::limit::Overloaded::Qps { .. } => c.rejected_qps.inc(),
+                };
+            }
             if !oneway {
                 let ex = super::limit::refusal(&over);
                 Reply::new(max_frame, ttheader.as_mut(), theader.as_ref()).exception(

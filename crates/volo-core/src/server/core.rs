@@ -42,10 +42,13 @@ use super::{Dispatch, ServerConfig, ServiceInfo};
 use crate::codec::ttheader::Header;
 use crate::codec::{DETECT_LEN, FrameError, FrameSplitter, Framing, Protocol, detect};
 use crate::context::Address;
+use crate::metrics::ServerConns;
+use crate::metrics::server::MeteredServer;
 
 /// What every connection of a server shares.
 pub(crate) struct Shared<D> {
-    pub(crate) dispatch: D,
+    /// The stack, with the metrics layer outermost (passing calls on when off).
+    pub(crate) dispatch: MeteredServer<D>,
     /// What the IDL says of the service, or of each service of a multiplexed server.
     pub(crate) services: Services,
     pub(crate) config: ServerConfig,
@@ -58,13 +61,16 @@ pub(crate) struct Shared<D> {
     pub(crate) limiter: super::limit::Limiter,
     /// The calls counted for the access log's sampling.
     pub(crate) access: super::trace::AccessCount,
+    /// `config.metrics`' per-connection counters, when on.
+    pub(crate) counters: Option<ServerConns>,
 }
 
 impl<D> Shared<D> {
     /// What the connections of a server running `dispatch` with `config` share.
     pub(crate) fn new(dispatch: D, services: Services, config: ServerConfig) -> Self {
         Shared {
-            dispatch,
+            dispatch: MeteredServer::new(dispatch, config.metrics.clone()),
+            counters: config.metrics.as_ref().map(|m| m.server_conns().clone()),
             services,
             inflight: tokio::sync::Semaphore::new(config.max_inflight),
             input_budget: InputBudget::new(config.max_buffered_input),
@@ -400,6 +406,10 @@ impl<D: Dispatch> ConnCore<D> {
         let budget = self.reader.reserved.take();
         let peer = self.peer.clone();
         let spare = &mut self.spare_header;
+        let counted = self.shared.counters.as_ref().map(|c| {
+            c.bytes.received.inc_by(frame.len() as u64);
+            (c, out.len())
+        });
         let call = start_call(
             out,
             &self.shared,
@@ -410,6 +420,10 @@ impl<D: Dispatch> ConnCore<D> {
             spare,
         )
         .inspect_err(|e| bad_frame(self.peer.as_ref(), framing, protocol, e))?;
+        // An exception answered at once (a refusal, an unknown service...).
+        if let Some((c, before)) = counted {
+            c.bytes.sent.inc_by(out.len().saturating_sub(before) as u64);
+        }
         Ok(call.map(|call| {
             self.in_progress += 1;
             // The frame's budget is given back when its call is done.
@@ -431,7 +445,11 @@ impl<D: Dispatch> ConnCore<D> {
     ) -> io::Result<()> {
         self.in_progress = self.in_progress.saturating_sub(1);
         self.last_active = now;
+        let before = out.len();
         let header = answer(out, &self.shared, done)?;
+        if let Some(c) = &self.shared.counters {
+            c.bytes.sent.inc_by(out.len().saturating_sub(before) as u64);
+        }
         if self.spare_header.is_none() {
             self.spare_header = header;
         }

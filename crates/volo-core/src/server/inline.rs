@@ -37,6 +37,7 @@ use super::call::Done;
 use super::core::{ConnCore, Next, Shared};
 use super::spare;
 use crate::context::Address;
+use crate::metrics::OpenConnection;
 
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
     m.lock().unwrap_or_else(PoisonError::into_inner)
@@ -107,6 +108,10 @@ impl Live {
     }
 }
 
+/// A connection's place under `max_connections` and, when metrics are on, its count
+/// among the open connections: both given back when it closes.
+pub(crate) type Admitted = (OwnedSemaphorePermit, Option<OpenConnection>);
+
 /// What a call moved to a task gives back: its id and outcome.
 type Moved<R> = Mutex<Vec<(u64, Done<R>)>>;
 
@@ -127,8 +132,9 @@ struct InlineServer<D: Dispatch, S, F> {
     next_id: u64,
     live: Arc<Live>,
     key: u64,
-    /// The connection's place under `max_connections`, given back when it closes.
-    _permit: OwnedSemaphorePermit,
+    /// The connection's place under `max_connections`, given back when it closes
+    /// (and its count among the open ones, when metrics are on).
+    _permit: Admitted,
 }
 
 impl<D, S, F> InlineServer<D, S, F>
@@ -245,7 +251,7 @@ pub(crate) fn serve<D: Dispatch>(
     conn: netpoll_rs::Connection,
     shared: Arc<Shared<D>>,
     live: &Arc<Live>,
-    permit: OwnedSemaphorePermit,
+    permit: Admitted,
 ) {
     let handle = conn.inline_handle();
     let peer = conn.peer_addr().map(Address::Tcp);

@@ -467,6 +467,11 @@ pub struct ServerConfig {
     /// The access log: one line per call (or per `every` calls), through `tracing`
     /// (see [`trace`]). Default `None`: off.
     pub access_log: Option<trace::AccessLog>,
+    /// Where the server counts its calls, connections, bytes and limiter refusals
+    /// (see [`crate::metrics`]): a [`MeteredServer`](crate::metrics::server::MeteredServer)
+    /// around the whole stack, the user's layers included. Default `None`: nothing
+    /// counted, nothing paid.
+    pub metrics: Option<crate::metrics::Metrics>,
 }
 
 impl Default for ServerConfig {
@@ -487,6 +492,7 @@ impl Default for ServerConfig {
             reactor: netpoll_rs::Config::default(),
             tls: None,
             access_log: None,
+            metrics: None,
         }
     }
 }

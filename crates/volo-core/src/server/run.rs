@@ -16,6 +16,7 @@ use super::inline;
 use super::multiplex::{Multiplex, Services};
 use super::{Dispatch, ServerConfig, ServiceInfo};
 use crate::context::Address;
+use crate::metrics::ServerConns;
 use crate::registry::{Registration, Registry, RegistryInfo};
 use crate::service::Layer;
 use crate::transport::tls::{self, ServerTls};
@@ -355,6 +356,8 @@ impl<D: Dispatch> BoundServer<D> {
                         continue;
                     };
                     let shared = Arc::clone(&self.shared);
+                    // Counted open while its place is held.
+                    let permit = (permit, shared.counters.as_ref().map(ServerConns::opened));
                     let conn = match conn {
                         Conn::Netpoll(c) if shared.config.inline_dispatch && tls.is_none() => {
                             inline::serve(c, shared, &live, permit);

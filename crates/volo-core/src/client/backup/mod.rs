@@ -180,6 +180,7 @@ where
                     if !self.budget.withdraw() {
                         continue;
                     }
+                    cx.backups = cx.backups.wrapping_add(1);
                     let mut backup_cx = cx.clone();
                     backup_cx.attempt = cx.attempt + 1;
                     let tried = lock(&picks).clone();
@@ -214,7 +215,10 @@ where
         first.set(None);
         backup.set(None);
 
+        // The winner's context, with the count of backups sent for the call.
+        let backups = cx.backups;
         *cx = done_cx;
+        cx.backups = backups;
         cx.picks = outer_picks;
         restore_mark(cx, caller_mark);
         if result.is_err() {

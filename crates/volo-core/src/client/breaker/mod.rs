@@ -203,6 +203,28 @@ impl<S, C: Clock> ServiceBreaker<S, C> {
     pub fn get_ref(&self) -> &S {
         &self.inner
     }
+
+    /// Reads the breaker's state for the metrics, while the breaker lives.
+    pub(crate) fn probe(&self) -> Box<dyn crate::metrics::BreakerProbe> {
+        Box::new(Probe {
+            breaker: Arc::downgrade(&self.breaker),
+            clock: self.clock.clone(),
+        })
+    }
+}
+
+/// A service breaker seen from the metrics ([`ServiceBreaker::probe`]).
+struct Probe<C> {
+    breaker: std::sync::Weak<Guarded<()>>,
+    clock: C,
+}
+
+impl<C: Clock> crate::metrics::BreakerProbe for Probe<C> {
+    fn state(&self) -> Option<BreakerState> {
+        let breaker = self.breaker.upgrade()?;
+        let now = self.clock.now();
+        Some(breaker.lock().breaker.state(now))
+    }
 }
 
 impl<S: Clone, C: Clock> Clone for ServiceBreaker<S, C> {

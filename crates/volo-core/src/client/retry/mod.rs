@@ -195,6 +195,7 @@ where
                 break Err(err);
             };
             retries += 1;
+            cx.retries = cx.retries.wrapping_add(1);
             if let Some(addr) = err.instance().or(cx.rpc.callee.address.as_ref()).cloned() {
                 cx.mark_tried(addr);
             }

@@ -1,0 +1,121 @@
+//! The client's per-call metrics: [`MeteredClient`], the outermost service of the
+//! default client stack when
+//! [`ClientConfig::metrics`](crate::client::ClientConfig::metrics) is set.
+
+mod layer;
+
+use std::sync::Arc;
+
+pub use layer::MeteredClientLayer;
+
+use super::Metrics;
+use super::labels::{InFlight, MethodEntry, Outcome, Which};
+use crate::client::{ClientContext, ClientRequest, ClientResponse, Error, ErrorKind};
+use crate::service::Service;
+
+/// Counts each call of the service beneath it in `rpc_client_requests_total`,
+/// `rpc_client_duration_seconds`, `rpc_client_inflight_requests`, and the retries
+/// and backup requests the layers beneath made for it (`rpc_client_retries_total`,
+/// `rpc_client_backup_requests_total`), by `cx.rpc.callee.service` and
+/// `cx.rpc.method` (see the [module docs](super)). Without a [`Metrics`] it only
+/// passes calls on.
+///
+/// A call whose future is dropped unfinished counts as `cancelled`.
+#[derive(Debug, Clone)]
+pub struct MeteredClient<S> {
+    inner: S,
+    metrics: Option<Metrics>,
+}
+
+impl<S> MeteredClient<S> {
+    /// Counts the calls of `inner` into `metrics` (none: counts nothing).
+    pub fn new(inner: S, metrics: Option<Metrics>) -> Self {
+        MeteredClient { inner, metrics }
+    }
+
+    /// The wrapped service.
+    pub fn get_ref(&self) -> &S {
+        &self.inner
+    }
+}
+
+impl<S> Service<ClientContext, ClientRequest> for MeteredClient<S>
+where
+    S: Service<ClientContext, ClientRequest, Response = ClientResponse, Error = Error> + Sync,
+{
+    type Response = ClientResponse;
+    type Error = Error;
+
+    async fn call(
+        &self,
+        cx: &mut ClientContext,
+        req: ClientRequest,
+    ) -> Result<ClientResponse, Error> {
+        let Some(metrics) = &self.metrics else {
+            return self.inner.call(cx, req).await;
+        };
+        let inner = &metrics.inner;
+        let table = &inner.client_methods;
+        let service = table.service(&inner.client_calls, &cx.rpc.callee.service);
+        let method = table.method(&inner.client_calls, &service, Some(cx.rpc.method.as_str()));
+        let (retries, backups) = (cx.retries, cx.backups);
+        let mut call = InCall {
+            metrics,
+            flight: InFlight::start(service),
+            method,
+        };
+        let result = self.inner.call(cx, req).await;
+        let method = &call.method;
+        let n = cx.retries.wrapping_sub(retries);
+        if n > 0 {
+            method.add(Which::Retries, &inner.client_retries, u64::from(n));
+        }
+        let n = cx.backups.wrapping_sub(backups);
+        if n > 0 {
+            method.add(Which::Backups, &inner.client_backups, u64::from(n));
+        }
+        call.end(match &result {
+            Ok(_) => Outcome::Ok,
+            Err(e) => outcome(e.kind()),
+        });
+        result
+    }
+}
+
+/// The `outcome` label of a failed call.
+fn outcome(kind: ErrorKind) -> Outcome {
+    match kind {
+        ErrorKind::Connect => Outcome::Connect,
+        ErrorKind::Io => Outcome::Io,
+        ErrorKind::Timeout => Outcome::Timeout,
+        ErrorKind::CircuitOpen => Outcome::CircuitOpen,
+        ErrorKind::NoInstance => Outcome::NoInstance,
+        ErrorKind::Protocol => Outcome::Protocol,
+        ErrorKind::Encode => Outcome::Encode,
+        ErrorKind::Application => Outcome::Application,
+        ErrorKind::Overloaded => Outcome::Overloaded,
+        ErrorKind::Rejected => Outcome::Rejected,
+    }
+}
+
+/// A call in progress, recorded when it ends or is dropped.
+struct InCall<'a> {
+    metrics: &'a Metrics,
+    flight: InFlight,
+    method: Arc<MethodEntry>,
+}
+
+impl InCall<'_> {
+    fn end(&mut self, outcome: Outcome) {
+        let families = &self.metrics.inner.client_calls;
+        self.flight.end(families, &self.method, outcome);
+    }
+}
+
+impl Drop for InCall<'_> {
+    fn drop(&mut self) {
+        if !self.flight.is_ended() {
+            self.end(Outcome::Cancelled);
+        }
+    }
+}

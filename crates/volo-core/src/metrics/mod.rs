@@ -1,0 +1,419 @@
+//! Metrics in the Prometheus (OpenMetrics) text format: calls by service, method and
+//! outcome, latency histograms, calls in flight, connections, bytes, retries, backup
+//! requests, breaker states and limiter refusals.
+//!
+//! One [`Metrics`] is a registry of its own (no global one): a cheap handle
+//! (`Clone`, an `Arc` inside) that a server ([`ServerConfig::metrics`]) and a client
+//! ([`ClientConfig::metrics`]) of one process may share, each counting under its own
+//! names. Without one (the default) nothing is counted and nothing is paid.
+//! [`Metrics::encode`] writes the text a scraper reads; [`Metrics::serve`] serves it
+//! at `GET /metrics` on an address of its own.
+//!
+//! ```
+//! # async fn run() -> std::io::Result<()> {
+//! use volo_core::metrics::Metrics;
+//! use volo_core::server::ServerConfig;
+//!
+//! let metrics = Metrics::new();
+//! let config = ServerConfig { metrics: Some(metrics.clone()), ..ServerConfig::default() };
+//! let endpoint = metrics.serve("127.0.0.1:0".parse().unwrap()).await?;
+//! println!("scrape http://{}/metrics", endpoint.local_addr());
+//! # drop(config);
+//! # Ok(())
+//! # }
+//! ```
+//!
+//! # What is counted
+//!
+//! Per call, by layers of the service stacks ([`server::MeteredServer`], outermost on
+//! the server, around the user's layers; [`client::MeteredClient`], outermost in the
+//! default client stack, around the timeout, the breaker and the retries):
+//!
+//! | metric | type | labels | meaning |
+//! |---|---|---|---|
+//! | `rpc_server_requests_total` | counter | `service`, `method`, `outcome` | calls that reached the server's stack, by how they ended |
+//! | `rpc_server_duration_seconds` | histogram | `service`, `method` | from the call entering the stack (its frame decoded) to its reply value, in seconds |
+//! | `rpc_server_inflight_requests` | gauge | `service` | calls in the server's stack now |
+//! | `rpc_client_requests_total` | counter | `service`, `method`, `outcome` | calls made, by how they ended (retries and backups inside one call count once) |
+//! | `rpc_client_duration_seconds` | histogram | `service`, `method` | the whole call as its caller waits for it, retries included |
+//! | `rpc_client_inflight_requests` | gauge | `service` | calls in progress now |
+//! | `rpc_client_retries_total` | counter | `service`, `method` | retries the retry layer made |
+//! | `rpc_client_backup_requests_total` | counter | `service`, `method` | backup requests sent |
+//!
+//! Per connection and per frame, by the server's drivers and the client's transport:
+//!
+//! | metric | type | labels | meaning |
+//! |---|---|---|---|
+//! | `rpc_server_open_connections` | gauge | | connections open now |
+//! | `rpc_server_connections_total` | counter | | connections accepted (those over `max_connections`, closed at once, not included) |
+//! | `rpc_server_received_bytes_total` | counter | | bytes of the request frames cut from connections, framing included |
+//! | `rpc_server_sent_bytes_total` | counter | | bytes of the replies written, framing included (exceptions too) |
+//! | `rpc_server_limiter_rejections_total` | counter | `reason` (`concurrency`, `qps`) | calls the limiter refused before decoding them |
+//! | `rpc_client_sent_bytes_total` | counter | | bytes of the request frames written |
+//! | `rpc_client_received_bytes_total` | counter | | bytes of the reply frames read |
+//!
+//! And at each scrape:
+//!
+//! | metric | type | labels | meaning |
+//! |---|---|---|---|
+//! | `rpc_client_breaker_state` | gauge | `service` | the service breaker: 0 closed, 1 half-open, 2 open (the worst of the clients of that service in the process) |
+//!
+//! Histogram buckets are exponential from 50 µs, doubling, to 6.6 s (18 buckets and
+//! `+Inf`): RPC latencies from a loopback call to a call near the default timeout.
+//!
+//! # Outcomes
+//!
+//! On the server: `ok` (a reply; a declared IDL exception is a reply too, in the
+//! result struct, and the server's stack does not see inside it), `unknown_method`,
+//! `decode_error` (the arguments did not decode), `application_error` (a
+//! `TApplicationException` from the handler or a layer), `deadline_exceeded` (the
+//! caller's deadline passed: [`crate::server::deadline`]), `panic` (the handler
+//! panicked), `cancelled` (the call was dropped unfinished: its connection closed).
+//! Calls refused before the stack (by the limiter, a multiplexed server's routing, an
+//! unreadable header) are not in `rpc_server_requests_total`; the limiter's have a
+//! counter of their own.
+//!
+//! On the client: `ok`, or the [`ErrorKind`](crate::client::ErrorKind) in snake case
+//! (`connect`, `io`, `timeout`, `circuit_open`, `no_instance`, `protocol`, `encode`,
+//! `application`, `overloaded`, `rejected`), or `cancelled` (the caller dropped the
+//! call). A declared IDL exception is `ok`, as the breakers take it.
+//!
+//! # Label cardinality
+//!
+//! Every label set a scraper stores costs memory for ever, so the labels are bounded:
+//!
+//! - a server names a method only once its dispatcher knew it: a call of a method the
+//!   service does not have counts as method `_other` (OpenTelemetry's convention), so
+//!   a caller cannot make up new series by sending names;
+//! - at most [`MAX_METHODS`] (service, method) pairs are kept per side (server,
+//!   client); calls of further methods count as method `_other` of their service. (A
+//!   user layer that answers calls before the dispatcher sees names as they were
+//!   sent; the cap bounds those.)
+//! - services are what the code serves and calls; outcomes and reasons are fixed
+//!   lists; instances are not labels.
+//!
+//! # Cost
+//!
+//! A call resolves its service and method in a small map (a read lock and two hash
+//! lookups, no allocation once the pair is known), then touches a few atomics and the
+//! histogram's lock. `rpc-bench --metrics-compare` measures it in one run.
+//!
+//! [`ServerConfig::metrics`]: crate::server::ServerConfig::metrics
+//! [`ClientConfig::metrics`]: crate::client::ClientConfig::metrics
+
+pub mod client;
+mod http;
+mod labels;
+pub mod server;
+
+use std::fmt;
+use std::sync::{Arc, Mutex, PoisonError};
+
+use prometheus_client::collector::Collector;
+use prometheus_client::encoding::{DescriptorEncoder, EncodeMetric};
+use prometheus_client::metrics::MetricType;
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::gauge::{ConstGauge, Gauge};
+use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
+use prometheus_client::registry::Registry;
+
+pub use http::MetricsServer;
+pub use labels::MAX_METHODS;
+use labels::{CallLabels, MethodTable, OutcomeLabels, ReasonLabels, ServiceLabels};
+
+use crate::client::BreakerState;
+
+/// A registry of this crate's metrics (see the [module docs](self)): cheap to clone,
+/// clones share it.
+#[derive(Clone)]
+pub struct Metrics {
+    inner: Arc<Inner>,
+}
+
+impl fmt::Debug for Metrics {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Metrics").finish_non_exhaustive()
+    }
+}
+
+impl Default for Metrics {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+type HistogramFamily = Family<CallLabels, Histogram, fn() -> Histogram>;
+
+/// The families of one side (server or client) that are kept per call.
+pub(crate) struct CallFamilies {
+    requests: Family<OutcomeLabels, Counter>,
+    duration: HistogramFamily,
+    inflight: Family<ServiceLabels, Gauge>,
+}
+
+impl CallFamilies {
+    fn new() -> Self {
+        CallFamilies {
+            requests: Family::default(),
+            duration: Family::new_with_constructor(latency_histogram),
+            inflight: Family::default(),
+        }
+    }
+
+    fn register(&self, registry: &mut Registry, side: &str) {
+        registry.register(
+            format!("rpc_{side}_requests"),
+            format!("RPC {side} calls by service, method and outcome"),
+            self.requests.clone(),
+        );
+        registry.register(
+            format!("rpc_{side}_duration_seconds"),
+            format!("RPC {side} call latency in seconds, by service and method"),
+            self.duration.clone(),
+        );
+        registry.register(
+            format!("rpc_{side}_inflight_requests"),
+            format!("RPC {side} calls in progress, by service"),
+            self.inflight.clone(),
+        );
+    }
+}
+
+/// The latency buckets: 50 µs doubling to 6.6 s.
+fn latency_histogram() -> Histogram {
+    Histogram::new(exponential_buckets(50e-6, 2.0, 18))
+}
+
+struct Inner {
+    registry: Registry,
+    server_calls: CallFamilies,
+    client_calls: CallFamilies,
+    server_methods: MethodTable,
+    client_methods: MethodTable,
+    client_retries: Family<CallLabels, Counter>,
+    client_backups: Family<CallLabels, Counter>,
+    pub(crate) server_conns: ServerConns,
+    pub(crate) client_bytes: ByteCounters,
+    breakers: Arc<Breakers>,
+}
+
+/// The server's per-connection counters.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct ServerConns {
+    pub(crate) open: Gauge,
+    pub(crate) accepted: Counter,
+    pub(crate) bytes: ByteCounters,
+    pub(crate) rejected_concurrency: Counter,
+    pub(crate) rejected_qps: Counter,
+}
+
+impl ServerConns {
+    /// Counts a connection accepted, open until the guard is dropped.
+    pub(crate) fn opened(&self) -> OpenConnection {
+        self.accepted.inc();
+        self.open.inc();
+        OpenConnection(self.open.clone())
+    }
+}
+
+/// A connection in `rpc_server_open_connections` until dropped.
+#[derive(Debug)]
+pub(crate) struct OpenConnection(Gauge);
+
+impl Drop for OpenConnection {
+    fn drop(&mut self) {
+        self.0.dec();
+    }
+}
+
+/// Bytes in and out.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct ByteCounters {
+    pub(crate) received: Counter,
+    pub(crate) sent: Counter,
+}
+
+impl Metrics {
+    /// A registry with every family of the [module docs](self) registered and no
+    /// series yet.
+    pub fn new() -> Self {
+        let mut registry = Registry::default();
+        let server_calls = CallFamilies::new();
+        server_calls.register(&mut registry, "server");
+        let client_calls = CallFamilies::new();
+        client_calls.register(&mut registry, "client");
+
+        let server_conns = ServerConns::default();
+        registry.register(
+            "rpc_server_open_connections",
+            "Server connections open",
+            server_conns.open.clone(),
+        );
+        registry.register(
+            "rpc_server_connections",
+            "Server connections accepted",
+            server_conns.accepted.clone(),
+        );
+        registry.register(
+            "rpc_server_received_bytes",
+            "Bytes of request frames the server read, framing included",
+            server_conns.bytes.received.clone(),
+        );
+        registry.register(
+            "rpc_server_sent_bytes",
+            "Bytes of replies the server wrote, framing included",
+            server_conns.bytes.sent.clone(),
+        );
+        let rejections = Family::<ReasonLabels, Counter>::default();
+        registry.register(
+            "rpc_server_limiter_rejections",
+            "Calls the server's limiter refused before decoding them, by reason",
+            rejections.clone(),
+        );
+        let server_conns = ServerConns {
+            rejected_concurrency: rejections.get_or_create_owned(&ReasonLabels {
+                reason: "concurrency",
+            }),
+            rejected_qps: rejections.get_or_create_owned(&ReasonLabels { reason: "qps" }),
+            ..server_conns
+        };
+
+        let client_bytes = ByteCounters::default();
+        registry.register(
+            "rpc_client_sent_bytes",
+            "Bytes of request frames the client wrote, framing included",
+            client_bytes.sent.clone(),
+        );
+        registry.register(
+            "rpc_client_received_bytes",
+            "Bytes of reply frames the client read, framing included",
+            client_bytes.received.clone(),
+        );
+        let client_retries = Family::<CallLabels, Counter>::default();
+        registry.register(
+            "rpc_client_retries",
+            "Retries the client's retry layer made, by service and method",
+            client_retries.clone(),
+        );
+        let client_backups = Family::<CallLabels, Counter>::default();
+        registry.register(
+            "rpc_client_backup_requests",
+            "Backup requests the client sent, by service and method",
+            client_backups.clone(),
+        );
+        let breakers = Arc::new(Breakers::default());
+        registry.register_collector(Box::new(Arc::clone(&breakers)));
+
+        Metrics {
+            inner: Arc::new(Inner {
+                registry,
+                server_calls,
+                client_calls,
+                server_methods: MethodTable::default(),
+                client_methods: MethodTable::default(),
+                client_retries,
+                client_backups,
+                server_conns,
+                client_bytes,
+                breakers,
+            }),
+        }
+    }
+
+    /// The metrics in the OpenMetrics text format (what Prometheus scrapes; the
+    /// content type is [`CONTENT_TYPE`]), ending with `# EOF`.
+    pub fn encode(&self) -> String {
+        let mut out = String::new();
+        // Writing into a String fails only if an encoder does, and ours do not.
+        let _ = prometheus_client::encoding::text::encode(&mut out, &self.inner.registry);
+        out
+    }
+
+    /// The server's per-connection counters.
+    pub(crate) fn server_conns(&self) -> &ServerConns {
+        &self.inner.server_conns
+    }
+
+    /// The client's byte counters.
+    pub(crate) fn client_bytes(&self) -> &ByteCounters {
+        &self.inner.client_bytes
+    }
+
+    /// Reports `breaker`'s state as the service breaker of `service` at each scrape,
+    /// for as long as it lives.
+    pub(crate) fn watch_breaker(&self, service: &str, breaker: Box<dyn BreakerProbe>) {
+        lock(&self.inner.breakers.list).push((service.into(), breaker));
+    }
+}
+
+/// The content type of [`Metrics::encode`]'s text.
+pub const CONTENT_TYPE: &str = "application/openmetrics-text; version=1.0.0; charset=utf-8";
+
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
+/// Something that knows where a breaker stands now, while the breaker lives.
+pub(crate) trait BreakerProbe: Send + Sync {
+    /// The breaker's state; `None` once it is gone.
+    fn state(&self) -> Option<BreakerState>;
+}
+
+/// A service's name and its breaker.
+type Watched = (Arc<str>, Box<dyn BreakerProbe>);
+
+/// The service breakers reported at each scrape.
+#[derive(Default)]
+struct Breakers {
+    list: Mutex<Vec<Watched>>,
+}
+
+impl fmt::Debug for Breakers {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Breakers").finish_non_exhaustive()
+    }
+}
+
+fn breaker_value(state: BreakerState) -> i64 {
+    match state {
+        BreakerState::Closed => 0,
+        BreakerState::HalfOpen => 1,
+        BreakerState::Open => 2,
+    }
+}
+
+impl Collector for Breakers {
+    fn encode(&self, mut encoder: DescriptorEncoder<'_>) -> Result<(), fmt::Error> {
+        // The worst state per service, of the breakers still alive.
+        let mut states: Vec<(Arc<str>, i64)> = Vec::new();
+        lock(&self.list).retain(|(service, probe)| {
+            let Some(state) = probe.state() else {
+                return false;
+            };
+            let v = breaker_value(state);
+            match states.iter_mut().find(|(s, _)| s == service) {
+                Some((_, worst)) => *worst = (*worst).max(v),
+                None => states.push((Arc::clone(service), v)),
+            }
+            true
+        });
+        states.sort();
+        let mut family = encoder.encode_descriptor(
+            "rpc_client_breaker_state",
+            "The client's service breaker: 0 closed, 1 half-open, 2 open",
+            None,
+            MetricType::Gauge,
+        )?;
+        for (service, v) in &states {
+            let labels = ServiceLabels {
+                service: Arc::clone(service),
+            };
+            ConstGauge::new(*v).encode(family.encode_family(&labels)?)?;
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,119 @@
+//! The server's per-call metrics: [`MeteredServer`], the outermost service of a
+//! server's stack when [`ServerConfig::metrics`](crate::server::ServerConfig::metrics)
+//! is set.
+
+mod layer;
+
+use std::sync::Arc;
+
+pub use layer::MeteredServerLayer;
+use thrift_codec::Utf8Bytes;
+
+use super::Metrics;
+use super::labels::{InFlight, Outcome, ServiceEntry};
+use crate::context::ServerContext;
+use crate::server::deadline::is_deadline_passed;
+use crate::server::{DispatchError, ServerRequest};
+use crate::service::Service;
+
+/// Counts each call of the service beneath it in `rpc_server_requests_total`,
+/// `rpc_server_duration_seconds` and `rpc_server_inflight_requests` (see the
+/// [module docs](super)), by `cx.rpc.callee.service` and `cx.rpc.method`. Without a
+/// [`Metrics`] it only passes calls on.
+///
+/// The method is named only if the call did not end in
+/// [`DispatchError::UnknownMethod`] (then it is `_other`). A call whose future is
+/// dropped unfinished counts as `panic` if a panic unwinds through it, `cancelled`
+/// otherwise.
+#[derive(Debug, Clone)]
+pub struct MeteredServer<S> {
+    inner: S,
+    metrics: Option<Metrics>,
+}
+
+impl<S> MeteredServer<S> {
+    /// Counts the calls of `inner` into `metrics` (none: counts nothing).
+    pub fn new(inner: S, metrics: Option<Metrics>) -> Self {
+        MeteredServer { inner, metrics }
+    }
+
+    /// The wrapped service.
+    pub fn get_ref(&self) -> &S {
+        &self.inner
+    }
+}
+
+impl<S> Service<ServerContext, ServerRequest> for MeteredServer<S>
+where
+    S: Service<ServerContext, ServerRequest, Error = DispatchError> + Sync,
+    S::Response: Send,
+{
+    type Response = S::Response;
+    type Error = DispatchError;
+
+    async fn call(
+        &self,
+        cx: &mut ServerContext,
+        req: ServerRequest,
+    ) -> Result<S::Response, DispatchError> {
+        let Some(metrics) = &self.metrics else {
+            return self.inner.call(cx, req).await;
+        };
+        let inner = &metrics.inner;
+        let service = inner
+            .server_methods
+            .service(&inner.server_calls, &cx.rpc.callee.service);
+        let mut call = InCall::start(metrics, service, cx.rpc.method.clone());
+        let result = self.inner.call(cx, req).await;
+        call.end(match &result {
+            Ok(_) => Outcome::Ok,
+            Err(DispatchError::UnknownMethod) => Outcome::UnknownMethod,
+            Err(DispatchError::Decode(_)) => Outcome::DecodeError,
+            Err(DispatchError::Application(ex)) if is_deadline_passed(ex) => {
+                Outcome::DeadlineExceeded
+            }
+            Err(DispatchError::Application(_)) => Outcome::ApplicationError,
+        });
+        result
+    }
+}
+
+/// A call in the stack, recorded when it ends or is dropped.
+struct InCall<'a> {
+    metrics: &'a Metrics,
+    flight: InFlight,
+    method: Utf8Bytes,
+}
+
+impl<'a> InCall<'a> {
+    fn start(metrics: &'a Metrics, service: Arc<ServiceEntry>, method: Utf8Bytes) -> Self {
+        InCall {
+            metrics,
+            flight: InFlight::start(service),
+            method,
+        }
+    }
+
+    fn end(&mut self, outcome: Outcome) {
+        let inner = &self.metrics.inner;
+        let known = outcome != Outcome::UnknownMethod;
+        let method = inner.server_methods.method(
+            &inner.server_calls,
+            self.flight.service(),
+            known.then_some(self.method.as_str()),
+        );
+        self.flight.end(&inner.server_calls, &method, outcome);
+    }
+}
+
+impl Drop for InCall<'_> {
+    fn drop(&mut self) {
+        if !self.flight.is_ended() {
+            self.end(if std::thread::panicking() {
+                Outcome::Panic
+            } else {
+                Outcome::Cancelled
+            });
+        }
+    }
+}

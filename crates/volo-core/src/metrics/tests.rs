@@ -1,0 +1,205 @@
+use std::time::Duration;
+
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::TcpStream;
+
+use super::http::{Asked, MAX_HEAD, parse};
+use super::labels::{MAX_METHODS, OTHER, Outcome};
+use super::*;
+
+/// The value of the sample `name{labels}` in `text`, if there is one.
+pub(crate) fn sample(text: &str, name_and_labels: &str) -> Option<f64> {
+    text.lines().find_map(|line| {
+        let rest = line.strip_prefix(name_and_labels)?;
+        rest.strip_prefix(' ')?.split(' ').next()?.parse().ok()
+    })
+}
+
+#[test]
+fn a_call_counts_by_service_method_and_outcome() {
+    let m = Metrics::new();
+    let inner = &m.inner;
+    let table = &inner.server_methods;
+    let svc = table.service(&inner.server_calls, "Echo");
+    for _ in 0..3 {
+        table
+            .method(&inner.server_calls, &svc, Some("echo"))
+            .count(&inner.server_calls, Outcome::Ok);
+    }
+    let echo = table.method(&inner.server_calls, &svc, Some("echo"));
+    echo.count(&inner.server_calls, Outcome::ApplicationError);
+    echo.duration.observe(0.000_07);
+    table
+        .method(&inner.server_calls, &svc, None)
+        .count(&inner.server_calls, Outcome::UnknownMethod);
+    let text = m.encode();
+    let at = |s: &str| sample(&text, s);
+    assert_eq!(
+        at(r#"rpc_server_requests_total{service="Echo",method="echo",outcome="ok"}"#),
+        Some(3.0)
+    );
+    assert_eq!(
+        at(
+            r#"rpc_server_requests_total{service="Echo",method="echo",outcome="application_error"}"#
+        ),
+        Some(1.0)
+    );
+    assert_eq!(
+        at(r#"rpc_server_requests_total{service="Echo",method="_other",outcome="unknown_method"}"#),
+        Some(1.0)
+    );
+    // Outcomes that never happened make no series.
+    assert!(!text.contains(r#"outcome="panic""#));
+    assert_eq!(
+        at(r#"rpc_server_duration_seconds_count{service="Echo",method="echo"}"#),
+        Some(1.0)
+    );
+    // 70 µs falls in the 100 µs bucket, not the 50 µs one.
+    let bucket = |le| {
+        at(&format!(
+            r#"rpc_server_duration_seconds_bucket{{le="{le}",service="Echo",method="echo"}}"#
+        ))
+    };
+    assert_eq!(
+        (bucket("0.00005"), bucket("0.0001")),
+        (Some(0.0), Some(1.0))
+    );
+    assert!(
+        text.contains(
+            "# HELP rpc_server_requests RPC server calls by service, method and outcome."
+        )
+    );
+    assert!(text.contains("# TYPE rpc_server_open_connections gauge"));
+    assert!(text.ends_with("# EOF\n"));
+}
+
+#[test]
+fn methods_beyond_the_cap_fold_into_other() {
+    let m = Metrics::new();
+    let inner = &m.inner;
+    let table = &inner.client_methods;
+    let a = table.service(&inner.client_calls, "A");
+    let b = table.service(&inner.client_calls, "B");
+    for i in 0..MAX_METHODS {
+        let svc = if i % 2 == 0 { &a } else { &b };
+        let name = format!("m{i}");
+        let e = table.method(&inner.client_calls, svc, Some(&name));
+        assert_eq!(&*e.labels.method, name);
+    }
+    assert_eq!(table.len(), MAX_METHODS);
+    // Known ones are still found; new ones fold, per service.
+    let known = table.method(&inner.client_calls, &a, Some("m0"));
+    assert_eq!(&*known.labels.method, "m0");
+    for i in 0..10 {
+        let e = table.method(&inner.client_calls, &a, Some(&format!("new{i}")));
+        assert_eq!(&*e.labels.method, OTHER);
+        e.count(&inner.client_calls, Outcome::Ok);
+    }
+    let e = table.method(&inner.client_calls, &b, Some("another"));
+    assert_eq!((&*e.labels.service, &*e.labels.method), ("B", OTHER));
+    assert_eq!(table.len(), MAX_METHODS + 2, "one _other per service");
+    let text = m.encode();
+    assert_eq!(
+        sample(
+            &text,
+            r#"rpc_client_requests_total{service="A",method="_other",outcome="ok"}"#
+        ),
+        Some(10.0)
+    );
+}
+
+#[test]
+fn request_lines_are_parsed_strictly() {
+    assert_eq!(parse(b"GET /metrics HTTP/1.1\r\nHost: x"), Asked::Metrics);
+    assert_eq!(parse(b"GET /metrics?x=1 HTTP/1.0"), Asked::Metrics);
+    assert_eq!(parse(b"GET / HTTP/1.1"), Asked::NotFound);
+    assert_eq!(parse(b"GET /metrics/x HTTP/1.1"), Asked::NotFound);
+    assert_eq!(parse(b"POST /metrics HTTP/1.1"), Asked::BadMethod);
+    assert_eq!(parse(b"GET /metrics"), Asked::Bad);
+    assert_eq!(parse(b"GET /metrics SPDY/3"), Asked::Bad);
+    assert_eq!(parse(b"\xff\xfe /metrics HTTP/1.1"), Asked::Bad);
+}
+
+/// Sends `request` to `addr` and reads the whole response (the server closes).
+async fn exchange(addr: std::net::SocketAddr, request: &[u8]) -> String {
+    let mut s = TcpStream::connect(addr).await.unwrap();
+    // The server may answer (and close) before all of an oversized request is sent.
+    let _ = s.write_all(request).await;
+    let mut out = Vec::new();
+    let _ = s.read_to_end(&mut out).await;
+    String::from_utf8_lossy(&out).into_owned()
+}
+
+#[tokio::test]
+async fn the_endpoint_serves_metrics_and_refuses_the_rest() {
+    let m = Metrics::new();
+    m.server_conns().accepted.inc_by(7);
+    let server = m.serve("127.0.0.1:0".parse().unwrap()).await.unwrap();
+    let addr = server.local_addr();
+    tokio::time::timeout(Duration::from_secs(10), async {
+        let ok = exchange(addr, b"GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n").await;
+        assert!(ok.starts_with("HTTP/1.1 200 OK\r\n"), "{ok}");
+        assert!(ok.contains(&format!("Content-Type: {CONTENT_TYPE}\r\n")));
+        assert!(ok.contains("Connection: close\r\n"));
+        let (head, body) = ok.split_once("\r\n\r\n").unwrap();
+        assert!(head.contains(&format!("Content-Length: {}\r\n", body.len())));
+        assert_eq!(sample(body, "rpc_server_connections_total"), Some(7.0));
+
+        let wrong = exchange(addr, b"GET /other HTTP/1.1\r\n\r\n").await;
+        assert!(wrong.starts_with("HTTP/1.1 404 "), "{wrong}");
+        let post = exchange(addr, b"POST /metrics HTTP/1.1\r\n\r\n").await;
+        assert!(post.starts_with("HTTP/1.1 405 "), "{post}");
+        assert!(post.contains("Allow: GET\r\n"));
+
+        // A head that never ends within the bound: refused, not buffered for ever.
+        let mut big = b"GET /metrics HTTP/1.1\r\n".to_vec();
+        while big.len() < 4 * MAX_HEAD {
+            big.extend_from_slice(b"X-Filler: aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa\r\n");
+        }
+        let large = exchange(addr, &big).await;
+        assert!(large.starts_with("HTTP/1.1 431 "), "{large}");
+        let garbage = exchange(addr, b"hello\r\n\r\n").await;
+        assert!(garbage.starts_with("HTTP/1.1 400 "), "{garbage}");
+    })
+    .await
+    .expect("the endpoint answers within 10 s");
+    server.stop();
+    // Stopped: no more connections are taken (the abort lands at the task's next
+    // await, so wait for the refusal).
+    tokio::time::timeout(Duration::from_secs(10), async {
+        while TcpStream::connect(addr).await.is_ok() {
+            tokio::task::yield_now().await;
+        }
+    })
+    .await
+    .expect("the listener closes");
+}
+
+#[test]
+fn breaker_states_are_read_at_each_scrape() {
+    use std::sync::atomic::{AtomicU8, Ordering};
+    struct Probe(std::sync::Weak<AtomicU8>);
+    impl BreakerProbe for Probe {
+        fn state(&self) -> Option<BreakerState> {
+            Some(match self.0.upgrade()?.load(Ordering::Relaxed) {
+                0 => BreakerState::Closed,
+                1 => BreakerState::HalfOpen,
+                _ => BreakerState::Open,
+            })
+        }
+    }
+    let m = Metrics::new();
+    let a = Arc::new(AtomicU8::new(0));
+    let b = Arc::new(AtomicU8::new(0));
+    m.watch_breaker("S", Box::new(Probe(Arc::downgrade(&a))));
+    m.watch_breaker("S", Box::new(Probe(Arc::downgrade(&b))));
+    let state = |m: &Metrics| sample(&m.encode(), r#"rpc_client_breaker_state{service="S"}"#);
+    assert_eq!(state(&m), Some(0.0));
+    b.store(2, Ordering::Relaxed);
+    assert_eq!(state(&m), Some(2.0), "the worst of the service's breakers");
+    drop(b);
+    a.store(1, Ordering::Relaxed);
+    assert_eq!(state(&m), Some(1.0), "a dropped breaker is forgotten");
+    drop(a);
+    assert_eq!(state(&m), None);
+}
