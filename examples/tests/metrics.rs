@@ -18,7 +18,7 @@ use volo_core::client::{
 };
 use volo_core::context::{Address, ServerContext};
 use volo_core::metrics::Metrics;
-use volo_core::server::{DispatchError, Server, ServerConfig, ServerRequest};
+use volo_core::server::{DispatchError, LimitConfig, Server, ServerConfig, ServerRequest};
 use volo_core::service::{Service, layer_fn};
 
 /// Fails every `echo_ids` with an application exception, before the handler.
@@ -230,4 +230,74 @@ fn a_scrape_counts_every_call_by_outcome() {
     // The clients are gone and the server closed: no connection open.
     let (_, text) = scrape(endpoint.local_addr());
     assert_eq!(sample(&text, "rpc_server_open_connections"), 0.0);
+}
+
+/// Calls a limiter refuses are counted by reason, and as `overloaded` by the client;
+/// they never reach the server's stack.
+#[test]
+fn limiter_refusals_are_counted_by_reason() {
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .unwrap();
+    let _guard = rt.enter();
+    let metrics = Metrics::new();
+    // `Some(0)` refuses every call: one server by concurrency, one by rate.
+    let limits = [
+        LimitConfig {
+            max_concurrency: Some(0),
+            max_qps: None,
+        },
+        LimitConfig {
+            max_concurrency: None,
+            max_qps: Some(0),
+        },
+    ];
+    rt.block_on(tokio::time::timeout(Duration::from_secs(30), async {
+        for (limit, calls) in limits.into_iter().zip([2, 3]) {
+            let bound = Server::new(EchoServiceServer::new(Echo::default()))
+                .with_config(ServerConfig {
+                    metrics: Some(metrics.clone()),
+                    limit,
+                    ..ServerConfig::default()
+                })
+                .bind(&"127.0.0.1:0".parse().unwrap())
+                .await
+                .unwrap();
+            let client = EchoServiceClient::builder()
+                .address(bound.local_addr().clone())
+                .config(ClientConfig {
+                    metrics: Some(metrics.clone()),
+                    ..ClientConfig::default()
+                })
+                .retry(RetryPolicy::new().max_retries(0))
+                .build()
+                .unwrap();
+            let serving = tokio::spawn(bound.serve());
+            for _ in 0..calls {
+                let e = client.echo(Request::default()).await.unwrap_err();
+                assert!(format!("{e:?}").contains("Overloaded"), "{e:?}");
+            }
+            serving.abort();
+        }
+    }))
+    .expect("the calls end within 30 s");
+    let text = metrics.encode();
+    let at = |series: &str| sample(&text, series);
+    assert_eq!(
+        at(r#"rpc_server_limiter_rejections_total{reason="concurrency"}"#),
+        2.0
+    );
+    assert_eq!(
+        at(r#"rpc_server_limiter_rejections_total{reason="qps"}"#),
+        3.0
+    );
+    assert_eq!(
+        at(
+            r#"rpc_client_requests_total{service="EchoService",method="echo",outcome="overloaded"}"#
+        ),
+        5.0
+    );
+    assert!(!text.contains("rpc_server_requests_total{"), "{text}");
 }
