@@ -149,31 +149,61 @@ fn rpc_bench_reports_every_transport() {
     }
 }
 
+/// `rpc-bench` with `extra` and a brief paired run's settings over `transport`: its
+/// output and its `paired` summary line.
+fn run_paired(transport: &str, extra: &[&str]) -> (String, String) {
+    let mut args = vec!["--transports", transport];
+    args.extend_from_slice(extra);
+    args.extend(["--concurrency", "4", "--duration", "2", "--size", "256"]);
+    let stdout = run_ok(env!("CARGO_BIN_EXE_rpc-bench"), &args);
+    let summary = stdout
+        .lines()
+        .find(|l| l.starts_with(&format!("paired transport={transport} ")))
+        .unwrap_or_else(|| panic!("no summary: {stdout}"))
+        .to_string();
+    (stdout, summary)
+}
+
+/// The keys of a `name=value` line after its first word.
+fn keys(line: &str) -> Vec<String> {
+    line.split(' ')
+        .skip(1)
+        .map(|f| f.split('=').next().unwrap().to_string())
+        .collect()
+}
+
+/// The keys of a `paired` summary line comparing `a` and `b`.
+fn summary_keys(a: &str, b: &str) -> Vec<String> {
+    let (a_qps, b_qps) = (format!("{a}_qps"), format!("{b}_qps"));
+    let (a_cpu, b_cpu) = (format!("{a}_cpu_ns"), format!("{b}_cpu_ns"));
+    [
+        "transport",
+        "pairs",
+        &a_qps,
+        &b_qps,
+        "qps_ratio",
+        "qps_ratio_se",
+        &a_cpu,
+        &b_cpu,
+    ]
+    .map(String::from)
+    .to_vec()
+}
+
+/// The value of `name` in a `name=value` line.
+fn field(line: &str, name: &str) -> f64 {
+    line.split(' ')
+        .find_map(|f| f.strip_prefix(&format!("{name}=")))
+        .unwrap_or_else(|| panic!("no {name}: {line}"))
+        .parse()
+        .unwrap()
+}
+
 /// `rpc-bench --stack paired`: a line per pair of slices and the summary line, with
 /// both stacks' calls counted.
 #[test]
 fn rpc_bench_paired_reports_each_pair_and_the_ratio() {
-    let stdout = run_ok(
-        env!("CARGO_BIN_EXE_rpc-bench"),
-        &[
-            "--transports",
-            "uds",
-            "--stack",
-            "paired",
-            "--concurrency",
-            "4",
-            "--duration",
-            "2",
-            "--size",
-            "256",
-        ],
-    );
-    let keys = |line: &str| -> Vec<String> {
-        line.split(' ')
-            .skip(1)
-            .map(|f| f.split('=').next().unwrap().to_string())
-            .collect()
-    };
+    let (stdout, summary) = run_paired("uds", &["--stack", "paired"]);
     let pairs: Vec<&str> = stdout.lines().filter(|l| l.starts_with("pair ")).collect();
     assert_eq!(pairs.len(), 1, "{stdout}");
     assert_eq!(
@@ -181,36 +211,12 @@ fn rpc_bench_paired_reports_each_pair_and_the_ratio() {
         ["transport", "n", "bare_qps", "default_qps"],
         "{stdout}"
     );
-    let summary = stdout
-        .lines()
-        .find(|l| l.starts_with("paired transport=uds "))
-        .unwrap_or_else(|| panic!("no summary: {stdout}"));
-    assert_eq!(
-        keys(summary),
-        [
-            "transport",
-            "pairs",
-            "bare_qps",
-            "default_qps",
-            "qps_ratio",
-            "qps_ratio_se",
-            "bare_cpu_ns",
-            "default_cpu_ns"
-        ],
-        "{summary}"
-    );
-    let field = |name: &str| -> f64 {
-        let v = summary
-            .split(' ')
-            .find_map(|f| f.strip_prefix(&format!("{name}=")))
-            .unwrap();
-        v.parse().unwrap()
-    };
+    assert_eq!(keys(&summary), summary_keys("bare", "default"), "{summary}");
     assert!(
-        field("bare_qps") > 0.0 && field("default_qps") > 0.0,
+        field(&summary, "bare_qps") > 0.0 && field(&summary, "default_qps") > 0.0,
         "{summary}"
     );
-    assert!(field("qps_ratio") > 0.0, "{summary}");
+    assert!(field(&summary, "qps_ratio") > 0.0, "{summary}");
 }
 
 /// SIGKILL of an `echo-server` serving over shared memory while callers are busy: every
@@ -371,5 +377,87 @@ fn idle_connections_to_a_killed_server_are_not_reused() {
     assert!(
         failed.is_empty(),
         "calls to the restarted server failed: {failed:?}"
+    );
+}
+
+/// `echo-server --metrics-addr`: after a known number of calls from this process, a
+/// scrape of `/metrics` over a plain socket counts exactly those.
+#[test]
+fn echo_server_serves_its_metrics() {
+    use examples::echo::{EchoServiceClient, Request};
+    use std::io::{Read, Write};
+    use thrift_codec::Utf8Bytes;
+    use volo_core::context::Address;
+
+    let mut server = Command::new(env!("CARGO_BIN_EXE_echo-server"))
+        .args(["--addr", "127.0.0.1:0", "--metrics-addr", "127.0.0.1:0"])
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut lines = BufReader::new(server.stdout.take().unwrap()).lines();
+    let mut next = || lines.next().unwrap().unwrap();
+    let (first, second) = (next(), next());
+    let metrics: std::net::SocketAddr = first
+        .strip_prefix("echo-server metrics on ")
+        .unwrap_or_else(|| panic!("{first:?}"))
+        .parse()
+        .unwrap();
+    let addr: std::net::SocketAddr = second
+        .strip_prefix("echo-server listening on ")
+        .unwrap_or_else(|| panic!("{second:?}"))
+        .parse()
+        .unwrap();
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    rt.block_on(async {
+        let client = EchoServiceClient::builder()
+            .address(Address::Tcp(addr))
+            .build()
+            .unwrap();
+        for _ in 0..7 {
+            let req = Request {
+                action: Utf8Bytes::from("echo"),
+                msg: Utf8Bytes::from("hi"),
+            };
+            tokio::time::timeout(std::time::Duration::from_secs(10), client.echo(req))
+                .await
+                .unwrap()
+                .unwrap();
+        }
+    });
+    let mut s = std::net::TcpStream::connect(metrics).unwrap();
+    s.set_read_timeout(Some(std::time::Duration::from_secs(10)))
+        .unwrap();
+    s.write_all(b"GET /metrics HTTP/1.1\r\n\r\n").unwrap();
+    let mut text = String::new();
+    s.read_to_string(&mut text).unwrap();
+    let _ = server.kill();
+    let _ = server.wait();
+    assert!(text.starts_with("HTTP/1.1 200 OK\r\n"), "{text}");
+    assert!(
+        text.contains(
+            "\nrpc_server_requests_total{service=\"EchoService\",method=\"echo\",outcome=\"ok\"} 7\n"
+        ),
+        "{text}"
+    );
+    assert!(
+        text.contains("\nrpc_server_connections_total 1\n"),
+        "{text}"
+    );
+}
+
+/// `rpc-bench --metrics on,off`: slices alternately on a counting and a plain server
+/// and client; the summary gives the ratio. `--metrics-addr` serves the run's metrics.
+#[test]
+fn rpc_bench_compares_metrics_on_and_off() {
+    let extra = ["--metrics", "on,off", "--metrics-addr", "127.0.0.1:0"];
+    let (stdout, summary) = run_paired("netpoll", &extra);
+    assert!(
+        stdout.contains("rpc-bench: metrics at http://127.0.0.1:"),
+        "{stdout}"
+    );
+    assert_eq!(keys(&summary), summary_keys("off", "on"), "{summary}");
+    assert!(
+        field(&summary, "off_qps") > 0.0 && field(&summary, "on_qps") > 0.0,
+        "{summary}"
     );
 }

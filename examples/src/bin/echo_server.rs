@@ -1,6 +1,6 @@
 //! `echo-server --addr <host:port|unix:PATH|shm:PATH>[,<addr>...] [--io netpoll|tokio]
 //! [--delay-us N] [--delay-on-usr1] [--registry etcd://HOST:PORT[,HOST:PORT...]]
-//! [--weight N] [--host-id ID] [--lease-ttl SECS]`: serves idl/echo.thrift's
+//! [--weight N] [--host-id ID] [--lease-ttl SECS] [--metrics-addr HOST:PORT]`: serves idl/echo.thrift's
 //! EchoService until killed (Ctrl-C or SIGTERM shuts it down gracefully). It accepts
 //! every framing (TTHeader, Framed, Buffered) and protocol (Binary, Compact, JSON) and
 //! answers each connection in kind, so Apache Thrift, Kitex and Volo clients all work.
@@ -16,6 +16,10 @@
 //! (`echo-client --discover`) call it over shared memory or its Unix socket when they
 //! run on the same host, and over TCP otherwise.
 //!
+//! With `--metrics-addr` it counts its calls, connections, bytes and limiter
+//! refusals (`volo_core::metrics`) and serves them as Prometheus (OpenMetrics) text
+//! at `http://HOST:PORT/metrics`; it prints `echo-server metrics on <addr>`.
+//!
 //! For fault tests, `--delay-us N` makes `echo` wait N µs before it answers; with
 //! `--delay-on-usr1` the delay starts off and each SIGUSR1 turns it on or off (so a
 //! running instance can be made slow, and well again).
@@ -27,12 +31,13 @@ use examples::cli::{Args, Usage};
 use examples::echo::EchoServiceServer;
 use examples::echo_service::Echo;
 use tokio::signal::unix::{SignalKind, signal};
+use volo_core::metrics::Metrics;
 use volo_core::registry::RegistryInfo;
 use volo_core::server::{Server, ServerConfig};
 
 const HELP: &str = "usage: echo-server --addr <host:port|unix:PATH|shm:PATH>[,<addr>...] \
 [--io netpoll|tokio] [--delay-us N] [--delay-on-usr1] [--registry etcd://HOST:PORT] [--weight N] \
-[--host-id ID] [--lease-ttl SECS]";
+[--host-id ID] [--lease-ttl SECS] [--metrics-addr HOST:PORT]";
 
 fn main() {
     if let Err(e) = run() {
@@ -52,7 +57,9 @@ fn run() -> Result<(), Usage> {
         "weight",
         "host-id",
         "lease-ttl",
+        "metrics-addr",
     ])?;
+    let metrics_addr: Option<std::net::SocketAddr> = args.optional("metrics-addr")?;
     let addrs = examples::options::addresses(&args.required::<String>("addr")?)?;
     let registry: Option<String> = args.optional("registry")?;
     let info = RegistryInfo {
@@ -78,7 +85,20 @@ fn run() -> Result<(), Usage> {
     rt.block_on(async {
         let config = ServerConfig {
             transport,
+            metrics: metrics_addr.map(|_| Metrics::new()),
             ..ServerConfig::default()
+        };
+        // Served until the process ends.
+        let _endpoint = match (&config.metrics, metrics_addr) {
+            (Some(metrics), Some(addr)) => {
+                let endpoint = metrics
+                    .serve(addr)
+                    .await
+                    .map_err(|e| Usage(format!("--metrics-addr {addr}: {e}")))?;
+                println!("echo-server metrics on {}", endpoint.local_addr());
+                Some(endpoint)
+            }
+            _ => None,
         };
         if on_signal {
             let echo = echo.clone();

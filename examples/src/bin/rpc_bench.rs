@@ -1,6 +1,7 @@
 //! `rpc-bench [--transports tokio,netpoll,uds,shm] [--concurrency N] [--size BYTES]
 //! [--duration SECS] [--framing ttheader|theader|framed|buffered] [--protocol binary|compact|json]
-//! [--multiplex] [--stack default|bare|paired] [--pin]`:
+//! [--multiplex] [--stack default|bare|paired] [--pin] [--metrics off|on|on,off]
+//! [--metrics-addr HOST:PORT]`:
 //! the whole stack: our EchoService server and our client in one process, one
 //! closed-loop run per transport, a progress bar while each runs, then a table and one
 //! line per transport: `transport=<name> qps=<n> p50_us=<n> p99_us=<n> p999_us=<n>
@@ -37,6 +38,16 @@
 //! `paired transport=<name> pairs=<n> bare_qps=<mean> default_qps=<mean>
 //! qps_ratio=<mean of the pairs' default/bare> qps_ratio_se=<its standard error>
 //! bare_cpu_ns=<mean> default_cpu_ns=<mean>`.
+//!
+//! `--metrics on` counts metrics on both sides (`volo_core::metrics`: the server's
+//! and the client's `metrics` settings, one `Metrics` for the whole run);
+//! `--metrics-addr HOST:PORT` serves them at `http://HOST:PORT/metrics` while the run
+//! lasts (and turns them on). `--metrics on,off` measures what they cost the way
+//! `paired` measures the stack: two servers, one counting and one not, each with a
+//! default-stack client of its own doing the same, in one-second slices taken
+//! alternately; it prints `pair transport=<name> n=<i> off_qps=<n> on_qps=<n>` per
+//! pair and `paired transport=<name> pairs=<n> off_qps=<mean> on_qps=<mean>
+//! qps_ratio=<mean of on/off> qps_ratio_se=<se> off_cpu_ns=<mean> on_cpu_ns=<mean>`.
 //!
 //! `--pin` puts every thread of the server side (its runtime, its pollers) on CPU 0 and
 //! every thread of the client side on CPU 1, as two processes pinned to a core each
@@ -111,11 +122,13 @@ use examples::server_only::{self, ClientStack, IdleSettings, Settings as ServerO
 use volo_core::client::ClientConfig;
 use volo_core::codec::{Framing, Protocol};
 use volo_core::context::Address;
+use volo_core::metrics::Metrics;
+use volo_core::server::ServerConfig;
 use volo_core::transport::TransportKind;
 
 const HELP: &str = "usage: rpc-bench [--transports tokio,netpoll,uds,shm] [--concurrency N] \
 [--size BYTES] [--duration SECS] [--framing ttheader|theader|framed|buffered] [--protocol binary|compact|json] \
-[--multiplex] [--stack default|bare|paired] [--pin]
+[--multiplex] [--stack default|bare|paired] [--pin] [--metrics off|on|on,off] [--metrics-addr HOST:PORT]
    or: rpc-bench --server-only [--concurrency 1,100] [--size BYTES] [--duration SECS] [--warmup SECS] \
 [--rounds N] [--loadgen ours,volo] [--multiplex] [--stack bare|default] [--server-spin on|off|on,off] \
 [--server-cpus LIST] [--client-cpus LIST]
@@ -141,6 +154,10 @@ struct Settings {
     stack: Stack,
     /// The server's threads on CPU 0, the client's on CPU 1.
     pin: bool,
+    /// Metrics on both sides (`--metrics on`), or `None`.
+    metrics: Option<Metrics>,
+    /// `--metrics on,off`: a counting server and client against plain ones.
+    compare_metrics: bool,
 }
 
 fn run() -> Result<(), Usage> {
@@ -161,7 +178,34 @@ fn run() -> Result<(), Usage> {
         "protocol",
         "multiplex",
         "pin",
+        "metrics",
+        "metrics-addr",
     ])?;
+    let metrics_addr: Option<std::net::SocketAddr> = args.optional("metrics-addr")?;
+    let default_metering = if metrics_addr.is_some() { "on" } else { "off" };
+    let (metrics, compare_metrics) =
+        match args.get("metrics", default_metering.to_string())?.as_str() {
+            "off" => (None, false),
+            "on" => (Some(Metrics::new()), false),
+            "on,off" | "off,on" => (Some(Metrics::new()), true),
+            other => return Err(Usage(format!("--metrics {other:?}: off, on or on,off"))),
+        };
+    // The endpoint's own runtime, for as long as the run lasts.
+    let _endpoint = match (&metrics, metrics_addr) {
+        (Some(m), Some(addr)) => {
+            let rt = runtime("rpcb-metrics")?;
+            let server = rt
+                .block_on(m.serve(addr))
+                .map_err(|e| Usage(format!("--metrics-addr {addr}: {e}")))?;
+            println!(
+                "rpc-bench: metrics at http://{}/metrics",
+                server.local_addr()
+            );
+            Some((server, rt))
+        }
+        (None, Some(_)) => return Err(Usage("--metrics-addr needs --metrics on".into())),
+        _ => None,
+    };
     let transports: Vec<String> = args
         .get("transports", "tokio,netpoll,uds,shm".to_string())?
         .split(',')
@@ -190,6 +234,8 @@ fn run() -> Result<(), Usage> {
             }
         },
         pin: args.flag("pin"),
+        metrics,
+        compare_metrics,
     };
     if settings.multiplex && settings.framing != Framing::TTHeader {
         return Err(Usage("--multiplex needs --framing ttheader".into()));
@@ -212,7 +258,7 @@ fn run() -> Result<(), Usage> {
         },
         std::thread::available_parallelism().map_or(1, |n| n.get())
     );
-    if settings.stack == Stack::Paired {
+    if settings.stack == Stack::Paired || settings.compare_metrics {
         for t in &transports {
             let s = &settings;
             let line = with_server(t, s, |clients| paired(clients, s, t))?;
@@ -263,11 +309,14 @@ enum Stack {
     Paired,
 }
 
-/// The two clients a run may use, over one server.
+/// The clients a run may use, over one server (and, to compare metrics on and off,
+/// a second server that counts).
 struct Clients {
     transport: String,
     addr: Address,
     config: ClientConfig,
+    /// The counting server, and the settings of a client that counts too.
+    metered: Option<(Address, ClientConfig)>,
 }
 
 impl Clients {
@@ -279,6 +328,14 @@ impl Clients {
     /// What `EchoServiceClient::builder()` builds.
     fn default_stack(&self) -> Result<EchoServiceClient, Usage> {
         default_client(self.addr.clone(), self.config.clone()).map_err(|e| self.failed(e))
+    }
+
+    /// The default stack counting metrics, to the server that counts them.
+    fn metered_stack(&self) -> Result<EchoServiceClient, Usage> {
+        let Some((addr, config)) = &self.metered else {
+            return Err(Usage("no metered server".into()));
+        };
+        default_client(addr.clone(), config.clone()).map_err(|e| self.failed(e))
     }
 
     fn failed(&self, e: std::io::Error) -> Usage {
@@ -294,50 +351,83 @@ where
     Fut: std::future::Future<Output = Result<T, Usage>> + 'a,
 {
     let dir = std::env::temp_dir().join(format!("rpc-bench-{}", std::process::id()));
-    let (io, addr) = match transport {
-        "tokio" => (TransportKind::Tokio, Address::Tcp(localhost())),
-        "netpoll" => (TransportKind::Netpoll, Address::Tcp(localhost())),
-        _ => {
-            std::fs::create_dir_all(&dir).map_err(|e| Usage(format!("{}: {e}", dir.display())))?;
-            let path = dir.join("echo.sock");
-            let _ = std::fs::remove_file(&path);
-            if transport == "shm" {
-                (TransportKind::Netpoll, Address::Shm(path.into()))
-            } else {
-                (TransportKind::Netpoll, Address::Unix(path.into()))
+    let address = |name: &str| -> Result<(TransportKind, Address), Usage> {
+        Ok(match transport {
+            "tokio" => (TransportKind::Tokio, Address::Tcp(localhost())),
+            "netpoll" => (TransportKind::Netpoll, Address::Tcp(localhost())),
+            _ => {
+                std::fs::create_dir_all(&dir)
+                    .map_err(|e| Usage(format!("{}: {e}", dir.display())))?;
+                let path = dir.join(name);
+                let _ = std::fs::remove_file(&path);
+                if transport == "shm" {
+                    (TransportKind::Netpoll, Address::Shm(path.into()))
+                } else {
+                    (TransportKind::Netpoll, Address::Unix(path.into()))
+                }
             }
-        }
+        })
     };
+    let (io, addr) = address("echo.sock")?;
     // Threads inherit the CPUs of the thread that starts them: this one is on the
     // server's CPU while the server side starts, then on the client's.
     if s.pin {
         pin_to(0)?;
     }
     let server_rt = runtime("rpcb-server")?;
-    let server = RunningEcho::start(&server_rt, io, &addr)
-        .map_err(|e| Usage(format!("{transport}: binding {addr}: {e}")))?;
+    let start = |addr: &Address, metrics: Option<Metrics>| {
+        let config = ServerConfig {
+            transport: io,
+            metrics,
+            ..ServerConfig::default()
+        };
+        RunningEcho::start_with(&server_rt, config, addr)
+            .map_err(|e| Usage(format!("{transport}: binding {addr}: {e}")))
+    };
+    // Compared: this one plain, a second one counting.
+    let plain = if s.compare_metrics {
+        None
+    } else {
+        s.metrics.clone()
+    };
+    let server = start(&addr, plain.clone())?;
+    let metered = match (&s.metrics, s.compare_metrics) {
+        (Some(m), true) => Some(start(&address("echo-metered.sock")?.1, Some(m.clone()))?),
+        _ => None,
+    };
     let addr = server.addr.clone();
     if s.pin {
         pin_to(1)?;
     }
     let client_rt = runtime(CLIENT_THREAD)?;
+    let config = ClientConfig {
+        framing: s.framing,
+        protocol: s.protocol,
+        transport: io,
+        max_connections: s.concurrency,
+        multiplex: s.multiplex,
+        metrics: plain,
+        ..ClientConfig::default()
+    };
     let clients = Clients {
         transport: transport.to_string(),
         addr,
-        config: ClientConfig {
-            framing: s.framing,
-            protocol: s.protocol,
-            transport: io,
-            max_connections: s.concurrency,
-            multiplex: s.multiplex,
-            ..ClientConfig::default()
-        },
+        metered: metered.as_ref().map(|m| {
+            let config = ClientConfig {
+                metrics: s.metrics.clone(),
+                ..config.clone()
+            };
+            (m.addr.clone(), config)
+        }),
+        config,
     };
     let out = client_rt.block_on(run(clients));
     drop(client_rt);
-    server
-        .stop(&server_rt)
-        .map_err(|e| Usage(format!("{transport}: stopping the server: {e}")))?;
+    for server in [Some(server), metered].into_iter().flatten() {
+        server
+            .stop(&server_rt)
+            .map_err(|e| Usage(format!("{transport}: stopping the server: {e}")))?;
+    }
     let _ = std::fs::remove_dir_all(&dir);
     out
 }
@@ -364,10 +454,28 @@ fn bench_one(transport: &str, s: &Settings) -> Result<(Report, Option<u64>), Usa
     })
 }
 
-/// The window in one-second slices, alternately on each stack; the summary line.
+/// The window in one-second slices, alternately on each stack (or, with
+/// `--metrics on,off`, on the default stack without and with metrics); the summary
+/// line.
 async fn paired(clients: Clients, s: &Settings, transport: &str) -> Result<String, Usage> {
+    if s.compare_metrics {
+        let off = EchoCall::new(clients.default_stack()?, s.size);
+        let on = EchoCall::new(clients.metered_stack()?, s.size);
+        return alternate((off, "off"), (on, "on"), s, transport).await;
+    }
     let bare = EchoCall::new(clients.bare()?, s.size);
     let default = EchoCall::new(clients.default_stack()?, s.size);
+    alternate((bare, "bare"), (default, "default"), s, transport).await
+}
+
+/// Slices taken alternately on `a` and `b` (a first, then b first, ...); the summary
+/// line, whose ratio is b's QPS over a's.
+async fn alternate<A: EchoStack, B: EchoStack>(
+    (bare, a_name): (EchoCall<A>, &str),
+    (default, b_name): (EchoCall<B>, &str),
+    s: &Settings,
+    transport: &str,
+) -> Result<String, Usage> {
     let slice = |warmup| Plan {
         concurrency: s.concurrency,
         warmup,
@@ -393,13 +501,13 @@ async fn paired(clients: Clients, s: &Settings, transport: &str) -> Result<Strin
             }
         }
         let (bq, dq) = (b[i].0, d[i].0);
-        println!("pair transport={transport} n={i} bare_qps={bq:.0} default_qps={dq:.0}");
+        println!("pair transport={transport} n={i} {a_name}_qps={bq:.0} {b_name}_qps={dq:.0}");
     }
     let ratios: Vec<f64> = b.iter().zip(&d).map(|(b, d)| d.0 / b.0).collect();
     let (ratio, se) = mean_and_se(&ratios);
     Ok(format!(
-        "paired transport={transport} pairs={pairs} bare_qps={:.0} default_qps={:.0} \
-         qps_ratio={ratio:.4} qps_ratio_se={se:.4} bare_cpu_ns={:.0} default_cpu_ns={:.0}",
+        "paired transport={transport} pairs={pairs} {a_name}_qps={:.0} {b_name}_qps={:.0} \
+         qps_ratio={ratio:.4} qps_ratio_se={se:.4} {a_name}_cpu_ns={:.0} {b_name}_cpu_ns={:.0}",
         mean(b.iter().map(|x| x.0)),
         mean(d.iter().map(|x| x.0)),
         mean(b.iter().map(|x| x.1)),
