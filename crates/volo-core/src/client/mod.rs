@@ -7,6 +7,7 @@
 //!
 //! ```text
 //!   your layers (.layer)             around the whole call
+//!   MeteredClient                    counts the call (with ClientConfig::metrics)
 //!   Timeout                          the call's deadline, retries included
 //!   ServiceBreaker                   fails fast while the service's breaker is open
 //!   Retry                            another attempt for a failure another may fix

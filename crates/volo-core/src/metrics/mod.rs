@@ -96,7 +96,7 @@
 //!
 //! A call resolves its service and method in a small map (a read lock and two hash
 //! lookups, no allocation once the pair is known), then touches a few atomics and the
-//! histogram's lock. `rpc-bench --metrics-compare` measures it in one run.
+//! histogram's lock. `rpc-bench --metrics on,off` measures it in one run.
 //!
 //! [`ServerConfig::metrics`]: crate::server::ServerConfig::metrics
 //! [`ClientConfig::metrics`]: crate::client::ClientConfig::metrics
