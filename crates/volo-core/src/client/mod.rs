@@ -57,7 +57,7 @@ pub mod breaker;
 mod builder;
 mod error;
 #[cfg(test)]
-mod mock;
+pub(crate) mod mock;
 mod multiplexed;
 mod mux;
 mod pool;

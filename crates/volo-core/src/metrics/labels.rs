@@ -16,7 +16,7 @@ use prometheus_client::metrics::histogram::Histogram;
 use super::CallFamilies;
 
 /// (service, method) pairs a side keeps at most; calls of further methods count as
-/// method [`OTHER`] of their service.
+/// method `_other` of their service.
 pub const MAX_METHODS: usize = 1024;
 
 /// The method label of calls whose method is unknown, or beyond [`MAX_METHODS`].

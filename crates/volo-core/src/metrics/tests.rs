@@ -203,3 +203,194 @@ fn breaker_states_are_read_at_each_scrape() {
     drop(a);
     assert_eq!(state(&m), None);
 }
+
+/// The layers against stand-ins, polled by hand: no network, no sleeps.
+mod layers {
+    use std::future::Future;
+    use std::panic::{AssertUnwindSafe, catch_unwind};
+    use std::pin::pin;
+    use std::time::Duration;
+
+    use futures_util::FutureExt;
+    use thrift_codec::{ApplicationException, ApplicationExceptionKind, Utf8Bytes};
+
+    use super::super::client::MeteredClient;
+    use super::super::server::MeteredServer;
+    use super::{Metrics, sample};
+    use crate::client::mock::{Mock, Outcome, Step, Wait, after, now, request};
+    use crate::client::retry::{Backoff, RetryLayer, RetryPolicy};
+    use crate::client::{BackupDelay, BackupLayer, BackupPolicy, ClientContext};
+    use crate::clock::ManualClock;
+    use crate::codec::{Framing, Protocol};
+    use crate::context::ServerContext;
+    use crate::server::{DispatchError, ServerRequest, deadline};
+    use crate::service::{Layer, Service, service_fn};
+
+    const MS: Duration = Duration::from_millis(1);
+
+    fn server_cx(method: &'static str) -> ServerContext {
+        let mut cx = ServerContext::new(Framing::TTHeader, Protocol::Binary);
+        cx.rpc.callee.service = "S".into();
+        cx.rpc.method = Utf8Bytes::from_static(method);
+        cx
+    }
+
+    /// Fails or answers by method; `slow` never answers, `boom` panics.
+    async fn handler(method: Utf8Bytes) -> Result<(), DispatchError> {
+        let ex = |message: String| {
+            Err(DispatchError::Application(ApplicationException::new(
+                ApplicationExceptionKind::InternalError,
+                message,
+            )))
+        };
+        match method.as_str() {
+            "ok" => Ok(()),
+            "nope" => Err(DispatchError::UnknownMethod),
+            "late" => ex(format!("{}echo", deadline::PREFIX)),
+            "fail" => ex("failed".into()),
+            "slow" => std::future::pending().await,
+            _ => panic!("boom"),
+        }
+    }
+
+    #[test]
+    fn the_server_layer_counts_each_outcome_and_the_calls_in_flight() {
+        let m = Metrics::new();
+        let svc = MeteredServer::new(
+            service_fn(|cx: &mut ServerContext, _req: ServerRequest| {
+                handler(cx.rpc.method.clone())
+            }),
+            Some(m.clone()),
+        );
+        for method in ["ok", "ok", "nope", "late", "fail"] {
+            let mut cx = server_cx(method);
+            let done = svc.call(&mut cx, ServerRequest::default()).now_or_never();
+            assert!(done.is_some(), "{method} answers at once");
+        }
+        // A panic unwinds through the layer's future.
+        let mut cx = server_cx("boom");
+        let panicked = catch_unwind(AssertUnwindSafe(|| {
+            svc.call(&mut cx, ServerRequest::default()).now_or_never()
+        }));
+        assert!(panicked.is_err());
+        // A call in flight, then dropped (its connection closed).
+        let mut cx = server_cx("slow");
+        {
+            let mut call = pin!(svc.call(&mut cx, ServerRequest::default()));
+            assert!(call.as_mut().now_or_never().is_none());
+            let inflight = sample(&m.encode(), r#"rpc_server_inflight_requests{service="S"}"#);
+            assert_eq!(inflight, Some(1.0));
+        }
+        let text = m.encode();
+        let count = |method: &str, outcome: &str| {
+            sample(
+                &text,
+                &format!(
+                    r#"rpc_server_requests_total{{service="S",method="{method}",outcome="{outcome}"}}"#
+                ),
+            )
+        };
+        assert_eq!(count("ok", "ok"), Some(2.0));
+        assert_eq!(count("_other", "unknown_method"), Some(1.0), "{text}");
+        assert_eq!(count("late", "deadline_exceeded"), Some(1.0));
+        assert_eq!(count("fail", "application_error"), Some(1.0));
+        assert_eq!(count("boom", "panic"), Some(1.0));
+        assert_eq!(count("slow", "cancelled"), Some(1.0));
+        assert!(
+            !text.contains(r#"method="nope""#),
+            "the unknown name is no label"
+        );
+        assert_eq!(
+            sample(&text, r#"rpc_server_inflight_requests{service="S"}"#),
+            Some(0.0)
+        );
+        // Without metrics the layer only passes calls on.
+        let off = MeteredServer::new(
+            service_fn(|_: &mut ServerContext, _: ServerRequest| async {
+                Ok::<_, DispatchError>(())
+            }),
+            None,
+        );
+        let mut cx = server_cx("ok");
+        assert!(
+            off.call(&mut cx, ServerRequest::default())
+                .now_or_never()
+                .is_some()
+        );
+    }
+
+    fn poll<F: Future>(f: std::pin::Pin<&mut F>) -> Option<F::Output> {
+        f.now_or_never()
+    }
+
+    #[test]
+    fn the_client_layer_counts_the_retries_and_backups_of_a_call() {
+        let m = Metrics::new();
+        let clock = ManualClock::new();
+        let forever = Step {
+            wait: Wait::Forever,
+            outcome: Outcome::Ok,
+        };
+        // Refused, retried; the retry is slow, so a backup goes out at 20 ms and wins.
+        let script = vec![now(Outcome::Connect), forever, after(10 * MS, Outcome::Ok)];
+        let mock = Mock::new(&clock, script, now(Outcome::Ok));
+        let backup = BackupPolicy::new(BackupDelay::Fixed(20 * MS)).idempotent(["echo"]);
+        let backed = BackupLayer::new(backup)
+            .with_clock(clock.clone())
+            .layer(mock.clone());
+        let policy = RetryPolicy::new().backoff(Backoff::None).jitter_seed(1);
+        let retried = RetryLayer::new(policy)
+            .with_clock(clock.clone())
+            .layer(backed);
+        let svc = MeteredClient::new(retried, Some(m.clone()));
+        let mut cx = ClientContext::new();
+        cx.rpc.callee.service = "S".into();
+        cx.rpc.method = Utf8Bytes::from_static("echo");
+        {
+            let mut call = pin!(svc.call(&mut cx, request("echo")));
+            assert!(poll(call.as_mut()).is_none());
+            clock.advance(20 * MS);
+            assert!(poll(call.as_mut()).is_none());
+            clock.advance(10 * MS);
+            assert!(poll(call.as_mut()).expect("the backup answered").is_ok());
+        }
+        assert_eq!(mock.attempts(), 3);
+        // A call dropped by its caller.
+        let mut cx2 = cx.clone();
+        {
+            mock.push(Step {
+                wait: Wait::Forever,
+                outcome: Outcome::Ok,
+            });
+            let mut call = pin!(svc.call(&mut cx2, request("echo")));
+            assert!(poll(call.as_mut()).is_none());
+        }
+        let text = m.encode();
+        let at = |s: &str| sample(&text, s);
+        assert_eq!(
+            at(r#"rpc_client_requests_total{service="S",method="echo",outcome="ok"}"#),
+            Some(1.0),
+            "{text}"
+        );
+        assert_eq!(
+            at(r#"rpc_client_requests_total{service="S",method="echo",outcome="cancelled"}"#),
+            Some(1.0)
+        );
+        assert_eq!(
+            at(r#"rpc_client_retries_total{service="S",method="echo"}"#),
+            Some(1.0)
+        );
+        assert_eq!(
+            at(r#"rpc_client_backup_requests_total{service="S",method="echo"}"#),
+            Some(1.0)
+        );
+        assert_eq!(
+            at(r#"rpc_client_inflight_requests{service="S"}"#),
+            Some(0.0)
+        );
+        assert_eq!(
+            at(r#"rpc_client_duration_seconds_count{service="S",method="echo"}"#),
+            Some(2.0)
+        );
+    }
+}
