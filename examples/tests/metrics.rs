@@ -104,49 +104,51 @@ fn a_scrape_counts_every_call_by_outcome() {
         metrics: Some(metrics.clone()),
         ..ClientConfig::default()
     };
-    rt.block_on(tokio::time::timeout(Duration::from_secs(30), async {
-        let client = EchoServiceClient::builder()
-            .address(addr.clone())
-            .config(config.clone())
-            .build()
-            .unwrap();
-        for i in 0..5 {
-            let req = Request {
-                action: Utf8Bytes::from("echo"),
-                msg: Utf8Bytes::from(format!("call {i}")),
-            };
-            client.echo(req).await.unwrap();
-        }
-        for _ in 0..2 {
-            let e = client.echo_ids(Ids::default()).await.unwrap_err();
-            assert!(format!("{e}").contains("no ids today"), "{e}");
-        }
-        // A method the service does not have, through an untyped client.
-        let untyped = ClientBuilder::<Untyped>::new("EchoService")
-            .address(addr.clone())
-            .config(config.clone())
-            .build()
-            .unwrap();
-        let args = EchoServiceEchoArgs::default();
-        let e = untyped
-            .call::<_, EchoServiceEchoResult>(&mut ClientContext::new(), "no_such_method", args)
-            .await
-            .unwrap_err();
-        assert_eq!(e.kind(), ErrorKind::Application);
-        // A dead instance: the first attempt and two retries are refused.
-        let to_dead = EchoServiceClient::builder()
-            .service_name("Dead")
-            .address(dead)
-            .config(config.clone())
-            .retry(RetryPolicy::new().backoff(Backoff::None).max_retries(2))
-            .instance_breaker(None)
-            .build()
-            .unwrap();
-        let e = to_dead.echo(Request::default()).await.unwrap_err();
-        assert!(format!("{e:?}").contains("Connect"), "{e:?}");
-        drop((client, untyped, to_dead));
-    }))
-    .expect("the calls end within 30 s");
+    // The clients live until after the scrape: their breakers are read then.
+    let _clients = rt
+        .block_on(tokio::time::timeout(Duration::from_secs(30), async {
+            let client = EchoServiceClient::builder()
+                .address(addr.clone())
+                .config(config.clone())
+                .build()
+                .unwrap();
+            for i in 0..5 {
+                let req = Request {
+                    action: Utf8Bytes::from("echo"),
+                    msg: Utf8Bytes::from(format!("call {i}")),
+                };
+                client.echo(req).await.unwrap();
+            }
+            for _ in 0..2 {
+                let e = client.echo_ids(Ids::default()).await.unwrap_err();
+                assert!(format!("{e}").contains("no ids today"), "{e}");
+            }
+            // A method the service does not have, through an untyped client.
+            let untyped = ClientBuilder::<Untyped>::new("EchoService")
+                .address(addr.clone())
+                .config(config.clone())
+                .build()
+                .unwrap();
+            let args = EchoServiceEchoArgs::default();
+            let e = untyped
+                .call::<_, EchoServiceEchoResult>(&mut ClientContext::new(), "no_such_method", args)
+                .await
+                .unwrap_err();
+            assert_eq!(e.kind(), ErrorKind::Application);
+            // A dead instance: the first attempt and two retries are refused.
+            let to_dead = EchoServiceClient::builder()
+                .service_name("Dead")
+                .address(dead)
+                .config(config.clone())
+                .retry(RetryPolicy::new().backoff(Backoff::None).max_retries(2))
+                .instance_breaker(None)
+                .build()
+                .unwrap();
+            let e = to_dead.echo(Request::default()).await.unwrap_err();
+            assert!(format!("{e:?}").contains("Connect"), "{e:?}");
+            (client, untyped, to_dead)
+        }))
+        .expect("the calls end within 30 s");
 
     let (status, text) = scrape(endpoint.local_addr());
     assert_eq!(status, "HTTP/1.1 200 OK");
@@ -208,7 +210,15 @@ fn a_scrape_counts_every_call_by_outcome() {
         at(r#"rpc_client_inflight_requests{service="EchoService"}"#),
         0.0
     );
-    assert_eq!(at(r#"rpc_client_breaker_state{service="Dead"}"#), 0.0);
+    // Read at the scrape: every breaker closed; the dead instance failed 3 times, not
+    // the 10 in a row that open an instance breaker.
+    for series in [
+        r#"rpc_client_breaker_state{service="Dead"} 0"#,
+        r#"rpc_client_breaker_state{service="EchoService"} 0"#,
+        r#"rpc_client_instance_breakers_not_closed{service="EchoService"} 0"#,
+    ] {
+        assert!(text.contains(&format!("\n{series}\n")), "{series}: {text}");
+    }
 
     // One connection per client that reached the server (calls one after another).
     assert_eq!(at("rpc_server_connections_total"), 2.0);

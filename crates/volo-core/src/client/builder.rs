@@ -252,6 +252,9 @@ impl<M, O, I> ClientBuilder<M, O, I> {
             .unwrap_or_else(|| Arc::new(WeightedRandom::default()));
         let attempt = TraceAttemptLayer.layer(self.inner.layer(bottom));
         let breakers = s.instance_breaker.map(InstanceBreakers::new);
+        if let (Some(metrics), Some(b)) = (&s.config.metrics, &breakers) {
+            metrics.watch_instance_breakers(&s.service, b.probe());
+        }
         let balanced = BalanceLayer::from_parts(discover, balance, breakers).layer(attempt);
         let marks = s.idempotent;
         // Off: a policy with no method marked lets every call through untouched.

@@ -57,6 +57,7 @@
 //! | metric | type | labels | meaning |
 //! |---|---|---|---|
 //! | `rpc_client_breaker_state` | gauge | `service` | the service breaker: 0 closed, 1 half-open, 2 open (the worst of the clients of that service in the process) |
+//! | `rpc_client_instance_breakers_not_closed` | gauge | `service` | instance breakers open or half-open, over the clients of that service (a count: instances are not labels) |
 //!
 //! Histogram buckets are exponential from 50 µs, doubling, to 6.6 s (18 buckets and
 //! `+Inf`): RPC latencies from a loopback call to a call near the default timeout.
@@ -343,7 +344,13 @@ impl Metrics {
     /// Reports `breaker`'s state as the service breaker of `service` at each scrape,
     /// for as long as it lives.
     pub(crate) fn watch_breaker(&self, service: &str, breaker: Box<dyn BreakerProbe>) {
-        lock(&self.inner.breakers.list).push((service.into(), breaker));
+        lock(&self.inner.breakers.services).push((service.into(), breaker));
+    }
+
+    /// Reports how many of `breakers` (a client's instance breakers, its count of
+    /// those not closed) are not closed, under `service`, for as long as they live.
+    pub(crate) fn watch_instance_breakers(&self, service: &str, breakers: Box<dyn BreakerProbe>) {
+        lock(&self.inner.breakers.instances).push((service.into(), breakers));
     }
 }
 
@@ -354,10 +361,12 @@ fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
     m.lock().unwrap_or_else(PoisonError::into_inner)
 }
 
-/// Something that knows where a breaker stands now, while the breaker lives.
+/// Reads a breaker's figure at a scrape, while the breaker lives: a service
+/// breaker's state ([`breaker_value`]), or the number of a client's instance breakers
+/// that are not closed.
 pub(crate) trait BreakerProbe: Send + Sync {
-    /// The breaker's state; `None` once it is gone.
-    fn state(&self) -> Option<BreakerState>;
+    /// The figure; `None` once the breaker is gone.
+    fn value(&self) -> Option<i64>;
 }
 
 /// A service's name and its breaker.
@@ -366,7 +375,10 @@ type Watched = (Arc<str>, Box<dyn BreakerProbe>);
 /// The service breakers reported at each scrape.
 #[derive(Default)]
 struct Breakers {
-    list: Mutex<Vec<Watched>>,
+    /// Service breakers: the worst state per service is reported.
+    services: Mutex<Vec<Watched>>,
+    /// Instance breakers of each client: their counts are added per service.
+    instances: Mutex<Vec<Watched>>,
 }
 
 impl fmt::Debug for Breakers {
@@ -375,7 +387,8 @@ impl fmt::Debug for Breakers {
     }
 }
 
-fn breaker_value(state: BreakerState) -> i64 {
+/// A breaker's state as `rpc_client_breaker_state` gives it.
+pub(crate) fn breaker_value(state: BreakerState) -> i64 {
     match state {
         BreakerState::Closed => 0,
         BreakerState::HalfOpen => 1,
@@ -383,35 +396,54 @@ fn breaker_value(state: BreakerState) -> i64 {
     }
 }
 
+/// The live probes of `list`, folded per service with `fold` (the dead forgotten),
+/// sorted by service.
+fn gather(list: &Mutex<Vec<Watched>>, fold: fn(i64, i64) -> i64) -> Vec<(Arc<str>, i64)> {
+    let mut values: Vec<(Arc<str>, i64)> = Vec::new();
+    lock(list).retain(|(service, probe)| {
+        let Some(v) = probe.value() else {
+            return false;
+        };
+        match values.iter_mut().find(|(s, _)| s == service) {
+            Some((_, acc)) => *acc = fold(*acc, v),
+            None => values.push((Arc::clone(service), v)),
+        }
+        true
+    });
+    values.sort();
+    values
+}
+
+/// Writes a gauge family of one value per service.
+fn encode_gauges(
+    encoder: &mut DescriptorEncoder<'_>,
+    (name, help): (&str, &str),
+    values: &[(Arc<str>, i64)],
+) -> Result<(), fmt::Error> {
+    let mut family = encoder.encode_descriptor(name, help, None, MetricType::Gauge)?;
+    for (service, v) in values {
+        let labels = ServiceLabels {
+            service: Arc::clone(service),
+        };
+        ConstGauge::new(*v).encode(family.encode_family(&labels)?)?;
+    }
+    Ok(())
+}
+
 impl Collector for Breakers {
     fn encode(&self, mut encoder: DescriptorEncoder<'_>) -> Result<(), fmt::Error> {
-        // The worst state per service, of the breakers still alive.
-        let mut states: Vec<(Arc<str>, i64)> = Vec::new();
-        lock(&self.list).retain(|(service, probe)| {
-            let Some(state) = probe.state() else {
-                return false;
-            };
-            let v = breaker_value(state);
-            match states.iter_mut().find(|(s, _)| s == service) {
-                Some((_, worst)) => *worst = (*worst).max(v),
-                None => states.push((Arc::clone(service), v)),
-            }
-            true
-        });
-        states.sort();
-        let mut family = encoder.encode_descriptor(
+        let states = gather(&self.services, i64::max);
+        let service = (
             "rpc_client_breaker_state",
             "The client's service breaker: 0 closed, 1 half-open, 2 open",
-            None,
-            MetricType::Gauge,
-        )?;
-        for (service, v) in &states {
-            let labels = ServiceLabels {
-                service: Arc::clone(service),
-            };
-            ConstGauge::new(*v).encode(family.encode_family(&labels)?)?;
-        }
-        Ok(())
+        );
+        encode_gauges(&mut encoder, service, &states)?;
+        let counts = gather(&self.instances, |a, b| a + b);
+        let instances = (
+            "rpc_client_instance_breakers_not_closed",
+            "The client's instance breakers that are open or half-open",
+        );
+        encode_gauges(&mut encoder, instances, &counts)
     }
 }
 

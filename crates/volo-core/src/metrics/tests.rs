@@ -180,12 +180,8 @@ fn breaker_states_are_read_at_each_scrape() {
     use std::sync::atomic::{AtomicU8, Ordering};
     struct Probe(std::sync::Weak<AtomicU8>);
     impl BreakerProbe for Probe {
-        fn state(&self) -> Option<BreakerState> {
-            Some(match self.0.upgrade()?.load(Ordering::Relaxed) {
-                0 => BreakerState::Closed,
-                1 => BreakerState::HalfOpen,
-                _ => BreakerState::Open,
-            })
+        fn value(&self) -> Option<i64> {
+            Some(i64::from(self.0.upgrade()?.load(Ordering::Relaxed)))
         }
     }
     let m = Metrics::new();
@@ -202,6 +198,20 @@ fn breaker_states_are_read_at_each_scrape() {
     assert_eq!(state(&m), Some(1.0), "a dropped breaker is forgotten");
     drop(a);
     assert_eq!(state(&m), None);
+
+    // Instance breakers not closed: added over a service's clients.
+    let (c, d) = (Arc::new(AtomicU8::new(2)), Arc::new(AtomicU8::new(3)));
+    m.watch_instance_breakers("S", Box::new(Probe(Arc::downgrade(&c))));
+    m.watch_instance_breakers("S", Box::new(Probe(Arc::downgrade(&d))));
+    let open = |m: &Metrics| {
+        sample(
+            &m.encode(),
+            r#"rpc_client_instance_breakers_not_closed{service="S"}"#,
+        )
+    };
+    assert_eq!(open(&m), Some(5.0));
+    drop(d);
+    assert_eq!(open(&m), Some(2.0));
 }
 
 /// The layers against stand-ins, polled by hand: no network, no sleeps.

@@ -49,6 +49,17 @@ pub struct InstanceBreakers<C: Clock = SystemClock> {
     shared: Arc<Shared<C>>,
 }
 
+/// A client's instance breakers seen from the metrics
+/// ([`InstanceBreakers::probe`]): how many are not closed.
+struct Probe<C>(std::sync::Weak<Shared<C>>);
+
+impl<C: Clock> crate::metrics::BreakerProbe for Probe<C> {
+    fn value(&self) -> Option<i64> {
+        let shared = self.0.upgrade()?;
+        Some(i64::try_from(shared.not_closed.load(Ordering::Acquire)).unwrap_or(i64::MAX))
+    }
+}
+
 struct Shared<C> {
     config: BreakerConfig,
     clock: C,
@@ -309,6 +320,11 @@ impl<C: Clock> InstanceBreakers<C> {
     /// No instance has a breaker yet.
     pub fn is_empty(&self) -> bool {
         self.len() == 0
+    }
+
+    /// Reads how many are not closed, for the metrics, while they live.
+    pub(crate) fn probe(&self) -> Box<dyn crate::metrics::BreakerProbe> {
+        Box::new(Probe(Arc::downgrade(&self.shared)))
     }
 
     /// Breakers counted as not closed (the shortcut of `is_available`).

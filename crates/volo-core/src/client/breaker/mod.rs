@@ -220,10 +220,11 @@ struct Probe<C> {
 }
 
 impl<C: Clock> crate::metrics::BreakerProbe for Probe<C> {
-    fn state(&self) -> Option<BreakerState> {
+    fn value(&self) -> Option<i64> {
         let breaker = self.breaker.upgrade()?;
         let now = self.clock.now();
-        Some(breaker.lock().breaker.state(now))
+        let state = breaker.lock().breaker.state(now);
+        Some(crate::metrics::breaker_value(state))
     }
 }
 
