@@ -11,7 +11,6 @@ use prometheus_client::encoding::{EncodeLabel, EncodeLabelSet, LabelSetEncoder};
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::Gauge;
-use prometheus_client::metrics::histogram::Histogram;
 
 use super::CallFamilies;
 
@@ -138,7 +137,7 @@ pub(crate) struct ServiceEntry {
 /// outcome when first used (so outcomes that never happen make no series).
 pub(crate) struct MethodEntry {
     pub(crate) labels: CallLabels,
-    pub(crate) duration: Histogram,
+    pub(crate) duration: super::histogram::LatencyHistogram,
     outcomes: [OnceLock<Counter>; OUTCOMES],
     retries: OnceLock<Counter>,
     backups: OnceLock<Counter>,
@@ -199,7 +198,7 @@ impl InFlight {
     pub(crate) fn end(&mut self, families: &CallFamilies, method: &MethodEntry, outcome: Outcome) {
         self.ended = true;
         self.service.inflight.dec();
-        method.duration.observe(self.start.elapsed().as_secs_f64());
+        method.duration.observe(self.start.elapsed());
         method.count(families, outcome);
     }
 }

@@ -103,6 +103,7 @@
 //! [`ClientConfig::metrics`]: crate::client::ClientConfig::metrics
 
 pub mod client;
+mod histogram;
 mod http;
 mod labels;
 pub mod server;
@@ -116,9 +117,9 @@ use prometheus_client::metrics::MetricType;
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::{ConstGauge, Gauge};
-use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
 use prometheus_client::registry::Registry;
 
+use histogram::LatencyHistogram;
 pub use http::MetricsServer;
 pub use labels::MAX_METHODS;
 use labels::{CallLabels, MethodTable, OutcomeLabels, ReasonLabels, ServiceLabels};
@@ -144,7 +145,7 @@ impl Default for Metrics {
     }
 }
 
-type HistogramFamily = Family<CallLabels, Histogram, fn() -> Histogram>;
+type HistogramFamily = Family<CallLabels, LatencyHistogram>;
 
 /// The families of one side (server or client) that are kept per call.
 pub(crate) struct CallFamilies {
@@ -157,7 +158,7 @@ impl CallFamilies {
     fn new() -> Self {
         CallFamilies {
             requests: Family::default(),
-            duration: Family::new_with_constructor(latency_histogram),
+            duration: Family::default(),
             inflight: Family::default(),
         }
     }
@@ -179,11 +180,6 @@ impl CallFamilies {
             self.inflight.clone(),
         );
     }
-}
-
-/// The latency buckets: 50 µs doubling to 6.6 s.
-fn latency_histogram() -> Histogram {
-    Histogram::new(exponential_buckets(50e-6, 2.0, 18))
 }
 
 struct Inner {

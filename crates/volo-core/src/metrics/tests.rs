@@ -28,7 +28,7 @@ fn a_call_counts_by_service_method_and_outcome() {
     }
     let echo = table.method(&inner.server_calls, &svc, Some("echo"));
     echo.count(&inner.server_calls, Outcome::ApplicationError);
-    echo.duration.observe(0.000_07);
+    echo.duration.observe(std::time::Duration::from_micros(70));
     table
         .method(&inner.server_calls, &svc, None)
         .count(&inner.server_calls, Outcome::UnknownMethod);
