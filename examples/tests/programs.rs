@@ -380,14 +380,80 @@ fn idle_connections_to_a_killed_server_are_not_reused() {
     );
 }
 
+/// `n` echo calls to `addr`, each answered within 10 s.
+fn echo_calls(addr: std::net::SocketAddr, n: usize) {
+    use examples::echo::{EchoServiceClient, Request};
+    use thrift_codec::Utf8Bytes;
+    use volo_core::context::Address;
+
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    rt.block_on(async {
+        let client = EchoServiceClient::builder()
+            .address(Address::Tcp(addr))
+            .build()
+            .unwrap();
+        for _ in 0..n {
+            let req = Request {
+                action: Utf8Bytes::from("echo"),
+                msg: Utf8Bytes::from("hi"),
+            };
+            tokio::time::timeout(std::time::Duration::from_secs(10), client.echo(req))
+                .await
+                .unwrap()
+                .unwrap();
+        }
+    });
+}
+
+/// `echo-server --access-log 2`: one line in two calls on stderr, naming the method.
+#[test]
+fn echo_server_logs_one_call_in_n() {
+    use std::io::Read;
+
+    let mut server = Command::new(env!("CARGO_BIN_EXE_echo-server"))
+        .args(["--addr", "127.0.0.1:0", "--access-log", "2"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let line = BufReader::new(server.stdout.take().unwrap())
+        .lines()
+        .next()
+        .unwrap()
+        .unwrap();
+    let addr: std::net::SocketAddr = line
+        .strip_prefix("echo-server listening on ")
+        .unwrap_or_else(|| panic!("{line:?}"))
+        .parse()
+        .unwrap();
+    echo_calls(addr, 4);
+    let _ = server.kill();
+    let _ = server.wait();
+    let mut log = String::new();
+    server
+        .stderr
+        .take()
+        .unwrap()
+        .read_to_string(&mut log)
+        .unwrap();
+    let calls: Vec<&str> = log
+        .lines()
+        .filter(|l| l.contains("volo_core::access"))
+        .collect();
+    assert_eq!(calls.len(), 2, "{log}");
+    assert!(
+        calls
+            .iter()
+            .all(|l| l.contains("method=echo") && l.contains("status=\"ok\"")),
+        "{log}"
+    );
+}
+
 /// `echo-server --metrics-addr`: after a known number of calls from this process, a
 /// scrape of `/metrics` over a plain socket counts exactly those.
 #[test]
 fn echo_server_serves_its_metrics() {
-    use examples::echo::{EchoServiceClient, Request};
     use std::io::{Read, Write};
-    use thrift_codec::Utf8Bytes;
-    use volo_core::context::Address;
 
     let mut server = Command::new(env!("CARGO_BIN_EXE_echo-server"))
         .args(["--addr", "127.0.0.1:0", "--metrics-addr", "127.0.0.1:0"])
@@ -407,23 +473,7 @@ fn echo_server_serves_its_metrics() {
         .unwrap_or_else(|| panic!("{second:?}"))
         .parse()
         .unwrap();
-    let rt = tokio::runtime::Runtime::new().unwrap();
-    rt.block_on(async {
-        let client = EchoServiceClient::builder()
-            .address(Address::Tcp(addr))
-            .build()
-            .unwrap();
-        for _ in 0..7 {
-            let req = Request {
-                action: Utf8Bytes::from("echo"),
-                msg: Utf8Bytes::from("hi"),
-            };
-            tokio::time::timeout(std::time::Duration::from_secs(10), client.echo(req))
-                .await
-                .unwrap()
-                .unwrap();
-        }
-    });
+    echo_calls(addr, 7);
     let mut s = std::net::TcpStream::connect(metrics).unwrap();
     s.set_read_timeout(Some(std::time::Duration::from_secs(10)))
         .unwrap();

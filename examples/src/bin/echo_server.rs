@@ -1,6 +1,7 @@
 //! `echo-server --addr <host:port|unix:PATH|shm:PATH>[,<addr>...] [--io netpoll|tokio]
 //! [--delay-us N] [--delay-on-usr1] [--registry etcd://HOST:PORT[,HOST:PORT...]]
-//! [--weight N] [--host-id ID] [--lease-ttl SECS] [--metrics-addr HOST:PORT]`: serves idl/echo.thrift's
+//! [--weight N] [--host-id ID] [--lease-ttl SECS] [--metrics-addr HOST:PORT]
+//! [--access-log N]`: serves idl/echo.thrift's
 //! EchoService until killed (Ctrl-C or SIGTERM shuts it down gracefully). It accepts
 //! every framing (TTHeader, Framed, Buffered) and protocol (Binary, Compact, JSON) and
 //! answers each connection in kind, so Apache Thrift, Kitex and Volo clients all work.
@@ -20,6 +21,10 @@
 //! refusals (`volo_core::metrics`) and serves them as Prometheus (OpenMetrics) text
 //! at `http://HOST:PORT/metrics`; it prints `echo-server metrics on <addr>`.
 //!
+//! With `--access-log N` it logs one call in N on stderr (method, service, peer,
+//! status, duration, request and reply bytes: the server's access log, see
+//! `volo_core::server::trace`).
+//!
 //! For fault tests, `--delay-us N` makes `echo` wait N µs before it answers; with
 //! `--delay-on-usr1` the delay starts off and each SIGUSR1 turns it on or off (so a
 //! running instance can be made slow, and well again).
@@ -33,11 +38,12 @@ use examples::echo_service::Echo;
 use tokio::signal::unix::{SignalKind, signal};
 use volo_core::metrics::Metrics;
 use volo_core::registry::RegistryInfo;
+use volo_core::server::trace::AccessLog;
 use volo_core::server::{Server, ServerConfig};
 
 const HELP: &str = "usage: echo-server --addr <host:port|unix:PATH|shm:PATH>[,<addr>...] \
 [--io netpoll|tokio] [--delay-us N] [--delay-on-usr1] [--registry etcd://HOST:PORT] [--weight N] \
-[--host-id ID] [--lease-ttl SECS] [--metrics-addr HOST:PORT]";
+[--host-id ID] [--lease-ttl SECS] [--metrics-addr HOST:PORT] [--access-log N]";
 
 fn main() {
     if let Err(e) = run() {
@@ -58,8 +64,17 @@ fn run() -> Result<(), Usage> {
         "host-id",
         "lease-ttl",
         "metrics-addr",
+        "access-log",
     ])?;
     let metrics_addr: Option<std::net::SocketAddr> = args.optional("metrics-addr")?;
+    let access_log: Option<u64> = args.optional("access-log")?;
+    if access_log.is_some() {
+        // The access log's events, and nothing else (no spans), on stderr.
+        tracing_subscriber::fmt()
+            .with_writer(std::io::stderr)
+            .with_max_level(tracing::Level::INFO)
+            .init();
+    }
     let addrs = examples::options::addresses(&args.required::<String>("addr")?)?;
     let registry: Option<String> = args.optional("registry")?;
     let info = RegistryInfo {
@@ -86,6 +101,7 @@ fn run() -> Result<(), Usage> {
         let config = ServerConfig {
             transport,
             metrics: metrics_addr.map(|_| Metrics::new()),
+            access_log: access_log.map(|every| AccessLog { every }),
             ..ServerConfig::default()
         };
         // Served until the process ends.
