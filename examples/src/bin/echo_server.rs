@@ -72,6 +72,7 @@ fn run() -> Result<(), Usage> {
         // The access log's events, and nothing else (no spans), on stderr.
         tracing_subscriber::fmt()
             .with_writer(std::io::stderr)
+            .with_ansi(false)
             .with_max_level(tracing::Level::INFO)
             .init();
     }
