@@ -258,7 +258,8 @@ impl LoadBalance for ConsistentHash {
 mod tests {
     use super::*;
 
-    fn inst(port: u16, weight: u32) -> Instance {
+    /// An instance on 127.0.0.1:`port` of `weight` (the balancers' tests share it).
+    pub(super) fn inst(port: u16, weight: u32) -> Instance {
         Instance {
             weight,
             ..Instance::new(Address::Tcp(([127, 0, 0, 1], port).into()))

@@ -154,13 +154,7 @@ impl LoadBalance for PowerOfTwoChoices {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    fn inst(port: u16, weight: u32) -> Instance {
-        Instance {
-            weight,
-            ..Instance::new(Address::Tcp(([127, 0, 0, 1], port).into()))
-        }
-    }
+    use crate::client::balance::tests::inst;
 
     fn counts(lb: &PowerOfTwoChoices, list: &[Instance], n: usize) -> Vec<usize> {
         let mut c = vec![0; list.len()];

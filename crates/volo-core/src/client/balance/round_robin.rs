@@ -149,13 +149,7 @@ impl LoadBalance for WeightedRoundRobin {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    fn inst(port: u16, weight: u32) -> Instance {
-        Instance {
-            weight,
-            ..Instance::new(Address::Tcp(([127, 0, 0, 1], port).into()))
-        }
-    }
+    use crate::client::balance::tests::inst;
 
     fn picks(lb: &impl LoadBalance, list: &[Instance], n: usize) -> Vec<usize> {
         (0..n).map(|_| lb.pick(list, None).unwrap()).collect()

@@ -172,16 +172,10 @@ impl<D: Discover + ?Sized> Discover for Box<D> {
 
 #[cfg(test)]
 mod tests {
+    use crate::client::balance::tests::inst;
     use futures_util::FutureExt;
 
     use super::*;
-
-    fn inst(port: u16, weight: u32) -> Instance {
-        Instance {
-            weight,
-            ..Instance::new(Address::Tcp(([127, 0, 0, 1], port).into()))
-        }
-    }
 
     fn ports(list: &[Instance]) -> Vec<u16> {
         list.iter()
