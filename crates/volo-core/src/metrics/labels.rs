@@ -3,16 +3,17 @@
 
 use std::collections::HashMap;
 use std::fmt;
-use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::{Arc, OnceLock, PoisonError, RwLock};
+use std::sync::{Arc, Mutex, OnceLock, PoisonError};
 use std::time::Instant;
+
+use arc_swap::ArcSwap;
 
 use prometheus_client::encoding::{EncodeLabel, EncodeLabelSet, LabelSetEncoder};
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
-use prometheus_client::metrics::gauge::Gauge;
 
 use super::CallFamilies;
+use super::striped::{LatencyHistogram, StripedCounter, StripedGauge};
 
 /// (service, method) pairs a side keeps at most; calls of further methods count as
 /// method `_other` of their service.
@@ -126,19 +127,22 @@ impl Outcome {
     }
 }
 
-/// The series of one service on one side.
+/// The series of one service on one side, and its methods'.
 pub(crate) struct ServiceEntry {
     name: Arc<str>,
-    pub(crate) inflight: Gauge,
-    methods: RwLock<Map<Box<str>, Arc<MethodEntry>>>,
+    pub(crate) inflight: StripedGauge,
+    /// Method name to its index in `methods`, replaced whole when a method is added.
+    index: ArcSwap<Map<Box<str>, usize>>,
+    /// Append only: a method entry lives as long as the table.
+    methods: boxcar::Vec<MethodEntry>,
 }
 
 /// The series of one (service, method): the histogram at once, the counters of each
 /// outcome when first used (so outcomes that never happen make no series).
 pub(crate) struct MethodEntry {
     pub(crate) labels: CallLabels,
-    pub(crate) duration: super::histogram::LatencyHistogram,
-    outcomes: [OnceLock<Counter>; OUTCOMES],
+    pub(crate) duration: LatencyHistogram,
+    outcomes: [OnceLock<StripedCounter>; OUTCOMES],
     retries: OnceLock<Counter>,
     backups: OnceLock<Counter>,
 }
@@ -169,14 +173,14 @@ impl MethodEntry {
 
 /// A call in its service's in-flight gauge, from [`start`](Self::start) until
 /// [`end`](Self::end) records it.
-pub(crate) struct InFlight {
-    service: Arc<ServiceEntry>,
+pub(crate) struct InFlight<'a> {
+    service: &'a ServiceEntry,
     start: Instant,
     ended: bool,
 }
 
-impl InFlight {
-    pub(crate) fn start(service: Arc<ServiceEntry>) -> Self {
+impl<'a> InFlight<'a> {
+    pub(crate) fn start(service: &'a ServiceEntry) -> Self {
         service.inflight.inc();
         InFlight {
             service,
@@ -185,8 +189,8 @@ impl InFlight {
         }
     }
 
-    pub(crate) fn service(&self) -> &ServiceEntry {
-        &self.service
+    pub(crate) fn service(&self) -> &'a ServiceEntry {
+        self.service
     }
 
     pub(crate) fn is_ended(&self) -> bool {
@@ -211,92 +215,98 @@ pub(crate) enum Which {
 }
 
 /// The (service, method) pairs seen, each resolved to its series once.
+///
+/// A call finds its entries with two loads of a map and two hash lookups, and
+/// holds them as references for as long as the table lives: no lock, and no
+/// reference count, is touched on the way (those were shared atomics every call on
+/// every thread wrote). Adding a service or a method takes a lock and replaces the
+/// map; that happens at most once per pair.
 #[derive(Default)]
 pub(crate) struct MethodTable {
-    services: RwLock<Map<Arc<str>, Arc<ServiceEntry>>>,
-    /// Method entries made, against [`MAX_METHODS`] (`_other` ones not counted).
-    methods: AtomicUsize,
+    /// Service name to its index in `services`.
+    index: ArcSwap<Map<Arc<str>, usize>>,
+    /// Append only: a service entry lives as long as the table.
+    services: boxcar::Vec<ServiceEntry>,
+    /// Held to add an entry; the method entries made, against [`MAX_METHODS`]
+    /// (`_other` ones not counted).
+    made: Mutex<usize>,
 }
 
 impl MethodTable {
     /// The entry of `service`, made on first use.
-    pub(crate) fn service(&self, families: &CallFamilies, service: &str) -> Arc<ServiceEntry> {
-        if let Some(s) = read(&self.services).get(service) {
-            return Arc::clone(s);
+    pub(crate) fn service(&self, families: &CallFamilies, service: &str) -> &ServiceEntry {
+        if let Some(&i) = self.index.load().get(service) {
+            return &self.services[i];
         }
-        let mut services = self
-            .services
-            .write()
-            .unwrap_or_else(PoisonError::into_inner);
-        let entry = services.entry(service.into()).or_insert_with_key(|name| {
-            let inflight = families.inflight.get_or_create_owned(&ServiceLabels {
-                service: Arc::clone(name),
-            });
-            Arc::new(ServiceEntry {
-                name: Arc::clone(name),
-                inflight,
-                methods: RwLock::default(),
-            })
+        let _made = lock(&self.made);
+        let index = self.index.load();
+        if let Some(&i) = index.get(service) {
+            // Made meanwhile by another call.
+            return &self.services[i];
+        }
+        let name: Arc<str> = service.into();
+        let inflight = families.inflight.get_or_create_owned(&ServiceLabels {
+            service: Arc::clone(&name),
         });
-        Arc::clone(entry)
+        let i = self.services.push(ServiceEntry {
+            name: Arc::clone(&name),
+            inflight,
+            index: ArcSwap::default(),
+            methods: boxcar::Vec::new(),
+        });
+        let mut next = Map::clone(&index);
+        next.insert(name, i);
+        self.index.store(Arc::new(next));
+        &self.services[i]
     }
 
     /// The entry of `method` of `service`: [`OTHER`]'s when `method` is `None`
     /// (unknown), or new and [`MAX_METHODS`] are taken.
-    pub(crate) fn method(
+    pub(crate) fn method<'a>(
         &self,
         families: &CallFamilies,
-        service: &ServiceEntry,
+        service: &'a ServiceEntry,
         method: Option<&str>,
-    ) -> Arc<MethodEntry> {
+    ) -> &'a MethodEntry {
         let method = method.unwrap_or(OTHER);
-        if let Some(m) = read(&service.methods).get(method) {
-            return Arc::clone(m);
+        if let Some(&i) = service.index.load().get(method) {
+            return &service.methods[i];
         }
-        let full = method != OTHER
-            && self
-                .methods
-                .fetch_update(Ordering::AcqRel, Ordering::Acquire, |n| {
-                    (n < MAX_METHODS).then_some(n + 1)
-                })
-                .is_err();
+        let mut made = lock(&self.made);
+        let full = method != OTHER && *made >= MAX_METHODS;
         let method = if full { OTHER } else { method };
-        let mut methods = service
-            .methods
-            .write()
-            .unwrap_or_else(PoisonError::into_inner);
-        if let Some(m) = methods.get(method) {
-            // Made meanwhile by another call: give back the slot taken.
-            if !full && method != OTHER {
-                self.methods.fetch_sub(1, Ordering::AcqRel);
-            }
-            return Arc::clone(m);
+        let index = service.index.load();
+        if let Some(&i) = index.get(method) {
+            // Made meanwhile by another call, or `_other` already there.
+            return &service.methods[i];
+        }
+        if method != OTHER {
+            *made += 1;
         }
         let labels = CallLabels {
             service: Arc::clone(&service.name),
             method: method.into(),
         };
-        let entry = Arc::new(MethodEntry {
+        let i = service.methods.push(MethodEntry {
             duration: families.duration.get_or_create_owned(&labels),
             labels,
             outcomes: std::array::from_fn(|_| OnceLock::new()),
             retries: OnceLock::new(),
             backups: OnceLock::new(),
         });
-        methods.insert(method.into(), Arc::clone(&entry));
-        entry
+        let mut next = Map::clone(&index);
+        next.insert(method.into(), i);
+        service.index.store(Arc::new(next));
+        &service.methods[i]
     }
 
     /// The number of (service, method) pairs kept, `_other` ones included.
     #[cfg(test)]
     pub(crate) fn len(&self) -> usize {
-        read(&self.services)
-            .values()
-            .map(|s| read(&s.methods).len())
-            .sum()
+        self.services.iter().map(|(_, s)| s.methods.count()).sum()
     }
 }
 
-fn read<T>(lock: &RwLock<T>) -> std::sync::RwLockReadGuard<'_, T> {
-    lock.read().unwrap_or_else(PoisonError::into_inner)
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(PoisonError::into_inner)
 }

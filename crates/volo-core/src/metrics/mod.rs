@@ -103,10 +103,10 @@
 //! [`ClientConfig::metrics`]: crate::client::ClientConfig::metrics
 
 pub mod client;
-mod histogram;
 mod http;
 mod labels;
 pub mod server;
+mod striped;
 
 use std::fmt;
 use std::sync::{Arc, Mutex, PoisonError};
@@ -119,10 +119,10 @@ use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::{ConstGauge, Gauge};
 use prometheus_client::registry::Registry;
 
-use histogram::LatencyHistogram;
 pub use http::MetricsServer;
 pub use labels::MAX_METHODS;
 use labels::{CallLabels, MethodTable, OutcomeLabels, ReasonLabels, ServiceLabels};
+use striped::{LatencyHistogram, StripedCounter, StripedGauge};
 
 use crate::client::BreakerState;
 
@@ -149,9 +149,9 @@ type HistogramFamily = Family<CallLabels, LatencyHistogram>;
 
 /// The families of one side (server or client) that are kept per call.
 pub(crate) struct CallFamilies {
-    requests: Family<OutcomeLabels, Counter>,
+    requests: Family<OutcomeLabels, StripedCounter>,
     duration: HistogramFamily,
-    inflight: Family<ServiceLabels, Gauge>,
+    inflight: Family<ServiceLabels, StripedGauge>,
 }
 
 impl CallFamilies {
@@ -224,11 +224,11 @@ impl Drop for OpenConnection {
     }
 }
 
-/// Bytes in and out.
+/// Bytes in and out (added per frame, so striped like the per-call counts).
 #[derive(Debug, Clone, Default)]
 pub(crate) struct ByteCounters {
-    pub(crate) received: Counter,
-    pub(crate) sent: Counter,
+    pub(crate) received: StripedCounter,
+    pub(crate) sent: StripedCounter,
 }
 
 impl Metrics {

@@ -23,14 +23,14 @@ fn a_call_counts_by_service_method_and_outcome() {
     let svc = table.service(&inner.server_calls, "Echo");
     for _ in 0..3 {
         table
-            .method(&inner.server_calls, &svc, Some("echo"))
+            .method(&inner.server_calls, svc, Some("echo"))
             .count(&inner.server_calls, Outcome::Ok);
     }
-    let echo = table.method(&inner.server_calls, &svc, Some("echo"));
+    let echo = table.method(&inner.server_calls, svc, Some("echo"));
     echo.count(&inner.server_calls, Outcome::ApplicationError);
     echo.duration.observe(std::time::Duration::from_micros(70));
     table
-        .method(&inner.server_calls, &svc, None)
+        .method(&inner.server_calls, svc, None)
         .count(&inner.server_calls, Outcome::UnknownMethod);
     let text = m.encode();
     let at = |s: &str| sample(&text, s);
@@ -81,21 +81,21 @@ fn methods_beyond_the_cap_fold_into_other() {
     let a = table.service(&inner.client_calls, "A");
     let b = table.service(&inner.client_calls, "B");
     for i in 0..MAX_METHODS {
-        let svc = if i % 2 == 0 { &a } else { &b };
+        let svc = if i % 2 == 0 { a } else { b };
         let name = format!("m{i}");
         let e = table.method(&inner.client_calls, svc, Some(&name));
         assert_eq!(&*e.labels.method, name);
     }
     assert_eq!(table.len(), MAX_METHODS);
     // Known ones are still found; new ones fold, per service.
-    let known = table.method(&inner.client_calls, &a, Some("m0"));
+    let known = table.method(&inner.client_calls, a, Some("m0"));
     assert_eq!(&*known.labels.method, "m0");
     for i in 0..10 {
-        let e = table.method(&inner.client_calls, &a, Some(&format!("new{i}")));
+        let e = table.method(&inner.client_calls, a, Some(&format!("new{i}")));
         assert_eq!(&*e.labels.method, OTHER);
         e.count(&inner.client_calls, Outcome::Ok);
     }
-    let e = table.method(&inner.client_calls, &b, Some("another"));
+    let e = table.method(&inner.client_calls, b, Some("another"));
     assert_eq!((&*e.labels.service, &*e.labels.method), ("B", OTHER));
     assert_eq!(table.len(), MAX_METHODS + 2, "one _other per service");
     let text = m.encode();

@@ -4,8 +4,6 @@
 
 mod layer;
 
-use std::sync::Arc;
-
 pub use layer::MeteredClientLayer;
 
 use super::Metrics;
@@ -57,7 +55,7 @@ where
         let inner = &metrics.inner;
         let table = &inner.client_methods;
         let service = table.service(&inner.client_calls, &cx.rpc.callee.service);
-        let method = table.method(&inner.client_calls, &service, Some(cx.rpc.method.as_str()));
+        let method = table.method(&inner.client_calls, service, Some(cx.rpc.method.as_str()));
         let (retries, backups) = (cx.retries, cx.backups);
         let mut call = InCall {
             metrics,
@@ -65,7 +63,7 @@ where
             method,
         };
         let result = self.inner.call(cx, req).await;
-        let method = &call.method;
+        let method = call.method;
         let n = cx.retries.wrapping_sub(retries);
         if n > 0 {
             method.add(Which::Retries, &inner.client_retries, u64::from(n));
@@ -101,14 +99,14 @@ fn outcome(kind: ErrorKind) -> Outcome {
 /// A call in progress, recorded when it ends or is dropped.
 struct InCall<'a> {
     metrics: &'a Metrics,
-    flight: InFlight,
-    method: Arc<MethodEntry>,
+    flight: InFlight<'a>,
+    method: &'a MethodEntry,
 }
 
 impl InCall<'_> {
     fn end(&mut self, outcome: Outcome) {
         let families = &self.metrics.inner.client_calls;
-        self.flight.end(families, &self.method, outcome);
+        self.flight.end(families, self.method, outcome);
     }
 }
 

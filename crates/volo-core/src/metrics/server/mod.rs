@@ -4,8 +4,6 @@
 
 mod layer;
 
-use std::sync::Arc;
-
 pub use layer::MeteredServerLayer;
 use thrift_codec::Utf8Bytes;
 
@@ -81,12 +79,12 @@ where
 /// A call in the stack, recorded when it ends or is dropped.
 struct InCall<'a> {
     metrics: &'a Metrics,
-    flight: InFlight,
+    flight: InFlight<'a>,
     method: Utf8Bytes,
 }
 
 impl<'a> InCall<'a> {
-    fn start(metrics: &'a Metrics, service: Arc<ServiceEntry>, method: Utf8Bytes) -> Self {
+    fn start(metrics: &'a Metrics, service: &'a ServiceEntry, method: Utf8Bytes) -> Self {
         InCall {
             metrics,
             flight: InFlight::start(service),
@@ -102,7 +100,7 @@ impl<'a> InCall<'a> {
             self.flight.service(),
             known.then_some(self.method.as_str()),
         );
-        self.flight.end(&inner.server_calls, &method, outcome);
+        self.flight.end(&inner.server_calls, method, outcome);
     }
 }
 
