@@ -95,9 +95,17 @@
 //!
 //! # Cost
 //!
-//! A call resolves its service and method in a small map (a read lock and two hash
-//! lookups, no allocation once the pair is known), then touches a few atomics and the
-//! histogram's lock. `rpc-bench --metrics on,off` measures it in one run.
+//! A call finds its service's and method's series through two maps read without a
+//! lock (no allocation, no reference count once the pair is known), reads the clock
+//! twice, and adds to about six counters. Those are striped: each thread adds to a
+//! copy of its own, on cache lines of its own, and a scrape sums the copies, so the
+//! threads of a side do not pass the lines back and forth on every call. The price is
+//! memory: one copy per core, at most 8, of each counter and histogram (a histogram's
+//! copy is 256 bytes), bounded with the labels.
+//!
+//! `rpc-bench --metrics on,off` measures the cost in one run, alternating one-second
+//! slices with the metrics on and off; on the 2-core machine this crate is developed
+//! on, with client and server in one process, both sides counting: 1% to 3% of QPS.
 //!
 //! [`ServerConfig::metrics`]: crate::server::ServerConfig::metrics
 //! [`ClientConfig::metrics`]: crate::client::ClientConfig::metrics
