@@ -49,6 +49,7 @@
 //! | `rpc_server_received_bytes_total` | counter | | bytes of the request frames cut from connections, framing included |
 //! | `rpc_server_sent_bytes_total` | counter | | bytes of the replies written, framing included (exceptions too) |
 //! | `rpc_server_limiter_rejections_total` | counter | `reason` (`concurrency`, `qps`) | calls the limiter refused before decoding them |
+//! | `rpc_server_unrouted_requests_total` | counter | | calls a multiplexed server routed to no service (unknown service name, no default) |
 //! | `rpc_client_sent_bytes_total` | counter | | bytes of the request frames written |
 //! | `rpc_client_received_bytes_total` | counter | | bytes of the reply frames read |
 //!
@@ -71,8 +72,10 @@
 //! caller's deadline passed: [`crate::server::deadline`]), `panic` (the handler
 //! panicked), `cancelled` (the call was dropped unfinished: its connection closed).
 //! Calls refused before the stack (by the limiter, a multiplexed server's routing, an
-//! unreadable header) are not in `rpc_server_requests_total`; the limiter's have a
-//! counter of their own.
+//! unreadable header) are not in `rpc_server_requests_total`: their service is not
+//! known, or not known to be one of the server's. The limiter's refusals and the
+//! unrouted calls have counters of their own; a frame with an unreadable header closes
+//! its connection (`rpc_server_open_connections` goes down).
 //!
 //! On the client: `ok`, or the [`ErrorKind`](crate::client::ErrorKind) in snake case
 //! (`connect`, `io`, `timeout`, `circuit_open`, `no_instance`, `protocol`, `encode`,
@@ -211,6 +214,7 @@ pub(crate) struct ServerConns {
     pub(crate) bytes: ByteCounters,
     pub(crate) rejected_concurrency: Counter,
     pub(crate) rejected_qps: Counter,
+    pub(crate) unrouted: Counter,
 }
 
 impl ServerConns {
@@ -275,6 +279,11 @@ impl Metrics {
             "rpc_server_limiter_rejections",
             "Calls the server's limiter refused before decoding them, by reason",
             rejections.clone(),
+        );
+        registry.register(
+            "rpc_server_unrouted_requests",
+            "Calls a multiplexed server routed to no service (answered with an exception)",
+            server_conns.unrouted.clone(),
         );
         let server_conns = ServerConns {
             rejected_concurrency: rejections.get_or_create_owned(&ReasonLabels {
@@ -452,4 +461,4 @@ impl Collector for Breakers {
 }
 
 #[cfg(test)]
-mod tests;
+pub(crate) mod tests;

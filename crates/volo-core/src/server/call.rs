@@ -123,6 +123,9 @@ pub(crate) fn start_call<D: Dispatch>(
                 service
             }
             Err(unrouted) => {
+                if let Some(c) = &shared.counters {
+                    c.unrouted.inc();
+                }
                 tracing::debug!(
                     peer = ?cx.rpc.caller.address,
                     error = unrouted.exception.message.as_str(),

@@ -93,6 +93,8 @@ struct Mux {
     other: Seen,
     /// What the layer saw.
     layer: Seen,
+    /// What the server counted.
+    metrics: crate::metrics::Metrics,
 }
 
 impl Mux {
@@ -120,7 +122,11 @@ fn with_mux(default: bool, f: impl FnOnce(&Mux)) {
         inner,
         seen: Arc::clone(&recorded),
     });
-    let config = ServerConfig::default();
+    let metrics = crate::metrics::Metrics::new();
+    let config = ServerConfig {
+        metrics: Some(metrics.clone()),
+        ..ServerConfig::default()
+    };
     let connect = if default {
         let mux = Multiplex::new().default_service(test).service(other);
         connections(Server::multiplexed(mux).layer(record).with_config(config))
@@ -133,6 +139,7 @@ fn with_mux(default: bool, f: impl FnOnce(&Mux)) {
         notified,
         other: other_seen,
         layer,
+        metrics,
     });
 }
 
@@ -296,6 +303,14 @@ fn a_call_to_no_service_is_unknown_method_and_the_connection_lives_on() {
         assert_eq!(reply, ok("echo", 5, "other:still here"));
         // Only the routed call reached the layer.
         assert_eq!(*s.layer.lock().unwrap(), pairs(&[("Other", "echo")]));
+        // The four unrouted ones are counted as such, and only the routed one is a
+        // call of a service.
+        let text = s.metrics.encode();
+        let at = |series: &str| crate::metrics::tests::sample(&text, series);
+        assert_eq!(at("rpc_server_unrouted_requests_total"), Some(4.0));
+        let routed = r#"rpc_server_requests_total{service="Other",method="echo",outcome="ok"}"#;
+        assert_eq!(at(routed), Some(1.0));
+        assert_eq!(text.matches("rpc_server_requests_total{").count(), 1);
     });
 }
 
