@@ -1,5 +1,5 @@
-//! Command-line names for framings, protocols and socket transports, shared by the
-//! programs.
+//! Command-line names for framings, protocols and socket transports, and the access
+//! log's output, shared by the programs.
 
 use volo_core::codec::{Framing, Protocol};
 use volo_core::context::Address;
@@ -62,4 +62,17 @@ pub fn addresses(list: &str) -> Result<Vec<Address>, Usage> {
 /// An `etcd://HOST:PORT[,HOST:PORT...]` URL's endpoints.
 pub fn etcd(url: &str) -> Result<Vec<String>, Usage> {
     etcd_registry::parse_url(url).map_err(|e| Usage(format!("{url:?}: {e}")))
+}
+
+/// `--access-log N`: one call in `N` logged by a subscriber on stderr that shows
+/// `INFO` and above, plainly (no terminal colours, so the lines can be read by a
+/// program). `None`: nothing is installed.
+pub fn access_log(every: Option<u64>) -> Option<volo_core::trace::AccessLog> {
+    let every = every?;
+    tracing_subscriber::fmt()
+        .with_writer(std::io::stderr)
+        .with_ansi(false)
+        .with_max_level(tracing::Level::INFO)
+        .init();
+    Some(volo_core::trace::AccessLog { every })
 }

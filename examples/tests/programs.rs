@@ -405,13 +405,12 @@ fn echo_calls(addr: std::net::SocketAddr, n: usize) {
     });
 }
 
-/// `echo-server --access-log 2`: one line in two calls on stderr, naming the method.
-#[test]
-fn echo_server_logs_one_call_in_n() {
-    use std::io::Read;
-
+/// Starts `echo-server --addr 127.0.0.1:0` with `args` (stderr piped): the child and
+/// the address it says it listens on.
+fn echo_server_on_loopback(args: &[&str]) -> (std::process::Child, std::net::SocketAddr) {
     let mut server = Command::new(env!("CARGO_BIN_EXE_echo-server"))
-        .args(["--addr", "127.0.0.1:0", "--access-log", "2"])
+        .args(["--addr", "127.0.0.1:0"])
+        .args(args)
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .spawn()
@@ -421,11 +420,20 @@ fn echo_server_logs_one_call_in_n() {
         .next()
         .unwrap()
         .unwrap();
-    let addr: std::net::SocketAddr = line
+    let addr = line
         .strip_prefix("echo-server listening on ")
         .unwrap_or_else(|| panic!("{line:?}"))
         .parse()
         .unwrap();
+    (server, addr)
+}
+
+/// `echo-server --access-log 2`: one line in two calls on stderr, naming the method.
+#[test]
+fn echo_server_logs_one_call_in_n() {
+    use std::io::Read;
+
+    let (mut server, addr) = echo_server_on_loopback(&["--access-log", "2"]);
     echo_calls(addr, 4);
     let _ = server.kill();
     let _ = server.wait();
@@ -445,6 +453,41 @@ fn echo_server_logs_one_call_in_n() {
         calls
             .iter()
             .all(|l| l.contains("method=echo") && l.contains("status=\"ok\"")),
+        "{log}"
+    );
+}
+
+/// `echo-client --access-log N`: its calls are logged on stderr, from the client's
+/// side, each one answered.
+#[test]
+fn echo_client_logs_its_calls() {
+    let (mut server, addr) = echo_server_on_loopback(&[]);
+    let out = Command::new(env!("CARGO_BIN_EXE_echo-client"))
+        .args([
+            "--addr",
+            &addr.to_string(),
+            "--concurrency",
+            "1",
+            "--duration",
+            "0.2",
+        ])
+        .args(["--access-log", "50"])
+        .output()
+        .unwrap();
+    let _ = server.kill();
+    let _ = server.wait();
+    assert!(out.status.success(), "{out:?}");
+    let log = String::from_utf8_lossy(&out.stderr);
+    let calls: Vec<&str> = log
+        .lines()
+        .filter(|l| l.contains("volo_core::access"))
+        .collect();
+    assert!(!calls.is_empty(), "{log}");
+    assert!(
+        calls.iter().all(|l| l.contains("side=\"client\"")
+            && l.contains("method=echo")
+            && l.contains("status=\"ok\"")
+            && l.contains("attempts=1")),
         "{log}"
     );
 }

@@ -35,11 +35,51 @@
 //!
 //! A `traceparent` that does not parse is ignored (a new trace starts) and logged at
 //! debug level, never trusted in part.
+//!
+//! # Access logs
+//!
+//! Both sides can log calls, one `tracing` event at `INFO` per call shown, on the
+//! target `volo_core::access`, with `side` = `server` or `client`. Off by default;
+//! [`AccessLog`] picks one call in `every`, by a counter (the 1st, the 1+`every`th...
+//! of the server's, or of the client's, calls), not at random. What each side logs:
+//! [`crate::server::trace`] and [`crate::client::trace`].
 
 use std::fmt;
+use std::sync::atomic::{AtomicU64, Ordering};
 
 use crate::client::random::random_seed;
 use crate::context::MetaInfo;
+
+/// Which calls an access log shows
+/// ([`ServerConfig::access_log`](crate::server::ServerConfig::access_log),
+/// [`ClientConfig::access_log`](crate::client::ClientConfig::access_log)).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct AccessLog {
+    /// One call in `every` (1: all of them; 0 counts as 1).
+    pub every: u64,
+}
+
+impl AccessLog {
+    /// Every call.
+    pub fn all() -> Self {
+        AccessLog { every: 1 }
+    }
+}
+
+/// A count of calls, for an access log's sampling.
+#[derive(Debug, Default)]
+pub(crate) struct AccessCount(AtomicU64);
+
+impl AccessCount {
+    /// Whether the next call is one to log under `log`.
+    pub(crate) fn pick(&self, log: Option<&AccessLog>) -> bool {
+        let Some(log) = log else {
+            return false;
+        };
+        let n = self.0.fetch_add(1, Ordering::Relaxed);
+        n.is_multiple_of(log.every.max(1))
+    }
+}
 
 /// The metainfo key of the trace context (W3C Trace Context's header name).
 pub const TRACEPARENT: &str = "traceparent";

@@ -3,7 +3,7 @@
 //! [--protocol binary|compact|json] [--concurrency N] [--size BYTES] [--duration SECS]
 //! [--io netpoll|tokio] [--multiplex] [--balance random|rr|wrr|p2c|hash]
 //! [--no-idempotent] [--backup-ms N] [--per-instance] [--timeline] [--service NAME]
-//! [--local-share F]`: closed-loop load on
+//! [--local-share F] [--access-log N]`: closed-loop load on
 //! EchoService instances: `concurrency` callers, each sending `echo` with a `size`-byte
 //! message and waiting for the answer, for `duration` seconds after a one-second
 //! warm-up. Every answer is checked. An address is `host:port`, `unix:PATH` or
@@ -62,6 +62,10 @@
 //! and `F` of the calls go to such local instances while one can take them, the rest
 //! to the others (by `--balance` on each side).
 //!
+//! With `--access-log N` one call in N, warm-up included, is logged on stderr (method,
+//! service, instance, status, duration, attempts, request and reply bytes: the
+//! client's access log, see `volo_core::client::trace`).
+//!
 //! # Transports
 //!
 //! Without `--multiplex` the callers share a pool of connections per instance, one
@@ -92,7 +96,7 @@ const HELP: &str = "usage: echo-client (--addr <host:port|unix:PATH|shm:PATH>[,<
 [--transport ttheader|theader|framed|buffered] [--protocol binary|compact|json] [--concurrency N] \
 [--size BYTES] [--duration SECS] [--io netpoll|tokio] [--multiplex] \
 [--balance random|rr|wrr|p2c|hash] [--no-idempotent] [--backup-ms N] [--per-instance] \
-[--timeline]";
+[--timeline] [--access-log N]";
 
 /// Keys `--balance hash` spreads the calls over.
 const HASH_KEYS: u64 = 64;
@@ -196,6 +200,7 @@ fn run() -> Result<Vec<String>, Usage> {
         "discover",
         "service",
         "local-share",
+        "access-log",
     ])?;
     let discover_url: Option<String> = args.optional("discover")?;
     let addrs = match (&discover_url, args.optional::<String>("addr")?) {
@@ -224,6 +229,7 @@ fn run() -> Result<Vec<String>, Usage> {
         transport: options::io(&args.get("io", "netpoll".to_string())?)?,
         max_connections: concurrency.max(1),
         multiplex: args.flag("multiplex"),
+        access_log: options::access_log(args.optional("access-log")?),
         ..ClientConfig::default()
     };
     if config.multiplex && config.framing != volo_core::codec::Framing::TTHeader {

@@ -38,7 +38,6 @@ use examples::echo_service::Echo;
 use tokio::signal::unix::{SignalKind, signal};
 use volo_core::metrics::Metrics;
 use volo_core::registry::RegistryInfo;
-use volo_core::server::trace::AccessLog;
 use volo_core::server::{Server, ServerConfig};
 
 const HELP: &str = "usage: echo-server --addr <host:port|unix:PATH|shm:PATH>[,<addr>...] \
@@ -67,15 +66,7 @@ fn run() -> Result<(), Usage> {
         "access-log",
     ])?;
     let metrics_addr: Option<std::net::SocketAddr> = args.optional("metrics-addr")?;
-    let access_log: Option<u64> = args.optional("access-log")?;
-    if access_log.is_some() {
-        // The access log's events, and nothing else (no spans), on stderr.
-        tracing_subscriber::fmt()
-            .with_writer(std::io::stderr)
-            .with_ansi(false)
-            .with_max_level(tracing::Level::INFO)
-            .init();
-    }
+    let access_log = examples::options::access_log(args.optional("access-log")?);
     let addrs = examples::options::addresses(&args.required::<String>("addr")?)?;
     let registry: Option<String> = args.optional("registry")?;
     let info = RegistryInfo {
@@ -102,7 +93,7 @@ fn run() -> Result<(), Usage> {
         let config = ServerConfig {
             transport,
             metrics: metrics_addr.map(|_| Metrics::new()),
-            access_log: access_log.map(|every| AccessLog { every }),
+            access_log,
             ..ServerConfig::default()
         };
         // Served until the process ends.

@@ -11,7 +11,7 @@ use super::balance::{
 use super::breaker::{BreakerConfig, InstanceBreakers, ServiceBreaker, ServiceBreakerLayer};
 use super::retry::{Retry, RetryLayer, RetryPolicy};
 use super::timeout::{Timeout, TimeoutLayer};
-use super::trace::{Trace, TraceAttempt, TraceAttemptLayer, TraceLayer};
+use super::trace::{Trace, TraceAttempt, TraceAttemptLayer};
 use super::{Client, ClientConfig, Transport};
 use crate::context::Address;
 use crate::metrics::client::MeteredClient;
@@ -269,7 +269,8 @@ impl<M, O, I> ClientBuilder<M, O, I> {
             metrics.watch_breaker(&s.service, guarded.probe());
         }
         let timed = TimeoutLayer::new(s.config.rpc_timeout).layer(guarded);
-        let stack = TraceLayer.layer(MeteredClient::new(timed, s.config.metrics.clone()));
+        let metered = MeteredClient::new(timed, s.config.metrics.clone());
+        let stack = Trace::with_access_log(metered, s.config.access_log);
         let client = Client::new(s.service, self.outer.layer(stack));
         Ok(M::make_client(match s.multiplexed {
             Some(name) => client.with_multiplexed_service(name),

@@ -140,6 +140,9 @@ pub struct ClientConfig {
     /// stack (inside the layers added with [`ClientBuilder::layer`]). Default `None`:
     /// nothing counted, nothing paid.
     pub metrics: Option<crate::metrics::Metrics>,
+    /// Logs one call in [`every`](crate::trace::AccessLog::every) (see
+    /// [`trace`]); `None` (the default): no access log.
+    pub access_log: Option<crate::trace::AccessLog>,
 }
 
 impl Default for ClientConfig {
@@ -160,6 +163,7 @@ impl Default for ClientConfig {
             reactor: netpoll_rs::Config::default(),
             tls: None,
             metrics: None,
+            access_log: None,
         }
     }
 }
@@ -195,6 +199,15 @@ pub struct ClientContext {
     /// Backup requests the backup layer sent with this context (for the metrics
     /// layer).
     pub(crate) backups: u32,
+    /// The frame sizes of the attempt that answered (for the access log).
+    pub(crate) wire: Wire,
+}
+
+/// The bytes of one attempt's request and reply frames, framing included.
+#[derive(Debug, Clone, Copy, Default)]
+pub(crate) struct Wire {
+    pub(crate) sent: usize,
+    pub(crate) received: usize,
 }
 
 impl ClientContext {

@@ -185,7 +185,7 @@ impl Transport {
     /// header, if any, its message bytes, and the call's sequence id.
     async fn exchange(
         &self,
-        cx: &ClientContext,
+        cx: &mut ClientContext,
         addr: &Address,
         req: &ClientRequest,
     ) -> Result<Option<(ReplyHeader, Bytes, i32)>, Error> {
@@ -206,7 +206,7 @@ impl Transport {
         match self.lease(addr, oneway).await? {
             Lease::Pooled(mut conn) => {
                 let header = header(conn.next_seq());
-                self.write_request(conn.conn(), cx, &header, req)?;
+                cx.wire.sent = self.write_request(conn.conn(), cx, &header, req)?;
                 conn.conn().flush().await?;
                 if oneway {
                     conn.release();
@@ -224,7 +224,7 @@ impl Transport {
                             "the server closed the connection before replying",
                         )
                     })?;
-                self.received(&frame);
+                cx.wire.received = self.received(&frame);
                 let (tt, payload) = self.unframe(frame)?;
                 // Whole reply read: the connection is clean for the next call.
                 conn.release();
@@ -232,31 +232,34 @@ impl Transport {
             }
             Lease::Mux(mut call) => {
                 let header = header(call.seq_id());
-                self.write_request(call.mux().conn(), cx, &header, req)?;
+                cx.wire.sent = self.write_request(call.mux().conn(), cx, &header, req)?;
                 call.mux().flush().await?;
                 if oneway {
                     return Ok(None);
                 }
                 let frame = call.reply().await?;
-                self.received(&frame);
+                cx.wire.received = self.received(&frame);
                 let (tt, payload) = self.unframe(frame)?;
                 Ok(Some((tt, payload, header.seq_id)))
             }
         }
     }
 
-    /// Counts a reply frame read.
-    fn received(&self, frame: &Bytes) {
+    /// Counts a reply frame read: its size.
+    fn received(&self, frame: &Bytes) -> usize {
         if let Some(b) = &self.inner.bytes {
             b.received.inc_by(frame.len() as u64);
         }
+        frame.len()
     }
 
-    /// Counts what a request added to a connection's output.
-    fn sent(&self, out: &LinkBuffer, before: usize) {
+    /// Counts what a request added to a connection's output: the bytes added.
+    fn sent(&self, out: &LinkBuffer, before: usize) -> usize {
+        let n = out.len().saturating_sub(before);
         if let Some(b) = &self.inner.bytes {
-            b.sent.inc_by(out.len().saturating_sub(before) as u64);
+            b.sent.inc_by(n as u64);
         }
+        n
     }
 
     /// A reply frame's header, if the client's framing has one, and its message (a
@@ -288,7 +291,7 @@ impl Transport {
         cx: &ClientContext,
         header: &MessageHeader,
         req: &ClientRequest,
-    ) -> Result<(), Error> {
+    ) -> Result<usize, Error> {
         let config = &self.inner.config;
         if config.framing == Framing::THeader {
             return self.write_theader(conn, cx, header, req);
@@ -304,16 +307,15 @@ impl Transport {
                 header,
                 config.limits.max_frame,
             );
-            self.sent(out, before);
-            written
+            (written, self.sent(out, before))
         });
         match written {
-            Ok(Ok(())) => Ok(()),
-            Ok(Err(len)) => Err(Error::encode(TooLarge {
+            (Ok(Ok(())), n) => Ok(n),
+            (Ok(Err(len)), _) => Err(Error::encode(TooLarge {
                 len,
                 max: config.limits.max_frame,
             })),
-            Err(e) => Err(Error::encode(e)),
+            (Err(e), _) => Err(Error::encode(e)),
         }
     }
 
@@ -325,7 +327,7 @@ impl Transport {
         cx: &ClientContext,
         header: &MessageHeader,
         req: &ClientRequest,
-    ) -> Result<(), Error> {
+    ) -> Result<usize, Error> {
         let config = &self.inner.config;
         let max = config.limits.max_frame;
         let mut h = theader::Header::new(header.seq_id, config.protocol);
@@ -356,15 +358,14 @@ impl Transport {
         h.write_frame(message, &mut frame, max)
             .map_err(Error::encode)?
             .map_err(too_large)?;
-        conn.write_with(|out| {
+        Ok(conn.write_with(|out| {
             let before = out.len();
             while !frame.is_empty() {
                 let n = bytes::Buf::chunk(&frame).len();
                 out.insert(frame.next(n));
             }
-            self.sent(out, before);
-        });
-        Ok(())
+            self.sent(out, before)
+        }))
     }
 
     /// The request's TTHeader: metainfo, method, callee and caller, remaining time;

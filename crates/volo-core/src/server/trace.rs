@@ -10,51 +10,23 @@
 //!
 //! With [`ServerConfig::access_log`](super::ServerConfig::access_log) set, one call in
 //! [`every`](AccessLog::every) is logged when its reply is written, as one `tracing`
-//! event at `INFO` on the target `volo_core::access`: `method`, `service`, `peer`,
-//! `status` (`ok`, or why it failed: `UnknownMethod`, `ProtocolError`, the
-//! application exception's kind, `Panic`), `duration_us` (from the frame read to the
-//! reply written), `request_bytes` (the frame) and `reply_bytes` (the reply frame;
-//! 0 for a oneway call). Off by default. The calls are picked by a counter, not at
+//! event at `INFO` on the target `volo_core::access`: `side` = `server`, `method`,
+//! `service`, `peer`, `status` (`ok`, or why it failed: `UnknownMethod`,
+//! `ProtocolError`, the application exception's kind, `Panic`), `duration_us` (from
+//! the frame read to the reply written), `request_bytes` (the frame) and
+//! `reply_bytes` (the reply frame; 0 for a oneway call). Off by default. The calls are picked by a counter, not at
 //! random: with `every: 100`, the 1st, the 101st... of the server's calls.
 
 use std::any::Any;
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Instant;
 
 use tracing::field::Empty;
 
 use super::DispatchError;
 use crate::context::{RpcInfo, ServerContext};
+pub(crate) use crate::trace::AccessCount;
+pub use crate::trace::AccessLog;
 use crate::trace::{RPC_SYSTEM, continue_trace, record_outcome};
-
-/// Which calls the access log shows.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct AccessLog {
-    /// One call in `every` (1: all of them; 0 counts as 1).
-    pub every: u64,
-}
-
-impl AccessLog {
-    /// Every call.
-    pub fn all() -> Self {
-        AccessLog { every: 1 }
-    }
-}
-
-/// The server's count of calls, for the access log's sampling.
-#[derive(Debug, Default)]
-pub(crate) struct AccessCount(AtomicU64);
-
-impl AccessCount {
-    /// Whether the next call is one to log under `log`.
-    pub(crate) fn pick(&self, log: Option<&AccessLog>) -> bool {
-        let Some(log) = log else {
-            return false;
-        };
-        let n = self.0.fetch_add(1, Ordering::Relaxed);
-        n.is_multiple_of(log.every.max(1))
-    }
-}
 
 /// The `rpc.server` span of the call in `cx`; when it is recorded, a child of the
 /// caller's `traceparent`, which it replaces in `cx` so that calls forwarded from
@@ -132,6 +104,7 @@ pub(crate) struct Logged {
 pub(crate) fn log_access(rpc: &RpcInfo, logged: &Logged, reply_bytes: usize) {
     tracing::info!(
         target: "volo_core::access",
+        side = "server",
         method = %rpc.method,
         service = %rpc.callee.service,
         peer = rpc.caller.address.as_ref().map(tracing::field::display),

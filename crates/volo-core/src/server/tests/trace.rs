@@ -14,7 +14,7 @@ use tracing::{Event, Metadata, Subscriber};
 
 use super::*;
 use crate::client::{Client, ClientConfig, ClientContext};
-use crate::trace::TRACEPARENT;
+use crate::trace::{AccessLog, TRACEPARENT};
 use crate::transport::TransportKind;
 
 /// A span or an event as the subscriber got it.
@@ -345,25 +345,31 @@ fn with_no_subscriber_no_trace_context_is_sent() {
     });
 }
 
+/// `echo`, `echo`, `fail` (an application exception) and `nothing` (no such
+/// method), with 0, 10, 20 and 30 bytes of text.
+async fn four_calls(client: &Client) {
+    for (i, method) in ["echo", "echo", "fail", "nothing"].into_iter().enumerate() {
+        let _ = client
+            .call::<Text, Text>(
+                &mut ClientContext::new(),
+                method,
+                text(1, &"x".repeat(i * 10)),
+            )
+            .await;
+    }
+}
+
 #[test]
 fn the_access_log_shows_one_call_in_every_n_with_its_sizes() {
     let rec = Recorder::default();
     on_this_thread(Some(rec.clone()), || async {
         let config = ServerConfig {
-            access_log: Some(crate::server::trace::AccessLog { every: 2 }),
+            access_log: Some(AccessLog { every: 2 }),
             ..tokio_server()
         };
         let addr = serve_test(config).await;
         let client = tokio_client("Test", &addr);
-        for (i, method) in ["echo", "echo", "fail", "nothing"].into_iter().enumerate() {
-            let _ = client
-                .call::<Text, Text>(
-                    &mut ClientContext::new(),
-                    method,
-                    text(1, &"x".repeat(i * 10)),
-                )
-                .await;
-        }
+        four_calls(&client).await;
     });
     let events = rec.events.lock().unwrap();
     let lines: Vec<&Seen> = events
@@ -385,4 +391,78 @@ fn the_access_log_shows_one_call_in_every_n_with_its_sizes() {
     );
     assert!(num(first, "reply_bytes") > 0);
     let _ = num(first, "duration_us");
+}
+
+#[test]
+fn the_client_access_log_shows_its_calls_with_the_sizes_the_server_saw() {
+    let rec = Recorder::default();
+    on_this_thread(Some(rec.clone()), || async {
+        let config = ServerConfig {
+            access_log: Some(AccessLog::all()),
+            ..tokio_server()
+        };
+        let addr = serve_test(config).await;
+        let client_config = |every| ClientConfig {
+            transport: TransportKind::Tokio,
+            access_log: Some(AccessLog { every }),
+            ..ClientConfig::default()
+        };
+        let client = Client::builder("Test")
+            .address(addr.clone())
+            .config(client_config(2))
+            .build()
+            .unwrap();
+        four_calls(&client).await;
+        // A port nobody listens on: the call fails before anything is written.
+        let dead: Address = {
+            let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+            Address::Tcp(l.local_addr().unwrap())
+        };
+        let client = Client::builder("Test")
+            .address(dead)
+            .config(client_config(1))
+            .build()
+            .unwrap();
+        let failed = client
+            .call::<Text, Text>(&mut ClientContext::new(), "echo", text(1, "x"))
+            .await;
+        assert!(failed.is_err());
+    });
+    let events = rec.events.lock().unwrap();
+    let side = |which: &str| -> Vec<Seen> {
+        events
+            .iter()
+            .filter(|e| e.target == "volo_core::access" && e.get("side") == which)
+            .cloned()
+            .collect()
+    };
+    let (client, server) = (side("client"), side("server"));
+    assert_eq!(
+        client.len(),
+        3,
+        "calls 1 and 3 of 4, and the failed one: {client:?}"
+    );
+    assert_eq!(server.len(), 4, "every call the server got: {server:?}");
+    let num = |s: &Seen, k: &str| s.get(k).parse::<u64>().unwrap();
+    // The client's calls 1 and 3 are the server's calls 1 and 3, frame for frame.
+    for (c, s) in [(&client[0], &server[0]), (&client[1], &server[2])] {
+        assert_eq!(c.get("method"), s.get("method"));
+        assert_eq!(c.get("service"), "Test");
+        assert_eq!(num(c, "request_bytes"), num(s, "request_bytes"));
+        assert_eq!(num(c, "reply_bytes"), num(s, "reply_bytes"));
+        assert_eq!(num(c, "attempts"), 1);
+        assert!(c.get("peer").starts_with("127.0.0.1:"));
+        let _ = num(c, "duration_us");
+    }
+    assert_eq!(client[0].get("status"), "ok");
+    assert_eq!(client[1].get("method"), "fail");
+    assert_eq!(client[1].get("status"), "Application");
+    assert!(num(&client[1], "request_bytes") > num(&client[0], "request_bytes"));
+    let dead = &client[2];
+    assert_eq!(dead.get("status"), "Connect");
+    assert_eq!(
+        (num(dead, "request_bytes"), num(dead, "reply_bytes")),
+        (0, 0)
+    );
+    assert!(dead.get("peer").starts_with("127.0.0.1:"));
 }
