@@ -14,7 +14,7 @@ use futures_util::StreamExt;
 use super::balance::Changes;
 use super::mux::{MuxCall, MuxPool};
 use super::pool::{Pool, Pooled};
-use super::{ClientConfig, ClientContext, ClientRequest, ClientResponse, Error};
+use super::{ClientConfig, ClientContext, ClientRequest, ClientResponse, Error, Wire};
 use crate::codec::ttheader::{Header, HeaderLimits, int_key, str_key};
 use crate::codec::{FrameSplitter, Framing, Protocol, theader};
 use crate::context::Address;
@@ -189,6 +189,8 @@ impl Transport {
         addr: &Address,
         req: &ClientRequest,
     ) -> Result<Option<(ReplyHeader, Bytes, i32)>, Error> {
+        // This attempt's sizes only, whatever an earlier one left.
+        cx.wire = Wire::default();
         let config = &self.inner.config;
         let oneway = req.is_oneway();
         let header = |seq_id| MessageHeader {
