@@ -203,6 +203,25 @@ pub struct ClientContext {
     pub(crate) wire: Wire,
 }
 
+/// The retries and backup requests made with a context so far. A context may be
+/// reused for call after call, so a layer takes them when a call starts, and the
+/// difference at its end ([`since`](Self::since)) is that call's.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Extra {
+    pub(crate) retries: u32,
+    pub(crate) backups: u32,
+}
+
+impl Extra {
+    /// Those made after `before` was taken.
+    pub(crate) fn since(self, before: Extra) -> Extra {
+        Extra {
+            retries: self.retries.wrapping_sub(before.retries),
+            backups: self.backups.wrapping_sub(before.backups),
+        }
+    }
+}
+
 /// The bytes of one attempt's request and reply frames, framing included.
 #[derive(Debug, Clone, Copy, Default)]
 pub(crate) struct Wire {
@@ -227,6 +246,14 @@ impl ClientContext {
         // The caller's deadline bounds the calls made for it too.
         cx.rpc.deadline = server.rpc.deadline;
         cx
+    }
+
+    /// The retries and backup requests made with this context so far.
+    pub(crate) fn extra(&self) -> Extra {
+        Extra {
+            retries: self.retries,
+            backups: self.backups,
+        }
     }
 
     /// Instances this call tried already.

@@ -30,7 +30,7 @@ pub use layer::{TraceAttemptLayer, TraceLayer};
 use tracing::Instrument;
 use tracing::field::Empty;
 
-use super::{ClientContext, ClientRequest, ClientResponse, Error};
+use super::{ClientContext, ClientRequest, ClientResponse, Error, Extra};
 use crate::service::Service;
 use crate::trace::{
     AccessCount, AccessLog, RPC_SYSTEM, TRACEPARENT, continue_trace, record_ids, record_outcome,
@@ -76,7 +76,7 @@ where
         req: ClientRequest,
     ) -> Result<ClientResponse, Error> {
         let logged = match &self.access {
-            Some(access) if access.1.pick(Some(&access.0)) => Some(Instant::now()),
+            Some(access) if access.1.pick(Some(&access.0)) => Some(Started::now(cx)),
             _ => None,
         };
         let method = req.method();
@@ -109,12 +109,34 @@ where
     }
 }
 
+/// When a logged call started, and the retries and backup requests its context had
+/// made by then.
+struct Started {
+    at: Instant,
+    before: Extra,
+}
+
+impl Started {
+    fn now(cx: &ClientContext) -> Self {
+        Started {
+            at: Instant::now(),
+            before: cx.extra(),
+        }
+    }
+
+    /// The attempts of the call: 1, and the retries and backups made for it.
+    fn attempts(&self, cx: &ClientContext) -> u64 {
+        let made = cx.extra().since(self.before);
+        1 + u64::from(made.retries) + u64::from(made.backups)
+    }
+}
+
 /// Logs one call of the client.
 fn log_access(
     cx: &ClientContext,
     method: &str,
     out: &Result<ClientResponse, Error>,
-    started: Instant,
+    started: Started,
 ) {
     let peer = match out {
         Err(e) => e.instance().or(cx.rpc.callee.address.as_ref()),
@@ -132,8 +154,8 @@ fn log_access(
         service = %cx.rpc.callee.service,
         peer = peer.map(tracing::field::display),
         status = status.as_str(),
-        duration_us = u64::try_from(started.elapsed().as_micros()).unwrap_or(u64::MAX),
-        attempts = 1 + u64::from(cx.retries) + u64::from(cx.backups),
+        duration_us = u64::try_from(started.at.elapsed().as_micros()).unwrap_or(u64::MAX),
+        attempts = started.attempts(cx),
         request_bytes = cx.wire.sent,
         reply_bytes = cx.wire.received,
         "call"

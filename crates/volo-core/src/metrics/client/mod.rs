@@ -56,7 +56,7 @@ where
         let table = &inner.client_methods;
         let service = table.service(&inner.client_calls, &cx.rpc.callee.service);
         let method = table.method(&inner.client_calls, service, Some(cx.rpc.method.as_str()));
-        let (retries, backups) = (cx.retries, cx.backups);
+        let before = cx.extra();
         let mut call = InCall {
             metrics,
             flight: InFlight::start(service),
@@ -64,13 +64,20 @@ where
         };
         let result = self.inner.call(cx, req).await;
         let method = call.method;
-        let n = cx.retries.wrapping_sub(retries);
-        if n > 0 {
-            method.add(Which::Retries, &inner.client_retries, u64::from(n));
+        let made = cx.extra().since(before);
+        if made.retries > 0 {
+            method.add(
+                Which::Retries,
+                &inner.client_retries,
+                u64::from(made.retries),
+            );
         }
-        let n = cx.backups.wrapping_sub(backups);
-        if n > 0 {
-            method.add(Which::Backups, &inner.client_backups, u64::from(n));
+        if made.backups > 0 {
+            method.add(
+                Which::Backups,
+                &inner.client_backups,
+                u64::from(made.backups),
+            );
         }
         call.end(match &result {
             Ok(_) => Outcome::Ok,

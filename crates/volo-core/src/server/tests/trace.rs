@@ -13,7 +13,8 @@ use tracing::span::{Attributes, Id, Record};
 use tracing::{Event, Metadata, Subscriber};
 
 use super::*;
-use crate::client::{Client, ClientConfig, ClientContext};
+use crate::client::retry::Backoff;
+use crate::client::{Client, ClientConfig, ClientContext, RetryPolicy};
 use crate::trace::{AccessLog, TRACEPARENT};
 use crate::transport::TransportKind;
 
@@ -418,15 +419,22 @@ fn the_client_access_log_shows_its_calls_with_the_sizes_the_server_saw() {
             let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
             Address::Tcp(l.local_addr().unwrap())
         };
+        // Two retries each (a failed connect is retried), with one context for two
+        // calls: each call's line counts its own attempts.
+        let retries = RetryPolicy::new().backoff(Backoff::None).max_retries(2);
         let client = Client::builder("Test")
             .address(dead)
             .config(client_config(1))
+            .retry(retries)
             .build()
             .unwrap();
-        let failed = client
-            .call::<Text, Text>(&mut ClientContext::new(), "echo", text(1, "x"))
-            .await;
-        assert!(failed.is_err());
+        let mut cx = ClientContext::new();
+        for _ in 0..2 {
+            let failed = client
+                .call::<Text, Text>(&mut cx, "echo", text(1, "x"))
+                .await;
+            assert!(failed.is_err());
+        }
     });
     let events = rec.events.lock().unwrap();
     let side = |which: &str| -> Vec<Seen> {
@@ -439,8 +447,8 @@ fn the_client_access_log_shows_its_calls_with_the_sizes_the_server_saw() {
     let (client, server) = (side("client"), side("server"));
     assert_eq!(
         client.len(),
-        3,
-        "calls 1 and 3 of 4, and the failed one: {client:?}"
+        4,
+        "calls 1 and 3 of 4, and the two failed ones: {client:?}"
     );
     assert_eq!(server.len(), 4, "every call the server got: {server:?}");
     let num = |s: &Seen, k: &str| s.get(k).parse::<u64>().unwrap();
@@ -465,4 +473,7 @@ fn the_client_access_log_shows_its_calls_with_the_sizes_the_server_saw() {
         (0, 0)
     );
     assert!(dead.get("peer").starts_with("127.0.0.1:"));
+    assert_eq!(num(dead, "attempts"), 3, "the first and two retries");
+    assert_eq!(client[3].get("status"), "Connect");
+    assert_eq!(num(&client[3], "attempts"), 3, "the second call's own");
 }
