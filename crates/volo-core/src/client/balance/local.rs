@@ -1,5 +1,6 @@
 //! Local first: a set share of the calls to the instances on this host.
 
+use super::per_list::PerList;
 use super::{Instance, LoadBalance, hash_of};
 use crate::client::random::{Xorshift, random_seed};
 use crate::context::Address;
@@ -30,6 +31,41 @@ pub struct LocalFirst<B> {
     /// (`u64::MAX`: all of them).
     threshold: u64,
     rng: Xorshift,
+    /// The last list seen, split in its two sides.
+    sides: PerList<Option<Sides>>,
+}
+
+/// A list's instances by side, `[remote, local]`, when both sides have one that
+/// takes calls (a weight above 0).
+type Sides = [Side; 2];
+
+/// The instances of one side, and where each stands in the whole list.
+#[derive(Debug)]
+struct Side {
+    list: Vec<Instance>,
+    at: Vec<usize>,
+}
+
+/// The sides of `instances`; `None` when one side has no instance that takes calls.
+fn sides_of(instances: &[Instance]) -> Option<Sides> {
+    let usable = |i: &&Instance| i.weight > 0;
+    let local = instances
+        .iter()
+        .filter(usable)
+        .filter(|i| i.is_local())
+        .count();
+    let all = instances.iter().filter(usable).count();
+    if local == 0 || local == all {
+        return None;
+    }
+    let side = |local: bool| {
+        let at: Vec<usize> = (0..instances.len())
+            .filter(|&i| instances[i].is_local() == local)
+            .collect();
+        let list = at.iter().map(|&i| instances[i].clone()).collect();
+        Side { list, at }
+    };
+    Some([side(false), side(true)])
 }
 
 impl<B: LoadBalance> LocalFirst<B> {
@@ -56,6 +92,7 @@ impl<B: LoadBalance> LocalFirst<B> {
             inner,
             threshold,
             rng: Xorshift::new(random_seed()),
+            sides: PerList::default(),
         }
     }
 
@@ -74,22 +111,13 @@ impl<B: LoadBalance> LocalFirst<B> {
 
 impl<B: LoadBalance> LoadBalance for LocalFirst<B> {
     fn pick(&self, instances: &[Instance], key: Option<u64>) -> Option<usize> {
-        let usable = |i: &&Instance| i.weight > 0;
-        let local = instances
-            .iter()
-            .filter(usable)
-            .filter(|i| i.is_local())
-            .count();
-        let all = instances.iter().filter(usable).count();
-        if local == 0 || local == all {
-            return self.inner.pick(instances, key);
-        }
-        let side = self.local_turn(key);
-        let at: Vec<usize> = (0..instances.len())
-            .filter(|&i| instances[i].is_local() == side)
-            .collect();
-        let subset: Vec<Instance> = at.iter().map(|&i| instances[i].clone()).collect();
-        self.inner.pick(&subset, key).map(|j| at[j])
+        self.sides.with(instances, sides_of, |sides| {
+            let Some(sides) = sides else {
+                return self.inner.pick(instances, key);
+            };
+            let side = &sides[usize::from(self.local_turn(key))];
+            self.inner.pick(&side.list, key).map(|j| side.at[j])
+        })
     }
 
     fn start(&self, addr: &Address) {

@@ -5,6 +5,7 @@
 
 mod local;
 mod p2c;
+mod per_list;
 mod round_robin;
 mod watch;
 
@@ -19,7 +20,7 @@ use std::hash::{Hash, Hasher};
 
 use std::sync::Arc;
 
-use arc_swap::ArcSwapOption;
+use per_list::PerList;
 
 use crate::client::random::{Xorshift, random_seed};
 use crate::context::Address;
@@ -191,37 +192,26 @@ impl LoadBalance for WeightedRandom {
 /// Calls without a key are spread by weight.
 ///
 /// The ring is built again when the list a pick is given differs from the one it was
-/// built for, and published whole (`ArcSwap`): picks take no lock, and a pick that
-/// races a rebuild uses one ring or the other, each consistent with its list.
+/// built for (see `PerList`): picks of an unchanged list take no lock.
 #[derive(Debug, Default)]
 pub struct ConsistentHash {
-    /// The ring for the last instance list seen.
-    ring: ArcSwapOption<Ring>,
+    /// The ring for the last instance list seen: (point, index into the list), sorted
+    /// by point.
+    ring: PerList<Vec<(u64, usize)>>,
     fallback: WeightedRandom,
 }
 
-/// An instance list and its ring: (point, index into the list), sorted by point.
-#[derive(Debug)]
-struct Ring {
-    seen: Vec<Instance>,
-    points: Vec<(u64, usize)>,
-}
-
-impl Ring {
-    fn of(instances: &[Instance]) -> Ring {
-        let mut points = Vec::new();
-        for (i, inst) in instances.iter().enumerate() {
-            let n = (u64::from(inst.weight) * POINTS_PER_100).div_ceil(100);
-            for v in 0..n {
-                points.push((hash_of((&inst.address, v)), i));
-            }
-        }
-        points.sort_unstable();
-        Ring {
-            seen: instances.to_vec(),
-            points,
+/// The ring of `instances`.
+fn ring_of(instances: &[Instance]) -> Vec<(u64, usize)> {
+    let mut points = Vec::new();
+    for (i, inst) in instances.iter().enumerate() {
+        let n = (u64::from(inst.weight) * POINTS_PER_100).div_ceil(100);
+        for v in 0..n {
+            points.push((hash_of((&inst.address, v)), i));
         }
     }
+    points.sort_unstable();
+    points
 }
 
 /// Points on the ring per 100 of weight.
@@ -238,19 +228,14 @@ impl LoadBalance for ConsistentHash {
         let Some(key) = key else {
             return self.fallback.pick(instances, None);
         };
-        let mut ring = self.ring.load_full();
-        if ring.as_ref().is_none_or(|r| r.seen != instances) {
-            let built = Arc::new(Ring::of(instances));
-            self.ring.store(Some(Arc::clone(&built)));
-            ring = Some(built);
-        }
-        let points = &ring.as_ref()?.points;
-        if points.is_empty() {
-            return None;
-        }
-        let h = hash_of(key);
-        let at = points.partition_point(|(p, _)| *p < h);
-        Some(points[at % points.len()].1)
+        self.ring.with(instances, ring_of, |points| {
+            if points.is_empty() {
+                return None;
+            }
+            let h = hash_of(key);
+            let at = points.partition_point(|(p, _)| *p < h);
+            Some(points[at % points.len()].1)
+        })
     }
 }
 
