@@ -7,6 +7,10 @@
 //! unreadable one `400`, then closes the connection (`Connection: close`). At most
 //! [`MAX_CONNECTIONS`] scrapes are served at once; more are closed at once. A
 //! request body is never read: a scrape has none.
+//!
+//! It logs on `tracing`: a failed `accept` and a scrape refused for the limit at
+//! `warn` (a scraper, or the process, is in trouble); a request it cannot answer
+//! (too slow, unreadable, cut off) at `debug`, with the peer's address.
 
 use std::io;
 use std::net::SocketAddr;
@@ -68,17 +72,29 @@ impl Metrics {
             let mut conns = tokio::task::JoinSet::new();
             loop {
                 while conns.try_join_next().is_some() {}
-                let Ok((stream, _)) = listener.accept().await else {
-                    // A passing shortage (file descriptors...): try again shortly.
-                    tokio::time::sleep(Duration::from_millis(10)).await;
-                    continue;
+                let (stream, peer) = match listener.accept().await {
+                    Ok(accepted) => accepted,
+                    Err(error) => {
+                        // A passing shortage (file descriptors...): try again
+                        // shortly, which also bounds this line to 100 a second.
+                        tracing::warn!(%error, "metrics endpoint: accept failed");
+                        tokio::time::sleep(Duration::from_millis(10)).await;
+                        continue;
+                    }
                 };
                 let Ok(slot) = Arc::clone(&slots).try_acquire_owned() else {
+                    tracing::warn!(
+                        %peer,
+                        limit = MAX_CONNECTIONS,
+                        "metrics endpoint: scrapes at the limit, closing a connection"
+                    );
                     continue;
                 };
                 let metrics = metrics.clone();
                 conns.spawn(async move {
-                    let _ = answer(stream, &metrics).await;
+                    if let Err(error) = answer(stream, &metrics).await {
+                        tracing::debug!(%peer, %error, "metrics endpoint: no answer sent");
+                    }
                     drop(slot);
                 });
             }
@@ -103,7 +119,12 @@ async fn answer(mut stream: TcpStream, metrics: &Metrics) -> io::Result<()> {
         Ok(Ok(asked)) => asked,
         Ok(Err(e)) => return Err(e),
         // Too slow: closed without an answer.
-        Err(_) => return Ok(()),
+        Err(_) => {
+            return Err(io::Error::new(
+                io::ErrorKind::TimedOut,
+                "the request head did not arrive in time",
+            ));
+        }
     };
     let (status, body, content_type) = match asked {
         Asked::Metrics => ("200 OK", metrics.encode(), CONTENT_TYPE),
@@ -131,7 +152,12 @@ async fn answer(mut stream: TcpStream, metrics: &Metrics) -> io::Result<()> {
         stream.shutdown().await
     })
     .await
-    .unwrap_or(Ok(()))
+    .unwrap_or_else(|_| {
+        Err(io::Error::new(
+            io::ErrorKind::TimedOut,
+            "the response was not taken in time",
+        ))
+    })
 }
 
 /// Reads until the end of the head (`\r\n\r\n`), at most [`MAX_HEAD`] bytes.

@@ -3,7 +3,7 @@ use std::time::Duration;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 
-use super::http::{Asked, MAX_HEAD, parse};
+use super::http::{Asked, MAX_CONNECTIONS, MAX_HEAD, parse};
 use super::labels::{MAX_METHODS, OTHER, Outcome};
 use super::*;
 
@@ -173,6 +173,48 @@ async fn the_endpoint_serves_metrics_and_refuses_the_rest() {
     })
     .await
     .expect("the listener closes");
+}
+
+#[tokio::test]
+async fn scrapes_over_the_limit_are_closed_and_logged() {
+    let log = crate::test_support::captured_log();
+    let m = Metrics::new();
+    let server = m.serve("127.0.0.1:0".parse().unwrap()).await.unwrap();
+    let addr = server.local_addr();
+    tokio::time::timeout(Duration::from_secs(10), async {
+        // Scrapers that connect and send nothing hold every slot (for up to the
+        // read timeout); the endpoint takes connections in order.
+        let mut idle = Vec::new();
+        for _ in 0..MAX_CONNECTIONS {
+            idle.push(TcpStream::connect(addr).await.unwrap());
+        }
+        let mut extra = TcpStream::connect(addr).await.unwrap();
+        let local = extra.local_addr().unwrap();
+        let mut out = Vec::new();
+        let _ = extra.read_to_end(&mut out).await;
+        assert!(out.is_empty(), "closed without an answer, got {out:?}");
+        let line = format!("peer={local} limit={MAX_CONNECTIONS}");
+        let logged = String::from_utf8_lossy(&log.lock().unwrap()).into_owned();
+        assert!(
+            logged
+                .lines()
+                .any(|l| l.contains("WARN") && l.contains(&line)),
+            "no warning for {local} in: {logged}"
+        );
+        // Once the idle scrapers leave, scrapes are answered again (the slots free
+        // as the endpoint sees each close, so the first tries may still be refused).
+        drop(idle);
+        loop {
+            let ok = exchange(addr, b"GET /metrics HTTP/1.1\r\n\r\n").await;
+            if !ok.is_empty() {
+                assert!(ok.starts_with("HTTP/1.1 200 OK\r\n"), "{ok}");
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+    })
+    .await
+    .expect("the endpoint answers within 10 s");
 }
 
 #[test]
