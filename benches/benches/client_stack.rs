@@ -7,6 +7,10 @@
 //! `bare` row's is that layer's cost per call; the `default stack` row less `bare` is
 //! what the builder's stack adds to every call, to set against an RPC's round trip
 //! (`rpc-bench` measures that stack end to end).
+//!
+//! The `balancer_pick` group times one balancer's pick alone, for a hashed key, over
+//! a list of three remote and two local instances: the consistent-hash ring, and the
+//! same ring inside a local-first split of 50% (each side is a list of its own).
 
 use std::time::{Duration, Instant};
 
@@ -16,8 +20,9 @@ use examples::echo::{EchoServiceClient, EchoServiceEchoResult, Request, Response
 use thrift_codec::{Binary, Codec, LinkBuffer, MessageHeader, MessageType, Utf8Bytes};
 use volo_core::client::{
     BackupDelay, BackupLayer, BackupPolicy, BalanceLayer, BreakerConfig, Client, ClientContext,
-    ClientRequest, ClientResponse, Error, Instance, InstanceBreakers, RetryLayer, RetryPolicy,
-    ServiceBreakerLayer, StaticDiscover, TimeoutLayer, WeightedRandom,
+    ClientRequest, ClientResponse, ConsistentHash, Error, Instance, InstanceBreakers, LoadBalance,
+    LocalFirst, RetryLayer, RetryPolicy, ServiceBreakerLayer, StaticDiscover, TimeoutLayer,
+    WeightedRandom,
 };
 use volo_core::codec::Protocol;
 use volo_core::context::Address;
@@ -183,5 +188,34 @@ where
     }
 }
 
-criterion_group!(benches, layers);
+fn picks(c: &mut Criterion) {
+    let mut list: Vec<Instance> = (1..=3)
+        .map(|p| Instance::new(Address::Tcp(([127, 0, 0, 1], p).into())))
+        .collect();
+    for name in ["/tmp/a.sock", "/tmp/b.sock"] {
+        list.push(Instance::new(Address::Unix(
+            std::path::Path::new(name).into(),
+        )));
+    }
+    let mut g = c.benchmark_group("balancer_pick");
+    g.measurement_time(Duration::from_secs(3));
+    let mut key = 0u64;
+    let ring = ConsistentHash::default();
+    g.bench_function("consistent hash", |b| {
+        b.iter(|| {
+            key = key.wrapping_add(1);
+            ring.pick(&list, Some(key))
+        })
+    });
+    let split = LocalFirst::with_share(ConsistentHash::default(), 0.5);
+    g.bench_function("local first 50% over consistent hash", |b| {
+        b.iter(|| {
+            key = key.wrapping_add(1);
+            split.pick(&list, Some(key))
+        })
+    });
+    g.finish();
+}
+
+criterion_group!(benches, layers, picks);
 criterion_main!(benches);

@@ -31,7 +31,7 @@ pub struct LocalFirst<B> {
     /// (`u64::MAX`: all of them).
     threshold: u64,
     rng: Xorshift,
-    /// The last list seen, split in its two sides.
+    /// The last lists seen, each split in its two sides.
     sides: PerList<Option<Sides>>,
 }
 

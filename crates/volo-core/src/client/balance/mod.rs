@@ -191,12 +191,14 @@ impl LoadBalance for WeightedRandom {
 /// weight) per instance; a call goes to the first point at or after its key's hash.
 /// Calls without a key are spread by weight.
 ///
-/// The ring is built again when the list a pick is given differs from the one it was
-/// built for (see `PerList`): picks of an unchanged list take no lock.
+/// A ring is built for each list a pick is given, and kept for the last four lists
+/// (see `PerList`): picks of a list seen lately take no lock, and a balancer that
+/// alternates lists (the two sides of a [`LocalFirst`] split, a retry's remainder)
+/// does not rebuild on each turn.
 #[derive(Debug, Default)]
 pub struct ConsistentHash {
-    /// The ring for the last instance list seen: (point, index into the list), sorted
-    /// by point.
+    /// The rings of the last instance lists seen: (point, index into the list),
+    /// sorted by point.
     ring: PerList<Vec<(u64, usize)>>,
     fallback: WeightedRandom,
 }
