@@ -3,7 +3,7 @@
 
 use std::collections::HashMap;
 use std::fmt;
-use std::sync::{Arc, Mutex, OnceLock, PoisonError};
+use std::sync::{Arc, Mutex, OnceLock};
 use std::time::Instant;
 
 use arc_swap::ArcSwap;
@@ -14,6 +14,7 @@ use prometheus_client::metrics::family::Family;
 
 use super::CallFamilies;
 use super::striped::{LatencyHistogram, StripedCounter, StripedGauge};
+use crate::transport::lock;
 
 /// (service, method) pairs a side keeps at most; calls of further methods count as
 /// method `_other` of their service.
@@ -305,8 +306,4 @@ impl MethodTable {
     pub(crate) fn len(&self) -> usize {
         self.services.iter().map(|(_, s)| s.methods.count()).sum()
     }
-}
-
-fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(PoisonError::into_inner)
 }

@@ -120,7 +120,7 @@ pub mod server;
 mod striped;
 
 use std::fmt;
-use std::sync::{Arc, Mutex, PoisonError};
+use std::sync::{Arc, Mutex};
 
 use prometheus_client::collector::Collector;
 use prometheus_client::encoding::{DescriptorEncoder, EncodeMetric};
@@ -136,6 +136,7 @@ use labels::{CallLabels, MethodTable, OutcomeLabels, ReasonLabels, ServiceLabels
 use striped::{LatencyHistogram, StripedCounter, StripedGauge};
 
 use crate::client::BreakerState;
+use crate::transport::lock;
 
 /// A registry of this crate's metrics (see the [module docs](self)): cheap to clone,
 /// clones share it.
@@ -369,10 +370,6 @@ impl Metrics {
 
 /// The content type of [`Metrics::encode`]'s text.
 pub const CONTENT_TYPE: &str = "application/openmetrics-text; version=1.0.0; charset=utf-8";
-
-fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(PoisonError::into_inner)
-}
 
 /// Reads a breaker's figure at a scrape, while the breaker lives: a service
 /// breaker's state ([`breaker_value`]), or the number of a client's instance breakers

@@ -21,7 +21,7 @@ use std::collections::HashMap;
 use std::future::Future;
 use std::marker::PhantomData;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+use std::sync::{Arc, Mutex};
 use std::task::{Context, Poll, Waker};
 use std::time::Instant;
 
@@ -38,10 +38,7 @@ use super::core::{ConnCore, Next, Shared};
 use super::spare;
 use crate::context::Address;
 use crate::metrics::OpenConnection;
-
-fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(PoisonError::into_inner)
-}
+use crate::transport::lock;
 
 /// The connections a server serves on its pollers, for its drain: they are told of the
 /// shutdown, waited for, and closed if they outstay the drain timeout.

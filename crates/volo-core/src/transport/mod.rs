@@ -134,6 +134,8 @@ impl FrameIo for Conn {
     }
 }
 
+/// Locks `m`; a lock poisoned by a thread that panicked holding it is taken all the
+/// same. The crate's other modules lock through this one too.
 pub(crate) fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
     m.lock().unwrap_or_else(PoisonError::into_inner)
 }

@@ -43,7 +43,7 @@ pub use policy::{BackupDelay, BackupPolicy};
 
 use std::future::{Future, poll_fn};
 use std::pin::pin;
-use std::sync::{Arc, Mutex, PoisonError};
+use std::sync::{Arc, Mutex};
 use std::task::Poll;
 
 use policy::Latencies;
@@ -51,8 +51,8 @@ use policy::Latencies;
 use super::retry::{mark, marked_upstream, restore_mark, saved_mark};
 use super::{ClientContext, ClientRequest, ClientResponse, Error, RetryBudget};
 use crate::clock::{Clock, SystemClock};
-use crate::context::Address;
 use crate::service::{Layer, Service};
+use crate::transport::lock;
 
 /// Backups a budget holds at most.
 const BUDGET_MAX: u32 = 10;
@@ -121,10 +121,6 @@ enum Event<T> {
     Delay,
     /// The first attempt (`true`) or the backup ended.
     Done(bool, T),
-}
-
-fn lock(picks: &Mutex<Vec<Address>>) -> std::sync::MutexGuard<'_, Vec<Address>> {
-    picks.lock().unwrap_or_else(PoisonError::into_inner)
 }
 
 impl<S, C> Backup<S, C>
