@@ -57,6 +57,25 @@ impl ApplicationExceptionKind {
         }
     }
 
+    /// The variant's name (`UnknownMethod`, `InternalError`...), for logs and span
+    /// fields; `Other` for any id beyond the defined ones.
+    pub fn name(self) -> &'static str {
+        match self {
+            Self::Unknown => "Unknown",
+            Self::UnknownMethod => "UnknownMethod",
+            Self::InvalidMessageType => "InvalidMessageType",
+            Self::WrongMethodName => "WrongMethodName",
+            Self::BadSequenceId => "BadSequenceId",
+            Self::MissingResult => "MissingResult",
+            Self::InternalError => "InternalError",
+            Self::ProtocolError => "ProtocolError",
+            Self::InvalidTransform => "InvalidTransform",
+            Self::InvalidProtocol => "InvalidProtocol",
+            Self::UnsupportedClientType => "UnsupportedClientType",
+            Self::Other(_) => "Other",
+        }
+    }
+
     /// The kind for a wire id.
     pub fn from_id(id: i32) -> Self {
         match id {
@@ -151,5 +170,20 @@ impl Message for ApplicationException {
         }
         d.read_struct_end(saved);
         Ok(out)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn each_defined_kind_is_named_after_its_variant() {
+        for id in 0..=10 {
+            let kind = ApplicationExceptionKind::from_id(id);
+            assert_eq!(kind.name(), format!("{kind:?}"), "id {id}");
+        }
+        assert_eq!(ApplicationExceptionKind::from_id(42).name(), "Other");
+        assert_eq!(ApplicationExceptionKind::from_id(-1).name(), "Other");
     }
 }

@@ -61,26 +61,8 @@ pub(crate) fn failure<R>(
         Ok(Ok(_)) => None,
         Ok(Err(DispatchError::UnknownMethod)) => Some("UnknownMethod"),
         Ok(Err(DispatchError::Decode(_))) => Some("ProtocolError"),
-        Ok(Err(DispatchError::Application(ex))) => Some(kind_name(ex.kind)),
+        Ok(Err(DispatchError::Application(ex))) => Some(ex.kind.name()),
         Err(_) => Some("Panic"),
-    }
-}
-
-fn kind_name(kind: thrift_codec::ApplicationExceptionKind) -> &'static str {
-    use thrift_codec::ApplicationExceptionKind as K;
-    match kind {
-        K::Unknown => "Unknown",
-        K::UnknownMethod => "UnknownMethod",
-        K::InvalidMessageType => "InvalidMessageType",
-        K::WrongMethodName => "WrongMethodName",
-        K::BadSequenceId => "BadSequenceId",
-        K::MissingResult => "MissingResult",
-        K::InternalError => "InternalError",
-        K::ProtocolError => "ProtocolError",
-        K::InvalidTransform => "InvalidTransform",
-        K::InvalidProtocol => "InvalidProtocol",
-        K::UnsupportedClientType => "UnsupportedClientType",
-        _ => "Other",
     }
 }
 
