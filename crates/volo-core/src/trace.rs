@@ -46,9 +46,10 @@
 
 use std::fmt;
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Instant;
 
 use crate::client::random::random_seed;
-use crate::context::MetaInfo;
+use crate::context::{Address, MetaInfo};
 
 /// Which calls an access log shows
 /// ([`ServerConfig::access_log`](crate::server::ServerConfig::access_log),
@@ -78,6 +79,43 @@ impl AccessCount {
         };
         let n = self.0.fetch_add(1, Ordering::Relaxed);
         n.is_multiple_of(log.every.max(1))
+    }
+}
+
+/// One call as an access log shows it, on either side: the fields both sides log,
+/// written in one place so that the two lines keep the same shape.
+pub(crate) struct AccessLine<'a> {
+    /// `server` or `client`.
+    pub(crate) side: &'static str,
+    pub(crate) method: &'a str,
+    pub(crate) service: &'a str,
+    /// The other side: the caller on a server, the instance called on a client.
+    pub(crate) peer: Option<&'a Address>,
+    /// `ok`, or why the call failed.
+    pub(crate) status: &'a str,
+    pub(crate) started: Instant,
+    /// The client's attempts; a server line has no such field.
+    pub(crate) attempts: Option<u64>,
+    pub(crate) request_bytes: usize,
+    pub(crate) reply_bytes: usize,
+}
+
+impl AccessLine<'_> {
+    /// Logs the line at `INFO` on `volo_core::access`, the call's duration taken now.
+    pub(crate) fn log(&self) {
+        tracing::info!(
+            target: "volo_core::access",
+            side = self.side,
+            method = %self.method,
+            service = %self.service,
+            peer = self.peer.map(tracing::field::display),
+            status = self.status,
+            duration_us = u64::try_from(self.started.elapsed().as_micros()).unwrap_or(u64::MAX),
+            attempts = self.attempts,
+            request_bytes = self.request_bytes,
+            reply_bytes = self.reply_bytes,
+            "call"
+        );
     }
 }
 

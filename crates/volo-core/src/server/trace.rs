@@ -26,7 +26,7 @@ use super::DispatchError;
 use crate::context::{RpcInfo, ServerContext};
 pub(crate) use crate::trace::AccessCount;
 pub use crate::trace::AccessLog;
-use crate::trace::{RPC_SYSTEM, continue_trace, record_outcome};
+use crate::trace::{AccessLine, RPC_SYSTEM, continue_trace, record_outcome};
 
 /// The `rpc.server` span of the call in `cx`; when it is recorded, a child of the
 /// caller's `traceparent`, which it replaces in `cx` so that calls forwarded from
@@ -84,16 +84,16 @@ pub(crate) struct Logged {
 
 /// Logs one call.
 pub(crate) fn log_access(rpc: &RpcInfo, logged: &Logged, reply_bytes: usize) {
-    tracing::info!(
-        target: "volo_core::access",
-        side = "server",
-        method = %rpc.method,
-        service = %rpc.callee.service,
-        peer = rpc.caller.address.as_ref().map(tracing::field::display),
-        status = logged.status.unwrap_or("ok"),
-        duration_us = u64::try_from(logged.started.elapsed().as_micros()).unwrap_or(u64::MAX),
-        request_bytes = logged.request_bytes,
+    AccessLine {
+        side: "server",
+        method: &rpc.method,
+        service: &rpc.callee.service,
+        peer: rpc.caller.address.as_ref(),
+        status: logged.status.unwrap_or("ok"),
+        started: logged.started,
+        attempts: None,
+        request_bytes: logged.request_bytes,
         reply_bytes,
-        "call"
-    );
+    }
+    .log();
 }

@@ -33,7 +33,8 @@ use tracing::field::Empty;
 use super::{ClientContext, ClientRequest, ClientResponse, Error, Extra};
 use crate::service::Service;
 use crate::trace::{
-    AccessCount, AccessLog, RPC_SYSTEM, TRACEPARENT, continue_trace, record_ids, record_outcome,
+    AccessCount, AccessLine, AccessLog, RPC_SYSTEM, TRACEPARENT, continue_trace, record_ids,
+    record_outcome,
 };
 
 /// Opens an `rpc.client` span around each call (see [`crate::trace`]), and logs the
@@ -147,19 +148,18 @@ fn log_access(
         Ok(_) => "ok".to_string(),
         Err(e) => format!("{:?}", e.kind()),
     };
-    tracing::info!(
-        target: "volo_core::access",
-        side = "client",
-        method = %method,
-        service = %cx.rpc.callee.service,
-        peer = peer.map(tracing::field::display),
-        status = status.as_str(),
-        duration_us = u64::try_from(started.at.elapsed().as_micros()).unwrap_or(u64::MAX),
-        attempts = started.attempts(cx),
-        request_bytes = cx.wire.sent,
-        reply_bytes = cx.wire.received,
-        "call"
-    );
+    AccessLine {
+        side: "client",
+        method,
+        service: &cx.rpc.callee.service,
+        peer,
+        status: &status,
+        started: started.at,
+        attempts: Some(started.attempts(cx)),
+        request_bytes: cx.wire.sent,
+        reply_bytes: cx.wire.received,
+    }
+    .log();
 }
 
 /// Opens an `rpc.attempt` span around each attempt, a child of the call's, and

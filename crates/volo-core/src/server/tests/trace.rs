@@ -451,6 +451,10 @@ fn the_client_access_log_shows_its_calls_with_the_sizes_the_server_saw() {
         "calls 1 and 3 of 4, and the two failed ones: {client:?}"
     );
     assert_eq!(server.len(), 4, "every call the server got: {server:?}");
+    assert!(
+        server.iter().all(|s| !s.fields.contains_key("attempts")),
+        "a server has no attempts to count: {server:?}"
+    );
     let num = |s: &Seen, k: &str| s.get(k).parse::<u64>().unwrap();
     // The client's calls 1 and 3 are the server's calls 1 and 3, frame for frame.
     for (c, s) in [(&client[0], &server[0]), (&client[1], &server[2])] {
