@@ -471,8 +471,8 @@ async fn paired(clients: Clients, s: &Settings, transport: &str) -> Result<Strin
 /// Slices taken alternately on `a` and `b` (a first, then b first, ...); the summary
 /// line, whose ratio is b's QPS over a's.
 async fn alternate<A: EchoStack, B: EchoStack>(
-    (bare, a_name): (EchoCall<A>, &str),
-    (default, b_name): (EchoCall<B>, &str),
+    (a, a_name): (EchoCall<A>, &str),
+    (b, b_name): (EchoCall<B>, &str),
     s: &Settings,
     transport: &str,
 ) -> Result<String, Usage> {
@@ -483,35 +483,39 @@ async fn alternate<A: EchoStack, B: EchoStack>(
         progress: false,
     };
     // Both clients' connections opened and warm before the first slice counts.
-    load(bare.clone(), slice(Duration::from_secs(1)), transport).await;
-    load(default.clone(), slice(Duration::from_secs(1)), transport).await;
+    load(a.clone(), slice(Duration::from_secs(1)), transport).await;
+    load(b.clone(), slice(Duration::from_secs(1)), transport).await;
     let pairs = ((s.duration.as_secs_f64() / 2.0) as usize).max(1);
     // (qps, cpu ns per call) of each slice, per stack.
-    let mut b = Vec::with_capacity(pairs);
-    let mut d = Vec::with_capacity(pairs);
+    let mut a_slices = Vec::with_capacity(pairs);
+    let mut b_slices = Vec::with_capacity(pairs);
     let settle = Duration::from_millis(100);
     for i in 0..pairs {
-        for default_turn in [i % 2 == 1, i % 2 == 0] {
-            if default_turn {
-                let (r, cpu) = load(default.clone(), slice(settle), transport).await;
-                d.push((r.qps(), cpu.unwrap_or(0) as f64));
+        for b_turn in [i % 2 == 1, i % 2 == 0] {
+            if b_turn {
+                let (r, cpu) = load(b.clone(), slice(settle), transport).await;
+                b_slices.push((r.qps(), cpu.unwrap_or(0) as f64));
             } else {
-                let (r, cpu) = load(bare.clone(), slice(settle), transport).await;
-                b.push((r.qps(), cpu.unwrap_or(0) as f64));
+                let (r, cpu) = load(a.clone(), slice(settle), transport).await;
+                a_slices.push((r.qps(), cpu.unwrap_or(0) as f64));
             }
         }
-        let (bq, dq) = (b[i].0, d[i].0);
-        println!("pair transport={transport} n={i} {a_name}_qps={bq:.0} {b_name}_qps={dq:.0}");
+        let (aq, bq) = (a_slices[i].0, b_slices[i].0);
+        println!("pair transport={transport} n={i} {a_name}_qps={aq:.0} {b_name}_qps={bq:.0}");
     }
-    let ratios: Vec<f64> = b.iter().zip(&d).map(|(b, d)| d.0 / b.0).collect();
+    let ratios: Vec<f64> = a_slices
+        .iter()
+        .zip(&b_slices)
+        .map(|(a, b)| b.0 / a.0)
+        .collect();
     let (ratio, se) = mean_and_se(&ratios);
     Ok(format!(
         "paired transport={transport} pairs={pairs} {a_name}_qps={:.0} {b_name}_qps={:.0} \
          qps_ratio={ratio:.4} qps_ratio_se={se:.4} {a_name}_cpu_ns={:.0} {b_name}_cpu_ns={:.0}",
-        mean(b.iter().map(|x| x.0)),
-        mean(d.iter().map(|x| x.0)),
-        mean(b.iter().map(|x| x.1)),
-        mean(d.iter().map(|x| x.1)),
+        mean(a_slices.iter().map(|x| x.0)),
+        mean(b_slices.iter().map(|x| x.0)),
+        mean(a_slices.iter().map(|x| x.1)),
+        mean(b_slices.iter().map(|x| x.1)),
     ))
 }
 
