@@ -291,7 +291,8 @@ fn message_begin<P: thrift_codec::Protocol>(
     Ok(Some((header, args_at)))
 }
 
-/// Writes the reply of a handled call (nothing for a oneway call) into `out`. Gives
+/// Writes the reply of a handled call (nothing for a oneway call) into `out`, counts
+/// its bytes (metrics on) and logs the call (when the access log shows it). Gives
 /// back the request's TTHeader (which became the reply's), for the next request to be
 /// decoded into.
 pub(crate) fn answer<D: Dispatch>(
@@ -300,10 +301,8 @@ pub(crate) fn answer<D: Dispatch>(
     mut done: Done<D::Reply>,
 ) -> io::Result<Option<Header>> {
     let mut ttheader = done.ttheader.take();
-    let logged = done
-        .logged
-        .take()
-        .map(|l| (l, done.cx.rpc.clone(), out.len()));
+    let before = out.len();
+    let logged = done.logged.take().map(|l| (l, done.cx.rpc.clone()));
     if !done.oneway {
         match done.protocol {
             Protocol::Binary => answer_in::<Binary, D>(out, shared, done, ttheader.as_mut())?,
@@ -311,8 +310,12 @@ pub(crate) fn answer<D: Dispatch>(
             Protocol::Json => answer_in::<Json, D>(out, shared, done, ttheader.as_mut())?,
         }
     }
-    if let Some((logged, rpc, before)) = logged {
-        trace::log_access(&rpc, &logged, out.len().saturating_sub(before));
+    let written = out.len().saturating_sub(before);
+    if let Some(c) = &shared.counters {
+        c.bytes.sent.inc_by(written as u64);
+    }
+    if let Some((logged, rpc)) = logged {
+        trace::log_access(&rpc, &logged, written);
     }
     Ok(ttheader)
 }

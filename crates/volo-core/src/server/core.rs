@@ -445,11 +445,7 @@ impl<D: Dispatch> ConnCore<D> {
     ) -> io::Result<()> {
         self.in_progress = self.in_progress.saturating_sub(1);
         self.last_active = now;
-        let before = out.len();
         let header = answer(out, &self.shared, done)?;
-        if let Some(c) = &self.shared.counters {
-            c.bytes.sent.inc_by(out.len().saturating_sub(before) as u64);
-        }
         if self.spare_header.is_none() {
             self.spare_header = header;
         }
