@@ -1,6 +1,7 @@
 //! The example programs run as a user would run them, each bounded in time.
 
 use std::io::{BufRead, BufReader};
+use std::net::SocketAddr;
 use std::process::{Child, Command, Stdio};
 
 /// Runs `bin` with `args`, which must succeed; its standard output.
@@ -295,12 +296,14 @@ fn calls_fail_promptly_when_an_shm_server_is_killed() {
     }
 }
 
-/// An `echo-server` on 127.0.0.1:`port` (0: any), once it says it listens: the process
-/// and its port.
-fn start_tcp_echo_server(port: u16) -> (Child, u16) {
+/// `echo-server --addr 127.0.0.1:<port>` (0: any port) with `args` and its stderr
+/// sent to `stderr`, once it says it listens: the process and its address.
+fn echo_server_on_loopback(port: u16, args: &[&str], stderr: Stdio) -> (Child, SocketAddr) {
     let mut server = Command::new(env!("CARGO_BIN_EXE_echo-server"))
         .args(["--addr", &format!("127.0.0.1:{port}")])
+        .args(args)
         .stdout(Stdio::piped())
+        .stderr(stderr)
         .spawn()
         .unwrap();
     let mut line = String::new();
@@ -309,8 +312,8 @@ fn start_tcp_echo_server(port: u16) -> (Child, u16) {
         .unwrap();
     let bound = line
         .trim()
-        .strip_prefix("echo-server listening on 127.0.0.1:")
-        .and_then(|p| p.parse().ok());
+        .strip_prefix("echo-server listening on ")
+        .and_then(|a| a.parse().ok());
     let Some(bound) = bound else {
         let _ = server.kill();
         let _ = server.wait();
@@ -330,7 +333,8 @@ fn idle_connections_to_a_killed_server_are_not_reused() {
     use volo_core::client::{BreakerConfig, RetryPolicy};
     use volo_core::context::Address;
 
-    let (mut first, port) = start_tcp_echo_server(0);
+    let (mut first, bound) = echo_server_on_loopback(0, &[], Stdio::inherit());
+    let port = bound.port();
     let rt = tokio::runtime::Runtime::new().unwrap();
     let client = rt.block_on(async {
         EchoServiceClient::builder()
@@ -361,8 +365,8 @@ fn idle_connections_to_a_killed_server_are_not_reused() {
     let _ = first.wait();
     // Time for the client's poller to read the connections' end of stream.
     std::thread::sleep(std::time::Duration::from_millis(300));
-    let (mut second, again) = start_tcp_echo_server(port);
-    assert_eq!(again, port);
+    let (mut second, again) = echo_server_on_loopback(port, &[], Stdio::inherit());
+    assert_eq!(again.port(), port);
     let failed: Vec<String> = rt.block_on(async {
         let mut failed = Vec::new();
         for _ in 0..8 {
@@ -405,35 +409,12 @@ fn echo_calls(addr: std::net::SocketAddr, n: usize) {
     });
 }
 
-/// Starts `echo-server --addr 127.0.0.1:0` with `args` (stderr piped): the child and
-/// the address it says it listens on.
-fn echo_server_on_loopback(args: &[&str]) -> (std::process::Child, std::net::SocketAddr) {
-    let mut server = Command::new(env!("CARGO_BIN_EXE_echo-server"))
-        .args(["--addr", "127.0.0.1:0"])
-        .args(args)
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let line = BufReader::new(server.stdout.take().unwrap())
-        .lines()
-        .next()
-        .unwrap()
-        .unwrap();
-    let addr = line
-        .strip_prefix("echo-server listening on ")
-        .unwrap_or_else(|| panic!("{line:?}"))
-        .parse()
-        .unwrap();
-    (server, addr)
-}
-
 /// `echo-server --access-log 2`: one line in two calls on stderr, naming the method.
 #[test]
 fn echo_server_logs_one_call_in_n() {
     use std::io::Read;
 
-    let (mut server, addr) = echo_server_on_loopback(&["--access-log", "2"]);
+    let (mut server, addr) = echo_server_on_loopback(0, &["--access-log", "2"], Stdio::piped());
     echo_calls(addr, 4);
     let _ = server.kill();
     let _ = server.wait();
@@ -461,7 +442,7 @@ fn echo_server_logs_one_call_in_n() {
 /// side, each one answered.
 #[test]
 fn echo_client_logs_its_calls() {
-    let (mut server, addr) = echo_server_on_loopback(&[]);
+    let (mut server, addr) = echo_server_on_loopback(0, &[], Stdio::inherit());
     let out = Command::new(env!("CARGO_BIN_EXE_echo-client"))
         .args([
             "--addr",
