@@ -1253,7 +1253,10 @@ fn a_call_past_the_callers_timeout_is_answered_and_the_connection_lives_on() {
     with_server(ServerConfig::default(), |s| {
         let mut c = connect(s.addr);
         let hang = call::<Binary>(MessageType::Call, "hang", 1, "x");
-        c.write_all(&ttheader_with_timeout(1, &hang, Duration::from_millis(5)))
+        // Long enough for the handler to start on a loaded machine (with 5 ms, CI
+        // once saw the deadline pass first: "not started"); the handler never ends,
+        // so it is dropped at the deadline all the same.
+        c.write_all(&ttheader_with_timeout(1, &hang, Duration::from_millis(500)))
             .unwrap();
         match read_ttheader(&mut c) {
             (1, Answer::Exception(ApplicationExceptionKind::InternalError, message)) => {
