@@ -179,20 +179,23 @@ fn on_timer_runs_after_the_deadline_and_its_close_reaches_the_peer() {
 #[test]
 fn a_deadline_moved_later_fires_at_the_later_time_only() {
     on_both_faces(|mut peer, fired| {
-        send(&mut peer, &arm(50));
-        // The entry for the first deadline stays in the poller's heap; at 50 ms it
+        // The first deadline is far enough off that the second frame surely comes
+        // before it, even from a peer thread that a loaded machine holds up.
+        send(&mut peer, &arm(200));
+        // The entry for the first deadline stays in the poller's heap; at 200 ms it
         // finds the deadline moved, and waits again.
-        let sent = send(&mut peer, &arm(400));
-        closed_by_timer(peer, &fired, sent, Duration::from_millis(400));
+        let sent = send(&mut peer, &arm(500));
+        closed_by_timer(peer, &fired, sent, Duration::from_millis(500));
     });
 }
 
 #[test]
 fn a_cleared_deadline_never_fires() {
     on_both_faces(|mut peer, fired| {
-        send(&mut peer, &arm(50));
+        // As above: the clear surely comes before the deadline.
+        send(&mut peer, &arm(200));
         send(&mut peer, CLEAR);
-        std::thread::sleep(Duration::from_millis(300));
+        std::thread::sleep(Duration::from_millis(400));
         assert!(fired.lock().unwrap().is_empty());
         // Still open and served.
         send(&mut peer, PING);
@@ -231,6 +234,11 @@ fn a_deadline_set_from_resume_wakes_a_blocked_poller() {
 /// panics making the sleep; the poller catches it and goes on): as documented on
 /// `Reactor::on_runtime`, the deadline then fires when the poller next wakes for an
 /// event, and the connection is served all along.
+///
+/// Busy polling is off here: its one more poll after an event is a turn too, and a
+/// worker held up for longer than the deadline before it (a loaded CI machine did so
+/// once) fires the deadline then, with no event from the peer. The deadline is also
+/// far enough off that an extra turn queued by the arming frame's own edge runs first.
 #[test]
 fn without_a_time_driver_a_deadline_fires_at_the_next_event() {
     let io_only = tokio::runtime::Builder::new_multi_thread()
@@ -238,7 +246,11 @@ fn without_a_time_driver_a_deadline_fires_at_the_next_event() {
         .enable_io()
         .build()
         .unwrap();
-    let reactor = Reactor::on_runtime(io_only.handle(), Config::default()).unwrap();
+    let config = Config {
+        busy_poll: false,
+        ..Config::default()
+    };
+    let reactor = Reactor::on_runtime(io_only.handle(), config).unwrap();
     run(20, async move {
         let (peer, conn) = connect(&reactor).await;
         let fired = Arc::new(Mutex::new(Vec::new()));
@@ -246,8 +258,8 @@ fn without_a_time_driver_a_deadline_fires_at_the_next_event() {
         let f = Arc::clone(&fired);
         tokio::task::spawn_blocking(move || {
             let mut peer = peer;
-            send(&mut peer, &arm(20));
-            std::thread::sleep(Duration::from_millis(200));
+            send(&mut peer, &arm(100));
+            std::thread::sleep(Duration::from_millis(400));
             assert!(f.lock().unwrap().is_empty(), "no sleep to wake the poller");
             // Any event does: the deadline has passed by then.
             let sent = send_only(&mut peer, PING);
