@@ -261,6 +261,19 @@ impl MetaInfo {
         get(&self.transient, key).or_else(|| get(&self.upstream, key))
     }
 
+    /// Every persistent value, in the order they were set or received.
+    pub fn persistent_values(&self) -> impl Iterator<Item = (&str, &str)> {
+        self.persistent
+            .iter()
+            .map(|(k, v)| (k.as_str(), v.as_str()))
+    }
+
+    /// Every transient value the caller sent (on a server), in the order received.
+    /// Those set here for the next call are not among them.
+    pub fn received_transient_values(&self) -> impl Iterator<Item = (&str, &str)> {
+        self.upstream.iter().map(|(k, v)| (k.as_str(), v.as_str()))
+    }
+
     /// Sets a transient value for the next call only.
     pub fn set_transient(&mut self, key: impl Into<Utf8Bytes>, value: impl Into<Utf8Bytes>) {
         set(&mut self.transient, key.into(), value.into());
@@ -551,6 +564,16 @@ mod tests {
         b.read_request(&wire);
         assert_eq!(b.persistent("logid"), Some("42"));
         assert_eq!(b.transient("color"), Some("blue"));
+        assert_eq!(b.persistent_values().collect::<Vec<_>>(), [("logid", "42")]);
+        assert_eq!(
+            b.received_transient_values().collect::<Vec<_>>(),
+            [("color", "blue")]
+        );
+        assert_eq!(
+            a.received_transient_values().count(),
+            0,
+            "set, not received"
+        );
 
         // B calls C: only the persistent value goes on.
         let b_to_c = b.forward();
