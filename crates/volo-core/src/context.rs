@@ -11,13 +11,30 @@
 //!   a traffic tag).
 //! - **transient** (`RPC_TRANSIT_<key>`): goes one hop. A service sets it for the calls
 //!   it makes; the callee reads it ([`MetaInfo::transient`]) but does not pass it on.
-//! - **backward** (`RPC_BACKWARD_<key>`): goes back one hop, from a callee to its caller,
-//!   in the reply.
+//! - **backward** (`RPC_BACKWARD_<key>`, or the plain key: see below): goes back one
+//!   hop, from a callee to its caller, in the reply.
 //!
 //! A handler passes metainfo on by building the next call's context from its own:
 //! [`MetaInfo::forward`] keeps the persistent values and drops the received transient
 //! ones. Framed and Buffered calls have no header, so metainfo needs TTHeader or
 //! THeader (whose key-value info headers carry it with the same prefixes).
+//!
+//! # Backward values on the wire
+//!
+//! Kitex and Volo disagree on how a TTHeader reply carries backward values. A Kitex
+//! server writes each under its plain key (`cost=3ms`), and a Kitex client takes
+//! every string key of a reply for a backward value. Volo writes and reads them
+//! prefixed (`RPC_BACKWARD_cost=3ms`) and passes over the rest. So this crate:
+//!
+//! - **writes both** in a TTHeader reply ([`MetaInfo::ttheader_reply_pairs`]): a Volo
+//!   client reads `cost`; a Kitex client reads `cost`, and also sees
+//!   `RPC_BACKWARD_cost` among its backward values (it keeps every key it is sent);
+//! - **reads both** from a TTHeader reply ([`MetaInfo::read_ttheader_reply`]): from a
+//!   Kitex server, every plain key (including the ones Kitex's framework sends itself,
+//!   such as `crrst` while it shuts down, as a Kitex client would); from a Volo server
+//!   or this crate's, the prefixed keys, which win over a plain key of the same name.
+//!
+//! A THeader reply carries them prefixed only: its plain keys are headers (below).
 //!
 //! # Headers
 //!
@@ -353,11 +370,24 @@ impl MetaInfo {
         persistent.chain(transient)
     }
 
-    /// The reply's string pairs: backward values, prefixed.
+    /// The reply's string pairs: backward values, prefixed (Volo's form, and
+    /// THeader's).
     pub fn reply_pairs(&self) -> impl Iterator<Item = (String, &Utf8Bytes)> {
         self.backward
             .iter()
             .map(|(k, v)| (format!("{PREFIX_BACKWARD}{k}"), v))
+    }
+
+    /// A TTHeader reply's string pairs: each backward value twice, under its plain
+    /// key (Kitex's form) and prefixed (Volo's), so that both kinds of client receive
+    /// it (see [Backward values on the wire](self#backward-values-on-the-wire)).
+    pub fn ttheader_reply_pairs(&self) -> impl Iterator<Item = (Utf8Bytes, Utf8Bytes)> + '_ {
+        self.backward.iter().flat_map(|(k, v)| {
+            [
+                (k.clone(), v.clone()),
+                (Utf8Bytes::from(format!("{PREFIX_BACKWARD}{k}")), v.clone()),
+            ]
+        })
     }
 
     /// Takes metainfo from a request's string pairs (a server receiving): persistent
@@ -376,13 +406,34 @@ impl MetaInfo {
         }
     }
 
-    /// Takes backward values from a reply's string pairs (a client receiving).
+    /// Takes backward values from a reply's string pairs (a client receiving): the
+    /// prefixed keys (Volo's form; THeader's info headers are read so).
     pub fn read_reply<'a>(&mut self, pairs: impl IntoIterator<Item = &'a (Utf8Bytes, Utf8Bytes)>) {
         for (k, v) in pairs {
             if let Some(key) = strip(k, PREFIX_BACKWARD) {
                 set(&mut self.backward, key, v.clone());
             }
         }
+    }
+
+    /// Takes backward values from a TTHeader reply's string pairs in both forms:
+    /// every key without one of the three prefixes is a backward value (Kitex's form:
+    /// a Kitex server sends them so, and a Kitex client reads every key so), and a
+    /// prefixed one (Volo's) is too, winning over a plain key of the same name.
+    pub fn read_ttheader_reply<'a>(
+        &mut self,
+        pairs: impl IntoIterator<Item = &'a (Utf8Bytes, Utf8Bytes)> + Clone,
+    ) {
+        for (k, v) in pairs.clone() {
+            let s = k.as_str();
+            let prefixed = [PREFIX_PERSISTENT, PREFIX_TRANSIENT, PREFIX_BACKWARD]
+                .iter()
+                .any(|p| s.starts_with(p));
+            if !prefixed {
+                set(&mut self.backward, k.clone(), v.clone());
+            }
+        }
+        self.read_reply(pairs);
     }
 }
 
@@ -599,6 +650,46 @@ mod tests {
         assert_eq!(b_client.backward("cost"), Some("3ms"));
         // ...and it goes no further back: B's own reply carries only what B sets.
         assert_eq!(b.reply_pairs().count(), 0);
+    }
+
+    /// A TTHeader reply carries backward values in Kitex's form and Volo's; a client
+    /// reads either, and THeader's reading stays with the prefix.
+    #[test]
+    fn backward_values_travel_in_kitex_and_volo_form() {
+        let mut server = MetaInfo::new();
+        server.set_backward("cost", "3ms");
+        let wire: Vec<_> = server.ttheader_reply_pairs().collect();
+        assert_eq!(
+            wire,
+            pairs(&[("cost", "3ms"), ("RPC_BACKWARD_cost", "3ms")])
+        );
+        let mut ours = MetaInfo::new();
+        ours.read_ttheader_reply(&wire);
+        assert_eq!(
+            ours.backward_values().collect::<Vec<_>>(),
+            [("cost", "3ms")]
+        );
+
+        // A Kitex server's reply: plain keys; other metainfo kinds are not backward.
+        let kitex = pairs(&[("srv_back", "echo"), ("RPC_PERSIST_x", "y")]);
+        let mut from_kitex = MetaInfo::new();
+        from_kitex.read_ttheader_reply(&kitex);
+        assert_eq!(
+            from_kitex.backward_values().collect::<Vec<_>>(),
+            [("srv_back", "echo")]
+        );
+        assert_eq!(from_kitex.persistent("x"), None);
+
+        // A prefixed key wins over a plain one of the same name.
+        let mixed = pairs(&[("k", "plain"), ("RPC_BACKWARD_k", "prefixed")]);
+        let mut m = MetaInfo::new();
+        m.read_ttheader_reply(&mixed);
+        assert_eq!(m.backward("k"), Some("prefixed"));
+
+        // THeader info: plain keys are headers, not backward values.
+        let mut theader = MetaInfo::new();
+        theader.read_reply(&kitex);
+        assert_eq!(theader.backward("srv_back"), None);
     }
 
     #[test]

@@ -39,6 +39,10 @@ pub enum ErrorKind {
     Overloaded,
     /// A layer refused the call (its cause says why).
     Rejected,
+    /// The server is shutting down and refused the call without running it (see
+    /// [`CLOSING_PREFIX`](crate::server::CLOSING_PREFIX)): another instance may take
+    /// it, whatever its idempotency.
+    Closing,
 }
 
 /// Why a call failed below the IDL (the declared exceptions are
@@ -62,7 +66,7 @@ struct Inner {
 impl Error {
     /// An error of `kind` caused by `source`. Layers use it to fail a call; whether the
     /// request may have been sent follows from the kind (not for `Connect`,
-    /// `CircuitOpen`, `NoInstance`, `Encode`, `Rejected` and `Overloaded`).
+    /// `CircuitOpen`, `NoInstance`, `Encode`, `Rejected`, `Overloaded` and `Closing`).
     #[cold]
     pub fn new(kind: ErrorKind, source: impl Into<BoxError>) -> Self {
         Self::build(kind, Some(source.into()))
@@ -129,14 +133,17 @@ impl Error {
         Self::build(ErrorKind::Encode, Some(source.into()))
     }
 
-    /// The server answered with `ex`. Two answers of our server are told apart: an
-    /// over-limit refusal from its limiter is [`ErrorKind::Overloaded`] (the call did
-    /// not run), and its word that the caller's deadline passed is
-    /// [`ErrorKind::Timeout`] (as gRPC's `DEADLINE_EXCEEDED` is).
+    /// The server answered with `ex`. Three answers of our server are told apart: an
+    /// over-limit refusal from its limiter is [`ErrorKind::Overloaded`], and the
+    /// refusal of a server that is shutting down [`ErrorKind::Closing`] (neither call
+    /// ran); its word that the caller's deadline passed is [`ErrorKind::Timeout`] (as
+    /// gRPC's `DEADLINE_EXCEEDED` is).
     #[cold]
     pub fn application(ex: ApplicationException) -> Self {
         let kind = if crate::server::is_overload(&ex) {
             ErrorKind::Overloaded
+        } else if crate::server::is_closing(&ex) {
+            ErrorKind::Closing
         } else if crate::server::deadline::is_deadline_passed(&ex) {
             ErrorKind::Timeout
         } else {
@@ -169,8 +176,8 @@ impl Error {
         self.inner.instance.as_ref()
     }
 
-    /// The exception the server sent, for [`ErrorKind::Application`] and
-    /// [`ErrorKind::Overloaded`].
+    /// The exception the server sent, for [`ErrorKind::Application`],
+    /// [`ErrorKind::Overloaded`] and [`ErrorKind::Closing`].
     pub fn application_exception(&self) -> Option<&ApplicationException> {
         self.inner.application.as_ref()
     }
@@ -193,8 +200,8 @@ impl Error {
 
     /// Whether another attempt (on another instance) may succeed where this one failed:
     /// connection failures, I/O errors, timeouts, an open instance breaker, a server's
-    /// over-limit refusal. Whether it is *safe* to retry is [`may_have_run`]'s
-    /// question.
+    /// over-limit refusal, a closing server's refusal. Whether it is *safe* to retry
+    /// is [`may_have_run`]'s question.
     ///
     /// [`may_have_run`]: Error::may_have_run
     pub fn is_retryable(&self) -> bool {
@@ -204,6 +211,7 @@ impl Error {
                 | ErrorKind::Io
                 | ErrorKind::Timeout
                 | ErrorKind::Overloaded
+                | ErrorKind::Closing
                 | ErrorKind::CircuitOpen
         )
     }
@@ -239,7 +247,7 @@ impl fmt::Display for Error {
             ErrorKind::NoInstance => f.write_str("no instance of the service to call")?,
             ErrorKind::Protocol => f.write_str("bad reply")?,
             ErrorKind::Encode => f.write_str("encoding the request failed")?,
-            ErrorKind::Application | ErrorKind::Overloaded => {
+            ErrorKind::Application | ErrorKind::Overloaded | ErrorKind::Closing => {
                 if let Some(a) = &self.inner.application {
                     write!(
                         f,

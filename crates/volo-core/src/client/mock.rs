@@ -47,6 +47,8 @@ pub(crate) enum Outcome {
     Timeout,
     /// The server answered with an exception (not retryable).
     Application,
+    /// A server shutting down refused the call unrun.
+    Closing,
 }
 
 /// One attempt's script line.
@@ -226,6 +228,9 @@ impl Service<ClientContext, ClientRequest> for Mock {
                 "boom",
             ))
             .with_instance(instance)),
+            Outcome::Closing => {
+                Err(Error::application(crate::server::closing_refusal()).with_instance(instance))
+            }
         }
     }
 }

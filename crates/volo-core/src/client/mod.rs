@@ -201,6 +201,9 @@ pub struct ClientContext {
     pub(crate) backups: u32,
     /// The frame sizes of the attempt that answered (for the access log).
     pub(crate) wire: Wire,
+    /// The method of the server's call this call is made for
+    /// ([`forward_from`](Self::forward_from)), sent in TTHeader as the caller's method.
+    pub(crate) caller_method: Option<Utf8Bytes>,
 }
 
 /// The retries and backup requests made with a context so far. A context may be
@@ -245,6 +248,7 @@ impl ClientContext {
         };
         // The caller's deadline bounds the calls made for it too.
         cx.rpc.deadline = server.rpc.deadline;
+        cx.caller_method = Some(server.rpc.method.clone());
         cx
     }
 

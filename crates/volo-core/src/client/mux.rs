@@ -12,7 +12,7 @@
 
 use std::collections::HashMap;
 use std::io;
-use std::sync::atomic::{AtomicI32, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicI32, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 
 use bytes::Bytes;
@@ -65,7 +65,10 @@ impl MuxPool {
             FrameSplitter::new(crate::codec::Framing::TTHeader, self.protocol, self.limits);
         let mux = MuxConn::start(conn, splitter);
         if let Some(old) = slot.replace(Arc::clone(&mux)) {
-            old.stop();
+            // One the server is closing still gets the replies of its calls, then ends.
+            if !old.is_closing() {
+                old.stop();
+            }
         }
         Ok(mux)
     }
@@ -91,6 +94,9 @@ pub(crate) struct MuxConn {
     flushing: tokio::sync::Mutex<()>,
     /// Tells the reader to stop (the pool is gone or replaced this connection).
     stop: Notify,
+    /// The server said it is closing the connection (`crrst`): no new call goes on it,
+    /// and it ends once the calls on it have their replies.
+    closing: AtomicBool,
 }
 
 /// The calls waiting for replies, by sequence id; `closed` once the reader has ended.
@@ -109,6 +115,7 @@ impl MuxConn {
             seq: AtomicI32::new(1),
             flushing: tokio::sync::Mutex::new(()),
             stop: Notify::new(),
+            closing: AtomicBool::new(false),
         });
         tokio::spawn(read_replies(Arc::clone(&mux), splitter));
         mux
@@ -120,7 +127,17 @@ impl MuxConn {
 
     /// Whether calls can still be made on it.
     pub(crate) fn is_open(&self) -> bool {
-        self.waiting().closed.is_none() && self.conn.is_open()
+        !self.is_closing() && self.waiting().closed.is_none() && self.conn.is_open()
+    }
+
+    /// Whether the server said it is closing the connection.
+    fn is_closing(&self) -> bool {
+        self.closing.load(Ordering::Acquire)
+    }
+
+    /// The server said it is closing the connection: no new call goes on it.
+    pub(crate) fn retire(&self) {
+        self.closing.store(true, Ordering::Release);
     }
 
     pub(crate) fn conn(&self) -> &Conn {
@@ -137,8 +154,18 @@ impl MuxConn {
         if let Some((kind, why)) = &waiting.closed {
             return Err(io::Error::new(*kind, why.clone()));
         }
+        if self.is_closing() {
+            return Err(io::Error::new(
+                io::ErrorKind::ConnectionAborted,
+                "the server is closing the connection",
+            ));
+        }
         loop {
             let seq = self.seq.fetch_add(1, Ordering::Relaxed);
+            // 0 is the server's, for its control frames.
+            if seq == 0 {
+                continue;
+            }
             if !reply {
                 return Ok(MuxCall {
                     mux: Arc::clone(self),
@@ -215,6 +242,15 @@ fn ttheader_seq_id(frame: &[u8]) -> Option<i32> {
     Some(i32::from_be_bytes([b[0], b[1], b[2], b[3]]))
 }
 
+/// Whether a control frame (sequence id 0) says the connection is closing (`crrst`).
+fn closing_frame(frame: &Bytes) -> bool {
+    use crate::codec::ttheader::{Header, HeaderLimits, str_key};
+    Header::decode(frame, &HeaderLimits::default()).is_ok_and(|(h, _)| {
+        h.str_value(str_key::CONNECTION_RESET)
+            .is_some_and(|v| !v.is_empty())
+    })
+}
+
 /// The reader task: routes each reply frame to its call until the connection ends or
 /// the pool stops it, then fails every call still waiting.
 async fn read_replies(mux: Arc<MuxConn>, mut splitter: FrameSplitter) {
@@ -241,10 +277,28 @@ async fn read_replies(mux: Arc<MuxConn>, mut splitter: FrameSplitter) {
                 format!("a reply frame of {} bytes has no TTHeader", frame.len()),
             );
         };
-        let waiter = mux.waiting().calls.remove(&seq);
-        if let Some(tx) = waiter {
+        if seq == 0 {
+            // A control frame: Kitex's server says so when it closes the connection.
+            if closing_frame(&frame) {
+                mux.retire();
+            }
+        } else if let Some(tx) = mux.waiting().calls.remove(&seq) {
             // The call may have given up just now: then the reply goes nowhere.
             let _ = tx.send(Ok(frame));
+        }
+        if mux.is_closing() {
+            // Closing: done once no call waits (checked and marked in one go, so that
+            // no call is registered in between).
+            let mut waiting = mux.waiting();
+            if waiting.calls.is_empty() {
+                waiting.closed = Some((
+                    io::ErrorKind::ConnectionAborted,
+                    "the server closed the connection".to_string(),
+                ));
+                drop(waiting);
+                mux.conn.close();
+                return;
+            }
         }
     };
     let calls = {

@@ -40,6 +40,8 @@ struct Inner {
     config: ClientConfig,
     /// `config.caller`, ready to go in every request's header.
     caller: Utf8Bytes,
+    /// `config.connect_timeout` in milliseconds, likewise.
+    connect_timeout: Utf8Bytes,
     reactor: Option<netpoll_rs::Reactor>,
     /// One pool per instance address, made on first use.
     pools: Mutex<HashMap<Address, Peer>>,
@@ -100,6 +102,7 @@ impl Transport {
         Ok(Transport {
             inner: Arc::new(Inner {
                 caller: Utf8Bytes::from(config.caller.clone()),
+                connect_timeout: Utf8Bytes::from(config.connect_timeout.as_millis().to_string()),
                 bytes: config.metrics.as_ref().map(|m| m.client_bytes().clone()),
                 config,
                 reactor,
@@ -228,8 +231,11 @@ impl Transport {
                     })?;
                 cx.wire.received = self.received(&frame);
                 let (tt, payload) = self.unframe(frame)?;
-                // Whole reply read: the connection is clean for the next call.
-                conn.release();
+                // Whole reply read: the connection is clean for the next call, unless
+                // the server said it is closing it (then it is dropped, so closed).
+                if !closing(&tt) {
+                    conn.release();
+                }
                 Ok(Some((tt, payload, header.seq_id)))
             }
             Lease::Mux(mut call) => {
@@ -242,6 +248,9 @@ impl Transport {
                 let frame = call.reply().await?;
                 cx.wire.received = self.received(&frame);
                 let (tt, payload) = self.unframe(frame)?;
+                if closing(&tt) {
+                    call.mux().retire();
+                }
                 Ok(Some((tt, payload, header.seq_id)))
             }
         }
@@ -370,8 +379,12 @@ impl Transport {
         }))
     }
 
-    /// The request's TTHeader: metainfo, method, callee and caller, remaining time;
-    /// for a multiplexed call, the callee's IDL service name (`isn`).
+    /// The request's TTHeader, with what Kitex's client puts in it (its TTHeader
+    /// handler, v0.16): metainfo; the int keys transport type, caller service and
+    /// method (empty when unknown, as Kitex sends them), callee service and method,
+    /// message type, the time left and the connect timeout in milliseconds; and the
+    /// callee's IDL service name as the string key `isn`, by which a server of
+    /// several services (Kitex's, Volo's, ours) routes the call.
     fn ttheader(&self, cx: &ClientContext, header: &MessageHeader, req: &ClientRequest) -> Header {
         let config = &self.inner.config;
         let mut h = Header::new(header.seq_id, config.protocol);
@@ -385,29 +398,45 @@ impl Transport {
             Some(_) => Utf8Bytes::from_static(req.method()),
             None => header.name.clone(),
         };
-        h.int_kv.push((int_key::TO_METHOD, method));
+        let framed = if config.ttheader_framed {
+            "framed"
+        } else {
+            "unframed"
+        };
+        h.int_kv
+            .push((int_key::TRANSPORT_TYPE, Utf8Bytes::from_static(framed)));
+        h.int_kv
+            .push((int_key::FROM_SERVICE, self.inner.caller.clone()));
+        h.int_kv.push((
+            int_key::FROM_METHOD,
+            cx.caller_method.clone().unwrap_or_default(),
+        ));
         if !cx.rpc.callee.service.is_empty() {
             // A generated client's name is static: no copy per call.
             let service = match &cx.rpc.callee.service {
                 std::borrow::Cow::Borrowed(s) => Utf8Bytes::from_static(s),
                 std::borrow::Cow::Owned(s) => Utf8Bytes::from(s.clone()),
             };
-            if req.multiplexed_name().is_some() {
-                let isn = Utf8Bytes::from_static(str_key::IDL_SERVICE_NAME);
-                h.str_kv.push((isn, service.clone()));
-            }
+            let isn = Utf8Bytes::from_static(str_key::IDL_SERVICE_NAME);
+            h.str_kv.push((isn, service.clone()));
             h.int_kv.push((int_key::TO_SERVICE, service));
         }
-        if !self.inner.caller.is_empty() {
-            h.int_kv
-                .push((int_key::FROM_SERVICE, self.inner.caller.clone()));
-        }
+        h.int_kv.push((int_key::TO_METHOD, method));
+        let ty = if header.ty == MessageType::Oneway {
+            "4"
+        } else {
+            "1"
+        };
+        h.int_kv
+            .push((int_key::MSG_TYPE, Utf8Bytes::from_static(ty)));
         if let Some(deadline) = cx.rpc.deadline {
             // Whole milliseconds left, at least 1: a call sent is worth a try.
             let left = crate::clock::time_left(deadline);
             let ms = u64::try_from(left.as_millis()).unwrap_or(u64::MAX).max(1);
             h.int_kv.push((int_key::RPC_TIMEOUT, timeout_value(ms)));
         }
+        h.int_kv
+            .push((int_key::CONNECT_TIMEOUT, self.inner.connect_timeout.clone()));
         h
     }
 }
@@ -432,6 +461,17 @@ fn timeout_value(ms: u64) -> Utf8Bytes {
             }
         }
     })
+}
+
+/// Whether a reply says that the server is closing its connection (Kitex's `crrst`):
+/// no call is sent on that connection after it.
+fn closing(reply: &ReplyHeader) -> bool {
+    match reply {
+        ReplyHeader::TTHeader(h) => h
+            .str_value(str_key::CONNECTION_RESET)
+            .is_some_and(|v| !v.is_empty()),
+        _ => false,
+    }
 }
 
 /// The header of a reply, as its framing has it.
@@ -470,7 +510,7 @@ impl Service<ClientContext, ClientRequest> for Transport {
             return Ok(ClientResponse::none());
         };
         match framing_meta {
-            ReplyHeader::TTHeader(header) => cx.metainfo.read_reply(&header.str_kv),
+            ReplyHeader::TTHeader(header) => cx.metainfo.read_ttheader_reply(&header.str_kv),
             ReplyHeader::THeader(header) => {
                 cx.metainfo.read_reply(&header.info);
                 cx.metainfo.read_headers(&header.info);

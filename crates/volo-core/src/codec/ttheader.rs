@@ -95,6 +95,10 @@ pub mod str_key {
     /// The IDL name of the service called (`isn`), by which Kitex and Volo route the
     /// calls of a server that serves several services.
     pub const IDL_SERVICE_NAME: &str = "isn";
+    /// Kitex's mark that the connection is closing (`crrst`, any non-empty value): a
+    /// server shutting down puts it in its replies and in the control frame it sends
+    /// a multiplexed client; the client sends no more calls on that connection.
+    pub const CONNECTION_RESET: &str = "crrst";
 }
 
 /// Protocol ids.

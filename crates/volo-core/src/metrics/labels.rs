@@ -100,9 +100,10 @@ pub(crate) enum Outcome {
     Application,
     Overloaded,
     Rejected,
+    Closing,
 }
 
-const OUTCOMES: usize = Outcome::Rejected as usize + 1;
+const OUTCOMES: usize = Outcome::Closing as usize + 1;
 
 impl Outcome {
     pub(crate) fn as_str(self) -> &'static str {
@@ -124,6 +125,7 @@ impl Outcome {
             Outcome::Application => "application",
             Outcome::Overloaded => "overloaded",
             Outcome::Rejected => "rejected",
+            Outcome::Closing => "closing",
         }
     }
 }

@@ -22,7 +22,7 @@ use super::core::Shared;
 use super::multiplex::Services;
 use super::trace::{self, Logged};
 use super::{Dispatch, DispatchError, EncodeReply, ServerRequest};
-use crate::codec::ttheader::{Header, int_key};
+use crate::codec::ttheader::{Header, int_key, str_key};
 use crate::codec::{FrameError, Framing, Protocol, theader};
 use crate::context::{Address, ServerContext};
 use crate::service::Service;
@@ -54,14 +54,16 @@ pub(crate) struct Done<R> {
 /// The connection core ([`ConnCore::start`](super::core::ConnCore::start)) starts every
 /// call here and nowhere else, so what must happen to each frame before its call runs
 /// (limiters, before anything is decoded) has one place. `now` is when the frame was
-/// taken: a caller's timeout counts from it.
+/// taken: a caller's timeout counts from it. With `closing` (the server is shutting
+/// down), a call that expects a reply is answered at once, unrun, with the closing
+/// refusal, and a oneway call still runs (its caller could not be told).
 pub(crate) fn start_call<D: Dispatch>(
     out: &mut LinkBuffer,
     shared: &Arc<Shared<D>>,
     peer: Option<Address>,
     (framing, protocol): (Framing, Protocol),
     frame: Bytes,
-    now: Instant,
+    (now, closing): (Instant, bool),
     spare: &mut Option<Header>,
 ) -> io::Result<Option<impl Future<Output = Done<D::Reply>> + Send + 'static + use<D>>> {
     let mut cx = ServerContext::new(framing, protocol);
@@ -103,7 +105,7 @@ pub(crate) fn start_call<D: Dispatch>(
     // An exception written below turns the request's TTHeader into its reply's: the
     // request is not read again after that.
     let begun = {
-        let mut reply = Reply::new(max_frame, ttheader.as_mut(), theader.as_ref());
+        let mut reply = Reply::new(max_frame, ttheader.as_mut(), theader.as_ref(), closing);
         match cx.protocol {
             Protocol::Binary => message_begin::<Binary>(out, &mut reply, &cx, &payload)?,
             Protocol::Compact => message_begin::<Compact>(out, &mut reply, &cx, &payload)?,
@@ -113,44 +115,55 @@ pub(crate) fn start_call<D: Dispatch>(
     let Some((mut header, args_at)) = begun else {
         return Ok(None);
     };
-    let service = match &shared.services {
-        Services::One(service) => *service,
-        // Routed by the name's prefix, TTHeader's `isn` or to the default; the call
-        // goes on under its bare name, and is answered under it.
-        Services::Many(table) => match table.route(&header.name, ttheader.as_ref()) {
-            Ok((service, method)) => {
-                header.name = method;
-                service
-            }
-            Err(unrouted) => {
-                if let Some(c) = &shared.counters {
-                    c.unrouted.inc();
+    let service =
+        match &shared.services {
+            Services::One(service) => *service,
+            // Routed by the name's prefix, TTHeader's `isn` or to the default; the call
+            // goes on under its bare name, and is answered under it.
+            Services::Many(table) => match table.route(&header.name, ttheader.as_ref()) {
+                Ok((service, method)) => {
+                    header.name = method;
+                    service
                 }
-                tracing::debug!(
-                    peer = ?cx.rpc.caller.address,
-                    error = unrouted.exception.message.as_str(),
-                    "a call to no service of this server"
-                );
-                if header.ty != MessageType::Oneway {
-                    let ex = &unrouted.exception;
-                    Reply::new(max_frame, ttheader.as_mut(), theader.as_ref()).exception(
-                        out,
-                        &cx,
-                        unrouted.method,
-                        header.seq_id,
-                        ex,
-                    )?;
+                Err(unrouted) => {
+                    if let Some(c) = &shared.counters {
+                        c.unrouted.inc();
+                    }
+                    tracing::debug!(
+                        peer = ?cx.rpc.caller.address,
+                        error = unrouted.exception.message.as_str(),
+                        "a call to no service of this server"
+                    );
+                    if header.ty != MessageType::Oneway {
+                        let ex = &unrouted.exception;
+                        Reply::new(max_frame, ttheader.as_mut(), theader.as_ref(), closing)
+                            .exception(out, &cx, unrouted.method, header.seq_id, ex)?;
+                    }
+                    return Ok(None);
                 }
-                return Ok(None);
-            }
-        },
-    };
+            },
+        };
     cx.rpc.callee.service = service.name.into();
     cx.rpc.method = header.name.clone();
     cx.rpc.seq_id = header.seq_id;
     // Answered only when sent as a CALL of a method the IDL does not make oneway (in
     // the service the call was routed to).
     let oneway = header.ty == MessageType::Oneway || (service.is_oneway)(header.name.as_str());
+    if closing && !oneway {
+        tracing::debug!(
+            peer = ?cx.rpc.caller.address,
+            method = header.name.as_str(),
+            "a call refused unrun: the server is shutting down"
+        );
+        Reply::new(max_frame, ttheader.as_mut(), theader.as_ref(), true).exception(
+            out,
+            &cx,
+            header.name,
+            header.seq_id,
+            &super::closing_refusal(),
+        )?;
+        return Ok(None);
+    }
     // The limits, before the arguments are decoded (Kitex limits in OnRead): over
     // them a call is refused at once, not queued.
     let admitted = match shared.limiter.try_acquire() {
@@ -164,7 +177,7 @@ pub(crate) fn start_call<D: Dispatch>(
             }
             if !oneway {
                 let ex = super::limit::refusal(&over);
-                Reply::new(max_frame, ttheader.as_mut(), theader.as_ref()).exception(
+                Reply::new(max_frame, ttheader.as_mut(), theader.as_ref(), closing).exception(
                     out,
                     &cx,
                     header.name,
@@ -234,11 +247,8 @@ fn theader_request<D>(
             "answering a THeader call whose transform is unknown"
         );
         header.transforms.clear();
-        let mut reply = Reply {
-            max_frame,
-            ttheader: None,
-            theader: Some(&header),
-        };
+        // THeader has no closing mark.
+        let mut reply = Reply::new(max_frame, None, Some(&header), false);
         let ex = ApplicationException::new(
             ApplicationExceptionKind::InvalidTransform,
             format!("THeader transform {id} is not supported"),
@@ -299,15 +309,20 @@ pub(crate) fn answer<D: Dispatch>(
     out: &mut LinkBuffer,
     shared: &Shared<D>,
     mut done: Done<D::Reply>,
+    closing: bool,
 ) -> io::Result<Option<Header>> {
     let mut ttheader = done.ttheader.take();
     let before = out.len();
     let logged = done.logged.take().map(|l| (l, done.cx.rpc.clone()));
     if !done.oneway {
         match done.protocol {
-            Protocol::Binary => answer_in::<Binary, D>(out, shared, done, ttheader.as_mut())?,
-            Protocol::Compact => answer_in::<Compact, D>(out, shared, done, ttheader.as_mut())?,
-            Protocol::Json => answer_in::<Json, D>(out, shared, done, ttheader.as_mut())?,
+            Protocol::Binary => {
+                answer_in::<Binary, D>(out, shared, done, ttheader.as_mut(), closing)?
+            }
+            Protocol::Compact => {
+                answer_in::<Compact, D>(out, shared, done, ttheader.as_mut(), closing)?
+            }
+            Protocol::Json => answer_in::<Json, D>(out, shared, done, ttheader.as_mut(), closing)?,
         }
     }
     let written = out.len().saturating_sub(before);
@@ -325,11 +340,13 @@ fn answer_in<P: thrift_codec::Protocol, D: Dispatch>(
     shared: &Shared<D>,
     done: Done<D::Reply>,
     ttheader: Option<&mut Header>,
+    closing: bool,
 ) -> io::Result<()> {
     let mut reply = Reply {
         max_frame: shared.config.limits.max_frame,
         ttheader,
         theader: done.theader.as_ref(),
+        closing,
     };
     // The reply goes out as the request came in, with the backward metainfo the
     // layers and the handler left in the context.
@@ -381,6 +398,8 @@ struct Reply<'a> {
     ttheader: Option<&'a mut Header>,
     /// The request's THeader, when it had one.
     theader: Option<&'a theader::Header>,
+    /// The server is shutting down: a TTHeader reply says the connection is closing.
+    closing: bool,
 }
 
 impl<'a> Reply<'a> {
@@ -388,11 +407,13 @@ impl<'a> Reply<'a> {
         max_frame: usize,
         ttheader: Option<&'a mut Header>,
         theader: Option<&'a theader::Header>,
+        closing: bool,
     ) -> Self {
         Reply {
             max_frame,
             ttheader,
             theader,
+            closing,
         }
     }
 
@@ -499,14 +520,71 @@ impl<'a> Reply<'a> {
             h.int_kv
                 .push((int_key::MSG_TYPE, Utf8Bytes::from_static(ty)));
             h.str_kv.clear();
-            h.str_kv.extend(
-                cx.metainfo
-                    .reply_pairs()
-                    .map(|(k, v)| (Utf8Bytes::from(k), v.clone())),
-            );
+            h.str_kv.extend(cx.metainfo.ttheader_reply_pairs());
+            if self.closing {
+                h.str_kv.push((
+                    Utf8Bytes::from_static(str_key::CONNECTION_RESET),
+                    Utf8Bytes::from_static("1"),
+                ));
+            }
             &*h
         });
         crate::codec::write_message::<P, M>(out, cx.framing, tt, header, body, self.max_frame)
             .map_err(|e| io::Error::new(io::ErrorKind::InvalidData, e))
+    }
+}
+
+/// Writes Kitex's control frame that tells a multiplexed client the connection is
+/// closing: a TTHeader frame of sequence id 0 whose string key `crrst` is `1`, around
+/// a reply message named `none` (sequence id 0) whose body is an empty struct. A
+/// Kitex client stops making calls on the connection; this crate's does too.
+pub(crate) fn closing_frame(out: &mut LinkBuffer, protocol: Protocol) {
+    let header = MessageHeader {
+        name: Utf8Bytes::from_static("none"),
+        ty: MessageType::Reply,
+        seq_id: 0,
+    };
+    let mut h = Header::new(0, protocol);
+    h.str_kv.push((
+        Utf8Bytes::from_static(str_key::CONNECTION_RESET),
+        Utf8Bytes::from_static("1"),
+    ));
+    let written = match protocol {
+        Protocol::Binary => crate::codec::write_message::<Binary, _>(
+            out,
+            Framing::TTHeader,
+            Some(&h),
+            &header,
+            &EmptyStruct,
+            usize::MAX,
+        ),
+        Protocol::Compact => crate::codec::write_message::<Compact, _>(
+            out,
+            Framing::TTHeader,
+            Some(&h),
+            &header,
+            &EmptyStruct,
+            usize::MAX,
+        ),
+        // TTHeader carries no JSON.
+        Protocol::Json => return,
+    };
+    if let Err(e) = written {
+        tracing::debug!(error = %e, "the closing frame could not be written");
+    }
+}
+
+/// A struct with no fields, the body of the closing frame.
+struct EmptyStruct;
+
+impl super::EncodeReply for EmptyStruct {
+    fn size<S: thrift_codec::Sizer>(&self, s: &mut S) -> usize {
+        let saved = s.struct_begin();
+        s.struct_end_len(saved)
+    }
+
+    fn encode<E: thrift_codec::Encoder>(&self, e: &mut E) {
+        let saved = e.write_struct_begin();
+        e.write_struct_end(saved);
     }
 }

@@ -34,9 +34,16 @@ pub(crate) async fn serve<D: Dispatch, C: FrameIo>(
     let mut armed: Option<Instant> = None;
     loop {
         if !core.is_stopping() && *shutdown.borrow() {
-            core.shutdown();
+            let now = Instant::now();
+            let told = conn.write_with(|out| {
+                core.shutdown(out, now);
+                !out.is_empty()
+            });
+            if told && conn.flush().await.is_err() {
+                return;
+            }
         }
-        let reading = core.wants_frame(conn.input_len());
+        let reading = core.wants_frame();
         if !reading && calls.is_empty() {
             return;
         }
@@ -97,7 +104,8 @@ pub(crate) async fn serve<D: Dispatch, C: FrameIo>(
                 }
             }
             () = sooner.notified() => {}
-            _ = shutdown.changed(), if !stopping => core.shutdown(),
+            // Told at the top of the loop.
+            _ = shutdown.changed(), if !stopping => {}
         }
     }
 }

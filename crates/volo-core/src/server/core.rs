@@ -17,8 +17,15 @@
 //!   arriving is closed after [`ServerConfig::idle_timeout`]. The core says when it
 //!   next needs the time ([`ConnCore::poll_timeout`]) and the driver calls
 //!   [`ConnCore::handle_timeout`] then;
-//! - **the graceful drain**: after [`ConnCore::shutdown`], no new frame is taken (one
-//!   that has begun still is), and the connection is done once its calls are answered.
+//! - **the graceful drain**: after [`ConnCore::shutdown`], the calls in hand are run
+//!   and answered; every frame taken after it is answered at once, unrun, with the
+//!   closing refusal ([`CLOSING_PREFIX`](super::CLOSING_PREFIX)), except oneway calls,
+//!   which run (their caller cannot be told). TTHeader replies carry `crrst`, Kitex's
+//!   mark that the connection is closing, so clients send nothing more on it; a
+//!   connection that has carried calls at once (multiplexed) is told at the start by
+//!   Kitex's control frame (sequence id 0, `crrst`). Once no call is in hand, the
+//!   connection lingers for [`DRAIN_LINGER`], still refusing what comes (a request
+//!   that crossed the news on the way), then closes.
 //!
 //! A driver runs the calls the core starts (they are futures that own what they need)
 //! and hands each back to [`ConnCore::finish`] when it is done. There are two: a tokio
@@ -280,7 +287,17 @@ pub(crate) enum Expired {
     Read,
     /// No call in progress and nothing arriving for the idle timeout.
     Idle,
+    /// Shutting down: no call in progress for [`DRAIN_LINGER`].
+    Drained,
 }
+
+/// How long a connection of a server that is shutting down stays open after its last
+/// call was answered (or after the shutdown began, if it had none), refusing what
+/// comes: requests the client sent before it saw the connection was closing get an
+/// answer that says they did not run, rather than a reset that says nothing. 100 ms,
+/// as long as Kitex waits before it closes idle connections, covers the round trip of
+/// a data centre many times over.
+pub(crate) const DRAIN_LINGER: std::time::Duration = std::time::Duration::from_millis(100);
 
 /// One connection's rules, without I/O (see the [module docs](self)).
 pub(crate) struct ConnCore<D> {
@@ -289,9 +306,11 @@ pub(crate) struct ConnCore<D> {
     peer: Option<Address>,
     /// Calls started and not answered yet.
     in_progress: usize,
-    /// The server is shutting down: take no new frame, be done once the calls in
-    /// hand are answered.
+    /// The server is shutting down: refuse what comes, answer the calls in hand,
+    /// linger, close.
     stopping: bool,
+    /// Calls have been in progress at once here: the client multiplexes.
+    multiplexed: bool,
     /// Since when the front of the input has held part of a frame that the connection
     /// waits for (not whole frames held back by the call cap).
     partial_since: Option<Instant>,
@@ -311,6 +330,7 @@ impl<D: Dispatch> ConnCore<D> {
             peer,
             in_progress: 0,
             stopping: false,
+            multiplexed: false,
             partial_since: None,
             last_active: now,
             spare_header: None,
@@ -332,18 +352,10 @@ impl<D: Dispatch> ConnCore<D> {
         }
     }
 
-    /// Whether the connection takes a frame now, with `buffered` bytes of input: it
-    /// may start another call, and after a shutdown began only a frame that has begun
-    /// is still taken.
-    pub(crate) fn wants_frame(&self, buffered: usize) -> bool {
-        self.in_progress < self.call_cap() && (!self.stopping || buffered > 0)
-    }
-
-    /// Whether the connection is done with `buffered` bytes of input: it takes no
-    /// frame and has no call in progress (after a shutdown, or never, on a connection
-    /// that has nothing left to do). The driver closes it.
-    pub(crate) fn is_done(&self, buffered: usize) -> bool {
-        self.in_progress == 0 && !self.wants_frame(buffered)
+    /// Whether the connection takes a frame now: it may start another call (after a
+    /// shutdown too: the frame is refused, unrun, see the [module docs](self)).
+    pub(crate) fn wants_frame(&self) -> bool {
+        self.in_progress < self.call_cap()
     }
 
     /// The length of the frame at the front of `input`, when it can tell; the input
@@ -370,7 +382,7 @@ impl<D: Dispatch> ConnCore<D> {
 
     /// Takes the next whole frame from `input` if the connection wants one.
     pub(crate) fn next_frame(&mut self, input: &mut LinkBuffer, now: Instant) -> io::Result<Next> {
-        if !self.wants_frame(input.len()) {
+        if !self.wants_frame() {
             return Ok(Next::Wait);
         }
         Ok(match self.frame_len(input, now)? {
@@ -416,7 +428,7 @@ impl<D: Dispatch> ConnCore<D> {
             peer,
             (framing, protocol),
             frame,
-            now,
+            (now, self.stopping),
             spare,
         )
         .inspect_err(|e| bad_frame(self.peer.as_ref(), framing, protocol, e))?;
@@ -425,6 +437,7 @@ impl<D: Dispatch> ConnCore<D> {
             c.bytes.sent.inc_by(out.len().saturating_sub(before) as u64);
         }
         Ok(call.map(|call| {
+            self.multiplexed |= self.in_progress > 0;
             self.in_progress += 1;
             // The frame's budget is given back when its call is done.
             call.map(move |done| {
@@ -445,17 +458,29 @@ impl<D: Dispatch> ConnCore<D> {
     ) -> io::Result<()> {
         self.in_progress = self.in_progress.saturating_sub(1);
         self.last_active = now;
-        let header = answer(out, &self.shared, done)?;
+        let header = answer(out, &self.shared, done, self.stopping)?;
         if self.spare_header.is_none() {
             self.spare_header = header;
         }
         Ok(())
     }
 
-    /// The server is shutting down: take no new frame (one that has begun is still
-    /// taken), answer the calls in hand, then be done ([`is_done`](Self::is_done)).
-    pub(crate) fn shutdown(&mut self) {
+    /// The server is shutting down, from `now` on (see the [module docs](self)): a
+    /// multiplexed connection is told at once, by Kitex's control frame written into
+    /// `out`; the calls in hand are answered; what comes is refused; the connection
+    /// closes [`DRAIN_LINGER`] after its last call, through
+    /// [`handle_timeout`](Self::handle_timeout). Once is enough; later calls do
+    /// nothing.
+    pub(crate) fn shutdown(&mut self, out: &mut LinkBuffer, now: Instant) {
+        if self.stopping {
+            return;
+        }
         self.stopping = true;
+        self.last_active = self.last_active.max(now);
+        if let (true, Some((Framing::TTHeader, protocol))) = (self.multiplexed, self.reader.kind())
+        {
+            super::call::closing_frame(out, protocol);
+        }
     }
 
     /// Whether [`shutdown`](Self::shutdown) was called.
@@ -474,6 +499,9 @@ impl<D: Dispatch> ConnCore<D> {
         if self.in_progress > 0 {
             return None;
         }
+        if self.stopping {
+            return Some(self.last_active + DRAIN_LINGER);
+        }
         config.idle_timeout.map(|limit| self.last_active + limit)
     }
 
@@ -488,6 +516,8 @@ impl<D: Dispatch> ConnCore<D> {
         }
         let why = if self.partial_since.is_some() {
             Expired::Read
+        } else if self.stopping {
+            Expired::Drained
         } else {
             Expired::Idle
         };

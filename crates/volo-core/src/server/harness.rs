@@ -26,8 +26,6 @@ pub(crate) enum Closed {
     Error(String),
     /// A timeout passed.
     Timeout(Expired),
-    /// It has nothing left to do (after a shutdown).
-    Done,
 }
 
 /// One connection of a server, on a [`ConnCore`], driven the way the poller's driver
@@ -116,7 +114,7 @@ impl<D: Dispatch> Harness<D> {
 
     /// The server shuts down.
     pub(crate) fn shutdown(&mut self) {
-        self.core.shutdown();
+        self.core.shutdown(&mut self.output, self.now);
         self.turn();
     }
 
@@ -150,8 +148,6 @@ impl<D: Dispatch> Harness<D> {
         }
         if let Err(e) = self.serve() {
             self.closed = Some(Closed::Error(e.to_string()));
-        } else if self.core.is_done(self.input.len()) {
-            self.closed = Some(Closed::Done);
         }
     }
 

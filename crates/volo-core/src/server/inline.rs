@@ -216,9 +216,10 @@ where
 {
     fn on_input(&mut self, io: &mut Io<'_>) {
         if !self.core.is_stopping() && self.live.stopping.load(Ordering::Acquire) {
-            self.core.shutdown();
+            let now = io.now();
+            self.core.shutdown(io.output(), now);
         }
-        if self.serve(io).is_err() || self.core.is_done(io.input().len()) {
+        if self.serve(io).is_err() {
             io.close();
             return;
         }
@@ -253,9 +254,11 @@ pub(crate) fn serve<D: Dispatch>(
     let handle = conn.inline_handle();
     let peer = conn.peer_addr().map(Address::Tcp);
     let key = live.insert(handle.clone());
-    let mut core = ConnCore::new(shared, peer, Instant::now());
+    let now = Instant::now();
+    let mut core = ConnCore::new(shared, peer, now);
     if live.stopping.load(Ordering::Acquire) {
-        core.shutdown();
+        // Nothing to tell a connection that has carried no call.
+        core.shutdown(&mut LinkBuffer::new(), now);
     }
     conn.serve_inline(InlineServer {
         core,

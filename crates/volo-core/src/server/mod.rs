@@ -167,9 +167,42 @@
 //! | frame limit | 16,384,000 bytes |
 //! | buffered input, all connections | 1 GiB |
 //! | read, idle, drain timeouts | 30 s, 10 min, 10 s |
+//! | exit wait (registered servers) | 1 s ([`ServerConfig::exit_wait`]) |
 //! | TLS | off; on, each handshake within the read timeout ([`ServerConfig::tls`]) |
 //!
 //! [`ErrorKind::Overloaded`]: crate::client::ErrorKind::Overloaded
+//!
+//! # A graceful stop
+//!
+//! [`serve_with_shutdown`](run::BoundServer::serve_with_shutdown) stops in four steps,
+//! so that no call a client sent is lost and none runs twice:
+//!
+//! 1. **Deregister, then wait.** A server with a [registry](Server::registry)
+//!    deregisters, then keeps serving as before for [`ServerConfig::exit_wait`] (1 s
+//!    by default): the clients that follow the registry learn that it left and stop
+//!    sending to it. An etcd watch brings the news in milliseconds; the second covers
+//!    a watcher on a busy machine, and costs a rolling restart one second per
+//!    instance. A server without a registry has no one to tell, and goes on at once.
+//! 2. **Stop accepting**, and tell each connection: TTHeader replies from now on carry
+//!    `crrst=1` (Kitex's mark: Kitex, Volo and this crate's clients send nothing more
+//!    on that connection), and a connection that has carried calls at once (a
+//!    multiplexing client) gets Kitex's control frame (sequence id 0, `crrst`) at once.
+//! 3. **Answer the calls in hand**, and no other: a call read after the drain began is
+//!    answered at once with an `INTERNAL_ERROR` whose message starts with
+//!    [`CLOSING_PREFIX`], without running (a oneway call runs: its caller could not be
+//!    told). This crate's clients take that for
+//!    [`ErrorKind::Closing`](crate::client::ErrorKind::Closing) and send the call to
+//!    another instance, whatever its idempotency, since it never ran.
+//! 4. **Close** each connection 100 ms after its last answer (or after the drain
+//!    began), refusing in that time what comes (requests that crossed the news on the
+//!    way); everything left when [`ServerConfig::drain_timeout`] passes is closed.
+//!
+//! How a client tells a call that the server never ran: by that refusal; by a
+//! `crrst` it saw before it sent (it sends no call on such a connection); or because
+//! the connection was closed before it wrote (a pooled connection found closed is not
+//! used). A request that meets the final close on the way gets a reset, which says
+//! nothing: it is retried only if its method is idempotent. Steps 1 and 2 make that a
+//! request to a server its client was told had left, twice.
 //!
 //! # Connections
 //!
@@ -245,6 +278,27 @@ pub const OVERLOAD_PREFIX: &str = "server overloaded: ";
 pub fn is_overload(ex: &ApplicationException) -> bool {
     ex.kind == ApplicationExceptionKind::InternalError
         && ex.message.as_str().starts_with(OVERLOAD_PREFIX)
+}
+
+/// How a server that is shutting down starts the message of the `INTERNAL_ERROR` it
+/// answers a call with that it will not run (see [`Server::serve_with_shutdown`]):
+/// this crate's clients take such an answer for
+/// [`ErrorKind::Closing`](crate::client::ErrorKind::Closing), a call that never ran,
+/// and send it to another instance whatever its idempotency.
+pub const CLOSING_PREFIX: &str = "server closing: ";
+
+/// Whether `ex` is a closing server's refusal (see [`CLOSING_PREFIX`]).
+pub fn is_closing(ex: &ApplicationException) -> bool {
+    ex.kind == ApplicationExceptionKind::InternalError
+        && ex.message.as_str().starts_with(CLOSING_PREFIX)
+}
+
+/// The refusal of a call that a closing server will not run.
+pub(crate) fn closing_refusal() -> ApplicationException {
+    ApplicationException::new(
+        ApplicationExceptionKind::InternalError,
+        format!("{CLOSING_PREFIX}the call was not run; send it to another instance"),
+    )
 }
 
 /// What a handler method returns when it fails.
@@ -427,6 +481,11 @@ pub struct ServerConfig {
     pub idle_timeout: Option<Duration>,
     /// How long a graceful shutdown waits for calls in progress. Default 10 s.
     pub drain_timeout: Duration,
+    /// How long a server with a [registry](Server::registry) keeps serving after it
+    /// deregistered, before it stops accepting and drains (see
+    /// [A graceful stop](self#a-graceful-stop)). Default 1 s. A server without a
+    /// registry does not wait.
+    pub exit_wait: Duration,
     /// Limits on calls in progress and calls per second, checked when a frame is read
     /// and before its arguments are decoded: a call over them is refused at once with
     /// a `TApplicationException` (`INTERNAL_ERROR`, message starting with
@@ -486,6 +545,7 @@ impl Default for ServerConfig {
             read_timeout: Duration::from_secs(30),
             idle_timeout: Some(Duration::from_secs(600)),
             drain_timeout: run::DEFAULT_DRAIN,
+            exit_wait: run::DEFAULT_EXIT_WAIT,
             limit: LimitConfig::default(),
             transport: crate::transport::TransportKind::Netpoll,
             inline_dispatch: true,

@@ -303,11 +303,12 @@ impl<D: Dispatch> BoundServer<D> {
         self.serve_with_shutdown(std::future::pending()).await
     }
 
-    /// Serves until `signal` completes, then shuts down gracefully: deregisters (when
-    /// it has a [registry](Server::registry)), stops accepting, closes idle
-    /// connections, lets calls in progress finish and be answered (each connection
-    /// closes after its current call) for up to [`ServerConfig::drain_timeout`], then
-    /// closes what is left.
+    /// Serves until `signal` completes, then shuts down gracefully (see
+    /// [A graceful stop](super#a-graceful-stop)): deregisters and keeps serving for
+    /// [`ServerConfig::exit_wait`] (when it has a [registry](Server::registry)), stops
+    /// accepting, tells its connections it is closing, answers the calls in hand and
+    /// refuses the rest unrun, for up to [`ServerConfig::drain_timeout`], then closes
+    /// what is left.
     ///
     /// With a registry, the instance is registered first; a failed registration
     /// ends it at once with that error (kind `Other`), before any call is served.
@@ -340,11 +341,21 @@ impl<D: Dispatch> BoundServer<D> {
         // `live`, and closed if this future is dropped.
         let live = Arc::new(inline::Live::default());
         let _close_live = CloseAll(&live);
-        let mut signal = std::pin::pin!(signal);
+        // After the signal: deregistered, the clients are given the exit wait to learn
+        // of it, while the server serves on as before.
+        let exit_wait = self.shared.config.exit_wait;
+        let mut leaving = std::pin::pin!(async move {
+            signal.await;
+            if let Some(registered) = registered {
+                registered.deregister().await;
+                tracing::info!(?exit_wait, "deregistered: serving on for the exit wait");
+                tokio::time::sleep(exit_wait).await;
+            }
+        });
         let outcome = loop {
             while tasks.try_join_next().is_some() {}
             tokio::select! {
-                () = &mut signal => break Ok(()),
+                () = &mut leaving => break Ok(()),
                 Some((accepted, tls)) = accepts.next() => {
                     let conn = match accepted {
                         Ok(c) => c,
@@ -384,9 +395,6 @@ impl<D: Dispatch> BoundServer<D> {
                 }
             }
         };
-        if let Some(registered) = registered {
-            registered.deregister().await;
-        }
         drop(accepts);
         for l in listeners {
             l.acceptor.close();
@@ -518,6 +526,10 @@ fn is_transient(e: &io::Error) -> bool {
             | io::ErrorKind::WouldBlock
     ) || e.raw_os_error().is_some_and(|c| c == 24 || c == 23) // EMFILE, ENFILE
 }
+
+/// How long a registered server serves on after deregistering, by default: an etcd
+/// watch brings the news in milliseconds; a second covers a watcher on a busy machine.
+pub(crate) const DEFAULT_EXIT_WAIT: Duration = Duration::from_secs(1);
 
 /// How long a drained server waits at most, by default.
 pub(crate) const DEFAULT_DRAIN: Duration = Duration::from_secs(10);

@@ -121,7 +121,8 @@ use state::{Breaker, Guarded, Outcome, Permit};
 ///   something on this side: a breaker ([`CircuitOpen`](ErrorKind::CircuitOpen)), no
 ///   instance to call ([`NoInstance`](ErrorKind::NoInstance)), a request that could not
 ///   be encoded ([`Encode`](ErrorKind::Encode)), a layer that refused it
-///   ([`Rejected`](ErrorKind::Rejected)).
+///   ([`Rejected`](ErrorKind::Rejected)); and a server that is shutting down refused
+///   it unrun ([`Closing`](ErrorKind::Closing)): it is leaving, not failing.
 ///
 /// A call cancelled before its outcome (its future dropped) is not counted either,
 /// unless its deadline had passed: then it is counted as a timeout (see
@@ -142,7 +143,8 @@ fn classify(error: &Error) -> Outcome {
         ErrorKind::CircuitOpen
         | ErrorKind::NoInstance
         | ErrorKind::Encode
-        | ErrorKind::Rejected => Outcome::Ignored,
+        | ErrorKind::Rejected
+        | ErrorKind::Closing => Outcome::Ignored,
     }
 }
 

@@ -266,6 +266,26 @@ mod tests {
         );
     }
 
+    /// A closing server's refusal says the call never ran: it goes to another
+    /// instance, though the method is not idempotent.
+    #[test]
+    fn a_closing_servers_refusal_is_retried_elsewhere_even_if_not_idempotent() {
+        let clock = ManualClock::new();
+        let mock = Mock::new(&clock, vec![now(Outcome::Closing)], now(Outcome::Ok));
+        let svc = retry(RetryPolicy::new().backoff(Backoff::None), &clock, &mock);
+        let mut cx = ClientContext::new();
+        assert!(call_now(&svc, &mut cx, "add_user").is_ok());
+        let seen = mock.seen();
+        assert_eq!(seen.len(), 2);
+        assert_eq!(seen[0].instance, addr(0));
+        assert_eq!(seen[1].instance, addr(1));
+        assert_eq!(seen[1].avoid, [addr(0)]);
+
+        let e = Error::application(crate::server::closing_refusal());
+        assert_eq!(e.kind(), super::super::ErrorKind::Closing);
+        assert!(!e.may_have_run() && e.is_retryable());
+    }
+
     #[test]
     fn a_failure_after_sending_is_retried_only_for_idempotent_methods() {
         for outcome in [Outcome::Io, Outcome::Timeout] {

@@ -13,13 +13,23 @@ use crate::codec::ttheader::{Header, HeaderLimits, str_key};
 use crate::server::{Multiplex, Server};
 
 /// One request as the fake server read it.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone)]
 struct Seen {
     name: String,
     ty: MessageType,
     /// TTHeader's `isn`, and its `TO_METHOD`.
     isn: Option<String>,
     to_method: Option<String>,
+    /// Every int key of its TTHeader, in order (not compared by `==`: the routing
+    /// tests compare the fields above, one test the keys).
+    ints: Vec<(u16, String)>,
+}
+
+impl PartialEq for Seen {
+    fn eq(&self, other: &Seen) -> bool {
+        (&self.name, self.ty, &self.isn, &self.to_method)
+            == (&other.name, other.ty, &other.isn, &other.to_method)
+    }
 }
 
 /// A server that records every request and answers each call with a reply whose
@@ -65,6 +75,11 @@ async fn fake_server(framing: Framing) -> (Address, Arc<Mutex<Vec<Seen>>>) {
                             .as_ref()
                             .and_then(|h| h.int_value(crate::codec::ttheader::int_key::TO_METHOD))
                             .map(str::to_string),
+                        ints: tt
+                            .iter()
+                            .flat_map(|h| &h.int_kv)
+                            .map(|(k, v)| (*k, v.as_str().to_string()))
+                            .collect(),
                     });
                     if header.ty == MessageType::Oneway {
                         continue;
@@ -123,6 +138,7 @@ fn seen(name: &str, ty: MessageType, isn: Option<&str>, to_method: Option<&str>)
         name: name.into(),
         ty,
         isn: isn.map(Into::into),
+        ints: Vec::new(),
         to_method: to_method.map(Into::into),
     }
 }
@@ -169,9 +185,9 @@ fn a_bound_client_sends_prefixed_names_and_takes_the_bare_one_back() {
     });
 }
 
-/// With TTHeader a bound client names the callee's IDL service in `isn` and keeps the
-/// bare method in `TO_METHOD`; an unbound one sends neither a prefix nor `isn`, and
-/// rejects a reply under a prefixed name.
+/// With TTHeader a client names the callee's IDL service in `isn` (as Kitex's does),
+/// and keeps the bare method in `TO_METHOD`; a bound one prefixes the message's name,
+/// an unbound one does not, and rejects a reply under a prefixed name.
 #[test]
 fn over_ttheader_a_bound_client_sends_the_isn_key() {
     runtime().block_on(async {
@@ -192,16 +208,99 @@ fn over_ttheader_a_bound_client_sends_the_isn_key() {
                     Some("Calculator"),
                     Some("echo")
                 ),
-                seen("echo", MessageType::Call, None, Some("echo")),
-                seen("echo", MessageType::Call, None, Some("echo")),
+                seen("echo", MessageType::Call, Some("Calculator"), Some("echo")),
+                seen("echo", MessageType::Call, Some("Calculator"), Some("echo")),
             ]
         );
     });
 }
 
+/// The int keys of a TTHeader request are those Kitex's client sends (its TTHeader
+/// handler), with the values it gives them: a oneway call says so in `MSG_TYPE`, the
+/// connect timeout and the time left go in milliseconds, an unknown caller is sent
+/// empty.
+#[test]
+fn over_ttheader_a_request_carries_the_int_keys_of_kitex() {
+    use crate::codec::ttheader::int_key::*;
+    runtime().block_on(async {
+        let (addr, requests) = fake_server(Framing::TTHeader).await;
+        let client = Client::builder("Calculator")
+            .address(addr)
+            .config(ClientConfig {
+                connect_timeout: Duration::from_millis(750),
+                caller: "front".into(),
+                ..ClientConfig::default()
+            })
+            .build()
+            .unwrap();
+        let mut cx = ClientContext::new();
+        cx.timeout = Some(Duration::from_secs(30));
+        client
+            .call::<Text, Text>(&mut cx, "echo", text(1, "echo"))
+            .await
+            .unwrap();
+        client
+            .oneway::<Text>(&mut ClientContext::new(), "notify", text(1, "n"))
+            .await
+            .unwrap();
+        // The oneway call is done once sent: wait for the server to have read it.
+        let give_up = std::time::Instant::now() + Duration::from_secs(10);
+        while requests.lock().unwrap().len() < 2 && std::time::Instant::now() < give_up {
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+        let seen = requests.lock().unwrap().clone();
+        assert_eq!(seen.len(), 2, "{seen:?}");
+        let keys = |i: usize| -> Vec<(u16, String)> {
+            let mut ints = seen[i].ints.clone();
+            ints.sort();
+            ints
+        };
+        let [call, oneway] = [keys(0), keys(1)];
+        let without_timeout: Vec<_> = call
+            .iter()
+            .filter(|(k, _)| *k != RPC_TIMEOUT)
+            .cloned()
+            .collect();
+        let want = |ty: &str, method: &str| {
+            let mut want = vec![
+                (TRANSPORT_TYPE, "unframed".to_string()),
+                (FROM_SERVICE, "front".into()),
+                (TO_SERVICE, "Calculator".into()),
+                (TO_METHOD, method.into()),
+                (CONNECT_TIMEOUT, "750".into()),
+                (FROM_METHOD, String::new()),
+                (MSG_TYPE, ty.into()),
+            ];
+            want.sort();
+            want
+        };
+        assert_eq!(without_timeout, want("1", "echo"));
+        let left: u64 = call
+            .iter()
+            .find(|(k, _)| *k == RPC_TIMEOUT)
+            .map(|(_, v)| v.parse().unwrap())
+            .expect("the time left is sent");
+        assert!((1..=30_000).contains(&left), "{left}");
+        // No timeout given to the oneway call: the client's 10 s.
+        let oneway_left: u64 = oneway
+            .iter()
+            .find(|(k, _)| *k == RPC_TIMEOUT)
+            .map(|(_, v)| v.parse().unwrap())
+            .expect("the time left is sent");
+        assert!(oneway_left <= 10_000, "{oneway_left}");
+        let oneway: Vec<_> = oneway
+            .into_iter()
+            .filter(|(k, _)| *k != RPC_TIMEOUT)
+            .collect();
+        assert_eq!(oneway, want("4", "notify"));
+        assert_eq!(seen[1].isn.as_deref(), Some("Calculator"));
+    });
+}
+
 /// Bound clients against this crate's multiplexed server: `Test` under two names, no
-/// default. Each name reaches the service; a name the server does not have, and an
-/// unbound client, get `UNKNOWN_METHOD`. Over every framing.
+/// default. Each name reaches the service; a name the server does not have gets
+/// `UNKNOWN_METHOD`, and so does an unbound client, except over TTHeader, whose `isn`
+/// routes it. Over every framing.
 #[test]
 fn bound_clients_reach_their_service_on_a_multiplexed_server() {
     for framing in [Framing::TTHeader, Framing::Framed, Framing::Buffered] {
@@ -232,10 +331,20 @@ fn bound_clients_reach_their_service_on_a_multiplexed_server() {
                 let got = echo(&client(Some(name)), &mut ClientContext::new(), name).await;
                 assert_eq!(got.unwrap(), text(0, name), "{framing:?}");
             }
-            for (c, why) in [
-                (client(Some("Nope")), "unknown service Nope"),
-                (client(None), "no default service"),
-            ] {
+            // Unbound, over TTHeader the client still names its IDL service in `isn`,
+            // by which the server routes it (as Kitex's client and server do).
+            let unbound = echo(&client(None), &mut ClientContext::new(), "isn").await;
+            if framing == Framing::TTHeader {
+                assert_eq!(unbound.unwrap(), text(0, "isn"));
+            } else {
+                let e = unbound.unwrap_err();
+                let ex = e.application_exception().unwrap_or_else(|| panic!("{e}"));
+                assert!(
+                    ex.message.as_str().contains("no default service"),
+                    "{framing:?}: {ex:?}"
+                );
+            }
+            for (c, why) in [(client(Some("Nope")), "unknown service Nope")] {
                 let e = echo(&c, &mut ClientContext::new(), "x").await.unwrap_err();
                 let ex = e.application_exception().unwrap_or_else(|| panic!("{e}"));
                 assert_eq!(

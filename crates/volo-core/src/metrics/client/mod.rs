@@ -100,6 +100,7 @@ fn outcome(kind: ErrorKind) -> Outcome {
         ErrorKind::Application => Outcome::Application,
         ErrorKind::Overloaded => Outcome::Overloaded,
         ErrorKind::Rejected => Outcome::Rejected,
+        ErrorKind::Closing => Outcome::Closing,
     }
 }
 

@@ -128,19 +128,41 @@ fn ttheader_calls_run_up_to_the_per_connection_cap() {
     });
 }
 
-/// A shutdown closes an idle connection at once.
+/// A shutdown leaves an idle connection open for the linger, answering what comes
+/// with the closing refusal, unrun, and closes it once the linger passed after the
+/// last answer.
 #[test]
-fn a_shutdown_closes_an_idle_connection_at_once() {
+fn a_shutdown_refuses_what_comes_in_the_linger_then_closes() {
     on_harness(ServerConfig::default(), |mut c, _| {
         c.shutdown();
-        assert_eq!(c.closed, Some(Closed::Done));
+        assert_eq!(c.closed, None);
+        assert_eq!(c.deadline(), Some(DRAIN_LINGER));
+        c.advance(DRAIN_LINGER / 2);
+        c.write_all(&echo(1, "late")).unwrap();
+        let (h, a) = answer::<Binary>(read_framed(&mut c));
+        assert_eq!(h.seq_id, 1);
+        let Answer::Exception(kind, message) = a else {
+            panic!("ran: {a:?}");
+        };
+        assert_eq!(kind, ApplicationExceptionKind::InternalError);
+        assert!(
+            message.starts_with(crate::server::CLOSING_PREFIX),
+            "{message}"
+        );
+        // The linger starts again from that answer.
+        assert_eq!(c.deadline(), Some(DRAIN_LINGER));
+        c.advance(DRAIN_LINGER - MS);
+        assert_eq!(c.closed, None);
+        c.advance(MS);
+        assert_eq!(c.closed, Some(Closed::Timeout(Expired::Drained)));
     });
 }
 
-/// After a shutdown starts, the call in progress is answered, a frame that had begun
-/// is still taken and answered, and then the connection is done.
+/// After a shutdown starts, the call in progress runs and is answered; a frame that
+/// arrives after it (whole or begun) is refused unrun, a oneway one runs; the
+/// connection closes the linger after the last answer.
 #[test]
-fn a_shutdown_answers_the_call_in_hand_and_a_begun_frame_then_closes() {
+fn a_shutdown_answers_the_call_in_hand_and_refuses_the_next() {
     on_harness(ServerConfig::default(), |mut c, s| {
         let mut bytes = framed(&call::<Binary>(MessageType::Call, "wait", 1, "in hand"));
         let next = echo(2, "begun");
@@ -148,23 +170,53 @@ fn a_shutdown_answers_the_call_in_hand_and_a_begun_frame_then_closes() {
         c.write_all(&bytes).unwrap();
         c.shutdown();
         assert_eq!(c.closed, None, "a call is in progress");
+        assert_eq!(c.deadline(), None, "no linger while a call is in hand");
         s.gate.add_permits(1);
         c.poll_calls();
-        assert_eq!(c.closed, None, "a frame has begun");
         c.write_all(&next[6..]).unwrap();
-        assert_eq!(c.closed, Some(Closed::Done));
-        for (seq, want) in [(1, "in hand"), (2, "begun")] {
-            let (h, a) = answer::<Binary>(read_framed(&mut c));
-            assert_eq!((h.seq_id, a), (seq, Answer::Ok(want.into())));
-        }
+        let notified = s.notified.load(std::sync::atomic::Ordering::SeqCst);
+        c.write_all(&framed(&call::<Binary>(
+            MessageType::Oneway,
+            "notify",
+            3,
+            "n",
+        )))
+        .unwrap();
+        c.poll_calls();
+        assert_eq!(
+            s.notified.load(std::sync::atomic::Ordering::SeqCst),
+            notified + 1,
+            "a oneway call still runs"
+        );
+        let (h, a) = answer::<Binary>(read_framed(&mut c));
+        assert_eq!((h.seq_id, a), (1, Answer::Ok("in hand".into())));
+        let (h, a) = answer::<Binary>(read_framed(&mut c));
+        assert_eq!(h.seq_id, 2);
+        assert!(
+            matches!(&a, Answer::Exception(_, m) if crate::server::is_closing(
+                &ApplicationException::new(ApplicationExceptionKind::InternalError, m.clone())
+            )),
+            "{a:?}"
+        );
+        c.advance(DRAIN_LINGER);
+        assert_eq!(c.closed, Some(Closed::Timeout(Expired::Drained)));
         assert!(read_until_closed(&mut c).is_empty());
     });
 }
 
-/// On a TTHeader connection every call in progress at the shutdown is answered before
-/// the connection is done.
+/// A TTHeader frame as read: its header and its message.
+fn read_tt_frame(c: &mut impl Read) -> (Header, Vec<u8>) {
+    let reply = Bytes::from(framed(&read_framed(c)));
+    let (h, payload) = Header::decode(&reply, &HeaderLimits::default()).unwrap();
+    (h, payload.to_vec())
+}
+
+/// On a TTHeader connection that carried calls at once (a multiplexing client), a
+/// shutdown sends Kitex's control frame first (sequence id 0, `crrst`, a `none`
+/// reply); every call in progress is answered, each reply marked `crrst`; then the
+/// connection lingers and closes.
 #[test]
-fn a_shutdown_answers_every_call_of_a_multiplexed_connection() {
+fn a_shutdown_tells_a_multiplexed_connection_and_answers_its_calls() {
     on_harness(ServerConfig::default(), |mut c, s| {
         let mut bytes = Vec::new();
         for seq in 1..=3 {
@@ -175,18 +227,54 @@ fn a_shutdown_answers_every_call_of_a_multiplexed_connection() {
         }
         c.write_all(&bytes).unwrap();
         c.shutdown();
-        for left in [2, 1] {
+        let (h, msg) = read_tt_frame(&mut c);
+        assert_eq!(h.seq_id, 0);
+        assert_eq!(h.str_value("crrst"), Some("1"));
+        let mh = Codec::<Binary>::new()
+            .decoder(Bytes::from(msg))
+            .unwrap()
+            .read_message_begin()
+            .unwrap();
+        assert_eq!(
+            (mh.name.as_str(), mh.ty, mh.seq_id),
+            ("none", MessageType::Reply, 0)
+        );
+        for left in [2, 1, 0] {
             s.gate.add_permits(1);
             c.poll_calls();
             assert_eq!(c.in_progress(), left);
             assert_eq!(c.closed, None);
         }
-        s.gate.add_permits(1);
-        c.poll_calls();
-        assert_eq!(c.closed, Some(Closed::Done));
-        let mut seqs: Vec<i32> = (0..3).map(|_| read_ttheader(&mut c).0).collect();
+        let mut seqs = Vec::new();
+        for _ in 0..3 {
+            let (h, msg) = read_tt_frame(&mut c);
+            assert_eq!(h.str_value("crrst"), Some("1"));
+            assert_eq!(answer::<Binary>(msg).1, Answer::Ok("m".into()));
+            seqs.push(h.seq_id);
+        }
         seqs.sort();
         assert_eq!(seqs, [1, 2, 3]);
+        c.advance(DRAIN_LINGER);
+        assert_eq!(c.closed, Some(Closed::Timeout(Expired::Drained)));
+    });
+}
+
+/// A connection that never carried two calls at once gets no control frame: a client
+/// that does not multiplex would take it for the reply to its next call.
+#[test]
+fn a_shutdown_sends_no_control_frame_to_a_one_call_connection() {
+    on_harness(ServerConfig::default(), |mut c, _| {
+        c.write_all(&ttheader(
+            1,
+            &call::<Binary>(MessageType::Call, "echo", 1, "a"),
+        ))
+        .unwrap();
+        let (h, _) = read_tt_frame(&mut c);
+        assert_eq!((h.seq_id, h.str_value("crrst")), (1, None));
+        c.shutdown();
+        c.advance(DRAIN_LINGER);
+        assert_eq!(c.closed, Some(Closed::Timeout(Expired::Drained)));
+        assert!(read_until_closed(&mut c).is_empty());
     });
 }
 
