@@ -12,8 +12,9 @@
 //!   client keeps calling the instances it knew, without an error.
 //! - 11.5 s: E starts, after the restart: the client's watch came back (a resync) and
 //!   E gets calls within a second too.
-//! - 13.5 s: B stops gracefully (SIGTERM): it deregisters before it drains, so the
-//!   client stops sending it calls without an error.
+//! - 13.5 s: B stops gracefully (SIGTERM): it deregisters, serves on for its exit
+//!   wait (1 s) while the client learns it left, then drains: no call fails, and B
+//!   exits on its own.
 //!
 //! Checked: no call lost (every call made ended, answered or failed); errors only in
 //! the seconds right after A's kill; A removed from the client's list within its lease
@@ -71,7 +72,7 @@ fn instances_and_etcd_come_and_go_under_load() {
     };
     let began = Instant::now();
     let (mut a, pa, _) = registered("A", &etcd);
-    let (b, pb, _) = registered("B", &etcd);
+    let (mut b, pb, _) = registered("B", &etcd);
     let (_c, pc, _) = registered("C", &etcd);
     eprintln!("churn: etcd {} A={pa} B={pb} C={pc}", etcd.url());
 
@@ -119,6 +120,15 @@ fn instances_and_etcd_come_and_go_under_load() {
     let stopped_b = unix_ms();
     eprintln!("churn: B stopped at {:.2} s", window_time(started));
 
+    // B exits by itself: exit wait, then drain (calls in hand answered, the linger).
+    let b_exit = b.wait(Duration::from_secs(30));
+    let b_took = after(stopped_b, unix_ms());
+    eprintln!("churn: B exited {b_took} ms after its SIGTERM: {b_exit:?}");
+    assert!(
+        b_exit.is_some_and(|s| s.success()),
+        "B did not exit cleanly after SIGTERM: {b_exit:?}"
+    );
+
     let run = finish(load, RUN);
     run.show_timeline("churn:");
     for line in run.stderr.lines().filter(|l| l.contains("discovered")) {
@@ -135,6 +145,9 @@ fn instances_and_etcd_come_and_go_under_load() {
     eprintln!("churn: {}", run.last);
 
     assert_no_call_lost("churn", &run);
+    let (b_ok, b_failed) = run.instances.get(&pb).copied().unwrap_or_default();
+    eprintln!("churn: B answered {b_ok} calls, failed {b_failed}");
+    // B's stop lost nothing: errors only around A's kill (below), none at B's.
     assert_eq!(run.timeline.len() as u64, RUN, "one line per second");
     // Errors only right after A's kill (a second of slack each side for where the
     // window really started).

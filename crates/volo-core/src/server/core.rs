@@ -22,10 +22,12 @@
 //!   closing refusal ([`CLOSING_PREFIX`](super::CLOSING_PREFIX)), except oneway calls,
 //!   which run (their caller cannot be told). TTHeader replies carry `crrst`, Kitex's
 //!   mark that the connection is closing, so clients send nothing more on it; a
-//!   connection that has carried calls at once (multiplexed) is told at the start by
-//!   Kitex's control frame (sequence id 0, `crrst`). Once no call is in hand, the
-//!   connection lingers for [`DRAIN_LINGER`], still refusing what comes (a request
-//!   that crossed the news on the way), then closes.
+//!   connection that has carried calls at once (multiplexed) gets Kitex's control
+//!   frame (sequence id 0, `crrst`) once no call is in hand: not before, since Kitex's
+//!   multiplexing client (v0.16) fails the calls it has in flight when the frame
+//!   comes, and ignores `crrst` in replies. Once no call is in hand, the connection
+//!   lingers for [`DRAIN_LINGER`], still refusing what comes (a request that crossed
+//!   the news on the way), then closes.
 //!
 //! A driver runs the calls the core starts (they are futures that own what they need)
 //! and hands each back to [`ConnCore::finish`] when it is done. There are two: a tokio
@@ -311,6 +313,8 @@ pub(crate) struct ConnCore<D> {
     stopping: bool,
     /// Calls have been in progress at once here: the client multiplexes.
     multiplexed: bool,
+    /// The control frame went out (shutting down, multiplexed, no call in hand).
+    told: bool,
     /// Since when the front of the input has held part of a frame that the connection
     /// waits for (not whole frames held back by the call cap).
     partial_since: Option<Instant>,
@@ -331,6 +335,7 @@ impl<D: Dispatch> ConnCore<D> {
             in_progress: 0,
             stopping: false,
             multiplexed: false,
+            told: false,
             partial_since: None,
             last_active: now,
             spare_header: None,
@@ -462,13 +467,14 @@ impl<D: Dispatch> ConnCore<D> {
         if self.spare_header.is_none() {
             self.spare_header = header;
         }
+        self.tell_if_idle(out);
         Ok(())
     }
 
-    /// The server is shutting down, from `now` on (see the [module docs](self)): a
-    /// multiplexed connection is told at once, by Kitex's control frame written into
-    /// `out`; the calls in hand are answered; what comes is refused; the connection
-    /// closes [`DRAIN_LINGER`] after its last call, through
+    /// The server is shutting down, from `now` on (see the [module docs](self)): the
+    /// calls in hand are answered; what comes is refused; a multiplexed connection is
+    /// told by Kitex's control frame, written into `out` once no call is in hand; the
+    /// connection closes [`DRAIN_LINGER`] after its last call, through
     /// [`handle_timeout`](Self::handle_timeout). Once is enough; later calls do
     /// nothing.
     pub(crate) fn shutdown(&mut self, out: &mut LinkBuffer, now: Instant) {
@@ -477,9 +483,18 @@ impl<D: Dispatch> ConnCore<D> {
         }
         self.stopping = true;
         self.last_active = self.last_active.max(now);
-        if let (true, Some((Framing::TTHeader, protocol))) = (self.multiplexed, self.reader.kind())
-        {
+        self.tell_if_idle(out);
+    }
+
+    /// Writes the control frame into `out` when it is due: shutting down, a
+    /// multiplexed TTHeader connection, no call in hand, not written yet.
+    fn tell_if_idle(&mut self, out: &mut LinkBuffer) {
+        if !self.stopping || !self.multiplexed || self.told || self.in_progress > 0 {
+            return;
+        }
+        if let Some((Framing::TTHeader, protocol)) = self.reader.kind() {
             super::call::closing_frame(out, protocol);
+            self.told = true;
         }
     }
 
