@@ -378,12 +378,20 @@ mod tests {
         assert!(pooled.timeline.is_empty());
     }
 
+    /// A runtime on tokio's paused clock: its time moves only when every task waits,
+    /// straight to the next timer, so a window holds the same calls however slow the
+    /// machine is.
+    fn paused_runtime() -> tokio::runtime::Runtime {
+        tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .start_paused(true)
+            .build()
+            .unwrap()
+    }
+
     #[test]
     fn a_closed_loop_counts_successes_and_failures() {
-        let rt = tokio::runtime::Builder::new_current_thread()
-            .enable_all()
-            .build()
-            .unwrap();
+        let rt = paused_runtime();
         let n = Arc::new(AtomicU64::new(0));
         let report = rt.block_on(closed_loop(
             Plan {
@@ -411,10 +419,7 @@ mod tests {
 
     #[test]
     fn the_timeline_adds_up_and_a_hung_call_is_unfinished() {
-        let rt = tokio::runtime::Builder::new_current_thread()
-            .enable_all()
-            .build()
-            .unwrap();
+        let rt = paused_runtime();
         let n = Arc::new(AtomicU64::new(0));
         // "Seconds" of 100 ms, a window of two and a half.
         let cuts = Cuts {

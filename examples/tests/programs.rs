@@ -249,15 +249,21 @@ fn calls_fail_promptly_when_an_shm_server_is_killed() {
                 msg: "x".repeat(512).into(),
             };
             client.echo(req.clone()).await.unwrap();
+            // Calls the callers got answered, all together.
+            let answered = std::sync::Arc::new(std::sync::atomic::AtomicU64::new(0));
             let callers: Vec<_> = (0..20)
                 .map(|_| {
                     let client = client.clone();
                     let req = req.clone();
+                    let answered = std::sync::Arc::clone(&answered);
                     tokio::spawn(async move {
                         let mut ok = 0u64;
                         loop {
                             match client.echo(req.clone()).await {
-                                Ok(_) => ok += 1,
+                                Ok(_) => {
+                                    ok += 1;
+                                    answered.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                                }
                                 // The session's hang-up fails the calls on it (I/O),
                                 // then connects fail, and once ten did in a row the
                                 // instance's breaker is open and calls fail at once.
@@ -275,7 +281,13 @@ fn calls_fail_promptly_when_an_shm_server_is_killed() {
                     })
                 })
                 .collect();
-            tokio::time::sleep(std::time::Duration::from_millis(300)).await;
+            // The callers are busy: calls went through, more are in flight.
+            let busy = tokio::time::timeout(std::time::Duration::from_secs(20), async {
+                while answered.load(std::sync::atomic::Ordering::Relaxed) < 20 {
+                    tokio::time::sleep(std::time::Duration::from_millis(1)).await;
+                }
+            });
+            busy.await.expect("the callers' calls are answered");
             server.kill().unwrap();
             let _ = server.wait();
             let ended = tokio::time::timeout(std::time::Duration::from_secs(20), async {
@@ -363,10 +375,12 @@ fn idle_connections_to_a_killed_server_are_not_reused() {
     });
     first.kill().unwrap();
     let _ = first.wait();
-    // Time for the client's poller to read the connections' end of stream.
-    std::thread::sleep(std::time::Duration::from_millis(300));
+    let killed = std::time::Instant::now();
     let (mut second, again) = echo_server_on_loopback(port, &[], Stdio::inherit());
     assert_eq!(again.port(), port);
+    // Time for the client's poller to read the connections' end of stream, with room
+    // for a poller held up on a loaded machine.
+    std::thread::sleep(std::time::Duration::from_secs(1).saturating_sub(killed.elapsed()));
     let failed: Vec<String> = rt.block_on(async {
         let mut failed = Vec::new();
         for _ in 0..8 {

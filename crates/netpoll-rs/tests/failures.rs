@@ -115,14 +115,14 @@ fn mixed_frames(count: usize, avg: usize) -> Vec<Bytes> {
 }
 
 /// Reads until end of stream, slowly: `chunk` bytes per read, a 1 ms pause every
-/// `pause_every` reads, after waiting `first_delay` before the first read.
+/// `pause_every` reads, once `go` says so.
 fn slow_read_to_end(
     mut peer: impl Peer,
-    first_delay: Duration,
+    go: std::sync::mpsc::Receiver<()>,
     chunk: usize,
     pause_every: usize,
 ) -> Vec<u8> {
-    std::thread::sleep(first_delay);
+    go.recv_timeout(PEER_TIMEOUT).expect("the go to read");
     let mut got = Vec::new();
     let mut buf = vec![0u8; chunk];
     for reads in 1.. {
@@ -139,10 +139,11 @@ fn slow_read_to_end(
 }
 
 /// Flushes an output that cannot fit in the socket and checks that the WRITABLE path
-/// finished it: the first poll writes what fits and is pending with output left; then,
-/// while the flush is not polled again (so the caller writes nothing), the output
-/// shrinks, which only the poller's write on WRITABLE can do; then the flush resolves.
-async fn flush_finished_by_the_poller(conn: &Connection) {
+/// finished it: the first poll writes what fits and is pending with output left; then
+/// the reader is told to `go`, and while the flush is not polled again (so the caller
+/// writes nothing), the output shrinks, which only the poller's write on WRITABLE can
+/// do; then the flush resolves.
+async fn flush_finished_by_the_poller(conn: &Connection, go: std::sync::mpsc::Sender<()>) {
     let mut flush = Box::pin(conn.flush());
     let first = poll_once(&mut flush).await;
     assert!(
@@ -151,6 +152,7 @@ async fn flush_finished_by_the_poller(conn: &Connection) {
     );
     let left = conn.output_len();
     assert!(left > 0, "a pending flush with no output left");
+    go.send(()).expect("the reader waits");
     wait_until(20, "the poller sends more of a pending output", || {
         conn.output_len() < left
     })
@@ -167,9 +169,10 @@ async fn partial_writes_deliver_every_byte_once(
     frames: Vec<Bytes>,
 ) {
     let expected: Vec<u8> = frames.concat();
-    let reader = tokio::task::spawn_blocking(move || {
-        slow_read_to_end(peer, Duration::from_millis(50), 4096, 32)
-    });
+    // The reader starts once the first flush poll is pending: nothing is read before,
+    // so that poll surely fills the socket.
+    let (go, go_rx) = std::sync::mpsc::channel();
+    let reader = tokio::task::spawn_blocking(move || slow_read_to_end(peer, go_rx, 4096, 32));
     for (i, f) in frames.into_iter().enumerate() {
         if i % 3 == 2 {
             conn.write_with(|out| out.write(&f));
@@ -178,7 +181,7 @@ async fn partial_writes_deliver_every_byte_once(
         }
     }
     assert_eq!(conn.output_len(), expected.len());
-    flush_finished_by_the_poller(&conn).await;
+    flush_finished_by_the_poller(&conn, go).await;
     conn.close_write().await.expect("close_write");
     let got = reader.await.unwrap();
     assert_eq!(

@@ -117,12 +117,15 @@ fn shutdown_wakes_every_waiter_stops_the_pollers_and_releases_every_fd() {
                 .unwrap(),
         );
         writer.write(frame(&pattern(8 << 20, 1)));
+        // Says when the flush is pending, so that the shutdown surely comes after.
+        let (pending, flush_pending) = tokio::sync::oneshot::channel();
         let flushing = tokio::spawn({
             let writer = Arc::clone(&writer);
             async move {
                 let mut flush = Box::pin(writer.flush());
                 let first = poll_once(&mut flush).await;
                 assert!(first.is_pending(), "8 MiB went out at once: {first:?}");
+                let _ = pending.send(());
                 flush.await
             }
         });
@@ -132,7 +135,11 @@ fn shutdown_wakes_every_waiter_stops_the_pollers_and_releases_every_fd() {
             reactor.socket_count() == 8
         })
         .await;
-        // Give the waiting tasks time to get to their first `Pending`.
+        within(10, "the flush is pending", flush_pending)
+            .await
+            .expect("the flush task's first poll");
+        // Give the other waiting tasks time to get to their first `Pending` (those
+        // that do not get there first fail the same way after the shutdown).
         tokio::time::sleep(Duration::from_millis(50)).await;
         for (name, finished) in [
             ("tcp accept", tcp_accepting.is_finished()),

@@ -4,8 +4,13 @@
 //! moved later fires at the later time only; a cleared one never fires; and one set
 //! from outside the poller wakes a poller that was blocked with no timeout.
 //!
-//! These wait on real time, for well under a second each: they test the loops' wiring.
-//! The timer logic itself is tested with a fake clock in `src/timer.rs`.
+//! These wait on real time, for about a second each: they test the loops' wiring. The
+//! timer logic itself is tested with a fake clock in `src/timer.rs`.
+//!
+//! Where a deadline must not pass before the peer's next frame is handled, it is
+//! [`AHEAD`] off: a peer thread, a worker or a poller held up for 200 ms (a loaded
+//! machine does that) still leaves it far off. Deadlines that are meant to fire are
+//! checked only for not firing early.
 
 mod common;
 
@@ -19,6 +24,12 @@ use netpoll_rs::{Config, Connection, Handler, Io, Reactor};
 
 /// How long a blocking peer waits for any one read or write before failing.
 const PEER_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// How far off a deadline is set that the peer's next frame must come before, in ms:
+/// three times a 200 ms stall of any thread.
+const AHEAD: u16 = 600;
+/// How long a test waits to see that a deadline [`AHEAD`] off did not fire, in ms.
+const PAST_AHEAD: u64 = AHEAD as u64 + 300;
 
 /// The body of a frame the peer sends: `arm(ms)` sets a deadline that far from
 /// `io.now()`, `CLEAR` clears it, anything else only asks for the echo.
@@ -150,21 +161,32 @@ fn closed_by_timer(mut peer: TcpStream, fired: &Mutex<Vec<Fired>>, set: Instant,
 }
 
 /// Runs `body` on a blocking thread against a fresh server of each kind, its handler
-/// sharing `fired`.
+/// sharing `fired`; the two at once, each on a thread of its own, so that the waits
+/// of the two do not add up.
 fn on_both_faces(body: impl Fn(TcpStream, Arc<Mutex<Vec<Fired>>>) + Clone + Send + 'static) {
-    for on_runtime in [false, true] {
-        let body = body.clone();
-        run(20, async move {
-            let reactor = server(on_runtime);
-            let (peer, conn) = connect(&reactor).await;
-            let fired = Arc::new(Mutex::new(Vec::new()));
-            conn.serve_inline(Timed::new(&fired, None));
-            let f = Arc::clone(&fired);
-            tokio::task::spawn_blocking(move || body(peer, f))
-                .await
-                .unwrap_or_else(|e| panic!("on_runtime: {on_runtime}: {e}"));
-            reactor.shutdown();
-        });
+    let faces: Vec<_> = [false, true]
+        .into_iter()
+        .map(|on_runtime| {
+            let body = body.clone();
+            std::thread::spawn(move || {
+                run(20, async move {
+                    let reactor = server(on_runtime);
+                    let (peer, conn) = connect(&reactor).await;
+                    let fired = Arc::new(Mutex::new(Vec::new()));
+                    conn.serve_inline(Timed::new(&fired, None));
+                    let f = Arc::clone(&fired);
+                    tokio::task::spawn_blocking(move || body(peer, f))
+                        .await
+                        .unwrap_or_else(|e| panic!("on_runtime: {on_runtime}: {e}"));
+                    reactor.shutdown();
+                });
+            })
+        })
+        .collect();
+    for face in faces {
+        if let Err(panic) = face.join() {
+            std::panic::resume_unwind(panic);
+        }
     }
 }
 
@@ -181,11 +203,12 @@ fn a_deadline_moved_later_fires_at_the_later_time_only() {
     on_both_faces(|mut peer, fired| {
         // The first deadline is far enough off that the second frame surely comes
         // before it, even from a peer thread that a loaded machine holds up.
-        send(&mut peer, &arm(200));
-        // The entry for the first deadline stays in the poller's heap; at 200 ms it
-        // finds the deadline moved, and waits again.
-        let sent = send(&mut peer, &arm(500));
-        closed_by_timer(peer, &fired, sent, Duration::from_millis(500));
+        send(&mut peer, &arm(AHEAD));
+        // The entry for the first deadline stays in the poller's heap; when it comes
+        // the poller finds the deadline moved, and waits again.
+        let later = AHEAD + 200;
+        let sent = send(&mut peer, &arm(later));
+        closed_by_timer(peer, &fired, sent, Duration::from_millis(later.into()));
     });
 }
 
@@ -193,9 +216,9 @@ fn a_deadline_moved_later_fires_at_the_later_time_only() {
 fn a_cleared_deadline_never_fires() {
     on_both_faces(|mut peer, fired| {
         // As above: the clear surely comes before the deadline.
-        send(&mut peer, &arm(200));
+        send(&mut peer, &arm(AHEAD));
         send(&mut peer, CLEAR);
-        std::thread::sleep(Duration::from_millis(400));
+        std::thread::sleep(Duration::from_millis(PAST_AHEAD));
         assert!(fired.lock().unwrap().is_empty());
         // Still open and served.
         send(&mut peer, PING);
@@ -238,7 +261,8 @@ fn a_deadline_set_from_resume_wakes_a_blocked_poller() {
 /// Busy polling is off here: its one more poll after an event is a turn too, and a
 /// worker held up for longer than the deadline before it (a loaded CI machine did so
 /// once) fires the deadline then, with no event from the peer. The deadline is also
-/// far enough off that an extra turn queued by the arming frame's own edge runs first.
+/// [`AHEAD`] off, so that an extra turn queued by the arming frame's own edge runs
+/// first even on a worker held up for a while.
 #[test]
 fn without_a_time_driver_a_deadline_fires_at_the_next_event() {
     let io_only = tokio::runtime::Builder::new_multi_thread()
@@ -258,8 +282,8 @@ fn without_a_time_driver_a_deadline_fires_at_the_next_event() {
         let f = Arc::clone(&fired);
         tokio::task::spawn_blocking(move || {
             let mut peer = peer;
-            send(&mut peer, &arm(100));
-            std::thread::sleep(Duration::from_millis(400));
+            send(&mut peer, &arm(AHEAD));
+            std::thread::sleep(Duration::from_millis(PAST_AHEAD));
             assert!(f.lock().unwrap().is_empty(), "no sleep to wake the poller");
             // Any event does: the deadline has passed by then.
             let sent = send_only(&mut peer, PING);

@@ -6,7 +6,7 @@ mod common;
 use std::time::Duration;
 
 use common::{Peer, bytes_of, payload, sock_path};
-use shm_ipc::{Config, Error, Exhaustion, Session};
+use shm_ipc::{Config, Error, Exhaustion, Session, Stream};
 
 const LIMIT: Duration = Duration::from_secs(30);
 
@@ -80,19 +80,29 @@ async fn send_with_falls_back_too() {
     assert_eq!((stats.shm_sends, stats.socket_sends), (2, 1));
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn wait_policy_waits_then_gives_up() {
-    let path = sock_path("wait");
-    let _peer = Peer::start("serve", &path, "hold", &[]);
-    let config = tiny().exhaustion(Exhaustion::Wait(Duration::from_millis(300)));
+/// A session to a peer that holds every message until told (an empty message on the
+/// control stream), with the `Wait` policy for `wait`: the session, its data and its
+/// control stream.
+async fn holding_peer(tag: &str, wait: Duration) -> (Peer, Session, Stream, Stream) {
+    let path = sock_path(tag);
+    let peer = Peer::start("serve", &path, "hold", &[]);
+    let config = tiny().exhaustion(Exhaustion::Wait(wait));
     let session = Session::connect(&path, config).await.unwrap();
     let data = session.open_stream().unwrap();
     let control = session.open_stream().unwrap();
-    let flush = || async {
-        control.send(&[][..]).await.unwrap();
-        let ack = tokio::time::timeout(LIMIT, control.recv()).await.unwrap();
-        assert!(ack.unwrap().unwrap().is_empty());
-    };
+    (peer, session, data, control)
+}
+
+/// Tells the holding peer to drop what it holds, and waits for its answer.
+async fn flush(control: &Stream) {
+    control.send(&[][..]).await.unwrap();
+    let ack = tokio::time::timeout(LIMIT, control.recv()).await.unwrap();
+    assert!(ack.unwrap().unwrap().is_empty());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn wait_policy_waits_then_gives_up() {
+    let (_peer, session, data, control) = holding_peer("wait", Duration::from_millis(300)).await;
 
     // Larger than the whole region: it can never fit.
     assert!(matches!(
@@ -108,18 +118,24 @@ async fn wait_policy_waits_then_gives_up() {
     ));
     assert_eq!(session.stats().lent, 2);
     // The peer drops them: the next send goes through.
-    flush().await;
+    flush(&control).await;
     data.send(&payload(4096, 4)[..]).await.unwrap();
     data.send(&payload(4096, 5)[..]).await.unwrap();
+    assert_eq!(session.stats().socket_sends, 0);
 
-    // A send that waits is completed when the peer gives slices back.
+    // A send that waits is completed when the peer gives slices back: on a session
+    // whose sends may wait far longer than the test can be held up before the peer
+    // gives them back.
+    let (_patient_peer, session, data, control) = holding_peer("wait-long", LIMIT).await;
+    data.send(&payload(4096, 4)[..]).await.unwrap();
+    data.send(&payload(4096, 5)[..]).await.unwrap();
     let waiting = {
         let data = data.clone();
         tokio::spawn(async move { data.send(&payload(100, 6)[..]).await })
     };
     tokio::time::sleep(Duration::from_millis(50)).await;
     assert!(!waiting.is_finished(), "nothing was free");
-    flush().await;
+    flush(&control).await;
     tokio::time::timeout(LIMIT, waiting)
         .await
         .unwrap()

@@ -101,10 +101,28 @@ pub(crate) struct Gauge {
     pub(crate) peak: AtomicUsize,
 }
 
+/// How long [`Gauge::reaches`] waits at most.
+const GAUGE_LIMIT: Duration = Duration::from_secs(20);
+
 impl Gauge {
     /// Calls in progress now.
     pub(crate) fn now(&self) -> usize {
         self.now.load(Ordering::SeqCst)
+    }
+
+    /// Waits until `n` calls are in progress, looking every millisecond; fails after
+    /// 20 s. For a test that must act while calls are surely running, however long
+    /// the machine takes to get them there.
+    pub(crate) async fn reaches(&self, n: usize) {
+        let give_up = tokio::time::Instant::now() + GAUGE_LIMIT;
+        while self.now() != n {
+            assert!(
+                tokio::time::Instant::now() < give_up,
+                "{} calls in progress after {GAUGE_LIMIT:?}, not {n}",
+                self.now()
+            );
+            tokio::time::sleep(Duration::from_millis(1)).await;
+        }
     }
 }
 
@@ -231,6 +249,8 @@ pub(crate) struct Running {
     pub(crate) peers: Arc<Mutex<HashSet<String>>>,
     /// The service's calls in progress.
     pub(crate) gauge: Arc<Gauge>,
+    /// What the service's `wait` calls wait for: a permit per call to answer.
+    pub(crate) gate: Arc<tokio::sync::Semaphore>,
     pub(crate) stop: Option<tokio::sync::oneshot::Sender<()>>,
     pub(crate) done: tokio::task::JoinHandle<std::io::Result<()>>,
 }
@@ -243,11 +263,13 @@ pub(crate) async fn start_on(config: ServerConfig, at: &Address) -> Running {
     let notified = Arc::new(AtomicUsize::new(0));
     let peers = Arc::new(Mutex::new(HashSet::new()));
     let gauge = Arc::new(Gauge::default());
+    let gate = Gate::default();
+    let opener = Arc::clone(&gate.0);
     let server = Server::new(TestService {
         notified: Arc::clone(&notified),
         peers: Arc::clone(&peers),
         gauge: Arc::clone(&gauge),
-        gate: Gate::default(),
+        gate,
     })
     .with_config(config);
     let bound = server.bind(at).await.expect("bind");
@@ -266,6 +288,7 @@ pub(crate) async fn start_on(config: ServerConfig, at: &Address) -> Running {
         notified,
         peers,
         gauge,
+        gate: opener,
         stop: Some(stop),
         done,
     }

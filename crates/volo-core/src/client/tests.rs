@@ -53,8 +53,52 @@ fn build(addr: Address, config: ClientConfig) -> Client {
         .unwrap()
 }
 
-async fn echo(client: &Client, cx: &mut ClientContext, t: &str) -> Result<Text, Error> {
+async fn echo<S>(client: &Client<S>, cx: &mut ClientContext, t: &str) -> Result<Text, Error>
+where
+    S: Service<ClientContext, ClientRequest, Response = ClientResponse, Error = Error>,
+{
     client.call::<Text, Text>(cx, "echo", text(1, t)).await
+}
+
+/// A client of `server` with `config` that does not tell the server its calls'
+/// deadlines (a layer around each attempt takes the deadline out of the context, the
+/// call's timeout still bounding the call): a call the server holds (`wait`) then
+/// ends only when the test lets it, not at the deadline plus the server's grace, which
+/// a client held up for that long would see before its own timeout.
+fn with_no_deadline(
+    server: &Running,
+    config: ClientConfig,
+) -> Client<
+    impl Service<ClientContext, ClientRequest, Response = ClientResponse, Error = Error> + use<>,
+> {
+    Client::builder("Test")
+        .address(Address::Tcp(server.addr))
+        .config(config)
+        .layer_inner(crate::service::layer_fn(NoDeadline))
+        .build()
+        .unwrap()
+}
+
+/// Sends its attempts without their deadline (see [`with_no_deadline`]).
+struct NoDeadline<S>(S);
+
+impl<S> Service<ClientContext, ClientRequest> for NoDeadline<S>
+where
+    S: Service<ClientContext, ClientRequest, Response = ClientResponse, Error = Error> + Sync,
+{
+    type Response = ClientResponse;
+    type Error = Error;
+
+    async fn call(
+        &self,
+        cx: &mut ClientContext,
+        req: ClientRequest,
+    ) -> Result<ClientResponse, Error> {
+        let deadline = cx.rpc.deadline.take();
+        let out = self.0.call(cx, req).await;
+        cx.rpc.deadline = deadline;
+        out
+    }
 }
 
 /// `n` echo calls at once, of "0" to "n - 1", each on a task of its own.
@@ -249,8 +293,12 @@ fn exceptions_timeouts_and_oneways() {
                 timeout: Some(Duration::from_millis(50)),
                 ..ClientContext::new()
             };
-            match client
-                .call::<Text, Text>(&mut quick, "slow", text(1, "x"))
+            // `wait` answers only once the test lets it (and the server is not told
+            // the deadline, after which it would answer on its own): the timeout
+            // surely comes first.
+            let held = with_no_deadline(&server, ClientConfig::default());
+            match held
+                .call::<Text, Text>(&mut quick, "wait", text(1, "x"))
                 .await
             {
                 Err(e) if e.is_timeout() => {
@@ -258,10 +306,12 @@ fn exceptions_timeouts_and_oneways() {
                 }
                 other => panic!("{other:?}"),
             }
+            // Its reply comes late, on the connection the call was on.
+            server.gate.add_permits(1);
             // The timed-out call's connection was closed, not reused: the next call
             // gets its own reply, not the late one.
             assert_eq!(
-                echo(&client, &mut cx, "after").await.unwrap(),
+                echo(&held, &mut cx, "after").await.unwrap(),
                 text(0, "after")
             );
             three_oneways_arrive(&client, &server).await;
@@ -558,37 +608,40 @@ fn multiplexed_calls_share_one_connection_and_overtake_a_slow_one() {
                 c.transport = transport;
             },
             |client, server| async move {
+                // A call that answers only once the test lets it, and quick calls
+                // sent while it runs: they are all answered before it is let go.
                 let slow = {
                     let client = client.clone();
                     tokio::spawn(async move {
-                        let r = client
-                            .call::<Text, Text>(&mut ClientContext::new(), "slow", text(1, "s"))
-                            .await;
-                        (r, std::time::Instant::now())
+                        client
+                            .call::<Text, Text>(&mut ClientContext::new(), "wait", text(1, "s"))
+                            .await
                     })
                 };
-                tokio::time::sleep(Duration::from_millis(50)).await;
+                server.gauge.reaches(1).await;
                 let quick: Vec<_> = (0..40)
                     .map(|i| {
                         let client = client.clone();
                         tokio::spawn(async move {
-                            let r = echo(&client, &mut ClientContext::new(), &i.to_string()).await;
-                            (r, std::time::Instant::now())
+                            echo(&client, &mut ClientContext::new(), &i.to_string()).await
                         })
                     })
                     .collect();
-                let mut last_quick = None;
                 for (i, call) in quick.into_iter().enumerate() {
-                    let (r, at) = call.await.unwrap();
-                    assert_eq!(r.unwrap(), text(0, &i.to_string()), "{transport:?}");
-                    last_quick = last_quick.max(Some(at));
+                    let r = tokio::time::timeout(Duration::from_secs(20), call)
+                        .await
+                        .unwrap_or_else(|_| {
+                            panic!("{transport:?}: the quick calls wait behind the slow one")
+                        });
+                    assert_eq!(
+                        r.unwrap().unwrap(),
+                        text(0, &i.to_string()),
+                        "{transport:?}"
+                    );
                 }
-                let (r, slow_at) = slow.await.unwrap();
-                assert_eq!(r.unwrap(), text(0, "s"));
-                assert!(
-                    last_quick.unwrap() < slow_at,
-                    "{transport:?}: the quick calls waited behind the slow one"
-                );
+                assert!(!slow.is_finished(), "{transport:?}: the slow call ended");
+                server.gate.add_permits(1);
+                assert_eq!(slow.await.unwrap().unwrap(), text(0, "s"));
                 three_oneways_arrive(&client, &server).await;
                 assert_eq!(server.peers.lock().unwrap().len(), 1, "{transport:?}");
                 server
@@ -602,24 +655,30 @@ fn multiplexed_calls_share_one_connection_and_overtake_a_slow_one() {
 #[test]
 fn a_timed_out_multiplexed_call_leaves_the_connection_in_use() {
     with_client(
-        |c| {
-            c.multiplex = true;
-            c.mux_connections = 1;
-        },
-        |client, server| async move {
+        |_| {},
+        |_, server| async move {
             let mut quick = ClientContext {
                 timeout: Some(Duration::from_millis(50)),
                 ..ClientContext::new()
             };
+            // As above: `wait` answers only once the test lets it.
+            let config = ClientConfig {
+                multiplex: true,
+                mux_connections: 1,
+                ..ClientConfig::default()
+            };
+            let client = with_no_deadline(&server, config);
             match client
-                .call::<Text, Text>(&mut quick, "slow", text(1, "x"))
+                .call::<Text, Text>(&mut quick, "wait", text(1, "x"))
                 .await
             {
                 Err(e) if e.is_timeout() => {}
                 other => panic!("{other:?}"),
             }
+            // The late reply is sent now; the calls below go across its arrival.
+            server.gate.add_permits(1);
+            server.gauge.reaches(0).await;
             let mut cx = ClientContext::new();
-            // Across the late reply's arrival (300 ms after it was sent).
             for i in 0..40 {
                 let t = format!("after {i}");
                 assert_eq!(echo(&client, &mut cx, &t).await.unwrap(), text(0, &t));
@@ -648,15 +707,19 @@ fn a_lost_multiplexed_connection_fails_its_calls_and_is_replaced() {
     runtime().block_on(async {
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
         let addr = listener.local_addr().unwrap();
+        // The first connection carries the five calls, the second the call after:
+        // each is hung up once its calls' frames are all in.
         let accepted = tokio::spawn(async move {
             use tokio::io::AsyncReadExt;
             let mut n = 0;
-            for _ in 0..2 {
+            for frames in [5, 1] {
                 let (mut s, _) = listener.accept().await.unwrap();
-                let mut buf = [0u8; 64];
-                let _ = s.read(&mut buf).await;
-                // Give the other calls time to be sent, then hang up.
-                tokio::time::sleep(Duration::from_millis(100)).await;
+                for _ in 0..frames {
+                    let mut len = [0u8; 4];
+                    s.read_exact(&mut len).await.unwrap();
+                    let mut frame = vec![0u8; u32::from_be_bytes(len) as usize];
+                    s.read_exact(&mut frame).await.unwrap();
+                }
                 n += 1;
             }
             n

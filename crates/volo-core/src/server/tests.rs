@@ -781,20 +781,28 @@ fn a_stalled_frame_is_closed_after_the_read_timeout() {
 /// A connection with nothing to do is closed after the idle timeout; one whose call is
 /// in progress for longer than that is not: its call is answered, and it is served
 /// again after.
+///
+/// The idle timeout is long enough that the client, held up for a while between its
+/// connect and its call (or between a reply and its next call), is not idle for that
+/// long; the call lasts until the test lets it end, after the idle connection, opened
+/// after the busy one's call was sent, was closed.
 #[test]
 fn an_idle_connection_is_closed_but_not_one_with_a_call_in_progress() {
     let config = ServerConfig {
         read_timeout: Duration::from_millis(50),
-        idle_timeout: Some(Duration::from_millis(150)),
+        idle_timeout: Some(Duration::from_millis(600)),
         ..ServerConfig::default()
     };
     with_server(config, |s| {
-        let mut idle = connect(s.addr);
         let mut busy = connect(s.addr);
-        // `slow` sleeps 300 ms, twice the idle timeout.
-        let slow = framed(&call::<Binary>(MessageType::Call, "slow", 1, "late"));
-        busy.write_all(&slow).unwrap();
+        let held = framed(&call::<Binary>(MessageType::Call, "wait", 1, "late"));
+        busy.write_all(&held).unwrap();
+        tokio::runtime::Handle::current().block_on(s.gauge.reaches(1));
+        let mut idle = connect(s.addr);
         assert!(read_until_closed(&mut idle).is_empty());
+        // The busy connection's call has been in progress for longer than the idle
+        // timeout by now.
+        s.gate.add_permits(1);
         assert_eq!(
             answer::<Binary>(read_framed(&mut busy)).1,
             Answer::Ok("late".into())
@@ -883,35 +891,52 @@ fn graceful_shutdown_answers_the_call_in_progress() {
     }
 }
 
+/// Sends the shutdown once `calls` calls are in progress; returns once `idle` (a
+/// connection with nothing to do) is closed, the sign that the shutdown has begun;
+/// then lets the calls end.
+async fn shut_down_during(s: &mut Running, calls: usize, mut idle: TcpStream) {
+    s.gauge.reaches(calls).await;
+    let _ = s.stop.take().map(|t| t.send(()));
+    let idle_rest = tokio::task::spawn_blocking(move || read_until_closed(&mut idle))
+        .await
+        .unwrap();
+    assert!(
+        idle_rest.is_empty(),
+        "the idle connection got {idle_rest:?}"
+    );
+    assert_eq!(s.gauge.now(), calls, "the calls wait for the test");
+    s.gate.add_permits(calls);
+}
+
 fn graceful_shutdown_answers_the_call_in_progress_in(config: ServerConfig) {
     runtime().block_on(async {
         let mut s = start(config).await;
         let addr = s.addr;
-        let client = tokio::task::spawn_blocking(move || {
-            let mut idle = connect(addr);
+        let (idle, mut c) = tokio::task::spawn_blocking(move || {
+            let idle = connect(addr);
             let mut c = connect(addr);
             c.write_all(&framed(&call::<Binary>(
                 MessageType::Call,
-                "slow",
+                "wait",
                 5,
                 "late",
             )))
             .unwrap();
+            (idle, c)
+        })
+        .await
+        .unwrap();
+        shut_down_during(&mut s, 1, idle).await;
+        let client = tokio::task::spawn_blocking(move || {
             let reply = answer::<Binary>(read_framed(&mut c));
-            (
-                reply,
-                read_until_closed(&mut c),
-                read_until_closed(&mut idle),
-            )
+            (reply, read_until_closed(&mut c))
         });
-        tokio::time::sleep(Duration::from_millis(100)).await;
-        let _ = s.stop.take().map(|t| t.send(()));
-        let ((h, a), rest, idle_rest) = tokio::time::timeout(Duration::from_secs(20), client)
+        let ((h, a), rest) = tokio::time::timeout(Duration::from_secs(20), client)
             .await
             .unwrap()
             .unwrap();
         assert_eq!((h.seq_id, a), (5, Answer::Ok("late".into())));
-        assert!(rest.is_empty() && idle_rest.is_empty());
+        assert!(rest.is_empty());
         tokio::time::timeout(Duration::from_secs(20), s.done)
             .await
             .unwrap()
@@ -934,16 +959,23 @@ fn graceful_shutdown_answers_every_call_of_a_multiplexed_connection_in(config: S
     runtime().block_on(async {
         let mut s = start(config).await;
         let addr = s.addr;
-        let client = tokio::task::spawn_blocking(move || {
+        let (idle, mut c) = tokio::task::spawn_blocking(move || {
+            let idle = connect(addr);
             let mut c = connect(addr);
             let mut bytes = Vec::new();
             for seq in 1..=3 {
                 bytes.extend(ttheader(
                     seq,
-                    &call::<Binary>(MessageType::Call, "slow", seq, &format!("late {seq}")),
+                    &call::<Binary>(MessageType::Call, "wait", seq, &format!("late {seq}")),
                 ));
             }
             c.write_all(&bytes).unwrap();
+            (idle, c)
+        })
+        .await
+        .unwrap();
+        shut_down_during(&mut s, 3, idle).await;
+        let client = tokio::task::spawn_blocking(move || {
             // Three replies, then the control frame (sequence id 0) that tells the
             // client the connection is closing.
             let mut replies: Vec<(i32, Answer)> = (0..3).map(|_| read_ttheader(&mut c)).collect();
@@ -953,8 +985,6 @@ fn graceful_shutdown_answers_every_call_of_a_multiplexed_connection_in(config: S
             let told = (told.seq_id, told.str_value("crrst").map(str::to_string));
             (replies, told, read_until_closed(&mut c))
         });
-        tokio::time::sleep(Duration::from_millis(100)).await;
-        let _ = s.stop.take().map(|t| t.send(()));
         let (replies, told, rest) = tokio::time::timeout(Duration::from_secs(20), client)
             .await
             .unwrap()
@@ -1287,6 +1317,9 @@ fn a_call_past_the_callers_timeout_is_answered_and_the_connection_lives_on() {
 /// `timeout` cuts off a handler that never answers (an application exception reaches
 /// the caller), `concurrency_limit(1)` makes two concurrent calls run one at a time,
 /// and errors from below come through tower as themselves.
+///
+/// The timeout is inside the limit: it times each call's run (300 ms of `slow`, with
+/// 700 ms to spare), not its wait for the one before.
 #[test]
 fn tower_timeout_and_concurrency_limit_wrap_a_real_server() {
     use crate::client::{Client, ClientContext, ErrorKind};
@@ -1299,8 +1332,8 @@ fn tower_timeout_and_concurrency_limit_wrap_a_real_server() {
             FromTower::new(
                 tower::ServiceBuilder::new()
                     .map_err(DispatchError::from)
-                    .timeout(Duration::from_secs(1))
                     .concurrency_limit(1)
+                    .timeout(Duration::from_secs(1))
                     .service(IntoTower::new(inner)),
             )
         }));
