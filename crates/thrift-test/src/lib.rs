@@ -2,11 +2,11 @@
 //! would write them: `thrift-test-server` and `thrift-test-client`.
 //!
 //! Every Apache Thrift binding proves itself with the suite in Apache's `test/`: the
-//! IDL `ThriftTest.thrift` (here `idl/apache/ThriftTest.thrift`, unmodified), a test
-//! server and a test client per language, run pairwise over every transport, protocol
-//! and socket they share (`test/tests.json`). These two programs take the suite's
-//! command line, so any Apache binding's programs can be paired with them, and
-//! `tests/matrix.rs` runs them against the suite's Python side.
+//! IDL `ThriftTest.thrift`, a test server and a test client per language, run
+//! pairwise over every transport, protocol and socket they share (`test/tests.json`).
+//! These two programs take the suite's command line, so any Apache binding's programs
+//! can be paired with them, and `tests/matrix.rs` runs them against the suite's Python
+//! side.
 //!
 //! ```text
 //! thrift-test-server [--port=N | --domain-socket=PATH] [--transport=buffered|framed]
@@ -33,8 +33,10 @@
 //! - `header` is Apache's THeader with Binary inside; with `--transport=framed` the
 //!   client puts each THeader frame inside a Framed length, as Apache's programs do
 //!   over `TFramedTransport`.
-//! - Both use only volo-core's public API and the code `codegen` generates from the
-//!   IDL in `build.rs`.
+//! - Both use only volo-core's public API and the code `codegen` generates in
+//!   `build.rs` from `idl/thrift_test.thrift`: the suite's interface (its services,
+//!   methods, fields, ids and types, which are what crosses the wire), declared here
+//!   with this crate's own comments and only the types the services use.
 //!
 //! # Exit codes
 //!
@@ -87,13 +89,8 @@ pub mod handler;
 pub mod options;
 pub mod serve;
 
-// The IDL's own comments become the docs, and Apache's are not Markdown (`set<i32>`
-// reads as an HTML tag).
-#[allow(
-    missing_docs,
-    rustdoc::invalid_html_tags,
-    rustdoc::broken_intra_doc_links
-)]
+// The generated argument and result types have no IDL comments to become docs.
+#[allow(missing_docs)]
 mod generated {
     include!(concat!(env!("OUT_DIR"), "/thrift_gen.rs"));
 }
