@@ -16,6 +16,8 @@
 //!     [--protocol=..] [--ssl [--keys-dir=DIR]] [-n N | --testloops=N] [--verbose]
 //! ```
 //!
+//! Both take `--help` and `--version` too ([`options`], parsed by clap).
+//!
 //! - The port defaults to 9090, the host to `localhost`, the transport to `buffered`,
 //!   the protocol to `binary`. The suite's runner passes `--port` with
 //!   `--domain-socket` too: the Unix socket wins.
@@ -45,10 +47,11 @@
 //! [`checks::STRUCTS`] 2, [`checks::CONTAINERS`] 4, [`checks::EXCEPTIONS`] 8, and
 //! [`checks::TIMEOUT`] 128 when a call timed out), naming each failed check on
 //! stderr. Both programs exit with [`checks::UNKNOWN`] (64, "failed to prepare the
-//! environment") on an unknown option or value, on a combination they do not speak
-//! (the message says `not supported`: the suite's `http` and `zlib` transports), on
-//! unreadable TLS files, or (the server) when it cannot listen. A client that cannot
-//! connect fails every check, each naming the connect error.
+//! environment") on an unknown option or value (clap's message names the flag), on a
+//! combination they do not speak (the message says `not supported`: the suite's `http`
+//! and `zlib` transports, TLS over a Unix socket), on unreadable TLS files, or (the
+//! server) when it cannot listen. A client that cannot connect fails every check, each
+//! naming the connect error.
 //!
 //! # Decisions
 //!
@@ -102,8 +105,6 @@ use std::fmt;
 /// Why a program could not start its run.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Setup {
-    /// The combination asked for is not spoken (yet).
-    Unsupported(String),
     /// Listening, connecting or a file failed.
     Failed(String),
 }
@@ -111,17 +112,7 @@ pub enum Setup {
 impl fmt::Display for Setup {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
-            Setup::Unsupported(m) => write!(f, "not supported: {m}"),
             Setup::Failed(m) => f.write_str(m),
-        }
-    }
-}
-
-impl From<options::Usage> for Setup {
-    fn from(u: options::Usage) -> Self {
-        match u {
-            options::Usage::Unsupported(m) => Setup::Unsupported(m),
-            other => Setup::Failed(other.to_string()),
         }
     }
 }
@@ -149,17 +140,16 @@ pub fn runtime() -> std::io::Result<tokio::runtime::Runtime> {
         .build()
 }
 
-/// What a program prints and returns for a command line it will not run: the usage
-/// on `--help` (exit 0), else the reason and the usage (exit [`checks::UNKNOWN`]).
-pub fn refuse(program: &str, usage_text: &str, why: options::Usage) -> std::process::ExitCode {
-    match why {
-        options::Usage::Help => {
-            println!("{usage_text}");
-            std::process::ExitCode::SUCCESS
-        }
-        other => {
-            eprintln!("{program}: {other}\n{usage_text}");
-            std::process::ExitCode::from(checks::UNKNOWN)
-        }
+/// What a program prints and returns for a command line it will not run: clap's help
+/// or version on `--help` or `--version` (exit 0), else clap's message, which names
+/// the flag, and exit [`checks::UNKNOWN`], the suite's code for a run that could not
+/// start.
+pub fn refuse(why: &clap::Error) -> std::process::ExitCode {
+    // Nowhere to report a failed write to stdout or stderr.
+    let _ = why.print();
+    if why.use_stderr() {
+        std::process::ExitCode::from(checks::UNKNOWN)
+    } else {
+        std::process::ExitCode::SUCCESS
     }
 }
