@@ -21,6 +21,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             format!("{dir}/includes.thrift"),
             format!("{dir}/comments.thrift"),
             format!("{dir}/handlers.thrift"),
+            format!("{dir}/corners.thrift"),
         ])?;
     // What a user who wants std types and serde would ask for.
     codegen::Builder::new()
