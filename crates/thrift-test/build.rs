@@ -1,10 +1,7 @@
-//! Generates Rust from Apache Thrift's test IDL (unmodified), as a user's build script
-//! would.
+//! Generates Rust from the suite's interface (`idl/thrift_test.thrift`, written for this
+//! crate), as a user's build script would.
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {
-    codegen::compile(
-        &["../../idl/apache/ThriftTest.thrift"],
-        &["../../idl/apache"],
-    )?;
+    codegen::compile(&["idl/thrift_test.thrift"], &["idl"])?;
     Ok(())
 }

@@ -25,19 +25,22 @@ pub mod std_types {
     include!(concat!(env!("OUT_DIR"), "/std_types.rs"));
 }
 
-/// Apache Thrift's cross-language test suite IDL (`idl/apache/ThriftTest.thrift`),
-/// taken unchanged from Apache Thrift.
+/// Apache Thrift's cross-language test suite IDL (`ThriftTest.thrift` of Apache's corpus,
+/// `../shared/apache-idl`), when the corpus is there (`cfg(apache_idl)`).
+#[cfg(apache_idl)]
 pub mod apache_thrift_test {
     include!(concat!(env!("OUT_DIR"), "/apache_thrift_test.rs"));
 }
 
-/// Apache Thrift's other test IDLs (`idl/apache/*.thrift`), one module per file.
+/// Apache Thrift's other test IDLs (the corpus's `*.thrift`), one module per file.
+#[cfg(apache_idl)]
 pub mod apache_tests {
     include!(concat!(env!("OUT_DIR"), "/apache_tests.rs"));
 }
 
 /// Apache Thrift's `Include.thrift` and `ReuseObjects.thrift`, with the older
-/// `idl/apache/v0.16/ThriftTest.thrift` they include.
+/// `v0.16/ThriftTest.thrift` of the corpus they include.
+#[cfg(apache_idl)]
 pub mod apache_v0_16 {
     include!(concat!(env!("OUT_DIR"), "/apache_v0_16.rs"));
 }

@@ -4,7 +4,8 @@
 use std::collections::BTreeSet;
 
 use codegen_check::warned::{
-    const_out_of_range, field_id_too_big, lenient_constants, nonpositive_field_ids,
+    const_out_of_range, duplicate_field_name, enum_value_of_other_enum, field_id_too_big,
+    lenient_constants, nonpositive_field_ids, required_cycles,
     struct_with_double_in_set as doubles,
 };
 use thrift_codec::Binary;
@@ -57,4 +58,60 @@ fn a_struct_holding_a_double_can_be_a_set_element() {
     };
     assert_eq!(a.s.len(), 3);
     round_trip(&a);
+}
+
+#[test]
+fn a_default_naming_another_enums_value_means_the_fields_enum() {
+    use enum_value_of_other_enum::{Fruit, Orchard, Tree};
+    // `1: Tree tree = Fruit.PEAR`: PEAR of Tree (7), not of Fruit (2).
+    let o = Orchard::default();
+    assert_eq!((o.tree, o.tree.0), (Tree::PEAR, 7));
+    assert_eq!(o.fruit, Fruit::PEAR);
+    round_trip(&o);
+}
+
+#[test]
+fn fields_that_would_never_end_are_optional_and_cycles_boxed() {
+    use required_cycles::{Bag, Chain, Coil, Left, Right};
+    // `1: Chain & next` holds itself: optional, so a chain ends.
+    let chain = Chain {
+        next: Some(Box::new(Chain {
+            next: None,
+            value: 2,
+        })),
+        value: 1,
+    };
+    round_trip(&chain);
+    assert_eq!(Chain::default().next, None);
+    // Left and Right hold each other: the first is optional, the second stays present.
+    round_trip(&Left {
+        right: Some(Box::new(Right {
+            left: Box::new(Left::default()),
+        })),
+    });
+    assert_eq!(
+        &encode::<Binary, _>(&Right::default())[..],
+        [12, 0, 1, 0, 0]
+    );
+    round_trip(&Bag {
+        items: vec![Bag { items: vec![] }],
+    });
+    // No Spiral ends, so a Coil holds none and writes only its turns.
+    let coil = Coil {
+        spiral: None,
+        turns: 3,
+    };
+    assert_eq!(&encode::<Binary, _>(&coil)[..], [8, 0, 2, 0, 0, 0, 3, 0]);
+    round_trip(&coil);
+}
+
+#[test]
+fn field_names_rust_spells_alike_are_numbered_and_keep_their_ids() {
+    // `flag` and `Flag` (ids 1 and 2): the second is `flag_2`.
+    let b = duplicate_field_name::B {
+        flag: false,
+        flag_2: true,
+    };
+    assert_eq!(&encode::<Binary, _>(&b)[..], [2, 0, 1, 0, 2, 0, 2, 1, 0]);
+    round_trip(&b);
 }

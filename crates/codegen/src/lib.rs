@@ -64,7 +64,10 @@
 //!
 //! What Apache Thrift's compiler (0.25) accepts, codegen accepts: every `test/*.thrift`
 //! of Apache Thrift (but `BrokenConstants.thrift`, which it refuses on purpose) is
-//! vendored in `idl/apache/` and compiled by `codegen-check`; beyond those, the Rust
+//! compiled by `codegen-check` from Apache's corpus beside the repository
+//! (`../shared/apache-idl`, not part of it; without it those tests skip, or fail under
+//! CI), and codegen's own test IDLs (`tests/idl/corners.thrift`, `tests/warned/`) hold
+//! the same corners, asserted by its tests; beyond those, the Rust
 //! made from every one of the 213 `.thrift` files in Apache's tree (c8f876181) that its
 //! compiler accepts was built in one crate under clippy `-D warnings` on 2026-11-27
 //! (library tests of Go, netstd, Rust, PHP, Smalltalk...: include names with dots, two

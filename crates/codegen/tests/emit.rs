@@ -450,7 +450,7 @@ fn test_idls_match_the_checked_in_output() {
     // The same files, in the same order, as codegen-check compiles and tests.
     let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/idl");
     let files: Vec<PathBuf> = [
-        "base", "shapes", "services", "includes", "comments", "handlers",
+        "base", "shapes", "services", "includes", "comments", "handlers", "corners",
     ]
     .iter()
     .map(|name| dir.join(format!("{name}.thrift")))

@@ -32,7 +32,7 @@ pub const CONNECT_TIMEOUT: Duration = Duration::from_secs(2);
 /// The clients of one connection, as `opts` ask. Must run inside a tokio runtime.
 pub fn connect(opts: &ClientOptions) -> Result<Clients<Stack>, Setup> {
     let common = &opts.common;
-    let (framing, protocol) = match (common.protocol.encoding, common.transport) {
+    let (framing, protocol) = match (common.protocol.encoding(), common.transport) {
         (Encoding::Binary, SuiteTransport::Buffered) => (Framing::Buffered, Protocol::Binary),
         (Encoding::Binary, SuiteTransport::Framed) => (Framing::Framed, Protocol::Binary),
         (Encoding::Compact, SuiteTransport::Buffered) => (Framing::Buffered, Protocol::Compact),
@@ -43,7 +43,7 @@ pub fn connect(opts: &ClientOptions) -> Result<Clients<Stack>, Setup> {
         // framed transport the whole THeader frame goes inside a Framed length.
         (Encoding::Header, _) => (Framing::THeader, Protocol::Binary),
     };
-    let addr = match &common.socket {
+    let addr = match &common.socket() {
         Socket::Domain(path) => Address::Unix(path.as_path().into()),
         Socket::Ip(port) => tcp_address(&opts.host, *port)?,
     };
@@ -54,7 +54,7 @@ pub fn connect(opts: &ClientOptions) -> Result<Clients<Stack>, Setup> {
             zlib: false,
             framed: common.transport == SuiteTransport::Framed,
         },
-        tls: common.tls.as_ref().map(client_tls).transpose()?,
+        tls: common.tls().as_ref().map(client_tls).transpose()?,
         connect_timeout: CONNECT_TIMEOUT,
         rpc_timeout: Some(CALL_TIMEOUT),
         max_connections: 1,
@@ -67,7 +67,7 @@ pub fn connect(opts: &ClientOptions) -> Result<Clients<Stack>, Setup> {
         .retry(RetryPolicy::new().max_retries(0))
         .service_breaker(BreakerConfig::disabled())
         .instance_breaker(None);
-    if common.protocol.multiplexed {
+    if common.protocol.multiplexed() {
         builder = builder.multiplexed_service("ThriftTest");
     }
     let test = builder
@@ -76,7 +76,7 @@ pub fn connect(opts: &ClientOptions) -> Result<Clients<Stack>, Setup> {
         .map_err(|e| Setup::Failed(format!("building the client: {e}")))?;
     // The same stack, so the same connection, as Apache's clients share one
     // transport between the two services.
-    let second = common.protocol.multiplexed.then(|| {
+    let second = common.protocol.multiplexed().then(|| {
         SecondServiceClient::new(
             test.client()
                 .clone()

@@ -1,10 +1,11 @@
 //! The server's handlers: `ThriftTest` and `SecondService` with the semantics of
-//! Apache's test servers (the IDL's comments, and `test/py/TestServer.py`'s
-//! `TestHandler`): every `testX` returns its argument, `testMapMap` and `testInsanity`
-//! build the maps the IDL describes, `testMulti` an `Xtruct` from its first three
-//! arguments, the exception methods throw on the documented arguments.
+//! Apache's test servers (the comments of the suite's `ThriftTest.thrift`, and
+//! `test/py/TestServer.py`'s `TestHandler`): every `testX` returns its argument,
+//! `testMapMap` and `testInsanity` build the maps the suite describes, `testMulti` an
+//! `Xtruct` from its first three arguments, the exception methods throw on the
+//! documented arguments.
 //!
-//! `testOneway(n)` sleeps `n` seconds, as the IDL says, but in a task of its own: the
+//! `testOneway(n)` sleeps `n` seconds, as the suite says, but in a task of its own: the
 //! handler returns at once, so the sleep holds up no other call, not even the next call
 //! on the same connection (Framed and Buffered calls of a connection are answered in
 //! order). At most [`MAX_SLEEPERS`] sleeps run at once; beyond that a oneway call is

@@ -2,11 +2,11 @@
 //! would write them: `thrift-test-server` and `thrift-test-client`.
 //!
 //! Every Apache Thrift binding proves itself with the suite in Apache's `test/`: the
-//! IDL `ThriftTest.thrift` (here `idl/apache/ThriftTest.thrift`, unmodified), a test
-//! server and a test client per language, run pairwise over every transport, protocol
-//! and socket they share (`test/tests.json`). These two programs take the suite's
-//! command line, so any Apache binding's programs can be paired with them, and
-//! `tests/matrix.rs` runs them against the suite's Python side.
+//! IDL `ThriftTest.thrift`, a test server and a test client per language, run
+//! pairwise over every transport, protocol and socket they share (`test/tests.json`).
+//! These two programs take the suite's command line, so any Apache binding's programs
+//! can be paired with them, and `tests/matrix.rs` runs them against the suite's Python
+//! side.
 //!
 //! ```text
 //! thrift-test-server [--port=N | --domain-socket=PATH] [--transport=buffered|framed]
@@ -15,6 +15,8 @@
 //! thrift-test-client [--host=HOST] [--port=N | --domain-socket=PATH] [--transport=..]
 //!     [--protocol=..] [--ssl [--keys-dir=DIR]] [-n N | --testloops=N] [--verbose]
 //! ```
+//!
+//! Both take `--help` and `--version` too ([`options`], parsed by clap).
 //!
 //! - The port defaults to 9090, the host to `localhost`, the transport to `buffered`,
 //!   the protocol to `binary`. The suite's runner passes `--port` with
@@ -33,8 +35,10 @@
 //! - `header` is Apache's THeader with Binary inside; with `--transport=framed` the
 //!   client puts each THeader frame inside a Framed length, as Apache's programs do
 //!   over `TFramedTransport`.
-//! - Both use only volo-core's public API and the code `codegen` generates from the
-//!   IDL in `build.rs`.
+//! - Both use only volo-core's public API and the code `codegen` generates in
+//!   `build.rs` from `idl/thrift_test.thrift`: the suite's interface (its services,
+//!   methods, fields, ids and types, which are what crosses the wire), declared here
+//!   with this crate's own comments and only the types the services use.
 //!
 //! # Exit codes
 //!
@@ -43,10 +47,11 @@
 //! [`checks::STRUCTS`] 2, [`checks::CONTAINERS`] 4, [`checks::EXCEPTIONS`] 8, and
 //! [`checks::TIMEOUT`] 128 when a call timed out), naming each failed check on
 //! stderr. Both programs exit with [`checks::UNKNOWN`] (64, "failed to prepare the
-//! environment") on an unknown option or value, on a combination they do not speak
-//! (the message says `not supported`: the suite's `http` and `zlib` transports), on
-//! unreadable TLS files, or (the server) when it cannot listen. A client that cannot
-//! connect fails every check, each naming the connect error.
+//! environment") on an unknown option or value (clap's message names the flag), on a
+//! combination they do not speak (the message says `not supported`: the suite's `http`
+//! and `zlib` transports, TLS over a Unix socket), on unreadable TLS files, or (the
+//! server) when it cannot listen. A client that cannot connect fails every check, each
+//! naming the connect error.
 //!
 //! # Decisions
 //!
@@ -87,13 +92,8 @@ pub mod handler;
 pub mod options;
 pub mod serve;
 
-// The IDL's own comments become the docs, and Apache's are not Markdown (`set<i32>`
-// reads as an HTML tag).
-#[allow(
-    missing_docs,
-    rustdoc::invalid_html_tags,
-    rustdoc::broken_intra_doc_links
-)]
+// The generated argument and result types have no IDL comments to become docs.
+#[allow(missing_docs)]
 mod generated {
     include!(concat!(env!("OUT_DIR"), "/thrift_gen.rs"));
 }
@@ -105,8 +105,6 @@ use std::fmt;
 /// Why a program could not start its run.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Setup {
-    /// The combination asked for is not spoken (yet).
-    Unsupported(String),
     /// Listening, connecting or a file failed.
     Failed(String),
 }
@@ -114,17 +112,7 @@ pub enum Setup {
 impl fmt::Display for Setup {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
-            Setup::Unsupported(m) => write!(f, "not supported: {m}"),
             Setup::Failed(m) => f.write_str(m),
-        }
-    }
-}
-
-impl From<options::Usage> for Setup {
-    fn from(u: options::Usage) -> Self {
-        match u {
-            options::Usage::Unsupported(m) => Setup::Unsupported(m),
-            other => Setup::Failed(other.to_string()),
         }
     }
 }
@@ -152,17 +140,16 @@ pub fn runtime() -> std::io::Result<tokio::runtime::Runtime> {
         .build()
 }
 
-/// What a program prints and returns for a command line it will not run: the usage
-/// on `--help` (exit 0), else the reason and the usage (exit [`checks::UNKNOWN`]).
-pub fn refuse(program: &str, usage_text: &str, why: options::Usage) -> std::process::ExitCode {
-    match why {
-        options::Usage::Help => {
-            println!("{usage_text}");
-            std::process::ExitCode::SUCCESS
-        }
-        other => {
-            eprintln!("{program}: {other}\n{usage_text}");
-            std::process::ExitCode::from(checks::UNKNOWN)
-        }
+/// What a program prints and returns for a command line it will not run: clap's help
+/// or version on `--help` or `--version` (exit 0), else clap's message, which names
+/// the flag, and exit [`checks::UNKNOWN`], the suite's code for a run that could not
+/// start.
+pub fn refuse(why: &clap::Error) -> std::process::ExitCode {
+    // Nowhere to report a failed write to stdout or stderr.
+    let _ = why.print();
+    if why.use_stderr() {
+        std::process::ExitCode::from(checks::UNKNOWN)
+    } else {
+        std::process::ExitCode::SUCCESS
     }
 }

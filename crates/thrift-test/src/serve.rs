@@ -32,10 +32,11 @@ pub async fn serve(
 ) -> Result<(), Setup> {
     let common = &opts.common;
     let config = ServerConfig {
-        tls: common.tls.as_ref().map(server_tls).transpose()?,
+        tls: common.tls().as_ref().map(server_tls).transpose()?,
         ..ServerConfig::default()
     };
-    let addr = match &common.socket {
+    let socket = common.socket();
+    let addr = match &socket {
         Socket::Ip(port) => Address::Tcp(SocketAddr::from((Ipv4Addr::LOCALHOST, *port))),
         Socket::Domain(path) => {
             remove_stale_socket(path)?;
@@ -43,7 +44,7 @@ pub async fn serve(
         }
     };
     let handler = TestHandler::new();
-    let bound = if common.protocol.multiplexed {
+    let bound = if common.protocol.multiplexed() {
         // As Apache's test servers: both services by name, ThriftTest the default.
         let both = Multiplex::new()
             .default_service(ThriftTestServer::new(handler))
@@ -77,25 +78,21 @@ pub async fn serve(
     }
     tracing::info!(
         "serving {} on {local} ({} {}{})",
-        if common.protocol.multiplexed {
+        if common.protocol.multiplexed() {
             "ThriftTest and SecondService"
         } else {
             "ThriftTest"
         },
         common.transport.name(),
         common.protocol.name(),
-        if common.tls.is_some() {
-            " over TLS"
-        } else {
-            ""
-        }
+        if common.ssl { " over TLS" } else { "" }
     );
     ready(&local);
     let served = match server {
         Bound::One(s) => s.serve_with_shutdown(shutdown).await,
         Bound::Two(s) => s.serve_with_shutdown(shutdown).await,
     };
-    if let Socket::Domain(path) = &common.socket {
+    if let Socket::Domain(path) = &socket {
         // Ours: bound above, no one else's.
         let _ = std::fs::remove_file(path);
     }

@@ -28,7 +28,7 @@ fn client_options(line: &str, addr: &Address) -> ClientOptions {
         Address::Unix(path) => args.push(format!("--domain-socket={}", path.display())),
         other => panic!("unexpected address {other}"),
     }
-    ClientOptions::parse(args).unwrap()
+    ClientOptions::read(std::iter::once("thrift-test-client".to_string()).chain(args)).unwrap()
 }
 
 /// Runs the checks once against `addr`.
@@ -60,8 +60,8 @@ fn serve_and_run(
     client_line: &str,
     socket: &str,
 ) -> Report {
-    let opts = ServerOptions::parse(
-        format!("{line} {socket}")
+    let opts = ServerOptions::read(
+        format!("thrift-test-server {line} {socket}")
             .split_whitespace()
             .map(String::from),
     )

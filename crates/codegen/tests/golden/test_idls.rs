@@ -5224,3 +5224,742 @@ pub mod handlers {
         }
     }
 }
+
+/// Generated from `corners.thrift`.
+#[allow(clippy::approx_constant, clippy::derivable_impls, clippy::disallowed_names, clippy::large_enum_variant, clippy::match_single_binding, clippy::too_many_arguments, clippy::type_complexity)]
+pub mod corners {
+    // A short name for the runtime crate. No generated item can clash with it:
+    // type names are UpperCamelCase and constants UPPER_SNAKE_CASE.
+    #[allow(unused_imports)]
+    use ::thrift_codec as __tc;
+
+    /// Each field is named after a type of the language.
+    #[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord, Default)]
+    pub struct TypeNames {
+        /// Field 1.
+        pub i8: i8,
+        /// Field 2.
+        pub i16: i16,
+        /// Field 3.
+        pub i32: i32,
+        /// Field 4.
+        pub i64: i64,
+        /// Field 5.
+        pub uuid: [u8; 16],
+        /// Field 6.
+        pub string: __tc::Utf8Bytes,
+        /// Field 7.
+        pub binary: __tc::bytes::Bytes,
+        /// Field 8.
+        pub bool: bool,
+        /// Field 9.
+        pub byte: i8,
+        /// Field 10.
+        pub list: ::std::vec::Vec<i8>,
+        /// Field 11.
+        pub set: ::std::collections::BTreeSet<i16>,
+        /// Field 12.
+        pub map: ::std::collections::BTreeMap<__tc::Utf8Bytes, bool>,
+    }
+
+    __tc::impl_wire_for_message!(TypeNames);
+
+    impl __tc::Message for TypeNames {
+        fn size<S: __tc::Sizer>(&self, s: &mut S) -> usize {
+            let saved = s.struct_begin();
+            let mut n = 0usize;
+            n += __tc::wire::Wire::field_size(&self.i8, s, 1);
+            n += __tc::wire::Wire::field_size(&self.i16, s, 2);
+            n += __tc::wire::Wire::field_size(&self.i32, s, 3);
+            n += __tc::wire::Wire::field_size(&self.i64, s, 4);
+            n += __tc::wire::Wire::field_size(&self.uuid, s, 5);
+            n += __tc::wire::Wire::field_size(&self.string, s, 6);
+            n += __tc::wire::Wire::field_size(&self.binary, s, 7);
+            n += __tc::wire::Wire::field_size(&self.bool, s, 8);
+            n += __tc::wire::Wire::field_size(&self.byte, s, 9);
+            n += __tc::wire::Wire::field_size(&self.list, s, 10);
+            n += __tc::wire::Wire::field_size(&self.set, s, 11);
+            n += __tc::wire::Wire::field_size(&self.map, s, 12);
+            n + s.struct_end_len(saved)
+        }
+        fn encode<E: __tc::Encoder>(&self, e: &mut E) {
+            let saved = e.write_struct_begin();
+            __tc::wire::Wire::field_write(&self.i8, e, 1);
+            __tc::wire::Wire::field_write(&self.i16, e, 2);
+            __tc::wire::Wire::field_write(&self.i32, e, 3);
+            __tc::wire::Wire::field_write(&self.i64, e, 4);
+            __tc::wire::Wire::field_write(&self.uuid, e, 5);
+            __tc::wire::Wire::field_write(&self.string, e, 6);
+            __tc::wire::Wire::field_write(&self.binary, e, 7);
+            __tc::wire::Wire::field_write(&self.bool, e, 8);
+            __tc::wire::Wire::field_write(&self.byte, e, 9);
+            __tc::wire::Wire::field_write(&self.list, e, 10);
+            __tc::wire::Wire::field_write(&self.set, e, 11);
+            __tc::wire::Wire::field_write(&self.map, e, 12);
+            e.write_struct_end(saved);
+        }
+        fn decode<D: __tc::Decoder>(d: &mut D) -> ::std::result::Result<Self, __tc::DecodeError> {
+            const NAME: &str = "TypeNames";
+            let saved = d.read_struct_begin()?;
+            let mut f_i8 = ::std::default::Default::default();
+            let mut f_i16 = ::std::default::Default::default();
+            let mut f_i32 = ::std::default::Default::default();
+            let mut f_i64 = ::std::default::Default::default();
+            let mut f_uuid = ::std::default::Default::default();
+            let mut f_string = ::std::default::Default::default();
+            let mut f_binary = ::std::default::Default::default();
+            let mut f_bool = ::std::default::Default::default();
+            let mut f_byte = ::std::default::Default::default();
+            let mut f_list = ::std::default::Default::default();
+            let mut f_set = ::std::default::Default::default();
+            let mut f_map = ::std::default::Default::default();
+            loop {
+                let field = d.read_field_begin()?;
+                match (field.id, field.ty) {
+                    (_, __tc::TType::Stop) => break,
+                    (1, __tc::TType::I8) => f_i8 = __tc::wire::read_field(d, NAME, "i8")?,
+                    (2, __tc::TType::I16) => f_i16 = __tc::wire::read_field(d, NAME, "i16")?,
+                    (3, __tc::TType::I32) => f_i32 = __tc::wire::read_field(d, NAME, "i32")?,
+                    (4, __tc::TType::I64) => f_i64 = __tc::wire::read_field(d, NAME, "i64")?,
+                    (5, __tc::TType::Uuid) => f_uuid = __tc::wire::read_field(d, NAME, "uuid")?,
+                    (6, __tc::TType::Binary) => f_string = __tc::wire::read_field(d, NAME, "string")?,
+                    (7, __tc::TType::Binary) => f_binary = __tc::wire::read_field(d, NAME, "binary")?,
+                    (8, __tc::TType::Bool) => f_bool = __tc::wire::read_field(d, NAME, "bool")?,
+                    (9, __tc::TType::I8) => f_byte = __tc::wire::read_field(d, NAME, "byte")?,
+                    (10, __tc::TType::List) => f_list = __tc::wire::read_field(d, NAME, "list")?,
+                    (11, __tc::TType::Set) => f_set = __tc::wire::read_field(d, NAME, "set")?,
+                    (12, __tc::TType::Map) => f_map = __tc::wire::read_field(d, NAME, "map")?,
+                    (_, ty) => d.skip(ty)?,
+                }
+            }
+            d.read_struct_end(saved);
+            ::std::result::Result::Ok(Self {
+                i8: f_i8,
+                i16: f_i16,
+                i32: f_i32,
+                i64: f_i64,
+                uuid: f_uuid,
+                string: f_string,
+                binary: f_binary,
+                bool: f_bool,
+                byte: f_byte,
+                list: f_list,
+                set: f_set,
+                map: f_map,
+            })
+        }
+    }
+
+    pub const TICKET: [u8; 16] = [0xc0, 0xff, 0xee, 0x00, 0x12, 0x34, 0x4a, 0xbc, 0x8d, 0xef, 0x01, 0x23, 0x45, 0x67, 0x89, 0xab];
+
+    pub const BRACED: [u8; 16] = [0xc0, 0xff, 0xee, 0x00, 0x12, 0x34, 0x4a, 0xbc, 0x8d, 0xef, 0xfe, 0xdc, 0xba, 0x98, 0x76, 0x54];
+
+    pub type RequestId = [u8; 16];
+
+    pub const FIRST_REQUEST: [u8; 16] = [0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x01];
+
+    pub static TICKETS: ::std::sync::LazyLock<::std::collections::BTreeSet<[u8; 16]>> = ::std::sync::LazyLock::new(|| ::std::collections::BTreeSet::from([[0xc0, 0xff, 0xee, 0x00, 0x12, 0x34, 0x4a, 0xbc, 0x8d, 0xef, 0x01, 0x23, 0x45, 0x67, 0x89, 0xab], [0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x01]]));
+
+    /// Doubles as set elements and map keys need an order; in a list they do not.
+    #[derive(Debug, Clone, PartialEq, Default)]
+    pub struct Readings {
+        /// Field 1.
+        pub levels: ::std::collections::BTreeSet<super::corners::OrderedF64>,
+        /// Field 2.
+        pub buckets: ::std::collections::BTreeMap<super::corners::OrderedF64, i8>,
+        /// Field 3.
+        pub raw: ::std::vec::Vec<f64>,
+        /// Field 4.
+        pub mean: f64,
+    }
+
+    __tc::impl_wire_for_message!(Readings);
+
+    impl __tc::Message for Readings {
+        fn size<S: __tc::Sizer>(&self, s: &mut S) -> usize {
+            let saved = s.struct_begin();
+            let mut n = 0usize;
+            n += __tc::wire::Wire::field_size(&self.levels, s, 1);
+            n += __tc::wire::Wire::field_size(&self.buckets, s, 2);
+            n += __tc::wire::Wire::field_size(&self.raw, s, 3);
+            n += __tc::wire::Wire::field_size(&self.mean, s, 4);
+            n + s.struct_end_len(saved)
+        }
+        fn encode<E: __tc::Encoder>(&self, e: &mut E) {
+            let saved = e.write_struct_begin();
+            __tc::wire::Wire::field_write(&self.levels, e, 1);
+            __tc::wire::Wire::field_write(&self.buckets, e, 2);
+            __tc::wire::Wire::field_write(&self.raw, e, 3);
+            __tc::wire::Wire::field_write(&self.mean, e, 4);
+            e.write_struct_end(saved);
+        }
+        fn decode<D: __tc::Decoder>(d: &mut D) -> ::std::result::Result<Self, __tc::DecodeError> {
+            const NAME: &str = "Readings";
+            let saved = d.read_struct_begin()?;
+            let mut f_levels = ::std::default::Default::default();
+            let mut f_buckets = ::std::default::Default::default();
+            let mut f_raw = ::std::default::Default::default();
+            let mut f_mean = ::std::default::Default::default();
+            loop {
+                let field = d.read_field_begin()?;
+                match (field.id, field.ty) {
+                    (_, __tc::TType::Stop) => break,
+                    (1, __tc::TType::Set) => f_levels = __tc::wire::read_field(d, NAME, "levels")?,
+                    (2, __tc::TType::Map) => f_buckets = __tc::wire::read_field(d, NAME, "buckets")?,
+                    (3, __tc::TType::List) => f_raw = __tc::wire::read_field(d, NAME, "raw")?,
+                    (4, __tc::TType::Double) => f_mean = __tc::wire::read_field(d, NAME, "mean")?,
+                    (_, ty) => d.skip(ty)?,
+                }
+            }
+            d.read_struct_end(saved);
+            ::std::result::Result::Ok(Self {
+                levels: f_levels,
+                buckets: f_buckets,
+                raw: f_raw,
+                mean: f_mean,
+            })
+        }
+    }
+
+    pub const WHOLE: f64 = 3.0f64;
+
+    pub const NEGATIVE_WHOLE: f64 = -12.0f64;
+
+    pub static STEPS: ::std::sync::LazyLock<::std::vec::Vec<f64>> = ::std::sync::LazyLock::new(|| ::std::vec![1.0f64, -0.5f64, 0.0025f64, 700.0f64]);
+
+    pub static CALIBRATION: ::std::sync::LazyLock<super::corners::Readings> = ::std::sync::LazyLock::new(|| super::corners::Readings { levels: ::std::collections::BTreeSet::from([super::corners::OrderedF64(0.5f64), super::corners::OrderedF64(-2.0f64), super::corners::OrderedF64(10.0f64)]), buckets: ::std::collections::BTreeMap::from([(super::corners::OrderedF64(-1.25f64), 1i8), (super::corners::OrderedF64(4.0f64), 2i8)]), raw: ::std::vec![1.0f64, 1.0f64], mean: 1.0f64 });
+
+    /// `{}` is an empty set or an empty map, as the field's type says.
+    #[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
+    pub struct EmptyBraces {
+        /// Field 1, optional.
+        pub blobs: ::std::option::Option<::std::collections::BTreeSet<__tc::bytes::Bytes>>,
+        /// Field 2, optional.
+        pub counts: ::std::option::Option<::std::collections::BTreeMap<__tc::bytes::Bytes, i32>>,
+        /// Field 3.
+        pub names: ::std::collections::BTreeSet<__tc::Utf8Bytes>,
+    }
+
+    impl ::std::default::Default for EmptyBraces {
+        fn default() -> Self {
+            Self {
+                blobs: ::std::default::Default::default(),
+                counts: ::std::default::Default::default(),
+                names: ::std::collections::BTreeSet::from([]),
+            }
+        }
+    }
+
+    __tc::impl_wire_for_message!(EmptyBraces);
+
+    impl __tc::Message for EmptyBraces {
+        fn size<S: __tc::Sizer>(&self, s: &mut S) -> usize {
+            let saved = s.struct_begin();
+            let mut n = 0usize;
+            if let ::std::option::Option::Some(v) = &self.blobs {
+                n += __tc::wire::Wire::field_size(v, s, 1);
+            }
+            if let ::std::option::Option::Some(v) = &self.counts {
+                n += __tc::wire::Wire::field_size(v, s, 2);
+            }
+            n += __tc::wire::Wire::field_size(&self.names, s, 3);
+            n + s.struct_end_len(saved)
+        }
+        fn encode<E: __tc::Encoder>(&self, e: &mut E) {
+            let saved = e.write_struct_begin();
+            if let ::std::option::Option::Some(v) = &self.blobs {
+                __tc::wire::Wire::field_write(v, e, 1);
+            }
+            if let ::std::option::Option::Some(v) = &self.counts {
+                __tc::wire::Wire::field_write(v, e, 2);
+            }
+            __tc::wire::Wire::field_write(&self.names, e, 3);
+            e.write_struct_end(saved);
+        }
+        fn decode<D: __tc::Decoder>(d: &mut D) -> ::std::result::Result<Self, __tc::DecodeError> {
+            const NAME: &str = "EmptyBraces";
+            let saved = d.read_struct_begin()?;
+            let mut f_blobs = ::std::option::Option::None;
+            let mut f_counts = ::std::option::Option::None;
+            let mut f_names = ::std::collections::BTreeSet::from([]);
+            loop {
+                let field = d.read_field_begin()?;
+                match (field.id, field.ty) {
+                    (_, __tc::TType::Stop) => break,
+                    (1, __tc::TType::Set) => f_blobs = ::std::option::Option::Some(__tc::wire::read_field(d, NAME, "blobs")?),
+                    (2, __tc::TType::Map) => f_counts = ::std::option::Option::Some(__tc::wire::read_field(d, NAME, "counts")?),
+                    (3, __tc::TType::Set) => f_names = __tc::wire::read_field(d, NAME, "names")?,
+                    (_, ty) => d.skip(ty)?,
+                }
+            }
+            d.read_struct_end(saved);
+            ::std::result::Result::Ok(Self {
+                blobs: f_blobs,
+                counts: f_counts,
+                names: f_names,
+            })
+        }
+    }
+
+    /// Implicit values continue from the one before, negative or not; two names may share one.
+    /// An `i32` on the wire; values the IDL does not name are kept as they are.
+    #[derive(Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Default)]
+    pub struct Level(pub i32);
+
+    impl Level {
+        /// `FLOOR = -2`.
+        pub const FLOOR: Self = Self(-2);
+        /// `BELOW = -1`.
+        pub const BELOW: Self = Self(-1);
+        /// `ZERO = 0`.
+        pub const ZERO: Self = Self(0);
+        /// `NONE = 0`.
+        pub const NONE: Self = Self(0);
+        /// `ONE = 1`.
+        pub const ONE: Self = Self(1);
+        /// `TOP = 16`.
+        pub const TOP: Self = Self(16);
+
+        /// The IDL name of this value, if it has one.
+        pub fn name(self) -> ::std::option::Option<&'static str> {
+            match self.0 {
+                -2 => ::std::option::Option::Some("FLOOR"),
+                -1 => ::std::option::Option::Some("BELOW"),
+                0 => ::std::option::Option::Some("ZERO"),
+                1 => ::std::option::Option::Some("ONE"),
+                16 => ::std::option::Option::Some("TOP"),
+                _ => ::std::option::Option::None,
+            }
+        }
+    }
+
+    impl ::std::fmt::Debug for Level {
+        fn fmt(&self, f: &mut ::std::fmt::Formatter<'_>) -> ::std::fmt::Result {
+            match self.name() {
+                ::std::option::Option::Some(n) => f.write_str(n),
+                ::std::option::Option::None => ::std::write!(f, "Level({})", self.0),
+            }
+        }
+    }
+
+    __tc::impl_wire_for_enum!(Level);
+
+    impl ::std::convert::From<i32> for Level {
+        fn from(v: i32) -> Self {
+            Self(v)
+        }
+    }
+
+    impl ::std::convert::From<Level> for i32 {
+        fn from(v: Level) -> i32 {
+            v.0
+        }
+    }
+
+    #[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
+    pub struct Alarm {
+        /// Field 1.
+        pub at: super::corners::Level,
+        /// Field 2.
+        pub quiet: super::corners::Level,
+    }
+
+    impl ::std::default::Default for Alarm {
+        fn default() -> Self {
+            Self {
+                at: super::corners::Level(1),
+                quiet: super::corners::Level(0),
+            }
+        }
+    }
+
+    __tc::impl_wire_for_message!(Alarm);
+
+    impl __tc::Message for Alarm {
+        fn size<S: __tc::Sizer>(&self, s: &mut S) -> usize {
+            let saved = s.struct_begin();
+            let mut n = 0usize;
+            n += __tc::wire::Wire::field_size(&self.at, s, 1);
+            n += __tc::wire::Wire::field_size(&self.quiet, s, 2);
+            n + s.struct_end_len(saved)
+        }
+        fn encode<E: __tc::Encoder>(&self, e: &mut E) {
+            let saved = e.write_struct_begin();
+            __tc::wire::Wire::field_write(&self.at, e, 1);
+            __tc::wire::Wire::field_write(&self.quiet, e, 2);
+            e.write_struct_end(saved);
+        }
+        fn decode<D: __tc::Decoder>(d: &mut D) -> ::std::result::Result<Self, __tc::DecodeError> {
+            const NAME: &str = "Alarm";
+            let saved = d.read_struct_begin()?;
+            let mut f_at = super::corners::Level(1);
+            let mut f_quiet = super::corners::Level(0);
+            loop {
+                let field = d.read_field_begin()?;
+                match (field.id, field.ty) {
+                    (_, __tc::TType::Stop) => break,
+                    (1, __tc::TType::I32) => f_at = __tc::wire::read_field(d, NAME, "at")?,
+                    (2, __tc::TType::I32) => f_quiet = __tc::wire::read_field(d, NAME, "quiet")?,
+                    (_, ty) => d.skip(ty)?,
+                }
+            }
+            d.read_struct_end(saved);
+            ::std::result::Result::Ok(Self {
+                at: f_at,
+                quiet: f_quiet,
+            })
+        }
+    }
+
+    pub type Count = i32;
+
+    pub type Total = i32;
+
+    pub type Totals = ::std::vec::Vec<i32>;
+
+    pub type TotalsByTotal = ::std::collections::BTreeMap<i32, ::std::vec::Vec<i32>>;
+
+    pub static SOME_TOTALS: ::std::sync::LazyLock<::std::vec::Vec<i32>> = ::std::sync::LazyLock::new(|| ::std::vec![1i32, 2i32, 3i32]);
+
+    pub static INDEX: ::std::sync::LazyLock<::std::collections::BTreeMap<i32, ::std::vec::Vec<i32>>> = ::std::sync::LazyLock::new(|| ::std::collections::BTreeMap::from([(6i32, ::std::vec![1i32, 2i32, 3i32]), (0i32, ::std::vec![])]));
+
+    #[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord, Default)]
+    pub struct Label {
+        /// Field 1.
+        pub key: __tc::Utf8Bytes,
+        /// Field 2.
+        pub weight: i32,
+    }
+
+    __tc::impl_wire_for_message!(Label);
+
+    impl __tc::Message for Label {
+        fn size<S: __tc::Sizer>(&self, s: &mut S) -> usize {
+            let saved = s.struct_begin();
+            let mut n = 0usize;
+            n += __tc::wire::Wire::field_size(&self.key, s, 1);
+            n += __tc::wire::Wire::field_size(&self.weight, s, 2);
+            n + s.struct_end_len(saved)
+        }
+        fn encode<E: __tc::Encoder>(&self, e: &mut E) {
+            let saved = e.write_struct_begin();
+            __tc::wire::Wire::field_write(&self.key, e, 1);
+            __tc::wire::Wire::field_write(&self.weight, e, 2);
+            e.write_struct_end(saved);
+        }
+        fn decode<D: __tc::Decoder>(d: &mut D) -> ::std::result::Result<Self, __tc::DecodeError> {
+            const NAME: &str = "Label";
+            let saved = d.read_struct_begin()?;
+            let mut f_key = ::std::default::Default::default();
+            let mut f_weight = ::std::default::Default::default();
+            loop {
+                let field = d.read_field_begin()?;
+                match (field.id, field.ty) {
+                    (_, __tc::TType::Stop) => break,
+                    (1, __tc::TType::Binary) => f_key = __tc::wire::read_field(d, NAME, "key")?,
+                    (2, __tc::TType::I32) => f_weight = __tc::wire::read_field(d, NAME, "weight")?,
+                    (_, ty) => d.skip(ty)?,
+                }
+            }
+            d.read_struct_end(saved);
+            ::std::result::Result::Ok(Self {
+                key: f_key,
+                weight: f_weight,
+            })
+        }
+    }
+
+    /// Structs, sets and maps inside each other, keys included.
+    #[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord, Default)]
+    pub struct Nesting {
+        /// Field 1, optional.
+        pub labels: ::std::option::Option<::std::collections::BTreeSet<super::corners::Label>>,
+        /// Field 2.
+        pub by_ids: ::std::collections::BTreeMap<::std::collections::BTreeSet<i32>, ::std::vec::Vec<__tc::Utf8Bytes>>,
+        /// Field 3, required.
+        pub deep: ::std::vec::Vec<::std::collections::BTreeMap<::std::collections::BTreeSet<i16>, ::std::collections::BTreeMap<i64, ::std::collections::BTreeSet<::std::vec::Vec<::std::collections::BTreeMap<super::corners::Label, __tc::Utf8Bytes>>>>>>,
+        /// Field 4.
+        pub levels: ::std::collections::BTreeMap<super::corners::Label, super::corners::Level>,
+        /// Field 5.
+        pub cube: ::std::vec::Vec<::std::vec::Vec<::std::vec::Vec<super::corners::Label>>>,
+    }
+
+    __tc::impl_wire_for_message!(Nesting);
+
+    impl __tc::Message for Nesting {
+        fn size<S: __tc::Sizer>(&self, s: &mut S) -> usize {
+            let saved = s.struct_begin();
+            let mut n = 0usize;
+            if let ::std::option::Option::Some(v) = &self.labels {
+                n += __tc::wire::Wire::field_size(v, s, 1);
+            }
+            n += __tc::wire::Wire::field_size(&self.by_ids, s, 2);
+            n += __tc::wire::Wire::field_size(&self.deep, s, 3);
+            n += __tc::wire::Wire::field_size(&self.levels, s, 4);
+            n += __tc::wire::Wire::field_size(&self.cube, s, 5);
+            n + s.struct_end_len(saved)
+        }
+        fn encode<E: __tc::Encoder>(&self, e: &mut E) {
+            let saved = e.write_struct_begin();
+            if let ::std::option::Option::Some(v) = &self.labels {
+                __tc::wire::Wire::field_write(v, e, 1);
+            }
+            __tc::wire::Wire::field_write(&self.by_ids, e, 2);
+            __tc::wire::Wire::field_write(&self.deep, e, 3);
+            __tc::wire::Wire::field_write(&self.levels, e, 4);
+            __tc::wire::Wire::field_write(&self.cube, e, 5);
+            e.write_struct_end(saved);
+        }
+        fn decode<D: __tc::Decoder>(d: &mut D) -> ::std::result::Result<Self, __tc::DecodeError> {
+            const NAME: &str = "Nesting";
+            let saved = d.read_struct_begin()?;
+            let mut f_labels = ::std::option::Option::None;
+            let mut f_by_ids = ::std::default::Default::default();
+            let mut f_deep = ::std::option::Option::None;
+            let mut f_levels = ::std::default::Default::default();
+            let mut f_cube = ::std::default::Default::default();
+            loop {
+                let field = d.read_field_begin()?;
+                match (field.id, field.ty) {
+                    (_, __tc::TType::Stop) => break,
+                    (1, __tc::TType::Set) => f_labels = ::std::option::Option::Some(__tc::wire::read_field(d, NAME, "labels")?),
+                    (2, __tc::TType::Map) => f_by_ids = __tc::wire::read_field(d, NAME, "by_ids")?,
+                    (3, __tc::TType::List) => f_deep = ::std::option::Option::Some(__tc::wire::read_field(d, NAME, "deep")?),
+                    (4, __tc::TType::Map) => f_levels = __tc::wire::read_field(d, NAME, "levels")?,
+                    (5, __tc::TType::List) => f_cube = __tc::wire::read_field(d, NAME, "cube")?,
+                    (_, ty) => d.skip(ty)?,
+                }
+            }
+            d.read_struct_end(saved);
+            ::std::result::Result::Ok(Self {
+                labels: f_labels,
+                by_ids: f_by_ids,
+                deep: __tc::wire::required(f_deep, NAME, "deep")?,
+                levels: f_levels,
+                cube: f_cube,
+            })
+        }
+    }
+
+    /// The first version of a record.
+    #[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord, Default)]
+    pub struct RecordV1 {
+        /// Field 1.
+        pub first: i32,
+        /// Field 3.
+        pub dropped_later: __tc::Utf8Bytes,
+        /// Field 12.
+        pub last: i32,
+    }
+
+    __tc::impl_wire_for_message!(RecordV1);
+
+    impl __tc::Message for RecordV1 {
+        fn size<S: __tc::Sizer>(&self, s: &mut S) -> usize {
+            let saved = s.struct_begin();
+            let mut n = 0usize;
+            n += __tc::wire::Wire::field_size(&self.first, s, 1);
+            n += __tc::wire::Wire::field_size(&self.dropped_later, s, 3);
+            n += __tc::wire::Wire::field_size(&self.last, s, 12);
+            n + s.struct_end_len(saved)
+        }
+        fn encode<E: __tc::Encoder>(&self, e: &mut E) {
+            let saved = e.write_struct_begin();
+            __tc::wire::Wire::field_write(&self.first, e, 1);
+            __tc::wire::Wire::field_write(&self.dropped_later, e, 3);
+            __tc::wire::Wire::field_write(&self.last, e, 12);
+            e.write_struct_end(saved);
+        }
+        fn decode<D: __tc::Decoder>(d: &mut D) -> ::std::result::Result<Self, __tc::DecodeError> {
+            const NAME: &str = "RecordV1";
+            let saved = d.read_struct_begin()?;
+            let mut f_first = ::std::default::Default::default();
+            let mut f_dropped_later = ::std::default::Default::default();
+            let mut f_last = ::std::default::Default::default();
+            loop {
+                let field = d.read_field_begin()?;
+                match (field.id, field.ty) {
+                    (_, __tc::TType::Stop) => break,
+                    (1, __tc::TType::I32) => f_first = __tc::wire::read_field(d, NAME, "first")?,
+                    (3, __tc::TType::Binary) => f_dropped_later = __tc::wire::read_field(d, NAME, "dropped_later")?,
+                    (12, __tc::TType::I32) => f_last = __tc::wire::read_field(d, NAME, "last")?,
+                    (_, ty) => d.skip(ty)?,
+                }
+            }
+            d.read_struct_end(saved);
+            ::std::result::Result::Ok(Self {
+                first: f_first,
+                dropped_later: f_dropped_later,
+                last: f_last,
+            })
+        }
+    }
+
+    /// The next version: new fields of every kind between the old ones.
+    #[derive(Debug, Clone, PartialEq, Default)]
+    pub struct RecordV2 {
+        /// Field 1.
+        pub first: i32,
+        /// Field 2.
+        pub small: i8,
+        /// Field 4.
+        pub short_one: i16,
+        /// Field 5.
+        pub long_one: i64,
+        /// Field 6.
+        pub ratio: f64,
+        /// Field 7.
+        pub label: super::corners::Label,
+        /// Field 8.
+        pub numbers: ::std::vec::Vec<i32>,
+        /// Field 9.
+        pub words: ::std::collections::BTreeSet<__tc::Utf8Bytes>,
+        /// Field 10.
+        pub names: ::std::collections::BTreeMap<i32, __tc::Utf8Bytes>,
+        /// Field 11.
+        pub id: [u8; 16],
+        /// Field 12.
+        pub last: i32,
+    }
+
+    __tc::impl_wire_for_message!(RecordV2);
+
+    impl __tc::Message for RecordV2 {
+        fn size<S: __tc::Sizer>(&self, s: &mut S) -> usize {
+            let saved = s.struct_begin();
+            let mut n = 0usize;
+            n += __tc::wire::Wire::field_size(&self.first, s, 1);
+            n += __tc::wire::Wire::field_size(&self.small, s, 2);
+            n += __tc::wire::Wire::field_size(&self.short_one, s, 4);
+            n += __tc::wire::Wire::field_size(&self.long_one, s, 5);
+            n += __tc::wire::Wire::field_size(&self.ratio, s, 6);
+            n += __tc::wire::Wire::field_size(&self.label, s, 7);
+            n += __tc::wire::Wire::field_size(&self.numbers, s, 8);
+            n += __tc::wire::Wire::field_size(&self.words, s, 9);
+            n += __tc::wire::Wire::field_size(&self.names, s, 10);
+            n += __tc::wire::Wire::field_size(&self.id, s, 11);
+            n += __tc::wire::Wire::field_size(&self.last, s, 12);
+            n + s.struct_end_len(saved)
+        }
+        fn encode<E: __tc::Encoder>(&self, e: &mut E) {
+            let saved = e.write_struct_begin();
+            __tc::wire::Wire::field_write(&self.first, e, 1);
+            __tc::wire::Wire::field_write(&self.small, e, 2);
+            __tc::wire::Wire::field_write(&self.short_one, e, 4);
+            __tc::wire::Wire::field_write(&self.long_one, e, 5);
+            __tc::wire::Wire::field_write(&self.ratio, e, 6);
+            __tc::wire::Wire::field_write(&self.label, e, 7);
+            __tc::wire::Wire::field_write(&self.numbers, e, 8);
+            __tc::wire::Wire::field_write(&self.words, e, 9);
+            __tc::wire::Wire::field_write(&self.names, e, 10);
+            __tc::wire::Wire::field_write(&self.id, e, 11);
+            __tc::wire::Wire::field_write(&self.last, e, 12);
+            e.write_struct_end(saved);
+        }
+        fn decode<D: __tc::Decoder>(d: &mut D) -> ::std::result::Result<Self, __tc::DecodeError> {
+            const NAME: &str = "RecordV2";
+            let saved = d.read_struct_begin()?;
+            let mut f_first = ::std::default::Default::default();
+            let mut f_small = ::std::default::Default::default();
+            let mut f_short_one = ::std::default::Default::default();
+            let mut f_long_one = ::std::default::Default::default();
+            let mut f_ratio = ::std::default::Default::default();
+            let mut f_label = ::std::default::Default::default();
+            let mut f_numbers = ::std::default::Default::default();
+            let mut f_words = ::std::default::Default::default();
+            let mut f_names = ::std::default::Default::default();
+            let mut f_id = ::std::default::Default::default();
+            let mut f_last = ::std::default::Default::default();
+            loop {
+                let field = d.read_field_begin()?;
+                match (field.id, field.ty) {
+                    (_, __tc::TType::Stop) => break,
+                    (1, __tc::TType::I32) => f_first = __tc::wire::read_field(d, NAME, "first")?,
+                    (2, __tc::TType::I8) => f_small = __tc::wire::read_field(d, NAME, "small")?,
+                    (4, __tc::TType::I16) => f_short_one = __tc::wire::read_field(d, NAME, "short_one")?,
+                    (5, __tc::TType::I64) => f_long_one = __tc::wire::read_field(d, NAME, "long_one")?,
+                    (6, __tc::TType::Double) => f_ratio = __tc::wire::read_field(d, NAME, "ratio")?,
+                    (7, __tc::TType::Struct) => f_label = __tc::wire::read_field(d, NAME, "label")?,
+                    (8, __tc::TType::List) => f_numbers = __tc::wire::read_field(d, NAME, "numbers")?,
+                    (9, __tc::TType::Set) => f_words = __tc::wire::read_field(d, NAME, "words")?,
+                    (10, __tc::TType::Map) => f_names = __tc::wire::read_field(d, NAME, "names")?,
+                    (11, __tc::TType::Uuid) => f_id = __tc::wire::read_field(d, NAME, "id")?,
+                    (12, __tc::TType::I32) => f_last = __tc::wire::read_field(d, NAME, "last")?,
+                    (_, ty) => d.skip(ty)?,
+                }
+            }
+            d.read_struct_end(saved);
+            ::std::result::Result::Ok(Self {
+                first: f_first,
+                small: f_small,
+                short_one: f_short_one,
+                long_one: f_long_one,
+                ratio: f_ratio,
+                label: f_label,
+                numbers: f_numbers,
+                words: f_words,
+                names: f_names,
+                id: f_id,
+                last: f_last,
+            })
+        }
+    }
+
+    /// A Thrift `double` where Rust needs a total order: in a set element or map key.
+    /// Ordered by `f64::total_cmp`, and equal and hashed by bit pattern, which agree:
+    /// a NaN is a key like any other, and `-0.0` and `0.0` are two keys. On the wire
+    /// it is a `double`.
+    #[derive(Debug, Clone, Copy, Default)]
+    pub struct OrderedF64(pub f64);
+
+    impl ::std::cmp::PartialEq for OrderedF64 {
+        fn eq(&self, other: &Self) -> bool {
+            self.0.to_bits() == other.0.to_bits()
+        }
+    }
+
+    impl ::std::cmp::Eq for OrderedF64 {}
+
+    impl ::std::cmp::PartialOrd for OrderedF64 {
+        fn partial_cmp(&self, other: &Self) -> ::std::option::Option<::std::cmp::Ordering> {
+            ::std::option::Option::Some(::std::cmp::Ord::cmp(self, other))
+        }
+    }
+
+    impl ::std::cmp::Ord for OrderedF64 {
+        fn cmp(&self, other: &Self) -> ::std::cmp::Ordering {
+            self.0.total_cmp(&other.0)
+        }
+    }
+
+    impl ::std::hash::Hash for OrderedF64 {
+        fn hash<H: ::std::hash::Hasher>(&self, state: &mut H) {
+            ::std::hash::Hash::hash(&self.0.to_bits(), state);
+        }
+    }
+
+    impl ::std::convert::From<f64> for OrderedF64 {
+        fn from(v: f64) -> Self {
+            Self(v)
+        }
+    }
+
+    impl ::std::convert::From<OrderedF64> for f64 {
+        fn from(v: OrderedF64) -> f64 {
+            v.0
+        }
+    }
+
+    impl __tc::wire::Wire for OrderedF64 {
+        const TTYPE: __tc::TType = __tc::TType::Double;
+        fn wire_size<S: __tc::Sizer>(&self, s: &mut S) -> usize {
+            __tc::wire::Wire::wire_size(&self.0, s)
+        }
+        fn wire_write<E: __tc::Encoder>(&self, e: &mut E) {
+            __tc::wire::Wire::wire_write(&self.0, e);
+        }
+        fn wire_read<D: __tc::Decoder>(d: &mut D) -> ::std::result::Result<Self, __tc::DecodeError> {
+            <f64 as __tc::wire::Wire>::wire_read(d).map(Self)
+        }
+    }
+}

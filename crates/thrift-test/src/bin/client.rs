@@ -8,9 +8,9 @@ use thrift_test::checks::{self, Report, UNKNOWN};
 use thrift_test::options::ClientOptions;
 
 fn main() -> ExitCode {
-    let opts = match ClientOptions::parse(std::env::args().skip(1)) {
+    let opts = match ClientOptions::read(std::env::args_os()) {
         Ok(o) => o,
-        Err(why) => return thrift_test::refuse("thrift-test-client", ClientOptions::USAGE, why),
+        Err(why) => return thrift_test::refuse(&why),
     };
     thrift_test::init_logging(opts.common.verbose);
     let runtime = match thrift_test::runtime() {

@@ -8,9 +8,9 @@ use thrift_test::checks::UNKNOWN;
 use thrift_test::options::ServerOptions;
 
 fn main() -> ExitCode {
-    let opts = match ServerOptions::parse(std::env::args().skip(1)) {
+    let opts = match ServerOptions::read(std::env::args_os()) {
         Ok(o) => o,
-        Err(why) => return thrift_test::refuse("thrift-test-server", ServerOptions::USAGE, why),
+        Err(why) => return thrift_test::refuse(&why),
     };
     thrift_test::init_logging(opts.common.verbose);
     let runtime = match thrift_test::runtime() {
