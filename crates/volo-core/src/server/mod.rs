@@ -174,7 +174,7 @@
 //!
 //! # A graceful stop
 //!
-//! [`serve_with_shutdown`](run::BoundServer::serve_with_shutdown) stops in four steps,
+//! [`BoundServer::serve_with_shutdown`] stops in four steps,
 //! so that no call a client sent is lost and none runs twice:
 //!
 //! 1. **Deregister, then wait.** A server with a [registry](Server::registry)
@@ -281,7 +281,7 @@ pub fn is_overload(ex: &ApplicationException) -> bool {
 }
 
 /// How a server that is shutting down starts the message of the `INTERNAL_ERROR` it
-/// answers a call with that it will not run (see [`Server::serve_with_shutdown`]):
+/// answers a call with that it will not run (see [A graceful stop](self#a-graceful-stop)):
 /// this crate's clients take such an answer for
 /// [`ErrorKind::Closing`](crate::client::ErrorKind::Closing), a call that never ran,
 /// and send it to another instance whatever its idempotency.
