@@ -20,6 +20,23 @@
 //! - `middleware`: two custom client layers on a generated client.
 //! - `two-hops`: metainfo through a chain of two services.
 //! - `wire-dump`: the bytes of the benchmark types on the wire.
+//!
+//! # The `etcd` feature
+//!
+//! The etcd pieces (`echo-server --registry`, `echo-client --discover`, `local-first`
+//! and the churn test) need the `etcd` feature, off by default:
+//! `cargo run -p examples --features etcd --bin ...`, and `--features examples/etcd`
+//! (or `--all-features`) from the workspace. The etcd client's build compiles etcd's
+//! protobuf API with protoc, and the main job (`rpc-bench`) should build on a machine
+//! with rustup alone. Running them needs an etcd (3.4 or later; `local-first` and the
+//! churn test start their own, which needs the `etcd` binary).
+//!
+//! Without the feature, `--registry` and `--discover` still exist, are listed by
+//! `--help`, and are refused with a message naming the feature (status 2): a flag
+//! that vanished would read as a typo, where this says what to rebuild with.
+//! `local-first` is a measurement of etcd-driven routing and nothing else, so it is
+//! not built at all (`required-features`); `cargo run --bin local-first` says which
+//! feature it needs.
 #![allow(unreachable_pub)]
 
 pub mod attempts;

@@ -538,7 +538,7 @@ fn rpc_bench_compares_metrics_on_and_off() {
 
 /// Every program, by name and path.
 fn programs() -> Vec<(&'static str, &'static str)> {
-    vec![
+    let all = vec![
         ("echo-server", env!("CARGO_BIN_EXE_echo-server")),
         ("echo-client", env!("CARGO_BIN_EXE_echo-client")),
         ("rpc-bench", env!("CARGO_BIN_EXE_rpc-bench")),
@@ -546,8 +546,15 @@ fn programs() -> Vec<(&'static str, &'static str)> {
         ("two-hops", env!("CARGO_BIN_EXE_two-hops")),
         ("middleware", env!("CARGO_BIN_EXE_middleware")),
         ("wire-dump", env!("CARGO_BIN_EXE_wire-dump")),
-        ("local-first", env!("CARGO_BIN_EXE_local-first")),
+    ];
+    // Built with the `etcd` feature only.
+    #[cfg(feature = "etcd")]
+    let all = [
+        all,
+        vec![("local-first", env!("CARGO_BIN_EXE_local-first"))],
     ]
+    .concat();
+    all
 }
 
 /// `bin` run with `args`, its output (it must end by itself: these are refusals and
@@ -650,14 +657,33 @@ fn a_bad_value_is_refused_naming_its_flag() {
     );
     refused(bench, &["--server-only", "--stack", "paired"], &["--stack"]);
     refused(env!("CARGO_BIN_EXE_wire-dump"), &["a", "b", "c"], &["'c'"]);
+    #[cfg(feature = "etcd")]
     refused(
         env!("CARGO_BIN_EXE_local-first"),
         &["--shares", "1,2"],
         &["--shares"],
     );
+    #[cfg(feature = "etcd")]
     refused(
         server,
         &with_addr(&["--registry", "http://x:1"]),
         &["--registry"],
+    );
+}
+
+/// Without the `etcd` feature the etcd flags are there, and refused naming it.
+#[cfg(not(feature = "etcd"))]
+#[test]
+fn etcd_flags_name_the_feature_they_need() {
+    let url = "etcd://127.0.0.1:2379";
+    refused(
+        env!("CARGO_BIN_EXE_echo-server"),
+        &["--addr", "127.0.0.1:0", "--registry", url],
+        &["--registry", "`etcd` feature"],
+    );
+    refused(
+        env!("CARGO_BIN_EXE_echo-client"),
+        &["--discover", url],
+        &["--discover", "`etcd` feature"],
     );
 }

@@ -42,7 +42,8 @@
 //!
 //! # Discovery
 //!
-//! `--discover etcd://HOST:PORT[,HOST:PORT...]` follows the instances registered in
+//! `--discover etcd://HOST:PORT[,HOST:PORT...]` (which needs the `etcd` feature, see
+//! the crate docs; without it, it is refused) follows the instances registered in
 //! etcd under `--service` (default `EchoService`, as `echo-server --registry`
 //! registers), instead of a fixed `--addr` list: instances that register get calls as
 //! soon as the watch reports them, instances that leave (deregistered, or their lease
@@ -101,7 +102,8 @@ struct Cli {
           value_parser = options::address)]
     addr: Vec<Address>,
 
-    /// Follows the instances registered in etcd under --service.
+    /// Follows the instances registered in etcd under --service (needs the `etcd`
+    /// feature).
     #[arg(long, value_name = "etcd://HOST:PORT[,HOST:PORT...]", value_parser = options::etcd_url)]
     discover: Option<EtcdUrl>,
 
@@ -269,7 +271,7 @@ fn run(cli: Cli) -> Result<Vec<String>, Usage> {
             call = call.with_hash_keys(HASH_KEYS);
         }
         let target = match &cli.discover {
-            Some(url) => url.url.clone(),
+            Some(url) => etcd_target(url),
             None => {
                 let list: Vec<String> = cli.addr.iter().map(ToString::to_string).collect();
                 list.join(",")
@@ -304,6 +306,7 @@ fn run(cli: Cli) -> Result<Vec<String>, Usage> {
 /// The instances registered in etcd under `service`, followed: each change printed on
 /// stderr as it comes. Those of this host over shared memory or a Unix socket when
 /// `local`, else all over TCP.
+#[cfg(feature = "etcd")]
 async fn follow(url: &EtcdUrl, service: &str, local: bool) -> Result<Box<dyn Discover>, Usage> {
     use etcd_registry::{EtcdConfig, EtcdDiscover};
     use examples::attempts::unix_ms;
@@ -354,4 +357,22 @@ async fn follow(url: &EtcdUrl, service: &str, local: bool) -> Result<Box<dyn Dis
         }
     });
     Ok(Box::new(found))
+}
+
+/// Without the `etcd` feature no [`EtcdUrl`] exists (`--discover` is refused).
+#[cfg(not(feature = "etcd"))]
+async fn follow(url: &EtcdUrl, _: &str, _: bool) -> Result<Box<dyn Discover>, Usage> {
+    match *url {}
+}
+
+/// How the run names an etcd it follows.
+#[cfg(feature = "etcd")]
+fn etcd_target(url: &EtcdUrl) -> String {
+    url.url.clone()
+}
+
+/// Without the `etcd` feature no [`EtcdUrl`] exists.
+#[cfg(not(feature = "etcd"))]
+fn etcd_target(url: &EtcdUrl) -> String {
+    match *url {}
 }

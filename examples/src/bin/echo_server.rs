@@ -15,6 +15,7 @@
 //! kept alive while it runs; on a graceful shutdown it deregisters before it drains.
 //! Clients that follow the registry (`echo-client --discover`) call it over shared
 //! memory or its Unix socket when they run on the same host, and over TCP otherwise.
+//! The flag needs the `etcd` feature (see the crate docs); without it, it is refused.
 //!
 //! With `--metrics-addr` it counts its calls, connections, bytes and limiter
 //! refusals (`volo_core::metrics`) and serves them as Prometheus (OpenMetrics) text
@@ -63,7 +64,7 @@ struct Cli {
     #[arg(long)]
     delay_on_usr1: bool,
 
-    /// Registers every address in etcd under EchoService.
+    /// Registers every address in etcd under EchoService (needs the `etcd` feature).
     #[arg(long, value_name = "etcd://HOST:PORT[,HOST:PORT...]", value_parser = options::etcd_url)]
     registry: Option<EtcdUrl>,
 
@@ -169,6 +170,7 @@ fn run(cli: Cli) -> Result<(), Usage> {
 
 /// The server, registered in the etcd at `url` with `--weight`, `--host-id` and
 /// `--lease-ttl`.
+#[cfg(feature = "etcd")]
 async fn register<S: Dispatch>(
     server: Server<S>,
     url: &EtcdUrl,
@@ -188,4 +190,10 @@ async fn register<S: Dispatch>(
         .await
         .map_err(|e| Usage(format!("--registry {}: {e}", url.url)))?;
     Ok(server.registry(registry, info))
+}
+
+/// Without the `etcd` feature no [`EtcdUrl`] exists (`--registry` is refused).
+#[cfg(not(feature = "etcd"))]
+async fn register<S: Dispatch>(_: Server<S>, url: &EtcdUrl, _: &Cli) -> Result<Server<S>, Usage> {
+    match *url {}
 }

@@ -1,6 +1,7 @@
 //! `local-first`: what local-first routing gains. A whole-stack measurement, in one
 //! process: client and both servers share the machine's cores. `local-first --help`
-//! lists the flags.
+//! lists the flags. It is built only with the `etcd` feature
+//! (`cargo run --release -p examples --features etcd --bin local-first`).
 //!
 //! Two `EchoService` instances register in etcd (a real one: `--etcd`, or one this
 //! program starts on a free loopback port with a temporary data directory, which
