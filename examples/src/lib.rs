@@ -1,24 +1,42 @@
 //! What the example programs share: the code generated from idl/echo.thrift, the
-//! service implementation, a closed-loop load generator and a command-line reader.
+//! service implementation, a closed-loop load generator, and the values their command
+//! lines read ([`options`], [`cli`]).
 //!
-//! Programs (`cargo run --release -p examples --bin NAME -- ...`):
-//! - `echo-server --addr <host:port|unix:PATH|shm:PATH>[,<addr>...] [--registry
-//!   etcd://HOST:PORT]`: serves `EchoService` on every address given, registered in
-//!   etcd with `--registry`.
-//! - `echo-client (--addr <addr>[,<addr>...] | --discover etcd://HOST:PORT)
-//!   [--local-share F] [--transport ttheader|theader|framed|buffered]
-//!   [--protocol binary|compact|json] [--concurrency N] [--size BYTES] [--duration SECS]
-//!   [--balance random|rr|wrr|p2c|hash] [--backup-ms N] [--timeline] ...`: closed-loop
-//!   load over one instance or several; its last line is `qps=<n> p50_us=<n> p99_us=<n>
-//!   p999_us=<n> errors=<n>`.
+//! Programs (`cargo run --release -p examples --bin NAME -- ...`; each takes `--help`
+//! and `--version`):
+//! - `echo-server --addr ADDR[,ADDR...]` (`host:port`, `unix:PATH`, `shm:PATH`): serves
+//!   `EchoService` on every address given; registered in etcd with `--registry
+//!   etcd://HOST:PORT`.
+//! - `echo-client (--addr ADDR[,ADDR...] | --discover etcd://HOST:PORT)`: closed-loop
+//!   load over one instance or several, `--transport`, `--protocol`, `--balance`...;
+//!   its last line is `qps=<n> p50_us=<n>
+//!   p99_us=<n> p999_us=<n> errors=<n>`.
 //! - `rpc-bench`: server and client in one process, one run per transport; with
 //!   `--server-only`, each server (ours, Volo's) in a pinned process of its own, driven
 //!   by one load generator, its CPU time per call measured ([`server_only`]).
 //! - `local-first`: two instances in etcd, one on this host and one registered as
 //!   another's; QPS and p99 with local-first routing (over shared memory) and without.
 //! - `layered`: EchoService behind a custom server-side layer.
+//! - `middleware`: two custom client layers on a generated client.
 //! - `two-hops`: metainfo through a chain of two services.
 //! - `wire-dump`: the bytes of the benchmark types on the wire.
+//!
+//! # The `etcd` feature
+//!
+//! The etcd pieces (`echo-server --registry`, `echo-client --discover`, `local-first`
+//! and the churn test) need the `etcd` feature, off by default:
+//! `cargo run -p examples --features etcd --bin ...`, and `--features examples/etcd`
+//! (or `--all-features`) from the workspace. The etcd client's build compiles etcd's
+//! protobuf API with protoc, and the main job (`rpc-bench`) should build on a machine
+//! with rustup alone. Running them needs an etcd (3.4 or later; `local-first` and the
+//! churn test start their own, which needs the `etcd` binary).
+//!
+//! Without the feature, `--registry` and `--discover` still exist, are listed by
+//! `--help`, and are refused with a message naming the feature (status 2): a flag
+//! that vanished would read as a typo, where this says what to rebuild with.
+//! `local-first` is a measurement of etcd-driven routing and nothing else, so it is
+//! not built at all (`required-features`); `cargo run --bin local-first` says which
+//! feature it needs.
 #![allow(unreachable_pub)]
 
 pub mod attempts;

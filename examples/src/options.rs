@@ -1,64 +1,173 @@
-//! Command-line names for framings, protocols and socket transports, and the access
-//! log's output, shared by the programs.
+//! The command-line values the programs share, as clap value types and parsers:
+//! framing, protocol and socket-transport names, addresses, etcd URLs, durations in
+//! seconds, shares; and the access log's output.
+//!
+//! The framing, protocol and transport names wrap volo-core's own types (the name
+//! table is written once, here, and serves both parsing and printing).
 
+use std::time::Duration;
+
+use clap::ValueEnum;
+use clap::builder::{PossibleValue, RangedU64ValueParser};
 use volo_core::codec::{Framing, Protocol};
-use volo_core::context::Address;
+use volo_core::context::{Address, AddressError};
 use volo_core::transport::TransportKind;
 
-use crate::cli::Usage;
+/// A clap value type around a volo-core enum: its command-line names and help, one
+/// line per value; `.0` is the volo-core value.
+macro_rules! named {
+    (
+        $(#[$doc:meta])*
+        $name:ident($inner:ty) { $($value:expr => $text:literal: $help:literal,)+ }
+    ) => {
+        $(#[$doc])*
+        #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+        pub struct $name(pub $inner);
 
-/// `ttheader` (Kitex's), `theader` (Apache's, bare, without zlib), `framed` or
-/// `buffered`.
-pub fn framing(name: &str) -> Result<Framing, Usage> {
-    match name {
-        "ttheader" => Ok(Framing::TTHeader),
-        "theader" => Ok(Framing::THeader),
-        "framed" => Ok(Framing::Framed),
-        "buffered" => Ok(Framing::Buffered),
-        other => Err(Usage(format!(
-            "--transport {other:?}: ttheader, theader, framed or buffered"
-        ))),
+        impl ValueEnum for $name {
+            fn value_variants<'a>() -> &'a [Self] {
+                &[$($name($value)),+]
+            }
+
+            fn to_possible_value(&self) -> Option<PossibleValue> {
+                $(if self.0 == $value {
+                    return Some(PossibleValue::new($text).help($help));
+                })+
+                None
+            }
+        }
+
+        impl $name {
+            /// The command-line name.
+            pub fn name(self) -> &'static str {
+                $(if self.0 == $value {
+                    return $text;
+                })+
+                "?"
+            }
+        }
+    };
+}
+
+named! {
+    /// `--transport` (echo-client) or `--framing` (rpc-bench): how messages are framed.
+    FramingArg(Framing) {
+        Framing::TTHeader => "ttheader": "Kitex's TTHeader (metainfo, many calls per connection)",
+        Framing::THeader => "theader": "Apache Thrift's THeader, bare, without zlib",
+        Framing::Framed => "framed": "a 4-byte length, then the message",
+        Framing::Buffered => "buffered": "the message alone",
     }
 }
 
-/// `binary`, `compact` or `json` (not with the `ttheader` transport, which has no
-/// protocol id for JSON).
-pub fn protocol(name: &str) -> Result<Protocol, Usage> {
-    match name {
-        "binary" => Ok(Protocol::Binary),
-        "compact" => Ok(Protocol::Compact),
-        "json" => Ok(Protocol::Json),
-        other => Err(Usage(format!(
-            "--protocol {other:?}: binary, compact or json"
-        ))),
+named! {
+    /// `--protocol`: the Thrift protocol.
+    ProtocolArg(Protocol) {
+        Protocol::Binary => "binary": "Thrift Binary",
+        Protocol::Compact => "compact": "Thrift Compact",
+        Protocol::Json => "json": "Thrift JSON (not over ttheader, which has no id for it)",
     }
 }
 
-/// `netpoll` or `tokio`.
-pub fn io(name: &str) -> Result<TransportKind, Usage> {
-    match name {
-        "netpoll" => Ok(TransportKind::Netpoll),
-        "tokio" => Ok(TransportKind::Tokio),
-        other => Err(Usage(format!("--io {other:?}: netpoll or tokio"))),
+named! {
+    /// `--io`: which sockets carry the calls.
+    IoArg(TransportKind) {
+        TransportKind::Netpoll => "netpoll": "netpoll-rs",
+        TransportKind::Tokio => "tokio": "tokio's own sockets",
     }
 }
 
-/// `--addr`'s comma-separated list of addresses: at least one, since splitting
-/// yields at least one piece and an empty piece is not an address.
-pub fn addresses(list: &str) -> Result<Vec<Address>, Usage> {
-    list.split(',')
-        .map(|a| {
-            a.trim()
-                .parse::<Address>()
-                .map_err(|e| Usage(format!("--addr {a:?}: {e}")))
+/// `on` or `off`, alone or in a comma-separated list (`on,off`: both, compared).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum OnOff {
+    /// On.
+    On,
+    /// Off.
+    Off,
+}
+
+impl OnOff {
+    /// Whether it is `on`.
+    pub fn is_on(self) -> bool {
+        self == OnOff::On
+    }
+}
+
+/// One address of a comma-separated `--addr` list: `host:port`, `unix:PATH` or
+/// `shm:PATH` (blanks around it ignored). An empty piece is not an address, so a list
+/// names one address at least.
+pub fn address(piece: &str) -> Result<Address, AddressError> {
+    piece.trim().parse()
+}
+
+/// A whole number from 1 on (callers, rounds).
+pub fn at_least_one() -> RangedU64ValueParser<usize> {
+    RangedU64ValueParser::new().range(1..)
+}
+
+/// A time in seconds, fractions allowed, 0 or more (`--warmup 0.5`).
+pub fn seconds(value: &str) -> Result<Duration, String> {
+    let secs: f64 = value.trim().parse().map_err(|e| format!("{e}"))?;
+    Duration::try_from_secs_f64(secs).map_err(|e| format!("not a time in seconds: {e}"))
+}
+
+/// A time in seconds above 0 (`--duration SECS`).
+pub fn positive_seconds(value: &str) -> Result<Duration, String> {
+    match seconds(value)? {
+        d if d.is_zero() => Err("must be above 0".into()),
+        d => Ok(d),
+    }
+}
+
+/// A share of the calls, 0 to 1.
+pub fn share(value: &str) -> Result<f64, String> {
+    let share: f64 = value.trim().parse().map_err(|e| format!("{e}"))?;
+    if (0.0..=1.0).contains(&share) {
+        Ok(share)
+    } else {
+        Err("a share is 0 to 1".into())
+    }
+}
+
+/// An etcd endpoint list, `etcd://HOST:PORT[,HOST:PORT...]` (`--registry`,
+/// `--discover`, `--etcd`).
+#[cfg(feature = "etcd")]
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct EtcdUrl {
+    /// As given.
+    pub url: String,
+    /// Its `HOST:PORT` endpoints.
+    pub endpoints: Vec<String>,
+}
+
+/// An etcd endpoint list. This build has no etcd support (the `etcd` feature is off):
+/// no value of this type exists, as the flags that take one are refused while the
+/// command line is read, so the compiler knows no etcd code can run.
+#[cfg(not(feature = "etcd"))]
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum EtcdUrl {}
+
+/// Reads an [`EtcdUrl`]; without the `etcd` feature, refuses any, saying how to build
+/// with it.
+pub fn etcd_url(url: &str) -> Result<EtcdUrl, String> {
+    #[cfg(feature = "etcd")]
+    {
+        let endpoints = etcd_registry::parse_url(url).map_err(|e| e.to_string())?;
+        Ok(EtcdUrl {
+            url: url.to_string(),
+            endpoints,
         })
-        .collect()
+    }
+    #[cfg(not(feature = "etcd"))]
+    {
+        let _ = url;
+        Err(NO_ETCD.into())
+    }
 }
 
-/// An `etcd://HOST:PORT[,HOST:PORT...]` URL's endpoints.
-pub fn etcd(url: &str) -> Result<Vec<String>, Usage> {
-    etcd_registry::parse_url(url).map_err(|e| Usage(format!("{url:?}: {e}")))
-}
+/// Why an etcd flag is refused in a build without the `etcd` feature.
+pub const NO_ETCD: &str = "this build has no etcd support; build the examples with the \
+                           `etcd` feature (`cargo run -p examples --features etcd --bin ...`), \
+                           which needs protoc";
 
 /// `--access-log N`: one call in `N` logged by a subscriber on stderr that shows
 /// `INFO` and above, plainly (no terminal colours, so the lines can be read by a
@@ -78,11 +187,41 @@ mod tests {
     use super::*;
 
     #[test]
-    fn an_address_list_has_one_address_at_least() {
-        let two = addresses("127.0.0.1:1, unix:/tmp/x.sock").unwrap();
-        assert_eq!(two.len(), 2);
-        for bad in ["", ",", "127.0.0.1:1,"] {
-            assert!(addresses(bad).is_err(), "{bad:?}");
+    fn names_parse_and_print_alike() {
+        for f in FramingArg::value_variants() {
+            assert_eq!(FramingArg::from_str(f.name(), false), Ok(*f));
         }
+        assert_eq!(ProtocolArg(Protocol::Json).name(), "json");
+        assert_eq!(
+            IoArg::from_str("tokio", false),
+            Ok(IoArg(TransportKind::Tokio))
+        );
+        assert!(FramingArg::from_str("http", false).is_err());
+    }
+
+    #[test]
+    fn values_are_checked() {
+        assert!(address(" unix:/tmp/x.sock").is_ok());
+        assert!(address("").is_err());
+        assert_eq!(seconds("0.25"), Ok(Duration::from_millis(250)));
+        assert_eq!(seconds("0"), Ok(Duration::ZERO));
+        for bad in ["-1", "NaN", "inf", "x"] {
+            assert!(seconds(bad).is_err(), "{bad}");
+        }
+        assert!(positive_seconds("0").is_err());
+        assert_eq!(share("0.8"), Ok(0.8));
+        assert!(share("1.5").is_err() && share("-0.1").is_err());
+    }
+
+    #[test]
+    fn etcd_urls_need_the_feature() {
+        let parsed = etcd_url("etcd://127.0.0.1:2379");
+        #[cfg(feature = "etcd")]
+        assert_eq!(
+            parsed.map(|u| u.endpoints),
+            Ok(vec!["127.0.0.1:2379".into()])
+        );
+        #[cfg(not(feature = "etcd"))]
+        assert_eq!(parsed, Err(NO_ETCD.to_string()));
     }
 }

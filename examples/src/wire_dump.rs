@@ -1,8 +1,9 @@
 //! Prints how an echo `Request` (and the call envelope around it) looks on the wire in
 //! the Binary and Compact protocols, then decodes each dump back to prove the round trip.
 //!
-//! `cargo run -p examples --bin wire-dump -- [ACTION] [MSG]`
+//! `cargo run -p examples --bin wire-dump -- [ACTION] [MSG]` (`--help` says more).
 
+use clap::Parser;
 use thrift_codec::fixtures::echo::Request;
 use thrift_codec::{
     Binary, Codec, Compact, LinkBuffer, MessageHeader, MessageType, Protocol, Utf8Bytes,
@@ -32,13 +33,25 @@ fn dump<P: Protocol>(label: &str, header: &MessageHeader, req: &Request) -> Resu
     Ok(())
 }
 
+/// Prints an echo call's bytes in the Binary and Compact protocols, and decodes each
+/// dump back to check the round trip.
+#[derive(Debug, Parser)]
+#[command(name = "wire-dump", version)]
+struct Cli {
+    /// The request's `action`.
+    #[arg(default_value = "echo")]
+    action: String,
+
+    /// The request's `msg`.
+    #[arg(default_value = "hello, thrift")]
+    msg: String,
+}
+
 fn main() {
-    let mut args = std::env::args().skip(1);
-    let action = args.next().unwrap_or_else(|| "echo".to_string());
-    let msg = args.next().unwrap_or_else(|| "hello, thrift".to_string());
+    let cli = Cli::parse();
     let req = Request {
-        action: Utf8Bytes::from(action),
-        msg: Utf8Bytes::from(msg),
+        action: Utf8Bytes::from(cli.action),
+        msg: Utf8Bytes::from(cli.msg),
     };
     let header = MessageHeader {
         name: Utf8Bytes::from_static("echo"),

@@ -20,11 +20,12 @@
 //! the seconds right after A's kill; A removed from the client's list within its lease
 //! and a margin; D and E called within a second of listening; no error while etcd is
 //! away; the instances that stayed (C, D) served to the end; B removed at its
-//! shutdown. The figures are printed on stderr (`cargo test -p examples --test churn
-//! -- --nocapture`).
+//! shutdown. The figures are printed on stderr (`cargo test -p examples --features
+//! etcd --test churn -- --nocapture`).
 //!
-//! Every process is killed when the test ends, pass or fail. Without an etcd binary
-//! the test is skipped, unless `CI` is set, when it fails.
+//! Built only with the `etcd` feature (`required-features`). Every process is killed
+//! when the test ends, pass or fail. Without an etcd binary the test is skipped,
+//! unless `CI` is set, when it fails.
 
 mod support;
 

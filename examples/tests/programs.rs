@@ -2,7 +2,7 @@
 
 use std::io::{BufRead, BufReader};
 use std::net::SocketAddr;
-use std::process::{Child, Command, Stdio};
+use std::process::{Child, Command, Output, Stdio};
 
 /// Runs `bin` with `args`, which must succeed; its standard output.
 fn run_ok(bin: &str, args: &[&str]) -> String {
@@ -547,5 +547,157 @@ fn rpc_bench_compares_metrics_on_and_off() {
     assert!(
         field(&summary, "off_qps") > 0.0 && field(&summary, "on_qps") > 0.0,
         "{summary}"
+    );
+}
+
+/// Every program, by name and path.
+fn programs() -> Vec<(&'static str, &'static str)> {
+    let all = vec![
+        ("echo-server", env!("CARGO_BIN_EXE_echo-server")),
+        ("echo-client", env!("CARGO_BIN_EXE_echo-client")),
+        ("rpc-bench", env!("CARGO_BIN_EXE_rpc-bench")),
+        ("layered", env!("CARGO_BIN_EXE_layered")),
+        ("two-hops", env!("CARGO_BIN_EXE_two-hops")),
+        ("middleware", env!("CARGO_BIN_EXE_middleware")),
+        ("wire-dump", env!("CARGO_BIN_EXE_wire-dump")),
+    ];
+    // Built with the `etcd` feature only.
+    #[cfg(feature = "etcd")]
+    let all = [
+        all,
+        vec![("local-first", env!("CARGO_BIN_EXE_local-first"))],
+    ]
+    .concat();
+    all
+}
+
+/// `bin` run with `args`, its output (it must end by itself: these are refusals and
+/// help texts).
+fn output(bin: &str, args: &[&str]) -> Output {
+    Command::new(bin).args(args).output().expect("runs")
+}
+
+#[test]
+fn every_program_has_help_and_version() {
+    for (name, bin) in programs() {
+        let help = output(bin, &["--help"]);
+        let text = String::from_utf8_lossy(&help.stdout);
+        assert!(help.status.success(), "{name} --help: {help:?}");
+        assert!(
+            text.contains(&format!("Usage: {name}")) && text.contains("--version"),
+            "{name} --help: {text}"
+        );
+        let version = output(bin, &["--version"]);
+        assert!(version.status.success(), "{name} --version: {version:?}");
+        assert_eq!(
+            String::from_utf8_lossy(&version.stdout),
+            format!("{name} {}\n", env!("CARGO_PKG_VERSION"))
+        );
+    }
+}
+
+/// A refused command line: status 2, and stderr naming each of `names`.
+fn refused(bin: &str, args: &[&str], names: &[&str]) {
+    let out = output(bin, args);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{args:?}: {stderr}");
+    for name in names {
+        assert!(
+            stderr.contains(name),
+            "{args:?} does not name {name}: {stderr}"
+        );
+    }
+}
+
+#[test]
+fn a_bad_value_is_refused_naming_its_flag() {
+    let client = env!("CARGO_BIN_EXE_echo-client");
+    let server = env!("CARGO_BIN_EXE_echo-server");
+    let bench = env!("CARGO_BIN_EXE_rpc-bench");
+    let addr = ["--addr", "127.0.0.1:1"];
+    let with_addr = |more: &[&'static str]| [&addr[..], more].concat();
+    refused(
+        client,
+        &with_addr(&["--concurrency", "x"]),
+        &["--concurrency"],
+    );
+    refused(
+        client,
+        &with_addr(&["--concurrency", "0"]),
+        &["--concurrency"],
+    );
+    refused(
+        client,
+        &with_addr(&["--transport", "http"]),
+        &["--transport"],
+    );
+    refused(client, &with_addr(&["--balance", "first"]), &["--balance"]);
+    refused(client, &with_addr(&["--duration", "0"]), &["--duration"]);
+    refused(client, &with_addr(&["--duration=-1"]), &["--duration"]);
+    refused(
+        client,
+        &with_addr(&["--local-share", "2"]),
+        &["--local-share"],
+    );
+    refused(client, &with_addr(&["--meta", "novalue"]), &["--meta"]);
+    refused(client, &with_addr(&["--no-such-flag"]), &["--no-such-flag"]);
+    refused(
+        client,
+        &with_addr(&["--backup-ms", "5", "--no-idempotent"]),
+        &["--backup-ms", "--no-idempotent"],
+    );
+    refused(client, &[], &["--addr", "--discover"]);
+    refused(server, &["--addr", "nowhere"], &["--addr"]);
+    refused(server, &["--addr", "127.0.0.1:0,"], &["--addr"]);
+    refused(server, &with_addr(&["--io", "epoll"]), &["--io"]);
+    refused(
+        server,
+        &with_addr(&["--weight", "5"]),
+        &["--weight", "--registry"],
+    );
+    refused(bench, &["--transports", "tokio,ftp"], &["--transports"]);
+    refused(bench, &["--concurrency", "1,100"], &["--concurrency"]);
+    refused(bench, &["--metrics", "maybe"], &["--metrics"]);
+    refused(
+        bench,
+        &["--server-only", "--pin"],
+        &["--pin", "--server-only"],
+    );
+    refused(bench, &["--rounds", "3"], &["--rounds"]);
+    refused(
+        bench,
+        &["--server-only", "--server-cpus", "x"],
+        &["--server-cpus"],
+    );
+    refused(bench, &["--server-only", "--stack", "paired"], &["--stack"]);
+    refused(env!("CARGO_BIN_EXE_wire-dump"), &["a", "b", "c"], &["'c'"]);
+    #[cfg(feature = "etcd")]
+    refused(
+        env!("CARGO_BIN_EXE_local-first"),
+        &["--shares", "1,2"],
+        &["--shares"],
+    );
+    #[cfg(feature = "etcd")]
+    refused(
+        server,
+        &with_addr(&["--registry", "http://x:1"]),
+        &["--registry"],
+    );
+}
+
+/// Without the `etcd` feature the etcd flags are there, and refused naming it.
+#[cfg(not(feature = "etcd"))]
+#[test]
+fn etcd_flags_name_the_feature_they_need() {
+    let url = "etcd://127.0.0.1:2379";
+    refused(
+        env!("CARGO_BIN_EXE_echo-server"),
+        &["--addr", "127.0.0.1:0", "--registry", url],
+        &["--registry", "`etcd` feature"],
+    );
+    refused(
+        env!("CARGO_BIN_EXE_echo-client"),
+        &["--discover", url],
+        &["--discover", "`etcd` feature"],
     );
 }

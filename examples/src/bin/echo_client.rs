@@ -1,13 +1,8 @@
-//! `echo-client (--addr <ADDR>[,<ADDR>...] | --discover etcd://HOST:PORT)
-//! [--transport ttheader|theader|framed|buffered]
-//! [--protocol binary|compact|json] [--concurrency N] [--size BYTES] [--duration SECS]
-//! [--io netpoll|tokio] [--multiplex] [--balance random|rr|wrr|p2c|hash]
-//! [--no-idempotent] [--backup-ms N] [--per-instance] [--timeline] [--service NAME]
-//! [--local-share F] [--access-log N]`: closed-loop load on
-//! EchoService instances: `concurrency` callers, each sending `echo` with a `size`-byte
-//! message and waiting for the answer, for `duration` seconds after a one-second
-//! warm-up. Every answer is checked. An address is `host:port`, `unix:PATH` or
-//! `shm:PATH`.
+//! `echo-client (--addr ADDR[,ADDR...] | --discover etcd://HOST:PORT)`: closed-loop
+//! load on EchoService instances: `--concurrency` callers, each sending `echo` with a
+//! `--size`-byte message and waiting for the answer, for `--duration` seconds after a
+//! one-second warm-up. Every answer is checked. An address is `host:port`,
+//! `unix:PATH` or `shm:PATH`. `echo-client --help` lists the flags.
 //!
 //! Output, on stdout:
 //! - with `--timeline`, one line per second of the measured window:
@@ -47,7 +42,8 @@
 //!
 //! # Discovery
 //!
-//! `--discover etcd://HOST:PORT[,HOST:PORT...]` follows the instances registered in
+//! `--discover etcd://HOST:PORT[,HOST:PORT...]` (which needs the `etcd` feature, see
+//! the crate docs; without it, it is refused) follows the instances registered in
 //! etcd under `--service` (default `EchoService`, as `echo-server --registry`
 //! registers), instead of a fixed `--addr` list: instances that register get calls as
 //! soon as the watch reports them, instances that leave (deregistered, or their lease
@@ -76,52 +72,126 @@
 
 use std::time::Duration;
 
-use etcd_registry::{EtcdConfig, EtcdDiscover};
-use examples::attempts::{InstanceCounts, unix_ms};
-use examples::cli::{Args, Usage};
+use clap::{ArgGroup, Parser, ValueEnum};
+use examples::attempts::InstanceCounts;
+use examples::cli::{Usage, fail, refuse};
 use examples::echo::EchoServiceClient;
 use examples::echo_service::EchoCall;
 use examples::load::{Plan, closed_loop, progress_wanted};
-use examples::options;
-use futures_util::StreamExt;
+use examples::options::{self, EtcdUrl, FramingArg, IoArg, ProtocolArg};
 use volo_core::client::{
-    BackupDelay, BackupPolicy, Change, ClientConfig, ConsistentHash, Discover, Instance,
-    LoadBalance, LocalFirst, PowerOfTwoChoices, RoundRobin, StaticDiscover, WeightedRandom,
-    WeightedRoundRobin,
+    BackupDelay, BackupPolicy, ClientConfig, ConsistentHash, Discover, Instance, LoadBalance,
+    LocalFirst, PowerOfTwoChoices, RoundRobin, StaticDiscover, WeightedRandom, WeightedRoundRobin,
 };
-use volo_core::registry::Route;
-
-const HELP: &str = "usage: echo-client (--addr <host:port|unix:PATH|shm:PATH>[,<addr>...] | \
---discover etcd://HOST:PORT) [--service NAME] [--local-share F] \
-[--transport ttheader|theader|framed|buffered] [--protocol binary|compact|json] [--concurrency N] \
-[--size BYTES] [--duration SECS] [--io netpoll|tokio] [--multiplex] \
-[--balance random|rr|wrr|p2c|hash] [--no-idempotent] [--backup-ms N] [--per-instance] \
-[--timeline] [--access-log N]";
+use volo_core::codec::Framing;
+use volo_core::context::Address;
 
 /// Keys `--balance hash` spreads the calls over.
 const HASH_KEYS: u64 = 64;
 
-fn main() {
-    match run() {
-        Ok(lines) => {
-            for line in lines {
-                println!("{line}");
-            }
-        }
-        Err(e) => {
-            eprintln!("echo-client: {e}\n{HELP}");
-            std::process::exit(2);
-        }
-    }
+/// Closed-loop load on EchoService instances: a fixed list (--addr) or those
+/// registered in etcd (--discover). The last line of its output is
+/// `qps=<n> p50_us=<n> p99_us=<n> p999_us=<n> errors=<n>`.
+#[derive(Debug, Parser)]
+#[command(name = "echo-client", version)]
+#[command(group(ArgGroup::new("instances").required(true).args(["addr", "discover"])))]
+struct Cli {
+    /// The instances, each of weight 100: host:port, unix:PATH or shm:PATH,
+    /// comma-separated.
+    #[arg(long, value_name = "ADDR[,ADDR...]", value_delimiter = ',',
+          value_parser = options::address)]
+    addr: Vec<Address>,
+
+    /// Follows the instances registered in etcd under --service (needs the `etcd`
+    /// feature).
+    #[arg(long, value_name = "etcd://HOST:PORT[,HOST:PORT...]", value_parser = options::etcd_url)]
+    discover: Option<EtcdUrl>,
+
+    /// The service name looked up with --discover.
+    #[arg(
+        long,
+        value_name = "NAME",
+        default_value = "EchoService",
+        requires = "discover"
+    )]
+    service: String,
+
+    /// Instances of this host are called over shared memory (or their Unix socket),
+    /// and this share of the calls goes to them while one can take them (0 to 1).
+    #[arg(long, value_name = "F", value_parser = options::share)]
+    local_share: Option<f64>,
+
+    /// The framing.
+    #[arg(long, value_enum, value_name = "FRAMING", default_value = "ttheader")]
+    transport: FramingArg,
+
+    /// The protocol.
+    #[arg(long, value_enum, default_value = "binary")]
+    protocol: ProtocolArg,
+
+    /// Callers, each with one call in flight.
+    #[arg(long, value_name = "N", default_value = "100", value_parser = options::at_least_one())]
+    concurrency: usize,
+
+    /// Bytes of each message.
+    #[arg(long, value_name = "BYTES", default_value_t = 1024)]
+    size: usize,
+
+    /// The measured window, in seconds (after a one-second warm-up).
+    #[arg(long, value_name = "SECS", default_value = "10",
+          value_parser = options::positive_seconds)]
+    duration: Duration,
+
+    /// The sockets' implementation.
+    #[arg(long, value_enum, value_name = "IO", default_value = "netpoll")]
+    io: IoArg,
+
+    /// All calls to an instance over two connections, replies matched by sequence id
+    /// (TTHeader framing only), instead of a connection per caller.
+    #[arg(long)]
+    multiplex: bool,
+
+    /// The balancer.
+    #[arg(long, value_enum, value_name = "BALANCER", default_value = "p2c")]
+    balance: Balancer,
+
+    /// `echo` is not retried once it may have reached an instance.
+    #[arg(long)]
+    no_idempotent: bool,
+
+    /// A backup request to another instance for an `echo` not answered after N ms
+    /// (not with --no-idempotent: both attempts may run).
+    #[arg(long, value_name = "N", conflicts_with = "no_idempotent")]
+    backup_ms: Option<u64>,
+
+    /// Prints a line per instance (always, with several instances or --discover).
+    #[arg(long)]
+    per_instance: bool,
+
+    /// Prints a line per second of the window.
+    #[arg(long)]
+    timeline: bool,
+
+    /// Logs one call in N on stderr (the client's access log).
+    #[arg(long, value_name = "N")]
+    access_log: Option<u64>,
 }
 
 /// `--balance`'s names.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
 enum Balancer {
+    /// Weighted random.
     Random,
+    /// Round robin.
+    #[value(name = "rr")]
     RoundRobin,
+    /// Smooth weighted round robin.
+    #[value(name = "wrr")]
     WeightedRoundRobin,
+    /// Power of two choices: of two instances, the one with fewer calls in flight.
+    #[value(name = "p2c")]
     PowerOfTwo,
+    /// Consistent hash over 64 keys that the calls carry in turn.
     Hash,
 }
 
@@ -140,175 +210,79 @@ impl Balancer {
             None => plain,
         }
     }
+}
 
-    fn parse(name: &str) -> Result<Self, Usage> {
-        Ok(match name {
-            "random" => Balancer::Random,
-            "rr" => Balancer::RoundRobin,
-            "wrr" => Balancer::WeightedRoundRobin,
-            "p2c" => Balancer::PowerOfTwo,
-            "hash" => Balancer::Hash,
-            other => {
-                return Err(Usage(format!(
-                    "--balance {other:?}: random, rr, wrr, p2c or hash"
-                )));
+fn main() {
+    let cli = Cli::parse();
+    if cli.multiplex && cli.transport.0 != Framing::TTHeader {
+        refuse::<Cli>(
+            "--multiplex needs --transport ttheader: replies are matched to calls by the \
+             sequence id in their header",
+        );
+    }
+    match run(cli) {
+        Ok(lines) => {
+            for line in lines {
+                println!("{line}");
             }
-        })
-    }
-}
-
-/// `added=<addrs> removed=<addrs> updated=<addrs> now=<n>` for a discovery change.
-fn change_line(change: &Change) -> String {
-    let list = |l: &[Instance]| {
-        if l.is_empty() {
-            "-".to_string()
-        } else {
-            l.iter()
-                .map(|i| i.address.to_string())
-                .collect::<Vec<_>>()
-                .join(",")
         }
-    };
-    format!(
-        "added={} removed={} updated={} now={}",
-        list(&change.added),
-        list(&change.removed),
-        list(&change.updated),
-        change.instances.len()
-    )
+        Err(e) => fail("echo-client", e),
+    }
 }
 
-fn run() -> Result<Vec<String>, Usage> {
-    let args = Args::parse(
-        std::env::args().skip(1),
-        &["multiplex", "no-idempotent", "per-instance", "timeline"],
-    )?;
-    args.only(&[
-        "addr",
-        "transport",
-        "protocol",
-        "concurrency",
-        "size",
-        "duration",
-        "io",
-        "multiplex",
-        "balance",
-        "no-idempotent",
-        "backup-ms",
-        "per-instance",
-        "timeline",
-        "discover",
-        "service",
-        "local-share",
-        "access-log",
-    ])?;
-    let discover_url: Option<String> = args.optional("discover")?;
-    let addrs = match (&discover_url, args.optional::<String>("addr")?) {
-        (None, Some(list)) => options::addresses(&list)?,
-        (Some(_), None) => Vec::new(),
-        _ => return Err(Usage("give one of --addr and --discover".into())),
-    };
-    let service: String = args.get("service", "EchoService".to_string())?;
-    let local_share: Option<f64> = args.optional("local-share")?;
-    if local_share.is_some_and(|f| !(0.0..=1.0).contains(&f)) {
-        return Err(Usage(
-            "--local-share is a share of the calls, 0 to 1".into(),
-        ));
-    }
-    let concurrency: usize = args.get("concurrency", 100)?;
-    let size: usize = args.get("size", 1024)?;
-    let duration: f64 = args.get("duration", 10.0)?;
-    let balancer = Balancer::parse(&args.get("balance", "p2c".to_string())?)?;
-    let idempotent = !args.flag("no-idempotent");
-    let backup_ms: Option<u64> = args.optional("backup-ms")?;
-    let per_instance = args.flag("per-instance") || addrs.len() > 1 || discover_url.is_some();
-    let timeline = args.flag("timeline");
+fn run(cli: Cli) -> Result<Vec<String>, Usage> {
+    let per_instance = cli.per_instance || cli.addr.len() > 1 || cli.discover.is_some();
     let config = ClientConfig {
-        framing: options::framing(&args.get("transport", "ttheader".to_string())?)?,
-        protocol: options::protocol(&args.get("protocol", "binary".to_string())?)?,
-        transport: options::io(&args.get("io", "netpoll".to_string())?)?,
-        max_connections: concurrency.max(1),
-        multiplex: args.flag("multiplex"),
-        access_log: options::access_log(args.optional("access-log")?),
+        framing: cli.transport.0,
+        protocol: cli.protocol.0,
+        transport: cli.io.0,
+        max_connections: cli.concurrency,
+        multiplex: cli.multiplex,
+        access_log: options::access_log(cli.access_log),
         ..ClientConfig::default()
     };
-    if config.multiplex && config.framing != volo_core::codec::Framing::TTHeader {
-        return Err(Usage(
-            "--multiplex needs --transport ttheader: replies are matched to calls by the \
-             sequence id in their header"
-                .into(),
-        ));
-    }
-    if concurrency == 0 || duration.is_nan() || duration <= 0.0 {
-        return Err(Usage("--concurrency and --duration must be above 0".into()));
-    }
-    if backup_ms.is_some() && !idempotent {
-        return Err(Usage(
-            "--backup-ms needs echo idempotent (drop --no-idempotent): a backup request \
-             runs the call a second time"
-                .into(),
-        ));
-    }
     let rt = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
         .map_err(|e| Usage(format!("runtime: {e}")))?;
     rt.block_on(async {
-        let counts = InstanceCounts::new(&addrs);
-        let discover: Box<dyn Discover> = match &discover_url {
-            Some(url) => {
-                let route = match local_share {
-                    Some(_) => Route::for_this_host(),
-                    None => Route::tcp_only(),
-                };
-                let config = EtcdConfig::new(options::etcd(url)?);
-                let found = EtcdDiscover::connect(config, &service, route)
-                    .await
-                    .map_err(|e| Usage(format!("--discover {url}: {e}")))?;
-                eprintln!(
-                    "echo-client: discovered unix_ms={} {}",
-                    unix_ms(),
-                    change_line(&Change::between(&[], &found.instances()))
-                );
-                let mut changes = found.changes();
-                tokio::spawn(async move {
-                    while let Some(change) = changes.next().await {
-                        let line = change_line(&change);
-                        eprintln!("echo-client: discovered unix_ms={} {line}", unix_ms());
-                    }
-                });
-                Box::new(found)
-            }
+        let counts = InstanceCounts::new(&cli.addr);
+        let discover: Box<dyn Discover> = match &cli.discover {
+            Some(url) => follow(url, &cli.service, cli.local_share.is_some()).await?,
             None => Box::new(StaticDiscover::new(
-                addrs.iter().cloned().map(Instance::new),
+                cli.addr.iter().cloned().map(Instance::new),
             )),
         };
         let mut builder = EchoServiceClient::builder()
             .discover(discover)
             .config(config)
             .layer_inner(counts.layer())
-            .load_balance(balancer.make(local_share));
-        if idempotent {
+            .load_balance(cli.balance.make(cli.local_share));
+        if !cli.no_idempotent {
             builder = builder.idempotent(["echo"]);
         }
-        if let Some(ms) = backup_ms {
+        if let Some(ms) = cli.backup_ms {
             let delay = BackupDelay::Fixed(Duration::from_millis(ms));
             builder = builder.backup(BackupPolicy::new(delay));
         }
         let client = builder.build().map_err(|e| Usage(format!("client: {e}")))?;
-        let mut call = EchoCall::new(client, size);
-        if balancer == Balancer::Hash {
+        let mut call = EchoCall::new(client, cli.size);
+        if cli.balance == Balancer::Hash {
             call = call.with_hash_keys(HASH_KEYS);
         }
-        let list: Vec<String> = addrs.iter().map(ToString::to_string).collect();
-        let target = discover_url.clone().unwrap_or_else(|| list.join(","));
-        eprintln!(
-            "echo-client: {target}, {concurrency} callers, {size}-byte messages, {duration} s"
-        );
+        let target = match &cli.discover {
+            Some(url) => etcd_target(url),
+            None => {
+                let list: Vec<String> = cli.addr.iter().map(ToString::to_string).collect();
+                list.join(",")
+            }
+        };
+        let (concurrency, size, secs) = (cli.concurrency, cli.size, cli.duration.as_secs_f64());
+        eprintln!("echo-client: {target}, {concurrency} callers, {size}-byte messages, {secs} s");
         let plan = Plan {
             concurrency,
             warmup: Duration::from_secs(1),
-            duration: Duration::from_secs_f64(duration),
+            duration: cli.duration,
             progress: progress_wanted(),
         };
         let report = closed_loop(plan, "echo", move || {
@@ -317,7 +291,7 @@ fn run() -> Result<Vec<String>, Usage> {
         })
         .await;
         let mut lines = Vec::new();
-        if timeline {
+        if cli.timeline {
             lines.extend(report.timeline.iter().map(|s| s.line()));
         }
         if per_instance {
@@ -327,4 +301,78 @@ fn run() -> Result<Vec<String>, Usage> {
         lines.push(report.line());
         Ok(lines)
     })
+}
+
+/// The instances registered in etcd under `service`, followed: each change printed on
+/// stderr as it comes. Those of this host over shared memory or a Unix socket when
+/// `local`, else all over TCP.
+#[cfg(feature = "etcd")]
+async fn follow(url: &EtcdUrl, service: &str, local: bool) -> Result<Box<dyn Discover>, Usage> {
+    use etcd_registry::{EtcdConfig, EtcdDiscover};
+    use examples::attempts::unix_ms;
+    use futures_util::StreamExt;
+    use volo_core::client::Change;
+    use volo_core::registry::Route;
+
+    /// `added=<addrs> removed=<addrs> updated=<addrs> now=<n>` for a discovery change.
+    fn change_line(change: &Change) -> String {
+        let list = |l: &[Instance]| {
+            if l.is_empty() {
+                "-".to_string()
+            } else {
+                l.iter()
+                    .map(|i| i.address.to_string())
+                    .collect::<Vec<_>>()
+                    .join(",")
+            }
+        };
+        format!(
+            "added={} removed={} updated={} now={}",
+            list(&change.added),
+            list(&change.removed),
+            list(&change.updated),
+            change.instances.len()
+        )
+    }
+
+    let route = if local {
+        Route::for_this_host()
+    } else {
+        Route::tcp_only()
+    };
+    let config = EtcdConfig::new(url.endpoints.clone());
+    let found = EtcdDiscover::connect(config, service, route)
+        .await
+        .map_err(|e| Usage(format!("--discover {}: {e}", url.url)))?;
+    eprintln!(
+        "echo-client: discovered unix_ms={} {}",
+        unix_ms(),
+        change_line(&Change::between(&[], &found.instances()))
+    );
+    let mut changes = found.changes();
+    tokio::spawn(async move {
+        while let Some(change) = changes.next().await {
+            let line = change_line(&change);
+            eprintln!("echo-client: discovered unix_ms={} {line}", unix_ms());
+        }
+    });
+    Ok(Box::new(found))
+}
+
+/// Without the `etcd` feature no [`EtcdUrl`] exists (`--discover` is refused).
+#[cfg(not(feature = "etcd"))]
+async fn follow(url: &EtcdUrl, _: &str, _: bool) -> Result<Box<dyn Discover>, Usage> {
+    match *url {}
+}
+
+/// How the run names an etcd it follows.
+#[cfg(feature = "etcd")]
+fn etcd_target(url: &EtcdUrl) -> String {
+    url.url.clone()
+}
+
+/// Without the `etcd` feature no [`EtcdUrl`] exists.
+#[cfg(not(feature = "etcd"))]
+fn etcd_target(url: &EtcdUrl) -> String {
+    match *url {}
 }

@@ -1,21 +1,21 @@
-//! `echo-server --addr <host:port|unix:PATH|shm:PATH>[,<addr>...] [--io netpoll|tokio]
-//! [--delay-us N] [--delay-on-usr1] [--registry etcd://HOST:PORT[,HOST:PORT...]]
-//! [--weight N] [--host-id ID] [--lease-ttl SECS] [--metrics-addr HOST:PORT]
-//! [--access-log N]`: serves idl/echo.thrift's
-//! EchoService until killed (Ctrl-C or SIGTERM shuts it down gracefully). It accepts
-//! every framing (TTHeader, Framed, Buffered) and protocol (Binary, Compact, JSON) and
+//! `echo-server --addr ADDR[,ADDR...]`: serves idl/echo.thrift's EchoService until
+//! killed (Ctrl-C or SIGTERM shuts it down gracefully). It accepts every framing
+//! (TTHeader, THeader, Framed, Buffered) and protocol (Binary, Compact, JSON) and
 //! answers each connection in kind, so Apache Thrift, Kitex and Volo clients all work.
+//! `echo-server --help` lists the flags.
 //!
-//! With several addresses it listens on all of them, one server. It prints
-//! `echo-server listening on <addr>` for each, in order, once all are bound.
+//! With several addresses (`host:port`, `unix:PATH`, `shm:PATH`) it listens on all of
+//! them, one server. It prints `echo-server listening on <addr>` for each, in order,
+//! once all are bound.
 //!
-//! With `--registry` it registers in etcd, under `EchoService`, every address it
-//! listens on, its `--weight` (default 100) and its host identity (`/etc/machine-id`,
-//! or `--host-id`, which makes it look like an instance of another machine), with a
-//! lease of `--lease-ttl` seconds (default 10) kept alive while it runs; on a graceful
-//! shutdown it deregisters before it drains. Clients that follow the registry
-//! (`echo-client --discover`) call it over shared memory or its Unix socket when they
-//! run on the same host, and over TCP otherwise.
+//! With `--registry etcd://HOST:PORT[,HOST:PORT...]` it registers in etcd, under
+//! `EchoService`, every address it listens on, its `--weight` (default 100) and its
+//! host identity (`/etc/machine-id`, or `--host-id`, which makes it look like an
+//! instance of another machine), with a lease of `--lease-ttl` seconds (default 10)
+//! kept alive while it runs; on a graceful shutdown it deregisters before it drains.
+//! Clients that follow the registry (`echo-client --discover`) call it over shared
+//! memory or its Unix socket when they run on the same host, and over TCP otherwise.
+//! The flag needs the `etcd` feature (see the crate docs); without it, it is refused.
 //!
 //! With `--metrics-addr` it counts its calls, connections, bytes and limiter
 //! refusals (`volo_core::metrics`) and serves them as Prometheus (OpenMetrics) text
@@ -29,75 +29,93 @@
 //! `--delay-on-usr1` the delay starts off and each SIGUSR1 turns it on or off (so a
 //! running instance can be made slow, and well again).
 
+use std::net::SocketAddr;
 use std::time::Duration;
 
-use etcd_registry::{EtcdConfig, EtcdRegistry};
-use examples::cli::{Args, Usage};
+use clap::Parser;
+use examples::cli::{Usage, fail};
 use examples::echo::EchoServiceServer;
 use examples::echo_service::Echo;
+use examples::options::{self, EtcdUrl, IoArg};
 use tokio::signal::unix::{SignalKind, signal};
+use volo_core::context::Address;
 use volo_core::metrics::Metrics;
-use volo_core::registry::RegistryInfo;
-use volo_core::server::{Server, ServerConfig};
+use volo_core::server::{Dispatch, Server, ServerConfig};
 
-const HELP: &str = "usage: echo-server --addr <host:port|unix:PATH|shm:PATH>[,<addr>...] \
-[--io netpoll|tokio] [--delay-us N] [--delay-on-usr1] [--registry etcd://HOST:PORT] [--weight N] \
-[--host-id ID] [--lease-ttl SECS] [--metrics-addr HOST:PORT] [--access-log N]";
+/// Serves EchoService (idl/echo.thrift) on every address given, in every framing and
+/// protocol, until Ctrl-C or SIGTERM (then it drains).
+#[derive(Debug, Parser)]
+#[command(name = "echo-server", version)]
+struct Cli {
+    /// Where to listen: host:port, unix:PATH or shm:PATH, comma-separated.
+    #[arg(long, required = true, value_name = "ADDR[,ADDR...]", value_delimiter = ',',
+          value_parser = options::address)]
+    addr: Vec<Address>,
+
+    /// The sockets' implementation.
+    #[arg(long, value_enum, value_name = "IO", default_value = "netpoll")]
+    io: IoArg,
+
+    /// `echo` waits this long before it answers, in microseconds.
+    #[arg(long, value_name = "N", default_value_t = 0)]
+    delay_us: u64,
+
+    /// The delay starts off; each SIGUSR1 turns it on or off.
+    #[arg(long)]
+    delay_on_usr1: bool,
+
+    /// Registers every address in etcd under EchoService (needs the `etcd` feature).
+    #[arg(long, value_name = "etcd://HOST:PORT[,HOST:PORT...]", value_parser = options::etcd_url)]
+    registry: Option<EtcdUrl>,
+
+    /// The weight registered.
+    #[arg(long, value_name = "N", default_value_t = 100, requires = "registry")]
+    weight: u32,
+
+    /// The host identity registered [default: /etc/machine-id].
+    #[arg(long, value_name = "ID", requires = "registry")]
+    host_id: Option<String>,
+
+    /// The registration's lease, in seconds, kept alive while the server runs.
+    #[arg(long, value_name = "SECS", default_value = "10", requires = "registry",
+          value_parser = options::positive_seconds)]
+    lease_ttl: Duration,
+
+    /// Serves the server's metrics as Prometheus text at http://HOST:PORT/metrics.
+    #[arg(long, value_name = "HOST:PORT")]
+    metrics_addr: Option<SocketAddr>,
+
+    /// Logs one call in N on stderr (the server's access log).
+    #[arg(long, value_name = "N")]
+    access_log: Option<u64>,
+}
 
 fn main() {
-    if let Err(e) = run() {
-        eprintln!("echo-server: {e}\n{HELP}");
-        std::process::exit(2);
+    if let Err(e) = run(Cli::parse()) {
+        fail("echo-server", e);
     }
 }
 
-fn run() -> Result<(), Usage> {
-    let args = Args::parse(std::env::args().skip(1), &["delay-on-usr1"])?;
-    args.only(&[
-        "addr",
-        "io",
-        "delay-us",
-        "delay-on-usr1",
-        "registry",
-        "weight",
-        "host-id",
-        "lease-ttl",
-        "metrics-addr",
-        "access-log",
-    ])?;
-    let metrics_addr: Option<std::net::SocketAddr> = args.optional("metrics-addr")?;
-    let access_log = examples::options::access_log(args.optional("access-log")?);
-    let addrs = examples::options::addresses(&args.required::<String>("addr")?)?;
-    let registry: Option<String> = args.optional("registry")?;
-    let info = RegistryInfo {
-        weight: args.get("weight", 100u32)?,
-        host: match args.optional::<String>("host-id")? {
-            Some(id) => Some(id),
-            None => RegistryInfo::default().host,
-        },
-        ..RegistryInfo::default()
-    };
-    let lease_ttl: f64 = args.get("lease-ttl", 10.0)?;
-    let delay = Duration::from_micros(args.get("delay-us", 0u64)?);
-    let on_signal = args.flag("delay-on-usr1");
+fn run(cli: Cli) -> Result<(), Usage> {
+    let access_log = options::access_log(cli.access_log);
+    let delay = Duration::from_micros(cli.delay_us);
     let echo = Echo::default();
-    if !on_signal {
+    if !cli.delay_on_usr1 {
         echo.set_delay(delay);
     }
-    let transport = examples::options::io(&args.get("io", "netpoll".to_string())?)?;
     let rt = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
         .map_err(|e| Usage(format!("runtime: {e}")))?;
     rt.block_on(async {
         let config = ServerConfig {
-            transport,
-            metrics: metrics_addr.map(|_| Metrics::new()),
+            transport: cli.io.0,
+            metrics: cli.metrics_addr.map(|_| Metrics::new()),
             access_log,
             ..ServerConfig::default()
         };
         // Served until the process ends.
-        let _endpoint = match (&config.metrics, metrics_addr) {
+        let _endpoint = match (&config.metrics, cli.metrics_addr) {
             (Some(metrics), Some(addr)) => {
                 let endpoint = metrics
                     .serve(addr)
@@ -108,7 +126,7 @@ fn run() -> Result<(), Usage> {
             }
             _ => None,
         };
-        if on_signal {
+        if cli.delay_on_usr1 {
             let echo = echo.clone();
             let mut usr1 =
                 signal(SignalKind::user_defined1()).map_err(|e| Usage(format!("SIGUSR1: {e}")))?;
@@ -125,18 +143,12 @@ fn run() -> Result<(), Usage> {
             });
         }
         let mut server = Server::new(EchoServiceServer::new(echo)).with_config(config);
-        if let Some(url) = registry {
-            let mut etcd = EtcdConfig::new(examples::options::etcd(&url)?);
-            etcd.lease_ttl = Duration::try_from_secs_f64(lease_ttl)
-                .map_err(|e| Usage(format!("--lease-ttl {lease_ttl}: {e}")))?;
-            let registry = EtcdRegistry::connect(etcd)
-                .await
-                .map_err(|e| Usage(format!("--registry {url}: {e}")))?;
-            server = server.registry(registry, info);
+        if let Some(url) = &cli.registry {
+            server = register(server, url, &cli).await?;
         }
-        let list: Vec<String> = addrs.iter().map(ToString::to_string).collect();
+        let list: Vec<String> = cli.addr.iter().map(ToString::to_string).collect();
         let bound = server
-            .bind_all(&addrs)
+            .bind_all(&cli.addr)
             .await
             .map_err(|e| Usage(format!("binding {}: {e}", list.join(","))))?;
         for local in bound.local_addrs() {
@@ -154,4 +166,34 @@ fn run() -> Result<(), Usage> {
             .await
             .map_err(|e| Usage(format!("serving: {e}")))
     })
+}
+
+/// The server, registered in the etcd at `url` with `--weight`, `--host-id` and
+/// `--lease-ttl`.
+#[cfg(feature = "etcd")]
+async fn register<S: Dispatch>(
+    server: Server<S>,
+    url: &EtcdUrl,
+    cli: &Cli,
+) -> Result<Server<S>, Usage> {
+    use etcd_registry::{EtcdConfig, EtcdRegistry};
+    use volo_core::registry::RegistryInfo;
+
+    let info = RegistryInfo {
+        weight: cli.weight,
+        host: cli.host_id.clone().or(RegistryInfo::default().host),
+        ..RegistryInfo::default()
+    };
+    let mut etcd = EtcdConfig::new(url.endpoints.clone());
+    etcd.lease_ttl = cli.lease_ttl;
+    let registry = EtcdRegistry::connect(etcd)
+        .await
+        .map_err(|e| Usage(format!("--registry {}: {e}", url.url)))?;
+    Ok(server.registry(registry, info))
+}
+
+/// Without the `etcd` feature no [`EtcdUrl`] exists (`--registry` is refused).
+#[cfg(not(feature = "etcd"))]
+async fn register<S: Dispatch>(_: Server<S>, url: &EtcdUrl, _: &Cli) -> Result<Server<S>, Usage> {
+    match *url {}
 }

@@ -11,6 +11,7 @@
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
 
+use clap::Parser;
 use examples::echo::{EchoServiceClient, EchoServiceServer, Request};
 use examples::echo_service::Echo;
 use thrift_codec::{ApplicationException, ApplicationExceptionKind};
@@ -54,8 +55,16 @@ where
     }
 }
 
+/// EchoService behind a server-side layer that counts calls per method and refuses
+/// echo_or_fail without a tenant: a few calls to itself, then what the layer saw
+/// (status 1 if anything differs from what it expects).
+#[derive(Debug, Parser)]
+#[command(name = "layered", version)]
+struct Cli {}
+
 #[tokio::main]
 async fn main() {
+    Cli::parse();
     let calls = Arc::new(Mutex::new(BTreeMap::new()));
     let seen = Arc::clone(&calls);
     let server = Server::new(EchoServiceServer::new(Echo::default()))

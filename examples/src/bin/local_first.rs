@@ -1,7 +1,7 @@
-//! `local-first [--duration SECS] [--concurrency N] [--size BYTES] [--rounds N]
-//! [--shares F,F...] [--etcd etcd://HOST:PORT]`: what local-first routing gains. A
-//! whole-stack measurement, in one process: client and both servers share the
-//! machine's cores.
+//! `local-first`: what local-first routing gains. A whole-stack measurement, in one
+//! process: client and both servers share the machine's cores. `local-first --help`
+//! lists the flags. It is built only with the `etcd` feature
+//! (`cargo run --release -p examples --features etcd --bin local-first`).
 //!
 //! Two `EchoService` instances register in etcd (a real one: `--etcd`, or one this
 //! program starts on a free loopback port with a temporary data directory, which
@@ -27,29 +27,60 @@
 use std::path::PathBuf;
 use std::time::Duration;
 
+use clap::Parser;
 use etcd_registry::testing::Etcd;
 use etcd_registry::{EtcdConfig, EtcdDiscover, EtcdRegistry};
 use examples::attempts::InstanceCounts;
-use examples::cli::{Args, Usage};
+use examples::cli::{Usage, fail};
 use examples::echo::{EchoServiceClient, EchoServiceServer};
 use examples::echo_service::{Echo, EchoCall};
 use examples::load::{Plan, Report, closed_loop};
+use examples::options::{self, EtcdUrl};
 use examples::server_only::ProcessUsage;
 use volo_core::client::{Discover, LoadBalance, LocalFirst, PowerOfTwoChoices};
 use volo_core::context::Address;
 use volo_core::registry::{RegistryInfo, Route};
 use volo_core::server::Server;
 
-const HELP: &str = "usage: local-first [--duration SECS] [--concurrency N] [--size BYTES] \
-[--rounds N] [--shares F,F...] [--etcd etcd://HOST:PORT]";
+/// What local-first routing gains: two EchoService instances in etcd, one local and one
+/// registered as another host's, called with local-first routing (over shared memory)
+/// and without, in turns.
+#[derive(Debug, Parser)]
+#[command(name = "local-first", version)]
+struct Cli {
+    /// The measured window of each run, in seconds.
+    #[arg(long, value_name = "SECS", default_value = "5", value_parser = options::positive_seconds)]
+    duration: Duration,
+
+    /// Callers, each with one call in flight.
+    #[arg(long, value_name = "N", default_value = "50", value_parser = options::at_least_one())]
+    concurrency: usize,
+
+    /// Bytes of each message.
+    #[arg(long, value_name = "BYTES", default_value_t = 1024)]
+    size: usize,
+
+    /// Rounds, each running every mode once.
+    #[arg(long, value_name = "N", default_value = "2", value_parser = options::at_least_one())]
+    rounds: usize,
+
+    /// The local shares to measure, one mode each (beside `off`).
+    #[arg(long, value_name = "F[,F...]", value_delimiter = ',', default_value = "1,0.8",
+          value_parser = options::share)]
+    shares: Vec<f64>,
+
+    /// An etcd to use [default: one started on a free loopback port, which needs the
+    /// etcd binary].
+    #[arg(long, value_name = "etcd://HOST:PORT[,HOST:PORT...]", value_parser = options::etcd_url)]
+    etcd: Option<EtcdUrl>,
+}
 
 /// The host identity R registers: not this machine's.
 const ELSEWHERE: &str = "0000000000000000000000000000e15e";
 
 fn main() {
-    if let Err(e) = run() {
-        eprintln!("local-first: {e}\n{HELP}");
-        std::process::exit(2);
+    if let Err(e) = run(Cli::parse()) {
+        fail("local-first", e);
     }
 }
 
@@ -83,47 +114,28 @@ struct Measured {
     cores: f64,
 }
 
-fn run() -> Result<(), Usage> {
-    let args = Args::parse(std::env::args().skip(1), &[])?;
-    args.only(&[
-        "duration",
-        "concurrency",
-        "size",
-        "rounds",
-        "shares",
-        "etcd",
-    ])?;
-    let duration: f64 = args.get("duration", 5.0)?;
-    let concurrency: usize = args.get("concurrency", 50)?;
-    let size: usize = args.get("size", 1024)?;
-    let rounds: usize = args.get("rounds", 2)?;
+fn run(cli: Cli) -> Result<(), Usage> {
+    let Cli {
+        duration,
+        concurrency,
+        size,
+        rounds,
+        shares,
+        etcd,
+    } = cli;
     let mut modes = vec![Mode::Off];
-    for f in args.get("shares", "1,0.8".to_string())?.split(',') {
-        let f: f64 = f
-            .trim()
-            .parse()
-            .map_err(|e| Usage(format!("--shares {f:?}: {e}")))?;
-        if !(0.0..=1.0).contains(&f) {
-            return Err(Usage(format!("--shares {f}: a share is 0 to 1")));
-        }
-        modes.push(Mode::Share(f));
-    }
-    if duration.is_nan() || duration <= 0.0 || concurrency == 0 || rounds == 0 {
-        return Err(Usage(
-            "--duration, --concurrency and --rounds must be above 0".into(),
-        ));
-    }
+    modes.extend(shares.into_iter().map(Mode::Share));
     // Our own etcd unless one is given; it lives as long as the measurement.
-    let (url, _etcd) = match args.optional::<String>("etcd")? {
-        Some(url) => (url, None),
+    let (endpoints, _etcd) = match etcd {
+        Some(url) => (url.endpoints, None),
         None => {
             let etcd = Etcd::start().ok_or_else(|| {
                 Usage("no etcd binary: install etcd-server, or give --etcd".into())
             })?;
-            (etcd.url(), Some(etcd))
+            let url = options::etcd_url(&etcd.url()).map_err(Usage)?;
+            (url.endpoints, Some(etcd))
         }
     };
-    let endpoints = examples::options::etcd(&url)?;
     let rt = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
@@ -151,7 +163,7 @@ async fn measure(
     dir: &std::path::Path,
     modes: &[Mode],
     rounds: usize,
-    duration: f64,
+    duration: Duration,
     concurrency: usize,
     size: usize,
 ) -> Result<(), Usage> {
@@ -251,7 +263,7 @@ async fn measure(
 async fn one(
     endpoints: &[String],
     mode: Mode,
-    duration: f64,
+    duration: Duration,
     concurrency: usize,
     size: usize,
     l_addrs: &[String],
@@ -289,7 +301,7 @@ async fn one(
     let plan = Plan {
         concurrency,
         warmup: Duration::from_secs(1),
-        duration: Duration::from_secs_f64(duration),
+        duration,
         progress: false,
     };
     let usage = || ProcessUsage::of_self().map_err(|e| Usage(format!("getrusage: {e}")));

@@ -15,6 +15,7 @@
 
 use std::sync::{Arc, Mutex, PoisonError};
 
+use clap::Parser;
 use examples::attempts::InstanceCounts;
 use examples::echo::{EchoServiceClient, EchoServiceServer, Request};
 use examples::echo_service::Echo;
@@ -48,8 +49,16 @@ where
     }
 }
 
+/// Two custom client layers on a generated client, one around the whole call and one
+/// around each attempt: a few calls over a live and a dead instance, then what the
+/// layers saw (status 1 if anything differs from what it expects).
+#[derive(Debug, Parser)]
+#[command(name = "middleware", version)]
+struct Cli {}
+
 #[tokio::main]
 async fn main() {
+    Cli::parse();
     let server = Server::new(EchoServiceServer::new(Echo::default()))
         .bind(&"127.0.0.1:0".parse().expect("an address"))
         .await

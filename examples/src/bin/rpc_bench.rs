@@ -1,7 +1,6 @@
-//! `rpc-bench [--transports tokio,netpoll,uds,shm] [--concurrency N] [--size BYTES]
-//! [--duration SECS] [--framing ttheader|theader|framed|buffered] [--protocol binary|compact|json]
-//! [--multiplex] [--stack default|bare|paired] [--pin] [--metrics off|on|on,off]
-//! [--metrics-addr HOST:PORT]`:
+//! `rpc-bench`: the whole stack: our EchoService server and our client in one
+//! process, one closed-loop run per transport (`--transports`), a progress bar while
+//! each runs, then a table and one
 //! the whole stack: our EchoService server and our client in one process, one
 //! closed-loop run per transport, a progress bar while each runs, then a table and one
 //! line per transport: `transport=<name> qps=<n> p50_us=<n> p99_us=<n> p999_us=<n>
@@ -57,9 +56,9 @@
 //!
 //! # Server-only mode (`--server-only`): the kitex-benchmark method
 //!
-//! `rpc-bench --server-only [--concurrency 1,100] [--size BYTES] [--duration SECS]
-//! [--warmup SECS] [--rounds N] [--loadgen ours,volo] [--multiplex] [--stack bare|default]
-//! [--server-spin on|off|on,off] [--server-cpus LIST] [--client-cpus LIST]`
+//! `rpc-bench --server-only [--concurrency 1,100] [--warmup SECS] [--rounds N]
+//! [--loadgen ours,volo] [--server-spin on|off|on,off] [--server-cpus LIST]
+//! [--client-cpus LIST] ...` (`rpc-bench --help` lists the flags of both modes)
 //!
 //! Compares servers rather than whole stacks. The server under test runs in a process
 //! of its own (this program run again with a hidden `--serve ours|volo` subcommand),
@@ -109,16 +108,20 @@
 //! Figures from a shared machine are indicative: compare within one run, read the
 //! load average in the first line, and the spread in the `round` lines.
 
+use std::net::SocketAddr;
 use std::time::Duration;
 
-use examples::cli::{Args, Usage};
+use clap::{ArgGroup, Parser, ValueEnum};
+use examples::cli::{Usage, fail, refuse};
 use examples::echo::EchoServiceClient;
 use examples::echo_service::{
     BareStack, EchoCall, EchoStack, RunningEcho, bare_client, default_client,
 };
 use examples::load::{Plan, Report, closed_loop, progress_wanted};
-use examples::options;
-use examples::server_only::{self, ClientStack, IdleSettings, Settings as ServerOnly};
+use examples::options::{self, FramingArg, OnOff, ProtocolArg};
+use examples::server_only::{
+    self, ClientStack, CpuList, IdleSettings, LoadGenName, Settings as ServerOnly,
+};
 use volo_core::client::ClientConfig;
 use volo_core::codec::{Framing, Protocol};
 use volo_core::context::Address;
@@ -126,20 +129,172 @@ use volo_core::metrics::Metrics;
 use volo_core::server::ServerConfig;
 use volo_core::transport::TransportKind;
 
-const HELP: &str = "usage: rpc-bench [--transports tokio,netpoll,uds,shm] [--concurrency N] \
-[--size BYTES] [--duration SECS] [--framing ttheader|theader|framed|buffered] [--protocol binary|compact|json] \
-[--multiplex] [--stack default|bare|paired] [--pin] [--metrics off|on|on,off] [--metrics-addr HOST:PORT]
-   or: rpc-bench --server-only [--concurrency 1,100] [--size BYTES] [--duration SECS] [--warmup SECS] \
-[--rounds N] [--loadgen ours,volo] [--multiplex] [--stack bare|default] [--server-spin on|off|on,off] \
-[--server-cpus LIST] [--client-cpus LIST]
-   or: rpc-bench --idle-conns N [--idle-secs SECS] [--size BYTES] [--server-spin on|off|on,off] \
-[--server-cpus LIST] [--client-cpus LIST]";
+/// RPC echo, client and server, over each transport: calls per second and latency.
+/// With --server-only (or --idle-conns), our server against Volo's, each in a pinned
+/// process of its own, under the same load generators.
+#[derive(Debug, Parser)]
+#[command(name = "rpc-bench", version)]
+#[command(group(ArgGroup::new("server_side").multiple(true).args(["server_only", "idle_conns"])))]
+struct Cli {
+    /// The transports to run, in order.
+    #[arg(
+        long,
+        value_enum,
+        value_name = "TRANSPORT[,...]",
+        value_delimiter = ',',
+        default_value = "tokio,netpoll,uds,shm",
+        conflicts_with = "server_side"
+    )]
+    transports: Vec<BenchTransport>,
+
+    /// Callers, each with one call in flight [default: 100; with --server-only, a
+    /// comma-separated list, one case each: 1,100].
+    #[arg(long, value_name = "N[,N...]", value_delimiter = ',',
+          value_parser = options::at_least_one())]
+    concurrency: Vec<usize>,
+
+    /// Bytes of each message.
+    #[arg(long, value_name = "BYTES", default_value_t = 1024)]
+    size: usize,
+
+    /// The measured window of each run, in seconds [default: 15; with --server-only 10].
+    #[arg(long, value_name = "SECS", value_parser = options::positive_seconds)]
+    duration: Option<Duration>,
+
+    /// The framing.
+    #[arg(
+        long,
+        value_enum,
+        default_value = "ttheader",
+        conflicts_with = "server_side"
+    )]
+    framing: FramingArg,
+
+    /// The protocol.
+    #[arg(
+        long,
+        value_enum,
+        default_value = "binary",
+        conflicts_with = "server_side"
+    )]
+    protocol: ProtocolArg,
+
+    /// The client multiplexes its calls over two connections per peer (ttheader only);
+    /// with --server-only, adds our multiplexed client as a load generator (ours-mux).
+    #[arg(long)]
+    multiplex: bool,
+
+    /// The client's stack [default: default; with --server-only bare, and not paired].
+    #[arg(long, value_enum)]
+    stack: Option<Stack>,
+
+    /// The server's threads on CPU 0, the client's on CPU 1.
+    #[arg(long, conflicts_with = "server_side")]
+    pin: bool,
+
+    /// Metrics on both sides: off, on, or on,off (compared in alternate slices)
+    /// [default: off, or on with --metrics-addr].
+    #[arg(
+        long,
+        value_enum,
+        value_name = "on|off|on,off",
+        value_delimiter = ',',
+        conflicts_with = "server_side"
+    )]
+    metrics: Vec<OnOff>,
+
+    /// Serves the run's metrics at http://HOST:PORT/metrics (turns them on).
+    #[arg(long, value_name = "HOST:PORT", conflicts_with = "server_side")]
+    metrics_addr: Option<SocketAddr>,
+
+    /// Server-only mode: each server in a pinned process of its own.
+    #[arg(long)]
+    server_only: bool,
+
+    /// (server-only) Unmeasured time before each window, in seconds.
+    #[arg(long, value_name = "SECS", default_value = "1", requires = "server_side",
+          value_parser = options::seconds)]
+    warmup: Duration,
+
+    /// (server-only) Runs of each case per server, pooled.
+    #[arg(long, value_name = "N", default_value = "2", requires = "server_side",
+          value_parser = options::at_least_one())]
+    rounds: usize,
+
+    /// (server-only) The load generators.
+    #[arg(
+        long,
+        value_enum,
+        value_name = "NAME[,...]",
+        value_delimiter = ',',
+        default_value = "ours,volo",
+        requires = "server_side"
+    )]
+    loadgen: Vec<LoadGenName>,
+
+    /// (server-only) Our server's busy-poll spin: on, off, or on,off (both, compared).
+    #[arg(
+        long,
+        value_enum,
+        value_name = "on|off|on,off",
+        value_delimiter = ',',
+        default_value = "on",
+        requires = "server_side"
+    )]
+    server_spin: Vec<OnOff>,
+
+    /// (server-only) The server child's CPUs, e.g. 0 or 0,2 or 1-3.
+    #[arg(
+        long,
+        value_name = "LIST",
+        default_value = "0",
+        requires = "server_side"
+    )]
+    server_cpus: CpuList,
+
+    /// (server-only) The load generator's CPUs.
+    #[arg(
+        long,
+        value_name = "LIST",
+        default_value = "1",
+        requires = "server_side"
+    )]
+    client_cpus: CpuList,
+
+    /// Idle-connections mode: N connections to each server, each used once, then idle.
+    #[arg(long, value_name = "N")]
+    idle_conns: Option<usize>,
+
+    /// (idle) How long the connections stay idle, in seconds.
+    #[arg(long, value_name = "SECS", default_value = "5", requires = "idle_conns",
+          value_parser = options::positive_seconds)]
+    idle_secs: Duration,
+}
+
+/// `--transports`' names.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+enum BenchTransport {
+    /// TCP on tokio's own sockets, both sides (the baseline).
+    Tokio,
+    /// TCP on netpoll-rs.
+    Netpoll,
+    /// A Unix-domain socket on netpoll-rs.
+    Uds,
+    /// shm-ipc: shared memory, a Unix socket for control and wake-ups.
+    Shm,
+}
 
 fn main() {
     server_only::serve_if_asked();
-    if let Err(e) = run() {
-        eprintln!("rpc-bench: {e}\n{HELP}");
-        std::process::exit(2);
+    // `cargo bench` passes `--bench` to every target it runs.
+    let cli = Cli::parse_from(std::env::args_os().filter(|a| a != "--bench"));
+    let result = if cli.server_only || cli.idle_conns.is_some() {
+        server_only_mode(cli)
+    } else {
+        whole_stack(cli)
+    };
+    if let Err(e) = result {
+        fail("rpc-bench", e);
     }
 }
 
@@ -160,38 +315,27 @@ struct Settings {
     compare_metrics: bool,
 }
 
-fn run() -> Result<(), Usage> {
-    let args = Args::parse(
-        std::env::args().skip(1).filter(|a| a != "--bench"),
-        &["multiplex", "pin", "server-only"],
-    )?;
-    if args.flag("server-only") || args.optional::<usize>("idle-conns")?.is_some() {
-        return server_only_mode(&args);
+/// The whole stack, one run per transport.
+fn whole_stack(cli: Cli) -> Result<(), Usage> {
+    let concurrency = match cli.concurrency[..] {
+        [] => 100,
+        [n] => n,
+        _ => refuse::<Cli>("--concurrency takes one number here (a list with --server-only)"),
+    };
+    let metrics_on = match cli.metrics[..] {
+        [] => cli.metrics_addr.is_some(),
+        _ => cli.metrics.iter().any(|m| m.is_on()),
+    };
+    if cli.metrics_addr.is_some() && !metrics_on {
+        refuse::<Cli>("--metrics-addr needs --metrics on");
     }
-    args.only(&[
-        "transports",
-        "concurrency",
-        "size",
-        "duration",
-        "framing",
-        "stack",
-        "protocol",
-        "multiplex",
-        "pin",
-        "metrics",
-        "metrics-addr",
-    ])?;
-    let metrics_addr: Option<std::net::SocketAddr> = args.optional("metrics-addr")?;
-    let default_metering = if metrics_addr.is_some() { "on" } else { "off" };
-    let (metrics, compare_metrics) =
-        match args.get("metrics", default_metering.to_string())?.as_str() {
-            "off" => (None, false),
-            "on" => (Some(Metrics::new()), false),
-            "on,off" | "off,on" => (Some(Metrics::new()), true),
-            other => return Err(Usage(format!("--metrics {other:?}: off, on or on,off"))),
-        };
+    let compare_metrics = metrics_on && cli.metrics.contains(&OnOff::Off);
+    if cli.multiplex && cli.framing.0 != Framing::TTHeader {
+        refuse::<Cli>("--multiplex needs --framing ttheader");
+    }
+    let metrics = metrics_on.then(Metrics::new);
     // The endpoint's own runtime, for as long as the run lasts.
-    let _endpoint = match (&metrics, metrics_addr) {
+    let _endpoint = match (&metrics, cli.metrics_addr) {
         (Some(m), Some(addr)) => {
             let rt = runtime("rpcb-metrics")?;
             let server = rt
@@ -203,46 +347,24 @@ fn run() -> Result<(), Usage> {
             );
             Some((server, rt))
         }
-        (None, Some(_)) => return Err(Usage("--metrics-addr needs --metrics on".into())),
         _ => None,
     };
-    let transports: Vec<String> = args
-        .get("transports", "tokio,netpoll,uds,shm".to_string())?
-        .split(',')
-        .map(str::trim)
-        .filter(|t| !t.is_empty())
-        .map(String::from)
+    let transports: Vec<String> = (cli.transports.iter())
+        .filter_map(ValueEnum::to_possible_value)
+        .map(|t| t.get_name().to_string())
         .collect();
-    for t in &transports {
-        if !["tokio", "netpoll", "uds", "shm"].contains(&t.as_str()) {
-            return Err(Usage(format!("--transports: unknown transport {t:?}")));
-        }
-    }
     let settings = Settings {
-        concurrency: args.get("concurrency", 100)?,
-        size: args.get("size", 1024)?,
-        duration: Duration::from_secs_f64(args.get("duration", 15.0)?),
-        framing: options::framing(&args.get("framing", "ttheader".to_string())?)?,
-        protocol: options::protocol(&args.get("protocol", "binary".to_string())?)?,
-        multiplex: args.flag("multiplex"),
-        stack: match args.get("stack", "default".to_string())?.as_str() {
-            "default" => Stack::Default,
-            "bare" => Stack::Bare,
-            "paired" => Stack::Paired,
-            other => {
-                return Err(Usage(format!("--stack {other:?}: default, bare or paired")));
-            }
-        },
-        pin: args.flag("pin"),
+        concurrency,
+        size: cli.size,
+        duration: cli.duration.unwrap_or(Duration::from_secs(15)),
+        framing: cli.framing.0,
+        protocol: cli.protocol.0,
+        multiplex: cli.multiplex,
+        stack: cli.stack.unwrap_or(Stack::Default),
+        pin: cli.pin,
         metrics,
         compare_metrics,
     };
-    if settings.multiplex && settings.framing != Framing::TTHeader {
-        return Err(Usage("--multiplex needs --framing ttheader".into()));
-    }
-    if settings.concurrency == 0 || settings.duration.is_zero() {
-        return Err(Usage("--concurrency and --duration must be above 0".into()));
-    }
     println!(
         "rpc-bench: echo of {}-byte messages, {} callers, {:.0} s per transport, {:?}/{:?}{}, \
          {} CPUs",
@@ -301,11 +423,15 @@ fn run() -> Result<(), Usage> {
     Ok(())
 }
 
-/// Which client stack a run measures.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+/// Which client stack a run measures (`--stack`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
 enum Stack {
+    /// What `EchoServiceClient::builder()` builds: timeout, breakers, retry, backup,
+    /// balancer.
     Default,
+    /// The transport with only the balancer that names the instance.
     Bare,
+    /// Both, in alternate one-second slices against one server.
     Paired,
 }
 
@@ -607,41 +733,28 @@ fn runtime(name: &str) -> Result<tokio::runtime::Runtime, Usage> {
 }
 
 /// `--server-only` and `--idle-conns`: each server in a pinned process of its own.
-fn server_only_mode(args: &Args) -> Result<(), Usage> {
-    args.only(&[
-        "server-only",
-        "concurrency",
-        "size",
-        "duration",
-        "warmup",
-        "rounds",
-        "loadgen",
-        "multiplex",
-        "stack",
-        "server-spin",
-        "server-cpus",
-        "client-cpus",
-        "idle-conns",
-        "idle-secs",
-    ])?;
+fn server_only_mode(cli: Cli) -> Result<(), Usage> {
+    let stack = match cli.stack.unwrap_or(Stack::Bare) {
+        Stack::Bare => ClientStack::Bare,
+        Stack::Default => ClientStack::Default,
+        Stack::Paired => refuse::<Cli>("--stack paired is not for --server-only: bare or default"),
+    };
     let exe = std::env::current_exe().map_err(|e| Usage(format!("this program's path: {e}")))?;
-    let servers = server_only::servers(&args.get("server-spin", "on".to_string())?)?;
-    let server_cpus = server_only::parse_cpus(&args.get("server-cpus", "0".to_string())?)?;
-    let client_cpus = server_only::parse_cpus(&args.get("client-cpus", "1".to_string())?)?;
+    let servers = server_only::servers_of(&cli.server_spin);
+    let (server_cpus, client_cpus) = (cli.server_cpus.0, cli.client_cpus.0);
     if server_cpus.iter().any(|c| client_cpus.contains(c)) {
         eprintln!(
             "rpc-bench: server and load generator share CPUs {server_cpus:?} / {client_cpus:?}"
         );
     }
-    let size = args.get("size", 1024)?;
     let failed = |e: std::io::Error| Usage(format!("server-only: {e}"));
-    if let Some(conns) = args.optional::<usize>("idle-conns")? {
+    if let Some(conns) = cli.idle_conns {
         let settings = IdleSettings {
             exe,
             servers,
             conns,
-            size,
-            window: Duration::from_secs_f64(args.get("idle-secs", 5.0)?),
+            size: cli.size,
+            window: cli.idle_secs,
             settle: Duration::from_secs(1),
             server_cpus,
             client_cpus,
@@ -658,39 +771,23 @@ fn server_only_mode(args: &Args) -> Result<(), Usage> {
         }
         return Ok(());
     }
-    let stack = match args.get("stack", "bare".to_string())?.as_str() {
-        "bare" => ClientStack::Bare,
-        "default" => ClientStack::Default,
-        other => return Err(Usage(format!("--stack {other:?}: bare or default here"))),
+    let concurrency = match cli.concurrency {
+        c if c.is_empty() => vec![1, 100],
+        c => c,
     };
-    let concurrency = args
-        .get("concurrency", "1,100".to_string())?
-        .split(',')
-        .map(|c| c.trim().parse::<usize>())
-        .collect::<Result<Vec<_>, _>>()
-        .map_err(|e| Usage(format!("--concurrency: {e}")))?;
     let settings = ServerOnly {
         exe,
         servers,
-        loadgens: server_only::loadgens(
-            &args.get("loadgen", "ours,volo".to_string())?,
-            stack,
-            args.flag("multiplex"),
-        )?,
+        loadgens: server_only::loadgens_of(&cli.loadgen, stack, cli.multiplex),
         concurrency,
-        size,
-        warmup: Duration::from_secs_f64(args.get("warmup", 1.0)?),
-        window: Duration::from_secs_f64(args.get("duration", 10.0)?),
-        rounds: args.get("rounds", 2)?,
+        size: cli.size,
+        warmup: cli.warmup,
+        window: cli.duration.unwrap_or(Duration::from_secs(10)),
+        rounds: cli.rounds,
         server_cpus,
         client_cpus,
         progress: progress_wanted(),
     };
-    if settings.concurrency.contains(&0) || settings.window.is_zero() || settings.rounds == 0 {
-        return Err(Usage(
-            "--concurrency, --duration and --rounds must be above 0".into(),
-        ));
-    }
     println!("{}", server_only::header(&settings));
     let cases = server_only::run(&settings).map_err(failed)?;
     println!();

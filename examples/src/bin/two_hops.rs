@@ -16,6 +16,7 @@
 
 use std::convert::Infallible;
 
+use clap::Parser;
 use examples::echo::{
     EchoService, EchoServiceClient, EchoServiceEchoOrFailException, EchoServiceServer, Ids, MyTest,
     Request, Response,
@@ -142,9 +143,19 @@ fn client(addr: Address) -> EchoServiceClient {
         .expect("a client")
 }
 
+/// Metainfo through two hops: a client calls front, whose handler calls back; prints
+/// what each side saw (status 1 if anything differs from what it expects).
+#[derive(Debug, Parser)]
+#[command(name = "two-hops", version)]
+struct Cli {
+    /// Prints the spans of the call on stderr as they close: one trace, six spans.
+    #[arg(long)]
+    trace: bool,
+}
+
 #[tokio::main]
 async fn main() {
-    if std::env::args().skip(1).any(|a| a == "--trace") {
+    if Cli::parse().trace {
         tracing_subscriber::fmt()
             .with_span_events(tracing_subscriber::fmt::format::FmtSpan::CLOSE)
             .with_writer(std::io::stderr)

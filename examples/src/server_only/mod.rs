@@ -38,12 +38,17 @@ use volo_core::codec::{Framing, Protocol};
 use volo_core::context::Address;
 
 pub use idle::{IdleSettings, idle};
-pub use process::{SERVE, ServerKind, ServerProcess, on_off, serve_if_asked};
-pub use sys::{NoFile, ProcessUsage, SavedCpus, load_average, parse_cpus, pin, raise_nofile};
+pub use process::{SERVE, ServerKind, ServerProcess, serve_if_asked};
+pub use sys::{
+    CpuList, NoFile, ProcessUsage, SavedCpus, load_average, parse_cpus, pin, raise_nofile,
+};
+
+use clap::ValueEnum;
 
 use crate::cli::Usage;
 use crate::echo_service::{EchoCall, EchoStack, bare_client, default_client};
 use crate::load::{Plan, Report, closed_loop};
+use crate::options::OnOff;
 
 /// Which client stack our load generator calls through.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -91,50 +96,79 @@ impl LoadGen {
 /// The servers to compare: ours with the busy-poll spin `on`, `off` or both
 /// (`on,off`), then Volo's.
 pub fn servers(spin: &str) -> Result<Vec<ServerKind>, Usage> {
+    let spins = pieces(spin, |s| format!("--server-spin {s:?}: on, off or on,off"))?;
+    Ok(servers_of(&spins))
+}
+
+/// The servers to compare: ours with each busy-poll spin of `spins` (once each), then
+/// Volo's.
+pub fn servers_of(spins: &[OnOff]) -> Vec<ServerKind> {
     let mut servers = Vec::new();
-    for s in spin.split(',').map(str::trim).filter(|s| !s.is_empty()) {
-        let kind = ServerKind::Ours {
-            spin: on_off(s).map_err(|e| Usage(format!("--server-spin {e}")))?,
-        };
+    for spin in spins {
+        let kind = ServerKind::Ours { spin: spin.is_on() };
         if !servers.contains(&kind) {
             servers.push(kind);
         }
     }
-    if servers.is_empty() {
-        return Err(Usage("--server-spin: on, off or on,off".into()));
-    }
     servers.push(ServerKind::Volo);
-    Ok(servers)
+    servers
 }
 
-/// The load generators named in `list` (`ours`, `volo`, `ours-mux`), ours on `stack`;
-/// with `multiplex`, `ours-mux` is added if not named.
+/// A load generator's name on the command line.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum LoadGenName {
+    /// Our client, a connection per caller.
+    Ours,
+    /// Volo's client.
+    Volo,
+    /// Our client, multiplexed over two connections.
+    OursMux,
+}
+
+/// The load generators named in `list` (`ours`, `volo`, `ours-mux`, comma-separated),
+/// ours on `stack`; with `multiplex`, `ours-mux` is added if not named.
 pub fn loadgens(list: &str, stack: ClientStack, multiplex: bool) -> Result<Vec<LoadGen>, Usage> {
+    let names = pieces(list, |n| {
+        format!("load generator {n:?}: ours, volo or ours-mux")
+    })?;
+    Ok(loadgens_of(&names, stack, multiplex))
+}
+
+/// The load generators of `names` (once each), ours on `stack`; with `multiplex`,
+/// `ours-mux` is added if not named.
+pub fn loadgens_of(names: &[LoadGenName], stack: ClientStack, multiplex: bool) -> Vec<LoadGen> {
     let mut out = Vec::new();
-    let names = list.split(',').map(str::trim).filter(|s| !s.is_empty());
-    for name in names.chain(multiplex.then_some("ours-mux")) {
+    for &name in names
+        .iter()
+        .chain(multiplex.then_some(&LoadGenName::OursMux))
+    {
         let loadgen = match name {
-            "ours" => LoadGen::Ours {
+            LoadGenName::Ours => LoadGen::Ours {
                 stack,
                 multiplex: false,
             },
-            "ours-mux" => LoadGen::Ours {
+            LoadGenName::OursMux => LoadGen::Ours {
                 stack,
                 multiplex: true,
             },
-            "volo" => LoadGen::Volo,
-            other => {
-                return Err(Usage(format!(
-                    "load generator {other:?}: ours, volo or ours-mux"
-                )));
-            }
+            LoadGenName::Volo => LoadGen::Volo,
         };
         if !out.contains(&loadgen) {
             out.push(loadgen);
         }
     }
+    out
+}
+
+/// The values of a comma-separated `list` (blanks and empty pieces skipped), at least
+/// one; `bad` says what is wrong with a piece that is none of them.
+fn pieces<T: ValueEnum>(list: &str, bad: impl Fn(&str) -> String) -> Result<Vec<T>, Usage> {
+    let mut out = Vec::new();
+    for piece in list.split(',').map(str::trim).filter(|p| !p.is_empty()) {
+        out.push(T::from_str(piece, false).map_err(|_| Usage(bad(piece)))?);
+    }
     if out.is_empty() {
-        return Err(Usage("no load generator".into()));
+        return Err(Usage(bad(list)));
     }
     Ok(out)
 }

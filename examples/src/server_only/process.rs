@@ -18,9 +18,12 @@ use std::time::{Duration, Instant};
 use volo_core::context::Address;
 use volo_core::server::ServerConfig;
 
-use super::sys::{self, ProcessUsage};
-use crate::cli::{Args, Usage};
+use clap::{Parser, ValueEnum};
+
+use super::sys::{self, CpuList, ProcessUsage};
+use crate::cli::Usage;
 use crate::echo_service::RunningEcho;
+use crate::options::OnOff;
 
 /// The first argument that makes a program a server child (see [`serve_if_asked`]).
 pub const SERVE: &str = "--serve";
@@ -70,33 +73,59 @@ impl ServerKind {
 /// (`--serve ours|volo [--addr IP:PORT] [--cpus LIST] [--server-spin on|off]`) and
 /// exits; otherwise returns at once. Bench programs call it first thing in `main`.
 pub fn serve_if_asked() {
-    let mut args = std::env::args().skip(1).peekable();
-    if args.peek().map(String::as_str) != Some(SERVE) {
+    if std::env::args().nth(1).as_deref() != Some(SERVE) {
         return;
     }
+    let args = ServeArgs::parse();
     let code = match serve(args) {
         Ok(()) => 0,
         Err(e) => {
             eprintln!("server child: {e}");
-            2
+            1
         }
     };
     std::process::exit(code);
 }
 
+/// The server child's command line.
+#[derive(Debug, Parser)]
+#[command(name = "server child", version)]
+struct ServeArgs {
+    /// The server to run.
+    #[arg(long, value_enum)]
+    serve: ServeName,
+
+    /// Where to listen.
+    #[arg(long, value_name = "IP:PORT", default_value = "127.0.0.1:0")]
+    addr: SocketAddr,
+
+    /// The CPUs to run on (one tokio worker each).
+    #[arg(long, value_name = "LIST", default_value = "0")]
+    cpus: CpuList,
+
+    /// Our server's busy-poll spin.
+    #[arg(long, value_enum, default_value = "on")]
+    server_spin: OnOff,
+}
+
+/// `--serve`'s names.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+enum ServeName {
+    /// Ours.
+    Ours,
+    /// Volo's.
+    Volo,
+}
+
 /// The child: pinned, bound, answering `usage` until its stdin ends.
-fn serve(args: impl Iterator<Item = String>) -> Result<(), Usage> {
-    let args = Args::parse(args, &[])?;
-    args.only(&["serve", "addr", "cpus", "server-spin"])?;
-    let kind = match args.required::<String>("serve")?.as_str() {
-        "ours" => ServerKind::Ours {
-            spin: on_off(&args.get("server-spin", "on".to_string())?)?,
+fn serve(args: ServeArgs) -> Result<(), Usage> {
+    let kind = match args.serve {
+        ServeName::Ours => ServerKind::Ours {
+            spin: args.server_spin.is_on(),
         },
-        "volo" => ServerKind::Volo,
-        other => return Err(Usage(format!("--serve {other:?}: ours or volo"))),
+        ServeName::Volo => ServerKind::Volo,
     };
-    let addr: SocketAddr = args.get("addr", SocketAddr::from(([127, 0, 0, 1], 0)))?;
-    let cpus = sys::parse_cpus(&args.get("cpus", "0".to_string())?)?;
+    let (addr, cpus) = (args.addr, args.cpus.0);
     let failed = |what: &str, e: io::Error| Usage(format!("{what}: {e}"));
     // Before any thread starts, so that every thread of the process inherits it.
     sys::pin(&cpus).map_err(|e| failed("--cpus", e))?;
@@ -141,15 +170,6 @@ fn serve(args: impl Iterator<Item = String>) -> Result<(), Usage> {
     }
     // The bench is done with it (or gone): no graceful stop, nothing to wait for.
     std::process::exit(0)
-}
-
-/// `on` or `off`.
-pub fn on_off(value: &str) -> Result<bool, Usage> {
-    match value {
-        "on" => Ok(true),
-        "off" => Ok(false),
-        other => Err(Usage(format!("{other:?}: on or off"))),
-    }
 }
 
 /// A server child, from the bench's side. Dropping it kills the child (`SIGKILL`) if it

@@ -9,6 +9,18 @@ use nix::unistd::Pid;
 
 use crate::cli::Usage;
 
+/// A CPU list, as a command-line value (see [`parse_cpus`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CpuList(pub Vec<usize>);
+
+impl std::str::FromStr for CpuList {
+    type Err = Usage;
+
+    fn from_str(list: &str) -> Result<CpuList, Usage> {
+        parse_cpus(list).map(CpuList)
+    }
+}
+
 /// Reads a CPU list: numbers and ranges separated by commas (`0`, `0,2`, `1-3`).
 pub fn parse_cpus(list: &str) -> Result<Vec<usize>, Usage> {
     let bad = |why: &str| Usage(format!("CPU list {list:?}: {why}"));
