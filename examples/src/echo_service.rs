@@ -2,6 +2,7 @@
 //! handler every example server runs.
 
 use std::convert::Infallible;
+use std::io::Write;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 
@@ -19,12 +20,14 @@ pub const ECHO_ERROR_CODE: i32 = 1;
 
 /// The service: answers every call with its argument; `echo_or_fail` fails when asked;
 /// `notify` counts events. `echo` can be made slow ([`Echo::set_delay`]) for fault
-/// tests.
+/// tests, and every call can be shown with its metainfo ([`Echo::show_metainfo`]).
 #[derive(Debug, Clone, Default)]
 pub struct Echo {
     notified: Arc<AtomicU64>,
     /// What `echo` waits before it answers, in microseconds (0: nothing).
     delay_us: Arc<AtomicU64>,
+    /// With a program name: each call's line is printed, a backward value sent.
+    show_metainfo: Option<&'static str>,
 }
 
 impl Echo {
@@ -44,14 +47,52 @@ impl Echo {
     pub fn delay(&self) -> std::time::Duration {
         std::time::Duration::from_micros(self.delay_us.load(Ordering::Relaxed))
     }
+
+    /// Every call, whatever the method, sends one backward value back,
+    /// `srv_back=<method>`, and prints its [`call_line`] on stdout after `program: `:
+    /// what a caller's metainfo looks like on arrival, and what comes back to it.
+    pub fn show_metainfo(mut self, program: &'static str) -> Self {
+        self.show_metainfo = Some(program);
+        self
+    }
+
+    /// What [`show_metainfo`](Self::show_metainfo) asks for, on each call.
+    fn seen(&self, cx: &mut ServerContext) {
+        let Some(program) = self.show_metainfo else {
+            return;
+        };
+        cx.metainfo.set_backward("srv_back", cx.rpc.method.clone());
+        // Written whole, under the lock; a closed stdout is no reason to fail the call.
+        let _ = writeln!(std::io::stdout().lock(), "{program}: {}", call_line(cx));
+    }
+}
+
+/// `call method=<name> seq=<id> transport=<framing> protocol=<protocol>
+/// forward=<k=v,...> persistent=<k=v,...> backward=<k=v,...>` (`-` for none; names as
+/// on the command line): a call as its handler sees it. `forward` holds the transient
+/// values the caller sent (one hop only), `persistent` those that go on hop after hop,
+/// `backward` those the handler sends back with the reply.
+pub fn call_line(cx: &ServerContext) -> String {
+    use crate::options::{FramingArg, ProtocolArg, pairs_field};
+    format!(
+        "call method={} seq={} transport={} protocol={} forward={} persistent={} backward={}",
+        cx.rpc.method.as_str(),
+        cx.rpc.seq_id,
+        FramingArg(cx.framing).name(),
+        ProtocolArg(cx.protocol).name(),
+        pairs_field(cx.metainfo.received_transient_values()),
+        pairs_field(cx.metainfo.persistent_values()),
+        pairs_field(cx.metainfo.backward_values()),
+    )
 }
 
 impl EchoService for Echo {
     async fn echo(
         &self,
-        _cx: &mut ServerContext,
+        cx: &mut ServerContext,
         req: Request,
     ) -> Result<Response, ServerError<Infallible>> {
+        self.seen(cx);
         let delay = self.delay();
         if !delay.is_zero() {
             tokio::time::sleep(delay).await;
@@ -64,25 +105,28 @@ impl EchoService for Echo {
 
     async fn echo_test(
         &self,
-        _cx: &mut ServerContext,
+        cx: &mut ServerContext,
         t: MyTest,
     ) -> Result<MyTest, ServerError<Infallible>> {
+        self.seen(cx);
         Ok(t)
     }
 
     async fn echo_ids(
         &self,
-        _cx: &mut ServerContext,
+        cx: &mut ServerContext,
         ids: Ids,
     ) -> Result<Ids, ServerError<Infallible>> {
+        self.seen(cx);
         Ok(ids)
     }
 
     async fn echo_or_fail(
         &self,
-        _cx: &mut ServerContext,
+        cx: &mut ServerContext,
         req: Request,
     ) -> Result<Response, ServerError<EchoServiceEchoOrFailException>> {
+        self.seen(cx);
         if req.action.as_str() == "fail" {
             return Err(ServerError::User(EchoServiceEchoOrFailException::Err(
                 EchoError {
@@ -99,9 +143,10 @@ impl EchoService for Echo {
 
     async fn notify(
         &self,
-        _cx: &mut ServerContext,
+        cx: &mut ServerContext,
         _event: Utf8Bytes,
     ) -> Result<(), ServerError<Infallible>> {
+        self.seen(cx);
         self.notified.fetch_add(1, Ordering::Relaxed);
         Ok(())
     }

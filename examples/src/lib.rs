@@ -6,10 +6,10 @@
 //! and `--version`):
 //! - `echo-server --addr ADDR[,ADDR...]` (`host:port`, `unix:PATH`, `shm:PATH`): serves
 //!   `EchoService` on every address given; registered in etcd with `--registry
-//!   etcd://HOST:PORT`.
+//!   etcd://HOST:PORT`; `--show-metainfo` prints each call's metainfo.
 //! - `echo-client (--addr ADDR[,ADDR...] | --discover etcd://HOST:PORT)`: closed-loop
-//!   load over one instance or several, `--transport`, `--protocol`, `--balance`...;
-//!   its last line is `qps=<n> p50_us=<n>
+//!   load over one instance or several, `--transport`, `--protocol`, `--balance`,
+//!   `--meta`/`--persistent` metainfo...; its last line is `qps=<n> p50_us=<n>
 //!   p99_us=<n> p999_us=<n> errors=<n>`.
 //! - `rpc-bench`: server and client in one process, one run per transport; with
 //!   `--server-only`, each server (ours, Volo's) in a pinned process of its own, driven

@@ -1,6 +1,6 @@
 //! The command-line values the programs share, as clap value types and parsers:
 //! framing, protocol and socket-transport names, addresses, etcd URLs, durations in
-//! seconds, shares; and the access log's output.
+//! seconds, shares, metainfo pairs; and the access log's output.
 //!
 //! The framing, protocol and transport names wrap volo-core's own types (the name
 //! table is written once, here, and serves both parsing and printing).
@@ -128,6 +128,25 @@ pub fn share(value: &str) -> Result<f64, String> {
     }
 }
 
+/// A metainfo value, `KEY=VALUE`, neither empty (metainfo drops empty keys and values,
+/// so such a pair would silently not be sent).
+pub fn key_value(pair: &str) -> Result<(String, String), String> {
+    match pair.split_once('=') {
+        Some((k, v)) if !k.is_empty() && !v.is_empty() => Ok((k.to_string(), v.to_string())),
+        _ => Err("expected KEY=VALUE, neither empty".into()),
+    }
+}
+
+/// `k=v,k2=v2` for metainfo pairs, `-` for none: one field of a `key=value` line.
+pub fn pairs_field<'a>(pairs: impl Iterator<Item = (&'a str, &'a str)>) -> String {
+    let list: Vec<String> = pairs.map(|(k, v)| format!("{k}={v}")).collect();
+    if list.is_empty() {
+        "-".into()
+    } else {
+        list.join(",")
+    }
+}
+
 /// An etcd endpoint list, `etcd://HOST:PORT[,HOST:PORT...]` (`--registry`,
 /// `--discover`, `--etcd`).
 #[cfg(feature = "etcd")]
@@ -211,6 +230,12 @@ mod tests {
         assert!(positive_seconds("0").is_err());
         assert_eq!(share("0.8"), Ok(0.8));
         assert!(share("1.5").is_err() && share("-0.1").is_err());
+        assert_eq!(key_value("a=b=c"), Ok(("a".into(), "b=c".into())));
+        for bad in ["a", "=b", "a="] {
+            assert!(key_value(bad).is_err(), "{bad}");
+        }
+        assert_eq!(pairs_field([("a", "1"), ("b", "2")].into_iter()), "a=1,b=2");
+        assert_eq!(pairs_field(std::iter::empty()), "-");
     }
 
     #[test]

@@ -1,8 +1,11 @@
 //! The example programs run as a user would run them, each bounded in time.
 
+mod support;
+
 use std::io::{BufRead, BufReader};
 use std::net::SocketAddr;
 use std::process::{Child, Command, Output, Stdio};
+use std::time::Duration;
 
 /// Runs `bin` with `args`, which must succeed; its standard output.
 fn run_ok(bin: &str, args: &[&str]) -> String {
@@ -700,4 +703,62 @@ fn etcd_flags_name_the_feature_they_need() {
         &["--discover", url],
         &["--discover", "`etcd` feature"],
     );
+}
+
+/// The comma-separated values of `key` in a line of `key=value` fields.
+fn list<'a>(line: &'a str, key: &str) -> Vec<&'a str> {
+    let fields = support::fields(line);
+    let value = fields
+        .get(key)
+        .unwrap_or_else(|| panic!("no {key}: {line}"));
+    value.split(',').collect()
+}
+
+/// `echo-client --meta a=1 --persistent b=2` over TTHeader to `echo-server
+/// --show-metainfo`: the server's line for a call shows both values as they arrived
+/// and the backward value its handler set; the client's line shows that value back.
+#[test]
+fn metainfo_is_shown_on_the_server_and_backward_values_come_back() {
+    let (server, port) = support::server("metainfo", 0, &["--show-metainfo"]);
+    let out = Command::new(env!("CARGO_BIN_EXE_echo-client"))
+        .args([
+            "--addr",
+            &format!("127.0.0.1:{port}"),
+            "--transport",
+            "ttheader",
+        ])
+        .args(["--meta", "a=1", "--persistent", "b=2"])
+        .args(["--concurrency", "1", "--duration", "0.2"])
+        .env("RPC_PROGRESS", "0")
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{stdout}{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let backward = stdout
+        .lines()
+        .find_map(|l| l.strip_prefix("echo-client: backward "))
+        .unwrap_or_else(|| panic!("no backward line: {stdout}"));
+    assert!(
+        backward.split(',').any(|p| p == "srv_back=echo"),
+        "{backward}"
+    );
+    // The warm-up's calls came first: the server's first line is one of the client's.
+    let call = server
+        .line(Duration::from_secs(10))
+        .expect("echo-server printed no call");
+    assert!(
+        call.starts_with("echo-server: call method=echo seq="),
+        "{call}"
+    );
+    let fields = support::fields(&call);
+    assert_eq!(fields.get("transport"), Some(&"ttheader"), "{call}");
+    assert_eq!(fields.get("protocol"), Some(&"binary"), "{call}");
+    assert!(list(&call, "forward").contains(&"a=1"), "{call}");
+    assert!(list(&call, "persistent").contains(&"b=2"), "{call}");
+    assert!(!list(&call, "persistent").contains(&"a=1"), "{call}");
+    assert!(list(&call, "backward").contains(&"srv_back=echo"), "{call}");
 }

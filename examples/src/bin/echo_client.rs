@@ -12,6 +12,9 @@
 //!   `instance=<addr> ok=<n> failed=<n>`, the attempts it answered and those that
 //!   failed (warm-up included; retries and backup requests are attempts too, and an
 //!   attempt cancelled because its backup answered first counts as neither);
+//! - with `--meta` or `--persistent`, `echo-client: backward <k=v,...>`: the backward
+//!   metainfo values of the first reply (`-` for none; no line if no call was
+//!   answered);
 //! - `calls=<n> ok=<n> errors=<n> unfinished=<n>`: the calls started in the window,
 //!   and what became of them (`unfinished`: still running 15 s after the window);
 //! - last, exactly `qps=<n> p50_us=<n> p99_us=<n> p999_us=<n> errors=<n>`.
@@ -62,6 +65,14 @@
 //! service, instance, status, duration, attempts, request and reply bytes: the
 //! client's access log, see `volo_core::client::trace`).
 //!
+//! # Metainfo
+//!
+//! `--meta KEY=VALUE` (transient: the callee sees it, and it goes no further) and
+//! `--persistent KEY=VALUE` (passed on hop after hop), each repeatable, are set on
+//! every call by a layer around the whole call (as in the README's middleware
+//! example). They travel in TTHeader and THeader framing; Framed and Buffered carry
+//! none. `echo-server --show-metainfo` prints what it received.
+//!
 //! # Transports
 //!
 //! Without `--multiplex` the callers share a pool of connections per instance, one
@@ -70,6 +81,7 @@
 //! sequence id; that needs TTHeader framing, so `--multiplex` with `--transport framed`
 //! or `buffered` is refused rather than silently measured another way.
 
+use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
 use clap::{ArgGroup, Parser, ValueEnum};
@@ -80,11 +92,13 @@ use examples::echo_service::EchoCall;
 use examples::load::{Plan, closed_loop, progress_wanted};
 use examples::options::{self, EtcdUrl, FramingArg, IoArg, ProtocolArg};
 use volo_core::client::{
-    BackupDelay, BackupPolicy, ClientConfig, ConsistentHash, Discover, Instance, LoadBalance,
-    LocalFirst, PowerOfTwoChoices, RoundRobin, StaticDiscover, WeightedRandom, WeightedRoundRobin,
+    BackupDelay, BackupPolicy, ClientConfig, ClientContext, ClientRequest, ClientResponse,
+    ConsistentHash, Discover, Error, Instance, LoadBalance, LocalFirst, PowerOfTwoChoices,
+    RoundRobin, StaticDiscover, WeightedRandom, WeightedRoundRobin,
 };
 use volo_core::codec::Framing;
 use volo_core::context::Address;
+use volo_core::service::{Service, layer_fn};
 
 /// Keys `--balance hash` spreads the calls over.
 const HASH_KEYS: u64 = 64;
@@ -175,6 +189,14 @@ struct Cli {
     /// Logs one call in N on stderr (the client's access log).
     #[arg(long, value_name = "N")]
     access_log: Option<u64>,
+
+    /// Sends this transient metainfo value with every call (repeatable).
+    #[arg(long, value_name = "KEY=VALUE", value_parser = options::key_value)]
+    meta: Vec<(String, String)>,
+
+    /// Sends this persistent metainfo value with every call (repeatable).
+    #[arg(long, value_name = "KEY=VALUE", value_parser = options::key_value)]
+    persistent: Vec<(String, String)>,
 }
 
 /// `--balance`'s names.
@@ -230,8 +252,59 @@ fn main() {
     }
 }
 
+/// The metainfo `--meta` and `--persistent` set on every call, and the backward values
+/// of the first reply, as `k=v,...`.
+#[derive(Debug, Default)]
+struct Metainfo {
+    transient: Vec<(String, String)>,
+    persistent: Vec<(String, String)>,
+    first_backward: OnceLock<String>,
+}
+
+/// Around the whole call: sets the metainfo, keeps the first reply's backward values.
+#[derive(Clone)]
+struct Stamp<S> {
+    inner: S,
+    metainfo: Arc<Metainfo>,
+}
+
+impl<S> Service<ClientContext, ClientRequest> for Stamp<S>
+where
+    S: Service<ClientContext, ClientRequest, Response = ClientResponse, Error = Error> + Sync,
+{
+    type Response = ClientResponse;
+    type Error = Error;
+
+    async fn call(
+        &self,
+        cx: &mut ClientContext,
+        req: ClientRequest,
+    ) -> Result<ClientResponse, Error> {
+        let m = &self.metainfo;
+        for (k, v) in &m.transient {
+            cx.metainfo.set_transient(k.clone(), v.clone());
+        }
+        for (k, v) in &m.persistent {
+            cx.metainfo.set_persistent(k.clone(), v.clone());
+        }
+        let reply = self.inner.call(cx, req).await;
+        if reply.is_ok() && m.first_backward.get().is_none() {
+            let _ = m
+                .first_backward
+                .set(options::pairs_field(cx.metainfo.backward_values()));
+        }
+        reply
+    }
+}
+
 fn run(cli: Cli) -> Result<Vec<String>, Usage> {
     let per_instance = cli.per_instance || cli.addr.len() > 1 || cli.discover.is_some();
+    let show_backward = !cli.meta.is_empty() || !cli.persistent.is_empty();
+    let metainfo = Arc::new(Metainfo {
+        transient: cli.meta.clone(),
+        persistent: cli.persistent.clone(),
+        first_backward: OnceLock::new(),
+    });
     let config = ClientConfig {
         framing: cli.transport.0,
         protocol: cli.protocol.0,
@@ -253,9 +326,14 @@ fn run(cli: Cli) -> Result<Vec<String>, Usage> {
                 cli.addr.iter().cloned().map(Instance::new),
             )),
         };
+        let stamp = Arc::clone(&metainfo);
         let mut builder = EchoServiceClient::builder()
             .discover(discover)
             .config(config)
+            .layer(layer_fn(move |inner| Stamp {
+                inner,
+                metainfo: Arc::clone(&stamp),
+            }))
             .layer_inner(counts.layer())
             .load_balance(cli.balance.make(cli.local_share));
         if !cli.no_idempotent {
@@ -296,6 +374,9 @@ fn run(cli: Cli) -> Result<Vec<String>, Usage> {
         }
         if per_instance {
             lines.extend(counts.lines());
+        }
+        if let Some(backward) = metainfo.first_backward.get().filter(|_| show_backward) {
+            lines.push(format!("echo-client: backward {backward}"));
         }
         lines.push(report.calls_line());
         lines.push(report.line());

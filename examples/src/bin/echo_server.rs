@@ -25,6 +25,12 @@
 //! status, duration, request and reply bytes: the server's access log, see
 //! `volo_core::server::trace`).
 //!
+//! With `--show-metainfo` it prints a line per call on stdout, `echo-server: call
+//! method=<name> seq=<id> transport=<framing> protocol=<protocol> forward=<k=v,...>
+//! persistent=<k=v,...> backward=<k=v,...>` (`-` for none): the transient
+//! ("forward") and persistent metainfo the caller sent, and the backward value the
+//! handler sends back, `srv_back=<method>` (see `examples::echo_service::call_line`).
+//!
 //! For fault tests, `--delay-us N` makes `echo` wait N µs before it answers; with
 //! `--delay-on-usr1` the delay starts off and each SIGUSR1 turns it on or off (so a
 //! running instance can be made slow, and well again).
@@ -88,6 +94,11 @@ struct Cli {
     /// Logs one call in N on stderr (the server's access log).
     #[arg(long, value_name = "N")]
     access_log: Option<u64>,
+
+    /// Prints each call's method, sequence id, framing, protocol and metainfo on
+    /// stdout, and sends a backward value (`srv_back=<method>`) with each reply.
+    #[arg(long)]
+    show_metainfo: bool,
 }
 
 fn main() {
@@ -99,7 +110,10 @@ fn main() {
 fn run(cli: Cli) -> Result<(), Usage> {
     let access_log = options::access_log(cli.access_log);
     let delay = Duration::from_micros(cli.delay_us);
-    let echo = Echo::default();
+    let mut echo = Echo::default();
+    if cli.show_metainfo {
+        echo = echo.show_metainfo("echo-server");
+    }
     if !cli.delay_on_usr1 {
         echo.set_delay(delay);
     }
