@@ -244,11 +244,8 @@ fn ttheader_seq_id(frame: &[u8]) -> Option<i32> {
 
 /// Whether a control frame (sequence id 0) says the connection is closing (`crrst`).
 fn closing_frame(frame: &Bytes) -> bool {
-    use crate::codec::ttheader::{Header, HeaderLimits, str_key};
-    Header::decode(frame, &HeaderLimits::default()).is_ok_and(|(h, _)| {
-        h.str_value(str_key::CONNECTION_RESET)
-            .is_some_and(|v| !v.is_empty())
-    })
+    use crate::codec::ttheader::{Header, HeaderLimits};
+    Header::decode(frame, &HeaderLimits::default()).is_ok_and(|(h, _)| h.says_closing())
 }
 
 /// The reader task: routes each reply frame to its call until the connection ends or

@@ -467,9 +467,7 @@ fn timeout_value(ms: u64) -> Utf8Bytes {
 /// no call is sent on that connection after it.
 fn closing(reply: &ReplyHeader) -> bool {
     match reply {
-        ReplyHeader::TTHeader(h) => h
-            .str_value(str_key::CONNECTION_RESET)
-            .is_some_and(|v| !v.is_empty()),
+        ReplyHeader::TTHeader(h) => h.says_closing(),
         _ => false,
     }
 }

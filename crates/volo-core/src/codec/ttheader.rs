@@ -163,6 +163,13 @@ impl Header {
             .map(|(_, v)| v.as_str())
     }
 
+    /// Whether the sender marks the connection as closing ([`str_key::CONNECTION_RESET`]
+    /// with a non-empty value).
+    pub fn says_closing(&self) -> bool {
+        self.str_value(str_key::CONNECTION_RESET)
+            .is_some_and(|v| !v.is_empty())
+    }
+
     /// Header bytes from offset 14, padding included (a multiple of 4).
     pub fn header_len(&self) -> usize {
         let mut n = 2; // protocol id, transform count
