@@ -3,7 +3,10 @@
 //!
 //! Each program declares its flags with clap's derive API (`--help`, `--version`,
 //! typed values, errors that name the flag); the values they share (framings,
-//! addresses, durations...) are parsed by [`crate::options`]. A bad command line ends
+//! addresses, durations...) are parsed by [`crate::options`]. A flag given twice takes
+//! its last value (clap's `args_override_self`; a repeatable flag such as
+//! `echo-client --meta` adds up instead), as most Unix tools do, so that a script can
+//! put its defaults first and a caller's flags after them. A bad command line ends
 //! the program with status 2 and clap's message; a run that fails ends it with
 //! status 1 and a [`Usage`] message on stderr.
 

@@ -36,7 +36,7 @@ fn dump<P: Protocol>(label: &str, header: &MessageHeader, req: &Request) -> Resu
 /// Prints an echo call's bytes in the Binary and Compact protocols, and decodes each
 /// dump back to check the round trip.
 #[derive(Debug, Parser)]
-#[command(name = "wire-dump", version)]
+#[command(name = "wire-dump", version, args_override_self = true)]
 struct Cli {
     /// The request's `action`.
     #[arg(default_value = "echo")]

@@ -51,7 +51,7 @@ use volo_core::server::{Dispatch, Server, ServerConfig};
 /// Serves EchoService (idl/echo.thrift) on every address given, in every framing and
 /// protocol, until Ctrl-C or SIGTERM (then it drains).
 #[derive(Debug, Parser)]
-#[command(name = "echo-server", version)]
+#[command(name = "echo-server", version, args_override_self = true)]
 struct Cli {
     /// Where to listen: host:port, unix:PATH or shm:PATH, comma-separated.
     #[arg(long, required = true, value_name = "ADDR[,ADDR...]", value_delimiter = ',',

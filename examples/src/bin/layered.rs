@@ -59,7 +59,7 @@ where
 /// echo_or_fail without a tenant: a few calls to itself, then what the layer saw
 /// (status 1 if anything differs from what it expects).
 #[derive(Debug, Parser)]
-#[command(name = "layered", version)]
+#[command(name = "layered", version, args_override_self = true)]
 struct Cli {}
 
 #[tokio::main]

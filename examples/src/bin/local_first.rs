@@ -46,7 +46,7 @@ use volo_core::server::Server;
 /// registered as another host's, called with local-first routing (over shared memory)
 /// and without, in turns.
 #[derive(Debug, Parser)]
-#[command(name = "local-first", version)]
+#[command(name = "local-first", version, args_override_self = true)]
 struct Cli {
     /// The measured window of each run, in seconds.
     #[arg(long, value_name = "SECS", default_value = "5", value_parser = options::positive_seconds)]

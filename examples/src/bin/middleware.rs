@@ -53,7 +53,7 @@ where
 /// around each attempt: a few calls over a live and a dead instance, then what the
 /// layers saw (status 1 if anything differs from what it expects).
 #[derive(Debug, Parser)]
-#[command(name = "middleware", version)]
+#[command(name = "middleware", version, args_override_self = true)]
 struct Cli {}
 
 #[tokio::main]

@@ -133,7 +133,7 @@ use volo_core::transport::TransportKind;
 /// With --server-only (or --idle-conns), our server against Volo's, each in a pinned
 /// process of its own, under the same load generators.
 #[derive(Debug, Parser)]
-#[command(name = "rpc-bench", version)]
+#[command(name = "rpc-bench", version, args_override_self = true)]
 #[command(group(ArgGroup::new("server_side").multiple(true).args(["server_only", "idle_conns"])))]
 struct Cli {
     /// The transports to run, in order.

@@ -146,7 +146,7 @@ fn client(addr: Address) -> EchoServiceClient {
 /// Metainfo through two hops: a client calls front, whose handler calls back; prints
 /// what each side saw (status 1 if anything differs from what it expects).
 #[derive(Debug, Parser)]
-#[command(name = "two-hops", version)]
+#[command(name = "two-hops", version, args_override_self = true)]
 struct Cli {
     /// Prints the spans of the call on stderr as they close: one trace, six spans.
     #[arg(long)]
