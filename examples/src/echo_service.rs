@@ -180,15 +180,45 @@ impl<T> EchoStack for T where
 {
 }
 
-/// One closed-loop caller's call: `echo` with a fixed message, the answer checked.
-/// Clones share the client (and the key sequence, with
-/// [`with_hash_keys`](Self::with_hash_keys)).
+/// The method an [`EchoCall`] calls, and what counts as its success.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, clap::ValueEnum)]
+pub enum EchoMethod {
+    /// `echo`: the reply must carry the message sent.
+    #[default]
+    Echo,
+    /// `echo_or_fail`, asking in turn for an answer (action `echo`: the reply must
+    /// carry the message) and for a failure (action `fail`: the call must end in the
+    /// declared `EchoError` carrying the message; its code is not checked, since the
+    /// IDL leaves it to the server). Both paths of a declared exception, every run.
+    #[value(name = "echo_or_fail")]
+    EchoOrFail,
+    /// `notify`, oneway: nothing comes back, so a call succeeds once it is written.
+    Notify,
+}
+
+impl EchoMethod {
+    /// The method's name in the IDL.
+    pub fn name(self) -> &'static str {
+        match self {
+            EchoMethod::Echo => "echo",
+            EchoMethod::EchoOrFail => "echo_or_fail",
+            EchoMethod::Notify => "notify",
+        }
+    }
+}
+
+/// One closed-loop caller's call: `echo` with a fixed message, the answer checked (or
+/// another method, [`with_method`](Self::with_method)). Clones share the client, the
+/// call count and the key sequence.
 #[derive(Debug, Clone)]
 pub struct EchoCall<T = volo_core::client::DefaultStack> {
     client: crate::echo::EchoServiceClient<T>,
     msg: Utf8Bytes,
-    /// With hash keys: how many, and the number of the next call.
-    keys: Option<(u64, Arc<AtomicU64>)>,
+    method: EchoMethod,
+    /// Calls started so far (the hash key and `echo_or_fail`'s turn come from it).
+    started: Arc<AtomicU64>,
+    /// With hash keys: how many.
+    keys: Option<u64>,
 }
 
 impl<T> EchoCall<T> {
@@ -197,6 +227,8 @@ impl<T> EchoCall<T> {
         EchoCall {
             client,
             msg: Utf8Bytes::from("x".repeat(size)),
+            method: EchoMethod::Echo,
+            started: Arc::new(AtomicU64::new(0)),
             keys: None,
         }
     }
@@ -206,7 +238,13 @@ impl<T> EchoCall<T> {
     ///
     /// [`ClientContext::hash_key`]: volo_core::client::ClientContext::hash_key
     pub fn with_hash_keys(mut self, keys: u64) -> Self {
-        self.keys = (keys > 0).then(|| (keys, Arc::new(AtomicU64::new(0))));
+        self.keys = (keys > 0).then_some(keys);
+        self
+    }
+
+    /// Calls `method` instead of `echo`.
+    pub fn with_method(mut self, method: EchoMethod) -> Self {
+        self.method = method;
         self
     }
 }
@@ -220,17 +258,38 @@ where
             Error = volo_core::client::Error,
         >,
 {
-    /// One `echo`; whether it came back whole.
+    /// One call; whether it ended as the method promises (see [`EchoMethod`]).
     pub async fn call(&self) -> bool {
-        let req = Request {
-            action: Utf8Bytes::from("echo"),
+        let n = self.started.fetch_add(1, Ordering::Relaxed);
+        let mut cx = volo_core::client::ClientContext::new();
+        if let Some(keys) = self.keys {
+            cx.hash_key = Some(n % keys);
+        }
+        let request = |action: &'static str| Request {
+            action: Utf8Bytes::from(action),
             msg: self.msg.clone(),
         };
-        let mut cx = volo_core::client::ClientContext::new();
-        if let Some((keys, next)) = &self.keys {
-            cx.hash_key = Some(next.fetch_add(1, Ordering::Relaxed) % keys);
+        match self.method {
+            EchoMethod::Echo => matches!(
+                self.client.echo_with(&mut cx, request("echo")).await,
+                Ok(r) if r.msg == self.msg
+            ),
+            EchoMethod::EchoOrFail if n.is_multiple_of(2) => matches!(
+                self.client.echo_or_fail_with(&mut cx, request("echo")).await,
+                Ok(r) if r.msg == self.msg
+            ),
+            EchoMethod::EchoOrFail => matches!(
+                self.client.echo_or_fail_with(&mut cx, request("fail")).await,
+                Err(volo_core::client::ClientError::User(
+                    EchoServiceEchoOrFailException::Err(e)
+                )) if e.message == self.msg
+            ),
+            EchoMethod::Notify => self
+                .client
+                .notify_with(&mut cx, self.msg.clone())
+                .await
+                .is_ok(),
         }
-        matches!(self.client.echo_with(&mut cx, req).await, Ok(r) if r.msg == self.msg)
     }
 }
 
@@ -325,4 +384,115 @@ pub fn default_client(
         .address(addr)
         .config(config)
         .build()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Answers every call, never raising: `echo` with another message, `echo_or_fail`
+    /// with the message whatever the action.
+    #[derive(Clone)]
+    struct NeverFails;
+
+    impl EchoService for NeverFails {
+        async fn echo(
+            &self,
+            _cx: &mut ServerContext,
+            req: Request,
+        ) -> Result<Response, ServerError<Infallible>> {
+            Ok(Response {
+                action: req.action,
+                msg: Utf8Bytes::from("not what was sent"),
+            })
+        }
+
+        async fn echo_test(
+            &self,
+            _cx: &mut ServerContext,
+            t: MyTest,
+        ) -> Result<MyTest, ServerError<Infallible>> {
+            Ok(t)
+        }
+
+        async fn echo_ids(
+            &self,
+            _cx: &mut ServerContext,
+            ids: Ids,
+        ) -> Result<Ids, ServerError<Infallible>> {
+            Ok(ids)
+        }
+
+        async fn echo_or_fail(
+            &self,
+            _cx: &mut ServerContext,
+            req: Request,
+        ) -> Result<Response, ServerError<EchoServiceEchoOrFailException>> {
+            Ok(Response {
+                action: req.action,
+                msg: req.msg,
+            })
+        }
+
+        async fn notify(
+            &self,
+            _cx: &mut ServerContext,
+            _event: Utf8Bytes,
+        ) -> Result<(), ServerError<Infallible>> {
+            Ok(())
+        }
+    }
+
+    /// What four calls of `method` to `service` came to.
+    async fn four_calls<S>(service: S, method: EchoMethod) -> Vec<bool>
+    where
+        S: EchoService + Clone + Send + Sync + 'static,
+    {
+        use volo_core::server::Server;
+        let addr: volo_core::context::Address = "127.0.0.1:0".parse().unwrap();
+        let bound = Server::new(crate::echo::EchoServiceServer::new(service))
+            .bind(&addr)
+            .await
+            .unwrap();
+        let addr = bound.local_addr().clone();
+        let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+        let serving = tokio::spawn(bound.serve_with_shutdown(async {
+            let _ = stopped.await;
+        }));
+        let client = default_client(addr, volo_core::client::ClientConfig::default()).unwrap();
+        let call = EchoCall::new(client, 16).with_method(method);
+        let mut results = Vec::new();
+        for _ in 0..4 {
+            results.push(call.call().await);
+        }
+        let _ = stop.send(());
+        serving.await.unwrap().unwrap();
+        results
+    }
+
+    #[tokio::test]
+    async fn each_method_succeeds_against_the_echo_service() {
+        for method in [EchoMethod::Echo, EchoMethod::EchoOrFail, EchoMethod::Notify] {
+            assert_eq!(
+                four_calls(Echo::default(), method).await,
+                [true; 4],
+                "{method:?}"
+            );
+        }
+    }
+
+    #[tokio::test]
+    async fn a_reply_other_than_the_promised_one_is_a_failure() {
+        assert_eq!(
+            four_calls(NeverFails, EchoMethod::Echo).await,
+            [false; 4],
+            "echo with another message"
+        );
+        // The turns asking for an answer get it; those asking for the exception do
+        // not, and fail.
+        assert_eq!(
+            four_calls(NeverFails, EchoMethod::EchoOrFail).await,
+            [true, false, true, false]
+        );
+    }
 }

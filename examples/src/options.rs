@@ -50,12 +50,26 @@ macro_rules! named {
 }
 
 named! {
-    /// `--transport` (echo-client) or `--framing` (rpc-bench): how messages are framed.
+    /// `--framing` (rpc-bench): how messages are framed.
     FramingArg(Framing) {
         Framing::TTHeader => "ttheader": "Kitex's TTHeader (metainfo, many calls per connection)",
         Framing::THeader => "theader": "Apache Thrift's THeader, bare, without zlib",
         Framing::Framed => "framed": "a 4-byte length, then the message",
         Framing::Buffered => "buffered": "the message alone",
+    }
+}
+
+named! {
+    /// echo-client's `--transport`: a [`FramingArg`] name, or `ttheader-framed`
+    /// (TTHeader with a 4-byte length before the payload inside, Kitex's
+    /// "TTHeaderFramed" and its clients' default). `.0` is the framing and
+    /// [`ClientConfig::ttheader_framed`](volo_core::client::ClientConfig::ttheader_framed).
+    ClientFramingArg((Framing, bool)) {
+        (Framing::TTHeader, false) => "ttheader": "Kitex's TTHeader (metainfo, many calls per connection)",
+        (Framing::TTHeader, true) => "ttheader-framed": "TTHeader around a Framed payload (Kitex's client default)",
+        (Framing::THeader, false) => "theader": "Apache Thrift's THeader, bare, without zlib",
+        (Framing::Framed, false) => "framed": "a 4-byte length, then the message",
+        (Framing::Buffered, false) => "buffered": "the message alone",
     }
 }
 
@@ -216,6 +230,18 @@ mod tests {
             Ok(IoArg(TransportKind::Tokio))
         );
         assert!(FramingArg::from_str("http", false).is_err());
+        for f in ClientFramingArg::value_variants() {
+            assert_eq!(ClientFramingArg::from_str(f.name(), false), Ok(*f));
+        }
+        assert_eq!(
+            ClientFramingArg::from_str("ttheader-framed", false),
+            Ok(ClientFramingArg((Framing::TTHeader, true)))
+        );
+        // The plain names mean what they mean for the other programs.
+        for f in FramingArg::value_variants() {
+            let client = ClientFramingArg::from_str(f.name(), false).unwrap();
+            assert_eq!(client.0, (f.0, false));
+        }
     }
 
     #[test]

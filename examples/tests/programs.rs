@@ -108,8 +108,17 @@ fn echo_programs(scheme: &str) {
             }
         }
     }
+    load(&["--transport", "ttheader-framed"]);
+    load(&["--transport", "ttheader-framed", "--protocol", "compact"]);
     load(&["--multiplex"]);
+    load(&["--multiplex", "--transport", "ttheader-framed"]);
     load(&["--multiplex", "--protocol", "compact", "--io", "tokio"]);
+    // The exception path and oneway calls, in a framing with a header and one without.
+    for method in ["echo_or_fail", "notify"] {
+        load(&["--method", method]);
+        load(&["--method", method, "--transport", "buffered"]);
+        load(&["--method", method, "--multiplex"]);
+    }
     let bad = Command::new(env!("CARGO_BIN_EXE_echo-client"))
         .args(["--addr", &addr, "--multiplex", "--transport", "framed"])
         .output()
@@ -761,4 +770,114 @@ fn metainfo_is_shown_on_the_server_and_backward_values_come_back() {
     assert!(list(&call, "persistent").contains(&"b=2"), "{call}");
     assert!(!list(&call, "persistent").contains(&"a=1"), "{call}");
     assert!(list(&call, "backward").contains(&"srv_back=echo"), "{call}");
+}
+
+/// A short run of `echo-client` against `port` with `args`: its stdout, after
+/// checking that it succeeded.
+fn client_run(port: u16, args: &[&str]) -> String {
+    let addr = format!("127.0.0.1:{port}");
+    run_ok(
+        env!("CARGO_BIN_EXE_echo-client"),
+        &[&["--addr", addr.as_str()][..], args].concat(),
+    )
+}
+
+/// The `calls=<n> ok=<n> errors=<n> unfinished=<n>` line of a run, as numbers.
+fn calls(stdout: &str) -> (u64, u64, u64, u64) {
+    let line = stdout
+        .lines()
+        .find(|l| l.starts_with("calls="))
+        .unwrap_or_else(|| panic!("no calls line: {stdout}"));
+    let f = support::fields(line);
+    let n = |k| support::num(&f, k, line);
+    (n("calls"), n("ok"), n("errors"), n("unfinished"))
+}
+
+/// `echo-client --method` against `echo-server --show-metainfo`: each method reaches
+/// the server under its name and every call ends as the method promises (the
+/// exception of `echo_or_fail` asked for, the reply otherwise; `notify` written).
+#[test]
+fn echo_client_calls_each_method() {
+    let (server, port) = support::server("methods", 0, &["--show-metainfo"]);
+    for method in ["echo", "echo_or_fail", "notify"] {
+        let stdout = client_run(
+            port,
+            &[
+                "--method",
+                method,
+                "--concurrency",
+                "2",
+                "--duration",
+                "0.2",
+            ],
+        );
+        let (total, ok, errors, unfinished) = calls(&stdout);
+        assert!(
+            total > 1 && ok == total && errors == 0 && unfinished == 0,
+            "{method}: {stdout}"
+        );
+        let mut seen = None;
+        while let Some(line) = server.line(Duration::from_secs(5)) {
+            let fields = support::fields(&line);
+            if fields.get("method") == Some(&method) {
+                seen = Some(line);
+                break;
+            }
+        }
+        assert!(seen.is_some(), "echo-server saw no {method} call");
+    }
+}
+
+/// A flag given twice takes its last value; `--meta` given twice sends both.
+#[test]
+fn a_flag_given_twice_takes_its_last_value() {
+    let (server, port) = support::server("twice", 0, &["--show-metainfo"]);
+    let out = Command::new(env!("CARGO_BIN_EXE_echo-client"))
+        .args(["--addr", &format!("127.0.0.1:{port}")])
+        .args(["--concurrency", "1", "--concurrency", "3"])
+        .args(["--duration", "5", "--duration", "0.2"])
+        .args(["--meta", "a=1", "--meta", "c=3"])
+        .env("RPC_PROGRESS", "0")
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stderr}");
+    assert!(stderr.contains(", 3 callers, "), "{stderr}");
+    assert!(stderr.contains(", 0.2 s"), "{stderr}");
+    let call = server
+        .line(Duration::from_secs(10))
+        .expect("echo-server printed no call");
+    let forward = list(&call, "forward");
+    assert!(
+        forward.contains(&"a=1") && forward.contains(&"c=3"),
+        "{call}"
+    );
+}
+
+/// `echo-client --timeout-ms` against a server that answers after 2 s: every call in
+/// the window fails at its deadline (the 1.9 s between the two is far beyond any
+/// stall), and none is left running.
+#[test]
+fn echo_client_calls_end_at_their_timeout() {
+    let (_server, port) = support::server("timeout", 0, &["--delay-us", "2000000"]);
+    let out = Command::new(env!("CARGO_BIN_EXE_echo-client"))
+        .args(["--addr", &format!("127.0.0.1:{port}")])
+        .args([
+            "--timeout-ms",
+            "100",
+            "--concurrency",
+            "2",
+            "--duration",
+            "0.3",
+        ])
+        .env("RPC_PROGRESS", "0")
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{stdout}");
+    let (total, ok, errors, unfinished) = calls(&stdout);
+    assert!(
+        total > 0 && ok == 0 && errors == total && unfinished == 0,
+        "{stdout}"
+    );
 }

@@ -2,7 +2,13 @@
 //! load on EchoService instances: `--concurrency` callers, each sending `echo` with a
 //! `--size`-byte message and waiting for the answer, for `--duration` seconds after a
 //! one-second warm-up. Every answer is checked. An address is `host:port`,
-//! `unix:PATH` or `shm:PATH`. `echo-client --help` lists the flags.
+//! `unix:PATH` or `shm:PATH`. `echo-client --help` lists the flags; a flag given
+//! twice takes its last value (`--meta` and `--persistent` add up instead).
+//!
+//! `--method` picks another method than `echo`: `echo_or_fail` asks in turn for an
+//! answer and for its declared `EchoError` (each checked: a call counts as an error
+//! unless the reply, or the exception, carries the message sent), and `notify` sends
+//! the oneway event, which counts as answered once it is written.
 //!
 //! Output, on stdout:
 //! - with `--timeline`, one line per second of the measured window:
@@ -22,7 +28,8 @@
 //! # Several instances
 //!
 //! `--addr A,B,C` is a fixed list of instances (static discovery), each of weight
-//! 100. The client stack is the framework's default: call timeout (10 s), service
+//! 100. The client stack is the framework's default: call timeout (10 s, or
+//! `--timeout-ms`; over TTHeader the time left travels to the server), service
 //! breaker, failure retry, backup requests (off unless `--backup-ms`), the balancer
 //! with a breaker per instance (an instance that keeps failing is left out for 5 s,
 //! then tried again with a few calls).
@@ -36,7 +43,8 @@
 //! Random and round robin keep sending it its full share, and every caller that lands
 //! there waits.
 //!
-//! `echo` is marked idempotent (it has no effect on the server), so a call that failed
+//! `echo` and `echo_or_fail` are marked idempotent (they have no effect on the
+//! server; `notify`, which counts, is not), so a call that failed
 //! after it may have reached an instance (a connection reset by an instance that died)
 //! is retried on another one; `--no-idempotent` turns that off, and then only calls
 //! that never left (a refused connect) are retried. `--backup-ms N` sends a backup
@@ -75,11 +83,16 @@
 //!
 //! # Transports
 //!
+//! `--transport` names the framing: `ttheader` (the default), `ttheader-framed`
+//! (TTHeader around a Framed payload, what Kitex's clients send by default),
+//! `theader`, `framed` or `buffered`.
+//!
 //! Without `--multiplex` the callers share a pool of connections per instance, one
 //! call at a time on each (as many connections as callers). With it, all calls to an
 //! instance go over two connections, many in flight on each, replies matched by
-//! sequence id; that needs TTHeader framing, so `--multiplex` with `--transport framed`
-//! or `buffered` is refused rather than silently measured another way.
+//! sequence id; that needs TTHeader framing (`ttheader` or `ttheader-framed`), so
+//! `--multiplex` with any other `--transport` is refused rather than silently measured
+//! another way.
 
 use std::sync::{Arc, OnceLock};
 use std::time::Duration;
@@ -88,9 +101,9 @@ use clap::{ArgGroup, Parser, ValueEnum};
 use examples::attempts::InstanceCounts;
 use examples::cli::{Usage, fail, refuse};
 use examples::echo::EchoServiceClient;
-use examples::echo_service::EchoCall;
+use examples::echo_service::{EchoCall, EchoMethod};
 use examples::load::{Plan, closed_loop, progress_wanted};
-use examples::options::{self, EtcdUrl, FramingArg, IoArg, ProtocolArg};
+use examples::options::{self, ClientFramingArg, EtcdUrl, IoArg, ProtocolArg};
 use volo_core::client::{
     BackupDelay, BackupPolicy, ClientConfig, ClientContext, ClientRequest, ClientResponse,
     ConsistentHash, Discover, Error, Instance, LoadBalance, LocalFirst, PowerOfTwoChoices,
@@ -107,7 +120,7 @@ const HASH_KEYS: u64 = 64;
 /// registered in etcd (--discover). The last line of its output is
 /// `qps=<n> p50_us=<n> p99_us=<n> p999_us=<n> errors=<n>`.
 #[derive(Debug, Parser)]
-#[command(name = "echo-client", version)]
+#[command(name = "echo-client", version, args_override_self = true)]
 #[command(group(ArgGroup::new("instances").required(true).args(["addr", "discover"])))]
 struct Cli {
     /// The instances, each of weight 100: host:port, unix:PATH or shm:PATH,
@@ -137,7 +150,7 @@ struct Cli {
 
     /// The framing.
     #[arg(long, value_enum, value_name = "FRAMING", default_value = "ttheader")]
-    transport: FramingArg,
+    transport: ClientFramingArg,
 
     /// The protocol.
     #[arg(long, value_enum, default_value = "binary")]
@@ -146,6 +159,16 @@ struct Cli {
     /// Callers, each with one call in flight.
     #[arg(long, value_name = "N", default_value = "100", value_parser = options::at_least_one())]
     concurrency: usize,
+
+    /// The method called: `echo_or_fail` asks in turn for an answer and for its
+    /// exception; `notify` is oneway.
+    #[arg(long, value_enum, default_value = "echo")]
+    method: EchoMethod,
+
+    /// Each call's timeout in milliseconds, retries and backups included (default: the
+    /// client's, 10 s); over TTHeader the time left travels to the server.
+    #[arg(long, value_name = "MS", value_parser = clap::value_parser!(u64).range(1..))]
+    timeout_ms: Option<u64>,
 
     /// Bytes of each message.
     #[arg(long, value_name = "BYTES", default_value_t = 1024)]
@@ -236,7 +259,7 @@ impl Balancer {
 
 fn main() {
     let cli = Cli::parse();
-    if cli.multiplex && cli.transport.0 != Framing::TTHeader {
+    if cli.multiplex && cli.transport.0.0 != Framing::TTHeader {
         refuse::<Cli>(
             "--multiplex needs --transport ttheader: replies are matched to calls by the \
              sequence id in their header",
@@ -306,10 +329,15 @@ fn run(cli: Cli) -> Result<Vec<String>, Usage> {
         first_backward: OnceLock::new(),
     });
     let config = ClientConfig {
-        framing: cli.transport.0,
+        framing: cli.transport.0.0,
+        ttheader_framed: cli.transport.0.1,
         protocol: cli.protocol.0,
         transport: cli.io.0,
         max_connections: cli.concurrency,
+        rpc_timeout: cli
+            .timeout_ms
+            .map(Duration::from_millis)
+            .or(ClientConfig::default().rpc_timeout),
         multiplex: cli.multiplex,
         access_log: options::access_log(cli.access_log),
         ..ClientConfig::default()
@@ -337,14 +365,14 @@ fn run(cli: Cli) -> Result<Vec<String>, Usage> {
             .layer_inner(counts.layer())
             .load_balance(cli.balance.make(cli.local_share));
         if !cli.no_idempotent {
-            builder = builder.idempotent(["echo"]);
+            builder = builder.idempotent(["echo", "echo_or_fail"]);
         }
         if let Some(ms) = cli.backup_ms {
             let delay = BackupDelay::Fixed(Duration::from_millis(ms));
             builder = builder.backup(BackupPolicy::new(delay));
         }
         let client = builder.build().map_err(|e| Usage(format!("client: {e}")))?;
-        let mut call = EchoCall::new(client, cli.size);
+        let mut call = EchoCall::new(client, cli.size).with_method(cli.method);
         if cli.balance == Balancer::Hash {
             call = call.with_hash_keys(HASH_KEYS);
         }
@@ -356,14 +384,17 @@ fn run(cli: Cli) -> Result<Vec<String>, Usage> {
             }
         };
         let (concurrency, size, secs) = (cli.concurrency, cli.size, cli.duration.as_secs_f64());
-        eprintln!("echo-client: {target}, {concurrency} callers, {size}-byte messages, {secs} s");
+        let method = cli.method.name();
+        eprintln!(
+            "echo-client: {target}, {method}, {concurrency} callers, {size}-byte messages, {secs} s"
+        );
         let plan = Plan {
             concurrency,
             warmup: Duration::from_secs(1),
             duration: cli.duration,
             progress: progress_wanted(),
         };
-        let report = closed_loop(plan, "echo", move || {
+        let report = closed_loop(plan, method, move || {
             let call = call.clone();
             async move { call.call().await }
         })
