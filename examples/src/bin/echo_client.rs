@@ -328,20 +328,19 @@ fn run(cli: Cli) -> Result<Vec<String>, Usage> {
         persistent: cli.persistent.clone(),
         first_backward: OnceLock::new(),
     });
-    let config = ClientConfig {
+    let mut config = ClientConfig {
         framing: cli.transport.0.0,
         ttheader_framed: cli.transport.0.1,
         protocol: cli.protocol.0,
         transport: cli.io.0,
         max_connections: cli.concurrency,
-        rpc_timeout: cli
-            .timeout_ms
-            .map(Duration::from_millis)
-            .or(ClientConfig::default().rpc_timeout),
         multiplex: cli.multiplex,
         access_log: options::access_log(cli.access_log),
         ..ClientConfig::default()
     };
+    if let Some(ms) = cli.timeout_ms {
+        config.rpc_timeout = Some(Duration::from_millis(ms));
+    }
     let rt = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
