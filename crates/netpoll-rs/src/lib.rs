@@ -119,6 +119,7 @@
 // graph is acyclic: leaves first, then the connection's state machine, the poller that
 // knows its sockets only as `poller::Entry`, and the sockets and reactor on top.
 mod config;
+pub mod cpus;
 mod handler;
 mod slab;
 mod sync;
