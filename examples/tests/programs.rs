@@ -440,7 +440,8 @@ fn echo_calls(addr: std::net::SocketAddr, n: usize) {
 fn echo_server_logs_one_call_in_n() {
     use std::io::Read;
 
-    let (mut server, addr) = echo_server_on_loopback(0, &["--access-log", "2"], Stdio::piped());
+    let (mut server, addr) =
+        echo_server_on_loopback(0, &["--access-log", "2", "--workers", "3"], Stdio::piped());
     echo_calls(addr, 4);
     let _ = server.kill();
     let _ = server.wait();
@@ -461,6 +462,15 @@ fn echo_server_logs_one_call_in_n() {
             .iter()
             .all(|l| l.contains("method=echo") && l.contains("status=\"ok\"")),
         "{log}"
+    );
+    // The sizes chosen at start, with the CPU budget they come from; --workers wins.
+    let sized = log
+        .lines()
+        .find(|l| l.contains("server: netpoll reactor sized"))
+        .unwrap_or_else(|| panic!("no sizing line: {log}"));
+    assert!(
+        sized.contains("runtime_workers=3") && sized.contains("cpus=usable="),
+        "{sized}"
     );
 }
 
@@ -662,6 +672,7 @@ fn a_bad_value_is_refused_naming_its_flag() {
     refused(server, &["--addr", "nowhere"], &["--addr"]);
     refused(server, &["--addr", "127.0.0.1:0,"], &["--addr"]);
     refused(server, &with_addr(&["--io", "epoll"]), &["--io"]);
+    refused(server, &with_addr(&["--workers", "0"]), &["--workers"]);
     refused(
         server,
         &with_addr(&["--weight", "5"]),

@@ -7,7 +7,9 @@ use std::time::Duration;
 #[derive(Debug, Clone)]
 pub struct Config {
     /// Poller threads. Default: one per 20 CPUs plus one (Netpoll's rule: a poller
-    /// thread keeps up with many cores' worth of handlers), so 1 on small machines.
+    /// thread keeps up with many cores' worth of handlers), so 1 on small machines;
+    /// the CPUs counted are those the process may use (its affinity mask and cgroup
+    /// CPU quota, see [`crate::cpus`]), not all the host's.
     pub pollers: usize,
     /// The latency-tuned loop: after a batch with events, keep polling with a zero
     /// timeout, yielding the thread (or, on a runtime, the task) between polls, for
@@ -43,7 +45,7 @@ pub struct Config {
 
 impl Default for Config {
     fn default() -> Self {
-        let cpus = std::thread::available_parallelism().map_or(1, |n| n.get());
+        let cpus = crate::cpus::CpuBudget::current().usable;
         Config {
             pollers: cpus / 20 + 1,
             busy_poll: true,

@@ -118,6 +118,8 @@
 // Each module uses only those above it in this list (see each `use crate::`), so the
 // graph is acyclic: leaves first, then the connection's state machine, the poller that
 // knows its sockets only as `poller::Entry`, and the sockets and reactor on top.
+pub mod cpus;
+
 mod config;
 mod handler;
 mod slab;

@@ -4,10 +4,14 @@
 
 use std::collections::HashMap;
 
-/// The modules `lib.rs` declares, in order.
+/// The modules `lib.rs` declares, in order (public or not).
 fn modules(lib: &str) -> Vec<String> {
     lib.lines()
-        .filter_map(|l| l.trim().strip_prefix("mod "))
+        .map(|l| l.trim())
+        .filter_map(|l| {
+            l.strip_prefix("pub mod ")
+                .or_else(|| l.strip_prefix("mod "))
+        })
         .map(|m| m.trim_end_matches(';').to_string())
         .collect()
 }

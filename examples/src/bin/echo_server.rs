@@ -31,6 +31,11 @@
 //! ("forward") and persistent metainfo the caller sent, and the backward value the
 //! handler sends back, `srv_back=<method>` (see `examples::echo_service::call_line`).
 //!
+//! Its runtime has `--workers N` worker threads, by default as many as the CPUs the
+//! process may use (its affinity mask and cgroup CPU quota, rounded up: see
+//! `netpoll_rs::cpus`), not the host's; with `--access-log` the sizes chosen are
+//! logged at start.
+//!
 //! For fault tests, `--delay-us N` makes `echo` wait N µs before it answers; with
 //! `--delay-on-usr1` the delay starts off and each SIGUSR1 turns it on or off (so a
 //! running instance can be made slow, and well again).
@@ -61,6 +66,11 @@ struct Cli {
     /// The sockets' implementation.
     #[arg(long, value_enum, value_name = "IO", default_value = "netpoll")]
     io: IoArg,
+
+    /// Runtime worker threads [default: the CPUs the process may use, from its
+    /// affinity mask and cgroup CPU quota].
+    #[arg(long, value_name = "N", value_parser = options::at_least_one())]
+    workers: Option<usize>,
 
     /// `echo` waits this long before it answers, in microseconds.
     #[arg(long, value_name = "N", default_value_t = 0)]
@@ -117,7 +127,11 @@ fn run(cli: Cli) -> Result<(), Usage> {
     if !cli.delay_on_usr1 {
         echo.set_delay(delay);
     }
+    let workers = cli
+        .workers
+        .unwrap_or_else(|| netpoll_rs::cpus::CpuBudget::current().usable);
     let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(workers)
         .enable_all()
         .build()
         .map_err(|e| Usage(format!("runtime: {e}")))?;

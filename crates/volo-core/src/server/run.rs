@@ -180,10 +180,12 @@ impl<D: Dispatch> Server<D> {
                     // is one `epoll_wait`; as tasks of the runtime it would be two
                     // (tokio's, then the poller's).
                     reactor.pollers = reactor.pollers.max(runtime.metrics().num_workers());
+                    log_sizes(&reactor, &runtime, "threads of their own");
                     netpoll_rs::Reactor::new(reactor)?
                 } else {
                     // Calls run on the connections' tasks: pollers on the runtime wake
                     // them without a thread switch.
+                    log_sizes(&reactor, &runtime, "tasks of the runtime");
                     netpoll_rs::Reactor::on_runtime(&runtime, reactor)?
                 })
             }
@@ -533,3 +535,20 @@ pub(crate) const DEFAULT_EXIT_WAIT: Duration = Duration::from_secs(1);
 
 /// How long a drained server waits at most, by default.
 pub(crate) const DEFAULT_DRAIN: Duration = Duration::from_secs(10);
+
+/// Logs, once per server, the sizes its threads were given and the CPU budget they
+/// come from (see `netpoll_rs::cpus`): a pod whose quota is not what its pools were
+/// sized for shows it here.
+fn log_sizes(
+    reactor: &netpoll_rs::Config,
+    runtime: &tokio::runtime::Handle,
+    pollers_as: &'static str,
+) {
+    tracing::info!(
+        pollers = reactor.pollers,
+        pollers_as,
+        runtime_workers = runtime.metrics().num_workers(),
+        cpus = %netpoll_rs::cpus::CpuBudget::current(),
+        "server: netpoll reactor sized"
+    );
+}
