@@ -43,6 +43,7 @@ pub mod attempts;
 pub mod cli;
 pub mod echo_service;
 pub mod load;
+pub mod open_loop;
 pub mod options;
 pub mod server_only;
 

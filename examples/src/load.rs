@@ -29,6 +29,11 @@ pub struct Report {
     pub ok: u64,
     /// Calls started in the window that failed.
     pub errors: u64,
+    /// Open loop only: calls of the window that started more than
+    /// [`LATE`](crate::open_loop::LATE) after their scheduled time, because no caller
+    /// was free (they are made all the same, and their latency counts from the
+    /// scheduled time). Always 0 in a closed loop.
+    pub late: u64,
     /// The measured window.
     pub elapsed: Duration,
     /// Latencies of the successful calls in nanoseconds, sorted.
@@ -64,7 +69,7 @@ impl Second {
 
 /// The latency at quantile `q` (0..=1) of `sorted` (nanoseconds) in microseconds,
 /// nearest rank; 0 with no samples.
-fn quantile_us(sorted: &[u64], q: f64) -> u64 {
+pub(crate) fn quantile_us(sorted: &[u64], q: f64) -> u64 {
     let n = sorted.len();
     if n == 0 {
         return 0;
@@ -110,12 +115,33 @@ impl Report {
     /// is dropped.
     pub fn pool(&mut self, other: Report) {
         self.calls += other.calls;
+        self.late += other.late;
         self.ok += other.ok;
         self.errors += other.errors;
         self.elapsed += other.elapsed;
         self.latencies_ns.extend(other.latencies_ns);
         self.latencies_ns.sort_unstable();
         self.timeline.clear();
+    }
+
+    /// The slowest successful call, in microseconds (0 with none).
+    pub fn max_us(&self) -> u64 {
+        self.latencies_ns.last().map_or(0, |ns| ns / 1000)
+    }
+
+    /// `rate=<offered> qps=<achieved> p50_us=<n> p99_us=<n> p999_us=<n> max_us=<n>
+    /// errors=<n> late=<n>`: the line an open-loop run ends with.
+    pub fn open_line(&self, rate: f64) -> String {
+        format!(
+            "rate={rate:.0} qps={:.0} p50_us={} p99_us={} p999_us={} max_us={} errors={} late={}",
+            self.qps(),
+            self.quantile_us(0.50),
+            self.quantile_us(0.99),
+            self.quantile_us(0.999),
+            self.max_us(),
+            self.errors,
+            self.late
+        )
     }
 
     /// `qps=<n> p50_us=<n> p99_us=<n> p999_us=<n> errors=<n>`: the line the load
@@ -147,18 +173,45 @@ pub struct Plan {
 
 /// One second of one worker's calls.
 #[derive(Debug, Default)]
-struct Bucket {
-    ok: u64,
-    errors: u64,
-    latencies_ns: Vec<u64>,
+pub(crate) struct Bucket {
+    pub(crate) ok: u64,
+    pub(crate) errors: u64,
+    pub(crate) latencies_ns: Vec<u64>,
+}
+
+impl Bucket {
+    /// Counts a call that ended, its latency with it when it succeeded.
+    pub(crate) fn record(&mut self, success: bool, latency: Duration, room: usize) {
+        if success {
+            if self.latencies_ns.capacity() == 0 {
+                self.latencies_ns.reserve(room);
+            }
+            self.ok += 1;
+            self.latencies_ns.push(latency.as_nanos() as u64);
+        } else {
+            self.errors += 1;
+        }
+    }
 }
 
 /// One worker's calls in the window, kept where [`closed_loop`] can read them even if
 /// the worker never ends.
 #[derive(Debug, Default)]
-struct Tally {
-    calls: u64,
-    seconds: Vec<Bucket>,
+pub(crate) struct Tally {
+    pub(crate) calls: u64,
+    /// Calls that started late (open loop only).
+    pub(crate) late: u64,
+    pub(crate) seconds: Vec<Bucket>,
+}
+
+impl Tally {
+    /// The bucket of timeline step `second`, made if needed.
+    pub(crate) fn bucket(&mut self, second: usize) -> &mut Bucket {
+        if self.seconds.len() <= second {
+            self.seconds.resize_with(second + 1, Bucket::default);
+        }
+        &mut self.seconds[second]
+    }
 }
 
 /// Runs `call` in a closed loop from `plan.concurrency` tasks and measures the window.
@@ -235,19 +288,7 @@ where
                 }
                 let Some(second) = second else { continue };
                 let mut tally = tally.lock().unwrap_or_else(PoisonError::into_inner);
-                if tally.seconds.len() <= second {
-                    tally.seconds.resize_with(second + 1, Bucket::default);
-                }
-                let bucket = &mut tally.seconds[second];
-                if success {
-                    if bucket.latencies_ns.capacity() == 0 {
-                        bucket.latencies_ns.reserve(per_second);
-                    }
-                    bucket.ok += 1;
-                    bucket.latencies_ns.push(took.as_nanos() as u64);
-                } else {
-                    bucket.errors += 1;
-                }
+                tally.bucket(second).record(success, took, per_second);
                 done.fetch_add(1, Ordering::Relaxed);
             }
         }));
@@ -279,6 +320,18 @@ where
             handle.abort();
         }
     }
+    let tallies = tallies
+        .into_iter()
+        .map(|t| std::mem::take(&mut *t.lock().unwrap_or_else(PoisonError::into_inner)));
+    assemble(elapsed, seconds, tallies)
+}
+
+/// The report of a window of `seconds` timeline steps from the workers' tallies.
+pub(crate) fn assemble(
+    elapsed: Duration,
+    seconds: usize,
+    tallies: impl Iterator<Item = Tally>,
+) -> Report {
     let mut report = Report {
         elapsed,
         ..Report::default()
@@ -286,8 +339,8 @@ where
     let mut merged: Vec<Bucket> = Vec::new();
     merged.resize_with(seconds, Bucket::default);
     for tally in tallies {
-        let tally = std::mem::take(&mut *tally.lock().unwrap_or_else(PoisonError::into_inner));
         report.calls += tally.calls;
+        report.late += tally.late;
         for (into, from) in merged.iter_mut().zip(tally.seconds) {
             into.ok += from.ok;
             into.errors += from.errors;
@@ -309,14 +362,13 @@ where
     report.latencies_ns.sort_unstable();
     report
 }
-
 /// Whether a progress bar should be drawn: stderr is a terminal, or
 /// `RPC_PROGRESS=1` forces it.
 pub fn progress_wanted() -> bool {
     std::env::var("RPC_PROGRESS").map_or_else(|_| std::io::stderr().is_terminal(), |v| v == "1")
 }
 
-fn draw(label: &str, elapsed: Duration, total: Duration, calls: u64) {
+pub(crate) fn draw(label: &str, elapsed: Duration, total: Duration, calls: u64) {
     const WIDTH: usize = 30;
     let frac = (elapsed.as_secs_f64() / total.as_secs_f64()).clamp(0.0, 1.0);
     let filled = (frac * WIDTH as f64) as usize;
@@ -364,6 +416,7 @@ mod tests {
             calls: ok + 1,
             ok,
             errors: 1,
+            late: 2,
             elapsed: Duration::from_secs(1),
             latencies_ns: (from..from + ok).map(|i| i * 1000).collect(),
             timeline: vec![Second::default()],
@@ -371,6 +424,8 @@ mod tests {
         let mut pooled = run(100, 1);
         pooled.pool(run(300, 101));
         assert_eq!((pooled.calls, pooled.ok, pooled.errors), (402, 400, 2));
+        assert_eq!(pooled.late, 4);
+        assert_eq!(pooled.max_us(), 400);
         assert_eq!(pooled.elapsed, Duration::from_secs(2));
         assert_eq!(pooled.qps(), 200.0);
         assert!(pooled.latencies_ns.windows(2).all(|w| w[0] <= w[1]));

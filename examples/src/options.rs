@@ -132,6 +132,16 @@ pub fn positive_seconds(value: &str) -> Result<Duration, String> {
     }
 }
 
+/// Calls a second, above 0 and finite (`--rate 30000`).
+pub fn rate(value: &str) -> Result<f64, String> {
+    let rate: f64 = value.trim().parse().map_err(|e| format!("{e}"))?;
+    if rate.is_finite() && rate > 0.0 {
+        Ok(rate)
+    } else {
+        Err("must be a number of calls a second above 0".into())
+    }
+}
+
 /// A share of the calls, 0 to 1.
 pub fn share(value: &str) -> Result<f64, String> {
     let share: f64 = value.trim().parse().map_err(|e| format!("{e}"))?;
@@ -254,6 +264,10 @@ mod tests {
             assert!(seconds(bad).is_err(), "{bad}");
         }
         assert!(positive_seconds("0").is_err());
+        assert_eq!(rate("2500.5"), Ok(2500.5));
+        for bad in ["0", "-1", "inf", "NaN", "x"] {
+            assert!(rate(bad).is_err(), "{bad}");
+        }
         assert_eq!(share("0.8"), Ok(0.8));
         assert!(share("1.5").is_err() && share("-0.1").is_err());
         assert_eq!(key_value("a=b=c"), Ok(("a".into(), "b=c".into())));

@@ -892,3 +892,30 @@ fn echo_client_calls_end_at_their_timeout() {
         "{stdout}"
     );
 }
+
+/// `echo-client --rate`: an open loop makes exactly the calls due in the window (400 a
+/// second for half a second), all answered, and ends with the open-loop line.
+#[test]
+fn echo_client_rate_makes_every_call_due() {
+    let (_server, port) = support::server("rate", 0, &[]);
+    let out = Command::new(env!("CARGO_BIN_EXE_echo-client"))
+        .args(["--addr", &format!("127.0.0.1:{port}")])
+        .args(["--rate", "400", "--concurrency", "4", "--duration", "0.5"])
+        .env("RPC_PROGRESS", "0")
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{stdout}");
+    assert_eq!(calls(&stdout), (200, 200, 0, 0), "{stdout}");
+    let last = stdout.lines().last().unwrap();
+    assert_eq!(
+        last.split(' ')
+            .map(|f| f.split('=').next().unwrap())
+            .collect::<Vec<_>>(),
+        [
+            "rate", "qps", "p50_us", "p99_us", "p999_us", "max_us", "errors", "late"
+        ],
+        "{stdout}"
+    );
+    assert_eq!(field(last, "rate"), 400.0, "{stdout}");
+}

@@ -5,6 +5,12 @@
 //! `unix:PATH` or `shm:PATH`. `echo-client --help` lists the flags; a flag given
 //! twice takes its last value (`--meta` and `--persistent` add up instead).
 //!
+//! `--rate QPS` makes it an open loop instead, as wrk2 does: calls are due `QPS` times
+//! a second, evenly spaced, whatever the replies do, made by at most `--concurrency`
+//! callers at once; each call's latency counts from the time it was due, and a call
+//! that found no caller free is made late rather than dropped, and counted
+//! ([`examples::open_loop`]).
+//!
 //! `--method` picks another method than `echo`: `echo_or_fail` asks in turn for an
 //! answer and for its declared `EchoError` (each checked: a call counts as an error
 //! unless the reply, or the exception, carries the message sent), and `notify` sends
@@ -23,7 +29,10 @@
 //!   answered);
 //! - `calls=<n> ok=<n> errors=<n> unfinished=<n>`: the calls started in the window,
 //!   and what became of them (`unfinished`: still running 15 s after the window);
-//! - last, exactly `qps=<n> p50_us=<n> p99_us=<n> p999_us=<n> errors=<n>`.
+//! - last, exactly `qps=<n> p50_us=<n> p99_us=<n> p999_us=<n> errors=<n>`; with
+//!   `--rate`, `rate=<offered> qps=<achieved> p50_us=<n> p99_us=<n> p999_us=<n>
+//!   max_us=<n> errors=<n> late=<n>` (`late`: calls that started more than 1 ms
+//!   after they were due).
 //!
 //! # Several instances
 //!
@@ -103,6 +112,7 @@ use examples::cli::{Usage, fail, refuse};
 use examples::echo::EchoServiceClient;
 use examples::echo_service::{EchoCall, EchoMethod};
 use examples::load::{Plan, closed_loop, progress_wanted};
+use examples::open_loop::open_loop;
 use examples::options::{self, ClientFramingArg, EtcdUrl, IoArg, ProtocolArg};
 use volo_core::client::{
     BackupDelay, BackupPolicy, ClientConfig, ClientContext, ClientRequest, ClientResponse,
@@ -159,6 +169,12 @@ struct Cli {
     /// Callers, each with one call in flight.
     #[arg(long, value_name = "N", default_value = "100", value_parser = options::at_least_one())]
     concurrency: usize,
+
+    /// Open loop: calls due this many times a second, evenly spaced, whatever the
+    /// replies do (at most --concurrency at once); latency counts from each call's due
+    /// time. Without it, each caller makes its next call when the last is answered.
+    #[arg(long, value_name = "QPS", value_parser = options::rate)]
+    rate: Option<f64>,
 
     /// The method called: `echo_or_fail` asks in turn for an answer and for its
     /// exception; `notify` is oneway.
@@ -384,8 +400,12 @@ fn run(cli: Cli) -> Result<Vec<String>, Usage> {
         };
         let (concurrency, size, secs) = (cli.concurrency, cli.size, cli.duration.as_secs_f64());
         let method = cli.method.name();
+        let pace = cli
+            .rate
+            .map_or_else(String::new, |rate| format!(", {rate} calls/s open loop"));
         eprintln!(
-            "echo-client: {target}, {method}, {concurrency} callers, {size}-byte messages, {secs} s"
+            "echo-client: {target}, {method}, {concurrency} callers, {size}-byte messages, \
+             {secs} s{pace}"
         );
         let plan = Plan {
             concurrency,
@@ -393,11 +413,14 @@ fn run(cli: Cli) -> Result<Vec<String>, Usage> {
             duration: cli.duration,
             progress: progress_wanted(),
         };
-        let report = closed_loop(plan, method, move || {
+        let one = move || {
             let call = call.clone();
             async move { call.call().await }
-        })
-        .await;
+        };
+        let report = match cli.rate {
+            Some(rate) => open_loop(plan, rate, method, one).await,
+            None => closed_loop(plan, method, one).await,
+        };
         let mut lines = Vec::new();
         if cli.timeline {
             lines.extend(report.timeline.iter().map(|s| s.line()));
@@ -409,7 +432,10 @@ fn run(cli: Cli) -> Result<Vec<String>, Usage> {
             lines.push(format!("echo-client: backward {backward}"));
         }
         lines.push(report.calls_line());
-        lines.push(report.line());
+        lines.push(match cli.rate {
+            Some(rate) => report.open_line(rate),
+            None => report.line(),
+        });
         Ok(lines)
     })
 }
