@@ -16,12 +16,23 @@ pub struct Config {
     /// [`spin`](Self::spin) after the last event, then block. Default on. Off, the
     /// poller blocks in `epoll_wait` as soon as a batch is handled.
     pub busy_poll: bool,
-    /// How long the busy loop goes on after the last event. A message that arrives
-    /// within it is picked up by a thread that is still running, without the wake-up of
-    /// a sleeping one, which at low load is most of a round trip on loopback; the price
-    /// is up to this much CPU time after each burst of events. Zero: one more poll and
-    /// one yield, then block. Default 50 µs.
+    /// How long the busy loop goes on after the last event, at most. A message that
+    /// arrives within it is picked up by a thread that is still running, without the
+    /// wake-up of a sleeping one, which at low load is most of a round trip on
+    /// loopback; the price is up to this much CPU time after each burst of events.
+    /// Zero: one more poll and one yield, then block. Default 50 µs.
     pub spin: Duration,
+    /// The spin follows the load (default): each poller learns the average idle gap
+    /// between the end of its work and the next event, and spins (for twice that gap,
+    /// at most [`spin`](Self::spin)) only while the gap is short enough, 3 µs or
+    /// less, that spinning through it costs no more CPU than a sleep and a wake-up
+    /// would; otherwise it blocks as soon as its work is done. So a busy
+    /// poller does not sleep between close events, and one whose events are spread
+    /// out (a server at partial load, a lone caller across a slow network) sleeps
+    /// instead of spinning through every gap. `false`: the whole
+    /// [`spin`](Self::spin) after every burst, the behaviour before this setting
+    /// (lower latency at partial load, for up to a whole core of CPU).
+    pub adaptive_spin: bool,
     /// Bytes asked of the kernel per read, and the smallest pooled block's size. A
     /// frame whose length is known and that needs more is read in larger pieces, into a
     /// block that holds it whole. Default 64 KiB.
@@ -50,6 +61,7 @@ impl Default for Config {
             pollers: cpus / 20 + 1,
             busy_poll: true,
             spin: Duration::from_micros(50),
+            adaptive_spin: true,
             read_chunk: 64 * 1024,
             reads_per_turn: 16,
             input_high_water: 4 * 1024 * 1024,

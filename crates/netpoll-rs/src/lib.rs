@@ -4,10 +4,15 @@
 //!   sockets are spread over them round-robin. A socket's mio token is its slot in a
 //!   slab plus the slot's generation, so an event for a socket that has closed never
 //!   reaches the socket that reuses the slot.
-//! - **The poll loop** ([`Config::busy_poll`]): after a batch with events the poller
-//!   keeps polling with a zero timeout, yielding between polls, for [`Config::spin`]
-//!   (50 µs) after the last event, then blocks. At low load that spares most round
-//!   trips the wake-up of a sleeping thread, for a bounded amount of CPU time.
+//! - **The poll loop** ([`Config::busy_poll`], [`Config::adaptive_spin`]): after a
+//!   batch with events the poller may keep polling with a zero timeout, yielding
+//!   between polls, before it blocks. By default it learns the idle gaps between its
+//!   work and the next event and spins only while they are a few microseconds long
+//!   (a busy poller, where spinning costs less than a sleep and a wake-up), for
+//!   twice the gap; otherwise it blocks as soon as its work is done, so that a server
+//!   at partial load sleeps between calls instead of spinning through every gap. With
+//!   `adaptive_spin` off it spins for the whole [`Config::spin`] (50 µs) after every
+//!   burst: the lowest latency at low load, for up to a whole core of CPU.
 //! - **Reads** happen on the poller thread, into the connection's input
 //!   [`LinkBuffer`](thrift_codec::LinkBuffer), at most [`Config::reads_per_turn`] per
 //!   event (the rest on the next turn, for fairness). Readiness is edge-triggered and
