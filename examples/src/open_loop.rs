@@ -11,9 +11,14 @@
 //! peak rate, is what matters.
 //!
 //! How it runs:
-//! - A pacer thread (not a tokio timer: those tick by the millisecond and would send
-//!   the calls in bursts) sleeps until the next call is due, with its timer slack cut
-//!   to a microsecond, and then releases every call due by then to the callers.
+//! - A pacer task releases every call to the callers as it comes due. It does not
+//!   wait on tokio's timer for that (its ticks are a millisecond apart: the calls
+//!   would go out in bursts), nor on a thread of its own (a thread switch per call,
+//!   which at tens of thousands of calls a second costs the load generator more than
+//!   the calls): it yields to the runtime and reads the clock again, so the calls go
+//!   out within microseconds of their time, and it sleeps only while the next call
+//!   is more than 2 ms away. While calls are less than that apart, it keeps one
+//!   thread of the load generator busy: the load generator needs a core of its own.
 //! - `plan.concurrency` callers (tasks) take the released calls in order, one at a
 //!   time each. A call that finds no caller free waits for one; it is made all the
 //!   same, counted as [late](crate::load::Report::late) when it starts more than
@@ -130,16 +135,7 @@ where
     let pacer = {
         let released = Arc::clone(&released);
         let abandon = Arc::clone(&abandon);
-        std::thread::Builder::new()
-            .name("pacer".into())
-            .spawn(move || pace(schedule, &released, &abandon, workers))
-    };
-    let pacer = match pacer {
-        Ok(pacer) => pacer,
-        Err(e) => {
-            eprintln!("{label}: no pacer thread: {e}");
-            return Report::default();
-        }
+        tokio::spawn(async move { pace(schedule, &released, &abandon, workers).await })
     };
     let mut tallies = Vec::with_capacity(workers);
     let mut handles = Vec::with_capacity(workers);
@@ -216,7 +212,7 @@ where
     }
     // Callers that gave up leave calls released: the pacer is done or told to stop.
     abandon.store(true, Ordering::Relaxed);
-    let _ = pacer.join();
+    let _ = pacer.await;
     let last = schedule.start + Duration::from_nanos(last_end.load(Ordering::Relaxed));
     let elapsed = last.max(window_end).saturating_duration_since(window_start);
     let mut report = assemble(
@@ -232,9 +228,11 @@ where
 }
 
 /// The pacer: releases each call when it is due, then one stop token per caller.
-fn pace(schedule: Schedule, released: &Semaphore, abandon: &AtomicBool, workers: usize) {
-    // Sleeps end within a microsecond of their time rather than the default 50 µs.
-    let _ = nix::sys::prctl::set_timerslack(1_000);
+///
+/// It sleeps on tokio's timer only while the next call is more than [`SPIN_AHEAD`]
+/// away (that timer ticks by the millisecond), and polls the clock between yields to
+/// the runtime for the rest, so that calls go out within microseconds of their time.
+async fn pace(schedule: Schedule, released: &Semaphore, abandon: &AtomicBool, workers: usize) {
     let mut given = 0;
     while given < schedule.total && !abandon.load(Ordering::Relaxed) {
         let now = Instant::now();
@@ -242,12 +240,20 @@ fn pace(schedule: Schedule, released: &Semaphore, abandon: &AtomicBool, workers:
         if due > given {
             released.add_permits((due - given) as usize);
             given = due;
-            continue;
         }
-        std::thread::sleep(schedule.due(given).saturating_duration_since(now));
+        let next = schedule.due(given);
+        if next.saturating_duration_since(now) > SPIN_AHEAD * 2 {
+            tokio::time::sleep_until((next - SPIN_AHEAD).into()).await;
+        } else {
+            tokio::task::yield_now().await;
+        }
     }
     released.add_permits(workers);
 }
+
+/// How long before a call is due the pacer stops sleeping and starts polling the
+/// clock.
+const SPIN_AHEAD: Duration = Duration::from_millis(1);
 
 #[cfg(test)]
 mod tests {

@@ -106,6 +106,36 @@ impl OnOff {
     }
 }
 
+/// How a netpoll-rs reactor polls between events (`--spin`, `--server-spin`): see
+/// `netpoll_rs::Config::busy_poll`, `spin` and `adaptive_spin`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum SpinArg {
+    /// Spins only while events come close together (the default).
+    Adaptive,
+    /// Spins 50 µs after every burst of events (the behaviour before the adaptive
+    /// spin).
+    Fixed,
+    /// Blocks as soon as a batch is handled.
+    Off,
+}
+
+impl SpinArg {
+    /// `adaptive`, `fixed` or `off`.
+    pub fn name(self) -> &'static str {
+        match self {
+            SpinArg::Adaptive => "adaptive",
+            SpinArg::Fixed => "fixed",
+            SpinArg::Off => "off",
+        }
+    }
+
+    /// Sets `reactor` to poll this way.
+    pub fn apply(self, reactor: &mut netpoll_rs::Config) {
+        reactor.busy_poll = self != SpinArg::Off;
+        reactor.adaptive_spin = self == SpinArg::Adaptive;
+    }
+}
+
 /// One address of a comma-separated `--addr` list: `host:port`, `unix:PATH` or
 /// `shm:PATH` (blanks around it ignored). An empty piece is not an address, so a list
 /// names one address at least.

@@ -6,6 +6,7 @@
 use std::path::Path;
 use std::time::Duration;
 
+use examples::options::SpinArg;
 use examples::server_only::{self, ClientStack, IdleSettings, ServerKind, ServerProcess, Settings};
 
 fn rpc_bench() -> &'static Path {
@@ -30,7 +31,7 @@ fn a_cpu() -> Vec<usize> {
 
 #[test]
 fn a_server_child_answers_usage_and_ends_with_its_stdin() {
-    for kind in [ServerKind::Ours { spin: false }, ServerKind::Volo] {
+    for kind in [ServerKind::Ours { spin: SpinArg::Off }, ServerKind::Volo] {
         let mut child = ServerProcess::spawn(rpc_bench(), kind, &a_cpu()).unwrap();
         assert!(child.addr().ip().is_loopback(), "{}", child.addr());
         assert!(child.nofile().starts_with("was="), "{:?}", child.nofile());
@@ -48,8 +49,14 @@ fn a_server_child_answers_usage_and_ends_with_its_stdin() {
 
 #[test]
 fn a_dropped_server_child_is_killed() {
-    let child =
-        ServerProcess::spawn(rpc_bench(), ServerKind::Ours { spin: true }, &a_cpu()).unwrap();
+    let child = ServerProcess::spawn(
+        rpc_bench(),
+        ServerKind::Ours {
+            spin: SpinArg::Fixed,
+        },
+        &a_cpu(),
+    )
+    .unwrap();
     let addr = child.addr();
     drop(child);
     // Killed and reaped: nothing listens there any more.
@@ -61,7 +68,7 @@ fn idle_connections_are_opened_used_and_counted() {
     let cpus = a_cpu();
     let settings = IdleSettings {
         exe: rpc_bench().into(),
-        servers: server_only::servers("on").unwrap(),
+        servers: server_only::servers("fixed").unwrap(),
         conns: 3,
         size: 64,
         window: Duration::from_millis(100),
@@ -70,7 +77,7 @@ fn idle_connections_are_opened_used_and_counted() {
         client_cpus: cpus,
     };
     let lines = server_only::idle(&settings).unwrap();
-    for server in ["server=ours spin=on", "server=volo spin=n/a"] {
+    for server in ["server=ours spin=fixed", "server=volo spin=n/a"] {
         let line = lines
             .iter()
             .find(|l| l.starts_with(&format!("idle {server} ")))
@@ -120,4 +127,42 @@ fn a_short_run_reports_every_case_and_the_ratios() {
         let by_round = line.split(" qps_by_round=").nth(1).unwrap_or_default();
         assert!(!by_round.is_empty() && !by_round.contains('/'), "{line}");
     }
+}
+
+/// Partial load, end to end: Volo's saturation measured, then ours, Volo's and an
+/// outside server (our own `echo-server` run from a command line, as a Kitex server
+/// would be) offered a share of it and a fixed rate from the raw load generator; a
+/// ratio line for each of ours against each other server at each rate.
+#[test]
+fn partial_load_offers_each_server_each_rate() {
+    let cpus = a_cpu();
+    let settings = server_only::PartialSettings {
+        exe: rpc_bench().into(),
+        servers: server_only::servers("off").unwrap(),
+        kitex: Some(format!(
+            "{} --addr {{addr}}",
+            env!("CARGO_BIN_EXE_echo-server")
+        )),
+        loadgen: server_only::LoadGen::Raw,
+        concurrency: 4,
+        size: 128,
+        warmup: Duration::from_millis(100),
+        window: Duration::from_millis(300),
+        rates: vec!["5%".parse().unwrap(), "300".parse().unwrap()],
+        rounds: 1,
+        server_cpus: cpus.clone(),
+        client_cpus: cpus,
+        progress: false,
+    };
+    let lines = server_only::partial(&settings).unwrap();
+    for other in ["volo", "kitex"] {
+        for share in ["share=5% ", "share=- rate=300 "] {
+            let wanted = format!("partial_ratio of=ours/{other} spin=off {share}");
+            assert!(
+                lines.iter().any(|l| l.starts_with(&wanted)),
+                "no {wanted:?}: {lines:?}"
+            );
+        }
+    }
+    assert_eq!(lines.len(), 4, "{lines:?}");
 }

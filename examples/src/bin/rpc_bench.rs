@@ -57,7 +57,7 @@
 //! # Server-only mode (`--server-only`): the kitex-benchmark method
 //!
 //! `rpc-bench --server-only [--concurrency 1,100] [--warmup SECS] [--rounds N]
-//! [--loadgen ours,volo] [--server-spin on|off|on,off] [--server-cpus LIST]
+//! [--loadgen ours,volo] [--server-spin adaptive|fixed|off|LIST] [--server-cpus LIST]
 //! [--client-cpus LIST] ...` (`rpc-bench --help` lists the flags of both modes)
 //!
 //! Compares servers rather than whole stacks. The server under test runs in a process
@@ -65,12 +65,15 @@
 //! pinned with `sched_setaffinity` to `--server-cpus` (default 0, one tokio worker per
 //! CPU); the load generator runs in this process, pinned to `--client-cpus` (default 1).
 //! The servers: ours (`volo_core::server::Server` with the generated
-//! `EchoServiceServer` on netpoll-rs, default config; `--server-spin` sets its reactor's
-//! `busy_poll`, `on,off` runs both) and Volo's (`volo_peer::serve`). Every server is
-//! driven by the same load generators: our `EchoServiceClient` (`--stack`, default
-//! `bare` here, so that the client spends little per call) and Volo's client
-//! (`volo_peer::VoloClient`); `--multiplex` adds our client multiplexed over two
-//! connections (`ours-mux`). Both clients speak TTHeader over Framed, Binary, so the
+//! `EchoServiceServer` on netpoll-rs, default config; `--server-spin` sets how its
+//! reactor polls between events: `adaptive`, the default, `fixed`, the 50 µs spin
+//! after every burst it had before, or `off`; a list runs each) and Volo's
+//! (`volo_peer::serve`). Every server is driven by the same load generators: our
+//! `EchoServiceClient` (`--stack`, default `bare` here, so that the client spends
+//! little per call) and Volo's client (`volo_peer::VoloClient`); `--multiplex` adds
+//! our client multiplexed over two connections (`ours-mux`); `raw` is no client at
+//! all: a request encoded once, written on a connection per caller, each reply read
+//! whole and checked, the least a caller can spend per call. Both clients speak TTHeader over Framed, Binary, so the
 //! servers read the same bytes. Each case (load generator, callers) runs every server
 //! once per round, each in a fresh child, in turns (A B, then B A), `--rounds` times
 //! (default 2), and the rounds are pooled; defaults: 1 KiB messages, 1 and 100
@@ -79,7 +82,7 @@
 //! Over each window the child reports its own `getrusage(RUSAGE_SELF)` (user + system
 //! CPU time of all its threads) and its memory (`VmRSS`, `VmHWM`) when asked at the
 //! window's start and end. Per case, a line:
-//! `server_only server=ours spin=on loadgen=ours conc=100 size=1024 qps=.. p50_us=..
+//! `server_only server=ours spin=adaptive loadgen=ours conc=100 size=1024 qps=.. p50_us=..
 //! p99_us=.. p999_us=.. errors=.. server_cpu_us_per_call=.. server_util=..
 //! client_util=.. server_hwm_kb=.. rounds=.. qps_rounds=../..`, where
 //! `server_cpu_us_per_call` is the server's CPU time over the calls answered in the
@@ -91,9 +94,37 @@
 //! generator and callers, `ratio of=ours/volo spin=.. loadgen=.. conc=.. size=..
 //! qps=.. cpu_per_call=.. p50=.. p99=.. qps_by_round=../.. cpu_per_call_by_round=../..`
 //! (above 1: ours is more; pooled, then round by round, each round's two runs being
-//! close in time, so their spread is the noise of the machine), and with
-//! `--server-spin on,off` a `spin ...` line: the latency with the spin and without,
-//! beside the CPU it costs. A `round` line after each run shows the spread.
+//! close in time, so their spread is the noise of the machine), and with `off` and
+//! another mode in `--server-spin` a `spin mode=.. ...` line: the latency with that
+//! spin and without, beside the CPU it costs. A `round` line after each run shows the
+//! spread.
+//!
+//! # Partial load (`--server-only --rate 25%,50%,75%`)
+//!
+//! `rpc-bench --server-only --rate LIST [--kitex-server CMD] [--concurrency N]
+//! [--loadgen raw] [--server-spin ..] [--rounds N] [--duration SECS]`
+//!
+//! Servers run at a fraction of what they can do, and a closed loop at saturation
+//! hides what they spend there. This mode first drives Volo's server to saturation
+//! with a closed loop (`saturation ...` line), then offers each server each rate of
+//! `--rate` (a share of that saturated rate, `25%`, or calls a second, `30000`) in an
+//! open loop ([`examples::open_loop`]: calls due on a fixed schedule whatever the
+//! replies do, latency from each call's due time, at most `--concurrency` (default 100)
+//! at once), from the `raw` load generator by default (one core of it can offer the
+//! most). The servers: ours in each `--server-spin` mode, Volo's, and with
+//! `--kitex-server CMD` a Kitex server run by `sh -c CMD`, `{addr}` in it replaced by
+//! the address to listen on (or `--addr ADDR` appended), pinned like the others; its
+//! usage is read from `/proc` (CPU time in 10 ms ticks, context switches of its live
+//! threads). Each server runs each rate `--rounds` times (default 2), in turns, and the
+//! runs are pooled: a `round` line after each, then per server and rate
+//! `partial server=.. spin=.. share=.. loadgen=.. conc=.. size=.. rate=<offered>
+//! qps=<achieved> p50_us=.. p99_us=.. p999_us=.. max_us=.. errors=.. late=..
+//! server_cores=.. server_cpu_us_per_call=.. csw_per_call=.. wakeups_per_call=..
+//! client_util=.. rounds=.. cores_by_round=../..` (`server_cores`: CPU time over wall
+//! time; `wakeups_per_call`: voluntary context switches, each a thread that waited and
+//! was woken, per call; `late`: calls that started more than 1 ms after they were due
+//! because no caller was free), and `partial_ratio of=ours/volo|ours/kitex spin=..
+//! share=.. rate=.. cores=.. cpu_per_call=.. p99=..` lines.
 //!
 //! `rpc-bench --idle-conns N [--idle-secs SECS] [--server-spin ..] [--server-cpus LIST]
 //! [--client-cpus LIST]`: for each server, N connections opened, each used for one
@@ -118,9 +149,10 @@ use examples::echo_service::{
     BareStack, EchoCall, EchoStack, RunningEcho, bare_client, default_client,
 };
 use examples::load::{Plan, Report, closed_loop, progress_wanted};
-use examples::options::{self, FramingArg, OnOff, ProtocolArg};
+use examples::options::{self, FramingArg, OnOff, ProtocolArg, SpinArg};
 use examples::server_only::{
-    self, ClientStack, CpuList, IdleSettings, LoadGenName, Settings as ServerOnly,
+    self, ClientStack, CpuList, IdleSettings, LoadGenName, PartialSettings, RateSpec,
+    Settings as ServerOnly,
 };
 use volo_core::client::ClientConfig;
 use volo_core::codec::{Framing, Protocol};
@@ -221,27 +253,28 @@ struct Cli {
           value_parser = options::at_least_one())]
     rounds: usize,
 
-    /// (server-only) The load generators.
+    /// (server-only) The load generators: ours, volo, ours-mux, raw (pre-encoded
+    /// requests on plain connections) [default: ours,volo; with --rate, raw].
     #[arg(
         long,
         value_enum,
         value_name = "NAME[,...]",
         value_delimiter = ',',
-        default_value = "ours,volo",
         requires = "server_side"
     )]
     loadgen: Vec<LoadGenName>,
 
-    /// (server-only) Our server's busy-poll spin: on, off, or on,off (both, compared).
+    /// (server-only) How our server's pollers spin between events: adaptive, fixed
+    /// (50 µs after every burst, the old default), off, or a list (each compared).
     #[arg(
         long,
         value_enum,
-        value_name = "on|off|on,off",
+        value_name = "MODE[,...]",
         value_delimiter = ',',
-        default_value = "on",
+        default_value = "adaptive",
         requires = "server_side"
     )]
-    server_spin: Vec<OnOff>,
+    server_spin: Vec<SpinArg>,
 
     /// (server-only) The server child's CPUs, e.g. 0 or 0,2 or 1-3.
     #[arg(
@@ -260,6 +293,22 @@ struct Cli {
         requires = "server_side"
     )]
     client_cpus: CpuList,
+
+    /// (server-only) Partial load: each server offered these rates in an open loop,
+    /// as shares of Volo's saturated rate measured first (25%) or in calls a second.
+    #[arg(
+        long,
+        value_name = "RATE[,...]",
+        value_delimiter = ',',
+        requires = "server_only"
+    )]
+    rate: Vec<RateSpec>,
+
+    /// (server-only, with --rate) A Kitex server to compare too: a command line run
+    /// through `sh -c`, with {addr} replaced by the address to listen on (or
+    /// `--addr ADDR` appended).
+    #[arg(long, value_name = "CMD", requires = "rate")]
+    kitex_server: Option<String>,
 
     /// Idle-connections mode: N connections to each server, each used once, then idle.
     #[arg(long, value_name = "N")]
@@ -771,6 +820,47 @@ fn server_only_mode(cli: Cli) -> Result<(), Usage> {
         }
         return Ok(());
     }
+    if !cli.rate.is_empty() {
+        let names = match cli.loadgen {
+            l if l.is_empty() => vec![LoadGenName::Raw],
+            l => l,
+        };
+        let loadgens = server_only::loadgens_of(&names, stack, cli.multiplex);
+        let settings = PartialSettings {
+            exe,
+            servers,
+            kitex: cli.kitex_server,
+            loadgen: loadgens[0],
+            concurrency: cli.concurrency.first().copied().unwrap_or(100),
+            size: cli.size,
+            warmup: cli.warmup,
+            window: cli.duration.unwrap_or(Duration::from_secs(10)),
+            rates: cli.rate,
+            rounds: cli.rounds,
+            server_cpus,
+            client_cpus,
+            progress: progress_wanted(),
+        };
+        println!(
+            "partial load: echo of {}-byte messages, {} callers at most, {:.1} s windows \
+             after {:.1} s warm-up, {} round(s), rates {:?}; load generator {} on CPUs \
+             {:?}, servers on CPUs {:?}; load {}",
+            settings.size,
+            settings.concurrency,
+            settings.window.as_secs_f64(),
+            settings.warmup.as_secs_f64(),
+            settings.rounds,
+            settings.rates,
+            settings.loadgen.name(),
+            settings.client_cpus,
+            settings.server_cpus,
+            server_only::load_average()
+        );
+        for line in server_only::partial(&settings)? {
+            println!("{line}");
+        }
+        return Ok(());
+    }
     let concurrency = match cli.concurrency {
         c if c.is_empty() => vec![1, 100],
         c => c,
@@ -778,7 +868,14 @@ fn server_only_mode(cli: Cli) -> Result<(), Usage> {
     let settings = ServerOnly {
         exe,
         servers,
-        loadgens: server_only::loadgens_of(&cli.loadgen, stack, cli.multiplex),
+        loadgens: server_only::loadgens_of(
+            match &cli.loadgen {
+                l if l.is_empty() => &[LoadGenName::Ours, LoadGenName::Volo],
+                l => l,
+            },
+            stack,
+            cli.multiplex,
+        ),
         concurrency,
         size: cli.size,
         warmup: cli.warmup,

@@ -143,7 +143,7 @@ fn call_on_new_connection(addr: SocketAddr, request: &[u8], msg: &str) -> io::Re
 
 /// One `echo` call of `size` bytes as Volo's client frames it: TTHeader over Framed,
 /// Binary.
-fn echo_frame(size: usize) -> io::Result<Bytes> {
+pub(super) fn echo_frame(size: usize) -> io::Result<Bytes> {
     let mut ttheader = Header::new(1, Protocol::Binary);
     ttheader.inner_framed = true;
     let header = MessageHeader {
@@ -173,7 +173,7 @@ fn echo_frame(size: usize) -> io::Result<Bytes> {
 }
 
 /// Checks that `frame` (a whole TTHeader frame) answers `echo` with `msg`.
-fn check_reply(frame: Bytes, msg: &str) -> io::Result<()> {
+pub(super) fn check_reply(frame: Bytes, msg: &str) -> io::Result<()> {
     // The message, past the header and the Framed length inside it if there is one.
     let (_, message) =
         Header::decode(&frame, &HeaderLimits::default()).map_err(|e| bad(e.to_string()))?;

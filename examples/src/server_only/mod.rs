@@ -26,7 +26,9 @@
 //!   its QPS, says how efficient it is.
 
 mod idle;
+mod partial;
 mod process;
+mod raw;
 mod sys;
 
 use std::io;
@@ -38,6 +40,7 @@ use volo_core::codec::{Framing, Protocol};
 use volo_core::context::Address;
 
 pub use idle::{IdleSettings, idle};
+pub use partial::{PartialSettings, RateSpec, partial};
 pub use process::{SERVE, ServerKind, ServerProcess, serve_if_asked};
 pub use sys::{
     CpuList, NoFile, ProcessUsage, SavedCpus, load_average, parse_cpus, pin, raise_nofile,
@@ -48,7 +51,8 @@ use clap::ValueEnum;
 use crate::cli::Usage;
 use crate::echo_service::{EchoCall, EchoStack, bare_client, default_client};
 use crate::load::{Plan, Report, closed_loop};
-use crate::options::OnOff;
+use crate::open_loop::open_loop;
+use crate::options::SpinArg;
 
 /// Which client stack our load generator calls through.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -76,10 +80,14 @@ pub enum LoadGen {
     /// Volo's client (`volo_peer::VoloClient`), with Volo's defaults: a pool with a
     /// connection per caller.
     Volo,
+    /// No client: a request encoded once, written on a connection per caller, each
+    /// reply read whole and checked (see `raw.rs`). The least a caller can spend per
+    /// call, so that one core offers a server the most.
+    Raw,
 }
 
 impl LoadGen {
-    /// `ours`, `ours-mux` or `volo`.
+    /// `ours`, `ours-mux`, `volo` or `raw`.
     pub fn name(self) -> &'static str {
         match self {
             LoadGen::Ours {
@@ -89,23 +97,25 @@ impl LoadGen {
                 multiplex: true, ..
             } => "ours-mux",
             LoadGen::Volo => "volo",
+            LoadGen::Raw => "raw",
         }
     }
 }
 
-/// The servers to compare: ours with the busy-poll spin `on`, `off` or both
-/// (`on,off`), then Volo's.
+/// The servers to compare: ours with each spin of the comma-separated list (`adaptive`,
+/// `fixed`, `off`), then Volo's.
 pub fn servers(spin: &str) -> Result<Vec<ServerKind>, Usage> {
-    let spins = pieces(spin, |s| format!("--server-spin {s:?}: on, off or on,off"))?;
+    let spins = pieces(spin, |s| {
+        format!("--server-spin {s:?}: adaptive, fixed or off (or a list)")
+    })?;
     Ok(servers_of(&spins))
 }
 
-/// The servers to compare: ours with each busy-poll spin of `spins` (once each), then
-/// Volo's.
-pub fn servers_of(spins: &[OnOff]) -> Vec<ServerKind> {
+/// The servers to compare: ours with each spin of `spins` (once each), then Volo's.
+pub fn servers_of(spins: &[SpinArg]) -> Vec<ServerKind> {
     let mut servers = Vec::new();
-    for spin in spins {
-        let kind = ServerKind::Ours { spin: spin.is_on() };
+    for &spin in spins {
+        let kind = ServerKind::Ours { spin };
         if !servers.contains(&kind) {
             servers.push(kind);
         }
@@ -123,13 +133,15 @@ pub enum LoadGenName {
     Volo,
     /// Our client, multiplexed over two connections.
     OursMux,
+    /// No client: pre-encoded requests on plain connections.
+    Raw,
 }
 
 /// The load generators named in `list` (`ours`, `volo`, `ours-mux`, comma-separated),
 /// ours on `stack`; with `multiplex`, `ours-mux` is added if not named.
 pub fn loadgens(list: &str, stack: ClientStack, multiplex: bool) -> Result<Vec<LoadGen>, Usage> {
     let names = pieces(list, |n| {
-        format!("load generator {n:?}: ours, volo or ours-mux")
+        format!("load generator {n:?}: ours, volo, ours-mux or raw")
     })?;
     Ok(loadgens_of(&names, stack, multiplex))
 }
@@ -152,6 +164,7 @@ pub fn loadgens_of(names: &[LoadGenName], stack: ClientStack, multiplex: bool) -
                 multiplex: true,
             },
             LoadGenName::Volo => LoadGen::Volo,
+            LoadGenName::Raw => LoadGen::Raw,
         };
         if !out.contains(&loadgen) {
             out.push(loadgen);
@@ -294,13 +307,17 @@ impl Case {
 }
 
 /// One run against one server child.
-#[derive(Debug)]
+#[derive(Debug, Default)]
 struct Measured {
     report: Report,
     server_cpu_us: u64,
     client_cpu_us: u64,
     wall: Duration,
     server_hwm_kb: u64,
+    /// The server's voluntary context switches (waits, each ended by a wake-up) and
+    /// involuntary ones (preemptions) over the window.
+    server_vcsw: u64,
+    server_ivcsw: u64,
 }
 
 impl Measured {
@@ -359,6 +376,7 @@ fn run_pinned(s: &Settings) -> io::Result<Vec<Case>> {
                         &mut child,
                         loadgen,
                         plan(concurrency),
+                        None,
                         s.size,
                         s.client_cpus.len(),
                     )?;
@@ -383,13 +401,15 @@ fn run_pinned(s: &Settings) -> io::Result<Vec<Case>> {
     Ok(cases)
 }
 
-/// A closed loop from `loadgen` against `server` on a runtime of `threads` workers
-/// (on the calling thread's CPUs); the server's and this process's CPU time read when
-/// the window opens and when it closes.
+/// A closed loop (or with `rate`, an open loop at that many calls a second) from
+/// `loadgen` against `server` on a runtime of `threads` workers (on the calling
+/// thread's CPUs); the server's and this process's CPU time read when the window opens
+/// and when it closes.
 fn measure(
     server: &mut ServerProcess,
     loadgen: LoadGen,
     plan: Plan,
+    rate: Option<f64>,
     size: usize,
     threads: usize,
 ) -> io::Result<Measured> {
@@ -404,13 +424,20 @@ fn measure(
         // Volo's client and our transport start tasks when made.
         let _in = rt.enter();
         match loadgen {
+            LoadGen::Raw => {
+                let caller = raw::RawCaller::new(addr, size)?;
+                spawn_loop(&rt, plan, rate, label, move || {
+                    let caller = caller.clone();
+                    async move { caller.call().await }
+                })
+            }
             LoadGen::Volo => {
                 let client = volo_peer::VoloClient::new(addr);
                 let req = volo_peer::echo::Request {
                     action: "echo".into(),
                     msg: "x".repeat(size).into(),
                 };
-                spawn_loop(&rt, plan, label, move || {
+                spawn_loop(&rt, plan, rate, label, move || {
                     let client = client.clone();
                     let req = req.clone();
                     async move {
@@ -432,11 +459,11 @@ fn measure(
                 match stack {
                     ClientStack::Bare => {
                         let call = EchoCall::new(bare_client(addr, config)?, size);
-                        spawn_ours(&rt, plan, label, call)
+                        spawn_ours(&rt, plan, rate, label, call)
                     }
                     ClientStack::Default => {
                         let call = EchoCall::new(default_client(addr, config)?, size);
-                        spawn_ours(&rt, plan, label, call)
+                        spawn_ours(&rt, plan, rate, label, call)
                     }
                 }
             }
@@ -459,13 +486,16 @@ fn measure(
         client_cpu_us: client_end.cpu_us().saturating_sub(client_start.cpu_us()),
         wall: closed - opened,
         server_hwm_kb: server_end.hwm_kb,
+        server_vcsw: server_end.vcsw.saturating_sub(server_start.vcsw),
+        server_ivcsw: server_end.ivcsw.saturating_sub(server_start.ivcsw),
     })
 }
 
-/// [`closed_loop`] over `call` as a task of `rt`.
+/// [`closed_loop`] over `call` as a task of `rt`, or with `rate`, [`open_loop`].
 fn spawn_loop<F, Fut>(
     rt: &tokio::runtime::Runtime,
     plan: Plan,
+    rate: Option<f64>,
     label: String,
     call: F,
 ) -> tokio::task::JoinHandle<Report>
@@ -473,20 +503,26 @@ where
     F: Fn() -> Fut + Clone + Send + Sync + 'static,
     Fut: std::future::Future<Output = bool> + Send,
 {
-    rt.spawn(async move { closed_loop(plan, &label, call).await })
+    rt.spawn(async move {
+        match rate {
+            Some(rate) => open_loop(plan, rate, &label, call).await,
+            None => closed_loop(plan, &label, call).await,
+        }
+    })
 }
 
 /// [`spawn_loop`] over our client, whatever its stack.
 fn spawn_ours<T>(
     rt: &tokio::runtime::Runtime,
     plan: Plan,
+    rate: Option<f64>,
     label: String,
     call: EchoCall<T>,
 ) -> tokio::task::JoinHandle<Report>
 where
     T: EchoStack,
 {
-    spawn_loop(rt, plan, label, move || {
+    spawn_loop(rt, plan, rate, label, move || {
         let call = call.clone();
         async move { call.call().await }
     })
@@ -496,8 +532,9 @@ where
 /// load generator, concurrency and setting of our server with ours/volo of QPS, server
 /// CPU per call, p50 and p99 (over 1 is more: better for QPS, worse for the others),
 /// pooled, then QPS and CPU per call round by round (`a/b/..`: the spread);
-/// and, when our server ran with spin on and off, a `spin` line per load generator and
-/// concurrency with what the spin buys in latency and costs in CPU.
+/// and, when our server ran with the spin off and another way (`adaptive`, `fixed`), a
+/// `spin` line per other way, load generator and concurrency with what that spin buys
+/// in latency and costs in CPU (`_on`: with it; `_off`: without).
 pub fn summary(cases: &[Case]) -> Vec<String> {
     let mut lines: Vec<String> = cases.iter().map(Case::line).collect();
     let find = |server, loadgen, concurrency| {
@@ -539,16 +576,21 @@ pub fn summary(cases: &[Case]) -> Vec<String> {
         ));
     }
     for c in cases {
-        if c.server != (ServerKind::Ours { spin: true }) {
+        let ServerKind::Ours { spin } = c.server else {
+            continue;
+        };
+        if spin == SpinArg::Off {
             continue;
         }
-        let Some(off) = find(ServerKind::Ours { spin: false }, c.loadgen, c.concurrency) else {
+        let off = ServerKind::Ours { spin: SpinArg::Off };
+        let Some(off) = find(off, c.loadgen, c.concurrency) else {
             continue;
         };
         lines.push(format!(
-            "spin loadgen={} conc={} size={} p50_us_on={} p50_us_off={} p99_us_on={} \
+            "spin mode={} loadgen={} conc={} size={} p50_us_on={} p50_us_off={} p99_us_on={} \
              p99_us_off={} qps_on={:.0} qps_off={:.0} server_cpu_us_per_call_on={:.2} \
              server_cpu_us_per_call_off={:.2} server_util_on={:.3} server_util_off={:.3}",
+            spin.name(),
             c.loadgen.name(),
             c.concurrency,
             c.size,

@@ -23,7 +23,7 @@ use clap::{Parser, ValueEnum};
 use super::sys::{self, CpuList, ProcessUsage};
 use crate::cli::Usage;
 use crate::echo_service::RunningEcho;
-use crate::options::OnOff;
+use crate::options::SpinArg;
 
 /// The first argument that makes a program a server child (see [`serve_if_asked`]).
 pub const SERVE: &str = "--serve";
@@ -39,14 +39,17 @@ const STOP_LIMIT: Duration = Duration::from_secs(5);
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum ServerKind {
     /// Ours: `volo_core::server::Server` with the generated `EchoServiceServer` on
-    /// netpoll-rs, `ServerConfig::default()` but for the reactor's busy-poll spin
-    /// (`netpoll_rs::Config::busy_poll`, on by default).
+    /// netpoll-rs, `ServerConfig::default()` but for the way its reactor polls between
+    /// events (adaptive by default).
     Ours {
-        /// The poller spins for `netpoll_rs::Config::spin` after each batch of events.
-        spin: bool,
+        /// How the pollers spin between events.
+        spin: SpinArg,
     },
     /// Volo's: `volo_peer::serve`, volo-thrift's generated server with its defaults.
     Volo,
+    /// A Kitex server, or any other EchoService server, run from a command line
+    /// ([`ServerProcess::spawn_command`]): not built by this program.
+    Kitex,
 }
 
 impl ServerKind {
@@ -55,22 +58,23 @@ impl ServerKind {
         match self {
             ServerKind::Ours { .. } => "ours",
             ServerKind::Volo => "volo",
+            ServerKind::Kitex => "kitex",
         }
     }
 
-    /// `server=<name> spin=<on|off|n/a>`: the fields that name it in report lines.
+    /// `server=<name> spin=<adaptive|fixed|off|n/a>`: the fields that name it in
+    /// report lines.
     pub fn fields(self) -> String {
         let spin = match self {
-            ServerKind::Ours { spin: true } => "on",
-            ServerKind::Ours { spin: false } => "off",
-            ServerKind::Volo => "n/a",
+            ServerKind::Ours { spin } => spin.name(),
+            ServerKind::Volo | ServerKind::Kitex => "n/a",
         };
         format!("server={} spin={spin}", self.name())
     }
 }
 
 /// When the program's first argument is [`SERVE`], runs the server child it asks for
-/// (`--serve ours|volo [--addr IP:PORT] [--cpus LIST] [--server-spin on|off]`) and
+/// (`--serve ours|volo [--addr IP:PORT] [--cpus LIST] [--server-spin adaptive|fixed|off]`) and
 /// exits; otherwise returns at once. Bench programs call it first thing in `main`.
 pub fn serve_if_asked() {
     if std::env::args().nth(1).as_deref() != Some(SERVE) {
@@ -103,9 +107,9 @@ struct ServeArgs {
     #[arg(long, value_name = "LIST", default_value = "0")]
     cpus: CpuList,
 
-    /// Our server's busy-poll spin.
-    #[arg(long, value_enum, default_value = "on")]
-    server_spin: OnOff,
+    /// How our server's pollers spin between events.
+    #[arg(long, value_enum, default_value = "adaptive")]
+    server_spin: SpinArg,
 }
 
 /// `--serve`'s names.
@@ -119,12 +123,6 @@ enum ServeName {
 
 /// The child: pinned, bound, answering `usage` until its stdin ends.
 fn serve(args: ServeArgs) -> Result<(), Usage> {
-    let kind = match args.serve {
-        ServeName::Ours => ServerKind::Ours {
-            spin: args.server_spin.is_on(),
-        },
-        ServeName::Volo => ServerKind::Volo,
-    };
     let (addr, cpus) = (args.addr, args.cpus.0);
     let failed = |what: &str, e: io::Error| Usage(format!("{what}: {e}"));
     // Before any thread starts, so that every thread of the process inherits it.
@@ -137,10 +135,10 @@ fn serve(args: ServeArgs) -> Result<(), Usage> {
         .build()
         .map_err(|e| failed("runtime", e))?;
     // Held until the process exits.
-    let (bound, _ours, _volo) = match kind {
-        ServerKind::Ours { spin } => {
+    let (bound, _ours, _volo) = match args.serve {
+        ServeName::Ours => {
             let mut config = ServerConfig::default();
-            config.reactor.busy_poll = spin;
+            args.server_spin.apply(&mut config.reactor);
             let server = RunningEcho::start_with(&rt, config, &Address::Tcp(addr))
                 .map_err(|e| failed("binding", e))?;
             let Address::Tcp(bound) = server.addr else {
@@ -148,7 +146,7 @@ fn serve(args: ServeArgs) -> Result<(), Usage> {
             };
             (bound, Some(server), None)
         }
-        ServerKind::Volo => {
+        ServeName::Volo => {
             let server = rt
                 .block_on(volo_peer::serve(addr))
                 .map_err(|e| failed("binding", e))?;
@@ -177,6 +175,9 @@ fn serve(args: ServeArgs) -> Result<(), Usage> {
 #[derive(Debug)]
 pub struct ServerProcess {
     kind: ServerKind,
+    /// Run from a command line ([`spawn_command`](Self::spawn_command)): it speaks no
+    /// protocol, its usage is read from `/proc`.
+    external: bool,
     child: Child,
     stdin: Option<ChildStdin>,
     /// The child's stdout, line by line, from a thread that reads it.
@@ -194,7 +195,7 @@ impl ServerProcess {
         cmd.args([SERVE, kind.name(), "--addr", "127.0.0.1:0", "--cpus"])
             .arg(list.join(","));
         if let ServerKind::Ours { spin } = kind {
-            cmd.args(["--server-spin", if spin { "on" } else { "off" }]);
+            cmd.args(["--server-spin", spin.name()]);
         }
         let mut child = cmd
             .stdin(Stdio::piped())
@@ -207,6 +208,7 @@ impl ServerProcess {
         let (tx, lines) = channel();
         let mut process = ServerProcess {
             kind,
+            external: false,
             child,
             stdin,
             lines,
@@ -244,6 +246,62 @@ impl ServerProcess {
         }
     }
 
+    /// Runs `command` (through `sh -c`, with `{addr}` replaced by a free loopback
+    /// address, or `--addr ADDR` appended when it has no `{addr}`) on `cpus`, as a
+    /// server of `kind`, and waits, at most 10 s, until that address takes
+    /// connections. Its stdout is discarded, its stderr is this program's. Its usage
+    /// is read from `/proc` ([`ProcessUsage::of_pid`]); [`stop`](Self::stop) kills it.
+    pub fn spawn_command(
+        command: &str,
+        kind: ServerKind,
+        cpus: &[usize],
+    ) -> io::Result<ServerProcess> {
+        let addr = std::net::TcpListener::bind("127.0.0.1:0")?.local_addr()?;
+        let line = if command.contains("{addr}") {
+            command.replace("{addr}", &addr.to_string())
+        } else {
+            format!("{command} --addr {addr}")
+        };
+        // The child inherits the affinity of the thread that starts it.
+        let saved = sys::SavedCpus::now()?;
+        sys::pin(cpus)?;
+        let spawned = Command::new("sh")
+            .arg("-c")
+            .arg(format!("exec {line}"))
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::inherit())
+            .spawn();
+        saved.restore()?;
+        let child = spawned.map_err(|e| io::Error::new(e.kind(), format!("{line}: {e}")))?;
+        let (_, lines) = channel();
+        let mut process = ServerProcess {
+            kind,
+            external: true,
+            child,
+            stdin: None,
+            lines,
+            addr,
+            nofile: String::from("-"),
+        };
+        let deadline = Instant::now() + START_LIMIT;
+        loop {
+            if std::net::TcpStream::connect_timeout(&addr, Duration::from_millis(100)).is_ok() {
+                return Ok(process);
+            }
+            if let Some(status) = process.child.try_wait()? {
+                return Err(io::Error::other(format!("{line}: ended with {status}")));
+            }
+            if Instant::now() >= deadline {
+                return Err(io::Error::new(
+                    io::ErrorKind::TimedOut,
+                    format!("{line}: not listening on {addr} after {START_LIMIT:?}"),
+                ));
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+
     /// Which server it runs.
     pub fn kind(&self) -> ServerKind {
         self.kind
@@ -261,6 +319,9 @@ impl ServerProcess {
 
     /// Asks for its [`ProcessUsage`] now; at most 5 s.
     pub fn usage(&mut self) -> io::Result<ProcessUsage> {
+        if self.external {
+            return ProcessUsage::of_pid(self.child.id());
+        }
         let stdin = self
             .stdin
             .as_mut()
@@ -276,8 +337,14 @@ impl ServerProcess {
         })
     }
 
-    /// Closes its stdin and waits, at most 5 s, for it to exit (then kills it).
+    /// Closes its stdin and waits, at most 5 s, for it to exit (then kills it). One run
+    /// from a command line is killed at once.
     pub fn stop(mut self) -> io::Result<()> {
+        if self.external {
+            self.child.kill()?;
+            self.child.wait()?;
+            return Ok(());
+        }
         drop(self.stdin.take());
         let deadline = Instant::now() + STOP_LIMIT;
         loop {

@@ -122,9 +122,14 @@ pub fn raise_nofile() -> io::Result<NoFile> {
 }
 
 /// What a process has used: its CPU time (user and system, `getrusage(RUSAGE_SELF)`:
-/// all its threads, to the microsecond) and its memory (`VmRSS`, `VmHWM` of
-/// `/proc/self/status`: the pages of its own it has in RAM; socket buffers are the
-/// kernel's and not counted).
+/// all its threads, to the microsecond), its context switches (voluntary: a thread
+/// waited, so each is followed by a wake-up; involuntary: a thread was preempted) and
+/// its memory (`VmRSS`, `VmHWM` of `/proc/self/status`: the pages of its own it has
+/// in RAM; socket buffers are the kernel's and not counted).
+///
+/// For a process that is not ours to ask ([`of_pid`](Self::of_pid): a Kitex server),
+/// the same read from `/proc/PID`: CPU time in clock ticks (10 ms), context switches
+/// of its live threads.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct ProcessUsage {
     /// CPU time in user mode, µs.
@@ -135,6 +140,10 @@ pub struct ProcessUsage {
     pub rss_kb: u64,
     /// Resident set at its peak, KiB.
     pub hwm_kb: u64,
+    /// Voluntary context switches (waits), all threads.
+    pub vcsw: u64,
+    /// Involuntary context switches (preemptions), all threads.
+    pub ivcsw: u64,
 }
 
 impl ProcessUsage {
@@ -154,12 +163,46 @@ impl ProcessUsage {
                 )
             })
         };
+        let count = |n: std::ffi::c_long| u64::try_from(n).unwrap_or(0);
         Ok(ProcessUsage {
             utime_us: us(ru.user_time()),
             stime_us: us(ru.system_time()),
             rss_kb: kb("VmRSS")?,
             hwm_kb: kb("VmHWM")?,
+            vcsw: count(ru.voluntary_context_switches()),
+            ivcsw: count(ru.involuntary_context_switches()),
         })
+    }
+
+    /// Process `pid`'s usage now, from `/proc/PID/stat` (CPU time in clock ticks,
+    /// taken as 10 ms: `USER_HZ` is 100 on Linux), `/proc/PID/status` (memory) and
+    /// each `/proc/PID/task/TID/status` (context switches of its live threads).
+    pub fn of_pid(pid: u32) -> io::Result<ProcessUsage> {
+        let dir = format!("/proc/{pid}");
+        let bad = |what: String| io::Error::new(io::ErrorKind::InvalidData, what);
+        let stat = std::fs::read_to_string(format!("{dir}/stat"))?;
+        let (utime, stime) =
+            stat_times(&stat).ok_or_else(|| bad(format!("{dir}/stat: {stat:?}")))?;
+        let status = std::fs::read_to_string(format!("{dir}/status"))?;
+        let kb =
+            |key| status_kb(&status, key).ok_or_else(|| bad(format!("no {key} in {dir}/status")));
+        let mut usage = ProcessUsage {
+            utime_us: utime * 10_000,
+            stime_us: stime * 10_000,
+            rss_kb: kb("VmRSS")?,
+            hwm_kb: kb("VmHWM")?,
+            vcsw: 0,
+            ivcsw: 0,
+        };
+        for task in std::fs::read_dir(format!("{dir}/task"))? {
+            // A thread that ended since the listing has nothing left to count.
+            let Ok(status) = std::fs::read_to_string(task?.path().join("status")) else {
+                continue;
+            };
+            usage.vcsw += status_count(&status, "voluntary_ctxt_switches").unwrap_or(0);
+            usage.ivcsw += status_count(&status, "nonvoluntary_ctxt_switches").unwrap_or(0);
+        }
+        Ok(usage)
     }
 
     /// User and system CPU time together, µs.
@@ -167,12 +210,17 @@ impl ProcessUsage {
         self.utime_us + self.stime_us
     }
 
-    /// `usage utime_us=<n> stime_us=<n> rss_kb=<n> hwm_kb=<n>`: what a server child
-    /// answers to `usage`.
+    /// Context switches, both kinds.
+    pub fn csw(&self) -> u64 {
+        self.vcsw + self.ivcsw
+    }
+
+    /// `usage utime_us=<n> stime_us=<n> rss_kb=<n> hwm_kb=<n> vcsw=<n> ivcsw=<n>`:
+    /// what a server child answers to `usage`.
     pub fn line(&self) -> String {
         format!(
-            "usage utime_us={} stime_us={} rss_kb={} hwm_kb={}",
-            self.utime_us, self.stime_us, self.rss_kb, self.hwm_kb
+            "usage utime_us={} stime_us={} rss_kb={} hwm_kb={} vcsw={} ivcsw={}",
+            self.utime_us, self.stime_us, self.rss_kb, self.hwm_kb, self.vcsw, self.ivcsw
         )
     }
 
@@ -189,12 +237,14 @@ impl ProcessUsage {
                 "stime_us" => (&mut u.stime_us, 2),
                 "rss_kb" => (&mut u.rss_kb, 4),
                 "hwm_kb" => (&mut u.hwm_kb, 8),
+                "vcsw" => (&mut u.vcsw, 16),
+                "ivcsw" => (&mut u.ivcsw, 32),
                 _ => continue,
             };
             *slot = value;
             seen |= bit;
         }
-        (seen == 15).then_some(u)
+        (seen == 63).then_some(u)
     }
 }
 
@@ -206,6 +256,26 @@ pub fn load_average() -> String {
         .take(3)
         .collect::<Vec<_>>()
         .join(" ")
+}
+
+/// The user and system CPU times, in clock ticks, of a `/proc/PID/stat` line: its
+/// 14th and 15th fields, counted after the command name (which may hold blanks and
+/// parentheses, so the fields start after its last `)`).
+fn stat_times(stat: &str) -> Option<(u64, u64)> {
+    let rest = &stat[stat.rfind(')')? + 1..];
+    let mut fields = rest.split_whitespace().skip(11);
+    Some((fields.next()?.parse().ok()?, fields.next()?.parse().ok()?))
+}
+
+/// The number after `key:` in the text of a `/proc/PID/status`.
+fn status_count(status: &str, key: &str) -> Option<u64> {
+    status.lines().find_map(|line| {
+        line.strip_prefix(key)?
+            .strip_prefix(':')?
+            .trim()
+            .parse()
+            .ok()
+    })
 }
 
 /// The value in KiB of `key` (`VmRSS`, `VmHWM`...) in the text of a `/proc/PID/status`.
@@ -238,11 +308,14 @@ mod tests {
             stime_us: 89,
             rss_kb: 10_240,
             hwm_kb: 20_480,
+            vcsw: 7,
+            ivcsw: 3,
         };
         assert_eq!(
             u.line(),
-            "usage utime_us=1234567 stime_us=89 rss_kb=10240 hwm_kb=20480"
+            "usage utime_us=1234567 stime_us=89 rss_kb=10240 hwm_kb=20480 vcsw=7 ivcsw=3"
         );
+        assert_eq!(u.csw(), 10);
         assert_eq!(ProcessUsage::parse(&u.line()), Some(u));
         assert_eq!(ProcessUsage::parse(&format!("{}\n", u.line())), Some(u));
         assert_eq!(u.cpu_us(), 1_234_656);
@@ -251,7 +324,12 @@ mod tests {
             None
         );
         assert_eq!(
-            ProcessUsage::parse("usage utime_us=x stime_us=2 rss_kb=3 hwm_kb=4"),
+            ProcessUsage::parse("usage utime_us=1 stime_us=2 rss_kb=3 hwm_kb=4"),
+            None,
+            "no context switches"
+        );
+        assert_eq!(
+            ProcessUsage::parse("usage utime_us=x stime_us=2 rss_kb=3 hwm_kb=4 vcsw=1 ivcsw=1"),
             None
         );
         assert_eq!(ProcessUsage::parse("listening 127.0.0.1:1"), None);
@@ -263,7 +341,31 @@ mod tests {
         assert_eq!(status_kb(status, "VmRSS"), Some(10240));
         assert_eq!(status_kb(status, "VmHWM"), Some(20480));
         assert_eq!(status_kb(status, "VmSwap"), None);
+        assert_eq!(
+            status_count("voluntary_ctxt_switches:\t42\n", "voluntary_ctxt_switches"),
+            Some(42)
+        );
+        assert_eq!(
+            status_count(
+                "nonvoluntary_ctxt_switches:\t5\n",
+                "voluntary_ctxt_switches"
+            ),
+            None
+        );
         let mine = ProcessUsage::of_self().unwrap();
         assert!(mine.rss_kb > 0 && mine.hwm_kb >= mine.rss_kb, "{mine:?}");
+    }
+
+    #[test]
+    fn stat_lines_give_their_cpu_times_whatever_the_command_name() {
+        let line = "1234 (a (b) c) S 1 2 3 4 5 6 7 8 9 10 250 37 0 0 20 0 4 0 99 1000 50";
+        assert_eq!(stat_times(line), Some((250, 37)));
+        assert_eq!(stat_times("1234 (x) S 1 2"), None);
+        // This process, read as another would be: the same figures, to the tick.
+        let me = ProcessUsage::of_pid(std::process::id()).unwrap();
+        let mine = ProcessUsage::of_self().unwrap();
+        assert!(me.rss_kb > 0 && me.hwm_kb >= me.rss_kb, "{me:?}");
+        assert!(me.cpu_us() <= mine.cpu_us() + 20_000, "{me:?} {mine:?}");
+        assert!(me.csw() > 0, "{me:?}");
     }
 }
