@@ -101,6 +101,53 @@ impl std::fmt::Display for CpuBudget {
     }
 }
 
+/// Follows the budget of a running process, whose thread pools were sized at start:
+/// a quota can change while it runs (a container's CPU limit resized in place, a
+/// cpuset moved), and the pools do not change with it. [`observe`](Self::observe)
+/// each new reading (a server does it every 30 s); it says when the usable count
+/// differs from the last reading, so that the change is logged once, with the count
+/// the pools were sized for.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct BudgetWatch {
+    sized_for: usize,
+    last: usize,
+}
+
+/// A change of the usable count seen by a [`BudgetWatch`].
+#[derive(Debug, Clone, PartialEq)]
+pub struct BudgetChange {
+    /// The usable count the thread pools were sized for.
+    pub sized_for: usize,
+    /// The usable count at the reading before.
+    pub was: usize,
+    /// The reading now.
+    pub now: CpuBudget,
+}
+
+impl BudgetWatch {
+    /// A watch over pools sized for `sized_for` usable CPUs.
+    pub fn new(sized_for: usize) -> BudgetWatch {
+        BudgetWatch {
+            sized_for,
+            last: sized_for,
+        }
+    }
+
+    /// Takes a new reading: the change when its usable count differs from the last
+    /// reading's, `None` otherwise.
+    pub fn observe(&mut self, now: CpuBudget) -> Option<BudgetChange> {
+        if now.usable == self.last {
+            return None;
+        }
+        let was = std::mem::replace(&mut self.last, now.usable);
+        Some(BudgetChange {
+            sized_for: self.sized_for,
+            was,
+            now,
+        })
+    }
+}
+
 /// Where the cgroup files are read from: the real `/proc` and `/sys`, or, in tests, a
 /// tree in memory.
 pub trait Files {
@@ -309,6 +356,23 @@ mod tests {
         Tree::default()
             .with("/proc/self/cgroup", &format!("0::{path}\n"))
             .with("/proc/self/mountinfo", V2_MOUNT)
+    }
+
+    /// A quota resized while the process runs: the watch reports each change once,
+    /// with the count the pools were sized for, and nothing while it stays.
+    #[test]
+    fn a_watch_reports_each_change_of_the_usable_count_once() {
+        let quota = |q: &str| v2("/pod").with("/sys/fs/cgroup/pod/cpu.max", q);
+        let start = CpuBudget::from_sources(&quota("200000 100000"), Some(8));
+        let mut watch = BudgetWatch::new(start.usable);
+        assert_eq!(watch.observe(start.clone()), None);
+        let shrunk = CpuBudget::from_sources(&quota("100000 100000"), Some(8));
+        let change = watch.observe(shrunk.clone()).unwrap();
+        assert_eq!((change.sized_for, change.was, change.now.usable), (2, 2, 1));
+        assert_eq!(watch.observe(shrunk), None, "reported once");
+        let grown = CpuBudget::from_sources(&quota("max 100000"), Some(8));
+        let change = watch.observe(grown).unwrap();
+        assert_eq!((change.sized_for, change.was, change.now.usable), (2, 1, 8));
     }
 
     #[test]

@@ -515,7 +515,11 @@ pub struct ServerConfig {
     /// of its poller, not only its own.
     pub inline_dispatch: bool,
     /// The reactor's settings (where its pollers run: see
-    /// [`inline_dispatch`](Self::inline_dispatch)).
+    /// [`inline_dispatch`](Self::inline_dispatch)). Its pollers, and usually the
+    /// runtime's workers, are sized from the CPUs the process may use
+    /// ([`netpoll_rs::cpus`]); the server logs the sizes at start (`INFO`, "server:
+    /// netpoll reactor sized"), reads that budget again every 30 s while it serves, and
+    /// warns when it changed: the thread counts stay those chosen at start.
     pub reactor: netpoll_rs::Config,
     /// TLS on the server's TCP connections (certificate, key, client certificates):
     /// see [`crate::transport::tls`]. Each handshake must finish within

@@ -354,10 +354,28 @@ impl<D: Dispatch> BoundServer<D> {
                 tokio::time::sleep(exit_wait).await;
             }
         });
+        // The CPUs the process may use, read again now and then: the pools keep the
+        // sizes chosen at start, so a change is worth a warning.
+        let mut cpus =
+            netpoll_rs::cpus::BudgetWatch::new(netpoll_rs::cpus::CpuBudget::current().usable);
+        let mut recheck =
+            tokio::time::interval_at(tokio::time::Instant::now() + CPU_RECHECK, CPU_RECHECK);
+        recheck.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         let outcome = loop {
             while tasks.try_join_next().is_some() {}
             tokio::select! {
                 () = &mut leaving => break Ok(()),
+                _ = recheck.tick() => {
+                    if let Some(change) = cpus.observe(netpoll_rs::cpus::CpuBudget::current()) {
+                        tracing::warn!(
+                            was = change.was,
+                            cpus = %change.now,
+                            sized_for = change.sized_for,
+                            "server: the CPUs this process may use changed; its reactor \
+                             and runtime keep the thread counts chosen at start"
+                        );
+                    }
+                }
                 Some((accepted, tls)) = accepts.next() => {
                     let conn = match accepted {
                         Ok(c) => c,
@@ -539,6 +557,10 @@ pub(crate) const DEFAULT_DRAIN: Duration = Duration::from_secs(10);
 /// Logs, once per server, the sizes its threads were given and the CPU budget they
 /// come from (see `netpoll_rs::cpus`): a pod whose quota is not what its pools were
 /// sized for shows it here.
+/// How often a serving server reads its CPU budget again (see
+/// [`BudgetWatch`](netpoll_rs::cpus::BudgetWatch)).
+const CPU_RECHECK: std::time::Duration = std::time::Duration::from_secs(30);
+
 fn log_sizes(
     reactor: &netpoll_rs::Config,
     runtime: &tokio::runtime::Handle,
