@@ -295,6 +295,15 @@ mod tests {
         }
         assert!(positive_seconds("0").is_err());
         assert_eq!(rate("2500.5"), Ok(2500.5));
+        for (spin, busy, adaptive) in [
+            (SpinArg::Adaptive, true, true),
+            (SpinArg::Fixed, true, false),
+            (SpinArg::Off, false, false),
+        ] {
+            let mut reactor = netpoll_rs::Config::default();
+            spin.apply(&mut reactor);
+            assert_eq!((reactor.busy_poll, reactor.adaptive_spin), (busy, adaptive));
+        }
         for bad in ["0", "-1", "inf", "NaN", "x"] {
             assert!(rate(bad).is_err(), "{bad}");
         }

@@ -893,6 +893,24 @@ fn echo_client_calls_end_at_their_timeout() {
     );
 }
 
+/// `echo-server --spin`: a server in each way of polling answers an open loop's every
+/// call (the fixed spin and no spin are the switches kept beside the adaptive default).
+#[test]
+fn echo_server_serves_with_each_spin() {
+    for spin in ["fixed", "off", "adaptive"] {
+        let (_server, port) = support::server(&format!("spin-{spin}"), 0, &["--spin", spin]);
+        let out = Command::new(env!("CARGO_BIN_EXE_echo-client"))
+            .args(["--addr", &format!("127.0.0.1:{port}")])
+            .args(["--rate", "200", "--concurrency", "2", "--duration", "0.25"])
+            .env("RPC_PROGRESS", "0")
+            .output()
+            .unwrap();
+        let stdout = String::from_utf8_lossy(&out.stdout);
+        assert!(out.status.success(), "{spin}: {stdout}");
+        assert_eq!(calls(&stdout), (50, 50, 0, 0), "{spin}: {stdout}");
+    }
+}
+
 /// `echo-client --rate`: an open loop makes exactly the calls due in the window (400 a
 /// second for half a second), all answered, and ends with the open-loop line.
 #[test]
