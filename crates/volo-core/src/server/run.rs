@@ -170,6 +170,9 @@ impl<D: Dispatch> Server<D> {
         self.services
             .check()
             .map_err(|e| io::Error::new(io::ErrorKind::InvalidInput, e))?;
+        // Read once: logged with the sizes chosen, and the baseline the serving server
+        // compares later readings with.
+        let cpus = netpoll_rs::cpus::CpuBudget::current();
         let reactor = match self.config.transport {
             TransportKind::Netpoll => {
                 let runtime = tokio::runtime::Handle::current();
@@ -180,12 +183,12 @@ impl<D: Dispatch> Server<D> {
                     // is one `epoll_wait`; as tasks of the runtime it would be two
                     // (tokio's, then the poller's).
                     reactor.pollers = reactor.pollers.max(runtime.metrics().num_workers());
-                    log_sizes(&reactor, &runtime, "threads of their own");
+                    log_sizes(&reactor, &runtime, &cpus, "threads of their own");
                     netpoll_rs::Reactor::new(reactor)?
                 } else {
                     // Calls run on the connections' tasks: pollers on the runtime wake
                     // them without a thread switch.
-                    log_sizes(&reactor, &runtime, "tasks of the runtime");
+                    log_sizes(&reactor, &runtime, &cpus, "tasks of the runtime");
                     netpoll_rs::Reactor::on_runtime(&runtime, reactor)?
                 })
             }
@@ -228,6 +231,7 @@ impl<D: Dispatch> Server<D> {
             reactor,
             listeners,
             connections,
+            cpus_at_start: cpus.usable,
         })
     }
 }
@@ -265,6 +269,9 @@ pub struct BoundServer<D> {
     connections: Arc<Semaphore>,
     /// The registry and what to register with it, one per service.
     registrations: Option<(Arc<dyn Registry>, Vec<Registration>)>,
+    /// The CPUs the process could use when it was bound (see
+    /// [`netpoll_rs::cpus::CpuBudget::usable`]).
+    cpus_at_start: usize,
 }
 
 impl<D> std::fmt::Debug for BoundServer<D> {
@@ -356,8 +363,7 @@ impl<D: Dispatch> BoundServer<D> {
         });
         // The CPUs the process may use, read again now and then: the pools keep the
         // sizes chosen at start, so a change is worth a warning.
-        let mut cpus =
-            netpoll_rs::cpus::BudgetWatch::new(netpoll_rs::cpus::CpuBudget::current().usable);
+        let mut cpus = netpoll_rs::cpus::BudgetWatch::new(self.cpus_at_start);
         let mut recheck =
             tokio::time::interval_at(tokio::time::Instant::now() + CPU_RECHECK, CPU_RECHECK);
         recheck.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
@@ -554,23 +560,24 @@ pub(crate) const DEFAULT_EXIT_WAIT: Duration = Duration::from_secs(1);
 /// How long a drained server waits at most, by default.
 pub(crate) const DEFAULT_DRAIN: Duration = Duration::from_secs(10);
 
-/// Logs, once per server, the sizes its threads were given and the CPU budget they
-/// come from (see `netpoll_rs::cpus`): a pod whose quota is not what its pools were
-/// sized for shows it here.
 /// How often a serving server reads its CPU budget again (see
 /// [`BudgetWatch`](netpoll_rs::cpus::BudgetWatch)).
 const CPU_RECHECK: std::time::Duration = std::time::Duration::from_secs(30);
 
+/// Logs, once per server, the sizes its threads were given and the CPU budget they
+/// come from (see `netpoll_rs::cpus`): a pod whose quota is not what its pools were
+/// sized for shows it here.
 fn log_sizes(
     reactor: &netpoll_rs::Config,
     runtime: &tokio::runtime::Handle,
+    cpus: &netpoll_rs::cpus::CpuBudget,
     pollers_as: &'static str,
 ) {
     tracing::info!(
         pollers = reactor.pollers,
         pollers_as,
         runtime_workers = runtime.metrics().num_workers(),
-        cpus = %netpoll_rs::cpus::CpuBudget::current(),
+        cpus = %cpus,
         "server: netpoll reactor sized"
     );
 }
