@@ -259,11 +259,10 @@ impl Driver {
 /// was written on: with a 10 µs threshold the server spun at 75% of saturation and
 /// used 12% more CPU than blocking, with a worse p99; the fixed 50 µs spin used a whole
 /// core at every load.) Then it spins for twice the expected gap (at most
-/// [`Config::spin`]). Otherwise it
-/// blocks at once: a blocking poll returns at once when events came while the batch
-/// was handled, so the one more poll with a zero timeout of the other modes (Netpoll's
-/// trick) would only add a system call when none did (measured: about 1 µs of CPU a
-/// call at a quarter of saturation).
+/// [`Config::spin`]). Otherwise it blocks at once: a blocking poll returns at once
+/// when events came while the batch was handled, so the one more poll with a zero
+/// timeout of the other modes (Netpoll's trick) would only add a system call when none
+/// did (measured: about 1 µs of CPU a call at a quarter of saturation).
 ///
 /// A gap that ends in a wake-up also holds the time the thread took to wake, so the
 /// gaps seen while blocking are not learnt from; instead, one block decision in
@@ -395,12 +394,11 @@ fn average(avg: u64, sample: Duration) -> u64 {
     avg - avg / 8 + sample / 8
 }
 
-/// The poll loop of a poller thread. With `busy_poll`, after a batch with events the
-/// thread keeps polling with a zero timeout, yielding between polls, for
-/// [`Config::spin`] after the last event (at least one more poll), and only then
-/// blocks: until an event, or the earliest deadline of its connections, with no
-/// timeout when there is none. Connections with input left after their read budget are
-/// served again on the next turn, which then does not block either.
+/// The poll loop of a poller thread. After a batch with events, [`Spin`] says whether
+/// the thread keeps polling with a zero timeout, yielding between polls, and for how
+/// long; then it blocks: until an event, or the earliest deadline of its connections,
+/// with no timeout when there is none. Connections with input left after their read
+/// budget are served again on the next turn, which then does not block either.
 pub(crate) fn run(mut poll: Poll, mut driver: Driver) {
     let mut spin = Spin::new(&driver.shared.config, Instant::now());
     let mut spinning = false;
@@ -430,12 +428,12 @@ pub(crate) fn run(mut poll: Poll, mut driver: Driver) {
 
 /// The poll loop as a task of a tokio runtime: tokio's own reactor watches the poller's
 /// epoll fd, and the task polls it with a zero timeout when it is readable. Handlers on
-/// the same runtime are then woken from their own threads, with no thread switch. With
-/// `busy_poll`, after a batch with events the task yields to the runtime (the woken
-/// handlers run) and polls again with a zero timeout, for [`Config::spin`] after the
-/// last event (at least once), before it waits again: for the fd to be readable, or
-/// for the earliest deadline of its connections, on one tokio sleep that the task
-/// keeps and moves (none while there is no deadline).
+/// the same runtime are then woken from their own threads, with no thread switch. After
+/// a batch with events, while [`Spin`] says to keep polling (or more work is known to
+/// wait), the task yields to the runtime (the woken handlers run) and polls again with
+/// a zero timeout; then it waits again: for the fd to be readable, or for the earliest
+/// deadline of its connections, on one tokio sleep that the task keeps and moves (none
+/// while there is no deadline).
 pub(crate) async fn run_on_runtime(poll: Poll, mut driver: Driver) {
     use tokio::io::Interest;
     use tokio::io::unix::AsyncFd;
