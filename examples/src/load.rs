@@ -295,11 +295,24 @@ where
     }
     tokio::time::sleep(plan.warmup).await;
     let start = *window.get_or_init(Instant::now);
-    let show = plan.progress;
+    watch_window(label, start, plan, &done).await;
+    stopped.store(true, Ordering::Relaxed);
+    let elapsed = start.elapsed();
+    if plan.progress {
+        eprintln!();
+    }
+    // The calls in flight started in the window: wait for them, within the limit.
+    join_by(handles, Instant::now() + cuts.drain).await;
+    assemble(elapsed, seconds, tallies)
+}
+
+/// Waits until `plan.duration` after `start`, drawing the progress bar (with the calls
+/// `done` so far) every 200 ms when `plan.progress`.
+pub(crate) async fn watch_window(label: &str, start: Instant, plan: Plan, done: &AtomicU64) {
     while start.elapsed() < plan.duration {
         let left = plan.duration.saturating_sub(start.elapsed());
         tokio::time::sleep(left.min(Duration::from_millis(200))).await;
-        if show {
+        if plan.progress {
             draw(
                 label,
                 start.elapsed(),
@@ -308,29 +321,26 @@ where
             );
         }
     }
-    stopped.store(true, Ordering::Relaxed);
-    let elapsed = start.elapsed();
-    if show {
-        eprintln!();
-    }
-    // The calls in flight started in the window: wait for them, within the limit.
-    let drained = Instant::now() + cuts.drain;
+}
+
+/// Waits for the workers until `deadline`, and aborts those still running then.
+pub(crate) async fn join_by(handles: Vec<tokio::task::JoinHandle<()>>, deadline: Instant) {
     for mut handle in handles {
-        if tokio::time::timeout_at(drained, &mut handle).await.is_err() {
+        if tokio::time::timeout_at(deadline, &mut handle)
+            .await
+            .is_err()
+        {
             handle.abort();
         }
     }
-    let tallies = tallies
-        .into_iter()
-        .map(|t| std::mem::take(&mut *t.lock().unwrap_or_else(PoisonError::into_inner)));
-    assemble(elapsed, seconds, tallies)
 }
 
-/// The report of a window of `seconds` timeline steps from the workers' tallies.
+/// The report of a window of `seconds` timeline steps from the workers' tallies (taken
+/// out of them).
 pub(crate) fn assemble(
     elapsed: Duration,
     seconds: usize,
-    tallies: impl Iterator<Item = Tally>,
+    tallies: Vec<Arc<Mutex<Tally>>>,
 ) -> Report {
     let mut report = Report {
         elapsed,
@@ -339,6 +349,7 @@ pub(crate) fn assemble(
     let mut merged: Vec<Bucket> = Vec::new();
     merged.resize_with(seconds, Bucket::default);
     for tally in tallies {
+        let tally = std::mem::take(&mut *tally.lock().unwrap_or_else(PoisonError::into_inner));
         report.calls += tally.calls;
         report.late += tally.late;
         for (into, from) in merged.iter_mut().zip(tally.seconds) {
@@ -368,7 +379,7 @@ pub fn progress_wanted() -> bool {
     std::env::var("RPC_PROGRESS").map_or_else(|_| std::io::stderr().is_terminal(), |v| v == "1")
 }
 
-pub(crate) fn draw(label: &str, elapsed: Duration, total: Duration, calls: u64) {
+fn draw(label: &str, elapsed: Duration, total: Duration, calls: u64) {
     const WIDTH: usize = 30;
     let frac = (elapsed.as_secs_f64() / total.as_secs_f64()).clamp(0.0, 1.0);
     let filled = (frac * WIDTH as f64) as usize;

@@ -40,7 +40,7 @@ use std::time::{Duration, Instant};
 
 use tokio::sync::Semaphore;
 
-use crate::load::{DRAIN_LIMIT, Plan, Report, Tally, assemble};
+use crate::load::{DRAIN_LIMIT, Plan, Report, Tally, assemble, join_by, watch_window};
 
 /// How long after it was due a call may start and still be on time.
 pub const LATE: Duration = Duration::from_millis(1);
@@ -186,42 +186,17 @@ where
     }
     let window_start = schedule.due(schedule.warm);
     let window_end = window_start + plan.duration;
-    loop {
-        let now = Instant::now();
-        if now >= window_end {
-            break;
-        }
-        tokio::time::sleep((window_end - now).min(Duration::from_millis(200))).await;
-        if plan.progress {
-            crate::load::draw(
-                label,
-                Instant::now().saturating_duration_since(window_start),
-                plan.duration,
-                done.load(Ordering::Relaxed),
-            );
-        }
-    }
+    watch_window(label, window_start.into(), plan, &done).await;
     if plan.progress {
         eprintln!();
     }
-    let drained = tokio::time::Instant::from_std(window_end + drain);
-    for mut handle in handles {
-        if tokio::time::timeout_at(drained, &mut handle).await.is_err() {
-            handle.abort();
-        }
-    }
+    join_by(handles, (window_end + drain).into()).await;
     // Callers that gave up leave calls released: the pacer is done or told to stop.
     abandon.store(true, Ordering::Relaxed);
     let _ = pacer.await;
     let last = schedule.start + Duration::from_nanos(last_end.load(Ordering::Relaxed));
     let elapsed = last.max(window_end).saturating_duration_since(window_start);
-    let mut report = assemble(
-        elapsed,
-        schedule.steps(),
-        tallies
-            .into_iter()
-            .map(|t| std::mem::take(&mut *t.lock().unwrap_or_else(PoisonError::into_inner))),
-    );
+    let mut report = assemble(elapsed, schedule.steps(), tallies);
     // Every call of the window was due, whether or not a caller took it.
     report.calls = schedule.total - schedule.warm;
     report
