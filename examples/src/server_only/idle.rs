@@ -12,7 +12,7 @@ use volo_core::codec::ttheader::{Header, HeaderLimits};
 use volo_core::codec::{Framing, Protocol, write_message};
 
 use super::process::{ServerKind, ServerProcess};
-use super::sys::{SavedCpus, pin, raise_nofile};
+use super::sys::{on_cpus, raise_nofile};
 use crate::echo::{EchoServiceEchoArgs, EchoServiceEchoResult, Request};
 
 /// How long a connect, a write or a read of one idle connection's call may take.
@@ -55,11 +55,7 @@ pub struct IdleSettings {
 /// the first connection that fails (a server's connection limit, say): an
 /// `idle_stopped` line says where and why.
 pub fn idle(s: &IdleSettings) -> io::Result<Vec<String>> {
-    let saved = SavedCpus::now()?;
-    pin(&s.client_cpus)?;
-    let out = idle_pinned(s);
-    saved.restore()?;
-    out
+    on_cpus(&s.client_cpus, || idle_pinned(s))
 }
 
 fn idle_pinned(s: &IdleSettings) -> io::Result<Vec<String>> {

@@ -43,7 +43,7 @@ pub use idle::{IdleSettings, idle};
 pub use partial::{PartialSettings, RateSpec, partial};
 pub use process::{SERVE, ServerKind, ServerProcess, serve_if_asked};
 pub use sys::{
-    CpuList, NoFile, ProcessUsage, SavedCpus, load_average, parse_cpus, pin, raise_nofile,
+    CpuList, NoFile, ProcessUsage, SavedCpus, load_average, on_cpus, parse_cpus, pin, raise_nofile,
 };
 
 use clap::ValueEnum;
@@ -252,12 +252,12 @@ impl Case {
 
     /// Server CPU time over wall time: 1.0 is one core busy all the time.
     pub fn server_util(&self) -> f64 {
-        self.server_cpu_us as f64 / 1e6 / self.wall.as_secs_f64().max(1e-9)
+        cores(self.server_cpu_us, self.wall)
     }
 
     /// Load generator CPU time over wall time.
     pub fn client_util(&self) -> f64 {
-        self.client_cpu_us as f64 / 1e6 / self.wall.as_secs_f64().max(1e-9)
+        cores(self.client_cpu_us, self.wall)
     }
 
     /// `server_only server=.. spin=.. loadgen=.. conc=.. size=.. qps=.. p50_us=..
@@ -327,15 +327,47 @@ impl Measured {
     fn server_cpu_us_per_call(&self) -> f64 {
         per_call(self.server_cpu_us, &self.report)
     }
+
+    /// `n` over the calls that ended (0 with none).
+    fn per_call(&self, n: u64) -> f64 {
+        per_call(n, &self.report)
+    }
+
+    /// The server's CPU time over the wall time.
+    fn server_cores(&self) -> f64 {
+        cores(self.server_cpu_us, self.wall)
+    }
+
+    /// The load generator's CPU time over the wall time.
+    fn client_cores(&self) -> f64 {
+        cores(self.client_cpu_us, self.wall)
+    }
+
+    /// Adds `other`'s calls and usage, as if both windows were one run.
+    fn pool(&mut self, other: Measured) {
+        self.report.pool(other.report);
+        self.server_cpu_us += other.server_cpu_us;
+        self.client_cpu_us += other.client_cpu_us;
+        self.wall += other.wall;
+        self.server_hwm_kb = self.server_hwm_kb.max(other.server_hwm_kb);
+        self.server_vcsw += other.server_vcsw;
+        self.server_ivcsw += other.server_ivcsw;
+    }
 }
 
-/// `cpu_us` over the calls of `report` that ended (0 with none).
-fn per_call(cpu_us: u64, report: &Report) -> f64 {
+/// `n` (CPU µs, context switches...) over the calls of `report` that ended (0 with
+/// none).
+fn per_call(n: u64, report: &Report) -> f64 {
     let calls = report.ok + report.errors;
     if calls == 0 {
         return 0.0;
     }
-    cpu_us as f64 / calls as f64
+    n as f64 / calls as f64
+}
+
+/// `cpu_us` of CPU time over `wall` time, in cores (1.0: one core busy throughout).
+fn cores(cpu_us: u64, wall: Duration) -> f64 {
+    cpu_us as f64 / 1e6 / wall.as_secs_f64().max(1e-9)
 }
 
 /// Runs every case of `s`: for each round, concurrency and load generator, each server
@@ -344,11 +376,7 @@ fn per_call(cpu_us: u64, report: &Report) -> f64 {
 /// returns the cases pooled over the rounds. The calling thread is pinned to
 /// `s.client_cpus` while it runs, and put back after.
 pub fn run(s: &Settings) -> io::Result<Vec<Case>> {
-    let saved = SavedCpus::now()?;
-    pin(&s.client_cpus)?;
-    let out = run_pinned(s);
-    saved.restore()?;
-    out
+    on_cpus(&s.client_cpus, || run_pinned(s))
 }
 
 fn run_pinned(s: &Settings) -> io::Result<Vec<Case>> {

@@ -25,7 +25,7 @@ use std::io;
 use std::path::PathBuf;
 use std::time::Duration;
 
-use super::{LoadGen, Measured, SavedCpus, ServerKind, ServerProcess, measure, pin};
+use super::{LoadGen, Measured, ServerKind, ServerProcess, measure, on_cpus};
 use crate::cli::Usage;
 use crate::load::{Plan, Report};
 
@@ -128,32 +128,21 @@ struct Point {
 }
 
 impl Point {
-    fn cores(&self) -> f64 {
-        self.run.server_cpu_us as f64 / 1e6 / self.run.wall.as_secs_f64().max(1e-9)
-    }
-
-    fn per_call(&self, n: u64) -> f64 {
-        let calls = self.run.report.ok + self.run.report.errors;
-        if calls == 0 {
-            return 0.0;
-        }
-        n as f64 / calls as f64
-    }
-
     fn line(&self, loadgen: LoadGen, concurrency: usize, size: usize) -> String {
-        let client = self.run.client_cpu_us as f64 / 1e6 / self.run.wall.as_secs_f64().max(1e-9);
+        let run = &self.run;
         format!(
             "partial {} {} loadgen={} conc={concurrency} size={size} {} server_cores={:.3} \
              server_cpu_us_per_call={:.2} csw_per_call={:.3} wakeups_per_call={:.3} \
-             client_util={client:.3} rounds={} cores_by_round={}",
+             client_util={:.3} rounds={} cores_by_round={}",
             self.server.fields(),
             self.spec.share_field(),
             loadgen.name(),
-            self.run.report.open_line(self.rate),
-            self.cores(),
-            self.per_call(self.run.server_cpu_us),
-            self.per_call(self.run.server_vcsw + self.run.server_ivcsw),
-            self.per_call(self.run.server_vcsw),
+            run.report.open_line(self.rate),
+            run.server_cores(),
+            run.per_call(run.server_cpu_us),
+            run.per_call(run.server_vcsw + run.server_ivcsw),
+            run.per_call(run.server_vcsw),
+            run.client_cores(),
             self.cores_by_round.len(),
             self.cores_by_round
                 .iter()
@@ -165,15 +154,8 @@ impl Point {
 
     /// Adds a run's calls and usage to the pool.
     fn add(&mut self, run: Measured) {
-        let cores = run.server_cpu_us as f64 / 1e6 / run.wall.as_secs_f64().max(1e-9);
-        self.cores_by_round.push(cores);
-        self.run.report.pool(run.report);
-        self.run.server_cpu_us += run.server_cpu_us;
-        self.run.client_cpu_us += run.client_cpu_us;
-        self.run.wall += run.wall;
-        self.run.server_hwm_kb = self.run.server_hwm_kb.max(run.server_hwm_kb);
-        self.run.server_vcsw += run.server_vcsw;
-        self.run.server_ivcsw += run.server_ivcsw;
+        self.cores_by_round.push(run.server_cores());
+        self.run.pool(run);
     }
 }
 
@@ -181,12 +163,7 @@ impl Point {
 /// the `partial_ratio` lines. The calling thread is pinned to the load generator's
 /// CPUs while it runs, and put back after.
 pub fn partial(s: &PartialSettings) -> Result<Vec<String>, Usage> {
-    let failed = |e: io::Error| Usage(format!("partial load: {e}"));
-    let saved = SavedCpus::now().map_err(failed)?;
-    pin(&s.client_cpus).map_err(failed)?;
-    let out = partial_pinned(s).map_err(failed);
-    saved.restore().map_err(failed)?;
-    out
+    on_cpus(&s.client_cpus, || partial_pinned(s)).map_err(|e| Usage(format!("partial load: {e}")))
 }
 
 fn partial_pinned(s: &PartialSettings) -> io::Result<Vec<String>> {
@@ -255,7 +232,7 @@ fn partial_pinned(s: &PartialSettings) -> io::Result<Vec<String>> {
                     server.fields(),
                     spec.share_field(),
                     run.report.open_line(rate),
-                    run.server_cpu_us as f64 / 1e6 / run.wall.as_secs_f64().max(1e-9),
+                    run.server_cores(),
                 );
                 if let Some(point) = points
                     .iter_mut()
@@ -297,10 +274,10 @@ fn ratios(points: &[Point]) -> Vec<String> {
                 spin.name(),
                 ours.spec.share_field(),
                 ours.rate,
-                ratio(ours.cores(), them.cores()),
+                ratio(ours.run.server_cores(), them.run.server_cores()),
                 ratio(
-                    ours.per_call(ours.run.server_cpu_us),
-                    them.per_call(them.run.server_cpu_us)
+                    ours.run.server_cpu_us_per_call(),
+                    them.run.server_cpu_us_per_call()
                 ),
                 ratio(p99(&ours.run.report), p99(&them.run.report)),
             ));

@@ -263,17 +263,16 @@ impl ServerProcess {
             format!("{command} --addr {addr}")
         };
         // The child inherits the affinity of the thread that starts it.
-        let saved = sys::SavedCpus::now()?;
-        sys::pin(cpus)?;
-        let spawned = Command::new("sh")
-            .arg("-c")
-            .arg(format!("exec {line}"))
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(Stdio::inherit())
-            .spawn();
-        saved.restore()?;
-        let child = spawned.map_err(|e| io::Error::new(e.kind(), format!("{line}: {e}")))?;
+        let child = sys::on_cpus(cpus, || {
+            Command::new("sh")
+                .arg("-c")
+                .arg(format!("exec {line}"))
+                .stdin(Stdio::null())
+                .stdout(Stdio::null())
+                .stderr(Stdio::inherit())
+                .spawn()
+                .map_err(|e| io::Error::new(e.kind(), format!("{line}: {e}")))
+        })?;
         let (_, lines) = channel();
         let mut process = ServerProcess {
             kind,

@@ -65,6 +65,16 @@ pub fn pin(cpus: &[usize]) -> io::Result<()> {
     })
 }
 
+/// Runs `f` with the calling thread (and the threads and processes it starts) on
+/// `cpus`, and puts the thread's CPUs back after.
+pub fn on_cpus<T>(cpus: &[usize], f: impl FnOnce() -> io::Result<T>) -> io::Result<T> {
+    let saved = SavedCpus::now()?;
+    pin(cpus)?;
+    let out = f();
+    saved.restore()?;
+    out
+}
+
 /// The CPUs the calling thread may run on, saved to be put back with
 /// [`restore`](Self::restore) after a [`pin`].
 #[derive(Debug, Clone, Copy)]
@@ -154,21 +164,14 @@ impl ProcessUsage {
             u64::try_from(t.tv_sec()).unwrap_or(0) * 1_000_000
                 + u64::try_from(t.tv_usec()).unwrap_or(0)
         };
-        let status = std::fs::read_to_string("/proc/self/status")?;
-        let kb = |key| {
-            status_kb(&status, key).ok_or_else(|| {
-                io::Error::new(
-                    io::ErrorKind::InvalidData,
-                    format!("no {key} in /proc/self/status"),
-                )
-            })
-        };
+        let path = "/proc/self/status";
+        let (rss_kb, hwm_kb) = memory_kb(&std::fs::read_to_string(path)?, path)?;
         let count = |n: std::ffi::c_long| u64::try_from(n).unwrap_or(0);
         Ok(ProcessUsage {
             utime_us: us(ru.user_time()),
             stime_us: us(ru.system_time()),
-            rss_kb: kb("VmRSS")?,
-            hwm_kb: kb("VmHWM")?,
+            rss_kb,
+            hwm_kb,
             vcsw: count(ru.voluntary_context_switches()),
             ivcsw: count(ru.involuntary_context_switches()),
         })
@@ -179,18 +182,17 @@ impl ProcessUsage {
     /// each `/proc/PID/task/TID/status` (context switches of its live threads).
     pub fn of_pid(pid: u32) -> io::Result<ProcessUsage> {
         let dir = format!("/proc/{pid}");
-        let bad = |what: String| io::Error::new(io::ErrorKind::InvalidData, what);
         let stat = std::fs::read_to_string(format!("{dir}/stat"))?;
-        let (utime, stime) =
-            stat_times(&stat).ok_or_else(|| bad(format!("{dir}/stat: {stat:?}")))?;
-        let status = std::fs::read_to_string(format!("{dir}/status"))?;
-        let kb =
-            |key| status_kb(&status, key).ok_or_else(|| bad(format!("no {key} in {dir}/status")));
+        let (utime, stime) = stat_times(&stat).ok_or_else(|| {
+            io::Error::new(io::ErrorKind::InvalidData, format!("{dir}/stat: {stat:?}"))
+        })?;
+        let path = format!("{dir}/status");
+        let (rss_kb, hwm_kb) = memory_kb(&std::fs::read_to_string(&path)?, &path)?;
         let mut usage = ProcessUsage {
             utime_us: utime * 10_000,
             stime_us: stime * 10_000,
-            rss_kb: kb("VmRSS")?,
-            hwm_kb: kb("VmHWM")?,
+            rss_kb,
+            hwm_kb,
             vcsw: 0,
             ivcsw: 0,
         };
@@ -267,23 +269,32 @@ fn stat_times(stat: &str) -> Option<(u64, u64)> {
     Some((fields.next()?.parse().ok()?, fields.next()?.parse().ok()?))
 }
 
+/// The first value after `key:` in the text of a `/proc/PID/status` that `parse`
+/// reads (given the value with its blanks trimmed).
+fn status_value<T>(status: &str, key: &str, parse: impl Fn(&str) -> Option<T>) -> Option<T> {
+    status
+        .lines()
+        .find_map(|line| parse(line.strip_prefix(key)?.strip_prefix(':')?.trim()))
+}
+
 /// The number after `key:` in the text of a `/proc/PID/status`.
 fn status_count(status: &str, key: &str) -> Option<u64> {
-    status.lines().find_map(|line| {
-        line.strip_prefix(key)?
-            .strip_prefix(':')?
-            .trim()
-            .parse()
-            .ok()
-    })
+    status_value(status, key, |v| v.parse().ok())
+}
+
+/// `VmRSS` and `VmHWM`, in KiB, of the text of a `/proc/PID/status` read from `path`.
+fn memory_kb(status: &str, path: &str) -> io::Result<(u64, u64)> {
+    let kb = |key| {
+        status_kb(status, key).ok_or_else(|| {
+            io::Error::new(io::ErrorKind::InvalidData, format!("no {key} in {path}"))
+        })
+    };
+    Ok((kb("VmRSS")?, kb("VmHWM")?))
 }
 
 /// The value in KiB of `key` (`VmRSS`, `VmHWM`...) in the text of a `/proc/PID/status`.
 fn status_kb(status: &str, key: &str) -> Option<u64> {
-    status.lines().find_map(|line| {
-        let rest = line.strip_prefix(key)?.strip_prefix(':')?;
-        rest.trim().strip_suffix("kB")?.trim().parse().ok()
-    })
+    status_value(status, key, |v| v.strip_suffix("kB")?.trim().parse().ok())
 }
 
 #[cfg(test)]
