@@ -84,7 +84,7 @@ pub(crate) async fn serve<D: Dispatch, C: FrameIo>(
                 };
                 let now = Instant::now();
                 match conn.write_with(|out| core.start(out, frame, now)) {
-                    Ok(Some(call)) => calls.push(call),
+                    Ok(Some(make)) => calls.push(make()),
                     // Answered already (an exception): send it.
                     Ok(None) => {
                         if conn.flush().await.is_err() {

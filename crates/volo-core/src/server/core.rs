@@ -35,17 +35,15 @@
 //! (`inline.rs`). The harness in `harness.rs` drives the core with bytes and a fake
 //! clock, and most server tests run on it.
 
-use std::future::Future;
 use std::io;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Instant;
 
 use bytes::Bytes;
-use futures_util::FutureExt;
 use thrift_codec::LinkBuffer;
 
-use super::call::{Done, answer, start_call};
+use super::call::{Arrival, Done, MakeCall, answer, start_call};
 use super::multiplex::Services;
 use super::{Dispatch, ServerConfig, ServiceInfo};
 use crate::codec::ttheader::Header;
@@ -402,8 +400,10 @@ impl<D: Dispatch> ConnCore<D> {
     }
 
     /// Starts the call of `frame`, the frame just cut (by [`next_frame`], or by the
-    /// transport with [`frame_len`]), taken at `now`. Returns the call to run: the
-    /// driver polls it and hands its outcome to [`finish`](Self::finish). `Ok(None)`
+    /// transport with [`frame_len`]), taken at `now`. Returns what makes the call to
+    /// run: the driver calls it where the call is to stay (see
+    /// [`start_call`](super::call::start_call) why), polls the call and hands its
+    /// outcome to [`finish`](Self::finish). `Ok(None)`
     /// when the frame was answered already (an exception, written into `out`); `Err`
     /// when the connection must close (logged here).
     ///
@@ -414,42 +414,36 @@ impl<D: Dispatch> ConnCore<D> {
         out: &mut LinkBuffer,
         frame: Bytes,
         now: Instant,
-    ) -> io::Result<Option<impl Future<Output = Done<D::Reply>> + Send + 'static + use<D>>> {
+    ) -> io::Result<Option<impl MakeCall<D::Reply> + use<D>>> {
         self.partial_since = None;
         self.last_active = now;
         let Some((framing, protocol)) = self.reader.kind() else {
             return Err(io::Error::other("a frame before the framing was known"));
         };
-        let budget = self.reader.reserved.take();
         let peer = self.peer.clone();
         let spare = &mut self.spare_header;
         let counted = self.shared.counters.as_ref().map(|c| {
             c.bytes.received.inc_by(frame.len() as u64);
             (c, out.len())
         });
-        let call = start_call(
-            out,
-            &self.shared,
-            peer,
-            (framing, protocol),
+        let arrival = Arrival {
             frame,
-            (now, self.stopping),
-            spare,
-        )
-        .inspect_err(|e| bad_frame(self.peer.as_ref(), framing, protocol, e))?;
+            now,
+            closing: self.stopping,
+            // The frame's budget is given back when its call is done.
+            held: self.reader.reserved.take(),
+        };
+        let call = start_call(out, &self.shared, peer, (framing, protocol), arrival, spare)
+            .inspect_err(|e| bad_frame(self.peer.as_ref(), framing, protocol, e))?;
         // An exception answered at once (a refusal, an unknown service...).
         if let Some((c, before)) = counted {
             c.bytes.sent.inc_by(out.len().saturating_sub(before) as u64);
         }
-        Ok(call.map(|call| {
+        if call.is_some() {
             self.multiplexed |= self.in_progress > 0;
             self.in_progress += 1;
-            // The frame's budget is given back when its call is done.
-            call.map(move |done| {
-                drop(budget);
-                done
-            })
-        }))
+        }
+        Ok(call)
     }
 
     /// Writes the reply of a call [`start`](Self::start) gave (nothing for a oneway

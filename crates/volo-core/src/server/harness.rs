@@ -41,6 +41,9 @@ pub(crate) struct Harness<D: Dispatch> {
     /// Bytes the core asked for before the next frame can be cut.
     pub(crate) need: Option<usize>,
     pub(crate) closed: Option<Closed>,
+    /// The bytes of what the core's `start` gave for the last call and of the call it
+    /// made (see [`start_call`](super::call::start_call)).
+    pub(crate) sizes: Option<(usize, usize)>,
 }
 
 impl Harness<super::deadline::Deadline<TestService>> {
@@ -78,6 +81,7 @@ impl<D: Dispatch> Harness<D> {
             calls: Vec::new(),
             need: None,
             closed: None,
+            sizes: None,
         }
     }
 
@@ -166,8 +170,10 @@ impl<D: Dispatch> Harness<D> {
         loop {
             match self.core.next_frame(&mut self.input, self.now)? {
                 Next::Frame(frame) => {
-                    if let Some(call) = self.core.start(&mut self.output, frame, self.now)? {
-                        let mut call: Call<D::Reply> = Box::pin(call);
+                    if let Some(make) = self.core.start(&mut self.output, frame, self.now)? {
+                        let made = std::mem::size_of_val(&make);
+                        let mut call: Call<D::Reply> = Box::pin(make());
+                        self.sizes = Some((made, std::mem::size_of_val(&*call)));
                         match call.as_mut().poll(&mut cx) {
                             Poll::Ready(done) => {
                                 self.core.finish(&mut self.output, done, self.now)?;

@@ -33,7 +33,7 @@ use tokio::sync::{Notify, OwnedSemaphorePermit};
 use tokio::task::AbortHandle;
 
 use super::Dispatch;
-use super::call::Done;
+use super::call::{Done, MakeCall};
 use super::core::{ConnCore, Next, Shared};
 use super::spare;
 use crate::context::Address;
@@ -113,13 +113,14 @@ pub(crate) type Admitted = (OwnedSemaphorePermit, Option<OpenConnection>);
 type Moved<R> = Mutex<Vec<(u64, Done<R>)>>;
 
 /// The connection's [`Handler`]. `S` is [`ConnCore::start`], taken as a function so
-/// that the type of the calls it makes can be named (`F`): the box of a call that
-/// finished in its first poll serves the next call of the thread ([`spare`]), so a
-/// call allocates nothing unless it waits (then it takes its box to its task).
-struct InlineServer<D: Dispatch, S, F> {
+/// that the type of what it gives (`M`, which makes a call) can be named, and with it
+/// the call's: the box of a call that finished in its first poll serves the next call
+/// of the thread ([`spare`]), so a call allocates nothing unless it waits (then it
+/// takes its box to its task).
+struct InlineServer<D: Dispatch, S, M> {
     core: ConnCore<D>,
     start: S,
-    _calls: PhantomData<fn() -> F>,
+    _calls: PhantomData<fn() -> M>,
     /// Calls finished on their tasks, waiting to be answered.
     finished: Arc<Moved<D::Reply>>,
     handle: InlineHandle,
@@ -134,18 +135,19 @@ struct InlineServer<D: Dispatch, S, F> {
     _permit: Admitted,
 }
 
-impl<D, S, F> InlineServer<D, S, F>
+impl<D, S, M> InlineServer<D, S, M>
 where
     D: Dispatch,
-    S: Fn(&mut ConnCore<D>, &mut LinkBuffer, Bytes, Instant) -> std::io::Result<Option<F>>,
-    F: Future<Output = Done<D::Reply>> + Send + 'static,
+    S: Fn(&mut ConnCore<D>, &mut LinkBuffer, Bytes, Instant) -> std::io::Result<Option<M>>,
+    M: MakeCall<D::Reply>,
 {
-    /// Runs a call: polls it once here; if it must wait, moves it to a task.
-    fn run(&mut self, io: &mut Io<'_>, call: F) -> std::io::Result<()> {
+    /// Runs a call: makes it in its box, polls it once here; if it must wait, moves it
+    /// to a task.
+    fn run(&mut self, io: &mut Io<'_>, make: M) -> std::io::Result<()> {
         // Boxed before the first poll, so that a call that waits can move to a task;
         // in the thread's spare box, which it gives back if it does not wait.
-        let mut slot = spare::take::<F>();
-        slot.set(Some(call));
+        let mut slot = spare::take::<M::Call>();
+        slot.set(Some(make()));
         let mut cx = Context::from_waker(Waker::noop());
         // On the poller's thread, in the runtime's context: a handler may start a timer
         // or a task in its first poll.
@@ -206,13 +208,13 @@ where
     }
 }
 
-impl<D, S, F> Handler for InlineServer<D, S, F>
+impl<D, S, M> Handler for InlineServer<D, S, M>
 where
     D: Dispatch,
-    S: Fn(&mut ConnCore<D>, &mut LinkBuffer, Bytes, Instant) -> std::io::Result<Option<F>>
+    S: Fn(&mut ConnCore<D>, &mut LinkBuffer, Bytes, Instant) -> std::io::Result<Option<M>>
         + Send
         + 'static,
-    F: Future<Output = Done<D::Reply>> + Send + 'static,
+    M: MakeCall<D::Reply>,
 {
     fn on_input(&mut self, io: &mut Io<'_>) {
         if !self.core.is_stopping() && self.live.stopping.load(Ordering::Acquire) {

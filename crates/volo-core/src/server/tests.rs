@@ -120,6 +120,25 @@ fn framed_binary_calls_are_answered_in_order() {
     });
 }
 
+/// What the core hands its driver for a call is what makes the call, a fraction of
+/// the call's size: only that is moved around before the call is made where it stays.
+#[test]
+fn a_call_is_made_where_it_stays_from_a_fraction_of_its_size() {
+    on_harness(ServerConfig::default(), |mut c, _| {
+        c.write_all(&framed(&call::<Binary>(MessageType::Call, "echo", 1, "hi")))
+            .unwrap();
+        assert_eq!(
+            answer::<Binary>(read_framed(&mut c)).1,
+            Answer::Ok("hi".into())
+        );
+        let (made_from, call) = c.sizes.expect("a call was started");
+        assert!(
+            made_from * 2 < call,
+            "{made_from} bytes make a call of {call} bytes"
+        );
+    });
+}
+
 #[test]
 fn buffered_compact_calls_are_answered_unframed() {
     on_harness(ServerConfig::default(), |mut c, _| {
