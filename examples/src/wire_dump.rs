@@ -3,32 +3,57 @@
 //!
 //! `cargo run -p examples --bin wire-dump -- [ACTION] [MSG]` (`--help` says more).
 
+use std::io::Write;
+
 use clap::Parser;
 use thrift_codec::fixtures::echo::Request;
 use thrift_codec::{
     Binary, Codec, Compact, LinkBuffer, MessageHeader, MessageType, Protocol, Utf8Bytes,
 };
 
-fn dump<P: Protocol>(label: &str, header: &MessageHeader, req: &Request) -> Result<(), String> {
+/// Why a dump stopped: its output failed (the reader went away, say), or the value did
+/// not survive the round trip.
+#[derive(Debug)]
+enum Failure {
+    Output(std::io::Error),
+    Codec(String),
+}
+
+impl From<std::io::Error> for Failure {
+    fn from(e: std::io::Error) -> Self {
+        Failure::Output(e)
+    }
+}
+
+fn dump<P: Protocol>(
+    out: &mut impl Write,
+    label: &str,
+    header: &MessageHeader,
+    req: &Request,
+) -> Result<(), Failure> {
     let codec = Codec::<P>::new();
     let mut buf = LinkBuffer::new();
     let n = codec
         .encode_message(header, req, &mut buf)
-        .map_err(|e| e.to_string())?;
+        .map_err(|e| Failure::Codec(e.to_string()))?;
     let frame = buf.next(n);
-    println!("{label} ({n} bytes):");
+    writeln!(out, "{label} ({n} bytes):")?;
     for line in frame.chunks(16) {
         let hex: Vec<String> = line.iter().map(|b| format!("{b:02x}")).collect();
         let text: String = line
             .iter()
             .map(|&b| if b.is_ascii_graphic() { b as char } else { '.' })
             .collect();
-        println!("  {:<48} {text}", hex.join(" "));
+        writeln!(out, "  {:<48} {text}", hex.join(" "))?;
     }
-    let (back_header, back): (MessageHeader, Request) =
-        codec.decode_message(frame).map_err(|e| e.to_string())?;
+    out.flush()?;
+    let (back_header, back): (MessageHeader, Request) = codec
+        .decode_message(frame)
+        .map_err(|e| Failure::Codec(e.to_string()))?;
     if &back_header != header || &back != req {
-        return Err(format!("{label}: round trip changed the value"));
+        return Err(Failure::Codec(format!(
+            "{label}: round trip changed the value"
+        )));
     }
     Ok(())
 }
@@ -58,10 +83,20 @@ fn main() {
         ty: MessageType::Call,
         seq_id: 1,
     };
-    let result = dump::<Binary>("Binary", &header, &req)
-        .and_then(|()| dump::<Compact>("Compact", &header, &req));
-    if let Err(e) = result {
-        eprintln!("wire-dump: {e}");
-        std::process::exit(1);
+    let mut out = std::io::stdout().lock();
+    let result = dump::<Binary>(&mut out, "Binary", &header, &req)
+        .and_then(|()| dump::<Compact>(&mut out, "Compact", &header, &req));
+    match result {
+        Ok(()) => {}
+        // The reader stopped reading (`wire-dump | head -1`): nothing left to do.
+        Err(Failure::Output(e)) if e.kind() == std::io::ErrorKind::BrokenPipe => {}
+        Err(Failure::Output(e)) => {
+            eprintln!("wire-dump: writing the dump: {e}");
+            std::process::exit(1);
+        }
+        Err(Failure::Codec(e)) => {
+            eprintln!("wire-dump: {e}");
+            std::process::exit(1);
+        }
     }
 }

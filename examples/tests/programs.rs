@@ -599,6 +599,28 @@ fn output(bin: &str, args: &[&str]) -> Output {
     Command::new(bin).args(args).output().expect("runs")
 }
 
+/// `wire-dump | head -1`: a reader that stops reading ends the dump quietly (Rust
+/// ignores `SIGPIPE`, so each write fails with `EPIPE` instead; `println!` panics on
+/// it). The pipe's read end is closed before the program starts, so its first write
+/// fails whatever the timing.
+#[test]
+fn wire_dump_ends_quietly_when_its_reader_is_gone() {
+    let (reader, writer) = std::io::pipe().expect("a pipe");
+    drop(reader);
+    let child = Command::new(env!("CARGO_BIN_EXE_wire-dump"))
+        .stdout(writer)
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("runs");
+    let out = child.wait_with_output().expect("ends");
+    assert!(out.status.success(), "{out:?}");
+    assert!(
+        out.stderr.is_empty(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
 #[test]
 fn every_program_has_help_and_version() {
     for (name, bin) in programs() {
