@@ -1080,6 +1080,7 @@ impl Emitter<'_> {
             Ty::Binary => self.opts.binary == BinaryRepr::Bytes,
             _ => false,
         };
+        self.out.doc(c.doc.as_deref());
         if simple {
             line!(self.out, "pub const {}: {ty} = {value};", c.name);
         } else {

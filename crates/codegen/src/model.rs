@@ -181,6 +181,8 @@ pub struct ConstDef {
     pub ty: Ty,
     /// The value, already checked against `ty` and with references resolved.
     pub value: Value,
+    /// The doc comment before it in the IDL.
+    pub doc: Option<String>,
 }
 
 /// A constant value, resolved and checked against its type.

@@ -833,7 +833,12 @@ impl<'a> Resolver<'a> {
                         claim(&name, c.name.span, &self)?;
                         let ty = self.ty(fi, &c.ty, 0)?;
                         let value = self.value(fi, &c.value, &ty, 0)?;
-                        per_file[fi].push(Item::Const(ConstDef { name, ty, value }));
+                        per_file[fi].push(Item::Const(ConstDef {
+                            name,
+                            ty,
+                            value,
+                            doc: c.doc.clone(),
+                        }));
                     }
                     Definition::Service(svc) => {
                         for item in self.service_items(fi, svc)? {

@@ -102,6 +102,19 @@ fn uuid_constants_are_strings_with_or_without_braces() {
     );
 }
 
+/// A constant keeps the doc comment written before it (the emitter writes it as
+/// `///` lines, as it does for types).
+#[test]
+fn constants_keep_their_doc_comments() {
+    let model = corners();
+    let doc = |name: &str| find_const(&model, "corners", name).doc.clone();
+    assert_eq!(
+        doc("TICKET").as_deref(),
+        Some("The canonical form of a uuid, lower and upper case.")
+    );
+    assert_eq!(doc("NEGATIVE_WHOLE"), None);
+}
+
 #[test]
 fn doubles_that_need_an_order_are_ordered_doubles() {
     let model = corners();

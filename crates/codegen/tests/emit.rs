@@ -516,6 +516,7 @@ fn text_rustc_refuses_in_comments_is_kept_out_of_doc_comments() {
                     name: "TRICKY".into(),
                     ty: Ty::String,
                     value: codegen::model::Value::Str(tricky.into()),
+                    doc: None,
                 }),
             ],
         }],

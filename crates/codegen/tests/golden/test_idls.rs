@@ -292,8 +292,10 @@ pub mod base {
 
     pub const EPOCH: i64 = 0i64;
 
+    /// References an enum value.
     pub const DEFAULT_STATUS: super::base::Status = super::base::Status(1);
 
+    /// References another constant.
     pub const LIMIT: i32 = 1000i32;
 
     pub static PRIMES: ::std::sync::LazyLock<::std::vec::Vec<i32>> = ::std::sync::LazyLock::new(|| ::std::vec![2i32, 3i32, 5i32, 7i32, 11i32]);
@@ -1198,6 +1200,7 @@ pub mod shapes {
         }
     }
 
+    /// A literal of the mutually recursive pair, boxed as the fields are.
     pub static PING_PONG: ::std::sync::LazyLock<super::shapes::Ping> = ::std::sync::LazyLock::new(|| super::shapes::Ping { n: 1i32, pong: ::std::option::Option::Some(::std::boxed::Box::new(super::shapes::Pong { n: 2i32, ping: ::std::option::Option::Some(::std::boxed::Box::new(super::shapes::Ping { n: 3i32, pong: ::std::default::Default::default() })) })) });
 }
 
@@ -5350,8 +5353,10 @@ pub mod corners {
         }
     }
 
+    /// The canonical form of a uuid, lower and upper case.
     pub const TICKET: [u8; 16] = [0xc0, 0xff, 0xee, 0x00, 0x12, 0x34, 0x4a, 0xbc, 0x8d, 0xef, 0x01, 0x23, 0x45, 0x67, 0x89, 0xab];
 
+    /// The same form in braces, as a Windows GUID is written.
     pub const BRACED: [u8; 16] = [0xc0, 0xff, 0xee, 0x00, 0x12, 0x34, 0x4a, 0xbc, 0x8d, 0xef, 0xfe, 0xdc, 0xba, 0x98, 0x76, 0x54];
 
     pub type RequestId = [u8; 16];
@@ -5421,6 +5426,7 @@ pub mod corners {
         }
     }
 
+    /// Integers where a double is expected, and the usual spellings of doubles.
     pub const WHOLE: f64 = 3.0f64;
 
     pub const NEGATIVE_WHOLE: f64 = -12.0f64;
