@@ -915,20 +915,28 @@ fn echo_client_calls_end_at_their_timeout() {
     );
 }
 
+/// `echo-client --rate RATE --concurrency N --duration SECS` against the server on
+/// `port`, without progress lines: whether it succeeded, and its output.
+fn open_loop(port: u16, [rate, concurrency, duration]: [&str; 3]) -> (bool, String) {
+    let out = Command::new(env!("CARGO_BIN_EXE_echo-client"))
+        .args(["--addr", &format!("127.0.0.1:{port}")])
+        .args(["--rate", rate, "--concurrency", concurrency])
+        .args(["--duration", duration])
+        .env("RPC_PROGRESS", "0")
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
+    (out.status.success(), stdout)
+}
+
 /// `echo-server --spin`: a server in each way of polling answers an open loop's every
 /// call (the fixed spin and no spin are the switches kept beside the adaptive default).
 #[test]
 fn echo_server_serves_with_each_spin() {
     for spin in ["fixed", "off", "adaptive"] {
         let (_server, port) = support::server(&format!("spin-{spin}"), 0, &["--spin", spin]);
-        let out = Command::new(env!("CARGO_BIN_EXE_echo-client"))
-            .args(["--addr", &format!("127.0.0.1:{port}")])
-            .args(["--rate", "200", "--concurrency", "2", "--duration", "0.25"])
-            .env("RPC_PROGRESS", "0")
-            .output()
-            .unwrap();
-        let stdout = String::from_utf8_lossy(&out.stdout);
-        assert!(out.status.success(), "{spin}: {stdout}");
+        let (ok, stdout) = open_loop(port, ["200", "2", "0.25"]);
+        assert!(ok, "{spin}: {stdout}");
         assert_eq!(calls(&stdout), (50, 50, 0, 0), "{spin}: {stdout}");
     }
 }
@@ -938,14 +946,8 @@ fn echo_server_serves_with_each_spin() {
 #[test]
 fn echo_client_rate_makes_every_call_due() {
     let (_server, port) = support::server("rate", 0, &[]);
-    let out = Command::new(env!("CARGO_BIN_EXE_echo-client"))
-        .args(["--addr", &format!("127.0.0.1:{port}")])
-        .args(["--rate", "400", "--concurrency", "4", "--duration", "0.5"])
-        .env("RPC_PROGRESS", "0")
-        .output()
-        .unwrap();
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    assert!(out.status.success(), "{stdout}");
+    let (ok, stdout) = open_loop(port, ["400", "4", "0.5"]);
+    assert!(ok, "{stdout}");
     assert_eq!(calls(&stdout), (200, 200, 0, 0), "{stdout}");
     let last = stdout.lines().last().unwrap();
     assert_eq!(
