@@ -43,9 +43,21 @@
 //!   counted by layers of the stacks and served at `/metrics`.
 //! - [`registry`]: what a server registers with a service registry, the host identity
 //!   and the routing of a client to the nearest address of an instance (local first,
-//!   over shared memory or a Unix socket); discovery that follows a registry feeds a
-//!   [`client::DiscoverList`] and yields its changes as a stream. The etcd registry is
-//!   the `etcd-registry` crate.
+//!   over shared memory or a Unix socket); discovery ([`registry::Instance`],
+//!   [`registry::Discover`]) that follows a registry feeds a [`registry::DiscoverList`]
+//!   and yields its changes as a stream. The etcd registry is the `etcd-registry` crate.
+//! - [`refusal`]: the answers of a server that did not run a call to the end
+//!   (overloaded, closing, past the caller's deadline), and how a client tells them
+//!   apart.
+//!
+//! # How the modules stand on each other
+//!
+//! The client and the server never use each other: what both need lies below them
+//! (`codec`, `refusal`, `registry`, `metrics`, `trace`, `transport`, `context`,
+//! `clock`, `service`), and each side keeps its own layers over those (the metered
+//! ones in [`client::metered`] and [`server::metered`]). [`tower`] adapts both and
+//! sits on top. The test `tests/module_graph.rs` fails on a cycle between modules or
+//! on a shared module that uses a side.
 #![warn(
     missing_docs,
     missing_debug_implementations,
@@ -58,6 +70,8 @@ pub mod clock;
 pub mod codec;
 pub mod context;
 pub mod metrics;
+mod random;
+pub mod refusal;
 pub mod registry;
 pub mod server;
 pub mod service;

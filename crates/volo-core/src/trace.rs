@@ -48,8 +48,8 @@ use std::fmt;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Instant;
 
-use crate::client::random::random_seed;
 use crate::context::{Address, MetaInfo};
+use crate::random::random_seed;
 
 /// Which calls an access log shows
 /// ([`ServerConfig::access_log`](crate::server::ServerConfig::access_log),

@@ -9,12 +9,12 @@ use super::balance::{
     Balance, BalanceLayer, Discover, Instance, LoadBalance, StaticDiscover, WeightedRandom,
 };
 use super::breaker::{BreakerConfig, InstanceBreakers, ServiceBreaker, ServiceBreakerLayer};
+use super::metered::MeteredClient;
 use super::retry::{Retry, RetryLayer, RetryPolicy};
 use super::timeout::{Timeout, TimeoutLayer};
 use super::trace::{Trace, TraceAttempt, TraceAttemptLayer};
 use super::{Client, ClientConfig, Transport};
 use crate::context::Address;
-use crate::metrics::client::MeteredClient;
 use crate::service::{Identity, Layer, Stack};
 
 /// The stack a builder makes around `T` (the transport, with any inner layers): the

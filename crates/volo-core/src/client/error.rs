@@ -40,7 +40,7 @@ pub enum ErrorKind {
     /// A layer refused the call (its cause says why).
     Rejected,
     /// The server is shutting down and refused the call without running it (see
-    /// [`CLOSING_PREFIX`](crate::server::CLOSING_PREFIX)): another instance may take
+    /// [`CLOSING_PREFIX`](crate::refusal::CLOSING_PREFIX)): another instance may take
     /// it, whatever its idempotency.
     Closing,
 }
@@ -140,11 +140,11 @@ impl Error {
     /// gRPC's `DEADLINE_EXCEEDED` is).
     #[cold]
     pub fn application(ex: ApplicationException) -> Self {
-        let kind = if crate::server::is_overload(&ex) {
+        let kind = if crate::refusal::is_overload(&ex) {
             ErrorKind::Overloaded
-        } else if crate::server::is_closing(&ex) {
+        } else if crate::refusal::is_closing(&ex) {
             ErrorKind::Closing
-        } else if crate::server::deadline::is_deadline_passed(&ex) {
+        } else if crate::refusal::is_deadline_passed(&ex) {
             ErrorKind::Timeout
         } else {
             ErrorKind::Application
@@ -388,12 +388,12 @@ mod tests {
 
         let late = Error::application(ApplicationException::new(
             ApplicationExceptionKind::InternalError,
-            format!("{}a 5 ms timeout", crate::server::deadline::PREFIX),
+            format!("{}a 5 ms timeout", crate::refusal::DEADLINE_PREFIX),
         ));
         assert!(late.is_timeout() && late.application_exception().is_some());
         let refused = Error::application(ApplicationException::new(
             ApplicationExceptionKind::InternalError,
-            format!("{}too many calls", crate::server::OVERLOAD_PREFIX),
+            format!("{}too many calls", crate::refusal::OVERLOAD_PREFIX),
         ));
         assert_eq!(refused.kind(), ErrorKind::Overloaded);
         assert!(refused.is_retryable() && !refused.may_have_run());

@@ -229,7 +229,7 @@ impl Service<ClientContext, ClientRequest> for Mock {
             ))
             .with_instance(instance)),
             Outcome::Closing => {
-                Err(Error::application(crate::server::closing_refusal()).with_instance(instance))
+                Err(Error::application(crate::refusal::closing()).with_instance(instance))
             }
         }
     }

@@ -56,12 +56,12 @@ pub mod balance;
 pub mod breaker;
 mod builder;
 mod error;
+pub mod metered;
 #[cfg(test)]
 pub(crate) mod mock;
 mod multiplexed;
 mod mux;
 mod pool;
-pub(crate) mod random;
 mod request;
 pub mod retry;
 pub mod timeout;
@@ -136,7 +136,7 @@ pub struct ClientConfig {
     pub tls: Option<crate::transport::tls::ClientTls>,
     /// Where the client counts its calls, retries, backup requests, bytes and
     /// service breaker state (see [`crate::metrics`]): the builder puts a
-    /// [`MeteredClient`](crate::metrics::client::MeteredClient) around its default
+    /// [`MeteredClient`](metered::MeteredClient) around its default
     /// stack (inside the layers added with [`ClientBuilder::layer`]). Default `None`:
     /// nothing counted, nothing paid.
     pub metrics: Option<crate::metrics::Metrics>,

@@ -16,7 +16,7 @@ use std::sync::{Arc, OnceLock};
 use foldhash::fast::FixedState;
 use thrift_codec::Utf8Bytes;
 
-use crate::server::multiplex::SEPARATOR;
+use crate::codec::SERVICE_SEPARATOR;
 
 /// Methods whose names are kept. A service with more has the names of the methods that
 /// find no slot made per call (correct, one allocation each).
@@ -73,7 +73,7 @@ impl MethodNames {
 
     fn make(&self, method: &str) -> Arc<Utf8Bytes> {
         Arc::new(Utf8Bytes::from(format!(
-            "{}{SEPARATOR}{method}",
+            "{}{SERVICE_SEPARATOR}{method}",
             self.service
         )))
     }

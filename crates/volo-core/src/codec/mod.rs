@@ -64,7 +64,7 @@ use bytes::{BufMut, Bytes};
 use thrift_codec::protocol::json::{MESSAGE_START, MessageScanner};
 use thrift_codec::{
     Binary, Codec, Compact, DecodeError, DecodeErrorKind, DecodeLimits, Decoder, Encoder,
-    LinkBuffer, MessageHeader, Sizer, TType,
+    LinkBuffer, Message, MessageHeader, Sizer, TType,
 };
 
 /// How messages are delimited on a connection.
@@ -109,6 +109,31 @@ impl Default for Limits {
         }
     }
 }
+
+/// A reply body that can be written in any protocol: the result struct of whichever
+/// method was called. Every [`Message`] is one; generated reply enums forward to the
+/// result struct they hold.
+pub trait EncodeReply: Send + Sync {
+    /// Exact encoded size.
+    fn size<S: Sizer>(&self, s: &mut S) -> usize;
+    /// Writes it.
+    fn encode<E: Encoder>(&self, e: &mut E);
+}
+
+impl<M: Message + Send + Sync> EncodeReply for M {
+    fn size<S: Sizer>(&self, s: &mut S) -> usize {
+        Message::size(self, s)
+    }
+
+    fn encode<E: Encoder>(&self, e: &mut E) {
+        Message::encode(self, e)
+    }
+}
+
+/// What separates the service from the method in a multiplexed method name
+/// (`Service:method`), as Apache's `TMultiplexedProtocol` writes it and its
+/// multiplexed servers route by.
+pub const SERVICE_SEPARATOR: char = ':';
 
 /// Apache Thrift's default frame size limit.
 pub const DEFAULT_MAX_FRAME: usize = 16_384_000;
@@ -363,7 +388,7 @@ pub fn write_message<P, M>(
 ) -> Result<Result<(), usize>, ttheader::HeaderError>
 where
     P: thrift_codec::Protocol,
-    M: crate::server::EncodeReply + ?Sized,
+    M: EncodeReply + ?Sized,
 {
     let codec = Codec::<P>::new();
     let mut sizer = codec.sizer();
@@ -401,7 +426,7 @@ pub fn write_theader_message<P, M>(
 ) -> Result<Result<(), usize>, FrameError>
 where
     P: thrift_codec::Protocol,
-    M: crate::server::EncodeReply + ?Sized,
+    M: EncodeReply + ?Sized,
 {
     let mut message = LinkBuffer::new();
     if let Err(len) =

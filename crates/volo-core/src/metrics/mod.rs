@@ -25,8 +25,8 @@
 //!
 //! # What is counted
 //!
-//! Per call, by layers of the service stacks ([`server::MeteredServer`], outermost on
-//! the server, around the user's layers; [`client::MeteredClient`], outermost in the
+//! Per call, by layers of the service stacks ([`MeteredServer`](crate::server::metered::MeteredServer), outermost on
+//! the server, around the user's layers; [`MeteredClient`](crate::client::metered::MeteredClient), outermost in the
 //! default client stack, around the timeout, the breaker and the retries):
 //!
 //! | metric | type | labels | meaning |
@@ -113,10 +113,8 @@
 //! [`ServerConfig::metrics`]: crate::server::ServerConfig::metrics
 //! [`ClientConfig::metrics`]: crate::client::ClientConfig::metrics
 
-pub mod client;
 mod http;
-mod labels;
-pub mod server;
+pub(crate) mod labels;
 mod striped;
 
 use std::fmt;
@@ -135,14 +133,13 @@ pub use labels::MAX_METHODS;
 use labels::{CallLabels, MethodTable, OutcomeLabels, ReasonLabels, ServiceLabels};
 use striped::{LatencyHistogram, StripedCounter, StripedGauge};
 
-use crate::client::BreakerState;
 use crate::transport::lock;
 
 /// A registry of this crate's metrics (see the [module docs](self)): cheap to clone,
 /// clones share it.
 #[derive(Clone)]
 pub struct Metrics {
-    inner: Arc<Inner>,
+    pub(crate) inner: Arc<Inner>,
 }
 
 impl fmt::Debug for Metrics {
@@ -161,9 +158,9 @@ type HistogramFamily = Family<CallLabels, LatencyHistogram>;
 
 /// The families of one side (server or client) that are kept per call.
 pub(crate) struct CallFamilies {
-    requests: Family<OutcomeLabels, StripedCounter>,
-    duration: HistogramFamily,
-    inflight: Family<ServiceLabels, StripedGauge>,
+    pub(crate) requests: Family<OutcomeLabels, StripedCounter>,
+    pub(crate) duration: HistogramFamily,
+    pub(crate) inflight: Family<ServiceLabels, StripedGauge>,
 }
 
 impl CallFamilies {
@@ -194,14 +191,14 @@ impl CallFamilies {
     }
 }
 
-struct Inner {
+pub(crate) struct Inner {
     registry: Registry,
-    server_calls: CallFamilies,
-    client_calls: CallFamilies,
-    server_methods: MethodTable,
-    client_methods: MethodTable,
-    client_retries: Family<CallLabels, Counter>,
-    client_backups: Family<CallLabels, Counter>,
+    pub(crate) server_calls: CallFamilies,
+    pub(crate) client_calls: CallFamilies,
+    pub(crate) server_methods: MethodTable,
+    pub(crate) client_methods: MethodTable,
+    pub(crate) client_retries: Family<CallLabels, Counter>,
+    pub(crate) client_backups: Family<CallLabels, Counter>,
     pub(crate) server_conns: ServerConns,
     pub(crate) client_bytes: ByteCounters,
     breakers: Arc<Breakers>,
@@ -372,7 +369,7 @@ impl Metrics {
 pub const CONTENT_TYPE: &str = "application/openmetrics-text; version=1.0.0; charset=utf-8";
 
 /// Reads a breaker's figure at a scrape, while the breaker lives: a service
-/// breaker's state ([`breaker_value`]), or the number of a client's instance breakers
+/// breaker's state (0 closed, 1 half open, 2 open), or the number of a client's instance breakers
 /// that are not closed.
 pub(crate) trait BreakerProbe: Send + Sync {
     /// The figure; `None` once the breaker is gone.
@@ -394,15 +391,6 @@ struct Breakers {
 impl fmt::Debug for Breakers {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("Breakers").finish_non_exhaustive()
-    }
-}
-
-/// A breaker's state as `rpc_client_breaker_state` gives it.
-pub(crate) fn breaker_value(state: BreakerState) -> i64 {
-    match state {
-        BreakerState::Closed => 0,
-        BreakerState::HalfOpen => 1,
-        BreakerState::Open => 2,
     }
 }
 

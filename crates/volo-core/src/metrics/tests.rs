@@ -266,15 +266,15 @@ mod layers {
     use futures_util::FutureExt;
     use thrift_codec::{ApplicationException, ApplicationExceptionKind, Utf8Bytes};
 
-    use super::super::client::MeteredClient;
-    use super::super::server::MeteredServer;
     use super::{Metrics, sample};
+    use crate::client::metered::MeteredClient;
     use crate::client::mock::{Mock, Outcome, Step, Wait, after, now, request};
     use crate::client::retry::{Backoff, RetryLayer, RetryPolicy};
     use crate::client::{BackupDelay, BackupLayer, BackupPolicy, ClientContext};
     use crate::clock::ManualClock;
     use crate::codec::{Framing, Protocol};
     use crate::context::ServerContext;
+    use crate::server::metered::MeteredServer;
     use crate::server::{DispatchError, ServerRequest, deadline};
     use crate::service::{Layer, Service, service_fn};
 

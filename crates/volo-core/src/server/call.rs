@@ -199,7 +199,7 @@ pub(crate) fn start_call<D: Dispatch, H: Send + 'static>(
             &cx,
             header.name,
             header.seq_id,
-            &super::closing_refusal(),
+            &crate::refusal::closing(),
         )?;
         return Ok(None);
     }

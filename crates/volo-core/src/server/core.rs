@@ -44,13 +44,13 @@ use bytes::Bytes;
 use thrift_codec::LinkBuffer;
 
 use super::call::{Arrival, Done, MakeCall, answer, start_call};
+use super::metered::MeteredServer;
 use super::multiplex::Services;
 use super::{Dispatch, ServerConfig, ServiceInfo};
 use crate::codec::ttheader::Header;
 use crate::codec::{DETECT_LEN, FrameError, FrameSplitter, Framing, Protocol, detect};
 use crate::context::Address;
 use crate::metrics::ServerConns;
-use crate::metrics::server::MeteredServer;
 
 /// What every connection of a server shares.
 pub(crate) struct Shared<D> {

@@ -247,6 +247,7 @@ pub mod deadline;
 mod harness;
 mod inline;
 pub mod limit;
+pub mod metered;
 pub mod multiplex;
 mod request;
 mod run;
@@ -255,6 +256,9 @@ pub mod trace;
 
 use std::time::Duration;
 
+/// The reply body trait, re-exported where generated dispatchers name it.
+#[doc(no_inline)]
+pub use crate::codec::EncodeReply;
 /// The trait generated dispatchers implement, re-exported so that generated code names
 /// one path of this crate.
 #[doc(no_inline)]
@@ -265,41 +269,10 @@ pub use request::ServerRequest;
 pub use run::{BoundServer, Server};
 
 use thrift_codec::{ApplicationException, ApplicationExceptionKind, DecodeError};
-use thrift_codec::{Encoder, Message, Sizer};
 
 use crate::context::ServerContext;
 
-/// How a server's limiter starts the message of the `INTERNAL_ERROR` it answers an
-/// over-limit call with (before decoding it): clients tell such a refusal, which ran
-/// nothing and may be retried elsewhere, from other exceptions by it.
-pub const OVERLOAD_PREFIX: &str = "server overloaded: ";
-
-/// Whether `ex` is a limiter's refusal (see [`OVERLOAD_PREFIX`]).
-pub fn is_overload(ex: &ApplicationException) -> bool {
-    ex.kind == ApplicationExceptionKind::InternalError
-        && ex.message.as_str().starts_with(OVERLOAD_PREFIX)
-}
-
-/// How a server that is shutting down starts the message of the `INTERNAL_ERROR` it
-/// answers a call with that it will not run (see [A graceful stop](self#a-graceful-stop)):
-/// this crate's clients take such an answer for
-/// [`ErrorKind::Closing`](crate::client::ErrorKind::Closing), a call that never ran,
-/// and send it to another instance whatever its idempotency.
-pub const CLOSING_PREFIX: &str = "server closing: ";
-
-/// Whether `ex` is a closing server's refusal (see [`CLOSING_PREFIX`]).
-pub fn is_closing(ex: &ApplicationException) -> bool {
-    ex.kind == ApplicationExceptionKind::InternalError
-        && ex.message.as_str().starts_with(CLOSING_PREFIX)
-}
-
-/// The refusal of a call that a closing server will not run.
-pub(crate) fn closing_refusal() -> ApplicationException {
-    ApplicationException::new(
-        ApplicationExceptionKind::InternalError,
-        format!("{CLOSING_PREFIX}the call was not run; send it to another instance"),
-    )
-}
+pub use crate::refusal::{CLOSING_PREFIX, OVERLOAD_PREFIX, is_closing, is_overload};
 
 /// What a handler method returns when it fails.
 #[derive(Debug)]
@@ -373,26 +346,6 @@ impl From<Box<dyn std::error::Error + Send + Sync>> for DispatchError {
                 e.to_string(),
             )),
         }
-    }
-}
-
-/// A reply body that can be written in any protocol: the result struct of whichever
-/// method was called. Every [`Message`] is one; generated reply enums forward to the
-/// result struct they hold.
-pub trait EncodeReply: Send + Sync {
-    /// Exact encoded size.
-    fn size<S: Sizer>(&self, s: &mut S) -> usize;
-    /// Writes it.
-    fn encode<E: Encoder>(&self, e: &mut E);
-}
-
-impl<M: Message + Send + Sync> EncodeReply for M {
-    fn size<S: Sizer>(&self, s: &mut S) -> usize {
-        Message::size(self, s)
-    }
-
-    fn encode<E: Encoder>(&self, e: &mut E) {
-        Message::encode(self, e)
     }
 }
 
@@ -531,7 +484,7 @@ pub struct ServerConfig {
     /// (see [`trace`]). Default `None`: off.
     pub access_log: Option<trace::AccessLog>,
     /// Where the server counts its calls, connections, bytes and limiter refusals
-    /// (see [`crate::metrics`]): a [`MeteredServer`](crate::metrics::server::MeteredServer)
+    /// (see [`crate::metrics`]): a [`MeteredServer`](metered::MeteredServer)
     /// around the whole stack, the user's layers included. Default `None`: nothing
     /// counted, nothing paid.
     pub metrics: Option<crate::metrics::Metrics>,

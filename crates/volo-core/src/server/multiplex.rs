@@ -72,13 +72,10 @@ use thrift_codec::{ApplicationException, ApplicationExceptionKind, Encoder, Size
 
 use super::core::Described;
 use super::{Dispatch, DispatchError, EncodeReply, ServerRequest, ServiceInfo};
+use crate::codec::SERVICE_SEPARATOR;
 use crate::codec::ttheader::{Header, str_key};
 use crate::context::ServerContext;
 use crate::service::Service;
-
-/// What separates the service from the method in a multiplexed method name
-/// (`Service:method`), as Apache's `TMultiplexedProtocol` writes it.
-pub const SEPARATOR: char = ':';
 
 /// Several services behind one server: a dispatcher that runs each call in the service
 /// it was routed to (see the [module docs](self)), made with [`Multiplex::new`] and
@@ -362,10 +359,10 @@ impl Table {
         }
         for (i, e) in self.entries.iter().enumerate() {
             let name = e.served.name;
-            if name.is_empty() || name.contains(SEPARATOR) {
+            if name.is_empty() || name.contains(SERVICE_SEPARATOR) {
                 return Err(format!(
                     "{name:?} cannot be a service name: calls are routed by the name \
-                     before the first {SEPARATOR:?}"
+                     before the first {SERVICE_SEPARATOR:?}"
                 ));
             }
             if self.entries[..i].iter().any(|o| o.served.name == name) {
@@ -390,7 +387,7 @@ impl Table {
             method,
             exception: ApplicationException::new(ApplicationExceptionKind::UnknownMethod, why),
         };
-        if let Some(at) = name.find(SEPARATOR) {
+        if let Some(at) = name.find(SERVICE_SEPARATOR) {
             // The separator is one byte: the method starts on a character boundary.
             let method = name.slice_from(at + 1).unwrap_or_default();
             let service = &name[..at];

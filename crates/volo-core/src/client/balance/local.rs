@@ -2,8 +2,8 @@
 
 use super::per_list::PerList;
 use super::{Instance, LoadBalance, hash_of};
-use crate::client::random::{Xorshift, random_seed};
 use crate::context::Address;
+use crate::random::{Xorshift, random_seed};
 
 /// Sends a set share of the calls to the instances on this host (those reached over
 /// a Unix socket or shared memory, [`Instance::is_local`]) and the rest to the

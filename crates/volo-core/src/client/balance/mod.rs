@@ -7,101 +7,27 @@ mod local;
 mod p2c;
 mod per_list;
 mod round_robin;
-mod watch;
 
+/// Discovery's types, which live with the registry: the balancer picks among them.
+#[doc(no_inline)]
+pub use crate::registry::{
+    Change, Changes, Discover, DiscoverList, Instance, StaticDiscover, Tags, no_changes,
+};
 pub use local::LocalFirst;
 pub use p2c::PowerOfTwoChoices;
 pub use round_robin::{RoundRobin, WeightedRoundRobin};
-pub use watch::{Change, Changes, DiscoverList, no_changes};
 
-use std::collections::BTreeMap;
 use std::collections::hash_map::DefaultHasher;
 use std::hash::{Hash, Hasher};
 
-use std::sync::Arc;
-
 use per_list::PerList;
 
-use crate::client::random::{Xorshift, random_seed};
 use crate::context::Address;
+use crate::random::{Xorshift, random_seed};
 
 mod layer;
 
 pub use layer::{Balance, BalanceLayer};
-
-/// Labels of an instance (a registry's tags: cluster, zone, version...), shared: an
-/// instance is cloned when a balancer copies a list.
-pub type Tags = Arc<BTreeMap<String, String>>;
-
-/// One instance of a service.
-#[derive(Debug, Clone, PartialEq, Eq, Hash)]
-pub struct Instance {
-    /// Where it listens (the one address of it this client calls).
-    pub address: Address,
-    /// Its share of the calls relative to the others (0: none). Default 100.
-    pub weight: u32,
-    /// Its labels, as registered (none by default).
-    pub tags: Tags,
-}
-
-impl Instance {
-    /// An instance at `address` with the default weight and no tags.
-    pub fn new(address: Address) -> Self {
-        Instance {
-            address,
-            weight: 100,
-            tags: Tags::default(),
-        }
-    }
-
-    /// Whether it is called on this host: over a Unix socket or shared memory, which
-    /// only reach a process on the same machine. (A TCP address says nothing of where
-    /// its process runs, loopback included: discovery picks a local address for an
-    /// instance it knows to be co-located, see [`Route`](crate::registry::Route).)
-    pub fn is_local(&self) -> bool {
-        matches!(self.address, Address::Unix(_) | Address::Shm(_))
-    }
-}
-
-/// Finds a service's instances. A registry client implements it (usually by handing
-/// out a [`DiscoverList`] it keeps up to date); [`StaticDiscover`] is a fixed list.
-///
-/// The balancer asks on every attempt, so implementations keep the current list ready
-/// and hand out a shared reference to it (an `Arc` clone, no copy), replacing it as a
-/// whole when it changes. The instance breakers index their breakers by that `Arc`: a
-/// discovery that made a new one on every call would still work, but have them
-/// indexed again on every attempt.
-pub trait Discover: Send + Sync + 'static {
-    /// The instances now.
-    fn instances(&self) -> Arc<[Instance]>;
-
-    /// The changes to come, as they happen (see [`Changes`] for how a subscriber that
-    /// falls behind is served). By default none: the list is fixed.
-    fn changes(&self) -> Changes {
-        no_changes()
-    }
-}
-
-/// A fixed list of instances.
-#[derive(Debug, Clone)]
-pub struct StaticDiscover {
-    list: Arc<[Instance]>,
-}
-
-impl StaticDiscover {
-    /// The instances `list`, for ever.
-    pub fn new(list: impl IntoIterator<Item = Instance>) -> Self {
-        StaticDiscover {
-            list: list.into_iter().collect(),
-        }
-    }
-}
-
-impl Discover for StaticDiscover {
-    fn instances(&self) -> Arc<[Instance]> {
-        Arc::clone(&self.list)
-    }
-}
 
 /// Picks an instance for a call.
 ///
@@ -246,12 +172,7 @@ mod tests {
     use super::*;
 
     /// An instance on 127.0.0.1:`port` of `weight` (the balancers' tests share it).
-    pub(super) fn inst(port: u16, weight: u32) -> Instance {
-        Instance {
-            weight,
-            ..Instance::new(Address::Tcp(([127, 0, 0, 1], port).into()))
-        }
-    }
+    pub(super) use crate::registry::inst;
 
     #[test]
     fn weighted_random_follows_the_weights() {

@@ -5,8 +5,8 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{PoisonError, RwLock};
 
 use super::{Instance, LoadBalance, WeightedRandom};
-use crate::client::random::random_seed;
 use crate::context::Address;
+use crate::random::random_seed;
 
 /// Power of two choices: takes two distinct instances at random (uniformly among
 /// those with a weight above 0) and picks the one with fewer calls in flight per unit

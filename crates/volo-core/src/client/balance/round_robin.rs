@@ -6,8 +6,8 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Mutex, PoisonError};
 
 use super::{Instance, LoadBalance};
-use crate::client::random::random_seed;
 use crate::context::Address;
+use crate::random::random_seed;
 
 /// Each instance with a weight above 0 in turn, whatever its weight.
 ///

@@ -226,7 +226,7 @@ impl<C: Clock> crate::metrics::BreakerProbe for Probe<C> {
         let breaker = self.breaker.upgrade()?;
         let now = self.clock.now();
         let state = breaker.lock().breaker.state(now);
-        Some(crate::metrics::breaker_value(state))
+        Some(breaker_value(state))
     }
 }
 
@@ -302,5 +302,14 @@ impl<C: Clock> Drop for Admitted<'_, C> {
             let now = self.clock.now();
             self.finish(cancelled(self.deadline, now), now);
         }
+    }
+}
+
+/// A breaker's state as `rpc_client_breaker_state` gives it.
+pub(crate) fn breaker_value(state: BreakerState) -> i64 {
+    match state {
+        BreakerState::Closed => 0,
+        BreakerState::HalfOpen => 1,
+        BreakerState::Open => 2,
     }
 }

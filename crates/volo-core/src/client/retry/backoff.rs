@@ -2,7 +2,7 @@
 
 use std::time::Duration;
 
-use crate::client::random::Xorshift;
+use crate::random::Xorshift;
 
 /// The wait before each retry.
 ///

@@ -3,8 +3,8 @@
 use std::sync::Arc;
 
 use super::{BUDGET_MAX, Retry, RetryBudget, RetryPolicy};
-use crate::client::random::{Xorshift, random_seed};
 use crate::clock::{Clock, SystemClock};
+use crate::random::{Xorshift, random_seed};
 use crate::service::Layer;
 
 /// Wraps a service in [`Retry`] with one policy. The services it makes, and their

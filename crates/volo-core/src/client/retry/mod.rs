@@ -41,7 +41,7 @@ pub use policy::RetryPolicy;
 use std::sync::Arc;
 use std::time::Duration;
 
-use crate::client::random::Xorshift;
+use crate::random::Xorshift;
 
 use super::{ClientContext, ClientRequest, ClientResponse, Error};
 use crate::clock::{Clock, SystemClock};
@@ -281,7 +281,7 @@ mod tests {
         assert_eq!(seen[1].instance, addr(1));
         assert_eq!(seen[1].avoid, [addr(0)]);
 
-        let e = Error::application(crate::server::closing_refusal());
+        let e = Error::application(crate::refusal::closing());
         assert_eq!(e.kind(), super::super::ErrorKind::Closing);
         assert!(!e.may_have_run() && e.is_retryable());
     }

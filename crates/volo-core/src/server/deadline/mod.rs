@@ -68,7 +68,6 @@ use std::task::Poll;
 use std::time::Duration;
 
 use futures_util::future::{Either, select};
-use thrift_codec::{ApplicationException, ApplicationExceptionKind};
 
 pub use layer::DeadlineLayer;
 
@@ -82,20 +81,14 @@ use crate::service::Service;
 pub const DEFAULT_GRACE: Duration = Duration::from_millis(100);
 
 /// How the message of the exception a [`Deadline`] answers with starts.
-pub const PREFIX: &str = "the caller's deadline passed: ";
-
+pub use crate::refusal::DEADLINE_PREFIX as PREFIX;
 /// Whether `ex` is a [`Deadline`]'s answer (an `INTERNAL_ERROR` whose message starts
 /// with [`PREFIX`]).
-pub fn is_deadline_passed(ex: &ApplicationException) -> bool {
-    ex.kind == ApplicationExceptionKind::InternalError && ex.message.as_str().starts_with(PREFIX)
-}
+pub use crate::refusal::is_deadline_passed;
 
 /// The exception for a call of `method` given up at its deadline: `what` became of it.
 fn passed(method: &str, what: &str) -> DispatchError {
-    DispatchError::Application(ApplicationException::new(
-        ApplicationExceptionKind::InternalError,
-        format!("{PREFIX}{method} {what}"),
-    ))
+    DispatchError::Application(crate::refusal::deadline_passed(method, what))
 }
 
 /// A server service that stops running a call once the caller's deadline

@@ -1,8 +1,6 @@
 //! Why a call was refused, and the exception the caller gets for it.
 
-use thrift_codec::{ApplicationException, ApplicationExceptionKind};
-
-use super::super::OVERLOAD_PREFIX;
+use thrift_codec::ApplicationException;
 
 /// A call refused by a [`Limiter`](super::Limiter): which limit it met.
 ///
@@ -33,16 +31,14 @@ pub enum Overloaded {
 /// [`is_overload`](crate::server::is_overload) (and a client that uses it) knows the
 /// call never ran and may be sent elsewhere.
 pub fn refusal(why: &Overloaded) -> ApplicationException {
-    ApplicationException::new(
-        ApplicationExceptionKind::InternalError,
-        format!("{OVERLOAD_PREFIX}{why}"),
-    )
+    crate::refusal::overloaded(why)
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::server::is_overload;
+    use thrift_codec::ApplicationExceptionKind;
 
     #[test]
     fn a_refusal_is_recognised_as_an_overload_and_says_which_limit() {

@@ -1,5 +1,5 @@
-//! The randomness the client's layers draw from: a balancer's picks, a retry's jitter.
-//! Neither needs more than a fast, well-spread sequence, so no dependency is taken.
+//! The randomness both sides draw from: a balancer's picks, a retry's jitter, a trace's
+//! ids. None needs more than a fast, well-spread sequence, so no dependency is taken.
 
 use std::hash::{BuildHasher, RandomState};
 use std::sync::atomic::{AtomicU64, Ordering};

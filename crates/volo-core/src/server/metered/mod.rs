@@ -7,16 +7,16 @@ mod layer;
 pub use layer::MeteredServerLayer;
 use thrift_codec::Utf8Bytes;
 
-use super::Metrics;
-use super::labels::{InFlight, Outcome, ServiceEntry};
 use crate::context::ServerContext;
-use crate::server::deadline::is_deadline_passed;
+use crate::metrics::Metrics;
+use crate::metrics::labels::{InFlight, Outcome, ServiceEntry};
+use crate::refusal::is_deadline_passed;
 use crate::server::{DispatchError, ServerRequest};
 use crate::service::Service;
 
 /// Counts each call of the service beneath it in `rpc_server_requests_total`,
 /// `rpc_server_duration_seconds` and `rpc_server_inflight_requests` (see the
-/// [module docs](super)), by `cx.rpc.callee.service` and `cx.rpc.method`. Without a
+/// [metrics docs](crate::metrics)), by `cx.rpc.callee.service` and `cx.rpc.method`. Without a
 /// [`Metrics`] it only passes calls on.
 ///
 /// The method is named only if the call did not end in

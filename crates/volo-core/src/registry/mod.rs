@@ -1,11 +1,11 @@
-//! Service registries: what a server registers ([`Registration`]), the trait a
-//! registry implements for the server ([`Registry`]), the host identity that tells a
-//! client which instances run on its machine ([`host_id`]), and which address of an
-//! instance a client calls ([`Route`]).
+//! Service registries and discovery, which both sides use: what a server registers
+//! ([`Registration`]), the trait a registry implements for the server ([`Registry`]),
+//! the host identity that tells a client which instances run on its machine
+//! ([`host_id`]), which address of an instance a client calls ([`Route`]), and what
+//! a client's balancer picks among ([`Instance`], found through [`Discover`]).
 //!
-//! A registry client for discovery implements [`Discover`](crate::client::Discover)
-//! (usually over a [`DiscoverList`](crate::client::DiscoverList)); the etcd one is the
-//! `etcd-registry` crate.
+//! A registry client for discovery implements [`Discover`] (usually over a
+//! [`DiscoverList`]); the etcd one is the `etcd-registry` crate.
 //!
 //! # Registering with a server
 //!
@@ -28,6 +28,21 @@
 //! [`LocalFirst`](crate::client::LocalFirst) balancer then keeps a set share of the
 //! calls on the local ones.
 
+mod discover;
+mod watch;
+
+pub use discover::{Discover, Instance, StaticDiscover, Tags};
+pub use watch::{Change, Changes, DiscoverList, no_changes};
+
+/// A test's instance on loopback port `port`, of weight `weight`.
+#[cfg(test)]
+pub(crate) fn inst(port: u16, weight: u32) -> Instance {
+    Instance {
+        weight,
+        ..Instance::new(Address::Tcp(([127, 0, 0, 1], port).into()))
+    }
+}
+
 use std::collections::BTreeMap;
 use std::future::Future;
 use std::io;
@@ -35,7 +50,6 @@ use std::path::Path;
 use std::pin::Pin;
 use std::sync::{Arc, OnceLock};
 
-use crate::client::{Instance, Tags};
 use crate::context::Address;
 
 /// A future a [`Registry`] returns.

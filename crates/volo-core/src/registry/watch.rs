@@ -172,7 +172,7 @@ impl<D: Discover + ?Sized> Discover for Box<D> {
 
 #[cfg(test)]
 mod tests {
-    use crate::client::balance::tests::inst;
+    use crate::registry::inst;
     use futures_util::FutureExt;
 
     use super::*;

@@ -6,16 +6,16 @@ mod layer;
 
 pub use layer::MeteredClientLayer;
 
-use super::Metrics;
-use super::labels::{InFlight, MethodEntry, Outcome, Which};
 use crate::client::{ClientContext, ClientRequest, ClientResponse, Error, ErrorKind};
+use crate::metrics::Metrics;
+use crate::metrics::labels::{InFlight, MethodEntry, Outcome, Which};
 use crate::service::Service;
 
 /// Counts each call of the service beneath it in `rpc_client_requests_total`,
 /// `rpc_client_duration_seconds`, `rpc_client_inflight_requests`, and the retries
 /// and backup requests the layers beneath made for it (`rpc_client_retries_total`,
 /// `rpc_client_backup_requests_total`), by `cx.rpc.callee.service` and
-/// `cx.rpc.method` (see the [module docs](super)). Without a [`Metrics`] it only
+/// `cx.rpc.method` (see the [metrics docs](crate::metrics)). Without a [`Metrics`] it only
 /// passes calls on.
 ///
 /// A call whose future is dropped unfinished counts as `cancelled`.
