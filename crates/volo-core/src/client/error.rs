@@ -137,21 +137,26 @@ impl Error {
     /// over-limit refusal from its limiter is [`ErrorKind::Overloaded`], and the
     /// refusal of a server that is shutting down [`ErrorKind::Closing`] (neither call
     /// ran); its word that the caller's deadline passed is [`ErrorKind::Timeout`] (as
-    /// gRPC's `DEADLINE_EXCEEDED` is).
+    /// gRPC's `DEADLINE_EXCEEDED` is). Here they are told by the exception's message;
+    /// a reply whose header names its refusal is told by that (see
+    /// [`refusal`](crate::refusal)).
     #[cold]
     pub fn application(ex: ApplicationException) -> Self {
-        let kind = if crate::refusal::is_overload(&ex) {
-            ErrorKind::Overloaded
-        } else if crate::refusal::is_closing(&ex) {
-            ErrorKind::Closing
-        } else if crate::refusal::is_deadline_passed(&ex) {
-            ErrorKind::Timeout
-        } else {
-            ErrorKind::Application
-        };
+        let kind = refusal_kind(crate::refusal::Refusal::of_reply(&ex, None));
         let mut e = Self::build(kind, None);
         e.inner.application = Some(ex);
         e
+    }
+
+    /// The same error, an answer of the server told apart by the refusal its reply's
+    /// header named (`said`, the value under [`HEADER_KEY`](crate::refusal::HEADER_KEY))
+    /// rather than by its message. Other errors are left as they are.
+    #[cold]
+    pub(crate) fn with_refusal_said(mut self, said: &str) -> Self {
+        if let Some(ex) = &self.inner.application {
+            self.inner.kind = refusal_kind(crate::refusal::Refusal::of_reply(ex, Some(said)));
+        }
+        self
     }
 
     /// The same error, naming the instance it came from.
@@ -359,6 +364,17 @@ impl<E: fmt::Debug + fmt::Display> StdError for ClientError<E> {
             ClientError::User(_) => None,
             ClientError::Rpc(e) => Some(e),
         }
+    }
+}
+
+/// The kind of an application exception that is `refusal` (or none).
+fn refusal_kind(refusal: Option<crate::refusal::Refusal>) -> ErrorKind {
+    use crate::refusal::Refusal;
+    match refusal {
+        Some(Refusal::Overloaded) => ErrorKind::Overloaded,
+        Some(Refusal::Closing) => ErrorKind::Closing,
+        Some(Refusal::DeadlinePassed) => ErrorKind::Timeout,
+        None => ErrorKind::Application,
     }
 }
 

@@ -860,3 +860,99 @@ fn the_default_stack_future_holds_one_attempt_not_two() {
 }
 
 mod multiplexed;
+
+/// A peer's exception reply is told apart by the refusal its TTHeader names
+/// ([`HEADER_KEY`](crate::refusal::HEADER_KEY)) before its message, which decides only
+/// when the header names nothing: a raw TTHeader peer answers each call with a scripted
+/// header value and message.
+#[test]
+fn a_refusal_is_told_by_the_reply_header_before_its_message() {
+    use crate::codec::ttheader::{Header, HeaderLimits};
+    use crate::refusal::OVERLOAD_PREFIX;
+    use bytes::Bytes;
+    use thrift_codec::{ApplicationException, Binary, Decoder, MessageHeader, MessageType};
+    let prefixed = format!("{OVERLOAD_PREFIX}busy");
+    let script: Vec<(Option<&'static str>, String, ErrorKind)> = vec![
+        (Some("overloaded"), "busy".into(), ErrorKind::Overloaded),
+        (None, "busy".into(), ErrorKind::Application),
+        (Some("closing"), prefixed.clone(), ErrorKind::Closing),
+        (Some("deadline"), "late".into(), ErrorKind::Timeout),
+        (Some("unheard of"), prefixed.clone(), ErrorKind::Application),
+        (None, prefixed, ErrorKind::Overloaded),
+    ];
+    runtime().block_on(async {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        let replies: Vec<_> = script.iter().map(|(h, m, _)| (*h, m.clone())).collect();
+        let peer = tokio::spawn(async move {
+            use tokio::io::{AsyncReadExt, AsyncWriteExt};
+            let (mut s, _) = listener.accept().await.unwrap();
+            for (said, message) in replies {
+                let mut len = [0u8; 4];
+                s.read_exact(&mut len).await.unwrap();
+                let mut frame = len.to_vec();
+                frame.resize(4 + u32::from_be_bytes(len) as usize, 0);
+                s.read_exact(&mut frame[4..]).await.unwrap();
+                let (asked, payload) =
+                    Header::decode(&Bytes::from(frame), &HeaderLimits::default()).unwrap();
+                let call = thrift_codec::Codec::<Binary>::new()
+                    .decoder(payload)
+                    .unwrap()
+                    .read_message_begin()
+                    .unwrap();
+                let mut h = Header::new(asked.seq_id, asked.protocol);
+                if let Some(said) = said {
+                    h.str_kv
+                        .push((crate::refusal::HEADER_KEY.into(), said.into()));
+                }
+                let reply = MessageHeader {
+                    name: call.name,
+                    ty: MessageType::Exception,
+                    seq_id: call.seq_id,
+                };
+                let ex =
+                    ApplicationException::new(ApplicationExceptionKind::InternalError, message);
+                let mut out = thrift_codec::LinkBuffer::new();
+                crate::codec::write_message::<Binary, _>(
+                    &mut out,
+                    Framing::TTHeader,
+                    Some(&h),
+                    &reply,
+                    &ex,
+                    usize::MAX,
+                )
+                .unwrap()
+                .unwrap();
+                let n = out.len();
+                s.write_all(&out.next(n)).await.unwrap();
+            }
+        });
+        let client = Client::builder("Test")
+            .address(Address::Tcp(addr))
+            .config(ClientConfig {
+                framing: Framing::TTHeader,
+                ..ClientConfig::default()
+            })
+            .retry(RetryPolicy::new().max_retries(0))
+            .build()
+            .unwrap();
+        for (said, message, kind) in script {
+            let err = echo(&client, &mut ClientContext::new(), "x")
+                .await
+                .unwrap_err();
+            assert_eq!(
+                err.kind(),
+                kind,
+                "header {said:?}, message {message:?}: {err}"
+            );
+            assert_eq!(
+                err.application_exception().map(|ex| ex.message.to_string()),
+                Some(message)
+            );
+        }
+        tokio::time::timeout(Duration::from_secs(20), peer)
+            .await
+            .unwrap()
+            .unwrap();
+    });
+}

@@ -507,14 +507,19 @@ impl Service<ClientContext, ClientRequest> for Transport {
         let Some((framing_meta, payload, seq_id)) = reply else {
             return Ok(ClientResponse::none());
         };
-        match framing_meta {
-            ReplyHeader::TTHeader(header) => cx.metainfo.read_ttheader_reply(&header.str_kv),
+        // The refusal an exception reply's header names, if it names one.
+        let said = match &framing_meta {
+            ReplyHeader::TTHeader(header) => {
+                cx.metainfo.read_ttheader_reply(&header.str_kv);
+                refusal_said(&header.str_kv)
+            }
             ReplyHeader::THeader(header) => {
                 cx.metainfo.read_reply(&header.info);
                 cx.metainfo.read_headers(&header.info);
+                refusal_said(&header.info)
             }
-            ReplyHeader::None => {}
-        }
+            ReplyHeader::None => None,
+        };
         cx.rpc.seq_id = seq_id;
         ClientResponse::from_reply_to(
             payload,
@@ -523,8 +528,20 @@ impl Service<ClientContext, ClientRequest> for Transport {
             seq_id,
             self.inner.config.limits.max_frame,
         )
+        .map_err(|e| match &said {
+            Some(said) => e.with_refusal_said(said.as_str()),
+            None => e,
+        })
         .map_err(|e| e.with_instance(addr))
     }
+}
+
+/// The value of a reply header's [`HEADER_KEY`](crate::refusal::HEADER_KEY), if any.
+fn refusal_said(pairs: &[(Utf8Bytes, Utf8Bytes)]) -> Option<Utf8Bytes> {
+    pairs
+        .iter()
+        .find(|(k, _)| k.as_str() == crate::refusal::HEADER_KEY)
+        .map(|(_, v)| v.clone())
 }
 
 #[cfg(test)]

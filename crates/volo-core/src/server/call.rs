@@ -25,6 +25,7 @@ use super::{Dispatch, DispatchError, EncodeReply, ServerRequest};
 use crate::codec::ttheader::{Header, int_key, str_key};
 use crate::codec::{FrameError, Framing, Protocol, theader};
 use crate::context::{Address, ServerContext};
+use crate::refusal::Refusal;
 use crate::service::Service;
 
 /// A frame handed to [`start_call`]: its bytes, when it was taken, whether the
@@ -471,10 +472,13 @@ impl<'a> Reply<'a> {
             ty: MessageType::Exception,
             seq_id,
         };
+        // The server's own refusals are named in the reply's header too, which is
+        // what this crate's clients go by (see `crate::refusal`).
+        let refusal = Refusal::of_reply(ex, None);
         let written = match cx.protocol {
-            Protocol::Binary => self.write::<Binary, _>(out, cx, &header, ex)?,
-            Protocol::Compact => self.write::<Compact, _>(out, cx, &header, ex)?,
-            Protocol::Json => self.write::<Json, _>(out, cx, &header, ex)?,
+            Protocol::Binary => self.write::<Binary, _>(out, cx, &header, ex, refusal)?,
+            Protocol::Compact => self.write::<Compact, _>(out, cx, &header, ex, refusal)?,
+            Protocol::Json => self.write::<Json, _>(out, cx, &header, ex, refusal)?,
         };
         written.map_err(|size| {
             io::Error::other(format!(
@@ -497,7 +501,7 @@ impl<'a> Reply<'a> {
             ty: MessageType::Reply,
             seq_id,
         };
-        if let Err(size) = self.write::<P, _>(out, cx, &header, body)? {
+        if let Err(size) = self.write::<P, _>(out, cx, &header, body, None)? {
             let ex = ApplicationException::new(
                 ApplicationExceptionKind::InternalError,
                 format!(
@@ -509,21 +513,29 @@ impl<'a> Reply<'a> {
                 ty: MessageType::Exception,
                 ..header
             };
-            self.write::<P, _>(out, cx, &header, &ex)?
+            self.write::<P, _>(out, cx, &header, &ex, None)?
                 .map_err(|_| io::Error::other("an exception reply above the frame limit"))?;
         }
         Ok(())
     }
 
     /// Writes the message (sized first, one reservation) behind its framing into the
-    /// output. `Ok(Err(size))` when it would exceed the frame limit (nothing written).
+    /// output, a header (if the framing has one) naming `refusal` if there is one.
+    /// `Ok(Err(size))` when it would exceed the frame limit (nothing written).
     fn write<P: thrift_codec::Protocol, M: EncodeReply>(
         &mut self,
         out: &mut LinkBuffer,
         cx: &ServerContext,
         header: &MessageHeader,
         body: &M,
+        refusal: Option<Refusal>,
     ) -> io::Result<Result<(), usize>> {
+        let refusal = refusal.map(|r| {
+            (
+                Utf8Bytes::from_static(crate::refusal::HEADER_KEY),
+                Utf8Bytes::from_static(r.as_str()),
+            )
+        });
         if let Some(req) = self.theader {
             // Echoed: flags, sequence id, transforms, outer framing; the protocol is
             // the request's too (`cx.protocol`).
@@ -537,6 +549,7 @@ impl<'a> Reply<'a> {
                     .map(|(k, v)| (Utf8Bytes::from(k), v.clone())),
             );
             h.info.extend(cx.metainfo.header_pairs().cloned());
+            h.info.extend(refusal);
             return crate::codec::write_theader_message::<P, M>(
                 out,
                 &h,
@@ -561,6 +574,7 @@ impl<'a> Reply<'a> {
                 .push((int_key::MSG_TYPE, Utf8Bytes::from_static(ty)));
             h.str_kv.clear();
             h.str_kv.extend(cx.metainfo.ttheader_reply_pairs());
+            h.str_kv.extend(refusal);
             if self.closing {
                 h.str_kv.push((
                     Utf8Bytes::from_static(str_key::CONNECTION_RESET),

@@ -345,6 +345,7 @@ fn ttheader_calls_carry_metainfo_both_ways() {
         // Both forms: Volo's prefix, Kitex's plain key.
         assert_eq!(rh.str_value("RPC_BACKWARD_seen"), Some("L-42"));
         assert_eq!(rh.str_value("seen"), Some("L-42"));
+        assert_eq!(rh.str_value(crate::refusal::HEADER_KEY), None, "no refusal");
         let (mh, a) = answer::<Binary>(payload.to_vec());
         assert_eq!(mh.seq_id, 9);
         assert_eq!(a, Answer::Ok("tt".into()));
@@ -1457,6 +1458,14 @@ fn over_the_concurrency_limit_a_call_is_refused_before_decoding() {
             }
             other => panic!("{other:?}"),
         }
+        // Over TTHeader, the reply's header names the refusal too.
+        let mut third = slow.sibling();
+        third
+            .write_all(&ttheader(4, &undecodable("echo", 4)))
+            .unwrap();
+        let reply = Bytes::from(framed(&read_framed(&mut third)));
+        let (rh, _) = Header::decode(&reply, &HeaderLimits::default()).unwrap();
+        assert_eq!(rh.str_value(crate::refusal::HEADER_KEY), Some("overloaded"));
         s.gate.add_permits(1);
         slow.poll_calls();
         assert_eq!(
