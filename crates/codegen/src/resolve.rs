@@ -65,8 +65,8 @@ use crate::ast::{
     self, BaseType, ConstValue, ConstValueKind, Definition, FieldTypeKind, FileId, Span,
 };
 use crate::model::{
-    ConstDef, EnumDef, FieldDef, FieldValue, Item, MethodDef, Model, Module, Requiredness,
-    ServiceDef, StructDef, StructKind, ThrowDef, Ty, TypePath, TypedefDef, Value,
+    ConstDef, EnumDef, FieldDef, FieldValue, Item, MethodDef, Model, Module, ORDERED_F64,
+    Requiredness, ServiceDef, StructDef, StructKind, ThrowDef, Ty, TypePath, TypedefDef, Value,
 };
 use crate::names;
 
@@ -908,7 +908,7 @@ impl<'a> Resolver<'a> {
                 name: self.modules[fi].clone(),
                 items: out,
             };
-            if crate::emit::module_uses_ordered_f64(&module) {
+            if module.uses_ordered_f64() {
                 self.check_ordered_f64_free(fi, &module)?;
             }
             modules.push(module);
@@ -1535,7 +1535,7 @@ impl<'a> Resolver<'a> {
 
     /// Fails if the module, which needs its `OrderedF64`, defines that name itself.
     fn check_ordered_f64_free(&self, file: usize, module: &Module) -> Result<(), ResolveError> {
-        let name = crate::emit::ORDERED_F64;
+        let name = ORDERED_F64;
         let taken = module.items.iter().any(|item| match item {
             Item::Struct(s) => s.name == name,
             Item::Enum(e) => e.name == name,
