@@ -12,8 +12,9 @@ pub struct Model {
     /// One per IDL file.
     pub modules: Vec<Module>,
     /// What the IDL says that Apache Thrift accepts but that loses meaning, and how it
-    /// was read (the emitter ignores these).
-    pub warnings: Vec<crate::resolve::Warning>,
+    /// was read: diagnostics of severity [`Warning`](crate::Severity::Warning) (the
+    /// emitter ignores these).
+    pub warnings: Vec<crate::Diagnostic>,
 }
 
 /// The name of the type a module defines, when it needs one, for the `double`s in its

@@ -70,9 +70,9 @@
 
 use std::cell::RefCell;
 use std::collections::HashMap;
-use std::fmt;
 
 use crate::ast::{self, Definition, FileId, Span};
+use crate::diagnostic::{Diagnostic, Severity};
 use crate::model::{
     ConstDef, Item, Model, Module, StructDef, StructKind, Ty, TypePath, TypedefDef,
 };
@@ -89,67 +89,16 @@ use ordering::{order_key_literals, order_key_structs};
 use recursion::StructGraph;
 
 /// A meaning error in the IDL: an unknown type, a duplicate id, a constant of the wrong
-/// type... with the position it was found at.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct ResolveError {
-    /// The file, as displayed.
-    pub file: String,
-    /// 1-based line.
-    pub line: u32,
-    /// 1-based column.
-    pub col: u32,
-    /// What is wrong.
-    pub message: String,
-}
-
-impl fmt::Display for ResolveError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(
-            f,
-            "{}:{}:{}: {}",
-            self.file, self.line, self.col, self.message
-        )
-    }
-}
-
-impl std::error::Error for ResolveError {}
+/// type... with the position it was found at: a [`Diagnostic`] of severity
+/// [`Error`](Severity::Error). The name stays for the callers that know it.
+pub type ResolveError = Diagnostic;
 
 /// Something the IDL says that Apache Thrift's compiler accepts but that loses meaning
-/// (or that Apache Thrift itself warns about), and what codegen made of it. The compile
-/// goes on; [`Builder`](crate::Builder) prints each as a `cargo:warning=` line.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Warning {
-    /// The file, as displayed.
-    pub file: String,
-    /// 1-based line.
-    pub line: u32,
-    /// 1-based column.
-    pub col: u32,
-    /// What was accepted, and how it is read.
-    pub message: String,
-}
-
-impl From<ResolveError> for Warning {
-    /// The same place and words, as a warning.
-    fn from(e: ResolveError) -> Self {
-        Warning {
-            file: e.file,
-            line: e.line,
-            col: e.col,
-            message: e.message,
-        }
-    }
-}
-
-impl fmt::Display for Warning {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(
-            f,
-            "{}:{}:{}: {}",
-            self.file, self.line, self.col, self.message
-        )
-    }
-}
+/// (or that Apache Thrift itself warns about), and what codegen made of it: a
+/// [`Diagnostic`] of severity [`Warning`](Severity::Warning). The compile goes on;
+/// [`Builder`](crate::Builder) prints each as a `cargo:warning=` line. The name stays
+/// for the callers that know it.
+pub type Warning = Diagnostic;
 
 /// One parsed file, ready to resolve.
 #[derive(Debug, Clone)]
@@ -210,7 +159,7 @@ impl<'a> Resolver<'a> {
     /// Records a warning (once: definitions are resolved more than once, e.g. a struct
     /// for itself and for each constant literal of it).
     fn warn(&self, file: usize, span: Span, message: String) {
-        let w = Warning::from(at(&self.files[file], span, message));
+        let w = warning_at(&self.files[file], span, message);
         let mut warnings = self.warnings.borrow_mut();
         if !warnings.contains(&w) {
             warnings.push(w);
@@ -370,11 +319,19 @@ impl<'a> Resolver<'a> {
 /// An error at `span` of `file` (a span of line or column 0, for what has no place in
 /// the file, points at its start).
 fn at(file: &SourceFile, span: Span, message: String) -> ResolveError {
-    ResolveError {
-        file: file.display.clone(),
-        line: span.line.max(1),
-        col: span.col.max(1),
+    Diagnostic::error(
+        file.display.clone(),
+        span.line.max(1),
+        span.col.max(1),
         message,
+    )
+}
+
+/// A warning at `span` of `file`, placed as [`at`] places errors.
+fn warning_at(file: &SourceFile, span: Span, message: String) -> Warning {
+    Diagnostic {
+        severity: Severity::Warning,
+        ..at(file, span, message)
     }
 }
 

@@ -12,7 +12,7 @@ use crate::ast::{self, Definition, Span};
 use crate::model::TypePath;
 use crate::names;
 
-use super::{DefRef, ResolveError, Resolver, SourceFile, Warning, at};
+use super::{DefRef, ResolveError, Resolver, SourceFile, at, warning_at};
 
 impl<'a> Resolver<'a> {
     /// Names every file's module and builds its symbol tables; fails on a definition
@@ -47,7 +47,7 @@ impl<'a> Resolver<'a> {
                         .map(|n| format!("{module}_{n}"))
                         .find(|m| !seen.contains_key(m))
                         .unwrap_or_default();
-                    early_warnings.push(Warning::from(at(
+                    early_warnings.push(warning_at(
                         file,
                         Span::default(),
                         format!(
@@ -55,7 +55,7 @@ impl<'a> Resolver<'a> {
                              file's is `{numbered}`",
                             files[other].display
                         ),
-                    )));
+                    ));
                     numbered
                 }
             };
