@@ -1,52 +1,32 @@
-//! The error that the IDL parser returns.
+//! The errors that the IDL parser returns.
 //!
 //! Every failure names the file (the display name the caller gave to
 //! [`parse`](crate::parse)), the 1-based line and column of the offending token or
 //! character, and what went wrong, e.g.
-//! `echo.thrift:12:5: found '}', expected a field type`.
+//! `echo.thrift:12:5: found '}', expected a field type`. It is a
+//! [`Diagnostic`] whose message is a [`ParseErrorKind`], so that callers can tell the
+//! kinds of syntax error apart.
 
-/// A syntax error in a Thrift IDL file, with its position.
+use crate::diagnostic::Diagnostic;
+
+/// A syntax error in a Thrift IDL file, with its position: a [`Diagnostic`] (always of
+/// severity [`Error`](crate::Severity::Error)) that says what went wrong as a
+/// [`ParseErrorKind`].
 ///
 /// `Display` prints `file:line:col: message`, the form compilers use, so that
 /// editors and terminals can jump to the spot.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("{file}:{line}:{col}: {kind}")]
-pub struct ParseError {
-    file: String,
-    line: u32,
-    col: u32,
-    kind: ParseErrorKind,
-}
+pub type ParseError = Diagnostic<ParseErrorKind>;
 
-impl ParseError {
-    /// Builds an error at `line:col` (both 1-based) of the file displayed as `file`.
+impl Diagnostic<ParseErrorKind> {
+    /// Builds a syntax error at `line:col` (both 1-based) of the file displayed as
+    /// `file`; the same as [`Diagnostic::error`].
     pub fn new(file: impl Into<String>, line: u32, col: u32, kind: ParseErrorKind) -> Self {
-        Self {
-            file: file.into(),
-            line,
-            col,
-            kind,
-        }
-    }
-
-    /// The display name of the file, as given to [`parse`](crate::parse).
-    pub fn file_name(&self) -> &str {
-        &self.file
-    }
-
-    /// The 1-based line of the error.
-    pub fn line(&self) -> u32 {
-        self.line
-    }
-
-    /// The 1-based column of the error, counted in characters (a tab counts as one).
-    pub fn col(&self) -> u32 {
-        self.col
+        Self::error(file, line, col, kind)
     }
 
     /// What went wrong.
     pub fn kind(&self) -> &ParseErrorKind {
-        &self.kind
+        &self.message
     }
 }
 

@@ -51,7 +51,9 @@
 //!   ids, picks legal Rust names (the mapping is in [`names`]) and boxes
 //!   recursive fields, producing the [`model`] ([`resolve::ResolveError`] otherwise),
 //!   with a [`resolve::Warning`] for each thing Apache Thrift accepts but that loses
-//!   meaning (printed as `cargo:warning=` lines, which cargo shows);
+//!   meaning (printed as `cargo:warning=` lines, which cargo shows). Those errors and
+//!   warnings are all one [`Diagnostic`] type, which prints as `file:line:col: message`
+//!   and tells errors from warnings by its [`Severity`];
 //! - the [`emit`]ter turns the model into one formatted Rust file whose types implement
 //!   `thrift_codec::Message` byte for byte like the hand-written reference types in
 //!   `thrift_codec::fixtures`;
@@ -165,6 +167,7 @@
 )]
 
 mod builder;
+mod diagnostic;
 pub mod emit;
 mod load;
 pub mod model;
@@ -178,5 +181,6 @@ mod lexer;
 mod parser;
 
 pub use builder::{Builder, Error, compile};
+pub use diagnostic::{Diagnostic, Severity};
 pub use error::{ParseError, ParseErrorKind};
 pub use parser::{MAX_NESTING, parse};

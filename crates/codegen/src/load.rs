@@ -4,8 +4,9 @@ use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 
 use crate::ast::{FileId, Span};
+use crate::diagnostic::Diagnostic;
 use crate::error::ParseError;
-use crate::resolve::{ResolveError, SourceFile, Warning};
+use crate::resolve::{SourceFile, Warning};
 use crate::{Error, parse};
 
 /// What [`load`] read.
@@ -57,12 +58,12 @@ impl Loader<'_> {
     /// Loads `path` (already located) and returns its index.
     fn load(&mut self, path: &Path, from: Option<(&SourceFile, Span)>) -> Result<usize, Error> {
         let canonical = path.canonicalize().map_err(|source| match from {
-            Some((file, span)) => Error::Resolve(ResolveError {
-                file: file.display.clone(),
-                line: span.line,
-                col: span.col,
-                message: format!("cannot read included file {}: {source}", path.display()),
-            }),
+            Some((file, span)) => Error::Resolve(Diagnostic::error(
+                file.display.clone(),
+                span.line,
+                span.col,
+                format!("cannot read included file {}: {source}", path.display()),
+            )),
             None => Error::Io {
                 path: path.to_path_buf(),
                 source,
@@ -77,12 +78,12 @@ impl Loader<'_> {
             let (file, span) = from
                 .map(|(f, s)| (f.display.clone(), s))
                 .unwrap_or_default();
-            return Err(Error::Resolve(ResolveError {
+            return Err(Error::Resolve(Diagnostic::error(
                 file,
-                line: span.line.max(1),
-                col: span.col.max(1),
-                message: format!("include cycle: {}", cycle.join(" -> ")),
-            }));
+                span.line.max(1),
+                span.col.max(1),
+                format!("include cycle: {}", cycle.join(" -> ")),
+            )));
         }
         let source = std::fs::read_to_string(path).map_err(|source| Error::Io {
             path: path.to_path_buf(),
@@ -117,15 +118,15 @@ impl Loader<'_> {
                 .map(|d| d.join(&inc))
                 .find(|p| p.is_file());
             let Some(found) = found else {
-                self.warnings.push(Warning {
-                    file: file.display.clone(),
-                    line: span.line,
-                    col: span.col,
-                    message: format!(
+                self.warnings.push(Diagnostic::warning(
+                    file.display.clone(),
+                    span.line,
+                    span.col,
+                    format!(
                         "included file \"{inc}\" not found next to it or in the include paths; \
                          going on without it, as Apache Thrift does (its names are unknown)"
                     ),
-                });
+                ));
                 continue;
             };
             let index = self.load(&found, Some((&file, span)));

@@ -12,9 +12,16 @@ pub struct Model {
     /// One per IDL file.
     pub modules: Vec<Module>,
     /// What the IDL says that Apache Thrift accepts but that loses meaning, and how it
-    /// was read (the emitter ignores these).
-    pub warnings: Vec<crate::resolve::Warning>,
+    /// was read: diagnostics of severity [`Warning`](crate::Severity::Warning) (the
+    /// emitter ignores these).
+    pub warnings: Vec<crate::Diagnostic>,
 }
+
+/// The name of the type a module defines, when it needs one, for the `double`s in its
+/// set elements and map keys ([`Ty::OrderedDouble`]). The model owns the name: the
+/// resolver refuses a module whose own items would take it, and the emitter writes the
+/// type under it.
+pub const ORDERED_F64: &str = "OrderedF64";
 
 /// The items of one IDL file, emitted as `pub mod <name>`.
 #[derive(Debug, Clone, PartialEq, Default)]
@@ -23,6 +30,23 @@ pub struct Module {
     pub name: String,
     /// Items in IDL order.
     pub items: Vec<Item>,
+}
+
+impl Module {
+    /// Whether a type that one of the module's items spells holds a
+    /// [`Ty::OrderedDouble`], so that the module defines [`ORDERED_F64`].
+    pub fn uses_ordered_f64(&self) -> bool {
+        let fields = |fields: &[FieldDef]| fields.iter().any(|f| f.ty.holds_ordered_double());
+        self.items.iter().any(|item| match item {
+            Item::Struct(s) => fields(&s.fields),
+            Item::Const(c) => c.ty.holds_ordered_double(),
+            Item::Typedef(t) => t.ty.holds_ordered_double(),
+            Item::Service(s) => s.methods.iter().any(|m| {
+                fields(&m.params) || m.returns.as_ref().is_some_and(Ty::holds_ordered_double)
+            }),
+            Item::Enum(_) => false,
+        })
+    }
 }
 
 /// A generated item.
@@ -120,7 +144,8 @@ pub enum Ty {
     /// `double`.
     Double,
     /// `double` inside a set element or map key type, where Rust needs a total order:
-    /// the module's `OrderedF64`, an `f64` ordered by `f64::total_cmp` (see the emitter).
+    /// the module's [`ORDERED_F64`] type, an `f64` ordered by `f64::total_cmp` (see the
+    /// emitter).
     OrderedDouble,
     /// `string` (`Utf8Bytes`).
     String,
@@ -138,6 +163,18 @@ pub enum Ty {
     Struct(TypePath),
     /// An enum.
     Enum(TypePath),
+}
+
+impl Ty {
+    /// Whether this type is, or has inside it, a [`Ty::OrderedDouble`].
+    pub fn holds_ordered_double(&self) -> bool {
+        match self {
+            Ty::OrderedDouble => true,
+            Ty::List(t) | Ty::Set(t) => t.holds_ordered_double(),
+            Ty::Map(k, v) => k.holds_ordered_double() || v.holds_ordered_double(),
+            _ => false,
+        }
+    }
 }
 
 /// Where a named type lives: its module and Rust name.
