@@ -105,7 +105,7 @@
 //!   with `async fn`s. `service S extends B` makes `B` a supertrait, so one type
 //!   implements the whole chain;
 //! - `SReply`, an enum with the result struct of each method of the chain (and
-//!   `Oneway` when a method is oneway), which implements `volo_core::server::EncodeReply`;
+//!   `Oneway` when a method is oneway), which implements `volo_core::codec::EncodeReply`;
 //! - `SServer<T>`, which for any `T: S` is a
 //!   `volo_core::service::Service<ServerContext, ServerRequest>` (and so a
 //!   `volo_core::server::Dispatch`, which server layers wrap): it takes the method's
@@ -117,6 +117,10 @@
 //!   implements `volo_core::server::ServiceInfo`: the service's IDL name and which
 //!   methods of the chain are oneway, which the server reads so that it never answers
 //!   them, whatever message type they come in.
+//!
+//! The generated code names volo-core through one module, `::volo_core::codegen`,
+//! which re-exports each runtime item it uses from the item's home; the paths above are
+//! those homes.
 //!
 //! For `idl/echo.thrift`'s
 //! `Response echo_or_fail(1: Request req) throws (1: EchoError err)`:

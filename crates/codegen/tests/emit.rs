@@ -373,13 +373,13 @@ fn generated_service_code_has_the_documented_shape() {
         .unwrap_or_else(|e| panic!("{e}"));
     for want in [
         // A context parameter that does not clash with an argument called `cx`.
-        "            cx_: &mut ::volo_core::context::ServerContext,\n            cx: i32,\n",
+        "            cx_: &mut ::volo_core::codegen::ServerContext,\n            cx: i32,\n",
         // Two variants hold `NotFound`, so only `Oops` converts.
         "impl ::std::convert::From<super::handlers::Oops> for TrickyTypeException",
         "pub trait T: super::handlers::Tricky {",
-        "impl<T: super::handlers::T> ::volo_core::server::Service<::volo_core::context::ServerContext, ::volo_core::server::ServerRequest> for TServer<T> {",
+        "impl<T: super::handlers::T> ::volo_core::codegen::Service<::volo_core::codegen::ServerContext, ::volo_core::codegen::ServerRequest> for TServer<T> {",
         // The server learns the oneway methods of the whole chain from the IDL.
-        "impl<T> ::volo_core::server::ServiceInfo for TServer<T> {\n        const NAME: &'static str = \"T\";\n\n        fn is_oneway(method: &str) -> bool {\n            ::std::matches!(method, \"fire\")\n",
+        "impl<T> ::volo_core::codegen::ServiceInfo for TServer<T> {\n        const NAME: &'static str = \"T\";\n\n        fn is_oneway(method: &str) -> bool {\n            ::std::matches!(method, \"fire\")\n",
         // Arguments are decoded in the call's protocol, from the request.
         "let a = req.decode::<super::handlers::TrickyTypeArgs>(cx)?;",
         // Inherited methods are called through the trait that declares them.

@@ -56,7 +56,7 @@
 //! (`codec`, `refusal`, `registry`, `metrics`, `trace`, `transport`, `context`,
 //! `clock`, `service`), and each side keeps its own layers over those (the metered
 //! ones in [`client::metered`] and [`server::metered`]). [`tower`] adapts both and
-//! sits on top. The test `tests/module_graph.rs` fails on a cycle between modules or
+//! sits on top, as does [`codegen`], the one module generated code names. The test `tests/module_graph.rs` fails on a cycle between modules or
 //! on a shared module that uses a side.
 #![warn(
     missing_docs,
@@ -68,6 +68,7 @@
 pub mod client;
 pub mod clock;
 pub mod codec;
+pub mod codegen;
 pub mod context;
 pub mod metrics;
 mod random;

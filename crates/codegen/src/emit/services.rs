@@ -10,14 +10,9 @@ use crate::model::{MethodDef, ServiceDef, TypePath};
 
 use super::{ERR, Emitter, NONE, OK, SOME, bare, str_lit, type_path};
 
-/// volo-core's server module: what service traits and dispatchers implement.
-const SERVER: &str = "::volo_core::server";
-/// The context a handler gets with each call.
-const CONTEXT: &str = "::volo_core::context::ServerContext";
-/// volo-core's client module: what generated clients are built on.
-const CLIENT: &str = "::volo_core::client";
-/// volo-core's `Service` trait lives here.
-const SERVICE: &str = "::volo_core::service";
+/// The one volo-core module generated code names: it re-exports every runtime item a
+/// generated service, dispatcher and client uses.
+const RT: &str = "::volo_core::codegen";
 /// `Send`, by path, for the bounds and futures of generated services.
 const SEND: &str = "::std::marker::Send";
 
@@ -81,7 +76,7 @@ impl Emitter<'_> {
             line!(self.out, "fn {}(", m.name);
             self.out.depth += 1;
             line!(self.out, "&self,");
-            line!(self.out, "{cx}: &mut {CONTEXT},");
+            line!(self.out, "{cx}: &mut {RT}::ServerContext,");
             for p in &m.params {
                 line!(self.out, "{}: {},", p.name, self.field_type(p));
             }
@@ -89,7 +84,7 @@ impl Emitter<'_> {
             let (ret, exception) = self.outcome_types(m);
             line!(
                 self.out,
-                ") -> impl ::std::future::Future<Output = ::std::result::Result<{ret}, {SERVER}::ServerError<{exception}>>> + {SEND};"
+                ") -> impl ::std::future::Future<Output = ::std::result::Result<{ret}, {RT}::ServerError<{exception}>>> + {SEND};"
             );
         }
         self.out.close("");
@@ -184,7 +179,7 @@ impl Emitter<'_> {
             self.out.close("");
         }
         self.out.blank();
-        open!(self.out, "impl {SERVER}::EncodeReply for {name}");
+        open!(self.out, "impl {RT}::EncodeReply for {name}");
         // Without result structs there is nothing to size or write.
         let (s_, e_) = if methods.iter().all(|m| m.oneway) {
             ("_s", "_e")
@@ -224,7 +219,7 @@ impl Emitter<'_> {
         let server = &s.server;
         line!(
             self.out,
-            "/// Serves an implementation of [`{}`]: a `volo_core::server::Service` that",
+            "/// Serves an implementation of [`{}`]: a `volo_core::service::Service` that",
             s.name
         );
         line!(
@@ -264,7 +259,7 @@ impl Emitter<'_> {
         self.out.blank();
 
         let methods: Vec<&MethodDef> = s.methods.iter().chain(&s.inherited).collect();
-        open!(self.out, "impl<T> {SERVER}::ServiceInfo for {server}<T>");
+        open!(self.out, "impl<T> {RT}::ServiceInfo for {server}<T>");
         line!(
             self.out,
             "const NAME: &'static str = {};",
@@ -293,25 +288,25 @@ impl Emitter<'_> {
         });
         open!(
             self.out,
-            "impl<T: {trait_path}> {SERVER}::Service<{CONTEXT}, {SERVER}::ServerRequest> for {server}<T>"
+            "impl<T: {trait_path}> {RT}::Service<{RT}::ServerContext, {RT}::ServerRequest> for {server}<T>"
         );
         line!(self.out, "type Response = {};", s.reply);
-        line!(self.out, "type Error = {SERVER}::DispatchError;");
+        line!(self.out, "type Error = {RT}::DispatchError;");
         self.out.blank();
         line!(self.out, "async fn call(");
         self.out.depth += 1;
         line!(self.out, "&self,");
-        line!(self.out, "cx: &mut {CONTEXT},");
-        line!(self.out, "req: {SERVER}::ServerRequest,");
+        line!(self.out, "cx: &mut {RT}::ServerContext,");
+        line!(self.out, "req: {RT}::ServerRequest,");
         self.out.depth -= 1;
         open!(
             self.out,
-            ") -> ::std::result::Result<{}, {SERVER}::DispatchError>",
+            ") -> ::std::result::Result<{}, {RT}::DispatchError>",
             s.reply
         );
         if methods.is_empty() {
             line!(self.out, "let _ = (cx, req);");
-            line!(self.out, "{ERR}({SERVER}::DispatchError::UnknownMethod)");
+            line!(self.out, "{ERR}({RT}::DispatchError::UnknownMethod)");
         } else {
             open!(self.out, "match cx.rpc.method.as_str()");
             for m in methods {
@@ -319,10 +314,7 @@ impl Emitter<'_> {
                 self.dispatch_arm(s, m);
                 self.out.close("");
             }
-            line!(
-                self.out,
-                "_ => {ERR}({SERVER}::DispatchError::UnknownMethod),"
-            );
+            line!(self.out, "_ => {ERR}({RT}::DispatchError::UnknownMethod),");
             self.out.close("");
         }
         self.out.close("");
@@ -390,7 +382,7 @@ impl Emitter<'_> {
             for t in &m.throws {
                 line!(
                     self.out,
-                    "{ERR}({SERVER}::ServerError::User({}::{}(e))) => {},",
+                    "{ERR}({RT}::ServerError::User({}::{}(e))) => {},",
                     type_path(exception),
                     t.variant,
                     reply(Some(&t.field), "e")
@@ -399,7 +391,7 @@ impl Emitter<'_> {
         }
         line!(
             self.out,
-            "{ERR}({SERVER}::ServerError::Application(e)) => {ERR}({SERVER}::DispatchError::Application(e)),"
+            "{ERR}({RT}::ServerError::Application(e)) => {ERR}({RT}::DispatchError::Application(e)),"
         );
         self.out.close("");
     }
@@ -412,7 +404,7 @@ impl Emitter<'_> {
         let client = &s.client;
         let maker = &s.maker;
         let stack = format!(
-            "{SERVICE}::Service<{CLIENT}::ClientContext, {CLIENT}::ClientRequest, Response = {CLIENT}::ClientResponse, Error = {CLIENT}::Error>"
+            "{RT}::Service<{RT}::ClientContext, {RT}::ClientRequest, Response = {RT}::ClientResponse, Error = {RT}::Error>"
         );
         line!(
             self.out,
@@ -425,8 +417,8 @@ impl Emitter<'_> {
         );
         line!(self.out, "/// [`{client}::builder`] builds).");
         line!(self.out, "#[derive(Debug)]");
-        open!(self.out, "pub struct {client}<T = {CLIENT}::DefaultStack>");
-        line!(self.out, "client: {CLIENT}::Client<T>,");
+        open!(self.out, "pub struct {client}<T = {RT}::DefaultStack>");
+        line!(self.out, "client: {RT}::Client<T>,");
         self.out.close("");
         self.out.blank();
         // By hand, not derived: a derive would ask `T: Clone`, and the stack is shared
@@ -444,12 +436,12 @@ impl Emitter<'_> {
         line!(self.out, "#[derive(Debug, Clone, Copy, Default)]");
         line!(self.out, "pub struct {maker};");
         self.out.blank();
-        open!(self.out, "impl<T> {CLIENT}::MakeClient<T> for {maker}");
+        open!(self.out, "impl<T> {RT}::MakeClient<T> for {maker}");
         line!(self.out, "type Client = {client}<T>;");
         self.out.blank();
         open!(
             self.out,
-            "fn make_client(client: {CLIENT}::Client<T>) -> {client}<T>"
+            "fn make_client(client: {RT}::Client<T>) -> {client}<T>"
         );
         line!(self.out, "{client}::new(client)");
         self.out.close("");
@@ -465,13 +457,10 @@ impl Emitter<'_> {
             self.out,
             "/// address, a list of addresses or a `Discover`, settings and layers, then `build()`."
         );
-        open!(
-            self.out,
-            "pub fn builder() -> {CLIENT}::ClientBuilder<{maker}>"
-        );
+        open!(self.out, "pub fn builder() -> {RT}::ClientBuilder<{maker}>");
         line!(
             self.out,
-            "{CLIENT}::ClientBuilder::new({})",
+            "{RT}::ClientBuilder::new({})",
             str_lit(&s.thrift_name)
         );
         self.out.close("");
@@ -479,12 +468,12 @@ impl Emitter<'_> {
         self.out.blank();
         open!(self.out, "impl<T> {client}<T>");
         line!(self.out, "/// Calls go through `client`.");
-        open!(self.out, "pub fn new(client: {CLIENT}::Client<T>) -> Self");
+        open!(self.out, "pub fn new(client: {RT}::Client<T>) -> Self");
         line!(self.out, "Self {{ client }}");
         self.out.close("");
         self.out.blank();
         line!(self.out, "/// The untyped client underneath.");
-        open!(self.out, "pub fn client(&self) -> &{CLIENT}::Client<T>");
+        open!(self.out, "pub fn client(&self) -> &{RT}::Client<T>");
         line!(self.out, "&self.client");
         self.out.close("");
         self.out.close("");
@@ -506,7 +495,7 @@ impl Emitter<'_> {
     /// A client method and its `_with` twin.
     fn client_method(&mut self, m: &MethodDef) {
         let (ret, exception) = self.outcome_types(m);
-        let output = format!("::std::result::Result<{ret}, {CLIENT}::ClientError<{exception}>>");
+        let output = format!("::std::result::Result<{ret}, {RT}::ClientError<{exception}>>");
         let params: Vec<String> = m
             .params
             .iter()
@@ -533,7 +522,7 @@ impl Emitter<'_> {
         );
         line!(
             self.out,
-            "self.{}_with(&mut {CLIENT}::ClientContext::new(){}).await",
+            "self.{}_with(&mut {RT}::ClientContext::new(){}).await",
             m.name,
             names.iter().map(|n| format!(", {n}")).collect::<String>()
         );
@@ -550,7 +539,7 @@ impl Emitter<'_> {
         );
         open!(
             self.out,
-            "pub async fn {}_with(&self, {cx}: &mut {CLIENT}::ClientContext{}) -> {output}",
+            "pub async fn {}_with(&self, {cx}: &mut {RT}::ClientContext{}) -> {output}",
             m.name,
             params.iter().map(|p| format!(", {p}")).collect::<String>()
         );
@@ -562,7 +551,7 @@ impl Emitter<'_> {
         let Some(result) = &m.result else {
             line!(
                 self.out,
-                "self.client.oneway({cx}, {}, {args}).await.map_err({CLIENT}::ClientError::from)",
+                "self.client.oneway({cx}, {}, {args}).await.map_err({RT}::ClientError::from)",
                 str_lit(&m.thrift_name)
             );
             self.out.close("");
@@ -585,7 +574,7 @@ impl Emitter<'_> {
                 open!(self.out, "if let {SOME}(e) = r.{}", t.field);
                 line!(
                     self.out,
-                    "return {ERR}({CLIENT}::ClientError::User({}::{}(e)));",
+                    "return {ERR}({RT}::ClientError::User({}::{}(e)));",
                     type_path(exception),
                     t.variant
                 );
@@ -597,7 +586,7 @@ impl Emitter<'_> {
             line!(self.out, "{SOME}(v) => {OK}(v),");
             line!(
                 self.out,
-                "{NONE} => {ERR}({CLIENT}::ClientError::missing_result({})),",
+                "{NONE} => {ERR}({RT}::ClientError::missing_result({})),",
                 str_lit(&m.thrift_name)
             );
             self.out.close("");

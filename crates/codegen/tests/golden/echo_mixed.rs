@@ -713,39 +713,39 @@ pub mod echo {
         /// Handles `echo` calls.
         fn echo(
             &self,
-            cx: &mut ::volo_core::context::ServerContext,
+            cx: &mut ::volo_core::codegen::ServerContext,
             req: super::echo::Request,
-        ) -> impl ::std::future::Future<Output = ::std::result::Result<super::echo::Response, ::volo_core::server::ServerError<::std::convert::Infallible>>> + ::std::marker::Send;
+        ) -> impl ::std::future::Future<Output = ::std::result::Result<super::echo::Response, ::volo_core::codegen::ServerError<::std::convert::Infallible>>> + ::std::marker::Send;
 
         /// Handles `echo_test` calls.
         fn echo_test(
             &self,
-            cx: &mut ::volo_core::context::ServerContext,
+            cx: &mut ::volo_core::codegen::ServerContext,
             t: super::echo::MyTest,
-        ) -> impl ::std::future::Future<Output = ::std::result::Result<super::echo::MyTest, ::volo_core::server::ServerError<::std::convert::Infallible>>> + ::std::marker::Send;
+        ) -> impl ::std::future::Future<Output = ::std::result::Result<super::echo::MyTest, ::volo_core::codegen::ServerError<::std::convert::Infallible>>> + ::std::marker::Send;
 
         /// Handles `echo_ids` calls.
         fn echo_ids(
             &self,
-            cx: &mut ::volo_core::context::ServerContext,
+            cx: &mut ::volo_core::codegen::ServerContext,
             ids: super::echo::Ids,
-        ) -> impl ::std::future::Future<Output = ::std::result::Result<super::echo::Ids, ::volo_core::server::ServerError<::std::convert::Infallible>>> + ::std::marker::Send;
+        ) -> impl ::std::future::Future<Output = ::std::result::Result<super::echo::Ids, ::volo_core::codegen::ServerError<::std::convert::Infallible>>> + ::std::marker::Send;
 
         /// Handles `echo_or_fail` calls.
         fn echo_or_fail(
             &self,
-            cx: &mut ::volo_core::context::ServerContext,
+            cx: &mut ::volo_core::codegen::ServerContext,
             req: super::echo::Request,
-        ) -> impl ::std::future::Future<Output = ::std::result::Result<super::echo::Response, ::volo_core::server::ServerError<super::echo::EchoServiceEchoOrFailException>>> + ::std::marker::Send;
+        ) -> impl ::std::future::Future<Output = ::std::result::Result<super::echo::Response, ::volo_core::codegen::ServerError<super::echo::EchoServiceEchoOrFailException>>> + ::std::marker::Send;
 
         /// Handles `notify` calls.
         ///
         /// Oneway: the caller waits for no reply, and what this returns is dropped.
         fn notify(
             &self,
-            cx: &mut ::volo_core::context::ServerContext,
+            cx: &mut ::volo_core::codegen::ServerContext,
             event: __tc::Utf8Bytes,
-        ) -> impl ::std::future::Future<Output = ::std::result::Result<(), ::volo_core::server::ServerError<::std::convert::Infallible>>> + ::std::marker::Send;
+        ) -> impl ::std::future::Future<Output = ::std::result::Result<(), ::volo_core::codegen::ServerError<::std::convert::Infallible>>> + ::std::marker::Send;
     }
 
     /// The reply to a call of any method of [`EchoService`]:
@@ -764,7 +764,7 @@ pub mod echo {
         Oneway,
     }
 
-    impl ::volo_core::server::EncodeReply for EchoServiceReply {
+    impl ::volo_core::codegen::EncodeReply for EchoServiceReply {
         fn size<S: __tc::Sizer>(&self, s: &mut S) -> usize {
             match self {
                 Self::Echo(r) => __tc::Message::size(r, s),
@@ -785,7 +785,7 @@ pub mod echo {
         }
     }
 
-    /// Serves an implementation of [`EchoService`]: a `volo_core::server::Service` that
+    /// Serves an implementation of [`EchoService`]: a `volo_core::service::Service` that
     /// decodes each call's arguments by method name in the call's protocol, runs the
     /// handler and returns its [`EchoServiceReply`]. Hand it to `volo_core::server::Server::new`,
     /// which learns from its `ServiceInfo` which methods are oneway.
@@ -811,7 +811,7 @@ pub mod echo {
         }
     }
 
-    impl<T> ::volo_core::server::ServiceInfo for EchoServiceServer<T> {
+    impl<T> ::volo_core::codegen::ServiceInfo for EchoServiceServer<T> {
         const NAME: &'static str = "EchoService";
 
         fn is_oneway(method: &str) -> bool {
@@ -819,43 +819,43 @@ pub mod echo {
         }
     }
 
-    impl<T: super::echo::EchoService> ::volo_core::server::Service<::volo_core::context::ServerContext, ::volo_core::server::ServerRequest> for EchoServiceServer<T> {
+    impl<T: super::echo::EchoService> ::volo_core::codegen::Service<::volo_core::codegen::ServerContext, ::volo_core::codegen::ServerRequest> for EchoServiceServer<T> {
         type Response = EchoServiceReply;
-        type Error = ::volo_core::server::DispatchError;
+        type Error = ::volo_core::codegen::DispatchError;
 
         async fn call(
             &self,
-            cx: &mut ::volo_core::context::ServerContext,
-            req: ::volo_core::server::ServerRequest,
-        ) -> ::std::result::Result<EchoServiceReply, ::volo_core::server::DispatchError> {
+            cx: &mut ::volo_core::codegen::ServerContext,
+            req: ::volo_core::codegen::ServerRequest,
+        ) -> ::std::result::Result<EchoServiceReply, ::volo_core::codegen::DispatchError> {
             match cx.rpc.method.as_str() {
                 "echo" => {
                     let a = req.decode::<super::echo::EchoServiceEchoArgs>(cx)?;
                     match <T as super::echo::EchoService>::echo(&self.inner, cx, a.req).await {
                         ::std::result::Result::Ok(v) => ::std::result::Result::Ok(EchoServiceReply::Echo(super::echo::EchoServiceEchoResult { success: ::std::option::Option::Some(v) })),
-                        ::std::result::Result::Err(::volo_core::server::ServerError::Application(e)) => ::std::result::Result::Err(::volo_core::server::DispatchError::Application(e)),
+                        ::std::result::Result::Err(::volo_core::codegen::ServerError::Application(e)) => ::std::result::Result::Err(::volo_core::codegen::DispatchError::Application(e)),
                     }
                 }
                 "echo_test" => {
                     let a = req.decode::<super::echo::EchoServiceEchoTestArgs>(cx)?;
                     match <T as super::echo::EchoService>::echo_test(&self.inner, cx, a.t).await {
                         ::std::result::Result::Ok(v) => ::std::result::Result::Ok(EchoServiceReply::EchoTest(super::echo::EchoServiceEchoTestResult { success: ::std::option::Option::Some(v) })),
-                        ::std::result::Result::Err(::volo_core::server::ServerError::Application(e)) => ::std::result::Result::Err(::volo_core::server::DispatchError::Application(e)),
+                        ::std::result::Result::Err(::volo_core::codegen::ServerError::Application(e)) => ::std::result::Result::Err(::volo_core::codegen::DispatchError::Application(e)),
                     }
                 }
                 "echo_ids" => {
                     let a = req.decode::<super::echo::EchoServiceEchoIdsArgs>(cx)?;
                     match <T as super::echo::EchoService>::echo_ids(&self.inner, cx, a.ids).await {
                         ::std::result::Result::Ok(v) => ::std::result::Result::Ok(EchoServiceReply::EchoIds(super::echo::EchoServiceEchoIdsResult { success: ::std::option::Option::Some(v) })),
-                        ::std::result::Result::Err(::volo_core::server::ServerError::Application(e)) => ::std::result::Result::Err(::volo_core::server::DispatchError::Application(e)),
+                        ::std::result::Result::Err(::volo_core::codegen::ServerError::Application(e)) => ::std::result::Result::Err(::volo_core::codegen::DispatchError::Application(e)),
                     }
                 }
                 "echo_or_fail" => {
                     let a = req.decode::<super::echo::EchoServiceEchoOrFailArgs>(cx)?;
                     match <T as super::echo::EchoService>::echo_or_fail(&self.inner, cx, a.req).await {
                         ::std::result::Result::Ok(v) => ::std::result::Result::Ok(EchoServiceReply::EchoOrFail(super::echo::EchoServiceEchoOrFailResult { success: ::std::option::Option::Some(v), err: ::std::option::Option::None })),
-                        ::std::result::Result::Err(::volo_core::server::ServerError::User(super::echo::EchoServiceEchoOrFailException::Err(e))) => ::std::result::Result::Ok(EchoServiceReply::EchoOrFail(super::echo::EchoServiceEchoOrFailResult { success: ::std::option::Option::None, err: ::std::option::Option::Some(e) })),
-                        ::std::result::Result::Err(::volo_core::server::ServerError::Application(e)) => ::std::result::Result::Err(::volo_core::server::DispatchError::Application(e)),
+                        ::std::result::Result::Err(::volo_core::codegen::ServerError::User(super::echo::EchoServiceEchoOrFailException::Err(e))) => ::std::result::Result::Ok(EchoServiceReply::EchoOrFail(super::echo::EchoServiceEchoOrFailResult { success: ::std::option::Option::None, err: ::std::option::Option::Some(e) })),
+                        ::std::result::Result::Err(::volo_core::codegen::ServerError::Application(e)) => ::std::result::Result::Err(::volo_core::codegen::DispatchError::Application(e)),
                     }
                 }
                 "notify" => {
@@ -864,7 +864,7 @@ pub mod echo {
                     let _ = <T as super::echo::EchoService>::notify(&self.inner, cx, a.event).await;
                     ::std::result::Result::Ok(EchoServiceReply::Oneway)
                 }
-                _ => ::std::result::Result::Err(::volo_core::server::DispatchError::UnknownMethod),
+                _ => ::std::result::Result::Err(::volo_core::codegen::DispatchError::UnknownMethod),
             }
         }
     }
@@ -873,8 +873,8 @@ pub mod echo {
     /// services it extends included), over the client stack `T` (by default the one
     /// [`EchoServiceClient::builder`] builds).
     #[derive(Debug)]
-    pub struct EchoServiceClient<T = ::volo_core::client::DefaultStack> {
-        client: ::volo_core::client::Client<T>,
+    pub struct EchoServiceClient<T = ::volo_core::codegen::DefaultStack> {
+        client: ::volo_core::codegen::Client<T>,
     }
 
     impl<T> ::std::clone::Clone for EchoServiceClient<T> {
@@ -887,10 +887,10 @@ pub mod echo {
     #[derive(Debug, Clone, Copy, Default)]
     pub struct EchoServiceClientMaker;
 
-    impl<T> ::volo_core::client::MakeClient<T> for EchoServiceClientMaker {
+    impl<T> ::volo_core::codegen::MakeClient<T> for EchoServiceClientMaker {
         type Client = EchoServiceClient<T>;
 
-        fn make_client(client: ::volo_core::client::Client<T>) -> EchoServiceClient<T> {
+        fn make_client(client: ::volo_core::codegen::Client<T>) -> EchoServiceClient<T> {
             EchoServiceClient::new(client)
         }
     }
@@ -898,98 +898,98 @@ pub mod echo {
     impl EchoServiceClient {
         /// A builder of a client of `EchoService` (the name sent as the callee): add an
         /// address, a list of addresses or a `Discover`, settings and layers, then `build()`.
-        pub fn builder() -> ::volo_core::client::ClientBuilder<EchoServiceClientMaker> {
-            ::volo_core::client::ClientBuilder::new("EchoService")
+        pub fn builder() -> ::volo_core::codegen::ClientBuilder<EchoServiceClientMaker> {
+            ::volo_core::codegen::ClientBuilder::new("EchoService")
         }
     }
 
     impl<T> EchoServiceClient<T> {
         /// Calls go through `client`.
-        pub fn new(client: ::volo_core::client::Client<T>) -> Self {
+        pub fn new(client: ::volo_core::codegen::Client<T>) -> Self {
             Self { client }
         }
 
         /// The untyped client underneath.
-        pub fn client(&self) -> &::volo_core::client::Client<T> {
+        pub fn client(&self) -> &::volo_core::codegen::Client<T> {
             &self.client
         }
     }
 
-    impl<T: ::volo_core::service::Service<::volo_core::client::ClientContext, ::volo_core::client::ClientRequest, Response = ::volo_core::client::ClientResponse, Error = ::volo_core::client::Error>> EchoServiceClient<T> {
+    impl<T: ::volo_core::codegen::Service<::volo_core::codegen::ClientContext, ::volo_core::codegen::ClientRequest, Response = ::volo_core::codegen::ClientResponse, Error = ::volo_core::codegen::Error>> EchoServiceClient<T> {
         /// Calls `echo`.
-        pub async fn echo(&self, req: super::echo::Request) -> ::std::result::Result<super::echo::Response, ::volo_core::client::ClientError<::std::convert::Infallible>> {
-            self.echo_with(&mut ::volo_core::client::ClientContext::new(), req).await
+        pub async fn echo(&self, req: super::echo::Request) -> ::std::result::Result<super::echo::Response, ::volo_core::codegen::ClientError<::std::convert::Infallible>> {
+            self.echo_with(&mut ::volo_core::codegen::ClientContext::new(), req).await
         }
 
         /// Calls `echo` with a context: metainfo to send (and, after the call, the
         /// backward values received), a timeout, a hash key.
-        pub async fn echo_with(&self, cx: &mut ::volo_core::client::ClientContext, req: super::echo::Request) -> ::std::result::Result<super::echo::Response, ::volo_core::client::ClientError<::std::convert::Infallible>> {
+        pub async fn echo_with(&self, cx: &mut ::volo_core::codegen::ClientContext, req: super::echo::Request) -> ::std::result::Result<super::echo::Response, ::volo_core::codegen::ClientError<::std::convert::Infallible>> {
             let r: super::echo::EchoServiceEchoResult = self.client.call(cx, "echo", super::echo::EchoServiceEchoArgs { req }).await?;
             match r.success {
                 ::std::option::Option::Some(v) => ::std::result::Result::Ok(v),
-                ::std::option::Option::None => ::std::result::Result::Err(::volo_core::client::ClientError::missing_result("echo")),
+                ::std::option::Option::None => ::std::result::Result::Err(::volo_core::codegen::ClientError::missing_result("echo")),
             }
         }
 
         /// Calls `echo_test`.
-        pub async fn echo_test(&self, t: super::echo::MyTest) -> ::std::result::Result<super::echo::MyTest, ::volo_core::client::ClientError<::std::convert::Infallible>> {
-            self.echo_test_with(&mut ::volo_core::client::ClientContext::new(), t).await
+        pub async fn echo_test(&self, t: super::echo::MyTest) -> ::std::result::Result<super::echo::MyTest, ::volo_core::codegen::ClientError<::std::convert::Infallible>> {
+            self.echo_test_with(&mut ::volo_core::codegen::ClientContext::new(), t).await
         }
 
         /// Calls `echo_test` with a context: metainfo to send (and, after the call, the
         /// backward values received), a timeout, a hash key.
-        pub async fn echo_test_with(&self, cx: &mut ::volo_core::client::ClientContext, t: super::echo::MyTest) -> ::std::result::Result<super::echo::MyTest, ::volo_core::client::ClientError<::std::convert::Infallible>> {
+        pub async fn echo_test_with(&self, cx: &mut ::volo_core::codegen::ClientContext, t: super::echo::MyTest) -> ::std::result::Result<super::echo::MyTest, ::volo_core::codegen::ClientError<::std::convert::Infallible>> {
             let r: super::echo::EchoServiceEchoTestResult = self.client.call(cx, "echo_test", super::echo::EchoServiceEchoTestArgs { t }).await?;
             match r.success {
                 ::std::option::Option::Some(v) => ::std::result::Result::Ok(v),
-                ::std::option::Option::None => ::std::result::Result::Err(::volo_core::client::ClientError::missing_result("echo_test")),
+                ::std::option::Option::None => ::std::result::Result::Err(::volo_core::codegen::ClientError::missing_result("echo_test")),
             }
         }
 
         /// Calls `echo_ids`.
-        pub async fn echo_ids(&self, ids: super::echo::Ids) -> ::std::result::Result<super::echo::Ids, ::volo_core::client::ClientError<::std::convert::Infallible>> {
-            self.echo_ids_with(&mut ::volo_core::client::ClientContext::new(), ids).await
+        pub async fn echo_ids(&self, ids: super::echo::Ids) -> ::std::result::Result<super::echo::Ids, ::volo_core::codegen::ClientError<::std::convert::Infallible>> {
+            self.echo_ids_with(&mut ::volo_core::codegen::ClientContext::new(), ids).await
         }
 
         /// Calls `echo_ids` with a context: metainfo to send (and, after the call, the
         /// backward values received), a timeout, a hash key.
-        pub async fn echo_ids_with(&self, cx: &mut ::volo_core::client::ClientContext, ids: super::echo::Ids) -> ::std::result::Result<super::echo::Ids, ::volo_core::client::ClientError<::std::convert::Infallible>> {
+        pub async fn echo_ids_with(&self, cx: &mut ::volo_core::codegen::ClientContext, ids: super::echo::Ids) -> ::std::result::Result<super::echo::Ids, ::volo_core::codegen::ClientError<::std::convert::Infallible>> {
             let r: super::echo::EchoServiceEchoIdsResult = self.client.call(cx, "echo_ids", super::echo::EchoServiceEchoIdsArgs { ids }).await?;
             match r.success {
                 ::std::option::Option::Some(v) => ::std::result::Result::Ok(v),
-                ::std::option::Option::None => ::std::result::Result::Err(::volo_core::client::ClientError::missing_result("echo_ids")),
+                ::std::option::Option::None => ::std::result::Result::Err(::volo_core::codegen::ClientError::missing_result("echo_ids")),
             }
         }
 
         /// Calls `echo_or_fail`.
-        pub async fn echo_or_fail(&self, req: super::echo::Request) -> ::std::result::Result<super::echo::Response, ::volo_core::client::ClientError<super::echo::EchoServiceEchoOrFailException>> {
-            self.echo_or_fail_with(&mut ::volo_core::client::ClientContext::new(), req).await
+        pub async fn echo_or_fail(&self, req: super::echo::Request) -> ::std::result::Result<super::echo::Response, ::volo_core::codegen::ClientError<super::echo::EchoServiceEchoOrFailException>> {
+            self.echo_or_fail_with(&mut ::volo_core::codegen::ClientContext::new(), req).await
         }
 
         /// Calls `echo_or_fail` with a context: metainfo to send (and, after the call, the
         /// backward values received), a timeout, a hash key.
-        pub async fn echo_or_fail_with(&self, cx: &mut ::volo_core::client::ClientContext, req: super::echo::Request) -> ::std::result::Result<super::echo::Response, ::volo_core::client::ClientError<super::echo::EchoServiceEchoOrFailException>> {
+        pub async fn echo_or_fail_with(&self, cx: &mut ::volo_core::codegen::ClientContext, req: super::echo::Request) -> ::std::result::Result<super::echo::Response, ::volo_core::codegen::ClientError<super::echo::EchoServiceEchoOrFailException>> {
             let r: super::echo::EchoServiceEchoOrFailResult = self.client.call(cx, "echo_or_fail", super::echo::EchoServiceEchoOrFailArgs { req }).await?;
             if let ::std::option::Option::Some(e) = r.err {
-                return ::std::result::Result::Err(::volo_core::client::ClientError::User(super::echo::EchoServiceEchoOrFailException::Err(e)));
+                return ::std::result::Result::Err(::volo_core::codegen::ClientError::User(super::echo::EchoServiceEchoOrFailException::Err(e)));
             }
             match r.success {
                 ::std::option::Option::Some(v) => ::std::result::Result::Ok(v),
-                ::std::option::Option::None => ::std::result::Result::Err(::volo_core::client::ClientError::missing_result("echo_or_fail")),
+                ::std::option::Option::None => ::std::result::Result::Err(::volo_core::codegen::ClientError::missing_result("echo_or_fail")),
             }
         }
 
         /// Calls `notify`.
         ///
         /// Oneway: done once the request is sent; no reply comes.
-        pub async fn notify(&self, event: __tc::Utf8Bytes) -> ::std::result::Result<(), ::volo_core::client::ClientError<::std::convert::Infallible>> {
-            self.notify_with(&mut ::volo_core::client::ClientContext::new(), event).await
+        pub async fn notify(&self, event: __tc::Utf8Bytes) -> ::std::result::Result<(), ::volo_core::codegen::ClientError<::std::convert::Infallible>> {
+            self.notify_with(&mut ::volo_core::codegen::ClientContext::new(), event).await
         }
 
         /// Calls `notify` with a context: metainfo to send (and, after the call, the
         /// backward values received), a timeout, a hash key.
-        pub async fn notify_with(&self, cx: &mut ::volo_core::client::ClientContext, event: __tc::Utf8Bytes) -> ::std::result::Result<(), ::volo_core::client::ClientError<::std::convert::Infallible>> {
-            self.client.oneway(cx, "notify", super::echo::EchoServiceNotifyArgs { event }).await.map_err(::volo_core::client::ClientError::from)
+        pub async fn notify_with(&self, cx: &mut ::volo_core::codegen::ClientContext, event: __tc::Utf8Bytes) -> ::std::result::Result<(), ::volo_core::codegen::ClientError<::std::convert::Infallible>> {
+            self.client.oneway(cx, "notify", super::echo::EchoServiceNotifyArgs { event }).await.map_err(::volo_core::codegen::ClientError::from)
         }
     }
 }

@@ -1349,14 +1349,14 @@ pub mod services {
         /// Handles `ping` calls.
         fn ping(
             &self,
-            cx: &mut ::volo_core::context::ServerContext,
-        ) -> impl ::std::future::Future<Output = ::std::result::Result<(), ::volo_core::server::ServerError<::std::convert::Infallible>>> + ::std::marker::Send;
+            cx: &mut ::volo_core::codegen::ServerContext,
+        ) -> impl ::std::future::Future<Output = ::std::result::Result<(), ::volo_core::codegen::ServerError<::std::convert::Infallible>>> + ::std::marker::Send;
 
         /// Handles `version` calls.
         fn version(
             &self,
-            cx: &mut ::volo_core::context::ServerContext,
-        ) -> impl ::std::future::Future<Output = ::std::result::Result<__tc::Utf8Bytes, ::volo_core::server::ServerError<::std::convert::Infallible>>> + ::std::marker::Send;
+            cx: &mut ::volo_core::codegen::ServerContext,
+        ) -> impl ::std::future::Future<Output = ::std::result::Result<__tc::Utf8Bytes, ::volo_core::codegen::ServerError<::std::convert::Infallible>>> + ::std::marker::Send;
     }
 
     /// The reply to a call of any method of [`Base`]:
@@ -1369,7 +1369,7 @@ pub mod services {
         Version(super::services::BaseVersionResult),
     }
 
-    impl ::volo_core::server::EncodeReply for BaseReply {
+    impl ::volo_core::codegen::EncodeReply for BaseReply {
         fn size<S: __tc::Sizer>(&self, s: &mut S) -> usize {
             match self {
                 Self::Ping(r) => __tc::Message::size(r, s),
@@ -1384,7 +1384,7 @@ pub mod services {
         }
     }
 
-    /// Serves an implementation of [`Base`]: a `volo_core::server::Service` that
+    /// Serves an implementation of [`Base`]: a `volo_core::service::Service` that
     /// decodes each call's arguments by method name in the call's protocol, runs the
     /// handler and returns its [`BaseReply`]. Hand it to `volo_core::server::Server::new`,
     /// which learns from its `ServiceInfo` which methods are oneway.
@@ -1410,7 +1410,7 @@ pub mod services {
         }
     }
 
-    impl<T> ::volo_core::server::ServiceInfo for BaseServer<T> {
+    impl<T> ::volo_core::codegen::ServiceInfo for BaseServer<T> {
         const NAME: &'static str = "Base";
 
         fn is_oneway(_method: &str) -> bool {
@@ -1418,31 +1418,31 @@ pub mod services {
         }
     }
 
-    impl<T: super::services::Base> ::volo_core::server::Service<::volo_core::context::ServerContext, ::volo_core::server::ServerRequest> for BaseServer<T> {
+    impl<T: super::services::Base> ::volo_core::codegen::Service<::volo_core::codegen::ServerContext, ::volo_core::codegen::ServerRequest> for BaseServer<T> {
         type Response = BaseReply;
-        type Error = ::volo_core::server::DispatchError;
+        type Error = ::volo_core::codegen::DispatchError;
 
         async fn call(
             &self,
-            cx: &mut ::volo_core::context::ServerContext,
-            req: ::volo_core::server::ServerRequest,
-        ) -> ::std::result::Result<BaseReply, ::volo_core::server::DispatchError> {
+            cx: &mut ::volo_core::codegen::ServerContext,
+            req: ::volo_core::codegen::ServerRequest,
+        ) -> ::std::result::Result<BaseReply, ::volo_core::codegen::DispatchError> {
             match cx.rpc.method.as_str() {
                 "ping" => {
                     req.decode::<super::services::BasePingArgs>(cx)?;
                     match <T as super::services::Base>::ping(&self.inner, cx).await {
                         ::std::result::Result::Ok(()) => ::std::result::Result::Ok(BaseReply::Ping(super::services::BasePingResult {})),
-                        ::std::result::Result::Err(::volo_core::server::ServerError::Application(e)) => ::std::result::Result::Err(::volo_core::server::DispatchError::Application(e)),
+                        ::std::result::Result::Err(::volo_core::codegen::ServerError::Application(e)) => ::std::result::Result::Err(::volo_core::codegen::DispatchError::Application(e)),
                     }
                 }
                 "version" => {
                     req.decode::<super::services::BaseVersionArgs>(cx)?;
                     match <T as super::services::Base>::version(&self.inner, cx).await {
                         ::std::result::Result::Ok(v) => ::std::result::Result::Ok(BaseReply::Version(super::services::BaseVersionResult { success: ::std::option::Option::Some(v) })),
-                        ::std::result::Result::Err(::volo_core::server::ServerError::Application(e)) => ::std::result::Result::Err(::volo_core::server::DispatchError::Application(e)),
+                        ::std::result::Result::Err(::volo_core::codegen::ServerError::Application(e)) => ::std::result::Result::Err(::volo_core::codegen::DispatchError::Application(e)),
                     }
                 }
-                _ => ::std::result::Result::Err(::volo_core::server::DispatchError::UnknownMethod),
+                _ => ::std::result::Result::Err(::volo_core::codegen::DispatchError::UnknownMethod),
             }
         }
     }
@@ -1451,8 +1451,8 @@ pub mod services {
     /// services it extends included), over the client stack `T` (by default the one
     /// [`BaseClient::builder`] builds).
     #[derive(Debug)]
-    pub struct BaseClient<T = ::volo_core::client::DefaultStack> {
-        client: ::volo_core::client::Client<T>,
+    pub struct BaseClient<T = ::volo_core::codegen::DefaultStack> {
+        client: ::volo_core::codegen::Client<T>,
     }
 
     impl<T> ::std::clone::Clone for BaseClient<T> {
@@ -1465,10 +1465,10 @@ pub mod services {
     #[derive(Debug, Clone, Copy, Default)]
     pub struct BaseClientMaker;
 
-    impl<T> ::volo_core::client::MakeClient<T> for BaseClientMaker {
+    impl<T> ::volo_core::codegen::MakeClient<T> for BaseClientMaker {
         type Client = BaseClient<T>;
 
-        fn make_client(client: ::volo_core::client::Client<T>) -> BaseClient<T> {
+        fn make_client(client: ::volo_core::codegen::Client<T>) -> BaseClient<T> {
             BaseClient::new(client)
         }
     }
@@ -1476,48 +1476,48 @@ pub mod services {
     impl BaseClient {
         /// A builder of a client of `Base` (the name sent as the callee): add an
         /// address, a list of addresses or a `Discover`, settings and layers, then `build()`.
-        pub fn builder() -> ::volo_core::client::ClientBuilder<BaseClientMaker> {
-            ::volo_core::client::ClientBuilder::new("Base")
+        pub fn builder() -> ::volo_core::codegen::ClientBuilder<BaseClientMaker> {
+            ::volo_core::codegen::ClientBuilder::new("Base")
         }
     }
 
     impl<T> BaseClient<T> {
         /// Calls go through `client`.
-        pub fn new(client: ::volo_core::client::Client<T>) -> Self {
+        pub fn new(client: ::volo_core::codegen::Client<T>) -> Self {
             Self { client }
         }
 
         /// The untyped client underneath.
-        pub fn client(&self) -> &::volo_core::client::Client<T> {
+        pub fn client(&self) -> &::volo_core::codegen::Client<T> {
             &self.client
         }
     }
 
-    impl<T: ::volo_core::service::Service<::volo_core::client::ClientContext, ::volo_core::client::ClientRequest, Response = ::volo_core::client::ClientResponse, Error = ::volo_core::client::Error>> BaseClient<T> {
+    impl<T: ::volo_core::codegen::Service<::volo_core::codegen::ClientContext, ::volo_core::codegen::ClientRequest, Response = ::volo_core::codegen::ClientResponse, Error = ::volo_core::codegen::Error>> BaseClient<T> {
         /// Calls `ping`.
-        pub async fn ping(&self) -> ::std::result::Result<(), ::volo_core::client::ClientError<::std::convert::Infallible>> {
-            self.ping_with(&mut ::volo_core::client::ClientContext::new()).await
+        pub async fn ping(&self) -> ::std::result::Result<(), ::volo_core::codegen::ClientError<::std::convert::Infallible>> {
+            self.ping_with(&mut ::volo_core::codegen::ClientContext::new()).await
         }
 
         /// Calls `ping` with a context: metainfo to send (and, after the call, the
         /// backward values received), a timeout, a hash key.
-        pub async fn ping_with(&self, cx: &mut ::volo_core::client::ClientContext) -> ::std::result::Result<(), ::volo_core::client::ClientError<::std::convert::Infallible>> {
+        pub async fn ping_with(&self, cx: &mut ::volo_core::codegen::ClientContext) -> ::std::result::Result<(), ::volo_core::codegen::ClientError<::std::convert::Infallible>> {
             let _: super::services::BasePingResult = self.client.call(cx, "ping", super::services::BasePingArgs {}).await?;
             ::std::result::Result::Ok(())
         }
 
         /// Calls `version`.
-        pub async fn version(&self) -> ::std::result::Result<__tc::Utf8Bytes, ::volo_core::client::ClientError<::std::convert::Infallible>> {
-            self.version_with(&mut ::volo_core::client::ClientContext::new()).await
+        pub async fn version(&self) -> ::std::result::Result<__tc::Utf8Bytes, ::volo_core::codegen::ClientError<::std::convert::Infallible>> {
+            self.version_with(&mut ::volo_core::codegen::ClientContext::new()).await
         }
 
         /// Calls `version` with a context: metainfo to send (and, after the call, the
         /// backward values received), a timeout, a hash key.
-        pub async fn version_with(&self, cx: &mut ::volo_core::client::ClientContext) -> ::std::result::Result<__tc::Utf8Bytes, ::volo_core::client::ClientError<::std::convert::Infallible>> {
+        pub async fn version_with(&self, cx: &mut ::volo_core::codegen::ClientContext) -> ::std::result::Result<__tc::Utf8Bytes, ::volo_core::codegen::ClientError<::std::convert::Infallible>> {
             let r: super::services::BaseVersionResult = self.client.call(cx, "version", super::services::BaseVersionArgs {}).await?;
             match r.success {
                 ::std::option::Option::Some(v) => ::std::result::Result::Ok(v),
-                ::std::option::Option::None => ::std::result::Result::Err(::volo_core::client::ClientError::missing_result("version")),
+                ::std::option::Option::None => ::std::result::Result::Err(::volo_core::codegen::ClientError::missing_result("version")),
             }
         }
     }
@@ -2156,54 +2156,54 @@ pub mod services {
         /// Stores a shape.
         fn put(
             &self,
-            cx: &mut ::volo_core::context::ServerContext,
+            cx: &mut ::volo_core::codegen::ServerContext,
             key: __tc::Utf8Bytes,
             value: super::shapes::Shape,
-        ) -> impl ::std::future::Future<Output = ::std::result::Result<(), ::volo_core::server::ServerError<super::services::StorePutException>>> + ::std::marker::Send;
+        ) -> impl ::std::future::Future<Output = ::std::result::Result<(), ::volo_core::codegen::ServerError<super::services::StorePutException>>> + ::std::marker::Send;
 
         /// Handles `get` calls.
         fn get(
             &self,
-            cx: &mut ::volo_core::context::ServerContext,
+            cx: &mut ::volo_core::codegen::ServerContext,
             key: __tc::Utf8Bytes,
-        ) -> impl ::std::future::Future<Output = ::std::result::Result<super::shapes::Shape, ::volo_core::server::ServerError<super::services::StoreGetException>>> + ::std::marker::Send;
+        ) -> impl ::std::future::Future<Output = ::std::result::Result<super::shapes::Shape, ::volo_core::codegen::ServerError<super::services::StoreGetException>>> + ::std::marker::Send;
 
         /// Handles `forget` calls.
         ///
         /// Oneway: the caller waits for no reply, and what this returns is dropped.
         fn forget(
             &self,
-            cx: &mut ::volo_core::context::ServerContext,
+            cx: &mut ::volo_core::codegen::ServerContext,
             key: __tc::Utf8Bytes,
-        ) -> impl ::std::future::Future<Output = ::std::result::Result<(), ::volo_core::server::ServerError<::std::convert::Infallible>>> + ::std::marker::Send;
+        ) -> impl ::std::future::Future<Output = ::std::result::Result<(), ::volo_core::codegen::ServerError<::std::convert::Infallible>>> + ::std::marker::Send;
 
         /// Handles `rects` calls.
         fn rects(
             &self,
-            cx: &mut ::volo_core::context::ServerContext,
+            cx: &mut ::volo_core::codegen::ServerContext,
             limit: i32,
             prefix: ::std::option::Option<__tc::Utf8Bytes>,
-        ) -> impl ::std::future::Future<Output = ::std::result::Result<::std::vec::Vec<super::shapes::Rect>, ::volo_core::server::ServerError<::std::convert::Infallible>>> + ::std::marker::Send;
+        ) -> impl ::std::future::Future<Output = ::std::result::Result<::std::vec::Vec<super::shapes::Rect>, ::volo_core::codegen::ServerError<::std::convert::Infallible>>> + ::std::marker::Send;
 
         /// Handles `stats` calls.
         fn stats(
             &self,
-            cx: &mut ::volo_core::context::ServerContext,
-        ) -> impl ::std::future::Future<Output = ::std::result::Result<::std::collections::BTreeMap<__tc::Utf8Bytes, i64>, ::volo_core::server::ServerError<::std::convert::Infallible>>> + ::std::marker::Send;
+            cx: &mut ::volo_core::codegen::ServerContext,
+        ) -> impl ::std::future::Future<Output = ::std::result::Result<::std::collections::BTreeMap<__tc::Utf8Bytes, i64>, ::volo_core::codegen::ServerError<::std::convert::Infallible>>> + ::std::marker::Send;
 
         /// Handles `exists` calls.
         fn exists(
             &self,
-            cx: &mut ::volo_core::context::ServerContext,
+            cx: &mut ::volo_core::codegen::ServerContext,
             key: __tc::Utf8Bytes,
-        ) -> impl ::std::future::Future<Output = ::std::result::Result<bool, ::volo_core::server::ServerError<::std::convert::Infallible>>> + ::std::marker::Send;
+        ) -> impl ::std::future::Future<Output = ::std::result::Result<bool, ::volo_core::codegen::ServerError<::std::convert::Infallible>>> + ::std::marker::Send;
 
         /// Handles `count` calls.
         fn count(
             &self,
-            cx: &mut ::volo_core::context::ServerContext,
+            cx: &mut ::volo_core::codegen::ServerContext,
             keys: ::std::vec::Vec<__tc::Utf8Bytes>,
-        ) -> impl ::std::future::Future<Output = ::std::result::Result<i32, ::volo_core::server::ServerError<::std::convert::Infallible>>> + ::std::marker::Send;
+        ) -> impl ::std::future::Future<Output = ::std::result::Result<i32, ::volo_core::codegen::ServerError<::std::convert::Infallible>>> + ::std::marker::Send;
     }
 
     /// The reply to a call of any method of [`Store`] or of the services it extends:
@@ -2230,7 +2230,7 @@ pub mod services {
         Oneway,
     }
 
-    impl ::volo_core::server::EncodeReply for StoreReply {
+    impl ::volo_core::codegen::EncodeReply for StoreReply {
         fn size<S: __tc::Sizer>(&self, s: &mut S) -> usize {
             match self {
                 Self::Put(r) => __tc::Message::size(r, s),
@@ -2259,7 +2259,7 @@ pub mod services {
         }
     }
 
-    /// Serves an implementation of [`Store`]: a `volo_core::server::Service` that
+    /// Serves an implementation of [`Store`]: a `volo_core::service::Service` that
     /// decodes each call's arguments by method name in the call's protocol, runs the
     /// handler and returns its [`StoreReply`]. Hand it to `volo_core::server::Server::new`,
     /// which learns from its `ServiceInfo` which methods are oneway.
@@ -2285,7 +2285,7 @@ pub mod services {
         }
     }
 
-    impl<T> ::volo_core::server::ServiceInfo for StoreServer<T> {
+    impl<T> ::volo_core::codegen::ServiceInfo for StoreServer<T> {
         const NAME: &'static str = "Store";
 
         fn is_oneway(method: &str) -> bool {
@@ -2293,31 +2293,31 @@ pub mod services {
         }
     }
 
-    impl<T: super::services::Store> ::volo_core::server::Service<::volo_core::context::ServerContext, ::volo_core::server::ServerRequest> for StoreServer<T> {
+    impl<T: super::services::Store> ::volo_core::codegen::Service<::volo_core::codegen::ServerContext, ::volo_core::codegen::ServerRequest> for StoreServer<T> {
         type Response = StoreReply;
-        type Error = ::volo_core::server::DispatchError;
+        type Error = ::volo_core::codegen::DispatchError;
 
         async fn call(
             &self,
-            cx: &mut ::volo_core::context::ServerContext,
-            req: ::volo_core::server::ServerRequest,
-        ) -> ::std::result::Result<StoreReply, ::volo_core::server::DispatchError> {
+            cx: &mut ::volo_core::codegen::ServerContext,
+            req: ::volo_core::codegen::ServerRequest,
+        ) -> ::std::result::Result<StoreReply, ::volo_core::codegen::DispatchError> {
             match cx.rpc.method.as_str() {
                 "put" => {
                     let a = req.decode::<super::services::StorePutArgs>(cx)?;
                     match <T as super::services::Store>::put(&self.inner, cx, a.key, a.value).await {
                         ::std::result::Result::Ok(()) => ::std::result::Result::Ok(StoreReply::Put(super::services::StorePutResult { invalid: ::std::option::Option::None })),
-                        ::std::result::Result::Err(::volo_core::server::ServerError::User(super::services::StorePutException::Invalid(e))) => ::std::result::Result::Ok(StoreReply::Put(super::services::StorePutResult { invalid: ::std::option::Option::Some(e) })),
-                        ::std::result::Result::Err(::volo_core::server::ServerError::Application(e)) => ::std::result::Result::Err(::volo_core::server::DispatchError::Application(e)),
+                        ::std::result::Result::Err(::volo_core::codegen::ServerError::User(super::services::StorePutException::Invalid(e))) => ::std::result::Result::Ok(StoreReply::Put(super::services::StorePutResult { invalid: ::std::option::Option::Some(e) })),
+                        ::std::result::Result::Err(::volo_core::codegen::ServerError::Application(e)) => ::std::result::Result::Err(::volo_core::codegen::DispatchError::Application(e)),
                     }
                 }
                 "get" => {
                     let a = req.decode::<super::services::StoreGetArgs>(cx)?;
                     match <T as super::services::Store>::get(&self.inner, cx, a.key).await {
                         ::std::result::Result::Ok(v) => ::std::result::Result::Ok(StoreReply::Get(super::services::StoreGetResult { success: ::std::option::Option::Some(v), nf: ::std::option::Option::None, bad: ::std::option::Option::None })),
-                        ::std::result::Result::Err(::volo_core::server::ServerError::User(super::services::StoreGetException::Nf(e))) => ::std::result::Result::Ok(StoreReply::Get(super::services::StoreGetResult { success: ::std::option::Option::None, nf: ::std::option::Option::Some(e), bad: ::std::option::Option::None })),
-                        ::std::result::Result::Err(::volo_core::server::ServerError::User(super::services::StoreGetException::Bad(e))) => ::std::result::Result::Ok(StoreReply::Get(super::services::StoreGetResult { success: ::std::option::Option::None, nf: ::std::option::Option::None, bad: ::std::option::Option::Some(e) })),
-                        ::std::result::Result::Err(::volo_core::server::ServerError::Application(e)) => ::std::result::Result::Err(::volo_core::server::DispatchError::Application(e)),
+                        ::std::result::Result::Err(::volo_core::codegen::ServerError::User(super::services::StoreGetException::Nf(e))) => ::std::result::Result::Ok(StoreReply::Get(super::services::StoreGetResult { success: ::std::option::Option::None, nf: ::std::option::Option::Some(e), bad: ::std::option::Option::None })),
+                        ::std::result::Result::Err(::volo_core::codegen::ServerError::User(super::services::StoreGetException::Bad(e))) => ::std::result::Result::Ok(StoreReply::Get(super::services::StoreGetResult { success: ::std::option::Option::None, nf: ::std::option::Option::None, bad: ::std::option::Option::Some(e) })),
+                        ::std::result::Result::Err(::volo_core::codegen::ServerError::Application(e)) => ::std::result::Result::Err(::volo_core::codegen::DispatchError::Application(e)),
                     }
                 }
                 "forget" => {
@@ -2330,45 +2330,45 @@ pub mod services {
                     let a = req.decode::<super::services::StoreRectsArgs>(cx)?;
                     match <T as super::services::Store>::rects(&self.inner, cx, a.limit, a.prefix).await {
                         ::std::result::Result::Ok(v) => ::std::result::Result::Ok(StoreReply::Rects(super::services::StoreRectsResult { success: ::std::option::Option::Some(v) })),
-                        ::std::result::Result::Err(::volo_core::server::ServerError::Application(e)) => ::std::result::Result::Err(::volo_core::server::DispatchError::Application(e)),
+                        ::std::result::Result::Err(::volo_core::codegen::ServerError::Application(e)) => ::std::result::Result::Err(::volo_core::codegen::DispatchError::Application(e)),
                     }
                 }
                 "stats" => {
                     req.decode::<super::services::StoreStatsArgs>(cx)?;
                     match <T as super::services::Store>::stats(&self.inner, cx).await {
                         ::std::result::Result::Ok(v) => ::std::result::Result::Ok(StoreReply::Stats(super::services::StoreStatsResult { success: ::std::option::Option::Some(v) })),
-                        ::std::result::Result::Err(::volo_core::server::ServerError::Application(e)) => ::std::result::Result::Err(::volo_core::server::DispatchError::Application(e)),
+                        ::std::result::Result::Err(::volo_core::codegen::ServerError::Application(e)) => ::std::result::Result::Err(::volo_core::codegen::DispatchError::Application(e)),
                     }
                 }
                 "exists" => {
                     let a = req.decode::<super::services::StoreExistsArgs>(cx)?;
                     match <T as super::services::Store>::exists(&self.inner, cx, a.key).await {
                         ::std::result::Result::Ok(v) => ::std::result::Result::Ok(StoreReply::Exists(super::services::StoreExistsResult { success: ::std::option::Option::Some(v) })),
-                        ::std::result::Result::Err(::volo_core::server::ServerError::Application(e)) => ::std::result::Result::Err(::volo_core::server::DispatchError::Application(e)),
+                        ::std::result::Result::Err(::volo_core::codegen::ServerError::Application(e)) => ::std::result::Result::Err(::volo_core::codegen::DispatchError::Application(e)),
                     }
                 }
                 "count" => {
                     let a = req.decode::<super::services::StoreCountArgs>(cx)?;
                     match <T as super::services::Store>::count(&self.inner, cx, a.keys).await {
                         ::std::result::Result::Ok(v) => ::std::result::Result::Ok(StoreReply::Count(super::services::StoreCountResult { success: ::std::option::Option::Some(v) })),
-                        ::std::result::Result::Err(::volo_core::server::ServerError::Application(e)) => ::std::result::Result::Err(::volo_core::server::DispatchError::Application(e)),
+                        ::std::result::Result::Err(::volo_core::codegen::ServerError::Application(e)) => ::std::result::Result::Err(::volo_core::codegen::DispatchError::Application(e)),
                     }
                 }
                 "ping" => {
                     req.decode::<super::services::BasePingArgs>(cx)?;
                     match <T as super::services::Base>::ping(&self.inner, cx).await {
                         ::std::result::Result::Ok(()) => ::std::result::Result::Ok(StoreReply::Ping(super::services::BasePingResult {})),
-                        ::std::result::Result::Err(::volo_core::server::ServerError::Application(e)) => ::std::result::Result::Err(::volo_core::server::DispatchError::Application(e)),
+                        ::std::result::Result::Err(::volo_core::codegen::ServerError::Application(e)) => ::std::result::Result::Err(::volo_core::codegen::DispatchError::Application(e)),
                     }
                 }
                 "version" => {
                     req.decode::<super::services::BaseVersionArgs>(cx)?;
                     match <T as super::services::Base>::version(&self.inner, cx).await {
                         ::std::result::Result::Ok(v) => ::std::result::Result::Ok(StoreReply::Version(super::services::BaseVersionResult { success: ::std::option::Option::Some(v) })),
-                        ::std::result::Result::Err(::volo_core::server::ServerError::Application(e)) => ::std::result::Result::Err(::volo_core::server::DispatchError::Application(e)),
+                        ::std::result::Result::Err(::volo_core::codegen::ServerError::Application(e)) => ::std::result::Result::Err(::volo_core::codegen::DispatchError::Application(e)),
                     }
                 }
-                _ => ::std::result::Result::Err(::volo_core::server::DispatchError::UnknownMethod),
+                _ => ::std::result::Result::Err(::volo_core::codegen::DispatchError::UnknownMethod),
             }
         }
     }
@@ -2377,8 +2377,8 @@ pub mod services {
     /// services it extends included), over the client stack `T` (by default the one
     /// [`StoreClient::builder`] builds).
     #[derive(Debug)]
-    pub struct StoreClient<T = ::volo_core::client::DefaultStack> {
-        client: ::volo_core::client::Client<T>,
+    pub struct StoreClient<T = ::volo_core::codegen::DefaultStack> {
+        client: ::volo_core::codegen::Client<T>,
     }
 
     impl<T> ::std::clone::Clone for StoreClient<T> {
@@ -2391,10 +2391,10 @@ pub mod services {
     #[derive(Debug, Clone, Copy, Default)]
     pub struct StoreClientMaker;
 
-    impl<T> ::volo_core::client::MakeClient<T> for StoreClientMaker {
+    impl<T> ::volo_core::codegen::MakeClient<T> for StoreClientMaker {
         type Client = StoreClient<T>;
 
-        fn make_client(client: ::volo_core::client::Client<T>) -> StoreClient<T> {
+        fn make_client(client: ::volo_core::codegen::Client<T>) -> StoreClient<T> {
             StoreClient::new(client)
         }
     }
@@ -2402,157 +2402,157 @@ pub mod services {
     impl StoreClient {
         /// A builder of a client of `Store` (the name sent as the callee): add an
         /// address, a list of addresses or a `Discover`, settings and layers, then `build()`.
-        pub fn builder() -> ::volo_core::client::ClientBuilder<StoreClientMaker> {
-            ::volo_core::client::ClientBuilder::new("Store")
+        pub fn builder() -> ::volo_core::codegen::ClientBuilder<StoreClientMaker> {
+            ::volo_core::codegen::ClientBuilder::new("Store")
         }
     }
 
     impl<T> StoreClient<T> {
         /// Calls go through `client`.
-        pub fn new(client: ::volo_core::client::Client<T>) -> Self {
+        pub fn new(client: ::volo_core::codegen::Client<T>) -> Self {
             Self { client }
         }
 
         /// The untyped client underneath.
-        pub fn client(&self) -> &::volo_core::client::Client<T> {
+        pub fn client(&self) -> &::volo_core::codegen::Client<T> {
             &self.client
         }
     }
 
-    impl<T: ::volo_core::service::Service<::volo_core::client::ClientContext, ::volo_core::client::ClientRequest, Response = ::volo_core::client::ClientResponse, Error = ::volo_core::client::Error>> StoreClient<T> {
+    impl<T: ::volo_core::codegen::Service<::volo_core::codegen::ClientContext, ::volo_core::codegen::ClientRequest, Response = ::volo_core::codegen::ClientResponse, Error = ::volo_core::codegen::Error>> StoreClient<T> {
         /// Stores a shape.
-        pub async fn put(&self, key: __tc::Utf8Bytes, value: super::shapes::Shape) -> ::std::result::Result<(), ::volo_core::client::ClientError<super::services::StorePutException>> {
-            self.put_with(&mut ::volo_core::client::ClientContext::new(), key, value).await
+        pub async fn put(&self, key: __tc::Utf8Bytes, value: super::shapes::Shape) -> ::std::result::Result<(), ::volo_core::codegen::ClientError<super::services::StorePutException>> {
+            self.put_with(&mut ::volo_core::codegen::ClientContext::new(), key, value).await
         }
 
         /// Calls `put` with a context: metainfo to send (and, after the call, the
         /// backward values received), a timeout, a hash key.
-        pub async fn put_with(&self, cx: &mut ::volo_core::client::ClientContext, key: __tc::Utf8Bytes, value: super::shapes::Shape) -> ::std::result::Result<(), ::volo_core::client::ClientError<super::services::StorePutException>> {
+        pub async fn put_with(&self, cx: &mut ::volo_core::codegen::ClientContext, key: __tc::Utf8Bytes, value: super::shapes::Shape) -> ::std::result::Result<(), ::volo_core::codegen::ClientError<super::services::StorePutException>> {
             let r: super::services::StorePutResult = self.client.call(cx, "put", super::services::StorePutArgs { key, value }).await?;
             if let ::std::option::Option::Some(e) = r.invalid {
-                return ::std::result::Result::Err(::volo_core::client::ClientError::User(super::services::StorePutException::Invalid(e)));
+                return ::std::result::Result::Err(::volo_core::codegen::ClientError::User(super::services::StorePutException::Invalid(e)));
             }
             ::std::result::Result::Ok(())
         }
 
         /// Calls `get`.
-        pub async fn get(&self, key: __tc::Utf8Bytes) -> ::std::result::Result<super::shapes::Shape, ::volo_core::client::ClientError<super::services::StoreGetException>> {
-            self.get_with(&mut ::volo_core::client::ClientContext::new(), key).await
+        pub async fn get(&self, key: __tc::Utf8Bytes) -> ::std::result::Result<super::shapes::Shape, ::volo_core::codegen::ClientError<super::services::StoreGetException>> {
+            self.get_with(&mut ::volo_core::codegen::ClientContext::new(), key).await
         }
 
         /// Calls `get` with a context: metainfo to send (and, after the call, the
         /// backward values received), a timeout, a hash key.
-        pub async fn get_with(&self, cx: &mut ::volo_core::client::ClientContext, key: __tc::Utf8Bytes) -> ::std::result::Result<super::shapes::Shape, ::volo_core::client::ClientError<super::services::StoreGetException>> {
+        pub async fn get_with(&self, cx: &mut ::volo_core::codegen::ClientContext, key: __tc::Utf8Bytes) -> ::std::result::Result<super::shapes::Shape, ::volo_core::codegen::ClientError<super::services::StoreGetException>> {
             let r: super::services::StoreGetResult = self.client.call(cx, "get", super::services::StoreGetArgs { key }).await?;
             if let ::std::option::Option::Some(e) = r.nf {
-                return ::std::result::Result::Err(::volo_core::client::ClientError::User(super::services::StoreGetException::Nf(e)));
+                return ::std::result::Result::Err(::volo_core::codegen::ClientError::User(super::services::StoreGetException::Nf(e)));
             }
             if let ::std::option::Option::Some(e) = r.bad {
-                return ::std::result::Result::Err(::volo_core::client::ClientError::User(super::services::StoreGetException::Bad(e)));
+                return ::std::result::Result::Err(::volo_core::codegen::ClientError::User(super::services::StoreGetException::Bad(e)));
             }
             match r.success {
                 ::std::option::Option::Some(v) => ::std::result::Result::Ok(v),
-                ::std::option::Option::None => ::std::result::Result::Err(::volo_core::client::ClientError::missing_result("get")),
+                ::std::option::Option::None => ::std::result::Result::Err(::volo_core::codegen::ClientError::missing_result("get")),
             }
         }
 
         /// Calls `forget`.
         ///
         /// Oneway: done once the request is sent; no reply comes.
-        pub async fn forget(&self, key: __tc::Utf8Bytes) -> ::std::result::Result<(), ::volo_core::client::ClientError<::std::convert::Infallible>> {
-            self.forget_with(&mut ::volo_core::client::ClientContext::new(), key).await
+        pub async fn forget(&self, key: __tc::Utf8Bytes) -> ::std::result::Result<(), ::volo_core::codegen::ClientError<::std::convert::Infallible>> {
+            self.forget_with(&mut ::volo_core::codegen::ClientContext::new(), key).await
         }
 
         /// Calls `forget` with a context: metainfo to send (and, after the call, the
         /// backward values received), a timeout, a hash key.
-        pub async fn forget_with(&self, cx: &mut ::volo_core::client::ClientContext, key: __tc::Utf8Bytes) -> ::std::result::Result<(), ::volo_core::client::ClientError<::std::convert::Infallible>> {
-            self.client.oneway(cx, "forget", super::services::StoreForgetArgs { key }).await.map_err(::volo_core::client::ClientError::from)
+        pub async fn forget_with(&self, cx: &mut ::volo_core::codegen::ClientContext, key: __tc::Utf8Bytes) -> ::std::result::Result<(), ::volo_core::codegen::ClientError<::std::convert::Infallible>> {
+            self.client.oneway(cx, "forget", super::services::StoreForgetArgs { key }).await.map_err(::volo_core::codegen::ClientError::from)
         }
 
         /// Calls `rects`.
-        pub async fn rects(&self, limit: i32, prefix: ::std::option::Option<__tc::Utf8Bytes>) -> ::std::result::Result<::std::vec::Vec<super::shapes::Rect>, ::volo_core::client::ClientError<::std::convert::Infallible>> {
-            self.rects_with(&mut ::volo_core::client::ClientContext::new(), limit, prefix).await
+        pub async fn rects(&self, limit: i32, prefix: ::std::option::Option<__tc::Utf8Bytes>) -> ::std::result::Result<::std::vec::Vec<super::shapes::Rect>, ::volo_core::codegen::ClientError<::std::convert::Infallible>> {
+            self.rects_with(&mut ::volo_core::codegen::ClientContext::new(), limit, prefix).await
         }
 
         /// Calls `rects` with a context: metainfo to send (and, after the call, the
         /// backward values received), a timeout, a hash key.
-        pub async fn rects_with(&self, cx: &mut ::volo_core::client::ClientContext, limit: i32, prefix: ::std::option::Option<__tc::Utf8Bytes>) -> ::std::result::Result<::std::vec::Vec<super::shapes::Rect>, ::volo_core::client::ClientError<::std::convert::Infallible>> {
+        pub async fn rects_with(&self, cx: &mut ::volo_core::codegen::ClientContext, limit: i32, prefix: ::std::option::Option<__tc::Utf8Bytes>) -> ::std::result::Result<::std::vec::Vec<super::shapes::Rect>, ::volo_core::codegen::ClientError<::std::convert::Infallible>> {
             let r: super::services::StoreRectsResult = self.client.call(cx, "rects", super::services::StoreRectsArgs { limit, prefix }).await?;
             match r.success {
                 ::std::option::Option::Some(v) => ::std::result::Result::Ok(v),
-                ::std::option::Option::None => ::std::result::Result::Err(::volo_core::client::ClientError::missing_result("rects")),
+                ::std::option::Option::None => ::std::result::Result::Err(::volo_core::codegen::ClientError::missing_result("rects")),
             }
         }
 
         /// Calls `stats`.
-        pub async fn stats(&self) -> ::std::result::Result<::std::collections::BTreeMap<__tc::Utf8Bytes, i64>, ::volo_core::client::ClientError<::std::convert::Infallible>> {
-            self.stats_with(&mut ::volo_core::client::ClientContext::new()).await
+        pub async fn stats(&self) -> ::std::result::Result<::std::collections::BTreeMap<__tc::Utf8Bytes, i64>, ::volo_core::codegen::ClientError<::std::convert::Infallible>> {
+            self.stats_with(&mut ::volo_core::codegen::ClientContext::new()).await
         }
 
         /// Calls `stats` with a context: metainfo to send (and, after the call, the
         /// backward values received), a timeout, a hash key.
-        pub async fn stats_with(&self, cx: &mut ::volo_core::client::ClientContext) -> ::std::result::Result<::std::collections::BTreeMap<__tc::Utf8Bytes, i64>, ::volo_core::client::ClientError<::std::convert::Infallible>> {
+        pub async fn stats_with(&self, cx: &mut ::volo_core::codegen::ClientContext) -> ::std::result::Result<::std::collections::BTreeMap<__tc::Utf8Bytes, i64>, ::volo_core::codegen::ClientError<::std::convert::Infallible>> {
             let r: super::services::StoreStatsResult = self.client.call(cx, "stats", super::services::StoreStatsArgs {}).await?;
             match r.success {
                 ::std::option::Option::Some(v) => ::std::result::Result::Ok(v),
-                ::std::option::Option::None => ::std::result::Result::Err(::volo_core::client::ClientError::missing_result("stats")),
+                ::std::option::Option::None => ::std::result::Result::Err(::volo_core::codegen::ClientError::missing_result("stats")),
             }
         }
 
         /// Calls `exists`.
-        pub async fn exists(&self, key: __tc::Utf8Bytes) -> ::std::result::Result<bool, ::volo_core::client::ClientError<::std::convert::Infallible>> {
-            self.exists_with(&mut ::volo_core::client::ClientContext::new(), key).await
+        pub async fn exists(&self, key: __tc::Utf8Bytes) -> ::std::result::Result<bool, ::volo_core::codegen::ClientError<::std::convert::Infallible>> {
+            self.exists_with(&mut ::volo_core::codegen::ClientContext::new(), key).await
         }
 
         /// Calls `exists` with a context: metainfo to send (and, after the call, the
         /// backward values received), a timeout, a hash key.
-        pub async fn exists_with(&self, cx: &mut ::volo_core::client::ClientContext, key: __tc::Utf8Bytes) -> ::std::result::Result<bool, ::volo_core::client::ClientError<::std::convert::Infallible>> {
+        pub async fn exists_with(&self, cx: &mut ::volo_core::codegen::ClientContext, key: __tc::Utf8Bytes) -> ::std::result::Result<bool, ::volo_core::codegen::ClientError<::std::convert::Infallible>> {
             let r: super::services::StoreExistsResult = self.client.call(cx, "exists", super::services::StoreExistsArgs { key }).await?;
             match r.success {
                 ::std::option::Option::Some(v) => ::std::result::Result::Ok(v),
-                ::std::option::Option::None => ::std::result::Result::Err(::volo_core::client::ClientError::missing_result("exists")),
+                ::std::option::Option::None => ::std::result::Result::Err(::volo_core::codegen::ClientError::missing_result("exists")),
             }
         }
 
         /// Calls `count`.
-        pub async fn count(&self, keys: ::std::vec::Vec<__tc::Utf8Bytes>) -> ::std::result::Result<i32, ::volo_core::client::ClientError<::std::convert::Infallible>> {
-            self.count_with(&mut ::volo_core::client::ClientContext::new(), keys).await
+        pub async fn count(&self, keys: ::std::vec::Vec<__tc::Utf8Bytes>) -> ::std::result::Result<i32, ::volo_core::codegen::ClientError<::std::convert::Infallible>> {
+            self.count_with(&mut ::volo_core::codegen::ClientContext::new(), keys).await
         }
 
         /// Calls `count` with a context: metainfo to send (and, after the call, the
         /// backward values received), a timeout, a hash key.
-        pub async fn count_with(&self, cx: &mut ::volo_core::client::ClientContext, keys: ::std::vec::Vec<__tc::Utf8Bytes>) -> ::std::result::Result<i32, ::volo_core::client::ClientError<::std::convert::Infallible>> {
+        pub async fn count_with(&self, cx: &mut ::volo_core::codegen::ClientContext, keys: ::std::vec::Vec<__tc::Utf8Bytes>) -> ::std::result::Result<i32, ::volo_core::codegen::ClientError<::std::convert::Infallible>> {
             let r: super::services::StoreCountResult = self.client.call(cx, "count", super::services::StoreCountArgs { keys }).await?;
             match r.success {
                 ::std::option::Option::Some(v) => ::std::result::Result::Ok(v),
-                ::std::option::Option::None => ::std::result::Result::Err(::volo_core::client::ClientError::missing_result("count")),
+                ::std::option::Option::None => ::std::result::Result::Err(::volo_core::codegen::ClientError::missing_result("count")),
             }
         }
 
         /// Calls `ping`.
-        pub async fn ping(&self) -> ::std::result::Result<(), ::volo_core::client::ClientError<::std::convert::Infallible>> {
-            self.ping_with(&mut ::volo_core::client::ClientContext::new()).await
+        pub async fn ping(&self) -> ::std::result::Result<(), ::volo_core::codegen::ClientError<::std::convert::Infallible>> {
+            self.ping_with(&mut ::volo_core::codegen::ClientContext::new()).await
         }
 
         /// Calls `ping` with a context: metainfo to send (and, after the call, the
         /// backward values received), a timeout, a hash key.
-        pub async fn ping_with(&self, cx: &mut ::volo_core::client::ClientContext) -> ::std::result::Result<(), ::volo_core::client::ClientError<::std::convert::Infallible>> {
+        pub async fn ping_with(&self, cx: &mut ::volo_core::codegen::ClientContext) -> ::std::result::Result<(), ::volo_core::codegen::ClientError<::std::convert::Infallible>> {
             let _: super::services::BasePingResult = self.client.call(cx, "ping", super::services::BasePingArgs {}).await?;
             ::std::result::Result::Ok(())
         }
 
         /// Calls `version`.
-        pub async fn version(&self) -> ::std::result::Result<__tc::Utf8Bytes, ::volo_core::client::ClientError<::std::convert::Infallible>> {
-            self.version_with(&mut ::volo_core::client::ClientContext::new()).await
+        pub async fn version(&self) -> ::std::result::Result<__tc::Utf8Bytes, ::volo_core::codegen::ClientError<::std::convert::Infallible>> {
+            self.version_with(&mut ::volo_core::codegen::ClientContext::new()).await
         }
 
         /// Calls `version` with a context: metainfo to send (and, after the call, the
         /// backward values received), a timeout, a hash key.
-        pub async fn version_with(&self, cx: &mut ::volo_core::client::ClientContext) -> ::std::result::Result<__tc::Utf8Bytes, ::volo_core::client::ClientError<::std::convert::Infallible>> {
+        pub async fn version_with(&self, cx: &mut ::volo_core::codegen::ClientContext) -> ::std::result::Result<__tc::Utf8Bytes, ::volo_core::codegen::ClientError<::std::convert::Infallible>> {
             let r: super::services::BaseVersionResult = self.client.call(cx, "version", super::services::BaseVersionArgs {}).await?;
             match r.success {
                 ::std::option::Option::Some(v) => ::std::result::Result::Ok(v),
-                ::std::option::Option::None => ::std::result::Result::Err(::volo_core::client::ClientError::missing_result("version")),
+                ::std::option::Option::None => ::std::result::Result::Err(::volo_core::codegen::ClientError::missing_result("version")),
             }
         }
     }
@@ -2565,7 +2565,7 @@ pub mod services {
     #[derive(Debug, Clone, PartialEq)]
     pub enum EmptyReply {}
 
-    impl ::volo_core::server::EncodeReply for EmptyReply {
+    impl ::volo_core::codegen::EncodeReply for EmptyReply {
         fn size<S: __tc::Sizer>(&self, _s: &mut S) -> usize {
             match *self {}
         }
@@ -2574,7 +2574,7 @@ pub mod services {
         }
     }
 
-    /// Serves an implementation of [`Empty`]: a `volo_core::server::Service` that
+    /// Serves an implementation of [`Empty`]: a `volo_core::service::Service` that
     /// decodes each call's arguments by method name in the call's protocol, runs the
     /// handler and returns its [`EmptyReply`]. Hand it to `volo_core::server::Server::new`,
     /// which learns from its `ServiceInfo` which methods are oneway.
@@ -2600,7 +2600,7 @@ pub mod services {
         }
     }
 
-    impl<T> ::volo_core::server::ServiceInfo for EmptyServer<T> {
+    impl<T> ::volo_core::codegen::ServiceInfo for EmptyServer<T> {
         const NAME: &'static str = "Empty";
 
         fn is_oneway(_method: &str) -> bool {
@@ -2608,17 +2608,17 @@ pub mod services {
         }
     }
 
-    impl<T: super::services::Empty> ::volo_core::server::Service<::volo_core::context::ServerContext, ::volo_core::server::ServerRequest> for EmptyServer<T> {
+    impl<T: super::services::Empty> ::volo_core::codegen::Service<::volo_core::codegen::ServerContext, ::volo_core::codegen::ServerRequest> for EmptyServer<T> {
         type Response = EmptyReply;
-        type Error = ::volo_core::server::DispatchError;
+        type Error = ::volo_core::codegen::DispatchError;
 
         async fn call(
             &self,
-            cx: &mut ::volo_core::context::ServerContext,
-            req: ::volo_core::server::ServerRequest,
-        ) -> ::std::result::Result<EmptyReply, ::volo_core::server::DispatchError> {
+            cx: &mut ::volo_core::codegen::ServerContext,
+            req: ::volo_core::codegen::ServerRequest,
+        ) -> ::std::result::Result<EmptyReply, ::volo_core::codegen::DispatchError> {
             let _ = (cx, req);
-            ::std::result::Result::Err(::volo_core::server::DispatchError::UnknownMethod)
+            ::std::result::Result::Err(::volo_core::codegen::DispatchError::UnknownMethod)
         }
     }
 
@@ -2626,8 +2626,8 @@ pub mod services {
     /// services it extends included), over the client stack `T` (by default the one
     /// [`EmptyClient::builder`] builds).
     #[derive(Debug)]
-    pub struct EmptyClient<T = ::volo_core::client::DefaultStack> {
-        client: ::volo_core::client::Client<T>,
+    pub struct EmptyClient<T = ::volo_core::codegen::DefaultStack> {
+        client: ::volo_core::codegen::Client<T>,
     }
 
     impl<T> ::std::clone::Clone for EmptyClient<T> {
@@ -2640,10 +2640,10 @@ pub mod services {
     #[derive(Debug, Clone, Copy, Default)]
     pub struct EmptyClientMaker;
 
-    impl<T> ::volo_core::client::MakeClient<T> for EmptyClientMaker {
+    impl<T> ::volo_core::codegen::MakeClient<T> for EmptyClientMaker {
         type Client = EmptyClient<T>;
 
-        fn make_client(client: ::volo_core::client::Client<T>) -> EmptyClient<T> {
+        fn make_client(client: ::volo_core::codegen::Client<T>) -> EmptyClient<T> {
             EmptyClient::new(client)
         }
     }
@@ -2651,19 +2651,19 @@ pub mod services {
     impl EmptyClient {
         /// A builder of a client of `Empty` (the name sent as the callee): add an
         /// address, a list of addresses or a `Discover`, settings and layers, then `build()`.
-        pub fn builder() -> ::volo_core::client::ClientBuilder<EmptyClientMaker> {
-            ::volo_core::client::ClientBuilder::new("Empty")
+        pub fn builder() -> ::volo_core::codegen::ClientBuilder<EmptyClientMaker> {
+            ::volo_core::codegen::ClientBuilder::new("Empty")
         }
     }
 
     impl<T> EmptyClient<T> {
         /// Calls go through `client`.
-        pub fn new(client: ::volo_core::client::Client<T>) -> Self {
+        pub fn new(client: ::volo_core::codegen::Client<T>) -> Self {
             Self { client }
         }
 
         /// The untyped client underneath.
-        pub fn client(&self) -> &::volo_core::client::Client<T> {
+        pub fn client(&self) -> &::volo_core::codegen::Client<T> {
             &self.client
         }
     }
@@ -2884,9 +2884,9 @@ pub mod includes {
         /// Handles `since` calls.
         fn since(
             &self,
-            cx: &mut ::volo_core::context::ServerContext,
+            cx: &mut ::volo_core::codegen::ServerContext,
             at: i64,
-        ) -> impl ::std::future::Future<Output = ::std::result::Result<::std::vec::Vec<super::includes::Event>, ::volo_core::server::ServerError<super::includes::EventsSinceException>>> + ::std::marker::Send;
+        ) -> impl ::std::future::Future<Output = ::std::result::Result<::std::vec::Vec<super::includes::Event>, ::volo_core::codegen::ServerError<super::includes::EventsSinceException>>> + ::std::marker::Send;
     }
 
     /// The reply to a call of any method of [`Events`] or of the services it extends:
@@ -2915,7 +2915,7 @@ pub mod includes {
         Oneway,
     }
 
-    impl ::volo_core::server::EncodeReply for EventsReply {
+    impl ::volo_core::codegen::EncodeReply for EventsReply {
         fn size<S: __tc::Sizer>(&self, s: &mut S) -> usize {
             match self {
                 Self::Since(r) => __tc::Message::size(r, s),
@@ -2946,7 +2946,7 @@ pub mod includes {
         }
     }
 
-    /// Serves an implementation of [`Events`]: a `volo_core::server::Service` that
+    /// Serves an implementation of [`Events`]: a `volo_core::service::Service` that
     /// decodes each call's arguments by method name in the call's protocol, runs the
     /// handler and returns its [`EventsReply`]. Hand it to `volo_core::server::Server::new`,
     /// which learns from its `ServiceInfo` which methods are oneway.
@@ -2972,7 +2972,7 @@ pub mod includes {
         }
     }
 
-    impl<T> ::volo_core::server::ServiceInfo for EventsServer<T> {
+    impl<T> ::volo_core::codegen::ServiceInfo for EventsServer<T> {
         const NAME: &'static str = "Events";
 
         fn is_oneway(method: &str) -> bool {
@@ -2980,39 +2980,39 @@ pub mod includes {
         }
     }
 
-    impl<T: super::includes::Events> ::volo_core::server::Service<::volo_core::context::ServerContext, ::volo_core::server::ServerRequest> for EventsServer<T> {
+    impl<T: super::includes::Events> ::volo_core::codegen::Service<::volo_core::codegen::ServerContext, ::volo_core::codegen::ServerRequest> for EventsServer<T> {
         type Response = EventsReply;
-        type Error = ::volo_core::server::DispatchError;
+        type Error = ::volo_core::codegen::DispatchError;
 
         async fn call(
             &self,
-            cx: &mut ::volo_core::context::ServerContext,
-            req: ::volo_core::server::ServerRequest,
-        ) -> ::std::result::Result<EventsReply, ::volo_core::server::DispatchError> {
+            cx: &mut ::volo_core::codegen::ServerContext,
+            req: ::volo_core::codegen::ServerRequest,
+        ) -> ::std::result::Result<EventsReply, ::volo_core::codegen::DispatchError> {
             match cx.rpc.method.as_str() {
                 "since" => {
                     let a = req.decode::<super::includes::EventsSinceArgs>(cx)?;
                     match <T as super::includes::Events>::since(&self.inner, cx, a.at).await {
                         ::std::result::Result::Ok(v) => ::std::result::Result::Ok(EventsReply::Since(super::includes::EventsSinceResult { success: ::std::option::Option::Some(v), nf: ::std::option::Option::None })),
-                        ::std::result::Result::Err(::volo_core::server::ServerError::User(super::includes::EventsSinceException::Nf(e))) => ::std::result::Result::Ok(EventsReply::Since(super::includes::EventsSinceResult { success: ::std::option::Option::None, nf: ::std::option::Option::Some(e) })),
-                        ::std::result::Result::Err(::volo_core::server::ServerError::Application(e)) => ::std::result::Result::Err(::volo_core::server::DispatchError::Application(e)),
+                        ::std::result::Result::Err(::volo_core::codegen::ServerError::User(super::includes::EventsSinceException::Nf(e))) => ::std::result::Result::Ok(EventsReply::Since(super::includes::EventsSinceResult { success: ::std::option::Option::None, nf: ::std::option::Option::Some(e) })),
+                        ::std::result::Result::Err(::volo_core::codegen::ServerError::Application(e)) => ::std::result::Result::Err(::volo_core::codegen::DispatchError::Application(e)),
                     }
                 }
                 "put" => {
                     let a = req.decode::<super::services::StorePutArgs>(cx)?;
                     match <T as super::services::Store>::put(&self.inner, cx, a.key, a.value).await {
                         ::std::result::Result::Ok(()) => ::std::result::Result::Ok(EventsReply::Put(super::services::StorePutResult { invalid: ::std::option::Option::None })),
-                        ::std::result::Result::Err(::volo_core::server::ServerError::User(super::services::StorePutException::Invalid(e))) => ::std::result::Result::Ok(EventsReply::Put(super::services::StorePutResult { invalid: ::std::option::Option::Some(e) })),
-                        ::std::result::Result::Err(::volo_core::server::ServerError::Application(e)) => ::std::result::Result::Err(::volo_core::server::DispatchError::Application(e)),
+                        ::std::result::Result::Err(::volo_core::codegen::ServerError::User(super::services::StorePutException::Invalid(e))) => ::std::result::Result::Ok(EventsReply::Put(super::services::StorePutResult { invalid: ::std::option::Option::Some(e) })),
+                        ::std::result::Result::Err(::volo_core::codegen::ServerError::Application(e)) => ::std::result::Result::Err(::volo_core::codegen::DispatchError::Application(e)),
                     }
                 }
                 "get" => {
                     let a = req.decode::<super::services::StoreGetArgs>(cx)?;
                     match <T as super::services::Store>::get(&self.inner, cx, a.key).await {
                         ::std::result::Result::Ok(v) => ::std::result::Result::Ok(EventsReply::Get(super::services::StoreGetResult { success: ::std::option::Option::Some(v), nf: ::std::option::Option::None, bad: ::std::option::Option::None })),
-                        ::std::result::Result::Err(::volo_core::server::ServerError::User(super::services::StoreGetException::Nf(e))) => ::std::result::Result::Ok(EventsReply::Get(super::services::StoreGetResult { success: ::std::option::Option::None, nf: ::std::option::Option::Some(e), bad: ::std::option::Option::None })),
-                        ::std::result::Result::Err(::volo_core::server::ServerError::User(super::services::StoreGetException::Bad(e))) => ::std::result::Result::Ok(EventsReply::Get(super::services::StoreGetResult { success: ::std::option::Option::None, nf: ::std::option::Option::None, bad: ::std::option::Option::Some(e) })),
-                        ::std::result::Result::Err(::volo_core::server::ServerError::Application(e)) => ::std::result::Result::Err(::volo_core::server::DispatchError::Application(e)),
+                        ::std::result::Result::Err(::volo_core::codegen::ServerError::User(super::services::StoreGetException::Nf(e))) => ::std::result::Result::Ok(EventsReply::Get(super::services::StoreGetResult { success: ::std::option::Option::None, nf: ::std::option::Option::Some(e), bad: ::std::option::Option::None })),
+                        ::std::result::Result::Err(::volo_core::codegen::ServerError::User(super::services::StoreGetException::Bad(e))) => ::std::result::Result::Ok(EventsReply::Get(super::services::StoreGetResult { success: ::std::option::Option::None, nf: ::std::option::Option::None, bad: ::std::option::Option::Some(e) })),
+                        ::std::result::Result::Err(::volo_core::codegen::ServerError::Application(e)) => ::std::result::Result::Err(::volo_core::codegen::DispatchError::Application(e)),
                     }
                 }
                 "forget" => {
@@ -3025,45 +3025,45 @@ pub mod includes {
                     let a = req.decode::<super::services::StoreRectsArgs>(cx)?;
                     match <T as super::services::Store>::rects(&self.inner, cx, a.limit, a.prefix).await {
                         ::std::result::Result::Ok(v) => ::std::result::Result::Ok(EventsReply::Rects(super::services::StoreRectsResult { success: ::std::option::Option::Some(v) })),
-                        ::std::result::Result::Err(::volo_core::server::ServerError::Application(e)) => ::std::result::Result::Err(::volo_core::server::DispatchError::Application(e)),
+                        ::std::result::Result::Err(::volo_core::codegen::ServerError::Application(e)) => ::std::result::Result::Err(::volo_core::codegen::DispatchError::Application(e)),
                     }
                 }
                 "stats" => {
                     req.decode::<super::services::StoreStatsArgs>(cx)?;
                     match <T as super::services::Store>::stats(&self.inner, cx).await {
                         ::std::result::Result::Ok(v) => ::std::result::Result::Ok(EventsReply::Stats(super::services::StoreStatsResult { success: ::std::option::Option::Some(v) })),
-                        ::std::result::Result::Err(::volo_core::server::ServerError::Application(e)) => ::std::result::Result::Err(::volo_core::server::DispatchError::Application(e)),
+                        ::std::result::Result::Err(::volo_core::codegen::ServerError::Application(e)) => ::std::result::Result::Err(::volo_core::codegen::DispatchError::Application(e)),
                     }
                 }
                 "exists" => {
                     let a = req.decode::<super::services::StoreExistsArgs>(cx)?;
                     match <T as super::services::Store>::exists(&self.inner, cx, a.key).await {
                         ::std::result::Result::Ok(v) => ::std::result::Result::Ok(EventsReply::Exists(super::services::StoreExistsResult { success: ::std::option::Option::Some(v) })),
-                        ::std::result::Result::Err(::volo_core::server::ServerError::Application(e)) => ::std::result::Result::Err(::volo_core::server::DispatchError::Application(e)),
+                        ::std::result::Result::Err(::volo_core::codegen::ServerError::Application(e)) => ::std::result::Result::Err(::volo_core::codegen::DispatchError::Application(e)),
                     }
                 }
                 "count" => {
                     let a = req.decode::<super::services::StoreCountArgs>(cx)?;
                     match <T as super::services::Store>::count(&self.inner, cx, a.keys).await {
                         ::std::result::Result::Ok(v) => ::std::result::Result::Ok(EventsReply::Count(super::services::StoreCountResult { success: ::std::option::Option::Some(v) })),
-                        ::std::result::Result::Err(::volo_core::server::ServerError::Application(e)) => ::std::result::Result::Err(::volo_core::server::DispatchError::Application(e)),
+                        ::std::result::Result::Err(::volo_core::codegen::ServerError::Application(e)) => ::std::result::Result::Err(::volo_core::codegen::DispatchError::Application(e)),
                     }
                 }
                 "ping" => {
                     req.decode::<super::services::BasePingArgs>(cx)?;
                     match <T as super::services::Base>::ping(&self.inner, cx).await {
                         ::std::result::Result::Ok(()) => ::std::result::Result::Ok(EventsReply::Ping(super::services::BasePingResult {})),
-                        ::std::result::Result::Err(::volo_core::server::ServerError::Application(e)) => ::std::result::Result::Err(::volo_core::server::DispatchError::Application(e)),
+                        ::std::result::Result::Err(::volo_core::codegen::ServerError::Application(e)) => ::std::result::Result::Err(::volo_core::codegen::DispatchError::Application(e)),
                     }
                 }
                 "version" => {
                     req.decode::<super::services::BaseVersionArgs>(cx)?;
                     match <T as super::services::Base>::version(&self.inner, cx).await {
                         ::std::result::Result::Ok(v) => ::std::result::Result::Ok(EventsReply::Version(super::services::BaseVersionResult { success: ::std::option::Option::Some(v) })),
-                        ::std::result::Result::Err(::volo_core::server::ServerError::Application(e)) => ::std::result::Result::Err(::volo_core::server::DispatchError::Application(e)),
+                        ::std::result::Result::Err(::volo_core::codegen::ServerError::Application(e)) => ::std::result::Result::Err(::volo_core::codegen::DispatchError::Application(e)),
                     }
                 }
-                _ => ::std::result::Result::Err(::volo_core::server::DispatchError::UnknownMethod),
+                _ => ::std::result::Result::Err(::volo_core::codegen::DispatchError::UnknownMethod),
             }
         }
     }
@@ -3072,8 +3072,8 @@ pub mod includes {
     /// services it extends included), over the client stack `T` (by default the one
     /// [`EventsClient::builder`] builds).
     #[derive(Debug)]
-    pub struct EventsClient<T = ::volo_core::client::DefaultStack> {
-        client: ::volo_core::client::Client<T>,
+    pub struct EventsClient<T = ::volo_core::codegen::DefaultStack> {
+        client: ::volo_core::codegen::Client<T>,
     }
 
     impl<T> ::std::clone::Clone for EventsClient<T> {
@@ -3086,10 +3086,10 @@ pub mod includes {
     #[derive(Debug, Clone, Copy, Default)]
     pub struct EventsClientMaker;
 
-    impl<T> ::volo_core::client::MakeClient<T> for EventsClientMaker {
+    impl<T> ::volo_core::codegen::MakeClient<T> for EventsClientMaker {
         type Client = EventsClient<T>;
 
-        fn make_client(client: ::volo_core::client::Client<T>) -> EventsClient<T> {
+        fn make_client(client: ::volo_core::codegen::Client<T>) -> EventsClient<T> {
             EventsClient::new(client)
         }
     }
@@ -3097,175 +3097,175 @@ pub mod includes {
     impl EventsClient {
         /// A builder of a client of `Events` (the name sent as the callee): add an
         /// address, a list of addresses or a `Discover`, settings and layers, then `build()`.
-        pub fn builder() -> ::volo_core::client::ClientBuilder<EventsClientMaker> {
-            ::volo_core::client::ClientBuilder::new("Events")
+        pub fn builder() -> ::volo_core::codegen::ClientBuilder<EventsClientMaker> {
+            ::volo_core::codegen::ClientBuilder::new("Events")
         }
     }
 
     impl<T> EventsClient<T> {
         /// Calls go through `client`.
-        pub fn new(client: ::volo_core::client::Client<T>) -> Self {
+        pub fn new(client: ::volo_core::codegen::Client<T>) -> Self {
             Self { client }
         }
 
         /// The untyped client underneath.
-        pub fn client(&self) -> &::volo_core::client::Client<T> {
+        pub fn client(&self) -> &::volo_core::codegen::Client<T> {
             &self.client
         }
     }
 
-    impl<T: ::volo_core::service::Service<::volo_core::client::ClientContext, ::volo_core::client::ClientRequest, Response = ::volo_core::client::ClientResponse, Error = ::volo_core::client::Error>> EventsClient<T> {
+    impl<T: ::volo_core::codegen::Service<::volo_core::codegen::ClientContext, ::volo_core::codegen::ClientRequest, Response = ::volo_core::codegen::ClientResponse, Error = ::volo_core::codegen::Error>> EventsClient<T> {
         /// Calls `since`.
-        pub async fn since(&self, at: i64) -> ::std::result::Result<::std::vec::Vec<super::includes::Event>, ::volo_core::client::ClientError<super::includes::EventsSinceException>> {
-            self.since_with(&mut ::volo_core::client::ClientContext::new(), at).await
+        pub async fn since(&self, at: i64) -> ::std::result::Result<::std::vec::Vec<super::includes::Event>, ::volo_core::codegen::ClientError<super::includes::EventsSinceException>> {
+            self.since_with(&mut ::volo_core::codegen::ClientContext::new(), at).await
         }
 
         /// Calls `since` with a context: metainfo to send (and, after the call, the
         /// backward values received), a timeout, a hash key.
-        pub async fn since_with(&self, cx: &mut ::volo_core::client::ClientContext, at: i64) -> ::std::result::Result<::std::vec::Vec<super::includes::Event>, ::volo_core::client::ClientError<super::includes::EventsSinceException>> {
+        pub async fn since_with(&self, cx: &mut ::volo_core::codegen::ClientContext, at: i64) -> ::std::result::Result<::std::vec::Vec<super::includes::Event>, ::volo_core::codegen::ClientError<super::includes::EventsSinceException>> {
             let r: super::includes::EventsSinceResult = self.client.call(cx, "since", super::includes::EventsSinceArgs { at }).await?;
             if let ::std::option::Option::Some(e) = r.nf {
-                return ::std::result::Result::Err(::volo_core::client::ClientError::User(super::includes::EventsSinceException::Nf(e)));
+                return ::std::result::Result::Err(::volo_core::codegen::ClientError::User(super::includes::EventsSinceException::Nf(e)));
             }
             match r.success {
                 ::std::option::Option::Some(v) => ::std::result::Result::Ok(v),
-                ::std::option::Option::None => ::std::result::Result::Err(::volo_core::client::ClientError::missing_result("since")),
+                ::std::option::Option::None => ::std::result::Result::Err(::volo_core::codegen::ClientError::missing_result("since")),
             }
         }
 
         /// Stores a shape.
-        pub async fn put(&self, key: __tc::Utf8Bytes, value: super::shapes::Shape) -> ::std::result::Result<(), ::volo_core::client::ClientError<super::services::StorePutException>> {
-            self.put_with(&mut ::volo_core::client::ClientContext::new(), key, value).await
+        pub async fn put(&self, key: __tc::Utf8Bytes, value: super::shapes::Shape) -> ::std::result::Result<(), ::volo_core::codegen::ClientError<super::services::StorePutException>> {
+            self.put_with(&mut ::volo_core::codegen::ClientContext::new(), key, value).await
         }
 
         /// Calls `put` with a context: metainfo to send (and, after the call, the
         /// backward values received), a timeout, a hash key.
-        pub async fn put_with(&self, cx: &mut ::volo_core::client::ClientContext, key: __tc::Utf8Bytes, value: super::shapes::Shape) -> ::std::result::Result<(), ::volo_core::client::ClientError<super::services::StorePutException>> {
+        pub async fn put_with(&self, cx: &mut ::volo_core::codegen::ClientContext, key: __tc::Utf8Bytes, value: super::shapes::Shape) -> ::std::result::Result<(), ::volo_core::codegen::ClientError<super::services::StorePutException>> {
             let r: super::services::StorePutResult = self.client.call(cx, "put", super::services::StorePutArgs { key, value }).await?;
             if let ::std::option::Option::Some(e) = r.invalid {
-                return ::std::result::Result::Err(::volo_core::client::ClientError::User(super::services::StorePutException::Invalid(e)));
+                return ::std::result::Result::Err(::volo_core::codegen::ClientError::User(super::services::StorePutException::Invalid(e)));
             }
             ::std::result::Result::Ok(())
         }
 
         /// Calls `get`.
-        pub async fn get(&self, key: __tc::Utf8Bytes) -> ::std::result::Result<super::shapes::Shape, ::volo_core::client::ClientError<super::services::StoreGetException>> {
-            self.get_with(&mut ::volo_core::client::ClientContext::new(), key).await
+        pub async fn get(&self, key: __tc::Utf8Bytes) -> ::std::result::Result<super::shapes::Shape, ::volo_core::codegen::ClientError<super::services::StoreGetException>> {
+            self.get_with(&mut ::volo_core::codegen::ClientContext::new(), key).await
         }
 
         /// Calls `get` with a context: metainfo to send (and, after the call, the
         /// backward values received), a timeout, a hash key.
-        pub async fn get_with(&self, cx: &mut ::volo_core::client::ClientContext, key: __tc::Utf8Bytes) -> ::std::result::Result<super::shapes::Shape, ::volo_core::client::ClientError<super::services::StoreGetException>> {
+        pub async fn get_with(&self, cx: &mut ::volo_core::codegen::ClientContext, key: __tc::Utf8Bytes) -> ::std::result::Result<super::shapes::Shape, ::volo_core::codegen::ClientError<super::services::StoreGetException>> {
             let r: super::services::StoreGetResult = self.client.call(cx, "get", super::services::StoreGetArgs { key }).await?;
             if let ::std::option::Option::Some(e) = r.nf {
-                return ::std::result::Result::Err(::volo_core::client::ClientError::User(super::services::StoreGetException::Nf(e)));
+                return ::std::result::Result::Err(::volo_core::codegen::ClientError::User(super::services::StoreGetException::Nf(e)));
             }
             if let ::std::option::Option::Some(e) = r.bad {
-                return ::std::result::Result::Err(::volo_core::client::ClientError::User(super::services::StoreGetException::Bad(e)));
+                return ::std::result::Result::Err(::volo_core::codegen::ClientError::User(super::services::StoreGetException::Bad(e)));
             }
             match r.success {
                 ::std::option::Option::Some(v) => ::std::result::Result::Ok(v),
-                ::std::option::Option::None => ::std::result::Result::Err(::volo_core::client::ClientError::missing_result("get")),
+                ::std::option::Option::None => ::std::result::Result::Err(::volo_core::codegen::ClientError::missing_result("get")),
             }
         }
 
         /// Calls `forget`.
         ///
         /// Oneway: done once the request is sent; no reply comes.
-        pub async fn forget(&self, key: __tc::Utf8Bytes) -> ::std::result::Result<(), ::volo_core::client::ClientError<::std::convert::Infallible>> {
-            self.forget_with(&mut ::volo_core::client::ClientContext::new(), key).await
+        pub async fn forget(&self, key: __tc::Utf8Bytes) -> ::std::result::Result<(), ::volo_core::codegen::ClientError<::std::convert::Infallible>> {
+            self.forget_with(&mut ::volo_core::codegen::ClientContext::new(), key).await
         }
 
         /// Calls `forget` with a context: metainfo to send (and, after the call, the
         /// backward values received), a timeout, a hash key.
-        pub async fn forget_with(&self, cx: &mut ::volo_core::client::ClientContext, key: __tc::Utf8Bytes) -> ::std::result::Result<(), ::volo_core::client::ClientError<::std::convert::Infallible>> {
-            self.client.oneway(cx, "forget", super::services::StoreForgetArgs { key }).await.map_err(::volo_core::client::ClientError::from)
+        pub async fn forget_with(&self, cx: &mut ::volo_core::codegen::ClientContext, key: __tc::Utf8Bytes) -> ::std::result::Result<(), ::volo_core::codegen::ClientError<::std::convert::Infallible>> {
+            self.client.oneway(cx, "forget", super::services::StoreForgetArgs { key }).await.map_err(::volo_core::codegen::ClientError::from)
         }
 
         /// Calls `rects`.
-        pub async fn rects(&self, limit: i32, prefix: ::std::option::Option<__tc::Utf8Bytes>) -> ::std::result::Result<::std::vec::Vec<super::shapes::Rect>, ::volo_core::client::ClientError<::std::convert::Infallible>> {
-            self.rects_with(&mut ::volo_core::client::ClientContext::new(), limit, prefix).await
+        pub async fn rects(&self, limit: i32, prefix: ::std::option::Option<__tc::Utf8Bytes>) -> ::std::result::Result<::std::vec::Vec<super::shapes::Rect>, ::volo_core::codegen::ClientError<::std::convert::Infallible>> {
+            self.rects_with(&mut ::volo_core::codegen::ClientContext::new(), limit, prefix).await
         }
 
         /// Calls `rects` with a context: metainfo to send (and, after the call, the
         /// backward values received), a timeout, a hash key.
-        pub async fn rects_with(&self, cx: &mut ::volo_core::client::ClientContext, limit: i32, prefix: ::std::option::Option<__tc::Utf8Bytes>) -> ::std::result::Result<::std::vec::Vec<super::shapes::Rect>, ::volo_core::client::ClientError<::std::convert::Infallible>> {
+        pub async fn rects_with(&self, cx: &mut ::volo_core::codegen::ClientContext, limit: i32, prefix: ::std::option::Option<__tc::Utf8Bytes>) -> ::std::result::Result<::std::vec::Vec<super::shapes::Rect>, ::volo_core::codegen::ClientError<::std::convert::Infallible>> {
             let r: super::services::StoreRectsResult = self.client.call(cx, "rects", super::services::StoreRectsArgs { limit, prefix }).await?;
             match r.success {
                 ::std::option::Option::Some(v) => ::std::result::Result::Ok(v),
-                ::std::option::Option::None => ::std::result::Result::Err(::volo_core::client::ClientError::missing_result("rects")),
+                ::std::option::Option::None => ::std::result::Result::Err(::volo_core::codegen::ClientError::missing_result("rects")),
             }
         }
 
         /// Calls `stats`.
-        pub async fn stats(&self) -> ::std::result::Result<::std::collections::BTreeMap<__tc::Utf8Bytes, i64>, ::volo_core::client::ClientError<::std::convert::Infallible>> {
-            self.stats_with(&mut ::volo_core::client::ClientContext::new()).await
+        pub async fn stats(&self) -> ::std::result::Result<::std::collections::BTreeMap<__tc::Utf8Bytes, i64>, ::volo_core::codegen::ClientError<::std::convert::Infallible>> {
+            self.stats_with(&mut ::volo_core::codegen::ClientContext::new()).await
         }
 
         /// Calls `stats` with a context: metainfo to send (and, after the call, the
         /// backward values received), a timeout, a hash key.
-        pub async fn stats_with(&self, cx: &mut ::volo_core::client::ClientContext) -> ::std::result::Result<::std::collections::BTreeMap<__tc::Utf8Bytes, i64>, ::volo_core::client::ClientError<::std::convert::Infallible>> {
+        pub async fn stats_with(&self, cx: &mut ::volo_core::codegen::ClientContext) -> ::std::result::Result<::std::collections::BTreeMap<__tc::Utf8Bytes, i64>, ::volo_core::codegen::ClientError<::std::convert::Infallible>> {
             let r: super::services::StoreStatsResult = self.client.call(cx, "stats", super::services::StoreStatsArgs {}).await?;
             match r.success {
                 ::std::option::Option::Some(v) => ::std::result::Result::Ok(v),
-                ::std::option::Option::None => ::std::result::Result::Err(::volo_core::client::ClientError::missing_result("stats")),
+                ::std::option::Option::None => ::std::result::Result::Err(::volo_core::codegen::ClientError::missing_result("stats")),
             }
         }
 
         /// Calls `exists`.
-        pub async fn exists(&self, key: __tc::Utf8Bytes) -> ::std::result::Result<bool, ::volo_core::client::ClientError<::std::convert::Infallible>> {
-            self.exists_with(&mut ::volo_core::client::ClientContext::new(), key).await
+        pub async fn exists(&self, key: __tc::Utf8Bytes) -> ::std::result::Result<bool, ::volo_core::codegen::ClientError<::std::convert::Infallible>> {
+            self.exists_with(&mut ::volo_core::codegen::ClientContext::new(), key).await
         }
 
         /// Calls `exists` with a context: metainfo to send (and, after the call, the
         /// backward values received), a timeout, a hash key.
-        pub async fn exists_with(&self, cx: &mut ::volo_core::client::ClientContext, key: __tc::Utf8Bytes) -> ::std::result::Result<bool, ::volo_core::client::ClientError<::std::convert::Infallible>> {
+        pub async fn exists_with(&self, cx: &mut ::volo_core::codegen::ClientContext, key: __tc::Utf8Bytes) -> ::std::result::Result<bool, ::volo_core::codegen::ClientError<::std::convert::Infallible>> {
             let r: super::services::StoreExistsResult = self.client.call(cx, "exists", super::services::StoreExistsArgs { key }).await?;
             match r.success {
                 ::std::option::Option::Some(v) => ::std::result::Result::Ok(v),
-                ::std::option::Option::None => ::std::result::Result::Err(::volo_core::client::ClientError::missing_result("exists")),
+                ::std::option::Option::None => ::std::result::Result::Err(::volo_core::codegen::ClientError::missing_result("exists")),
             }
         }
 
         /// Calls `count`.
-        pub async fn count(&self, keys: ::std::vec::Vec<__tc::Utf8Bytes>) -> ::std::result::Result<i32, ::volo_core::client::ClientError<::std::convert::Infallible>> {
-            self.count_with(&mut ::volo_core::client::ClientContext::new(), keys).await
+        pub async fn count(&self, keys: ::std::vec::Vec<__tc::Utf8Bytes>) -> ::std::result::Result<i32, ::volo_core::codegen::ClientError<::std::convert::Infallible>> {
+            self.count_with(&mut ::volo_core::codegen::ClientContext::new(), keys).await
         }
 
         /// Calls `count` with a context: metainfo to send (and, after the call, the
         /// backward values received), a timeout, a hash key.
-        pub async fn count_with(&self, cx: &mut ::volo_core::client::ClientContext, keys: ::std::vec::Vec<__tc::Utf8Bytes>) -> ::std::result::Result<i32, ::volo_core::client::ClientError<::std::convert::Infallible>> {
+        pub async fn count_with(&self, cx: &mut ::volo_core::codegen::ClientContext, keys: ::std::vec::Vec<__tc::Utf8Bytes>) -> ::std::result::Result<i32, ::volo_core::codegen::ClientError<::std::convert::Infallible>> {
             let r: super::services::StoreCountResult = self.client.call(cx, "count", super::services::StoreCountArgs { keys }).await?;
             match r.success {
                 ::std::option::Option::Some(v) => ::std::result::Result::Ok(v),
-                ::std::option::Option::None => ::std::result::Result::Err(::volo_core::client::ClientError::missing_result("count")),
+                ::std::option::Option::None => ::std::result::Result::Err(::volo_core::codegen::ClientError::missing_result("count")),
             }
         }
 
         /// Calls `ping`.
-        pub async fn ping(&self) -> ::std::result::Result<(), ::volo_core::client::ClientError<::std::convert::Infallible>> {
-            self.ping_with(&mut ::volo_core::client::ClientContext::new()).await
+        pub async fn ping(&self) -> ::std::result::Result<(), ::volo_core::codegen::ClientError<::std::convert::Infallible>> {
+            self.ping_with(&mut ::volo_core::codegen::ClientContext::new()).await
         }
 
         /// Calls `ping` with a context: metainfo to send (and, after the call, the
         /// backward values received), a timeout, a hash key.
-        pub async fn ping_with(&self, cx: &mut ::volo_core::client::ClientContext) -> ::std::result::Result<(), ::volo_core::client::ClientError<::std::convert::Infallible>> {
+        pub async fn ping_with(&self, cx: &mut ::volo_core::codegen::ClientContext) -> ::std::result::Result<(), ::volo_core::codegen::ClientError<::std::convert::Infallible>> {
             let _: super::services::BasePingResult = self.client.call(cx, "ping", super::services::BasePingArgs {}).await?;
             ::std::result::Result::Ok(())
         }
 
         /// Calls `version`.
-        pub async fn version(&self) -> ::std::result::Result<__tc::Utf8Bytes, ::volo_core::client::ClientError<::std::convert::Infallible>> {
-            self.version_with(&mut ::volo_core::client::ClientContext::new()).await
+        pub async fn version(&self) -> ::std::result::Result<__tc::Utf8Bytes, ::volo_core::codegen::ClientError<::std::convert::Infallible>> {
+            self.version_with(&mut ::volo_core::codegen::ClientContext::new()).await
         }
 
         /// Calls `version` with a context: metainfo to send (and, after the call, the
         /// backward values received), a timeout, a hash key.
-        pub async fn version_with(&self, cx: &mut ::volo_core::client::ClientContext) -> ::std::result::Result<__tc::Utf8Bytes, ::volo_core::client::ClientError<::std::convert::Infallible>> {
+        pub async fn version_with(&self, cx: &mut ::volo_core::codegen::ClientContext) -> ::std::result::Result<__tc::Utf8Bytes, ::volo_core::codegen::ClientError<::std::convert::Infallible>> {
             let r: super::services::BaseVersionResult = self.client.call(cx, "version", super::services::BaseVersionArgs {}).await?;
             match r.success {
                 ::std::option::Option::Some(v) => ::std::result::Result::Ok(v),
-                ::std::option::Option::None => ::std::result::Result::Err(::volo_core::client::ClientError::missing_result("version")),
+                ::std::option::Option::None => ::std::result::Result::Err(::volo_core::codegen::ClientError::missing_result("version")),
             }
         }
     }
@@ -3797,30 +3797,30 @@ pub mod comments {
         /// spanning two lines.
         fn a(
             &self,
-            cx: &mut ::volo_core::context::ServerContext,
-        ) -> impl ::std::future::Future<Output = ::std::result::Result<(), ::volo_core::server::ServerError<::std::convert::Infallible>>> + ::std::marker::Send;
+            cx: &mut ::volo_core::codegen::ServerContext,
+        ) -> impl ::std::future::Future<Output = ::std::result::Result<(), ::volo_core::codegen::ServerError<::std::convert::Infallible>>> + ::std::marker::Send;
 
         /// Handles `b` calls.
         fn b(
             &self,
-            cx: &mut ::volo_core::context::ServerContext,
-        ) -> impl ::std::future::Future<Output = ::std::result::Result<(), ::volo_core::server::ServerError<::std::convert::Infallible>>> + ::std::marker::Send;
+            cx: &mut ::volo_core::codegen::ServerContext,
+        ) -> impl ::std::future::Future<Output = ::std::result::Result<(), ::volo_core::codegen::ServerError<::std::convert::Infallible>>> + ::std::marker::Send;
 
         /// Block doc.
         ///
         /// Oneway: the caller waits for no reply, and what this returns is dropped.
         fn c(
             &self,
-            cx: &mut ::volo_core::context::ServerContext,
-        ) -> impl ::std::future::Future<Output = ::std::result::Result<(), ::volo_core::server::ServerError<::std::convert::Infallible>>> + ::std::marker::Send;
+            cx: &mut ::volo_core::codegen::ServerContext,
+        ) -> impl ::std::future::Future<Output = ::std::result::Result<(), ::volo_core::codegen::ServerError<::std::convert::Infallible>>> + ::std::marker::Send;
 
         /// Handles `d` calls.
         fn d(
             &self,
-            cx: &mut ::volo_core::context::ServerContext,
+            cx: &mut ::volo_core::codegen::ServerContext,
             x: i32,
             y: i32,
-        ) -> impl ::std::future::Future<Output = ::std::result::Result<i32, ::volo_core::server::ServerError<::std::convert::Infallible>>> + ::std::marker::Send;
+        ) -> impl ::std::future::Future<Output = ::std::result::Result<i32, ::volo_core::codegen::ServerError<::std::convert::Infallible>>> + ::std::marker::Send;
     }
 
     /// The reply to a call of any method of [`Doc`]:
@@ -3837,7 +3837,7 @@ pub mod comments {
         Oneway,
     }
 
-    impl ::volo_core::server::EncodeReply for DocReply {
+    impl ::volo_core::codegen::EncodeReply for DocReply {
         fn size<S: __tc::Sizer>(&self, s: &mut S) -> usize {
             match self {
                 Self::A(r) => __tc::Message::size(r, s),
@@ -3856,7 +3856,7 @@ pub mod comments {
         }
     }
 
-    /// Serves an implementation of [`Doc`]: a `volo_core::server::Service` that
+    /// Serves an implementation of [`Doc`]: a `volo_core::service::Service` that
     /// decodes each call's arguments by method name in the call's protocol, runs the
     /// handler and returns its [`DocReply`]. Hand it to `volo_core::server::Server::new`,
     /// which learns from its `ServiceInfo` which methods are oneway.
@@ -3882,7 +3882,7 @@ pub mod comments {
         }
     }
 
-    impl<T> ::volo_core::server::ServiceInfo for DocServer<T> {
+    impl<T> ::volo_core::codegen::ServiceInfo for DocServer<T> {
         const NAME: &'static str = "Doc";
 
         fn is_oneway(method: &str) -> bool {
@@ -3890,28 +3890,28 @@ pub mod comments {
         }
     }
 
-    impl<T: super::comments::Doc> ::volo_core::server::Service<::volo_core::context::ServerContext, ::volo_core::server::ServerRequest> for DocServer<T> {
+    impl<T: super::comments::Doc> ::volo_core::codegen::Service<::volo_core::codegen::ServerContext, ::volo_core::codegen::ServerRequest> for DocServer<T> {
         type Response = DocReply;
-        type Error = ::volo_core::server::DispatchError;
+        type Error = ::volo_core::codegen::DispatchError;
 
         async fn call(
             &self,
-            cx: &mut ::volo_core::context::ServerContext,
-            req: ::volo_core::server::ServerRequest,
-        ) -> ::std::result::Result<DocReply, ::volo_core::server::DispatchError> {
+            cx: &mut ::volo_core::codegen::ServerContext,
+            req: ::volo_core::codegen::ServerRequest,
+        ) -> ::std::result::Result<DocReply, ::volo_core::codegen::DispatchError> {
             match cx.rpc.method.as_str() {
                 "a" => {
                     req.decode::<super::comments::DocAArgs>(cx)?;
                     match <T as super::comments::Doc>::a(&self.inner, cx).await {
                         ::std::result::Result::Ok(()) => ::std::result::Result::Ok(DocReply::A(super::comments::DocAResult {})),
-                        ::std::result::Result::Err(::volo_core::server::ServerError::Application(e)) => ::std::result::Result::Err(::volo_core::server::DispatchError::Application(e)),
+                        ::std::result::Result::Err(::volo_core::codegen::ServerError::Application(e)) => ::std::result::Result::Err(::volo_core::codegen::DispatchError::Application(e)),
                     }
                 }
                 "b" => {
                     req.decode::<super::comments::DocBArgs>(cx)?;
                     match <T as super::comments::Doc>::b(&self.inner, cx).await {
                         ::std::result::Result::Ok(()) => ::std::result::Result::Ok(DocReply::B(super::comments::DocBResult {})),
-                        ::std::result::Result::Err(::volo_core::server::ServerError::Application(e)) => ::std::result::Result::Err(::volo_core::server::DispatchError::Application(e)),
+                        ::std::result::Result::Err(::volo_core::codegen::ServerError::Application(e)) => ::std::result::Result::Err(::volo_core::codegen::DispatchError::Application(e)),
                     }
                 }
                 "c" => {
@@ -3924,10 +3924,10 @@ pub mod comments {
                     let a = req.decode::<super::comments::DocDArgs>(cx)?;
                     match <T as super::comments::Doc>::d(&self.inner, cx, a.x, a.y).await {
                         ::std::result::Result::Ok(v) => ::std::result::Result::Ok(DocReply::D(super::comments::DocDResult { success: ::std::option::Option::Some(v) })),
-                        ::std::result::Result::Err(::volo_core::server::ServerError::Application(e)) => ::std::result::Result::Err(::volo_core::server::DispatchError::Application(e)),
+                        ::std::result::Result::Err(::volo_core::codegen::ServerError::Application(e)) => ::std::result::Result::Err(::volo_core::codegen::DispatchError::Application(e)),
                     }
                 }
-                _ => ::std::result::Result::Err(::volo_core::server::DispatchError::UnknownMethod),
+                _ => ::std::result::Result::Err(::volo_core::codegen::DispatchError::UnknownMethod),
             }
         }
     }
@@ -3936,8 +3936,8 @@ pub mod comments {
     /// services it extends included), over the client stack `T` (by default the one
     /// [`DocClient::builder`] builds).
     #[derive(Debug)]
-    pub struct DocClient<T = ::volo_core::client::DefaultStack> {
-        client: ::volo_core::client::Client<T>,
+    pub struct DocClient<T = ::volo_core::codegen::DefaultStack> {
+        client: ::volo_core::codegen::Client<T>,
     }
 
     impl<T> ::std::clone::Clone for DocClient<T> {
@@ -3950,10 +3950,10 @@ pub mod comments {
     #[derive(Debug, Clone, Copy, Default)]
     pub struct DocClientMaker;
 
-    impl<T> ::volo_core::client::MakeClient<T> for DocClientMaker {
+    impl<T> ::volo_core::codegen::MakeClient<T> for DocClientMaker {
         type Client = DocClient<T>;
 
-        fn make_client(client: ::volo_core::client::Client<T>) -> DocClient<T> {
+        fn make_client(client: ::volo_core::codegen::Client<T>) -> DocClient<T> {
             DocClient::new(client)
         }
     }
@@ -3961,45 +3961,45 @@ pub mod comments {
     impl DocClient {
         /// A builder of a client of `Doc` (the name sent as the callee): add an
         /// address, a list of addresses or a `Discover`, settings and layers, then `build()`.
-        pub fn builder() -> ::volo_core::client::ClientBuilder<DocClientMaker> {
-            ::volo_core::client::ClientBuilder::new("Doc")
+        pub fn builder() -> ::volo_core::codegen::ClientBuilder<DocClientMaker> {
+            ::volo_core::codegen::ClientBuilder::new("Doc")
         }
     }
 
     impl<T> DocClient<T> {
         /// Calls go through `client`.
-        pub fn new(client: ::volo_core::client::Client<T>) -> Self {
+        pub fn new(client: ::volo_core::codegen::Client<T>) -> Self {
             Self { client }
         }
 
         /// The untyped client underneath.
-        pub fn client(&self) -> &::volo_core::client::Client<T> {
+        pub fn client(&self) -> &::volo_core::codegen::Client<T> {
             &self.client
         }
     }
 
-    impl<T: ::volo_core::service::Service<::volo_core::client::ClientContext, ::volo_core::client::ClientRequest, Response = ::volo_core::client::ClientResponse, Error = ::volo_core::client::Error>> DocClient<T> {
+    impl<T: ::volo_core::codegen::Service<::volo_core::codegen::ClientContext, ::volo_core::codegen::ClientRequest, Response = ::volo_core::codegen::ClientResponse, Error = ::volo_core::codegen::Error>> DocClient<T> {
         /// Line doc on a function
         /// spanning two lines.
-        pub async fn a(&self) -> ::std::result::Result<(), ::volo_core::client::ClientError<::std::convert::Infallible>> {
-            self.a_with(&mut ::volo_core::client::ClientContext::new()).await
+        pub async fn a(&self) -> ::std::result::Result<(), ::volo_core::codegen::ClientError<::std::convert::Infallible>> {
+            self.a_with(&mut ::volo_core::codegen::ClientContext::new()).await
         }
 
         /// Calls `a` with a context: metainfo to send (and, after the call, the
         /// backward values received), a timeout, a hash key.
-        pub async fn a_with(&self, cx: &mut ::volo_core::client::ClientContext) -> ::std::result::Result<(), ::volo_core::client::ClientError<::std::convert::Infallible>> {
+        pub async fn a_with(&self, cx: &mut ::volo_core::codegen::ClientContext) -> ::std::result::Result<(), ::volo_core::codegen::ClientError<::std::convert::Infallible>> {
             let _: super::comments::DocAResult = self.client.call(cx, "a", super::comments::DocAArgs {}).await?;
             ::std::result::Result::Ok(())
         }
 
         /// Calls `b`.
-        pub async fn b(&self) -> ::std::result::Result<(), ::volo_core::client::ClientError<::std::convert::Infallible>> {
-            self.b_with(&mut ::volo_core::client::ClientContext::new()).await
+        pub async fn b(&self) -> ::std::result::Result<(), ::volo_core::codegen::ClientError<::std::convert::Infallible>> {
+            self.b_with(&mut ::volo_core::codegen::ClientContext::new()).await
         }
 
         /// Calls `b` with a context: metainfo to send (and, after the call, the
         /// backward values received), a timeout, a hash key.
-        pub async fn b_with(&self, cx: &mut ::volo_core::client::ClientContext) -> ::std::result::Result<(), ::volo_core::client::ClientError<::std::convert::Infallible>> {
+        pub async fn b_with(&self, cx: &mut ::volo_core::codegen::ClientContext) -> ::std::result::Result<(), ::volo_core::codegen::ClientError<::std::convert::Infallible>> {
             let _: super::comments::DocBResult = self.client.call(cx, "b", super::comments::DocBArgs {}).await?;
             ::std::result::Result::Ok(())
         }
@@ -4007,28 +4007,28 @@ pub mod comments {
         /// Block doc.
         ///
         /// Oneway: done once the request is sent; no reply comes.
-        pub async fn c(&self) -> ::std::result::Result<(), ::volo_core::client::ClientError<::std::convert::Infallible>> {
-            self.c_with(&mut ::volo_core::client::ClientContext::new()).await
+        pub async fn c(&self) -> ::std::result::Result<(), ::volo_core::codegen::ClientError<::std::convert::Infallible>> {
+            self.c_with(&mut ::volo_core::codegen::ClientContext::new()).await
         }
 
         /// Calls `c` with a context: metainfo to send (and, after the call, the
         /// backward values received), a timeout, a hash key.
-        pub async fn c_with(&self, cx: &mut ::volo_core::client::ClientContext) -> ::std::result::Result<(), ::volo_core::client::ClientError<::std::convert::Infallible>> {
-            self.client.oneway(cx, "c", super::comments::DocCArgs {}).await.map_err(::volo_core::client::ClientError::from)
+        pub async fn c_with(&self, cx: &mut ::volo_core::codegen::ClientContext) -> ::std::result::Result<(), ::volo_core::codegen::ClientError<::std::convert::Infallible>> {
+            self.client.oneway(cx, "c", super::comments::DocCArgs {}).await.map_err(::volo_core::codegen::ClientError::from)
         }
 
         /// Calls `d`.
-        pub async fn d(&self, x: i32, y: i32) -> ::std::result::Result<i32, ::volo_core::client::ClientError<::std::convert::Infallible>> {
-            self.d_with(&mut ::volo_core::client::ClientContext::new(), x, y).await
+        pub async fn d(&self, x: i32, y: i32) -> ::std::result::Result<i32, ::volo_core::codegen::ClientError<::std::convert::Infallible>> {
+            self.d_with(&mut ::volo_core::codegen::ClientContext::new(), x, y).await
         }
 
         /// Calls `d` with a context: metainfo to send (and, after the call, the
         /// backward values received), a timeout, a hash key.
-        pub async fn d_with(&self, cx: &mut ::volo_core::client::ClientContext, x: i32, y: i32) -> ::std::result::Result<i32, ::volo_core::client::ClientError<::std::convert::Infallible>> {
+        pub async fn d_with(&self, cx: &mut ::volo_core::codegen::ClientContext, x: i32, y: i32) -> ::std::result::Result<i32, ::volo_core::codegen::ClientError<::std::convert::Infallible>> {
             let r: super::comments::DocDResult = self.client.call(cx, "d", super::comments::DocDArgs { x, y }).await?;
             match r.success {
                 ::std::option::Option::Some(v) => ::std::result::Result::Ok(v),
-                ::std::option::Option::None => ::std::result::Result::Err(::volo_core::client::ClientError::missing_result("d")),
+                ::std::option::Option::None => ::std::result::Result::Err(::volo_core::codegen::ClientError::missing_result("d")),
             }
         }
     }
@@ -4472,7 +4472,7 @@ pub mod handlers {
         /// Parameters named like the context and the dispatcher's locals.
         fn r#type(
             &self,
-            cx_: &mut ::volo_core::context::ServerContext,
+            cx_: &mut ::volo_core::codegen::ServerContext,
             cx: i32,
             self_: __tc::Utf8Bytes,
             a: i64,
@@ -4481,20 +4481,20 @@ pub mod handlers {
             inner: i64,
             r: i64,
             e: i64,
-        ) -> impl ::std::future::Future<Output = ::std::result::Result<i32, ::volo_core::server::ServerError<super::handlers::TrickyTypeException>>> + ::std::marker::Send;
+        ) -> impl ::std::future::Future<Output = ::std::result::Result<i32, ::volo_core::codegen::ServerError<super::handlers::TrickyTypeException>>> + ::std::marker::Send;
 
         /// Handles `match` calls.
         fn r#match(
             &self,
-            cx: &mut ::volo_core::context::ServerContext,
+            cx: &mut ::volo_core::codegen::ServerContext,
             result: ::std::option::Option<super::shapes::Shape>,
-        ) -> impl ::std::future::Future<Output = ::std::result::Result<(), ::volo_core::server::ServerError<super::handlers::TrickyMatchException>>> + ::std::marker::Send;
+        ) -> impl ::std::future::Future<Output = ::std::result::Result<(), ::volo_core::codegen::ServerError<super::handlers::TrickyMatchException>>> + ::std::marker::Send;
 
         /// Handles `async` calls.
         fn r#async(
             &self,
-            cx: &mut ::volo_core::context::ServerContext,
-        ) -> impl ::std::future::Future<Output = ::std::result::Result<__tc::bytes::Bytes, ::volo_core::server::ServerError<::std::convert::Infallible>>> + ::std::marker::Send;
+            cx: &mut ::volo_core::codegen::ServerContext,
+        ) -> impl ::std::future::Future<Output = ::std::result::Result<__tc::bytes::Bytes, ::volo_core::codegen::ServerError<::std::convert::Infallible>>> + ::std::marker::Send;
     }
 
     /// The reply to a call of any method of [`Tricky`] or of the services it extends:
@@ -4509,7 +4509,7 @@ pub mod handlers {
         Async(super::handlers::TrickyAsyncResult),
     }
 
-    impl ::volo_core::server::EncodeReply for TrickyReply {
+    impl ::volo_core::codegen::EncodeReply for TrickyReply {
         fn size<S: __tc::Sizer>(&self, s: &mut S) -> usize {
             match self {
                 Self::Type(r) => __tc::Message::size(r, s),
@@ -4526,7 +4526,7 @@ pub mod handlers {
         }
     }
 
-    /// Serves an implementation of [`Tricky`]: a `volo_core::server::Service` that
+    /// Serves an implementation of [`Tricky`]: a `volo_core::service::Service` that
     /// decodes each call's arguments by method name in the call's protocol, runs the
     /// handler and returns its [`TrickyReply`]. Hand it to `volo_core::server::Server::new`,
     /// which learns from its `ServiceInfo` which methods are oneway.
@@ -4552,7 +4552,7 @@ pub mod handlers {
         }
     }
 
-    impl<T> ::volo_core::server::ServiceInfo for TrickyServer<T> {
+    impl<T> ::volo_core::codegen::ServiceInfo for TrickyServer<T> {
         const NAME: &'static str = "Tricky";
 
         fn is_oneway(_method: &str) -> bool {
@@ -4560,42 +4560,42 @@ pub mod handlers {
         }
     }
 
-    impl<T: super::handlers::Tricky> ::volo_core::server::Service<::volo_core::context::ServerContext, ::volo_core::server::ServerRequest> for TrickyServer<T> {
+    impl<T: super::handlers::Tricky> ::volo_core::codegen::Service<::volo_core::codegen::ServerContext, ::volo_core::codegen::ServerRequest> for TrickyServer<T> {
         type Response = TrickyReply;
-        type Error = ::volo_core::server::DispatchError;
+        type Error = ::volo_core::codegen::DispatchError;
 
         async fn call(
             &self,
-            cx: &mut ::volo_core::context::ServerContext,
-            req: ::volo_core::server::ServerRequest,
-        ) -> ::std::result::Result<TrickyReply, ::volo_core::server::DispatchError> {
+            cx: &mut ::volo_core::codegen::ServerContext,
+            req: ::volo_core::codegen::ServerRequest,
+        ) -> ::std::result::Result<TrickyReply, ::volo_core::codegen::DispatchError> {
             match cx.rpc.method.as_str() {
                 "type" => {
                     let a = req.decode::<super::handlers::TrickyTypeArgs>(cx)?;
                     match <T as super::handlers::Tricky>::r#type(&self.inner, cx, a.cx, a.self_, a.a, a.args, a.method, a.inner, a.r, a.e).await {
                         ::std::result::Result::Ok(v) => ::std::result::Result::Ok(TrickyReply::Type(super::handlers::TrickyTypeResult { success: ::std::option::Option::Some(v), first: ::std::option::Option::None, second: ::std::option::Option::None, oops: ::std::option::Option::None })),
-                        ::std::result::Result::Err(::volo_core::server::ServerError::User(super::handlers::TrickyTypeException::First(e))) => ::std::result::Result::Ok(TrickyReply::Type(super::handlers::TrickyTypeResult { success: ::std::option::Option::None, first: ::std::option::Option::Some(e), second: ::std::option::Option::None, oops: ::std::option::Option::None })),
-                        ::std::result::Result::Err(::volo_core::server::ServerError::User(super::handlers::TrickyTypeException::Second(e))) => ::std::result::Result::Ok(TrickyReply::Type(super::handlers::TrickyTypeResult { success: ::std::option::Option::None, first: ::std::option::Option::None, second: ::std::option::Option::Some(e), oops: ::std::option::Option::None })),
-                        ::std::result::Result::Err(::volo_core::server::ServerError::User(super::handlers::TrickyTypeException::Oops(e))) => ::std::result::Result::Ok(TrickyReply::Type(super::handlers::TrickyTypeResult { success: ::std::option::Option::None, first: ::std::option::Option::None, second: ::std::option::Option::None, oops: ::std::option::Option::Some(e) })),
-                        ::std::result::Result::Err(::volo_core::server::ServerError::Application(e)) => ::std::result::Result::Err(::volo_core::server::DispatchError::Application(e)),
+                        ::std::result::Result::Err(::volo_core::codegen::ServerError::User(super::handlers::TrickyTypeException::First(e))) => ::std::result::Result::Ok(TrickyReply::Type(super::handlers::TrickyTypeResult { success: ::std::option::Option::None, first: ::std::option::Option::Some(e), second: ::std::option::Option::None, oops: ::std::option::Option::None })),
+                        ::std::result::Result::Err(::volo_core::codegen::ServerError::User(super::handlers::TrickyTypeException::Second(e))) => ::std::result::Result::Ok(TrickyReply::Type(super::handlers::TrickyTypeResult { success: ::std::option::Option::None, first: ::std::option::Option::None, second: ::std::option::Option::Some(e), oops: ::std::option::Option::None })),
+                        ::std::result::Result::Err(::volo_core::codegen::ServerError::User(super::handlers::TrickyTypeException::Oops(e))) => ::std::result::Result::Ok(TrickyReply::Type(super::handlers::TrickyTypeResult { success: ::std::option::Option::None, first: ::std::option::Option::None, second: ::std::option::Option::None, oops: ::std::option::Option::Some(e) })),
+                        ::std::result::Result::Err(::volo_core::codegen::ServerError::Application(e)) => ::std::result::Result::Err(::volo_core::codegen::DispatchError::Application(e)),
                     }
                 }
                 "match" => {
                     let a = req.decode::<super::handlers::TrickyMatchArgs>(cx)?;
                     match <T as super::handlers::Tricky>::r#match(&self.inner, cx, a.result).await {
                         ::std::result::Result::Ok(()) => ::std::result::Result::Ok(TrickyReply::Match(super::handlers::TrickyMatchResult { r#fn: ::std::option::Option::None })),
-                        ::std::result::Result::Err(::volo_core::server::ServerError::User(super::handlers::TrickyMatchException::Fn(e))) => ::std::result::Result::Ok(TrickyReply::Match(super::handlers::TrickyMatchResult { r#fn: ::std::option::Option::Some(e) })),
-                        ::std::result::Result::Err(::volo_core::server::ServerError::Application(e)) => ::std::result::Result::Err(::volo_core::server::DispatchError::Application(e)),
+                        ::std::result::Result::Err(::volo_core::codegen::ServerError::User(super::handlers::TrickyMatchException::Fn(e))) => ::std::result::Result::Ok(TrickyReply::Match(super::handlers::TrickyMatchResult { r#fn: ::std::option::Option::Some(e) })),
+                        ::std::result::Result::Err(::volo_core::codegen::ServerError::Application(e)) => ::std::result::Result::Err(::volo_core::codegen::DispatchError::Application(e)),
                     }
                 }
                 "async" => {
                     req.decode::<super::handlers::TrickyAsyncArgs>(cx)?;
                     match <T as super::handlers::Tricky>::r#async(&self.inner, cx).await {
                         ::std::result::Result::Ok(v) => ::std::result::Result::Ok(TrickyReply::Async(super::handlers::TrickyAsyncResult { success: ::std::option::Option::Some(v) })),
-                        ::std::result::Result::Err(::volo_core::server::ServerError::Application(e)) => ::std::result::Result::Err(::volo_core::server::DispatchError::Application(e)),
+                        ::std::result::Result::Err(::volo_core::codegen::ServerError::Application(e)) => ::std::result::Result::Err(::volo_core::codegen::DispatchError::Application(e)),
                     }
                 }
-                _ => ::std::result::Result::Err(::volo_core::server::DispatchError::UnknownMethod),
+                _ => ::std::result::Result::Err(::volo_core::codegen::DispatchError::UnknownMethod),
             }
         }
     }
@@ -4604,8 +4604,8 @@ pub mod handlers {
     /// services it extends included), over the client stack `T` (by default the one
     /// [`TrickyClient::builder`] builds).
     #[derive(Debug)]
-    pub struct TrickyClient<T = ::volo_core::client::DefaultStack> {
-        client: ::volo_core::client::Client<T>,
+    pub struct TrickyClient<T = ::volo_core::codegen::DefaultStack> {
+        client: ::volo_core::codegen::Client<T>,
     }
 
     impl<T> ::std::clone::Clone for TrickyClient<T> {
@@ -4618,10 +4618,10 @@ pub mod handlers {
     #[derive(Debug, Clone, Copy, Default)]
     pub struct TrickyClientMaker;
 
-    impl<T> ::volo_core::client::MakeClient<T> for TrickyClientMaker {
+    impl<T> ::volo_core::codegen::MakeClient<T> for TrickyClientMaker {
         type Client = TrickyClient<T>;
 
-        fn make_client(client: ::volo_core::client::Client<T>) -> TrickyClient<T> {
+        fn make_client(client: ::volo_core::codegen::Client<T>) -> TrickyClient<T> {
             TrickyClient::new(client)
         }
     }
@@ -4629,75 +4629,75 @@ pub mod handlers {
     impl TrickyClient {
         /// A builder of a client of `Tricky` (the name sent as the callee): add an
         /// address, a list of addresses or a `Discover`, settings and layers, then `build()`.
-        pub fn builder() -> ::volo_core::client::ClientBuilder<TrickyClientMaker> {
-            ::volo_core::client::ClientBuilder::new("Tricky")
+        pub fn builder() -> ::volo_core::codegen::ClientBuilder<TrickyClientMaker> {
+            ::volo_core::codegen::ClientBuilder::new("Tricky")
         }
     }
 
     impl<T> TrickyClient<T> {
         /// Calls go through `client`.
-        pub fn new(client: ::volo_core::client::Client<T>) -> Self {
+        pub fn new(client: ::volo_core::codegen::Client<T>) -> Self {
             Self { client }
         }
 
         /// The untyped client underneath.
-        pub fn client(&self) -> &::volo_core::client::Client<T> {
+        pub fn client(&self) -> &::volo_core::codegen::Client<T> {
             &self.client
         }
     }
 
-    impl<T: ::volo_core::service::Service<::volo_core::client::ClientContext, ::volo_core::client::ClientRequest, Response = ::volo_core::client::ClientResponse, Error = ::volo_core::client::Error>> TrickyClient<T> {
+    impl<T: ::volo_core::codegen::Service<::volo_core::codegen::ClientContext, ::volo_core::codegen::ClientRequest, Response = ::volo_core::codegen::ClientResponse, Error = ::volo_core::codegen::Error>> TrickyClient<T> {
         /// Parameters named like the context and the dispatcher's locals.
-        pub async fn r#type(&self, cx: i32, self_: __tc::Utf8Bytes, a: i64, args: i64, method: i64, inner: i64, r: i64, e: i64) -> ::std::result::Result<i32, ::volo_core::client::ClientError<super::handlers::TrickyTypeException>> {
-            self.r#type_with(&mut ::volo_core::client::ClientContext::new(), cx, self_, a, args, method, inner, r, e).await
+        pub async fn r#type(&self, cx: i32, self_: __tc::Utf8Bytes, a: i64, args: i64, method: i64, inner: i64, r: i64, e: i64) -> ::std::result::Result<i32, ::volo_core::codegen::ClientError<super::handlers::TrickyTypeException>> {
+            self.r#type_with(&mut ::volo_core::codegen::ClientContext::new(), cx, self_, a, args, method, inner, r, e).await
         }
 
         /// Calls `type` with a context: metainfo to send (and, after the call, the
         /// backward values received), a timeout, a hash key.
-        pub async fn r#type_with(&self, cx_: &mut ::volo_core::client::ClientContext, cx: i32, self_: __tc::Utf8Bytes, a: i64, args: i64, method: i64, inner: i64, r: i64, e: i64) -> ::std::result::Result<i32, ::volo_core::client::ClientError<super::handlers::TrickyTypeException>> {
+        pub async fn r#type_with(&self, cx_: &mut ::volo_core::codegen::ClientContext, cx: i32, self_: __tc::Utf8Bytes, a: i64, args: i64, method: i64, inner: i64, r: i64, e: i64) -> ::std::result::Result<i32, ::volo_core::codegen::ClientError<super::handlers::TrickyTypeException>> {
             let r: super::handlers::TrickyTypeResult = self.client.call(cx_, "type", super::handlers::TrickyTypeArgs { cx, self_, a, args, method, inner, r, e }).await?;
             if let ::std::option::Option::Some(e) = r.first {
-                return ::std::result::Result::Err(::volo_core::client::ClientError::User(super::handlers::TrickyTypeException::First(e)));
+                return ::std::result::Result::Err(::volo_core::codegen::ClientError::User(super::handlers::TrickyTypeException::First(e)));
             }
             if let ::std::option::Option::Some(e) = r.second {
-                return ::std::result::Result::Err(::volo_core::client::ClientError::User(super::handlers::TrickyTypeException::Second(e)));
+                return ::std::result::Result::Err(::volo_core::codegen::ClientError::User(super::handlers::TrickyTypeException::Second(e)));
             }
             if let ::std::option::Option::Some(e) = r.oops {
-                return ::std::result::Result::Err(::volo_core::client::ClientError::User(super::handlers::TrickyTypeException::Oops(e)));
+                return ::std::result::Result::Err(::volo_core::codegen::ClientError::User(super::handlers::TrickyTypeException::Oops(e)));
             }
             match r.success {
                 ::std::option::Option::Some(v) => ::std::result::Result::Ok(v),
-                ::std::option::Option::None => ::std::result::Result::Err(::volo_core::client::ClientError::missing_result("type")),
+                ::std::option::Option::None => ::std::result::Result::Err(::volo_core::codegen::ClientError::missing_result("type")),
             }
         }
 
         /// Calls `match`.
-        pub async fn r#match(&self, result: ::std::option::Option<super::shapes::Shape>) -> ::std::result::Result<(), ::volo_core::client::ClientError<super::handlers::TrickyMatchException>> {
-            self.r#match_with(&mut ::volo_core::client::ClientContext::new(), result).await
+        pub async fn r#match(&self, result: ::std::option::Option<super::shapes::Shape>) -> ::std::result::Result<(), ::volo_core::codegen::ClientError<super::handlers::TrickyMatchException>> {
+            self.r#match_with(&mut ::volo_core::codegen::ClientContext::new(), result).await
         }
 
         /// Calls `match` with a context: metainfo to send (and, after the call, the
         /// backward values received), a timeout, a hash key.
-        pub async fn r#match_with(&self, cx: &mut ::volo_core::client::ClientContext, result: ::std::option::Option<super::shapes::Shape>) -> ::std::result::Result<(), ::volo_core::client::ClientError<super::handlers::TrickyMatchException>> {
+        pub async fn r#match_with(&self, cx: &mut ::volo_core::codegen::ClientContext, result: ::std::option::Option<super::shapes::Shape>) -> ::std::result::Result<(), ::volo_core::codegen::ClientError<super::handlers::TrickyMatchException>> {
             let r: super::handlers::TrickyMatchResult = self.client.call(cx, "match", super::handlers::TrickyMatchArgs { result }).await?;
             if let ::std::option::Option::Some(e) = r.r#fn {
-                return ::std::result::Result::Err(::volo_core::client::ClientError::User(super::handlers::TrickyMatchException::Fn(e)));
+                return ::std::result::Result::Err(::volo_core::codegen::ClientError::User(super::handlers::TrickyMatchException::Fn(e)));
             }
             ::std::result::Result::Ok(())
         }
 
         /// Calls `async`.
-        pub async fn r#async(&self) -> ::std::result::Result<__tc::bytes::Bytes, ::volo_core::client::ClientError<::std::convert::Infallible>> {
-            self.r#async_with(&mut ::volo_core::client::ClientContext::new()).await
+        pub async fn r#async(&self) -> ::std::result::Result<__tc::bytes::Bytes, ::volo_core::codegen::ClientError<::std::convert::Infallible>> {
+            self.r#async_with(&mut ::volo_core::codegen::ClientContext::new()).await
         }
 
         /// Calls `async` with a context: metainfo to send (and, after the call, the
         /// backward values received), a timeout, a hash key.
-        pub async fn r#async_with(&self, cx: &mut ::volo_core::client::ClientContext) -> ::std::result::Result<__tc::bytes::Bytes, ::volo_core::client::ClientError<::std::convert::Infallible>> {
+        pub async fn r#async_with(&self, cx: &mut ::volo_core::codegen::ClientContext) -> ::std::result::Result<__tc::bytes::Bytes, ::volo_core::codegen::ClientError<::std::convert::Infallible>> {
             let r: super::handlers::TrickyAsyncResult = self.client.call(cx, "async", super::handlers::TrickyAsyncArgs {}).await?;
             match r.success {
                 ::std::option::Option::Some(v) => ::std::result::Result::Ok(v),
-                ::std::option::Option::None => ::std::result::Result::Err(::volo_core::client::ClientError::missing_result("async")),
+                ::std::option::Option::None => ::std::result::Result::Err(::volo_core::codegen::ClientError::missing_result("async")),
             }
         }
     }
@@ -4750,9 +4750,9 @@ pub mod handlers {
         /// Oneway: the caller waits for no reply, and what this returns is dropped.
         fn fire(
             &self,
-            cx: &mut ::volo_core::context::ServerContext,
+            cx: &mut ::volo_core::codegen::ServerContext,
             what: __tc::Utf8Bytes,
-        ) -> impl ::std::future::Future<Output = ::std::result::Result<(), ::volo_core::server::ServerError<::std::convert::Infallible>>> + ::std::marker::Send;
+        ) -> impl ::std::future::Future<Output = ::std::result::Result<(), ::volo_core::codegen::ServerError<::std::convert::Infallible>>> + ::std::marker::Send;
     }
 
     /// The reply to a call of any method of [`T`] or of the services it extends:
@@ -4769,7 +4769,7 @@ pub mod handlers {
         Oneway,
     }
 
-    impl ::volo_core::server::EncodeReply for TReply {
+    impl ::volo_core::codegen::EncodeReply for TReply {
         fn size<S: __tc::Sizer>(&self, s: &mut S) -> usize {
             match self {
                 Self::Type(r) => __tc::Message::size(r, s),
@@ -4788,7 +4788,7 @@ pub mod handlers {
         }
     }
 
-    /// Serves an implementation of [`T`]: a `volo_core::server::Service` that
+    /// Serves an implementation of [`T`]: a `volo_core::service::Service` that
     /// decodes each call's arguments by method name in the call's protocol, runs the
     /// handler and returns its [`TReply`]. Hand it to `volo_core::server::Server::new`,
     /// which learns from its `ServiceInfo` which methods are oneway.
@@ -4814,7 +4814,7 @@ pub mod handlers {
         }
     }
 
-    impl<T> ::volo_core::server::ServiceInfo for TServer<T> {
+    impl<T> ::volo_core::codegen::ServiceInfo for TServer<T> {
         const NAME: &'static str = "T";
 
         fn is_oneway(method: &str) -> bool {
@@ -4822,15 +4822,15 @@ pub mod handlers {
         }
     }
 
-    impl<T: super::handlers::T> ::volo_core::server::Service<::volo_core::context::ServerContext, ::volo_core::server::ServerRequest> for TServer<T> {
+    impl<T: super::handlers::T> ::volo_core::codegen::Service<::volo_core::codegen::ServerContext, ::volo_core::codegen::ServerRequest> for TServer<T> {
         type Response = TReply;
-        type Error = ::volo_core::server::DispatchError;
+        type Error = ::volo_core::codegen::DispatchError;
 
         async fn call(
             &self,
-            cx: &mut ::volo_core::context::ServerContext,
-            req: ::volo_core::server::ServerRequest,
-        ) -> ::std::result::Result<TReply, ::volo_core::server::DispatchError> {
+            cx: &mut ::volo_core::codegen::ServerContext,
+            req: ::volo_core::codegen::ServerRequest,
+        ) -> ::std::result::Result<TReply, ::volo_core::codegen::DispatchError> {
             match cx.rpc.method.as_str() {
                 "fire" => {
                     let a = req.decode::<super::handlers::TFireArgs>(cx)?;
@@ -4842,28 +4842,28 @@ pub mod handlers {
                     let a = req.decode::<super::handlers::TrickyTypeArgs>(cx)?;
                     match <T as super::handlers::Tricky>::r#type(&self.inner, cx, a.cx, a.self_, a.a, a.args, a.method, a.inner, a.r, a.e).await {
                         ::std::result::Result::Ok(v) => ::std::result::Result::Ok(TReply::Type(super::handlers::TrickyTypeResult { success: ::std::option::Option::Some(v), first: ::std::option::Option::None, second: ::std::option::Option::None, oops: ::std::option::Option::None })),
-                        ::std::result::Result::Err(::volo_core::server::ServerError::User(super::handlers::TrickyTypeException::First(e))) => ::std::result::Result::Ok(TReply::Type(super::handlers::TrickyTypeResult { success: ::std::option::Option::None, first: ::std::option::Option::Some(e), second: ::std::option::Option::None, oops: ::std::option::Option::None })),
-                        ::std::result::Result::Err(::volo_core::server::ServerError::User(super::handlers::TrickyTypeException::Second(e))) => ::std::result::Result::Ok(TReply::Type(super::handlers::TrickyTypeResult { success: ::std::option::Option::None, first: ::std::option::Option::None, second: ::std::option::Option::Some(e), oops: ::std::option::Option::None })),
-                        ::std::result::Result::Err(::volo_core::server::ServerError::User(super::handlers::TrickyTypeException::Oops(e))) => ::std::result::Result::Ok(TReply::Type(super::handlers::TrickyTypeResult { success: ::std::option::Option::None, first: ::std::option::Option::None, second: ::std::option::Option::None, oops: ::std::option::Option::Some(e) })),
-                        ::std::result::Result::Err(::volo_core::server::ServerError::Application(e)) => ::std::result::Result::Err(::volo_core::server::DispatchError::Application(e)),
+                        ::std::result::Result::Err(::volo_core::codegen::ServerError::User(super::handlers::TrickyTypeException::First(e))) => ::std::result::Result::Ok(TReply::Type(super::handlers::TrickyTypeResult { success: ::std::option::Option::None, first: ::std::option::Option::Some(e), second: ::std::option::Option::None, oops: ::std::option::Option::None })),
+                        ::std::result::Result::Err(::volo_core::codegen::ServerError::User(super::handlers::TrickyTypeException::Second(e))) => ::std::result::Result::Ok(TReply::Type(super::handlers::TrickyTypeResult { success: ::std::option::Option::None, first: ::std::option::Option::None, second: ::std::option::Option::Some(e), oops: ::std::option::Option::None })),
+                        ::std::result::Result::Err(::volo_core::codegen::ServerError::User(super::handlers::TrickyTypeException::Oops(e))) => ::std::result::Result::Ok(TReply::Type(super::handlers::TrickyTypeResult { success: ::std::option::Option::None, first: ::std::option::Option::None, second: ::std::option::Option::None, oops: ::std::option::Option::Some(e) })),
+                        ::std::result::Result::Err(::volo_core::codegen::ServerError::Application(e)) => ::std::result::Result::Err(::volo_core::codegen::DispatchError::Application(e)),
                     }
                 }
                 "match" => {
                     let a = req.decode::<super::handlers::TrickyMatchArgs>(cx)?;
                     match <T as super::handlers::Tricky>::r#match(&self.inner, cx, a.result).await {
                         ::std::result::Result::Ok(()) => ::std::result::Result::Ok(TReply::Match(super::handlers::TrickyMatchResult { r#fn: ::std::option::Option::None })),
-                        ::std::result::Result::Err(::volo_core::server::ServerError::User(super::handlers::TrickyMatchException::Fn(e))) => ::std::result::Result::Ok(TReply::Match(super::handlers::TrickyMatchResult { r#fn: ::std::option::Option::Some(e) })),
-                        ::std::result::Result::Err(::volo_core::server::ServerError::Application(e)) => ::std::result::Result::Err(::volo_core::server::DispatchError::Application(e)),
+                        ::std::result::Result::Err(::volo_core::codegen::ServerError::User(super::handlers::TrickyMatchException::Fn(e))) => ::std::result::Result::Ok(TReply::Match(super::handlers::TrickyMatchResult { r#fn: ::std::option::Option::Some(e) })),
+                        ::std::result::Result::Err(::volo_core::codegen::ServerError::Application(e)) => ::std::result::Result::Err(::volo_core::codegen::DispatchError::Application(e)),
                     }
                 }
                 "async" => {
                     req.decode::<super::handlers::TrickyAsyncArgs>(cx)?;
                     match <T as super::handlers::Tricky>::r#async(&self.inner, cx).await {
                         ::std::result::Result::Ok(v) => ::std::result::Result::Ok(TReply::Async(super::handlers::TrickyAsyncResult { success: ::std::option::Option::Some(v) })),
-                        ::std::result::Result::Err(::volo_core::server::ServerError::Application(e)) => ::std::result::Result::Err(::volo_core::server::DispatchError::Application(e)),
+                        ::std::result::Result::Err(::volo_core::codegen::ServerError::Application(e)) => ::std::result::Result::Err(::volo_core::codegen::DispatchError::Application(e)),
                     }
                 }
-                _ => ::std::result::Result::Err(::volo_core::server::DispatchError::UnknownMethod),
+                _ => ::std::result::Result::Err(::volo_core::codegen::DispatchError::UnknownMethod),
             }
         }
     }
@@ -4872,8 +4872,8 @@ pub mod handlers {
     /// services it extends included), over the client stack `T` (by default the one
     /// [`TClient::builder`] builds).
     #[derive(Debug)]
-    pub struct TClient<T = ::volo_core::client::DefaultStack> {
-        client: ::volo_core::client::Client<T>,
+    pub struct TClient<T = ::volo_core::codegen::DefaultStack> {
+        client: ::volo_core::codegen::Client<T>,
     }
 
     impl<T> ::std::clone::Clone for TClient<T> {
@@ -4886,10 +4886,10 @@ pub mod handlers {
     #[derive(Debug, Clone, Copy, Default)]
     pub struct TClientMaker;
 
-    impl<T> ::volo_core::client::MakeClient<T> for TClientMaker {
+    impl<T> ::volo_core::codegen::MakeClient<T> for TClientMaker {
         type Client = TClient<T>;
 
-        fn make_client(client: ::volo_core::client::Client<T>) -> TClient<T> {
+        fn make_client(client: ::volo_core::codegen::Client<T>) -> TClient<T> {
             TClient::new(client)
         }
     }
@@ -4897,88 +4897,88 @@ pub mod handlers {
     impl TClient {
         /// A builder of a client of `T` (the name sent as the callee): add an
         /// address, a list of addresses or a `Discover`, settings and layers, then `build()`.
-        pub fn builder() -> ::volo_core::client::ClientBuilder<TClientMaker> {
-            ::volo_core::client::ClientBuilder::new("T")
+        pub fn builder() -> ::volo_core::codegen::ClientBuilder<TClientMaker> {
+            ::volo_core::codegen::ClientBuilder::new("T")
         }
     }
 
     impl<T> TClient<T> {
         /// Calls go through `client`.
-        pub fn new(client: ::volo_core::client::Client<T>) -> Self {
+        pub fn new(client: ::volo_core::codegen::Client<T>) -> Self {
             Self { client }
         }
 
         /// The untyped client underneath.
-        pub fn client(&self) -> &::volo_core::client::Client<T> {
+        pub fn client(&self) -> &::volo_core::codegen::Client<T> {
             &self.client
         }
     }
 
-    impl<T: ::volo_core::service::Service<::volo_core::client::ClientContext, ::volo_core::client::ClientRequest, Response = ::volo_core::client::ClientResponse, Error = ::volo_core::client::Error>> TClient<T> {
+    impl<T: ::volo_core::codegen::Service<::volo_core::codegen::ClientContext, ::volo_core::codegen::ClientRequest, Response = ::volo_core::codegen::ClientResponse, Error = ::volo_core::codegen::Error>> TClient<T> {
         /// Calls `fire`.
         ///
         /// Oneway: done once the request is sent; no reply comes.
-        pub async fn fire(&self, what: __tc::Utf8Bytes) -> ::std::result::Result<(), ::volo_core::client::ClientError<::std::convert::Infallible>> {
-            self.fire_with(&mut ::volo_core::client::ClientContext::new(), what).await
+        pub async fn fire(&self, what: __tc::Utf8Bytes) -> ::std::result::Result<(), ::volo_core::codegen::ClientError<::std::convert::Infallible>> {
+            self.fire_with(&mut ::volo_core::codegen::ClientContext::new(), what).await
         }
 
         /// Calls `fire` with a context: metainfo to send (and, after the call, the
         /// backward values received), a timeout, a hash key.
-        pub async fn fire_with(&self, cx: &mut ::volo_core::client::ClientContext, what: __tc::Utf8Bytes) -> ::std::result::Result<(), ::volo_core::client::ClientError<::std::convert::Infallible>> {
-            self.client.oneway(cx, "fire", super::handlers::TFireArgs { what }).await.map_err(::volo_core::client::ClientError::from)
+        pub async fn fire_with(&self, cx: &mut ::volo_core::codegen::ClientContext, what: __tc::Utf8Bytes) -> ::std::result::Result<(), ::volo_core::codegen::ClientError<::std::convert::Infallible>> {
+            self.client.oneway(cx, "fire", super::handlers::TFireArgs { what }).await.map_err(::volo_core::codegen::ClientError::from)
         }
 
         /// Parameters named like the context and the dispatcher's locals.
-        pub async fn r#type(&self, cx: i32, self_: __tc::Utf8Bytes, a: i64, args: i64, method: i64, inner: i64, r: i64, e: i64) -> ::std::result::Result<i32, ::volo_core::client::ClientError<super::handlers::TrickyTypeException>> {
-            self.r#type_with(&mut ::volo_core::client::ClientContext::new(), cx, self_, a, args, method, inner, r, e).await
+        pub async fn r#type(&self, cx: i32, self_: __tc::Utf8Bytes, a: i64, args: i64, method: i64, inner: i64, r: i64, e: i64) -> ::std::result::Result<i32, ::volo_core::codegen::ClientError<super::handlers::TrickyTypeException>> {
+            self.r#type_with(&mut ::volo_core::codegen::ClientContext::new(), cx, self_, a, args, method, inner, r, e).await
         }
 
         /// Calls `type` with a context: metainfo to send (and, after the call, the
         /// backward values received), a timeout, a hash key.
-        pub async fn r#type_with(&self, cx_: &mut ::volo_core::client::ClientContext, cx: i32, self_: __tc::Utf8Bytes, a: i64, args: i64, method: i64, inner: i64, r: i64, e: i64) -> ::std::result::Result<i32, ::volo_core::client::ClientError<super::handlers::TrickyTypeException>> {
+        pub async fn r#type_with(&self, cx_: &mut ::volo_core::codegen::ClientContext, cx: i32, self_: __tc::Utf8Bytes, a: i64, args: i64, method: i64, inner: i64, r: i64, e: i64) -> ::std::result::Result<i32, ::volo_core::codegen::ClientError<super::handlers::TrickyTypeException>> {
             let r: super::handlers::TrickyTypeResult = self.client.call(cx_, "type", super::handlers::TrickyTypeArgs { cx, self_, a, args, method, inner, r, e }).await?;
             if let ::std::option::Option::Some(e) = r.first {
-                return ::std::result::Result::Err(::volo_core::client::ClientError::User(super::handlers::TrickyTypeException::First(e)));
+                return ::std::result::Result::Err(::volo_core::codegen::ClientError::User(super::handlers::TrickyTypeException::First(e)));
             }
             if let ::std::option::Option::Some(e) = r.second {
-                return ::std::result::Result::Err(::volo_core::client::ClientError::User(super::handlers::TrickyTypeException::Second(e)));
+                return ::std::result::Result::Err(::volo_core::codegen::ClientError::User(super::handlers::TrickyTypeException::Second(e)));
             }
             if let ::std::option::Option::Some(e) = r.oops {
-                return ::std::result::Result::Err(::volo_core::client::ClientError::User(super::handlers::TrickyTypeException::Oops(e)));
+                return ::std::result::Result::Err(::volo_core::codegen::ClientError::User(super::handlers::TrickyTypeException::Oops(e)));
             }
             match r.success {
                 ::std::option::Option::Some(v) => ::std::result::Result::Ok(v),
-                ::std::option::Option::None => ::std::result::Result::Err(::volo_core::client::ClientError::missing_result("type")),
+                ::std::option::Option::None => ::std::result::Result::Err(::volo_core::codegen::ClientError::missing_result("type")),
             }
         }
 
         /// Calls `match`.
-        pub async fn r#match(&self, result: ::std::option::Option<super::shapes::Shape>) -> ::std::result::Result<(), ::volo_core::client::ClientError<super::handlers::TrickyMatchException>> {
-            self.r#match_with(&mut ::volo_core::client::ClientContext::new(), result).await
+        pub async fn r#match(&self, result: ::std::option::Option<super::shapes::Shape>) -> ::std::result::Result<(), ::volo_core::codegen::ClientError<super::handlers::TrickyMatchException>> {
+            self.r#match_with(&mut ::volo_core::codegen::ClientContext::new(), result).await
         }
 
         /// Calls `match` with a context: metainfo to send (and, after the call, the
         /// backward values received), a timeout, a hash key.
-        pub async fn r#match_with(&self, cx: &mut ::volo_core::client::ClientContext, result: ::std::option::Option<super::shapes::Shape>) -> ::std::result::Result<(), ::volo_core::client::ClientError<super::handlers::TrickyMatchException>> {
+        pub async fn r#match_with(&self, cx: &mut ::volo_core::codegen::ClientContext, result: ::std::option::Option<super::shapes::Shape>) -> ::std::result::Result<(), ::volo_core::codegen::ClientError<super::handlers::TrickyMatchException>> {
             let r: super::handlers::TrickyMatchResult = self.client.call(cx, "match", super::handlers::TrickyMatchArgs { result }).await?;
             if let ::std::option::Option::Some(e) = r.r#fn {
-                return ::std::result::Result::Err(::volo_core::client::ClientError::User(super::handlers::TrickyMatchException::Fn(e)));
+                return ::std::result::Result::Err(::volo_core::codegen::ClientError::User(super::handlers::TrickyMatchException::Fn(e)));
             }
             ::std::result::Result::Ok(())
         }
 
         /// Calls `async`.
-        pub async fn r#async(&self) -> ::std::result::Result<__tc::bytes::Bytes, ::volo_core::client::ClientError<::std::convert::Infallible>> {
-            self.r#async_with(&mut ::volo_core::client::ClientContext::new()).await
+        pub async fn r#async(&self) -> ::std::result::Result<__tc::bytes::Bytes, ::volo_core::codegen::ClientError<::std::convert::Infallible>> {
+            self.r#async_with(&mut ::volo_core::codegen::ClientContext::new()).await
         }
 
         /// Calls `async` with a context: metainfo to send (and, after the call, the
         /// backward values received), a timeout, a hash key.
-        pub async fn r#async_with(&self, cx: &mut ::volo_core::client::ClientContext) -> ::std::result::Result<__tc::bytes::Bytes, ::volo_core::client::ClientError<::std::convert::Infallible>> {
+        pub async fn r#async_with(&self, cx: &mut ::volo_core::codegen::ClientContext) -> ::std::result::Result<__tc::bytes::Bytes, ::volo_core::codegen::ClientError<::std::convert::Infallible>> {
             let r: super::handlers::TrickyAsyncResult = self.client.call(cx, "async", super::handlers::TrickyAsyncArgs {}).await?;
             match r.success {
                 ::std::option::Option::Some(v) => ::std::result::Result::Ok(v),
-                ::std::option::Option::None => ::std::result::Result::Err(::volo_core::client::ClientError::missing_result("async")),
+                ::std::option::Option::None => ::std::result::Result::Err(::volo_core::codegen::ClientError::missing_result("async")),
             }
         }
     }
@@ -5058,17 +5058,17 @@ pub mod handlers {
         /// Oneway: the caller waits for no reply, and what this returns is dropped.
         fn fire(
             &self,
-            cx: &mut ::volo_core::context::ServerContext,
+            cx: &mut ::volo_core::codegen::ServerContext,
             what: __tc::Utf8Bytes,
-        ) -> impl ::std::future::Future<Output = ::std::result::Result<(), ::volo_core::server::ServerError<::std::convert::Infallible>>> + ::std::marker::Send;
+        ) -> impl ::std::future::Future<Output = ::std::result::Result<(), ::volo_core::codegen::ServerError<::std::convert::Infallible>>> + ::std::marker::Send;
 
         /// Handles `forget` calls.
         ///
         /// Oneway: the caller waits for no reply, and what this returns is dropped.
         fn forget(
             &self,
-            cx: &mut ::volo_core::context::ServerContext,
-        ) -> impl ::std::future::Future<Output = ::std::result::Result<(), ::volo_core::server::ServerError<::std::convert::Infallible>>> + ::std::marker::Send;
+            cx: &mut ::volo_core::codegen::ServerContext,
+        ) -> impl ::std::future::Future<Output = ::std::result::Result<(), ::volo_core::codegen::ServerError<::std::convert::Infallible>>> + ::std::marker::Send;
     }
 
     /// The reply to a call of any method of [`Oneways`]:
@@ -5079,7 +5079,7 @@ pub mod handlers {
         Oneway,
     }
 
-    impl ::volo_core::server::EncodeReply for OnewaysReply {
+    impl ::volo_core::codegen::EncodeReply for OnewaysReply {
         fn size<S: __tc::Sizer>(&self, _s: &mut S) -> usize {
             match self {
                 Self::Oneway => 0,
@@ -5092,7 +5092,7 @@ pub mod handlers {
         }
     }
 
-    /// Serves an implementation of [`Oneways`]: a `volo_core::server::Service` that
+    /// Serves an implementation of [`Oneways`]: a `volo_core::service::Service` that
     /// decodes each call's arguments by method name in the call's protocol, runs the
     /// handler and returns its [`OnewaysReply`]. Hand it to `volo_core::server::Server::new`,
     /// which learns from its `ServiceInfo` which methods are oneway.
@@ -5118,7 +5118,7 @@ pub mod handlers {
         }
     }
 
-    impl<T> ::volo_core::server::ServiceInfo for OnewaysServer<T> {
+    impl<T> ::volo_core::codegen::ServiceInfo for OnewaysServer<T> {
         const NAME: &'static str = "Oneways";
 
         fn is_oneway(method: &str) -> bool {
@@ -5126,15 +5126,15 @@ pub mod handlers {
         }
     }
 
-    impl<T: super::handlers::Oneways> ::volo_core::server::Service<::volo_core::context::ServerContext, ::volo_core::server::ServerRequest> for OnewaysServer<T> {
+    impl<T: super::handlers::Oneways> ::volo_core::codegen::Service<::volo_core::codegen::ServerContext, ::volo_core::codegen::ServerRequest> for OnewaysServer<T> {
         type Response = OnewaysReply;
-        type Error = ::volo_core::server::DispatchError;
+        type Error = ::volo_core::codegen::DispatchError;
 
         async fn call(
             &self,
-            cx: &mut ::volo_core::context::ServerContext,
-            req: ::volo_core::server::ServerRequest,
-        ) -> ::std::result::Result<OnewaysReply, ::volo_core::server::DispatchError> {
+            cx: &mut ::volo_core::codegen::ServerContext,
+            req: ::volo_core::codegen::ServerRequest,
+        ) -> ::std::result::Result<OnewaysReply, ::volo_core::codegen::DispatchError> {
             match cx.rpc.method.as_str() {
                 "fire" => {
                     let a = req.decode::<super::handlers::OnewaysFireArgs>(cx)?;
@@ -5148,7 +5148,7 @@ pub mod handlers {
                     let _ = <T as super::handlers::Oneways>::forget(&self.inner, cx).await;
                     ::std::result::Result::Ok(OnewaysReply::Oneway)
                 }
-                _ => ::std::result::Result::Err(::volo_core::server::DispatchError::UnknownMethod),
+                _ => ::std::result::Result::Err(::volo_core::codegen::DispatchError::UnknownMethod),
             }
         }
     }
@@ -5157,8 +5157,8 @@ pub mod handlers {
     /// services it extends included), over the client stack `T` (by default the one
     /// [`OnewaysClient::builder`] builds).
     #[derive(Debug)]
-    pub struct OnewaysClient<T = ::volo_core::client::DefaultStack> {
-        client: ::volo_core::client::Client<T>,
+    pub struct OnewaysClient<T = ::volo_core::codegen::DefaultStack> {
+        client: ::volo_core::codegen::Client<T>,
     }
 
     impl<T> ::std::clone::Clone for OnewaysClient<T> {
@@ -5171,10 +5171,10 @@ pub mod handlers {
     #[derive(Debug, Clone, Copy, Default)]
     pub struct OnewaysClientMaker;
 
-    impl<T> ::volo_core::client::MakeClient<T> for OnewaysClientMaker {
+    impl<T> ::volo_core::codegen::MakeClient<T> for OnewaysClientMaker {
         type Client = OnewaysClient<T>;
 
-        fn make_client(client: ::volo_core::client::Client<T>) -> OnewaysClient<T> {
+        fn make_client(client: ::volo_core::codegen::Client<T>) -> OnewaysClient<T> {
             OnewaysClient::new(client)
         }
     }
@@ -5182,48 +5182,48 @@ pub mod handlers {
     impl OnewaysClient {
         /// A builder of a client of `Oneways` (the name sent as the callee): add an
         /// address, a list of addresses or a `Discover`, settings and layers, then `build()`.
-        pub fn builder() -> ::volo_core::client::ClientBuilder<OnewaysClientMaker> {
-            ::volo_core::client::ClientBuilder::new("Oneways")
+        pub fn builder() -> ::volo_core::codegen::ClientBuilder<OnewaysClientMaker> {
+            ::volo_core::codegen::ClientBuilder::new("Oneways")
         }
     }
 
     impl<T> OnewaysClient<T> {
         /// Calls go through `client`.
-        pub fn new(client: ::volo_core::client::Client<T>) -> Self {
+        pub fn new(client: ::volo_core::codegen::Client<T>) -> Self {
             Self { client }
         }
 
         /// The untyped client underneath.
-        pub fn client(&self) -> &::volo_core::client::Client<T> {
+        pub fn client(&self) -> &::volo_core::codegen::Client<T> {
             &self.client
         }
     }
 
-    impl<T: ::volo_core::service::Service<::volo_core::client::ClientContext, ::volo_core::client::ClientRequest, Response = ::volo_core::client::ClientResponse, Error = ::volo_core::client::Error>> OnewaysClient<T> {
+    impl<T: ::volo_core::codegen::Service<::volo_core::codegen::ClientContext, ::volo_core::codegen::ClientRequest, Response = ::volo_core::codegen::ClientResponse, Error = ::volo_core::codegen::Error>> OnewaysClient<T> {
         /// Calls `fire`.
         ///
         /// Oneway: done once the request is sent; no reply comes.
-        pub async fn fire(&self, what: __tc::Utf8Bytes) -> ::std::result::Result<(), ::volo_core::client::ClientError<::std::convert::Infallible>> {
-            self.fire_with(&mut ::volo_core::client::ClientContext::new(), what).await
+        pub async fn fire(&self, what: __tc::Utf8Bytes) -> ::std::result::Result<(), ::volo_core::codegen::ClientError<::std::convert::Infallible>> {
+            self.fire_with(&mut ::volo_core::codegen::ClientContext::new(), what).await
         }
 
         /// Calls `fire` with a context: metainfo to send (and, after the call, the
         /// backward values received), a timeout, a hash key.
-        pub async fn fire_with(&self, cx: &mut ::volo_core::client::ClientContext, what: __tc::Utf8Bytes) -> ::std::result::Result<(), ::volo_core::client::ClientError<::std::convert::Infallible>> {
-            self.client.oneway(cx, "fire", super::handlers::OnewaysFireArgs { what }).await.map_err(::volo_core::client::ClientError::from)
+        pub async fn fire_with(&self, cx: &mut ::volo_core::codegen::ClientContext, what: __tc::Utf8Bytes) -> ::std::result::Result<(), ::volo_core::codegen::ClientError<::std::convert::Infallible>> {
+            self.client.oneway(cx, "fire", super::handlers::OnewaysFireArgs { what }).await.map_err(::volo_core::codegen::ClientError::from)
         }
 
         /// Calls `forget`.
         ///
         /// Oneway: done once the request is sent; no reply comes.
-        pub async fn forget(&self) -> ::std::result::Result<(), ::volo_core::client::ClientError<::std::convert::Infallible>> {
-            self.forget_with(&mut ::volo_core::client::ClientContext::new()).await
+        pub async fn forget(&self) -> ::std::result::Result<(), ::volo_core::codegen::ClientError<::std::convert::Infallible>> {
+            self.forget_with(&mut ::volo_core::codegen::ClientContext::new()).await
         }
 
         /// Calls `forget` with a context: metainfo to send (and, after the call, the
         /// backward values received), a timeout, a hash key.
-        pub async fn forget_with(&self, cx: &mut ::volo_core::client::ClientContext) -> ::std::result::Result<(), ::volo_core::client::ClientError<::std::convert::Infallible>> {
-            self.client.oneway(cx, "forget", super::handlers::OnewaysForgetArgs {}).await.map_err(::volo_core::client::ClientError::from)
+        pub async fn forget_with(&self, cx: &mut ::volo_core::codegen::ClientContext) -> ::std::result::Result<(), ::volo_core::codegen::ClientError<::std::convert::Infallible>> {
+            self.client.oneway(cx, "forget", super::handlers::OnewaysForgetArgs {}).await.map_err(::volo_core::codegen::ClientError::from)
         }
     }
 }
