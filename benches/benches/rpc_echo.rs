@@ -51,7 +51,7 @@
 //! - `ours tokio`: the same over plain tokio sockets: the baseline that shows what the
 //!   reactor adds.
 //! - `ours mux`: our client multiplexing all callers over two netpoll-rs connections
-//!   (`ClientConfig::multiplex`; replies matched by TTHeader sequence id) against the
+//!   (`ClientConfig::mux`; replies matched by TTHeader sequence id) against the
 //!   same server. Volo's client here stays on its default pooled connections.
 //!
 //! Reported: QPS, p50/p99/p999, errors, and the ratios against Volo measured in the same
@@ -179,7 +179,7 @@ fn run_case(variant: Variant, callers: usize, size: usize, window: Duration) -> 
                     ttheader_framed: true,
                     transport: io,
                     max_connections: callers,
-                    multiplex: variant == Variant::OursMux,
+                    mux: variant == Variant::OursMux,
                     ..ClientConfig::default()
                 };
                 let client = EchoServiceClient::builder()

@@ -25,7 +25,7 @@ impl std::fmt::Display for Usage {
 impl std::error::Error for Usage {}
 
 /// Ends the program as clap ends it on a bad command line (the message, the usage
-/// line, status 2), for flags that each parse but do not go together: `--multiplex`
+/// line, status 2), for flags that each parse but do not go together: `--mux`
 /// with a framing that cannot carry it, say.
 pub fn refuse<C: clap::CommandFactory>(message: impl std::fmt::Display) -> ! {
     C::command()

@@ -110,23 +110,23 @@ fn echo_programs(scheme: &str) {
     }
     load(&["--transport", "ttheader-framed"]);
     load(&["--transport", "ttheader-framed", "--protocol", "compact"]);
-    load(&["--multiplex"]);
-    load(&["--multiplex", "--transport", "ttheader-framed"]);
-    load(&["--multiplex", "--protocol", "compact", "--io", "tokio"]);
+    load(&["--mux"]);
+    load(&["--mux", "--transport", "ttheader-framed"]);
+    load(&["--mux", "--protocol", "compact", "--io", "tokio"]);
     // The exception path and oneway calls, in a framing with a header and one without.
     for method in ["echo_or_fail", "notify"] {
         load(&["--method", method]);
         load(&["--method", method, "--transport", "buffered"]);
-        load(&["--method", method, "--multiplex"]);
+        load(&["--method", method, "--mux"]);
     }
     let bad = Command::new(env!("CARGO_BIN_EXE_echo-client"))
-        .args(["--addr", &addr, "--multiplex", "--transport", "framed"])
+        .args(["--addr", &addr, "--mux", "--transport", "framed"])
         .output()
         .unwrap();
     assert_eq!(
         bad.status.code(),
         Some(2),
-        "--multiplex over Framed is refused, not measured another way"
+        "--mux over Framed is refused, not measured another way"
     );
     let _ = server.kill();
     let _ = server.wait();
@@ -241,12 +241,12 @@ fn calls_fail_promptly_when_an_shm_server_is_killed() {
     use volo_core::client::{ClientConfig, ClientError, ErrorKind};
     use volo_core::context::Address;
 
-    for multiplex in [false, true] {
-        let (dir, addr, mut server) = start_echo_server(&format!("kill-{multiplex}"), "shm");
+    for mux in [false, true] {
+        let (dir, addr, mut server) = start_echo_server(&format!("kill-{mux}"), "shm");
         let rt = tokio::runtime::Runtime::new().unwrap();
         rt.block_on(async {
             let config = ClientConfig {
-                multiplex,
+                mux,
                 rpc_timeout: Some(std::time::Duration::from_secs(120)),
                 ..ClientConfig::default()
             };
@@ -313,7 +313,7 @@ fn calls_fail_promptly_when_an_shm_server_is_killed() {
             .expect("calls hung after the server was killed");
             assert!(
                 ended.iter().map(|(ok, _)| ok).sum::<u64>() > 0,
-                "multiplex={multiplex}: no call went through before the kill"
+                "mux={mux}: no call went through before the kill"
             );
         });
         let _ = std::fs::remove_dir_all(&dir);

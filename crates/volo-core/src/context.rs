@@ -493,7 +493,7 @@ impl ServerContext {
 }
 
 /// A context for a Framed Binary request with nothing known of the call: what tower
-/// adapters ([`crate::tower::FromTower`]) leave behind when the context they lent out
+/// adapters ([`crate::tower_compat::FromTower`]) leave behind when the context they lent out
 /// does not come back. The server answers each call in the framing and protocol it
 /// came in, whatever its context says by then.
 impl Default for ServerContext {

@@ -2,7 +2,7 @@
 //!
 //! - [`service`]: `Service<Cx, Req>` with an `async fn call(&self, cx, req)`, `Layer`,
 //!   `ServiceBuilder`, `service_fn` and `layer_fn`, in the shape Volo (motore) users know.
-//! - [`tower`]: adapters to and from `tower::Service`, so tower's middleware can wrap
+//! - [`tower_compat`]: adapters to and from `tower::Service`, so tower's middleware can wrap
 //!   these services.
 //! - [`codec`]: TTHeader (Kitex), THeader (Apache, with zlib), Framed and Buffered
 //!   framing over the Binary, Compact and JSON protocols (JSON not in TTHeader), with
@@ -19,7 +19,7 @@
 //!   the user's layers, then [`server::deadline`] (which drops a call once its TTHeader
 //!   caller's timeout has passed, and answers it), then the generated dispatcher, a
 //!   `Service<ServerContext, ServerRequest>` that decodes the arguments zero-copy and
-//!   runs the handler; tower middleware fits in through [`tower`]. Oneway methods are
+//!   runs the handler; tower middleware fits in through [`tower_compat`]. Oneway methods are
 //!   known from the IDL ([`server::ServiceInfo`]) and never answered, whatever message
 //!   type they come in. On netpoll-rs each call starts on the poller that read its
 //!   frame, and only a call that waits moves to a task
@@ -55,9 +55,39 @@
 //! The client and the server never use each other: what both need lies below them
 //! (`codec`, `refusal`, `registry`, `metrics`, `trace`, `transport`, `context`,
 //! `clock`, `service`), and each side keeps its own layers over those (the metered
-//! ones in [`client::metered`] and [`server::metered`]). [`tower`] adapts both and
+//! ones in [`client::metered`] and [`server::metered`]). [`tower_compat`] adapts both and
 //! sits on top, as does [`codegen`], the one module generated code names. The test `tests/module_graph.rs` fails on a cycle between modules or
 //! on a shared module that uses a side.
+//!
+//! # Names
+//!
+//! Two words that sound alike mean one thing each:
+//! - **multiplexed**: several services under one address, told apart by a service
+//!   name: Apache's `TMultiplexedProtocol` (`Service:method`) or TTHeader's `isn`
+//!   ([`client::Client::with_multiplexed_service`], [`server::Multiplex`]);
+//! - **mux**: many calls in flight on one connection, replies matched by sequence id
+//!   ([`client::ClientConfig::mux`], `mux_connections`; `echo-client --mux`).
+//!
+//! Names changed while the crate took its present shape (it has not been published,
+//! so the old names are gone, not deprecated):
+//!
+//! | old name | new name | why |
+//! |---|---|---|
+//! | `server::core` (module) | `server::conn_core` | shadowed the `core` crate; it is one connection's core |
+//! | `tower` (module) | [`tower_compat`] | shadowed the `tower` crate |
+//! | `ClientConfig::multiplex`, `--multiplex` | [`client::ClientConfig::mux`], `--mux` | "multiplexed" is Apache's service names |
+//! | `server::multiplex::SEPARATOR` | [`codec::SERVICE_SEPARATOR`] | both sides use it |
+//! | `server::multiplex::Route`, `RouteReply` | [`server::multiplex::NamedService`], [`server::multiplex::EitherReply`] | "route" is the registry's (which address of an instance) |
+//! | `metrics::client::MeteredClient`, `metrics::server::MeteredServer` | [`client::metered::MeteredClient`], [`server::metered::MeteredServer`] | each lives beside the side it wraps |
+//! | `client::balance::{Instance, Tags, Discover, StaticDiscover, DiscoverList}` | [`registry::Instance`] and the rest (still re-exported by `client`) | discovery is shared by both sides |
+//! | `server::{OVERLOAD_PREFIX, CLOSING_PREFIX, is_overload, is_closing}`, `server::deadline::{PREFIX, is_deadline_passed}` | [`refusal`] (still re-exported by `server`) | both sides use them |
+//! | `Extra` (client context) | `ExtraAttempts` | the retries and backup requests made |
+//! | `Wire` (client context) | `FrameSizes` | the byte sizes of an attempt's frames |
+//! | `Described` (server) | `ServiceFacts` | what the server knows of a service from its IDL |
+//! | `Shared` (server) | `ServerState` | what every connection of a server shares |
+//! | `Shared` (instance breakers) | `BreakerTable` | the breakers by instance, and their counts |
+//! | `PerList` (balancers) | `ListCache` | a value derived from each of the last instance lists |
+//! | generated code's paths into `client`, `server`, `context`, `service` | [`codegen`] | one module for generated code |
 #![warn(
     missing_docs,
     missing_debug_implementations,
@@ -78,6 +108,6 @@ pub mod server;
 pub mod service;
 #[cfg(test)]
 mod test_support;
-pub mod tower;
+pub mod tower_compat;
 pub mod trace;
 pub mod transport;

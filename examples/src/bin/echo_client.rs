@@ -96,11 +96,11 @@
 //! (TTHeader around a Framed payload, what Kitex's clients send by default),
 //! `theader`, `framed` or `buffered`.
 //!
-//! Without `--multiplex` the callers share a pool of connections per instance, one
+//! Without `--mux` the callers share a pool of connections per instance, one
 //! call at a time on each (as many connections as callers). With it, all calls to an
 //! instance go over two connections, many in flight on each, replies matched by
 //! sequence id; that needs TTHeader framing (`ttheader` or `ttheader-framed`), so
-//! `--multiplex` with any other `--transport` is refused rather than silently measured
+//! `--mux` with any other `--transport` is refused rather than silently measured
 //! another way.
 
 use std::sync::{Arc, OnceLock};
@@ -202,7 +202,7 @@ struct Cli {
     /// All calls to an instance over two connections, replies matched by sequence id
     /// (TTHeader framing only), instead of a connection per caller.
     #[arg(long)]
-    multiplex: bool,
+    mux: bool,
 
     /// The balancer.
     #[arg(long, value_enum, value_name = "BALANCER", default_value = "p2c")]
@@ -275,9 +275,9 @@ impl Balancer {
 
 fn main() {
     let cli = Cli::parse();
-    if cli.multiplex && cli.transport.0.0 != Framing::TTHeader {
+    if cli.mux && cli.transport.0.0 != Framing::TTHeader {
         refuse::<Cli>(
-            "--multiplex needs --transport ttheader: replies are matched to calls by the \
+            "--mux needs --transport ttheader: replies are matched to calls by the \
              sequence id in their header",
         );
     }
@@ -350,7 +350,7 @@ fn run(cli: Cli) -> Result<Vec<String>, Usage> {
         protocol: cli.protocol.0,
         transport: cli.io.0,
         max_connections: cli.concurrency,
-        multiplex: cli.multiplex,
+        mux: cli.mux,
         access_log: options::access_log(cli.access_log),
         ..ClientConfig::default()
     };

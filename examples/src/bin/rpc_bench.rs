@@ -11,7 +11,7 @@
 //! Transports: `tokio` (TCP on tokio's own sockets on both sides: the baseline),
 //! `netpoll` (TCP on netpoll-rs), `uds` (a Unix-domain socket on netpoll-rs), `shm`
 //! (shm-ipc: shared memory, with a Unix socket for control and wake-ups). With
-//! `--multiplex` the client multiplexes its calls over two connections per peer
+//! `--mux` the client multiplexes its calls over two connections per peer
 //! (TTHeader framing only) instead of a pool with one connection per caller.
 //!
 //! The server runs on a tokio runtime with one worker thread of its own, the client on
@@ -70,7 +70,7 @@
 //! after every burst it had before, or `off`; a list runs each) and Volo's
 //! (`volo_peer::serve`). Every server is driven by the same load generators: our
 //! `EchoServiceClient` (`--stack`, default `bare` here, so that the client spends
-//! little per call) and Volo's client (`volo_peer::VoloClient`); `--multiplex` adds
+//! little per call) and Volo's client (`volo_peer::VoloClient`); `--mux` adds
 //! our client multiplexed over two connections (`ours-mux`); `raw` is no client at
 //! all: a request encoded once, written on a connection per caller, each reply read
 //! whole and checked, the least a caller can spend per call. Both clients speak TTHeader over Framed, Binary, so the
@@ -214,7 +214,7 @@ struct Cli {
     /// The client multiplexes its calls over two connections per peer (ttheader only);
     /// with --server-only, adds our multiplexed client as a load generator (ours-mux).
     #[arg(long)]
-    multiplex: bool,
+    mux: bool,
 
     /// The client's stack [default: default; with --server-only bare, and not paired].
     #[arg(long, value_enum)]
@@ -353,7 +353,7 @@ struct Settings {
     duration: Duration,
     framing: Framing,
     protocol: Protocol,
-    multiplex: bool,
+    mux: bool,
     /// The client stack: the default one, the bare transport, or both in turns.
     stack: Stack,
     /// The server's threads on CPU 0, the client's on CPU 1.
@@ -379,8 +379,8 @@ fn whole_stack(cli: Cli) -> Result<(), Usage> {
         refuse::<Cli>("--metrics-addr needs --metrics on");
     }
     let compare_metrics = metrics_on && cli.metrics.contains(&OnOff::Off);
-    if cli.multiplex && cli.framing.0 != Framing::TTHeader {
-        refuse::<Cli>("--multiplex needs --framing ttheader");
+    if cli.mux && cli.framing.0 != Framing::TTHeader {
+        refuse::<Cli>("--mux needs --framing ttheader");
     }
     let metrics = metrics_on.then(Metrics::new);
     // The endpoint's own runtime, for as long as the run lasts.
@@ -408,7 +408,7 @@ fn whole_stack(cli: Cli) -> Result<(), Usage> {
         duration: cli.duration.unwrap_or(Duration::from_secs(15)),
         framing: cli.framing.0,
         protocol: cli.protocol.0,
-        multiplex: cli.multiplex,
+        mux: cli.mux,
         stack: cli.stack.unwrap_or(Stack::Default),
         pin: cli.pin,
         metrics,
@@ -422,11 +422,7 @@ fn whole_stack(cli: Cli) -> Result<(), Usage> {
         settings.duration.as_secs_f64(),
         settings.framing,
         settings.protocol,
-        if settings.multiplex {
-            ", multiplexed"
-        } else {
-            ""
-        },
+        if settings.mux { ", multiplexed" } else { "" },
         std::thread::available_parallelism().map_or(1, |n| n.get())
     );
     if settings.stack == Stack::Paired || settings.compare_metrics {
@@ -580,7 +576,7 @@ where
         protocol: s.protocol,
         transport: io,
         max_connections: s.concurrency,
-        multiplex: s.multiplex,
+        mux: s.mux,
         metrics: plain,
         ..ClientConfig::default()
     };
@@ -825,7 +821,7 @@ fn server_only_mode(cli: Cli) -> Result<(), Usage> {
             l if l.is_empty() => vec![LoadGenName::Raw],
             l => l,
         };
-        let loadgens = server_only::loadgens_of(&names, stack, cli.multiplex);
+        let loadgens = server_only::loadgens_of(&names, stack, cli.mux);
         let settings = PartialSettings {
             exe,
             servers,
@@ -874,7 +870,7 @@ fn server_only_mode(cli: Cli) -> Result<(), Usage> {
                 l => l,
             },
             stack,
-            cli.multiplex,
+            cli.mux,
         ),
         concurrency,
         size: cli.size,

@@ -70,7 +70,7 @@ pub enum ClientStack {
 pub enum LoadGen {
     /// Our `EchoServiceClient` on netpoll-rs, speaking what Volo's client speaks
     /// (TTHeader over Framed, Binary): a pool with a connection per caller or, with
-    /// `multiplex`, every caller over two connections (`ClientConfig::multiplex`). Its
+    /// `mux`, every caller over two connections (`ClientConfig::mux`). Its
     /// reactor keeps the fixed 50 µs spin (`--spin fixed`), not the adaptive default:
     /// the load generator has a core of its own, and the figures from before the
     /// adaptive spin were taken with it.
@@ -78,7 +78,7 @@ pub enum LoadGen {
         /// The client's stack.
         stack: ClientStack,
         /// Multiplexed over two connections, replies matched by sequence id.
-        multiplex: bool,
+        mux: bool,
     },
     /// Volo's client (`volo_peer::VoloClient`), with Volo's defaults: a pool with a
     /// connection per caller.
@@ -93,12 +93,8 @@ impl LoadGen {
     /// `ours`, `ours-mux`, `volo` or `raw`.
     pub fn name(self) -> &'static str {
         match self {
-            LoadGen::Ours {
-                multiplex: false, ..
-            } => "ours",
-            LoadGen::Ours {
-                multiplex: true, ..
-            } => "ours-mux",
+            LoadGen::Ours { mux: false, .. } => "ours",
+            LoadGen::Ours { mux: true, .. } => "ours-mux",
             LoadGen::Volo => "volo",
             LoadGen::Raw => "raw",
         }
@@ -141,31 +137,22 @@ pub enum LoadGenName {
 }
 
 /// The load generators named in `list` (`ours`, `volo`, `ours-mux`, comma-separated),
-/// ours on `stack`; with `multiplex`, `ours-mux` is added if not named.
-pub fn loadgens(list: &str, stack: ClientStack, multiplex: bool) -> Result<Vec<LoadGen>, Usage> {
+/// ours on `stack`; with `mux`, `ours-mux` is added if not named.
+pub fn loadgens(list: &str, stack: ClientStack, mux: bool) -> Result<Vec<LoadGen>, Usage> {
     let names = pieces(list, |n| {
         format!("load generator {n:?}: ours, volo, ours-mux or raw")
     })?;
-    Ok(loadgens_of(&names, stack, multiplex))
+    Ok(loadgens_of(&names, stack, mux))
 }
 
-/// The load generators of `names` (once each), ours on `stack`; with `multiplex`,
+/// The load generators of `names` (once each), ours on `stack`; with `mux`,
 /// `ours-mux` is added if not named.
-pub fn loadgens_of(names: &[LoadGenName], stack: ClientStack, multiplex: bool) -> Vec<LoadGen> {
+pub fn loadgens_of(names: &[LoadGenName], stack: ClientStack, mux: bool) -> Vec<LoadGen> {
     let mut out = Vec::new();
-    for &name in names
-        .iter()
-        .chain(multiplex.then_some(&LoadGenName::OursMux))
-    {
+    for &name in names.iter().chain(mux.then_some(&LoadGenName::OursMux)) {
         let loadgen = match name {
-            LoadGenName::Ours => LoadGen::Ours {
-                stack,
-                multiplex: false,
-            },
-            LoadGenName::OursMux => LoadGen::Ours {
-                stack,
-                multiplex: true,
-            },
+            LoadGenName::Ours => LoadGen::Ours { stack, mux: false },
+            LoadGenName::OursMux => LoadGen::Ours { stack, mux: true },
             LoadGenName::Volo => LoadGen::Volo,
             LoadGenName::Raw => LoadGen::Raw,
         };
@@ -477,13 +464,13 @@ fn measure(
                     }
                 })
             }
-            LoadGen::Ours { stack, multiplex } => {
+            LoadGen::Ours { stack, mux } => {
                 let mut config = ClientConfig {
                     framing: Framing::TTHeader,
                     ttheader_framed: true,
                     protocol: Protocol::Binary,
                     max_connections: plan.concurrency,
-                    multiplex,
+                    mux,
                     ..ClientConfig::default()
                 };
                 // The instrument stays what it was when the figures began: a load

@@ -30,7 +30,7 @@
 //! | framing, protocol | TTHeader, Binary | [`ClientConfig`] |
 //! | connect timeout | 1 s | [`ClientConfig::connect_timeout`] |
 //! | call timeout | 10 s, retries and backups included; the time left goes to the server in TTHeader; a call fails within 1% of its limit after its deadline (calls of at least the client's limit share one timer per client) | [`ClientConfig::rpc_timeout`], [`ClientContext::timeout`] |
-//! | connections per instance | 64, one call at a time on each; multiplexed: 2 | [`ClientConfig::max_connections`], [`ClientConfig::multiplex`] |
+//! | connections per instance | 64, one call at a time on each; multiplexed: 2 | [`ClientConfig::max_connections`], [`ClientConfig::mux`] |
 //! | service breaker | on: opens at 50% failures over 10 s once 200 calls were seen, fails fast for 5 s, then 3 trial calls, closed again after 3 successes | [`ClientBuilder::service_breaker`], [`BreakerConfig::service`] |
 //! | failure retry | up to 2 retries; a call that may have run is retried only if its method is marked idempotent (failed connects always); exponential backoff from 10 ms to 1 s with full jitter; a budget of 10% extra calls; never past the deadline; a retried request is marked (`RPC_PERSIST_RetryReq`) and not retried again downstream | [`ClientBuilder::retry`], [`ClientBuilder::idempotent`], [`RetryPolicy`] |
 //! | backup requests | off; on: after the recent p99 of successful attempts (within 10 ms..1 s, 1 s until 100 are seen), idempotent methods only, one backup per call, to another instance, within a budget of 10% | [`ClientBuilder::backup`], [`BackupPolicy`] |
@@ -119,7 +119,7 @@ pub struct ClientConfig {
     /// Multiplex calls over a few connections per peer instead of one call at a time
     /// per connection. Needs TTHeader framing: replies are matched to calls by the
     /// sequence id in their header. Default off.
-    pub multiplex: bool,
+    pub mux: bool,
     /// Connections per peer when multiplexing; calls take them in turn. Default 2.
     pub mux_connections: usize,
     /// Frame size limit for replies. Default 16,384,000 bytes.
@@ -155,7 +155,7 @@ impl Default for ClientConfig {
             connect_timeout: Duration::from_secs(1),
             rpc_timeout: Some(Duration::from_secs(10)),
             max_connections: 64,
-            multiplex: false,
+            mux: false,
             mux_connections: 2,
             limits: Limits::default(),
             caller: String::new(),
@@ -200,7 +200,7 @@ pub struct ClientContext {
     /// layer).
     pub(crate) backups: u32,
     /// The frame sizes of the attempt that answered (for the access log).
-    pub(crate) wire: Wire,
+    pub(crate) frame_sizes: FrameSizes,
     /// The method of the server's call this call is made for
     /// ([`forward_from`](Self::forward_from)), sent in TTHeader as the caller's method.
     pub(crate) caller_method: Option<Utf8Bytes>,
@@ -210,15 +210,15 @@ pub struct ClientContext {
 /// reused for call after call, so a layer takes them when a call starts, and the
 /// difference at its end ([`since`](Self::since)) is that call's.
 #[derive(Debug, Clone, Copy)]
-pub(crate) struct Extra {
+pub(crate) struct ExtraAttempts {
     pub(crate) retries: u32,
     pub(crate) backups: u32,
 }
 
-impl Extra {
+impl ExtraAttempts {
     /// Those made after `before` was taken.
-    pub(crate) fn since(self, before: Extra) -> Extra {
-        Extra {
+    pub(crate) fn since(self, before: ExtraAttempts) -> ExtraAttempts {
+        ExtraAttempts {
             retries: self.retries.wrapping_sub(before.retries),
             backups: self.backups.wrapping_sub(before.backups),
         }
@@ -227,7 +227,7 @@ impl Extra {
 
 /// The bytes of one attempt's request and reply frames, framing included.
 #[derive(Debug, Clone, Copy, Default)]
-pub(crate) struct Wire {
+pub(crate) struct FrameSizes {
     pub(crate) sent: usize,
     pub(crate) received: usize,
 }
@@ -253,8 +253,8 @@ impl ClientContext {
     }
 
     /// The retries and backup requests made with this context so far.
-    pub(crate) fn extra(&self) -> Extra {
-        Extra {
+    pub(crate) fn extra(&self) -> ExtraAttempts {
+        ExtraAttempts {
             retries: self.retries,
             backups: self.backups,
         }

@@ -603,7 +603,7 @@ fn multiplexed_calls_share_one_connection_and_overtake_a_slow_one() {
     for transport in [TransportKind::Netpoll, TransportKind::Tokio] {
         with_client(
             |c| {
-                c.multiplex = true;
+                c.mux = true;
                 c.mux_connections = 1;
                 c.transport = transport;
             },
@@ -663,7 +663,7 @@ fn a_timed_out_multiplexed_call_leaves_the_connection_in_use() {
             };
             // As above: `wait` answers only once the test lets it.
             let config = ClientConfig {
-                multiplex: true,
+                mux: true,
                 mux_connections: 1,
                 ..ClientConfig::default()
             };
@@ -693,7 +693,7 @@ fn a_timed_out_multiplexed_call_leaves_the_connection_in_use() {
 #[test]
 fn multiplexing_needs_ttheader_framing() {
     refused(ClientConfig {
-        multiplex: true,
+        mux: true,
         framing: Framing::Framed,
         ..ClientConfig::default()
     });
@@ -725,7 +725,7 @@ fn a_lost_multiplexed_connection_fails_its_calls_and_is_replaced() {
             n
         });
         let config = ClientConfig {
-            multiplex: true,
+            mux: true,
             mux_connections: 1,
             rpc_timeout: Some(Duration::from_secs(30)),
             ..ClientConfig::default()
@@ -798,7 +798,7 @@ fn calls_go_over_shared_memory() {
             }
         }
         let config = ClientConfig {
-            multiplex: true,
+            mux: true,
             ..ClientConfig::default()
         };
         let client = build(at.clone(), config);

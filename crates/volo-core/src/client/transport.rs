@@ -14,7 +14,7 @@ use futures_util::StreamExt;
 use super::balance::Changes;
 use super::mux::{MuxCall, MuxPool};
 use super::pool::{Pool, Pooled};
-use super::{ClientConfig, ClientContext, ClientRequest, ClientResponse, Error, Wire};
+use super::{ClientConfig, ClientContext, ClientRequest, ClientResponse, Error, FrameSizes};
 use crate::codec::ttheader::{Header, HeaderLimits, int_key, str_key};
 use crate::codec::{FrameSplitter, Framing, Protocol, theader};
 use crate::context::Address;
@@ -22,7 +22,7 @@ use crate::service::Service;
 use crate::transport::FrameIo;
 
 /// Sends calls to instances: a pool of connections per instance address (ping-pong,
-/// or multiplexed with [`ClientConfig::multiplex`]), opened on first use. Cheap to
+/// or multiplexed with [`ClientConfig::mux`]), opened on first use. Cheap to
 /// clone; clones share the pools.
 ///
 /// It sends to the address the balancer put in `cx.rpc.callee.address` (a call without
@@ -79,7 +79,7 @@ impl Transport {
     /// when multiplexing is asked for without TTHeader framing, and for JSON in
     /// TTHeader (which has no protocol id for it).
     pub fn new(config: ClientConfig) -> io::Result<Transport> {
-        if config.multiplex && config.framing != Framing::TTHeader {
+        if config.mux && config.framing != Framing::TTHeader {
             return Err(io::Error::new(
                 io::ErrorKind::InvalidInput,
                 "multiplexing needs TTHeader framing: replies are matched to calls by the \
@@ -160,7 +160,7 @@ impl Transport {
         }
         let config = &self.inner.config;
         let reactor = self.inner.reactor.clone();
-        let peer = if config.multiplex {
+        let peer = if config.mux {
             Peer::Mux(Arc::new(MuxPool::new(reactor, addr.clone(), config)))
         } else {
             Peer::Pooled(Arc::new(Pool::new(reactor, addr.clone(), config)))
@@ -193,7 +193,7 @@ impl Transport {
         req: &ClientRequest,
     ) -> Result<Option<(ReplyHeader, Bytes, i32)>, Error> {
         // This attempt's sizes only, whatever an earlier one left.
-        cx.wire = Wire::default();
+        cx.frame_sizes = FrameSizes::default();
         let config = &self.inner.config;
         let oneway = req.is_oneway();
         let header = |seq_id| MessageHeader {
@@ -211,7 +211,7 @@ impl Transport {
         match self.lease(addr, oneway).await? {
             Lease::Pooled(mut conn) => {
                 let header = header(conn.next_seq());
-                cx.wire.sent = self.write_request(conn.conn(), cx, &header, req)?;
+                cx.frame_sizes.sent = self.write_request(conn.conn(), cx, &header, req)?;
                 conn.conn().flush().await?;
                 if oneway {
                     conn.release();
@@ -229,7 +229,7 @@ impl Transport {
                             "the server closed the connection before replying",
                         )
                     })?;
-                cx.wire.received = self.received(&frame);
+                cx.frame_sizes.received = self.received(&frame);
                 let (tt, payload) = self.unframe(frame)?;
                 // Whole reply read: the connection is clean for the next call, unless
                 // the server said it is closing it (then it is dropped, so closed).
@@ -240,13 +240,13 @@ impl Transport {
             }
             Lease::Mux(mut call) => {
                 let header = header(call.seq_id());
-                cx.wire.sent = self.write_request(call.mux().conn(), cx, &header, req)?;
+                cx.frame_sizes.sent = self.write_request(call.mux().conn(), cx, &header, req)?;
                 call.mux().flush().await?;
                 if oneway {
                     return Ok(None);
                 }
                 let frame = call.reply().await?;
-                cx.wire.received = self.received(&frame);
+                cx.frame_sizes.received = self.received(&frame);
                 let (tt, payload) = self.unframe(frame)?;
                 if closing(&tt) {
                     call.mux().retire();

@@ -18,7 +18,7 @@ use thrift_codec::{
 };
 use tracing::Instrument;
 
-use super::core::Shared;
+use super::conn_core::ServerState;
 use super::multiplex::Services;
 use super::trace::{self, Logged};
 use super::{Dispatch, DispatchError, EncodeReply, ServerRequest};
@@ -77,7 +77,7 @@ pub(crate) struct Done<R> {
 /// `out`, not flushed); `Err` when the connection must close (an unreadable header:
 /// answered with a `PROTOCOL_ERROR` first where a message was readable).
 ///
-/// The connection core ([`ConnCore::start`](super::core::ConnCore::start)) starts every
+/// The connection core ([`ConnCore::start`](super::conn_core::ConnCore::start)) starts every
 /// call here and nowhere else, so what must happen to each frame before its call runs
 /// (limiters, before anything is decoded) has one place. `now` is when the frame was
 /// taken: a caller's timeout counts from it. With `closing` (the server is shutting
@@ -92,10 +92,10 @@ pub(crate) struct Done<R> {
 /// only the closure travels there. (`perf record` of the echo server at a quarter of
 /// saturation: `memcpy` went from 4.8% of its CPU time to 2.9%.)
 ///
-/// [`ConnCore::start`]: super::core::ConnCore::start
+/// [`ConnCore::start`]: super::conn_core::ConnCore::start
 pub(crate) fn start_call<D: Dispatch, H: Send + 'static>(
     out: &mut LinkBuffer,
-    shared: &Arc<Shared<D>>,
+    shared: &Arc<ServerState<D>>,
     peer: Option<Address>,
     (framing, protocol): (Framing, Protocol),
     Arrival {
@@ -275,7 +275,7 @@ fn theader_request<D>(
     out: &mut LinkBuffer,
     cx: &mut ServerContext,
     frame: &Bytes,
-    shared: &Shared<D>,
+    shared: &ServerState<D>,
 ) -> io::Result<(theader::Header, Option<Bytes>)> {
     let max_frame = shared.config.limits.max_frame;
     let malformed = |e| io::Error::from(FrameError::THeader(e));
@@ -348,7 +348,7 @@ fn message_begin<P: thrift_codec::Protocol>(
 /// decoded into.
 pub(crate) fn answer<D: Dispatch>(
     out: &mut LinkBuffer,
-    shared: &Shared<D>,
+    shared: &ServerState<D>,
     mut done: Done<D::Reply>,
     closing: bool,
 ) -> io::Result<Option<Header>> {
@@ -378,7 +378,7 @@ pub(crate) fn answer<D: Dispatch>(
 
 fn answer_in<P: thrift_codec::Protocol, D: Dispatch>(
     out: &mut LinkBuffer,
-    shared: &Shared<D>,
+    shared: &ServerState<D>,
     done: Done<D::Reply>,
     ttheader: Option<&mut Header>,
     closing: bool,

@@ -10,7 +10,7 @@ use futures_util::stream::{FuturesUnordered, StreamExt};
 use tokio::sync::{Notify, watch};
 
 use super::Dispatch;
-use super::core::{ConnCore, Shared};
+use super::conn_core::{ConnCore, ServerState};
 use crate::transport::FrameIo;
 
 /// Serves `conn` until the peer closes, a frame cannot be read, a timeout passes, or
@@ -23,7 +23,7 @@ use crate::transport::FrameIo;
 /// timeout later do not touch tokio's timer.
 pub(crate) async fn serve<D: Dispatch, C: FrameIo>(
     conn: C,
-    shared: Arc<Shared<D>>,
+    shared: Arc<ServerState<D>>,
     mut shutdown: watch::Receiver<bool>,
 ) {
     let mut core = ConnCore::new(shared, conn.peer(), Instant::now());

@@ -12,7 +12,7 @@ use std::time::{Duration, Instant};
 use thrift_codec::LinkBuffer;
 
 use super::call::Done;
-use super::core::{ConnCore, Expired, Next, Shared};
+use super::conn_core::{ConnCore, Expired, Next, ServerState};
 use super::{Dispatch, Server, ServerConfig};
 use crate::context::Address;
 use crate::test_support::TestService;
@@ -70,7 +70,7 @@ pub(crate) struct SharedTest {
 
 impl<D: Dispatch> Harness<D> {
     /// A connection (from a fixed peer) of the server whose connections share `shared`.
-    pub(crate) fn new(shared: Arc<Shared<D>>) -> Self {
+    pub(crate) fn new(shared: Arc<ServerState<D>>) -> Self {
         let now = Instant::now();
         let peer = Address::Tcp(std::net::SocketAddr::from(([127, 0, 0, 1], 4000)));
         Harness {

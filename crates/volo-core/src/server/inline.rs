@@ -34,7 +34,7 @@ use tokio::task::AbortHandle;
 
 use super::Dispatch;
 use super::call::{Done, MakeCall};
-use super::core::{ConnCore, Next, Shared};
+use super::conn_core::{ConnCore, Next, ServerState};
 use super::spare;
 use crate::context::Address;
 use crate::metrics::OpenConnection;
@@ -249,7 +249,7 @@ where
 /// place under the connection limit, held until then.
 pub(crate) fn serve<D: Dispatch>(
     conn: netpoll_rs::Connection,
-    shared: Arc<Shared<D>>,
+    shared: Arc<ServerState<D>>,
     live: &Arc<Live>,
     permit: Admitted,
 ) {

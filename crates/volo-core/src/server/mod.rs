@@ -27,8 +27,8 @@
 //! encoded request, may decode the arguments itself ([`ServerRequest::decode`]), and
 //! may answer on its own: return a reply, or a [`DispatchError`] (a
 //! [`DispatchError::Application`] reaches the caller as that `TApplicationException`).
-//! tower middleware fits in through [`crate::tower::IntoTower`] and
-//! [`crate::tower::FromTower`]; `DispatchError` converts from tower's boxed errors.
+//! tower middleware fits in through [`crate::tower_compat::IntoTower`] and
+//! [`crate::tower_compat::FromTower`]; `DispatchError` converts from tower's boxed errors.
 //!
 //! ```
 //! use thrift_codec::{ApplicationException, ApplicationExceptionKind};
@@ -241,7 +241,7 @@
 
 mod call;
 mod conn;
-mod core;
+mod conn_core;
 pub mod deadline;
 #[cfg(test)]
 mod harness;

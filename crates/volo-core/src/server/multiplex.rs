@@ -70,7 +70,7 @@ use std::fmt;
 
 use thrift_codec::{ApplicationException, ApplicationExceptionKind, Encoder, Sizer, Utf8Bytes};
 
-use super::core::Described;
+use super::conn_core::ServiceFacts;
 use super::{Dispatch, DispatchError, EncodeReply, ServerRequest, ServiceInfo};
 use crate::codec::SERVICE_SEPARATOR;
 use crate::codec::ttheader::{Header, str_key};
@@ -82,7 +82,7 @@ use crate::service::Service;
 /// [`service`](Multiplex::service), and served with
 /// [`Server::multiplexed`](super::Server::multiplexed).
 ///
-/// `R` is the chain of services ([`Route`]s ending in [`NoRoute`]); it grows with each
+/// `R` is the chain of services ([`NamedService`]s ending in [`NoRoute`]); it grows with each
 /// service added, so that each is called without boxing.
 pub struct Multiplex<R = NoRoute> {
     routes: R,
@@ -116,7 +116,7 @@ impl Multiplex {
 impl<R> Multiplex<R> {
     /// Adds `service` under its IDL name ([`ServiceInfo::NAME`]): calls named
     /// `<NAME>:method`, and TTHeader calls whose `isn` is `NAME`, go to it.
-    pub fn service<S: Dispatch + ServiceInfo>(self, service: S) -> Multiplex<Route<S, R>> {
+    pub fn service<S: Dispatch + ServiceInfo>(self, service: S) -> Multiplex<NamedService<S, R>> {
         self.service_as(S::NAME, service)
     }
 
@@ -131,16 +131,16 @@ impl<R> Multiplex<R> {
         mut self,
         name: &'static str,
         service: S,
-    ) -> Multiplex<Route<S, R>> {
+    ) -> Multiplex<NamedService<S, R>> {
         self.table.add(Entry {
-            served: Described {
+            served: ServiceFacts {
                 name,
                 is_oneway: S::is_oneway,
             },
             idl: S::NAME,
         });
         Multiplex {
-            routes: Route {
+            routes: NamedService {
                 name,
                 service,
                 rest: self.routes,
@@ -157,7 +157,7 @@ impl<R> Multiplex<R> {
     pub fn default_service<S: Dispatch + ServiceInfo>(
         mut self,
         service: S,
-    ) -> Multiplex<Route<S, R>> {
+    ) -> Multiplex<NamedService<S, R>> {
         self.table.set_default();
         self.service(service)
     }
@@ -193,19 +193,19 @@ where
 
 /// One service of a [`Multiplex`] and the services added before it.
 #[derive(Debug, Clone)]
-pub struct Route<S, Rest> {
+pub struct NamedService<S, Rest> {
     name: &'static str,
     service: S,
     rest: Rest,
 }
 
-impl<S, Rest> Service<ServerContext, ServerRequest> for Route<S, Rest>
+impl<S, Rest> Service<ServerContext, ServerRequest> for NamedService<S, Rest>
 where
     S: Dispatch,
     Rest: Service<ServerContext, ServerRequest, Error = DispatchError> + Send + Sync + 'static,
     Rest::Response: EncodeReply,
 {
-    type Response = RouteReply<S::Reply, Rest::Response>;
+    type Response = EitherReply<S::Reply, Rest::Response>;
     type Error = DispatchError;
 
     async fn call(
@@ -214,9 +214,9 @@ where
         req: ServerRequest,
     ) -> Result<Self::Response, DispatchError> {
         if cx.rpc.callee.service == self.name {
-            self.service.call(cx, req).await.map(RouteReply::This)
+            self.service.call(cx, req).await.map(EitherReply::This)
         } else {
-            self.rest.call(cx, req).await.map(RouteReply::Rest)
+            self.rest.call(cx, req).await.map(EitherReply::Rest)
         }
     }
 }
@@ -257,27 +257,27 @@ impl EncodeReply for NoReply {
     }
 }
 
-/// The reply of a [`Route`]: its own service's, or one from the services before it.
+/// The reply of a [`NamedService`]: its own service's, or one from the services before it.
 #[derive(Debug, Clone, PartialEq)]
-pub enum RouteReply<A, B> {
+pub enum EitherReply<A, B> {
     /// From the route's own service.
     This(A),
     /// From a service added before it.
     Rest(B),
 }
 
-impl<A: EncodeReply, B: EncodeReply> EncodeReply for RouteReply<A, B> {
+impl<A: EncodeReply, B: EncodeReply> EncodeReply for EitherReply<A, B> {
     fn size<Sz: Sizer>(&self, s: &mut Sz) -> usize {
         match self {
-            RouteReply::This(r) => r.size(s),
-            RouteReply::Rest(r) => r.size(s),
+            EitherReply::This(r) => r.size(s),
+            EitherReply::Rest(r) => r.size(s),
         }
     }
 
     fn encode<E: Encoder>(&self, e: &mut E) {
         match self {
-            RouteReply::This(r) => r.encode(e),
-            RouteReply::Rest(r) => r.encode(e),
+            EitherReply::This(r) => r.encode(e),
+            EitherReply::Rest(r) => r.encode(e),
         }
     }
 }
@@ -288,7 +288,7 @@ impl<A: EncodeReply, B: EncodeReply> EncodeReply for RouteReply<A, B> {
 pub(crate) enum Services {
     /// One service ([`Server::new`](super::Server::new)): every call is its, by the name
     /// it came with.
-    One(Described),
+    One(ServiceFacts),
     /// Several ([`Server::multiplexed`](super::Server::multiplexed)), routed.
     Many(Table),
 }
@@ -315,7 +315,7 @@ impl Services {
 #[derive(Clone, Copy)]
 struct Entry {
     /// Registered under `served.name`.
-    served: Described,
+    served: ServiceFacts,
     /// Its IDL name, which TTHeader's `isn` carries.
     idl: &'static str,
 }
@@ -382,7 +382,7 @@ impl Table {
         &self,
         name: &Utf8Bytes,
         ttheader: Option<&Header>,
-    ) -> Result<(Described, Utf8Bytes), Unrouted> {
+    ) -> Result<(ServiceFacts, Utf8Bytes), Unrouted> {
         let unrouted = |method: Utf8Bytes, why: String| Unrouted {
             method,
             exception: ApplicationException::new(ApplicationExceptionKind::UnknownMethod, why),

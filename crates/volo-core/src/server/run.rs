@@ -10,7 +10,7 @@ use tokio::sync::{Semaphore, watch};
 use tokio::task::JoinSet;
 
 use super::conn;
-use super::core::{Described, Shared, peer_name};
+use super::conn_core::{ServerState, ServiceFacts, peer_name};
 use super::deadline::{Deadline, DeadlineLayer};
 use super::inline;
 use super::multiplex::{Multiplex, Services};
@@ -62,7 +62,7 @@ impl<D: Dispatch + ServiceInfo> Server<Deadline<D>> {
     pub fn new(dispatch: D) -> Self {
         Server {
             dispatch: DeadlineLayer::new().layer(dispatch),
-            services: Services::One(Described::of::<D>()),
+            services: Services::One(ServiceFacts::of::<D>()),
             config: ServerConfig::default(),
             registry: None,
         }
@@ -139,8 +139,8 @@ impl<D: Dispatch> Server<D> {
     }
 
     /// What the server's connections share.
-    pub(super) fn into_shared(self) -> Shared<D> {
-        Shared::new(self.dispatch, self.services, self.config)
+    pub(super) fn into_shared(self) -> ServerState<D> {
+        ServerState::new(self.dispatch, self.services, self.config)
     }
 
     /// Listens on `addr` (`ip:port`, `name:port`, `unix:/path` or `shm:/path`; port 0
@@ -263,7 +263,7 @@ struct Listening {
 
 /// A server that listens and has not started serving yet.
 pub struct BoundServer<D> {
-    shared: Arc<Shared<D>>,
+    shared: Arc<ServerState<D>>,
     pub(super) reactor: Option<netpoll_rs::Reactor>,
     listeners: Vec<Listening>,
     connections: Arc<Semaphore>,
@@ -287,9 +287,9 @@ impl<D> std::fmt::Debug for BoundServer<D> {
     }
 }
 
-impl<D> std::fmt::Debug for Shared<D> {
+impl<D> std::fmt::Debug for ServerState<D> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Shared")
+        f.debug_struct("ServerState")
             .field("config", &self.config)
             .finish_non_exhaustive()
     }

@@ -14,7 +14,7 @@ use thrift_codec::{
     LinkBuffer, Message, MessageHeader, MessageType, Utf8Bytes,
 };
 
-use super::core::{DRAIN_LINGER, Expired};
+use super::conn_core::{DRAIN_LINGER, Expired};
 use super::harness::{Closed, Harness, SharedTest};
 use super::*;
 use crate::codec::Protocol;
@@ -1343,7 +1343,7 @@ fn a_call_past_the_callers_timeout_is_answered_and_the_connection_lives_on() {
 #[test]
 fn tower_timeout_and_concurrency_limit_wrap_a_real_server() {
     use crate::client::{Client, ClientContext, ErrorKind};
-    use crate::tower::{FromTower, IntoTower};
+    use crate::tower_compat::{FromTower, IntoTower};
 
     runtime().block_on(async {
         let service = TestService::default();
@@ -1539,7 +1539,7 @@ fn a_multiplexed_client_leaves_a_connection_its_server_is_closing() {
         let client = Client::builder("Test")
             .address(s.address.clone())
             .config(ClientConfig {
-                multiplex: true,
+                mux: true,
                 mux_connections: 1,
                 ..ClientConfig::default()
             })

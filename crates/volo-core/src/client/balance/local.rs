@@ -1,6 +1,6 @@
 //! Local first: a set share of the calls to the instances on this host.
 
-use super::per_list::PerList;
+use super::list_cache::ListCache;
 use super::{Instance, LoadBalance, hash_of};
 use crate::context::Address;
 use crate::random::{Xorshift, random_seed};
@@ -32,7 +32,7 @@ pub struct LocalFirst<B> {
     threshold: u64,
     rng: Xorshift,
     /// The last lists seen, each split in its two sides.
-    sides: PerList<Option<Sides>>,
+    sides: ListCache<Option<Sides>>,
 }
 
 /// A list's instances by side, `[remote, local]`, when both sides have one that
@@ -92,7 +92,7 @@ impl<B: LoadBalance> LocalFirst<B> {
             inner,
             threshold,
             rng: Xorshift::new(random_seed()),
-            sides: PerList::default(),
+            sides: ListCache::default(),
         }
     }
 

@@ -3,9 +3,9 @@
 //! robin, power of two choices, consistent hash, local first), and the layer that
 //! picks an instance for each attempt of a call.
 
+mod list_cache;
 mod local;
 mod p2c;
-mod per_list;
 mod round_robin;
 
 /// Discovery's types, which live with the registry: the balancer picks among them.
@@ -20,7 +20,7 @@ pub use round_robin::{RoundRobin, WeightedRoundRobin};
 use std::collections::hash_map::DefaultHasher;
 use std::hash::{Hash, Hasher};
 
-use per_list::PerList;
+use list_cache::ListCache;
 
 use crate::context::Address;
 use crate::random::{Xorshift, random_seed};
@@ -118,14 +118,14 @@ impl LoadBalance for WeightedRandom {
 /// Calls without a key are spread by weight.
 ///
 /// A ring is built for each list a pick is given, and kept for the last four lists
-/// (see `PerList`): picks of a list seen lately take no lock, and a balancer that
+/// (see `ListCache`): picks of a list seen lately take no lock, and a balancer that
 /// alternates lists (the two sides of a [`LocalFirst`] split, a retry's remainder)
 /// does not rebuild on each turn.
 #[derive(Debug, Default)]
 pub struct ConsistentHash {
     /// The rings of the last instance lists seen: (point, index into the list),
     /// sorted by point.
-    ring: PerList<Vec<(u64, usize)>>,
+    ring: ListCache<Vec<(u64, usize)>>,
     fallback: WeightedRandom,
 }
 

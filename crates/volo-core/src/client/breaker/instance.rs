@@ -46,12 +46,12 @@ use crate::context::Address;
 /// assert!(!breakers.is_available(&addr) && breakers.allow(&addr).is_none());
 /// ```
 pub struct InstanceBreakers<C: Clock = SystemClock> {
-    shared: Arc<Shared<C>>,
+    shared: Arc<BreakerTable<C>>,
 }
 
 /// A client's instance breakers seen from the metrics
 /// ([`InstanceBreakers::probe`]): how many are not closed.
-struct Probe<C>(std::sync::Weak<Shared<C>>);
+struct Probe<C>(std::sync::Weak<BreakerTable<C>>);
 
 impl<C: Clock> crate::metrics::BreakerProbe for Probe<C> {
     fn value(&self) -> Option<i64> {
@@ -60,7 +60,7 @@ impl<C: Clock> crate::metrics::BreakerProbe for Probe<C> {
     }
 }
 
-struct Shared<C> {
+struct BreakerTable<C> {
     config: BreakerConfig,
     clock: C,
     map: RwLock<Map<C>>,
@@ -93,12 +93,12 @@ struct Entry<C> {
     state: Guarded<bool>,
     /// Where `not_closed` is, for the rare outcome that opens or closes the breaker
     /// (weak: a permit outliving its client changes nothing).
-    shared: Weak<Shared<C>>,
+    shared: Weak<BreakerTable<C>>,
     clock: C,
 }
 
 impl<C: Clock> Entry<C> {
-    fn new(shared: &Arc<Shared<C>>, now: Instant) -> Arc<Self> {
+    fn new(shared: &Arc<BreakerTable<C>>, now: Instant) -> Arc<Self> {
         Arc::new(Entry {
             state: Guarded::new(Breaker::new(shared.config.clone(), now), false),
             shared: Arc::downgrade(shared),
@@ -146,7 +146,7 @@ impl<C: Clock> InstanceBreakers<C> {
     /// Breakers with `config` that read the time from `clock`.
     pub fn with_clock(config: BreakerConfig, clock: C) -> Self {
         InstanceBreakers {
-            shared: Arc::new(Shared {
+            shared: Arc::new(BreakerTable {
                 config,
                 clock,
                 map: RwLock::new(Map {

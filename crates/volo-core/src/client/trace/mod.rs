@@ -30,7 +30,7 @@ pub use layer::{TraceAttemptLayer, TraceLayer};
 use tracing::Instrument;
 use tracing::field::Empty;
 
-use super::{ClientContext, ClientRequest, ClientResponse, Error, Extra};
+use super::{ClientContext, ClientRequest, ClientResponse, Error, ExtraAttempts};
 use crate::service::Service;
 use crate::trace::{
     AccessCount, AccessLine, AccessLog, RPC_SYSTEM, TRACEPARENT, continue_trace, record_ids,
@@ -114,7 +114,7 @@ where
 /// made by then.
 struct Started {
     at: Instant,
-    before: Extra,
+    before: ExtraAttempts,
 }
 
 impl Started {
@@ -156,8 +156,8 @@ fn log_access(
         status: &status,
         started: started.at,
         attempts: Some(started.attempts(cx)),
-        request_bytes: cx.wire.sent,
-        reply_bytes: cx.wire.received,
+        request_bytes: cx.frame_sizes.sent,
+        reply_bytes: cx.frame_sizes.received,
     }
     .log();
 }

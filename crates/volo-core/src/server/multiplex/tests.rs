@@ -9,7 +9,7 @@ fn never(_: &str) -> bool {
 fn table(default: bool) -> Table {
     let mut t = Table::default();
     let entry = |name, idl| Entry {
-        served: Described {
+        served: ServiceFacts {
             name,
             is_oneway: never,
         },

@@ -264,7 +264,7 @@ fn a_shutdown_tells_a_multiplexed_connection_and_answers_its_calls() {
 }
 
 /// A connection that never carried two calls at once gets no control frame: a client
-/// that does not multiplex would take it for the reply to its next call.
+/// that does not mux its connection would take it for the reply to its next call.
 #[test]
 fn a_shutdown_sends_no_control_frame_to_a_one_call_connection() {
     on_harness(ServerConfig::default(), |mut c, _| {

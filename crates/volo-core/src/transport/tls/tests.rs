@@ -255,7 +255,7 @@ fn calls_go_over_tls_on_both_transports_with_and_without_client_certs() {
                     let mux = client_with(Address::Tcp(server.addr), tls, |c| {
                         c.transport = client_kind;
                         c.framing = Framing::TTHeader;
-                        c.multiplex = true;
+                        c.mux = true;
                     });
                     let calls: Vec<_> = (0..20)
                         .map(|i| {

@@ -24,7 +24,7 @@ const SLOTS: usize = 4;
 /// it costs a comparison or two. A new value is published whole: a pick that races
 /// a rebuild uses one value or the other, each consistent with its own list.
 #[derive(Debug)]
-pub(super) struct PerList<T> {
+pub(super) struct ListCache<T> {
     slots: [ArcSwapOption<Derived<T>>; SLOTS],
     /// The slot the next value built goes to (oldest first), modulo [`SLOTS`].
     next: AtomicUsize,
@@ -36,16 +36,16 @@ struct Derived<T> {
     value: T,
 }
 
-impl<T> Default for PerList<T> {
+impl<T> Default for ListCache<T> {
     fn default() -> Self {
-        PerList {
+        ListCache {
             slots: std::array::from_fn(|_| ArcSwapOption::empty()),
             next: AtomicUsize::new(0),
         }
     }
 }
 
-impl<T> PerList<T> {
+impl<T> ListCache<T> {
     /// `f` of the value derived from `instances`: one kept when it was derived from
     /// an equal list, else `build`'s, which is kept from then on.
     pub(super) fn with<R>(
@@ -84,7 +84,7 @@ mod tests {
 
     #[test]
     fn a_value_is_built_once_per_list_and_again_when_the_list_changes() {
-        let per = PerList::default();
+        let per = ListCache::default();
         let builds = Cell::new(0);
         let len = |list: &[Instance]| {
             per.with(
@@ -112,7 +112,7 @@ mod tests {
 
     #[test]
     fn beyond_the_slots_the_oldest_list_is_dropped() {
-        let per = PerList::default();
+        let per = ListCache::default();
         let builds = Cell::new(0);
         let port = |list: &[Instance]| {
             per.with(

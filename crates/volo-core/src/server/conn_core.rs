@@ -53,7 +53,7 @@ use crate::context::Address;
 use crate::metrics::ServerConns;
 
 /// What every connection of a server shares.
-pub(crate) struct Shared<D> {
+pub(crate) struct ServerState<D> {
     /// The stack, with the metrics layer outermost (passing calls on when off).
     pub(crate) dispatch: MeteredServer<D>,
     /// What the IDL says of the service, or of each service of a multiplexed server.
@@ -72,10 +72,10 @@ pub(crate) struct Shared<D> {
     pub(crate) counters: Option<ServerConns>,
 }
 
-impl<D> Shared<D> {
+impl<D> ServerState<D> {
     /// What the connections of a server running `dispatch` with `config` share.
     pub(crate) fn new(dispatch: D, services: Services, config: ServerConfig) -> Self {
-        Shared {
+        ServerState {
             dispatch: MeteredServer::new(dispatch, config.metrics.clone()),
             counters: config.metrics.as_ref().map(|m| m.server_conns().clone()),
             services,
@@ -91,17 +91,17 @@ impl<D> Shared<D> {
 /// What the server knows of a service from the IDL ([`ServiceInfo`]), kept apart
 /// from the dispatcher, which layers wrap.
 #[derive(Debug, Clone, Copy)]
-pub(crate) struct Described {
+pub(crate) struct ServiceFacts {
     /// The service's name (on a multiplexed server, the name it is registered under).
     pub(crate) name: &'static str,
     /// Whether a method is oneway.
     pub(crate) is_oneway: fn(&str) -> bool,
 }
 
-impl Described {
+impl ServiceFacts {
     /// What `S` says of itself.
     pub(crate) fn of<S: ServiceInfo>() -> Self {
-        Described {
+        ServiceFacts {
             name: S::NAME,
             is_oneway: S::is_oneway,
         }
@@ -179,7 +179,7 @@ impl FrameReader {
     fn frame_len<D>(
         &mut self,
         input: &mut LinkBuffer,
-        shared: &Shared<D>,
+        shared: &ServerState<D>,
         peer: Option<&Address>,
     ) -> io::Result<Option<usize>> {
         let s = match &mut self.splitter {
@@ -215,7 +215,7 @@ impl FrameReader {
     }
 
     /// Makes the budget held for the frame being read cover `bytes`.
-    fn reserve<D>(&mut self, bytes: usize, shared: &Shared<D>) -> Result<(), FrameError> {
+    fn reserve<D>(&mut self, bytes: usize, shared: &ServerState<D>) -> Result<(), FrameError> {
         let units = bytes.div_ceil(1024);
         let held = self.reserved.as_ref().map_or(0, |h| h.units);
         let more = units.saturating_sub(held);
@@ -301,7 +301,7 @@ pub(crate) const DRAIN_LINGER: std::time::Duration = std::time::Duration::from_m
 
 /// One connection's rules, without I/O (see the [module docs](self)).
 pub(crate) struct ConnCore<D> {
-    shared: Arc<Shared<D>>,
+    shared: Arc<ServerState<D>>,
     reader: FrameReader,
     peer: Option<Address>,
     /// Calls started and not answered yet.
@@ -325,7 +325,7 @@ pub(crate) struct ConnCore<D> {
 
 impl<D: Dispatch> ConnCore<D> {
     /// The core of a connection from `peer`, accepted at `now`.
-    pub(crate) fn new(shared: Arc<Shared<D>>, peer: Option<Address>, now: Instant) -> Self {
+    pub(crate) fn new(shared: Arc<ServerState<D>>, peer: Option<Address>, now: Instant) -> Self {
         ConnCore {
             shared,
             reader: FrameReader::default(),
@@ -342,7 +342,7 @@ impl<D: Dispatch> ConnCore<D> {
 
     /// What the server's connections share.
     #[cfg(test)]
-    pub(crate) fn shared(&self) -> &Arc<Shared<D>> {
+    pub(crate) fn shared(&self) -> &Arc<ServerState<D>> {
         &self.shared
     }
 

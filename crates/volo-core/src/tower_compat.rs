@@ -19,7 +19,7 @@
 //! ```
 //! use tower::ServiceBuilder;
 //! use volo_core::service::{Service, service_fn};
-//! use volo_core::tower::{FromTower, IntoTower};
+//! use volo_core::tower_compat::{FromTower, IntoTower};
 //!
 //! let ours = service_fn(|cx: &mut u32, req: u64| {
 //!     *cx += 1;
