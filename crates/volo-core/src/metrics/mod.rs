@@ -26,8 +26,8 @@
 //! # What is counted
 //!
 //! Per call, by layers of the service stacks ([`MeteredServer`](crate::server::metered::MeteredServer), outermost on
-//! the server, around the user's layers; [`MeteredClient`](crate::client::metered::MeteredClient), outermost in the
-//! default client stack, around the timeout, the breaker and the retries):
+//! the server, around the user's layers; [`MeteredClient`](crate::client::metered::MeteredClient), in the default
+//! client stack right inside the call's span, around the timeout, the breaker and the retries):
 //!
 //! | metric | type | labels | meaning |
 //! |---|---|---|---|

@@ -15,11 +15,29 @@
 //! the service's name and which methods are oneway.
 //!
 //! [`Server::new`] takes the dispatcher and wraps it in a [`deadline::Deadline`]
-//! layer; [`Server::layer`] wraps that in the user's layers, the last added outermost:
+//! layer; [`Server::layer`] wraps that in the user's layers, the last added outermost;
+//! when the server is bound it puts a [`metered::MeteredServer`] around them all.
+//! Those are the layers. Before a call reaches them, the connection takes its frame
+//! through fixed steps that no layer can come before (in the server's `start_call`),
+//! and the call's future opens its span and waits for a slot. Outermost first:
 //!
 //! ```text
-//!   frame read -> limiter -> header decoded -> [user layers...] -> Deadline
-//!              -> <Service>Server (arguments decoded) -> handler
+//!   steps, for each frame read:
+//!     framing header decoded   TTHeader or THeader: metainfo, the caller's deadline
+//!     message header read      method name, sequence id, message type
+//!     routed                   on a multiplexed server: to one of its services
+//!     closing refusal          while the server drains: answered at once, unrun
+//!     limiter                  ServerConfig::limit: refused at once when over
+//!   the call's future:
+//!     rpc.server span          around all that follows (see trace)
+//!     call slot                waits for one of ServerConfig::max_inflight
+//!     panic caught             a panic below is answered as an exception
+//!   layers:
+//!     MeteredServer            counts the call (with ServerConfig::metrics)
+//!     [user layers...]         Server::layer, the last added outermost
+//!     Deadline                 drops the call at the caller's deadline, answers it
+//!     <Service>Server          the dispatcher (or a Multiplex of them): decodes
+//!                              the arguments, calls the handler
 //! ```
 //!
 //! A server layer is any [`Layer`](crate::service::Layer) whose service is again a
