@@ -85,44 +85,6 @@
 //! }
 //! ```
 //!
-//! # Migrating from `Dispatch::dispatch`
-//!
-//! `Dispatch` used to be a trait of its own, with one generic method that took the
-//! method name and a decoder positioned at the arguments; a layer implemented it again
-//! and passed the three on:
-//!
-//! ```text
-//! impl<D: Dispatch> Dispatch for Guard<D> {
-//!     type Reply = D::Reply;
-//!
-//!     async fn dispatch<Dec: Decoder + Send>(
-//!         &self,
-//!         cx: &mut ServerContext,
-//!         method: &str,
-//!         args: &mut Dec,
-//!     ) -> Result<D::Reply, DispatchError> {
-//!         if method == "echo_or_fail" { /* ... */ }
-//!         self.inner.dispatch(cx, method, args).await
-//!     }
-//! }
-//! ```
-//!
-//! Now `Dispatch` is implemented for every `Service<ServerContext, ServerRequest,
-//! Error = DispatchError>` whose reply is an [`EncodeReply`], so a layer is a plain
-//! `Service`, as on the client and as in the example above:
-//!
-//! - `impl Dispatch for Guard<D>` becomes `impl<S> Service<ServerContext,
-//!   ServerRequest> for Guard<S> where S: Service<ServerContext, ServerRequest, Error =
-//!   DispatchError> + Sync`, with `type Response = S::Response; type Error =
-//!   DispatchError;` (`Reply` is now the service's `Response`);
-//! - `dispatch(cx, method, args)` becomes `call(cx, req)`; the method is
-//!   `cx.rpc.method.as_str()`, and the arguments are `req`, decoded with
-//!   `req.decode::<Args>(cx)` (or `req.decoder::<P>()` by hand) instead of reading
-//!   the decoder that was passed in;
-//! - a hand-written dispatcher (one not generated) implements [`ServiceInfo`] too, so
-//!   that [`Server::new`] knows its oneway methods;
-//! - `Server::new(dispatcher).layer(layer)` is unchanged.
-//!
 //! # Several services on one server
 //!
 //! [`Server::multiplexed`] serves the services of a [`Multiplex`]: each call goes to
