@@ -440,12 +440,11 @@ pub struct ServerConfig {
     /// spread over the cores as connection tasks would, each poller on a thread of its
     /// own (Netpoll's layout; a call's first poll runs there, inside the runtime's
     /// context). As tasks of the runtime, each wait of a poller would take two
-    /// `epoll_wait`s, tokio's and its own: pinned to one core, with the spin off, a
-    /// call with one caller cost the server 11.65 µs of CPU that way against 10.04 on
-    /// a thread. With `false` the pollers run as tasks of the runtime, which wakes the
-    /// connections' tasks without a thread switch. The price of `true`: a handler
-    /// that computes for long before its first await holds up the other connections
-    /// of its poller, not only its own.
+    /// `epoll_wait`s, tokio's and its own, so each call would cost the server more CPU
+    /// than on a thread. With `false` the pollers run as tasks of the runtime, which
+    /// wakes the connections' tasks without a thread switch. The price of `true`: a
+    /// handler that computes for long before its first await holds up the other
+    /// connections of its poller, not only its own.
     pub inline_dispatch: bool,
     /// The reactor's settings (where its pollers run: see
     /// [`inline_dispatch`](Self::inline_dispatch)). Its pollers, and usually the
