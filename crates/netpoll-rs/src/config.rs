@@ -30,8 +30,8 @@ pub struct Config {
     /// poller does not sleep between close events, and one whose events are spread
     /// out (a server at partial load, a lone caller across a slow network) sleeps
     /// instead of spinning through every gap. `false`: the whole
-    /// [`spin`](Self::spin) after every burst, the behaviour before this setting
-    /// (lower latency at partial load, for up to a whole core of CPU).
+    /// [`spin`](Self::spin) after every burst, a fixed window (lower latency at
+    /// partial load, for up to a whole core of CPU).
     pub adaptive_spin: bool,
     /// Bytes asked of the kernel per read, and the smallest pooled block's size. A
     /// frame whose length is known and that needs more is read in larger pieces, into a

@@ -255,14 +255,13 @@ impl Driver {
 /// a gap). It spins only when that gap is expected to be short, at most
 /// [`SPIN_GAP`]: a spin that ends in an event costs the gap in CPU time, a sleep and a
 /// wake-up cost a few microseconds of it, so only the shortest gaps are cheaper spun
-/// through. (Measured with `rpc-bench --server-only --rate` on the 2-core VM this
-/// was written on: with a 10 µs threshold the server spun at 75% of saturation and
-/// used 12% more CPU than blocking, with a worse p99; the fixed 50 µs spin used a whole
-/// core at every load.) Then it spins for twice the expected gap (at most
-/// [`Config::spin`]). Otherwise it blocks at once: a blocking poll returns at once
-/// when events came while the batch was handled, so the one more poll with a zero
-/// timeout of the other modes (Netpoll's trick) would only add a system call when none
-/// did (measured: about 1 µs of CPU a call at a quarter of saturation).
+/// through. A higher threshold lets a server at partial load spin through gaps that
+/// a sleep would have covered for less CPU, and the fixed window spins through every
+/// gap, so a whole core goes to waiting. Then it spins for twice the expected gap (at
+/// most [`Config::spin`]). Otherwise it blocks at once: a blocking poll returns at
+/// once when events came while the batch was handled, so the one more poll with a
+/// zero timeout of the other modes (Netpoll's trick) would only add a system call when
+/// none did.
 ///
 /// A gap that ends in a wake-up also holds the time the thread took to wake, so the
 /// gaps seen while blocking are not learnt from; instead, one block decision in
@@ -270,19 +269,19 @@ impl Driver {
 /// poller starts spinning again when events come closer together. A probe that finds
 /// a long gap doubles the interval to the next (up to [`PROBE_MAX`]), so that a
 /// poller at low load, where every probe spins its whole window for nothing, does not
-/// pay a window every few calls (it did: 2 µs a call at a quarter of saturation).
+/// pay a window every few calls.
 /// In the other modes, one more poll follows a turn with work.
 ///
 /// A lone caller in lockstep (one connection, its next call sent when the last is
 /// answered) is not spun through, although it would gain: its gap, the caller's own
-/// turnaround, is tens of microseconds, and the wake-up adds about a third to each
-/// round trip on loopback. A poller cannot tell it from open load that a client's
-/// pool sends on the connection it last freed: both are one socket, turn after turn,
-/// with steady gaps. Spinning for such streaks (8 turns in a row from one socket,
-/// then twice the gap) was tried and measured with `rpc-bench --server-only`, on the
-/// 2-core VM: one caller's p50 went from 36 to 26 µs (the fixed window: 25), but at
-/// half of Volo's saturated rate the server used 0.87 cores instead of 0.53, 1.44x
-/// Volo's, because the load generator's pool reuses one connection.
+/// turnaround, is far longer than [`SPIN_GAP`], and the wake-up adds a scheduler
+/// round trip to each of its calls. A poller cannot tell it from open load that a
+/// client's pool sends on the connection it last freed: both are one socket, turn
+/// after turn, with steady gaps. Spinning for such streaks (8 turns in a row from one
+/// socket, then twice the gap) was tried: it brought a lone caller's latency nearly
+/// down to the fixed window's, but at half load the server spun for the load
+/// generator's pool, which reuses one connection, and used far more CPU than Volo's
+/// server.
 #[derive(Debug)]
 struct Spin {
     on: bool,

@@ -104,8 +104,8 @@ impl Socket for Stream {
         let take = max.min(spare.len());
         let spare = &mut spare[..take];
         debug_assert!(!spare.is_empty());
-        // `recv(2)`, not `read(2)`: the socket call skips the file layer's work (about 2%
-        // of a loopback echo's CPU time in `perf`).
+        // `recv(2)`, not `read(2)`: the socket call skips the file layer's work, which
+        // every read would pay.
         // SAFETY: `spare` is writable memory of `spare.len()` bytes owned by `buf`, which
         // we borrow mutably for the call; `recv(2)` writes at most that many bytes into
         // it and does not keep the pointer. The fd is open: `self` owns it.

@@ -136,8 +136,8 @@ mod coarse {
     /// Nanoseconds on the coarse clock.
     ///
     /// `libc` directly rather than `nix::time::clock_gettime`: this is read on every
-    /// call (by the timeout, the breakers, the transport), and the wrapper doubled the
-    /// cost of a read (15 against 7 ns on the machine this was written on).
+    /// call (by the timeout, the breakers, the transport), and the wrapper's own work
+    /// around the call made each read markedly dearer.
     fn read() -> Option<u64> {
         let (secs, nanos) = query(libc::clock_gettime)?;
         secs.checked_mul(1_000_000_000)?

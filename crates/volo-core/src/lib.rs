@@ -15,9 +15,12 @@
 //!   connection concurrently, those of THeader, Framed and Buffered ones in order), IDL
 //!   exceptions in the result struct, `TApplicationException` for unknown methods, bad
 //!   arguments and handler panics, connection / in-flight / size limits, read and idle
-//!   timeouts, graceful shutdown. Each call goes through a stack of [`service::Service`]s:
-//!   the user's layers, then [`server::deadline`] (which drops a call once its TTHeader
-//!   caller's timeout has passed, and answers it), then the generated dispatcher, a
+//!   timeouts, graceful shutdown. Each call, once the server has read its message
+//!   header, let it past the limiter ([`server::ServerConfig::limit`]) and opened its
+//!   `rpc.server` span, goes through a stack of [`service::Service`]s:
+//!   [`server::metered`] (which counts it), the user's layers, then
+//!   [`server::deadline`] (which drops a call once its TTHeader caller's timeout has
+//!   passed, and answers it), then the generated dispatcher, a
 //!   `Service<ServerContext, ServerRequest>` that decodes the arguments zero-copy and
 //!   runs the handler; tower middleware fits in through [`tower_compat`]. Oneway methods are
 //!   known from the IDL ([`server::ServiceInfo`]) and never answered, whatever message
@@ -26,11 +29,12 @@
 //!   ([`server::ServerConfig::inline_dispatch`]). One server may serve several
 //!   services ([`server::Multiplex`]), routed by Apache's `Service:method` names or
 //!   TTHeader's `isn`.
-//! - [`client`]: every call goes down a stack of services: your layers, the call
-//!   timeout, the service breaker, failure retry (budget, idempotency marks, chain
-//!   stop), backup requests, the balancer (weighted random, round robin, smooth
-//!   weighted round robin, power of two choices, consistent hash; instance breakers)
-//!   and the transport (pooled ping-pong or multiplexed connections). Generated
+//! - [`client`]: every call goes down a stack of services: your layers, the call's
+//!   span, its metrics, the call timeout, the service breaker, failure retry (budget,
+//!   idempotency marks, chain stop), backup requests, the balancer (weighted random,
+//!   round robin, smooth weighted round robin, power of two choices, consistent hash;
+//!   instance breakers), each attempt's span, your inner layers and the transport
+//!   (pooled ping-pong or multiplexed connections). Generated
 //!   `<Service>Client<T>`s are generic over the stack and built by
 //!   `<Service>Client::builder()`; failures are one typed [`client::Error`].
 //! - [`clock`]: time as an input, so every time-dependent layer is tested with a

@@ -527,7 +527,8 @@ pub fn read_list<D: Decoder, T>(
 
 /// Reads a whole set into any collection, usually a `BTreeSet` (see [`read_list`]).
 /// Elements are collected first and then built in one go: `BTreeSet::from_iter` sorts
-/// once and builds the tree bottom-up, several times faster than inserting one by one.
+/// once and builds the tree bottom-up, where inserting one by one searches the tree for
+/// each element.
 #[inline]
 pub fn read_set<D: Decoder, T, C: FromIterator<T>>(
     d: &mut D,

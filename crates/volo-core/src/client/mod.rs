@@ -3,19 +3,25 @@
 //!
 //! Generated `<Service>Client<T>` types are generic over the stack beneath them, as
 //! tonic's generated clients are over any tower service. `<Service>Client::builder()`
-//! builds the default stack, with the service name from the IDL:
+//! builds the default stack, with the service name from the IDL. A call goes down it
+//! from the outermost layer (the [`Client`] names the call in the context first):
 //!
 //! ```text
-//!   your layers (.layer)             around the whole call
+//!   your layers (.layer)             around the whole call, the first added outermost
+//!   Trace                            the call's `rpc.client` span, and the access log
 //!   MeteredClient                    counts the call (with ClientConfig::metrics)
 //!   Timeout                          the call's deadline, retries included
 //!   ServiceBreaker                   fails fast while the service's breaker is open
 //!   Retry                            another attempt for a failure another may fix
 //!   Backup                           a second attempt when the first is slow
-//!   Balance                          picks the instance for each attempt
+//!   Balance                          picks the instance for each attempt, skipping
+//!                                    those whose instance breaker is open
+//!   TraceAttempt                     each attempt's `rpc.attempt` span
 //!   your inner layers (.layer_inner) around each attempt, the instance known
 //!   Transport                        pools per instance, framing, the wire
 //! ```
+//!
+//! [`DefaultStack`] is the type of the part from [`Trace`](trace::Trace) down.
 //!
 //! Each layer is a [`Service`] of its own, in a module of its own, taking its clock as
 //! an input, so it can be used, replaced and tested alone.
@@ -136,9 +142,9 @@ pub struct ClientConfig {
     pub tls: Option<crate::transport::tls::ClientTls>,
     /// Where the client counts its calls, retries, backup requests, bytes and
     /// service breaker state (see [`crate::metrics`]): the builder puts a
-    /// [`MeteredClient`](metered::MeteredClient) around its default
-    /// stack (inside the layers added with [`ClientBuilder::layer`]). Default `None`:
-    /// nothing counted, nothing paid.
+    /// [`MeteredClient`](metered::MeteredClient) in its default stack, right inside
+    /// the call's [`Trace`](trace::Trace) span and around the timeout (see the
+    /// [module docs](self)). Default `None`: nothing counted, nothing paid.
     pub metrics: Option<crate::metrics::Metrics>,
     /// Logs one call in [`every`](crate::trace::AccessLog::every) (see
     /// [`trace`]); `None` (the default): no access log.

@@ -26,8 +26,8 @@
 //! # What is counted
 //!
 //! Per call, by layers of the service stacks ([`MeteredServer`](crate::server::metered::MeteredServer), outermost on
-//! the server, around the user's layers; [`MeteredClient`](crate::client::metered::MeteredClient), outermost in the
-//! default client stack, around the timeout, the breaker and the retries):
+//! the server, around the user's layers; [`MeteredClient`](crate::client::metered::MeteredClient), in the default
+//! client stack right inside the call's span, around the timeout, the breaker and the retries):
 //!
 //! | metric | type | labels | meaning |
 //! |---|---|---|---|
@@ -107,8 +107,7 @@
 //! copy is 256 bytes), bounded with the labels.
 //!
 //! `rpc-bench --metrics on,off` measures the cost in one run, alternating one-second
-//! slices with the metrics on and off; on the 2-core machine this crate is developed
-//! on, with client and server in one process, both sides counting: 1% to 3% of QPS.
+//! slices with the metrics on and off (the workspace README gives what it found).
 //!
 //! [`ServerConfig::metrics`]: crate::server::ServerConfig::metrics
 //! [`ClientConfig::metrics`]: crate::client::ClientConfig::metrics

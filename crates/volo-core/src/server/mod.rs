@@ -15,11 +15,29 @@
 //! the service's name and which methods are oneway.
 //!
 //! [`Server::new`] takes the dispatcher and wraps it in a [`deadline::Deadline`]
-//! layer; [`Server::layer`] wraps that in the user's layers, the last added outermost:
+//! layer; [`Server::layer`] wraps that in the user's layers, the last added outermost;
+//! when the server is bound it puts a [`metered::MeteredServer`] around them all.
+//! Those are the layers. Before a call reaches them, the connection takes its frame
+//! through fixed steps that no layer can come before (in the server's `start_call`),
+//! and the call's future opens its span and waits for a slot. Outermost first:
 //!
 //! ```text
-//!   frame read -> limiter -> header decoded -> [user layers...] -> Deadline
-//!              -> <Service>Server (arguments decoded) -> handler
+//!   steps, for each frame read:
+//!     framing header decoded   TTHeader or THeader: metainfo, the caller's deadline
+//!     message header read      method name, sequence id, message type
+//!     routed                   on a multiplexed server: to one of its services
+//!     closing refusal          while the server drains: answered at once, unrun
+//!     limiter                  ServerConfig::limit: refused at once when over
+//!   the call's future:
+//!     rpc.server span          around all that follows (see trace)
+//!     call slot                waits for one of ServerConfig::max_inflight
+//!     panic caught             a panic below is answered as an exception
+//!   layers:
+//!     MeteredServer            counts the call (with ServerConfig::metrics)
+//!     [user layers...]         Server::layer, the last added outermost
+//!     Deadline                 drops the call at the caller's deadline, answers it
+//!     <Service>Server          the dispatcher (or a Multiplex of them): decodes
+//!                              the arguments, calls the handler
 //! ```
 //!
 //! A server layer is any [`Layer`](crate::service::Layer) whose service is again a
@@ -66,44 +84,6 @@
 //!     let _server = Server::new(dispatcher).layer(layer_fn(Tenants));
 //! }
 //! ```
-//!
-//! # Migrating from `Dispatch::dispatch`
-//!
-//! `Dispatch` used to be a trait of its own, with one generic method that took the
-//! method name and a decoder positioned at the arguments; a layer implemented it again
-//! and passed the three on:
-//!
-//! ```text
-//! impl<D: Dispatch> Dispatch for Guard<D> {
-//!     type Reply = D::Reply;
-//!
-//!     async fn dispatch<Dec: Decoder + Send>(
-//!         &self,
-//!         cx: &mut ServerContext,
-//!         method: &str,
-//!         args: &mut Dec,
-//!     ) -> Result<D::Reply, DispatchError> {
-//!         if method == "echo_or_fail" { /* ... */ }
-//!         self.inner.dispatch(cx, method, args).await
-//!     }
-//! }
-//! ```
-//!
-//! Now `Dispatch` is implemented for every `Service<ServerContext, ServerRequest,
-//! Error = DispatchError>` whose reply is an [`EncodeReply`], so a layer is a plain
-//! `Service`, as on the client and as in the example above:
-//!
-//! - `impl Dispatch for Guard<D>` becomes `impl<S> Service<ServerContext,
-//!   ServerRequest> for Guard<S> where S: Service<ServerContext, ServerRequest, Error =
-//!   DispatchError> + Sync`, with `type Response = S::Response; type Error =
-//!   DispatchError;` (`Reply` is now the service's `Response`);
-//! - `dispatch(cx, method, args)` becomes `call(cx, req)`; the method is
-//!   `cx.rpc.method.as_str()`, and the arguments are `req`, decoded with
-//!   `req.decode::<Args>(cx)` (or `req.decoder::<P>()` by hand) instead of reading
-//!   the decoder that was passed in;
-//! - a hand-written dispatcher (one not generated) implements [`ServiceInfo`] too, so
-//!   that [`Server::new`] knows its oneway methods;
-//! - `Server::new(dispatcher).layer(layer)` is unchanged.
 //!
 //! # Several services on one server
 //!
@@ -460,12 +440,11 @@ pub struct ServerConfig {
     /// spread over the cores as connection tasks would, each poller on a thread of its
     /// own (Netpoll's layout; a call's first poll runs there, inside the runtime's
     /// context). As tasks of the runtime, each wait of a poller would take two
-    /// `epoll_wait`s, tokio's and its own: pinned to one core, with the spin off, a
-    /// call with one caller cost the server 11.65 µs of CPU that way against 10.04 on
-    /// a thread. With `false` the pollers run as tasks of the runtime, which wakes the
-    /// connections' tasks without a thread switch. The price of `true`: a handler
-    /// that computes for long before its first await holds up the other connections
-    /// of its poller, not only its own.
+    /// `epoll_wait`s, tokio's and its own, so each call would cost the server more CPU
+    /// than on a thread. With `false` the pollers run as tasks of the runtime, which
+    /// wakes the connections' tasks without a thread switch. The price of `true`: a
+    /// handler that computes for long before its first await holds up the other
+    /// connections of its poller, not only its own.
     pub inline_dispatch: bool,
     /// The reactor's settings (where its pollers run: see
     /// [`inline_dispatch`](Self::inline_dispatch)). Its pollers, and usually the

@@ -26,7 +26,9 @@ use crate::transport::{Acceptor, Conn, TransportKind};
 /// ([`Server::multiplexed`]): bind it to an address, then serve.
 ///
 /// `D` is the service stack the server runs: the dispatcher inside a
-/// [`Deadline`] layer, inside the layers added with [`layer`](Server::layer).
+/// [`Deadline`] layer, inside the layers added with [`layer`](Server::layer). When
+/// bound, the server puts a [`MeteredServer`](super::metered::MeteredServer) around
+/// it (see [the stack of one call](super#the-stack-of-one-call)).
 ///
 /// ```no_run
 /// # use volo_core::server::{Server, Dispatch, ServiceInfo};

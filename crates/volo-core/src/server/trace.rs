@@ -2,9 +2,9 @@
 //! span's fields and the trace context).
 //!
 //! The server opens the `rpc.server` span itself, when a call starts, outside every
-//! layer: the user's layers, the deadline and the handler all run inside it, and it
-//! covers the wait for a call slot. A call refused before that (by a limiter, or
-//! routed to no service) has no span.
+//! layer: the metrics, the user's layers, the deadline and the handler all run inside
+//! it, and it covers the wait for a call slot. A call refused before that (by a
+//! limiter, or routed to no service) has no span.
 //!
 //! # Access log
 //!

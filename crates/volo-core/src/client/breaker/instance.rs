@@ -218,7 +218,7 @@ impl<C: Clock> InstanceBreakers<C> {
     /// [`allow`](Self::allow) for `list[i]`, `list` being discovery's list as it is
     /// now: the breaker is found by its index in that list (kept in the list's order
     /// until discovery hands out another list), without hashing the address and
-    /// probing the map (about 100 instructions an attempt, counted with callgrind).
+    /// probing the map on every attempt.
     /// `None` also for an index past the list's end.
     pub(crate) fn allow_listed(
         &self,

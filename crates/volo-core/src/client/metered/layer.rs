@@ -6,7 +6,8 @@ use crate::service::Layer;
 
 /// Wraps a service in [`MeteredClient`]. A client built with
 /// [`ClientConfig::metrics`](crate::client::ClientConfig::metrics) has one around its
-/// default stack already; this is for stacks of your own.
+/// default stack already (inside the call's span, around the timeout); this is for
+/// stacks of your own.
 #[derive(Debug, Clone)]
 pub struct MeteredClientLayer {
     metrics: Metrics,

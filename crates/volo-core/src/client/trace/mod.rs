@@ -3,11 +3,11 @@
 //! travels), and the client's access log.
 //!
 //! The builder puts [`Trace`] around its stack (inside the layers added with
-//! `layer`, outside the timeout, retries and backup requests) and [`TraceAttempt`]
-//! right under the balancer, where the instance is known, around the layers added
-//! with `layer_inner` (which so log inside the attempt's span). With no subscriber
-//! (or one that does not want the spans) both pass the call through untouched but
-//! for one check of the span's interest.
+//! `layer`, outside the metrics, timeout, retries and backup requests) and
+//! [`TraceAttempt`] right under the balancer, where the instance is known, around the
+//! layers added with `layer_inner` (which so log inside the attempt's span). With no
+//! subscriber (or one that does not want the spans) both pass the call through
+//! untouched but for one check of the span's interest.
 //!
 //! # Access log
 //!
