@@ -473,6 +473,10 @@ pub struct ServerContext {
     pub framing: Framing,
     /// The request's protocol (the reply's too).
     pub protocol: Protocol,
+    /// When the server took the call's frame: what the server's limiter counts its
+    /// rate from, and what the caller's timeout counts from. The connection's core sets
+    /// it; `None` in a context made by hand (a layer then reads the clock).
+    pub arrived: Option<Instant>,
 }
 
 impl ServerContext {
@@ -483,6 +487,7 @@ impl ServerContext {
             metainfo: MetaInfo::default(),
             framing,
             protocol,
+            arrived: None,
         }
     }
 

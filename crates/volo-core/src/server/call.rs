@@ -3,12 +3,9 @@
 //! that owns what it needs ([`start_call`]), and its reply written in the framing and
 //! protocol of the request ([`answer`]).
 
-use std::any::Any;
-use std::future::{Future, poll_fn};
+use std::future::Future;
 use std::io;
-use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::sync::Arc;
-use std::task::Poll;
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
@@ -16,7 +13,6 @@ use thrift_codec::{
     ApplicationException, ApplicationExceptionKind, Binary, Codec, Compact, Decoder, Json,
     LinkBuffer, MessageHeader, MessageType, Utf8Bytes,
 };
-use tracing::Instrument;
 
 use super::conn_core::ServerState;
 use super::multiplex::Services;
@@ -65,7 +61,7 @@ pub(crate) struct Done<R> {
     seq_id: i32,
     /// Nothing is sent back.
     oneway: bool,
-    outcome: Result<Result<R, DispatchError>, Box<dyn Any + Send>>,
+    outcome: Result<R, DispatchError>,
     /// What the access log needs, when it shows this call.
     logged: Option<Logged>,
 }
@@ -108,6 +104,7 @@ pub(crate) fn start_call<D: Dispatch, H: Send + 'static>(
 ) -> io::Result<Option<impl MakeCall<D::Reply> + use<D, H>>> {
     let mut cx = ServerContext::new(framing, protocol);
     cx.rpc.caller.address = peer;
+    cx.arrived = Some(now);
     let max_frame = shared.config.limits.max_frame;
     let request_bytes = frame.len();
     let (payload, mut ttheader, theader) = match framing {
@@ -204,51 +201,18 @@ pub(crate) fn start_call<D: Dispatch, H: Send + 'static>(
         )?;
         return Ok(None);
     }
-    // The limits, before the arguments are decoded (Kitex limits in OnRead): over
-    // them a call is refused at once, not queued.
-    let admitted = match shared.limiter.try_acquire() {
-        Ok(permit) => permit,
-        Err(over) => {
-            if let Some(c) = &shared.counters {
-                match over {
-                    super::limit::Overloaded::Concurrency { .. } => c.rejected_concurrency.inc(),
-                    super::limit::Overloaded::Qps { .. } => c.rejected_qps.inc(),
-                };
-            }
-            if !oneway {
-                let ex = super::limit::refusal(&over);
-                Reply::new(max_frame, ttheader.as_mut(), theader.as_ref(), closing).exception(
-                    out,
-                    &cx,
-                    header.name,
-                    header.seq_id,
-                    &ex,
-                )?;
-            }
-            return Ok(None);
-        }
-    };
     let request = ServerRequest::new(payload.slice(args_at..));
     let (framing, protocol) = (cx.framing, cx.protocol);
     let shared = Arc::clone(shared);
     let logged = shared.access.pick(shared.config.access_log.as_ref());
     let run = move || async move {
-        // The limiter's slot and `held` are kept until the call is done (or dropped).
-        let _admitted = admitted;
+        // `held` is kept until the call is done (or dropped).
         let _held = held;
-        let span = trace::span(&mut cx);
-        let outcome = async {
-            let _permit = shared.inflight.acquire().await;
-            caught(shared.dispatch.call(&mut cx, request)).await
-        }
-        .instrument(span.clone())
-        .await;
-        let failure = trace::failure(&outcome);
-        trace::finish(&span, failure);
-        let logged = logged.then_some(Logged {
+        let outcome = shared.stack.call(&mut cx, request).await;
+        let logged = logged.then(|| Logged {
             started: now,
             request_bytes,
-            status: failure,
+            status: trace::failure(&outcome),
         });
         Done {
             cx,
@@ -395,40 +359,12 @@ fn answer_in<P: thrift_codec::Protocol, D: Dispatch>(
     (cx.framing, cx.protocol) = (done.framing, done.protocol);
     let (cx, name, seq) = (&cx, done.name, done.seq_id);
     match done.outcome {
-        Ok(Ok(body)) => reply.send::<P, _>(out, cx, name, seq, &body),
-        Ok(Err(e)) => {
+        Ok(body) => reply.send::<P, _>(out, cx, name, seq, &body),
+        Err(e) => {
             let ex = e.into_exception(name.as_str());
             reply.exception(out, cx, name, seq, &ex)
         }
-        Err(panic) => {
-            let ex = ApplicationException::new(
-                ApplicationExceptionKind::InternalError,
-                format!("the handler panicked: {}", panic_message(&*panic)),
-            );
-            reply.exception(out, cx, name, seq, &ex)
-        }
     }
-}
-
-/// Runs `fut`, turning a panic inside it into an `Err` with the panic's payload.
-async fn caught<F: Future>(fut: F) -> Result<F::Output, Box<dyn Any + Send>> {
-    let mut fut = std::pin::pin!(fut);
-    poll_fn(
-        |cx| match catch_unwind(AssertUnwindSafe(|| fut.as_mut().poll(cx))) {
-            Ok(Poll::Ready(v)) => Poll::Ready(Ok(v)),
-            Ok(Poll::Pending) => Poll::Pending,
-            Err(panic) => Poll::Ready(Err(panic)),
-        },
-    )
-    .await
-}
-
-fn panic_message(panic: &(dyn Any + Send)) -> &str {
-    panic
-        .downcast_ref::<&str>()
-        .copied()
-        .or_else(|| panic.downcast_ref::<String>().map(String::as_str))
-        .unwrap_or("(no message)")
 }
 
 /// How a reply is framed: like its request.

@@ -44,8 +44,8 @@ use bytes::Bytes;
 use thrift_codec::LinkBuffer;
 
 use super::call::{Arrival, Done, MakeCall, answer, start_call};
-use super::metered::MeteredServer;
 use super::multiplex::Services;
+use super::stack::{Builtins, compose};
 use super::{Dispatch, ServerConfig, ServiceInfo};
 use crate::codec::ttheader::Header;
 use crate::codec::{DETECT_LEN, FrameError, FrameSplitter, Framing, Protocol, detect};
@@ -54,18 +54,15 @@ use crate::metrics::ServerConns;
 
 /// What every connection of a server shares.
 pub(crate) struct ServerState<D> {
-    /// The stack, with the metrics layer outermost (passing calls on when off).
-    pub(crate) dispatch: MeteredServer<D>,
+    /// The stack of each call: the built-in layers around the server's own
+    /// ([`compose`](super::stack::compose)).
+    pub(crate) stack: Builtins<D>,
     /// What the IDL says of the service, or of each service of a multiplexed server.
     pub(crate) services: Services,
     pub(crate) config: ServerConfig,
-    /// Calls being handled, across connections, against `config.max_inflight`.
-    pub(crate) inflight: tokio::sync::Semaphore,
     /// The bytes of frames being read or handled, across connections, against
     /// `config.max_buffered_input`.
     pub(crate) input_budget: Arc<InputBudget>,
-    /// `config.limit`: refuses calls over the limits before they are decoded.
-    pub(crate) limiter: super::limit::Limiter,
     /// The calls counted for the access log's sampling.
     pub(crate) access: super::trace::AccessCount,
     /// `config.metrics`' per-connection counters, when on.
@@ -75,13 +72,12 @@ pub(crate) struct ServerState<D> {
 impl<D> ServerState<D> {
     /// What the connections of a server running `dispatch` with `config` share.
     pub(crate) fn new(dispatch: D, services: Services, config: ServerConfig) -> Self {
+        let counters = config.metrics.as_ref().map(|m| m.server_conns().clone());
         ServerState {
-            dispatch: MeteredServer::new(dispatch, config.metrics.clone()),
-            counters: config.metrics.as_ref().map(|m| m.server_conns().clone()),
+            stack: compose(dispatch, &config, counters.clone()),
+            counters,
             services,
-            inflight: tokio::sync::Semaphore::new(config.max_inflight),
             input_budget: InputBudget::new(config.max_buffered_input),
-            limiter: super::limit::Limiter::new(config.limit.clone(), crate::clock::SystemClock),
             access: super::trace::AccessCount::default(),
             config,
         }

@@ -14,27 +14,30 @@
 //! per-service reply type. It also implements [`ServiceInfo`], which tells the server
 //! the service's name and which methods are oneway.
 //!
-//! [`Server::new`] takes the dispatcher and wraps it in a [`deadline::Deadline`]
-//! layer; [`Server::layer`] wraps that in the user's layers, the last added outermost;
-//! when the server is bound it puts a [`metered::MeteredServer`] around them all.
-//! Those are the layers. Before a call reaches them, the connection takes its frame
-//! through fixed steps that no layer can come before (in the server's `start_call`),
-//! and the call's future opens its span and waits for a slot. Outermost first:
+//! [`Server::new`] takes the dispatcher; [`Server::layer`] adds the user's layers,
+//! the first added outermost, as on the client. When the server is bound, one
+//! function composes the whole stack: the server's built-in layers, outermost, then
+//! the user's, then a [`deadline::Deadline`] around the dispatcher. Before a call
+//! reaches the stack, the connection takes its frame through fixed steps (in the
+//! server's `start_call`), which are not layers because they are the connection's,
+//! not a call's. Outermost first:
 //!
 //! ```text
 //!   steps, for each frame read:
-//!     framing header decoded   TTHeader or THeader: metainfo, the caller's deadline
+//!     framing header decoded   TTHeader or THeader: metainfo, the caller's deadline,
+//!                              the time the frame was taken (cx.arrived)
 //!     message header read      method name, sequence id, message type
 //!     routed                   on a multiplexed server: to one of its services
 //!     closing refusal          while the server drains: answered at once, unrun
-//!     limiter                  ServerConfig::limit: refused at once when over
-//!   the call's future:
-//!     rpc.server span          around all that follows (see trace)
-//!     call slot                waits for one of ServerConfig::max_inflight
-//!     panic caught             a panic below is answered as an exception
-//!   layers:
+//!   layers, built in:
+//!     Limit                    ServerConfig::limit: refused at once when over
+//!     Trace                    the rpc.server span, around all that follows
+//!     Inflight                 waits for one of ServerConfig::max_inflight's slots
+//!     CatchPanic               a panic below is answered as an exception
 //!     MeteredServer            counts the call (with ServerConfig::metrics)
-//!     [user layers...]         Server::layer, the last added outermost
+//!   layers, yours:
+//!     [user layers...]         Server::layer, the first added outermost
+//!   layers, built in:
 //!     Deadline                 drops the call at the caller's deadline, answers it
 //!     <Service>Server          the dispatcher (or a Multiplex of them): decodes
 //!                              the arguments, calls the handler
@@ -79,9 +82,13 @@
 //!     }
 //! }
 //!
-//! // Any generated `<Service>Server<T>` is a `Dispatch + ServiceInfo`.
-//! fn with_tenants<D: Dispatch + ServiceInfo>(dispatcher: D) {
-//!     let _server = Server::new(dispatcher).layer(layer_fn(Tenants));
+//! // Any generated `<Service>Server<T>` is a `Dispatch + ServiceInfo`. The layers are
+//! // put together when the server is bound.
+//! async fn with_tenants<D: Dispatch + ServiceInfo>(dispatcher: D) -> std::io::Result<()> {
+//!     let server = Server::new(dispatcher).layer(layer_fn(Tenants));
+//!     let bound = server.bind(&"127.0.0.1:0".parse().unwrap()).await?;
+//!     drop(bound);
+//!     Ok(())
 //! }
 //! ```
 //!
@@ -229,9 +236,11 @@ mod inline;
 pub mod limit;
 pub mod metered;
 pub mod multiplex;
+pub mod panic;
 mod request;
 mod run;
 mod spare;
+mod stack;
 pub mod trace;
 
 use std::time::Duration;
@@ -294,6 +303,10 @@ pub enum DispatchError {
     /// The handler returned an application error.
     #[error("{}", .0.message.as_str())]
     Application(ApplicationException),
+    /// The handler (or a layer beneath [`CatchPanic`](panic::CatchPanic)) panicked,
+    /// with this message (`INTERNAL_ERROR`).
+    #[error("the handler panicked: {0}")]
+    Panic(String),
 }
 
 impl DispatchError {
@@ -309,6 +322,10 @@ impl DispatchError {
                 format!("decoding the arguments of {method}: {e}"),
             ),
             DispatchError::Application(e) => e,
+            DispatchError::Panic(message) => ApplicationException::new(
+                ApplicationExceptionKind::InternalError,
+                format!("the handler panicked: {message}"),
+            ),
         }
     }
 }

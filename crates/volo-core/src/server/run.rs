@@ -11,24 +11,25 @@ use tokio::task::JoinSet;
 
 use super::conn;
 use super::conn_core::{ServerState, ServiceFacts, peer_name};
-use super::deadline::{Deadline, DeadlineLayer};
+use super::deadline::{DEFAULT_GRACE, Deadline, DeadlineLayer};
 use super::inline;
 use super::multiplex::{Multiplex, Services};
 use super::{Dispatch, ServerConfig, ServiceInfo};
 use crate::context::Address;
 use crate::metrics::ServerConns;
 use crate::registry::{Registration, Registry, RegistryInfo};
-use crate::service::Layer;
+use crate::service::{Identity, Layer, Stack};
 use crate::transport::tls::{self, ServerTls};
 use crate::transport::{Acceptor, Conn, TransportKind};
 
 /// A server for one service ([`Server::new`]), or for several
 /// ([`Server::multiplexed`]): bind it to an address, then serve.
 ///
-/// `D` is the service stack the server runs: the dispatcher inside a
-/// [`Deadline`] layer, inside the layers added with [`layer`](Server::layer). When
-/// bound, the server puts a [`MeteredServer`](super::metered::MeteredServer) around
-/// it (see [the stack of one call](super#the-stack-of-one-call)).
+/// `D` is the dispatcher the server runs (a generated `<Service>Server`, or a
+/// [`Multiplex`] of them) and `L` the layers added with [`layer`](Server::layer),
+/// the first added outermost. When bound, the server composes its stack in one place:
+/// its built-in layers around `L` around a [`Deadline`] around `D` (see
+/// [the stack of one call](super#the-stack-of-one-call)).
 ///
 /// ```no_run
 /// # use volo_core::server::{Server, Dispatch, ServiceInfo};
@@ -38,40 +39,45 @@ use crate::transport::{Acceptor, Conn, TransportKind};
 /// bound.serve_with_shutdown(async { let _ = tokio::signal::ctrl_c().await; }).await
 /// # }
 /// ```
-pub struct Server<D> {
+pub struct Server<D, L = Identity> {
     dispatch: D,
+    layers: L,
+    grace: Duration,
     services: Services,
     config: ServerConfig,
     registry: Option<(Arc<dyn Registry>, RegistryInfo)>,
 }
 
-impl<D: std::fmt::Debug> std::fmt::Debug for Server<D> {
+impl<D: std::fmt::Debug, L> std::fmt::Debug for Server<D, L> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Server")
             .field("dispatch", &self.dispatch)
+            .field("grace", &self.grace)
             .field("services", &self.services)
             .field("config", &self.config)
             .field("registry", &self.registry.as_ref().map(|(_, info)| info))
-            .finish()
+            .finish_non_exhaustive()
     }
 }
 
-impl<D: Dispatch + ServiceInfo> Server<Deadline<D>> {
+impl<D: Dispatch + ServiceInfo> Server<D> {
     /// A server for `dispatch` (a generated `<Service>Server`) with the default
     /// [`ServerConfig`]. It learns the service's name and oneway methods from
     /// [`ServiceInfo`], and puts a [`Deadline`] layer around the dispatcher, so that a
     /// call whose caller's deadline passed is dropped and answered.
     pub fn new(dispatch: D) -> Self {
         Server {
-            dispatch: DeadlineLayer::new().layer(dispatch),
             services: Services::One(ServiceFacts::of::<D>()),
+            dispatch,
+            layers: Identity,
+            grace: DEFAULT_GRACE,
             config: ServerConfig::default(),
             registry: None,
         }
     }
 }
 
-impl<R> Server<Deadline<Multiplex<R>>>
+impl<R> Server<Multiplex<R>>
 where
     Multiplex<R>: Dispatch,
 {
@@ -87,38 +93,36 @@ where
     pub fn multiplexed(multiplex: Multiplex<R>) -> Self {
         Server {
             services: Services::Many(multiplex.table().clone()),
-            dispatch: DeadlineLayer::new().layer(multiplex),
+            dispatch: multiplex,
+            layers: Identity,
+            grace: DEFAULT_GRACE,
             config: ServerConfig::default(),
             registry: None,
         }
     }
 }
 
-impl<D> Server<Deadline<D>> {
+impl<D, L> Server<D, L> {
     /// How long after a caller's deadline the server answers a call it gave up on
     /// (default [`DEFAULT_GRACE`], 100 ms; see [`deadline`](super::deadline)). The
-    /// handler is dropped at the deadline whatever this is. Set it before adding
-    /// layers.
-    ///
-    /// [`DEFAULT_GRACE`]: super::deadline::DEFAULT_GRACE
+    /// handler is dropped at the deadline whatever this is.
     pub fn deadline_grace(mut self, grace: Duration) -> Self {
-        self.dispatch = self.dispatch.with_grace(grace);
+        self.grace = grace;
         self
     }
-}
 
-impl<D: Dispatch> Server<D> {
-    /// Wraps the service stack in `layer`: a server-side layer is a [`Layer`] whose
-    /// service is again a [`Dispatch`], so it sees every call (method, context, the
-    /// encoded request, the reply or error) and may answer it itself. Layers added
-    /// later wrap the earlier ones.
-    pub fn layer<L>(self, layer: L) -> Server<L::Service>
-    where
-        L: Layer<D>,
-        L::Service: Dispatch,
-    {
+    /// Adds `layer` to the service stack, inside the layers added so far: the first
+    /// added is the outermost, as on the client
+    /// ([`ClientBuilder::layer`](crate::client::ClientBuilder::layer)). A server-side
+    /// layer is a [`Layer`] whose service is again a [`Dispatch`], so it sees every
+    /// call (method, context, the encoded request, the reply or error) and may answer
+    /// it itself. The layers run outside the [`Deadline`] and inside the server's
+    /// built-ins.
+    pub fn layer<N>(self, layer: N) -> Server<D, Stack<N, L>> {
         Server {
-            dispatch: layer.layer(self.dispatch),
+            dispatch: self.dispatch,
+            layers: Stack::new(layer, self.layers),
+            grace: self.grace,
             services: self.services,
             config: self.config,
             registry: self.registry,
@@ -140,9 +144,19 @@ impl<D: Dispatch> Server<D> {
         self
     }
 
-    /// What the server's connections share.
-    pub(super) fn into_shared(self) -> ServerState<D> {
-        ServerState::new(self.dispatch, self.services, self.config)
+    /// What the server's connections share: the stack composed
+    /// ([`compose`](super::stack::compose)), and the rest.
+    pub(super) fn into_shared(self) -> ServerState<L::Service>
+    where
+        L: Layer<Deadline<D>>,
+        L::Service: Dispatch,
+    {
+        let stack = self.layers.layer(
+            DeadlineLayer::new()
+                .layer(self.dispatch)
+                .with_grace(self.grace),
+        );
+        ServerState::new(stack, self.services, self.config)
     }
 
     /// Listens on `addr` (`ip:port`, `name:port`, `unix:/path` or `shm:/path`; port 0
@@ -153,7 +167,11 @@ impl<D: Dispatch> Server<D> {
     ///
     /// With [`ServerConfig::tls`], connections to a TCP address are TLS ones; those to
     /// a Unix socket or shared memory are not (see [`tls`](crate::transport::tls)).
-    pub async fn bind(self, addr: &Address) -> io::Result<BoundServer<D>> {
+    pub async fn bind(self, addr: &Address) -> io::Result<BoundServer<L::Service>>
+    where
+        L: Layer<Deadline<D>>,
+        L::Service: Dispatch,
+    {
         self.bind_all(std::slice::from_ref(addr)).await
     }
 
@@ -162,7 +180,11 @@ impl<D: Dispatch> Server<D> {
     /// memory at once, say. A registry gets them all, so that a client on the same
     /// host can pick the nearest (see [`registry`](crate::registry)). Fails when
     /// `addrs` is empty or any of them cannot be bound.
-    pub async fn bind_all(self, addrs: &[Address]) -> io::Result<BoundServer<D>> {
+    pub async fn bind_all(self, addrs: &[Address]) -> io::Result<BoundServer<L::Service>>
+    where
+        L: Layer<Deadline<D>>,
+        L::Service: Dispatch,
+    {
         if addrs.is_empty() {
             return Err(io::Error::new(
                 io::ErrorKind::InvalidInput,

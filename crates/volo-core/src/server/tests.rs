@@ -1579,3 +1579,103 @@ fn a_multiplexed_client_leaves_a_connection_its_server_is_closing() {
             .unwrap();
     });
 }
+
+/// The QPS limit counts from the time the connection took each frame, not from a clock
+/// of its own: with one call a second, a second call at the same moment is refused,
+/// and one a (harness) second later is admitted, though hardly any real time passed.
+#[test]
+fn the_limiter_counts_from_the_time_the_core_took_the_frame() {
+    let config = ServerConfig {
+        limit: crate::server::LimitConfig {
+            max_concurrency: None,
+            max_qps: Some(1),
+        },
+        ..ServerConfig::default()
+    };
+    on_harness(config, |mut c, _| {
+        let ask = |c: &mut TestHarness, seq: i32| {
+            c.write_all(&framed(&call::<Binary>(
+                MessageType::Call,
+                "echo",
+                seq,
+                "q",
+            )))
+            .unwrap();
+            answer::<Binary>(read_framed(c)).1
+        };
+        assert_eq!(ask(&mut c, 1), Answer::Ok("q".into()));
+        match ask(&mut c, 2) {
+            Answer::Exception(_, msg) => {
+                assert!(msg.starts_with(crate::refusal::OVERLOAD_PREFIX), "{msg}")
+            }
+            other => panic!("{other:?}"),
+        }
+        c.advance(Duration::from_secs(1));
+        assert_eq!(
+            ask(&mut c, 3),
+            Answer::Ok("q".into()),
+            "a token a second later"
+        );
+    });
+}
+
+/// The server's layers follow the client's convention: the first added is the
+/// outermost, so a call meets the layers in the order they were added.
+#[test]
+fn the_first_server_layer_added_is_the_outermost() {
+    use std::sync::Mutex;
+
+    /// Notes its name when a call comes through it, then passes the call on.
+    #[derive(Clone)]
+    struct Note<S> {
+        inner: S,
+        name: &'static str,
+        seen: Arc<Mutex<Vec<&'static str>>>,
+    }
+
+    impl<S> Service<ServerContext, ServerRequest> for Note<S>
+    where
+        S: Service<ServerContext, ServerRequest, Error = DispatchError> + Sync,
+    {
+        type Response = S::Response;
+        type Error = DispatchError;
+
+        async fn call(
+            &self,
+            cx: &mut ServerContext,
+            req: ServerRequest,
+        ) -> Result<S::Response, DispatchError> {
+            self.seen.lock().unwrap().push(self.name);
+            self.inner.call(cx, req).await
+        }
+    }
+
+    /// Makes [`Note`]s of one name.
+    struct NoteLayer(&'static str, Arc<Mutex<Vec<&'static str>>>);
+
+    impl<S> crate::service::Layer<S> for NoteLayer {
+        type Service = Note<S>;
+
+        fn layer(self, inner: S) -> Note<S> {
+            Note {
+                inner,
+                name: self.0,
+                seen: self.1,
+            }
+        }
+    }
+
+    let seen: Arc<Mutex<Vec<&'static str>>> = Arc::default();
+    let note = |name| NoteLayer(name, Arc::clone(&seen));
+    let server = Server::new(TestService::default())
+        .layer(note("first"))
+        .layer(note("second"));
+    let mut c = Harness::new(Arc::new(server.into_shared()));
+    c.write_all(&framed(&call::<Binary>(MessageType::Call, "echo", 1, "o")))
+        .unwrap();
+    assert_eq!(
+        answer::<Binary>(read_framed(&mut c)).1,
+        Answer::Ok("o".into())
+    );
+    assert_eq!(*seen.lock().unwrap(), ["first", "second"]);
+}

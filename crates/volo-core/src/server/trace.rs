@@ -1,10 +1,10 @@
 //! The server's span for each call, and its access log (see [`crate::trace`] for the
 //! span's fields and the trace context).
 //!
-//! The server opens the `rpc.server` span itself, when a call starts, outside every
-//! layer: the metrics, the user's layers, the deadline and the handler all run inside
-//! it, and it covers the wait for a call slot. A call refused before that (by a
-//! limiter, or routed to no service) has no span.
+//! The [`Trace`] layer opens the `rpc.server` span, inside the limiter and outside the
+//! other layers: the wait for a call slot, the metrics, the user's layers, the deadline
+//! and the handler all run inside it. A call refused before that (by the limiter, or
+//! routed to no service) has no span.
 //!
 //! # Access log
 //!
@@ -17,13 +17,15 @@
 //! `reply_bytes` (the reply frame; 0 for a oneway call). Off by default. The calls are picked by a counter, not at
 //! random: with `every: 100`, the 1st, the 101st... of the server's calls.
 
-use std::any::Any;
 use std::time::Instant;
 
 use tracing::field::Empty;
 
-use super::DispatchError;
+use tracing::Instrument;
+
+use super::{DispatchError, ServerRequest};
 use crate::context::{RpcInfo, ServerContext};
+use crate::service::{Layer, Service};
 pub(crate) use crate::trace::AccessCount;
 pub use crate::trace::AccessLog;
 use crate::trace::{AccessLine, RPC_SYSTEM, continue_trace, record_outcome};
@@ -54,15 +56,13 @@ pub(crate) fn span(cx: &mut ServerContext) -> tracing::Span {
 
 /// Why a call failed, as its span's `error.type` and the access log's `status` say
 /// it; `None` when it succeeded (an IDL exception is a reply like any other).
-pub(crate) fn failure<R>(
-    outcome: &Result<Result<R, DispatchError>, Box<dyn Any + Send>>,
-) -> Option<&'static str> {
+pub(crate) fn failure<R>(outcome: &Result<R, DispatchError>) -> Option<&'static str> {
     match outcome {
-        Ok(Ok(_)) => None,
-        Ok(Err(DispatchError::UnknownMethod)) => Some("UnknownMethod"),
-        Ok(Err(DispatchError::Decode(_))) => Some("ProtocolError"),
-        Ok(Err(DispatchError::Application(ex))) => Some(ex.kind.name()),
-        Err(_) => Some("Panic"),
+        Ok(_) => None,
+        Err(DispatchError::UnknownMethod) => Some("UnknownMethod"),
+        Err(DispatchError::Decode(_)) => Some("ProtocolError"),
+        Err(DispatchError::Application(ex)) => Some(ex.kind.name()),
+        Err(DispatchError::Panic(_)) => Some("Panic"),
     }
 }
 
@@ -96,4 +96,42 @@ pub(crate) fn log_access(rpc: &RpcInfo, logged: &Logged, reply_bytes: usize) {
         reply_bytes,
     }
     .log();
+}
+
+/// Runs each call of the service beneath in its `rpc.server` span (see the [module docs](self)), a child
+/// of the caller's trace, and records how it ended.
+#[derive(Debug, Clone)]
+pub struct Trace<S> {
+    inner: S,
+}
+
+/// Makes [`Trace`]s.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct TraceLayer;
+
+impl<S> Layer<S> for TraceLayer {
+    type Service = Trace<S>;
+
+    fn layer(self, inner: S) -> Trace<S> {
+        Trace { inner }
+    }
+}
+
+impl<S> Service<ServerContext, ServerRequest> for Trace<S>
+where
+    S: Service<ServerContext, ServerRequest, Error = DispatchError> + Send + Sync,
+{
+    type Response = S::Response;
+    type Error = DispatchError;
+
+    async fn call(
+        &self,
+        cx: &mut ServerContext,
+        req: ServerRequest,
+    ) -> Result<S::Response, DispatchError> {
+        let span = span(cx);
+        let outcome = self.inner.call(cx, req).instrument(span.clone()).await;
+        finish(&span, failure(&outcome));
+        outcome
+    }
 }

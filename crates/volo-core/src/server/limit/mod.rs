@@ -83,12 +83,14 @@
 
 mod concurrency;
 mod error;
+mod layer;
 mod rate;
 
 use std::fmt;
 use std::sync::Arc;
 
 pub use error::{Overloaded, refusal};
+pub use layer::{Limit, LimitLayer};
 
 use crate::clock::{Clock, SystemClock};
 use concurrency::{Slot, Slots};
@@ -185,6 +187,17 @@ impl<C: Clock> Limiter<C> {
     /// limit is checked first because only it can be undone.
     #[inline]
     pub fn try_acquire(&self) -> Result<LimitPermit, Overloaded> {
+        self.try_acquire_at(|| self.clock.now())
+    }
+
+    /// [`try_acquire`](Self::try_acquire) with the time given: `now` is called only
+    /// when the QPS limit is set. The server's [`Limit`] layer gives the time its
+    /// connection took the call's frame, so the limiter reads no clock of its own.
+    #[inline]
+    pub fn try_acquire_at(
+        &self,
+        now: impl FnOnce() -> std::time::Instant,
+    ) -> Result<LimitPermit, Overloaded> {
         let slot = match &self.slots {
             None => None,
             Some(slots) => Some(slots.try_take().ok_or(Overloaded::Concurrency {
@@ -192,7 +205,7 @@ impl<C: Clock> Limiter<C> {
             })?),
         };
         if let Some(bucket) = &self.bucket
-            && !bucket.try_take(self.clock.now())
+            && !bucket.try_take(now())
         {
             // `slot`, dropped here, gives the concurrency slot back.
             return Err(Overloaded::Qps {

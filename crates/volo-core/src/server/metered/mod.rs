@@ -71,6 +71,7 @@ where
                 Outcome::DeadlineExceeded
             }
             Err(DispatchError::Application(_)) => Outcome::ApplicationError,
+            Err(DispatchError::Panic(_)) => Outcome::Panic,
         });
         result
     }

@@ -104,7 +104,11 @@ impl Mux {
 }
 
 /// Connections of a server running `server`.
-fn connections<D: Dispatch + 'static>(server: Server<D>) -> Box<dyn Fn() -> Box<dyn Conn>> {
+fn connections<D, L>(server: Server<D, L>) -> Box<dyn Fn() -> Box<dyn Conn>>
+where
+    L: crate::service::Layer<deadline::Deadline<D>>,
+    L::Service: Dispatch,
+{
     let shared = Arc::new(server.into_shared());
     Box::new(move || Box::new(Harness::new(Arc::clone(&shared))))
 }

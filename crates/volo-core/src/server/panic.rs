@@ -1,0 +1,66 @@
+//! A panic in a handler, or in a layer beneath, answered as an exception.
+
+use std::any::Any;
+use std::future::poll_fn;
+use std::panic::{AssertUnwindSafe, catch_unwind};
+use std::task::Poll;
+
+use crate::context::ServerContext;
+use crate::server::{DispatchError, ServerRequest};
+use crate::service::{Layer, Service};
+
+/// Catches a panic of the service beneath while it is polled, and fails the call with
+/// [`DispatchError::Panic`] (the caller gets an `INTERNAL_ERROR` saying so); the
+/// connection and the other calls go on. The layers outside it (the span, the
+/// limiter's slot) see an ordinary error; those beneath see the unwinding (the metrics
+/// count such a call as `panic`).
+#[derive(Debug, Clone)]
+pub struct CatchPanic<S> {
+    inner: S,
+}
+
+/// Makes [`CatchPanic`]s.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct CatchPanicLayer;
+
+impl<S> Layer<S> for CatchPanicLayer {
+    type Service = CatchPanic<S>;
+
+    fn layer(self, inner: S) -> CatchPanic<S> {
+        CatchPanic { inner }
+    }
+}
+
+impl<S> Service<ServerContext, ServerRequest> for CatchPanic<S>
+where
+    S: Service<ServerContext, ServerRequest, Error = DispatchError> + Send + Sync,
+{
+    type Response = S::Response;
+    type Error = DispatchError;
+
+    async fn call(
+        &self,
+        cx: &mut ServerContext,
+        req: ServerRequest,
+    ) -> Result<S::Response, DispatchError> {
+        let mut fut = std::pin::pin!(self.inner.call(cx, req));
+        poll_fn(
+            |task| match catch_unwind(AssertUnwindSafe(|| fut.as_mut().poll(task))) {
+                Ok(poll) => poll,
+                Err(panic) => Poll::Ready(Err(DispatchError::Panic(
+                    panic_message(&*panic).to_string(),
+                ))),
+            },
+        )
+        .await
+    }
+}
+
+/// What a panic said, when it said it with a string.
+fn panic_message(panic: &(dyn Any + Send)) -> &str {
+    panic
+        .downcast_ref::<&str>()
+        .copied()
+        .or_else(|| panic.downcast_ref::<String>().map(String::as_str))
+        .unwrap_or("(no message)")
+}
