@@ -21,11 +21,9 @@ use thrift_codec::{
     ApplicationException, ApplicationExceptionKind, Binary, Codec, Compact, DecodeErrorKind,
     LinkBuffer, Message, Protocol, Utf8Bytes,
 };
-use volo_core::codec::{Framing, Protocol as WireProtocol};
+use volo_core::codec::{Body, Framing, Protocol as WireProtocol};
 use volo_core::context::ServerContext;
-use volo_core::server::{
-    Dispatch, DispatchError, EncodeReply, ServerError, ServerRequest, ServiceInfo,
-};
+use volo_core::server::{Dispatch, DispatchError, ServerError, ServerRequest, ServiceInfo};
 
 /// `EchoService` with the semantics its IDL states: every method answers its argument;
 /// `echo_or_fail` fails with `EchoError` when `req.action == "fail"` (and, for these
@@ -102,8 +100,8 @@ fn encode<P: Protocol, M: Message>(m: &M) -> Bytes {
     buf.next(n)
 }
 
-/// The bytes of a reply, written through `EncodeReply` as the server writes it.
-fn reply_bytes<P: Protocol, R: EncodeReply>(reply: &R) -> Bytes {
+/// The bytes of a reply, written through `Body` as the server writes it.
+fn reply_bytes<P: Protocol, R: Body>(reply: &R) -> Bytes {
     let codec = Codec::<P>::new();
     let n = reply.size(&mut codec.sizer());
     let mut buf = LinkBuffer::new();

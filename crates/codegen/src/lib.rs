@@ -105,7 +105,7 @@
 //!   with `async fn`s. `service S extends B` makes `B` a supertrait, so one type
 //!   implements the whole chain;
 //! - `SReply`, an enum with the result struct of each method of the chain (and
-//!   `Oneway` when a method is oneway), which implements `volo_core::codec::EncodeReply`;
+//!   `Oneway` when a method is oneway), which implements `volo_core::codec::Body`;
 //! - `SServer<T>`, which for any `T: S` is a
 //!   `volo_core::service::Service<ServerContext, ServerRequest>` (and so a
 //!   `volo_core::server::Dispatch`, which server layers wrap): it takes the method's

@@ -13,7 +13,7 @@ pub use crate::client::{
     Error, MakeClient,
 };
 #[doc(no_inline)]
-pub use crate::codec::EncodeReply;
+pub use crate::codec::Body;
 #[doc(no_inline)]
 pub use crate::context::ServerContext;
 #[doc(no_inline)]

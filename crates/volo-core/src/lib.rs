@@ -92,6 +92,7 @@
 //! | `Shared` (instance breakers) | `BreakerTable` | the breakers by instance, and their counts |
 //! | `PerList` (balancers) | `ListCache` | a value derived from each of the last instance lists |
 //! | generated code's paths into `client`, `server`, `context`, `service` | [`codegen`] | one module for generated code |
+//! | `server::EncodeReply`, `client::EncodeArgs` | [`codec::Body`], [`codec::ErasedBody`] | one body trait for arguments and replies; the erased form is what a client's call carries |
 #![warn(
     missing_docs,
     missing_debug_implementations,

@@ -179,7 +179,7 @@ impl Emitter<'_> {
             self.out.close("");
         }
         self.out.blank();
-        open!(self.out, "impl {RT}::EncodeReply for {name}");
+        open!(self.out, "impl {RT}::Body for {name}");
         // Without result structs there is nothing to size or write.
         let (s_, e_) = if methods.iter().all(|m| m.oneway) {
             ("_s", "_e")

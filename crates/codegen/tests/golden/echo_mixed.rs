@@ -764,7 +764,7 @@ pub mod echo {
         Oneway,
     }
 
-    impl ::volo_core::codegen::EncodeReply for EchoServiceReply {
+    impl ::volo_core::codegen::Body for EchoServiceReply {
         fn size<S: __tc::Sizer>(&self, s: &mut S) -> usize {
             match self {
                 Self::Echo(r) => __tc::Message::size(r, s),

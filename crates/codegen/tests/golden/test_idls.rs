@@ -1369,7 +1369,7 @@ pub mod services {
         Version(super::services::BaseVersionResult),
     }
 
-    impl ::volo_core::codegen::EncodeReply for BaseReply {
+    impl ::volo_core::codegen::Body for BaseReply {
         fn size<S: __tc::Sizer>(&self, s: &mut S) -> usize {
             match self {
                 Self::Ping(r) => __tc::Message::size(r, s),
@@ -2230,7 +2230,7 @@ pub mod services {
         Oneway,
     }
 
-    impl ::volo_core::codegen::EncodeReply for StoreReply {
+    impl ::volo_core::codegen::Body for StoreReply {
         fn size<S: __tc::Sizer>(&self, s: &mut S) -> usize {
             match self {
                 Self::Put(r) => __tc::Message::size(r, s),
@@ -2565,7 +2565,7 @@ pub mod services {
     #[derive(Debug, Clone, PartialEq)]
     pub enum EmptyReply {}
 
-    impl ::volo_core::codegen::EncodeReply for EmptyReply {
+    impl ::volo_core::codegen::Body for EmptyReply {
         fn size<S: __tc::Sizer>(&self, _s: &mut S) -> usize {
             match *self {}
         }
@@ -2915,7 +2915,7 @@ pub mod includes {
         Oneway,
     }
 
-    impl ::volo_core::codegen::EncodeReply for EventsReply {
+    impl ::volo_core::codegen::Body for EventsReply {
         fn size<S: __tc::Sizer>(&self, s: &mut S) -> usize {
             match self {
                 Self::Since(r) => __tc::Message::size(r, s),
@@ -3837,7 +3837,7 @@ pub mod comments {
         Oneway,
     }
 
-    impl ::volo_core::codegen::EncodeReply for DocReply {
+    impl ::volo_core::codegen::Body for DocReply {
         fn size<S: __tc::Sizer>(&self, s: &mut S) -> usize {
             match self {
                 Self::A(r) => __tc::Message::size(r, s),
@@ -4509,7 +4509,7 @@ pub mod handlers {
         Async(super::handlers::TrickyAsyncResult),
     }
 
-    impl ::volo_core::codegen::EncodeReply for TrickyReply {
+    impl ::volo_core::codegen::Body for TrickyReply {
         fn size<S: __tc::Sizer>(&self, s: &mut S) -> usize {
             match self {
                 Self::Type(r) => __tc::Message::size(r, s),
@@ -4769,7 +4769,7 @@ pub mod handlers {
         Oneway,
     }
 
-    impl ::volo_core::codegen::EncodeReply for TReply {
+    impl ::volo_core::codegen::Body for TReply {
         fn size<S: __tc::Sizer>(&self, s: &mut S) -> usize {
             match self {
                 Self::Type(r) => __tc::Message::size(r, s),
@@ -5079,7 +5079,7 @@ pub mod handlers {
         Oneway,
     }
 
-    impl ::volo_core::codegen::EncodeReply for OnewaysReply {
+    impl ::volo_core::codegen::Body for OnewaysReply {
         fn size<S: __tc::Sizer>(&self, _s: &mut S) -> usize {
             match self {
                 Self::Oneway => 0,

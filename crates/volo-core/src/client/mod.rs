@@ -86,7 +86,7 @@ pub use breaker::{
 };
 pub use builder::{ClientBuilder, DefaultStack, MakeClient, Untyped};
 pub use error::{BoxError, ClientError, Error, ErrorKind};
-pub use request::{ClientRequest, ClientResponse, EncodeArgs};
+pub use request::{ClientRequest, ClientResponse};
 pub use retry::{Backoff, RETRY_KEY, Retry, RetryBudget, RetryLayer, RetryPolicy};
 pub use timeout::{Timeout, TimeoutLayer};
 pub use transport::Transport;

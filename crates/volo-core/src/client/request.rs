@@ -7,54 +7,10 @@ use std::fmt;
 use std::sync::Arc;
 
 use bytes::Bytes;
-use thrift_codec::{
-    ApplicationException, Binary, Codec, Compact, Decoder, Json, LinkBuffer, Message,
-    MessageHeader, MessageType, Utf8Bytes,
-};
+use thrift_codec::{ApplicationException, Codec, Decoder, Message, MessageType, Utf8Bytes};
 
 use super::Error;
-use crate::codec::ttheader::Header;
-use crate::codec::{Framing, Protocol};
-
-/// An argument struct that can be written in any protocol: every generated args
-/// struct (every [`Message`]) is one.
-pub trait EncodeArgs: Send + Sync + 'static {
-    /// Writes the message (`header`, then the struct) behind its framing into `out`;
-    /// `Ok(Err(size))` when it would be larger than `max_frame` (nothing written).
-    fn write(
-        &self,
-        out: &mut LinkBuffer,
-        protocol: Protocol,
-        framing: Framing,
-        ttheader: Option<&Header>,
-        header: &MessageHeader,
-        max_frame: usize,
-    ) -> Result<Result<(), usize>, crate::codec::ttheader::HeaderError>;
-}
-
-impl<M: Message + Send + Sync + 'static> EncodeArgs for M {
-    fn write(
-        &self,
-        out: &mut LinkBuffer,
-        protocol: Protocol,
-        framing: Framing,
-        ttheader: Option<&Header>,
-        header: &MessageHeader,
-        max_frame: usize,
-    ) -> Result<Result<(), usize>, crate::codec::ttheader::HeaderError> {
-        match protocol {
-            Protocol::Binary => crate::codec::write_message::<Binary, M>(
-                out, framing, ttheader, header, self, max_frame,
-            ),
-            Protocol::Compact => crate::codec::write_message::<Compact, M>(
-                out, framing, ttheader, header, self, max_frame,
-            ),
-            Protocol::Json => crate::codec::write_message::<Json, M>(
-                out, framing, ttheader, header, self, max_frame,
-            ),
-        }
-    }
-}
+use crate::codec::{ErasedBody, Protocol, with_protocol};
 
 /// One call on its way down a client stack: the method, whether it is oneway, its
 /// arguments, and, for a service of a multiplexed server, the `Service:method` name it
@@ -64,7 +20,7 @@ impl<M: Message + Send + Sync + 'static> EncodeArgs for M {
 pub struct ClientRequest {
     method: &'static str,
     oneway: bool,
-    args: Arc<dyn EncodeArgs>,
+    args: Arc<dyn ErasedBody>,
     /// The name sent instead of `method` (Apache's `TMultiplexedProtocol`), behind a
     /// pointer: a request that is not multiplexed, the common case, stays as small as
     /// it was (every layer of the stack moves it).
@@ -83,7 +39,7 @@ impl fmt::Debug for ClientRequest {
 
 impl ClientRequest {
     /// A call of `method` with `args` (its argument struct) that expects a reply.
-    pub fn new(method: &'static str, args: impl EncodeArgs) -> Self {
+    pub fn new(method: &'static str, args: impl ErasedBody) -> Self {
         ClientRequest {
             method,
             oneway: false,
@@ -93,7 +49,7 @@ impl ClientRequest {
     }
 
     /// A oneway call: no reply is read.
-    pub fn oneway(method: &'static str, args: impl EncodeArgs) -> Self {
+    pub fn oneway(method: &'static str, args: impl ErasedBody) -> Self {
         ClientRequest {
             oneway: true,
             ..ClientRequest::new(method, args)
@@ -134,7 +90,7 @@ impl ClientRequest {
     }
 
     /// The arguments.
-    pub fn args(&self) -> &dyn EncodeArgs {
+    pub fn args(&self) -> &dyn ErasedBody {
         &*self.args
     }
 }
@@ -170,6 +126,16 @@ impl From<Protocol> for WideProtocol {
             Protocol::Binary => WideProtocol::Binary,
             Protocol::Compact => WideProtocol::Compact,
             Protocol::Json => WideProtocol::Json,
+        }
+    }
+}
+
+impl From<WideProtocol> for Protocol {
+    fn from(p: WideProtocol) -> Self {
+        match p {
+            WideProtocol::Binary => Protocol::Binary,
+            WideProtocol::Compact => Protocol::Compact,
+            WideProtocol::Json => Protocol::Json,
         }
     }
 }
@@ -220,11 +186,7 @@ impl ClientResponse {
 
     /// Decodes the result struct.
     pub fn decode<R: Message>(&self) -> Result<R, Error> {
-        match self.protocol {
-            WideProtocol::Binary => self.decode_in::<Binary, R>(),
-            WideProtocol::Compact => self.decode_in::<Compact, R>(),
-            WideProtocol::Json => self.decode_in::<Json, R>(),
-        }
+        with_protocol!(self.protocol.into(), P => self.decode_in::<P, R>())
     }
 
     fn decode_in<P: thrift_codec::Protocol, R: Message>(&self) -> Result<R, Error> {
@@ -270,11 +232,7 @@ fn read_reply(
     seq_id: i32,
     max_size: usize,
 ) -> Result<ClientResponse, Error> {
-    match protocol {
-        Protocol::Binary => read_reply_in::<Binary>(payload, protocol, names, seq_id, max_size),
-        Protocol::Compact => read_reply_in::<Compact>(payload, protocol, names, seq_id, max_size),
-        Protocol::Json => read_reply_in::<Json>(payload, protocol, names, seq_id, max_size),
-    }
+    with_protocol!(protocol, P => read_reply_in::<P>(payload, protocol, names, seq_id, max_size))
 }
 
 fn read_reply_in<P: thrift_codec::Protocol>(

@@ -352,21 +352,10 @@ impl Transport {
                 .map(|(k, v)| (Utf8Bytes::from(k), v.clone())),
         );
         h.info.extend(cx.metainfo.header_pairs().cloned());
-        let mut message = LinkBuffer::new();
         let mut frame = LinkBuffer::new();
         let too_large = |len| Error::encode(TooLarge { len, max });
         req.args()
-            .write(
-                &mut message,
-                config.protocol,
-                Framing::Buffered,
-                None,
-                header,
-                max,
-            )
-            .map_err(Error::encode)?
-            .map_err(too_large)?;
-        h.write_frame(message, &mut frame, max)
+            .write_theader(&mut frame, config.protocol, &h, header, max)
             .map_err(Error::encode)?
             .map_err(too_large)?;
         Ok(conn.write_with(|out| {

@@ -56,6 +56,33 @@
 //! writes; the old non-strict form (a bare method-name length first) cannot be told
 //! from a frame length and is not accepted.
 
+/// Runs `$body` with the type `$P` standing for the `thrift_codec` protocol that
+/// `$protocol` (a [`Protocol`]) names: the one place where the protocol chosen at run
+/// time becomes the type that encoders and decoders are generic over.
+///
+/// ```text
+/// let n = with_protocol!(cx.protocol, P => Codec::<P>::new().encode_message(&h, &m, &mut out));
+/// ```
+macro_rules! with_protocol {
+    ($protocol:expr, $P:ident => $body:expr) => {
+        match $protocol {
+            $crate::codec::Protocol::Binary => {
+                type $P = ::thrift_codec::Binary;
+                $body
+            }
+            $crate::codec::Protocol::Compact => {
+                type $P = ::thrift_codec::Compact;
+                $body
+            }
+            $crate::codec::Protocol::Json => {
+                type $P = ::thrift_codec::Json;
+                $body
+            }
+        }
+    };
+}
+pub(crate) use with_protocol;
+
 mod header;
 pub mod theader;
 pub mod ttheader;
@@ -110,23 +137,78 @@ impl Default for Limits {
     }
 }
 
-/// A reply body that can be written in any protocol: the result struct of whichever
-/// method was called. Every [`Message`] is one; generated reply enums forward to the
-/// result struct they hold.
-pub trait EncodeReply: Send + Sync {
+/// A message body that can be written in any protocol: a call's arguments struct on
+/// the client, the result struct of whichever method was called on the server. Every
+/// [`Message`] is one; generated reply enums forward to the result struct they hold.
+/// A client keeps a call's arguments as an [`ErasedBody`], which every `Body` is.
+pub trait Body: Send + Sync {
     /// Exact encoded size.
     fn size<S: Sizer>(&self, s: &mut S) -> usize;
     /// Writes it.
     fn encode<E: Encoder>(&self, e: &mut E);
 }
 
-impl<M: Message + Send + Sync> EncodeReply for M {
+impl<M: Message + Send + Sync> Body for M {
     fn size<S: Sizer>(&self, s: &mut S) -> usize {
         Message::size(self, s)
     }
 
     fn encode<E: Encoder>(&self, e: &mut E) {
         Message::encode(self, e)
+    }
+}
+
+/// A [`Body`] behind a pointer: the protocol chosen when it is written, not by its
+/// type. A client's call carries its arguments so (`Arc<dyn ErasedBody>`), through
+/// layers that do not know their type; every `Body` is one.
+pub trait ErasedBody: Send + Sync + 'static {
+    /// Writes the message (`header`, then this body) in `protocol` behind `framing`
+    /// (inside `ttheader` when the framing is TTHeader) into `out`; `Ok(Err(size))`
+    /// when it would be larger than `max` (nothing written).
+    fn write(
+        &self,
+        out: &mut LinkBuffer,
+        protocol: Protocol,
+        framing: Framing,
+        ttheader: Option<&ttheader::Header>,
+        header: &MessageHeader,
+        max: usize,
+    ) -> Result<Result<(), usize>, ttheader::HeaderError>;
+
+    /// Writes the message in `protocol` inside the THeader frame `theader` describes
+    /// (its transforms applied) into `out`; `Ok(Err(size))` above `max`.
+    fn write_theader(
+        &self,
+        out: &mut LinkBuffer,
+        protocol: Protocol,
+        theader: &theader::Header,
+        header: &MessageHeader,
+        max: usize,
+    ) -> Result<Result<(), usize>, FrameError>;
+}
+
+impl<M: Body + 'static> ErasedBody for M {
+    fn write(
+        &self,
+        out: &mut LinkBuffer,
+        protocol: Protocol,
+        framing: Framing,
+        ttheader: Option<&ttheader::Header>,
+        header: &MessageHeader,
+        max: usize,
+    ) -> Result<Result<(), usize>, ttheader::HeaderError> {
+        with_protocol!(protocol, P => write_message::<P, M>(out, framing, ttheader, header, self, max))
+    }
+
+    fn write_theader(
+        &self,
+        out: &mut LinkBuffer,
+        protocol: Protocol,
+        theader: &theader::Header,
+        header: &MessageHeader,
+        max: usize,
+    ) -> Result<Result<(), usize>, FrameError> {
+        with_protocol!(protocol, P => write_theader_message::<P, M>(out, theader, header, self, max))
     }
 }
 
@@ -388,7 +470,7 @@ pub fn write_message<P, M>(
 ) -> Result<Result<(), usize>, ttheader::HeaderError>
 where
     P: thrift_codec::Protocol,
-    M: EncodeReply + ?Sized,
+    M: Body + ?Sized,
 {
     let codec = Codec::<P>::new();
     let mut sizer = codec.sizer();
@@ -426,7 +508,7 @@ pub fn write_theader_message<P, M>(
 ) -> Result<Result<(), usize>, FrameError>
 where
     P: thrift_codec::Protocol,
-    M: EncodeReply + ?Sized,
+    M: Body + ?Sized,
 {
     let mut message = LinkBuffer::new();
     if let Err(len) =

@@ -10,15 +10,16 @@ use std::time::{Duration, Instant};
 
 use bytes::Bytes;
 use thrift_codec::{
-    ApplicationException, ApplicationExceptionKind, Binary, Codec, Compact, Decoder, Json,
-    LinkBuffer, MessageHeader, MessageType, Utf8Bytes,
+    ApplicationException, ApplicationExceptionKind, Codec, Decoder, LinkBuffer, MessageHeader,
+    MessageType, Utf8Bytes,
 };
 
 use super::conn_core::ServerState;
 use super::multiplex::Services;
 use super::trace::{self, Logged};
-use super::{Dispatch, DispatchError, EncodeReply, ServerRequest};
+use super::{Body, Dispatch, DispatchError, ServerRequest};
 use crate::codec::ttheader::{Header, int_key, str_key};
+use crate::codec::with_protocol;
 use crate::codec::{FrameError, Framing, Protocol, theader};
 use crate::context::{Address, ServerContext};
 use crate::refusal::Refusal;
@@ -143,11 +144,7 @@ pub(crate) fn start_call<D: Dispatch, H: Send + 'static>(
     // request is not read again after that.
     let begun = {
         let mut reply = Reply::new(max_frame, ttheader.as_mut(), theader.as_ref(), closing);
-        match cx.protocol {
-            Protocol::Binary => message_begin::<Binary>(out, &mut reply, &cx, &payload)?,
-            Protocol::Compact => message_begin::<Compact>(out, &mut reply, &cx, &payload)?,
-            Protocol::Json => message_begin::<Json>(out, &mut reply, &cx, &payload)?,
-        }
+        with_protocol!(cx.protocol, P => message_begin::<P>(out, &mut reply, &cx, &payload)?)
     };
     let Some((mut header, args_at)) = begun else {
         return Ok(None);
@@ -320,15 +317,9 @@ pub(crate) fn answer<D: Dispatch>(
     let before = out.len();
     let logged = done.logged.take().map(|l| (l, done.cx.rpc.clone()));
     if !done.oneway {
-        match done.protocol {
-            Protocol::Binary => {
-                answer_in::<Binary, D>(out, shared, done, ttheader.as_mut(), closing)?
-            }
-            Protocol::Compact => {
-                answer_in::<Compact, D>(out, shared, done, ttheader.as_mut(), closing)?
-            }
-            Protocol::Json => answer_in::<Json, D>(out, shared, done, ttheader.as_mut(), closing)?,
-        }
+        with_protocol!(done.protocol, P => {
+            answer_in::<P, D>(out, shared, done, ttheader.as_mut(), closing)?
+        })
     }
     let written = out.len().saturating_sub(before);
     if let Some(c) = &shared.counters {
@@ -411,11 +402,8 @@ impl<'a> Reply<'a> {
         // The server's own refusals are named in the reply's header too, which is
         // what this crate's clients go by (see `crate::refusal`).
         let refusal = Refusal::of_reply(ex, None);
-        let written = match cx.protocol {
-            Protocol::Binary => self.write::<Binary, _>(out, cx, &header, ex, refusal)?,
-            Protocol::Compact => self.write::<Compact, _>(out, cx, &header, ex, refusal)?,
-            Protocol::Json => self.write::<Json, _>(out, cx, &header, ex, refusal)?,
-        };
+        let written =
+            with_protocol!(cx.protocol, P => self.write::<P, _>(out, cx, &header, ex, refusal)?);
         written.map_err(|size| {
             io::Error::other(format!(
                 "an exception reply of {size} bytes, above the frame limit"
@@ -424,7 +412,7 @@ impl<'a> Reply<'a> {
     }
 
     /// Writes a reply (the caller flushes); one larger than the frame limit becomes an `INTERNAL_ERROR`.
-    fn send<P: thrift_codec::Protocol, M: EncodeReply>(
+    fn send<P: thrift_codec::Protocol, M: Body>(
         &mut self,
         out: &mut LinkBuffer,
         cx: &ServerContext,
@@ -458,7 +446,7 @@ impl<'a> Reply<'a> {
     /// Writes the message (sized first, one reservation) behind its framing into the
     /// output, a header (if the framing has one) naming `refusal` if there is one.
     /// `Ok(Err(size))` when it would exceed the frame limit (nothing written).
-    fn write<P: thrift_codec::Protocol, M: EncodeReply>(
+    fn write<P: thrift_codec::Protocol, M: Body>(
         &mut self,
         out: &mut LinkBuffer,
         cx: &ServerContext,
@@ -539,26 +527,17 @@ pub(crate) fn closing_frame(out: &mut LinkBuffer, protocol: Protocol) {
         Utf8Bytes::from_static(str_key::CONNECTION_RESET),
         Utf8Bytes::from_static("1"),
     ));
-    let written = match protocol {
-        Protocol::Binary => crate::codec::write_message::<Binary, _>(
-            out,
-            Framing::TTHeader,
-            Some(&h),
-            &header,
-            &EmptyStruct,
-            usize::MAX,
-        ),
-        Protocol::Compact => crate::codec::write_message::<Compact, _>(
-            out,
-            Framing::TTHeader,
-            Some(&h),
-            &header,
-            &EmptyStruct,
-            usize::MAX,
-        ),
-        // TTHeader carries no JSON.
-        Protocol::Json => return,
-    };
+    if protocol == Protocol::Json {
+        return; // TTHeader carries no JSON.
+    }
+    let written = with_protocol!(protocol, P => crate::codec::write_message::<P, _>(
+        out,
+        Framing::TTHeader,
+        Some(&h),
+        &header,
+        &EmptyStruct,
+        usize::MAX,
+    ));
     if let Err(e) = written {
         tracing::debug!(error = %e, "the closing frame could not be written");
     }
@@ -567,7 +546,7 @@ pub(crate) fn closing_frame(out: &mut LinkBuffer, protocol: Protocol) {
 /// A struct with no fields, the body of the closing frame.
 struct EmptyStruct;
 
-impl super::EncodeReply for EmptyStruct {
+impl super::Body for EmptyStruct {
     fn size<S: thrift_codec::Sizer>(&self, s: &mut S) -> usize {
         let saved = s.struct_begin();
         s.struct_end_len(saved)

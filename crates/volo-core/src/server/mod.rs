@@ -245,9 +245,6 @@ pub mod trace;
 
 use std::time::Duration;
 
-/// The reply body trait, re-exported where generated dispatchers name it.
-#[doc(no_inline)]
-pub use crate::codec::EncodeReply;
 /// The trait generated dispatchers implement, re-exported so that generated code names
 /// one path of this crate.
 #[doc(no_inline)]
@@ -255,6 +252,8 @@ pub use crate::service::Service;
 pub use limit::{LimitConfig, Limiter, Overloaded};
 pub use multiplex::Multiplex;
 pub use request::ServerRequest;
+
+use crate::codec::Body;
 pub use run::{BoundServer, Server};
 
 use thrift_codec::{ApplicationException, ApplicationExceptionKind, DecodeError};
@@ -371,13 +370,13 @@ pub trait Dispatch:
     + 'static
 {
     /// The reply of any method of the service (the service's `Response`).
-    type Reply: EncodeReply;
+    type Reply: Body;
 }
 
 impl<S> Dispatch for S
 where
     S: Service<ServerContext, ServerRequest, Error = DispatchError> + Send + Sync + 'static,
-    S::Response: EncodeReply,
+    S::Response: Body,
 {
     type Reply = S::Response;
 }

@@ -71,7 +71,7 @@ use std::fmt;
 use thrift_codec::{ApplicationException, ApplicationExceptionKind, Encoder, Sizer, Utf8Bytes};
 
 use super::conn_core::ServiceFacts;
-use super::{Dispatch, DispatchError, EncodeReply, ServerRequest, ServiceInfo};
+use super::{Body, Dispatch, DispatchError, ServerRequest, ServiceInfo};
 use crate::codec::SERVICE_SEPARATOR;
 use crate::codec::ttheader::{Header, str_key};
 use crate::context::ServerContext;
@@ -203,7 +203,7 @@ impl<S, Rest> Service<ServerContext, ServerRequest> for NamedService<S, Rest>
 where
     S: Dispatch,
     Rest: Service<ServerContext, ServerRequest, Error = DispatchError> + Send + Sync + 'static,
-    Rest::Response: EncodeReply,
+    Rest::Response: Body,
 {
     type Response = EitherReply<S::Reply, Rest::Response>;
     type Error = DispatchError;
@@ -247,7 +247,7 @@ impl Service<ServerContext, ServerRequest> for NoRoute {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum NoReply {}
 
-impl EncodeReply for NoReply {
+impl Body for NoReply {
     fn size<Sz: Sizer>(&self, _s: &mut Sz) -> usize {
         match *self {}
     }
@@ -266,7 +266,7 @@ pub enum EitherReply<A, B> {
     Rest(B),
 }
 
-impl<A: EncodeReply, B: EncodeReply> EncodeReply for EitherReply<A, B> {
+impl<A: Body, B: Body> Body for EitherReply<A, B> {
     fn size<Sz: Sizer>(&self, s: &mut Sz) -> usize {
         match self {
             EitherReply::This(r) => r.size(s),

@@ -1,10 +1,10 @@
 //! [`ServerRequest`]: a call's arguments as the server hands them to its service.
 
 use bytes::Bytes;
-use thrift_codec::{Binary, Compact, DecodeLimits, Json, Message, Protocol as WireFormat};
+use thrift_codec::{DecodeLimits, Message, Protocol as WireFormat};
 
 use super::DispatchError;
-use crate::codec::Protocol;
+use crate::codec::with_protocol;
 use crate::context::ServerContext;
 
 /// The arguments of one call, still encoded: the bytes of the message after its header
@@ -41,11 +41,7 @@ impl ServerRequest {
     /// the frame. Bytes after the args struct are ignored, as Apache Thrift's servers
     /// ignore them.
     pub fn decode<A: Message>(&self, cx: &ServerContext) -> Result<A, DispatchError> {
-        let decoded = match cx.protocol {
-            Protocol::Binary => A::decode(&mut self.decoder::<Binary>()),
-            Protocol::Compact => A::decode(&mut self.decoder::<Compact>()),
-            Protocol::Json => A::decode(&mut self.decoder::<Json>()),
-        };
+        let decoded = with_protocol!(cx.protocol, P => A::decode(&mut self.decoder::<P>()));
         decoded.map_err(DispatchError::Decode)
     }
 
@@ -59,9 +55,9 @@ impl ServerRequest {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::codec::Framing;
+    use crate::codec::{Framing, Protocol};
     use crate::test_support::{Text, text};
-    use thrift_codec::{Codec, Decoder, LinkBuffer};
+    use thrift_codec::{Binary, Codec, Compact, Decoder, Json, LinkBuffer};
 
     fn encoded<P: WireFormat>(t: &Text) -> Bytes {
         let mut buf = LinkBuffer::new();
