@@ -57,8 +57,9 @@
 //! # How the modules stand on each other
 //!
 //! The client and the server never use each other: what both need lies below them
-//! (`codec`, `refusal`, `registry`, `metrics`, `trace`, `transport`, `context`,
-//! `clock`, `service`), and each side keeps its own layers over those (the metered
+//! (`codec`, `envelope` (what a call's headers say, read and written for both sides),
+//! `refusal`, `registry`, `metrics`, `trace`, `transport`, `context`, `clock`,
+//! `service`), and each side keeps its own layers over those (the metered
 //! ones in [`client::metered`] and [`server::metered`]). [`tower_compat`] adapts both and
 //! sits on top, as does [`codegen`], the one module generated code names. The test `tests/module_graph.rs` fails on a cycle between modules or
 //! on a shared module that uses a side.
@@ -105,6 +106,7 @@ pub mod clock;
 pub mod codec;
 pub mod codegen;
 pub mod context;
+mod envelope;
 pub mod metrics;
 mod random;
 pub mod refusal;

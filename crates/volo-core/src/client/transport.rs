@@ -15,9 +15,10 @@ use super::balance::Changes;
 use super::mux::{MuxCall, MuxPool};
 use super::pool::{Pool, Pooled};
 use super::{ClientConfig, ClientContext, ClientRequest, ClientResponse, Error, FrameSizes};
-use crate::codec::ttheader::{Header, HeaderLimits, int_key, str_key};
+use crate::codec::ttheader::{Header, HeaderLimits};
 use crate::codec::{FrameSplitter, Framing, Protocol, theader};
 use crate::context::Address;
+use crate::envelope::{self, ClientHeaders, ReplyHeader};
 use crate::service::Service;
 use crate::transport::FrameIo;
 
@@ -38,10 +39,8 @@ pub struct Transport {
 
 struct Inner {
     config: ClientConfig,
-    /// `config.caller`, ready to go in every request's header.
-    caller: Utf8Bytes,
-    /// `config.connect_timeout` in milliseconds, likewise.
-    connect_timeout: Utf8Bytes,
+    /// What every TTHeader request carries besides the call, made once.
+    headers: ClientHeaders,
     reactor: Option<netpoll_rs::Reactor>,
     /// One pool per instance address, made on first use.
     pools: Mutex<HashMap<Address, Peer>>,
@@ -101,8 +100,14 @@ impl Transport {
         };
         Ok(Transport {
             inner: Arc::new(Inner {
-                caller: Utf8Bytes::from(config.caller.clone()),
-                connect_timeout: Utf8Bytes::from(config.connect_timeout.as_millis().to_string()),
+                headers: ClientHeaders {
+                    protocol: config.protocol,
+                    ttheader_framed: config.ttheader_framed,
+                    caller: Utf8Bytes::from(config.caller.clone()),
+                    connect_timeout: Utf8Bytes::from(
+                        config.connect_timeout.as_millis().to_string(),
+                    ),
+                },
                 bytes: config.metrics.as_ref().map(|m| m.client_bytes().clone()),
                 config,
                 reactor,
@@ -233,7 +238,7 @@ impl Transport {
                 let (tt, payload) = self.unframe(frame)?;
                 // Whole reply read: the connection is clean for the next call, unless
                 // the server said it is closing it (then it is dropped, so closed).
-                if !closing(&tt) {
+                if !tt.says_closing() {
                     conn.release();
                 }
                 Ok(Some((tt, payload, header.seq_id)))
@@ -248,7 +253,7 @@ impl Transport {
                 let frame = call.reply().await?;
                 cx.frame_sizes.received = self.received(&frame);
                 let (tt, payload) = self.unframe(frame)?;
-                if closing(&tt) {
+                if tt.says_closing() {
                     call.mux().retire();
                 }
                 Ok(Some((tt, payload, header.seq_id)))
@@ -341,17 +346,12 @@ impl Transport {
     ) -> Result<usize, Error> {
         let config = &self.inner.config;
         let max = config.limits.max_frame;
-        let mut h = theader::Header::new(header.seq_id, config.protocol);
-        h.framed = config.theader.framed;
-        if config.theader.zlib {
-            h.transforms.push(theader::transform::ZLIB);
-        }
-        h.info.extend(
-            cx.metainfo
-                .request_pairs()
-                .map(|(k, v)| (Utf8Bytes::from(k), v.clone())),
+        let h = envelope::request_theader(
+            header.seq_id,
+            config.protocol,
+            &config.theader,
+            &cx.metainfo,
         );
-        h.info.extend(cx.metainfo.header_pairs().cloned());
         let mut frame = LinkBuffer::new();
         let too_large = |len| Error::encode(TooLarge { len, max });
         req.args()
@@ -368,105 +368,23 @@ impl Transport {
         }))
     }
 
-    /// The request's TTHeader, with what Kitex's client puts in it (its TTHeader
-    /// handler, v0.16): metainfo; the int keys transport type, caller service and
-    /// method (empty when unknown, as Kitex sends them), callee service and method,
-    /// message type, the time left and the connect timeout in milliseconds; and the
-    /// callee's IDL service name as the string key `isn`, by which a server of
-    /// several services (Kitex's, Volo's, ours) routes the call.
+    /// The request's TTHeader (see [`envelope::request_ttheader`]): the message goes
+    /// out under the `Service:method` name of a multiplexed service, but the header
+    /// names the bare method.
     fn ttheader(&self, cx: &ClientContext, header: &MessageHeader, req: &ClientRequest) -> Header {
-        let config = &self.inner.config;
-        let mut h = Header::new(header.seq_id, config.protocol);
-        h.inner_framed = config.ttheader_framed;
-        h.str_kv.extend(
-            cx.metainfo
-                .request_pairs()
-                .map(|(k, v)| (Utf8Bytes::from(k), v.clone())),
-        );
         let method = match req.multiplexed_name() {
             Some(_) => Utf8Bytes::from_static(req.method()),
             None => header.name.clone(),
         };
-        let framed = if config.ttheader_framed {
-            "framed"
-        } else {
-            "unframed"
-        };
-        h.int_kv
-            .push((int_key::TRANSPORT_TYPE, Utf8Bytes::from_static(framed)));
-        h.int_kv
-            .push((int_key::FROM_SERVICE, self.inner.caller.clone()));
-        h.int_kv.push((
-            int_key::FROM_METHOD,
-            cx.caller_method.clone().unwrap_or_default(),
-        ));
-        if !cx.rpc.callee.service.is_empty() {
-            // A generated client's name is static: no copy per call.
-            let service = match &cx.rpc.callee.service {
-                std::borrow::Cow::Borrowed(s) => Utf8Bytes::from_static(s),
-                std::borrow::Cow::Owned(s) => Utf8Bytes::from(s.clone()),
-            };
-            let isn = Utf8Bytes::from_static(str_key::IDL_SERVICE_NAME);
-            h.str_kv.push((isn, service.clone()));
-            h.int_kv.push((int_key::TO_SERVICE, service));
-        }
-        h.int_kv.push((int_key::TO_METHOD, method));
-        let ty = if header.ty == MessageType::Oneway {
-            "4"
-        } else {
-            "1"
-        };
-        h.int_kv
-            .push((int_key::MSG_TYPE, Utf8Bytes::from_static(ty)));
-        if let Some(deadline) = cx.rpc.deadline {
-            // Whole milliseconds left, at least 1: a call sent is worth a try.
-            let left = crate::clock::time_left(deadline);
-            let ms = u64::try_from(left.as_millis()).unwrap_or(u64::MAX).max(1);
-            h.int_kv.push((int_key::RPC_TIMEOUT, timeout_value(ms)));
-        }
-        h.int_kv
-            .push((int_key::CONNECT_TIMEOUT, self.inner.connect_timeout.clone()));
-        h
+        envelope::request_ttheader(
+            &self.inner.headers,
+            &cx.rpc,
+            &cx.metainfo,
+            cx.caller_method.as_ref(),
+            header,
+            method,
+        )
     }
-}
-
-/// `ms` in decimal, as TTHeader carries `RPC_TIMEOUT`. Calls of one client mostly send
-/// the same value (their timeout less the microseconds spent above the transport), so
-/// each thread keeps the last one made and hands out clones of it (a reference count)
-/// instead of formatting and allocating a string per call.
-fn timeout_value(ms: u64) -> Utf8Bytes {
-    thread_local! {
-        static LAST: std::cell::RefCell<Option<(u64, Utf8Bytes)>> =
-            const { std::cell::RefCell::new(None) };
-    }
-    LAST.with(|last| {
-        let mut last = last.borrow_mut();
-        match &*last {
-            Some((n, v)) if *n == ms => v.clone(),
-            _ => {
-                let v = Utf8Bytes::from(ms.to_string());
-                *last = Some((ms, v.clone()));
-                v
-            }
-        }
-    })
-}
-
-/// Whether a reply says that the server is closing its connection (Kitex's `crrst`):
-/// no call is sent on that connection after it.
-fn closing(reply: &ReplyHeader) -> bool {
-    match reply {
-        ReplyHeader::TTHeader(h) => h.says_closing(),
-        _ => false,
-    }
-}
-
-/// The header of a reply, as its framing has it.
-enum ReplyHeader {
-    /// Framed or Buffered: none.
-    None,
-    TTHeader(Header),
-    THeader(theader::Header),
 }
 
 /// A request larger than the frame limit.
@@ -496,19 +414,8 @@ impl Service<ClientContext, ClientRequest> for Transport {
         let Some((framing_meta, payload, seq_id)) = reply else {
             return Ok(ClientResponse::none());
         };
-        // The refusal an exception reply's header names, if it names one.
-        let said = match &framing_meta {
-            ReplyHeader::TTHeader(header) => {
-                cx.metainfo.read_ttheader_reply(&header.str_kv);
-                refusal_said(&header.str_kv)
-            }
-            ReplyHeader::THeader(header) => {
-                cx.metainfo.read_reply(&header.info);
-                cx.metainfo.read_headers(&header.info);
-                refusal_said(&header.info)
-            }
-            ReplyHeader::None => None,
-        };
+        // The backward metainfo, and the refusal an exception reply's header names.
+        let said = envelope::read_reply(&framing_meta, &mut cx.metainfo);
         cx.rpc.seq_id = seq_id;
         ClientResponse::from_reply_to(
             payload,
@@ -522,27 +429,5 @@ impl Service<ClientContext, ClientRequest> for Transport {
             None => e,
         })
         .map_err(|e| e.with_instance(addr))
-    }
-}
-
-/// The value of a reply header's [`HEADER_KEY`](crate::refusal::HEADER_KEY), if any.
-fn refusal_said(pairs: &[(Utf8Bytes, Utf8Bytes)]) -> Option<Utf8Bytes> {
-    pairs
-        .iter()
-        .find(|(k, _)| k.as_str() == crate::refusal::HEADER_KEY)
-        .map(|(_, v)| v.clone())
-}
-
-#[cfg(test)]
-mod tests {
-    use super::timeout_value;
-
-    #[test]
-    fn the_rpc_timeout_value_is_the_decimal_milliseconds_whatever_came_before() {
-        assert_eq!(&*timeout_value(999), "999");
-        assert_eq!(&*timeout_value(999), "999", "the kept value");
-        assert_eq!(&*timeout_value(1), "1", "a new value replaces it");
-        assert_eq!(&*timeout_value(u64::MAX), u64::MAX.to_string());
-        assert_eq!(&*timeout_value(999), "999");
     }
 }

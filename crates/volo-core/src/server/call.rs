@@ -6,7 +6,7 @@
 use std::future::Future;
 use std::io;
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 use bytes::Bytes;
 use thrift_codec::{
@@ -18,10 +18,11 @@ use super::conn_core::ServerState;
 use super::multiplex::Services;
 use super::trace::{self, Logged};
 use super::{Body, Dispatch, DispatchError, ServerRequest};
-use crate::codec::ttheader::{Header, int_key, str_key};
+use crate::codec::ttheader::{Header, str_key};
 use crate::codec::with_protocol;
 use crate::codec::{FrameError, Framing, Protocol, theader};
 use crate::context::{Address, ServerContext};
+use crate::envelope;
 use crate::refusal::Refusal;
 use crate::service::Service;
 
@@ -115,19 +116,7 @@ pub(crate) fn start_call<D: Dispatch, H: Send + 'static>(
             let payload = header
                 .decode_into(&frame, &shared.config.header_limits)
                 .map_err(FrameError::from)?;
-            cx.protocol = header.protocol;
-            cx.metainfo.read_request(&header.str_kv);
-            if let Some(ms) = header
-                .int_value(int_key::RPC_TIMEOUT)
-                .and_then(|v| v.parse::<u64>().ok())
-            {
-                // From when the frame was taken: the time it spent on the way and in
-                // the input is the caller's to count.
-                cx.rpc.deadline = Some(now + Duration::from_millis(ms));
-            }
-            if let Some(from) = header.int_value(int_key::FROM_SERVICE) {
-                cx.rpc.caller.service = from.to_string().into();
-            }
+            envelope::read_request_ttheader(&header, &mut cx, now);
             (payload, Some(header), None)
         }
         Framing::THeader => {
@@ -260,8 +249,7 @@ fn theader_request<D>(
         return Ok((header, None));
     }
     let payload = header.untransform(raw, max_frame).map_err(malformed)?;
-    cx.metainfo.read_request(&header.info);
-    cx.metainfo.read_headers(&header.info);
+    envelope::read_request_theader(&header, cx);
     Ok((header, Some(payload)))
 }
 
@@ -454,26 +442,8 @@ impl<'a> Reply<'a> {
         body: &M,
         refusal: Option<Refusal>,
     ) -> io::Result<Result<(), usize>> {
-        let refusal = refusal.map(|r| {
-            (
-                Utf8Bytes::from_static(crate::refusal::HEADER_KEY),
-                Utf8Bytes::from_static(r.as_str()),
-            )
-        });
         if let Some(req) = self.theader {
-            // Echoed: flags, sequence id, transforms, outer framing; the protocol is
-            // the request's too (`cx.protocol`).
-            let mut h = theader::Header::new(req.seq_id, cx.protocol);
-            h.flags = req.flags;
-            h.framed = req.framed;
-            h.transforms.clone_from(&req.transforms);
-            h.info.extend(
-                cx.metainfo
-                    .reply_pairs()
-                    .map(|(k, v)| (Utf8Bytes::from(k), v.clone())),
-            );
-            h.info.extend(cx.metainfo.header_pairs().cloned());
-            h.info.extend(refusal);
+            let h = envelope::reply_theader(req, cx, refusal);
             return crate::codec::write_theader_message::<P, M>(
                 out,
                 &h,
@@ -484,27 +454,9 @@ impl<'a> Reply<'a> {
             .map_err(io::Error::from);
         }
         // The request's flags and inner framing are echoed; the rest is the reply's.
+        let closing = self.closing;
         let tt = self.ttheader.as_deref_mut().map(|h| {
-            h.seq_id = header.seq_id;
-            h.protocol = cx.protocol;
-            h.acl_token = None;
-            let ty = if header.ty == MessageType::Reply {
-                "2"
-            } else {
-                "3"
-            };
-            h.int_kv.clear();
-            h.int_kv
-                .push((int_key::MSG_TYPE, Utf8Bytes::from_static(ty)));
-            h.str_kv.clear();
-            h.str_kv.extend(cx.metainfo.ttheader_reply_pairs());
-            h.str_kv.extend(refusal);
-            if self.closing {
-                h.str_kv.push((
-                    Utf8Bytes::from_static(str_key::CONNECTION_RESET),
-                    Utf8Bytes::from_static("1"),
-                ));
-            }
+            envelope::reply_ttheader(h, cx, header, closing, refusal);
             &*h
         });
         crate::codec::write_message::<P, M>(out, cx.framing, tt, header, body, self.max_frame)
