@@ -326,7 +326,7 @@ impl RunningEcho {
         use volo_core::server::Server;
         let bound = runtime.block_on(
             Server::new(crate::echo::EchoServiceServer::new(Echo::default()))
-                .with_config(config)
+                .config(config)
                 .bind(addr),
         )?;
         let addr = bound.local_addr().clone();

@@ -563,7 +563,7 @@ fn the_apache_python_tls_client_calls_our_tls_server() {
             ..ServerConfig::default()
         };
         let echo = Echo::default();
-        let server = Server::new(EchoServiceServer::new(echo.clone())).with_config(config);
+        let server = Server::new(EchoServiceServer::new(echo.clone())).config(config);
         let (port, serving) = serve(&rt, server);
         run_python_client(&tmp, port, &extra);
         assert_eq!(

@@ -82,7 +82,7 @@ fn a_scrape_counts_every_call_by_outcome() {
         .block_on(
             Server::new(EchoServiceServer::new(Echo::default()))
                 .layer(layer_fn(FailIds))
-                .with_config(ServerConfig {
+                .config(ServerConfig {
                     metrics: Some(metrics.clone()),
                     ..ServerConfig::default()
                 })
@@ -267,7 +267,7 @@ fn limiter_refusals_are_counted_by_reason() {
     rt.block_on(tokio::time::timeout(Duration::from_secs(30), async {
         for (limit, calls) in limits.into_iter().zip([2, 3]) {
             let bound = Server::new(EchoServiceServer::new(Echo::default()))
-                .with_config(ServerConfig {
+                .config(ServerConfig {
                     metrics: Some(metrics.clone()),
                     limit,
                     ..ServerConfig::default()

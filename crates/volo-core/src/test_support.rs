@@ -271,7 +271,7 @@ pub(crate) async fn start_on(config: ServerConfig, at: &Address) -> Running {
         gauge: Arc::clone(&gauge),
         gate,
     })
-    .with_config(config);
+    .config(config);
     let bound = server.bind(at).await.expect("bind");
     let address = bound.local_addr().clone();
     let addr = match &address {

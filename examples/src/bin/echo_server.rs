@@ -182,7 +182,7 @@ fn run(cli: Cli) -> Result<(), Usage> {
                 }
             });
         }
-        let mut server = Server::new(EchoServiceServer::new(echo)).with_config(config);
+        let mut server = Server::new(EchoServiceServer::new(echo)).config(config);
         if let Some(url) = &cli.registry {
             server = register(server, url, &cli).await?;
         }

@@ -56,7 +56,7 @@ impl Harness<super::deadline::Deadline<TestService>> {
             notified: Arc::clone(&service.notified),
             gauge: Arc::clone(&service.gauge),
         });
-        let shared = Arc::new(Server::new(service).with_config(config).into_shared());
+        let shared = Arc::new(Server::new(service).config(config).into_shared());
         (Harness::new(shared), handles)
     }
 }

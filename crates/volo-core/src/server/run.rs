@@ -135,7 +135,7 @@ impl<D: Dispatch> Server<D> {
     }
 
     /// Replaces the configuration.
-    pub fn with_config(mut self, config: ServerConfig) -> Self {
+    pub fn config(mut self, config: ServerConfig) -> Self {
         self.config = config;
         self
     }

@@ -1199,7 +1199,7 @@ fn inline_dispatch_runs_a_poller_per_worker_thread() {
                 ..ServerConfig::default()
             };
             let bound = Server::new(TestService::default())
-                .with_config(config)
+                .config(config)
                 .bind(&"127.0.0.1:0".parse().unwrap())
                 .await
                 .unwrap();

@@ -81,7 +81,7 @@ fn a_name_that_does_not_resolve_is_a_typed_error() {
                 ..ServerConfig::default()
             };
             let Err(e) = crate::server::Server::new(TestService::default())
-                .with_config(config)
+                .config(config)
                 .bind(&at)
                 .await
             else {

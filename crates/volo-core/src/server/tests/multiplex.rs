@@ -129,10 +129,10 @@ fn with_mux(default: bool, f: impl FnOnce(&Mux)) {
     };
     let connect = if default {
         let mux = Multiplex::new().default_service(test).service(other);
-        connections(Server::multiplexed(mux).layer(record).with_config(config))
+        connections(Server::multiplexed(mux).layer(record).config(config))
     } else {
         let mux = Multiplex::new().service(test).service(other);
-        connections(Server::multiplexed(mux).layer(record).with_config(config))
+        connections(Server::multiplexed(mux).layer(record).config(config))
     };
     f(&Mux {
         connect,

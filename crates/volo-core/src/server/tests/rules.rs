@@ -298,7 +298,7 @@ fn a_callers_timeout_counts_from_when_the_frame_was_taken() {
     let shared = Arc::new(
         Server::new(service)
             .layer(layer)
-            .with_config(ServerConfig::default())
+            .config(ServerConfig::default())
             .into_shared(),
     );
     let mut c = Harness::new(shared);

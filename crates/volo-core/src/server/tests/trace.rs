@@ -162,7 +162,7 @@ fn tokio_client(service: &'static str, addr: &Address) -> Client {
 /// the runtime ends: its address.
 async fn serve_test(config: ServerConfig) -> Address {
     let server = Server::new(TestService::default())
-        .with_config(config)
+        .config(config)
         .bind(&"127.0.0.1:0".parse().unwrap())
         .await
         .unwrap();
@@ -196,7 +196,7 @@ fn on_this_thread<F: std::future::Future<Output = ()>>(
 /// sockets: their addresses, and the stop senders.
 async fn two_hops() -> (Address, Vec<tokio::sync::oneshot::Sender<()>>) {
     let back = Server::new(TestService::default())
-        .with_config(tokio_server())
+        .config(tokio_server())
         .bind(&"127.0.0.1:0".parse().unwrap())
         .await
         .unwrap();
@@ -204,7 +204,7 @@ async fn two_hops() -> (Address, Vec<tokio::sync::oneshot::Sender<()>>) {
     let front = Server::new(Front {
         back: tokio_client("Test", &back_addr),
     })
-    .with_config(tokio_server())
+    .config(tokio_server())
     .bind(&"127.0.0.1:0".parse().unwrap())
     .await
     .unwrap();
