@@ -269,9 +269,9 @@ fn limiter_refusals_are_counted_by_reason() {
             let bound = Server::new(EchoServiceServer::new(Echo::default()))
                 .config(ServerConfig {
                     metrics: Some(metrics.clone()),
-                    limit,
                     ..ServerConfig::default()
                 })
+                .limit(limit)
                 .bind(&"127.0.0.1:0".parse().unwrap())
                 .await
                 .unwrap();

@@ -16,7 +16,7 @@
 //!   exceptions in the result struct, `TApplicationException` for unknown methods, bad
 //!   arguments and handler panics, connection / in-flight / size limits, read and idle
 //!   timeouts, graceful shutdown. Each call, once the server has read its message
-//!   header, let it past the limiter ([`server::ServerConfig::limit`]) and opened its
+//!   header, let it past the limiter ([`server::Server::limit`]) and opened its
 //!   `rpc.server` span, goes through a stack of [`service::Service`]s:
 //!   [`server::metered`] (which counts it), the user's layers, then
 //!   [`server::deadline`] (which drops a call once its TTHeader caller's timeout has

@@ -64,7 +64,8 @@ pub(crate) struct ServerState<D> {
     /// The bytes of frames being read or handled, across connections, against
     /// `config.max_buffered_input`.
     pub(crate) input_budget: Arc<InputBudget>,
-    /// `config.limit`: refuses calls over the limits before they are decoded.
+    /// The builder's [`LimitConfig`](super::LimitConfig): refuses calls over the limits
+    /// before they are decoded.
     pub(crate) limiter: super::limit::Limiter,
     /// The calls counted for the access log's sampling.
     pub(crate) access: super::trace::AccessCount,
@@ -74,14 +75,19 @@ pub(crate) struct ServerState<D> {
 
 impl<D> ServerState<D> {
     /// What the connections of a server running `dispatch` with `config` share.
-    pub(crate) fn new(dispatch: D, services: Services, config: ServerConfig) -> Self {
+    pub(crate) fn new(
+        dispatch: D,
+        services: Services,
+        config: ServerConfig,
+        limit: super::LimitConfig,
+    ) -> Self {
         ServerState {
             dispatch: MeteredServer::new(dispatch, config.metrics.clone()),
             counters: config.metrics.as_ref().map(|m| m.server_conns().clone()),
             services,
             inflight: tokio::sync::Semaphore::new(config.max_inflight),
             input_budget: InputBudget::new(config.max_buffered_input),
-            limiter: super::limit::Limiter::new(config.limit.clone(), crate::clock::SystemClock),
+            limiter: super::limit::Limiter::new(limit, crate::clock::SystemClock),
             access: super::trace::AccessCount::default(),
             config,
         }

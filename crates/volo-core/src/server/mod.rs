@@ -27,7 +27,7 @@
 //!     message header read      method name, sequence id, message type
 //!     routed                   on a multiplexed server: to one of its services
 //!     closing refusal          while the server drains: answered at once, unrun
-//!     limiter                  ServerConfig::limit: refused at once when over
+//!     limiter                  Server::limit: refused at once when over
 //!   the call's future:
 //!     rpc.server span          around all that follows (see trace)
 //!     call slot                waits for one of ServerConfig::max_inflight
@@ -129,7 +129,7 @@
 //!
 //! # Limits
 //!
-//! [`ServerConfig::limit`] caps the calls in progress and the calls per second
+//! [`Server::limit`] caps the calls in progress and the calls per second
 //! ([`LimitConfig`], both off by default, as in Kitex where limits are opt-in). The
 //! check comes when a frame is read, before the arguments are decoded (Kitex limits in
 //! `OnRead`), and a call over a limit is refused at once, never queued: it is
@@ -381,7 +381,8 @@ pub trait ServiceInfo {
     fn is_oneway(method: &str) -> bool;
 }
 
-/// Server settings; `ServerConfig::default()` suits most services.
+/// Server settings; `ServerConfig::default()` suits most services. The limiter, a
+/// policy, is set on the builder: [`Server::limit`].
 #[derive(Debug, Clone)]
 pub struct ServerConfig {
     /// Frame size limit (default 16,384,000 bytes, Apache Thrift's).
@@ -419,13 +420,6 @@ pub struct ServerConfig {
     /// [A graceful stop](self#a-graceful-stop)). Default 1 s. A server without a
     /// registry does not wait.
     pub exit_wait: Duration,
-    /// Limits on calls in progress and calls per second, checked when a frame is read
-    /// and before its arguments are decoded: a call over them is refused at once with
-    /// a `TApplicationException` (`INTERNAL_ERROR`, message starting with
-    /// [`OVERLOAD_PREFIX`]; clients of this crate see
-    /// [`ErrorKind::Overloaded`](crate::client::ErrorKind::Overloaded) and may retry
-    /// elsewhere), never queued. Default: no limits (see [`LimitConfig`]).
-    pub limit: LimitConfig,
     /// The sockets: netpoll-rs (default) or plain tokio (the measured baseline).
     pub transport: crate::transport::TransportKind,
     /// On netpoll-rs, start each call on the reactor's poller, right where its frame
@@ -482,7 +476,6 @@ impl Default for ServerConfig {
             idle_timeout: Some(Duration::from_secs(600)),
             drain_timeout: run::DEFAULT_DRAIN,
             exit_wait: run::DEFAULT_EXIT_WAIT,
-            limit: LimitConfig::default(),
             transport: crate::transport::TransportKind::Netpoll,
             inline_dispatch: true,
             reactor: netpoll_rs::Config::default(),

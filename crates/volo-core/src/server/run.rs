@@ -14,7 +14,7 @@ use super::conn_core::{ServerState, ServiceFacts, peer_name};
 use super::deadline::{Deadline, DeadlineLayer};
 use super::inline;
 use super::multiplex::{Multiplex, Services};
-use super::{Dispatch, ServerConfig, ServiceInfo};
+use super::{Dispatch, LimitConfig, ServerConfig, ServiceInfo};
 use crate::context::Address;
 use crate::metrics::ServerConns;
 use crate::registry::{Registration, Registry, RegistryInfo};
@@ -42,6 +42,7 @@ pub struct Server<D> {
     dispatch: D,
     services: Services,
     config: ServerConfig,
+    limit: LimitConfig,
     registry: Option<(Arc<dyn Registry>, RegistryInfo)>,
 }
 
@@ -51,6 +52,7 @@ impl<D: std::fmt::Debug> std::fmt::Debug for Server<D> {
             .field("dispatch", &self.dispatch)
             .field("services", &self.services)
             .field("config", &self.config)
+            .field("limit", &self.limit)
             .field("registry", &self.registry.as_ref().map(|(_, info)| info))
             .finish()
     }
@@ -66,6 +68,7 @@ impl<D: Dispatch + ServiceInfo> Server<Deadline<D>> {
             dispatch: DeadlineLayer::new().layer(dispatch),
             services: Services::One(ServiceFacts::of::<D>()),
             config: ServerConfig::default(),
+            limit: LimitConfig::default(),
             registry: None,
         }
     }
@@ -89,6 +92,7 @@ where
             services: Services::Many(multiplex.table().clone()),
             dispatch: DeadlineLayer::new().layer(multiplex),
             config: ServerConfig::default(),
+            limit: LimitConfig::default(),
             registry: None,
         }
     }
@@ -121,6 +125,7 @@ impl<D: Dispatch> Server<D> {
             dispatch: layer.layer(self.dispatch),
             services: self.services,
             config: self.config,
+            limit: self.limit,
             registry: self.registry,
         }
     }
@@ -140,9 +145,20 @@ impl<D: Dispatch> Server<D> {
         self
     }
 
+    /// Limits on calls in progress and calls per second, checked when a frame is read
+    /// and before its arguments are decoded: a call over them is refused at once with
+    /// a `TApplicationException` (`INTERNAL_ERROR`, message starting with
+    /// [`OVERLOAD_PREFIX`](super::OVERLOAD_PREFIX); clients of this crate see
+    /// [`ErrorKind::Overloaded`](crate::client::ErrorKind::Overloaded) and may retry
+    /// elsewhere), never queued. Default: no limits (see [`LimitConfig`]).
+    pub fn limit(mut self, limit: LimitConfig) -> Self {
+        self.limit = limit;
+        self
+    }
+
     /// What the server's connections share.
     pub(super) fn into_shared(self) -> ServerState<D> {
-        ServerState::new(self.dispatch, self.services, self.config)
+        ServerState::new(self.dispatch, self.services, self.config, self.limit)
     }
 
     /// Listens on `addr` (`ip:port`, `name:port`, `unix:/path` or `shm:/path`; port 0

@@ -71,7 +71,16 @@ fn read_framed(s: &mut impl Read) -> Vec<u8> {
 /// The server's rules for one connection, on the connection core with a fake clock
 /// (see `harness.rs`): `f` gets the connection and the service's state.
 fn on_harness(config: ServerConfig, f: impl FnOnce(TestHarness, &SharedTest)) {
-    let (c, t) = Harness::test_service(config);
+    on_limited_harness(config, LimitConfig::default(), f);
+}
+
+/// [`on_harness`], the server refusing calls over `limit`.
+fn on_limited_harness(
+    config: ServerConfig,
+    limit: LimitConfig,
+    f: impl FnOnce(TestHarness, &SharedTest),
+) {
+    let (c, t) = Harness::test_service(config, limit);
     f(c, &t);
 }
 
@@ -1436,14 +1445,11 @@ fn dispatch_errors_come_back_out_of_tower_boxes() {
 /// looked at), and the next call after the slow one is answered.
 #[test]
 fn over_the_concurrency_limit_a_call_is_refused_before_decoding() {
-    let config = ServerConfig {
-        limit: crate::server::LimitConfig {
-            max_concurrency: Some(1),
-            max_qps: None,
-        },
-        ..ServerConfig::default()
+    let limit = crate::server::LimitConfig {
+        max_concurrency: Some(1),
+        max_qps: None,
     };
-    on_harness(config, |mut slow, s| {
+    on_limited_harness(ServerConfig::default(), limit, |mut slow, s| {
         slow.write_all(&framed(&call::<Binary>(MessageType::Call, "wait", 1, "s")))
             .unwrap();
         assert_eq!(s.gauge.now(), 1, "the first call runs");
@@ -1489,14 +1495,11 @@ fn over_the_concurrency_limit_a_call_is_refused_before_decoding() {
 #[test]
 fn over_the_qps_limit_the_client_sees_an_overload() {
     use crate::client::{Client, ClientContext, ErrorKind, RetryPolicy};
-    let config = ServerConfig {
-        limit: crate::server::LimitConfig {
-            max_concurrency: None,
-            max_qps: Some(1),
-        },
-        ..ServerConfig::default()
+    let limit = crate::server::LimitConfig {
+        max_concurrency: None,
+        max_qps: Some(1),
     };
-    with_server(config, |s| {
+    with_limited_server(ServerConfig::default(), limit, |s| {
         runtime().block_on(async {
             let client = Client::builder("Test")
                 .address(s.address.clone())
