@@ -37,6 +37,8 @@
 //!   (pooled ping-pong or multiplexed connections). Generated
 //!   `<Service>Client<T>`s are generic over the stack and built by
 //!   `<Service>Client::builder()`; failures are one typed [`client::Error`].
+//! - [`config`]: the groups of settings both sides' configurations hold (see
+//!   [Configuration](#configuration)).
 //! - [`clock`]: time as an input, so every time-dependent layer is tested with a
 //!   [`clock::ManualClock`].
 //! - [`transport`]: netpoll-rs (the default) or plain tokio sockets, per server and per
@@ -57,9 +59,9 @@
 //! # How the modules stand on each other
 //!
 //! The client and the server never use each other: what both need lies below them
-//! (`codec`, `refusal`, `registry`, `metrics`, `trace`, `transport`, `context`,
-//! `clock`, `service`), and each side keeps its own layers over those (the metered
-//! ones in [`client::metered`] and [`server::metered`]). [`tower_compat`] adapts both and
+//! (`codec`, `config`, `refusal`, `registry`, `metrics`, `trace`, `transport`,
+//! `context`, `clock`, `service`), and each side keeps its own layers over those (the
+//! metered ones in [`client::metered`] and [`server::metered`]). [`tower_compat`] adapts both and
 //! sits on top, as does [`codegen`], the one module generated code names. The test `tests/module_graph.rs` fails on a cycle between modules or
 //! on a shared module that uses a side.
 //!
@@ -70,7 +72,7 @@
 //!   name: Apache's `TMultiplexedProtocol` (`Service:method`) or TTHeader's `isn`
 //!   ([`client::Client::with_multiplexed_service`], [`server::Multiplex`]);
 //! - **mux**: many calls in flight on one connection, replies matched by sequence id
-//!   ([`client::ClientConfig::mux`], `mux_connections`; `echo-client --mux`).
+//!   ([`client::ConnectionPool::mux`], `mux_per_instance`; `echo-client --mux`).
 //!
 //! Names changed while the crate took its present shape (it has not been published,
 //! so the old names are gone, not deprecated):
@@ -79,7 +81,7 @@
 //! |---|---|---|
 //! | `server::core` (module) | `server::conn_core` | shadowed the `core` crate; it is one connection's core |
 //! | `tower` (module) | [`tower_compat`] | shadowed the `tower` crate |
-//! | `ClientConfig::multiplex`, `--multiplex` | [`client::ClientConfig::mux`], `--mux` | "multiplexed" is Apache's service names |
+//! | `ClientConfig::multiplex`, `--multiplex` | [`client::ConnectionPool::mux`], `--mux` | "multiplexed" is Apache's service names |
 //! | `server::multiplex::SEPARATOR` | [`codec::SERVICE_SEPARATOR`] | both sides use it |
 //! | `server::multiplex::Route`, `RouteReply` | [`server::multiplex::NamedService`], [`server::multiplex::EitherReply`] | "route" is the registry's (which address of an instance) |
 //! | `metrics::client::MeteredClient`, `metrics::server::MeteredServer` | [`client::metered::MeteredClient`], [`server::metered::MeteredServer`] | each lives beside the side it wraps |
@@ -103,6 +105,7 @@ pub mod client;
 pub mod clock;
 pub mod codec;
 pub mod codegen;
+pub mod config;
 pub mod context;
 pub mod metrics;
 mod random;

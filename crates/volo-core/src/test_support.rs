@@ -311,7 +311,7 @@ pub(crate) fn runtime() -> tokio::runtime::Runtime {
 /// The server layouts a test should pass in: `config`, and on netpoll-rs `config` with
 /// calls started on the poller and with a task per connection.
 pub(crate) fn layouts(config: ServerConfig) -> Vec<ServerConfig> {
-    if config.transport != crate::transport::TransportKind::Netpoll {
+    if config.transport.kind != crate::transport::TransportKind::Netpoll {
         return vec![config];
     }
     [true, false]

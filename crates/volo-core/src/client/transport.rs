@@ -22,7 +22,7 @@ use crate::service::Service;
 use crate::transport::FrameIo;
 
 /// Sends calls to instances: a pool of connections per instance address (ping-pong,
-/// or multiplexed with [`ClientConfig::mux`]), opened on first use. Cheap to
+/// or multiplexed with [`ConnectionPool::mux`](super::ConnectionPool::mux)), opened on first use. Cheap to
 /// clone; clones share the pools.
 ///
 /// It sends to the address the balancer put in `cx.rpc.callee.address` (a call without
@@ -40,12 +40,12 @@ struct Inner {
     config: ClientConfig,
     /// `config.caller`, ready to go in every request's header.
     caller: Utf8Bytes,
-    /// `config.connect_timeout` in milliseconds, likewise.
+    /// `config.timeouts.connect` in milliseconds, likewise.
     connect_timeout: Utf8Bytes,
     reactor: Option<netpoll_rs::Reactor>,
     /// One pool per instance address, made on first use.
     pools: Mutex<HashMap<Address, Peer>>,
-    /// `config.metrics`' byte counters, when on.
+    /// `config.observability.metrics`' byte counters, when on.
     bytes: Option<crate::metrics::ByteCounters>,
 }
 
@@ -79,31 +79,35 @@ impl Transport {
     /// when multiplexing is asked for without TTHeader framing, and for JSON in
     /// TTHeader (which has no protocol id for it).
     pub fn new(config: ClientConfig) -> io::Result<Transport> {
-        if config.mux && config.framing != Framing::TTHeader {
+        if config.pool.mux && config.format.framing != Framing::TTHeader {
             return Err(io::Error::new(
                 io::ErrorKind::InvalidInput,
                 "multiplexing needs TTHeader framing: replies are matched to calls by the \
                  sequence id in their header",
             ));
         }
-        if config.framing == Framing::TTHeader && config.protocol == Protocol::Json {
+        if config.format.framing == Framing::TTHeader && config.format.protocol == Protocol::Json {
             return Err(io::Error::new(
                 io::ErrorKind::InvalidInput,
                 crate::codec::ttheader::HeaderError::NoProtocolId(Protocol::Json),
             ));
         }
-        let reactor = match config.transport {
+        let reactor = match config.transport.kind {
             crate::transport::TransportKind::Netpoll => Some(netpoll_rs::Reactor::on_runtime(
                 &tokio::runtime::Handle::current(),
-                config.reactor.clone(),
+                config.transport.reactor.clone(),
             )?),
             crate::transport::TransportKind::Tokio => None,
         };
         Ok(Transport {
             inner: Arc::new(Inner {
                 caller: Utf8Bytes::from(config.caller.clone()),
-                connect_timeout: Utf8Bytes::from(config.connect_timeout.as_millis().to_string()),
-                bytes: config.metrics.as_ref().map(|m| m.client_bytes().clone()),
+                connect_timeout: Utf8Bytes::from(config.timeouts.connect.as_millis().to_string()),
+                bytes: config
+                    .observability
+                    .metrics
+                    .as_ref()
+                    .map(|m| m.client_bytes().clone()),
                 config,
                 reactor,
                 pools: Mutex::new(HashMap::new()),
@@ -160,7 +164,7 @@ impl Transport {
         }
         let config = &self.inner.config;
         let reactor = self.inner.reactor.clone();
-        let peer = if config.mux {
+        let peer = if config.pool.mux {
             Peer::Mux(Arc::new(MuxPool::new(reactor, addr.clone(), config)))
         } else {
             Peer::Pooled(Arc::new(Pool::new(reactor, addr.clone(), config)))
@@ -217,8 +221,11 @@ impl Transport {
                     conn.release();
                     return Ok(None);
                 }
-                let mut splitter =
-                    FrameSplitter::new(config.framing, config.protocol, config.limits);
+                let mut splitter = FrameSplitter::new(
+                    config.format.framing,
+                    config.format.protocol,
+                    config.wire.frame,
+                );
                 let frame = conn
                     .conn()
                     .read_frame(|input| Ok(splitter.frame_len(input)?))
@@ -276,7 +283,7 @@ impl Transport {
     /// A reply frame's header, if the client's framing has one, and its message (a
     /// THeader's transforms undone, within the frame limit).
     fn unframe(&self, frame: Bytes) -> Result<(ReplyHeader, Bytes), Error> {
-        Ok(match self.inner.config.framing {
+        Ok(match self.inner.config.format.framing {
             Framing::TTHeader => {
                 let (h, payload) =
                     Header::decode(&frame, &HeaderLimits::default()).map_err(Error::protocol)?;
@@ -286,7 +293,7 @@ impl Transport {
                 let (h, raw) = theader::Header::decode(&frame, &HeaderLimits::default())
                     .map_err(Error::protocol)?;
                 let payload = h
-                    .untransform(raw, self.inner.config.limits.max_frame)
+                    .untransform(raw, self.inner.config.wire.frame.max_frame)
                     .map_err(Error::protocol)?;
                 (ReplyHeader::THeader(h), payload)
             }
@@ -304,19 +311,20 @@ impl Transport {
         req: &ClientRequest,
     ) -> Result<usize, Error> {
         let config = &self.inner.config;
-        if config.framing == Framing::THeader {
+        if config.format.framing == Framing::THeader {
             return self.write_theader(conn, cx, header, req);
         }
-        let tt = (config.framing == Framing::TTHeader).then(|| self.ttheader(cx, header, req));
+        let tt =
+            (config.format.framing == Framing::TTHeader).then(|| self.ttheader(cx, header, req));
         let written = conn.write_with(|out| {
             let before = out.len();
             let written = req.args().write(
                 out,
-                config.protocol,
-                config.framing,
+                config.format.protocol,
+                config.format.framing,
                 tt.as_ref(),
                 header,
-                config.limits.max_frame,
+                config.wire.frame.max_frame,
             );
             (written, self.sent(out, before))
         });
@@ -324,7 +332,7 @@ impl Transport {
             (Ok(Ok(())), n) => Ok(n),
             (Ok(Err(len)), _) => Err(Error::encode(TooLarge {
                 len,
-                max: config.limits.max_frame,
+                max: config.wire.frame.max_frame,
             })),
             (Err(e), _) => Err(Error::encode(e)),
         }
@@ -340,10 +348,10 @@ impl Transport {
         req: &ClientRequest,
     ) -> Result<usize, Error> {
         let config = &self.inner.config;
-        let max = config.limits.max_frame;
-        let mut h = theader::Header::new(header.seq_id, config.protocol);
-        h.framed = config.theader.framed;
-        if config.theader.zlib {
+        let max = config.wire.frame.max_frame;
+        let mut h = theader::Header::new(header.seq_id, config.format.protocol);
+        h.framed = config.format.theader.framed;
+        if config.format.theader.zlib {
             h.transforms.push(theader::transform::ZLIB);
         }
         h.info.extend(
@@ -358,7 +366,7 @@ impl Transport {
         req.args()
             .write(
                 &mut message,
-                config.protocol,
+                config.format.protocol,
                 Framing::Buffered,
                 None,
                 header,
@@ -387,8 +395,8 @@ impl Transport {
     /// several services (Kitex's, Volo's, ours) routes the call.
     fn ttheader(&self, cx: &ClientContext, header: &MessageHeader, req: &ClientRequest) -> Header {
         let config = &self.inner.config;
-        let mut h = Header::new(header.seq_id, config.protocol);
-        h.inner_framed = config.ttheader_framed;
+        let mut h = Header::new(header.seq_id, config.format.protocol);
+        h.inner_framed = config.format.ttheader_framed;
         h.str_kv.extend(
             cx.metainfo
                 .request_pairs()
@@ -398,7 +406,7 @@ impl Transport {
             Some(_) => Utf8Bytes::from_static(req.method()),
             None => header.name.clone(),
         };
-        let framed = if config.ttheader_framed {
+        let framed = if config.format.ttheader_framed {
             "framed"
         } else {
             "unframed"
@@ -523,10 +531,10 @@ impl Service<ClientContext, ClientRequest> for Transport {
         cx.rpc.seq_id = seq_id;
         ClientResponse::from_reply_to(
             payload,
-            self.inner.config.protocol,
+            self.inner.config.format.protocol,
             &req,
             seq_id,
-            self.inner.config.limits.max_frame,
+            self.inner.config.wire.frame.max_frame,
         )
         .map_err(|e| match &said {
             Some(said) => e.with_refusal_said(said.as_str()),

@@ -191,10 +191,10 @@ impl<D: Dispatch> Server<D> {
         // Read once: logged with the sizes chosen, and the baseline the serving server
         // compares later readings with.
         let cpus = netpoll_rs::cpus::CpuBudget::current();
-        let reactor = match self.config.transport {
+        let reactor = match self.config.transport.kind {
             TransportKind::Netpoll => {
                 let runtime = tokio::runtime::Handle::current();
-                let mut reactor = self.config.reactor.clone();
+                let mut reactor = self.config.transport.reactor.clone();
                 Some(if self.config.inline_dispatch {
                     // Calls start on the pollers: one per worker thread spreads them as
                     // tasks per connection would be. On threads of their own, each wait
@@ -215,7 +215,7 @@ impl<D: Dispatch> Server<D> {
         let mut listeners = Vec::with_capacity(addrs.len());
         for addr in addrs {
             let (acceptor, local) =
-                Acceptor::bind(self.config.transport, addr, reactor.as_ref()).await?;
+                Acceptor::bind(self.config.transport.kind, addr, reactor.as_ref()).await?;
             let tls = self.config.tls.clone().filter(|_| acceptor.is_tcp());
             listeners.push(Listening {
                 acceptor,
@@ -223,7 +223,7 @@ impl<D: Dispatch> Server<D> {
                 tls,
             });
         }
-        let connections = Arc::new(Semaphore::new(self.config.max_connections));
+        let connections = Arc::new(Semaphore::new(self.config.capacity.max_connections));
         let registrations = match &self.registry {
             Some((registry, info)) => {
                 let addresses: Vec<Address> = listeners.iter().map(|l| l.local.clone()).collect();
@@ -332,9 +332,9 @@ impl<D: Dispatch> BoundServer<D> {
 
     /// Serves until `signal` completes, then shuts down gracefully (see
     /// [A graceful stop](super#a-graceful-stop)): deregisters and keeps serving for
-    /// [`ServerConfig::exit_wait`] (when it has a [registry](Server::registry)), stops
+    /// [`ServerTimeouts::exit_wait`](super::ServerTimeouts::exit_wait) (when it has a [registry](Server::registry)), stops
     /// accepting, tells its connections it is closing, answers the calls in hand and
-    /// refuses the rest unrun, for up to [`ServerConfig::drain_timeout`], then closes
+    /// refuses the rest unrun, for up to [`ServerTimeouts::drain`](super::ServerTimeouts::drain), then closes
     /// what is left.
     ///
     /// With a registry, the instance is registered first; a failed registration
@@ -370,7 +370,7 @@ impl<D: Dispatch> BoundServer<D> {
         let _close_live = CloseAll(&live);
         // After the signal: deregistered, the clients are given the exit wait to learn
         // of it, while the server serves on as before.
-        let exit_wait = self.shared.config.exit_wait;
+        let exit_wait = self.shared.config.timeouts.exit_wait;
         let mut leaving = std::pin::pin!(async move {
             signal.await;
             if let Some(registered) = registered {
@@ -425,7 +425,7 @@ impl<D: Dispatch> BoundServer<D> {
                         // A TLS handshake runs here, on the connection's own task.
                         let conn = match tls {
                             Some(tls) => {
-                                let timeout = shared.config.read_timeout;
+                                let timeout = shared.config.timeouts.read;
                                 match tls_accept(conn, &tls, timeout, &mut stop).await {
                                     Some(conn) => conn,
                                     None => return,
@@ -445,7 +445,7 @@ impl<D: Dispatch> BoundServer<D> {
         }
         let _ = stop_tx.send(true);
         live.shutdown();
-        let drained = tokio::time::timeout(self.shared.config.drain_timeout, async {
+        let drained = tokio::time::timeout(self.shared.config.timeouts.drain, async {
             while tasks.join_next().await.is_some() {}
             live.drained().await;
         })

@@ -6,6 +6,7 @@
 use std::sync::Mutex;
 
 use super::*;
+use crate::config::Observability;
 use crate::service::layer_fn;
 
 /// What the handlers and the layer saw: (service in the context, method).
@@ -124,7 +125,10 @@ fn with_mux(default: bool, f: impl FnOnce(&Mux)) {
     });
     let metrics = crate::metrics::Metrics::new();
     let config = ServerConfig {
-        metrics: Some(metrics.clone()),
+        observability: Observability {
+            metrics: Some(metrics.clone()),
+            ..Default::default()
+        },
         ..ServerConfig::default()
     };
     let connect = if default {
