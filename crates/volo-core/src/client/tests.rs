@@ -284,6 +284,26 @@ fn metainfo_goes_out_and_backward_values_come_back() {
     );
 }
 
+/// The client reads a reply's header within its `wire.header` limit: the test
+/// service sends the caller's logid back, so a long one makes a reply header over it,
+/// which fails the call as a bad reply.
+#[test]
+fn a_reply_header_over_the_clients_limit_is_a_protocol_error() {
+    with_client(
+        |c| c.wire.header.max_header = 1024,
+        |client, server| async move {
+            let mut cx = ClientContext::new();
+            cx.metainfo.set_persistent("logid", "a".repeat(2048));
+            let e = echo(&client, &mut cx, "x").await.unwrap_err();
+            assert_eq!(e.kind(), ErrorKind::Protocol, "{e:?}");
+            let mut cx = ClientContext::new();
+            cx.metainfo.set_persistent("logid", "a".repeat(100));
+            echo(&client, &mut cx, "x").await.unwrap();
+            server
+        },
+    );
+}
+
 #[test]
 fn exceptions_timeouts_and_oneways() {
     with_client(

@@ -15,7 +15,7 @@ use super::balance::Changes;
 use super::mux::{MuxCall, MuxPool};
 use super::pool::{Pool, Pooled};
 use super::{ClientConfig, ClientContext, ClientRequest, ClientResponse, Error, FrameSizes};
-use crate::codec::ttheader::{Header, HeaderLimits, int_key, str_key};
+use crate::codec::ttheader::{Header, int_key, str_key};
 use crate::codec::{FrameSplitter, Framing, Protocol, theader};
 use crate::context::Address;
 use crate::service::Service;
@@ -283,15 +283,16 @@ impl Transport {
     /// A reply frame's header, if the client's framing has one, and its message (a
     /// THeader's transforms undone, within the frame limit).
     fn unframe(&self, frame: Bytes) -> Result<(ReplyHeader, Bytes), Error> {
+        let header_limits = &self.inner.config.wire.header;
         Ok(match self.inner.config.format.framing {
             Framing::TTHeader => {
                 let (h, payload) =
-                    Header::decode(&frame, &HeaderLimits::default()).map_err(Error::protocol)?;
+                    Header::decode(&frame, header_limits).map_err(Error::protocol)?;
                 (ReplyHeader::TTHeader(h), payload)
             }
             Framing::THeader => {
-                let (h, raw) = theader::Header::decode(&frame, &HeaderLimits::default())
-                    .map_err(Error::protocol)?;
+                let (h, raw) =
+                    theader::Header::decode(&frame, header_limits).map_err(Error::protocol)?;
                 let payload = h
                     .untransform(raw, self.inner.config.wire.frame.max_frame)
                     .map_err(Error::protocol)?;
