@@ -65,6 +65,35 @@
 //! sits on top, as does [`codegen`], the one module generated code names. The test `tests/module_graph.rs` fails on a cycle between modules or
 //! on a shared module that uses a side.
 //!
+//! # Configuration
+//!
+//! A side's settings are one value ([`client::ClientConfig`], [`server::ServerConfig`]),
+//! given to its builder by one method of one name on both:
+//! [`client::ClientBuilder::config`], [`server::Server::config`]. Its fields are groups
+//! by concern, each a type with its docs and a `Default`, so that a change to one
+//! concern names that group (`..Default::default()` fills the rest of it):
+//!
+//! | field | type | holds | on |
+//! |---|---|---|---|
+//! | `wire` | [`config::WireLimits`] | the frame and TTHeader/THeader header size limits on what is read | both: a server checks requests, a client replies |
+//! | `transport` | [`config::TransportConfig`] | the sockets (netpoll-rs or tokio) and the reactor's settings | both |
+//! | `tls` | [`transport::tls::ServerTls`], [`transport::tls::ClientTls`] | TLS over TCP | both, a type per side (a certificate to show, or servers to trust) |
+//! | `observability` | [`config::Observability`] | metrics and the access log | both |
+//! | `timeouts` | [`client::ClientTimeouts`], [`server::ServerTimeouts`] | connect and call; read, idle, drain and exit wait | both, a type per side: no timeout is the same on both |
+//! | `format` | [`client::WireFormat`] | framing, protocol, TTHeader's inner framing, THeader's options | client: a server detects them per connection and answers in kind |
+//! | `pool` | [`client::ConnectionPool`] | connections per instance, ping-pong or mux | client |
+//! | `caller` | `String` | the service name sent as the caller | client |
+//! | `capacity` | [`server::ServerCapacity`] | connections, calls in progress (all, per connection), buffered bytes | server |
+//! | `inline_dispatch` | `bool` | calls started on the reactor's poller | server |
+//!
+//! What both sides read the same way has one type under one name on both; what only
+//! looks alike does not: a client's `pool.max_per_instance` caps its connections to
+//! each instance, a server's `capacity.max_connections` all the connections it
+//! accepts. Policies, which decide what to do with a call rather than describe the
+//! machinery, are builder methods, not settings: retry, backup requests, breakers and
+//! balancing on the [`client::ClientBuilder`], the limiter on the server
+//! ([`server::Server::limit`]).
+//!
 //! # Names
 //!
 //! Two words that sound alike mean one thing each:
@@ -94,6 +123,19 @@
 //! | `Shared` (instance breakers) | `BreakerTable` | the breakers by instance, and their counts |
 //! | `PerList` (balancers) | `ListCache` | a value derived from each of the last instance lists |
 //! | generated code's paths into `client`, `server`, `context`, `service` | [`codegen`] | one module for generated code |
+//! | `ClientConfig::{framing, protocol, ttheader_framed, theader}` | [`client::ClientConfig::format`]: [`client::WireFormat`] | how requests are encoded, the client's choice alone |
+//! | `ClientConfig::limits` (frame) | `ClientConfig::wire.frame` ([`config::WireLimits`]) | one type of limits on both sides, with the header's |
+//! | (none: default header limits) | `ClientConfig::wire.header` | a client can limit reply headers as a server limits request headers |
+//! | `ServerConfig::limits`, `ServerConfig::header_limits` | `ServerConfig::wire.frame`, `ServerConfig::wire.header` ([`config::WireLimits`]) | one type on both sides; `limits` stood beside `limit` |
+//! | `ClientConfig::{connect_timeout, rpc_timeout}` | `ClientConfig::timeouts.{connect, rpc}` ([`client::ClientTimeouts`]) | timeouts grouped |
+//! | `ServerConfig::{read_timeout, idle_timeout, drain_timeout, exit_wait}` | `ServerConfig::timeouts.{read, idle, drain, exit_wait}` ([`server::ServerTimeouts`]) | timeouts grouped |
+//! | `ClientConfig::max_connections` | `ClientConfig::pool.max_per_instance` ([`client::ConnectionPool`]) | per instance; the server's `max_connections` is all connections |
+//! | `ClientConfig::{mux, mux_connections}` | `ClientConfig::pool.{mux, mux_per_instance}` | connections grouped; per instance, as `max_per_instance` |
+//! | `ServerConfig::{max_connections, max_inflight, max_inflight_per_connection, max_buffered_input}` | `ServerConfig::capacity.*` ([`server::ServerCapacity`]) | what the server holds at once, grouped |
+//! | `ClientConfig::{transport, reactor}`, `ServerConfig::{transport, reactor}` | `transport.kind`, `transport.reactor` ([`config::TransportConfig`]) | one type on both sides |
+//! | `ClientConfig::{metrics, access_log}`, `ServerConfig::{metrics, access_log}` | `observability.{metrics, access_log}` ([`config::Observability`]) | one type on both sides |
+//! | `ServerConfig::limit` | [`server::Server::limit`] | a policy, set on the builder as the client's are |
+//! | `Server::with_config` | [`server::Server::config`] | the client builder's name |
 #![warn(
     missing_docs,
     missing_debug_implementations,
