@@ -51,7 +51,7 @@
 //! - `ours tokio`: the same over plain tokio sockets: the baseline that shows what the
 //!   reactor adds.
 //! - `ours mux`: our client multiplexing all callers over two netpoll-rs connections
-//!   (`ClientConfig::mux`; replies matched by TTHeader sequence id) against the
+//!   (`ConnectionPool::mux`; replies matched by TTHeader sequence id) against the
 //!   same server. Volo's client here stays on its default pooled connections.
 //!
 //! Reported: QPS, p50/p99/p999, errors, and the ratios against Volo measured in the same
@@ -67,7 +67,9 @@ use examples::echo_service::{EchoCall, RunningEcho};
 use examples::load::{Plan, Report, closed_loop};
 use examples::server_only::{self, ClientStack, IdleSettings};
 use volo_core::client::ClientConfig;
+use volo_core::client::{ConnectionPool, WireFormat};
 use volo_core::codec::Framing;
+use volo_core::config::TransportConfig;
 use volo_core::context::Address;
 use volo_core::transport::TransportKind;
 
@@ -175,11 +177,20 @@ fn run_case(variant: Variant, callers: usize, size: usize, window: Duration) -> 
             let addr = server.addr.clone();
             let report = client_rt.block_on(async {
                 let config = ClientConfig {
-                    framing: Framing::TTHeader,
-                    ttheader_framed: true,
-                    transport: io,
-                    max_connections: callers,
-                    mux: variant == Variant::OursMux,
+                    format: WireFormat {
+                        framing: Framing::TTHeader,
+                        ttheader_framed: true,
+                        ..Default::default()
+                    },
+                    transport: TransportConfig {
+                        kind: io,
+                        ..Default::default()
+                    },
+                    pool: ConnectionPool {
+                        max_per_instance: callers,
+                        mux: variant == Variant::OursMux,
+                        ..Default::default()
+                    },
                     ..ClientConfig::default()
                 };
                 let client = EchoServiceClient::builder()

@@ -13,6 +13,7 @@ use volo_core::server::ServerError;
 use crate::echo::{
     EchoError, EchoService, EchoServiceEchoOrFailException, Ids, MyTest, Request, Response,
 };
+use volo_core::config::TransportConfig;
 
 /// The code of the `EchoError` that `echo_or_fail` raises (the IDL leaves it open; every
 /// implementation in this repository, and the Python one in interop/rpc.py, uses 1).
@@ -311,7 +312,10 @@ impl RunningEcho {
         addr: &volo_core::context::Address,
     ) -> std::io::Result<RunningEcho> {
         let config = volo_core::server::ServerConfig {
-            transport: io,
+            transport: TransportConfig {
+                kind: io,
+                ..Default::default()
+            },
             ..volo_core::server::ServerConfig::default()
         };
         Self::start_with(runtime, config, addr)
@@ -326,7 +330,7 @@ impl RunningEcho {
         use volo_core::server::Server;
         let bound = runtime.block_on(
             Server::new(crate::echo::EchoServiceServer::new(Echo::default()))
-                .with_config(config)
+                .config(config)
                 .bind(addr),
         )?;
         let addr = bound.local_addr().clone();

@@ -63,7 +63,7 @@ named! {
     /// echo-client's `--transport`: a [`FramingArg`] name, or `ttheader-framed`
     /// (TTHeader with a 4-byte length before the payload inside, Kitex's
     /// "TTHeaderFramed" and its clients' default). `.0` is the framing and
-    /// [`ClientConfig::ttheader_framed`](volo_core::client::ClientConfig::ttheader_framed).
+    /// [`WireFormat::ttheader_framed`](volo_core::client::WireFormat::ttheader_framed).
     ClientFramingArg((Framing, bool)) {
         (Framing::TTHeader, false) => "ttheader": "Kitex's TTHeader (metainfo, many calls per connection)",
         (Framing::TTHeader, true) => "ttheader-framed": "TTHeader around a Framed payload (Kitex's client default)",

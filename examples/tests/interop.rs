@@ -49,6 +49,8 @@ mod second_gen {
 }
 
 use second_gen::second::{SecondService, SecondServiceClient, SecondServiceServer};
+use volo_core::client::{ClientTimeouts, WireFormat};
+use volo_core::config::TransportConfig;
 
 /// Plain transports and protocols: the Python transport and protocol, and ours.
 const COMBOS: [(&str, Framing, &str, Protocol); 6] = [
@@ -313,8 +315,11 @@ impl PythonServer {
 /// A client configuration for `framing` and `protocol`, the rest by default.
 fn client_config(framing: Framing, protocol: Protocol) -> ClientConfig {
     ClientConfig {
-        framing,
-        protocol,
+        format: WireFormat {
+            framing,
+            protocol,
+            ..Default::default()
+        },
         ..ClientConfig::default()
     }
 }
@@ -445,13 +450,10 @@ fn our_client_calls_the_apache_python_server() {
     for (transport, sub, proto, zlib) in HEADER_COMBOS {
         let server = PythonServer::start(&tmp, transport, "header", &[]);
         let what = format!("header over {transport}/{sub} zlib={zlib}");
-        let config = ClientConfig {
-            framing: Framing::THeader,
-            theader: theader::Options {
-                zlib,
-                framed: transport == "framed",
-            },
-            ..client_config(Framing::THeader, proto)
+        let mut config = client_config(Framing::THeader, proto);
+        config.format.theader = theader::Options {
+            zlib,
+            framed: transport == "framed",
         };
         call_python(&rt, &server, config, &what);
     }
@@ -559,11 +561,14 @@ fn the_apache_python_tls_client_calls_our_tls_server() {
     for transport in [TransportKind::Netpoll, TransportKind::Tokio] {
         let config = ServerConfig {
             tls: Some(tls.clone()),
-            transport,
+            transport: TransportConfig {
+                kind: transport,
+                ..Default::default()
+            },
             ..ServerConfig::default()
         };
         let echo = Echo::default();
-        let server = Server::new(EchoServiceServer::new(echo.clone())).with_config(config);
+        let server = Server::new(EchoServiceServer::new(echo.clone())).config(config);
         let (port, serving) = serve(&rt, server);
         run_python_client(&tmp, port, &extra);
         assert_eq!(
@@ -606,9 +611,15 @@ fn our_tls_client_calls_the_apache_python_tls_server() {
             let what = format!("TLS {transport}/{protocol} from {transport_kind:?}");
             bounded(&rt, &what, async {
                 let config = ClientConfig {
-                    transport: transport_kind,
+                    transport: TransportConfig {
+                        kind: transport_kind,
+                        ..Default::default()
+                    },
                     tls: Some(tls.clone()),
-                    connect_timeout: Duration::from_secs(10),
+                    timeouts: ClientTimeouts {
+                        connect: Duration::from_secs(10),
+                        ..Default::default()
+                    },
                     ..client_config(framing, proto)
                 };
                 let client = EchoServiceClient::builder()

@@ -16,6 +16,7 @@ use volo_core::client::retry::Backoff;
 use volo_core::client::{
     ClientBuilder, ClientConfig, ClientContext, ErrorKind, RetryPolicy, Untyped,
 };
+use volo_core::config::Observability;
 use volo_core::context::{Address, ServerContext};
 use volo_core::metrics::Metrics;
 use volo_core::server::{DispatchError, LimitConfig, Server, ServerConfig, ServerRequest};
@@ -82,8 +83,11 @@ fn a_scrape_counts_every_call_by_outcome() {
         .block_on(
             Server::new(EchoServiceServer::new(Echo::default()))
                 .layer(layer_fn(FailIds))
-                .with_config(ServerConfig {
-                    metrics: Some(metrics.clone()),
+                .config(ServerConfig {
+                    observability: Observability {
+                        metrics: Some(metrics.clone()),
+                        ..Default::default()
+                    },
                     ..ServerConfig::default()
                 })
                 .bind(&"127.0.0.1:0".parse().unwrap()),
@@ -101,7 +105,10 @@ fn a_scrape_counts_every_call_by_outcome() {
     };
 
     let config = ClientConfig {
-        metrics: Some(metrics.clone()),
+        observability: Observability {
+            metrics: Some(metrics.clone()),
+            ..Default::default()
+        },
         ..ClientConfig::default()
     };
     // The clients live until after the scrape: their breakers are read then.
@@ -267,18 +274,24 @@ fn limiter_refusals_are_counted_by_reason() {
     rt.block_on(tokio::time::timeout(Duration::from_secs(30), async {
         for (limit, calls) in limits.into_iter().zip([2, 3]) {
             let bound = Server::new(EchoServiceServer::new(Echo::default()))
-                .with_config(ServerConfig {
-                    metrics: Some(metrics.clone()),
-                    limit,
+                .config(ServerConfig {
+                    observability: Observability {
+                        metrics: Some(metrics.clone()),
+                        ..Default::default()
+                    },
                     ..ServerConfig::default()
                 })
+                .limit(limit)
                 .bind(&"127.0.0.1:0".parse().unwrap())
                 .await
                 .unwrap();
             let client = EchoServiceClient::builder()
                 .address(bound.local_addr().clone())
                 .config(ClientConfig {
-                    metrics: Some(metrics.clone()),
+                    observability: Observability {
+                        metrics: Some(metrics.clone()),
+                        ..Default::default()
+                    },
                     ..ClientConfig::default()
                 })
                 .retry(RetryPolicy::new().max_retries(0))

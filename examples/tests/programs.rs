@@ -6,6 +6,7 @@ use std::io::{BufRead, BufReader};
 use std::net::SocketAddr;
 use std::process::{Child, Command, Output, Stdio};
 use std::time::Duration;
+use volo_core::client::{ClientTimeouts, ConnectionPool};
 
 /// Runs `bin` with `args`, which must succeed; its standard output.
 fn run_ok(bin: &str, args: &[&str]) -> String {
@@ -246,8 +247,14 @@ fn calls_fail_promptly_when_an_shm_server_is_killed() {
         let rt = tokio::runtime::Runtime::new().unwrap();
         rt.block_on(async {
             let config = ClientConfig {
-                mux,
-                rpc_timeout: Some(std::time::Duration::from_secs(120)),
+                pool: ConnectionPool {
+                    mux,
+                    ..Default::default()
+                },
+                timeouts: ClientTimeouts {
+                    rpc: Some(std::time::Duration::from_secs(120)),
+                    ..Default::default()
+                },
                 ..ClientConfig::default()
             };
             let address: Address = addr.parse().unwrap();

@@ -95,7 +95,7 @@ fn an_echo_call_allocates_nothing_on_the_server() {
         .unwrap();
     let bound = runtime.block_on(async {
         Server::new(EchoServiceServer::new(Echo::default()))
-            .with_config(ServerConfig::default())
+            .config(ServerConfig::default())
             .bind(&"127.0.0.1:0".parse().unwrap())
             .await
             .expect("bind")

@@ -19,6 +19,7 @@ use crate::Setup;
 use crate::checks::{Clients, SeqWatch, Watched};
 use crate::options::{ClientOptions, Encoding, Keys, Socket, Transport as SuiteTransport};
 use crate::thrift_test::{SecondServiceClient, ThriftTestClient};
+use volo_core::client::{ClientTimeouts, ConnectionPool};
 
 /// The client stack of a test run.
 pub type Stack = DefaultStack<Watched<Transport>>;
@@ -48,16 +49,24 @@ pub fn connect(opts: &ClientOptions) -> Result<Clients<Stack>, Setup> {
         Socket::Ip(port) => tcp_address(&opts.host, *port)?,
     };
     let config = ClientConfig {
-        framing,
-        protocol,
-        theader: theader::Options {
-            zlib: false,
-            framed: common.transport == SuiteTransport::Framed,
+        format: volo_core::client::WireFormat {
+            framing,
+            protocol,
+            theader: theader::Options {
+                zlib: false,
+                framed: common.transport == SuiteTransport::Framed,
+            },
+            ..Default::default()
         },
         tls: common.tls().as_ref().map(client_tls).transpose()?,
-        connect_timeout: CONNECT_TIMEOUT,
-        rpc_timeout: Some(CALL_TIMEOUT),
-        max_connections: 1,
+        timeouts: ClientTimeouts {
+            connect: CONNECT_TIMEOUT,
+            rpc: Some(CALL_TIMEOUT),
+        },
+        pool: ConnectionPool {
+            max_per_instance: 1,
+            ..Default::default()
+        },
         ..ClientConfig::default()
     };
     let seq = SeqWatch::new();

@@ -50,13 +50,13 @@ pub async fn serve(
             .default_service(ThriftTestServer::new(handler))
             .service(SecondServiceServer::new(SecondHandler));
         Server::multiplexed(both)
-            .with_config(config)
+            .config(config)
             .bind(&addr)
             .await
             .map(Bound::Two)
     } else {
         Server::new(ThriftTestServer::new(handler))
-            .with_config(config)
+            .config(config)
             .bind(&addr)
             .await
             .map(Bound::One)

@@ -16,7 +16,7 @@
 //!   exceptions in the result struct, `TApplicationException` for unknown methods, bad
 //!   arguments and handler panics, connection / in-flight / size limits, read and idle
 //!   timeouts, graceful shutdown. Each call, once the server has read its message
-//!   header, let it past the limiter ([`server::ServerConfig::limit`]) and opened its
+//!   header, let it past the limiter ([`server::Server::limit`]) and opened its
 //!   `rpc.server` span, goes through a stack of [`service::Service`]s:
 //!   [`server::metered`] (which counts it), the user's layers, then
 //!   [`server::deadline`] (which drops a call once its TTHeader caller's timeout has
@@ -37,6 +37,8 @@
 //!   (pooled ping-pong or multiplexed connections). Generated
 //!   `<Service>Client<T>`s are generic over the stack and built by
 //!   `<Service>Client::builder()`; failures are one typed [`client::Error`].
+//! - [`config`]: the groups of settings both sides' configurations hold (see
+//!   [Configuration](#configuration)).
 //! - [`clock`]: time as an input, so every time-dependent layer is tested with a
 //!   [`clock::ManualClock`].
 //! - [`transport`]: netpoll-rs (the default) or plain tokio sockets, per server and per
@@ -57,12 +59,41 @@
 //! # How the modules stand on each other
 //!
 //! The client and the server never use each other: what both need lies below them
-//! (`codec`, `envelope` (what a call's headers say, read and written for both sides),
-//! `refusal`, `registry`, `metrics`, `trace`, `transport`, `context`, `clock`,
+//! (`codec`, `config`, `envelope` (what a call's headers say, read and written for both
+//! sides), `refusal`, `registry`, `metrics`, `trace`, `transport`, `context`, `clock`,
 //! `service`), and each side keeps its own layers over those (the metered
 //! ones in [`client::metered`] and [`server::metered`]). [`tower_compat`] adapts both and
 //! sits on top, as does [`codegen`], the one module generated code names. The test `tests/module_graph.rs` fails on a cycle between modules or
 //! on a shared module that uses a side.
+//!
+//! # Configuration
+//!
+//! A side's settings are one value ([`client::ClientConfig`], [`server::ServerConfig`]),
+//! given to its builder by one method of one name on both:
+//! [`client::ClientBuilder::config`], [`server::Server::config`]. Its fields are groups
+//! by concern, each a type with its docs and a `Default`, so that a change to one
+//! concern names that group (`..Default::default()` fills the rest of it):
+//!
+//! | field | type | holds | on |
+//! |---|---|---|---|
+//! | `wire` | [`config::WireLimits`] | the frame and TTHeader/THeader header size limits on what is read | both: a server checks requests, a client replies |
+//! | `transport` | [`config::TransportConfig`] | the sockets (netpoll-rs or tokio) and the reactor's settings | both |
+//! | `tls` | [`transport::tls::ServerTls`], [`transport::tls::ClientTls`] | TLS over TCP | both, a type per side (a certificate to show, or servers to trust) |
+//! | `observability` | [`config::Observability`] | metrics and the access log | both |
+//! | `timeouts` | [`client::ClientTimeouts`], [`server::ServerTimeouts`] | connect and call; read, idle, drain and exit wait | both, a type per side: no timeout is the same on both |
+//! | `format` | [`client::WireFormat`] | framing, protocol, TTHeader's inner framing, THeader's options | client: a server detects them per connection and answers in kind |
+//! | `pool` | [`client::ConnectionPool`] | connections per instance, ping-pong or mux | client |
+//! | `caller` | `String` | the service name sent as the caller | client |
+//! | `capacity` | [`server::ServerCapacity`] | connections, calls in progress (all, per connection), buffered bytes | server |
+//! | `inline_dispatch` | `bool` | calls started on the reactor's poller | server |
+//!
+//! What both sides read the same way has one type under one name on both; what only
+//! looks alike does not: a client's `pool.max_per_instance` caps its connections to
+//! each instance, a server's `capacity.max_connections` all the connections it
+//! accepts. Policies, which decide what to do with a call rather than describe the
+//! machinery, are builder methods, not settings: retry, backup requests, breakers and
+//! balancing on the [`client::ClientBuilder`], the limiter on the server
+//! ([`server::Server::limit`]).
 //!
 //! # Names
 //!
@@ -71,7 +102,7 @@
 //!   name: Apache's `TMultiplexedProtocol` (`Service:method`) or TTHeader's `isn`
 //!   ([`client::Client::with_multiplexed_service`], [`server::Multiplex`]);
 //! - **mux**: many calls in flight on one connection, replies matched by sequence id
-//!   ([`client::ClientConfig::mux`], `mux_connections`; `echo-client --mux`).
+//!   ([`client::ConnectionPool::mux`], `mux_per_instance`; `echo-client --mux`).
 //!
 //! Names changed while the crate took its present shape (it has not been published,
 //! so the old names are gone, not deprecated):
@@ -80,7 +111,7 @@
 //! |---|---|---|
 //! | `server::core` (module) | `server::conn_core` | shadowed the `core` crate; it is one connection's core |
 //! | `tower` (module) | [`tower_compat`] | shadowed the `tower` crate |
-//! | `ClientConfig::multiplex`, `--multiplex` | [`client::ClientConfig::mux`], `--mux` | "multiplexed" is Apache's service names |
+//! | `ClientConfig::multiplex`, `--multiplex` | [`client::ConnectionPool::mux`], `--mux` | "multiplexed" is Apache's service names |
 //! | `server::multiplex::SEPARATOR` | [`codec::SERVICE_SEPARATOR`] | both sides use it |
 //! | `server::multiplex::Route`, `RouteReply` | [`server::multiplex::NamedService`], [`server::multiplex::EitherReply`] | "route" is the registry's (which address of an instance) |
 //! | `metrics::client::MeteredClient`, `metrics::server::MeteredServer` | [`client::metered::MeteredClient`], [`server::metered::MeteredServer`] | each lives beside the side it wraps |
@@ -94,6 +125,19 @@
 //! | `PerList` (balancers) | `ListCache` | a value derived from each of the last instance lists |
 //! | generated code's paths into `client`, `server`, `context`, `service` | [`codegen`] | one module for generated code |
 //! | `server::EncodeReply`, `client::EncodeArgs` | [`codec::Body`], [`codec::ErasedBody`] | one body trait for arguments and replies; the erased form is what a client's call carries |
+//! | `ClientConfig::{framing, protocol, ttheader_framed, theader}` | [`client::ClientConfig::format`]: [`client::WireFormat`] | how requests are encoded, the client's choice alone |
+//! | `ClientConfig::limits` (frame) | `ClientConfig::wire.frame` ([`config::WireLimits`]) | one type of limits on both sides, with the header's |
+//! | (none: default header limits) | `ClientConfig::wire.header` | a client can limit reply headers as a server limits request headers |
+//! | `ServerConfig::limits`, `ServerConfig::header_limits` | `ServerConfig::wire.frame`, `ServerConfig::wire.header` ([`config::WireLimits`]) | one type on both sides; `limits` stood beside `limit` |
+//! | `ClientConfig::{connect_timeout, rpc_timeout}` | `ClientConfig::timeouts.{connect, rpc}` ([`client::ClientTimeouts`]) | timeouts grouped |
+//! | `ServerConfig::{read_timeout, idle_timeout, drain_timeout, exit_wait}` | `ServerConfig::timeouts.{read, idle, drain, exit_wait}` ([`server::ServerTimeouts`]) | timeouts grouped |
+//! | `ClientConfig::max_connections` | `ClientConfig::pool.max_per_instance` ([`client::ConnectionPool`]) | per instance; the server's `max_connections` is all connections |
+//! | `ClientConfig::{mux, mux_connections}` | `ClientConfig::pool.{mux, mux_per_instance}` | connections grouped; per instance, as `max_per_instance` |
+//! | `ServerConfig::{max_connections, max_inflight, max_inflight_per_connection, max_buffered_input}` | `ServerConfig::capacity.*` ([`server::ServerCapacity`]) | what the server holds at once, grouped |
+//! | `ClientConfig::{transport, reactor}`, `ServerConfig::{transport, reactor}` | `transport.kind`, `transport.reactor` ([`config::TransportConfig`]) | one type on both sides |
+//! | `ClientConfig::{metrics, access_log}`, `ServerConfig::{metrics, access_log}` | `observability.{metrics, access_log}` ([`config::Observability`]) | one type on both sides |
+//! | `ServerConfig::limit` | [`server::Server::limit`] | a policy, set on the builder as the client's are |
+//! | `Server::with_config` | [`server::Server::config`] | the client builder's name |
 #![warn(
     missing_docs,
     missing_debug_implementations,
@@ -105,6 +149,7 @@ pub mod client;
 pub mod clock;
 pub mod codec;
 pub mod codegen;
+pub mod config;
 pub mod context;
 mod envelope;
 pub mod metrics;

@@ -12,7 +12,7 @@ use thrift_codec::{
 };
 
 use crate::context::{Address, ServerContext};
-use crate::server::{DispatchError, Server, ServerConfig, ServerRequest, ServiceInfo};
+use crate::server::{DispatchError, LimitConfig, Server, ServerConfig, ServerRequest, ServiceInfo};
 use crate::service::Service;
 
 /// `struct Text { 1: string text }`: the arguments and (as field 0) the result.
@@ -260,6 +260,11 @@ pub(crate) async fn start(config: ServerConfig) -> Running {
 }
 
 pub(crate) async fn start_on(config: ServerConfig, at: &Address) -> Running {
+    start_limited(config, LimitConfig::default(), at).await
+}
+
+/// A server with `config` and the limiter `limit` listening on `at`.
+async fn start_limited(config: ServerConfig, limit: LimitConfig, at: &Address) -> Running {
     let notified = Arc::new(AtomicUsize::new(0));
     let peers = Arc::new(Mutex::new(HashSet::new()));
     let gauge = Arc::new(Gauge::default());
@@ -271,7 +276,8 @@ pub(crate) async fn start_on(config: ServerConfig, at: &Address) -> Running {
         gauge: Arc::clone(&gauge),
         gate,
     })
-    .with_config(config);
+    .config(config)
+    .limit(limit);
     let bound = server.bind(at).await.expect("bind");
     let address = bound.local_addr().clone();
     let addr = match &address {
@@ -305,7 +311,7 @@ pub(crate) fn runtime() -> tokio::runtime::Runtime {
 /// The server layouts a test should pass in: `config`, and on netpoll-rs `config` with
 /// calls started on the poller and with a task per connection.
 pub(crate) fn layouts(config: ServerConfig) -> Vec<ServerConfig> {
-    if config.transport != crate::transport::TransportKind::Netpoll {
+    if config.transport.kind != crate::transport::TransportKind::Netpoll {
         return vec![config];
     }
     [true, false]
@@ -319,14 +325,27 @@ pub(crate) fn layouts(config: ServerConfig) -> Vec<ServerConfig> {
 /// Runs `f` with a server, in a blocking thread (the client is plain std), bounded in
 /// time: once for each of the server's [`layouts`].
 pub(crate) fn with_server(config: ServerConfig, f: impl Fn(&Running) + Clone + Send + 'static) {
+    with_limited_server(config, LimitConfig::default(), f);
+}
+
+/// [`with_server`], the server refusing calls over `limit` ([`Server::limit`]).
+pub(crate) fn with_limited_server(
+    config: ServerConfig,
+    limit: LimitConfig,
+    f: impl Fn(&Running) + Clone + Send + 'static,
+) {
     for config in layouts(config) {
-        with_server_once(config, f.clone());
+        with_server_once(config, limit.clone(), f.clone());
     }
 }
 
-fn with_server_once(config: ServerConfig, f: impl FnOnce(&Running) + Send + 'static) {
+fn with_server_once(
+    config: ServerConfig,
+    limit: LimitConfig,
+    f: impl FnOnce(&Running) + Send + 'static,
+) {
     runtime().block_on(async {
-        let running = start(config).await;
+        let running = start_limited(config, limit, &"127.0.0.1:0".parse().unwrap()).await;
         let running = tokio::time::timeout(Duration::from_secs(60), async move {
             tokio::task::spawn_blocking(move || {
                 f(&running);

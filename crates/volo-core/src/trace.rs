@@ -52,8 +52,8 @@ use crate::context::{Address, MetaInfo};
 use crate::random::random_seed;
 
 /// Which calls an access log shows
-/// ([`ServerConfig::access_log`](crate::server::ServerConfig::access_log),
-/// [`ClientConfig::access_log`](crate::client::ClientConfig::access_log)).
+/// ([`Observability::access_log`](crate::config::Observability::access_log), on either
+/// side).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct AccessLog {
     /// One call in `every` (1: all of them; 0 counts as 1).

@@ -119,7 +119,9 @@ use volo_core::client::{
     ConsistentHash, Discover, Error, Instance, LoadBalance, LocalFirst, PowerOfTwoChoices,
     RoundRobin, StaticDiscover, WeightedRandom, WeightedRoundRobin,
 };
+use volo_core::client::{ConnectionPool, WireFormat};
 use volo_core::codec::Framing;
+use volo_core::config::{Observability, TransportConfig};
 use volo_core::context::Address;
 use volo_core::service::{Service, layer_fn};
 
@@ -345,17 +347,29 @@ fn run(cli: Cli) -> Result<Vec<String>, Usage> {
         first_backward: OnceLock::new(),
     });
     let mut config = ClientConfig {
-        framing: cli.transport.0.0,
-        ttheader_framed: cli.transport.0.1,
-        protocol: cli.protocol.0,
-        transport: cli.io.0,
-        max_connections: cli.concurrency,
-        mux: cli.mux,
-        access_log: options::access_log(cli.access_log),
+        format: WireFormat {
+            framing: cli.transport.0.0,
+            ttheader_framed: cli.transport.0.1,
+            protocol: cli.protocol.0,
+            ..Default::default()
+        },
+        transport: TransportConfig {
+            kind: cli.io.0,
+            ..Default::default()
+        },
+        pool: ConnectionPool {
+            max_per_instance: cli.concurrency,
+            mux: cli.mux,
+            ..Default::default()
+        },
+        observability: Observability {
+            access_log: options::access_log(cli.access_log),
+            ..Default::default()
+        },
         ..ClientConfig::default()
     };
     if let Some(ms) = cli.timeout_ms {
-        config.rpc_timeout = Some(Duration::from_millis(ms));
+        config.timeouts.rpc = Some(Duration::from_millis(ms));
     }
     let rt = tokio::runtime::Builder::new_multi_thread()
         .enable_all()

@@ -53,6 +53,7 @@ use examples::echo::EchoServiceServer;
 use examples::echo_service::Echo;
 use examples::options::{self, EtcdUrl, IoArg, SpinArg};
 use tokio::signal::unix::{SignalKind, signal};
+use volo_core::config::{Observability, TransportConfig};
 use volo_core::context::Address;
 use volo_core::metrics::Metrics;
 use volo_core::server::{Dispatch, Server, ServerConfig};
@@ -148,14 +149,19 @@ fn run(cli: Cli) -> Result<(), Usage> {
         .map_err(|e| Usage(format!("runtime: {e}")))?;
     rt.block_on(async {
         let mut config = ServerConfig {
-            transport: cli.io.0,
-            metrics: cli.metrics_addr.map(|_| Metrics::new()),
-            access_log,
+            transport: TransportConfig {
+                kind: cli.io.0,
+                ..Default::default()
+            },
+            observability: Observability {
+                metrics: cli.metrics_addr.map(|_| Metrics::new()),
+                access_log,
+            },
             ..ServerConfig::default()
         };
-        cli.spin.apply(&mut config.reactor);
+        cli.spin.apply(&mut config.transport.reactor);
         // Served until the process ends.
-        let _endpoint = match (&config.metrics, cli.metrics_addr) {
+        let _endpoint = match (&config.observability.metrics, cli.metrics_addr) {
             (Some(metrics), Some(addr)) => {
                 let endpoint = metrics
                     .serve(addr)
@@ -182,7 +188,7 @@ fn run(cli: Cli) -> Result<(), Usage> {
                 }
             });
         }
-        let mut server = Server::new(EchoServiceServer::new(echo)).with_config(config);
+        let mut server = Server::new(EchoServiceServer::new(echo)).config(config);
         if let Some(url) = &cli.registry {
             server = register(server, url, &cli).await?;
         }

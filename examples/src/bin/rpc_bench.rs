@@ -155,7 +155,9 @@ use examples::server_only::{
     Settings as ServerOnly,
 };
 use volo_core::client::ClientConfig;
+use volo_core::client::{ConnectionPool, WireFormat};
 use volo_core::codec::{Framing, Protocol};
+use volo_core::config::{Observability, TransportConfig};
 use volo_core::context::Address;
 use volo_core::metrics::Metrics;
 use volo_core::server::ServerConfig;
@@ -548,8 +550,14 @@ where
     let server_rt = runtime("rpcb-server")?;
     let start = |addr: &Address, metrics: Option<Metrics>| {
         let config = ServerConfig {
-            transport: io,
-            metrics,
+            transport: TransportConfig {
+                kind: io,
+                ..Default::default()
+            },
+            observability: Observability {
+                metrics,
+                ..Default::default()
+            },
             ..ServerConfig::default()
         };
         RunningEcho::start_with(&server_rt, config, addr)
@@ -572,12 +580,24 @@ where
     }
     let client_rt = runtime(CLIENT_THREAD)?;
     let config = ClientConfig {
-        framing: s.framing,
-        protocol: s.protocol,
-        transport: io,
-        max_connections: s.concurrency,
-        mux: s.mux,
-        metrics: plain,
+        format: WireFormat {
+            framing: s.framing,
+            protocol: s.protocol,
+            ..Default::default()
+        },
+        transport: TransportConfig {
+            kind: io,
+            ..Default::default()
+        },
+        pool: ConnectionPool {
+            max_per_instance: s.concurrency,
+            mux: s.mux,
+            ..Default::default()
+        },
+        observability: Observability {
+            metrics: plain,
+            ..Default::default()
+        },
         ..ClientConfig::default()
     };
     let clients = Clients {
@@ -585,7 +605,10 @@ where
         addr,
         metered: metered.as_ref().map(|m| {
             let config = ClientConfig {
-                metrics: s.metrics.clone(),
+                observability: Observability {
+                    metrics: s.metrics.clone(),
+                    ..Default::default()
+                },
                 ..config.clone()
             };
             (m.addr.clone(), config)

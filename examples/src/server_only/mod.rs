@@ -53,6 +53,7 @@ use crate::echo_service::{EchoCall, EchoStack, bare_client, default_client};
 use crate::load::{Plan, Report, closed_loop};
 use crate::open_loop::open_loop;
 use crate::options::SpinArg;
+use volo_core::client::{ConnectionPool, WireFormat};
 
 /// Which client stack our load generator calls through.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -70,7 +71,7 @@ pub enum ClientStack {
 pub enum LoadGen {
     /// Our `EchoServiceClient` on netpoll-rs, speaking what Volo's client speaks
     /// (TTHeader over Framed, Binary): a pool with a connection per caller or, with
-    /// `mux`, every caller over two connections (`ClientConfig::mux`). Its
+    /// `mux`, every caller over two connections (`ConnectionPool::mux`). Its
     /// reactor keeps the fixed 50 µs spin (`--spin fixed`), not the adaptive default:
     /// the load generator has a core of its own, and the figures from before the
     /// adaptive spin were taken with it.
@@ -466,17 +467,23 @@ fn measure(
             }
             LoadGen::Ours { stack, mux } => {
                 let mut config = ClientConfig {
-                    framing: Framing::TTHeader,
-                    ttheader_framed: true,
-                    protocol: Protocol::Binary,
-                    max_connections: plan.concurrency,
-                    mux,
+                    format: WireFormat {
+                        framing: Framing::TTHeader,
+                        ttheader_framed: true,
+                        protocol: Protocol::Binary,
+                        ..Default::default()
+                    },
+                    pool: ConnectionPool {
+                        max_per_instance: plan.concurrency,
+                        mux,
+                        ..Default::default()
+                    },
                     ..ClientConfig::default()
                 };
                 // The instrument stays what it was when the figures began: a load
                 // generator has a core of its own, and its own wake-ups would add
                 // to every latency it measures.
-                SpinArg::Fixed.apply(&mut config.reactor);
+                SpinArg::Fixed.apply(&mut config.transport.reactor);
                 let addr = Address::Tcp(addr);
                 match stack {
                     ClientStack::Bare => {

@@ -138,7 +138,7 @@ fn serve(args: ServeArgs) -> Result<(), Usage> {
     let (bound, _ours, _volo) = match args.serve {
         ServeName::Ours => {
             let mut config = ServerConfig::default();
-            args.server_spin.apply(&mut config.reactor);
+            args.server_spin.apply(&mut config.transport.reactor);
             let server = RunningEcho::start_with(&rt, config, &Address::Tcp(addr))
                 .map_err(|e| failed("binding", e))?;
             let Address::Tcp(bound) = server.addr else {

@@ -18,7 +18,7 @@ use crate::context::Address;
 use crate::service::{Identity, Layer, Stack};
 
 /// The stack a builder makes around `T` (the transport, with any inner layers): the
-/// call's span, metrics (counting only with [`ClientConfig::metrics`]), timeout,
+/// call's span, metrics (counting only with [`Observability::metrics`](crate::config::Observability::metrics)), timeout,
 /// service breaker, failure retry, backup requests, balancing (with the instance
 /// breakers), each attempt's span.
 pub type DefaultStack<T = Transport> =
@@ -252,7 +252,7 @@ impl<M, O, I> ClientBuilder<M, O, I> {
             .unwrap_or_else(|| Arc::new(WeightedRandom::default()));
         let attempt = TraceAttemptLayer.layer(self.inner.layer(bottom));
         let breakers = s.instance_breaker.map(InstanceBreakers::new);
-        if let (Some(metrics), Some(b)) = (&s.config.metrics, &breakers) {
+        if let (Some(metrics), Some(b)) = (&s.config.observability.metrics, &breakers) {
             metrics.watch_instance_breakers(&s.service, b.probe());
         }
         let balanced = BalanceLayer::from_parts(discover, balance, breakers).layer(attempt);
@@ -265,12 +265,12 @@ impl<M, O, I> ClientBuilder<M, O, I> {
         let backed = BackupLayer::new(backup).layer(balanced);
         let retried = RetryLayer::new(s.retry.idempotent(marks)).layer(backed);
         let guarded = ServiceBreakerLayer::new(s.service_breaker).layer(retried);
-        if let Some(metrics) = &s.config.metrics {
+        if let Some(metrics) = &s.config.observability.metrics {
             metrics.watch_breaker(&s.service, guarded.probe());
         }
-        let timed = TimeoutLayer::new(s.config.rpc_timeout).layer(guarded);
-        let metered = MeteredClient::new(timed, s.config.metrics.clone());
-        let stack = Trace::with_access_log(metered, s.config.access_log);
+        let timed = TimeoutLayer::new(s.config.timeouts.rpc).layer(guarded);
+        let metered = MeteredClient::new(timed, s.config.observability.metrics.clone());
+        let stack = Trace::with_access_log(metered, s.config.observability.access_log);
         let client = Client::new(s.service, self.outer.layer(stack));
         Ok(M::make_client(match s.multiplexed {
             Some(name) => client.with_multiplexed_service(name),

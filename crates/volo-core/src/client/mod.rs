@@ -9,7 +9,7 @@
 //! ```text
 //!   your layers (.layer)             around the whole call, the first added outermost
 //!   Trace                            the call's `rpc.client` span, and the access log
-//!   MeteredClient                    counts the call (with ClientConfig::metrics)
+//!   MeteredClient                    counts the call (with Observability::metrics)
 //!   Timeout                          the call's deadline, retries included
 //!   ServiceBreaker                   fails fast while the service's breaker is open
 //!   Retry                            another attempt for a failure another may fix
@@ -33,17 +33,17 @@
 //!
 //! | what | default | set with |
 //! |---|---|---|
-//! | framing, protocol | TTHeader, Binary | [`ClientConfig`] |
-//! | connect timeout | 1 s | [`ClientConfig::connect_timeout`] |
-//! | call timeout | 10 s, retries and backups included; the time left goes to the server in TTHeader; a call fails within 1% of its limit after its deadline (calls of at least the client's limit share one timer per client) | [`ClientConfig::rpc_timeout`], [`ClientContext::timeout`] |
-//! | connections per instance | 64, one call at a time on each; multiplexed: 2 | [`ClientConfig::max_connections`], [`ClientConfig::mux`] |
+//! | framing, protocol | TTHeader, Binary | [`ClientConfig::format`] |
+//! | connect timeout | 1 s | [`ClientTimeouts::connect`] |
+//! | call timeout | 10 s, retries and backups included; the time left goes to the server in TTHeader; a call fails within 1% of its limit after its deadline (calls of at least the client's limit share one timer per client) | [`ClientTimeouts::rpc`], [`ClientContext::timeout`] |
+//! | connections per instance | 64, one call at a time on each; multiplexed: 2 | [`ConnectionPool::max_per_instance`], [`ConnectionPool::mux`] |
 //! | service breaker | on: opens at 50% failures over 10 s once 200 calls were seen, fails fast for 5 s, then 3 trial calls, closed again after 3 successes | [`ClientBuilder::service_breaker`], [`BreakerConfig::service`] |
 //! | failure retry | up to 2 retries; a call that may have run is retried only if its method is marked idempotent (failed connects always); exponential backoff from 10 ms to 1 s with full jitter; a budget of 10% extra calls; never past the deadline; a retried request is marked (`RPC_PERSIST_RetryReq`) and not retried again downstream | [`ClientBuilder::retry`], [`ClientBuilder::idempotent`], [`RetryPolicy`] |
 //! | backup requests | off; on: after the recent p99 of successful attempts (within 10 ms..1 s, 1 s until 100 are seen), idempotent methods only, one backup per call, to another instance, within a budget of 10% | [`ClientBuilder::backup`], [`BackupPolicy`] |
 //! | balancing | weighted random (also: round robin, smooth weighted round robin, power of two choices on calls in flight, consistent hash on [`ClientContext::hash_key`]) | [`ClientBuilder::load_balance`] |
 //! | instance breakers | on: an instance is skipped after 10 failures in a row, or 50% over 10 s with at least 10 calls; for 5 s, then 3 trial calls | [`ClientBuilder::instance_breaker`], [`BreakerConfig::instance`] |
 //! | what a breaker counts as a failure | connect, I/O, timeout, protocol errors and servers' over-limit refusals; application exceptions and IDL exceptions are answers | [`counts_as_failure`] |
-//! | frame limit | 16,384,000 bytes | [`ClientConfig::limits`] |
+//! | frame, reply header limits | 16,384,000 bytes, 64 KiB | [`ClientConfig::wire`] |
 //!
 //! A call that finds all connections busy waits for one; multiplexing (off by default
 //! as in Kitex and Volo) needs TTHeader framing: replies are matched to calls by the
@@ -97,13 +97,45 @@ use std::time::Duration;
 
 use thrift_codec::{Message, Utf8Bytes};
 
-use crate::codec::{Framing, Limits, Protocol};
+use crate::codec::{Framing, Protocol};
+use crate::config::{Observability, TransportConfig, WireLimits};
 use crate::context::{Address, MetaInfo};
 use crate::service::Service;
 
-/// Client settings.
-#[derive(Debug, Clone)]
+/// Client settings, in groups by concern (see [Configuration](crate#configuration)):
+/// how calls are encoded, what is accepted off the wire, timeouts, connections, the
+/// sockets and what is recorded. The policies (retry, backup requests, breakers,
+/// balancing) are set on the [`ClientBuilder`].
+#[derive(Debug, Clone, Default)]
 pub struct ClientConfig {
+    /// How requests are framed and encoded.
+    pub format: WireFormat,
+    /// Size limits on replies: frames and TTHeader/THeader headers.
+    pub wire: WireLimits,
+    /// How long a connect and a call may take.
+    pub timeouts: ClientTimeouts,
+    /// How many connections to each instance, and whether calls share them.
+    pub pool: ConnectionPool,
+    /// This client's service name, sent in TTHeader as the caller.
+    pub caller: String,
+    /// The sockets and their reactor.
+    pub transport: TransportConfig,
+    /// TLS to TCP instances (`ip:port`, `name:port`): whom to trust, a client
+    /// certificate, the server name; see [`crate::transport::tls`]. The handshake
+    /// counts towards the connect timeout. Default `None`: plain TCP.
+    pub tls: Option<crate::transport::tls::ClientTls>,
+    /// Metrics and the access log. With metrics, the client counts its calls,
+    /// retries, backup requests, bytes and service breaker state: the builder puts a
+    /// [`MeteredClient`](metered::MeteredClient) in its default stack, right inside
+    /// the call's [`Trace`](trace::Trace) span and around the timeout (see the
+    /// [module docs](self)).
+    pub observability: Observability,
+}
+
+/// How a client frames and encodes its requests. A server detects these per
+/// connection and answers in kind, so only the client chooses them.
+#[derive(Debug, Clone)]
+pub struct WireFormat {
     /// The framing of requests. Default TTHeader.
     pub framing: Framing,
     /// With TTHeader: put a Framed length in front of the message inside the header
@@ -115,61 +147,59 @@ pub struct ClientConfig {
     /// over Framed, Buffered or THeader; TTHeader has no protocol id for it, and a
     /// client configured with both fails when it is made). Default Binary.
     pub protocol: Protocol,
-    /// How long a connect may take. Default 1 s.
-    pub connect_timeout: Duration,
-    /// How long a call may take, retries included (unless the call's context says
-    /// otherwise); `None`: no limit. Default 10 s.
-    pub rpc_timeout: Option<Duration>,
-    /// Open connections per peer at most (ping-pong). Default 64.
-    pub max_connections: usize,
-    /// Multiplex calls over a few connections per peer instead of one call at a time
-    /// per connection. Needs TTHeader framing: replies are matched to calls by the
-    /// sequence id in their header. Default off.
-    pub mux: bool,
-    /// Connections per peer when multiplexing; calls take them in turn. Default 2.
-    pub mux_connections: usize,
-    /// Frame size limit for replies. Default 16,384,000 bytes.
-    pub limits: Limits,
-    /// This client's service name, sent in TTHeader as the caller.
-    pub caller: String,
-    /// The sockets: netpoll-rs (default) or plain tokio (the measured baseline).
-    pub transport: crate::transport::TransportKind,
-    /// The reactor's settings.
-    pub reactor: netpoll_rs::Config,
-    /// TLS to TCP instances (`ip:port`, `name:port`): whom to trust, a client
-    /// certificate, the server name; see [`crate::transport::tls`]. The handshake
-    /// counts towards the connect timeout. Default `None`: plain TCP.
-    pub tls: Option<crate::transport::tls::ClientTls>,
-    /// Where the client counts its calls, retries, backup requests, bytes and
-    /// service breaker state (see [`crate::metrics`]): the builder puts a
-    /// [`MeteredClient`](metered::MeteredClient) in its default stack, right inside
-    /// the call's [`Trace`](trace::Trace) span and around the timeout (see the
-    /// [module docs](self)). Default `None`: nothing counted, nothing paid.
-    pub metrics: Option<crate::metrics::Metrics>,
-    /// Logs one call in [`every`](crate::trace::AccessLog::every) (see
-    /// [`trace`]); `None` (the default): no access log.
-    pub access_log: Option<crate::trace::AccessLog>,
 }
 
-impl Default for ClientConfig {
+impl Default for WireFormat {
     fn default() -> Self {
-        ClientConfig {
+        WireFormat {
             framing: Framing::TTHeader,
             ttheader_framed: false,
             theader: crate::codec::theader::Options::default(),
             protocol: Protocol::Binary,
-            connect_timeout: Duration::from_secs(1),
-            rpc_timeout: Some(Duration::from_secs(10)),
-            max_connections: 64,
+        }
+    }
+}
+
+/// How long a client's connects and calls may take.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ClientTimeouts {
+    /// How long a connect may take (a TLS handshake included). Default 1 s.
+    pub connect: Duration,
+    /// How long a call may take, retries included (unless the call's context says
+    /// otherwise); `None`: no limit. Default 10 s.
+    pub rpc: Option<Duration>,
+}
+
+impl Default for ClientTimeouts {
+    fn default() -> Self {
+        ClientTimeouts {
+            connect: Duration::from_secs(1),
+            rpc: Some(Duration::from_secs(10)),
+        }
+    }
+}
+
+/// A client's connections to each instance: one call at a time on each (ping-pong),
+/// or several calls on each (mux).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ConnectionPool {
+    /// Open connections per instance at most, one call at a time on each; a call
+    /// that finds them all busy waits for one. Default 64.
+    pub max_per_instance: usize,
+    /// Multiplex calls over a few connections per instance instead of one call at a
+    /// time per connection. Needs TTHeader framing: replies are matched to calls by
+    /// the sequence id in their header. Default off.
+    pub mux: bool,
+    /// Connections per instance when multiplexing; calls take them in turn. Default 2.
+    pub mux_per_instance: usize,
+}
+
+impl Default for ConnectionPool {
+    fn default() -> Self {
+        ConnectionPool {
+            max_per_instance: 64,
             mux: false,
-            mux_connections: 2,
-            limits: Limits::default(),
-            caller: String::new(),
-            transport: crate::transport::TransportKind::Netpoll,
-            reactor: netpoll_rs::Config::default(),
-            tls: None,
-            metrics: None,
-            access_log: None,
+            mux_per_instance: 2,
         }
     }
 }

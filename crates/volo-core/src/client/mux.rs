@@ -44,9 +44,9 @@ impl MuxPool {
     ) -> Self {
         MuxPool {
             dialer: Dialer::new(reactor, addr, config),
-            protocol: config.protocol,
-            limits: config.limits,
-            slots: (0..config.mux_connections.max(1))
+            protocol: config.format.protocol,
+            limits: config.wire.frame,
+            slots: (0..config.pool.mux_per_instance.max(1))
                 .map(|_| tokio::sync::Mutex::new(None))
                 .collect(),
             next: AtomicUsize::new(0),

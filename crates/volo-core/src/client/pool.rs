@@ -34,10 +34,10 @@ impl Dialer {
         Dialer {
             reactor,
             shm: transport::ShmDialer::default(),
-            transport: config.transport,
+            transport: config.transport.kind,
             tls: config.tls.clone().filter(|_| tcp),
             addr,
-            connect_timeout: config.connect_timeout,
+            connect_timeout: config.timeouts.connect,
         }
     }
 
@@ -92,7 +92,7 @@ impl Pool {
         Pool {
             dialer: Dialer::new(reactor, addr, config),
             idle: Mutex::new(Vec::new()),
-            slots: Arc::new(Semaphore::new(config.max_connections.max(1))),
+            slots: Arc::new(Semaphore::new(config.pool.max_per_instance.max(1))),
         }
     }
 

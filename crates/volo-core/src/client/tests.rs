@@ -6,6 +6,8 @@ use std::time::Duration;
 use thrift_codec::ApplicationExceptionKind;
 
 use super::*;
+use crate::client::{ClientTimeouts, ConnectionPool, WireFormat};
+use crate::config::TransportConfig;
 use crate::server::ServerConfig;
 use crate::test_support::*;
 use crate::transport::TransportKind;
@@ -158,8 +160,8 @@ fn calls_work_in_every_framing_and_protocol() {
             }
             with_client(
                 |c| {
-                    c.framing = framing;
-                    c.protocol = protocol;
+                    c.format.framing = framing;
+                    c.format.protocol = protocol;
                 },
                 |client, server| async move {
                     for i in 0..5 {
@@ -189,14 +191,17 @@ fn the_tokio_transport_works_on_either_side() {
             Framing::Buffered,
         ] {
             let server_config = ServerConfig {
-                transport: server_side,
+                transport: TransportConfig {
+                    kind: server_side,
+                    ..Default::default()
+                },
                 ..ServerConfig::default()
             };
             with_server_and_client(
                 server_config,
                 |c| {
-                    c.transport = client_side;
-                    c.framing = framing;
+                    c.transport.kind = client_side;
+                    c.format.framing = framing;
                 },
                 |client, server| async move {
                     let what =
@@ -228,9 +233,9 @@ fn theader_requests_with_zlib_and_headers_are_answered() {
     for framed in [false, true] {
         with_client(
             |c| {
-                c.framing = Framing::THeader;
-                c.protocol = Protocol::Compact;
-                c.theader = crate::codec::theader::Options { zlib: true, framed };
+                c.format.framing = Framing::THeader;
+                c.format.protocol = Protocol::Compact;
+                c.format.theader = crate::codec::theader::Options { zlib: true, framed };
             },
             |client, server| async move {
                 let mut cx = ClientContext::new();
@@ -254,7 +259,7 @@ fn theader_requests_with_zlib_and_headers_are_answered() {
 #[test]
 fn ttheader_framed_requests_are_answered() {
     with_client(
-        |c| c.ttheader_framed = true,
+        |c| c.format.ttheader_framed = true,
         |client, server| async move {
             let mut cx = ClientContext::new();
             cx.metainfo.set_persistent("logid", "f");
@@ -274,6 +279,26 @@ fn metainfo_goes_out_and_backward_values_come_back() {
             cx.metainfo.set_persistent("logid", "abc");
             echo(&client, &mut cx, "x").await.unwrap();
             assert_eq!(cx.metainfo.backward("seen"), Some("abc"));
+            server
+        },
+    );
+}
+
+/// The client reads a reply's header within its `wire.header` limit: the test
+/// service sends the caller's logid back, so a long one makes a reply header over it,
+/// which fails the call as a bad reply.
+#[test]
+fn a_reply_header_over_the_clients_limit_is_a_protocol_error() {
+    with_client(
+        |c| c.wire.header.max_header = 1024,
+        |client, server| async move {
+            let mut cx = ClientContext::new();
+            cx.metainfo.set_persistent("logid", "a".repeat(2048));
+            let e = echo(&client, &mut cx, "x").await.unwrap_err();
+            assert_eq!(e.kind(), ErrorKind::Protocol, "{e:?}");
+            let mut cx = ClientContext::new();
+            cx.metainfo.set_persistent("logid", "a".repeat(100));
+            echo(&client, &mut cx, "x").await.unwrap();
             server
         },
     );
@@ -328,8 +353,8 @@ fn json_exceptions_oneways_and_escapes() {
     for framing in [Framing::Framed, Framing::Buffered] {
         with_client(
             |c| {
-                c.framing = framing;
-                c.protocol = Protocol::Json;
+                c.format.framing = framing;
+                c.format.protocol = Protocol::Json;
             },
             |client, server| async move {
                 let mut cx = ClientContext::new();
@@ -357,8 +382,11 @@ fn json_exceptions_oneways_and_escapes() {
 #[test]
 fn json_is_refused_over_ttheader() {
     let err = refused(ClientConfig {
-        framing: Framing::TTHeader,
-        protocol: Protocol::Json,
+        format: WireFormat {
+            framing: Framing::TTHeader,
+            protocol: Protocol::Json,
+            ..Default::default()
+        },
         ..ClientConfig::default()
     });
     assert!(
@@ -384,7 +412,7 @@ fn refused(config: ClientConfig) -> std::io::Error {
 #[test]
 fn concurrent_calls_open_at_most_the_cap() {
     with_client(
-        |c| c.max_connections = 3,
+        |c| c.pool.max_per_instance = 3,
         |client, server| async move {
             let calls: Vec<_> = (0..12)
                 .map(|i| {
@@ -532,7 +560,10 @@ fn weighted_random_spreads_calls_and_consistent_hash_pins_them() {
             .discover(both)
             .load_balance(ConsistentHash::default())
             .config(ClientConfig {
-                max_connections: 1,
+                pool: ConnectionPool {
+                    max_per_instance: 1,
+                    ..Default::default()
+                },
                 ..ClientConfig::default()
             })
             .build()
@@ -603,9 +634,9 @@ fn multiplexed_calls_share_one_connection_and_overtake_a_slow_one() {
     for transport in [TransportKind::Netpoll, TransportKind::Tokio] {
         with_client(
             |c| {
-                c.mux = true;
-                c.mux_connections = 1;
-                c.transport = transport;
+                c.pool.mux = true;
+                c.pool.mux_per_instance = 1;
+                c.transport.kind = transport;
             },
             |client, server| async move {
                 // A call that answers only once the test lets it, and quick calls
@@ -663,8 +694,11 @@ fn a_timed_out_multiplexed_call_leaves_the_connection_in_use() {
             };
             // As above: `wait` answers only once the test lets it.
             let config = ClientConfig {
-                mux: true,
-                mux_connections: 1,
+                pool: ConnectionPool {
+                    mux: true,
+                    mux_per_instance: 1,
+                    ..Default::default()
+                },
                 ..ClientConfig::default()
             };
             let client = with_no_deadline(&server, config);
@@ -693,8 +727,14 @@ fn a_timed_out_multiplexed_call_leaves_the_connection_in_use() {
 #[test]
 fn multiplexing_needs_ttheader_framing() {
     refused(ClientConfig {
-        mux: true,
-        framing: Framing::Framed,
+        pool: ConnectionPool {
+            mux: true,
+            ..Default::default()
+        },
+        format: WireFormat {
+            framing: Framing::Framed,
+            ..Default::default()
+        },
         ..ClientConfig::default()
     });
 }
@@ -725,9 +765,15 @@ fn a_lost_multiplexed_connection_fails_its_calls_and_is_replaced() {
             n
         });
         let config = ClientConfig {
-            mux: true,
-            mux_connections: 1,
-            rpc_timeout: Some(Duration::from_secs(30)),
+            pool: ConnectionPool {
+                mux: true,
+                mux_per_instance: 1,
+                ..Default::default()
+            },
+            timeouts: ClientTimeouts {
+                rpc: Some(Duration::from_secs(30)),
+                ..Default::default()
+            },
             ..ClientConfig::default()
         };
         let client = build(Address::Tcp(addr), config);
@@ -781,8 +827,11 @@ fn calls_go_over_shared_memory() {
         ] {
             for protocol in [Protocol::Binary, Protocol::Compact] {
                 let config = ClientConfig {
-                    framing,
-                    protocol,
+                    format: WireFormat {
+                        framing,
+                        protocol,
+                        ..Default::default()
+                    },
                     ..ClientConfig::default()
                 };
                 let client = build(at.clone(), config);
@@ -798,7 +847,10 @@ fn calls_go_over_shared_memory() {
             }
         }
         let config = ClientConfig {
-            mux: true,
+            pool: ConnectionPool {
+                mux: true,
+                ..Default::default()
+            },
             ..ClientConfig::default()
         };
         let client = build(at.clone(), config);
@@ -930,7 +982,10 @@ fn a_refusal_is_told_by_the_reply_header_before_its_message() {
         let client = Client::builder("Test")
             .address(Address::Tcp(addr))
             .config(ClientConfig {
-                framing: Framing::TTHeader,
+                format: WireFormat {
+                    framing: Framing::TTHeader,
+                    ..Default::default()
+                },
                 ..ClientConfig::default()
             })
             .retry(RetryPolicy::new().max_retries(0))

@@ -15,7 +15,7 @@ use super::balance::Changes;
 use super::mux::{MuxCall, MuxPool};
 use super::pool::{Pool, Pooled};
 use super::{ClientConfig, ClientContext, ClientRequest, ClientResponse, Error, FrameSizes};
-use crate::codec::ttheader::{Header, HeaderLimits};
+use crate::codec::ttheader::Header;
 use crate::codec::{FrameSplitter, Framing, Protocol, theader};
 use crate::context::Address;
 use crate::envelope::{self, ClientHeaders, ReplyHeader};
@@ -23,7 +23,7 @@ use crate::service::Service;
 use crate::transport::FrameIo;
 
 /// Sends calls to instances: a pool of connections per instance address (ping-pong,
-/// or multiplexed with [`ClientConfig::mux`]), opened on first use. Cheap to
+/// or multiplexed with [`ConnectionPool::mux`](super::ConnectionPool::mux)), opened on first use. Cheap to
 /// clone; clones share the pools.
 ///
 /// It sends to the address the balancer put in `cx.rpc.callee.address` (a call without
@@ -44,7 +44,7 @@ struct Inner {
     reactor: Option<netpoll_rs::Reactor>,
     /// One pool per instance address, made on first use.
     pools: Mutex<HashMap<Address, Peer>>,
-    /// `config.metrics`' byte counters, when on.
+    /// `config.observability.metrics`' byte counters, when on.
     bytes: Option<crate::metrics::ByteCounters>,
 }
 
@@ -78,37 +78,41 @@ impl Transport {
     /// when multiplexing is asked for without TTHeader framing, and for JSON in
     /// TTHeader (which has no protocol id for it).
     pub fn new(config: ClientConfig) -> io::Result<Transport> {
-        if config.mux && config.framing != Framing::TTHeader {
+        if config.pool.mux && config.format.framing != Framing::TTHeader {
             return Err(io::Error::new(
                 io::ErrorKind::InvalidInput,
                 "multiplexing needs TTHeader framing: replies are matched to calls by the \
                  sequence id in their header",
             ));
         }
-        if config.framing == Framing::TTHeader && config.protocol == Protocol::Json {
+        if config.format.framing == Framing::TTHeader && config.format.protocol == Protocol::Json {
             return Err(io::Error::new(
                 io::ErrorKind::InvalidInput,
                 crate::codec::ttheader::HeaderError::NoProtocolId(Protocol::Json),
             ));
         }
-        let reactor = match config.transport {
+        let reactor = match config.transport.kind {
             crate::transport::TransportKind::Netpoll => Some(netpoll_rs::Reactor::on_runtime(
                 &tokio::runtime::Handle::current(),
-                config.reactor.clone(),
+                config.transport.reactor.clone(),
             )?),
             crate::transport::TransportKind::Tokio => None,
         };
         Ok(Transport {
             inner: Arc::new(Inner {
                 headers: ClientHeaders {
-                    protocol: config.protocol,
-                    ttheader_framed: config.ttheader_framed,
+                    protocol: config.format.protocol,
+                    ttheader_framed: config.format.ttheader_framed,
                     caller: Utf8Bytes::from(config.caller.clone()),
                     connect_timeout: Utf8Bytes::from(
-                        config.connect_timeout.as_millis().to_string(),
+                        config.timeouts.connect.as_millis().to_string(),
                     ),
                 },
-                bytes: config.metrics.as_ref().map(|m| m.client_bytes().clone()),
+                bytes: config
+                    .observability
+                    .metrics
+                    .as_ref()
+                    .map(|m| m.client_bytes().clone()),
                 config,
                 reactor,
                 pools: Mutex::new(HashMap::new()),
@@ -165,7 +169,7 @@ impl Transport {
         }
         let config = &self.inner.config;
         let reactor = self.inner.reactor.clone();
-        let peer = if config.mux {
+        let peer = if config.pool.mux {
             Peer::Mux(Arc::new(MuxPool::new(reactor, addr.clone(), config)))
         } else {
             Peer::Pooled(Arc::new(Pool::new(reactor, addr.clone(), config)))
@@ -222,8 +226,11 @@ impl Transport {
                     conn.release();
                     return Ok(None);
                 }
-                let mut splitter =
-                    FrameSplitter::new(config.framing, config.protocol, config.limits);
+                let mut splitter = FrameSplitter::new(
+                    config.format.framing,
+                    config.format.protocol,
+                    config.wire.frame,
+                );
                 let frame = conn
                     .conn()
                     .read_frame(|input| Ok(splitter.frame_len(input)?))
@@ -281,17 +288,18 @@ impl Transport {
     /// A reply frame's header, if the client's framing has one, and its message (a
     /// THeader's transforms undone, within the frame limit).
     fn unframe(&self, frame: Bytes) -> Result<(ReplyHeader, Bytes), Error> {
-        Ok(match self.inner.config.framing {
+        let header_limits = &self.inner.config.wire.header;
+        Ok(match self.inner.config.format.framing {
             Framing::TTHeader => {
                 let (h, payload) =
-                    Header::decode(&frame, &HeaderLimits::default()).map_err(Error::protocol)?;
+                    Header::decode(&frame, header_limits).map_err(Error::protocol)?;
                 (ReplyHeader::TTHeader(h), payload)
             }
             Framing::THeader => {
-                let (h, raw) = theader::Header::decode(&frame, &HeaderLimits::default())
-                    .map_err(Error::protocol)?;
+                let (h, raw) =
+                    theader::Header::decode(&frame, header_limits).map_err(Error::protocol)?;
                 let payload = h
-                    .untransform(raw, self.inner.config.limits.max_frame)
+                    .untransform(raw, self.inner.config.wire.frame.max_frame)
                     .map_err(Error::protocol)?;
                 (ReplyHeader::THeader(h), payload)
             }
@@ -309,19 +317,20 @@ impl Transport {
         req: &ClientRequest,
     ) -> Result<usize, Error> {
         let config = &self.inner.config;
-        if config.framing == Framing::THeader {
+        if config.format.framing == Framing::THeader {
             return self.write_theader(conn, cx, header, req);
         }
-        let tt = (config.framing == Framing::TTHeader).then(|| self.ttheader(cx, header, req));
+        let tt =
+            (config.format.framing == Framing::TTHeader).then(|| self.ttheader(cx, header, req));
         let written = conn.write_with(|out| {
             let before = out.len();
             let written = req.args().write(
                 out,
-                config.protocol,
-                config.framing,
+                config.format.protocol,
+                config.format.framing,
                 tt.as_ref(),
                 header,
-                config.limits.max_frame,
+                config.wire.frame.max_frame,
             );
             (written, self.sent(out, before))
         });
@@ -329,7 +338,7 @@ impl Transport {
             (Ok(Ok(())), n) => Ok(n),
             (Ok(Err(len)), _) => Err(Error::encode(TooLarge {
                 len,
-                max: config.limits.max_frame,
+                max: config.wire.frame.max_frame,
             })),
             (Err(e), _) => Err(Error::encode(e)),
         }
@@ -345,17 +354,17 @@ impl Transport {
         req: &ClientRequest,
     ) -> Result<usize, Error> {
         let config = &self.inner.config;
-        let max = config.limits.max_frame;
+        let max = config.wire.frame.max_frame;
         let h = envelope::request_theader(
             header.seq_id,
-            config.protocol,
-            &config.theader,
+            config.format.protocol,
+            &config.format.theader,
             &cx.metainfo,
         );
         let mut frame = LinkBuffer::new();
         let too_large = |len| Error::encode(TooLarge { len, max });
         req.args()
-            .write_theader(&mut frame, config.protocol, &h, header, max)
+            .write_theader(&mut frame, config.format.protocol, &h, header, max)
             .map_err(Error::encode)?
             .map_err(too_large)?;
         Ok(conn.write_with(|out| {
@@ -419,10 +428,10 @@ impl Service<ClientContext, ClientRequest> for Transport {
         cx.rpc.seq_id = seq_id;
         ClientResponse::from_reply_to(
             payload,
-            self.inner.config.protocol,
+            self.inner.config.format.protocol,
             &req,
             seq_id,
-            self.inner.config.limits.max_frame,
+            self.inner.config.wire.frame.max_frame,
         )
         .map_err(|e| match &said {
             Some(said) => e.with_refusal_said(said.as_str()),

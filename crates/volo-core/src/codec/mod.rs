@@ -257,7 +257,7 @@ pub enum FrameError {
     #[error("buffered message: {0}")]
     Message(#[from] DecodeError),
     /// A frame that does not fit in what is left of the server's input budget
-    /// (`ServerConfig::max_buffered_input`).
+    /// (`ServerCapacity::max_buffered_input`).
     #[error("a frame of {0} bytes does not fit the server's input budget")]
     OverBudget(usize),
 }

@@ -128,7 +128,7 @@ fn id_of(protocol: Protocol) -> u32 {
     }
 }
 
-/// How a client writes its THeader requests (`ClientConfig::theader`).
+/// How a client writes its THeader requests (`WireFormat::theader`).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct Options {
     /// Compress each request with the zlib transform. Default off.

@@ -3,8 +3,8 @@
 //! requests, breaker states and limiter refusals.
 //!
 //! One [`Metrics`] is a registry of its own (no global one): a cheap handle
-//! (`Clone`, an `Arc` inside) that a server ([`ServerConfig::metrics`]) and a client
-//! ([`ClientConfig::metrics`]) of one process may share, each counting under its own
+//! (`Clone`, an `Arc` inside) that a server and a client of one process
+//! may share ([`Observability::metrics`], in both configurations), each counting under its own
 //! names. Without one (the default) nothing is counted and nothing is paid.
 //! [`Metrics::encode`] writes the text a scraper reads; [`Metrics::serve`] serves it
 //! at `GET /metrics` on an address of its own.
@@ -12,10 +12,14 @@
 //! ```
 //! # async fn run() -> std::io::Result<()> {
 //! use volo_core::metrics::Metrics;
+//! use volo_core::config::Observability;
 //! use volo_core::server::ServerConfig;
 //!
 //! let metrics = Metrics::new();
-//! let config = ServerConfig { metrics: Some(metrics.clone()), ..ServerConfig::default() };
+//! let config = ServerConfig {
+//!     observability: Observability { metrics: Some(metrics.clone()), ..Default::default() },
+//!     ..ServerConfig::default()
+//! };
 //! let endpoint = metrics.serve("127.0.0.1:0".parse().unwrap()).await?;
 //! println!("scrape http://{}/metrics", endpoint.local_addr());
 //! # drop(config);
@@ -109,8 +113,7 @@
 //! `rpc-bench --metrics on,off` measures the cost in one run, alternating one-second
 //! slices with the metrics on and off (the workspace README gives what it found).
 //!
-//! [`ServerConfig::metrics`]: crate::server::ServerConfig::metrics
-//! [`ClientConfig::metrics`]: crate::client::ClientConfig::metrics
+//! [`Observability::metrics`]: crate::config::Observability::metrics
 
 mod http;
 pub(crate) mod labels;

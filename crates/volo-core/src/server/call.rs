@@ -107,14 +107,14 @@ pub(crate) fn start_call<D: Dispatch, H: Send + 'static>(
     let mut cx = ServerContext::new(framing, protocol);
     cx.rpc.caller.address = peer;
     cx.arrived = Some(now);
-    let max_frame = shared.config.limits.max_frame;
+    let max_frame = shared.config.wire.frame.max_frame;
     let request_bytes = frame.len();
     let (payload, mut ttheader, theader) = match framing {
         Framing::TTHeader => {
             // Into the connection's spare header, whose lists have room already.
             let mut header = spare.take().unwrap_or_else(|| Header::new(0, protocol));
             let payload = header
-                .decode_into(&frame, &shared.config.header_limits)
+                .decode_into(&frame, &shared.config.wire.header)
                 .map_err(FrameError::from)?;
             envelope::read_request_ttheader(&header, &mut cx, now);
             (payload, Some(header), None)
@@ -190,7 +190,9 @@ pub(crate) fn start_call<D: Dispatch, H: Send + 'static>(
     let request = ServerRequest::new(payload.slice(args_at..));
     let (framing, protocol) = (cx.framing, cx.protocol);
     let shared = Arc::clone(shared);
-    let logged = shared.access.pick(shared.config.access_log.as_ref());
+    let logged = shared
+        .access
+        .pick(shared.config.observability.access_log.as_ref());
     let run = move || async move {
         // `held` is kept until the call is done (or dropped).
         let _held = held;
@@ -227,10 +229,10 @@ fn theader_request<D>(
     frame: &Bytes,
     shared: &ServerState<D>,
 ) -> io::Result<(theader::Header, Option<Bytes>)> {
-    let max_frame = shared.config.limits.max_frame;
+    let max_frame = shared.config.wire.frame.max_frame;
     let malformed = |e| io::Error::from(FrameError::THeader(e));
     let (mut header, raw) =
-        theader::Header::decode(frame, &shared.config.header_limits).map_err(malformed)?;
+        theader::Header::decode(frame, &shared.config.wire.header).map_err(malformed)?;
     cx.protocol = header.protocol;
     if let Some(id) = header.unsupported_transform() {
         tracing::debug!(
@@ -327,7 +329,7 @@ fn answer_in<P: thrift_codec::Protocol, D: Dispatch>(
     closing: bool,
 ) -> io::Result<()> {
     let mut reply = Reply {
-        max_frame: shared.config.limits.max_frame,
+        max_frame: shared.config.wire.frame.max_frame,
         ttheader,
         theader: done.theader.as_ref(),
         closing,

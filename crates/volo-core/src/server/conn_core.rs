@@ -6,15 +6,15 @@
 //!
 //! - **framing**: detected from the first bytes (a connection that speaks no protocol
 //!   is logged and closed), then frames cut one after another;
-//! - **the call cap**: up to [`ServerConfig::max_inflight_per_connection`] calls at
+//! - **the call cap**: up to [`ServerCapacity::max_inflight_per_connection`] calls at
 //!   once on TTHeader (answered as they finish, matched by sequence id), one at a time
 //!   on THeader, Framed and Buffered (so answered in request order);
-//! - **the input budget** ([`ServerConfig::max_buffered_input`], across connections):
+//! - **the input budget** ([`ServerCapacity::max_buffered_input`], across connections):
 //!   a frame holds its share from the moment its length is known until its call is
 //!   done;
 //! - **timeouts**: a frame that has begun must arrive whole within
-//!   [`ServerConfig::read_timeout`]; a connection with no call in progress and nothing
-//!   arriving is closed after [`ServerConfig::idle_timeout`]. The core says when it
+//!   [`ServerTimeouts::read`]; a connection with no call in progress and nothing
+//!   arriving is closed after [`ServerTimeouts::idle`]. The core says when it
 //!   next needs the time ([`ConnCore::poll_timeout`]) and the driver calls
 //!   [`ConnCore::handle_timeout`] then;
 //! - **the graceful drain**: after [`ConnCore::shutdown`], the calls in hand are run
@@ -61,23 +61,32 @@ pub(crate) struct ServerState<D> {
     pub(crate) services: Services,
     pub(crate) config: ServerConfig,
     /// The bytes of frames being read or handled, across connections, against
-    /// `config.max_buffered_input`.
+    /// `config.capacity.max_buffered_input`.
     pub(crate) input_budget: Arc<InputBudget>,
     /// The calls counted for the access log's sampling.
     pub(crate) access: super::trace::AccessCount,
-    /// `config.metrics`' per-connection counters, when on.
+    /// `config.observability.metrics`' per-connection counters, when on.
     pub(crate) counters: Option<ServerConns>,
 }
 
 impl<D> ServerState<D> {
     /// What the connections of a server running `dispatch` with `config` share.
-    pub(crate) fn new(dispatch: D, services: Services, config: ServerConfig) -> Self {
-        let counters = config.metrics.as_ref().map(|m| m.server_conns().clone());
+    pub(crate) fn new(
+        dispatch: D,
+        services: Services,
+        config: ServerConfig,
+        limit: super::LimitConfig,
+    ) -> Self {
+        let counters = config
+            .observability
+            .metrics
+            .as_ref()
+            .map(|m| m.server_conns().clone());
         ServerState {
-            stack: compose(dispatch, &config, counters.clone()),
+            stack: compose(dispatch, &config, limit, counters.clone()),
             counters,
             services,
-            input_budget: InputBudget::new(config.max_buffered_input),
+            input_budget: InputBudget::new(config.capacity.max_buffered_input),
             access: super::trace::AccessCount::default(),
             config,
         }
@@ -189,7 +198,7 @@ impl FrameReader {
                     Ok(Some((framing, protocol))) => self.splitter.insert(FrameSplitter::new(
                         framing,
                         protocol,
-                        shared.config.limits,
+                        shared.config.wire.frame,
                     )),
                     Ok(None) => return Ok(None),
                     Err(e) => {
@@ -346,7 +355,12 @@ impl<D: Dispatch> ConnCore<D> {
     /// sequence id), one on the others (answered in order).
     fn call_cap(&self) -> usize {
         match self.reader.kind() {
-            Some((Framing::TTHeader, _)) => self.shared.config.max_inflight_per_connection.max(1),
+            Some((Framing::TTHeader, _)) => self
+                .shared
+                .config
+                .capacity
+                .max_inflight_per_connection
+                .max(1),
             _ => 1,
         }
     }
@@ -499,7 +513,7 @@ impl<D: Dispatch> ConnCore<D> {
     pub(crate) fn poll_timeout(&self) -> Option<Instant> {
         let config = &self.shared.config;
         if let Some(since) = self.partial_since {
-            return Some(since + config.read_timeout);
+            return Some(since + config.timeouts.read);
         }
         if self.in_progress > 0 {
             return None;
@@ -507,7 +521,7 @@ impl<D: Dispatch> ConnCore<D> {
         if self.stopping {
             return Some(self.last_active + DRAIN_LINGER);
         }
-        config.idle_timeout.map(|limit| self.last_active + limit)
+        config.timeouts.idle.map(|limit| self.last_active + limit)
     }
 
     /// The time is `now`: `Err` when a timeout has passed and the connection must

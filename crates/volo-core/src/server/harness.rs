@@ -47,16 +47,24 @@ pub(crate) struct Harness<D: Dispatch> {
 }
 
 impl Harness<super::deadline::Deadline<TestService>> {
-    /// A connection to a server of [`TestService`] with `config`, and the service's
-    /// shared state (its gate, counters).
-    pub(crate) fn test_service(config: ServerConfig) -> (Self, Arc<SharedTest>) {
+    /// A connection to a server of [`TestService`] with `config` and the limiter
+    /// `limit`, and the service's shared state (its gate, counters).
+    pub(crate) fn test_service(
+        config: ServerConfig,
+        limit: super::LimitConfig,
+    ) -> (Self, Arc<SharedTest>) {
         let service = TestService::default();
         let handles = Arc::new(SharedTest {
             gate: Arc::clone(&service.gate.0),
             notified: Arc::clone(&service.notified),
             gauge: Arc::clone(&service.gauge),
         });
-        let shared = Arc::new(Server::new(service).with_config(config).into_shared());
+        let shared = Arc::new(
+            Server::new(service)
+                .config(config)
+                .limit(limit)
+                .into_shared(),
+        );
         (Harness::new(shared), handles)
     }
 }

@@ -30,11 +30,11 @@
 //!     routed                   on a multiplexed server: to one of its services
 //!     closing refusal          while the server drains: answered at once, unrun
 //!   layers, built in:
-//!     Limit                    ServerConfig::limit: refused at once when over
+//!     Limit                    Server::limit: refused at once when over
 //!     Trace                    the rpc.server span, around all that follows
-//!     Inflight                 waits for one of ServerConfig::max_inflight's slots
+//!     Inflight                 waits for one of ServerCapacity::max_inflight's slots
 //!     CatchPanic               a panic below is answered as an exception
-//!     MeteredServer            counts the call (with ServerConfig::metrics)
+//!     MeteredServer            counts the call (with Observability::metrics)
 //!   layers, yours:
 //!     [user layers...]         Server::layer, the first added outermost
 //!   layers, built in:
@@ -136,7 +136,7 @@
 //!
 //! # Limits
 //!
-//! [`ServerConfig::limit`] caps the calls in progress and the calls per second
+//! [`Server::limit`] caps the calls in progress and the calls per second
 //! ([`LimitConfig`], both off by default, as in Kitex where limits are opt-in). The
 //! check comes when a frame is read, before the arguments are decoded (Kitex limits in
 //! `OnRead`), and a call over a limit is refused at once, never queued: it is
@@ -148,13 +148,13 @@
 //! |---|---|
 //! | calls in progress (limiter) | no limit ([`LimitConfig::max_concurrency`]) |
 //! | calls per second (limiter) | no limit ([`LimitConfig::max_qps`]; when set, a token bucket with a burst of a tenth of the rate) |
-//! | calls in progress, queued beyond | 10,000 ([`ServerConfig::max_inflight`]) |
-//! | calls at once per TTHeader connection | 128 |
+//! | calls in progress, queued beyond | 10,000 ([`ServerCapacity::max_inflight`]) |
+//! | calls at once per TTHeader connection | 128 ([`ServerCapacity::max_inflight_per_connection`]) |
 //! | caller's deadline | honoured: the handler is dropped, the answer follows 100 ms later |
-//! | frame limit | 16,384,000 bytes |
-//! | buffered input, all connections | 1 GiB |
-//! | read, idle, drain timeouts | 30 s, 10 min, 10 s |
-//! | exit wait (registered servers) | 1 s ([`ServerConfig::exit_wait`]) |
+//! | frame, header limits | 16,384,000 bytes, 64 KiB ([`ServerConfig::wire`]) |
+//! | buffered input, all connections | 1 GiB ([`ServerCapacity::max_buffered_input`]) |
+//! | read, idle, drain timeouts | 30 s, 10 min, 10 s ([`ServerTimeouts`]) |
+//! | exit wait (registered servers) | 1 s ([`ServerTimeouts::exit_wait`]) |
 //! | TLS | off; on, each handshake within the read timeout ([`ServerConfig::tls`]) |
 //!
 //! [`ErrorKind::Overloaded`]: crate::client::ErrorKind::Overloaded
@@ -165,7 +165,7 @@
 //! so that no call a client sent is lost and none runs twice:
 //!
 //! 1. **Deregister, then wait.** A server with a [registry](Server::registry)
-//!    deregisters, then keeps serving as before for [`ServerConfig::exit_wait`] (1 s
+//!    deregisters, then keeps serving as before for [`ServerTimeouts::exit_wait`] (1 s
 //!    by default): the clients that follow the registry learn that it left and stop
 //!    sending to it. An etcd watch brings the news in milliseconds; the second covers
 //!    a watcher on a busy machine, and costs a rolling restart one second per
@@ -182,7 +182,7 @@
 //!    another instance, whatever its idempotency, since it never ran.
 //! 4. **Close** each connection 100 ms after its last answer (or after the drain
 //!    began), refusing in that time what comes (requests that crossed the news on the
-//!    way); everything left when [`ServerConfig::drain_timeout`] passes is closed.
+//!    way); everything left when [`ServerTimeouts::drain`] passes is closed.
 //!
 //! How a client tells a call that the server never ran: by that refusal; by a
 //! `crrst` it saw before it sent (it sends no call on such a connection); or because
@@ -195,7 +195,7 @@
 //!
 //! A connection's calls run one at a time on THeader, Framed and Buffered connections
 //! (answered in order, as Apache Thrift clients expect), and up to
-//! [`ServerConfig::max_inflight_per_connection`] at once on TTHeader connections
+//! [`ServerCapacity::max_inflight_per_connection`] at once on TTHeader connections
 //! (answered as they finish, matched by sequence id, as Kitex's and Volo's multiplexing
 //! clients expect). Where they run:
 //!
@@ -258,6 +258,7 @@ pub use run::{BoundServer, Server};
 
 use thrift_codec::{ApplicationException, ApplicationExceptionKind, DecodeError};
 
+use crate::config::{Observability, TransportConfig, WireLimits};
 use crate::context::ServerContext;
 
 pub use crate::refusal::{CLOSING_PREFIX, OVERLOAD_PREFIX, is_closing, is_overload};
@@ -397,15 +398,77 @@ pub trait ServiceInfo {
     fn is_oneway(method: &str) -> bool;
 }
 
-/// Server settings; `ServerConfig::default()` suits most services.
+/// Server settings, in groups by concern (see [Configuration](crate#configuration));
+/// `ServerConfig::default()` suits most services. The limiter, a policy, is set on
+/// the builder: [`Server::limit`].
 #[derive(Debug, Clone)]
 pub struct ServerConfig {
-    /// Frame size limit (default 16,384,000 bytes, Apache Thrift's).
-    pub limits: crate::codec::Limits,
-    /// TTHeader and THeader header limits (default 64 KiB).
-    pub header_limits: crate::codec::ttheader::HeaderLimits,
-    /// Open connections at most; more are closed as soon as they are accepted. Default
-    /// 10,000.
+    /// Size limits on requests: frames and TTHeader/THeader headers.
+    pub wire: WireLimits,
+    /// How many connections, calls and buffered bytes the server holds at once.
+    pub capacity: ServerCapacity,
+    /// How long a frame may take to arrive, a connection may stay idle, a shutdown
+    /// may take.
+    pub timeouts: ServerTimeouts,
+    /// The sockets and their reactor. The reactor's pollers, and usually the
+    /// runtime's workers, are sized from the CPUs the process may use
+    /// ([`netpoll_rs::cpus`]); the server logs the sizes at start (`INFO`, "server:
+    /// netpoll reactor sized"), reads that budget again every 30 s while it serves, and
+    /// warns when it changed: the thread counts stay those chosen at start. Where the
+    /// pollers run: see [`inline_dispatch`](Self::inline_dispatch).
+    pub transport: TransportConfig,
+    /// On netpoll-rs, start each call on the reactor's poller, right where its frame
+    /// was read (Netpoll's `OnRequest`): a call that completes without waiting is
+    /// answered from there, with no task involved; one that waits moves to a task of
+    /// its own. `false`: one task per connection, as on the other transports. Either
+    /// way the limits, timeouts and shutdown behave the same. TLS connections
+    /// ([`tls`](Self::tls)) are served by a task each either way. Default `true`.
+    ///
+    /// With `true` the server runs at least one poller per worker thread of its
+    /// runtime (more than `transport.reactor.pollers` says, if that is fewer), so that
+    /// calls spread over the cores as connection tasks would, each poller on a thread
+    /// of its own (Netpoll's layout; a call's first poll runs there, inside the
+    /// runtime's context). As tasks of the runtime, each wait of a poller would take
+    /// two `epoll_wait`s, tokio's and its own, so each call would cost the server more
+    /// CPU than on a thread. With `false` the pollers run as tasks of the runtime,
+    /// which wakes the connections' tasks without a thread switch. The price of
+    /// `true`: a handler that computes for long before its first await holds up the
+    /// other connections of its poller, not only its own.
+    pub inline_dispatch: bool,
+    /// TLS on the server's TCP connections (certificate, key, client certificates):
+    /// see [`crate::transport::tls`]. Each handshake must finish within
+    /// [`ServerTimeouts::read`]; TLS connections are served by a task each, whatever
+    /// [`inline_dispatch`](Self::inline_dispatch) says. Default `None`: plain TCP.
+    pub tls: Option<crate::transport::tls::ServerTls>,
+    /// Metrics and the access log. With metrics, the server counts its calls,
+    /// connections, bytes and limiter refusals: a
+    /// [`MeteredServer`](metered::MeteredServer) around the whole stack, the user's
+    /// layers included. The access log writes one line per call (or per `every`
+    /// calls), see [`trace`].
+    pub observability: Observability,
+}
+
+impl Default for ServerConfig {
+    fn default() -> Self {
+        ServerConfig {
+            wire: WireLimits::default(),
+            capacity: ServerCapacity::default(),
+            timeouts: ServerTimeouts::default(),
+            transport: TransportConfig::default(),
+            inline_dispatch: true,
+            tls: None,
+            observability: Observability::default(),
+        }
+    }
+}
+
+/// How much a server holds at once: connections, calls, buffered bytes. Past each
+/// the server closes (connections, bytes) or makes wait (calls); the limiter, which
+/// refuses calls instead, is set with [`Server::limit`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ServerCapacity {
+    /// Open connections at most, from all clients together; more are closed as soon
+    /// as they are accepted. Default 10,000.
     pub max_connections: usize,
     /// Calls handled at once across all connections; more wait. Default 10,000.
     pub max_inflight: usize,
@@ -422,89 +485,44 @@ pub struct ServerConfig {
     /// buffer without bound: per connection the frame limit, across connections this.
     /// Default 1 GiB.
     pub max_buffered_input: usize,
+}
+
+impl Default for ServerCapacity {
+    fn default() -> Self {
+        ServerCapacity {
+            max_connections: 10_000,
+            max_inflight: 10_000,
+            max_inflight_per_connection: 128,
+            max_buffered_input: 1 << 30,
+        }
+    }
+}
+
+/// How long a server waits: for a frame, on an idle connection, for a shutdown.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ServerTimeouts {
     /// How long a frame may take to arrive once its first bytes did (a slow or stalled
     /// sender is closed). Default 30 s.
-    pub read_timeout: Duration,
+    pub read: Duration,
     /// How long a connection may stay idle between calls; `None`: for ever. Default 10
     /// minutes.
-    pub idle_timeout: Option<Duration>,
+    pub idle: Option<Duration>,
     /// How long a graceful shutdown waits for calls in progress. Default 10 s.
-    pub drain_timeout: Duration,
+    pub drain: Duration,
     /// How long a server with a [registry](Server::registry) keeps serving after it
     /// deregistered, before it stops accepting and drains (see
     /// [A graceful stop](self#a-graceful-stop)). Default 1 s. A server without a
     /// registry does not wait.
     pub exit_wait: Duration,
-    /// Limits on calls in progress and calls per second, checked when a frame is read
-    /// and before its arguments are decoded: a call over them is refused at once with
-    /// a `TApplicationException` (`INTERNAL_ERROR`, message starting with
-    /// [`OVERLOAD_PREFIX`]; clients of this crate see
-    /// [`ErrorKind::Overloaded`](crate::client::ErrorKind::Overloaded) and may retry
-    /// elsewhere), never queued. Default: no limits (see [`LimitConfig`]).
-    pub limit: LimitConfig,
-    /// The sockets: netpoll-rs (default) or plain tokio (the measured baseline).
-    pub transport: crate::transport::TransportKind,
-    /// On netpoll-rs, start each call on the reactor's poller, right where its frame
-    /// was read (Netpoll's `OnRequest`): a call that completes without waiting is
-    /// answered from there, with no task involved; one that waits moves to a task of
-    /// its own. `false`: one task per connection, as on the other transports. Either
-    /// way the limits, timeouts and shutdown behave the same. TLS connections
-    /// ([`tls`](Self::tls)) are served by a task each either way. Default `true`.
-    ///
-    /// With `true` the server runs at least one poller per worker thread of its
-    /// runtime (more than `reactor.pollers` says, if that is fewer), so that calls
-    /// spread over the cores as connection tasks would, each poller on a thread of its
-    /// own (Netpoll's layout; a call's first poll runs there, inside the runtime's
-    /// context). As tasks of the runtime, each wait of a poller would take two
-    /// `epoll_wait`s, tokio's and its own, so each call would cost the server more CPU
-    /// than on a thread. With `false` the pollers run as tasks of the runtime, which
-    /// wakes the connections' tasks without a thread switch. The price of `true`: a
-    /// handler that computes for long before its first await holds up the other
-    /// connections of its poller, not only its own.
-    pub inline_dispatch: bool,
-    /// The reactor's settings (where its pollers run: see
-    /// [`inline_dispatch`](Self::inline_dispatch)). Its pollers, and usually the
-    /// runtime's workers, are sized from the CPUs the process may use
-    /// ([`netpoll_rs::cpus`]); the server logs the sizes at start (`INFO`, "server:
-    /// netpoll reactor sized"), reads that budget again every 30 s while it serves, and
-    /// warns when it changed: the thread counts stay those chosen at start.
-    pub reactor: netpoll_rs::Config,
-    /// TLS on the server's TCP connections (certificate, key, client certificates):
-    /// see [`crate::transport::tls`]. Each handshake must finish within
-    /// [`read_timeout`](Self::read_timeout); TLS connections are served by a task
-    /// each, whatever [`inline_dispatch`](Self::inline_dispatch) says. Default `None`:
-    /// plain TCP.
-    pub tls: Option<crate::transport::tls::ServerTls>,
-    /// The access log: one line per call (or per `every` calls), through `tracing`
-    /// (see [`trace`]). Default `None`: off.
-    pub access_log: Option<trace::AccessLog>,
-    /// Where the server counts its calls, connections, bytes and limiter refusals
-    /// (see [`crate::metrics`]): a [`MeteredServer`](metered::MeteredServer)
-    /// around the whole stack, the user's layers included. Default `None`: nothing
-    /// counted, nothing paid.
-    pub metrics: Option<crate::metrics::Metrics>,
 }
 
-impl Default for ServerConfig {
+impl Default for ServerTimeouts {
     fn default() -> Self {
-        ServerConfig {
-            limits: crate::codec::Limits::default(),
-            header_limits: crate::codec::ttheader::HeaderLimits::default(),
-            max_connections: 10_000,
-            max_inflight: 10_000,
-            max_inflight_per_connection: 128,
-            max_buffered_input: 1 << 30,
-            read_timeout: Duration::from_secs(30),
-            idle_timeout: Some(Duration::from_secs(600)),
-            drain_timeout: run::DEFAULT_DRAIN,
+        ServerTimeouts {
+            read: Duration::from_secs(30),
+            idle: Some(Duration::from_secs(600)),
+            drain: run::DEFAULT_DRAIN,
             exit_wait: run::DEFAULT_EXIT_WAIT,
-            limit: LimitConfig::default(),
-            transport: crate::transport::TransportKind::Netpoll,
-            inline_dispatch: true,
-            reactor: netpoll_rs::Config::default(),
-            tls: None,
-            access_log: None,
-            metrics: None,
         }
     }
 }

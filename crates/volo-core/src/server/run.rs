@@ -14,7 +14,7 @@ use super::conn_core::{ServerState, ServiceFacts, peer_name};
 use super::deadline::{DEFAULT_GRACE, Deadline, DeadlineLayer};
 use super::inline;
 use super::multiplex::{Multiplex, Services};
-use super::{Dispatch, ServerConfig, ServiceInfo};
+use super::{Dispatch, LimitConfig, ServerConfig, ServiceInfo};
 use crate::context::Address;
 use crate::metrics::ServerConns;
 use crate::registry::{Registration, Registry, RegistryInfo};
@@ -45,6 +45,7 @@ pub struct Server<D, L = Identity> {
     grace: Duration,
     services: Services,
     config: ServerConfig,
+    limit: LimitConfig,
     registry: Option<(Arc<dyn Registry>, RegistryInfo)>,
 }
 
@@ -55,6 +56,7 @@ impl<D: std::fmt::Debug, L> std::fmt::Debug for Server<D, L> {
             .field("grace", &self.grace)
             .field("services", &self.services)
             .field("config", &self.config)
+            .field("limit", &self.limit)
             .field("registry", &self.registry.as_ref().map(|(_, info)| info))
             .finish_non_exhaustive()
     }
@@ -72,6 +74,7 @@ impl<D: Dispatch + ServiceInfo> Server<D> {
             layers: Identity,
             grace: DEFAULT_GRACE,
             config: ServerConfig::default(),
+            limit: LimitConfig::default(),
             registry: None,
         }
     }
@@ -97,6 +100,7 @@ where
             layers: Identity,
             grace: DEFAULT_GRACE,
             config: ServerConfig::default(),
+            limit: LimitConfig::default(),
             registry: None,
         }
     }
@@ -125,6 +129,7 @@ impl<D, L> Server<D, L> {
             grace: self.grace,
             services: self.services,
             config: self.config,
+            limit: self.limit,
             registry: self.registry,
         }
     }
@@ -139,8 +144,20 @@ impl<D, L> Server<D, L> {
     }
 
     /// Replaces the configuration.
-    pub fn with_config(mut self, config: ServerConfig) -> Self {
+    pub fn config(mut self, config: ServerConfig) -> Self {
         self.config = config;
+        self
+    }
+
+    /// Limits on calls in progress and calls per second, checked by the outermost
+    /// built-in layer ([`Limit`](super::limit::Limit)) before the arguments are
+    /// decoded: a call over them is refused at once with
+    /// a `TApplicationException` (`INTERNAL_ERROR`, message starting with
+    /// [`OVERLOAD_PREFIX`](super::OVERLOAD_PREFIX); clients of this crate see
+    /// [`ErrorKind::Overloaded`](crate::client::ErrorKind::Overloaded) and may retry
+    /// elsewhere), never queued. Default: no limits (see [`LimitConfig`]).
+    pub fn limit(mut self, limit: LimitConfig) -> Self {
+        self.limit = limit;
         self
     }
 
@@ -156,7 +173,7 @@ impl<D, L> Server<D, L> {
                 .layer(self.dispatch)
                 .with_grace(self.grace),
         );
-        ServerState::new(stack, self.services, self.config)
+        ServerState::new(stack, self.services, self.config, self.limit)
     }
 
     /// Listens on `addr` (`ip:port`, `name:port`, `unix:/path` or `shm:/path`; port 0
@@ -197,10 +214,10 @@ impl<D, L> Server<D, L> {
         // Read once: logged with the sizes chosen, and the baseline the serving server
         // compares later readings with.
         let cpus = netpoll_rs::cpus::CpuBudget::current();
-        let reactor = match self.config.transport {
+        let reactor = match self.config.transport.kind {
             TransportKind::Netpoll => {
                 let runtime = tokio::runtime::Handle::current();
-                let mut reactor = self.config.reactor.clone();
+                let mut reactor = self.config.transport.reactor.clone();
                 Some(if self.config.inline_dispatch {
                     // Calls start on the pollers: one per worker thread spreads them as
                     // tasks per connection would be. On threads of their own, each wait
@@ -221,7 +238,7 @@ impl<D, L> Server<D, L> {
         let mut listeners = Vec::with_capacity(addrs.len());
         for addr in addrs {
             let (acceptor, local) =
-                Acceptor::bind(self.config.transport, addr, reactor.as_ref()).await?;
+                Acceptor::bind(self.config.transport.kind, addr, reactor.as_ref()).await?;
             let tls = self.config.tls.clone().filter(|_| acceptor.is_tcp());
             listeners.push(Listening {
                 acceptor,
@@ -229,7 +246,7 @@ impl<D, L> Server<D, L> {
                 tls,
             });
         }
-        let connections = Arc::new(Semaphore::new(self.config.max_connections));
+        let connections = Arc::new(Semaphore::new(self.config.capacity.max_connections));
         let registrations = match &self.registry {
             Some((registry, info)) => {
                 let addresses: Vec<Address> = listeners.iter().map(|l| l.local.clone()).collect();
@@ -338,9 +355,9 @@ impl<D: Dispatch> BoundServer<D> {
 
     /// Serves until `signal` completes, then shuts down gracefully (see
     /// [A graceful stop](super#a-graceful-stop)): deregisters and keeps serving for
-    /// [`ServerConfig::exit_wait`] (when it has a [registry](Server::registry)), stops
+    /// [`ServerTimeouts::exit_wait`](super::ServerTimeouts::exit_wait) (when it has a [registry](Server::registry)), stops
     /// accepting, tells its connections it is closing, answers the calls in hand and
-    /// refuses the rest unrun, for up to [`ServerConfig::drain_timeout`], then closes
+    /// refuses the rest unrun, for up to [`ServerTimeouts::drain`](super::ServerTimeouts::drain), then closes
     /// what is left.
     ///
     /// With a registry, the instance is registered first; a failed registration
@@ -376,7 +393,7 @@ impl<D: Dispatch> BoundServer<D> {
         let _close_live = CloseAll(&live);
         // After the signal: deregistered, the clients are given the exit wait to learn
         // of it, while the server serves on as before.
-        let exit_wait = self.shared.config.exit_wait;
+        let exit_wait = self.shared.config.timeouts.exit_wait;
         let mut leaving = std::pin::pin!(async move {
             signal.await;
             if let Some(registered) = registered {
@@ -431,7 +448,7 @@ impl<D: Dispatch> BoundServer<D> {
                         // A TLS handshake runs here, on the connection's own task.
                         let conn = match tls {
                             Some(tls) => {
-                                let timeout = shared.config.read_timeout;
+                                let timeout = shared.config.timeouts.read;
                                 match tls_accept(conn, &tls, timeout, &mut stop).await {
                                     Some(conn) => conn,
                                     None => return,
@@ -451,7 +468,7 @@ impl<D: Dispatch> BoundServer<D> {
         }
         let _ = stop_tx.send(true);
         live.shutdown();
-        let drained = tokio::time::timeout(self.shared.config.drain_timeout, async {
+        let drained = tokio::time::timeout(self.shared.config.timeouts.drain, async {
             while tasks.join_next().await.is_some() {}
             live.drained().await;
         })

@@ -5,11 +5,11 @@
 //!
 //! | layer | what it does |
 //! |---|---|
-//! | [`Limit`] | refuses calls over [`ServerConfig::limit`] (nothing below runs) |
+//! | [`Limit`] | refuses calls over [`Server::limit`](super::Server::limit)'s limits (nothing below runs) |
 //! | [`Trace`] | the call's `rpc.server` span, a child of the caller's trace |
-//! | [`Inflight`] | waits for one of [`ServerConfig::max_inflight`]'s slots |
+//! | [`Inflight`] | waits for one of [`ServerCapacity::max_inflight`](super::ServerCapacity::max_inflight)'s slots |
 //! | [`CatchPanic`] | a panic below becomes an `INTERNAL_ERROR` answer |
-//! | [`MeteredServer`] | counts the call ([`ServerConfig::metrics`]) |
+//! | [`MeteredServer`] | counts the call ([`Observability::metrics`](crate::config::Observability::metrics)) |
 //! | your layers | [`Server::layer`](super::Server::layer), the first added outermost (as on the client) |
 //! | [`Deadline`](super::deadline::Deadline) | gives the call up at the caller's deadline |
 //! | the dispatcher | decodes the arguments and runs the handler |
@@ -28,7 +28,7 @@ use super::limit::{Limit, LimitLayer};
 use super::metered::MeteredServer;
 use super::panic::{CatchPanic, CatchPanicLayer};
 use super::trace::{Trace, TraceLayer};
-use super::{DispatchError, ServerConfig, ServerRequest};
+use super::{DispatchError, LimitConfig, ServerConfig, ServerRequest};
 use crate::context::ServerContext;
 use crate::metrics::ServerConns;
 use crate::service::{Layer, Service};
@@ -41,15 +41,14 @@ pub(crate) type Builtins<D> = Limit<Trace<Inflight<CatchPanic<MeteredServer<D>>>
 pub(crate) fn compose<D>(
     stack: D,
     config: &ServerConfig,
+    limit: LimitConfig,
     counters: Option<ServerConns>,
 ) -> Builtins<D> {
-    let metered = MeteredServer::new(stack, config.metrics.clone());
+    let metered = MeteredServer::new(stack, config.observability.metrics.clone());
     let caught = CatchPanicLayer.layer(metered);
-    let slotted = InflightLayer::new(config.max_inflight).layer(caught);
+    let slotted = InflightLayer::new(config.capacity.max_inflight).layer(caught);
     let traced = TraceLayer.layer(slotted);
-    LimitLayer::new(config.limit.clone())
-        .counted(counters)
-        .layer(traced)
+    LimitLayer::new(limit).counted(counters).layer(traced)
 }
 
 /// Runs at most so many calls at once across the server's connections; a call waits

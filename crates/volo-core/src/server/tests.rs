@@ -17,9 +17,11 @@ use thrift_codec::{
 use super::conn_core::{DRAIN_LINGER, Expired};
 use super::harness::{Closed, Harness, SharedTest};
 use super::*;
+use crate::client::ConnectionPool;
 use crate::codec::Protocol;
 use crate::codec::theader;
 use crate::codec::ttheader::{Header, HeaderLimits, int_key};
+use crate::config::{TransportConfig, WireLimits};
 use crate::context::{Address, ServerContext};
 use crate::test_support::*;
 
@@ -54,8 +56,14 @@ fn echo_reply<P: thrift_codec::Protocol>(seq: i32, t: &str) -> Vec<u8> {
 /// A server with a 1 MiB input budget and a read timeout far beyond the test.
 fn budget_config() -> ServerConfig {
     ServerConfig {
-        max_buffered_input: 1 << 20,
-        read_timeout: Duration::from_secs(60),
+        capacity: ServerCapacity {
+            max_buffered_input: 1 << 20,
+            ..Default::default()
+        },
+        timeouts: ServerTimeouts {
+            read: Duration::from_secs(60),
+            ..Default::default()
+        },
         ..ServerConfig::default()
     }
 }
@@ -71,7 +79,16 @@ fn read_framed(s: &mut impl Read) -> Vec<u8> {
 /// The server's rules for one connection, on the connection core with a fake clock
 /// (see `harness.rs`): `f` gets the connection and the service's state.
 fn on_harness(config: ServerConfig, f: impl FnOnce(TestHarness, &SharedTest)) {
-    let (c, t) = Harness::test_service(config);
+    on_limited_harness(config, LimitConfig::default(), f);
+}
+
+/// [`on_harness`], the server refusing calls over `limit`.
+fn on_limited_harness(
+    config: ServerConfig,
+    limit: LimitConfig,
+    f: impl FnOnce(TestHarness, &SharedTest),
+) {
+    let (c, t) = Harness::test_service(config, limit);
     f(c, &t);
 }
 
@@ -260,9 +277,15 @@ fn deeply_nested_json_is_refused() {
 fn an_unclosed_buffered_json_message_closes_its_connection_at_the_frame_limit() {
     let log = captured_log();
     let config = ServerConfig {
-        limits: crate::codec::Limits { max_frame: 4096 },
-        // Far beyond the client's read timeout: a close must come from the limit.
-        read_timeout: Duration::from_secs(120),
+        wire: WireLimits {
+            frame: crate::codec::Limits { max_frame: 4096 },
+            ..Default::default()
+        },
+        timeouts: ServerTimeouts {
+            // Far beyond the client's read timeout: a close must come from the limit.
+            read: Duration::from_secs(120),
+            ..Default::default()
+        },
         ..ServerConfig::default()
     };
     with_server(config, move |s| {
@@ -303,10 +326,13 @@ fn an_unclosed_buffered_json_message_closes_its_connection_at_the_frame_limit() 
 #[test]
 fn a_buffered_call_above_the_high_water_mark_is_answered() {
     let config = ServerConfig {
-        reactor: netpoll_rs::Config {
-            read_chunk: 16 * 1024,
-            input_high_water: 32 * 1024,
-            ..netpoll_rs::Config::default()
+        transport: TransportConfig {
+            reactor: netpoll_rs::Config {
+                read_chunk: 16 * 1024,
+                input_high_water: 32 * 1024,
+                ..netpoll_rs::Config::default()
+            },
+            ..Default::default()
         },
         ..ServerConfig::default()
     };
@@ -520,7 +546,10 @@ fn ttheader_calls_on_one_connection_run_concurrently() {
 #[test]
 fn the_per_connection_limit_serialises_calls() {
     let config = ServerConfig {
-        max_inflight_per_connection: 1,
+        capacity: ServerCapacity {
+            max_inflight_per_connection: 1,
+            ..Default::default()
+        },
         ..ServerConfig::default()
     };
     on_harness(config, |mut c, s| {
@@ -546,7 +575,10 @@ fn the_per_connection_limit_serialises_calls() {
 #[test]
 fn pipelined_framed_calls_are_answered_in_request_order() {
     let config = ServerConfig {
-        read_timeout: Duration::from_millis(50),
+        timeouts: ServerTimeouts {
+            read: Duration::from_millis(50),
+            ..Default::default()
+        },
         ..ServerConfig::default()
     };
     on_harness(config, |mut c, s| {
@@ -673,7 +705,10 @@ fn oneway_calls_get_no_reply() {
 #[test]
 fn garbage_and_oversized_frames_close_only_their_connection() {
     let config = ServerConfig {
-        limits: crate::codec::Limits { max_frame: 4096 },
+        wire: WireLimits {
+            frame: crate::codec::Limits { max_frame: 4096 },
+            ..Default::default()
+        },
         ..ServerConfig::default()
     };
     on_harness(config, |mut good, _| {
@@ -779,7 +814,10 @@ fn a_bad_theader_frame_is_logged_with_its_error_and_peer() {
 #[test]
 fn a_stalled_frame_is_closed_after_the_read_timeout() {
     let config = ServerConfig {
-        read_timeout: Duration::from_millis(200),
+        timeouts: ServerTimeouts {
+            read: Duration::from_millis(200),
+            ..Default::default()
+        },
         ..ServerConfig::default()
     };
     with_server(config, |s| {
@@ -809,8 +847,11 @@ fn a_stalled_frame_is_closed_after_the_read_timeout() {
 #[test]
 fn an_idle_connection_is_closed_but_not_one_with_a_call_in_progress() {
     let config = ServerConfig {
-        read_timeout: Duration::from_millis(50),
-        idle_timeout: Some(Duration::from_millis(600)),
+        timeouts: ServerTimeouts {
+            read: Duration::from_millis(50),
+            idle: Some(Duration::from_millis(600)),
+            ..Default::default()
+        },
         ..ServerConfig::default()
     };
     with_server(config, |s| {
@@ -1028,7 +1069,10 @@ fn graceful_shutdown_answers_every_call_of_a_multiplexed_connection_in(config: S
 #[test]
 fn hundreds_of_slow_partial_frames_do_not_disturb_a_good_client() {
     let config = ServerConfig {
-        read_timeout: Duration::from_millis(500),
+        timeouts: ServerTimeouts {
+            read: Duration::from_millis(500),
+            ..Default::default()
+        },
         ..ServerConfig::default()
     };
     with_server(config, |s| {
@@ -1069,7 +1113,10 @@ fn hundreds_of_slow_partial_frames_do_not_disturb_a_good_client() {
 #[test]
 fn connections_over_the_limit_are_closed_at_once() {
     let config = ServerConfig {
-        max_connections: 2,
+        capacity: ServerCapacity {
+            max_connections: 2,
+            ..Default::default()
+        },
         ..ServerConfig::default()
     };
     with_server(config, |s| {
@@ -1192,14 +1239,17 @@ fn inline_dispatch_runs_a_poller_per_worker_thread() {
         for (inline_dispatch, want) in [(true, 2), (false, 1)] {
             let config = ServerConfig {
                 inline_dispatch,
-                reactor: netpoll_rs::Config {
-                    pollers: 1,
-                    ..netpoll_rs::Config::default()
+                transport: TransportConfig {
+                    reactor: netpoll_rs::Config {
+                        pollers: 1,
+                        ..netpoll_rs::Config::default()
+                    },
+                    ..Default::default()
                 },
                 ..ServerConfig::default()
             };
             let bound = Server::new(TestService::default())
-                .with_config(config)
+                .config(config)
                 .bind(&"127.0.0.1:0".parse().unwrap())
                 .await
                 .unwrap();
@@ -1436,14 +1486,11 @@ fn dispatch_errors_come_back_out_of_tower_boxes() {
 /// looked at), and the next call after the slow one is answered.
 #[test]
 fn over_the_concurrency_limit_a_call_is_refused_before_decoding() {
-    let config = ServerConfig {
-        limit: crate::server::LimitConfig {
-            max_concurrency: Some(1),
-            max_qps: None,
-        },
-        ..ServerConfig::default()
+    let limit = crate::server::LimitConfig {
+        max_concurrency: Some(1),
+        max_qps: None,
     };
-    on_harness(config, |mut slow, s| {
+    on_limited_harness(ServerConfig::default(), limit, |mut slow, s| {
         slow.write_all(&framed(&call::<Binary>(MessageType::Call, "wait", 1, "s")))
             .unwrap();
         assert_eq!(s.gauge.now(), 1, "the first call runs");
@@ -1489,14 +1536,11 @@ fn over_the_concurrency_limit_a_call_is_refused_before_decoding() {
 #[test]
 fn over_the_qps_limit_the_client_sees_an_overload() {
     use crate::client::{Client, ClientContext, ErrorKind, RetryPolicy};
-    let config = ServerConfig {
-        limit: crate::server::LimitConfig {
-            max_concurrency: None,
-            max_qps: Some(1),
-        },
-        ..ServerConfig::default()
+    let limit = crate::server::LimitConfig {
+        max_concurrency: None,
+        max_qps: Some(1),
     };
-    with_server(config, |s| {
+    with_limited_server(ServerConfig::default(), limit, |s| {
         runtime().block_on(async {
             let client = Client::builder("Test")
                 .address(s.address.clone())
@@ -1532,15 +1576,21 @@ fn a_multiplexed_client_leaves_a_connection_its_server_is_closing() {
     use crate::client::{Client, ClientConfig, ClientContext, ErrorKind, RetryPolicy};
     runtime().block_on(async {
         let mut s = start(ServerConfig {
-            drain_timeout: Duration::from_secs(30),
+            timeouts: ServerTimeouts {
+                drain: Duration::from_secs(30),
+                ..Default::default()
+            },
             ..ServerConfig::default()
         })
         .await;
         let client = Client::builder("Test")
             .address(s.address.clone())
             .config(ClientConfig {
-                mux: true,
-                mux_connections: 1,
+                pool: ConnectionPool {
+                    mux: true,
+                    mux_per_instance: 1,
+                    ..Default::default()
+                },
                 ..ClientConfig::default()
             })
             .retry(RetryPolicy::new().max_retries(0))
@@ -1585,14 +1635,11 @@ fn a_multiplexed_client_leaves_a_connection_its_server_is_closing() {
 /// and one a (harness) second later is admitted, though hardly any real time passed.
 #[test]
 fn the_limiter_counts_from_the_time_the_core_took_the_frame() {
-    let config = ServerConfig {
-        limit: crate::server::LimitConfig {
-            max_concurrency: None,
-            max_qps: Some(1),
-        },
-        ..ServerConfig::default()
+    let limit = crate::server::LimitConfig {
+        max_concurrency: None,
+        max_qps: Some(1),
     };
-    on_harness(config, |mut c, _| {
+    on_limited_harness(ServerConfig::default(), limit, |mut c, _| {
         let ask = |c: &mut TestHarness, seq: i32| {
             c.write_all(&framed(&call::<Binary>(
                 MessageType::Call,

@@ -8,7 +8,7 @@
 //!
 //! # Access log
 //!
-//! With [`ServerConfig::access_log`](super::ServerConfig::access_log) set, one call in
+//! With [`Observability::access_log`](crate::config::Observability::access_log) set, one call in
 //! [`every`](AccessLog::every) is logged when its reply is written, as one `tracing`
 //! event at `INFO` on the target `volo_core::access`: `side` = `server`, `method`,
 //! `service`, `peer`, `status` (`ok`, or why it failed: `UnknownMethod`,

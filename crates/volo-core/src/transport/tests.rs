@@ -4,13 +4,17 @@ use std::time::Duration;
 
 use super::{ResolveError, TransportKind};
 use crate::client::{Client, ClientConfig, ClientContext, ErrorKind};
+use crate::config::TransportConfig;
 use crate::context::Address;
 use crate::server::ServerConfig;
 use crate::test_support::*;
 
 fn client(addr: Address, transport: TransportKind) -> Client {
     let config = ClientConfig {
-        transport,
+        transport: TransportConfig {
+            kind: transport,
+            ..Default::default()
+        },
         ..ClientConfig::default()
     };
     Client::builder("Test")
@@ -27,7 +31,10 @@ fn localhost_is_resolved_by_clients_and_servers_of_both_transports() {
     run_bounded(Duration::from_secs(60), async {
         for server_kind in [TransportKind::Netpoll, TransportKind::Tokio] {
             let config = ServerConfig {
-                transport: server_kind,
+                transport: TransportConfig {
+                    kind: server_kind,
+                    ..Default::default()
+                },
                 ..ServerConfig::default()
             };
             let at: Address = "localhost:0".parse().unwrap();
@@ -77,11 +84,14 @@ fn a_name_that_does_not_resolve_is_a_typed_error() {
             );
 
             let config = ServerConfig {
-                transport: kind,
+                transport: TransportConfig {
+                    kind,
+                    ..Default::default()
+                },
                 ..ServerConfig::default()
             };
             let Err(e) = crate::server::Server::new(TestService::default())
-                .with_config(config)
+                .config(config)
                 .bind(&at)
                 .await
             else {

@@ -5,7 +5,7 @@ use crate::metrics::Metrics;
 use crate::service::Layer;
 
 /// Wraps a service in [`MeteredClient`]. A client built with
-/// [`ClientConfig::metrics`](crate::client::ClientConfig::metrics) has one around its
+/// [`Observability::metrics`](crate::config::Observability::metrics) has one around its
 /// default stack already (inside the call's span, around the timeout); this is for
 /// stacks of your own.
 #[derive(Debug, Clone)]

@@ -1,6 +1,6 @@
 //! The client's per-call metrics: [`MeteredClient`], in the default client stack
 //! right inside the call's [`Trace`](crate::client::trace::Trace) span, counting
-//! when [`ClientConfig::metrics`](crate::client::ClientConfig::metrics) is set.
+//! when [`Observability::metrics`](crate::config::Observability::metrics) is set.
 
 mod layer;
 

@@ -9,6 +9,7 @@ use thrift_codec::{Binary, Codec, Decoder, LinkBuffer, Message, MessageHeader, M
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
 use super::*;
+use crate::client::{ClientTimeouts, WireFormat};
 use crate::codec::ttheader::{Header, HeaderLimits, str_key};
 use crate::server::{Multiplex, Server};
 
@@ -116,7 +117,10 @@ fn client_of(addr: Address, framing: Framing, bound: Option<&'static str>) -> Cl
     let builder = Client::builder("Calculator")
         .address(addr)
         .config(ClientConfig {
-            framing,
+            format: WireFormat {
+                framing,
+                ..Default::default()
+            },
             ..ClientConfig::default()
         });
     match bound {
@@ -227,7 +231,10 @@ fn over_ttheader_a_request_carries_the_int_keys_of_kitex() {
         let client = Client::builder("Calculator")
             .address(addr)
             .config(ClientConfig {
-                connect_timeout: Duration::from_millis(750),
+                timeouts: ClientTimeouts {
+                    connect: Duration::from_millis(750),
+                    ..Default::default()
+                },
                 caller: "front".into(),
                 ..ClientConfig::default()
             })
@@ -315,7 +322,10 @@ fn bound_clients_reach_their_service_on_a_multiplexed_server() {
             let addr = bound.local_addr().clone();
             let serving = tokio::spawn(bound.serve());
             let config = ClientConfig {
-                framing,
+                format: WireFormat {
+                    framing,
+                    ..Default::default()
+                },
                 ..ClientConfig::default()
             };
             let client = |name: Option<&'static str>| {

@@ -3,7 +3,7 @@
 //! connect, retries, a backup request, the wait for a reply) is dropped.
 //!
 //! The timeout is the call's [`ClientContext::timeout`], or else the client's
-//! [`ClientConfig::rpc_timeout`](super::ClientConfig::rpc_timeout) (10 s by default).
+//! [`ClientTimeouts::rpc`](crate::client::ClientTimeouts::rpc) (10 s by default).
 //! It bounds the whole call, retries included. The layer sets `cx.rpc.deadline` (or
 //! keeps an earlier one already there, such as a deadline carried over from the
 //! server call being handled), and the transport sends the time left to the server in

@@ -11,7 +11,7 @@
 //!
 //! # Access log
 //!
-//! With [`ClientConfig::access_log`](super::ClientConfig::access_log) set, [`Trace`]
+//! With [`Observability::access_log`](crate::config::Observability::access_log) set, [`Trace`]
 //! logs one call in [`every`](crate::trace::AccessLog::every) when it is over, as
 //! one `tracing` event at `INFO` on the target `volo_core::access`: `side` =
 //! `client`, `method`, `service`, `peer` (the instance that answered, or the last one

@@ -13,7 +13,7 @@
 //! - **Refuse rather than queue.** A queue in front of an overloaded server only adds
 //!   latency to every call behind it, and the callers' timeouts expire while their calls
 //!   wait; their retries then add load. A refusal costs the server one small reply and
-//!   tells the caller at once. (The queueing limit, [`ServerConfig::max_inflight`],
+//!   tells the caller at once. (The queueing limit, [`ServerCapacity::max_inflight`],
 //!   stays as the backstop: a call admitted here may still wait there if
 //!   `max_concurrency` is above it.)
 //! - **What the client does with a refusal.** The reply is a `TApplicationException`
@@ -33,7 +33,7 @@
 //!
 //! | [`LimitConfig`] field | Default | When set to `Some(n)` |
 //! |---|---|---|
-//! | [`max_concurrency`](LimitConfig::max_concurrency) | `None`: no limit beyond [`ServerConfig::max_inflight`] (which queues) | at most `n` calls in progress across all connections, from admission until the reply is written or the call is dropped; more are refused; `Some(0)` refuses all |
+//! | [`max_concurrency`](LimitConfig::max_concurrency) | `None`: no limit beyond [`ServerCapacity::max_inflight`] (which queues) | at most `n` calls in progress across all connections, from admission until the reply is written or the call is dropped; more are refused; `Some(0)` refuses all |
 //! | [`max_qps`](LimitConfig::max_qps) | `None`: no rate limit | a token bucket refilled continuously at `n` per second, holding at most a burst of `max(n / 10, 1)` (a tenth of a second's worth) and full at the start; a call takes one token or is refused; `Some(0)` refuses all |
 //!
 //! The burst is kept small on purpose: a bucket that could hold a whole second's worth
@@ -77,7 +77,7 @@
 //! ```
 //!
 //! [`ServerConfig`]: super::ServerConfig
-//! [`ServerConfig::max_inflight`]: super::ServerConfig::max_inflight
+//! [`ServerCapacity::max_inflight`]: crate::server::ServerCapacity::max_inflight
 //! [`OVERLOAD_PREFIX`]: super::OVERLOAD_PREFIX
 //! [`is_overload`]: super::is_overload
 
@@ -103,7 +103,7 @@ pub struct LimitConfig {
     /// Calls in progress at once across all connections of the server, counted from
     /// admission until the call is answered or dropped; more are refused, not queued.
     /// `None` (the default): no limit here beyond
-    /// [`ServerConfig::max_inflight`](super::ServerConfig::max_inflight), which makes
+    /// [`ServerCapacity::max_inflight`](crate::server::ServerCapacity::max_inflight), which makes
     /// calls wait instead. `Some(0)` refuses every call.
     pub max_concurrency: Option<usize>,
     /// Calls admitted per second, across all connections: a token bucket refilled

@@ -5,7 +5,7 @@ use crate::metrics::Metrics;
 use crate::service::Layer;
 
 /// Wraps a service in [`MeteredServer`]. A server with
-/// [`ServerConfig::metrics`](crate::server::ServerConfig::metrics) puts one around
+/// [`Observability::metrics`](crate::config::Observability::metrics) puts one around
 /// its whole stack itself; this is for stacks of your own.
 #[derive(Debug, Clone)]
 pub struct MeteredServerLayer {

@@ -1,5 +1,5 @@
 //! The server's per-call metrics: [`MeteredServer`], the outermost service of a
-//! server's stack when [`ServerConfig::metrics`](crate::server::ServerConfig::metrics)
+//! server's stack when [`Observability::metrics`](crate::config::Observability::metrics)
 //! is set.
 
 mod layer;

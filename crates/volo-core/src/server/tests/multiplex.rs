@@ -6,6 +6,7 @@
 use std::sync::Mutex;
 
 use super::*;
+use crate::config::Observability;
 use crate::service::layer_fn;
 
 /// What the handlers and the layer saw: (service in the context, method).
@@ -128,15 +129,18 @@ fn with_mux(default: bool, f: impl FnOnce(&Mux)) {
     });
     let metrics = crate::metrics::Metrics::new();
     let config = ServerConfig {
-        metrics: Some(metrics.clone()),
+        observability: Observability {
+            metrics: Some(metrics.clone()),
+            ..Default::default()
+        },
         ..ServerConfig::default()
     };
     let connect = if default {
         let mux = Multiplex::new().default_service(test).service(other);
-        connections(Server::multiplexed(mux).layer(record).with_config(config))
+        connections(Server::multiplexed(mux).layer(record).config(config))
     } else {
         let mux = Multiplex::new().service(test).service(other);
-        connections(Server::multiplexed(mux).layer(record).with_config(config))
+        connections(Server::multiplexed(mux).layer(record).config(config))
     };
     f(&Mux {
         connect,

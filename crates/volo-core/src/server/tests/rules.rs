@@ -9,8 +9,11 @@ fn echo(seq: i32, t: &str) -> Vec<u8> {
 
 fn timeouts(read: u64, idle: Option<u64>) -> ServerConfig {
     ServerConfig {
-        read_timeout: Duration::from_millis(read),
-        idle_timeout: idle.map(Duration::from_millis),
+        timeouts: ServerTimeouts {
+            read: Duration::from_millis(read),
+            idle: idle.map(Duration::from_millis),
+            ..Default::default()
+        },
         ..ServerConfig::default()
     }
 }
@@ -101,7 +104,10 @@ fn the_idle_timeout_spares_a_call_in_progress_and_counts_from_its_reply() {
 #[test]
 fn ttheader_calls_run_up_to_the_per_connection_cap() {
     let config = ServerConfig {
-        max_inflight_per_connection: 2,
+        capacity: ServerCapacity {
+            max_inflight_per_connection: 2,
+            ..Default::default()
+        },
         ..ServerConfig::default()
     };
     on_harness(config, |mut c, s| {
@@ -298,7 +304,7 @@ fn a_callers_timeout_counts_from_when_the_frame_was_taken() {
     let shared = Arc::new(
         Server::new(service)
             .layer(layer)
-            .with_config(ServerConfig::default())
+            .config(ServerConfig::default())
             .into_shared(),
     );
     let mut c = Harness::new(shared);

@@ -15,6 +15,7 @@ use tracing::{Event, Metadata, Subscriber};
 use super::*;
 use crate::client::retry::Backoff;
 use crate::client::{Client, ClientConfig, ClientContext, RetryPolicy};
+use crate::config::{Observability, TransportConfig};
 use crate::trace::{AccessLog, TRACEPARENT};
 use crate::transport::TransportKind;
 
@@ -142,7 +143,10 @@ impl Service<ServerContext, ServerRequest> for Front {
 
 fn tokio_server() -> ServerConfig {
     ServerConfig {
-        transport: TransportKind::Tokio,
+        transport: TransportConfig {
+            kind: TransportKind::Tokio,
+            ..Default::default()
+        },
         ..ServerConfig::default()
     }
 }
@@ -151,7 +155,10 @@ fn tokio_client(service: &'static str, addr: &Address) -> Client {
     Client::builder(service)
         .address(addr.clone())
         .config(ClientConfig {
-            transport: TransportKind::Tokio,
+            transport: TransportConfig {
+                kind: TransportKind::Tokio,
+                ..Default::default()
+            },
             ..ClientConfig::default()
         })
         .build()
@@ -162,7 +169,7 @@ fn tokio_client(service: &'static str, addr: &Address) -> Client {
 /// the runtime ends: its address.
 async fn serve_test(config: ServerConfig) -> Address {
     let server = Server::new(TestService::default())
-        .with_config(config)
+        .config(config)
         .bind(&"127.0.0.1:0".parse().unwrap())
         .await
         .unwrap();
@@ -196,7 +203,7 @@ fn on_this_thread<F: std::future::Future<Output = ()>>(
 /// sockets: their addresses, and the stop senders.
 async fn two_hops() -> (Address, Vec<tokio::sync::oneshot::Sender<()>>) {
     let back = Server::new(TestService::default())
-        .with_config(tokio_server())
+        .config(tokio_server())
         .bind(&"127.0.0.1:0".parse().unwrap())
         .await
         .unwrap();
@@ -204,7 +211,7 @@ async fn two_hops() -> (Address, Vec<tokio::sync::oneshot::Sender<()>>) {
     let front = Server::new(Front {
         back: tokio_client("Test", &back_addr),
     })
-    .with_config(tokio_server())
+    .config(tokio_server())
     .bind(&"127.0.0.1:0".parse().unwrap())
     .await
     .unwrap();
@@ -365,7 +372,10 @@ fn the_access_log_shows_one_call_in_every_n_with_its_sizes() {
     let rec = Recorder::default();
     on_this_thread(Some(rec.clone()), || async {
         let config = ServerConfig {
-            access_log: Some(AccessLog { every: 2 }),
+            observability: Observability {
+                access_log: Some(AccessLog { every: 2 }),
+                ..Default::default()
+            },
             ..tokio_server()
         };
         let addr = serve_test(config).await;
@@ -399,13 +409,22 @@ fn the_client_access_log_shows_its_calls_with_the_sizes_the_server_saw() {
     let rec = Recorder::default();
     on_this_thread(Some(rec.clone()), || async {
         let config = ServerConfig {
-            access_log: Some(AccessLog::all()),
+            observability: Observability {
+                access_log: Some(AccessLog::all()),
+                ..Default::default()
+            },
             ..tokio_server()
         };
         let addr = serve_test(config).await;
         let client_config = |every| ClientConfig {
-            transport: TransportKind::Tokio,
-            access_log: Some(AccessLog { every }),
+            transport: TransportConfig {
+                kind: TransportKind::Tokio,
+                ..Default::default()
+            },
+            observability: Observability {
+                access_log: Some(AccessLog { every }),
+                ..Default::default()
+            },
             ..ClientConfig::default()
         };
         let client = Client::builder("Test")

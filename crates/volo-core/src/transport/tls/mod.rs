@@ -93,12 +93,12 @@
 //! # Handshakes and failures
 //!
 //! A server runs each handshake on the connection's own task, within
-//! [`ServerConfig::read_timeout`](crate::server::ServerConfig::read_timeout), so a
+//! [`ServerTimeouts::read`](crate::server::ServerTimeouts::read), so a
 //! slow or silent client holds up no one else. A handshake that fails (bytes that are
 //! not TLS, a plain-text Thrift client, a certificate not trusted, a peer that went
 //! away or stayed silent) closes that connection only, after one `tracing` warning
 //! that names the peer and the reason. A client's handshake counts towards its
-//! connect timeout ([`ClientConfig::connect_timeout`]), with resolving the host and
+//! connect timeout ([`ClientTimeouts::connect`]), with resolving the host and
 //! connecting: a failure is an
 //! [`ErrorKind::Connect`](crate::client::ErrorKind::Connect) error whose cause is an
 //! `io::Error` holding the `rustls::Error`. One exception comes from TLS 1.3 itself: a
@@ -116,7 +116,7 @@
 //! [`ServerConfig::inline_dispatch`](crate::server::ServerConfig::inline_dispatch)
 //! says: calls are started on the poller only for plain connections.
 //!
-//! [`ClientConfig::connect_timeout`]: crate::client::ClientConfig::connect_timeout
+//! [`ClientTimeouts::connect`]: crate::client::ClientTimeouts::connect
 //!
 //! # How it fits the transports
 //!

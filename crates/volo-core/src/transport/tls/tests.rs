@@ -14,9 +14,12 @@ use rcgen::{
 
 use super::verify::{ServerVerifier, Trust};
 use super::*;
+use crate::client::ClientTimeouts;
 use crate::client::{Client, ClientConfig, ClientContext, Error, ErrorKind};
 use crate::codec::Framing;
+use crate::config::TransportConfig;
 use crate::server::ServerConfig;
+use crate::server::ServerTimeouts;
 use crate::test_support::*;
 use crate::transport::TransportKind;
 
@@ -161,20 +164,26 @@ impl Drop for Certs {
 fn server_config(tls: ServerTls, transport: TransportKind, inline: bool) -> ServerConfig {
     ServerConfig {
         tls: Some(tls),
-        transport,
+        transport: TransportConfig {
+            kind: transport,
+            ..Default::default()
+        },
         inline_dispatch: inline,
         ..ServerConfig::default()
     }
 }
 
 fn client(addr: Address, tls: ClientTls, transport: TransportKind) -> Client {
-    client_with(addr, tls, |c| c.transport = transport)
+    client_with(addr, tls, |c| c.transport.kind = transport)
 }
 
 fn client_with(addr: Address, tls: ClientTls, tune: impl FnOnce(&mut ClientConfig)) -> Client {
     let mut config = ClientConfig {
         tls: Some(tls),
-        connect_timeout: Duration::from_secs(10),
+        timeouts: ClientTimeouts {
+            connect: Duration::from_secs(10),
+            ..Default::default()
+        },
         ..ClientConfig::default()
     };
     tune(&mut config);
@@ -253,9 +262,9 @@ fn calls_go_over_tls_on_both_transports_with_and_without_client_certs() {
                         assert_eq!(got, text(0, t), "{what}");
                     }
                     let mux = client_with(Address::Tcp(server.addr), tls, |c| {
-                        c.transport = client_kind;
-                        c.framing = Framing::TTHeader;
-                        c.mux = true;
+                        c.transport.kind = client_kind;
+                        c.format.framing = Framing::TTHeader;
+                        c.pool.mux = true;
                     });
                     let calls: Vec<_> = (0..20)
                         .map(|i| {
@@ -516,7 +525,10 @@ fn garbage_plain_text_and_silent_clients_close_only_their_own_connection() {
     run_bounded(Duration::from_secs(120), async {
         for (kind, inline) in LAYOUTS {
             let config = ServerConfig {
-                read_timeout: Duration::from_secs(1),
+                timeouts: ServerTimeouts {
+                    read: Duration::from_secs(1),
+                    ..Default::default()
+                },
                 ..server_config(certs.server("server").build().unwrap(), kind, inline)
             };
             let server = start(config).await;
@@ -725,10 +737,10 @@ fn a_client_ends_its_sessions_with_close_notify() {
             });
             run_bounded(Duration::from_secs(30), async {
                 let c = client_with(Address::Tcp(at), certs.client("ca.crt", None), |c| {
-                    c.transport = kind;
-                    c.framing = Framing::Framed;
-                    c.protocol = crate::codec::Protocol::Binary;
-                    c.rpc_timeout = Some(if answer {
+                    c.transport.kind = kind;
+                    c.format.framing = Framing::Framed;
+                    c.format.protocol = crate::codec::Protocol::Binary;
+                    c.timeouts.rpc = Some(if answer {
                         Duration::from_secs(10)
                     } else {
                         Duration::from_secs(1)
@@ -759,8 +771,11 @@ fn a_server_ends_its_sessions_with_close_notify() {
     run_bounded(Duration::from_secs(60), async {
         for (kind, inline) in LAYOUTS {
             let config = ServerConfig {
-                read_timeout: Duration::from_secs(2),
-                idle_timeout: Some(Duration::from_millis(150)),
+                timeouts: ServerTimeouts {
+                    read: Duration::from_secs(2),
+                    idle: Some(Duration::from_millis(150)),
+                    ..Default::default()
+                },
                 ..server_config(certs.server("server").build().unwrap(), kind, inline)
             };
             let server = start(config).await;
