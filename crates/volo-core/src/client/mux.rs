@@ -20,6 +20,7 @@ use tokio::sync::{Notify, oneshot};
 
 use super::pool::Dialer;
 use super::{ClientConfig, Error};
+use crate::codec::ttheader::{Header, HeaderLimits};
 use crate::codec::{FrameSplitter, Limits, Protocol};
 use crate::context::Address;
 use crate::transport::{Conn, FrameIo};
@@ -30,6 +31,8 @@ pub(crate) struct MuxPool {
     dialer: Dialer,
     protocol: Protocol,
     limits: Limits,
+    /// `ClientConfig::wire.header`: what a control frame's header may hold.
+    header_limits: HeaderLimits,
     /// A slot per connection; a slot's lock is held while it connects, so callers that
     /// find it empty wait for that one connect instead of each opening their own.
     slots: Box<[tokio::sync::Mutex<Option<Arc<MuxConn>>>]>,
@@ -46,6 +49,7 @@ impl MuxPool {
             dialer: Dialer::new(reactor, addr, config),
             protocol: config.format.protocol,
             limits: config.wire.frame,
+            header_limits: config.wire.header,
             slots: (0..config.pool.mux_per_instance.max(1))
                 .map(|_| tokio::sync::Mutex::new(None))
                 .collect(),
@@ -63,7 +67,7 @@ impl MuxPool {
         let conn = self.dialer.connect().await?;
         let splitter =
             FrameSplitter::new(crate::codec::Framing::TTHeader, self.protocol, self.limits);
-        let mux = MuxConn::start(conn, splitter);
+        let mux = MuxConn::start(conn, splitter, self.header_limits);
         if let Some(old) = slot.replace(Arc::clone(&mux)) {
             // One the server is closing still gets the replies of its calls, then ends.
             if !old.is_closing() {
@@ -107,8 +111,9 @@ struct Waiting {
 }
 
 impl MuxConn {
-    /// Wraps `conn` and starts its reader task.
-    fn start(conn: Conn, splitter: FrameSplitter) -> Arc<Self> {
+    /// Wraps `conn` and starts its reader task, which reads control frames within
+    /// `header_limits`.
+    fn start(conn: Conn, splitter: FrameSplitter, header_limits: HeaderLimits) -> Arc<Self> {
         let mux = Arc::new(MuxConn {
             conn,
             waiting: Mutex::new(Waiting::default()),
@@ -117,7 +122,7 @@ impl MuxConn {
             stop: Notify::new(),
             closing: AtomicBool::new(false),
         });
-        tokio::spawn(read_replies(Arc::clone(&mux), splitter));
+        tokio::spawn(read_replies(Arc::clone(&mux), splitter, header_limits));
         mux
     }
 
@@ -242,15 +247,15 @@ fn ttheader_seq_id(frame: &[u8]) -> Option<i32> {
     Some(i32::from_be_bytes([b[0], b[1], b[2], b[3]]))
 }
 
-/// Whether a control frame (sequence id 0) says the connection is closing (`crrst`).
-fn closing_frame(frame: &Bytes) -> bool {
-    use crate::codec::ttheader::{Header, HeaderLimits};
-    Header::decode(frame, &HeaderLimits::default()).is_ok_and(|(h, _)| h.says_closing())
+/// Whether a control frame (sequence id 0) says the connection is closing (`crrst`),
+/// its header read within `limits` (one over them says nothing).
+fn closing_frame(frame: &Bytes, limits: &HeaderLimits) -> bool {
+    Header::decode(frame, limits).is_ok_and(|(h, _)| h.says_closing())
 }
 
 /// The reader task: routes each reply frame to its call until the connection ends or
 /// the pool stops it, then fails every call still waiting.
-async fn read_replies(mux: Arc<MuxConn>, mut splitter: FrameSplitter) {
+async fn read_replies(mux: Arc<MuxConn>, mut splitter: FrameSplitter, header_limits: HeaderLimits) {
     let (kind, why) = loop {
         let frame = tokio::select! {
             frame = mux.conn.read_frame(|input| Ok(splitter.frame_len(input)?)) => frame,
@@ -276,7 +281,7 @@ async fn read_replies(mux: Arc<MuxConn>, mut splitter: FrameSplitter) {
         };
         if seq == 0 {
             // A control frame: Kitex's server says so when it closes the connection.
-            if closing_frame(&frame) {
+            if closing_frame(&frame, &header_limits) {
                 mux.retire();
             }
         } else if let Some(tx) = mux.waiting().calls.remove(&seq) {
@@ -311,12 +316,31 @@ async fn read_replies(mux: Arc<MuxConn>, mut splitter: FrameSplitter) {
 
 #[cfg(test)]
 mod tests {
-    use super::ttheader_seq_id;
+    use super::*;
 
     #[test]
     fn the_sequence_id_is_read_from_the_fixed_header() {
         let frame = [0, 0, 0, 20, 0x10, 0x00, 0, 0, 0xff, 0xff, 0xff, 0xfe, 0, 1];
         assert_eq!(ttheader_seq_id(&frame), Some(-2));
         assert_eq!(ttheader_seq_id(&frame[..11]), None);
+    }
+
+    /// A control frame marked `crrst` retires the connection when its header fits
+    /// the client's header limits (`ClientConfig::wire.header`), and says nothing when
+    /// it does not.
+    #[test]
+    fn a_control_frame_is_read_within_the_clients_header_limits() {
+        let mut h = Header::new(0, Protocol::Binary);
+        h.str_kv.push(("crrst".into(), "1".into()));
+        h.str_kv.push(("padding".into(), "p".repeat(2048).into()));
+        let mut frame = bytes::BytesMut::new();
+        h.write(0, &mut frame).unwrap();
+        let frame = frame.freeze();
+        assert!(closing_frame(&frame, &HeaderLimits::default()));
+        let tight = HeaderLimits { max_header: 1024 };
+        assert!(
+            !closing_frame(&frame, &tight),
+            "a header over the limit says nothing"
+        );
     }
 }

@@ -84,7 +84,7 @@ pub(crate) struct Done<R> {
 /// kept until the call is done (the frame's share of the connection's input budget).
 ///
 /// The call comes as a closure that makes it, not as the future itself: a call's
-/// future holds the whole service stack's state (2.5-3 KiB), while what it starts
+/// future holds the whole service stack's state (a few KiB), while what it starts
 /// from is about a quarter of that. Each move of a future copies all of it, so the
 /// future is made where it stays (in its box, by [`ConnCore::start`]'s drivers), and
 /// only the closure travels there: every call copies the smaller value instead of

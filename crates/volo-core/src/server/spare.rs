@@ -3,8 +3,9 @@
 //! A call on the poller is boxed before its first poll, so that it can move to a task
 //! if it must wait; most calls finish in that poll, and their box can serve the next
 //! call. Kept per connection, the spare would cost every idle connection the size of a
-//! call (about 2 KiB); kept per thread it costs each poller thread one. The box's type
-//! is erased in the thread's slot and checked when taken back.
+//! call (a few KiB: as large as the service stack makes it); kept per thread it costs
+//! each poller thread one. The box's type is erased in the thread's slot and checked
+//! when taken back.
 
 use std::any::TypeId;
 use std::cell::Cell;
