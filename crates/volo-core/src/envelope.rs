@@ -222,27 +222,27 @@ impl ReplyHeader {
             _ => false,
         }
     }
+
+    /// The value of the reply's [`refusal::HEADER_KEY`], if it has one.
+    pub(crate) fn refusal_said(&self) -> Option<&str> {
+        match self {
+            ReplyHeader::TTHeader(h) => h.str_value(refusal::HEADER_KEY),
+            ReplyHeader::THeader(h) => h.info_value(refusal::HEADER_KEY),
+            ReplyHeader::None => None,
+        }
+    }
 }
 
-/// Reads a reply's header into the caller's `metainfo` (its backward values), and
-/// gives the value of its [`refusal::HEADER_KEY`], if it has one.
-pub(crate) fn read_reply(reply: &ReplyHeader, metainfo: &mut MetaInfo) -> Option<Utf8Bytes> {
-    let pairs = match reply {
-        ReplyHeader::TTHeader(header) => {
-            metainfo.read_ttheader_reply(&header.str_kv);
-            &header.str_kv
-        }
+/// Reads a reply's header into the caller's `metainfo` (its backward values).
+pub(crate) fn read_reply(reply: &ReplyHeader, metainfo: &mut MetaInfo) {
+    match reply {
+        ReplyHeader::TTHeader(header) => metainfo.read_ttheader_reply(&header.str_kv),
         ReplyHeader::THeader(header) => {
             metainfo.read_reply(&header.info);
             metainfo.read_headers(&header.info);
-            &header.info
         }
-        ReplyHeader::None => return None,
-    };
-    pairs
-        .iter()
-        .find(|(k, _)| k.as_str() == refusal::HEADER_KEY)
-        .map(|(_, v)| v.clone())
+        ReplyHeader::None => {}
+    }
 }
 
 fn refusal_pair(refusal: Refusal) -> (Utf8Bytes, Utf8Bytes) {
@@ -336,8 +336,8 @@ mod tests {
         let reply = ReplyHeader::TTHeader(h);
         assert!(reply.says_closing());
         let mut got = MetaInfo::default();
-        let said = read_reply(&reply, &mut got);
-        assert_eq!(said.as_deref(), Some("overloaded"));
+        read_reply(&reply, &mut got);
+        assert_eq!(reply.refusal_said(), Some("overloaded"));
         assert_eq!(got.backward("seen"), Some("yes"));
     }
 
@@ -361,9 +361,10 @@ mod tests {
         let h = reply_theader(&req, &cx, Some(Refusal::Closing));
         assert_eq!((h.seq_id, &h.transforms), (3, &req.transforms));
         let mut got = MetaInfo::default();
-        let said = read_reply(&ReplyHeader::THeader(h), &mut got);
-        assert_eq!(said.as_deref(), Some("closing"));
+        let reply = ReplyHeader::THeader(h);
+        read_reply(&reply, &mut got);
+        assert_eq!(reply.refusal_said(), Some("closing"));
         assert_eq!(got.backward("seen"), Some("yes"));
-        assert_eq!(read_reply(&ReplyHeader::None, &mut got), None);
+        assert_eq!(ReplyHeader::None.refusal_said(), None);
     }
 }

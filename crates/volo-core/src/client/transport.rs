@@ -423,8 +423,7 @@ impl Service<ClientContext, ClientRequest> for Transport {
         let Some((framing_meta, payload, seq_id)) = reply else {
             return Ok(ClientResponse::none());
         };
-        // The backward metainfo, and the refusal an exception reply's header names.
-        let said = envelope::read_reply(&framing_meta, &mut cx.metainfo);
+        envelope::read_reply(&framing_meta, &mut cx.metainfo);
         cx.rpc.seq_id = seq_id;
         ClientResponse::from_reply_to(
             payload,
@@ -433,10 +432,13 @@ impl Service<ClientContext, ClientRequest> for Transport {
             seq_id,
             self.inner.config.wire.frame.max_frame,
         )
-        .map_err(|e| match &said {
-            Some(said) => e.with_refusal_said(said.as_str()),
-            None => e,
+        .map_err(|e| {
+            // An exception reply whose header names its refusal is told by that.
+            let e = match framing_meta.refusal_said() {
+                Some(said) => e.with_refusal_said(said),
+                None => e,
+            };
+            e.with_instance(addr)
         })
-        .map_err(|e| e.with_instance(addr))
     }
 }
