@@ -294,7 +294,8 @@ fn over_ttheader_a_request_carries_the_int_keys_of_kitex() {
             .find(|(k, _)| *k == RPC_TIMEOUT)
             .map(|(_, v)| v.parse().unwrap())
             .expect("the time left is sent");
-        assert!(oneway_left <= 10_000, "{oneway_left}");
+        // Read on the coarse clock, which may lag a tick: within 1% of 10 s.
+        assert!((9_000..=10_100).contains(&oneway_left), "{oneway_left}");
         let oneway: Vec<_> = oneway
             .into_iter()
             .filter(|(k, _)| *k != RPC_TIMEOUT)
