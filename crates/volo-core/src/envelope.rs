@@ -1,8 +1,22 @@
-//! What a call's headers say, read and written in one place for both sides: the
+//! What a call's frames say, read and written in one place for both sides: the
 //! mapping between a call's description (its [`RpcInfo`] and [`MetaInfo`]) and the
-//! headers of the frames that carry it, in TTHeader and THeader. Framed and Buffered
-//! frames carry no header: their calls travel with the message header only (method,
-//! type, sequence id).
+//! frames that carry it, in all four framings, and the matching of a reply to its call.
+//!
+//! - **Opening.** A connection's [`FrameSplitter`] cuts its input into whole frames;
+//!   each is opened by [`open`], on the server (requests) and the client (replies)
+//!   alike: a [`FrameHeader`] (the framing, with its TTHeader or THeader) and the
+//!   message inside. Framed and Buffered frames carry no header: their calls travel
+//!   with the message header only (method, type, sequence id).
+//! - **Writing.** Each side says what goes around a message as a [`FrameOut`] (the
+//!   client from its configured framing and the headers below, the server from the
+//!   request's [`FrameHeader`]), and [`codec::write_framed`] writes it.
+//! - **Sequence ids.** A client matches a reply to its call by [`match_reply`] (the
+//!   method, the sequence id, a reply or an exception); a multiplexed client routes a
+//!   reply frame to its waiting call by [`ttheader_seq_id`], and reads a control
+//!   frame (sequence id 0) by [`control_says_closing`]. Which ids are used is the
+//!   connection's to choose (`client::pool`, `client::mux`).
+//!
+//! What the headers carry:
 //!
 //! | frame | client writes ([`request_ttheader`], [`request_theader`]) | server reads ([`read_request_ttheader`], [`read_request_theader`]) |
 //! |---|---|---|
@@ -16,13 +30,18 @@
 //!
 //! The keys are Kitex's (v0.16) where Kitex has one, so that a Kitex peer reads what
 //! this crate writes and the other way round.
+//!
+//! [`FrameSplitter`]: crate::codec::FrameSplitter
+//! [`FrameOut`]: crate::codec::FrameOut
+//! [`codec::write_framed`]: crate::codec::write_framed
 
 use std::time::Instant;
 
+use bytes::Bytes;
 use thrift_codec::{MessageHeader, MessageType, Utf8Bytes};
 
-use crate::codec::ttheader::{Header, int_key, str_key};
-use crate::codec::{Protocol, theader};
+use crate::codec::ttheader::{Header, HeaderLimits, int_key, str_key};
+use crate::codec::{FrameError, Framing, Protocol, theader};
 use crate::context::{MetaInfo, RpcInfo, ServerContext};
 use crate::refusal::{self, Refusal};
 
@@ -204,44 +223,206 @@ pub(crate) fn reply_theader(
     h
 }
 
-/// The header of a reply, as its framing has it.
+/// What is around a message in the frame that came in: the framing, with its header
+/// when it has one. A server answers a request in the same framing, the reply's
+/// header made from the request's ([`reply_ttheader`], [`reply_theader`]); a client
+/// reads a reply's metainfo and signals from it ([`read_reply`]).
 #[derive(Debug)]
-pub(crate) enum ReplyHeader {
-    /// Framed or Buffered: none.
-    None,
+pub(crate) enum FrameHeader {
     TTHeader(Header),
     THeader(theader::Header),
+    Framed,
+    Buffered,
 }
 
-impl ReplyHeader {
-    /// Whether the reply says that the server is closing its connection (Kitex's
+impl FrameHeader {
+    /// The frame's TTHeader, if it has one.
+    pub(crate) fn ttheader(&self) -> Option<&Header> {
+        match self {
+            FrameHeader::TTHeader(h) => Some(h),
+            _ => None,
+        }
+    }
+
+    /// Whether the frame says that the server is closing its connection (Kitex's
     /// `crrst`): no call is sent on that connection after it.
     pub(crate) fn says_closing(&self) -> bool {
         match self {
-            ReplyHeader::TTHeader(h) => h.says_closing(),
+            FrameHeader::TTHeader(h) => h.says_closing(),
             _ => false,
         }
     }
 
-    /// The value of the reply's [`refusal::HEADER_KEY`], if it has one.
+    /// The value of the frame's [`refusal::HEADER_KEY`], if it has one.
     pub(crate) fn refusal_said(&self) -> Option<&str> {
         match self {
-            ReplyHeader::TTHeader(h) => h.str_value(refusal::HEADER_KEY),
-            ReplyHeader::THeader(h) => h.info_value(refusal::HEADER_KEY),
-            ReplyHeader::None => None,
+            FrameHeader::TTHeader(h) => h.str_value(refusal::HEADER_KEY),
+            FrameHeader::THeader(h) => h.info_value(refusal::HEADER_KEY),
+            FrameHeader::Framed | FrameHeader::Buffered => None,
         }
     }
 }
 
+/// Why a frame could not be opened.
+#[derive(Debug)]
+pub(crate) enum Unopened {
+    /// Its header is malformed, over the header limits, or its message could not be
+    /// inflated within the frame limit: the connection cannot go on.
+    Malformed(FrameError),
+    /// A THeader frame whose transform `id` this crate cannot undo. Its header was
+    /// read, so a server can answer it (`INVALID_TRANSFORM`) and go on.
+    UnknownTransform { header: theader::Header, id: u32 },
+}
+
+impl From<Unopened> for FrameError {
+    fn from(e: Unopened) -> Self {
+        match e {
+            Unopened::Malformed(e) => e,
+            Unopened::UnknownTransform { id, .. } => {
+                FrameError::THeader(theader::HeaderError::UnsupportedTransform(id))
+            }
+        }
+    }
+}
+
+/// Opens a whole frame of `framing` (as the connection's [`FrameSplitter`] cut it):
+/// its header, read within `limits`, and its message (after the 4-byte length of a
+/// Framed one; a THeader's transforms undone within `max_frame`). Both sides open
+/// every frame here, the server its requests and the client its replies.
+///
+/// A TTHeader is decoded into `spare` when there is one (its lists have room
+/// already: a server keeps one per connection), else into a new header.
+///
+/// [`FrameSplitter`]: crate::codec::FrameSplitter
+pub(crate) fn open(
+    framing: Framing,
+    frame: Bytes,
+    limits: &HeaderLimits,
+    max_frame: usize,
+    spare: Option<Header>,
+) -> Result<(FrameHeader, Bytes), Unopened> {
+    let malformed = |e| Unopened::Malformed(FrameError::THeader(e));
+    Ok(match framing {
+        Framing::TTHeader => {
+            let mut header = spare.unwrap_or_else(|| Header::new(0, Protocol::Binary));
+            let payload = header
+                .decode_into(&frame, limits)
+                .map_err(|e| Unopened::Malformed(e.into()))?;
+            (FrameHeader::TTHeader(header), payload)
+        }
+        Framing::THeader => {
+            let (header, raw) = theader::Header::decode(&frame, limits).map_err(malformed)?;
+            if let Some(id) = header.unsupported_transform() {
+                return Err(Unopened::UnknownTransform { header, id });
+            }
+            let payload = header.untransform(raw, max_frame).map_err(malformed)?;
+            (FrameHeader::THeader(header), payload)
+        }
+        Framing::Framed => (FrameHeader::Framed, frame.slice(4..)),
+        Framing::Buffered => (FrameHeader::Buffered, frame),
+    })
+}
+
+/// Reads what a request's frame header says into `cx` (see the table above): nothing
+/// for Framed and Buffered, whose calls carry only their message header. `now` is
+/// when the frame was taken.
+pub(crate) fn read_request(header: &FrameHeader, cx: &mut ServerContext, now: Instant) {
+    match header {
+        FrameHeader::TTHeader(h) => read_request_ttheader(h, cx, now),
+        FrameHeader::THeader(h) => read_request_theader(h, cx),
+        FrameHeader::Framed | FrameHeader::Buffered => {}
+    }
+}
+
+/// The sequence id of a TTHeader frame, from its fixed part (LENGTH, magic, flags,
+/// SEQID), without decoding the rest: what a multiplexed client routes a reply by.
+/// `None` for a frame too short to have one.
+pub(crate) fn ttheader_seq_id(frame: &[u8]) -> Option<i32> {
+    let b = frame.get(8..12)?;
+    Some(i32::from_be_bytes([b[0], b[1], b[2], b[3]]))
+}
+
+/// Whether a TTHeader control frame (sequence id 0) says that the connection is
+/// closing (`crrst`), its header read within `limits` (one over them says nothing).
+pub(crate) fn control_says_closing(frame: &Bytes, limits: &HeaderLimits) -> bool {
+    Header::decode(frame, limits).is_ok_and(|(h, _)| h.says_closing())
+}
+
+/// The names a reply may carry: the method's, or the one the call went out under
+/// (`Service:method` for Apache's multiplexed protocol).
+#[derive(Clone, Copy)]
+pub(crate) struct ReplyNames<'a> {
+    pub(crate) method: &'a str,
+    pub(crate) multiplexed: Option<&'a str>,
+}
+
+impl ReplyNames<'_> {
+    fn accept(&self, got: &str) -> bool {
+        got == self.method || self.multiplexed == Some(got)
+    }
+
+    /// The name the call was sent under.
+    fn sent(&self) -> &str {
+        self.multiplexed.unwrap_or(self.method)
+    }
+}
+
+/// A reply's message header that is not the answer to the call sent.
+#[derive(Debug, thiserror::Error, PartialEq, Eq)]
+pub(crate) enum Mismatch {
+    #[error("the reply is for {got}, the call was {sent}")]
+    WrongMethod { sent: String, got: String },
+    #[error("sent sequence id {sent}, the reply has {got}")]
+    BadSequence { sent: i32, got: i32 },
+    #[error("a {0:?} message in reply to a call")]
+    NotAReply(MessageType),
+}
+
+/// What a reply's message is, once matched to its call.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Answer {
+    /// The method's result struct follows.
+    Reply,
+    /// A `TApplicationException` follows.
+    Exception,
+}
+
+/// Whether a reply's message header answers the call sent as `names` with `seq_id`:
+/// the same method (under either name), the same sequence id, and a reply or an
+/// exception (which one is given).
+pub(crate) fn match_reply(
+    got: &MessageHeader,
+    names: ReplyNames<'_>,
+    seq_id: i32,
+) -> Result<Answer, Mismatch> {
+    if !names.accept(got.name.as_str()) {
+        return Err(Mismatch::WrongMethod {
+            sent: names.sent().to_string(),
+            got: got.name.as_str().to_string(),
+        });
+    }
+    if got.seq_id != seq_id {
+        return Err(Mismatch::BadSequence {
+            sent: seq_id,
+            got: got.seq_id,
+        });
+    }
+    match got.ty {
+        MessageType::Reply => Ok(Answer::Reply),
+        MessageType::Exception => Ok(Answer::Exception),
+        other => Err(Mismatch::NotAReply(other)),
+    }
+}
+
 /// Reads a reply's header into the caller's `metainfo` (its backward values).
-pub(crate) fn read_reply(reply: &ReplyHeader, metainfo: &mut MetaInfo) {
+pub(crate) fn read_reply(reply: &FrameHeader, metainfo: &mut MetaInfo) {
     match reply {
-        ReplyHeader::TTHeader(header) => metainfo.read_ttheader_reply(&header.str_kv),
-        ReplyHeader::THeader(header) => {
+        FrameHeader::TTHeader(header) => metainfo.read_ttheader_reply(&header.str_kv),
+        FrameHeader::THeader(header) => {
             metainfo.read_reply(&header.info);
             metainfo.read_headers(&header.info);
         }
-        ReplyHeader::None => {}
+        FrameHeader::Framed | FrameHeader::Buffered => {}
     }
 }
 
@@ -335,7 +516,7 @@ mod tests {
             ..msg
         };
         reply_ttheader(&mut h, &cx, &reply, true, Some(Refusal::Overloaded));
-        let reply = ReplyHeader::TTHeader(h);
+        let reply = FrameHeader::TTHeader(h);
         assert!(reply.says_closing());
         let mut got = MetaInfo::default();
         read_reply(&reply, &mut got);
@@ -363,10 +544,36 @@ mod tests {
         let h = reply_theader(&req, &cx, Some(Refusal::Closing));
         assert_eq!((h.seq_id, &h.transforms), (3, &req.transforms));
         let mut got = MetaInfo::default();
-        let reply = ReplyHeader::THeader(h);
+        let reply = FrameHeader::THeader(h);
         read_reply(&reply, &mut got);
         assert_eq!(reply.refusal_said(), Some("closing"));
         assert_eq!(got.backward("seen"), Some("yes"));
-        assert_eq!(ReplyHeader::None.refusal_said(), None);
+        assert_eq!(FrameHeader::Framed.refusal_said(), None);
+    }
+
+    #[test]
+    fn the_sequence_id_is_read_from_the_fixed_header() {
+        let frame = [0, 0, 0, 20, 0x10, 0x00, 0, 0, 0xff, 0xff, 0xff, 0xfe, 0, 1];
+        assert_eq!(ttheader_seq_id(&frame), Some(-2));
+        assert_eq!(ttheader_seq_id(&frame[..11]), None);
+    }
+
+    /// A control frame marked `crrst` retires the connection when its header fits
+    /// the client's header limits (`ClientConfig::wire.header`), and says nothing when
+    /// it does not.
+    #[test]
+    fn a_control_frame_is_read_within_the_clients_header_limits() {
+        let mut h = Header::new(0, Protocol::Binary);
+        h.str_kv.push(("crrst".into(), "1".into()));
+        h.str_kv.push(("padding".into(), "p".repeat(2048).into()));
+        let mut frame = bytes::BytesMut::new();
+        h.write(0, &mut frame).unwrap();
+        let frame = frame.freeze();
+        assert!(control_says_closing(&frame, &HeaderLimits::default()));
+        let tight = HeaderLimits { max_header: 1024 };
+        assert!(
+            !control_says_closing(&frame, &tight),
+            "a header over the limit says nothing"
+        );
     }
 }

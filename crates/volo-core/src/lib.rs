@@ -59,8 +59,8 @@
 //! # How the modules stand on each other
 //!
 //! The client and the server never use each other: what both need lies below them
-//! (`codec`, `config`, `envelope` (what a call's headers say, read and written for both
-//! sides), `refusal`, `registry`, `metrics`, `trace`, `transport`, `context`, `clock`,
+//! (`codec`, `config`, `envelope` (every frame opened and its header read and written, in all
+//! four framings, and replies matched to calls, for both sides), `refusal`, `registry`, `metrics`, `trace`, `transport`, `context`, `clock`,
 //! `service`), and each side keeps its own layers over those (the metered
 //! ones in [`client::metered`] and [`server::metered`]). [`tower_compat`] adapts both and
 //! sits on top, as does [`codegen`], the one module generated code names. The test `tests/module_graph.rs` fails on a cycle between modules or

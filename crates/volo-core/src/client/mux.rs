@@ -20,9 +20,10 @@ use tokio::sync::{Notify, oneshot};
 
 use super::pool::Dialer;
 use super::{ClientConfig, Error};
-use crate::codec::ttheader::{Header, HeaderLimits};
+use crate::codec::ttheader::HeaderLimits;
 use crate::codec::{FrameSplitter, Limits, Protocol};
 use crate::context::Address;
+use crate::envelope;
 use crate::transport::{Conn, FrameIo};
 
 /// The connections to one peer, handed out in turn.
@@ -241,18 +242,6 @@ impl Drop for MuxCall {
     }
 }
 
-/// The sequence id in a TTHeader frame's fixed part (LENGTH, magic, flags, SEQID).
-fn ttheader_seq_id(frame: &[u8]) -> Option<i32> {
-    let b = frame.get(8..12)?;
-    Some(i32::from_be_bytes([b[0], b[1], b[2], b[3]]))
-}
-
-/// Whether a control frame (sequence id 0) says the connection is closing (`crrst`),
-/// its header read within `limits` (one over them says nothing).
-fn closing_frame(frame: &Bytes, limits: &HeaderLimits) -> bool {
-    Header::decode(frame, limits).is_ok_and(|(h, _)| h.says_closing())
-}
-
 /// The reader task: routes each reply frame to its call until the connection ends or
 /// the pool stops it, then fails every call still waiting.
 async fn read_replies(mux: Arc<MuxConn>, mut splitter: FrameSplitter, header_limits: HeaderLimits) {
@@ -273,7 +262,7 @@ async fn read_replies(mux: Arc<MuxConn>, mut splitter: FrameSplitter, header_lim
             }
             Err(e) => break (e.kind(), format!("reading replies: {e}")),
         };
-        let Some(seq) = ttheader_seq_id(&frame) else {
+        let Some(seq) = envelope::ttheader_seq_id(&frame) else {
             break (
                 io::ErrorKind::InvalidData,
                 format!("a reply frame of {} bytes has no TTHeader", frame.len()),
@@ -281,7 +270,7 @@ async fn read_replies(mux: Arc<MuxConn>, mut splitter: FrameSplitter, header_lim
         };
         if seq == 0 {
             // A control frame: Kitex's server says so when it closes the connection.
-            if closing_frame(&frame, &header_limits) {
+            if envelope::control_says_closing(&frame, &header_limits) {
                 mux.retire();
             }
         } else if let Some(tx) = mux.waiting().calls.remove(&seq) {
@@ -312,35 +301,4 @@ async fn read_replies(mux: Arc<MuxConn>, mut splitter: FrameSplitter, header_lim
         let _ = tx.send(Err(io::Error::new(kind, why.clone())));
     }
     mux.conn.close();
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn the_sequence_id_is_read_from_the_fixed_header() {
-        let frame = [0, 0, 0, 20, 0x10, 0x00, 0, 0, 0xff, 0xff, 0xff, 0xfe, 0, 1];
-        assert_eq!(ttheader_seq_id(&frame), Some(-2));
-        assert_eq!(ttheader_seq_id(&frame[..11]), None);
-    }
-
-    /// A control frame marked `crrst` retires the connection when its header fits
-    /// the client's header limits (`ClientConfig::wire.header`), and says nothing when
-    /// it does not.
-    #[test]
-    fn a_control_frame_is_read_within_the_clients_header_limits() {
-        let mut h = Header::new(0, Protocol::Binary);
-        h.str_kv.push(("crrst".into(), "1".into()));
-        h.str_kv.push(("padding".into(), "p".repeat(2048).into()));
-        let mut frame = bytes::BytesMut::new();
-        h.write(0, &mut frame).unwrap();
-        let frame = frame.freeze();
-        assert!(closing_frame(&frame, &HeaderLimits::default()));
-        let tight = HeaderLimits { max_header: 1024 };
-        assert!(
-            !closing_frame(&frame, &tight),
-            "a header over the limit says nothing"
-        );
-    }
 }

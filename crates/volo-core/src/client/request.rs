@@ -7,10 +7,11 @@ use std::fmt;
 use std::sync::Arc;
 
 use bytes::Bytes;
-use thrift_codec::{ApplicationException, Codec, Decoder, Message, MessageType, Utf8Bytes};
+use thrift_codec::{ApplicationException, Codec, Decoder, Message, Utf8Bytes};
 
 use super::Error;
 use crate::codec::{ErasedBody, Protocol, with_protocol};
+use crate::envelope::{self, Answer, ReplyNames};
 
 /// One call on its way down a client stack: the method, whether it is oneway, its
 /// arguments, and, for a service of a multiplexed server, the `Service:method` name it
@@ -196,35 +197,6 @@ impl ClientResponse {
     }
 }
 
-/// The names a reply may carry: the method's, or the one the call went out under.
-#[derive(Clone, Copy)]
-struct ReplyNames<'a> {
-    method: &'a str,
-    multiplexed: Option<&'a str>,
-}
-
-impl ReplyNames<'_> {
-    fn accept(&self, got: &str) -> bool {
-        got == self.method || self.multiplexed == Some(got)
-    }
-
-    /// The name the call was sent under.
-    fn sent(&self) -> &str {
-        self.multiplexed.unwrap_or(self.method)
-    }
-}
-
-/// A reply's body, or why it is not one.
-#[derive(Debug, thiserror::Error)]
-enum ReplyError {
-    #[error("the reply is for {got}, the call was {sent}")]
-    WrongMethod { sent: String, got: String },
-    #[error("sent sequence id {sent}, the reply has {got}")]
-    BadSequence { sent: i32, got: i32 },
-    #[error("a {0:?} message in reply to a call")]
-    NotAReply(MessageType),
-}
-
 fn read_reply(
     payload: Bytes,
     protocol: Protocol,
@@ -245,20 +217,8 @@ fn read_reply_in<P: thrift_codec::Protocol>(
     let codec = Codec::<P>::new().max_size(max_size.max(payload.len()));
     let mut d = codec.decoder(payload.clone()).map_err(Error::protocol)?;
     let header = d.read_message_begin().map_err(Error::protocol)?;
-    if !names.accept(header.name.as_str()) {
-        return Err(Error::protocol(ReplyError::WrongMethod {
-            sent: names.sent().to_string(),
-            got: header.name.as_str().to_string(),
-        }));
-    }
-    if header.seq_id != seq_id {
-        return Err(Error::protocol(ReplyError::BadSequence {
-            sent: seq_id,
-            got: header.seq_id,
-        }));
-    }
-    match header.ty {
-        MessageType::Reply => {
+    match envelope::match_reply(&header, names, seq_id).map_err(Error::protocol)? {
+        Answer::Reply => {
             let at = payload.len() - d.remaining();
             Ok(ClientResponse {
                 body: payload.slice(at..),
@@ -266,9 +226,8 @@ fn read_reply_in<P: thrift_codec::Protocol>(
                 max_size,
             })
         }
-        MessageType::Exception => Err(Error::application(
+        Answer::Exception => Err(Error::application(
             ApplicationException::decode(&mut d).map_err(Error::protocol)?,
         )),
-        other => Err(Error::protocol(ReplyError::NotAReply(other))),
     }
 }

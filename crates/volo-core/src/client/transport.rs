@@ -16,9 +16,9 @@ use super::mux::{MuxCall, MuxPool};
 use super::pool::{Pool, Pooled};
 use super::{ClientConfig, ClientContext, ClientRequest, ClientResponse, Error, FrameSizes};
 use crate::codec::ttheader::Header;
-use crate::codec::{FrameSplitter, Framing, Protocol, theader};
+use crate::codec::{FrameError, FrameOut, FrameSplitter, Framing, Protocol, theader};
 use crate::context::Address;
-use crate::envelope::{self, ClientHeaders, ReplyHeader};
+use crate::envelope::{self, ClientHeaders, FrameHeader};
 use crate::service::Service;
 use crate::transport::FrameIo;
 
@@ -200,7 +200,7 @@ impl Transport {
         cx: &mut ClientContext,
         addr: &Address,
         req: &ClientRequest,
-    ) -> Result<Option<(ReplyHeader, Bytes, i32)>, Error> {
+    ) -> Result<Option<(FrameHeader, Bytes, i32)>, Error> {
         // This attempt's sizes only, whatever an earlier one left.
         cx.frame_sizes = FrameSizes::default();
         let config = &self.inner.config;
@@ -287,28 +287,20 @@ impl Transport {
 
     /// A reply frame's header, if the client's framing has one, and its message (a
     /// THeader's transforms undone, within the frame limit).
-    fn unframe(&self, frame: Bytes) -> Result<(ReplyHeader, Bytes), Error> {
-        let header_limits = &self.inner.config.wire.header;
-        Ok(match self.inner.config.format.framing {
-            Framing::TTHeader => {
-                let (h, payload) =
-                    Header::decode(&frame, header_limits).map_err(Error::protocol)?;
-                (ReplyHeader::TTHeader(h), payload)
-            }
-            Framing::THeader => {
-                let (h, raw) =
-                    theader::Header::decode(&frame, header_limits).map_err(Error::protocol)?;
-                let payload = h
-                    .untransform(raw, self.inner.config.wire.frame.max_frame)
-                    .map_err(Error::protocol)?;
-                (ReplyHeader::THeader(h), payload)
-            }
-            Framing::Framed => (ReplyHeader::None, frame.slice(4..)),
-            Framing::Buffered => (ReplyHeader::None, frame),
-        })
+    fn unframe(&self, frame: Bytes) -> Result<(FrameHeader, Bytes), Error> {
+        let config = &self.inner.config;
+        envelope::open(
+            config.format.framing,
+            frame,
+            &config.wire.header,
+            config.wire.frame.max_frame,
+            None,
+        )
+        .map_err(|e| Error::protocol(FrameError::from(e)))
     }
 
-    /// Encodes the request into the connection's output, behind its framing.
+    /// Encodes the request into the connection's output, inside the client's framing
+    /// (a THeader's message compressed first when asked).
     fn write_request(
         &self,
         conn: &crate::transport::Conn,
@@ -317,64 +309,37 @@ impl Transport {
         req: &ClientRequest,
     ) -> Result<usize, Error> {
         let config = &self.inner.config;
-        if config.format.framing == Framing::THeader {
-            return self.write_theader(conn, cx, header, req);
-        }
-        let tt =
-            (config.format.framing == Framing::TTHeader).then(|| self.ttheader(cx, header, req));
+        let max = config.wire.frame.max_frame;
+        let (tt, th): (Header, theader::Header);
+        let frame = match config.format.framing {
+            Framing::TTHeader => {
+                tt = self.ttheader(cx, header, req);
+                FrameOut::TTHeader(&tt)
+            }
+            Framing::THeader => {
+                th = envelope::request_theader(
+                    header.seq_id,
+                    config.format.protocol,
+                    &config.format.theader,
+                    &cx.metainfo,
+                );
+                FrameOut::THeader(&th)
+            }
+            Framing::Framed => FrameOut::Framed,
+            Framing::Buffered => FrameOut::Buffered,
+        };
         let written = conn.write_with(|out| {
             let before = out.len();
-            let written = req.args().write(
-                out,
-                config.format.protocol,
-                config.format.framing,
-                tt.as_ref(),
-                header,
-                config.wire.frame.max_frame,
-            );
+            let written = req
+                .args()
+                .write(out, config.format.protocol, &frame, header, max);
             (written, self.sent(out, before))
         });
         match written {
             (Ok(Ok(())), n) => Ok(n),
-            (Ok(Err(len)), _) => Err(Error::encode(TooLarge {
-                len,
-                max: config.wire.frame.max_frame,
-            })),
+            (Ok(Err(len)), _) => Err(Error::encode(TooLarge { len, max })),
             (Err(e), _) => Err(Error::encode(e)),
         }
-    }
-
-    /// Encodes the request into the connection's output inside a THeader frame: the
-    /// message first on its own (compressed when asked), then the frame around it.
-    fn write_theader(
-        &self,
-        conn: &crate::transport::Conn,
-        cx: &ClientContext,
-        header: &MessageHeader,
-        req: &ClientRequest,
-    ) -> Result<usize, Error> {
-        let config = &self.inner.config;
-        let max = config.wire.frame.max_frame;
-        let h = envelope::request_theader(
-            header.seq_id,
-            config.format.protocol,
-            &config.format.theader,
-            &cx.metainfo,
-        );
-        let mut frame = LinkBuffer::new();
-        let too_large = |len| Error::encode(TooLarge { len, max });
-        req.args()
-            .write_theader(&mut frame, config.format.protocol, &h, header, max)
-            .map_err(Error::encode)?
-            .map_err(too_large)?;
-        Ok(conn.write_with(|out| {
-            let before = out.len();
-            while !frame.is_empty() {
-                let n = bytes::Buf::chunk(&frame).len();
-                out.insert(frame.next(n));
-            }
-            self.sent(out, before)
-        }))
     }
 
     /// The request's TTHeader (see [`envelope::request_ttheader`]): the message goes

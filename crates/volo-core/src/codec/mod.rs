@@ -162,26 +162,13 @@ impl<M: Message + Send + Sync> Body for M {
 /// type. A client's call carries its arguments so (`Arc<dyn ErasedBody>`), through
 /// layers that do not know their type; every `Body` is one.
 pub trait ErasedBody: Send + Sync + 'static {
-    /// Writes the message (`header`, then this body) in `protocol` behind `framing`
-    /// (inside `ttheader` when the framing is TTHeader) into `out`; `Ok(Err(size))`
-    /// when it would be larger than `max` (nothing written).
+    /// Writes the message (`header`, then this body) in `protocol` inside `frame` into
+    /// `out`; `Ok(Err(size))` when it would be larger than `max` (nothing written).
     fn write(
         &self,
         out: &mut LinkBuffer,
         protocol: Protocol,
-        framing: Framing,
-        ttheader: Option<&ttheader::Header>,
-        header: &MessageHeader,
-        max: usize,
-    ) -> Result<Result<(), usize>, ttheader::HeaderError>;
-
-    /// Writes the message in `protocol` inside the THeader frame `theader` describes
-    /// (its transforms applied) into `out`; `Ok(Err(size))` above `max`.
-    fn write_theader(
-        &self,
-        out: &mut LinkBuffer,
-        protocol: Protocol,
-        theader: &theader::Header,
+        frame: &FrameOut<'_>,
         header: &MessageHeader,
         max: usize,
     ) -> Result<Result<(), usize>, FrameError>;
@@ -192,23 +179,81 @@ impl<M: Body + 'static> ErasedBody for M {
         &self,
         out: &mut LinkBuffer,
         protocol: Protocol,
-        framing: Framing,
-        ttheader: Option<&ttheader::Header>,
-        header: &MessageHeader,
-        max: usize,
-    ) -> Result<Result<(), usize>, ttheader::HeaderError> {
-        with_protocol!(protocol, P => write_message::<P, M>(out, framing, ttheader, header, self, max))
-    }
-
-    fn write_theader(
-        &self,
-        out: &mut LinkBuffer,
-        protocol: Protocol,
-        theader: &theader::Header,
+        frame: &FrameOut<'_>,
         header: &MessageHeader,
         max: usize,
     ) -> Result<Result<(), usize>, FrameError> {
-        with_protocol!(protocol, P => write_theader_message::<P, M>(out, theader, header, self, max))
+        with_protocol!(protocol, P => write_framed::<P, M>(out, frame, header, self, max))
+    }
+}
+
+/// What a message is written inside: one of the four framings, with the header of the
+/// two that have one.
+#[derive(Debug, Clone, Copy)]
+pub enum FrameOut<'a> {
+    /// A TTHeader frame with this header.
+    TTHeader(&'a ttheader::Header),
+    /// A THeader frame with this header (its transforms applied to the message).
+    THeader(&'a theader::Header),
+    /// A 4-byte length before the message.
+    Framed,
+    /// The message alone.
+    Buffered,
+}
+
+impl FrameOut<'_> {
+    /// The framing written.
+    pub fn framing(&self) -> Framing {
+        match self {
+            FrameOut::TTHeader(_) => Framing::TTHeader,
+            FrameOut::THeader(_) => Framing::THeader,
+            FrameOut::Framed => Framing::Framed,
+            FrameOut::Buffered => Framing::Buffered,
+        }
+    }
+}
+
+/// Sizes a message (`header` and `body`) in protocol `P` and writes it inside `frame`
+/// into `out`: [`write_message`] for TTHeader, Framed and Buffered,
+/// [`write_theader_message`] for THeader. `Ok(Err(len))` when the message (or the
+/// frame) is `len` bytes, above `max`: nothing is written.
+pub fn write_framed<P, M>(
+    out: &mut LinkBuffer,
+    frame: &FrameOut<'_>,
+    header: &MessageHeader,
+    body: &M,
+    max: usize,
+) -> Result<Result<(), usize>, FrameError>
+where
+    P: thrift_codec::Protocol,
+    M: Body + ?Sized,
+{
+    match *frame {
+        FrameOut::THeader(h) => write_theader_message::<P, M>(out, h, header, body, max),
+        FrameOut::TTHeader(h) => Ok(write_message::<P, M>(
+            out,
+            Framing::TTHeader,
+            Some(h),
+            header,
+            body,
+            max,
+        )?),
+        FrameOut::Framed => Ok(write_message::<P, M>(
+            out,
+            Framing::Framed,
+            None,
+            header,
+            body,
+            max,
+        )?),
+        FrameOut::Buffered => Ok(write_message::<P, M>(
+            out,
+            Framing::Buffered,
+            None,
+            header,
+            body,
+            max,
+        )?),
     }
 }
 

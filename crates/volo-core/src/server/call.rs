@@ -20,9 +20,9 @@ use super::trace::{self, Logged};
 use super::{Body, Dispatch, DispatchError, ServerRequest};
 use crate::codec::ttheader::{Header, str_key};
 use crate::codec::with_protocol;
-use crate::codec::{FrameError, Framing, Protocol, theader};
+use crate::codec::{FrameOut, Framing, Protocol};
 use crate::context::{Address, ServerContext};
-use crate::envelope;
+use crate::envelope::{self, FrameHeader, Unopened};
 use crate::refusal::Refusal;
 use crate::service::Service;
 
@@ -53,12 +53,11 @@ where
 /// A handled call, with what its reply needs.
 pub(crate) struct Done<R> {
     cx: ServerContext,
-    /// The framing and protocol of the request, which the reply takes whatever a
-    /// layer did to the context's.
-    framing: Framing,
+    /// The protocol of the request, which the reply takes whatever a layer did to
+    /// the context's.
     protocol: Protocol,
-    ttheader: Option<Header>,
-    theader: Option<theader::Header>,
+    /// The request's framing and header, which the reply's is made from.
+    frame: FrameHeader,
     name: Utf8Bytes,
     seq_id: i32,
     /// Nothing is sent back.
@@ -109,63 +108,85 @@ pub(crate) fn start_call<D: Dispatch, H: Send + 'static>(
     cx.arrived = Some(now);
     let max_frame = shared.config.wire.frame.max_frame;
     let request_bytes = frame.len();
-    let (payload, mut ttheader, theader) = match framing {
-        Framing::TTHeader => {
-            // Into the connection's spare header, whose lists have room already.
-            let mut header = spare.take().unwrap_or_else(|| Header::new(0, protocol));
-            let payload = header
-                .decode_into(&frame, &shared.config.wire.header)
-                .map_err(FrameError::from)?;
-            envelope::read_request_ttheader(&header, &mut cx, now);
-            (payload, Some(header), None)
+    // Into the connection's spare TTHeader, whose lists have room already.
+    let opened = envelope::open(
+        framing,
+        frame,
+        &shared.config.wire.header,
+        max_frame,
+        spare.take(),
+    );
+    let (mut frame, payload) = match opened {
+        Ok(opened) => opened,
+        Err(Unopened::UnknownTransform { mut header, id }) => {
+            // Answered with INVALID_TRANSFORM, as THeader requires, in the request's
+            // protocol, its info not echoed; the connection goes on.
+            tracing::debug!(
+                transform = id,
+                "answering a THeader call whose transform is unknown"
+            );
+            cx.protocol = header.protocol;
+            header.transforms.clear();
+            let seq = header.seq_id;
+            let mut frame = FrameHeader::THeader(header);
+            // THeader has no closing mark.
+            let ex = ApplicationException::new(
+                ApplicationExceptionKind::InvalidTransform,
+                format!("THeader transform {id} is not supported"),
+            );
+            Reply::new(max_frame, &mut frame, false).exception(
+                out,
+                &cx,
+                Utf8Bytes::new(),
+                seq,
+                &ex,
+            )?;
+            return Ok(None);
         }
-        Framing::THeader => {
-            let (header, payload) = theader_request(out, &mut cx, &frame, shared)?;
-            let Some(payload) = payload else {
-                return Ok(None);
-            };
-            (payload, None, Some(header))
-        }
-        Framing::Framed => (frame.slice(4..), None, None),
-        Framing::Buffered => (frame, None, None),
+        Err(Unopened::Malformed(e)) => return Err(e.into()),
     };
+    envelope::read_request(&frame, &mut cx, now);
     // An exception written below turns the request's TTHeader into its reply's: the
     // request is not read again after that.
     let begun = {
-        let mut reply = Reply::new(max_frame, ttheader.as_mut(), theader.as_ref(), closing);
+        let mut reply = Reply::new(max_frame, &mut frame, closing);
         with_protocol!(cx.protocol, P => message_begin::<P>(out, &mut reply, &cx, &payload)?)
     };
     let Some((mut header, args_at)) = begun else {
         return Ok(None);
     };
-    let service =
-        match &shared.services {
-            Services::One(service) => *service,
-            // Routed by the name's prefix, TTHeader's `isn` or to the default; the call
-            // goes on under its bare name, and is answered under it.
-            Services::Many(table) => match table.route(&header.name, ttheader.as_ref()) {
-                Ok((service, method)) => {
-                    header.name = method;
-                    service
+    let service = match &shared.services {
+        Services::One(service) => *service,
+        // Routed by the name's prefix, TTHeader's `isn` or to the default; the call
+        // goes on under its bare name, and is answered under it.
+        Services::Many(table) => match table.route(&header.name, frame.ttheader()) {
+            Ok((service, method)) => {
+                header.name = method;
+                service
+            }
+            Err(unrouted) => {
+                if let Some(c) = &shared.counters {
+                    c.unrouted.inc();
                 }
-                Err(unrouted) => {
-                    if let Some(c) = &shared.counters {
-                        c.unrouted.inc();
-                    }
-                    tracing::debug!(
-                        peer = ?cx.rpc.caller.address,
-                        error = unrouted.exception.message.as_str(),
-                        "a call to no service of this server"
-                    );
-                    if header.ty != MessageType::Oneway {
-                        let ex = &unrouted.exception;
-                        Reply::new(max_frame, ttheader.as_mut(), theader.as_ref(), closing)
-                            .exception(out, &cx, unrouted.method, header.seq_id, ex)?;
-                    }
-                    return Ok(None);
+                tracing::debug!(
+                    peer = ?cx.rpc.caller.address,
+                    error = unrouted.exception.message.as_str(),
+                    "a call to no service of this server"
+                );
+                if header.ty != MessageType::Oneway {
+                    let ex = &unrouted.exception;
+                    Reply::new(max_frame, &mut frame, closing).exception(
+                        out,
+                        &cx,
+                        unrouted.method,
+                        header.seq_id,
+                        ex,
+                    )?;
                 }
-            },
-        };
+                return Ok(None);
+            }
+        },
+    };
     cx.rpc.callee.service = service.name.into();
     cx.rpc.method = header.name.clone();
     cx.rpc.seq_id = header.seq_id;
@@ -178,7 +199,7 @@ pub(crate) fn start_call<D: Dispatch, H: Send + 'static>(
             method = header.name.as_str(),
             "a call refused unrun: the server is shutting down"
         );
-        Reply::new(max_frame, ttheader.as_mut(), theader.as_ref(), true).exception(
+        Reply::new(max_frame, &mut frame, true).exception(
             out,
             &cx,
             header.name,
@@ -188,7 +209,7 @@ pub(crate) fn start_call<D: Dispatch, H: Send + 'static>(
         return Ok(None);
     }
     let request = ServerRequest::new(payload.slice(args_at..));
-    let (framing, protocol) = (cx.framing, cx.protocol);
+    let protocol = cx.protocol;
     let shared = Arc::clone(shared);
     let logged = shared
         .access
@@ -204,10 +225,8 @@ pub(crate) fn start_call<D: Dispatch, H: Send + 'static>(
         });
         Done {
             cx,
-            framing,
             protocol,
-            ttheader,
-            theader,
+            frame,
             name: header.name,
             seq_id: header.seq_id,
             oneway,
@@ -216,43 +235,6 @@ pub(crate) fn start_call<D: Dispatch, H: Send + 'static>(
         }
     };
     Ok(Some(run))
-}
-
-/// Takes a THeader frame apart: its header (its protocol and info go into `cx`) and its
-/// payload, the transforms undone. A payload of `None`: the frame declared a transform
-/// this server cannot undo, and was answered with an `INVALID_TRANSFORM` exception (in
-/// `out`, not flushed), as the format requires; `Err` when the frame is malformed (the
-/// connection closes, with the core's log line).
-fn theader_request<D>(
-    out: &mut LinkBuffer,
-    cx: &mut ServerContext,
-    frame: &Bytes,
-    shared: &ServerState<D>,
-) -> io::Result<(theader::Header, Option<Bytes>)> {
-    let max_frame = shared.config.wire.frame.max_frame;
-    let malformed = |e| io::Error::from(FrameError::THeader(e));
-    let (mut header, raw) =
-        theader::Header::decode(frame, &shared.config.wire.header).map_err(malformed)?;
-    cx.protocol = header.protocol;
-    if let Some(id) = header.unsupported_transform() {
-        tracing::debug!(
-            transform = id,
-            "answering a THeader call whose transform is unknown"
-        );
-        header.transforms.clear();
-        // THeader has no closing mark.
-        let mut reply = Reply::new(max_frame, None, Some(&header), false);
-        let ex = ApplicationException::new(
-            ApplicationExceptionKind::InvalidTransform,
-            format!("THeader transform {id} is not supported"),
-        );
-        let seq = header.seq_id;
-        reply.exception(out, cx, Utf8Bytes::new(), seq, &ex)?;
-        return Ok((header, None));
-    }
-    let payload = header.untransform(raw, max_frame).map_err(malformed)?;
-    envelope::read_request_theader(&header, cx);
-    Ok((header, Some(payload)))
 }
 
 /// Reads the message header at the front of `payload`: the header and where the
@@ -303,12 +285,12 @@ pub(crate) fn answer<D: Dispatch>(
     mut done: Done<D::Reply>,
     closing: bool,
 ) -> io::Result<Option<Header>> {
-    let mut ttheader = done.ttheader.take();
+    let mut frame = std::mem::replace(&mut done.frame, FrameHeader::Buffered);
     let before = out.len();
     let logged = done.logged.take().map(|l| (l, done.cx.rpc.clone()));
     if !done.oneway {
         with_protocol!(done.protocol, P => {
-            answer_in::<P, D>(out, shared, done, ttheader.as_mut(), closing)?
+            answer_in::<P, D>(out, shared, done, &mut frame, closing)?
         })
     }
     let written = out.len().saturating_sub(before);
@@ -318,26 +300,24 @@ pub(crate) fn answer<D: Dispatch>(
     if let Some((logged, rpc)) = logged {
         trace::log_access(&rpc, &logged, written);
     }
-    Ok(ttheader)
+    Ok(match frame {
+        FrameHeader::TTHeader(h) => Some(h),
+        _ => None,
+    })
 }
 
 fn answer_in<P: thrift_codec::Protocol, D: Dispatch>(
     out: &mut LinkBuffer,
     shared: &ServerState<D>,
     done: Done<D::Reply>,
-    ttheader: Option<&mut Header>,
+    frame: &mut FrameHeader,
     closing: bool,
 ) -> io::Result<()> {
-    let mut reply = Reply {
-        max_frame: shared.config.wire.frame.max_frame,
-        ttheader,
-        theader: done.theader.as_ref(),
-        closing,
-    };
+    let mut reply = Reply::new(shared.config.wire.frame.max_frame, frame, closing);
     // The reply goes out as the request came in, with the backward metainfo the
     // layers and the handler left in the context.
     let mut cx = done.cx;
-    (cx.framing, cx.protocol) = (done.framing, done.protocol);
+    cx.protocol = done.protocol;
     let (cx, name, seq) = (&cx, done.name, done.seq_id);
     match done.outcome {
         Ok(body) => reply.send::<P, _>(out, cx, name, seq, &body),
@@ -351,26 +331,19 @@ fn answer_in<P: thrift_codec::Protocol, D: Dispatch>(
 /// How a reply is framed: like its request.
 struct Reply<'a> {
     max_frame: usize,
-    /// The request's TTHeader, when it had one; a reply is written with it made into
-    /// the reply's header in place (the request's is gone after).
-    ttheader: Option<&'a mut Header>,
-    /// The request's THeader, when it had one.
-    theader: Option<&'a theader::Header>,
+    /// The request's framing and header. A TTHeader reply is written with the
+    /// request's header made into the reply's in place (the request's is gone after);
+    /// a THeader reply's header is made from the request's.
+    frame: &'a mut FrameHeader,
     /// The server is shutting down: a TTHeader reply says the connection is closing.
     closing: bool,
 }
 
 impl<'a> Reply<'a> {
-    fn new(
-        max_frame: usize,
-        ttheader: Option<&'a mut Header>,
-        theader: Option<&'a theader::Header>,
-        closing: bool,
-    ) -> Self {
+    fn new(max_frame: usize, frame: &'a mut FrameHeader, closing: bool) -> Self {
         Reply {
             max_frame,
-            ttheader,
-            theader,
+            frame,
             closing,
         }
     }
@@ -444,25 +417,23 @@ impl<'a> Reply<'a> {
         body: &M,
         refusal: Option<Refusal>,
     ) -> io::Result<Result<(), usize>> {
-        if let Some(req) = self.theader {
-            let h = envelope::reply_theader(req, cx, refusal);
-            return crate::codec::write_theader_message::<P, M>(
-                out,
-                &h,
-                header,
-                body,
-                self.max_frame,
-            )
-            .map_err(io::Error::from);
-        }
-        // The request's flags and inner framing are echoed; the rest is the reply's.
-        let closing = self.closing;
-        let tt = self.ttheader.as_deref_mut().map(|h| {
-            envelope::reply_ttheader(h, cx, header, closing, refusal);
-            &*h
-        });
-        crate::codec::write_message::<P, M>(out, cx.framing, tt, header, body, self.max_frame)
-            .map_err(|e| io::Error::new(io::ErrorKind::InvalidData, e))
+        let th;
+        let frame = match &mut *self.frame {
+            FrameHeader::THeader(req) => {
+                th = envelope::reply_theader(req, cx, refusal);
+                FrameOut::THeader(&th)
+            }
+            FrameHeader::TTHeader(h) => {
+                // The request's flags and inner framing are echoed; the rest is the
+                // reply's.
+                envelope::reply_ttheader(h, cx, header, self.closing, refusal);
+                FrameOut::TTHeader(h)
+            }
+            FrameHeader::Framed => FrameOut::Framed,
+            FrameHeader::Buffered => FrameOut::Buffered,
+        };
+        crate::codec::write_framed::<P, M>(out, &frame, header, body, self.max_frame)
+            .map_err(io::Error::from)
     }
 }
 
@@ -484,10 +455,10 @@ pub(crate) fn closing_frame(out: &mut LinkBuffer, protocol: Protocol) {
     if protocol == Protocol::Json {
         return; // TTHeader carries no JSON.
     }
-    let written = with_protocol!(protocol, P => crate::codec::write_message::<P, _>(
+    let frame = FrameOut::TTHeader(&h);
+    let written = with_protocol!(protocol, P => crate::codec::write_framed::<P, _>(
         out,
-        Framing::TTHeader,
-        Some(&h),
+        &frame,
         &header,
         &EmptyStruct,
         usize::MAX,
