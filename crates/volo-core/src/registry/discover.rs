@@ -1,7 +1,7 @@
 //! What a service's instances are and how a client learns them: [`Instance`] (an
 //! address, a weight, tags), [`Discover`] (the current list and its changes), a fixed
 //! list ([`StaticDiscover`]) and one that a registry keeps up to date
-//! ([`DiscoverList`]). Both sides use these: a server registers an instance, a
+//! ([`DiscoverList`](super::DiscoverList)). Both sides use these: a server registers an instance, a
 //! client's balancer picks among them.
 
 use std::collections::BTreeMap;

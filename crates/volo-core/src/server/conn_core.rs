@@ -34,6 +34,11 @@
 //! task per connection (`conn.rs`, any transport) and handlers on netpoll-rs's poller
 //! (`inline.rs`). The harness in `harness.rs` drives the core with bytes and a fake
 //! clock, and most server tests run on it.
+//!
+//! [`ServerCapacity::max_inflight_per_connection`]: super::ServerCapacity::max_inflight_per_connection
+//! [`ServerCapacity::max_buffered_input`]: super::ServerCapacity::max_buffered_input
+//! [`ServerTimeouts::read`]: super::ServerTimeouts::read
+//! [`ServerTimeouts::idle`]: super::ServerTimeouts::idle
 
 use std::io;
 use std::sync::Arc;

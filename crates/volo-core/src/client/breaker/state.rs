@@ -114,7 +114,7 @@ pub(crate) enum Outcome {
     Ignored,
 }
 
-/// Leave to make one call, given by [`Breaker::try_acquire`] and handed back with the
+/// Leave to make one call, given by [`Breaker::try_acquire_at`] and handed back with the
 /// call's outcome to [`Breaker::finish`]. Not `Clone`: one outcome per admitted call.
 #[derive(Debug)]
 pub(crate) struct Permit {
@@ -194,7 +194,7 @@ impl Breaker {
         }
     }
 
-    /// Whether [`try_acquire`](Self::try_acquire) would let a call through at `now`.
+    /// Whether [`try_acquire_at`](Self::try_acquire_at) would let a call through at `now`.
     pub(crate) fn is_available(&self, now: Instant) -> bool {
         match self.phase {
             Phase::Closed => true,
@@ -210,9 +210,9 @@ impl Breaker {
         self.try_acquire_at(|| now)
     }
 
-    /// [`try_acquire`](Self::try_acquire), reading the time only when the phase needs
-    /// it (an open breaker checks whether its open time is over): a closed breaker,
-    /// the common case, lets a call through without a clock read.
+    /// Leave for a call, as the tests' `try_acquire` gives it, reading the time only
+    /// when the phase needs it (an open breaker checks whether its open time is over):
+    /// a closed breaker, the common case, lets a call through without a clock read.
     pub(crate) fn try_acquire_at(&mut self, now: impl FnOnce() -> Instant) -> Option<Permit> {
         if let Phase::Open { until } = self.phase {
             if now() < until {
