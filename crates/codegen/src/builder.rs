@@ -4,7 +4,7 @@ use std::path::{Path, PathBuf};
 
 use crate::emit::{BinaryRepr, CollectionRepr, Options, StringRepr, emit_with};
 use crate::error::ParseError;
-use crate::load::load;
+use crate::load::{Disk, Files, IdlFiles, load};
 use crate::model::Model;
 use crate::resolve::{ResolveError, resolve};
 
@@ -192,9 +192,35 @@ impl Builder {
 
     /// Parses and resolves `idls` into the model the emitter works from.
     pub fn model(&self, idls: &[impl AsRef<Path>]) -> Result<Model, Error> {
+        self.model_from(&Disk, true, idls).map(|(model, _)| model)
+    }
+
+    /// [`model`](Self::model), and the path of every file read (the roots and what
+    /// they include, as found): what a program that loads IDL at run time watches
+    /// for changes.
+    pub fn model_with_paths(
+        &self,
+        idls: &[impl AsRef<Path>],
+    ) -> Result<(Model, Vec<PathBuf>), Error> {
+        self.model_from(&Disk, true, idls)
+    }
+
+    /// [`model`](Self::model) from files held in memory instead of the file system
+    /// (`idls` and the include directories are paths among `files`). No
+    /// `cargo:rerun-if-changed` line is printed for them.
+    pub fn model_in(&self, files: &IdlFiles, idls: &[impl AsRef<Path>]) -> Result<Model, Error> {
+        self.model_from(files, false, idls).map(|(model, _)| model)
+    }
+
+    fn model_from(
+        &self,
+        fs: &dyn Files,
+        on_disk: bool,
+        idls: &[impl AsRef<Path>],
+    ) -> Result<(Model, Vec<PathBuf>), Error> {
         let roots: Vec<PathBuf> = idls.iter().map(|p| p.as_ref().to_path_buf()).collect();
-        let loaded = load(&roots, &self.include_dirs)?;
-        if self.rerun_if_changed {
+        let loaded = load(fs, &roots, &self.include_dirs)?;
+        if self.rerun_if_changed && on_disk {
             for path in &loaded.read {
                 println!("cargo:rerun-if-changed={}", path.display());
             }
@@ -205,7 +231,7 @@ impl Builder {
         let mut model = resolve(&loaded.files)?;
         self.print_warnings(&model.warnings);
         model.warnings.splice(0..0, loaded.warnings);
-        Ok(model)
+        Ok((model, loaded.read))
     }
 
     fn print_warnings(&self, warnings: &[crate::resolve::Warning]) {
@@ -312,8 +338,8 @@ mod tests {
         );
         write(&dir.join("inc/c.thrift"), "struct C { 1: i32 x }\n");
         write(&dir.join("sub/d.thrift"), "struct D { 1: i32 x }\n");
-        let loaded =
-            load(&[dir.join("a.thrift")], &[dir.join("inc")]).unwrap_or_else(|e| panic!("{e}"));
+        let loaded = load(&Disk, &[dir.join("a.thrift")], &[dir.join("inc")])
+            .unwrap_or_else(|e| panic!("{e}"));
         let (files, read) = (loaded.files, loaded.read);
         let mut names: Vec<String> = read
             .iter()
@@ -326,5 +352,82 @@ mod tests {
         );
         assert_eq!(files.len(), 4);
         let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    /// Files in memory resolve as files on disk do: includes next to the including file
+    /// (through `..` too) and in the include directories, and the model is the same.
+    #[test]
+    fn files_in_memory_resolve_their_includes_as_on_disk() {
+        let mut files = IdlFiles::new();
+        files
+            .insert(
+                "svc/a.thrift",
+                "include \"../common/b.thrift\"\ninclude \"c.thrift\"\n\
+                 struct A { 1: b.B b, 2: c.C c }\n",
+            )
+            .insert("common/b.thrift", "struct B { 1: i32 x }\n")
+            .insert("inc/c.thrift", "struct C { 1: string s }\n");
+        let mut b = Builder::new();
+        b.include("inc")
+            .rerun_if_changed(false)
+            .cargo_warnings(false);
+        let model = b
+            .model_in(&files, &["svc/./a.thrift"])
+            .unwrap_or_else(|e| panic!("{e}"));
+        let names: Vec<&str> = model.modules.iter().map(|m| m.name.as_str()).collect();
+        assert_eq!(names, ["b", "c", "a"]);
+
+        let dir = scratch("memory");
+        write(
+            &dir.join("svc/a.thrift"),
+            &files.files[Path::new("svc/a.thrift")],
+        );
+        write(&dir.join("common/b.thrift"), "struct B { 1: i32 x }\n");
+        write(&dir.join("inc/c.thrift"), "struct C { 1: string s }\n");
+        let mut b = Builder::new();
+        b.include(dir.join("inc"))
+            .rerun_if_changed(false)
+            .cargo_warnings(false);
+        let (on_disk, read) = b.model_with_paths(&[dir.join("svc/a.thrift")]).unwrap();
+        assert_eq!(on_disk.modules, model.modules);
+        assert_eq!(read.len(), 3);
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    /// A root or include that is not among the files is an error or a warning, as on
+    /// disk; a file over the size limit is refused, not read.
+    #[test]
+    fn missing_and_oversized_files_in_memory_are_errors() {
+        let mut files = IdlFiles::new();
+        files.insert(
+            "a.thrift",
+            "include \"gone.thrift\"\nstruct A { 1: i32 x }\n",
+        );
+        let mut b = Builder::new();
+        b.rerun_if_changed(false).cargo_warnings(false);
+        let model = b.model_in(&files, &["a.thrift"]).unwrap();
+        assert!(
+            model.warnings[0]
+                .to_string()
+                .contains("\"gone.thrift\" not found")
+        );
+        let err = b.model_in(&files, &["b.thrift"]).unwrap_err();
+        assert!(matches!(err, Error::Io { .. }), "{err}");
+
+        let huge = " ".repeat(crate::MAX_IDL_FILE as usize + 1);
+        files.insert("huge.thrift", huge);
+        let err = b.model_in(&files, &["huge.thrift"]).unwrap_err();
+        assert!(err.to_string().contains("IDL file limit"), "{err}");
+    }
+
+    #[test]
+    fn lexical_paths_drop_dots_and_keep_leading_parents() {
+        use crate::load::lexical;
+        assert_eq!(
+            lexical(Path::new("a/./b/../c.thrift")),
+            Path::new("a/c.thrift")
+        );
+        assert_eq!(lexical(Path::new("../x/../../y")), Path::new("../../y"));
+        assert_eq!(lexical(Path::new("/a/../b")), Path::new("/b"));
     }
 }

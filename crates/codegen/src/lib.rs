@@ -187,4 +187,5 @@ mod parser;
 pub use builder::{Builder, Error, compile};
 pub use diagnostic::{Diagnostic, Severity};
 pub use error::{ParseError, ParseErrorKind};
+pub use load::{IdlFiles, MAX_IDL_FILE};
 pub use parser::{MAX_NESTING, parse};

@@ -196,6 +196,9 @@ pub struct EnumDef {
     pub name: String,
     /// `(Rust constant name, value)` in IDL order.
     pub values: Vec<(String, i32)>,
+    /// The values' Thrift names, in the same order (what a program that reads the IDL
+    /// at run time shows).
+    pub thrift_values: Vec<String>,
     /// The doc comment from the IDL, if any.
     pub doc: Option<String>,
 }
@@ -212,6 +215,8 @@ pub struct TypedefDef {
 /// A constant.
 #[derive(Debug, Clone, PartialEq)]
 pub struct ConstDef {
+    /// The Thrift name.
+    pub thrift_name: String,
     /// The Rust name (upper snake case).
     pub name: String,
     /// The type.

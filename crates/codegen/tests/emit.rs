@@ -513,6 +513,7 @@ fn text_rustc_refuses_in_comments_is_kept_out_of_doc_comments() {
             items: vec![
                 Item::Struct(s),
                 Item::Const(codegen::model::ConstDef {
+                    thrift_name: "tricky".into(),
                     name: "TRICKY".into(),
                     ty: Ty::String,
                     value: codegen::model::Value::Str(tricky.into()),

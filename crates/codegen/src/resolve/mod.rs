@@ -230,6 +230,7 @@ impl<'a> Resolver<'a> {
                         let ty = self.ty(fi, &c.ty, 0)?;
                         let value = self.value(fi, &c.value, &ty, 0)?;
                         per_file[fi].push(Item::Const(ConstDef {
+                            thrift_name: c.name.name.clone(),
                             name,
                             ty,
                             value,

@@ -191,6 +191,7 @@ impl<'a> Resolver<'a> {
     /// An enum with its values numbered (one without a value follows the previous one).
     pub(super) fn enum_def(&self, file: usize, e: &'a ast::Enum) -> Result<EnumDef, ResolveError> {
         let mut values = Vec::new();
+        let mut thrift_values = Vec::new();
         let mut names_seen = HashSet::new();
         let mut next: i64 = 0;
         for v in &e.values {
@@ -208,11 +209,13 @@ impl<'a> Resolver<'a> {
                 ));
             }
             values.push((name, n32));
+            thrift_values.push(v.name.name.clone());
         }
         Ok(EnumDef {
             thrift_name: e.name.name.clone(),
             name: names::upper_camel(&e.name.name),
             values,
+            thrift_values,
             doc: e.doc.clone(),
         })
     }
