@@ -1,0 +1,42 @@
+//! Thrift without generated code: IDL read while a program runs.
+//!
+//! The programs that sit between services cannot have every IDL compiled in: API
+//! gateways that turn HTTP and JSON into Thrift calls, proxies, traffic replay, a
+//! command-line tool that calls a service by hand. This crate gives them what the IDL
+//! says at run time.
+//!
+//! - [`Descriptor`]: every service (with the methods it inherits), struct, union,
+//!   exception, enum and constant of a set of IDL files, by Thrift name and field id,
+//!   resolved across includes. It is read by codegen's own parser and resolver, so an
+//!   IDL means the same here as in a `build.rs`, and shared cheaply (an `Arc`).
+//! - [`IdlProvider`]: the current descriptor of a set of files, read again when they
+//!   change; a change that does not load keeps the last good descriptor, with a log
+//!   line saying why.
+//!
+//! ```
+//! use thrift_dynamic::{Descriptor, Ty};
+//!
+//! let idl = r#"
+//!     struct Request { 1: required string msg, 2: i64 id = 7 }
+//!     exception Failed { 1: string why }
+//!     service Echo { Request echo(1: Request req) throws (1: Failed err) }
+//! "#;
+//! let d = Descriptor::from_text("echo.thrift", idl)?;
+//! let echo = d.service("Echo").unwrap().method("echo").unwrap();
+//! let args = d.struct_desc(echo.args);
+//! let req = args.field_named("req").unwrap();
+//! assert_eq!(req.ty, Ty::Struct(d.struct_named("echo.Request").unwrap()));
+//! assert_eq!(echo.throws[0].name, "err");
+//! # Ok::<(), thrift_dynamic::LoadError>(())
+//! ```
+
+mod descriptor;
+mod error;
+mod provider;
+
+pub use descriptor::{
+    ConstDesc, Descriptor, EnumDesc, EnumId, FieldDesc, Kind, Literal, MethodDesc, Requiredness,
+    ServiceDesc, StructDesc, StructId, ThrowDesc, Ty,
+};
+pub use error::LoadError;
+pub use provider::{IdlProvider, Watch};
