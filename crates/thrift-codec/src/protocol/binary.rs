@@ -163,6 +163,13 @@ impl Sizer for BinarySizer {
         v.len() * 8
     }
     #[inline]
+    fn encoded_len(&mut self, v: &Bytes) -> usize {
+        if v.len() >= self.zero_copy_threshold {
+            self.zero_copy += v.len();
+        }
+        v.len()
+    }
+    #[inline]
     fn zero_copy_len(&self) -> usize {
         self.zero_copy
     }
@@ -253,6 +260,14 @@ impl Encoder for BinaryEncoder<'_> {
     #[inline]
     fn write_bytes(&mut self, v: &Bytes) {
         self.put(Self::len_bytes(v.len()));
+        if v.len() >= self.zero_copy_threshold {
+            self.buf.insert(v.clone());
+        } else {
+            self.buf.tail_mut().extend_from_slice(v);
+        }
+    }
+    #[inline]
+    fn write_encoded(&mut self, v: &Bytes) {
         if v.len() >= self.zero_copy_threshold {
             self.buf.insert(v.clone());
         } else {

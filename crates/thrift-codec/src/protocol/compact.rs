@@ -259,6 +259,13 @@ impl Sizer for CompactSizer {
         v.iter().map(|&x| self.i64_len(x)).sum()
     }
     #[inline]
+    fn encoded_len(&mut self, v: &Bytes) -> usize {
+        if v.len() >= self.zero_copy_threshold {
+            self.zero_copy += v.len();
+        }
+        v.len()
+    }
+    #[inline]
     fn zero_copy_len(&self) -> usize {
         self.zero_copy
     }
@@ -371,6 +378,14 @@ impl Encoder for CompactEncoder<'_> {
     #[inline]
     fn write_bytes(&mut self, v: &Bytes) {
         self.varint(v.len() as u64);
+        if v.len() >= self.zero_copy_threshold {
+            self.buf.insert(v.clone());
+        } else {
+            self.buf.tail_mut().extend_from_slice(v);
+        }
+    }
+    #[inline]
+    fn write_encoded(&mut self, v: &Bytes) {
         if v.len() >= self.zero_copy_threshold {
             self.buf.insert(v.clone());
         } else {

@@ -174,6 +174,9 @@ pub trait Sizer {
     fn bytes_value_len(&mut self, v: &Bytes) -> usize {
         self.bytes_len(v.len())
     }
+    /// Bytes of a value already encoded in this protocol
+    /// ([`Encoder::write_encoded`]).
+    fn encoded_len(&mut self, v: &Bytes) -> usize;
     /// Bytes counted so far that the encoder will insert without copying.
     fn zero_copy_len(&self) -> usize;
     /// The wire width of every value of `ty`, when it does not depend on the value: lets
@@ -226,6 +229,10 @@ pub trait Encoder {
     fn write_str(&mut self, v: &str) {
         self.write_binary(v.as_bytes())
     }
+    /// Writes a whole value already encoded in this protocol (a struct a proxy passes
+    /// on, say), as it is: a buffer node of its own, without a copy, when it reaches
+    /// the zero-copy threshold; copied otherwise. Not for a map key in JSON.
+    fn write_encoded(&mut self, v: &Bytes);
     /// Writes a list or set header.
     fn write_list_begin(&mut self, elem: TType, len: usize);
     /// Writes a map header.

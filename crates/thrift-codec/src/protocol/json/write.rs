@@ -159,6 +159,17 @@ impl Writer {
         }
     }
 
+    /// A value already encoded as JSON text, as it is.
+    pub(super) fn encoded(&mut self, s: &mut impl Sink, v: &Bytes, threshold: usize) {
+        self.begin_value(s);
+        if v.len() >= threshold {
+            s.node(v);
+        } else {
+            s.put(v);
+        }
+        self.end_value(s);
+    }
+
     /// A binary, in base64.
     pub(super) fn binary(&mut self, s: &mut impl Sink, v: &[u8]) {
         self.begin_value(s);
@@ -414,6 +425,10 @@ impl Sizer for JsonSizer {
     fn bytes_value_len(&mut self, v: &Bytes) -> usize {
         self.measure(|w, c| w.binary(c, v))
     }
+    fn encoded_len(&mut self, v: &Bytes) -> usize {
+        let threshold = self.zero_copy_threshold;
+        self.measure(|w, c| w.encoded(c, v, threshold))
+    }
     fn zero_copy_len(&self) -> usize {
         let state = self.state.take();
         let zero_copy = state.count.zero_copy;
@@ -507,6 +522,10 @@ impl Encoder for JsonEncoder<'_> {
     }
     fn write_str(&mut self, v: &str) {
         self.out(|w, o| w.string(o, v.as_bytes()));
+    }
+    fn write_encoded(&mut self, v: &Bytes) {
+        let threshold = self.zero_copy_threshold;
+        self.out(|w, o| w.encoded(o, v, threshold));
     }
     fn write_list_begin(&mut self, elem: TType, len: usize) {
         self.out(|w, o| w.list_begin(o, elem, len));
