@@ -86,7 +86,7 @@ pub use breaker::{
 };
 pub use builder::{ClientBuilder, DefaultStack, MakeClient, Untyped};
 pub use error::{BoxError, ClientError, Error, ErrorKind};
-pub use request::{ClientRequest, ClientResponse};
+pub use request::{ClientRequest, ClientResponse, MethodName};
 pub use retry::{Backoff, RETRY_KEY, Retry, RetryBudget, RetryLayer, RetryPolicy};
 pub use timeout::{Timeout, TimeoutLayer};
 pub use transport::Transport;
@@ -396,11 +396,11 @@ impl<S> Client<S> {
     }
 
     /// Names the call in the context.
-    fn begin(&self, cx: &mut ClientContext, method: &'static str) {
+    fn begin(&self, cx: &mut ClientContext, method: &MethodName) {
         if cx.rpc.callee.service.is_empty() {
             cx.rpc.callee.service = self.service.clone();
         }
-        cx.rpc.method = Utf8Bytes::from_static(method);
+        cx.rpc.method = method.to_utf8();
     }
 
     /// `req` under its prefixed name when the client is bound to a multiplexed service.
@@ -408,7 +408,7 @@ impl<S> Client<S> {
         match &self.multiplexed {
             None => req,
             Some(names) => {
-                let name = names.get(req.method());
+                let name = names.get(req.method_name());
                 req.multiplexed_shared(name)
             }
         }
@@ -431,10 +431,24 @@ where
         A: Message + Send + Sync + 'static,
         R: Message,
     {
-        self.begin(cx, method);
-        let req = self.named(ClientRequest::new(method, args));
-        let reply = self.inner.call(cx, req).await?;
+        let reply = self.send(cx, ClientRequest::new(method, args)).await?;
         reply.decode()
+    }
+
+    /// Sends `req` down the stack and gives back its reply, checked (it answers the
+    /// call, and is not an exception) but not decoded: the result struct's bytes in the
+    /// client's protocol ([`ClientResponse::encoded`]). What calls without generated
+    /// code build on: `req` may carry a method name known only at run time
+    /// ([`MethodName::Shared`]) and arguments already encoded
+    /// ([`Encoded`](crate::codec::Encoded)). A oneway request's response is empty.
+    pub async fn send(
+        &self,
+        cx: &mut ClientContext,
+        req: ClientRequest,
+    ) -> Result<ClientResponse, Error> {
+        self.begin(cx, req.method_name());
+        let req = self.named(req);
+        self.inner.call(cx, req).await
     }
 
     /// Sends a oneway call: no reply is read; done once the request is sent.
@@ -447,9 +461,9 @@ where
     where
         A: Message + Send + Sync + 'static,
     {
-        self.begin(cx, method);
-        let req = self.named(ClientRequest::oneway(method, args));
-        self.inner.call(cx, req).await.map(drop)
+        self.send(cx, ClientRequest::oneway(method, args))
+            .await
+            .map(drop)
     }
 }
 

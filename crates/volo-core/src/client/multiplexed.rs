@@ -16,6 +16,7 @@ use std::sync::{Arc, OnceLock};
 use foldhash::fast::FixedState;
 use thrift_codec::Utf8Bytes;
 
+use super::MethodName;
 use crate::codec::SERVICE_SEPARATOR;
 
 /// Methods whose names are kept. A service with more has the names of the methods that
@@ -54,8 +55,16 @@ impl MethodNames {
         &self.service
     }
 
-    /// `Service:method`: made on the method's first call, a shared copy afterwards.
-    pub(crate) fn get(&self, method: &'static str) -> Arc<Utf8Bytes> {
+    /// `Service:method`: made on the method's first call, a shared copy afterwards; made
+    /// per call for a name known only at run time (a generic call's).
+    pub(crate) fn get(&self, method: &MethodName) -> Arc<Utf8Bytes> {
+        match method {
+            MethodName::Static(m) => self.get_static(m),
+            MethodName::Shared(m) => self.make(m.as_str()),
+        }
+    }
+
+    fn get_static(&self, method: &'static str) -> Arc<Utf8Bytes> {
         // The hash's low bits pick the first slot (the table size is a power of two).
         let start = FixedState::default().hash_one(method) as usize;
         for i in 0..SLOTS {
@@ -83,17 +92,26 @@ impl MethodNames {
 mod tests {
     use super::*;
 
+    /// A name known only at run time gets its prefixed name too, made per call.
+    #[test]
+    fn a_runtime_name_is_prefixed_as_well() {
+        let names = MethodNames::new("Calc".into());
+        let name = MethodName::from(String::from("add"));
+        assert_eq!(names.get(&name).as_str(), "Calc:add");
+        assert_eq!(names.get(&MethodName::Static("add")).as_str(), "Calc:add");
+    }
+
     #[test]
     fn each_name_is_made_once_and_shared() {
         let names = MethodNames::new("Calc".into());
-        let add = names.get("add");
+        let add = names.get_static("add");
         assert_eq!(add.as_str(), "Calc:add");
-        assert_eq!(names.get("sub").as_str(), "Calc:sub");
+        assert_eq!(names.get_static("sub").as_str(), "Calc:sub");
         // The second call of a method gets the same bytes, not a new string.
-        assert_eq!(names.get("add").as_ptr(), add.as_ptr());
+        assert_eq!(names.get_static("add").as_ptr(), add.as_ptr());
         // Another spelling of the same text (another `&'static str`) finds it too.
         let again = String::from("add").leak();
-        assert_eq!(names.get(again).as_ptr(), add.as_ptr());
+        assert_eq!(names.get_static(again).as_ptr(), add.as_ptr());
     }
 
     /// More methods than slots: every name is still right, and those that found a slot
@@ -103,10 +121,10 @@ mod tests {
         let names = MethodNames::new("S".into());
         let methods: Vec<&'static str> =
             (0..SLOTS + 40).map(|i| &*format!("m{i}").leak()).collect();
-        let first: Vec<Arc<Utf8Bytes>> = methods.iter().map(|m| names.get(m)).collect();
+        let first: Vec<Arc<Utf8Bytes>> = methods.iter().map(|m| names.get_static(m)).collect();
         let mut kept = 0;
         for (m, name) in methods.iter().zip(&first) {
-            let again = names.get(m);
+            let again = names.get_static(m);
             assert_eq!(again.as_str(), format!("S:{m}"));
             kept += usize::from(again.as_ptr() == name.as_ptr());
         }
@@ -123,7 +141,7 @@ mod tests {
                 std::thread::spawn(move || {
                     for round in 0..200 {
                         let m: &'static str = ["a", "b", "c", "d", "e"][(t + round) % 5];
-                        assert_eq!(names.get(m).as_str(), format!("Svc:{m}"));
+                        assert_eq!(names.get_static(m).as_str(), format!("Svc:{m}"));
                     }
                 })
             })

@@ -19,7 +19,7 @@ use crate::envelope::{self, Answer, ReplyNames};
 /// layers may send it more than once.
 #[derive(Clone)]
 pub struct ClientRequest {
-    method: &'static str,
+    method: MethodName,
     oneway: bool,
     args: Arc<dyn ErasedBody>,
     /// The name sent instead of `method` (Apache's `TMultiplexedProtocol`), behind a
@@ -38,11 +38,64 @@ impl fmt::Debug for ClientRequest {
     }
 }
 
+/// A method's name as a call carries it: a generated client's names are static, a
+/// generic client's come from an IDL read at run time (shared, so a call's clones do
+/// not copy the text).
+#[derive(Clone, PartialEq, Eq)]
+pub enum MethodName {
+    /// Known when the program was built.
+    Static(&'static str),
+    /// Known while it runs.
+    Shared(Arc<Utf8Bytes>),
+}
+
+impl MethodName {
+    /// The name.
+    pub fn as_str(&self) -> &str {
+        match self {
+            MethodName::Static(s) => s,
+            MethodName::Shared(s) => s.as_str(),
+        }
+    }
+
+    /// The name as the message header carries it (no copy of the text).
+    pub fn to_utf8(&self) -> Utf8Bytes {
+        match self {
+            MethodName::Static(s) => Utf8Bytes::from_static(s),
+            MethodName::Shared(s) => Utf8Bytes::clone(s),
+        }
+    }
+}
+
+impl fmt::Debug for MethodName {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        fmt::Debug::fmt(self.as_str(), f)
+    }
+}
+
+impl From<&'static str> for MethodName {
+    fn from(s: &'static str) -> Self {
+        MethodName::Static(s)
+    }
+}
+
+impl From<Utf8Bytes> for MethodName {
+    fn from(s: Utf8Bytes) -> Self {
+        MethodName::Shared(Arc::new(s))
+    }
+}
+
+impl From<String> for MethodName {
+    fn from(s: String) -> Self {
+        MethodName::Shared(Arc::new(s.into()))
+    }
+}
+
 impl ClientRequest {
     /// A call of `method` with `args` (its argument struct) that expects a reply.
-    pub fn new(method: &'static str, args: impl ErasedBody) -> Self {
+    pub fn new(method: impl Into<MethodName>, args: impl ErasedBody) -> Self {
         ClientRequest {
-            method,
+            method: method.into(),
             oneway: false,
             args: Arc::new(args),
             multiplexed: None,
@@ -50,7 +103,7 @@ impl ClientRequest {
     }
 
     /// A oneway call: no reply is read.
-    pub fn oneway(method: &'static str, args: impl ErasedBody) -> Self {
+    pub fn oneway(method: impl Into<MethodName>, args: impl ErasedBody) -> Self {
         ClientRequest {
             oneway: true,
             ..ClientRequest::new(method, args)
@@ -76,8 +129,13 @@ impl ClientRequest {
 
     /// The method's name in the IDL: the name sent on the wire, unless the call is
     /// [multiplexed](ClientRequest::multiplexed_as).
-    pub fn method(&self) -> &'static str {
-        self.method
+    pub fn method(&self) -> &str {
+        self.method.as_str()
+    }
+
+    /// The method's name as the call carries it.
+    pub fn method_name(&self) -> &MethodName {
+        &self.method
     }
 
     /// The name the call goes out under when it is not the method's: `Service:method`.
@@ -185,6 +243,17 @@ impl ClientResponse {
         read_reply(payload, protocol, names, seq_id, max_size)
     }
 
+    /// The result struct's bytes, as they came (empty for a oneway call): a proxy
+    /// passes them on, a generic client reads them with the IDL.
+    pub fn encoded(&self) -> &Bytes {
+        &self.body
+    }
+
+    /// The protocol the result struct is encoded in.
+    pub fn protocol(&self) -> Protocol {
+        self.protocol.into()
+    }
+
     /// Decodes the result struct.
     pub fn decode<R: Message>(&self) -> Result<R, Error> {
         with_protocol!(self.protocol.into(), P => self.decode_in::<P, R>())
@@ -220,8 +289,14 @@ fn read_reply_in<P: thrift_codec::Protocol>(
     match envelope::match_reply(&header, names, seq_id).map_err(Error::protocol)? {
         Answer::Reply => {
             let at = payload.len() - d.remaining();
+            // A JSON message is an array: its closing `]` (and any white space) follows
+            // the result struct, and is not part of it.
+            let end = match protocol {
+                Protocol::Json => json_struct_end(&payload, at),
+                _ => payload.len(),
+            };
             Ok(ClientResponse {
-                body: payload.slice(at..),
+                body: payload.slice(at..end),
                 protocol: protocol.into(),
                 max_size,
             })
@@ -229,5 +304,17 @@ fn read_reply_in<P: thrift_codec::Protocol>(
         Answer::Exception => Err(Error::application(
             ApplicationException::decode(&mut d).map_err(Error::protocol)?,
         )),
+    }
+}
+
+/// Where the result struct of a JSON message whose struct starts at `at` ends: before
+/// the array's closing `]` and the white space around it (the end of `payload` when
+/// there is no `]`, which the struct's decoding then reports).
+fn json_struct_end(payload: &[u8], at: usize) -> usize {
+    let text = &payload[at..];
+    let trimmed = text.trim_ascii_end();
+    match trimmed.strip_suffix(b"]") {
+        Some(inner) => at + inner.trim_ascii_end().len(),
+        None => payload.len(),
     }
 }

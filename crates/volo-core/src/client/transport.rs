@@ -208,7 +208,7 @@ impl Transport {
         let header = |seq_id| MessageHeader {
             name: match req.multiplexed_name() {
                 Some(name) => name.clone(),
-                None => Utf8Bytes::from_static(req.method()),
+                None => req.method_name().to_utf8(),
             },
             ty: if oneway {
                 MessageType::Oneway
@@ -347,7 +347,7 @@ impl Transport {
     /// names the bare method.
     fn ttheader(&self, cx: &ClientContext, header: &MessageHeader, req: &ClientRequest) -> Header {
         let method = match req.multiplexed_name() {
-            Some(_) => Utf8Bytes::from_static(req.method()),
+            Some(_) => req.method_name().to_utf8(),
             None => header.name.clone(),
         };
         envelope::request_ttheader(

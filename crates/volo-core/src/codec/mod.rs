@@ -158,6 +158,23 @@ impl<M: Message + Send + Sync> Body for M {
     }
 }
 
+/// A body already encoded in the protocol it is written in (an arguments or result
+/// struct a proxy passes on, or one a generic client made from JSON): written as it is,
+/// without a copy when large ([`Encoder::write_encoded`]). The bytes must be one whole
+/// struct in the call's protocol; nothing checks them on the way out.
+#[derive(Debug, Clone)]
+pub struct Encoded(pub Bytes);
+
+impl Body for Encoded {
+    fn size<S: Sizer>(&self, s: &mut S) -> usize {
+        s.encoded_len(&self.0)
+    }
+
+    fn encode<E: Encoder>(&self, e: &mut E) {
+        e.write_encoded(&self.0)
+    }
+}
+
 /// A [`Body`] behind a pointer: the protocol chosen when it is written, not by its
 /// type. A client's call carries its arguments so (`Arc<dyn ErasedBody>`), through
 /// layers that do not know their type; every `Body` is one.

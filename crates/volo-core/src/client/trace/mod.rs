@@ -80,7 +80,8 @@ where
             Some(access) if access.1.pick(Some(&access.0)) => Some(Started::now(cx)),
             _ => None,
         };
-        let method = req.method();
+        let name = req.method_name().clone();
+        let method = name.as_str();
         let span = tracing::info_span!(
             "rpc.client",
             otel.name = %format_args!("{}/{}", cx.rpc.callee.service, method),
