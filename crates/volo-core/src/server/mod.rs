@@ -230,6 +230,7 @@ mod call;
 mod conn;
 mod conn_core;
 pub mod deadline;
+mod fallback;
 #[cfg(test)]
 mod harness;
 mod inline;
@@ -249,6 +250,7 @@ use std::time::Duration;
 /// one path of this crate.
 #[doc(no_inline)]
 pub use crate::service::Service;
+pub use fallback::{Fallback, with_fallback};
 pub use limit::{LimitConfig, Limiter, Overloaded};
 pub use multiplex::Multiplex;
 pub use request::ServerRequest;
