@@ -12,6 +12,8 @@
 //! - [`IdlProvider`]: the current descriptor of a set of files, read again when they
 //!   change; a change that does not load keeps the last good descriptor, with a log
 //!   line saying why.
+//! - [`value`]: values of any IDL type by field id ([`value::Value`]), checked
+//!   against the descriptor, encoded and decoded in any protocol.
 //!
 //! ```
 //! use thrift_dynamic::{Descriptor, Ty};
@@ -33,6 +35,7 @@
 mod descriptor;
 mod error;
 mod provider;
+pub mod value;
 
 pub use descriptor::{
     ConstDesc, Descriptor, EnumDesc, EnumId, FieldDesc, Kind, Literal, MethodDesc, Requiredness,
