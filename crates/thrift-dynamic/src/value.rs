@@ -157,6 +157,40 @@ pub fn encode_struct<P: Protocol>(
     Ok(buf.next(len))
 }
 
+/// A struct value checked against its description, ready to be sized and written in
+/// whichever protocol the moment needs (a client's stack picks it when it sends):
+/// what a generic call carries as its arguments.
+#[derive(Debug, Clone)]
+pub struct Checked {
+    desc: Descriptor,
+    ty: StructId,
+    value: StructValue,
+}
+
+impl Checked {
+    /// Checks `value` against the struct `ty` of `desc`.
+    pub fn new(desc: &Descriptor, ty: StructId, value: StructValue) -> Result<Self, ValueError> {
+        let root = desc.struct_desc(ty);
+        check_struct(desc, root, &value, &mut Path::new(&root.name), 0)?;
+        Ok(Checked {
+            desc: desc.clone(),
+            ty,
+            value,
+        })
+    }
+
+    /// Its encoded size, counted by `s` (the protocol's sizer).
+    pub fn size<S: Sizer>(&self, s: &mut S) -> usize {
+        size_struct(s, &self.desc, self.desc.struct_desc(self.ty), &self.value)
+    }
+
+    /// Writes it with `e` (the protocol's encoder, after a reservation of
+    /// [`size`](Self::size)).
+    pub fn encode<E: Encoder>(&self, e: &mut E) {
+        write_struct(e, &self.desc, self.desc.struct_desc(self.ty), &self.value)
+    }
+}
+
 /// Reads the bytes of one struct `ty` of `desc`, in protocol `P`, into a value.
 /// Bytes after the struct are left alone.
 pub fn decode_struct<P: Protocol>(

@@ -215,3 +215,27 @@ fn unknown_and_mistyped_fields_are_skipped() {
     let read = decode_struct::<Compact>(&d, narrow, bytes).unwrap();
     assert_eq!(read, StructValue::new().with(1, s("kept")));
 }
+
+/// A checked value written by a protocol's own encoder (as a client stack writes a
+/// call's arguments) gives the bytes `encode_struct` gives.
+#[test]
+fn a_checked_value_writes_in_the_protocol_it_is_given() {
+    use thrift_codec::Sizer;
+    use thrift_dynamic::value::Checked;
+
+    fn write<P: Protocol>(c: &Checked) -> Bytes {
+        let codec = Codec::<P>::new();
+        let mut s = codec.sizer();
+        let len = c.size(&mut s);
+        let mut buf = LinkBuffer::new();
+        buf.reserve(len - s.zero_copy_len());
+        c.encode(&mut codec.encoder(&mut buf));
+        assert_eq!(buf.len(), len);
+        buf.next(len)
+    }
+    let d = descriptor();
+    let checked = Checked::new(&d, mixed_id(&d), mixed_value()).unwrap();
+    assert_eq!(write::<Binary>(&checked), encoded::<Binary, _>(&mixed()));
+    assert_eq!(write::<Compact>(&checked), encoded::<Compact, _>(&mixed()));
+    assert!(Checked::new(&d, mixed_id(&d), mixed_value().with(99, Value::I8(0))).is_err());
+}
