@@ -508,7 +508,11 @@ impl<T> Default for Names<T> {
 
 impl<T: Copy> Names<T> {
     fn add(&mut self, module: &str, name: &str, id: T) {
-        self.qualified.insert(format!("{module}.{name}"), id);
+        // Two services of one file with a method of one name give two `m_args`
+        // structs of one name: the first keeps it (each method knows its own by id).
+        self.qualified
+            .entry(format!("{module}.{name}"))
+            .or_insert(id);
         self.bare
             .entry(name.to_string())
             .and_modify(|v| *v = None)

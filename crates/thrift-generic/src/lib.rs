@@ -1,0 +1,24 @@
+//! Calls without generated code, through the same client stack as generated clients
+//! (timeouts, retry, breakers, balancing, discovery, tracing and metrics all apply):
+//! a [`GenericClient`] wraps any [`volo_core::client::Client`] and takes its methods,
+//! arguments and replies from an IDL read at run time ([`thrift_dynamic`]).
+//!
+//! Two forms of call:
+//!
+//! - **binary**: [`GenericClient::call_binary`] takes the encoded arguments struct and
+//!   gives back the encoded result struct, byte for byte, in the client's protocol: a
+//!   proxy's pass-through. The IDL only says whether the method is oneway.
+//! - **value**: [`GenericClient::call_value`] takes a
+//!   [`StructValue`](thrift_dynamic::value::StructValue) of the arguments (by field
+//!   id), checked against the IDL before anything is sent, and gives back the return
+//!   value, or the declared exception as [`GenericError::Declared`].
+//!
+//! The IDL is fixed ([`Idl::Fixed`]) or follows its files ([`Idl::Watched`], an
+//! [`IdlProvider`](thrift_dynamic::IdlProvider)): each call reads the current
+//! descriptor once, so a reload never changes a call half-way.
+
+mod client;
+mod error;
+
+pub use client::{GenericClient, Idl};
+pub use error::GenericError;

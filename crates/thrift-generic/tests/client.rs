@@ -1,0 +1,205 @@
+//! A generic client against the generated echo server of `idl/echo.thrift`: values and
+//! bytes in and out, declared exceptions, oneway calls, and calls refused before they
+//! are sent.
+
+use std::future::Future;
+use std::path::PathBuf;
+use std::time::Duration;
+
+use bytes::Bytes;
+use examples::echo::{EchoServiceEchoArgs, EchoServiceEchoResult, EchoServiceServer, Request};
+use examples::echo_service::Echo;
+use thrift_codec::{Codec, Compact, LinkBuffer, Utf8Bytes};
+use thrift_dynamic::Descriptor;
+use thrift_dynamic::value::{StructValue, Value, ValueError};
+use thrift_generic::{GenericClient, GenericError};
+use volo_core::client::{Client, ClientConfig, ClientContext};
+use volo_core::codec::Protocol;
+use volo_core::context::Address;
+use volo_core::server::Server;
+
+fn descriptor() -> Descriptor {
+    let idl = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../idl/echo.thrift");
+    Descriptor::from_files(&[idl], &[] as &[PathBuf]).unwrap()
+}
+
+fn s(t: &str) -> Value {
+    Value::String(Utf8Bytes::from(t.to_string()))
+}
+
+fn request(action: &str, msg: &str) -> StructValue {
+    StructValue::new().with(
+        1,
+        Value::Struct(StructValue::new().with(1, s(action)).with(2, s(msg))),
+    )
+}
+
+/// Runs `f` with the echo server on a loopback port and a generic client of it in
+/// `protocol`, bounded in time.
+fn with_echo<F, Fut>(protocol: Protocol, f: F)
+where
+    F: FnOnce(GenericClient<volo_core::client::DefaultStack>, Echo) -> Fut,
+    Fut: Future<Output = ()>,
+{
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .unwrap();
+    rt.block_on(async {
+        let echo = Echo::default();
+        let bound = Server::new(EchoServiceServer::new(echo.clone()))
+            .bind(&"127.0.0.1:0".parse().unwrap())
+            .await
+            .unwrap();
+        let addr: Address = bound.local_addr().clone();
+        let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+        let done = tokio::spawn(bound.serve_with_shutdown(async {
+            let _ = stopped.await;
+        }));
+        let mut config = ClientConfig::default();
+        config.format.protocol = protocol;
+        let client = Client::builder("EchoService")
+            .address(addr)
+            .config(config)
+            .build()
+            .unwrap();
+        let generic = GenericClient::new(client, descriptor(), "EchoService").unwrap();
+        tokio::time::timeout(Duration::from_secs(30), f(generic, echo))
+            .await
+            .expect("the calls ran out of time");
+        let _ = stop.send(());
+        tokio::time::timeout(Duration::from_secs(20), done)
+            .await
+            .expect("the server did not stop")
+            .unwrap()
+            .unwrap();
+    });
+}
+
+#[test]
+fn values_go_in_and_the_return_value_comes_back() {
+    for protocol in [Protocol::Binary, Protocol::Compact] {
+        with_echo(protocol, |client, _| async move {
+            let got = client
+                .call_value(&mut ClientContext::new(), "echo", request("echo", "hi"))
+                .await
+                .unwrap();
+            let want = StructValue::new().with(1, s("echo")).with(2, s("hi"));
+            assert_eq!(got, Some(Value::Struct(want)), "{protocol:?}");
+        });
+    }
+}
+
+#[test]
+fn a_declared_exception_comes_back_typed() {
+    with_echo(Protocol::Binary, |client, _| async move {
+        let err = client
+            .call_value(
+                &mut ClientContext::new(),
+                "echo_or_fail",
+                request("fail", "boom"),
+            )
+            .await
+            .unwrap_err();
+        let GenericError::Declared {
+            method,
+            field,
+            exception,
+            value,
+        } = err
+        else {
+            panic!("{err}")
+        };
+        assert_eq!((method.as_str(), field.as_str()), ("echo_or_fail", "err"));
+        assert_eq!(exception, "EchoError");
+        assert_eq!(
+            value,
+            StructValue::new()
+                .with(1, Value::I32(examples::echo_service::ECHO_ERROR_CODE))
+                .with(2, s("boom"))
+        );
+    });
+}
+
+#[test]
+fn a_oneway_call_gets_no_reply_and_reaches_the_server() {
+    with_echo(Protocol::Binary, |client, echo| async move {
+        let args = StructValue::new().with(1, s("event"));
+        let got = client
+            .call_value(&mut ClientContext::new(), "notify", args)
+            .await
+            .unwrap();
+        assert_eq!(got, None);
+        // A oneway call is done once sent: wait (bounded) for the server to count it.
+        let mut waited = 0;
+        while echo.notified() == 0 {
+            waited += 1;
+            assert!(waited < 500, "notify never arrived");
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+    });
+}
+
+/// The encoded arguments go as they are; the encoded result comes back as it came:
+/// what the generated types encode and decode.
+#[test]
+fn bytes_pass_through_both_ways() {
+    with_echo(Protocol::Compact, |client, _| async move {
+        let args = EchoServiceEchoArgs {
+            req: Request {
+                action: "echo".into(),
+                msg: "raw".into(),
+            },
+        };
+        let codec = Codec::<Compact>::new();
+        let mut buf = LinkBuffer::new();
+        let n = codec.encode(&args, &mut buf).unwrap();
+        let reply = client
+            .call_binary(&mut ClientContext::new(), "echo", buf.next(n))
+            .await
+            .unwrap();
+        let result: EchoServiceEchoResult = codec.decode(reply).unwrap();
+        let response = result.success.unwrap();
+        assert_eq!(
+            (response.action.as_str(), response.msg.as_str()),
+            ("echo", "raw")
+        );
+    });
+}
+
+/// A method the IDL does not have, or arguments that do not fit, fail before
+/// anything is sent; so does a service the IDL does not have.
+#[test]
+fn calls_that_do_not_fit_the_idl_are_refused_unsent() {
+    with_echo(Protocol::Binary, |client, _| async move {
+        let err = client
+            .call_value(&mut ClientContext::new(), "nope", StructValue::new())
+            .await
+            .unwrap_err();
+        assert!(matches!(err, GenericError::UnknownMethod { .. }), "{err}");
+        let err = client
+            .call_binary(&mut ClientContext::new(), "nope", Bytes::new())
+            .await
+            .unwrap_err();
+        assert!(matches!(err, GenericError::UnknownMethod { .. }), "{err}");
+
+        let bad = StructValue::new().with(1, Value::Struct(StructValue::new().with(1, s("echo"))));
+        let err = client
+            .call_value(&mut ClientContext::new(), "echo", bad)
+            .await
+            .unwrap_err();
+        let GenericError::Args { source, .. } = &err else {
+            panic!("{err}")
+        };
+        assert!(matches!(source, ValueError::MissingRequired { field, .. } if field == "msg"));
+        assert_eq!(
+            err.to_string(),
+            "the arguments of echo: echo_args.req: the required field msg is missing"
+        );
+
+        let client = client.client().clone();
+        let err = GenericClient::new(client, descriptor(), "Nope").unwrap_err();
+        assert!(matches!(err, GenericError::UnknownService(_)), "{err}");
+    });
+}
