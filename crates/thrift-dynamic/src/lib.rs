@@ -12,6 +12,10 @@
 //! - [`IdlProvider`]: the current descriptor of a set of files, read again when they
 //!   change; a change that does not load keeps the last good descriptor, with a log
 //!   line saying why.
+//! - [`json_to_thrift`] and [`thrift_to_json`]: JSON and Binary/Compact Thrift turned
+//!   into each other in one pass, driven by a descriptor, with no tree in between
+//!   (what an HTTP/JSON gateway does); the JSON conventions and the cost model are in
+//!   the [`json`] module.
 //!
 //! ```
 //! use thrift_dynamic::{Descriptor, Ty};
@@ -32,6 +36,7 @@
 
 mod descriptor;
 mod error;
+pub mod json;
 mod provider;
 
 pub use descriptor::{
@@ -39,4 +44,5 @@ pub use descriptor::{
     ServiceDesc, StructDesc, StructId, ThrowDesc, Ty,
 };
 pub use error::LoadError;
+pub use json::{ThriftProtocol, TranscodeError, json_to_thrift, thrift_to_json};
 pub use provider::{IdlProvider, Watch};
