@@ -15,5 +15,22 @@ fn main() {
     pilota_build::Builder::thrift()
         // The IDLs are compiled as a whole: every struct is generated, used by a service or not.
         .ignore_unused(false)
-        .compile(idls, pilota_build::Output::File(out));
+        .compile(idls.clone(), pilota_build::Output::File(out));
+
+    // json_transcode's peer: the same IDL through codegen with `String`, `Vec<u8>` and
+    // serde derives, binaries as base64 (`serde(with)`) like the transcoder writes them.
+    codegen::Builder::new()
+        .file_name("serde_gen.rs")
+        .rerun_if_changed(false)
+        .include(&idl_dir)
+        .string_type(codegen::emit::StringRepr::String)
+        .binary_type(codegen::emit::BinaryRepr::Vec)
+        .type_attribute(".", "#[derive(serde::Serialize, serde::Deserialize)]")
+        .field_attribute("echo.Ids.blob", r#"#[serde(with = "crate::base64_bytes")]"#)
+        .field_attribute(
+            "mixed.Mixed.payload",
+            r#"#[serde(with = "crate::base64_option", default)]"#,
+        )
+        .compile(&idls)
+        .expect("codegen compiles the benchmark IDL");
 }

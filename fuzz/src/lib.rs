@@ -14,7 +14,8 @@
 //! that it compiles, and can be run on a crash input, on the stable toolchain. The `idl`
 //! target, for codegen, is in [`idl`]; the `json` target, for the JSON protocol (same
 //! selector byte, protocol bit ignored), in [`json`]; the `theader` one, for volo-core's
-//! Apache THeader framing, in [`theader`].
+//! Apache THeader framing, in [`theader`]; `json_to_thrift` and `thrift_to_json`, for
+//! thrift-dynamic's JSON transcoder, in [`transcode`].
 #![forbid(unsafe_code)]
 #![warn(
     missing_docs,
@@ -26,6 +27,7 @@
 pub mod idl;
 pub mod json;
 pub mod theader;
+pub mod transcode;
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::fmt::Debug;

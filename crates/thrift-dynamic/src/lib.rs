@@ -14,6 +14,10 @@
 //!   line saying why.
 //! - [`value`]: values of any IDL type by field id ([`value::Value`]), checked
 //!   against the descriptor, encoded and decoded in any protocol.
+//! - [`json_to_thrift`] and [`thrift_to_json`]: JSON and Binary/Compact Thrift turned
+//!   into each other in one pass, driven by a descriptor, with no tree in between
+//!   (what an HTTP/JSON gateway does); the JSON conventions and the cost model are in
+//!   the [`json`] module.
 //!
 //! ```
 //! use thrift_dynamic::{Descriptor, Ty};
@@ -34,6 +38,7 @@
 
 mod descriptor;
 mod error;
+pub mod json;
 mod provider;
 pub mod value;
 
@@ -42,4 +47,5 @@ pub use descriptor::{
     ServiceDesc, StructDesc, StructId, ThrowDesc, Ty,
 };
 pub use error::LoadError;
+pub use json::{ThriftProtocol, TranscodeError, json_to_thrift, thrift_to_json};
 pub use provider::{IdlProvider, Watch};

@@ -1,8 +1,10 @@
 //! Writes the seed corpus of the fuzz targets: every sample value of
 //! `thrift_codec_fuzz::seeds` into `corpus/decode/` and `corpus/skip/`, of
-//! `thrift_codec_fuzz::json_seeds` into `corpus/json/`, and the frames of
-//! `thrift_codec_fuzz::theader::theader_seeds` into `corpus/theader/` (or under the
-//! directory given as the only argument). Run it before fuzzing:
+//! `thrift_codec_fuzz::json_seeds` into `corpus/json/`, the frames of
+//! `thrift_codec_fuzz::theader::theader_seeds` into `corpus/theader/`, and the inputs of
+//! `thrift_codec_fuzz::transcode::transcode_seeds` into `corpus/json_to_thrift/` and
+//! `corpus/thrift_to_json/` (or under the directory given as the only argument). Run it
+//! before fuzzing:
 //!
 //! ```text
 //! cargo run --manifest-path fuzz/Cargo.toml --bin make_seeds
@@ -33,5 +35,14 @@ fn main() -> std::io::Result<()> {
         std::fs::write(dir.join(format!("seed-{i:02}")), seed)?;
     }
     println!("{} seeds in {}", theader.len(), dir.display());
+    let (json, thrift) = thrift_codec_fuzz::transcode::transcode_seeds();
+    for (target, seeds) in [("json_to_thrift", &json), ("thrift_to_json", &thrift)] {
+        let dir = root.join(target);
+        std::fs::create_dir_all(&dir)?;
+        for (i, seed) in seeds.iter().enumerate() {
+            std::fs::write(dir.join(format!("seed-{i:02}")), seed)?;
+        }
+        println!("{} seeds in {}", seeds.len(), dir.display());
+    }
     Ok(())
 }

@@ -1,0 +1,486 @@
+//! A streaming JSON tokenizer over one input slice: no tree, no allocation except for
+//! strings that need unescaping (into a reused scratch buffer).
+
+use super::error::{ErrorKind, TranscodeError};
+
+/// A string as read: straight from the input when it has no escapes, else unescaped
+/// into the scratch buffer.
+#[derive(Debug, Clone, Copy)]
+pub(crate) enum Str<'a> {
+    /// The input's own bytes (validated UTF-8).
+    Raw(&'a [u8]),
+    /// Unescaped into the scratch buffer (its whole content).
+    Scratch,
+}
+
+/// The kind of the next value, from its first byte.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Next {
+    Object,
+    Array,
+    String,
+    Number,
+    True,
+    False,
+    Null,
+}
+
+impl Next {
+    /// How an error names what it found.
+    pub(crate) fn name(self) -> &'static str {
+        match self {
+            Next::Object => "an object",
+            Next::Array => "an array",
+            Next::String => "a string",
+            Next::Number => "a number",
+            Next::True | Next::False => "a boolean",
+            Next::Null => "null",
+        }
+    }
+}
+
+/// The tokenizer: a position in the input.
+#[derive(Debug)]
+pub(crate) struct Reader<'a> {
+    buf: &'a [u8],
+    pos: usize,
+}
+
+impl<'a> Reader<'a> {
+    pub(crate) fn new(buf: &'a [u8]) -> Self {
+        Reader { buf, pos: 0 }
+    }
+
+    /// The whole input.
+    pub(crate) fn input(&self) -> &'a [u8] {
+        self.buf
+    }
+
+    /// Moves to `pos`.
+    pub(crate) fn seek(&mut self, pos: usize) {
+        self.pos = pos.min(self.buf.len());
+    }
+
+    pub(crate) fn pos(&self) -> usize {
+        self.pos
+    }
+
+    /// An error at the current position.
+    pub(crate) fn err(&self, kind: ErrorKind) -> TranscodeError {
+        TranscodeError::at(kind, self.pos)
+    }
+
+    /// A syntax error, or an early end when the input is used up.
+    pub(crate) fn syntax(&self, expected: &'static str) -> TranscodeError {
+        if self.pos >= self.buf.len() {
+            self.err(ErrorKind::Eof { expected })
+        } else {
+            self.err(ErrorKind::Syntax { expected })
+        }
+    }
+
+    #[inline]
+    fn skip_ws(&mut self) {
+        while let Some(&b) = self.buf.get(self.pos) {
+            if matches!(b, b' ' | b'\n' | b'\r' | b'\t') {
+                self.pos += 1;
+            } else {
+                break;
+            }
+        }
+    }
+
+    /// The next non-space byte, not consumed.
+    #[inline]
+    pub(crate) fn peek(&mut self) -> Option<u8> {
+        self.skip_ws();
+        self.buf.get(self.pos).copied()
+    }
+
+    /// The kind of the next value (not consumed).
+    pub(crate) fn next_kind(&mut self) -> Result<Next, TranscodeError> {
+        Ok(match self.peek() {
+            Some(b'{') => Next::Object,
+            Some(b'[') => Next::Array,
+            Some(b'"') => Next::String,
+            Some(b'-' | b'0'..=b'9') => Next::Number,
+            Some(b't') => Next::True,
+            Some(b'f') => Next::False,
+            Some(b'n') => Next::Null,
+            _ => return Err(self.syntax("a value")),
+        })
+    }
+
+    /// Consumes `b` (after spaces), or fails expecting `what`.
+    #[inline]
+    pub(crate) fn expect(&mut self, b: u8, what: &'static str) -> Result<(), TranscodeError> {
+        if self.peek() == Some(b) {
+            self.pos += 1;
+            Ok(())
+        } else {
+            Err(self.syntax(what))
+        }
+    }
+
+    /// After an element of an object or array: `true` when another follows (a comma
+    /// consumed), `false` when `close` ended it (consumed).
+    #[inline]
+    pub(crate) fn more(&mut self, close: u8, what: &'static str) -> Result<bool, TranscodeError> {
+        match self.peek() {
+            Some(b',') => {
+                self.pos += 1;
+                Ok(true)
+            }
+            Some(b) if b == close => {
+                self.pos += 1;
+                Ok(false)
+            }
+            _ => Err(self.syntax(what)),
+        }
+    }
+
+    /// Consumes `close` if it comes next (an empty object or array).
+    #[inline]
+    pub(crate) fn empty(&mut self, close: u8) -> bool {
+        if self.peek() == Some(close) {
+            self.pos += 1;
+            true
+        } else {
+            false
+        }
+    }
+
+    /// Fails unless only spaces remain.
+    pub(crate) fn finish(&mut self) -> Result<(), TranscodeError> {
+        if self.peek().is_some() {
+            return Err(self.err(ErrorKind::TrailingData));
+        }
+        Ok(())
+    }
+
+    /// Reads `true`, `false` or `null` (whichever `word` is).
+    pub(crate) fn literal(&mut self, word: &'static [u8]) -> Result<(), TranscodeError> {
+        self.skip_ws();
+        let end = self.pos + word.len();
+        match self.buf.get(self.pos..end) {
+            Some(w) if w == word => {
+                self.pos = end;
+                Ok(())
+            }
+            // The input ends partway through a word.
+            None if word.starts_with(&self.buf[self.pos..]) => {
+                self.pos = self.buf.len();
+                Err(self.err(ErrorKind::Eof {
+                    expected: "the rest of true, false or null",
+                }))
+            }
+            _ => Err(self.err(ErrorKind::Syntax {
+                expected: "true, false or null",
+            })),
+        }
+    }
+
+    /// Reads a boolean.
+    pub(crate) fn boolean(&mut self) -> Result<bool, TranscodeError> {
+        match self.next_kind()? {
+            Next::True => self.literal(b"true").map(|()| true),
+            Next::False => self.literal(b"false").map(|()| false),
+            other => Err(self.err(ErrorKind::WrongType {
+                expected: "a boolean",
+                found: other.name(),
+            })),
+        }
+    }
+
+    /// Reads a number's text, checked against JSON's grammar:
+    /// `-?(0|[1-9][0-9]*)(\.[0-9]+)?([eE][+-]?[0-9]+)?`.
+    pub(crate) fn number(&mut self) -> Result<&'a [u8], TranscodeError> {
+        self.skip_ws();
+        let start = self.pos;
+        let b = self.buf;
+        let mut i = self.pos;
+        if b.get(i) == Some(&b'-') {
+            i += 1;
+        }
+        match b.get(i) {
+            Some(b'0') => i += 1,
+            Some(b'1'..=b'9') => {
+                while matches!(b.get(i), Some(b'0'..=b'9')) {
+                    i += 1;
+                }
+            }
+            _ => {
+                self.pos = i;
+                return Err(self.syntax("a digit"));
+            }
+        }
+        if b.get(i) == Some(&b'.') {
+            i += 1;
+            if !matches!(b.get(i), Some(b'0'..=b'9')) {
+                self.pos = i;
+                return Err(self.syntax("a digit after the decimal point"));
+            }
+            while matches!(b.get(i), Some(b'0'..=b'9')) {
+                i += 1;
+            }
+        }
+        if matches!(b.get(i), Some(b'e' | b'E')) {
+            i += 1;
+            if matches!(b.get(i), Some(b'+' | b'-')) {
+                i += 1;
+            }
+            if !matches!(b.get(i), Some(b'0'..=b'9')) {
+                self.pos = i;
+                return Err(self.syntax("a digit in the exponent"));
+            }
+            while matches!(b.get(i), Some(b'0'..=b'9')) {
+                i += 1;
+            }
+        }
+        self.pos = i;
+        Ok(&b[start..i])
+    }
+
+    /// Reads a string. Without escapes it is handed out as a slice of the input
+    /// (validated UTF-8); with them it is unescaped into `scratch` (cleared first).
+    pub(crate) fn string(&mut self, scratch: &mut Vec<u8>) -> Result<Str<'a>, TranscodeError> {
+        self.expect(b'"', "a string")?;
+        let start = self.pos;
+        let end = self.scan(start);
+        match self.buf.get(end) {
+            Some(b'"') => {
+                let raw = &self.buf[start..end];
+                self.pos = end;
+                check_utf8(raw).map_err(|kind| self.err(kind))?;
+                self.pos = end + 1;
+                Ok(Str::Raw(raw))
+            }
+            Some(b'\\') => {
+                scratch.clear();
+                scratch.extend_from_slice(&self.buf[start..end]);
+                self.pos = end;
+                self.unescape_rest(scratch)?;
+                check_utf8(scratch).map_err(|_| {
+                    TranscodeError::at(
+                        ErrorKind::InvalidString {
+                            reason: "invalid UTF-8",
+                        },
+                        start,
+                    )
+                })?;
+                Ok(Str::Scratch)
+            }
+            Some(_) => {
+                self.pos = end;
+                Err(self.err(ErrorKind::InvalidString {
+                    reason: "a raw control character",
+                }))
+            }
+            None => {
+                self.pos = end;
+                Err(self.err(ErrorKind::Eof {
+                    expected: "the end of a string",
+                }))
+            }
+        }
+    }
+
+    #[inline]
+    fn scan(&self, i: usize) -> usize {
+        scan(self.buf, i)
+    }
+
+    /// Unescapes from the current position (at a backslash or later) to the closing
+    /// quote, appending to `out`; leaves the position after the quote.
+    fn unescape_rest(&mut self, out: &mut Vec<u8>) -> Result<(), TranscodeError> {
+        loop {
+            let end = self.scan(self.pos);
+            out.extend_from_slice(&self.buf[self.pos..end]);
+            self.pos = end;
+            match self.buf.get(end) {
+                Some(b'"') => {
+                    self.pos += 1;
+                    return Ok(());
+                }
+                Some(b'\\') => {
+                    self.pos += 1;
+                    self.escape(out)?;
+                }
+                Some(_) => {
+                    return Err(self.err(ErrorKind::InvalidString {
+                        reason: "a raw control character",
+                    }));
+                }
+                None => {
+                    return Err(self.err(ErrorKind::Eof {
+                        expected: "the end of a string",
+                    }));
+                }
+            }
+        }
+    }
+
+    /// One escape, after its backslash.
+    fn escape(&mut self, out: &mut Vec<u8>) -> Result<(), TranscodeError> {
+        let Some(&c) = self.buf.get(self.pos) else {
+            return Err(self.err(ErrorKind::Eof {
+                expected: "an escape",
+            }));
+        };
+        self.pos += 1;
+        let byte = match c {
+            b'"' => b'"',
+            b'\\' => b'\\',
+            b'/' => b'/',
+            b'b' => 0x08,
+            b'f' => 0x0c,
+            b'n' => b'\n',
+            b'r' => b'\r',
+            b't' => b'\t',
+            b'u' => {
+                let hi = self.hex4()?;
+                let ch = if (0xd800..0xdc00).contains(&hi) {
+                    match self.buf.get(self.pos..self.pos + 2) {
+                        Some(b"\\u") => {}
+                        None if self.buf.get(self.pos..).is_none_or(|rest| rest == b"\\") => {
+                            self.pos = self.buf.len();
+                            return Err(self.err(ErrorKind::Eof {
+                                expected: "the second half of a surrogate pair",
+                            }));
+                        }
+                        _ => return Err(self.bad_escape("a lone surrogate")),
+                    }
+                    self.pos += 2;
+                    let lo = self.hex4()?;
+                    if !(0xdc00..0xe000).contains(&lo) {
+                        return Err(self.bad_escape("a lone surrogate"));
+                    }
+                    0x10000 + ((u32::from(hi) - 0xd800) << 10) + (u32::from(lo) - 0xdc00)
+                } else if (0xdc00..0xe000).contains(&hi) {
+                    return Err(self.bad_escape("a lone surrogate"));
+                } else {
+                    u32::from(hi)
+                };
+                let ch = char::from_u32(ch).ok_or_else(|| self.bad_escape("not a character"))?;
+                let mut tmp = [0u8; 4];
+                out.extend_from_slice(ch.encode_utf8(&mut tmp).as_bytes());
+                return Ok(());
+            }
+            _ => return Err(self.bad_escape("an unknown escape")),
+        };
+        out.push(byte);
+        Ok(())
+    }
+
+    fn bad_escape(&self, reason: &'static str) -> TranscodeError {
+        self.err(ErrorKind::InvalidString { reason })
+    }
+
+    fn hex4(&mut self) -> Result<u16, TranscodeError> {
+        let Some(digits) = self.buf.get(self.pos..self.pos + 4) else {
+            self.pos = self.buf.len();
+            return Err(self.err(ErrorKind::Eof {
+                expected: "four hex digits",
+            }));
+        };
+        let mut v = 0u16;
+        for &d in digits {
+            let n = match d {
+                b'0'..=b'9' => d - b'0',
+                b'a'..=b'f' => d - b'a' + 10,
+                b'A'..=b'F' => d - b'A' + 10,
+                _ => return Err(self.bad_escape("a \\u escape without four hex digits")),
+            };
+            v = (v << 4) | u16::from(n);
+        }
+        self.pos += 4;
+        Ok(v)
+    }
+
+    /// Skips one value of any kind (an unknown key's), checking its syntax; nesting
+    /// counts against `depth` up to `max`.
+    pub(crate) fn skip_value(
+        &mut self,
+        scratch: &mut Vec<u8>,
+        depth: usize,
+        max: usize,
+    ) -> Result<(), TranscodeError> {
+        match self.next_kind()? {
+            Next::Object | Next::Array if depth >= max => Err(self.err(ErrorKind::DepthLimit(max))),
+            Next::Object => {
+                self.pos += 1;
+                if self.empty(b'}') {
+                    return Ok(());
+                }
+                loop {
+                    self.string(scratch)?;
+                    self.expect(b':', "`:`")?;
+                    self.skip_value(scratch, depth + 1, max)?;
+                    if !self.more(b'}', "`,` or `}`")? {
+                        return Ok(());
+                    }
+                }
+            }
+            Next::Array => {
+                self.pos += 1;
+                if self.empty(b']') {
+                    return Ok(());
+                }
+                loop {
+                    self.skip_value(scratch, depth + 1, max)?;
+                    if !self.more(b']', "`,` or `]`")? {
+                        return Ok(());
+                    }
+                }
+            }
+            Next::String => self.string(scratch).map(drop),
+            Next::Number => self.number().map(drop),
+            Next::True => self.literal(b"true"),
+            Next::False => self.literal(b"false"),
+            Next::Null => self.literal(b"null"),
+        }
+    }
+}
+
+fn check_utf8(b: &[u8]) -> Result<(), ErrorKind> {
+    if simdutf8::basic::from_utf8(b).is_err() {
+        return Err(ErrorKind::InvalidString {
+            reason: "invalid UTF-8",
+        });
+    }
+    Ok(())
+}
+
+/// The first index at or after `i` of `b` holding `"`, `\\` or a control character (or
+/// `b.len()`): eight bytes a step, then one at a time. Strings in both directions are
+/// copied in the runs between such bytes.
+#[inline]
+pub(crate) fn scan(b: &[u8], mut i: usize) -> usize {
+    const ONES: u64 = 0x0101_0101_0101_0101;
+    const HIGH: u64 = 0x8080_8080_8080_8080;
+    while let Some(chunk) = b.get(i..i + 8) {
+        let mut w = [0u8; 8];
+        w.copy_from_slice(chunk);
+        let x = u64::from_le_bytes(w);
+        let quote = x ^ (ONES * u64::from(b'"'));
+        let slash = x ^ (ONES * u64::from(b'\\'));
+        // A byte is flagged when it is zero (after the xor) or below 0x20. A borrow can
+        // flag a byte above a flagged one, never below, so the lowest flag is exact,
+        // which is all the scan needs.
+        let found = ((quote.wrapping_sub(ONES) & !quote)
+            | (slash.wrapping_sub(ONES) & !slash)
+            | (x.wrapping_sub(ONES * 0x20) & !x))
+            & HIGH;
+        if found != 0 {
+            return i + (found.trailing_zeros() / 8) as usize;
+        }
+        i += 8;
+    }
+    while let Some(&c) = b.get(i) {
+        if c == b'"' || c == b'\\' || c < 0x20 {
+            return i;
+        }
+        i += 1;
+    }
+    i
+}
