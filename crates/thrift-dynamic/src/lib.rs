@@ -12,6 +12,10 @@
 //! - [`IdlProvider`]: the current descriptor of a set of files, read again when they
 //!   change; a change that does not load keeps the last good descriptor, with a log
 //!   line saying why.
+//! - [`path`]: one field of an encoded message, read or replaced in place without
+//!   decoding the rest (`requests[3].msg`, `counters["hits"]`): a path checked once
+//!   against the descriptor, then walked over Binary or Compact bytes, stepping over
+//!   everything else.
 //!
 //! ```
 //! use thrift_dynamic::{Descriptor, Ty};
@@ -32,6 +36,7 @@
 
 mod descriptor;
 mod error;
+pub mod path;
 mod provider;
 
 pub use descriptor::{
