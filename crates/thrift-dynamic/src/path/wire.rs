@@ -23,6 +23,7 @@ pub struct Cursor<'a> {
 pub type WireResult<T> = Result<T, DecodeErrorKind>;
 
 impl<'a> Cursor<'a> {
+    #[inline]
     pub fn new(buf: &'a [u8]) -> Self {
         Cursor {
             buf,
@@ -31,10 +32,12 @@ impl<'a> Cursor<'a> {
         }
     }
 
+    #[inline]
     pub fn remaining(&self) -> usize {
         self.buf.len().saturating_sub(self.pos)
     }
 
+    #[cold]
     fn eof(&self, needed: usize) -> DecodeErrorKind {
         DecodeErrorKind::UnexpectedEof {
             needed,
@@ -42,6 +45,7 @@ impl<'a> Cursor<'a> {
         }
     }
 
+    #[inline]
     pub fn byte(&mut self) -> WireResult<u8> {
         let b = *self.buf.get(self.pos).ok_or_else(|| self.eof(1))?;
         self.pos += 1;
@@ -49,6 +53,7 @@ impl<'a> Cursor<'a> {
     }
 
     /// The next `n` bytes, consumed.
+    #[inline]
     pub fn take(&mut self, n: usize) -> WireResult<&'a [u8]> {
         if n > self.remaining() {
             return Err(self.eof(n));
@@ -58,6 +63,7 @@ impl<'a> Cursor<'a> {
         Ok(&self.buf[start..self.pos])
     }
 
+    #[inline]
     fn array<const N: usize>(&mut self) -> WireResult<[u8; N]> {
         let bytes = self.take(N)?;
         let mut out = [0; N];
@@ -66,6 +72,7 @@ impl<'a> Cursor<'a> {
     }
 
     /// Steps over `count` values of `width` bytes each.
+    #[inline]
     fn advance(&mut self, count: usize, width: usize) -> WireResult<()> {
         let n = count
             .checked_mul(width)
@@ -73,7 +80,35 @@ impl<'a> Cursor<'a> {
         self.take(n).map(drop)
     }
 
+    /// Steps over `count` varints of at most `max` bytes each, in one pass over the
+    /// bytes: a varint ends at each byte below 0x80.
+    #[inline]
+    fn skip_varints(&mut self, count: usize, max: usize) -> WireResult<()> {
+        let rest = self.buf.get(self.pos..).unwrap_or_default();
+        let mut left = count;
+        let mut run = 0;
+        let mut end = 0;
+        while left > 0 {
+            let Some(&b) = rest.get(end) else {
+                return Err(self.eof(left));
+            };
+            end += 1;
+            if b < 0x80 {
+                left -= 1;
+                run = 0;
+            } else {
+                run += 1;
+                if run == max {
+                    return Err(DecodeErrorKind::VarintTooLong(max));
+                }
+            }
+        }
+        self.pos += end;
+        Ok(())
+    }
+
     /// Enters a struct or container.
+    #[inline]
     pub fn enter(&mut self) -> WireResult<()> {
         if self.depth >= DEFAULT_MAX_DEPTH {
             return Err(DecodeErrorKind::DepthLimitExceeded(DEFAULT_MAX_DEPTH));
@@ -82,12 +117,14 @@ impl<'a> Cursor<'a> {
         Ok(())
     }
 
+    #[inline]
     fn leave(&mut self) {
         self.depth = self.depth.saturating_sub(1);
     }
 
     /// A container header of `len` elements of type `elem` (entries of `key` and `elem`
     /// for a map), checked: real value types, and a count that fits in what remains.
+    #[inline]
     fn container(
         &self,
         format: Format,
@@ -103,6 +140,7 @@ impl<'a> Cursor<'a> {
     }
 
     /// Fails unless `len` values of at least `min_width` bytes fit in what remains.
+    #[inline]
     fn check_len(&self, len: u64, min_width: u64) -> WireResult<usize> {
         let needed = len.saturating_mul(min_width);
         if needed > self.remaining() as u64 {
@@ -180,6 +218,7 @@ pub enum Format {
 
 impl Format {
     /// Fixed width of every value of `ty` in this protocol.
+    #[inline]
     pub fn fixed_width(self, ty: TType) -> Option<usize> {
         match (ty, self) {
             (TType::Bool | TType::I8, _) => Some(1),
@@ -193,6 +232,7 @@ impl Format {
     }
 
     /// The fewest bytes a value of `ty` occupies.
+    #[inline]
     fn min_width(self, ty: TType) -> u64 {
         match (ty, self) {
             (TType::Double, _) => 8,
@@ -208,6 +248,7 @@ impl Format {
     }
 }
 
+#[inline]
 fn elem_type(ty: TType) -> WireResult<TType> {
     if ty.is_value() {
         Ok(ty)
@@ -216,6 +257,7 @@ fn elem_type(ty: TType) -> WireResult<TType> {
     }
 }
 
+#[inline]
 fn binary_type(id: u8) -> WireResult<TType> {
     TType::from_binary_id(id).map_err(|e| e.kind().clone())
 }
@@ -223,6 +265,7 @@ fn binary_type(id: u8) -> WireResult<TType> {
 impl Walk for Binary {
     const FORMAT: Format = Format::Binary;
 
+    #[inline]
     fn field_header(c: &mut Cursor<'_>, _last_id: &mut i16) -> WireResult<FieldHeader> {
         let ty = binary_type(c.byte()?)?;
         if ty == TType::Stop {
@@ -243,12 +286,14 @@ impl Walk for Binary {
         })
     }
 
+    #[inline]
     fn list_header(c: &mut Cursor<'_>) -> WireResult<ContainerHeader> {
         let elem = binary_type(c.byte()?)?;
         let len = binary_count(c)?;
         c.container(Format::Binary, elem, elem, len, false)
     }
 
+    #[inline]
     fn map_header(c: &mut Cursor<'_>) -> WireResult<ContainerHeader> {
         let key = binary_type(c.byte()?)?;
         let elem = binary_type(c.byte()?)?;
@@ -256,11 +301,13 @@ impl Walk for Binary {
         c.container(Format::Binary, key, elem, len, true)
     }
 
+    #[inline]
     fn binary_len(c: &mut Cursor<'_>) -> WireResult<usize> {
         let len = binary_count(c)?;
         c.check_len(len, 1)
     }
 
+    #[inline]
     fn integer(c: &mut Cursor<'_>, ty: TType) -> WireResult<i64> {
         Ok(match ty {
             TType::I8 => i64::from(c.byte()? as i8),
@@ -270,6 +317,7 @@ impl Walk for Binary {
         })
     }
 
+    #[inline]
     fn write_field_header(out: &mut Vec<u8>, ty: TType, id: i16, _: i16, folded: Option<bool>) {
         out.push(ty as u8);
         out.extend_from_slice(&id.to_be_bytes());
@@ -280,6 +328,7 @@ impl Walk for Binary {
 }
 
 /// A Binary length or count: a big-endian `i32` that must not be negative.
+#[inline]
 fn binary_count(c: &mut Cursor<'_>) -> WireResult<u64> {
     let len = i32::from_be_bytes(c.array()?);
     u64::try_from(len).map_err(|_| DecodeErrorKind::NegativeLength(len.into()))
@@ -288,6 +337,7 @@ fn binary_count(c: &mut Cursor<'_>) -> WireResult<u64> {
 const CT_TRUE: u8 = 1;
 const CT_FALSE: u8 = 2;
 
+#[inline]
 fn compact_type(nibble: u8) -> WireResult<TType> {
     Ok(match nibble {
         0 => TType::Stop,
@@ -308,6 +358,7 @@ fn compact_type(nibble: u8) -> WireResult<TType> {
 }
 
 /// The Compact nibble of `ty` (`bool` as true, as in containers).
+#[inline]
 pub fn compact_nibble(ty: TType) -> u8 {
     match ty {
         TType::Stop | TType::Void => 0,
@@ -327,6 +378,7 @@ pub fn compact_nibble(ty: TType) -> u8 {
 }
 
 /// An unsigned LEB128 varint of at most `max` bytes.
+#[inline]
 fn varint(c: &mut Cursor<'_>, max: usize) -> WireResult<u64> {
     let mut value = 0u64;
     for i in 0..max {
@@ -339,16 +391,19 @@ fn varint(c: &mut Cursor<'_>, max: usize) -> WireResult<u64> {
     Err(DecodeErrorKind::VarintTooLong(max))
 }
 
+#[inline]
 fn unzigzag(v: u64) -> i64 {
     ((v >> 1) as i64) ^ -((v & 1) as i64)
 }
 
 /// A Compact length or count: a varint that must fit a non-negative `i32`.
+#[inline]
 fn compact_count(c: &mut Cursor<'_>) -> WireResult<u64> {
     let len = varint(c, 5)? as u32 as i32;
     u64::try_from(len).map_err(|_| DecodeErrorKind::NegativeLength(len.into()))
 }
 
+#[inline]
 fn push_varint(out: &mut Vec<u8>, mut v: u64) {
     while v >= 0x80 {
         out.push((v as u8) | 0x80);
@@ -360,6 +415,7 @@ fn push_varint(out: &mut Vec<u8>, mut v: u64) {
 impl Walk for Compact {
     const FORMAT: Format = Format::Compact;
 
+    #[inline]
     fn field_header(c: &mut Cursor<'_>, last_id: &mut i16) -> WireResult<FieldHeader> {
         let b = c.byte()?;
         let nibble = b & 0x0f;
@@ -385,6 +441,7 @@ impl Walk for Compact {
         })
     }
 
+    #[inline]
     fn list_header(c: &mut Cursor<'_>) -> WireResult<ContainerHeader> {
         let b = c.byte()?;
         let elem = compact_type(b & 0x0f)?;
@@ -397,6 +454,7 @@ impl Walk for Compact {
         c.container(Format::Compact, elem, elem, len, false)
     }
 
+    #[inline]
     fn map_header(c: &mut Cursor<'_>) -> WireResult<ContainerHeader> {
         let len = compact_count(c)?;
         if len == 0 {
@@ -417,11 +475,13 @@ impl Walk for Compact {
         )
     }
 
+    #[inline]
     fn binary_len(c: &mut Cursor<'_>) -> WireResult<usize> {
         let len = compact_count(c)?;
         c.check_len(len, 1)
     }
 
+    #[inline]
     fn integer(c: &mut Cursor<'_>, ty: TType) -> WireResult<i64> {
         Ok(match ty {
             TType::I8 => i64::from(c.byte()? as i8),
@@ -431,6 +491,7 @@ impl Walk for Compact {
         })
     }
 
+    #[inline]
     fn write_field_header(
         out: &mut Vec<u8>,
         ty: TType,
@@ -455,7 +516,10 @@ impl Walk for Compact {
 }
 
 /// Steps over one value of type `ty` (a container element, or a field's value unless
-/// folded into its header), however deeply nested within the depth limit.
+/// folded into its header), however deeply nested within the depth limit. Scalars and
+/// strings are handled here, inline in the loops that call it; structs and containers
+/// by [`skip_nested`].
+#[inline]
 pub fn skip<P: PathProtocol>(c: &mut Cursor<'_>, ty: TType) -> WireResult<()> {
     if let Some(width) = P::FORMAT.fixed_width(ty) {
         return c.advance(1, width);
@@ -467,6 +531,14 @@ pub fn skip<P: PathProtocol>(c: &mut Cursor<'_>, ty: TType) -> WireResult<()> {
             let len = P::binary_len(c)?;
             c.advance(len, 1)
         }
+        _ => skip_nested::<P>(c, ty),
+    }
+}
+
+/// [`skip`] for structs and containers.
+#[inline(never)]
+fn skip_nested<P: PathProtocol>(c: &mut Cursor<'_>, ty: TType) -> WireResult<()> {
+    match ty {
         TType::Struct => {
             c.enter()?;
             let mut last_id = 0;
@@ -506,13 +578,14 @@ pub fn skip<P: PathProtocol>(c: &mut Cursor<'_>, ty: TType) -> WireResult<()> {
             c.leave();
             Ok(())
         }
-        // Fixed-width in every protocol (handled above), or no value at all.
+        // Scalars are skipped by `skip`; `Stop` and `Void` are no values.
         _ => Err(DecodeErrorKind::InvalidType(ty as u8)),
     }
 }
 
 /// Steps over `count` elements of type `elem`: by arithmetic where they have a fixed
 /// width.
+#[inline]
 pub fn skip_elements<P: PathProtocol>(
     c: &mut Cursor<'_>,
     elem: TType,
@@ -520,6 +593,9 @@ pub fn skip_elements<P: PathProtocol>(
 ) -> WireResult<()> {
     match P::FORMAT.fixed_width(elem) {
         Some(width) => c.advance(count, width),
+        // Compact integers: varints, stepped over in one pass.
+        None if elem == TType::I64 => c.skip_varints(count, 10),
+        None if matches!(elem, TType::I16 | TType::I32) => c.skip_varints(count, 5),
         None => {
             for _ in 0..count {
                 skip::<P>(c, elem)?;
@@ -530,6 +606,7 @@ pub fn skip_elements<P: PathProtocol>(
 }
 
 /// Reads one Compact or Binary scalar of `ty` from `bytes` (a whole encoded value).
+#[inline]
 pub fn read_integer(format: Format, bytes: &[u8], ty: TType) -> WireResult<i64> {
     let mut c = Cursor::new(bytes);
     match format {
@@ -539,6 +616,7 @@ pub fn read_integer(format: Format, bytes: &[u8], ty: TType) -> WireResult<i64> 
 }
 
 /// The length prefix's size and the content's length of an encoded string or binary.
+#[inline]
 pub fn binary_content(format: Format, bytes: &[u8]) -> WireResult<(usize, usize)> {
     let mut c = Cursor::new(bytes);
     let len = match format {
