@@ -14,7 +14,8 @@
 //! that it compiles, and can be run on a crash input, on the stable toolchain. The `idl`
 //! target, for codegen, is in [`idl`]; the `json` target, for the JSON protocol (same
 //! selector byte, protocol bit ignored), in [`json`]; the `theader` one, for volo-core's
-//! Apache THeader framing, in [`theader`].
+//! Apache THeader framing, in [`theader`]; the `path` one, for thrift-dynamic's field
+//! paths, in [`path`].
 #![forbid(unsafe_code)]
 #![warn(
     missing_docs,
@@ -25,6 +26,7 @@
 
 pub mod idl;
 pub mod json;
+pub mod path;
 pub mod theader;
 
 use std::collections::{BTreeMap, BTreeSet};

@@ -1,8 +1,9 @@
 //! Writes the seed corpus of the fuzz targets: every sample value of
 //! `thrift_codec_fuzz::seeds` into `corpus/decode/` and `corpus/skip/`, of
 //! `thrift_codec_fuzz::json_seeds` into `corpus/json/`, and the frames of
-//! `thrift_codec_fuzz::theader::theader_seeds` into `corpus/theader/` (or under the
-//! directory given as the only argument). Run it before fuzzing:
+//! `thrift_codec_fuzz::theader::theader_seeds` into `corpus/theader/`, and of
+//! `thrift_codec_fuzz::path::path_seeds` into `corpus/path/` (or under the directory
+//! given as the only argument). Run it before fuzzing:
 //!
 //! ```text
 //! cargo run --manifest-path fuzz/Cargo.toml --bin make_seeds
@@ -27,11 +28,14 @@ fn main() -> std::io::Result<()> {
         println!("{} seeds in {}", seeds.len(), dir.display());
     }
     let theader = thrift_codec_fuzz::theader::theader_seeds();
-    let dir = root.join("theader");
-    std::fs::create_dir_all(&dir)?;
-    for (i, seed) in theader.iter().enumerate() {
-        std::fs::write(dir.join(format!("seed-{i:02}")), seed)?;
+    let path = thrift_codec_fuzz::path::path_seeds();
+    for (target, seeds) in [("theader", &theader), ("path", &path)] {
+        let dir = root.join(target);
+        std::fs::create_dir_all(&dir)?;
+        for (i, seed) in seeds.iter().enumerate() {
+            std::fs::write(dir.join(format!("seed-{i:02}")), seed)?;
+        }
+        println!("{} seeds in {}", seeds.len(), dir.display());
     }
-    println!("{} seeds in {}", theader.len(), dir.display());
     Ok(())
 }
