@@ -80,14 +80,65 @@ impl<'a> Cursor<'a> {
         self.take(n).map(drop)
     }
 
+    /// Steps over one varint of at most `max` (at most 10) bytes: where eight bytes
+    /// remain, its end is found with one mask, without decoding it.
+    #[inline]
+    fn skip_varint(&mut self, max: usize) -> WireResult<()> {
+        if let Some(chunk) = self.buf.get(self.pos..self.pos + 8) {
+            let word = u64::from_le_bytes(chunk.try_into().unwrap_or_default());
+            let ends = !word & 0x8080_8080_8080_8080;
+            if ends != 0 {
+                let len = (ends.trailing_zeros() / 8) as usize + 1;
+                if len > max {
+                    return Err(DecodeErrorKind::VarintTooLong(max));
+                }
+                self.pos += len;
+                return Ok(());
+            }
+        }
+        varint(self, max).map(drop)
+    }
+
     /// Steps over `count` varints of at most `max` bytes each, in one pass over the
-    /// bytes: a varint ends at each byte below 0x80.
+    /// bytes: a varint ends at each byte below 0x80. Eight bytes at a time while more
+    /// than eight varints remain (their ends counted with one mask and a popcount),
+    /// then byte by byte; a run of `max` continuation bytes is an error, as in
+    /// thrift-codec.
     #[inline]
     fn skip_varints(&mut self, count: usize, max: usize) -> WireResult<()> {
+        const HIGH: u64 = 0x8080_8080_8080_8080;
         let rest = self.buf.get(self.pos..).unwrap_or_default();
+        let too_long = DecodeErrorKind::VarintTooLong(max);
         let mut left = count;
+        // Continuation bytes since the last end of a varint.
         let mut run = 0;
         let mut end = 0;
+        while let Some(chunk) = rest.get(end..end + 8) {
+            let word = u64::from_le_bytes(chunk.try_into().unwrap_or_default());
+            let ends = !word & HIGH;
+            let n = ends.count_ones() as usize;
+            if n >= left {
+                break;
+            }
+            if ends == 0 {
+                run += 8;
+            } else {
+                // Bytes before the first end, and a run of `max` inside the word.
+                let mut inside = word & HIGH;
+                for _ in 1..max.min(8) {
+                    inside &= inside >> 8;
+                }
+                if run + (ends.trailing_zeros() / 8) as usize >= max || (max <= 8 && inside != 0) {
+                    return Err(too_long);
+                }
+                run = (ends.leading_zeros() / 8) as usize;
+            }
+            if run >= max {
+                return Err(too_long);
+            }
+            left -= n;
+            end += 8;
+        }
         while left > 0 {
             let Some(&b) = rest.get(end) else {
                 return Err(self.eof(left));
@@ -99,7 +150,7 @@ impl<'a> Cursor<'a> {
             } else {
                 run += 1;
                 if run == max {
-                    return Err(DecodeErrorKind::VarintTooLong(max));
+                    return Err(too_long);
                 }
             }
         }
@@ -525,8 +576,8 @@ pub fn skip<P: PathProtocol>(c: &mut Cursor<'_>, ty: TType) -> WireResult<()> {
         return c.advance(1, width);
     }
     match ty {
-        TType::I16 | TType::I32 => varint(c, 5).map(drop),
-        TType::I64 => varint(c, 10).map(drop),
+        TType::I16 | TType::I32 => c.skip_varint(5),
+        TType::I64 => c.skip_varint(10),
         TType::Binary => {
             let len = P::binary_len(c)?;
             c.advance(len, 1)
@@ -624,4 +675,45 @@ pub fn binary_content(format: Format, bytes: &[u8]) -> WireResult<(usize, usize)
         Format::Compact => Compact::binary_len(&mut c)?,
     };
     Ok((c.pos, len))
+}
+
+#[cfg(test)]
+mod tests {
+    use proptest::prelude::*;
+
+    use super::*;
+
+    proptest! {
+        #[test]
+        fn varint_runs_skip_as_varints_read_one_by_one(
+            bytes in prop::collection::vec(any::<u8>(), 0..96),
+            count in 0usize..48,
+            wide in any::<bool>(),
+        ) {
+            let max = if wide { 10 } else { 5 };
+            let mut fast = Cursor::new(&bytes);
+            let mut slow = Cursor::new(&bytes);
+            let a = fast.skip_varints(count, max);
+            let b = (0..count).try_for_each(|_| varint(&mut slow, max).map(drop));
+            match (a, b) {
+                (Ok(()), Ok(())) => prop_assert_eq!(fast.pos, slow.pos),
+                (Err(DecodeErrorKind::VarintTooLong(x)), Err(DecodeErrorKind::VarintTooLong(y))) => {
+                    prop_assert_eq!(x, y)
+                }
+                (Err(DecodeErrorKind::UnexpectedEof { .. }), Err(DecodeErrorKind::UnexpectedEof { .. })) => {}
+                (a, b) => prop_assert!(false, "one pass {a:?}, one by one {b:?}"),
+            }
+        }
+
+        #[test]
+        fn one_varint_skips_as_it_reads(bytes in prop::collection::vec(any::<u8>(), 0..24), wide in any::<bool>()) {
+            let max = if wide { 10 } else { 5 };
+            let mut fast = Cursor::new(&bytes);
+            let mut slow = Cursor::new(&bytes);
+            match (fast.skip_varint(max), varint(&mut slow, max).map(drop)) {
+                (Ok(()), Ok(())) => prop_assert_eq!(fast.pos, slow.pos),
+                (a, b) => prop_assert_eq!(a.is_err(), b.is_err(), "{:?} {:?}", a, b),
+            }
+        }
+    }
 }
