@@ -14,15 +14,15 @@
 //! same path; a path that resolves reads without panicking, and a value it finds lies
 //! inside the input; where thrift-codec decodes the bytes as a `Mixed`, the walk finds
 //! them well-formed too; replacing a found value with its own bytes gives the input
-//! back unchanged; and where a replacement with a new value succeeds, reading the path
-//! in its output gives that value's bytes.
+//! back unchanged; and where the input is a well-formed struct and a replacement with a
+//! new value succeeds, reading the path in its output gives that value.
 
 use std::path::Path;
 use std::sync::OnceLock;
 
 use bytes::Bytes;
 use thrift_codec::fixtures::mixed::Mixed;
-use thrift_codec::{Binary, Codec, Compact, TType};
+use thrift_codec::{Binary, Codec, Compact, Decoder, TType};
 use thrift_dynamic::path::{FieldPath, NewValue, PathProtocol, ReadErrorKind, ResolvedPath};
 use thrift_dynamic::{Descriptor, StructId};
 
@@ -157,6 +157,14 @@ fn walk<P: PathProtocol>(path: &ResolvedPath, input: &[u8]) {
         TType::Binary => NewValue::Str("new"),
         _ => return,
     };
+    // Read back only from a well-formed input: where bytes past the path are broken, a
+    // shorter value can leave a container's count larger than the bytes after it.
+    let mut whole = Codec::<P>::new()
+        .decoder(Bytes::copy_from_slice(input))
+        .expect("within the size limit");
+    if whole.skip(TType::Struct).is_err() {
+        return;
+    }
     out.clear();
     if path.replace_with::<P>(input, value, &mut out).is_ok() {
         let back = path
