@@ -15,7 +15,8 @@
 //! target, for codegen, is in [`idl`]; the `json` target, for the JSON protocol (same
 //! selector byte, protocol bit ignored), in [`json`]; the `theader` one, for volo-core's
 //! Apache THeader framing, in [`theader`]; `json_to_thrift` and `thrift_to_json`, for
-//! thrift-dynamic's JSON transcoder, in [`transcode`].
+//! thrift-dynamic's JSON transcoder, in [`transcode`]; the `path` one, for its field
+//! paths, in [`path`].
 #![forbid(unsafe_code)]
 #![warn(
     missing_docs,
@@ -26,6 +27,7 @@
 
 pub mod idl;
 pub mod json;
+pub mod path;
 pub mod theader;
 pub mod transcode;
 

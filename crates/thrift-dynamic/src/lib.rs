@@ -18,6 +18,10 @@
 //!   into each other in one pass, driven by a descriptor, with no tree in between
 //!   (what an HTTP/JSON gateway does); the JSON conventions and the cost model are in
 //!   the [`json`] module.
+//! - [`path`]: one field of an encoded message, read or replaced in place without
+//!   decoding the rest (`requests[3].msg`, `counters["hits"]`): a path checked once
+//!   against the descriptor, then walked over Binary or Compact bytes, stepping over
+//!   everything else.
 //!
 //! ```
 //! use thrift_dynamic::{Descriptor, Ty};
@@ -39,6 +43,7 @@
 mod descriptor;
 mod error;
 pub mod json;
+pub mod path;
 mod provider;
 pub mod value;
 

@@ -1,7 +1,8 @@
 //! Writes the seed corpus of the fuzz targets: every sample value of
 //! `thrift_codec_fuzz::seeds` into `corpus/decode/` and `corpus/skip/`, of
 //! `thrift_codec_fuzz::json_seeds` into `corpus/json/`, the frames of
-//! `thrift_codec_fuzz::theader::theader_seeds` into `corpus/theader/`, and the inputs of
+//! `thrift_codec_fuzz::theader::theader_seeds` into `corpus/theader/`, the inputs of
+//! `thrift_codec_fuzz::path::path_seeds` into `corpus/path/`, and those of
 //! `thrift_codec_fuzz::transcode::transcode_seeds` into `corpus/json_to_thrift/` and
 //! `corpus/thrift_to_json/` (or under the directory given as the only argument). Run it
 //! before fuzzing:
@@ -29,12 +30,15 @@ fn main() -> std::io::Result<()> {
         println!("{} seeds in {}", seeds.len(), dir.display());
     }
     let theader = thrift_codec_fuzz::theader::theader_seeds();
-    let dir = root.join("theader");
-    std::fs::create_dir_all(&dir)?;
-    for (i, seed) in theader.iter().enumerate() {
-        std::fs::write(dir.join(format!("seed-{i:02}")), seed)?;
+    let path = thrift_codec_fuzz::path::path_seeds();
+    for (target, seeds) in [("theader", &theader), ("path", &path)] {
+        let dir = root.join(target);
+        std::fs::create_dir_all(&dir)?;
+        for (i, seed) in seeds.iter().enumerate() {
+            std::fs::write(dir.join(format!("seed-{i:02}")), seed)?;
+        }
+        println!("{} seeds in {}", seeds.len(), dir.display());
     }
-    println!("{} seeds in {}", theader.len(), dir.display());
     let (json, thrift) = thrift_codec_fuzz::transcode::transcode_seeds();
     for (target, seeds) in [("json_to_thrift", &json), ("thrift_to_json", &thrift)] {
         let dir = root.join(target);

@@ -1,0 +1,719 @@
+//! Walking encoded bytes: field and container headers, stepping over values, and the
+//! little writing a replacement needs, for the Binary and Compact protocols.
+//!
+//! This mirrors thrift-codec's decoders and `skip_value` over a borrowed slice with a
+//! position, so that a walk needs no `Bytes`, allocates nothing and can report where
+//! each value starts and ends.
+//!
+//! Its items are `pub` in a private module: [`PathProtocol`] (re-exported) names [`Walk`]
+//! as its supertrait, which keeps the walking methods out of the public API (sealed)
+//! without a private type in a public interface.
+#![allow(unreachable_pub)]
+
+use thrift_codec::{Binary, Compact, DEFAULT_MAX_DEPTH, DecodeErrorKind, TType};
+
+/// Where a walk stands in the input.
+#[derive(Debug, Clone)]
+pub struct Cursor<'a> {
+    pub buf: &'a [u8],
+    pub pos: usize,
+    depth: usize,
+}
+
+pub type WireResult<T> = Result<T, DecodeErrorKind>;
+
+impl<'a> Cursor<'a> {
+    #[inline]
+    pub fn new(buf: &'a [u8]) -> Self {
+        Cursor {
+            buf,
+            pos: 0,
+            depth: 0,
+        }
+    }
+
+    #[inline]
+    pub fn remaining(&self) -> usize {
+        self.buf.len().saturating_sub(self.pos)
+    }
+
+    #[cold]
+    fn eof(&self, needed: usize) -> DecodeErrorKind {
+        DecodeErrorKind::UnexpectedEof {
+            needed,
+            remaining: self.remaining(),
+        }
+    }
+
+    #[inline]
+    pub fn byte(&mut self) -> WireResult<u8> {
+        let b = *self.buf.get(self.pos).ok_or_else(|| self.eof(1))?;
+        self.pos += 1;
+        Ok(b)
+    }
+
+    /// The next `n` bytes, consumed.
+    #[inline]
+    pub fn take(&mut self, n: usize) -> WireResult<&'a [u8]> {
+        if n > self.remaining() {
+            return Err(self.eof(n));
+        }
+        let start = self.pos;
+        self.pos += n;
+        Ok(&self.buf[start..self.pos])
+    }
+
+    #[inline]
+    fn array<const N: usize>(&mut self) -> WireResult<[u8; N]> {
+        let bytes = self.take(N)?;
+        let mut out = [0; N];
+        out.copy_from_slice(bytes);
+        Ok(out)
+    }
+
+    /// Steps over `count` values of `width` bytes each.
+    #[inline]
+    fn advance(&mut self, count: usize, width: usize) -> WireResult<()> {
+        let n = count
+            .checked_mul(width)
+            .ok_or_else(|| self.eof(usize::MAX))?;
+        self.take(n).map(drop)
+    }
+
+    /// Steps over one varint of at most `max` (at most 10) bytes: where eight bytes
+    /// remain, its end is found with one mask, without decoding it.
+    #[inline]
+    fn skip_varint(&mut self, max: usize) -> WireResult<()> {
+        if let Some(chunk) = self.buf.get(self.pos..self.pos + 8) {
+            let word = u64::from_le_bytes(chunk.try_into().unwrap_or_default());
+            let ends = !word & 0x8080_8080_8080_8080;
+            if ends != 0 {
+                let len = (ends.trailing_zeros() / 8) as usize + 1;
+                if len > max {
+                    return Err(DecodeErrorKind::VarintTooLong(max));
+                }
+                self.pos += len;
+                return Ok(());
+            }
+        }
+        varint(self, max).map(drop)
+    }
+
+    /// Steps over `count` varints of at most `max` bytes each, in one pass over the
+    /// bytes: a varint ends at each byte below 0x80. Eight bytes at a time while more
+    /// than eight varints remain (their ends counted with one mask and a popcount),
+    /// then byte by byte; a run of `max` continuation bytes is an error, as in
+    /// thrift-codec.
+    #[inline]
+    fn skip_varints(&mut self, count: usize, max: usize) -> WireResult<()> {
+        const HIGH: u64 = 0x8080_8080_8080_8080;
+        let rest = self.buf.get(self.pos..).unwrap_or_default();
+        let too_long = DecodeErrorKind::VarintTooLong(max);
+        let mut left = count;
+        // Continuation bytes since the last end of a varint.
+        let mut run = 0;
+        let mut end = 0;
+        while let Some(chunk) = rest.get(end..end + 8) {
+            let word = u64::from_le_bytes(chunk.try_into().unwrap_or_default());
+            let ends = !word & HIGH;
+            let n = ends.count_ones() as usize;
+            if n >= left {
+                break;
+            }
+            if ends == 0 {
+                run += 8;
+            } else {
+                // Bytes before the first end, and a run of `max` inside the word.
+                let mut inside = word & HIGH;
+                for _ in 1..max.min(8) {
+                    inside &= inside >> 8;
+                }
+                if run + (ends.trailing_zeros() / 8) as usize >= max || (max <= 8 && inside != 0) {
+                    return Err(too_long);
+                }
+                run = (ends.leading_zeros() / 8) as usize;
+            }
+            if run >= max {
+                return Err(too_long);
+            }
+            left -= n;
+            end += 8;
+        }
+        while left > 0 {
+            let Some(&b) = rest.get(end) else {
+                return Err(self.eof(left));
+            };
+            end += 1;
+            if b < 0x80 {
+                left -= 1;
+                run = 0;
+            } else {
+                run += 1;
+                if run == max {
+                    return Err(too_long);
+                }
+            }
+        }
+        self.pos += end;
+        Ok(())
+    }
+
+    /// Enters a struct or container.
+    #[inline]
+    pub fn enter(&mut self) -> WireResult<()> {
+        if self.depth >= DEFAULT_MAX_DEPTH {
+            return Err(DecodeErrorKind::DepthLimitExceeded(DEFAULT_MAX_DEPTH));
+        }
+        self.depth += 1;
+        Ok(())
+    }
+
+    #[inline]
+    fn leave(&mut self) {
+        self.depth = self.depth.saturating_sub(1);
+    }
+
+    /// A container header of `len` elements of type `elem` (entries of `key` and `elem`
+    /// for a map), checked: real value types, and a count that fits in what remains.
+    #[inline]
+    fn container(
+        &self,
+        format: Format,
+        key: TType,
+        elem: TType,
+        len: u64,
+        map: bool,
+    ) -> WireResult<ContainerHeader> {
+        let (key, elem) = (elem_type(key)?, elem_type(elem)?);
+        let key_width = if map { format.min_width(key) } else { 0 };
+        let len = self.check_len(len, key_width + format.min_width(elem))?;
+        Ok(ContainerHeader { key, elem, len })
+    }
+
+    /// Fails unless `len` values of at least `min_width` bytes fit in what remains.
+    #[inline]
+    fn check_len(&self, len: u64, min_width: u64) -> WireResult<usize> {
+        let needed = len.saturating_mul(min_width);
+        if needed > self.remaining() as u64 {
+            return Err(DecodeErrorKind::LengthExceedsInput {
+                len,
+                needed,
+                remaining: self.remaining(),
+            });
+        }
+        usize::try_from(len).map_err(|_| self.eof(usize::MAX))
+    }
+}
+
+/// A field header.
+#[derive(Debug, Clone, Copy)]
+pub struct FieldHeader {
+    pub ty: TType,
+    pub id: i16,
+    /// Compact folds a `bool` field's value into its header: the value, which then
+    /// occupies no bytes of its own.
+    pub folded: Option<bool>,
+}
+
+/// A list, set or map header: element types and count (checked against the input).
+#[derive(Debug, Clone, Copy)]
+pub struct ContainerHeader {
+    pub key: TType,
+    pub elem: TType,
+    pub len: usize,
+}
+
+/// A protocol whose encoded structs a path can walk: thrift-codec's [`Binary`] and
+/// [`Compact`] marker types. (JSON's values are text, not length-prefixed; a path over
+/// it would have to scan every byte, and is not offered.)
+///
+/// Sealed: implemented for those two only.
+pub trait PathProtocol: thrift_codec::Protocol + Walk {}
+
+impl PathProtocol for Binary {}
+impl PathProtocol for Compact {}
+
+/// The walking methods of a protocol (see [`PathProtocol`]).
+pub trait Walk {
+    /// Which protocol, for the accessors of a found value.
+    const FORMAT: Format;
+    /// Reads a field header; Compact's id delta is taken from and stored in `last_id`.
+    fn field_header(c: &mut Cursor<'_>, last_id: &mut i16) -> WireResult<FieldHeader>;
+    /// Reads a list or set header.
+    fn list_header(c: &mut Cursor<'_>) -> WireResult<ContainerHeader>;
+    /// Reads a map header.
+    fn map_header(c: &mut Cursor<'_>) -> WireResult<ContainerHeader>;
+    /// Reads a string or binary length prefix (checked against what remains).
+    fn binary_len(c: &mut Cursor<'_>) -> WireResult<usize>;
+    /// Reads an `i8`, `i16`, `i32` or `i64` (`ty`).
+    fn integer(c: &mut Cursor<'_>, ty: TType) -> WireResult<i64>;
+    /// Writes the header of field `id` following field `last_id`; for a `bool` field,
+    /// `folded` is its value, which Binary writes after the header and Compact into it.
+    fn write_field_header(
+        out: &mut Vec<u8>,
+        ty: TType,
+        id: i16,
+        last_id: i16,
+        folded: Option<bool>,
+    );
+}
+
+/// The protocols a [`Value`](super::Value) may come from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Format {
+    /// Binary.
+    Binary,
+    /// Compact.
+    Compact,
+}
+
+impl Format {
+    /// Fixed width of every value of `ty` in this protocol.
+    #[inline]
+    pub fn fixed_width(self, ty: TType) -> Option<usize> {
+        match (ty, self) {
+            (TType::Bool | TType::I8, _) => Some(1),
+            (TType::Double, _) => Some(8),
+            (TType::Uuid, _) => Some(16),
+            (TType::I16, Format::Binary) => Some(2),
+            (TType::I32, Format::Binary) => Some(4),
+            (TType::I64, Format::Binary) => Some(8),
+            _ => None,
+        }
+    }
+
+    /// The fewest bytes a value of `ty` occupies.
+    #[inline]
+    fn min_width(self, ty: TType) -> u64 {
+        match (ty, self) {
+            (TType::Double, _) => 8,
+            (TType::Uuid, _) => 16,
+            (_, Format::Compact) => 1,
+            (TType::I16, _) => 2,
+            (TType::I32 | TType::Binary, _) => 4,
+            (TType::I64, _) => 8,
+            (TType::List | TType::Set, _) => 5,
+            (TType::Map, _) => 6,
+            _ => 1,
+        }
+    }
+}
+
+#[inline]
+fn elem_type(ty: TType) -> WireResult<TType> {
+    if ty.is_value() {
+        Ok(ty)
+    } else {
+        Err(DecodeErrorKind::InvalidElementType(ty))
+    }
+}
+
+#[inline]
+fn binary_type(id: u8) -> WireResult<TType> {
+    TType::from_binary_id(id).map_err(|e| e.kind().clone())
+}
+
+impl Walk for Binary {
+    const FORMAT: Format = Format::Binary;
+
+    #[inline]
+    fn field_header(c: &mut Cursor<'_>, _last_id: &mut i16) -> WireResult<FieldHeader> {
+        let ty = binary_type(c.byte()?)?;
+        if ty == TType::Stop {
+            return Ok(FieldHeader {
+                ty,
+                id: 0,
+                folded: None,
+            });
+        }
+        if ty == TType::Void {
+            return Err(DecodeErrorKind::InvalidType(TType::Void as u8));
+        }
+        let id = i16::from_be_bytes(c.array()?);
+        Ok(FieldHeader {
+            ty,
+            id,
+            folded: None,
+        })
+    }
+
+    #[inline]
+    fn list_header(c: &mut Cursor<'_>) -> WireResult<ContainerHeader> {
+        let elem = binary_type(c.byte()?)?;
+        let len = binary_count(c)?;
+        c.container(Format::Binary, elem, elem, len, false)
+    }
+
+    #[inline]
+    fn map_header(c: &mut Cursor<'_>) -> WireResult<ContainerHeader> {
+        let key = binary_type(c.byte()?)?;
+        let elem = binary_type(c.byte()?)?;
+        let len = binary_count(c)?;
+        c.container(Format::Binary, key, elem, len, true)
+    }
+
+    #[inline]
+    fn binary_len(c: &mut Cursor<'_>) -> WireResult<usize> {
+        let len = binary_count(c)?;
+        c.check_len(len, 1)
+    }
+
+    #[inline]
+    fn integer(c: &mut Cursor<'_>, ty: TType) -> WireResult<i64> {
+        Ok(match ty {
+            TType::I8 => i64::from(c.byte()? as i8),
+            TType::I16 => i64::from(i16::from_be_bytes(c.array()?)),
+            TType::I32 => i64::from(i32::from_be_bytes(c.array()?)),
+            _ => i64::from_be_bytes(c.array()?),
+        })
+    }
+
+    #[inline]
+    fn write_field_header(out: &mut Vec<u8>, ty: TType, id: i16, _: i16, folded: Option<bool>) {
+        out.push(ty as u8);
+        out.extend_from_slice(&id.to_be_bytes());
+        if let Some(v) = folded {
+            out.push(u8::from(v));
+        }
+    }
+}
+
+/// A Binary length or count: a big-endian `i32` that must not be negative.
+#[inline]
+fn binary_count(c: &mut Cursor<'_>) -> WireResult<u64> {
+    let len = i32::from_be_bytes(c.array()?);
+    u64::try_from(len).map_err(|_| DecodeErrorKind::NegativeLength(len.into()))
+}
+
+const CT_TRUE: u8 = 1;
+const CT_FALSE: u8 = 2;
+
+#[inline]
+fn compact_type(nibble: u8) -> WireResult<TType> {
+    Ok(match nibble {
+        0 => TType::Stop,
+        CT_TRUE | CT_FALSE => TType::Bool,
+        3 => TType::I8,
+        4 => TType::I16,
+        5 => TType::I32,
+        6 => TType::I64,
+        7 => TType::Double,
+        8 => TType::Binary,
+        9 => TType::List,
+        10 => TType::Set,
+        11 => TType::Map,
+        12 => TType::Struct,
+        13 => TType::Uuid,
+        other => return Err(DecodeErrorKind::InvalidType(other)),
+    })
+}
+
+/// The Compact nibble of `ty` (`bool` as true, as in containers).
+#[inline]
+pub fn compact_nibble(ty: TType) -> u8 {
+    match ty {
+        TType::Stop | TType::Void => 0,
+        TType::Bool => CT_TRUE,
+        TType::I8 => 3,
+        TType::I16 => 4,
+        TType::I32 => 5,
+        TType::I64 => 6,
+        TType::Double => 7,
+        TType::Binary => 8,
+        TType::List => 9,
+        TType::Set => 10,
+        TType::Map => 11,
+        TType::Struct => 12,
+        TType::Uuid => 13,
+    }
+}
+
+/// An unsigned LEB128 varint of at most `max` bytes.
+#[inline]
+fn varint(c: &mut Cursor<'_>, max: usize) -> WireResult<u64> {
+    let mut value = 0u64;
+    for i in 0..max {
+        let b = c.byte()?;
+        value |= u64::from(b & 0x7f) << (7 * i);
+        if b & 0x80 == 0 {
+            return Ok(value);
+        }
+    }
+    Err(DecodeErrorKind::VarintTooLong(max))
+}
+
+#[inline]
+fn unzigzag(v: u64) -> i64 {
+    ((v >> 1) as i64) ^ -((v & 1) as i64)
+}
+
+/// A Compact length or count: a varint that must fit a non-negative `i32`.
+#[inline]
+fn compact_count(c: &mut Cursor<'_>) -> WireResult<u64> {
+    let len = varint(c, 5)? as u32 as i32;
+    u64::try_from(len).map_err(|_| DecodeErrorKind::NegativeLength(len.into()))
+}
+
+#[inline]
+fn push_varint(out: &mut Vec<u8>, mut v: u64) {
+    while v >= 0x80 {
+        out.push((v as u8) | 0x80);
+        v >>= 7;
+    }
+    out.push(v as u8);
+}
+
+impl Walk for Compact {
+    const FORMAT: Format = Format::Compact;
+
+    #[inline]
+    fn field_header(c: &mut Cursor<'_>, last_id: &mut i16) -> WireResult<FieldHeader> {
+        let b = c.byte()?;
+        let nibble = b & 0x0f;
+        let ty = compact_type(nibble)?;
+        if ty == TType::Stop {
+            return Ok(FieldHeader {
+                ty,
+                id: 0,
+                folded: None,
+            });
+        }
+        let delta = b >> 4;
+        let id = if delta != 0 {
+            last_id.wrapping_add(i16::from(delta))
+        } else {
+            unzigzag(u64::from(varint(c, 5)? as u32)) as i16
+        };
+        *last_id = id;
+        Ok(FieldHeader {
+            ty,
+            id,
+            folded: (ty == TType::Bool).then_some(nibble == CT_TRUE),
+        })
+    }
+
+    #[inline]
+    fn list_header(c: &mut Cursor<'_>) -> WireResult<ContainerHeader> {
+        let b = c.byte()?;
+        let elem = compact_type(b & 0x0f)?;
+        let short = u64::from(b >> 4);
+        let len = if short == 15 {
+            compact_count(c)?
+        } else {
+            short
+        };
+        c.container(Format::Compact, elem, elem, len, false)
+    }
+
+    #[inline]
+    fn map_header(c: &mut Cursor<'_>) -> WireResult<ContainerHeader> {
+        let len = compact_count(c)?;
+        if len == 0 {
+            // An empty map carries no types.
+            return Ok(ContainerHeader {
+                key: TType::Binary,
+                elem: TType::Binary,
+                len: 0,
+            });
+        }
+        let kv = c.byte()?;
+        c.container(
+            Format::Compact,
+            compact_type(kv >> 4)?,
+            compact_type(kv & 0x0f)?,
+            len,
+            true,
+        )
+    }
+
+    #[inline]
+    fn binary_len(c: &mut Cursor<'_>) -> WireResult<usize> {
+        let len = compact_count(c)?;
+        c.check_len(len, 1)
+    }
+
+    #[inline]
+    fn integer(c: &mut Cursor<'_>, ty: TType) -> WireResult<i64> {
+        Ok(match ty {
+            TType::I8 => i64::from(c.byte()? as i8),
+            TType::I16 => i64::from(unzigzag(u64::from(varint(c, 5)? as u32)) as i16),
+            TType::I32 => i64::from(unzigzag(u64::from(varint(c, 5)? as u32)) as i32),
+            _ => unzigzag(varint(c, 10)?),
+        })
+    }
+
+    #[inline]
+    fn write_field_header(
+        out: &mut Vec<u8>,
+        ty: TType,
+        id: i16,
+        last_id: i16,
+        folded: Option<bool>,
+    ) {
+        let nibble = match folded {
+            Some(true) => CT_TRUE,
+            Some(false) => CT_FALSE,
+            None => compact_nibble(ty),
+        };
+        let delta = i32::from(id) - i32::from(last_id);
+        if (1..=15).contains(&delta) {
+            out.push(((delta as u8) << 4) | nibble);
+        } else {
+            out.push(nibble);
+            let zigzag = ((i32::from(id) << 1) ^ (i32::from(id) >> 31)) as u32;
+            push_varint(out, u64::from(zigzag));
+        }
+    }
+}
+
+/// Steps over one value of type `ty` (a container element, or a field's value unless
+/// folded into its header), however deeply nested within the depth limit. Scalars and
+/// strings are handled here, inline in the loops that call it; structs and containers
+/// by [`skip_nested`].
+#[inline]
+pub fn skip<P: PathProtocol>(c: &mut Cursor<'_>, ty: TType) -> WireResult<()> {
+    if let Some(width) = P::FORMAT.fixed_width(ty) {
+        return c.advance(1, width);
+    }
+    match ty {
+        TType::I16 | TType::I32 => c.skip_varint(5),
+        TType::I64 => c.skip_varint(10),
+        TType::Binary => {
+            let len = P::binary_len(c)?;
+            c.advance(len, 1)
+        }
+        _ => skip_nested::<P>(c, ty),
+    }
+}
+
+/// [`skip`] for structs and containers.
+#[inline(never)]
+fn skip_nested<P: PathProtocol>(c: &mut Cursor<'_>, ty: TType) -> WireResult<()> {
+    match ty {
+        TType::Struct => {
+            c.enter()?;
+            let mut last_id = 0;
+            loop {
+                let field = P::field_header(c, &mut last_id)?;
+                match field.ty {
+                    TType::Stop => break,
+                    _ if field.folded.is_some() => {}
+                    ty => skip::<P>(c, ty)?,
+                }
+            }
+            c.leave();
+            Ok(())
+        }
+        TType::List | TType::Set => {
+            let header = P::list_header(c)?;
+            c.enter()?;
+            skip_elements::<P>(c, header.elem, header.len)?;
+            c.leave();
+            Ok(())
+        }
+        TType::Map => {
+            let header = P::map_header(c)?;
+            c.enter()?;
+            match (
+                P::FORMAT.fixed_width(header.key),
+                P::FORMAT.fixed_width(header.elem),
+            ) {
+                (Some(k), Some(v)) => c.advance(header.len, k + v)?,
+                _ => {
+                    for _ in 0..header.len {
+                        skip::<P>(c, header.key)?;
+                        skip::<P>(c, header.elem)?;
+                    }
+                }
+            }
+            c.leave();
+            Ok(())
+        }
+        // Scalars are skipped by `skip`; `Stop` and `Void` are no values.
+        _ => Err(DecodeErrorKind::InvalidType(ty as u8)),
+    }
+}
+
+/// Steps over `count` elements of type `elem`: by arithmetic where they have a fixed
+/// width.
+#[inline]
+pub fn skip_elements<P: PathProtocol>(
+    c: &mut Cursor<'_>,
+    elem: TType,
+    count: usize,
+) -> WireResult<()> {
+    match P::FORMAT.fixed_width(elem) {
+        Some(width) => c.advance(count, width),
+        // Compact integers: varints, stepped over in one pass.
+        None if elem == TType::I64 => c.skip_varints(count, 10),
+        None if matches!(elem, TType::I16 | TType::I32) => c.skip_varints(count, 5),
+        None => {
+            for _ in 0..count {
+                skip::<P>(c, elem)?;
+            }
+            Ok(())
+        }
+    }
+}
+
+/// Reads one Compact or Binary scalar of `ty` from `bytes` (a whole encoded value).
+#[inline]
+pub fn read_integer(format: Format, bytes: &[u8], ty: TType) -> WireResult<i64> {
+    let mut c = Cursor::new(bytes);
+    match format {
+        Format::Binary => Binary::integer(&mut c, ty),
+        Format::Compact => Compact::integer(&mut c, ty),
+    }
+}
+
+/// The length prefix's size and the content's length of an encoded string or binary.
+#[inline]
+pub fn binary_content(format: Format, bytes: &[u8]) -> WireResult<(usize, usize)> {
+    let mut c = Cursor::new(bytes);
+    let len = match format {
+        Format::Binary => Binary::binary_len(&mut c)?,
+        Format::Compact => Compact::binary_len(&mut c)?,
+    };
+    Ok((c.pos, len))
+}
+
+#[cfg(test)]
+mod tests {
+    use proptest::prelude::*;
+
+    use super::*;
+
+    proptest! {
+        #[test]
+        fn varint_runs_skip_as_varints_read_one_by_one(
+            bytes in prop::collection::vec(any::<u8>(), 0..96),
+            count in 0usize..48,
+            wide in any::<bool>(),
+        ) {
+            let max = if wide { 10 } else { 5 };
+            let mut fast = Cursor::new(&bytes);
+            let mut slow = Cursor::new(&bytes);
+            let a = fast.skip_varints(count, max);
+            let b = (0..count).try_for_each(|_| varint(&mut slow, max).map(drop));
+            match (a, b) {
+                (Ok(()), Ok(())) => prop_assert_eq!(fast.pos, slow.pos),
+                (Err(DecodeErrorKind::VarintTooLong(x)), Err(DecodeErrorKind::VarintTooLong(y))) => {
+                    prop_assert_eq!(x, y)
+                }
+                (Err(DecodeErrorKind::UnexpectedEof { .. }), Err(DecodeErrorKind::UnexpectedEof { .. })) => {}
+                (a, b) => prop_assert!(false, "one pass {a:?}, one by one {b:?}"),
+            }
+        }
+
+        #[test]
+        fn one_varint_skips_as_it_reads(bytes in prop::collection::vec(any::<u8>(), 0..24), wide in any::<bool>()) {
+            let max = if wide { 10 } else { 5 };
+            let mut fast = Cursor::new(&bytes);
+            let mut slow = Cursor::new(&bytes);
+            match (fast.skip_varint(max), varint(&mut slow, max).map(drop)) {
+                (Ok(()), Ok(())) => prop_assert_eq!(fast.pos, slow.pos),
+                (a, b) => prop_assert_eq!(a.is_err(), b.is_err(), "{:?} {:?}", a, b),
+            }
+        }
+    }
+}

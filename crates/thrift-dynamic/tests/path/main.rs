@@ -1,0 +1,9 @@
+//! Field paths over encoded messages: parsing, resolution against the `Mixed`
+//! descriptor, reading and replacing against thrift-codec's fixtures in both
+//! protocols, and hostile inputs.
+
+mod hostile;
+mod parse;
+mod read;
+mod replace;
+mod util;
