@@ -67,7 +67,7 @@ fn mixed() -> Mixed {
         tiny: 42,
         small: -1234,
         count: 987_654,
-        ratio: 2.718_281_828,
+        ratio: 0.618_034,
         requests: (0..16)
             .map(|i| Request {
                 action: Utf8Bytes::from_static("echo"),
