@@ -58,9 +58,11 @@ impl Protocol for Compact {
     }
 }
 
-/// The Compact type nibble of `ty` (bool as "true", as in containers).
+/// The Compact type nibble of `ty` (bool as "true", as in containers): what a field or
+/// container header carries. Public for code that writes or walks Compact bytes
+/// without this encoder (thrift-dynamic's transcoder and field paths).
 #[inline]
-fn compact_type(ty: TType) -> u8 {
+pub fn compact_type(ty: TType) -> u8 {
     match ty {
         TType::Stop => CT_STOP,
         // `Void` never reaches the wire; encode it as stop so the reader rejects it.

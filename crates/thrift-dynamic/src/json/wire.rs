@@ -2,6 +2,7 @@
 //! before their elements are counted and patched once the closing bracket is read.
 
 use thrift_codec::TType;
+use thrift_codec::protocol::compact::compact_type;
 
 /// One Thrift protocol's writer. Container `*_begin` methods return where the header
 /// starts; `*_end` patches it with the count.
@@ -140,24 +141,6 @@ pub(crate) struct CompactWire<'o> {
 
 const CT_TRUE: u8 = 1;
 const CT_FALSE: u8 = 2;
-
-fn compact_type(ty: TType) -> u8 {
-    match ty {
-        TType::Stop | TType::Void => 0,
-        TType::Bool => CT_TRUE,
-        TType::I8 => 3,
-        TType::I16 => 4,
-        TType::I32 => 5,
-        TType::I64 => 6,
-        TType::Double => 7,
-        TType::Binary => 8,
-        TType::List => 9,
-        TType::Set => 10,
-        TType::Map => 11,
-        TType::Struct => 12,
-        TType::Uuid => 13,
-    }
-}
 
 /// Appends `v` as a base-128 varint.
 #[inline]

@@ -408,26 +408,6 @@ fn compact_type(nibble: u8) -> WireResult<TType> {
     })
 }
 
-/// The Compact nibble of `ty` (`bool` as true, as in containers).
-#[inline]
-pub fn compact_nibble(ty: TType) -> u8 {
-    match ty {
-        TType::Stop | TType::Void => 0,
-        TType::Bool => CT_TRUE,
-        TType::I8 => 3,
-        TType::I16 => 4,
-        TType::I32 => 5,
-        TType::I64 => 6,
-        TType::Double => 7,
-        TType::Binary => 8,
-        TType::List => 9,
-        TType::Set => 10,
-        TType::Map => 11,
-        TType::Struct => 12,
-        TType::Uuid => 13,
-    }
-}
-
 /// An unsigned LEB128 varint of at most `max` bytes.
 #[inline]
 fn varint(c: &mut Cursor<'_>, max: usize) -> WireResult<u64> {
@@ -553,7 +533,7 @@ impl Walk for Compact {
         let nibble = match folded {
             Some(true) => CT_TRUE,
             Some(false) => CT_FALSE,
-            None => compact_nibble(ty),
+            None => thrift_codec::protocol::compact::compact_type(ty),
         };
         let delta = i32::from(id) - i32::from(last_id);
         if (1..=15).contains(&delta) {
