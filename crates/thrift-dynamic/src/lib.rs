@@ -52,5 +52,7 @@ pub use descriptor::{
     ServiceDesc, StructDesc, StructId, ThrowDesc, Ty,
 };
 pub use error::LoadError;
-pub use json::{ThriftProtocol, TranscodeError, json_to_thrift, thrift_to_json};
+pub use json::{
+    ThriftProtocol, TranscodeError, json_to_result, json_to_thrift, result_to_json, thrift_to_json,
+};
 pub use provider::{IdlProvider, Watch};

@@ -125,6 +125,12 @@ pub enum ErrorKind {
         /// The wire's.
         found: TType,
     },
+    /// A result struct asked to carry a field id it does not have.
+    #[error("the result struct has no field {id}")]
+    NoSuchField {
+        /// The id asked for.
+        id: i16,
+    },
     /// The Thrift bytes do not decode.
     #[error("invalid Thrift: {0}")]
     Thrift(DecodeError),

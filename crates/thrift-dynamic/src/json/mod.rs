@@ -97,6 +97,7 @@
 
 mod error;
 mod reader;
+mod result;
 mod to_json;
 mod to_thrift;
 mod wire;
@@ -109,6 +110,7 @@ use bytes::Bytes;
 use thrift_codec::{Binary, Compact, DecodeLimits, Protocol};
 
 pub use error::{ErrorKind, TranscodeError};
+pub use result::{json_to_result, result_to_json};
 
 use crate::{Descriptor, StructId, Ty};
 
@@ -140,26 +142,17 @@ pub fn json_to_thrift(
     let before = out.len();
     out.reserve(json.len());
     let result = match protocol {
-        ThriftProtocol::Binary => to_thrift::ToThrift {
-            r: reader::Reader::new(json),
-            desc,
-            w: wire::BinaryWire { out: &mut *out },
-            scratch: Vec::new(),
-            depth: 0,
-            max_depth: MAX_DEPTH,
+        ThriftProtocol::Binary => {
+            from_json(json, desc, wire::BinaryWire { out: &mut *out }).run(ty)
         }
-        .run(ty),
-        ThriftProtocol::Compact => to_thrift::ToThrift {
-            r: reader::Reader::new(json),
+        ThriftProtocol::Compact => from_json(
+            json,
             desc,
-            w: wire::CompactWire {
+            wire::CompactWire {
                 out: &mut *out,
                 last_id: 0,
             },
-            scratch: Vec::new(),
-            depth: 0,
-            max_depth: MAX_DEPTH,
-        }
+        )
         .run(ty),
     };
     if result.is_err() {
@@ -182,10 +175,7 @@ pub fn thrift_to_json(
 ) -> Result<(), TranscodeError> {
     let before = out.len();
     out.reserve(thrift.len() + thrift.len() / 2);
-    let limits = DecodeLimits {
-        max_depth: MAX_DEPTH,
-        ..DecodeLimits::default()
-    };
+    let limits = decode_limits();
     let result = match protocol {
         ThriftProtocol::Binary => to_json::ToJson {
             d: Binary::decoder(thrift, limits),
@@ -204,6 +194,30 @@ pub fn thrift_to_json(
         out.truncate(before);
     }
     result
+}
+
+/// A JSON-to-Thrift transcoder of `json` writing with `w`.
+fn from_json<'a, 'd, W: wire::Wire>(
+    json: &'a [u8],
+    desc: &'d Descriptor,
+    w: W,
+) -> to_thrift::ToThrift<'a, 'd, W> {
+    to_thrift::ToThrift {
+        r: reader::Reader::new(json),
+        desc,
+        w,
+        scratch: Vec::new(),
+        depth: 0,
+        max_depth: MAX_DEPTH,
+    }
+}
+
+/// The limits Thrift input is decoded under: thrift-codec's, nesting [`MAX_DEPTH`].
+fn decode_limits() -> DecodeLimits {
+    DecodeLimits {
+        max_depth: MAX_DEPTH,
+        ..DecodeLimits::default()
+    }
 }
 
 /// Base64 as written (standard alphabet, padded) and read (padded or not).

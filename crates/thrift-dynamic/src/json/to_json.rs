@@ -88,7 +88,7 @@ impl<D: Decoder> ToJson<'_, '_, D> {
         Ok(())
     }
 
-    fn value(&mut self, ty: &Ty) -> Result<()> {
+    pub(crate) fn value(&mut self, ty: &Ty) -> Result<()> {
         match ty {
             Ty::Bool => {
                 let v = self.d.read_bool()?;

@@ -132,7 +132,7 @@ impl<'a, W: Wire> ToThrift<'a, '_, W> {
         Ok(())
     }
 
-    fn field(&mut self, f: &FieldDesc) -> Result<()> {
+    pub(crate) fn field(&mut self, f: &FieldDesc) -> Result<()> {
         if f.ty == Ty::Bool {
             let v = self.r.boolean()?;
             self.w.bool_field(f.id, v);
