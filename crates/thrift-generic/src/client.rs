@@ -3,11 +3,11 @@
 use std::sync::Arc;
 
 use bytes::Bytes;
-use thrift_codec::{Binary, Compact, Encoder, Json, Sizer, Utf8Bytes};
-use thrift_dynamic::value::{self, Checked, StructValue, Value};
-use thrift_dynamic::{Descriptor, IdlProvider, MethodDesc};
+use thrift_codec::{Binary, Compact, Encoder, Json, LinkBuffer, MessageHeader, Sizer, Utf8Bytes};
+use thrift_dynamic::value::{self, Checked, StructValue, Value, ValueError};
+use thrift_dynamic::{Descriptor, IdlProvider, MethodDesc, StructId, ThriftProtocol};
 use volo_core::client::{Client, ClientContext, ClientRequest, ClientResponse, Error, MethodName};
-use volo_core::codec::{Body, Encoded, Protocol};
+use volo_core::codec::{Body, Encoded, ErasedBody, FrameError, FrameOut, Protocol};
 use volo_core::service::Service;
 
 use crate::error::GenericError;
@@ -50,6 +50,7 @@ pub struct GenericClient<S> {
     client: Client<S>,
     idl: Idl,
     service: String,
+    protocol: Protocol,
 }
 
 impl<S> GenericClient<S>
@@ -72,7 +73,18 @@ where
             client,
             idl,
             service: service.to_string(),
+            protocol: Protocol::Binary,
         })
+    }
+
+    /// Says which protocol the client's stack writes (its
+    /// `ClientConfig::format.protocol`; Binary, the default, when not set): the
+    /// protocol [`call_json`](Self::call_json) transcodes the arguments into, ahead of
+    /// the call. A stack that writes another protocol still gets correct bytes, at the
+    /// cost of a decode and an encode more per call.
+    pub fn with_protocol(mut self, protocol: Protocol) -> Self {
+        self.protocol = protocol;
+        self
     }
 
     /// The client underneath.
@@ -134,6 +146,76 @@ where
         answer(&desc, m, result)
     }
 
+    /// Calls `method` with `args`, its arguments as a JSON object keyed by field name
+    /// (the conventions of [`thrift_dynamic::json`]), transcoded into Thrift before
+    /// anything is sent. Gives back the return value as JSON text (`null` for `void`
+    /// and oneway methods), or [`GenericError::DeclaredJson`] carrying the declared
+    /// exception's JSON when the method threw one.
+    pub async fn call_json(
+        &self,
+        cx: &mut ClientContext,
+        method: &str,
+        args: &[u8],
+    ) -> Result<Bytes, GenericError> {
+        let desc = self.idl.current();
+        let m = self.method(&desc, method)?;
+        let body = JsonArgs::new(&desc, m.args, args, self.protocol).map_err(|source| {
+            GenericError::JsonArgs {
+                method: m.name.clone(),
+                source,
+            }
+        })?;
+        let reply = self.client.send(cx, request(m, body)).await?;
+        let Some(result) = m.result else {
+            return Ok(Bytes::from_static(b"null"));
+        };
+        let reply_err = |source| GenericError::JsonReply {
+            method: m.name.clone(),
+            source,
+        };
+        let (bytes, protocol) = match reply.protocol() {
+            Protocol::Binary => (reply.encoded().clone(), ThriftProtocol::Binary),
+            Protocol::Compact => (reply.encoded().clone(), ThriftProtocol::Compact),
+            // Apache's JSON protocol: read through a value, then Binary.
+            Protocol::Json => {
+                let v = value::decode_struct::<Json>(&desc, result, reply.encoded().clone())
+                    .map_err(|source| GenericError::Reply {
+                        method: m.name.clone(),
+                        source,
+                    })?;
+                let b = value::encode_struct::<Binary>(&desc, result, &v).map_err(|source| {
+                    GenericError::Reply {
+                        method: m.name.clone(),
+                        source,
+                    }
+                })?;
+                (b, ThriftProtocol::Binary)
+            }
+        };
+        let mut json = Vec::new();
+        let carried = thrift_dynamic::result_to_json(&desc, result, bytes, protocol, &mut json)
+            .map_err(reply_err)?;
+        match carried {
+            Some(0) => Ok(Bytes::from(json)),
+            Some(id) => {
+                let (field, exception) = m
+                    .throws
+                    .iter()
+                    .find(|t| t.id == id)
+                    .map(|t| (t.name.clone(), desc.struct_desc(t.ty).name.clone()))
+                    .unwrap_or_default();
+                Err(GenericError::DeclaredJson {
+                    method: m.name.clone(),
+                    field,
+                    exception,
+                    json: Bytes::from(json),
+                })
+            }
+            None if m.returns.is_none() => Ok(Bytes::from_static(b"null")),
+            None => Err(GenericError::MissingResult(m.name.clone())),
+        }
+    }
+
     fn method<'d>(
         &self,
         desc: &'d Descriptor,
@@ -152,7 +234,7 @@ where
 }
 
 /// A call of `m` with `args`: oneway when the IDL says so.
-fn request(m: &MethodDesc, args: impl Body + 'static) -> ClientRequest {
+fn request(m: &MethodDesc, args: impl ErasedBody) -> ClientRequest {
     let name = MethodName::from(Utf8Bytes::from(m.name.clone()));
     if m.oneway {
         ClientRequest::oneway(name, args)
@@ -197,5 +279,73 @@ impl Body for ValueArgs {
 
     fn encode<E: Encoder>(&self, e: &mut E) {
         self.0.encode(e)
+    }
+}
+
+/// A JSON call's arguments, transcoded into one protocol when the call was made.
+struct JsonArgs {
+    bytes: Bytes,
+    protocol: Protocol,
+    desc: Descriptor,
+    ty: StructId,
+}
+
+impl JsonArgs {
+    /// `json` as struct `ty`, in `protocol` (Apache's JSON protocol: through a value).
+    fn new(
+        desc: &Descriptor,
+        ty: StructId,
+        json: &[u8],
+        protocol: Protocol,
+    ) -> Result<Self, thrift_dynamic::TranscodeError> {
+        let into = match protocol {
+            Protocol::Compact => ThriftProtocol::Compact,
+            Protocol::Binary | Protocol::Json => ThriftProtocol::Binary,
+        };
+        let mut out = Vec::new();
+        thrift_dynamic::json_to_thrift(desc, ty, json, into, &mut out)?;
+        let (bytes, protocol) = match into {
+            ThriftProtocol::Compact => (out.into(), Protocol::Compact),
+            ThriftProtocol::Binary => (out.into(), Protocol::Binary),
+        };
+        Ok(JsonArgs {
+            bytes,
+            protocol,
+            desc: desc.clone(),
+            ty,
+        })
+    }
+
+    /// The same struct as a checked value, for writing in another protocol.
+    fn as_value(&self) -> Result<Checked, ValueError> {
+        let v = match self.protocol {
+            Protocol::Compact => {
+                value::decode_struct::<Compact>(&self.desc, self.ty, self.bytes.clone())
+            }
+            _ => value::decode_struct::<Binary>(&self.desc, self.ty, self.bytes.clone()),
+        }?;
+        Checked::new(&self.desc, self.ty, v)
+    }
+}
+
+impl ErasedBody for JsonArgs {
+    fn write(
+        &self,
+        out: &mut LinkBuffer,
+        protocol: Protocol,
+        frame: &FrameOut<'_>,
+        header: &MessageHeader,
+        max: usize,
+    ) -> Result<Result<(), usize>, FrameError> {
+        if protocol == self.protocol {
+            return Encoded(self.bytes.clone()).write(out, protocol, frame, header, max);
+        }
+        match self.as_value() {
+            Ok(checked) => ValueArgs(checked).write(out, protocol, frame, header, max),
+            Err(e) => Err(FrameError::Body(format!(
+                "re-encoding JSON arguments made in {:?} for {protocol:?}: {e}",
+                self.protocol
+            ))),
+        }
     }
 }

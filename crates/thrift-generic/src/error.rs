@@ -1,5 +1,7 @@
 //! Why a generic call failed.
 
+use bytes::Bytes;
+use thrift_dynamic::TranscodeError;
 use thrift_dynamic::value::{StructValue, ValueError};
 
 /// Why a generic call failed.
@@ -26,6 +28,25 @@ pub enum GenericError {
         #[source]
         source: ValueError,
     },
+    /// The JSON arguments do not transcode into the method's arguments struct (nothing
+    /// was sent): the error names the field path, what was expected and the offset.
+    #[error("the JSON arguments of {method}: {source}")]
+    JsonArgs {
+        /// The method.
+        method: String,
+        /// What does not fit, and where.
+        #[source]
+        source: TranscodeError,
+    },
+    /// The reply's result struct does not transcode into JSON.
+    #[error("the reply of {method} as JSON: {source}")]
+    JsonReply {
+        /// The method.
+        method: String,
+        /// What did not read.
+        #[source]
+        source: TranscodeError,
+    },
     /// The reply's result struct does not read as the IDL describes it.
     #[error("the reply of {method}: {source}")]
     Reply {
@@ -46,6 +67,19 @@ pub enum GenericError {
         exception: String,
         /// The exception's fields.
         value: StructValue,
+    },
+    /// The method threw one of the exceptions its IDL declares, given as JSON (a
+    /// [`call_json`](crate::GenericClient::call_json)).
+    #[error("{method} threw {exception} (as {field})")]
+    DeclaredJson {
+        /// The method.
+        method: String,
+        /// The result struct's field that carried it.
+        field: String,
+        /// The exception's type name.
+        exception: String,
+        /// The exception as a JSON object keyed by field name.
+        json: Bytes,
     },
     /// A method that returns a value answered with neither a value nor a declared
     /// exception (Apache's `MISSING_RESULT`).

@@ -3,7 +3,7 @@
 //! a [`GenericClient`] wraps any [`volo_core::client::Client`] and takes its methods,
 //! arguments and replies from an IDL read at run time ([`thrift_dynamic`]).
 //!
-//! Two forms of call:
+//! Three forms of call:
 //!
 //! - **binary**: [`GenericClient::call_binary`] takes the encoded arguments struct and
 //!   gives back the encoded result struct, byte for byte, in the client's protocol: a
@@ -12,6 +12,14 @@
 //!   [`StructValue`](thrift_dynamic::value::StructValue) of the arguments (by field
 //!   id), checked against the IDL before anything is sent, and gives back the return
 //!   value, or the declared exception as [`GenericError::Declared`].
+//! - **JSON**: [`GenericClient::call_json`] takes the arguments as a JSON object keyed
+//!   by field name and gives back the return value as JSON text (`null` for `void`),
+//!   or the declared exception's JSON in [`GenericError::DeclaredJson`]. The JSON is
+//!   transcoded straight into the protocol set with [`GenericClient::with_protocol`]
+//!   (Binary unless told), and the reply's result struct straight into JSON, with no
+//!   value tree in between ([`thrift_dynamic::json`] has the conventions, which are
+//!   Kitex's). Bad JSON fails before anything is sent, with the field path and the
+//!   byte offset.
 //!
 //! The IDL is fixed ([`Idl::Fixed`]) or follows its files ([`Idl::Watched`], an
 //! [`IdlProvider`](thrift_dynamic::IdlProvider)): each call reads the current

@@ -14,7 +14,7 @@ use thrift_dynamic::Descriptor;
 use thrift_dynamic::value::{StructValue, Value, ValueError};
 use thrift_generic::{GenericClient, GenericError};
 use volo_core::client::{Client, ClientConfig, ClientContext};
-use volo_core::codec::Protocol;
+use volo_core::codec::{Framing, Protocol};
 use volo_core::context::Address;
 use volo_core::server::Server;
 
@@ -59,6 +59,10 @@ where
         }));
         let mut config = ClientConfig::default();
         config.format.protocol = protocol;
+        if protocol == Protocol::Json {
+            // TTHeader has no protocol id for Apache's JSON protocol.
+            config.format.framing = Framing::Framed;
+        }
         let client = Client::builder("EchoService")
             .address(addr)
             .config(config)
@@ -75,6 +79,16 @@ where
             .unwrap()
             .unwrap();
     });
+}
+
+/// A oneway call is done once sent: waits (bounded) for the server to count it.
+async fn notify_arrives(echo: &Echo) {
+    let mut waited = 0;
+    while echo.notified() == 0 {
+        waited += 1;
+        assert!(waited < 500, "notify never arrived");
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
 }
 
 #[test]
@@ -131,13 +145,7 @@ fn a_oneway_call_gets_no_reply_and_reaches_the_server() {
             .await
             .unwrap();
         assert_eq!(got, None);
-        // A oneway call is done once sent: wait (bounded) for the server to count it.
-        let mut waited = 0;
-        while echo.notified() == 0 {
-            waited += 1;
-            assert!(waited < 500, "notify never arrived");
-            tokio::time::sleep(Duration::from_millis(10)).await;
-        }
+        notify_arrives(&echo).await;
     });
 }
 
@@ -201,5 +209,128 @@ fn calls_that_do_not_fit_the_idl_are_refused_unsent() {
         let client = client.client().clone();
         let err = GenericClient::new(client, descriptor(), "Nope").unwrap_err();
         assert!(matches!(err, GenericError::UnknownService(_)), "{err}");
+    });
+}
+
+/// JSON in, JSON out, in every protocol; also when the generic client was told
+/// another protocol than its stack writes (the arguments are re-encoded).
+#[test]
+fn json_goes_in_and_the_return_value_comes_back_as_json() {
+    let said = [
+        (Protocol::Binary, Protocol::Binary),
+        (Protocol::Compact, Protocol::Compact),
+        (Protocol::Json, Protocol::Json),
+        (Protocol::Compact, Protocol::Binary),
+        (Protocol::Binary, Protocol::Json),
+    ];
+    for (stack, told) in said {
+        with_echo(stack, |client, _| async move {
+            let client = client.with_protocol(told);
+            let got = client
+                .call_json(
+                    &mut ClientContext::new(),
+                    "echo",
+                    br#"{"req":{"action":"echo","msg":"h\u00e9 \"you\""}}"#,
+                )
+                .await
+                .unwrap();
+            assert_eq!(
+                std::str::from_utf8(&got).unwrap(),
+                r#"{"action":"echo","msg":"hé \"you\""}"#,
+                "stack {stack:?}, told {told:?}"
+            );
+            let ids = br#"{"ids":{"ids32":[1,-2],"ids64":["9007199254740993"],"blob":"AAEC"}}"#;
+            let got = client
+                .call_json(&mut ClientContext::new(), "echo_ids", ids)
+                .await
+                .unwrap();
+            assert_eq!(
+                std::str::from_utf8(&got).unwrap(),
+                // The generated server writes its empty `scores` list.
+                r#"{"ids32":[1,-2],"ids64":[9007199254740993],"scores":[],"blob":"AAEC"}"#
+            );
+        });
+    }
+}
+
+#[test]
+fn a_declared_exception_comes_back_as_json() {
+    for protocol in [Protocol::Binary, Protocol::Compact] {
+        with_echo(protocol, |client, _| async move {
+            let err = client
+                .with_protocol(protocol)
+                .call_json(
+                    &mut ClientContext::new(),
+                    "echo_or_fail",
+                    br#"{"req":{"action":"fail","msg":"boom"}}"#,
+                )
+                .await
+                .unwrap_err();
+            let GenericError::DeclaredJson {
+                method,
+                field,
+                exception,
+                json,
+            } = err
+            else {
+                panic!("{err}")
+            };
+            assert_eq!(
+                (method.as_str(), field.as_str(), exception.as_str()),
+                ("echo_or_fail", "err", "EchoError")
+            );
+            let code = examples::echo_service::ECHO_ERROR_CODE;
+            assert_eq!(
+                std::str::from_utf8(&json).unwrap(),
+                format!(r#"{{"code":{code},"message":"boom"}}"#)
+            );
+        });
+    }
+}
+
+#[test]
+fn a_oneway_json_call_answers_null_and_reaches_the_server() {
+    with_echo(Protocol::Compact, |client, echo| async move {
+        let got = client
+            .with_protocol(Protocol::Compact)
+            .call_json(&mut ClientContext::new(), "notify", br#"{"event":"e"}"#)
+            .await
+            .unwrap();
+        assert_eq!(&got[..], b"null");
+        notify_arrives(&echo).await;
+    });
+}
+
+/// JSON that does not fit the arguments struct fails with its path and offset, and
+/// nothing is sent (`JsonArgs` comes only from the transcoding before the send).
+#[test]
+fn json_that_does_not_fit_is_refused_unsent() {
+    with_echo(Protocol::Binary, |client, _| async move {
+        let err = client
+            .call_json(
+                &mut ClientContext::new(),
+                "notify",
+                br#"{"event":"e", "extra": [1, }"#,
+            )
+            .await
+            .unwrap_err();
+        let GenericError::JsonArgs { method, source } = &err else {
+            panic!("{err}")
+        };
+        assert_eq!(method, "notify");
+        assert_eq!(source.offset(), Some(27));
+        let err = client
+            .call_json(
+                &mut ClientContext::new(),
+                "echo",
+                br#"{"req":{"action":"x"}}"#,
+            )
+            .await
+            .unwrap_err();
+        let GenericError::JsonArgs { source, .. } = &err else {
+            panic!("{err}")
+        };
+        assert_eq!(source.path(), "req");
+        assert!(err.to_string().contains("msg"), "{err}");
     });
 }

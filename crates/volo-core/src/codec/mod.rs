@@ -322,6 +322,10 @@ pub enum FrameError {
     /// (`ServerCapacity::max_buffered_input`).
     #[error("a frame of {0} bytes does not fit the server's input budget")]
     OverBudget(usize),
+    /// A body that could not be written in the protocol asked for (on the sending
+    /// side: a generic call's arguments, made in one protocol, re-encoded for another).
+    #[error("the message body cannot be written: {0}")]
+    Body(String),
 }
 
 /// A framing error ends the connection it came on: invalid data.
