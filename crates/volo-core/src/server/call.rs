@@ -156,7 +156,7 @@ pub(crate) fn start_call<D: Dispatch, H: Send + 'static>(
         return Ok(None);
     };
     let service = match &shared.services {
-        Services::One(service) => *service,
+        Services::One(service) => service,
         // Routed by the name's prefix, TTHeader's `isn` or to the default; the call
         // goes on under its bare name, and is answered under it.
         Services::Many(table) => match table.route(&header.name, frame.ttheader()) {
@@ -187,12 +187,12 @@ pub(crate) fn start_call<D: Dispatch, H: Send + 'static>(
             }
         },
     };
-    cx.rpc.callee.service = service.name.into();
+    cx.rpc.callee.service = service.name().into();
     cx.rpc.method = header.name.clone();
     cx.rpc.seq_id = header.seq_id;
     // Answered only when sent as a CALL of a method the IDL does not make oneway (in
     // the service the call was routed to).
-    let oneway = header.ty == MessageType::Oneway || (service.is_oneway)(header.name.as_str());
+    let oneway = header.ty == MessageType::Oneway || service.is_oneway(header.name.as_str());
     if closing && !oneway {
         tracing::debug!(
             peer = ?cx.rpc.caller.address,

@@ -51,7 +51,7 @@ use thrift_codec::LinkBuffer;
 use super::call::{Arrival, Done, MakeCall, answer, start_call};
 use super::multiplex::Services;
 use super::stack::{Builtins, compose};
-use super::{Dispatch, ServerConfig, ServiceInfo};
+use super::{Dispatch, ServerConfig};
 use crate::codec::ttheader::Header;
 use crate::codec::{DETECT_LEN, FrameError, FrameSplitter, Framing, Protocol, detect};
 use crate::context::Address;
@@ -94,26 +94,6 @@ impl<D> ServerState<D> {
             input_budget: InputBudget::new(config.capacity.max_buffered_input),
             access: super::trace::AccessCount::default(),
             config,
-        }
-    }
-}
-
-/// What the server knows of a service from the IDL ([`ServiceInfo`]), kept apart
-/// from the dispatcher, which layers wrap.
-#[derive(Debug, Clone, Copy)]
-pub(crate) struct ServiceFacts {
-    /// The service's name (on a multiplexed server, the name it is registered under).
-    pub(crate) name: &'static str,
-    /// Whether a method is oneway.
-    pub(crate) is_oneway: fn(&str) -> bool,
-}
-
-impl ServiceFacts {
-    /// What `S` says of itself.
-    pub(crate) fn of<S: ServiceInfo>() -> Self {
-        ServiceFacts {
-            name: S::NAME,
-            is_oneway: S::is_oneway,
         }
     }
 }

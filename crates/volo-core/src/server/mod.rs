@@ -230,6 +230,7 @@ mod call;
 mod conn;
 mod conn_core;
 pub mod deadline;
+mod facts;
 mod fallback;
 #[cfg(test)]
 mod harness;
@@ -250,6 +251,7 @@ use std::time::Duration;
 /// one path of this crate.
 #[doc(no_inline)]
 pub use crate::service::Service;
+pub use facts::ServiceFacts;
 pub use fallback::{Fallback, with_fallback};
 pub use limit::{LimitConfig, Limiter, Overloaded};
 pub use multiplex::Multiplex;

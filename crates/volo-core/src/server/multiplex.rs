@@ -70,8 +70,7 @@ use std::fmt;
 
 use thrift_codec::{ApplicationException, ApplicationExceptionKind, Encoder, Sizer, Utf8Bytes};
 
-use super::conn_core::ServiceFacts;
-use super::{Body, Dispatch, DispatchError, ServerRequest, ServiceInfo};
+use super::{Body, Dispatch, DispatchError, ServerRequest, ServiceFacts, ServiceInfo};
 use crate::codec::SERVICE_SEPARATOR;
 use crate::codec::ttheader::{Header, str_key};
 use crate::context::ServerContext;
@@ -128,17 +127,33 @@ impl<R> Multiplex<R> {
     ///
     /// [`Server::bind`]: super::Server::bind
     pub fn service_as<S: Dispatch + ServiceInfo>(
-        mut self,
+        self,
         name: &'static str,
         service: S,
     ) -> Multiplex<NamedService<S, R>> {
-        self.table.add(Entry {
-            served: ServiceFacts {
-                name,
-                is_oneway: S::is_oneway,
-            },
-            idl: S::NAME,
-        });
+        self.add(ServiceFacts::of::<S>().named(name), S::NAME, service)
+    }
+
+    /// Adds `service` under the name of `facts`, which say which of its methods are
+    /// oneway (a service whose IDL is read at run time: see [`ServiceFacts::new`]).
+    /// TTHeader's `isn` finds it by that name too.
+    pub fn service_with_facts<S: Dispatch>(
+        self,
+        facts: ServiceFacts,
+        service: S,
+    ) -> Multiplex<NamedService<S, R>> {
+        let name = facts.name();
+        self.add(facts, name, service)
+    }
+
+    fn add<S: Dispatch>(
+        mut self,
+        served: ServiceFacts,
+        idl: &'static str,
+        service: S,
+    ) -> Multiplex<NamedService<S, R>> {
+        let name = served.name();
+        self.table.add(Entry { served, idl });
         Multiplex {
             routes: NamedService {
                 name,
@@ -164,7 +179,7 @@ impl<R> Multiplex<R> {
 
     /// The names the services are registered under, in the order they were added.
     pub fn names(&self) -> impl Iterator<Item = &'static str> + '_ {
-        self.table.entries.iter().map(|e| e.served.name)
+        self.table.entries.iter().map(|e| e.served.name())
     }
 
     /// The routing table, for the server.
@@ -297,8 +312,8 @@ impl Services {
     /// The names the services are served under (and registered under).
     pub(crate) fn names(&self) -> Vec<&'static str> {
         match self {
-            Services::One(d) => vec![d.name],
-            Services::Many(table) => table.entries.iter().map(|e| e.served.name).collect(),
+            Services::One(d) => vec![d.name()],
+            Services::Many(table) => table.entries.iter().map(|e| e.served.name()).collect(),
         }
     }
 
@@ -312,7 +327,7 @@ impl Services {
 }
 
 /// A registered service: the name it is routed by, its oneway methods, its IDL name.
-#[derive(Clone, Copy)]
+#[derive(Clone)]
 struct Entry {
     /// Registered under `served.name`.
     served: ServiceFacts,
@@ -358,14 +373,14 @@ impl Table {
             return Err("a multiplexed server has one default service at most".into());
         }
         for (i, e) in self.entries.iter().enumerate() {
-            let name = e.served.name;
+            let name = e.served.name();
             if name.is_empty() || name.contains(SERVICE_SEPARATOR) {
                 return Err(format!(
                     "{name:?} cannot be a service name: calls are routed by the name \
                      before the first {SERVICE_SEPARATOR:?}"
                 ));
             }
-            if self.entries[..i].iter().any(|o| o.served.name == name) {
+            if self.entries[..i].iter().any(|o| o.served.name() == name) {
                 return Err(format!("two services are registered as {name:?}"));
             }
         }
@@ -373,7 +388,7 @@ impl Table {
     }
 
     fn by_name(&self, name: &str) -> Option<&Entry> {
-        self.entries.iter().find(|e| e.served.name == name)
+        self.entries.iter().find(|e| e.served.name() == name)
     }
 
     /// The service a call named `name` goes to (see the [module docs](self)), and the
@@ -382,7 +397,7 @@ impl Table {
         &self,
         name: &Utf8Bytes,
         ttheader: Option<&Header>,
-    ) -> Result<(ServiceFacts, Utf8Bytes), Unrouted> {
+    ) -> Result<(&ServiceFacts, Utf8Bytes), Unrouted> {
         let unrouted = |method: Utf8Bytes, why: String| Unrouted {
             method,
             exception: ApplicationException::new(ApplicationExceptionKind::UnknownMethod, why),
@@ -392,7 +407,7 @@ impl Table {
             let method = name.slice_from(at + 1).unwrap_or_default();
             let service = &name[..at];
             return match self.by_name(service) {
-                Some(e) => Ok((e.served, method)),
+                Some(e) => Ok((&e.served, method)),
                 None => Err(unrouted(
                     method,
                     format!("unknown service {service} (in the method name {name})"),
@@ -401,10 +416,10 @@ impl Table {
         }
         let isn = ttheader.and_then(|h| h.str_value(str_key::IDL_SERVICE_NAME));
         if let Some(e) = isn.and_then(|isn| self.entries.iter().find(|e| e.idl == isn)) {
-            return Ok((e.served, name.clone()));
+            return Ok((&e.served, name.clone()));
         }
         match self.default.and_then(|i| self.entries.get(i)) {
-            Some(e) => Ok((e.served, name.clone())),
+            Some(e) => Ok((&e.served, name.clone())),
             None => {
                 let why = match isn {
                     Some(isn) => Cow::Owned(format!("unknown service {isn} (TTHeader isn)")),
@@ -421,7 +436,7 @@ impl Table {
 
 impl fmt::Debug for Entry {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{} ({})", self.served.name, self.idl)
+        write!(f, "{} ({})", self.served.name(), self.idl)
     }
 }
 

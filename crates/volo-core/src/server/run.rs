@@ -10,11 +10,11 @@ use tokio::sync::{Semaphore, watch};
 use tokio::task::JoinSet;
 
 use super::conn;
-use super::conn_core::{ServerState, ServiceFacts, peer_name};
+use super::conn_core::{ServerState, peer_name};
 use super::deadline::{DEFAULT_GRACE, Deadline, DeadlineLayer};
 use super::inline;
 use super::multiplex::{Multiplex, Services};
-use super::{Dispatch, LimitConfig, ServerConfig, ServiceInfo};
+use super::{Dispatch, LimitConfig, ServerConfig, ServiceFacts, ServiceInfo};
 use crate::context::Address;
 use crate::metrics::ServerConns;
 use crate::registry::{Registration, Registry, RegistryInfo};
@@ -68,8 +68,17 @@ impl<D: Dispatch + ServiceInfo> Server<D> {
     /// [`ServiceInfo`], and puts a [`Deadline`] layer around the dispatcher, so that a
     /// call whose caller's deadline passed is dropped and answered.
     pub fn new(dispatch: D) -> Self {
+        Server::with_facts(dispatch, ServiceFacts::of::<D>())
+    }
+}
+
+impl<D: Dispatch> Server<D> {
+    /// A server for `dispatch`, a service whose name and oneway methods `facts` gives
+    /// (a dispatcher without generated code, whose IDL is read at run time), with the
+    /// default [`ServerConfig`] and a [`Deadline`] layer, as [`Server::new`] makes.
+    pub fn with_facts(dispatch: D, facts: ServiceFacts) -> Self {
         Server {
-            services: Services::One(ServiceFacts::of::<D>()),
+            services: Services::One(facts),
             dispatch,
             layers: Identity,
             grace: DEFAULT_GRACE,

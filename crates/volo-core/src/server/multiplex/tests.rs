@@ -9,10 +9,7 @@ fn never(_: &str) -> bool {
 fn table(default: bool) -> Table {
     let mut t = Table::default();
     let entry = |name, idl| Entry {
-        served: ServiceFacts {
-            name,
-            is_oneway: never,
-        },
+        served: ServiceFacts::new(name, never),
         idl,
     };
     if default {
@@ -35,7 +32,7 @@ fn with_isn(isn: &str) -> Header {
 /// The registered name and the bare method a name is routed to, or the error message.
 fn route(t: &Table, name: &str, tt: Option<&Header>) -> Result<(&'static str, String), String> {
     t.route(&Utf8Bytes::from(name.to_string()), tt)
-        .map(|(s, m)| (s.name, m.as_str().to_string()))
+        .map(|(s, m)| (s.name(), m.as_str().to_string()))
         .map_err(|u| format!("{} | {}", u.method.as_str(), u.exception.message.as_str()))
 }
 
