@@ -21,12 +21,30 @@
 //!   Kitex's). Bad JSON fails before anything is sent, with the field path and the
 //!   byte offset.
 //!
+//! # Serving
+//!
+//! A [`GenericService`] ([`JsonService`], [`ValueService`]) answers every method of one IDL service
+//! through one handler ([`JsonHandler`], [`ValueHandler`]) that takes and gives JSON
+//! or values, in whichever protocol each call came in. It is an ordinary dispatcher:
+//! put one in a server with its [`facts`](GenericService::facts)
+//! (`Server::with_facts(service.clone(), service.facts())`), or behind a generated
+//! dispatcher as the handler of the methods it does not know
+//! (`volo_core::server::with_fallback`). A declared exception is thrown by its `throws`
+//! field's name ([`Thrown::Declared`]); anything else is an application exception.
+//! What the generated client of the same IDL sees is what a generated server would
+//! have sent.
+//!
 //! The IDL is fixed ([`Idl::Fixed`]) or follows its files ([`Idl::Watched`], an
 //! [`IdlProvider`](thrift_dynamic::IdlProvider)): each call reads the current
 //! descriptor once, so a reload never changes a call half-way.
 
 mod client;
 mod error;
+mod server;
 
 pub use client::{GenericClient, Idl};
 pub use error::GenericError;
+pub use server::{
+    GenericReply, GenericService, JsonCall, JsonForm, JsonHandler, JsonService, Thrown, ValueCall,
+    ValueForm, ValueHandler, ValueService,
+};
