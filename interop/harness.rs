@@ -1,12 +1,14 @@
-//! What the two Apache Thrift interop tests share (`crates/thrift-codec/tests/interop.rs`
-//! and `crates/codegen-check/tests/interop.rs`, which include this file with `#[path]`):
-//! hex, the JSON lines the scripts write, finding the tools, a temporary directory, and
-//! running a script of this folder.
+//! What the Apache Thrift interop tests share (`crates/thrift-codec/tests/interop.rs`,
+//! `crates/codegen-check/tests/interop.rs`, `examples/tests/interop.rs` and
+//! `crates/thrift-generic/tests/interop.rs`, which include this file with `#[path]`):
+//! hex, the JSON lines the scripts write, finding the tools, a temporary directory,
+//! running a script of this folder, and `rpc.py`'s server.
 #![allow(dead_code, unreachable_pub)]
 
 use std::collections::BTreeMap;
+use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
-use std::process::Command;
+use std::process::{Command, Stdio};
 use std::time::{SystemTime, UNIX_EPOCH};
 
 pub fn hex(bytes: &[u8]) -> String {
@@ -139,8 +141,15 @@ pub fn get_bool(obj: &BTreeMap<String, Json>, key: &str) -> Result<bool, String>
 // ---------------------------------------------------------------------------------------
 // The environment: tools, temporary directory.
 
+/// The repository: the nearest directory above the including crate that holds this
+/// folder (crates sit at different depths).
 pub fn repo_root() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
+    let start = Path::new(env!("CARGO_MANIFEST_DIR"));
+    start
+        .ancestors()
+        .find(|d| d.join("interop/harness.rs").is_file())
+        .unwrap_or_else(|| panic!("no interop/ folder above {}", start.display()))
+        .to_path_buf()
 }
 
 pub fn python() -> String {
@@ -345,4 +354,53 @@ pub fn run_interop_in(
         started.elapsed(),
         String::from_utf8_lossy(&out.stdout).trim_end(),
     );
+}
+
+/// `rpc.py` with its generated code in `tmp`; the subcommand and options follow.
+pub fn rpc_py(tmp: &TempDir) -> Command {
+    let mut cmd = Command::new(python());
+    cmd.arg(repo_root().join("interop/rpc.py"))
+        .arg("--gen-dir")
+        .arg(tmp.0.join("gen-py"))
+        .arg("--thrift")
+        .arg(thrift());
+    cmd
+}
+
+/// Apache's Python server of echo (`rpc.py server`) for one transport and protocol, on
+/// 127.0.0.1:`port`; stopped when dropped.
+pub struct PythonServer {
+    pub child: std::process::Child,
+    pub port: u16,
+}
+
+impl PythonServer {
+    /// `rpc.py server` with `extra` options.
+    pub fn start(tmp: &TempDir, transport: &str, protocol: &str, extra: &[&str]) -> PythonServer {
+        let mut child = rpc_py(tmp)
+            .args(["server", "--transport", transport, "--protocol", protocol])
+            .args(extra)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let mut line = String::new();
+        BufReader::new(child.stdout.take().unwrap())
+            .read_line(&mut line)
+            .unwrap();
+        let port = line
+            .trim()
+            .parse()
+            .unwrap_or_else(|_| panic!("the Python server printed {line:?}, not its port"));
+        PythonServer { child, port }
+    }
+}
+
+impl Drop for PythonServer {
+    fn drop(&mut self) {
+        // Closing its stdin ends it; kill in case it hangs.
+        drop(self.child.stdin.take());
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
 }

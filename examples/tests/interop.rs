@@ -24,9 +24,8 @@
 #[path = "../../interop/harness.rs"]
 mod harness;
 
-use std::io::{BufRead, BufReader};
 use std::path::PathBuf;
-use std::process::{Command, Stdio};
+use std::process::Command;
 use std::time::Duration;
 
 use examples::echo::{
@@ -34,7 +33,7 @@ use examples::echo::{
     MyTest, Request,
 };
 use examples::echo_service::{ECHO_ERROR_CODE, Echo};
-use harness::TempDir;
+use harness::{PythonServer, TempDir, rpc_py};
 use thrift_codec::Utf8Bytes;
 use volo_core::client::{ClientConfig, ClientError};
 use volo_core::codec::{Framing, Protocol, theader};
@@ -74,10 +73,6 @@ const HEADER_COMBOS: [(&str, &str, Protocol, bool); 8] = [
     ("framed", "compact", Protocol::Compact, true),
 ];
 
-fn script() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../interop/rpc.py")
-}
-
 /// Whether the tools are there; a failure under CI, a skip otherwise.
 fn tools() -> bool {
     present(harness::tools_present())
@@ -111,16 +106,6 @@ fn keys() -> Option<PathBuf> {
         Err(format!("Apache's test keys in {}", dir.display()))
     };
     present(found).then_some(dir)
-}
-
-fn rpc_py(tmp: &TempDir) -> Command {
-    let mut cmd = Command::new(harness::python());
-    cmd.arg(script())
-        .arg("--gen-dir")
-        .arg(tmp.0.join("gen-py"))
-        .arg("--thrift")
-        .arg(harness::thrift());
-    cmd
 }
 
 fn runtime() -> tokio::runtime::Runtime {
@@ -277,34 +262,6 @@ fn the_apache_python_multiplexed_client_calls_our_multiplexed_server() {
     serving.abort();
 }
 
-/// A Python server for one framing and protocol; stopped when dropped.
-struct PythonServer {
-    child: std::process::Child,
-    port: u16,
-}
-
-impl PythonServer {
-    /// `rpc.py server` with `extra` options.
-    fn start(tmp: &TempDir, transport: &str, protocol: &str, extra: &[&str]) -> PythonServer {
-        let mut child = rpc_py(tmp)
-            .args(["server", "--transport", transport, "--protocol", protocol])
-            .args(extra)
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .spawn()
-            .unwrap();
-        let mut line = String::new();
-        BufReader::new(child.stdout.take().unwrap())
-            .read_line(&mut line)
-            .unwrap();
-        let port = line
-            .trim()
-            .parse()
-            .unwrap_or_else(|_| panic!("the Python server printed {line:?}, not its port"));
-        PythonServer { child, port }
-    }
-}
-
 impl PythonServer {
     /// Where it listens.
     fn address(&self) -> Address {
@@ -331,15 +288,6 @@ fn bounded(rt: &tokio::runtime::Runtime, what: &str, calls: impl std::future::Fu
             .await
             .unwrap_or_else(|_| panic!("{what}: out of time"));
     });
-}
-
-impl Drop for PythonServer {
-    fn drop(&mut self) {
-        // Closing its stdin ends it; kill in case it hangs.
-        drop(self.child.stdin.take());
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
 }
 
 /// Every method of the service through our generated client.
