@@ -3,11 +3,17 @@
 //! Framed and Buffered, in Binary, Compact and Apache's JSON protocol, must give the
 //! same JSON from both.
 //!
+//! And Apache's Python client (`interop/rpc.py client`, which checks every answer)
+//! calls our generic server of the same IDL, whose handler is `json_echo_server`'s.
+//!
 //! Skipped with a message when `thrift` or the Python library is missing, unless `CI`
 //! is set (then it fails). Everything talks to loopback and is bounded in time.
 
 #[path = "../../../interop/harness.rs"]
 mod harness;
+
+#[path = "../examples/json_echo_server/handler.rs"]
+mod handler;
 
 use std::path::PathBuf;
 use std::time::Duration;
@@ -16,7 +22,7 @@ use examples::echo::EchoServiceServer;
 use examples::echo_service::Echo;
 use harness::PythonServer;
 use thrift_dynamic::Descriptor;
-use thrift_generic::{GenericClient, GenericError};
+use thrift_generic::{GenericClient, GenericError, GenericService};
 use volo_core::client::{Client, ClientConfig, ClientContext};
 use volo_core::codec::{Framing, Protocol};
 use volo_core::context::Address;
@@ -160,4 +166,52 @@ fn json_generic_calls_answer_alike_from_apache_python_and_from_us() {
         });
         assert_eq!(from_us, from_python, "our server against Python's, {what}");
     }
+}
+
+#[test]
+fn the_apache_python_client_calls_our_json_generic_server() {
+    if !tools() {
+        return;
+    }
+    let tmp = harness::TempDir::new("generic-interop-server");
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .unwrap();
+    let idl = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../idl/echo.thrift");
+    let desc = Descriptor::from_files(&[idl], &[] as &[PathBuf]).unwrap();
+    let service = GenericService::json(desc, "EchoService", handler::JsonEcho).unwrap();
+    let facts = service.facts();
+    let bound = rt
+        .block_on(Server::with_facts(service, facts).bind(&"127.0.0.1:0".parse().unwrap()))
+        .unwrap();
+    let Address::Tcp(addr) = bound.local_addr().clone() else {
+        panic!("bound to TCP")
+    };
+    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+    let done = rt.spawn(bound.serve_with_shutdown(async {
+        let _ = stopped.await;
+    }));
+    for (transport, _, protocol, _) in COMBOS {
+        let out = harness::rpc_py(&tmp)
+            .args(["client", "--port", &addr.port().to_string()])
+            .args(["--transport", transport, "--protocol", protocol])
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "{transport}/{protocol}: {}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+    let _ = stop.send(());
+    rt.block_on(async {
+        tokio::time::timeout(Duration::from_secs(20), done)
+            .await
+            .expect("the server did not stop")
+            .unwrap()
+            .unwrap();
+    });
 }
