@@ -157,9 +157,44 @@ where
         method: &str,
         args: &[u8],
     ) -> Result<Bytes, GenericError> {
+        self.json_call(cx, method, args, false).await
+    }
+
+    /// Calls `method`, which takes one argument, with `arg`, that argument's value as
+    /// JSON (`{"action":"a","msg":"b"}` for `echo(1: Request req)`, where
+    /// [`call_json`](Self::call_json) takes `{"req":{...}}`): the form of Kitex's JSON
+    /// generic call, so a Kitex gateway's request bodies go through unchanged. The
+    /// reply is as `call_json`'s. A method with no argument, or with several, is
+    /// [`GenericError::NotOneArgument`] (nothing is sent).
+    pub async fn call_json_arg(
+        &self,
+        cx: &mut ClientContext,
+        method: &str,
+        arg: &[u8],
+    ) -> Result<Bytes, GenericError> {
+        self.json_call(cx, method, arg, true).await
+    }
+
+    async fn json_call(
+        &self,
+        cx: &mut ClientContext,
+        method: &str,
+        args: &[u8],
+        one_arg: bool,
+    ) -> Result<Bytes, GenericError> {
         let desc = self.idl.current();
         let m = self.method(&desc, method)?;
-        let body = JsonArgs::new(&desc, m.args, args, self.protocol).map_err(|source| {
+        let only = match (one_arg, desc.struct_desc(m.args).fields.as_slice()) {
+            (false, _) => None,
+            (true, [f]) => Some(f.id),
+            (true, fields) => {
+                return Err(GenericError::NotOneArgument {
+                    method: m.name.clone(),
+                    count: fields.len(),
+                });
+            }
+        };
+        let body = JsonArgs::new(&desc, m.args, only, args, self.protocol).map_err(|source| {
             GenericError::JsonArgs {
                 method: m.name.clone(),
                 source,
@@ -291,10 +326,13 @@ struct JsonArgs {
 }
 
 impl JsonArgs {
-    /// `json` as struct `ty`, in `protocol` (Apache's JSON protocol: through a value).
+    /// `json` as struct `ty` (the whole struct as an object, or, with `only`, the
+    /// value of its one field of that id), in `protocol` (Apache's JSON protocol:
+    /// through a value).
     fn new(
         desc: &Descriptor,
         ty: StructId,
+        only: Option<i16>,
         json: &[u8],
         protocol: Protocol,
     ) -> Result<Self, thrift_dynamic::TranscodeError> {
@@ -303,7 +341,10 @@ impl JsonArgs {
             Protocol::Binary | Protocol::Json => ThriftProtocol::Binary,
         };
         let mut out = Vec::new();
-        thrift_dynamic::json_to_thrift(desc, ty, json, into, &mut out)?;
+        match only {
+            None => thrift_dynamic::json_to_thrift(desc, ty, json, into, &mut out)?,
+            Some(id) => thrift_dynamic::json_to_result(desc, ty, id, json, into, &mut out)?,
+        }
         let (bytes, protocol) = match into {
             ThriftProtocol::Compact => (out.into(), Protocol::Compact),
             ThriftProtocol::Binary => (out.into(), Protocol::Binary),

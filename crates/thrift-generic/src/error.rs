@@ -38,6 +38,16 @@ pub enum GenericError {
         #[source]
         source: TranscodeError,
     },
+    /// A call in Kitex's one-argument JSON form
+    /// ([`call_json_arg`](crate::GenericClient::call_json_arg)) of a method that does
+    /// not take exactly one argument (nothing was sent).
+    #[error("{method} takes {count} arguments, not one")]
+    NotOneArgument {
+        /// The method.
+        method: String,
+        /// How many arguments it takes.
+        count: usize,
+    },
     /// The reply's result struct does not transcode into JSON.
     #[error("the reply of {method} as JSON: {source}")]
     JsonReply {

@@ -334,3 +334,48 @@ fn json_that_does_not_fit_is_refused_unsent() {
         assert!(err.to_string().contains("msg"), "{err}");
     });
 }
+
+/// Kitex's form: the one argument's value, not an object keyed by argument name.
+#[test]
+fn a_kitex_style_call_gives_the_one_argument_alone() {
+    with_echo(Protocol::Compact, |client, _| async move {
+        let client = client.with_protocol(Protocol::Compact);
+        let got = client
+            .call_json_arg(
+                &mut ClientContext::new(),
+                "echo",
+                br#"{"action":"k","msg":"itex"}"#,
+            )
+            .await
+            .unwrap();
+        assert_eq!(&got[..], br#"{"action":"k","msg":"itex"}"#);
+        let got = client
+            .call_json_arg(&mut ClientContext::new(), "notify", br#""e""#)
+            .await
+            .unwrap();
+        assert_eq!(&got[..], b"null");
+        // Errors point into the argument's own text.
+        let err = client
+            .call_json_arg(&mut ClientContext::new(), "echo", br#"{"action":1}"#)
+            .await
+            .unwrap_err();
+        let GenericError::JsonArgs { source, .. } = &err else {
+            panic!("{err}")
+        };
+        assert_eq!(source.offset(), Some(10));
+        assert_eq!(source.path(), "req.action");
+    });
+    let idl = Descriptor::from_text("two.thrift", "service Two { void two(1: i32 a, 2: i32 b) }")
+        .unwrap();
+    with_echo(Protocol::Binary, |client, _| async move {
+        let two = GenericClient::new(client.client().clone(), idl, "Two").unwrap();
+        let err = two
+            .call_json_arg(&mut ClientContext::new(), "two", b"1")
+            .await
+            .unwrap_err();
+        assert!(
+            matches!(err, GenericError::NotOneArgument { count: 2, .. }),
+            "{err}"
+        );
+    });
+}

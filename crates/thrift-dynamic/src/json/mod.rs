@@ -62,6 +62,23 @@
 //! | unknown field id, or a known id with another wire type | skipped | — | as generated code |
 //! | container of a wrong element type | [`ErrorKind::ElementType`] | — | as generated code |
 //!
+//! Where Kitex itself differs (checked against Kitex v0.16.3's JSON generic client,
+//! both its map-based path and dynamicgo):
+//!
+//! - **A call's arguments.** Kitex's JSON generic call takes a method's one argument
+//!   alone (`{"action":"a","msg":"b"}` for `echo(1: Request req)`) and supports one
+//!   argument only; a generic call here takes the arguments struct keyed by argument
+//!   name (`{"req":{...}}`), which covers any number. thrift-generic's
+//!   `call_json_arg` takes Kitex's form, built on [`json_to_result`] (a struct of one
+//!   field from that field's JSON).
+//! - **Absent fields.** Kitex's `JSONThriftGeneric` turns on dynamicgo's
+//!   `WriteDefaultField` and `WriteRequireField`: an absent field goes out as its
+//!   zero value (`""` for a required string) and replies show absent fields as zero
+//!   values. Here, as in dynamicgo's own defaults, an absent required field is an
+//!   error and JSON mirrors the wire (a field not sent is not shown).
+//! - **Declared exceptions** reach a Kitex caller as an error whose text is the
+//!   exception's JSON; here as a typed error carrying the same JSON.
+//!
 //! # Cost model
 //!
 //! One pass each way: every input byte is looked at a small constant number of times

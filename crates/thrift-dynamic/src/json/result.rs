@@ -87,6 +87,9 @@ fn carried<D: Decoder>(
 /// type) as its field `id` (0 for the return value, or a declared exception's id), in
 /// `protocol`, appended to `out`. A field id the struct does not have is
 /// [`ErrorKind::NoSuchField`]. On error `out` is left as it was.
+///
+/// Any struct will do for `result`: an arguments struct of one argument, from that
+/// argument's JSON alone, is Kitex's form of a JSON generic call.
 pub fn json_to_result(
     desc: &Descriptor,
     result: StructId,
