@@ -19,6 +19,9 @@
 //! - `layered`: EchoService behind a custom server-side layer.
 //! - `middleware`: two custom client layers on a generated client.
 //! - `two-hops`: metainfo through a chain of two services.
+//! - `gateway --idl FILE --upstream ADDR`: HTTP/JSON in (`POST /{service}/{method}`),
+//!   Thrift calls out, driven by IDL read (and re-read when it changes) at run time
+//!   ([`gateway`]).
 //! - `wire-dump`: the bytes of the benchmark types on the wire.
 //!
 //! # The `etcd` feature
@@ -42,6 +45,7 @@
 pub mod attempts;
 pub mod cli;
 pub mod echo_service;
+pub mod gateway;
 pub mod load;
 pub mod open_loop;
 pub mod options;
