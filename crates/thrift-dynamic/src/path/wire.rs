@@ -10,6 +10,7 @@
 //! without a private type in a public interface.
 #![allow(unreachable_pub)]
 
+use thrift_codec::protocol::compact::{self, encode_varint, unzigzag32, unzigzag64, zigzag32};
 use thrift_codec::{Binary, Compact, DEFAULT_MAX_DEPTH, DecodeErrorKind, TType};
 
 /// Where a walk stands in the input.
@@ -422,25 +423,11 @@ fn varint(c: &mut Cursor<'_>, max: usize) -> WireResult<u64> {
     Err(DecodeErrorKind::VarintTooLong(max))
 }
 
-#[inline]
-fn unzigzag(v: u64) -> i64 {
-    ((v >> 1) as i64) ^ -((v & 1) as i64)
-}
-
 /// A Compact length or count: a varint that must fit a non-negative `i32`.
 #[inline]
 fn compact_count(c: &mut Cursor<'_>) -> WireResult<u64> {
     let len = varint(c, 5)? as u32 as i32;
     u64::try_from(len).map_err(|_| DecodeErrorKind::NegativeLength(len.into()))
-}
-
-#[inline]
-fn push_varint(out: &mut Vec<u8>, mut v: u64) {
-    while v >= 0x80 {
-        out.push((v as u8) | 0x80);
-        v >>= 7;
-    }
-    out.push(v as u8);
 }
 
 impl Walk for Compact {
@@ -462,7 +449,7 @@ impl Walk for Compact {
         let id = if delta != 0 {
             last_id.wrapping_add(i16::from(delta))
         } else {
-            unzigzag(u64::from(varint(c, 5)? as u32)) as i16
+            unzigzag32(varint(c, 5)? as u32) as i16
         };
         *last_id = id;
         Ok(FieldHeader {
@@ -516,9 +503,9 @@ impl Walk for Compact {
     fn integer(c: &mut Cursor<'_>, ty: TType) -> WireResult<i64> {
         Ok(match ty {
             TType::I8 => i64::from(c.byte()? as i8),
-            TType::I16 => i64::from(unzigzag(u64::from(varint(c, 5)? as u32)) as i16),
-            TType::I32 => i64::from(unzigzag(u64::from(varint(c, 5)? as u32)) as i32),
-            _ => unzigzag(varint(c, 10)?),
+            TType::I16 => i64::from(unzigzag32(varint(c, 5)? as u32) as i16),
+            TType::I32 => i64::from(unzigzag32(varint(c, 5)? as u32)),
+            _ => unzigzag64(varint(c, 10)?),
         })
     }
 
@@ -533,15 +520,16 @@ impl Walk for Compact {
         let nibble = match folded {
             Some(true) => CT_TRUE,
             Some(false) => CT_FALSE,
-            None => thrift_codec::protocol::compact::compact_type(ty),
+            None => compact::compact_type(ty),
         };
         let delta = i32::from(id) - i32::from(last_id);
         if (1..=15).contains(&delta) {
             out.push(((delta as u8) << 4) | nibble);
         } else {
             out.push(nibble);
-            let zigzag = ((i32::from(id) << 1) ^ (i32::from(id) >> 31)) as u32;
-            push_varint(out, u64::from(zigzag));
+            let mut varint = [0u8; 10];
+            let n = encode_varint(u64::from(zigzag32(i32::from(id))), &mut varint);
+            out.extend_from_slice(&varint[..n]);
         }
     }
 }
