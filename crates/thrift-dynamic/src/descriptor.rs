@@ -132,7 +132,30 @@ impl StructDesc {
 
     /// The field named `name` (its Thrift name).
     pub fn field_named(&self, name: &str) -> Option<&FieldDesc> {
-        self.by_name.get(name).map(|&i| &self.fields[i])
+        self.field_index(name).map(|i| &self.fields[i])
+    }
+
+    /// The position in [`fields`](StructDesc::fields) of the field named `name`.
+    pub(crate) fn field_index(&self, name: &str) -> Option<usize> {
+        self.by_name.get(name).copied()
+    }
+
+    /// The position of the field named `name` (as bytes), trying position `guess`
+    /// first: JSON objects usually list fields in IDL order, and one comparison of
+    /// a few bytes is cheaper than hashing the key. The guess is taken only when no
+    /// two fields share the name, so the answer is always
+    /// [`field_index`](StructDesc::field_index)'s.
+    #[inline]
+    pub(crate) fn field_index_from(&self, name: &[u8], guess: usize) -> Option<usize> {
+        if let Some(f) = self.fields.get(guess)
+            && f.name.as_bytes() == name
+            && self.by_name.len() == self.fields.len()
+        {
+            return Some(guess);
+        }
+        std::str::from_utf8(name)
+            .ok()
+            .and_then(|n| self.field_index(n))
     }
 }
 

@@ -123,24 +123,45 @@ fn min_width(ty: TType) -> u64 {
     }
 }
 
+/// Zigzag encoding of an `i32` (0, -1, 1, -2... to 0, 1, 2, 3...), as Compact writes
+/// `i16` and `i32` values and field ids before their varint. Public, with the other
+/// varint helpers here, for code that writes or walks Compact bytes without this
+/// encoder (thrift-dynamic's transcoder and field paths).
 #[inline]
-fn zigzag32(v: i32) -> u32 {
+pub fn zigzag32(v: i32) -> u32 {
     ((v << 1) ^ (v >> 31)) as u32
 }
 
+/// Zigzag encoding of an `i64`, as Compact writes `i64` values.
 #[inline]
-fn zigzag64(v: i64) -> u64 {
+pub fn zigzag64(v: i64) -> u64 {
     ((v << 1) ^ (v >> 63)) as u64
 }
 
+/// The inverse of [`zigzag32`].
 #[inline]
-fn unzigzag32(v: u32) -> i32 {
+pub fn unzigzag32(v: u32) -> i32 {
     ((v >> 1) as i32) ^ -((v & 1) as i32)
 }
 
+/// The inverse of [`zigzag64`].
 #[inline]
-fn unzigzag64(v: u64) -> i64 {
+pub fn unzigzag64(v: u64) -> i64 {
     ((v >> 1) as i64) ^ -((v & 1) as i64)
+}
+
+/// Writes `v` as an unsigned LEB128 varint (seven bits a byte, low first, the high bit
+/// set on all but the last) at the start of `buf`; returns the bytes used (1 to 10).
+#[inline]
+pub fn encode_varint(mut v: u64, buf: &mut [u8; 10]) -> usize {
+    let mut n = 0;
+    while v >= 0x80 {
+        buf[n] = (v as u8) | 0x80;
+        v >>= 7;
+        n += 1;
+    }
+    buf[n] = v as u8;
+    n + 1
 }
 
 /// Bytes of `v` as an unsigned LEB128 varint.
@@ -297,16 +318,10 @@ impl CompactEncoder<'_> {
     }
 
     #[inline]
-    fn varint(&mut self, mut v: u64) {
+    fn varint(&mut self, v: u64) {
         let mut tmp = [0u8; 10];
-        let mut n = 0;
-        while v >= 0x80 {
-            tmp[n] = (v as u8) | 0x80;
-            v >>= 7;
-            n += 1;
-        }
-        tmp[n] = v as u8;
-        put_prefix(self.buf.tail_mut(), tmp, n + 1);
+        let n = encode_varint(v, &mut tmp);
+        put_prefix(self.buf.tail_mut(), tmp, n);
     }
 
     #[inline]
@@ -671,6 +686,20 @@ mod tests {
         }
         assert_eq!(zigzag32(-1), 1);
         assert_eq!(zigzag32(1), 2);
+    }
+
+    #[test]
+    fn varints_are_encoded_in_varint_len_bytes_low_group_first() {
+        let mut buf = [0u8; 10];
+        assert_eq!(encode_varint(0, &mut buf), 1);
+        assert_eq!(buf[0], 0);
+        assert_eq!(encode_varint(300, &mut buf), 2);
+        assert_eq!(buf[..2], [0xac, 0x02]);
+        for v in [127, 128, 16_383, 16_384, u64::from(u32::MAX), u64::MAX] {
+            let n = encode_varint(v, &mut buf);
+            assert_eq!(n, varint_len(v), "{v}");
+            assert!(buf[..n - 1].iter().all(|b| b & 0x80 != 0) && buf[n - 1] < 0x80);
+        }
     }
 
     #[test]

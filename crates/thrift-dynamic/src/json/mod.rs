@@ -84,12 +84,15 @@
 //! One pass each way: every input byte is looked at a small constant number of times
 //! and no value tree is built.
 //!
-//! - **JSON to Thrift.** Strings without escapes are validated in place (UTF-8) and
-//!   copied once, from the input straight into the output behind their length.
-//!   Strings with escapes are unescaped into one scratch buffer reused by the whole
-//!   call, then copied into the output (two copies). Base64 is decoded straight into the
-//!   output behind its exact length, computed from the text. Numbers are parsed from
-//!   the input slice. The output is reserved at the JSON's length up front.
+//! - **JSON to Thrift.** Strings without escapes are validated in place (UTF-8 with
+//!   SIMD; short ASCII ones a word at a time) and copied once, from the input straight
+//!   into the output behind their length. Strings with escapes are unescaped into one
+//!   scratch buffer reused by the whole call, then copied into the output (two copies).
+//!   Base64 is decoded straight into the output behind its exact length, computed from
+//!   the text. Numbers are parsed from the input slice; integers of up to 19 digits
+//!   are parsed as they are read, eight digits a step, and only other numbers are
+//!   checked against the grammar first and parsed after. The output is reserved at the
+//!   JSON's length up front.
 //! - **Containers.** Their counts are only known at the closing bracket. Binary writes
 //!   a 4-byte placeholder and patches it. Compact writes the header for the common case
 //!   (one byte for a list of fewer than 15 elements, two for a map of fewer than 128
@@ -102,8 +105,10 @@
 //!   UTF-8 with SIMD). Strings are copied once into the output, in runs between the
 //!   bytes that need escaping, found eight bytes at a time. Binaries are base64-encoded
 //!   straight into the output.
-//! - **Field names** are looked up in the descriptor's hash map (JSON keys) or by id
-//!   (Thrift). An error's path is built only while the error travels up.
+//! - **Field names** (JSON keys) are compared first with the field after the previous
+//!   key's (keys usually come in IDL order), then looked up in the descriptor's hash
+//!   map; Thrift fields by id. An error's path is built only while the error travels
+//!   up.
 //!
 //! # Limits
 //!

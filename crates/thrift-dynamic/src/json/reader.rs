@@ -192,6 +192,58 @@ impl<'a> Reader<'a> {
         }
     }
 
+    /// Reads an integer of at most 19 digits, without fraction or exponent, that fits
+    /// `i64`: the common case of [`number`](Reader::number) then a decimal parse, done
+    /// in one pass. `None`, with nothing consumed but spaces, for any other text (the
+    /// caller then reads it the general way, which also reports its errors).
+    #[inline]
+    pub(crate) fn small_int(&mut self) -> Option<i64> {
+        self.skip_ws();
+        let b = self.buf;
+        let neg = b.get(self.pos) == Some(&b'-');
+        let start = self.pos + usize::from(neg);
+        let mut i = start;
+        let mut v: u64 = 0;
+        // Eight digits a step while they are there (two steps at most: 16 digits).
+        while i - start <= 19 - 8
+            && let Some(n) = b.get(i..i + 8).and_then(eight_digits)
+        {
+            v = v * 100_000_000 + u64::from(n);
+            i += 8;
+        }
+        while let Some(&c) = b.get(i) {
+            let d = c.wrapping_sub(b'0');
+            if d >= 10 {
+                break;
+            }
+            // 19 digits fit in a `u64` (below 10^19 < 2^64); a 20th goes the long way.
+            if i - start == 19 {
+                return None;
+            }
+            v = v * 10 + u64::from(d);
+            i += 1;
+        }
+        let digits = i - start;
+        // No digit, a leading zero, or a fraction or exponent to come: the long way.
+        if digits == 0
+            || (digits > 1 && b[start] == b'0')
+            || matches!(b.get(i), Some(b'.' | b'e' | b'E'))
+        {
+            return None;
+        }
+        let v = if neg {
+            // Down to -2^63, which is `i64::MIN` (its negation wraps onto itself).
+            if v > 1 << 63 {
+                return None;
+            }
+            (v as i64).wrapping_neg()
+        } else {
+            i64::try_from(v).ok()?
+        };
+        self.pos = i;
+        Some(v)
+    }
+
     /// Reads a number's text, checked against JSON's grammar:
     /// `-?(0|[1-9][0-9]*)(\.[0-9]+)?([eE][+-]?[0-9]+)?`.
     pub(crate) fn number(&mut self) -> Result<&'a [u8], TranscodeError> {
@@ -442,7 +494,36 @@ impl<'a> Reader<'a> {
     }
 }
 
+/// The value of eight ASCII digits, if `chunk` is eight ASCII digits: a few word
+/// operations instead of eight steps of a loop (the SWAR method of simdjson and
+/// fast_float).
+#[inline]
+fn eight_digits(chunk: &[u8]) -> Option<u32> {
+    const ZEROS: u64 = 0x3030_3030_3030_3030;
+    let w = u64::from_le_bytes(chunk.try_into().ok()?);
+    // A byte is a digit when it is at least b'0' (no borrow out of the subtraction)
+    // and at most b'9' (adding 0x46 does not reach 0x80).
+    if (w.wrapping_add(0x4646_4646_4646_4646) | w.wrapping_sub(ZEROS)) & 0x8080_8080_8080_8080 != 0
+    {
+        return None;
+    }
+    // Pairs of digits, then pairs of pairs, then the two halves (the first digit in
+    // the lowest byte, being the most significant).
+    let d = w - ZEROS;
+    let d = d * 10 + (d >> 8);
+    let lo = (d & 0x0000_00ff_0000_00ff).wrapping_mul(100 + (1_000_000 << 32));
+    let hi = ((d >> 16) & 0x0000_00ff_0000_00ff).wrapping_mul(1 + (10_000 << 32));
+    Some((lo.wrapping_add(hi) >> 32) as u32)
+}
+
+/// Checks UTF-8: a short ASCII string (keys, names, numbers in strings) needs only a
+/// check a word at a time, cheaper than the call into the SIMD validator; longer
+/// strings go to the SIMD validator, faster per byte (and ASCII-fast itself).
+#[inline]
 fn check_utf8(b: &[u8]) -> Result<(), ErrorKind> {
+    if b.len() <= 64 && b.is_ascii() {
+        return Ok(());
+    }
     if simdutf8::basic::from_utf8(b).is_err() {
         return Err(ErrorKind::InvalidString {
             reason: "invalid UTF-8",
@@ -483,4 +564,30 @@ pub(crate) fn scan(b: &[u8], mut i: usize) -> usize {
         i += 1;
     }
     i
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The plain reading of eight digits.
+    fn digits_one_by_one(chunk: &[u8]) -> Option<u32> {
+        chunk.iter().try_fold(0u32, |v, &c| {
+            c.is_ascii_digit().then(|| v * 10 + u32::from(c - b'0'))
+        })
+    }
+
+    #[test]
+    fn eight_digits_at_once_read_as_one_by_one_whatever_byte_is_anywhere() {
+        for base in [*b"12345678", *b"00000000", *b"99999999", *b"90817263"] {
+            assert_eq!(eight_digits(&base), digits_one_by_one(&base));
+            for at in 0..8 {
+                for byte in 0..=255u8 {
+                    let mut chunk = base;
+                    chunk[at] = byte;
+                    assert_eq!(eight_digits(&chunk), digits_one_by_one(&chunk), "{chunk:?}");
+                }
+            }
+        }
+    }
 }

@@ -62,25 +62,27 @@ impl<'a, W: Wire> ToThrift<'a, '_, W> {
         let s = desc.struct_desc(id);
         let saved = self.w.struct_begin();
         let mut seen = Seen::new(s.fields.len());
+        // Where the next key is looked for first: after the field of the last one.
+        let mut next = 0;
         if !self.r.empty(b'}') {
             loop {
                 let key = self.r.string(&mut self.scratch)?;
-                let field = std::str::from_utf8(self.bytes(key))
-                    .ok()
-                    .and_then(|k| s.field_named(k));
+                let field = s.field_index_from(self.bytes(key), next);
                 self.r.expect(b':', "`:`")?;
                 match field {
                     // Unknown keys are skipped (their syntax checked).
                     None => self
                         .r
                         .skip_value(&mut self.scratch, self.depth, self.max_depth)?,
-                    Some(f) => {
+                    Some(i) => {
+                        next = i + 1;
+                        let f = &s.fields[i];
                         if self.r.peek() == Some(b'n') {
                             // `null` is an absent field.
                             self.r.literal(b"null").map_err(|e| e.in_field(&f.name))?;
                         } else {
                             let offset = self.r.pos();
-                            if !seen.insert(index_of(s, f)) {
+                            if !seen.insert(i) {
                                 return Err(TranscodeError::at(
                                     ErrorKind::DuplicateField {
                                         field: f.name.clone(),
@@ -204,7 +206,10 @@ impl<'a, W: Wire> ToThrift<'a, '_, W> {
     fn int(&mut self, ty: &Ty) -> Result<i64> {
         let start = self.r.pos();
         let text = match self.r.next_kind()? {
-            Next::Number => self.r.number()?,
+            Next::Number => match self.r.small_int() {
+                Some(v) => return in_range(v, ty, start),
+                None => self.r.number()?,
+            },
             Next::String => {
                 let s = self.r.string(&mut self.scratch)?;
                 self.bytes(s)
@@ -212,19 +217,7 @@ impl<'a, W: Wire> ToThrift<'a, '_, W> {
             _ => return Err(self.wrong("an integer")),
         };
         let v = parse_int(text).map_err(|kind| TranscodeError::at(kind, start))?;
-        let (lo, hi) = match ty {
-            Ty::I8 => (i64::from(i8::MIN), i64::from(i8::MAX)),
-            Ty::I16 => (i64::from(i16::MIN), i64::from(i16::MAX)),
-            Ty::I32 | Ty::Enum(_) => (i64::from(i32::MIN), i64::from(i32::MAX)),
-            _ => (i64::MIN, i64::MAX),
-        };
-        if v < lo || v > hi {
-            return Err(TranscodeError::at(
-                ErrorKind::OutOfRange { ty: ty_name(ty) },
-                start,
-            ));
-        }
-        Ok(v)
+        in_range(v, ty, start)
     }
 
     /// An enum: its number, or one of its names as a string.
@@ -444,13 +437,22 @@ pub(crate) fn is_key_type(ty: &Ty) -> bool {
     !matches!(ty, Ty::Struct(_) | Ty::List(_) | Ty::Set(_) | Ty::Map(..))
 }
 
-/// The position of `f` among `s.fields` (`f` is one of them).
-fn index_of(s: &StructDesc, f: &FieldDesc) -> usize {
-    // By address: `f` came from `s.field_named`, so it is one of the slice's.
-    s.fields
-        .iter()
-        .position(|x| std::ptr::eq(x, f))
-        .unwrap_or(usize::MAX)
+/// `v` if it is within type `ty`, else an error at `start`.
+#[inline]
+fn in_range(v: i64, ty: &Ty, start: usize) -> Result<i64> {
+    let (lo, hi) = match ty {
+        Ty::I8 => (i64::from(i8::MIN), i64::from(i8::MAX)),
+        Ty::I16 => (i64::from(i16::MIN), i64::from(i16::MAX)),
+        Ty::I32 | Ty::Enum(_) => (i64::from(i32::MIN), i64::from(i32::MAX)),
+        _ => (i64::MIN, i64::MAX),
+    };
+    if v < lo || v > hi {
+        return Err(TranscodeError::at(
+            ErrorKind::OutOfRange { ty: ty_name(ty) },
+            start,
+        ));
+    }
+    Ok(v)
 }
 
 /// A decimal integer (optional `-`, digits, nothing else), within `i64`.
@@ -469,21 +471,20 @@ pub(crate) fn parse_int(text: &[u8]) -> std::result::Result<i64, ErrorKind> {
             },
         });
     }
-    let mut v: i64 = 0;
-    for &d in digits {
-        let d = i64::from(d - b'0');
-        v = v
-            .checked_mul(10)
-            .and_then(|v| {
+    // One `Option` to the end: the error is built once, not made and dropped per digit.
+    digits
+        .iter()
+        .try_fold(0i64, |v, &d| {
+            let d = i64::from(d - b'0');
+            v.checked_mul(10).and_then(|v| {
                 if neg {
                     v.checked_sub(d)
                 } else {
                     v.checked_add(d)
                 }
             })
-            .ok_or(ErrorKind::OutOfRange { ty: "i64" })?;
-    }
-    Ok(v)
+        })
+        .ok_or(ErrorKind::OutOfRange { ty: "i64" })
 }
 
 /// Whether `text` is a number by JSON's grammar.
@@ -660,6 +661,48 @@ mod tests {
         ));
         assert!(matches!(parse_int(b"-"), Err(ErrorKind::WrongType { .. })));
         assert!(matches!(parse_int(b"+1"), Err(ErrorKind::WrongType { .. })));
+    }
+
+    proptest::proptest! {
+        #[test]
+        fn the_one_pass_integer_reads_as_the_grammar_then_the_parse(
+            text in " ?-?[0-9]{0,21}([.eE][0-9]?)?[ ,]?",
+        ) {
+            let mut fast = Reader::new(text.as_bytes());
+            let mut slow = Reader::new(text.as_bytes());
+            let general = slow.number().map_err(drop).and_then(|n| parse_int(n).map_err(drop));
+            match fast.small_int() {
+                Some(v) => {
+                    proptest::prop_assert_eq!(general, Ok(v));
+                    proptest::prop_assert_eq!(fast.pos(), slow.pos());
+                }
+                // Left for the general reader: only leading spaces consumed.
+                None => {
+                    let mut spaces = Reader::new(text.as_bytes());
+                    spaces.peek();
+                    proptest::prop_assert_eq!(fast.pos(), spaces.pos());
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn the_one_pass_integer_takes_the_i64_extremes_and_leaves_the_rest() {
+        for (text, v) in [
+            ("0", Some(0)),
+            ("-0", Some(0)),
+            ("9223372036854775807", Some(i64::MAX)),
+            ("-9223372036854775808", Some(i64::MIN)),
+            ("9223372036854775808", None),
+            ("-9223372036854775809", None),
+            ("99999999999999999999", None),
+            ("01", None),
+            ("1.5", None),
+            ("1e3", None),
+            ("-", None),
+        ] {
+            assert_eq!(Reader::new(text.as_bytes()).small_int(), v, "{text}");
+        }
     }
 
     #[test]

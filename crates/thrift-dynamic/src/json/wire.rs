@@ -2,7 +2,7 @@
 //! before their elements are counted and patched once the closing bracket is read.
 
 use thrift_codec::TType;
-use thrift_codec::protocol::compact::compact_type;
+use thrift_codec::protocol::compact::{compact_type, encode_varint, zigzag32, zigzag64};
 
 /// One Thrift protocol's writer. Container `*_begin` methods return where the header
 /// starts; `*_end` patches it with the count.
@@ -142,19 +142,12 @@ pub(crate) struct CompactWire<'o> {
 const CT_TRUE: u8 = 1;
 const CT_FALSE: u8 = 2;
 
-/// Appends `v` as a base-128 varint.
+/// Appends `v` as a base-128 varint (one copy of its 1 to 10 bytes).
 #[inline]
-fn varint(out: &mut Vec<u8>, mut v: u64) {
-    while v >= 0x80 {
-        out.push((v as u8) | 0x80);
-        v >>= 7;
-    }
-    out.push(v as u8);
-}
-
-#[inline]
-fn zigzag(v: i64) -> u64 {
-    ((v << 1) ^ (v >> 63)) as u64
+fn varint(out: &mut Vec<u8>, v: u64) {
+    let mut buf = [0u8; 10];
+    let n = encode_varint(v, &mut buf);
+    out.extend_from_slice(&buf[..n]);
 }
 
 impl CompactWire<'_> {
@@ -165,7 +158,7 @@ impl CompactWire<'_> {
             self.out.push(((delta as u8) << 4) | ctype);
         } else {
             self.out.push(ctype);
-            varint(self.out, zigzag(i64::from(id)));
+            varint(self.out, u64::from(zigzag32(i32::from(id))));
         }
         self.last_id = id;
     }
@@ -209,16 +202,15 @@ impl Wire for CompactWire<'_> {
     }
     #[inline]
     fn i16(&mut self, v: i16) {
-        varint(self.out, zigzag(i64::from(v)));
+        varint(self.out, u64::from(zigzag32(i32::from(v))));
     }
     #[inline]
     fn i32(&mut self, v: i32) {
-        // Zigzag over 32 bits, as the protocol defines for i32.
-        varint(self.out, u64::from(((v << 1) ^ (v >> 31)) as u32));
+        varint(self.out, u64::from(zigzag32(v)));
     }
     #[inline]
     fn i64(&mut self, v: i64) {
-        varint(self.out, zigzag(v));
+        varint(self.out, zigzag64(v));
     }
     #[inline]
     fn double(&mut self, v: f64) {

@@ -72,21 +72,26 @@
 //! and nothing is copied. Stepping over is [`thrift_codec::protocol::skip_value`]'s algorithm on a
 //! borrowed slice: containers of fixed-width elements (`bool`, `byte`, `double`, `uuid`,
 //! and in Binary also `i16`, `i32`, `i64`) and maps of fixed-width keys and values are
-//! crossed by arithmetic in one step, strings and binaries by their length prefix;
-//! Compact varints are stepped over byte by byte; structs and other containers are
-//! entered and walked the same way, with the nesting depth counted. The value found is
-//! then stepped over once more to find its end (and so check it is whole), and handed
-//! back as a [`Value`]: its byte range, its wire type, and accessors that decode only
-//! it (UTF-8 is checked only when it is read as a string).
+//! crossed by arithmetic in one step (one bounds check), strings and binaries by their
+//! length prefix; a list of Compact integers is crossed eight bytes at a time (the
+//! varints ending in each word counted with a mask and a multiply, without decoding
+//! them); structs and other containers are entered and walked the same way, with the
+//! nesting depth counted. A container's element (and key) type is looked at once, so
+//! the loop over its elements runs without dispatching on the type or calling a
+//! function per scalar or string. The value found is then stepped over once more to
+//! find its end (and so check it is whole), and handed back as a [`Value`]: its byte
+//! range, its wire type, and accessors that decode only it (UTF-8 is checked only when
+//! it is read as a string).
 //!
 //! # Cost model
 //!
 //! A read costs one pass over the bytes *before* the value in its enclosing structs and
 //! containers, at the price of headers, not contents: per field or element stepped
 //! over, one header (and for strings one length); per fixed-width list, O(1); per
-//! Compact integer, its varint's bytes. Fields after the value are never looked at,
-//! except that a map is read to its end (a repeated key takes its last value, as
-//! thrift-codec's decoder does) and an absent field costs a walk to its struct's stop.
+//! list of Compact integers, one step per eight bytes of varints. Fields after the
+//! value are never looked at, except that a map is read to its end (a repeated key
+//! takes its last value, as thrift-codec's decoder does) and an absent field costs a
+//! walk to its struct's stop.
 //! Resolution ([`FieldPath::resolve`]) does every name lookup once; reading does none.
 //! A replacement costs the same walk plus one copy of the message, in three ranges
 //! (before, new value, after).
