@@ -82,9 +82,12 @@ pub fn compact_type(ty: TType) -> u8 {
     }
 }
 
+/// The type a Compact type nibble stands for (either bool nibble is `Bool`), `None`
+/// for a nibble that is no type: the inverse of [`compact_type`], public for the same
+/// readers.
 #[inline]
-fn from_compact_type(nibble: u8) -> Result<TType, DecodeError> {
-    Ok(match nibble {
+pub fn ttype_of_compact(nibble: u8) -> Option<TType> {
+    Some(match nibble {
         CT_STOP => TType::Stop,
         CT_TRUE | CT_FALSE => TType::Bool,
         3 => TType::I8,
@@ -98,8 +101,13 @@ fn from_compact_type(nibble: u8) -> Result<TType, DecodeError> {
         11 => TType::Map,
         12 => TType::Struct,
         13 => TType::Uuid,
-        other => return Err(DecodeError::new(DecodeErrorKind::InvalidType(other))),
+        _ => return None,
     })
+}
+
+#[inline]
+fn from_compact_type(nibble: u8) -> Result<TType, DecodeError> {
+    ttype_of_compact(nibble).ok_or_else(|| DecodeError::new(DecodeErrorKind::InvalidType(nibble)))
 }
 
 /// The wire width of every value of `ty`, where it does not depend on the value.

@@ -400,24 +400,10 @@ fn binary_count(c: &mut Cursor<'_>) -> WireResult<u64> {
 const CT_TRUE: u8 = 1;
 const CT_FALSE: u8 = 2;
 
+/// The type of a Compact type nibble, read from the input.
 #[inline]
 fn compact_type(nibble: u8) -> WireResult<TType> {
-    Ok(match nibble {
-        0 => TType::Stop,
-        CT_TRUE | CT_FALSE => TType::Bool,
-        3 => TType::I8,
-        4 => TType::I16,
-        5 => TType::I32,
-        6 => TType::I64,
-        7 => TType::Double,
-        8 => TType::Binary,
-        9 => TType::List,
-        10 => TType::Set,
-        11 => TType::Map,
-        12 => TType::Struct,
-        13 => TType::Uuid,
-        other => return Err(DecodeErrorKind::InvalidType(other)),
-    })
+    compact::ttype_of_compact(nibble).ok_or(DecodeErrorKind::InvalidType(nibble))
 }
 
 /// An unsigned LEB128 varint of at most `max` bytes.
