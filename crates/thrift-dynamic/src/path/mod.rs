@@ -127,6 +127,7 @@ mod parse;
 mod read;
 mod replace;
 mod resolve;
+mod varints;
 mod wire;
 
 use std::fmt;

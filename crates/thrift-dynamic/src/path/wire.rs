@@ -13,6 +13,8 @@
 use thrift_codec::protocol::compact::{self, encode_varint, unzigzag32, unzigzag64, zigzag32};
 use thrift_codec::{Binary, Compact, DEFAULT_MAX_DEPTH, DecodeErrorKind, TType};
 
+use super::varints::{self, HIGH, Scan};
+
 /// Where a walk stands in the input.
 #[derive(Debug, Clone)]
 pub struct Cursor<'a> {
@@ -81,40 +83,49 @@ impl<'a> Cursor<'a> {
         self.take(n).map(drop)
     }
 
-    /// Steps over one varint of at most `max` (at most 10) bytes: where eight bytes
-    /// remain, its end is found with one mask, without decoding it.
-    #[inline]
+    /// Steps over one varint of at most `max` (at most 10) bytes: where sixteen bytes
+    /// remain, its end is found with two masks, without decoding it (see
+    /// [`varint_end`]).
+    #[inline(always)]
     fn skip_varint(&mut self, max: usize) -> WireResult<()> {
-        if let Some(chunk) = self.buf.get(self.pos..self.pos + 8) {
-            let word = u64::from_le_bytes(chunk.try_into().unwrap_or_default());
-            let ends = !word & 0x8080_8080_8080_8080;
-            if ends != 0 {
-                let len = (ends.trailing_zeros() / 8) as usize + 1;
-                if len > max {
-                    return Err(DecodeErrorKind::VarintTooLong(max));
-                }
-                self.pos += len;
-                return Ok(());
+        match varint_end(self.buf, self.pos, max) {
+            Some(end) => {
+                self.pos = end;
+                Ok(())
             }
+            None => self.skip_varint_slowly(max),
         }
+    }
+
+    /// [`Cursor::skip_varint`] near the end of the input.
+    #[cold]
+    #[inline(never)]
+    fn skip_varint_slowly(&mut self, max: usize) -> WireResult<()> {
         varint(self, max).map(drop)
     }
 
     /// Steps over `count` varints of at most `max` bytes each, in one pass over the
-    /// bytes: a varint ends at each byte below 0x80. Eight bytes at a time while more
-    /// than eight varints remain (their ends counted with one mask and a multiply),
-    /// then byte by byte; a run of `max` continuation bytes is an error, as in
-    /// thrift-codec.
+    /// bytes: a varint ends at each byte below 0x80. Sixty-four bytes at a time where
+    /// that many remain ([`varints::scan`]); then eight bytes at a time, their ends
+    /// counted with one mask and a multiply; then byte by byte. A run of `max`
+    /// continuation bytes is an error, as in thrift-codec.
     #[inline]
     fn skip_varints(&mut self, count: usize, max: usize) -> WireResult<()> {
-        const HIGH: u64 = 0x8080_8080_8080_8080;
         const ONES: u64 = 0x0101_0101_0101_0101;
         let rest = self.buf.get(self.pos..).unwrap_or_default();
         let too_long = DecodeErrorKind::VarintTooLong(max);
-        let mut left = count;
-        // Continuation bytes since the last end of a varint.
-        let mut run = 0;
-        let mut end = 0;
+        if count == 0 {
+            return Ok(());
+        }
+        // `run`: continuation bytes since the last end of a varint.
+        let (mut end, mut left, mut run) = match varints::scan(rest, count, max) {
+            Scan::Ended(len) => {
+                self.pos += len;
+                return Ok(());
+            }
+            Scan::TooLong => return Err(too_long),
+            Scan::Short { end, left, run } => (end, left, run),
+        };
         while let Some(chunk) = rest.get(end..end + 8) {
             let word = u64::from_le_bytes(chunk.try_into().unwrap_or_default());
             let ends = !word & HIGH;
@@ -257,6 +268,25 @@ pub trait Walk {
     fn map_header(c: &mut Cursor<'_>) -> WireResult<ContainerHeader>;
     /// Reads a string or binary length prefix (checked against what remains).
     fn binary_len(c: &mut Cursor<'_>) -> WireResult<usize>;
+    /// Where the string or binary at `pos` ends, when its length prefix has its
+    /// common form and the content fits in `buf`; `None` sends the caller the long
+    /// way (which also reports every error).
+    fn binary_end(buf: &[u8], pos: usize) -> Option<usize>;
+    /// Where the field at `pos` ends (header and value), when its header has its
+    /// short form and its value is a scalar or a string whose end
+    /// [`Walk::binary_end`] finds; `None` for every other field and for the stop.
+    fn simple_field_end(buf: &[u8], pos: usize) -> Option<usize>;
+    /// Steps over a string or binary: its length prefix and its content.
+    #[inline(always)]
+    fn skip_binary(c: &mut Cursor<'_>) -> WireResult<()> {
+        match Self::binary_end(c.buf, c.pos) {
+            Some(end) => {
+                c.pos = end;
+                Ok(())
+            }
+            None => skip_long_binary::<Self>(c),
+        }
+    }
     /// Reads an `i8`, `i16`, `i32` or `i64` (`ty`).
     fn integer(c: &mut Cursor<'_>, ty: TType) -> WireResult<i64>;
     /// Writes the header of field `id` following field `last_id`; for a `bool` field,
@@ -370,6 +400,32 @@ impl Walk for Binary {
         c.check_len(len, 1)
     }
 
+    #[inline(always)]
+    fn binary_end(buf: &[u8], pos: usize) -> Option<usize> {
+        let prefix = buf.get(pos..pos + 4)?;
+        let len = u32::from_be_bytes(prefix.try_into().unwrap_or_default());
+        // A negative length goes the long way, to its error.
+        let len = usize::try_from(i32::try_from(len).ok()?).ok()?;
+        let end = pos + 4 + len;
+        (end <= buf.len()).then_some(end)
+    }
+
+    #[inline(always)]
+    fn simple_field_end(buf: &[u8], pos: usize) -> Option<usize> {
+        let at = pos + 3;
+        let width = match *buf.get(pos)? {
+            2 | 3 => 1,
+            4 | 10 => 8,
+            6 => 2,
+            8 => 4,
+            11 => return Self::binary_end(buf, at),
+            16 => 16,
+            _ => return None,
+        };
+        let end = at + width;
+        (end <= buf.len()).then_some(end)
+    }
+
     #[inline]
     fn integer(c: &mut Cursor<'_>, ty: TType) -> WireResult<i64> {
         Ok(match ty {
@@ -425,6 +481,37 @@ fn varint(c: &mut Cursor<'_>, max: usize) -> WireResult<u64> {
 fn compact_count(c: &mut Cursor<'_>) -> WireResult<u64> {
     let len = varint(c, 5)? as u32 as i32;
     u64::try_from(len).map_err(|_| DecodeErrorKind::NegativeLength(len.into()))
+}
+
+/// [`Walk::skip_binary`] past its fast path.
+#[cold]
+#[inline(never)]
+fn skip_long_binary<P: Walk + ?Sized>(c: &mut Cursor<'_>) -> WireResult<()> {
+    let len = P::binary_len(c)?;
+    c.advance(len, 1)
+}
+
+/// Where the varint of at most `max` bytes at `pos` ends, found from two words
+/// without decoding it, when sixteen bytes remain; `None` near the end of the input
+/// and for a varint longer than `max`.
+#[inline(always)]
+fn varint_end(buf: &[u8], pos: usize, max: usize) -> Option<usize> {
+    let chunk = buf.get(pos..pos + 16)?;
+    let lo = u64::from_le_bytes(chunk[..8].try_into().unwrap_or_default());
+    let hi = u64::from_le_bytes(chunk[8..].try_into().unwrap_or_default());
+    let ends = !lo & HIGH;
+    let len = if ends != 0 {
+        (ends.trailing_zeros() / 8 + 1) as usize
+    } else if hi & 0x8080 != 0x8080 {
+        // Nine bytes or ten (an `i64` of 57 bits or more), told apart by the ninth
+        // byte's high bit alone: a shorter chain of dependent operations than
+        // counting zeros, and a walk over a map of `i64` values is such a chain.
+        9 + (hi >> 7 & 1) as usize
+    } else {
+        // Over every `max`.
+        return None;
+    };
+    (len <= max).then_some(pos + len)
 }
 
 impl Walk for Compact {
@@ -496,6 +583,45 @@ impl Walk for Compact {
         c.check_len(len, 1)
     }
 
+    /// A length below 2^14: one or two bytes, read from one two-byte load.
+    #[inline(always)]
+    fn binary_end(buf: &[u8], pos: usize) -> Option<usize> {
+        let &[b0, b1] = buf.get(pos..pos + 2)? else {
+            return None;
+        };
+        // The second byte is the length's only if the first continues.
+        let (prefix, len) = if b0 < 0x80 {
+            (1, usize::from(b0))
+        } else if b1 < 0x80 {
+            (2, usize::from(b0 & 0x7f) | usize::from(b1) << 7)
+        } else {
+            return None;
+        };
+        let end = pos + prefix + len;
+        (end <= buf.len()).then_some(end)
+    }
+
+    #[inline(always)]
+    fn simple_field_end(buf: &[u8], pos: usize) -> Option<usize> {
+        let b = *buf.get(pos)?;
+        if b < 0x10 {
+            // The stop, or an id written out in full.
+            return None;
+        }
+        let at = pos + 1;
+        let end = match b & 0x0f {
+            CT_TRUE | CT_FALSE => at,
+            3 => at + 1,
+            4 | 5 => return varint_end(buf, at, 5),
+            6 => return varint_end(buf, at, 10),
+            7 => at + 8,
+            8 => return Self::binary_end(buf, at),
+            13 => at + 16,
+            _ => return None,
+        };
+        (end <= buf.len()).then_some(end)
+    }
+
     #[inline]
     fn integer(c: &mut Cursor<'_>, ty: TType) -> WireResult<i64> {
         Ok(match ty {
@@ -561,15 +687,24 @@ impl Stride {
         }
     }
 
+    /// Where the value at `pos` ends, on the fast paths only (see
+    /// [`Walk::binary_end`]); `None` for structs and containers.
+    #[inline(always)]
+    fn end<P: PathProtocol>(self, buf: &[u8], pos: usize) -> Option<usize> {
+        match self {
+            Stride::Fixed(width) => Some(pos + width).filter(|&end| end <= buf.len()),
+            Stride::Varint(max) => varint_end(buf, pos, max),
+            Stride::Binary => P::binary_end(buf, pos),
+            Stride::Nested(_) => None,
+        }
+    }
+
     #[inline(always)]
     fn skip<P: PathProtocol>(self, c: &mut Cursor<'_>) -> WireResult<()> {
         match self {
             Stride::Fixed(width) => c.advance(1, width),
             Stride::Varint(max) => c.skip_varint(max),
-            Stride::Binary => {
-                let len = P::binary_len(c)?;
-                c.advance(len, 1)
-            }
+            Stride::Binary => P::skip_binary(c),
             Stride::Nested(ty) => skip_nested::<P>(c, ty),
         }
     }
@@ -592,6 +727,14 @@ fn skip_nested<P: PathProtocol>(c: &mut Cursor<'_>, ty: TType) -> WireResult<()>
             c.enter()?;
             let mut last_id = 0;
             loop {
+                // Runs of scalar and string fields, their ends found with the position
+                // kept in a register; the ids they carry are not needed to step over
+                // them. The stop and every other field go the general way.
+                let mut pos = c.pos;
+                while let Some(end) = P::simple_field_end(c.buf, pos) {
+                    pos = end;
+                }
+                c.pos = pos;
                 let field = P::field_header(c, &mut last_id)?;
                 match field.ty {
                     TType::Stop => break,
@@ -632,9 +775,51 @@ pub fn skip_elements<P: PathProtocol>(
     match Stride::of::<P>(elem) {
         Stride::Fixed(width) => c.advance(count, width),
         Stride::Varint(max) => c.skip_varints(count, max),
-        Stride::Binary => (0..count).try_for_each(|_| Stride::Binary.skip::<P>(c)),
+        Stride::Binary => {
+            let done = fast_run(c, count, |buf, pos| P::binary_end(buf, pos));
+            (done..count).try_for_each(|_| Stride::Binary.skip::<P>(c))
+        }
+        // Structs of scalars and strings (the depth limit allowing one more level).
+        Stride::Nested(TType::Struct) if c.depth < DEFAULT_MAX_DEPTH => {
+            let done = fast_run(c, count, simple_struct_end::<P>);
+            (done..count).try_for_each(|_| skip_nested::<P>(c, TType::Struct))
+        }
         Stride::Nested(ty) => (0..count).try_for_each(|_| skip_nested::<P>(c, ty)),
     }
+}
+
+/// Where the struct at `pos` ends when all its fields are ones
+/// [`Walk::simple_field_end`] steps over, and it ends with a plain zero stop byte.
+#[inline(always)]
+fn simple_struct_end<P: PathProtocol>(buf: &[u8], mut pos: usize) -> Option<usize> {
+    while let Some(end) = P::simple_field_end(buf, pos) {
+        pos = end;
+    }
+    (*buf.get(pos)? == 0).then_some(pos + 1)
+}
+
+/// Steps over up to `count` values whose ends `end` finds, with the position kept in a
+/// register (a walk is a chain of dependent loads, and a position stored through the
+/// cursor at every step adds a store and a reload to each link). Stops at the first
+/// value `end` declines, and returns how many it stepped over; the caller steps over
+/// the rest the general way, which also reports any error.
+#[inline(always)]
+fn fast_run(
+    c: &mut Cursor<'_>,
+    count: usize,
+    end: impl Fn(&[u8], usize) -> Option<usize>,
+) -> usize {
+    let mut pos = c.pos;
+    let mut done = 0;
+    while done < count {
+        match end(c.buf, pos) {
+            Some(next) => pos = next,
+            None => break,
+        }
+        done += 1;
+    }
+    c.pos = pos;
+    done
 }
 
 /// Steps over `count` map entries of `key` and `value`: by arithmetic where both have a
@@ -649,10 +834,15 @@ fn skip_entries<P: PathProtocol>(
     match (Stride::of::<P>(key), Stride::of::<P>(value)) {
         (Stride::Fixed(k), Stride::Fixed(v)) => c.advance(count, k + v),
         // The common shape (string keys), with the key's stride spelled out.
-        (Stride::Binary, v) => (0..count).try_for_each(|_| {
-            Stride::Binary.skip::<P>(c)?;
-            v.skip::<P>(c)
-        }),
+        (Stride::Binary, v) => {
+            let done = fast_run(c, count, |buf, pos| {
+                v.end::<P>(buf, P::binary_end(buf, pos)?)
+            });
+            (done..count).try_for_each(|_| {
+                Stride::Binary.skip::<P>(c)?;
+                v.skip::<P>(c)
+            })
+        }
         (k, v) => (0..count).try_for_each(|_| {
             k.skip::<P>(c)?;
             v.skip::<P>(c)
@@ -849,8 +1039,13 @@ mod tests {
 
         #[test]
         fn varint_runs_skip_as_varints_read_one_by_one(
-            bytes in prop::collection::vec(any::<u8>(), 0..96),
-            count in 0usize..48,
+            // Even odds, or mostly continuation bytes, so that long runs (and
+            // over-long varints) fall inside and across the 64-byte chunks.
+            bytes in prop_oneof![
+                prop::collection::vec(any::<u8>(), 0..400),
+                prop::collection::vec(prop_oneof![1 => 0u8..0x80, 3 => 0x80u8..], 0..400),
+            ],
+            count in 0usize..160,
             wide in any::<bool>(),
         ) {
             let max = if wide { 10 } else { 5 };
@@ -869,7 +1064,14 @@ mod tests {
         }
 
         #[test]
-        fn one_varint_skips_as_it_reads(bytes in prop::collection::vec(any::<u8>(), 0..24), wide in any::<bool>()) {
+        fn one_varint_skips_as_it_reads(
+            // Even odds, or mostly continuation bytes (long and over-long varints).
+            bytes in prop_oneof![
+                prop::collection::vec(any::<u8>(), 0..24),
+                prop::collection::vec(prop_oneof![1 => 0u8..0x80, 5 => 0x80u8..], 0..24),
+            ],
+            wide in any::<bool>(),
+        ) {
             let max = if wide { 10 } else { 5 };
             let mut fast = Cursor::new(&bytes);
             let mut slow = Cursor::new(&bytes);
