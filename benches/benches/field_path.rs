@@ -21,11 +21,18 @@
 //! The path is resolved once, outside the loop, as a program would. Before measuring,
 //! each read is checked against the fixture's field, and the replacement against a
 //! decode of its output.
+//!
+//! Before the criterion groups, each protocol prints one paired line,
+//! `field_path/<protocol> paired: decode_ns=.. read_ids.blob_ns=.. ratio=..`: batches
+//! of whole decodes and of `ids.blob` reads taken in turn, each side's fastest batch
+//! kept. On a shared machine, time stolen by neighbours lands in one criterion
+//! group's window and not the other's, which moves their ratio by half either way;
+//! the fastest of interleaved batches is what each costs when it runs undisturbed.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::hint::black_box;
 use std::path::Path;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use bytes::Bytes;
 use criterion::{Criterion, Throughput, criterion_group, criterion_main};
@@ -161,6 +168,20 @@ fn cases<P: PathProtocol>(c: &mut Criterion, name: &str) {
         value
     );
 
+    paired(
+        name,
+        || {
+            black_box(
+                codec
+                    .decode::<Mixed>(black_box(frame.clone()))
+                    .expect("decodes"),
+            );
+        },
+        || {
+            black_box(read_blob(black_box(&frame)));
+        },
+    );
+
     let mut g = c.benchmark_group(format!("field_path/{name}"));
     g.throughput(Throughput::Bytes(frame.len() as u64));
     g.bench_function("decode_mixed", |b| {
@@ -185,6 +206,29 @@ fn cases<P: PathProtocol>(c: &mut Criterion, name: &str) {
         })
     });
     g.finish();
+}
+
+/// Prints the paired line (see the module docs): 25 rounds of a batch of `decode`
+/// then a batch of `read`, each batch 2,000 calls, the fastest of each side kept.
+fn paired(name: &str, mut decode: impl FnMut(), mut read: impl FnMut()) {
+    const ROUNDS: usize = 25;
+    const BATCH: u32 = 2_000;
+    let batch = |f: &mut dyn FnMut()| {
+        let start = Instant::now();
+        for _ in 0..BATCH {
+            f();
+        }
+        start.elapsed().as_secs_f64() * 1e9 / f64::from(BATCH)
+    };
+    let (mut best_decode, mut best_read) = (f64::MAX, f64::MAX);
+    for _ in 0..ROUNDS {
+        best_decode = best_decode.min(batch(&mut decode));
+        best_read = best_read.min(batch(&mut read));
+    }
+    println!(
+        "field_path/{name} paired: decode_ns={best_decode:.0} read_ids.blob_ns={best_read:.0} ratio={:.1}",
+        best_decode / best_read
+    );
 }
 
 fn field_path(c: &mut Criterion) {
