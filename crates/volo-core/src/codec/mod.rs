@@ -83,7 +83,7 @@ macro_rules! with_protocol {
 }
 pub(crate) use with_protocol;
 
-mod header;
+pub(crate) mod header;
 pub mod theader;
 pub mod ttheader;
 

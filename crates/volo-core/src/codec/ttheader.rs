@@ -172,23 +172,16 @@ impl Header {
 
     /// Header bytes from offset 14, padding included (a multiple of 4).
     pub fn header_len(&self) -> usize {
-        let mut n = 2; // protocol id, transform count
-        if let Some(token) = &self.acl_token {
-            n += 1 + 2 + token.len();
+        self.info().header_len()
+    }
+
+    /// The info blocks, for the functions TTHeader shares with stream frames.
+    fn info(&self) -> Info<'_> {
+        Info {
+            acl_token: self.acl_token.as_ref(),
+            str_kv: &self.str_kv,
+            int_kv: &self.int_kv,
         }
-        if !self.str_kv.is_empty() {
-            n += 1 + 2;
-            n += self
-                .str_kv
-                .iter()
-                .map(|(k, v)| 4 + k.len() + v.len())
-                .sum::<usize>();
-        }
-        if !self.int_kv.is_empty() {
-            n += 1 + 2;
-            n += self.int_kv.iter().map(|(_, v)| 4 + v.len()).sum::<usize>();
-        }
-        n.next_multiple_of(4)
     }
 
     /// Bytes [`write`](Self::write) puts before the payload: the fixed part, the header,
@@ -201,26 +194,7 @@ impl Header {
     /// id (JSON), strings and counts beyond u16, a header beyond `u16::MAX` words.
     pub fn check(&self) -> Result<(), HeaderError> {
         id_of(self.protocol)?;
-        let u16_len = |what, len: usize| {
-            if len > usize::from(u16::MAX) {
-                Err(HeaderError::TooLong { what, len })
-            } else {
-                Ok(())
-            }
-        };
-        if let Some(t) = &self.acl_token {
-            u16_len("ACL token", t.len())?;
-        }
-        u16_len("string pair count", self.str_kv.len())?;
-        u16_len("integer pair count", self.int_kv.len())?;
-        for (k, v) in &self.str_kv {
-            u16_len("string key", k.len())?;
-            u16_len("string value", v.len())?;
-        }
-        for (_, v) in &self.int_kv {
-            u16_len("integer-key value", v.len())?;
-        }
-        u16_len("header size in words", self.header_len() / 4)
+        self.info().check()
     }
 
     /// Writes everything before a payload of `payload_len` bytes: [`prefix_len`] bytes.
@@ -231,43 +205,9 @@ impl Header {
     pub fn write(&self, payload_len: usize, out: &mut impl BufMut) -> Result<(), HeaderError> {
         self.check()?;
         let protocol = id_of(self.protocol)?;
-        let header_len = self.header_len();
         let inner = if self.inner_framed { 4 } else { 0 };
-        let after_length = FIXED_LEN - 4 + header_len + inner + payload_len;
-        let length = u32::try_from(after_length).map_err(|_| HeaderError::TooLong {
-            what: "frame",
-            len: after_length,
-        })?;
-        out.put_u32(length);
-        out.put_u16(MAGIC);
-        out.put_u16(self.flags);
-        out.put_i32(self.seq_id);
-        out.put_u16((header_len / 4) as u16);
-        out.put_u8(protocol);
-        out.put_u8(0); // no transforms
-        let mut written = 2;
-        if let Some(token) = &self.acl_token {
-            out.put_u8(info::ACL_TOKEN);
-            written += 1 + put_str(out, token);
-        }
-        if !self.str_kv.is_empty() {
-            out.put_u8(info::KEY_VALUE);
-            out.put_u16(self.str_kv.len() as u16);
-            written += 3;
-            for (k, v) in &self.str_kv {
-                written += put_str(out, k) + put_str(out, v);
-            }
-        }
-        if !self.int_kv.is_empty() {
-            out.put_u8(info::INT_KEY_VALUE);
-            out.put_u16(self.int_kv.len() as u16);
-            written += 3;
-            for (k, v) in &self.int_kv {
-                out.put_u16(*k);
-                written += 2 + put_str(out, v);
-            }
-        }
-        out.put_bytes(info::PADDING, header_len - written);
+        self.info()
+            .write(self.flags, self.seq_id, protocol, inner + payload_len, out)?;
         if self.inner_framed {
             out.put_u32(payload_len as u32);
         }
@@ -312,31 +252,12 @@ impl Header {
         header.str_kv.clear();
         header.int_kv.clear();
         header.acl_token = None;
-        while h.left() > 0 {
-            match h.u8("info id")? {
-                info::PADDING => {}
-                info::KEY_VALUE => {
-                    let n = h.u16("string pair count")?;
-                    header.str_kv.reserve(usize::from(n).min(h.left() / 4));
-                    for _ in 0..n {
-                        let k = h.string_u16("string key")?;
-                        let v = h.string_u16("string value")?;
-                        header.str_kv.push((k, v));
-                    }
-                }
-                info::INT_KEY_VALUE => {
-                    let n = h.u16("integer pair count")?;
-                    header.int_kv.reserve(usize::from(n).min(h.left() / 4));
-                    for _ in 0..n {
-                        let k = h.u16("integer key")?;
-                        let v = h.string_u16("integer-key value")?;
-                        header.int_kv.push((k, v));
-                    }
-                }
-                info::ACL_TOKEN => header.acl_token = Some(h.string_u16("ACL token")?),
-                id => return Err(HeaderError::UnknownInfo(id)),
-            }
-        }
+        read_info(
+            &mut h,
+            &mut header.str_kv,
+            &mut header.int_kv,
+            &mut header.acl_token,
+        )?;
         let mut payload = frame.slice(end..);
         if is_inner_frame(&payload) {
             header.inner_framed = true;
@@ -344,6 +265,150 @@ impl Header {
         }
         Ok(payload)
     }
+}
+
+/// The info blocks of a header, borrowed: what [`Header`] and the frames of
+/// [`crate::stream`] (TTHeader frames too) share.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Info<'a> {
+    pub(crate) acl_token: Option<&'a Utf8Bytes>,
+    pub(crate) str_kv: &'a [(Utf8Bytes, Utf8Bytes)],
+    pub(crate) int_kv: &'a [(u16, Utf8Bytes)],
+}
+
+impl Info<'_> {
+    /// Header bytes from offset 14 (protocol id and transform count, the blocks,
+    /// padding): a multiple of 4.
+    pub(crate) fn header_len(&self) -> usize {
+        let mut n = 2; // protocol id, transform count
+        if let Some(token) = self.acl_token {
+            n += 1 + 2 + token.len();
+        }
+        if !self.str_kv.is_empty() {
+            n += 1 + 2;
+            n += self
+                .str_kv
+                .iter()
+                .map(|(k, v)| 4 + k.len() + v.len())
+                .sum::<usize>();
+        }
+        if !self.int_kv.is_empty() {
+            n += 1 + 2;
+            n += self.int_kv.iter().map(|(_, v)| 4 + v.len()).sum::<usize>();
+        }
+        n.next_multiple_of(4)
+    }
+
+    /// Fails for strings and counts beyond u16, or a header beyond `u16::MAX` words.
+    pub(crate) fn check(&self) -> Result<(), HeaderError> {
+        let u16_len = |what, len: usize| {
+            if len > usize::from(u16::MAX) {
+                Err(HeaderError::TooLong { what, len })
+            } else {
+                Ok(())
+            }
+        };
+        if let Some(t) = self.acl_token {
+            u16_len("ACL token", t.len())?;
+        }
+        u16_len("string pair count", self.str_kv.len())?;
+        u16_len("integer pair count", self.int_kv.len())?;
+        for (k, v) in self.str_kv {
+            u16_len("string key", k.len())?;
+            u16_len("string value", v.len())?;
+        }
+        for (_, v) in self.int_kv {
+            u16_len("integer-key value", v.len())?;
+        }
+        u16_len("header size in words", self.header_len() / 4)
+    }
+
+    /// Writes a frame's fixed part and header (blocks in the order ACL token, string
+    /// pairs, integer pairs, each only when not empty, then the least padding), for
+    /// `after` bytes after the header. [`check`](Self::check) must have passed.
+    pub(crate) fn write(
+        &self,
+        flags: u16,
+        seq_id: i32,
+        protocol: u8,
+        after: usize,
+        out: &mut impl BufMut,
+    ) -> Result<(), HeaderError> {
+        let header_len = self.header_len();
+        let after_length = FIXED_LEN - 4 + header_len + after;
+        let length = u32::try_from(after_length).map_err(|_| HeaderError::TooLong {
+            what: "frame",
+            len: after_length,
+        })?;
+        out.put_u32(length);
+        out.put_u16(MAGIC);
+        out.put_u16(flags);
+        out.put_i32(seq_id);
+        out.put_u16((header_len / 4) as u16);
+        out.put_u8(protocol);
+        out.put_u8(0); // no transforms
+        let mut written = 2;
+        if let Some(token) = self.acl_token {
+            out.put_u8(info::ACL_TOKEN);
+            written += 1 + put_str(out, token);
+        }
+        if !self.str_kv.is_empty() {
+            out.put_u8(info::KEY_VALUE);
+            out.put_u16(self.str_kv.len() as u16);
+            written += 3;
+            for (k, v) in self.str_kv {
+                written += put_str(out, k) + put_str(out, v);
+            }
+        }
+        if !self.int_kv.is_empty() {
+            out.put_u8(info::INT_KEY_VALUE);
+            out.put_u16(self.int_kv.len() as u16);
+            written += 3;
+            for (k, v) in self.int_kv {
+                out.put_u16(*k);
+                written += 2 + put_str(out, v);
+            }
+        }
+        out.put_bytes(info::PADDING, header_len - written);
+        Ok(())
+    }
+}
+
+/// Reads the info blocks up to the end of the header (`h`'s end), appending to the
+/// lists (which the caller clears): blocks in any order, repeated blocks merged,
+/// padding bytes anywhere.
+pub(crate) fn read_info(
+    h: &mut Reader<'_>,
+    str_kv: &mut Vec<(Utf8Bytes, Utf8Bytes)>,
+    int_kv: &mut Vec<(u16, Utf8Bytes)>,
+    acl_token: &mut Option<Utf8Bytes>,
+) -> Result<(), HeaderError> {
+    while h.left() > 0 {
+        match h.u8("info id")? {
+            info::PADDING => {}
+            info::KEY_VALUE => {
+                let n = h.u16("string pair count")?;
+                str_kv.reserve(usize::from(n).min(h.left() / 4));
+                for _ in 0..n {
+                    let k = h.string_u16("string key")?;
+                    let v = h.string_u16("string value")?;
+                    str_kv.push((k, v));
+                }
+            }
+            info::INT_KEY_VALUE => {
+                let n = h.u16("integer pair count")?;
+                int_kv.reserve(usize::from(n).min(h.left() / 4));
+                for _ in 0..n {
+                    let k = h.u16("integer key")?;
+                    let v = h.string_u16("integer-key value")?;
+                    int_kv.push((k, v));
+                }
+            }
+            info::ACL_TOKEN => *acl_token = Some(h.string_u16("ACL token")?),
+            id => return Err(HeaderError::UnknownInfo(id)),
+        }
+    }
+    Ok(())
 }
 
 /// Writes a u16-length string (its length checked by `Header::check`); returns the
