@@ -158,6 +158,7 @@ pub mod refusal;
 pub mod registry;
 pub mod server;
 pub mod service;
+pub mod stream;
 #[cfg(test)]
 mod test_support;
 pub mod tower_compat;

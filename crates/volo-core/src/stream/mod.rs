@@ -1,0 +1,12 @@
+//! Streaming calls over TTHeader, wire-compatible with Kitex's ("StreamX", Kitex
+//! v0.12 on): server streams, client streams and bidirectional streams, many per
+//! connection.
+//!
+//! This module holds the wire so far: [`frame`] reads and writes the frames, with
+//! their limits and typed errors. The streams themselves (the per-connection
+//! multiplexer with bounded receive queues, the client and server halves, the
+//! generated methods) build on it.
+
+pub mod frame;
+
+pub use frame::{BizStatus, Frame, FrameError, FrameKind, FrameLimits};
