@@ -14,7 +14,8 @@
 //! that it compiles, and can be run on a crash input, on the stable toolchain. The `idl`
 //! target, for codegen, is in [`idl`]; the `json` target, for the JSON protocol (same
 //! selector byte, protocol bit ignored), in [`json`]; the `theader` one, for volo-core's
-//! Apache THeader framing, in [`theader`]; `json_to_thrift` and `thrift_to_json`, for
+//! Apache THeader framing, in [`theader`]; `stream_frame`, for its TTHeader stream
+//! frames, in [`stream`]; `json_to_thrift` and `thrift_to_json`, for
 //! thrift-dynamic's JSON transcoder, in [`transcode`]; the `path` one, for its field
 //! paths, in [`path`].
 #![forbid(unsafe_code)]
@@ -28,6 +29,7 @@
 pub mod idl;
 pub mod json;
 pub mod path;
+pub mod stream;
 pub mod theader;
 pub mod transcode;
 

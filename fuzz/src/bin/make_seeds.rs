@@ -1,7 +1,8 @@
 //! Writes the seed corpus of the fuzz targets: every sample value of
 //! `thrift_codec_fuzz::seeds` into `corpus/decode/` and `corpus/skip/`, of
 //! `thrift_codec_fuzz::json_seeds` into `corpus/json/`, the frames of
-//! `thrift_codec_fuzz::theader::theader_seeds` into `corpus/theader/`, the inputs of
+//! `thrift_codec_fuzz::theader::theader_seeds` into `corpus/theader/`, those of
+//! `thrift_codec_fuzz::stream::stream_seeds` into `corpus/stream_frame/`, the inputs of
 //! `thrift_codec_fuzz::path::path_seeds` into `corpus/path/`, and those of
 //! `thrift_codec_fuzz::transcode::transcode_seeds` into `corpus/json_to_thrift/` and
 //! `corpus/thrift_to_json/` (or under the directory given as the only argument). Run it
@@ -30,8 +31,13 @@ fn main() -> std::io::Result<()> {
         println!("{} seeds in {}", seeds.len(), dir.display());
     }
     let theader = thrift_codec_fuzz::theader::theader_seeds();
+    let stream = thrift_codec_fuzz::stream::stream_seeds();
     let path = thrift_codec_fuzz::path::path_seeds();
-    for (target, seeds) in [("theader", &theader), ("path", &path)] {
+    for (target, seeds) in [
+        ("theader", &theader),
+        ("stream_frame", &stream),
+        ("path", &path),
+    ] {
         let dir = root.join(target);
         std::fs::create_dir_all(&dir)?;
         for (i, seed) in seeds.iter().enumerate() {
