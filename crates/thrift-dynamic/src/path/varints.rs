@@ -12,8 +12,8 @@
 //! `vpmovmskb`, with the POPCNT and BMI1 instructions for counting), found at run time;
 //! SSE2 (four 16-byte `pmovmskb`), which every x86_64 has; and plain integer
 //! arithmetic elsewhere. All three give the same mask (tested against each other and
-//! a byte-by-byte reference); Miri, which runs none of the intrinsics' detection,
-//! checks the others.
+//! a bit-by-bit reference); under Miri, whose CPU detection finds no AVX2, the SSE2
+//! way runs and is checked.
 
 /// The high bit of each byte of a word.
 pub(super) const HIGH: u64 = 0x8080_8080_8080_8080;

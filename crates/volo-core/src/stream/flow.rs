@@ -4,8 +4,10 @@
 //!
 //! Kitex's streaming has no flow control: each side queues whatever arrives, without
 //! bound, and only TCP slows a sender down. This crate adds a credit window, carried
-//! in frames Kitex already defines and ignores, and keeps Kitex's behaviour, with a
-//! bound, for peers that do not take part:
+//! in frames Kitex already defines (a header frame's string pairs, which a Kitex peer
+//! hands its application as one more header, and meta frames, which are only sent to
+//! a peer that granted a window, so never to Kitex), and keeps Kitex's behaviour, with
+//! a bound, for peers that do not take part:
 //!
 //! - Each side's header frame may carry the string key [`WINDOW_KEY`], the credit in
 //!   bytes it grants the other side on that stream. A side that sent none (Kitex) is

@@ -35,7 +35,7 @@ use thrift_codec::{
 };
 
 use crate::codec::header::{FIXED_LEN, HeaderError, HeaderLimits, Reader, be_u32, read_fixed};
-use crate::codec::ttheader::{self, Info, MAGIC, read_info};
+use crate::codec::ttheader::{Info, MAGIC, read_info};
 
 /// The FLAGS bit that marks a TTHeader frame as a stream frame.
 pub const FLAG_STREAMING: u16 = 0x0002;
@@ -322,7 +322,7 @@ pub fn is_streaming(head: &[u8]) -> Option<bool> {
     let head = head.get(..8)?;
     let magic = u16::from_be_bytes([head[4], head[5]]);
     let flags = u16::from_be_bytes([head[6], head[7]]);
-    Some(magic == ttheader::MAGIC && flags & FLAG_STREAMING != 0)
+    Some(magic == MAGIC && flags & FLAG_STREAMING != 0)
 }
 
 /// The payload of a trailer or rst that carries `error`: a Binary EXCEPTION message
@@ -378,8 +378,8 @@ pub struct BizStatus {
 }
 
 impl BizStatus {
-    /// The status `frame` carries: `None` when `biz-status` is absent, 0 or not a
-    /// number (Kitex treats the last as no status too).
+    /// The status `frame` carries: `None` when `biz-status` is absent or 0, as Kitex
+    /// reads it, and when it is not a decimal `i32` (a choice of this crate).
     pub fn of(frame: &Frame) -> Option<BizStatus> {
         let code: i32 = frame.meta_value(str_key::BIZ_STATUS)?.parse().ok()?;
         (code != 0).then(|| BizStatus {
