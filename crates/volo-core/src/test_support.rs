@@ -407,3 +407,13 @@ pub(crate) fn captured_log() -> &'static std::sync::Mutex<Vec<u8>> {
     });
     LOG.get_or_init(Default::default)
 }
+
+/// Hex with spaces and `|` as separators, for vectors laid out field by field.
+pub(crate) fn hex(s: &str) -> Vec<u8> {
+    let digits: String = s.chars().filter(char::is_ascii_hexdigit).collect();
+    assert_eq!(digits.len() % 2, 0, "odd hex digits in {s:?}");
+    (0..digits.len())
+        .step_by(2)
+        .map(|i| u8::from_str_radix(&digits[i..i + 2], 16).unwrap())
+        .collect()
+}

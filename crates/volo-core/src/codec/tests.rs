@@ -3,7 +3,7 @@ use thrift_codec::{
 };
 
 use super::*;
-use crate::test_support::framed;
+use crate::test_support::{framed, hex};
 
 /// An exception message, as a server would send it: any struct will do.
 fn message<P: thrift_codec::Protocol>(text: &str) -> Vec<u8> {
@@ -18,16 +18,6 @@ fn message<P: thrift_codec::Protocol>(text: &str) -> Vec<u8> {
         .encode_message(&header, &body, &mut buf)
         .unwrap();
     buf.next(n).to_vec()
-}
-
-/// Hex with spaces and `|` as separators, for vectors laid out field by field.
-fn hex(s: &str) -> Vec<u8> {
-    let digits: String = s.chars().filter(char::is_ascii_hexdigit).collect();
-    assert_eq!(digits.len() % 2, 0, "odd hex digits in {s:?}");
-    (0..digits.len())
-        .step_by(2)
-        .map(|i| u8::from_str_radix(&digits[i..i + 2], 16).unwrap())
-        .collect()
 }
 
 /// A Binary call `ping`, sequence id 1, empty arguments (17 bytes).

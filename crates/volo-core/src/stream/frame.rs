@@ -437,12 +437,7 @@ mod tests {
     const DEADLINE_RST: &str = "00000069100000020000000700051000100002001b000135000900044563686f000080010003000000044563686f000000070b00010000002c73747265616d2074696d656f75742c2074696d656f757420696e206374783a203239392e3930373139366d7308000200002eef00";
 
     fn hex(s: &str) -> Bytes {
-        Bytes::from(
-            (0..s.len())
-                .step_by(2)
-                .map(|i| u8::from_str_radix(&s[i..i + 2], 16).expect("hex"))
-                .collect::<Vec<_>>(),
-        )
+        Bytes::from(crate::test_support::hex(s))
     }
 
     fn decode(s: &str) -> Frame {
