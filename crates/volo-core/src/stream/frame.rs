@@ -199,11 +199,7 @@ impl Frame {
 
     /// The value of string key `key`, if present (the last, if repeated).
     pub fn meta_value(&self, key: &str) -> Option<&str> {
-        self.meta
-            .iter()
-            .rev()
-            .find(|(k, _)| k.as_str() == key)
-            .map(|(_, v)| v.as_str())
+        last_value(&self.meta, key)
     }
 
     /// The integer pairs as written: frame type, method, then the others.
@@ -223,22 +219,27 @@ impl Frame {
     /// Appends the encoded frame to `out`; returns its length. Fails, writing
     /// nothing, for strings, counts or a header beyond what TTHeader can hold.
     pub fn encode(&self, out: &mut impl BufMut) -> Result<usize, FrameError> {
-        let int_kv = self.int_pairs();
-        let info = Info {
-            acl_token: None,
-            str_kv: &self.meta,
-            int_kv: &int_kv,
+        let len = if self.int_kv.is_empty() {
+            // The frames streams write: no allocation for the integer pairs.
+            write_head(
+                self.kind,
+                self.stream_id,
+                self.method.as_ref(),
+                &self.meta,
+                self.payload.len(),
+                out,
+            )?
+        } else {
+            let int_kv = self.int_pairs();
+            let info = Info {
+                acl_token: None,
+                str_kv: &self.meta,
+                int_kv: &int_kv,
+            };
+            head(&info, self.stream_id, self.payload.len(), out)?
         };
-        info.check()?;
-        info.write(
-            FLAG_STREAMING,
-            self.stream_id,
-            PROTOCOL_STRUCT,
-            self.payload.len(),
-            out,
-        )?;
         out.put_slice(&self.payload);
-        Ok(FIXED_LEN + info.header_len() + self.payload.len())
+        Ok(len)
     }
 
     /// Reads one whole frame (its LENGTH field included). Strings and the payload are
@@ -297,6 +298,51 @@ impl Frame {
             payload: frame.slice(fixed.end..),
         })
     }
+}
+
+/// The value of `key` among `pairs` (the last, if repeated).
+pub(crate) fn last_value<'a>(pairs: &'a [(Utf8Bytes, Utf8Bytes)], key: &str) -> Option<&'a str> {
+    pairs
+        .iter()
+        .rev()
+        .find(|(k, _)| k.as_str() == key)
+        .map(|(_, v)| v.as_str())
+}
+
+/// Writes the fixed part and the header of a frame of `kind` with `meta` and no other
+/// integer pairs, for a payload of `payload_len` bytes that the caller writes next;
+/// returns the whole frame's length. Fails, writing nothing, for strings or counts
+/// beyond what TTHeader can hold.
+pub(crate) fn write_head(
+    kind: FrameKind,
+    stream_id: i32,
+    method: Option<&Utf8Bytes>,
+    meta: &[(Utf8Bytes, Utf8Bytes)],
+    payload_len: usize,
+    out: &mut impl BufMut,
+) -> Result<usize, FrameError> {
+    let pairs = [
+        (int_key::FRAME_TYPE, Utf8Bytes::from_static(kind.wire())),
+        (int_key::METHOD, method.cloned().unwrap_or_default()),
+    ];
+    let info = Info {
+        acl_token: None,
+        str_kv: meta,
+        int_kv: &pairs[..if method.is_some() { 2 } else { 1 }],
+    };
+    head(&info, stream_id, payload_len, out)
+}
+
+/// Checks and writes `info` as a stream frame's header; returns the frame's length.
+fn head(
+    info: &Info<'_>,
+    stream_id: i32,
+    payload_len: usize,
+    out: &mut impl BufMut,
+) -> Result<usize, FrameError> {
+    info.check()?;
+    info.write(FLAG_STREAMING, stream_id, PROTOCOL_STRUCT, payload_len, out)?;
+    Ok(FIXED_LEN + info.header_len() + payload_len)
 }
 
 /// The length of the frame that starts `head` (its LENGTH field included), once
