@@ -94,6 +94,31 @@ pub(crate) fn framed(msg: &[u8]) -> Vec<u8> {
     out
 }
 
+/// A framed Binary `echo` of `t` to the server at `addr`, on a plain socket: the
+/// text it answers.
+pub(crate) fn call_echo(addr: std::net::SocketAddr, t: &str) -> String {
+    use std::io::{Read, Write};
+    let mut s = std::net::TcpStream::connect(addr).expect("connect");
+    s.set_read_timeout(Some(Duration::from_secs(20)))
+        .expect("a timeout");
+    s.write_all(&framed(&message::<thrift_codec::Binary>(
+        thrift_codec::MessageType::Call,
+        "echo",
+        1,
+        1,
+        t,
+    )))
+    .expect("write");
+    let mut len = [0u8; 4];
+    s.read_exact(&mut len).expect("a reply");
+    let mut reply = vec![0u8; u32::from_be_bytes(len) as usize];
+    s.read_exact(&mut reply).expect("a reply");
+    let (_, answer) = thrift_codec::Codec::<thrift_codec::Binary>::new()
+        .decode_message::<Text>(bytes::Bytes::from(reply))
+        .expect("a reply message");
+    answer.text.unwrap_or_default().to_string()
+}
+
 /// Calls in progress, and the most there were at once.
 #[derive(Default)]
 pub(crate) struct Gauge {
@@ -265,6 +290,15 @@ pub(crate) async fn start_on(config: ServerConfig, at: &Address) -> Running {
 
 /// A server with `config` and the limiter `limit` listening on `at`.
 async fn start_limited(config: ServerConfig, limit: LimitConfig, at: &Address) -> Running {
+    start_with(config, at, |s| s.limit(limit)).await
+}
+
+/// A server with `config` listening on `at`, set up further by `more`.
+pub(crate) async fn start_with(
+    config: ServerConfig,
+    at: &Address,
+    more: impl FnOnce(Server<TestService>) -> Server<TestService>,
+) -> Running {
     let notified = Arc::new(AtomicUsize::new(0));
     let peers = Arc::new(Mutex::new(HashSet::new()));
     let gauge = Arc::new(Gauge::default());
@@ -276,9 +310,8 @@ async fn start_limited(config: ServerConfig, limit: LimitConfig, at: &Address) -
         gauge: Arc::clone(&gauge),
         gate,
     })
-    .config(config)
-    .limit(limit);
-    let bound = server.bind(at).await.expect("bind");
+    .config(config);
+    let bound = more(server).bind(at).await.expect("bind");
     let address = bound.local_addr().clone();
     let addr = match &address {
         Address::Tcp(a) => *a,

@@ -91,13 +91,7 @@ impl Transport {
                 crate::codec::ttheader::HeaderError::NoProtocolId(Protocol::Json),
             ));
         }
-        let reactor = match config.transport.kind {
-            crate::transport::TransportKind::Netpoll => Some(netpoll_rs::Reactor::on_runtime(
-                &tokio::runtime::Handle::current(),
-                config.transport.reactor.clone(),
-            )?),
-            crate::transport::TransportKind::Tokio => None,
-        };
+        let reactor = reactor_for(&config)?;
         Ok(Transport {
             inner: Arc::new(Inner {
                 headers: ClientHeaders {
@@ -406,4 +400,16 @@ impl Service<ClientContext, ClientRequest> for Transport {
             e.with_instance(addr)
         })
     }
+}
+
+/// The reactor a client with `config` reads on: one on the current runtime for
+/// netpoll-rs, none for tokio's sockets.
+pub(crate) fn reactor_for(config: &ClientConfig) -> io::Result<Option<netpoll_rs::Reactor>> {
+    Ok(match config.transport.kind {
+        crate::transport::TransportKind::Netpoll => Some(netpoll_rs::Reactor::on_runtime(
+            &tokio::runtime::Handle::current(),
+            config.transport.reactor.clone(),
+        )?),
+        crate::transport::TransportKind::Tokio => None,
+    })
 }

@@ -11,7 +11,7 @@ use tokio::sync::{Notify, watch};
 
 use super::Dispatch;
 use super::conn_core::{ConnCore, ServerState};
-use crate::transport::FrameIo;
+use crate::transport::{Conn, FrameIo};
 
 /// Serves `conn` until the peer closes, a frame cannot be read, a timeout passes, or
 /// the server shuts down (then after the calls in hand are answered).
@@ -21,12 +21,37 @@ use crate::transport::FrameIo;
 /// flush. One timer serves the connection's timeouts: it is moved only when the core's
 /// next deadline comes earlier than the one set, so that calls that push the idle
 /// timeout later do not touch tokio's timer.
-pub(crate) async fn serve<D: Dispatch, C: FrameIo>(
-    conn: C,
+pub(crate) async fn serve<D: Dispatch>(
+    conn: Conn,
     shared: Arc<ServerState<D>>,
     mut shutdown: watch::Receiver<bool>,
 ) {
+    let streams = shared.streams.clone();
     let mut core = ConnCore::new(shared, conn.peer(), Instant::now());
+    // With streams served too, the first frame says which kind the connection is.
+    let mut first = None;
+    if let Some(streams) = streams {
+        let limits = streams.config.frame;
+        let mut streaming = false;
+        let wait = core.first_frame_timeout();
+        let read = conn.read_frame(|input| match input.peek(8) {
+            None => Ok(None),
+            Some(head) if crate::stream::frame::is_streaming(head) == Some(true) => {
+                streaming = true;
+                crate::stream::frame::frame_len(head, &limits)
+                    .map_err(|e| std::io::Error::new(std::io::ErrorKind::InvalidData, e))
+            }
+            Some(_) => core.frame_len(input, Instant::now()),
+        });
+        let Ok(Ok(Some(frame))) = tokio::time::timeout(wait, read).await else {
+            return;
+        };
+        if streaming {
+            streams.serve_conn(conn, frame, shutdown).await;
+            return;
+        }
+        first = Some(frame);
+    }
     let mut calls = FuturesUnordered::new();
     // Told when a frame begins while the timer is set later than its read timeout.
     let sooner = Notify::new();
@@ -78,7 +103,10 @@ pub(crate) async fn serve<D: Dispatch, C: FrameIo>(
                     return;
                 }
             }
-            frame = read, if reading => {
+            frame = async { match first.take() {
+                Some(frame) => Ok(Some(frame)),
+                None => read.await,
+            } }, if reading => {
                 let Ok(Some(frame)) = frame else {
                     return;
                 };

@@ -72,6 +72,8 @@ pub(crate) struct ServerState<D> {
     pub(crate) access: super::trace::AccessCount,
     /// `config.observability.metrics`' per-connection counters, when on.
     pub(crate) counters: Option<ServerConns>,
+    /// The handler of streaming connections, if the server serves streams.
+    pub(crate) streams: Option<super::Serving>,
 }
 
 impl<D> ServerState<D> {
@@ -94,6 +96,7 @@ impl<D> ServerState<D> {
             input_budget: InputBudget::new(config.capacity.max_buffered_input),
             access: super::trace::AccessCount::default(),
             config,
+            streams: None,
         }
     }
 }
@@ -314,6 +317,15 @@ pub(crate) struct ConnCore<D> {
 }
 
 impl<D: Dispatch> ConnCore<D> {
+    /// How long a server that serves streams too waits for a connection's first
+    /// frame, which says its kind: the idle timeout, or the read timeout when it is
+    /// longer or there is none (then a silent connection is closed after it, where a
+    /// ping-pong one would be kept).
+    pub(crate) fn first_frame_timeout(&self) -> std::time::Duration {
+        let t = &self.shared.config.timeouts;
+        t.idle.map_or(t.read, |idle| idle.max(t.read))
+    }
+
     /// The core of a connection from `peer`, accepted at `now`.
     pub(crate) fn new(shared: Arc<ServerState<D>>, peer: Option<Address>, now: Instant) -> Self {
         ConnCore {

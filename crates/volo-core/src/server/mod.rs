@@ -243,6 +243,7 @@ mod request;
 mod run;
 mod spare;
 mod stack;
+mod stream;
 pub mod trace;
 
 use std::time::Duration;
@@ -259,6 +260,8 @@ pub use request::ServerRequest;
 
 use crate::codec::Body;
 pub use run::{BoundServer, Server};
+pub(crate) use stream::Serving;
+pub use stream::{ServerStream, StreamHandler};
 
 use thrift_codec::{ApplicationException, ApplicationExceptionKind, DecodeError};
 

@@ -47,6 +47,8 @@ pub struct Server<D, L = Identity> {
     config: ServerConfig,
     limit: LimitConfig,
     registry: Option<(Arc<dyn Registry>, RegistryInfo)>,
+    /// The handler of streaming connections, if the server serves streams.
+    streams: Option<super::Serving>,
 }
 
 impl<D: std::fmt::Debug, L> std::fmt::Debug for Server<D, L> {
@@ -85,6 +87,7 @@ impl<D: Dispatch> Server<D> {
             config: ServerConfig::default(),
             limit: LimitConfig::default(),
             registry: None,
+            streams: None,
         }
     }
 }
@@ -111,6 +114,7 @@ where
             config: ServerConfig::default(),
             limit: LimitConfig::default(),
             registry: None,
+            streams: None,
         }
     }
 }
@@ -140,7 +144,31 @@ impl<D, L> Server<D, L> {
             config: self.config,
             limit: self.limit,
             registry: self.registry,
+            streams: self.streams,
         }
+    }
+
+    /// Serves streaming calls too (Kitex's StreamX over TTHeader, see
+    /// [`stream`](crate::stream)) with `handler`, on the same addresses: a connection
+    /// whose first frame carries TTHeader's streaming flag is a streaming connection,
+    /// any other serves ping-pong calls, as Kitex's server tells them apart. Such a
+    /// server serves its netpoll-rs connections on tasks (as with
+    /// [`ServerConfig::inline_dispatch`] off), since which kind a connection is is
+    /// known only once its first bytes arrive.
+    pub fn streams(mut self, handler: impl super::StreamHandler) -> Self {
+        self.streams = Some(super::Serving::new(
+            handler,
+            crate::stream::StreamConfig::default(),
+        ));
+        self
+    }
+
+    /// Sets the limits and window of the streams (after [`streams`](Self::streams)).
+    pub fn stream_config(mut self, config: crate::stream::StreamConfig) -> Self {
+        if let Some(s) = &mut self.streams {
+            s.config = config;
+        }
+        self
     }
 
     /// Registers the server's instance with `registry`, described by `info`, once it
@@ -182,7 +210,9 @@ impl<D, L> Server<D, L> {
                 .layer(self.dispatch)
                 .with_grace(self.grace),
         );
-        ServerState::new(stack, self.services, self.config, self.limit)
+        let mut state = ServerState::new(stack, self.services, self.config, self.limit);
+        state.streams = self.streams;
+        state
     }
 
     /// Listens on `addr` (`ip:port`, `name:port`, `unix:/path` or `shm:/path`; port 0
@@ -446,7 +476,11 @@ impl<D: Dispatch> BoundServer<D> {
                     // Counted open while its place is held.
                     let permit = (permit, shared.counters.as_ref().map(ServerConns::opened));
                     let conn = match conn {
-                        Conn::Netpoll(c) if shared.config.inline_dispatch && tls.is_none() => {
+                        Conn::Netpoll(c)
+                            if shared.config.inline_dispatch
+                                && tls.is_none()
+                                && shared.streams.is_none() =>
+                        {
                             inline::serve(c, shared, &live, permit);
                             continue;
                         }

@@ -9,9 +9,10 @@
 //! a peer that granted a window, so never to Kitex), and keeps Kitex's behaviour, with
 //! a bound, for peers that do not take part:
 //!
-//! - Each side's header frame may carry the string key [`WINDOW_KEY`], the credit in
-//!   bytes it grants the other side on that stream. A side that sent none (Kitex) is
-//!   not limited by this side, and does not limit it.
+//! - A client's header frame may carry the string key [`WINDOW_KEY`], the credit in
+//!   bytes it grants the server on that stream; a server grants its own in a meta
+//!   frame with the same key (below). A side that grants none (Kitex) is not limited
+//!   by this side, and does not limit it.
 //! - A message costs its payload's length plus [`MESSAGE_COST`] bytes of credit, so
 //!   that a window bounds the count of queued messages as well as their bytes.
 //! - A sender with a window spends credit per message and waits while it has none
@@ -24,6 +25,26 @@
 //!   [`CREDIT_KEY`], the bytes granted ([`Inbox::pop`] says when and how much).
 //! - From a peer that takes part, a message beyond the credit it was given is a
 //!   protocol error ([`FlowError::WindowExceeded`]): the stream is reset, nothing else.
+//! - A client sends its header and its first messages before it can know whether the
+//!   server takes part. Until it knows, it may send [`INITIAL_CREDIT`] bytes of cost
+//!   (and one message beyond), which every server of this crate grants: its window
+//!   is never smaller. A server of this crate grants its window at once to a client
+//!   that granted one, in a meta frame with [`WINDOW_KEY`] (its header waits for the
+//!   handler's metadata, as Kitex's does), and counts that client's messages
+//!   strictly from the first; the client then counts what it sent so far against
+//!   that window. A server's header that comes with no window before it (Kitex's)
+//!   tells the client that the server takes no part: its sends are no longer
+//!   limited, and its queue holds the reader when full.
+//! - A Kitex server sends its header only with its first message or when its
+//!   handler returns, so a client stream to it could wait for a window for ever. A
+//!   client whose initial credit is spent waits for the server's word at most
+//!   [`StreamConfig::decision_wait`](super::StreamConfig::decision_wait) (100 ms by
+//!   default), then stops counting: it tells the server so with a meta frame
+//!   carrying [`UNCOUNTED_KEY`] (a Kitex server ignores meta frames; one of this
+//!   crate then holds that stream's messages as an uncounted peer's) and sends on.
+//!   The connection remembers the answer: its later streams do not ask a server that
+//!   took no part. The server's own messages never need
+//!   this: the client's header, with its window, is the first frame of a stream.
 //! - From a peer that does not (Kitex), the queue holds at most the same window; when
 //!   it is full ([`Inbox::has_room`] is false) the connection's reader stops reading
 //!   until the application takes a message. That is the only brake Kitex's protocol
@@ -40,6 +61,14 @@ pub const WINDOW_KEY: &str = "x-stream-window";
 /// The string key of a meta frame that grants more credit, in bytes, as decimal
 /// digits.
 pub const CREDIT_KEY: &str = "x-stream-credit";
+
+/// The string key of the meta frame a client sends when it stops counting its sends
+/// on a stream (the server's window did not come in time); the value is empty.
+pub const UNCOUNTED_KEY: &str = "x-stream-uncounted";
+
+/// The credit a client may spend before it knows whether the server takes part:
+/// 64 KiB. A window is never smaller.
+pub const INITIAL_CREDIT: u64 = 64 * 1024;
 
 /// The credit each message costs beyond its payload's bytes.
 pub const MESSAGE_COST: u64 = 64;
@@ -168,6 +197,12 @@ impl Inbox {
             peer_credit: window as i64,
             taken: 0,
         })
+    }
+
+    /// The peer turned out not to take part (its header granted no window): no
+    /// grants, held by the reader at a window's worth.
+    pub fn uncount(&mut self) {
+        self.counted = false;
     }
 
     /// Whether a message from a peer that does not take part may be queued now: false

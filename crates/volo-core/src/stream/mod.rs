@@ -2,13 +2,70 @@
 //! v0.12 on): server streams, client streams and bidirectional streams, many per
 //! connection.
 //!
-//! This module holds the wire so far: [`frame`] reads and writes the frames, with
-//! their limits and typed errors, and [`flow`] is the flow control of one stream (a
-//! credit window that Kitex peers skip, and a bounded queue either way). The streams
-//! themselves (the per-connection multiplexer, the client and server halves, the
-//! generated methods) build on them.
+//! - [`frame`] reads and writes the frames, with their limits and typed errors.
+//! - [`flow`] is the flow control of one stream: a credit window that Kitex peers
+//!   skip, and a bounded queue either way.
+//! - A session (one per connection, shared by client and server) routes frames to
+//!   streams and gathers their writes;
+//!   [`StreamClient`](crate::client::StreamClient) opens streams over a pool of such
+//!   connections, and a [`Server`](crate::server::Server) given a
+//!   [`StreamHandler`](crate::server::StreamHandler) serves them on the same port as
+//!   its ping-pong calls: it tells a streaming connection from its first eight
+//!   bytes, as Kitex's server does.
+//! - [`Sender`] and [`Receiver`] are a stream's typed halves: messages are bare
+//!   Binary structs, as Kitex sends them.
+//!
+//! # Lifecycle
+//!
+//! A client opens a stream with a header frame (method, service, metadata), sends
+//! messages, and ends its direction with an empty trailer ([`Sender::close_send`]).
+//! The server's handler gets the header's metadata and both halves; its header goes
+//! with its first message or its trailer (as Kitex's), and its trailer when the
+//! handler returns: empty when it succeeded, with a `TApplicationException` when it
+//! failed ([`StreamHandler`](crate::server::StreamHandler)). Either side may reset the stream (an rst): a client
+//! whose handle is dropped before the stream ended does, with Kitex's cancel code,
+//! and the server's halves then fail with [`StreamError::Cancelled`]. A stream whose
+//! caller's deadline passes is reset with Kitex's deadline code; no deadline travels
+//! on the wire (Kitex sends none). A broken connection fails every stream on it with
+//! [`StreamError::Connection`].
 
+pub mod error;
 pub mod flow;
 pub mod frame;
+pub(crate) mod handle;
+pub(crate) mod session;
+#[cfg(test)]
+pub(crate) mod tests;
 
+pub use error::{HandlerError, Metadata, StreamError};
 pub use frame::{BizStatus, Frame, FrameError, FrameKind, FrameLimits};
+pub use handle::{Receiver, Sender};
+
+/// Limits and windows of a side's streaming connections.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct StreamConfig {
+    /// Limits on received frames (16 MiB a frame by default).
+    pub frame: FrameLimits,
+    /// The window this side grants per stream to a peer that takes part, and the most
+    /// bytes of cost ([`flow::cost`]) a stream's queue holds from one that does not.
+    /// Default 256 KiB; never less than [`flow::INITIAL_CREDIT`] (64 KiB).
+    pub window: u64,
+    /// Streams open at once on one connection; a server refuses more (an exception in
+    /// a trailer), a client tries its next connection. Default 1024.
+    pub max_streams: usize,
+    /// How long a client whose initial credit ([`flow::INITIAL_CREDIT`]) is spent
+    /// waits for the server to grant a window before it stops counting its sends on
+    /// that stream (a Kitex server never grants one; see [`flow`]). Default 100 ms.
+    pub decision_wait: std::time::Duration,
+}
+
+impl Default for StreamConfig {
+    fn default() -> Self {
+        StreamConfig {
+            frame: FrameLimits::default(),
+            window: 256 * 1024,
+            max_streams: 1024,
+            decision_wait: std::time::Duration::from_millis(100),
+        }
+    }
+}

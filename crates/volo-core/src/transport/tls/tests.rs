@@ -287,6 +287,29 @@ fn calls_go_over_tls_on_both_transports_with_and_without_client_certs() {
     });
 }
 
+/// Streams run over TLS too, on both transports, with a client certificate.
+#[test]
+fn streams_go_over_tls() {
+    let certs = Certs::new("streams");
+    run_bounded(Duration::from_secs(60), async {
+        for kind in [TransportKind::Netpoll, TransportKind::Tokio] {
+            let tls = certs
+                .server("server")
+                .client_certs(certs.path("ca.crt"), ClientAuth::Required);
+            let config = server_config(tls.build().unwrap(), kind, false);
+            let at: Address = "127.0.0.1:0".parse().unwrap();
+            let server = crate::stream::tests::start_streaming(config, &at).await;
+            let mut config = ClientConfig::default();
+            config.transport.kind = kind;
+            config.tls = Some(certs.client("ca.crt", Some("client")));
+            let c = crate::client::StreamClient::new("Test", server.address.clone(), &config)
+                .expect("a client");
+            crate::stream::tests::bidi_round_trip(&c, 20, 2000).await;
+            server.stop().await;
+        }
+    });
+}
+
 /// The chained path checks the name: the IP address called, the host name called, or
 /// the name set in the settings.
 #[test]

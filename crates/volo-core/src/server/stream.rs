@@ -1,0 +1,187 @@
+//! Streaming calls' server side (see [`stream`](crate::stream)): a
+//! [`StreamHandler`] serves the streams of the connections a [`Server`](super::Server)
+//! finds to be streaming ones.
+
+use std::fmt;
+use std::future::Future;
+use std::panic::AssertUnwindSafe;
+use std::pin::Pin;
+use std::sync::Arc;
+
+use futures_util::FutureExt;
+use thrift_codec::{ApplicationException, ApplicationExceptionKind, Message, Utf8Bytes};
+use tokio::sync::{mpsc, watch};
+use tokio::task::JoinSet;
+
+use crate::stream::handle::{Receiver, Sender};
+use crate::stream::session::{Opened, Session, Side, StreamShared};
+use crate::stream::{HandlerError, Metadata, StreamConfig};
+use crate::transport::Conn;
+
+/// Serves streams: one call of [`serve`](Self::serve) per stream a client opens, on
+/// a task of its own. The generated `<Service>StreamServer` implements it for a
+/// service's streaming methods.
+pub trait StreamHandler: Send + Sync + 'static {
+    /// Serves `stream` until done. `Ok` ends the stream with an empty trailer; an
+    /// error ends it with the error in the trailer (as Kitex carries a handler's
+    /// error). A handler that panics ends its stream with an `INTERNAL_ERROR`.
+    fn serve(&self, stream: ServerStream) -> impl Future<Output = Result<(), HandlerError>> + Send;
+}
+
+/// A stream a client opened, as its handler gets it.
+pub struct ServerStream {
+    stream: Arc<StreamShared>,
+    header: Metadata,
+    service: Option<Utf8Bytes>,
+}
+
+impl fmt::Debug for ServerStream {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("ServerStream")
+            .field("stream", &self.stream.id)
+            .field("method", &self.stream.method)
+            .field("service", &self.service)
+            .field("header", &self.header)
+            .finish()
+    }
+}
+
+impl ServerStream {
+    /// The method the client named.
+    pub fn method(&self) -> &str {
+        &self.stream.method
+    }
+
+    /// The service the client named (its `isn` key), if it did.
+    pub fn service(&self) -> Option<&str> {
+        self.service.as_deref()
+    }
+
+    /// The metadata of the client's header.
+    pub fn header(&self) -> &Metadata {
+        &self.header
+    }
+
+    /// The stream id (for logs).
+    pub fn id(&self) -> i32 {
+        self.stream.id
+    }
+
+    /// The typed halves: requests of type `Req` in, responses of type `Resp` out.
+    pub fn halves<Req: Message, Resp: Message>(self) -> (Receiver<Req>, Sender<Resp>) {
+        (
+            Receiver::new(Arc::clone(&self.stream), None),
+            Sender::new(self.stream, None),
+        )
+    }
+}
+
+type BoxedServe = Pin<Box<dyn Future<Output = Result<(), HandlerError>> + Send>>;
+
+/// [`StreamHandler`] with its future boxed, to be held without its type.
+trait ServeBoxed: Send + Sync {
+    fn serve_boxed(self: Arc<Self>, stream: ServerStream) -> BoxedServe;
+}
+
+impl<H: StreamHandler> ServeBoxed for H {
+    fn serve_boxed(self: Arc<Self>, stream: ServerStream) -> BoxedServe {
+        Box::pin(async move { self.serve(stream).await })
+    }
+}
+
+/// A server's stream handler and stream settings.
+#[derive(Clone)]
+pub(crate) struct Serving {
+    handler: Arc<dyn ServeBoxed>,
+    pub(crate) config: StreamConfig,
+}
+
+impl fmt::Debug for Serving {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Serving")
+            .field("config", &self.config)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Serving {
+    pub(crate) fn new(handler: impl StreamHandler, config: StreamConfig) -> Self {
+        Serving {
+            handler: Arc::new(handler),
+            config,
+        }
+    }
+
+    /// Serves the streams of `conn`, whose first frame was `first`, until the peer
+    /// closes it; after `shutdown`, the streams in progress run to their end.
+    pub(crate) async fn serve_conn(
+        &self,
+        conn: Conn,
+        first: bytes::Bytes,
+        mut shutdown: watch::Receiver<bool>,
+    ) {
+        let (tx, mut rx) = mpsc::unbounded_channel();
+        let session = Session::start(conn, Side::Server, self.config, Some(first), Some(tx));
+        // Dropped with this future (the server gave up waiting): the handlers with it.
+        let mut handlers = JoinSet::new();
+        let mut stopping = false;
+        loop {
+            tokio::select! {
+                opened = rx.recv() => match opened {
+                    Some(opened) if !stopping => {
+                        handlers.spawn(run(Arc::clone(&self.handler), opened));
+                    }
+                    Some(opened) => {
+                        // Shutting down: new streams are refused, those in progress end.
+                        let refused = HandlerError::internal("the server is shutting down");
+                        let _ = opened.stream.close_send(Some(&refused)).await;
+                        opened.stream.finish();
+                    }
+                    None => break,
+                },
+                Some(_) = handlers.join_next(), if !handlers.is_empty() => {
+                    if stopping && handlers.is_empty() {
+                        break;
+                    }
+                }
+                _ = shutdown.changed(), if !stopping => {
+                    stopping = true;
+                    if handlers.is_empty() {
+                        break;
+                    }
+                }
+            }
+        }
+        while handlers.join_next().await.is_some() {}
+        session.stop();
+    }
+}
+
+/// Runs the handler of one stream and ends the stream with its outcome.
+async fn run(handler: Arc<dyn ServeBoxed>, opened: Opened) {
+    let stream = Arc::clone(&opened.stream);
+    let served = ServerStream {
+        stream: opened.stream,
+        header: opened.header,
+        service: opened.service,
+    };
+    let outcome = match AssertUnwindSafe(handler.serve_boxed(served))
+        .catch_unwind()
+        .await
+    {
+        Ok(outcome) => outcome,
+        Err(_) => {
+            tracing::error!(stream = stream.id, method = %stream.method, "a stream handler panicked");
+            Err(HandlerError::Exception(ApplicationException::new(
+                ApplicationExceptionKind::InternalError,
+                "the handler panicked",
+            )))
+        }
+    };
+    if let Err(e) = &outcome {
+        tracing::debug!(stream = stream.id, method = %stream.method, error = ?e, "a stream handler failed");
+    }
+    // A stream reset meanwhile (cancelled, its connection gone) takes no trailer.
+    let _ = stream.close_send(outcome.err().as_ref()).await;
+    stream.finish();
+}

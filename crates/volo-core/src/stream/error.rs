@@ -1,0 +1,207 @@
+//! What a stream's halves return when the stream did not go as planned, and the
+//! metadata its header and trailer carry.
+
+use std::io;
+
+use thrift_codec::{ApplicationException, ApplicationExceptionKind, Utf8Bytes};
+
+use super::flow::{CREDIT_KEY, WINDOW_KEY};
+use super::frame::{BizStatus, str_key};
+
+/// Kitex's error code for a stream cancelled by its caller (the type id of the
+/// exception an rst carries).
+pub const CODE_CANCELED: i32 = 12007;
+/// Kitex's error code for a stream whose deadline passed.
+pub const CODE_DEADLINE: i32 = 12015;
+/// Kitex's error code for a stream reset for a reason of its own (also used here for
+/// a peer that broke the protocol on one stream).
+pub const CODE_RESET: i32 = 12013;
+
+/// Why a stream ended other than cleanly, or why an operation on it failed.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+#[non_exhaustive]
+pub enum StreamError {
+    /// The stream was cancelled: the other side dropped it or said so (an rst with
+    /// Kitex's code 12007), or this side's handle was dropped.
+    #[error("the stream was cancelled: {0}")]
+    Cancelled(String),
+    /// The caller's deadline for the stream passed (here or, said in an rst with
+    /// Kitex's code 12015, at the peer).
+    #[error("the stream's deadline passed")]
+    DeadlineExceeded,
+    /// The peer reset the stream with this error (an rst).
+    #[error("the peer reset the stream: {0}")]
+    Reset(ApplicationException),
+    /// The peer ended the stream with an error: the exception in its trailer (a
+    /// handler's error, an unknown method, a stream refused).
+    #[error("the stream ended with an error: {0}")]
+    Application(ApplicationException),
+    /// The peer ended the stream with a business status error (`biz-status` keys).
+    #[error("the stream ended with business status {} ({})", .0.code, .0.message)]
+    Biz(BizStatus),
+    /// The connection carrying the stream broke or closed.
+    #[error("the stream's connection failed: {message}")]
+    Connection {
+        /// What kind of failure.
+        kind: io::ErrorKind,
+        /// What happened.
+        message: String,
+    },
+    /// The peer broke the streaming protocol on this stream (data after its
+    /// trailer, more than its credit); the stream was reset.
+    #[error("the peer broke the stream protocol: {0}")]
+    Protocol(String),
+    /// A message could not be decoded as the method's type.
+    #[error("a stream message did not decode: {0}")]
+    Decode(String),
+    /// A message could not be encoded (beyond the size limits).
+    #[error("a stream message could not be encoded: {0}")]
+    Encode(String),
+    /// A message was sent after this side ended its direction.
+    #[error("the stream's sending side is closed")]
+    SendClosed,
+    /// The stream could not be opened (the connection's stream limit, the client
+    /// closed).
+    #[error("the stream could not be opened: {0}")]
+    Refused(String),
+}
+
+impl StreamError {
+    pub(crate) fn connection(e: &io::Error) -> StreamError {
+        StreamError::Connection {
+            kind: e.kind(),
+            message: e.to_string(),
+        }
+    }
+
+    /// The error an rst's exception stands for.
+    pub(crate) fn from_rst(e: ApplicationException) -> StreamError {
+        match e.kind.id() {
+            CODE_CANCELED => StreamError::Cancelled(e.message.to_string()),
+            CODE_DEADLINE => StreamError::DeadlineExceeded,
+            _ => StreamError::Reset(e),
+        }
+    }
+
+    /// The exception an rst for this error carries.
+    pub(crate) fn to_rst(&self) -> ApplicationException {
+        let code = match self {
+            StreamError::Cancelled(_) => CODE_CANCELED,
+            StreamError::DeadlineExceeded => CODE_DEADLINE,
+            _ => CODE_RESET,
+        };
+        ApplicationException::new(ApplicationExceptionKind::from_id(code), self.to_string())
+    }
+}
+
+/// Keys this crate uses for flow control or the frame itself: not the application's.
+fn is_internal(key: &str) -> bool {
+    matches!(key, WINDOW_KEY | CREDIT_KEY)
+        || key == str_key::SERVICE
+        || key == str_key::BIZ_STATUS
+        || key == str_key::BIZ_MESSAGE
+        || key == str_key::BIZ_EXTRA
+}
+
+/// The string pairs of a stream's header or trailer: user headers, and Kitex's
+/// metainfo (`RPC_TRANSIT_*`, `RPC_PERSIST_*`) as they travel.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Metadata {
+    pairs: Vec<(Utf8Bytes, Utf8Bytes)>,
+}
+
+impl Metadata {
+    /// No pairs.
+    pub fn new() -> Self {
+        Metadata::default()
+    }
+
+    /// Sets `key` to `value` (replacing an earlier value).
+    pub fn insert(&mut self, key: impl Into<String>, value: impl Into<String>) -> &mut Self {
+        let key = key.into();
+        self.pairs.retain(|(k, _)| k.as_str() != key.as_str());
+        self.pairs
+            .push((Utf8Bytes::from(key), Utf8Bytes::from(value.into())));
+        self
+    }
+
+    /// The value of `key`.
+    pub fn get(&self, key: &str) -> Option<&str> {
+        super::frame::last_value(&self.pairs, key)
+    }
+
+    /// The pairs, in order.
+    pub fn iter(&self) -> impl Iterator<Item = (&str, &str)> {
+        self.pairs.iter().map(|(k, v)| (k.as_str(), v.as_str()))
+    }
+
+    /// How many pairs.
+    pub fn len(&self) -> usize {
+        self.pairs.len()
+    }
+
+    /// Whether there are none.
+    pub fn is_empty(&self) -> bool {
+        self.pairs.is_empty()
+    }
+
+    /// The application's pairs of a received frame.
+    pub(crate) fn from_frame(meta: Vec<(Utf8Bytes, Utf8Bytes)>) -> Metadata {
+        let mut pairs = meta;
+        pairs.retain(|(k, _)| !is_internal(k));
+        Metadata { pairs }
+    }
+
+    pub(crate) fn pairs(&self) -> &[(Utf8Bytes, Utf8Bytes)] {
+        &self.pairs
+    }
+}
+
+/// How a stream handler fails: what its trailer carries.
+#[derive(Debug, Clone, PartialEq)]
+#[non_exhaustive]
+pub enum HandlerError {
+    /// A `TApplicationException` in the trailer's payload (Kitex's handler errors
+    /// travel so; its client returns them as errors).
+    Exception(ApplicationException),
+    /// Business status keys in the trailer (Kitex's `BizStatusError`).
+    Biz(BizStatus),
+}
+
+impl HandlerError {
+    /// An `INTERNAL_ERROR` with `message`: what a handler's own failure should be.
+    pub fn internal(message: impl Into<String>) -> Self {
+        HandlerError::Exception(ApplicationException::new(
+            ApplicationExceptionKind::InternalError,
+            message.into(),
+        ))
+    }
+
+    /// An `UNKNOWN_METHOD` for `method`.
+    pub fn unknown_method(method: &str) -> Self {
+        HandlerError::Exception(ApplicationException::new(
+            ApplicationExceptionKind::UnknownMethod,
+            format!("unknown streaming method {method}"),
+        ))
+    }
+}
+
+impl From<ApplicationException> for HandlerError {
+    fn from(e: ApplicationException) -> Self {
+        HandlerError::Exception(e)
+    }
+}
+
+impl From<BizStatus> for HandlerError {
+    fn from(s: BizStatus) -> Self {
+        HandlerError::Biz(s)
+    }
+}
+
+impl From<StreamError> for HandlerError {
+    /// A handler that stops on a failed stream operation (`?`): the error as an
+    /// `INTERNAL_ERROR` (not sent when the stream itself is over).
+    fn from(e: StreamError) -> Self {
+        HandlerError::internal(e.to_string())
+    }
+}

@@ -1,0 +1,767 @@
+//! Streams end to end: a [`Server`] with a [`StreamHandler`] beside its ping-pong
+//! service, and a [`StreamClient`], on loopback, on each transport.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::time::Duration;
+
+use futures_util::StreamExt;
+use thrift_codec::{ApplicationExceptionKind, Utf8Bytes};
+use tokio::sync::Notify;
+
+use super::*;
+use crate::client::ClientConfig;
+use crate::client::StreamClient;
+use crate::context::Address;
+use crate::server::{Server, ServerConfig};
+use crate::server::{ServerStream, StreamHandler};
+use crate::test_support::{Running, TestService, Text, run_bounded, text};
+use crate::transport::TransportKind;
+
+/// Streams of `Text`, a method per behaviour:
+/// - `echo` (bidirectional): answers each message with its text; a message `fail`
+///   ends the stream with an exception, `biz` with business status 7;
+/// - `count` (client stream): answers once, at the client's end, with the count;
+/// - `push` (server stream): the first message's text is a count N: answers N
+///   messages `0`..`N-1`, with a trailer `pushed: N`;
+/// - `hold` (bidirectional): reads nothing until told ([`Held::release`]), then
+///   counts every message and answers the count;
+/// - `flood` (server stream): sends until the stream fails, counting what it sent.
+///
+/// Every stream's header carries back the client's `x-echo`.
+#[derive(Clone, Default)]
+struct Handler {
+    held: Arc<Held>,
+}
+
+#[derive(Default)]
+struct Held {
+    release: Notify,
+    /// Most bytes of cost the `hold` stream's queue held while held.
+    queued_max: AtomicU64,
+    /// Messages the `flood` stream sent, and how it ended.
+    flooded: AtomicUsize,
+    flood_ended: std::sync::Mutex<Option<StreamError>>,
+    /// Streams whose handler saw a cancel.
+    cancelled: AtomicUsize,
+}
+
+impl StreamHandler for Handler {
+    async fn serve(&self, stream: ServerStream) -> Result<(), HandlerError> {
+        let method = stream.method().to_owned();
+        let echo = stream.header().get("x-echo").map(str::to_owned);
+        let (mut rx, mut tx) = stream.halves::<Text, Text>();
+        if let Some(v) = echo {
+            let mut h = Metadata::new();
+            h.insert("x-echo", v);
+            tx.set_header(h);
+        }
+        match method.as_str() {
+            "echo" => loop {
+                let m = match rx.recv().await {
+                    Ok(Some(m)) => m,
+                    Ok(None) => return Ok(()),
+                    Err(e) => {
+                        if matches!(e, StreamError::Cancelled(_)) {
+                            self.held.cancelled.fetch_add(1, Ordering::SeqCst);
+                        }
+                        return Err(e.into());
+                    }
+                };
+                match m.text.as_deref() {
+                    Some("fail") => return Err(HandlerError::internal("failed on purpose")),
+                    Some("biz") => {
+                        return Err(HandlerError::Biz(BizStatus {
+                            code: 7,
+                            message: "biz on purpose".into(),
+                            extra: None,
+                        }));
+                    }
+                    _ => tx.send(&m).await?,
+                }
+            },
+            "count" => {
+                let mut n = 0;
+                while rx.recv().await?.is_some() {
+                    n += 1;
+                }
+                tx.send(&text(0, &n.to_string())).await?;
+                Ok(())
+            }
+            "push" => {
+                let first = rx.recv().await?.unwrap_or_default();
+                let n: usize = first.text.as_deref().unwrap_or("0").parse().unwrap_or(0);
+                for i in 0..n {
+                    tx.send(&text(0, &i.to_string())).await?;
+                }
+                let mut t = Metadata::new();
+                t.insert("pushed", n.to_string());
+                tx.set_trailer(t);
+                Ok(())
+            }
+            "hold" => {
+                let released = self.held.release.notified();
+                tokio::pin!(released);
+                released.as_mut().enable();
+                // Watch the queue while the client keeps sending.
+                {
+                    let cancelled = tx.cancelled();
+                    tokio::pin!(cancelled);
+                    loop {
+                        let q = rx.queued();
+                        self.held.queued_max.fetch_max(q, Ordering::SeqCst);
+                        tokio::select! {
+                            () = &mut released => break,
+                            e = &mut cancelled => return Err(e.into()),
+                            () = tokio::task::yield_now() => {}
+                        }
+                    }
+                }
+                let mut n = 0;
+                while rx.recv().await?.is_some() {
+                    n += 1;
+                }
+                tx.send(&text(0, &n.to_string())).await?;
+                Ok(())
+            }
+            "flood" => {
+                let body = "x".repeat(1000);
+                let m = text(0, &body);
+                let ended = loop {
+                    if let Err(e) = tx.send(&m).await {
+                        break e;
+                    }
+                    self.held.flooded.fetch_add(1, Ordering::SeqCst);
+                };
+                *self.held.flood_ended.lock().unwrap() = Some(ended);
+                Ok(())
+            }
+            other => Err(HandlerError::unknown_method(other)),
+        }
+    }
+}
+
+/// A server with `handler` for streams on `at`, ping-pong calls served by
+/// [`TestService`].
+async fn start(
+    config: ServerConfig,
+    handler: Handler,
+    at: &Address,
+    streams: StreamConfig,
+) -> Running {
+    crate::test_support::start_with(config, at, move |s: Server<TestService>| {
+        s.streams(handler).stream_config(streams)
+    })
+    .await
+}
+
+/// A server with the test handler for streams on `at` (for other modules' tests).
+pub(crate) async fn start_streaming(config: ServerConfig, at: &Address) -> Running {
+    start(config, Handler::default(), at, StreamConfig::default()).await
+}
+
+/// Opens an `echo` stream on `c`, sends `n` messages of `size` bytes and checks each
+/// answer, then the metadata and the clean end.
+pub(crate) async fn bidi_round_trip(c: &StreamClient, n: usize, size: usize) {
+    let mut h = Metadata::new();
+    h.insert("x-echo", "round trip");
+    let mut s = c.open::<Text, Text>("echo", &h).await.expect("open");
+    for i in 0..n {
+        let body = format!("{i}:{}", "r".repeat(size));
+        s.send(&text(1, &body)).await.expect("send");
+        let got = s.recv().await.expect("recv").expect("a message");
+        assert_eq!(got.text.as_deref(), Some(body.as_str()));
+    }
+    assert_eq!(
+        s.header().await.expect("a header").get("x-echo"),
+        Some("round trip")
+    );
+    s.close_send().await.expect("close");
+    assert_eq!(s.recv().await.expect("the end"), None);
+}
+
+/// An `echo`-typed stream of `method` on `c`, with no metadata.
+async fn open(c: &StreamClient, method: &str) -> crate::client::ClientStream<Text, Text> {
+    c.open::<Text, Text>(method, &Metadata::new())
+        .await
+        .expect("open")
+}
+
+fn client(running: &Running, kind: TransportKind) -> StreamClient {
+    let mut config = ClientConfig::default();
+    config.transport.kind = kind;
+    StreamClient::new("Test", running.address.clone(), &config).expect("a client")
+}
+
+fn small() -> StreamConfig {
+    StreamConfig {
+        window: flow::INITIAL_CREDIT,
+        ..StreamConfig::default()
+    }
+}
+
+fn server_config(kind: TransportKind) -> ServerConfig {
+    let mut config = ServerConfig::default();
+    config.transport.kind = kind;
+    config
+}
+
+/// Runs `f` against a fresh server on each transport kind, TCP.
+fn each_transport<F, Fut>(f: F)
+where
+    F: Fn(Running, StreamClient, Handler) -> Fut,
+    Fut: std::future::Future<Output = Running>,
+{
+    for kind in [TransportKind::Netpoll, TransportKind::Tokio] {
+        run_bounded(Duration::from_secs(60), async {
+            let handler = Handler::default();
+            let at: Address = "127.0.0.1:0".parse().unwrap();
+            let running = start(server_config(kind), handler.clone(), &at, small()).await;
+            let c = client(&running, kind).with_config(small());
+            let running = f(running, c, handler).await;
+            running.stop().await;
+        });
+    }
+}
+
+#[test]
+fn a_bidirectional_stream_echoes_in_order_with_metadata_both_ways() {
+    each_transport(|running, c, _| async move {
+        let mut h = Metadata::new();
+        h.insert("x-echo", "hello");
+        let mut s = c.open::<Text, Text>("echo", &h).await.expect("open");
+        for i in 0..100 {
+            s.send(&text(1, &format!("m{i}"))).await.expect("send");
+            let got = s.recv().await.expect("recv").expect("a message");
+            assert_eq!(got.text.as_deref(), Some(format!("m{i}").as_str()));
+        }
+        assert_eq!(
+            s.header().await.expect("a header").get("x-echo"),
+            Some("hello")
+        );
+        s.close_send().await.expect("close");
+        assert_eq!(s.recv().await.expect("the end"), None);
+        assert!(s.trailer().is_some());
+        running
+    });
+}
+
+#[test]
+fn a_server_stream_pushes_every_message_then_its_trailer() {
+    each_transport(|running, c, _| async move {
+        let mut s = open(&c, "push").await;
+        s.send(&text(1, "500")).await.expect("send");
+        s.close_send().await.expect("close");
+        let got: Vec<_> = s.receiver().map(|m| m.expect("a message")).collect().await;
+        assert_eq!(got.len(), 500);
+        for (i, m) in got.iter().enumerate() {
+            assert_eq!(m.text.as_deref(), Some(i.to_string().as_str()));
+        }
+        assert_eq!(s.trailer().expect("a trailer").get("pushed"), Some("500"));
+        running
+    });
+}
+
+#[test]
+fn a_client_stream_gets_one_answer_after_it_ends() {
+    each_transport(|running, c, _| async move {
+        let mut s = open(&c, "count").await;
+        for i in 0..300 {
+            s.send(&text(1, &"y".repeat(i))).await.expect("send");
+        }
+        s.close_send().await.expect("close");
+        let got = s.recv().await.expect("recv").expect("the answer");
+        assert_eq!(got.text.as_deref(), Some("300"));
+        assert_eq!(s.recv().await.expect("the end"), None);
+        running
+    });
+}
+
+#[test]
+fn a_failed_handler_ends_its_stream_with_the_error_in_the_trailer() {
+    each_transport(|running, c, _| async move {
+        let mut s = open(&c, "echo").await;
+        s.send(&text(1, "fail")).await.expect("send");
+        match s.recv().await {
+            Err(StreamError::Application(e)) => {
+                assert_eq!(e.kind, ApplicationExceptionKind::InternalError);
+                assert_eq!(e.message.as_str(), "failed on purpose");
+            }
+            other => panic!("{other:?}"),
+        }
+        let mut s = open(&c, "echo").await;
+        s.send(&text(1, "biz")).await.expect("send");
+        match s.recv().await {
+            Err(StreamError::Biz(b)) => {
+                assert_eq!((b.code, b.message.as_str()), (7, "biz on purpose"))
+            }
+            other => panic!("{other:?}"),
+        }
+        let mut s = open(&c, "nope").await;
+        match s.recv().await {
+            Err(StreamError::Application(e)) => {
+                assert_eq!(e.kind, ApplicationExceptionKind::UnknownMethod);
+            }
+            other => panic!("{other:?}"),
+        }
+        running
+    });
+}
+
+#[test]
+fn a_dropped_client_stream_cancels_the_handler() {
+    each_transport(|running, c, handler| async move {
+        let mut s = open(&c, "echo").await;
+        s.send(&text(1, "a")).await.expect("send");
+        s.recv().await.expect("recv").expect("a message");
+        drop(s);
+        // The handler sees the rst; the connection goes on serving.
+        let mut other = open(&c, "echo").await;
+        while handler.held.cancelled.load(Ordering::SeqCst) == 0 {
+            other.send(&text(1, "b")).await.expect("send");
+            other.recv().await.expect("recv").expect("a message");
+        }
+        running
+    });
+}
+
+#[test]
+fn a_stream_past_its_deadline_fails_on_both_sides() {
+    each_transport(|running, c, handler| async move {
+        let mut s = c
+            .open_with_timeout::<Text, Text>(
+                "echo",
+                &Metadata::new(),
+                Some(Duration::from_millis(50)),
+            )
+            .await
+            .expect("open");
+        // The server never answers before the deadline: nothing is sent.
+        assert_eq!(s.recv().await, Err(StreamError::DeadlineExceeded));
+        assert_eq!(
+            s.send(&text(1, "late")).await,
+            Err(StreamError::DeadlineExceeded)
+        );
+        let mut other = open(&c, "echo").await;
+        // The handler sees the deadline's rst as a cancel of its own kind.
+        other.send(&text(1, "b")).await.expect("send");
+        other.recv().await.expect("recv").expect("a message");
+        let _ = handler;
+        running
+    });
+}
+
+#[test]
+fn a_held_receiver_bounds_its_queue_while_other_streams_move() {
+    each_transport(|running, c, handler| async move {
+        let mut held = open(&c, "hold").await;
+        let (mut tx, mut rx) = {
+            let s = open(&c, "echo").await;
+            s.split()
+        };
+        let sent = Arc::new(AtomicUsize::new(0));
+        let counter = Arc::clone(&sent);
+        let message = text(1, &"z".repeat(1000));
+        let sending = tokio::spawn(async move {
+            for _ in 0..2000 {
+                held.send(&message).await.expect("send");
+                counter.fetch_add(1, Ordering::SeqCst);
+            }
+            held.close_send().await.expect("close");
+            held
+        });
+        // The other stream on the connection keeps moving meanwhile.
+        for i in 0..200 {
+            tx.send(&text(1, &i.to_string())).await.expect("send");
+            let got = rx.recv().await.expect("recv").expect("a message");
+            assert_eq!(got.text.as_deref(), Some(i.to_string().as_str()));
+        }
+        // 2 MB offered against a 64 KiB window: the sender waits.
+        let window = small().window;
+        let cost = 1000 + 16 + flow::MESSAGE_COST;
+        let max_sent = (window / cost + 2) as usize;
+        assert!(
+            sent.load(Ordering::SeqCst) <= max_sent,
+            "{} sent",
+            sent.load(Ordering::SeqCst)
+        );
+        assert!(handler.held.queued_max.load(Ordering::SeqCst) <= window + cost);
+        handler.held.release.notify_one();
+        let mut held = sending.await.expect("the sender");
+        let got = held.recv().await.expect("recv").expect("the count");
+        assert_eq!(got.text.as_deref(), Some("2000"));
+        assert!(handler.held.queued_max.load(Ordering::SeqCst) <= window + cost);
+        running
+    });
+}
+
+#[test]
+fn a_client_that_stops_reading_holds_a_flooding_server_to_its_window() {
+    each_transport(|running, c, handler| async move {
+        let mut flood = open(&c, "flood").await;
+        flood.close_send().await.expect("close");
+        let mut other = open(&c, "echo").await;
+        for i in 0..200 {
+            other.send(&text(1, &i.to_string())).await.expect("send");
+            other.recv().await.expect("recv").expect("a message");
+        }
+        let window = small().window;
+        let cost = 1000 + 16 + flow::MESSAGE_COST;
+        assert!(flood.receiver().queued() <= window + cost);
+        assert!(handler.held.flooded.load(Ordering::SeqCst) <= (window / cost + 2) as usize);
+        // Dropped unread: the server's sender fails with the cancel.
+        drop(flood);
+        while handler.held.flood_ended.lock().unwrap().is_none() {
+            other.send(&text(1, "b")).await.expect("send");
+            other.recv().await.expect("recv").expect("a message");
+        }
+        assert!(matches!(
+            *handler.held.flood_ended.lock().unwrap(),
+            Some(StreamError::Cancelled(_))
+        ));
+        running
+    });
+}
+
+#[test]
+fn ping_pong_calls_still_work_on_a_server_that_serves_streams() {
+    run_bounded(Duration::from_secs(30), async {
+        let at: Address = "127.0.0.1:0".parse().unwrap();
+        let running = start(
+            server_config(TransportKind::Netpoll),
+            Handler::default(),
+            &at,
+            small(),
+        )
+        .await;
+        let addr = running.addr;
+        let reply =
+            tokio::task::spawn_blocking(move || crate::test_support::call_echo(addr, "ping"))
+                .await
+                .expect("the caller");
+        assert_eq!(reply, "ping");
+        let c = client(&running, TransportKind::Netpoll);
+        let mut s = open(&c, "echo").await;
+        s.send(&text(1, "pong")).await.expect("send");
+        assert_eq!(
+            s.recv().await.expect("recv").and_then(|m| m.text),
+            Some(Utf8Bytes::from_static("pong"))
+        );
+        s.close_send().await.expect("close");
+        assert_eq!(s.recv().await.expect("the end"), None);
+        running.stop().await;
+    });
+}
+
+/// A peer that writes frames by hand on a plain socket and reads what comes back.
+struct RawPeer {
+    socket: std::net::TcpStream,
+}
+
+impl RawPeer {
+    fn connect(addr: std::net::SocketAddr) -> RawPeer {
+        let socket = std::net::TcpStream::connect(addr).expect("connect");
+        socket
+            .set_read_timeout(Some(Duration::from_secs(20)))
+            .expect("a timeout");
+        RawPeer { socket }
+    }
+
+    fn send(&mut self, frame: &Frame) {
+        use std::io::Write;
+        let mut out = Vec::new();
+        frame.encode(&mut out).expect("encodes");
+        self.socket.write_all(&out).expect("write");
+    }
+
+    fn send_bytes(&mut self, bytes: &[u8]) {
+        use std::io::Write;
+        self.socket.write_all(bytes).expect("write");
+    }
+
+    /// The next frame, `None` once the server closed the connection.
+    fn recv(&mut self) -> Option<Frame> {
+        use std::io::Read;
+        let mut len = [0u8; 4];
+        match self.socket.read_exact(&mut len) {
+            Ok(()) => {}
+            Err(e) if e.kind() == std::io::ErrorKind::UnexpectedEof => return None,
+            Err(e) if e.kind() == std::io::ErrorKind::ConnectionReset => return None,
+            Err(e) => panic!("no frame and no close: {e}"),
+        }
+        let mut rest = vec![0u8; u32::from_be_bytes(len) as usize];
+        self.socket
+            .read_exact(&mut rest)
+            .expect("the rest of a frame");
+        let mut whole = len.to_vec();
+        whole.extend_from_slice(&rest);
+        Some(Frame::decode(&bytes::Bytes::from(whole), &FrameLimits::default()).expect("a frame"))
+    }
+
+    /// The next data frame for stream `id`, after the server's header if it comes.
+    fn recv_data(&mut self, id: i32) -> Frame {
+        let got = self.recv_for(id);
+        match got.kind {
+            FrameKind::Header => self.recv_for(id),
+            _ => got,
+        }
+    }
+
+    /// The next frame for stream `id` that is not a meta frame.
+    fn recv_for(&mut self, id: i32) -> Frame {
+        loop {
+            let f = self.recv().expect("a frame");
+            if f.stream_id == id && f.kind != FrameKind::Meta {
+                return f;
+            }
+        }
+    }
+}
+
+fn header(id: i32, method: &str) -> Frame {
+    Frame::new(FrameKind::Header, id).with_method(method.to_owned())
+}
+
+fn data(id: i32, method: &str, t: &str) -> Frame {
+    let mut buf = thrift_codec::LinkBuffer::new();
+    let n = thrift_codec::Codec::<thrift_codec::Binary>::new()
+        .encode(&text(1, t), &mut buf)
+        .expect("encodes");
+    Frame::new(FrameKind::Data, id)
+        .with_method(method.to_owned())
+        .with_payload(buf.next(n))
+}
+
+fn payload_text(f: &Frame) -> String {
+    let m: Text = thrift_codec::Codec::<thrift_codec::Binary>::new()
+        .decode(f.payload.clone())
+        .expect("a Text");
+    m.text.unwrap_or_default().to_string()
+}
+
+/// Runs `f` with a raw peer's view of a server (netpoll-rs, window as [`small`],
+/// `max_streams` as given).
+fn with_raw_server(max_streams: usize, f: impl FnOnce(std::net::SocketAddr) + Send + 'static) {
+    with_raw_server_and(max_streams, |addr, _| f(addr));
+}
+
+/// [`with_raw_server`], `f` also given the handler's state.
+fn with_raw_server_and(
+    max_streams: usize,
+    f: impl FnOnce(std::net::SocketAddr, Handler) + Send + 'static,
+) {
+    run_bounded(Duration::from_secs(60), async move {
+        let at: Address = "127.0.0.1:0".parse().unwrap();
+        let streams = StreamConfig {
+            max_streams,
+            ..small()
+        };
+        let handler = Handler::default();
+        let running = start(
+            server_config(TransportKind::Netpoll),
+            handler.clone(),
+            &at,
+            streams,
+        )
+        .await;
+        let addr = running.addr;
+        tokio::task::spawn_blocking(move || f(addr, handler))
+            .await
+            .expect("the peer");
+        running.stop().await;
+    });
+}
+
+/// Kitex's side of a stream, by hand: no window, so the server's queue is bounded by
+/// holding the reader; the echo comes back with a header first.
+#[test]
+fn a_peer_without_a_window_is_served_as_kitex_is() {
+    with_raw_server(16, |addr| {
+        let mut p = RawPeer::connect(addr);
+        p.send(&header(1, "echo"));
+        p.send(&data(1, "echo", "one"));
+        let h = p.recv_for(1);
+        assert_eq!(h.kind, FrameKind::Header);
+        assert_eq!(
+            h.meta_value(flow::WINDOW_KEY),
+            None,
+            "no window for a peer that sent none"
+        );
+        let d = p.recv_for(1);
+        assert_eq!(
+            (d.kind, payload_text(&d)),
+            (FrameKind::Data, "one".to_owned())
+        );
+        p.send(&Frame::new(FrameKind::Trailer, 1).with_method("echo"));
+        let t = p.recv_for(1);
+        assert_eq!(t.kind, FrameKind::Trailer);
+        assert!(t.payload.is_empty(), "a clean end");
+    });
+}
+
+#[test]
+fn frames_before_a_header_reset_their_stream_and_nothing_else() {
+    with_raw_server(16, |addr| {
+        let mut p = RawPeer::connect(addr);
+        p.send(&data(5, "echo", "early"));
+        let rst = p.recv_for(5);
+        assert_eq!(rst.kind, FrameKind::Rst);
+        let e = frame::read_exception(rst.payload).expect("an exception");
+        assert_eq!(e.kind.id(), error::CODE_RESET);
+        assert!(
+            e.message.contains("before the stream's header"),
+            "{}",
+            e.message
+        );
+        // A frame for a stream that ended is dropped without a word, and the
+        // connection serves the next stream.
+        p.send(&header(6, "echo"));
+        p.send(&Frame::new(FrameKind::Rst, 6).with_method("echo"));
+        p.send(&data(6, "echo", "stale"));
+        p.send(&header(7, "echo"));
+        p.send(&data(7, "echo", "fine"));
+        let h = p.recv_for(7);
+        assert_eq!(h.kind, FrameKind::Header);
+        let d = p.recv_for(7);
+        assert_eq!(payload_text(&d), "fine");
+    });
+}
+
+#[test]
+fn a_message_after_the_peers_trailer_resets_the_stream() {
+    with_raw_server(16, |addr| {
+        let mut p = RawPeer::connect(addr);
+        p.send(&header(1, "hold"));
+        p.send(&data(1, "hold", "a"));
+        p.send(&Frame::new(FrameKind::Trailer, 1).with_method("hold"));
+        p.send(&data(1, "hold", "after"));
+        let rst = p.recv_for(1);
+        assert_eq!(rst.kind, FrameKind::Rst);
+        let e = frame::read_exception(rst.payload).expect("an exception");
+        assert!(
+            e.message.contains("after the peer's trailer"),
+            "{}",
+            e.message
+        );
+    });
+}
+
+#[test]
+fn streams_beyond_the_connections_limit_are_refused_in_a_trailer() {
+    with_raw_server(4, |addr| {
+        let mut p = RawPeer::connect(addr);
+        // Four held streams fill the connection; the fifth is refused at once.
+        for id in 1..=5 {
+            p.send(&header(id, "hold"));
+        }
+        let t = p.recv_for(5);
+        assert_eq!(t.kind, FrameKind::Trailer);
+        let e = frame::read_exception(t.payload).expect("an exception");
+        assert!(e.message.contains("its limit"), "{}", e.message);
+        // One ends; then a new stream is taken.
+        p.send(&Frame::new(FrameKind::Rst, 1).with_method("hold"));
+        p.send(&header(6, "echo"));
+        p.send(&data(6, "echo", "room again"));
+        let got = p.recv_data(6);
+        assert_eq!(payload_text(&got), "room again");
+        for id in 2..=4 {
+            p.send(&Frame::new(FrameKind::Rst, id).with_method("hold"));
+        }
+    });
+}
+
+#[test]
+fn an_oversized_frame_closes_its_connection_only() {
+    with_raw_server(16, |addr| {
+        let mut bad = RawPeer::connect(addr);
+        let mut good = RawPeer::connect(addr);
+        good.send(&header(1, "echo"));
+        // 16 MiB and one byte, streaming flag set: refused before it is read.
+        let mut head = (16u32 * 1024 * 1024 + 1 - 4).to_be_bytes().to_vec();
+        head.extend_from_slice(&[0x10, 0x00, 0x00, 0x02, 0, 0, 0, 1]);
+        bad.send_bytes(&head);
+        assert!(bad.recv().is_none(), "the server closed the connection");
+        good.send(&data(1, "echo", "still here"));
+        let got = good.recv_data(1);
+        assert_eq!(payload_text(&got), "still here");
+    });
+}
+
+#[test]
+fn ended_streams_leave_nothing_in_their_connections_table() {
+    each_transport(|running, c, _| async move {
+        for i in 0..50 {
+            let mut s = open(&c, "echo").await;
+            s.send(&text(1, "x")).await.expect("send");
+            s.recv().await.expect("recv").expect("a message");
+            if i % 2 == 0 {
+                s.close_send().await.expect("close");
+                assert_eq!(s.recv().await.expect("the end"), None);
+            }
+        }
+        assert_eq!(c.open_streams(), 0);
+        running
+    });
+}
+
+/// A Kitex-like peer (no window) that floods a stream its handler does not read: the
+/// server's queue stays within the window (its reader waits), and every message
+/// arrives once the handler reads.
+#[test]
+fn a_flood_from_a_peer_without_a_window_is_held_at_the_window() {
+    with_raw_server_and(16, |addr, handler| {
+        let mut p = RawPeer::connect(addr);
+        let writer = p.socket.try_clone().expect("a second handle");
+        let sending = std::thread::spawn(move || {
+            let mut w = RawPeer { socket: writer };
+            w.send(&header(1, "hold"));
+            let body = "q".repeat(1000);
+            for _ in 0..2000 {
+                w.send(&data(1, "hold", &body));
+            }
+            w.send(&Frame::new(FrameKind::Trailer, 1).with_method("hold"));
+        });
+        let window = small().window;
+        let cost = 1000 + 16 + flow::MESSAGE_COST;
+        // The queue fills to the window, and no further.
+        while handler.held.queued_max.load(Ordering::SeqCst) + cost < window {
+            std::thread::yield_now();
+        }
+        handler.held.release.notify_one();
+        sending.join().expect("the writer");
+        let got = p.recv_data(1);
+        assert_eq!(payload_text(&got), "2000");
+        assert!(handler.held.queued_max.load(Ordering::SeqCst) <= window + cost);
+    });
+}
+
+/// Streams over a Unix socket and over shared memory, messages small and larger
+/// than a slice of shared memory, on both kinds of transport where they apply.
+#[test]
+fn streams_go_over_unix_sockets_and_shared_memory() {
+    let dir = std::env::temp_dir().join(format!("volo-core-streams-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    for (i, (kind, shm)) in [
+        (TransportKind::Netpoll, false),
+        (TransportKind::Tokio, false),
+        (TransportKind::Netpoll, true),
+    ]
+    .into_iter()
+    .enumerate()
+    {
+        let path = dir.join(format!("s{i}.sock"));
+        let at = match shm {
+            true => Address::Shm(path.as_path().into()),
+            false => Address::Unix(path.as_path().into()),
+        };
+        run_bounded(Duration::from_secs(60), async {
+            let running = start_streaming(server_config(kind), &at).await;
+            let c = client(&running, kind);
+            bidi_round_trip(&c, 20, 10).await;
+            bidi_round_trip(&c, 3, 3 << 20).await;
+            running.stop().await;
+        });
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+}
