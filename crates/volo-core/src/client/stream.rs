@@ -12,9 +12,10 @@ use thrift_codec::{Message, Utf8Bytes};
 
 use super::ClientConfig;
 use super::pool::Dialer;
+use crate::clock::Clock;
 use crate::context::Address;
 use crate::stream::handle::{CancelOnDrop, Receiver, Sender};
-use crate::stream::session::{Session, Side, StreamShared};
+use crate::stream::session::{Session, Side, StreamShared, Timer};
 use crate::stream::{Metadata, StreamConfig, StreamError};
 
 /// Opens streams to one address: each stream a [`ClientStream`], many sharing a
@@ -24,6 +25,7 @@ pub struct StreamClient {
     dialer: Dialer,
     config: StreamConfig,
     timeout: Option<Duration>,
+    timer: Timer,
     slots: Box<[tokio::sync::Mutex<Option<Arc<Session>>>]>,
     next: AtomicUsize,
 }
@@ -55,6 +57,7 @@ impl StreamClient {
             dialer: Dialer::new(reactor, addr, config),
             config: StreamConfig::default(),
             timeout: None,
+            timer: Timer::default(),
             slots: (0..1).map(|_| tokio::sync::Mutex::new(None)).collect(),
             next: AtomicUsize::new(0),
         })
@@ -63,6 +66,14 @@ impl StreamClient {
     /// Sets the streams' limits and window.
     pub fn with_config(mut self, config: StreamConfig) -> Self {
         self.config = config;
+        self
+    }
+
+    /// Sets the clock of the streams' deadlines and of the wait for a server's window
+    /// (default the real one; tests give a [`ManualClock`](crate::clock::ManualClock)).
+    /// Applies to connections opened afterwards.
+    pub fn with_clock(mut self, clock: impl Clock) -> Self {
+        self.timer = Timer::new(clock);
         self
     }
 
@@ -105,7 +116,7 @@ impl StreamClient {
             let session = self.session().await?;
             match session.open(method.clone(), &self.service, header).await {
                 Ok(stream) => {
-                    let deadline = timeout.map(|t| expire(&stream, t));
+                    let deadline = timeout.map(|t| expire(&stream, t, &self.timer));
                     return Ok(ClientStream::new(stream, deadline));
                 }
                 Err(e @ StreamError::Refused(_)) => last = Some(e),
@@ -143,7 +154,14 @@ impl StreamClient {
                 kind: io::ErrorKind::ConnectionRefused,
                 message: e.to_string(),
             })?;
-        let session = Session::start(conn, Side::Client, self.config, None, None);
+        let session = Session::start(
+            conn,
+            Side::Client,
+            self.config,
+            None,
+            None,
+            self.timer.clone(),
+        );
         if let Some(old) = slot.replace(Arc::clone(&session)) {
             old.stop();
         }
@@ -164,10 +182,15 @@ impl Drop for StreamClient {
 
 /// Resets `stream` with a deadline error once `timeout` has passed, unless it ended
 /// first: a timer task, stopped when the stream's handle goes.
-fn expire(stream: &Arc<StreamShared>, timeout: Duration) -> tokio::task::AbortHandle {
+fn expire(
+    stream: &Arc<StreamShared>,
+    timeout: Duration,
+    timer: &Timer,
+) -> tokio::task::AbortHandle {
     let stream = Arc::downgrade(stream);
+    let passed = timer.after(timeout);
     tokio::spawn(async move {
-        tokio::time::sleep(timeout).await;
+        passed.await;
         if let Some(stream) = stream.upgrade()
             && !stream.is_over()
         {

@@ -14,7 +14,7 @@ use tokio::sync::{mpsc, watch};
 use tokio::task::JoinSet;
 
 use crate::stream::handle::{Receiver, Sender};
-use crate::stream::session::{Opened, Session, Side, StreamShared};
+use crate::stream::session::{Opened, Session, Side, StreamShared, Timer};
 use crate::stream::{HandlerError, Metadata, StreamConfig};
 use crate::transport::Conn;
 
@@ -121,7 +121,14 @@ impl Serving {
         mut shutdown: watch::Receiver<bool>,
     ) {
         let (tx, mut rx) = mpsc::unbounded_channel();
-        let session = Session::start(conn, Side::Server, self.config, Some(first), Some(tx));
+        let session = Session::start(
+            conn,
+            Side::Server,
+            self.config,
+            Some(first),
+            Some(tx),
+            Timer::default(),
+        );
         // Dropped with this future (the server gave up waiting): the handlers with it.
         let mut handlers = JoinSet::new();
         let mut stopping = false;

@@ -22,9 +22,12 @@
 //! refused with an exception in a trailer.
 
 use std::collections::HashMap;
+use std::future::Future;
 use std::io;
+use std::pin::Pin;
 use std::sync::atomic::{AtomicBool, AtomicI32, AtomicU8, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::Duration;
 
 use bytes::Bytes;
 use thrift_codec::{ApplicationException, ApplicationExceptionKind, LinkBuffer, Utf8Bytes};
@@ -36,6 +39,7 @@ use super::flow::{self, CREDIT_KEY, INITIAL_CREDIT, Inbox, SendWindow, UNCOUNTED
 use super::frame::{
     self, BizStatus, Frame, FrameKind, exception_payload, frame_len, read_exception, str_key,
 };
+use crate::clock::{Clock, SystemClock};
 use crate::transport::{Conn, FrameIo, lock};
 
 /// Which end of the connection this side is.
@@ -78,6 +82,40 @@ pub(crate) struct Session {
     /// The highest stream id a client opened (servers only): a frame for a higher
     /// one came before its stream's header.
     highest: AtomicI32,
+    /// The clock of the decision wait.
+    timer: Timer,
+}
+
+/// A sleep of a [`Timer`].
+pub(crate) type Sleep = Pin<Box<dyn Future<Output = ()> + Send>>;
+
+/// Sleeps on a [`Clock`] given as an input (the real one, or a test's).
+#[derive(Clone)]
+pub(crate) struct Timer(Arc<dyn Fn(Duration) -> Sleep + Send + Sync>);
+
+impl Timer {
+    pub(crate) fn new(clock: impl Clock) -> Timer {
+        Timer(Arc::new(move |d| {
+            Box::pin(clock.sleep_until(clock.now() + d))
+        }))
+    }
+
+    /// Completes once `d` has passed on the clock.
+    pub(crate) fn after(&self, d: Duration) -> Sleep {
+        (self.0)(d)
+    }
+}
+
+impl std::fmt::Debug for Timer {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Timer")
+    }
+}
+
+impl Default for Timer {
+    fn default() -> Self {
+        Timer::new(SystemClock)
+    }
 }
 
 /// No stream has shown yet whether the server takes part in flow control.
@@ -166,6 +204,7 @@ impl Session {
         config: StreamConfig,
         first: Option<Bytes>,
         opened: Option<mpsc::UnboundedSender<Opened>>,
+        timer: Timer,
     ) -> Arc<Session> {
         let session = Arc::new(Session {
             conn,
@@ -179,6 +218,7 @@ impl Session {
             peer_counts: AtomicU8::new(PEER_UNKNOWN),
             orphaned: AtomicBool::new(false),
             highest: AtomicI32::new(0),
+            timer,
         });
         tokio::spawn(read_frames(Arc::clone(&session), first, opened));
         session
@@ -523,12 +563,10 @@ impl StreamShared {
             // The initial credit is spent and the server has not said whether it takes
             // part: a Kitex server says nothing until its first message or its end,
             // which may wait for this side's messages. Past the wait, stop counting.
-            let wait = self.session.config.decision_wait;
-            if tokio::time::timeout(wait, self.writable.notified())
-                .await
-                .is_err()
-            {
-                self.opt_out().await?;
+            let wait = self.session.timer.after(self.session.config.decision_wait);
+            tokio::select! {
+                () = self.writable.notified() => {}
+                () = wait => self.opt_out().await?,
             }
         }
     }

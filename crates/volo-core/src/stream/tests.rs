@@ -12,6 +12,7 @@ use tokio::sync::Notify;
 use super::*;
 use crate::client::ClientConfig;
 use crate::client::StreamClient;
+use crate::clock::ManualClock;
 use crate::context::Address;
 use crate::server::{Server, ServerConfig};
 use crate::server::{ServerStream, StreamHandler};
@@ -42,8 +43,10 @@ struct Held {
     /// Messages the `flood` stream sent, and how it ended.
     flooded: AtomicUsize,
     flood_ended: std::sync::Mutex<Option<StreamError>>,
-    /// Streams whose handler saw a cancel.
+    /// Streams whose handler saw a cancel, a passed deadline, another error.
     cancelled: AtomicUsize,
+    deadlines: AtomicUsize,
+    other_errors: AtomicUsize,
 }
 
 impl StreamHandler for Handler {
@@ -62,9 +65,12 @@ impl StreamHandler for Handler {
                     Ok(Some(m)) => m,
                     Ok(None) => return Ok(()),
                     Err(e) => {
-                        if matches!(e, StreamError::Cancelled(_)) {
-                            self.held.cancelled.fetch_add(1, Ordering::SeqCst);
+                        match e {
+                            StreamError::Cancelled(_) => &self.held.cancelled,
+                            StreamError::DeadlineExceeded => &self.held.deadlines,
+                            _ => &self.held.other_errors,
                         }
+                        .fetch_add(1, Ordering::SeqCst);
                         return Err(e.into());
                     }
                 };
@@ -328,25 +334,25 @@ fn a_dropped_client_stream_cancels_the_handler() {
 #[test]
 fn a_stream_past_its_deadline_fails_on_both_sides() {
     each_transport(|running, c, handler| async move {
+        let clock = ManualClock::new();
+        let c = c.with_clock(clock.clone());
         let mut s = c
-            .open_with_timeout::<Text, Text>(
-                "echo",
-                &Metadata::new(),
-                Some(Duration::from_millis(50)),
-            )
+            .open_with_timeout::<Text, Text>("echo", &Metadata::new(), Some(Duration::from_secs(5)))
             .await
             .expect("open");
-        // The server never answers before the deadline: nothing is sent.
+        // Nothing was sent: the server has nothing to answer before the deadline.
+        clock.advance(Duration::from_secs(5));
         assert_eq!(s.recv().await, Err(StreamError::DeadlineExceeded));
         assert_eq!(
             s.send(&text(1, "late")).await,
             Err(StreamError::DeadlineExceeded)
         );
+        // The handler sees the deadline's rst as a deadline; the connection lives on.
         let mut other = open(&c, "echo").await;
-        // The handler sees the deadline's rst as a cancel of its own kind.
-        other.send(&text(1, "b")).await.expect("send");
-        other.recv().await.expect("recv").expect("a message");
-        let _ = handler;
+        while handler.held.deadlines.load(Ordering::SeqCst) == 0 {
+            other.send(&text(1, "b")).await.expect("send");
+            other.recv().await.expect("recv").expect("a message");
+        }
         running
     });
 }
@@ -764,4 +770,86 @@ fn streams_go_over_unix_sockets_and_shared_memory() {
         });
     }
     let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// A server that grants no window and says nothing (Kitex's, before its handler
+/// answers): a client stream beyond the initial credit waits the decision wait on a
+/// fake clock, tells the server it stops counting, and sends the rest; the next
+/// stream on the connection does not ask for a window.
+#[test]
+fn a_client_stops_counting_for_a_server_that_grants_no_window() {
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
+    let addr = listener.local_addr().expect("an address");
+    let silent = std::thread::spawn(move || {
+        let (socket, _) = listener.accept().expect("a client");
+        socket
+            .set_read_timeout(Some(Duration::from_secs(20)))
+            .expect("a timeout");
+        let mut p = RawPeer { socket };
+        let mut frames = Vec::new();
+        // Two streams' headers, one's 100 messages, its trailer, and the opt-out.
+        while frames.len() < 104 {
+            frames.push(p.recv().expect("a frame"));
+        }
+        frames
+    });
+    run_bounded(Duration::from_secs(60), async {
+        let mut config = ClientConfig::default();
+        config.transport.kind = TransportKind::Tokio;
+        let clock = ManualClock::new();
+        let c = StreamClient::new("Test", Address::Tcp(addr), &config)
+            .expect("a client")
+            .with_clock(clock.clone());
+        let mut s = open(&c, "count").await;
+        let sending = tokio::spawn(async move {
+            let body = "u".repeat(1000);
+            for _ in 0..100 {
+                s.send(&text(1, &body)).await.expect("send");
+            }
+            s.close_send().await.expect("close");
+            s
+        });
+        // The credit spent, the sender waits for the server's word on the clock.
+        while clock.sleepers() == 0 {
+            tokio::task::yield_now().await;
+        }
+        clock.advance(StreamConfig::default().decision_wait);
+        let s = sending.await.expect("the sender");
+        let next = open(&c, "count").await;
+        drop((s, next));
+    });
+    let frames = silent.join().expect("the silent server");
+    let first = &frames[0];
+    assert_eq!(first.kind, FrameKind::Header);
+    assert!(
+        first.meta_value(flow::WINDOW_KEY).is_some(),
+        "the first stream asks"
+    );
+    let opt_out = frames
+        .iter()
+        .position(|f| f.meta_value(flow::UNCOUNTED_KEY).is_some())
+        .expect("an opt-out");
+    let size = thrift_codec::Codec::<thrift_codec::Binary>::new().size(&text(1, &"u".repeat(1000)));
+    let cost = size + flow::MESSAGE_COST as usize;
+    let before = frames[..opt_out]
+        .iter()
+        .filter(|f| f.kind == FrameKind::Data)
+        .count();
+    assert_eq!(
+        before,
+        flow::INITIAL_CREDIT as usize / cost + 1,
+        "the initial credit, and one more"
+    );
+    let data = frames.iter().filter(|f| f.kind == FrameKind::Data).count();
+    assert_eq!(data, 100);
+    let second = frames
+        .iter()
+        .filter(|f| f.kind == FrameKind::Header)
+        .nth(1)
+        .expect("a second stream");
+    assert_eq!(
+        second.meta_value(flow::WINDOW_KEY),
+        None,
+        "the second does not"
+    );
 }
