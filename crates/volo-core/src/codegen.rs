@@ -13,10 +13,18 @@ pub use crate::client::{
     Error, MakeClient,
 };
 #[doc(no_inline)]
+pub use crate::client::{ClientConfig, ClientStream, StreamClient};
+#[doc(no_inline)]
 pub use crate::codec::Body;
+#[doc(no_inline)]
+pub use crate::context::Address;
 #[doc(no_inline)]
 pub use crate::context::ServerContext;
 #[doc(no_inline)]
 pub use crate::server::{DispatchError, ServerError, ServerRequest, ServiceInfo};
 #[doc(no_inline)]
+pub use crate::server::{ServerStream, StreamContext, StreamHandler};
+#[doc(no_inline)]
 pub use crate::service::Service;
+#[doc(no_inline)]
+pub use crate::stream::{HandlerError, Metadata, Receiver, Sender, StreamError};

@@ -261,7 +261,7 @@ pub use request::ServerRequest;
 use crate::codec::Body;
 pub use run::{BoundServer, Server};
 pub(crate) use stream::Serving;
-pub use stream::{ServerStream, StreamHandler};
+pub use stream::{ServerStream, StreamContext, StreamHandler};
 
 use thrift_codec::{ApplicationException, ApplicationExceptionKind, DecodeError};
 

@@ -74,6 +74,75 @@ impl ServerStream {
             Sender::new(self.stream, None),
         )
     }
+
+    /// The stream's context and its typed halves: what a generated handler gets.
+    pub fn into_parts<Req: Message, Resp: Message>(
+        self,
+    ) -> (StreamContext, Receiver<Req>, Sender<Resp>) {
+        let cx = StreamContext {
+            stream: Arc::clone(&self.stream),
+            header: self.header,
+            service: self.service,
+        };
+        (
+            cx,
+            Receiver::new(Arc::clone(&self.stream), None),
+            Sender::new(self.stream, None),
+        )
+    }
+}
+
+/// What a stream's handler knows of it beside its messages: the client's header,
+/// the method and service, and the metadata it sends back.
+pub struct StreamContext {
+    stream: Arc<StreamShared>,
+    header: Metadata,
+    service: Option<Utf8Bytes>,
+}
+
+impl fmt::Debug for StreamContext {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("StreamContext")
+            .field("stream", &self.stream.id)
+            .field("method", &self.stream.method)
+            .field("service", &self.service)
+            .field("header", &self.header)
+            .finish()
+    }
+}
+
+impl StreamContext {
+    /// The method the client named.
+    pub fn method(&self) -> &str {
+        &self.stream.method
+    }
+
+    /// The service the client named (its `isn` key), if it did.
+    pub fn service(&self) -> Option<&str> {
+        self.service.as_deref()
+    }
+
+    /// The metadata of the client's header (its metainfo keys included).
+    pub fn header(&self) -> &Metadata {
+        &self.header
+    }
+
+    /// Sets the metadata of the server's header; it goes with the first message or
+    /// the trailer, whichever is first.
+    pub fn set_header(&self, header: Metadata) {
+        self.stream.set_header(header);
+    }
+
+    /// Sets the metadata of the server's trailer.
+    pub fn set_trailer(&self, trailer: Metadata) {
+        self.stream.set_trailer(trailer);
+    }
+
+    /// Waits until the stream is reset (the client cancelled it, its deadline
+    /// passed, the connection failed) and says why.
+    pub async fn cancelled(&self) -> crate::stream::StreamError {
+        self.stream.reset_reason().await
+    }
 }
 
 type BoxedServe = Pin<Box<dyn Future<Output = Result<(), HandlerError>> + Send>>;
