@@ -118,6 +118,29 @@
 //!   methods of the chain are oneway, which the server reads so that it never answers
 //!   them, whatever message type they come in.
 //!
+//! Methods annotated with Kitex's `streaming.mode` (`"server"`, `"client"` or
+//! `"bidirectional"`) are streams over TTHeader (Kitex's StreamX, see
+//! `volo_core::stream`), not calls: they take one struct (each request) and return
+//! one struct (each response), declare no exceptions, and leave `S`, `SReply`,
+//! `SServer` and `SClient` alone (no args or result structs either). A service with
+//! any gets:
+//!
+//! - `pub trait SStream`, one method per stream taking `&StreamContext` (the client's
+//!   header, the metadata sent back) and, for a server stream, the request (read
+//!   first) and a `Sender` of responses; for a client stream, a `Receiver` of
+//!   requests, returning the one response; for a bidirectional stream, both halves.
+//!   `Ok` ends the stream cleanly, a `HandlerError` ends it with the error in its
+//!   trailer;
+//! - `SStreamServer<T>`, a `volo_core::server::StreamHandler` for any `T: SStream`
+//!   (give it to `Server::streams`), which answers an unknown method with
+//!   `UNKNOWN_METHOD` in a trailer (Kitex's server answers nothing);
+//! - `SStreamClient`, over a `volo_core::client::StreamClient`: a server stream's
+//!   method sends the request, closes its side and returns the `Receiver`; the others
+//!   return the `ClientStream`. Each has a `_with` twin that sends header metadata.
+//!
+//! Other values of `streaming.mode` (Kitex's `"unary"`, for gRPC) and streaming
+//! methods of other shapes are refused with an error naming the method.
+//!
 //! The generated code names volo-core through one module, `::volo_core::codegen`,
 //! which re-exports each runtime item it uses from the item's home; the paths above are
 //! those homes.

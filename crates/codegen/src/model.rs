@@ -293,6 +293,51 @@ pub struct ServiceDef {
     /// The methods it inherits through its `extends` chain: the nearest base's first,
     /// each base's in IDL order.
     pub inherited: Vec<MethodDef>,
+    /// Its streaming methods (Kitex's `streaming.mode` annotation), in IDL order: not
+    /// among `methods`, since they are served and called over streams.
+    pub streams: Vec<StreamMethodDef>,
+    /// The names of its streaming trait, dispatcher and client, when it has streaming
+    /// methods.
+    pub stream_names: Option<StreamNames>,
+}
+
+/// The generated names of a service's streaming side.
+#[derive(Debug, Clone, PartialEq)]
+pub struct StreamNames {
+    /// The trait a handler implements (`<name>Stream`).
+    pub handler: String,
+    /// The stream dispatcher (`<name>StreamServer`).
+    pub server: String,
+    /// The typed stream client (`<name>StreamClient`).
+    pub client: String,
+}
+
+/// Which way a streaming method's messages go.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum StreamingMode {
+    /// One request, then any number of responses.
+    Server,
+    /// Any number of requests, then one response.
+    Client,
+    /// Any number either way.
+    Bidirectional,
+}
+
+/// One streaming method of a service.
+#[derive(Debug, Clone, PartialEq)]
+pub struct StreamMethodDef {
+    /// The Thrift name: the method name on the wire.
+    pub thrift_name: String,
+    /// The Rust method name (snake case).
+    pub name: String,
+    /// The doc comment from the IDL, if any.
+    pub doc: Option<String>,
+    /// Which way the messages go.
+    pub mode: StreamingMode,
+    /// The struct of each request (the method's one argument's type).
+    pub request: TypePath,
+    /// The struct of each response (its return type).
+    pub response: TypePath,
 }
 
 /// One method of a service.

@@ -267,3 +267,80 @@ fn fields_that_close_a_cycle_are_boxed_and_endless_ones_optional() {
     assert!(optional("turn_args", "spiral"));
     assert_eq!(model.warnings.len(), 4, "{:#?}", model.warnings);
 }
+
+/// Kitex's `streaming.mode` methods (idl/stream.thrift, the examples' streaming
+/// service) leave the ping-pong methods and their structs alone: they become the
+/// service's streams, each with its request and response structs and its mode.
+#[test]
+fn streaming_methods_are_streams_not_calls() {
+    use codegen::model::StreamingMode;
+    let idl = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../idl/stream.thrift");
+    let model = codegen::Builder::new()
+        .rerun_if_changed(false)
+        .cargo_warnings(false)
+        .model(&[&idl])
+        .unwrap_or_else(|e| panic!("{e}"));
+    let service = model
+        .modules
+        .iter()
+        .flat_map(|f| &f.items)
+        .find_map(|i| match i {
+            Item::Service(s) => Some(s),
+            _ => None,
+        })
+        .expect("a service");
+    let calls: Vec<&str> = service.methods.iter().map(|m| m.name.as_str()).collect();
+    assert_eq!(calls, ["echo"]);
+    let streams: Vec<(&str, StreamingMode, &str, &str)> = service
+        .streams
+        .iter()
+        .map(|s| {
+            (
+                s.name.as_str(),
+                s.mode,
+                s.request.name.as_str(),
+                s.response.name.as_str(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        streams,
+        [
+            ("server_echo", StreamingMode::Server, "Request", "Response"),
+            ("client_count", StreamingMode::Client, "Request", "Response"),
+            (
+                "bidi_echo",
+                StreamingMode::Bidirectional,
+                "Request",
+                "Response"
+            ),
+        ]
+    );
+    let names = service.stream_names.as_ref().expect("stream names");
+    assert_eq!(
+        (
+            names.handler.as_str(),
+            names.server.as_str(),
+            names.client.as_str()
+        ),
+        (
+            "StreamServiceStream",
+            "StreamServiceStreamServer",
+            "StreamServiceStreamClient"
+        )
+    );
+    // No args or result structs for the streams: only `echo`'s.
+    let structs: Vec<&str> = model
+        .modules
+        .iter()
+        .flat_map(|f| &f.items)
+        .filter_map(|i| match i {
+            Item::Struct(s) if s.name.starts_with("StreamService") => Some(s.name.as_str()),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(
+        structs,
+        ["StreamServiceEchoArgs", "StreamServiceEchoResult"]
+    );
+}

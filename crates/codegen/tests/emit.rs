@@ -207,6 +207,8 @@ fn echo_service() -> ServiceDef {
         maker: "EchoServiceClientMaker".to_string(),
         doc: None,
         extends: None,
+        streams: Vec::new(),
+        stream_names: None,
         methods: vec![
             method("echo", "echo", "Echo", req(), response()),
             method(

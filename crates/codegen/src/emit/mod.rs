@@ -144,6 +144,7 @@ mod constants;
 mod enums;
 mod out;
 mod services;
+mod streams;
 mod types;
 
 use out::Out;

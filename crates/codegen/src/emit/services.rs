@@ -33,6 +33,7 @@ impl Emitter<'_> {
         self.dispatcher(s);
         self.out.blank();
         self.client(s);
+        self.streams(s);
     }
 
     /// The trait users implement: one method per IDL function of the service (the

@@ -8,8 +8,8 @@ use std::collections::{HashMap, HashSet};
 
 use crate::ast;
 use crate::model::{
-    FieldDef, Item, MethodDef, Requiredness, ServiceDef, StructDef, StructKind, ThrowDef, Ty,
-    TypePath,
+    FieldDef, Item, MethodDef, Requiredness, ServiceDef, StreamMethodDef, StreamNames,
+    StreamingMode, StructDef, StructKind, ThrowDef, Ty, TypePath,
 };
 use crate::names;
 
@@ -34,11 +34,29 @@ impl<'a> Resolver<'a> {
                 ));
             }
         }
+        let mut streams: Vec<StreamMethodDef> = Vec::new();
+        // The functions of `methods`, in order: where a clash among them is reported.
+        let mut unary = Vec::new();
         for (func, alias) in svc.functions.iter().zip(self.aliases(file, svc)?) {
+            if let Some(stream) = self.stream_method(file, func, &alias)? {
+                if let Some(first) = streams.iter().find(|s| s.name == stream.name) {
+                    return Err(self.err(
+                        file,
+                        func.name.span,
+                        format!(
+                            "streaming methods `{}` and `{}` of `{}` are both `{}` in Rust",
+                            first.thrift_name, stream.thrift_name, svc.name.name, stream.name
+                        ),
+                    ));
+                }
+                streams.push(stream);
+                continue;
+            }
             let (method, args, result) = self.method(file, svc, func, &alias)?;
             items.push(Item::Struct(args));
             items.extend(result.map(Item::Struct));
             methods.push(method);
+            unary.push(func);
         }
         let (extends, inherited) = self.inherited(file, svc)?;
 
@@ -46,7 +64,7 @@ impl<'a> Resolver<'a> {
         // is reported at the later of the service's own methods involved, if any.
         let all: Vec<&MethodDef> = methods.iter().chain(&inherited).collect();
         let any_oneway = all.iter().any(|m| m.oneway);
-        let span_of = |i: usize| svc.functions.get(i).map_or(svc.name.span, |f| f.name.span);
+        let span_of = |i: usize| unary.get(i).map_or(svc.name.span, |f| f.name.span);
         let clash = |first: usize, later: usize, rust: &str| {
             // `first` comes earlier in the chain: its owner is or extends `later`'s.
             let (a, b) = (all[first], all[later]);
@@ -67,11 +85,7 @@ impl<'a> Resolver<'a> {
                     a.thrift_name, a.owner.name, b.thrift_name, b.owner.name
                 )
             };
-            let at = if later < svc.functions.len() {
-                later
-            } else {
-                first
-            };
+            let at = if later < unary.len() { later } else { first };
             self.err(file, span_of(at), message)
         };
         let mut rust_names: HashMap<&str, usize> = HashMap::new();
@@ -102,6 +116,11 @@ impl<'a> Resolver<'a> {
 
         let name = names::upper_camel(&svc.name.name);
         let generated = |suffix: &str| self.fresh_type(file, format!("{name}{suffix}"), svc);
+        let stream_names = (!streams.is_empty()).then(|| StreamNames {
+            handler: generated("Stream"),
+            server: generated("StreamServer"),
+            client: generated("StreamClient"),
+        });
         items.push(Item::Service(ServiceDef {
             thrift_name: svc.name.name.clone(),
             reply: generated("Reply"),
@@ -113,8 +132,104 @@ impl<'a> Resolver<'a> {
             extends,
             methods,
             inherited,
+            streams,
+            stream_names,
         }));
         Ok(items)
+    }
+
+    /// The streaming method `func` declares with Kitex's `streaming.mode` annotation,
+    /// or `None` for a ping-pong or oneway method. A streaming method takes one
+    /// struct and returns one struct (each message of the stream), and declares no
+    /// exceptions: an error ends a stream in its trailer.
+    fn stream_method(
+        &self,
+        file: usize,
+        func: &'a ast::Function,
+        alias: &str,
+    ) -> Result<Option<StreamMethodDef>, ResolveError> {
+        let Some(ann) = func.ann.iter().find(|a| a.key == "streaming.mode") else {
+            return Ok(None);
+        };
+        let name = &func.name.name;
+        let mode = match ann.value.as_str() {
+            "server" => StreamingMode::Server,
+            "client" => StreamingMode::Client,
+            "bidirectional" => StreamingMode::Bidirectional,
+            other => {
+                return Err(self.err(
+                    file,
+                    ann.span,
+                    format!(
+                        "`streaming.mode` of `{name}` is {other:?}: streams over TTHeader are \
+                         \"server\", \"client\" or \"bidirectional\""
+                    ),
+                ));
+            }
+        };
+        if func.oneway {
+            return Err(self.err(
+                file,
+                func.span,
+                format!("streaming method `{name}` cannot be oneway"),
+            ));
+        }
+        if !func.throws.is_empty() {
+            return Err(self.err(
+                file,
+                func.span,
+                format!(
+                    "streaming method `{name}` cannot declare exceptions: an error ends a \
+                     stream in its trailer"
+                ),
+            ));
+        }
+        let a_struct = |ty: Ty, what: &str| match ty {
+            Ty::Struct(p)
+                if self
+                    .find_struct(&p)
+                    .is_some_and(|(_, s)| s.kind == ast::StructKind::Struct) =>
+            {
+                Ok(p)
+            }
+            _ => Err(self.err(
+                file,
+                func.span,
+                format!("streaming method `{name}` must {what} a struct: its messages are structs"),
+            )),
+        };
+        let [arg] = func.args.as_slice() else {
+            return Err(self.err(
+                file,
+                func.span,
+                format!(
+                    "streaming method `{name}` takes {} arguments: it takes one, the struct \
+                     of its requests",
+                    func.args.len()
+                ),
+            ));
+        };
+        let request = a_struct(self.ty(file, &arg.ty, 0)?, "take")?;
+        let response = match &func.returns {
+            Some(ret) => a_struct(self.ty(file, ret, 0)?, "return")?,
+            None => a_struct(Ty::Bool, "return")?,
+        };
+        let rust_name = names::snake(alias);
+        if !names::is_legal(&rust_name) {
+            return Err(self.err(
+                file,
+                func.name.span,
+                format!("`{name}` does not make a Rust name"),
+            ));
+        }
+        Ok(Some(StreamMethodDef {
+            thrift_name: name.clone(),
+            name: rust_name,
+            doc: func.doc.clone(),
+            mode,
+            request,
+            response,
+        }))
     }
 
     /// The service `svc` extends, and every method it inherits through its `extends`

@@ -1,0 +1,276 @@
+//! A service's streaming methods (Kitex's `streaming.mode`): the trait a handler
+//! implements, the dispatcher that serves it through `Server::streams`, and the typed
+//! stream client.
+//!
+//! Handlers get each stream's context (`StreamContext`: the client's header, the
+//! metadata sent back) and, by mode:
+//! - server streams: the request, read first as Kitex's generated code reads it, and
+//!   the sending half;
+//! - client streams: the receiving half; the response they return is sent, then the
+//!   stream ends;
+//! - bidirectional streams: both halves.
+//!
+//! Returning `Ok` ends the stream cleanly; an error ends it with the error in the
+//! trailer. The client opens a server stream with its request sent and its side
+//! closed, and returns the receiving half; client and bidirectional streams return
+//! the whole `ClientStream`.
+
+use crate::model::{ServiceDef, StreamMethodDef, StreamNames, StreamingMode};
+
+use super::{Emitter, str_lit, type_path};
+
+const RT: &str = "::volo_core::codegen";
+const RESULT: &str = "::std::result::Result";
+
+impl Emitter<'_> {
+    /// The streaming side of `s`, if it has streaming methods.
+    pub(super) fn streams(&mut self, s: &ServiceDef) {
+        let Some(names) = &s.stream_names else {
+            return;
+        };
+        self.out.blank();
+        self.stream_trait(s, names);
+        self.out.blank();
+        self.stream_server(s, names);
+        self.out.blank();
+        self.stream_client(s, names);
+    }
+
+    fn stream_trait(&mut self, s: &ServiceDef, names: &StreamNames) {
+        line!(
+            self.out,
+            "/// The streaming methods of the `{}` service (Kitex's StreamX over TTHeader):",
+            s.thrift_name
+        );
+        line!(
+            self.out,
+            "/// implement it, and serve it with [`{}`] through `Server::streams`.",
+            names.server
+        );
+        open!(
+            self.out,
+            "pub trait {}: ::std::marker::Send + ::std::marker::Sync + 'static",
+            names.handler
+        );
+        for (i, m) in s.streams.iter().enumerate() {
+            if i > 0 {
+                self.out.blank();
+            }
+            match &m.doc {
+                Some(doc) => self.out.doc(Some(doc)),
+                None => line!(self.out, "/// Serves `{}` streams.", m.thrift_name),
+            }
+            let (req, resp) = (type_path(&m.request), type_path(&m.response));
+            let (params, ok) = match m.mode {
+                StreamingMode::Server => (
+                    format!("req: {req}, tx: {RT}::Sender<{resp}>"),
+                    "()".to_owned(),
+                ),
+                StreamingMode::Client => (format!("rx: {RT}::Receiver<{req}>"), resp),
+                StreamingMode::Bidirectional => (
+                    format!("rx: {RT}::Receiver<{req}>, tx: {RT}::Sender<{resp}>"),
+                    "()".to_owned(),
+                ),
+            };
+            line!(
+                self.out,
+                "fn {}(&self, cx: &{RT}::StreamContext, {params}) -> impl ::std::future::Future<Output = {RESULT}<{ok}, {RT}::HandlerError>> + ::std::marker::Send;",
+                m.name
+            );
+        }
+        self.out.close("");
+    }
+
+    fn stream_server(&mut self, s: &ServiceDef, names: &StreamNames) {
+        let (server, handler) = (&names.server, &names.handler);
+        line!(
+            self.out,
+            "/// Serves the streams of `{}`: routes each by its method to a [`{handler}`].",
+            s.thrift_name
+        );
+        line!(self.out, "#[derive(Debug)]");
+        open!(self.out, "pub struct {server}<T>");
+        line!(self.out, "inner: T,");
+        self.out.close("");
+        self.out.blank();
+        open!(self.out, "impl<T> {server}<T>");
+        line!(self.out, "/// Streams go to `inner`.");
+        open!(self.out, "pub fn new(inner: T) -> Self");
+        line!(self.out, "Self {{ inner }}");
+        self.out.close("");
+        self.out.close("");
+        self.out.blank();
+        open!(
+            self.out,
+            "impl<T: {handler}> {RT}::StreamHandler for {server}<T>"
+        );
+        line!(
+            self.out,
+            "async fn serve(&self, stream: {RT}::ServerStream) -> {RESULT}<(), {RT}::HandlerError> {{"
+        );
+        self.out.depth += 1;
+        open!(self.out, "match stream.method()");
+        for m in &s.streams {
+            self.stream_arm(m);
+        }
+        line!(
+            self.out,
+            "other => {RESULT}::Err({RT}::HandlerError::unknown_method(other)),"
+        );
+        self.out.close("");
+        self.out.close("");
+        self.out.close("");
+    }
+
+    /// The dispatcher's arm of one streaming method.
+    fn stream_arm(&mut self, m: &StreamMethodDef) {
+        let (req, resp) = (type_path(&m.request), type_path(&m.response));
+        open!(self.out, "{} =>", str_lit(&m.thrift_name));
+        match m.mode {
+            StreamingMode::Server => {
+                line!(
+                    self.out,
+                    "let (cx, mut rx, tx) = stream.into_parts::<{req}, {resp}>();"
+                );
+                line!(self.out, "// The request first, as Kitex's code reads it.");
+                open!(self.out, "let req = match rx.recv().await?");
+                line!(self.out, "::std::option::Option::Some(req) => req,");
+                line!(
+                    self.out,
+                    "::std::option::Option::None => return {RESULT}::Err({RT}::HandlerError::internal(\"the stream ended before its request\")),"
+                );
+                self.out.close(";");
+                line!(self.out, "self.inner.{}(&cx, req, tx).await", m.name);
+            }
+            StreamingMode::Client => {
+                line!(
+                    self.out,
+                    "let (cx, rx, mut tx) = stream.into_parts::<{req}, {resp}>();"
+                );
+                line!(
+                    self.out,
+                    "let resp = self.inner.{}(&cx, rx).await?;",
+                    m.name
+                );
+                line!(self.out, "tx.send(&resp).await?;");
+                line!(self.out, "{RESULT}::Ok(())");
+            }
+            StreamingMode::Bidirectional => {
+                line!(
+                    self.out,
+                    "let (cx, rx, tx) = stream.into_parts::<{req}, {resp}>();"
+                );
+                line!(self.out, "self.inner.{}(&cx, rx, tx).await", m.name);
+            }
+        }
+        self.out.close("");
+    }
+
+    fn stream_client(&mut self, s: &ServiceDef, names: &StreamNames) {
+        let client = &names.client;
+        line!(
+            self.out,
+            "/// A client of the streaming methods of `{}`, over a `StreamClient`.",
+            s.thrift_name
+        );
+        line!(self.out, "#[derive(Debug)]");
+        open!(self.out, "pub struct {client}");
+        line!(self.out, "inner: {RT}::StreamClient,");
+        self.out.close("");
+        self.out.blank();
+        open!(self.out, "impl {client}");
+        line!(self.out, "/// Streams go through `inner`.");
+        open!(self.out, "pub fn new(inner: {RT}::StreamClient) -> Self");
+        line!(self.out, "Self {{ inner }}");
+        self.out.close("");
+        self.out.blank();
+        line!(
+            self.out,
+            "/// A client of `{}` at `addr` with `config`'s transport, TLS and connect timeout.",
+            s.thrift_name
+        );
+        open!(
+            self.out,
+            "pub fn connect(addr: {RT}::Address, config: &{RT}::ClientConfig) -> ::std::io::Result<Self>"
+        );
+        line!(
+            self.out,
+            "{RT}::StreamClient::new({}, addr, config).map(Self::new)",
+            str_lit(&s.thrift_name)
+        );
+        self.out.close("");
+        self.out.blank();
+        line!(self.out, "/// The untyped stream client underneath.");
+        open!(self.out, "pub fn client(&self) -> &{RT}::StreamClient");
+        line!(self.out, "&self.inner");
+        self.out.close("");
+        for m in &s.streams {
+            self.out.blank();
+            self.stream_client_method(m);
+        }
+        self.out.close("");
+    }
+
+    /// A client method and its `_with` twin, which sends header metadata.
+    fn stream_client_method(&mut self, m: &StreamMethodDef) {
+        let (req, resp) = (type_path(&m.request), type_path(&m.response));
+        let (params, args, output) = match m.mode {
+            StreamingMode::Server => (
+                format!(", req: &{req}"),
+                ", req",
+                format!("{RT}::Receiver<{resp}>"),
+            ),
+            _ => (
+                String::new(),
+                "",
+                format!("{RT}::ClientStream<{req}, {resp}>"),
+            ),
+        };
+        let output = format!("{RESULT}<{output}, {RT}::StreamError>");
+        match &m.doc {
+            Some(doc) => self.out.doc(Some(doc)),
+            None => line!(self.out, "/// Opens a `{}` stream.", m.thrift_name),
+        }
+        open!(
+            self.out,
+            "pub async fn {}(&self{params}) -> {output}",
+            m.name
+        );
+        line!(
+            self.out,
+            "self.{}_with(&{RT}::Metadata::new(){args}).await",
+            m.name
+        );
+        self.out.close("");
+        self.out.blank();
+        line!(
+            self.out,
+            "/// [`Self::{}`] with `header` as the stream header's metadata.",
+            m.name
+        );
+        open!(
+            self.out,
+            "pub async fn {}_with(&self, header: &{RT}::Metadata{params}) -> {output}",
+            m.name
+        );
+        line!(
+            self.out,
+            "let {}stream = self.inner.open::<{req}, {resp}>({}, header).await?;",
+            if m.mode == StreamingMode::Server {
+                "mut "
+            } else {
+                ""
+            },
+            str_lit(&m.thrift_name)
+        );
+        if m.mode == StreamingMode::Server {
+            line!(self.out, "stream.send(req).await?;");
+            line!(self.out, "stream.close_send().await?;");
+            line!(self.out, "let (_, rx) = stream.split();");
+            line!(self.out, "{RESULT}::Ok(rx)");
+        } else {
+            line!(self.out, "{RESULT}::Ok(stream)");
+        }
+        self.out.close("");
+    }
+}

@@ -1,0 +1,4 @@
+struct R {}
+service S {
+  string f(1: R r) (streaming.mode = "server"),
+}

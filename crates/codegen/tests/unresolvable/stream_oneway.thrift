@@ -1,0 +1,4 @@
+struct R {}
+service S {
+  oneway void f(1: R r) (streaming.mode = "client"),
+}

@@ -1,0 +1,5 @@
+struct R {}
+exception E {}
+service S {
+  R f(1: R r) throws (1: E e) (streaming.mode = "bidirectional"),
+}
