@@ -7,5 +7,9 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         .file_name("second_gen.rs")
         .include("../idl")
         .compile(&["../idl/second.thrift"])?;
+    codegen::Builder::new()
+        .file_name("stream_gen.rs")
+        .include("../idl")
+        .compile(&["../idl/stream.thrift"])?;
     Ok(())
 }

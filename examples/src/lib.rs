@@ -50,6 +50,7 @@ pub mod load;
 pub mod open_loop;
 pub mod options;
 pub mod server_only;
+pub mod stream_service;
 
 #[allow(missing_docs)]
 mod generated {
@@ -57,3 +58,10 @@ mod generated {
 }
 
 pub use generated::echo;
+
+#[allow(missing_docs)]
+mod stream_generated {
+    include!(concat!(env!("OUT_DIR"), "/stream_gen.rs"));
+}
+
+pub use stream_generated::stream;

@@ -1,0 +1,182 @@
+//! The streaming service of idl/stream.thrift through the generated code: its
+//! dispatcher served beside the ping-pong one on one port, and its typed client, for
+//! server, client and bidirectional streams, metadata, errors and deadlines.
+
+use std::time::Duration;
+
+use examples::stream::{
+    Request, Response, StreamServiceClient, StreamServiceServer, StreamServiceStreamClient,
+    StreamServiceStreamServer,
+};
+use examples::stream_service::{ECHO_KEY, Streams};
+use futures_util::StreamExt;
+use thrift_codec::{ApplicationExceptionKind, Utf8Bytes};
+use volo_core::client::{ClientConfig, ClientContext};
+use volo_core::context::Address;
+use volo_core::server::Server;
+use volo_core::stream::{Metadata, StreamError};
+
+fn request(action: &str, msg: &str, count: i32) -> Request {
+    Request {
+        action: Utf8Bytes::from(action.to_owned()),
+        msg: Utf8Bytes::from(msg.to_owned()),
+        count,
+    }
+}
+
+/// Runs `f` against a server of [`Streams`] on loopback, bounded in time.
+fn with_server<F, Fut>(f: F)
+where
+    F: FnOnce(Address) -> Fut,
+    Fut: std::future::Future<Output = ()>,
+{
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .expect("a runtime");
+    rt.block_on(async {
+        let bound = Server::new(StreamServiceServer::new(Streams))
+            .streams(StreamServiceStreamServer::new(Streams))
+            .bind(&"127.0.0.1:0".parse().expect("an address"))
+            .await
+            .expect("bind");
+        let addr = bound.local_addr().clone();
+        let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+        let serving = tokio::spawn(bound.serve_with_shutdown(async {
+            let _ = stopped.await;
+        }));
+        tokio::time::timeout(Duration::from_secs(60), f(addr))
+            .await
+            .expect("the test ran out of time");
+        let _ = stop.send(());
+        tokio::time::timeout(Duration::from_secs(20), serving)
+            .await
+            .expect("the server stopped")
+            .expect("the server task")
+            .expect("the server");
+    });
+}
+
+fn client(addr: &Address) -> StreamServiceStreamClient {
+    StreamServiceStreamClient::connect(addr.clone(), &ClientConfig::default()).expect("a client")
+}
+
+#[test]
+fn a_server_stream_answers_count_times_with_its_header() {
+    with_server(|addr| async move {
+        let c = client(&addr);
+        let mut h = Metadata::new();
+        h.insert(ECHO_KEY, "hello");
+        let mut rx = c
+            .server_echo_with(&h, &request("push", "m", 5))
+            .await
+            .expect("open");
+        let got: Vec<Response> = rx.by_ref().map(|r| r.expect("a response")).collect().await;
+        assert_eq!(got.len(), 5);
+        assert!(
+            got.iter()
+                .all(|r| r.action.as_str() == "push" && r.msg.as_str() == "m")
+        );
+        assert_eq!(
+            rx.header().await.expect("a header").get(ECHO_KEY),
+            Some("hello")
+        );
+    });
+}
+
+#[test]
+fn a_client_stream_is_answered_once_with_the_count() {
+    with_server(|addr| async move {
+        let c = client(&addr);
+        let mut s = c.client_count().await.expect("open");
+        for i in 0..7 {
+            s.send(&request("up", &i.to_string(), 0))
+                .await
+                .expect("send");
+        }
+        s.close_send().await.expect("close");
+        let r = s.recv().await.expect("recv").expect("the answer");
+        assert_eq!((r.action.as_str(), r.msg.as_str()), ("received", "7"));
+        assert_eq!(s.recv().await.expect("the end"), None);
+    });
+}
+
+#[test]
+fn a_bidirectional_stream_echoes_in_order_and_fails_on_request() {
+    with_server(|addr| async move {
+        let c = client(&addr);
+        let (mut tx, mut rx) = c.bidi_echo().await.expect("open").split();
+        let body = "k".repeat(1024);
+        let sending = tokio::spawn(async move {
+            for i in 0..100 {
+                tx.send(&request(&i.to_string(), &body, 0))
+                    .await
+                    .expect("send");
+            }
+            tx.send(&request("fail", "on purpose", 0))
+                .await
+                .expect("send");
+            tx
+        });
+        for i in 0..100 {
+            let r = rx.recv().await.expect("recv").expect("a response");
+            assert_eq!(r.action.as_str(), i.to_string());
+            assert_eq!(r.msg.len(), 1024);
+        }
+        match rx.recv().await {
+            Err(StreamError::Application(e)) => {
+                assert_eq!(e.kind, ApplicationExceptionKind::InternalError);
+                assert_eq!(e.message.as_str(), "on purpose");
+            }
+            other => panic!("{other:?}"),
+        }
+        drop(sending.await.expect("the sender"));
+    });
+}
+
+#[test]
+fn a_slow_server_stream_past_its_deadline_fails_with_it() {
+    with_server(|addr| async move {
+        let inner = volo_core::client::StreamClient::new(
+            "StreamService",
+            addr.clone(),
+            &ClientConfig::default(),
+        )
+        .expect("a client")
+        .with_timeout(Duration::from_millis(250));
+        let c = StreamServiceStreamClient::new(inner);
+        let mut rx = c.server_echo(&request("slow", "z", 5)).await.expect("open");
+        let mut got = 0;
+        let end = loop {
+            match rx.recv().await {
+                Ok(Some(_)) => got += 1,
+                other => break other,
+            }
+        };
+        assert_eq!(end, Err(StreamError::DeadlineExceeded));
+        assert!(got < 5, "{got} answers came before the deadline");
+    });
+}
+
+#[test]
+fn ping_pong_calls_share_the_port() {
+    with_server(|addr| async move {
+        let c = StreamServiceClient::builder()
+            .address(addr.clone())
+            .build()
+            .expect("a client");
+        let r = c
+            .echo_with(&mut ClientContext::new(), request("ping", "pong", 0))
+            .await
+            .expect("a reply");
+        assert_eq!(r.msg.as_str(), "pong");
+        let s = client(&addr);
+        let mut b = s.bidi_echo().await.expect("open");
+        b.send(&request("a", "b", 0)).await.expect("send");
+        assert_eq!(
+            b.recv().await.expect("recv").expect("one").msg.as_str(),
+            "b"
+        );
+    });
+}
