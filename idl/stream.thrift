@@ -23,13 +23,15 @@ service StreamService {
     Response echo(1: Request req),
     // Server stream: answers `count` times with {action, msg} of the request, then ends.
     // With action "fail" it then ends with an error whose message is `msg`; with action
-    // "slow" it waits 100 ms before each answer.
+    // "bizfail", with business status 1001 and message `msg`; with action "slow" it
+    // waits 100 ms before each answer.
     Response server_echo(1: Request req) (streaming.mode = "server"),
     // Client stream: takes requests until the client ends its side, then answers once
     // with action "received" and msg the count of requests, in decimal. A request with
     // action "fail" ends the stream with an error whose message is its `msg`.
     Response client_count(1: Request req) (streaming.mode = "client"),
     // Bidirectional: answers each request with its {action, msg}, in order. A request
-    // with action "fail" ends the stream with an error whose message is its `msg`.
+    // with action "fail" ends the stream with an error whose message is its `msg`; one
+    // with action "bizfail", with business status 1001 and message `msg`.
     Response bidi_echo(1: Request req) (streaming.mode = "bidirectional"),
 }

@@ -22,6 +22,10 @@
 //! - `gateway --idl FILE --upstream ADDR`: HTTP/JSON in (`POST /{service}/{method}`),
 //!   Thrift calls out, driven by IDL read (and re-read when it changes) at run time
 //!   ([`gateway`]).
+//! - `stream-server --addr ADDR`: serves idl/stream.thrift's StreamService, ping-pong
+//!   and streams (Kitex's StreamX over TTHeader) on one address ([`stream_service`]).
+//! - `stream-check --addr ADDR`: the interop checks of a StreamService server (ours or
+//!   Kitex's), a `PASS`/`FAIL` line each.
 //! - `wire-dump`: the bytes of the benchmark types on the wire.
 //!
 //! # The `etcd` feature

@@ -7,9 +7,11 @@ use std::time::Duration;
 use thrift_codec::Utf8Bytes;
 use volo_core::context::ServerContext;
 use volo_core::server::{ServerError, StreamContext};
-use volo_core::stream::{HandlerError, Metadata, Receiver, Sender};
+use volo_core::stream::{BizStatus, HandlerError, Metadata, Receiver, Sender, StreamError};
 
-use crate::stream::{Request, Response, StreamService, StreamServiceStream};
+use crate::stream::{
+    Request, Response, StreamService, StreamServiceStream, StreamServiceStreamClient,
+};
 
 /// The header key whose value a stream's server header carries back.
 pub const ECHO_KEY: &str = "x-echo";
@@ -25,9 +27,21 @@ fn answer(req: &Request) -> Response {
     }
 }
 
-/// The error a request with action `fail` ends its stream with.
-fn failed(req: &Request) -> HandlerError {
-    HandlerError::internal(req.msg.to_string())
+/// The business status a request with action `bizfail` ends its stream with.
+pub const BIZ_STATUS: i32 = 1001;
+
+/// The error a request with action `fail` (or `bizfail`) ends its stream with, if
+/// it asks for one.
+fn failure(req: &Request) -> Option<HandlerError> {
+    match req.action.as_str() {
+        "fail" => Some(HandlerError::internal(req.msg.to_string())),
+        "bizfail" => Some(HandlerError::Biz(BizStatus {
+            code: BIZ_STATUS,
+            message: req.msg.to_string(),
+            extra: None,
+        })),
+        _ => None,
+    }
 }
 
 /// Sends back the client's `x-echo`, if any, in the server's header.
@@ -64,10 +78,10 @@ impl StreamServiceStream for Streams {
             }
             tx.send(&reply).await?;
         }
-        if req.action.as_str() == "fail" {
-            return Err(failed(&req));
+        match failure(&req) {
+            Some(e) => Err(e),
+            None => Ok(()),
         }
-        Ok(())
     }
 
     async fn client_count(
@@ -78,8 +92,8 @@ impl StreamServiceStream for Streams {
         echo_header(cx);
         let mut n = 0u64;
         while let Some(req) = rx.recv().await? {
-            if req.action.as_str() == "fail" {
-                return Err(failed(&req));
+            if let Some(e) = failure(&req) {
+                return Err(e);
             }
             n += 1;
         }
@@ -97,11 +111,233 @@ impl StreamServiceStream for Streams {
     ) -> Result<(), HandlerError> {
         echo_header(cx);
         while let Some(req) = rx.recv().await? {
-            if req.action.as_str() == "fail" {
-                return Err(failed(&req));
+            if let Some(e) = failure(&req) {
+                return Err(e);
             }
             tx.send(&answer(&req)).await?;
         }
         Ok(())
     }
+}
+
+/// One check of [`check_peer`]: its name, and why it failed.
+pub type Check = (&'static str, Result<(), String>);
+
+fn request(action: &str, msg: &str, count: i32) -> Request {
+    Request {
+        action: Utf8Bytes::from(action.to_owned()),
+        msg: Utf8Bytes::from(msg.to_owned()),
+        count,
+    }
+}
+
+fn expect(cond: bool, why: impl FnOnce() -> String) -> Result<(), String> {
+    if cond { Ok(()) } else { Err(why()) }
+}
+
+/// Runs the interop checks of a `StreamService` server (ours or Kitex's) with `c`:
+/// server, client and bidirectional streams, metadata, a cancelled stream, errors
+/// in trailers (an exception and a business status) and a passed deadline. A
+/// stream that does not end is cut by `limit`.
+pub async fn check_peer(
+    c: &StreamServiceStreamClient,
+    slow: &StreamServiceStreamClient,
+) -> Vec<Check> {
+    let limit = Duration::from_secs(10);
+    let mut out: Vec<Check> = Vec::new();
+    macro_rules! check {
+        ($name:expr, $body:expr) => {
+            let r = match tokio::time::timeout(limit, async { $body }).await {
+                Ok(r) => r,
+                Err(_) => Err(format!("no end within {limit:?}")),
+            };
+            out.push(($name, r));
+        };
+    }
+    check!("server_stream", {
+        let mut rx = c
+            .server_echo(&request("push", "five", 5))
+            .await
+            .map_err(|e| e.to_string())?;
+        let mut n = 0;
+        while let Some(r) = rx.recv().await.map_err(|e| e.to_string())? {
+            expect(
+                r.action.as_str() == "push" && r.msg.as_str() == "five",
+                || format!("{r:?}"),
+            )?;
+            n += 1;
+        }
+        expect(n == 5, || format!("{n} answers"))
+    });
+    check!("client_stream", {
+        let mut s = c.client_count().await.map_err(|e| e.to_string())?;
+        for i in 0..7 {
+            s.send(&request("up", &i.to_string(), 0))
+                .await
+                .map_err(|e| e.to_string())?;
+        }
+        s.close_send().await.map_err(|e| e.to_string())?;
+        let r = s
+            .recv()
+            .await
+            .map_err(|e| e.to_string())?
+            .ok_or("no answer")?;
+        expect(
+            r.action.as_str() == "received" && r.msg.as_str() == "7",
+            || format!("{r:?}"),
+        )?;
+        let end = s.recv().await.map_err(|e| e.to_string())?;
+        expect(end.is_none(), || format!("more after the answer: {end:?}"))
+    });
+    check!("client_stream_large", {
+        // 1 MiB: past the credit a client may spend before it knows whether the
+        // server grants a window (a Kitex server grants none).
+        let mut s = c.client_count().await.map_err(|e| e.to_string())?;
+        let body = "l".repeat(1024);
+        for i in 0..1024 {
+            s.send(&request("up", &body, i))
+                .await
+                .map_err(|e| e.to_string())?;
+        }
+        s.close_send().await.map_err(|e| e.to_string())?;
+        let r = s
+            .recv()
+            .await
+            .map_err(|e| e.to_string())?
+            .ok_or("no answer")?;
+        expect(r.msg.as_str() == "1024", || format!("{r:?}"))
+    });
+    check!("bidi", {
+        let (mut tx, mut rx) = c.bidi_echo().await.map_err(|e| e.to_string())?.split();
+        let body = "b".repeat(1024);
+        let sending = tokio::spawn(async move {
+            for i in 0..100 {
+                tx.send(&request(&i.to_string(), &body, 0)).await?;
+            }
+            tx.close_send().await
+        });
+        for i in 0..100 {
+            let r = rx
+                .recv()
+                .await
+                .map_err(|e| e.to_string())?
+                .ok_or("an early end")?;
+            expect(
+                r.action.as_str() == i.to_string() && r.msg.len() == 1024,
+                || format!("answer {i}: action {} msg {} bytes", r.action, r.msg.len()),
+            )?;
+        }
+        sending
+            .await
+            .map_err(|e| e.to_string())?
+            .map_err(|e| e.to_string())?;
+        let end = rx.recv().await.map_err(|e| e.to_string())?;
+        expect(end.is_none(), || "more after the echoes".into())
+    });
+    check!("metadata", {
+        let mut h = Metadata::new();
+        h.insert(ECHO_KEY, "hello");
+        let mut s = c.bidi_echo_with(&h).await.map_err(|e| e.to_string())?;
+        s.send(&request("m", "m", 0))
+            .await
+            .map_err(|e| e.to_string())?;
+        s.recv()
+            .await
+            .map_err(|e| e.to_string())?
+            .ok_or("no echo")?;
+        let got = s.header().await.map_err(|e| e.to_string())?;
+        s.close_send().await.map_err(|e| e.to_string())?;
+        expect(got.get(ECHO_KEY) == Some("hello"), || {
+            format!("the server's header: {got:?}")
+        })
+    });
+    check!("cancel", {
+        let mut s = c.bidi_echo().await.map_err(|e| e.to_string())?;
+        s.send(&request("c", "c", 0))
+            .await
+            .map_err(|e| e.to_string())?;
+        s.recv()
+            .await
+            .map_err(|e| e.to_string())?
+            .ok_or("no echo")?;
+        // Dropped mid-stream: an rst. The next stream on the connection still works.
+        drop(s);
+        let mut next = c.bidi_echo().await.map_err(|e| e.to_string())?;
+        next.send(&request("n", "n", 0))
+            .await
+            .map_err(|e| e.to_string())?;
+        let r = next
+            .recv()
+            .await
+            .map_err(|e| e.to_string())?
+            .ok_or("no echo")?;
+        next.close_send().await.map_err(|e| e.to_string())?;
+        expect(r.msg.as_str() == "n", || format!("{r:?}"))
+    });
+    check!("trailer_error", {
+        let mut s = c.bidi_echo().await.map_err(|e| e.to_string())?;
+        s.send(&request("fail", "boom", 0))
+            .await
+            .map_err(|e| e.to_string())?;
+        match s.recv().await {
+            Err(StreamError::Application(e)) if e.message.contains("boom") => Ok(()),
+            other => Err(format!("{other:?}")),
+        }
+    });
+    check!("trailer_bizerror", {
+        let mut s = c.bidi_echo().await.map_err(|e| e.to_string())?;
+        s.send(&request("bizfail", "biz boom", 0))
+            .await
+            .map_err(|e| e.to_string())?;
+        match s.recv().await {
+            Err(StreamError::Biz(b)) if b.code == BIZ_STATUS && b.message == "biz boom" => Ok(()),
+            other => Err(format!("{other:?}")),
+        }
+    });
+    check!("server_stream_fail", {
+        let mut rx = c
+            .server_echo(&request("fail", "late", 2))
+            .await
+            .map_err(|e| e.to_string())?;
+        let mut n = 0;
+        let end = loop {
+            match rx.recv().await {
+                Ok(Some(_)) => n += 1,
+                other => break other,
+            }
+        };
+        match end {
+            Err(StreamError::Application(e)) if n == 2 && e.message.contains("late") => Ok(()),
+            other => Err(format!("{n} answers, then {other:?}")),
+        }
+    });
+    check!("client_stream_fail", {
+        let mut s = c.client_count().await.map_err(|e| e.to_string())?;
+        s.send(&request("up", "1", 0))
+            .await
+            .map_err(|e| e.to_string())?;
+        s.send(&request("fail", "no count", 0))
+            .await
+            .map_err(|e| e.to_string())?;
+        match s.recv().await {
+            Err(StreamError::Application(e)) if e.message.contains("no count") => Ok(()),
+            other => Err(format!("{other:?}")),
+        }
+    });
+    check!("deadline", {
+        let mut rx = slow
+            .server_echo(&request("slow", "z", 5))
+            .await
+            .map_err(|e| e.to_string())?;
+        let end = loop {
+            match rx.recv().await {
+                Ok(Some(_)) => {}
+                other => break other,
+            }
+        };
+        expect(end == Err(StreamError::DeadlineExceeded), || {
+            format!("{end:?}")
+        })
+    });
+    out
 }

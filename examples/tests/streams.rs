@@ -4,6 +4,8 @@
 
 use std::time::Duration;
 
+mod support;
+
 use examples::stream::{
     Request, Response, StreamServiceClient, StreamServiceServer, StreamServiceStreamClient,
     StreamServiceStreamServer,
@@ -179,4 +181,46 @@ fn ping_pong_calls_share_the_port() {
             "b"
         );
     });
+}
+
+/// The interop checker against the streaming server, as programs: every check
+/// passes, on both kinds of sockets, and the server stops gracefully on SIGTERM.
+#[test]
+fn stream_check_passes_against_stream_server() {
+    use support::Proc;
+    let server = Proc::spawn(
+        "stream-server",
+        env!("CARGO_BIN_EXE_stream-server"),
+        &["--addr".into(), "127.0.0.1:0".into()],
+    );
+    let line = server
+        .line(Duration::from_secs(20))
+        .expect("stream-server says where it listens");
+    let addr = line
+        .strip_prefix("stream-server listening on ")
+        .unwrap_or_else(|| panic!("{line:?}"))
+        .to_owned();
+    for io in ["netpoll", "tokio"] {
+        let mut check = Proc::spawn(
+            "stream-check",
+            env!("CARGO_BIN_EXE_stream-check"),
+            &["--addr".into(), addr.clone(), "--io".into(), io.into()],
+        );
+        let status = check
+            .wait(Duration::from_secs(60))
+            .expect("stream-check ends");
+        let mut lines = Vec::new();
+        while let Some(l) = check.line(Duration::from_millis(1)) {
+            lines.push(l);
+        }
+        assert!(status.success(), "{io}: {lines:?}\n{}", check.stderr());
+        assert_eq!(lines.len(), 11, "{lines:?}");
+        assert!(lines.iter().all(|l| l.starts_with("PASS ")), "{lines:?}");
+    }
+    let mut server = server;
+    server.signal(nix::sys::signal::Signal::SIGTERM);
+    let status = server
+        .wait(Duration::from_secs(20))
+        .expect("stream-server stops");
+    assert!(status.success(), "{}", server.stderr());
 }
