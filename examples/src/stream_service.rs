@@ -131,8 +131,30 @@ fn request(action: &str, msg: &str, count: i32) -> Request {
     }
 }
 
-fn expect(cond: bool, why: impl FnOnce() -> String) -> Result<(), String> {
-    if cond { Ok(()) } else { Err(why()) }
+/// Why a check failed.
+struct Why(String);
+
+impl<E: std::fmt::Display> From<E> for Why {
+    fn from(e: E) -> Self {
+        Why(e.to_string())
+    }
+}
+
+fn expect(cond: bool, why: impl FnOnce() -> String) -> Result<(), Why> {
+    if cond { Ok(()) } else { Err(Why(why())) }
+}
+
+/// Sends `n` requests of `body` on a client stream and closes it: the answer.
+async fn count_up(c: &StreamServiceStreamClient, n: i32, body: &str) -> Result<Response, Why> {
+    let mut s = c.client_count().await?;
+    for i in 0..n {
+        s.send(&request("up", body, i)).await?;
+    }
+    s.close_send().await?;
+    let r = s.recv().await?.ok_or("no answer")?;
+    let end = s.recv().await?;
+    expect(end.is_none(), || format!("more after the answer: {end:?}"))?;
+    Ok(r)
 }
 
 /// Runs the interop checks of a `StreamService` server (ours or Kitex's) with `c`:
@@ -147,20 +169,18 @@ pub async fn check_peer(
     let mut out: Vec<Check> = Vec::new();
     macro_rules! check {
         ($name:expr, $body:expr) => {
-            let r = match tokio::time::timeout(limit, async { $body }).await {
+            let r: Result<(), Why> = match tokio::time::timeout(limit, async { $body }).await {
                 Ok(r) => r,
-                Err(_) => Err(format!("no end within {limit:?}")),
+                Err(_) => Err(Why(format!("no end within {limit:?}"))),
             };
+            let r = r.map_err(|w| w.0);
             out.push(($name, r));
         };
     }
     check!("server_stream", {
-        let mut rx = c
-            .server_echo(&request("push", "five", 5))
-            .await
-            .map_err(|e| e.to_string())?;
+        let mut rx = c.server_echo(&request("push", "five", 5)).await?;
         let mut n = 0;
-        while let Some(r) = rx.recv().await.map_err(|e| e.to_string())? {
+        while let Some(r) = rx.recv().await? {
             expect(
                 r.action.as_str() == "push" && r.msg.as_str() == "five",
                 || format!("{r:?}"),
@@ -170,45 +190,20 @@ pub async fn check_peer(
         expect(n == 5, || format!("{n} answers"))
     });
     check!("client_stream", {
-        let mut s = c.client_count().await.map_err(|e| e.to_string())?;
-        for i in 0..7 {
-            s.send(&request("up", &i.to_string(), 0))
-                .await
-                .map_err(|e| e.to_string())?;
-        }
-        s.close_send().await.map_err(|e| e.to_string())?;
-        let r = s
-            .recv()
-            .await
-            .map_err(|e| e.to_string())?
-            .ok_or("no answer")?;
+        let r = count_up(c, 7, "up").await?;
         expect(
             r.action.as_str() == "received" && r.msg.as_str() == "7",
             || format!("{r:?}"),
-        )?;
-        let end = s.recv().await.map_err(|e| e.to_string())?;
-        expect(end.is_none(), || format!("more after the answer: {end:?}"))
+        )
     });
     check!("client_stream_large", {
         // 1 MiB: past the credit a client may spend before it knows whether the
         // server grants a window (a Kitex server grants none).
-        let mut s = c.client_count().await.map_err(|e| e.to_string())?;
-        let body = "l".repeat(1024);
-        for i in 0..1024 {
-            s.send(&request("up", &body, i))
-                .await
-                .map_err(|e| e.to_string())?;
-        }
-        s.close_send().await.map_err(|e| e.to_string())?;
-        let r = s
-            .recv()
-            .await
-            .map_err(|e| e.to_string())?
-            .ok_or("no answer")?;
+        let r = count_up(c, 1024, &"l".repeat(1024)).await?;
         expect(r.msg.as_str() == "1024", || format!("{r:?}"))
     });
     check!("bidi", {
-        let (mut tx, mut rx) = c.bidi_echo().await.map_err(|e| e.to_string())?.split();
+        let (mut tx, mut rx) = c.bidi_echo().await?.split();
         let body = "b".repeat(1024);
         let sending = tokio::spawn(async move {
             for i in 0..100 {
@@ -217,88 +212,58 @@ pub async fn check_peer(
             tx.close_send().await
         });
         for i in 0..100 {
-            let r = rx
-                .recv()
-                .await
-                .map_err(|e| e.to_string())?
-                .ok_or("an early end")?;
+            let r = rx.recv().await?.ok_or("an early end")?;
             expect(
                 r.action.as_str() == i.to_string() && r.msg.len() == 1024,
                 || format!("answer {i}: action {} msg {} bytes", r.action, r.msg.len()),
             )?;
         }
-        sending
-            .await
-            .map_err(|e| e.to_string())?
-            .map_err(|e| e.to_string())?;
-        let end = rx.recv().await.map_err(|e| e.to_string())?;
+        sending.await??;
+        let end = rx.recv().await?;
         expect(end.is_none(), || "more after the echoes".into())
     });
     check!("metadata", {
         let mut h = Metadata::new();
         h.insert(ECHO_KEY, "hello");
-        let mut s = c.bidi_echo_with(&h).await.map_err(|e| e.to_string())?;
-        s.send(&request("m", "m", 0))
-            .await
-            .map_err(|e| e.to_string())?;
-        s.recv()
-            .await
-            .map_err(|e| e.to_string())?
-            .ok_or("no echo")?;
-        let got = s.header().await.map_err(|e| e.to_string())?;
-        s.close_send().await.map_err(|e| e.to_string())?;
+        let mut s = c.bidi_echo_with(&h).await?;
+        s.send(&request("m", "m", 0)).await?;
+        s.recv().await?.ok_or("no echo")?;
+        let got = s.header().await?;
+        s.close_send().await?;
         expect(got.get(ECHO_KEY) == Some("hello"), || {
             format!("the server's header: {got:?}")
         })
     });
     check!("cancel", {
-        let mut s = c.bidi_echo().await.map_err(|e| e.to_string())?;
-        s.send(&request("c", "c", 0))
-            .await
-            .map_err(|e| e.to_string())?;
-        s.recv()
-            .await
-            .map_err(|e| e.to_string())?
-            .ok_or("no echo")?;
+        let mut s = c.bidi_echo().await?;
+        s.send(&request("c", "c", 0)).await?;
+        s.recv().await?.ok_or("no echo")?;
         // Dropped mid-stream: an rst. The next stream on the connection still works.
         drop(s);
-        let mut next = c.bidi_echo().await.map_err(|e| e.to_string())?;
-        next.send(&request("n", "n", 0))
-            .await
-            .map_err(|e| e.to_string())?;
-        let r = next
-            .recv()
-            .await
-            .map_err(|e| e.to_string())?
-            .ok_or("no echo")?;
-        next.close_send().await.map_err(|e| e.to_string())?;
+        let mut next = c.bidi_echo().await?;
+        next.send(&request("n", "n", 0)).await?;
+        let r = next.recv().await?.ok_or("no echo")?;
+        next.close_send().await?;
         expect(r.msg.as_str() == "n", || format!("{r:?}"))
     });
     check!("trailer_error", {
-        let mut s = c.bidi_echo().await.map_err(|e| e.to_string())?;
-        s.send(&request("fail", "boom", 0))
-            .await
-            .map_err(|e| e.to_string())?;
+        let mut s = c.bidi_echo().await?;
+        s.send(&request("fail", "boom", 0)).await?;
         match s.recv().await {
             Err(StreamError::Application(e)) if e.message.contains("boom") => Ok(()),
-            other => Err(format!("{other:?}")),
+            other => Err(Why(format!("{other:?}"))),
         }
     });
     check!("trailer_bizerror", {
-        let mut s = c.bidi_echo().await.map_err(|e| e.to_string())?;
-        s.send(&request("bizfail", "biz boom", 0))
-            .await
-            .map_err(|e| e.to_string())?;
+        let mut s = c.bidi_echo().await?;
+        s.send(&request("bizfail", "biz boom", 0)).await?;
         match s.recv().await {
             Err(StreamError::Biz(b)) if b.code == BIZ_STATUS && b.message == "biz boom" => Ok(()),
-            other => Err(format!("{other:?}")),
+            other => Err(Why(format!("{other:?}"))),
         }
     });
     check!("server_stream_fail", {
-        let mut rx = c
-            .server_echo(&request("fail", "late", 2))
-            .await
-            .map_err(|e| e.to_string())?;
+        let mut rx = c.server_echo(&request("fail", "late", 2)).await?;
         let mut n = 0;
         let end = loop {
             match rx.recv().await {
@@ -308,27 +273,20 @@ pub async fn check_peer(
         };
         match end {
             Err(StreamError::Application(e)) if n == 2 && e.message.contains("late") => Ok(()),
-            other => Err(format!("{n} answers, then {other:?}")),
+            other => Err(Why(format!("{n} answers, then {other:?}"))),
         }
     });
     check!("client_stream_fail", {
-        let mut s = c.client_count().await.map_err(|e| e.to_string())?;
-        s.send(&request("up", "1", 0))
-            .await
-            .map_err(|e| e.to_string())?;
-        s.send(&request("fail", "no count", 0))
-            .await
-            .map_err(|e| e.to_string())?;
+        let mut s = c.client_count().await?;
+        s.send(&request("up", "1", 0)).await?;
+        s.send(&request("fail", "no count", 0)).await?;
         match s.recv().await {
             Err(StreamError::Application(e)) if e.message.contains("no count") => Ok(()),
-            other => Err(format!("{other:?}")),
+            other => Err(Why(format!("{other:?}"))),
         }
     });
     check!("deadline", {
-        let mut rx = slow
-            .server_echo(&request("slow", "z", 5))
-            .await
-            .map_err(|e| e.to_string())?;
+        let mut rx = slow.server_echo(&request("slow", "z", 5)).await?;
         let end = loop {
             match rx.recv().await {
                 Ok(Some(_)) => {}
