@@ -303,7 +303,15 @@ impl<S: Socket> ConnState<S> {
         let spare = |t: &bytes::BytesMut| t.capacity() - t.len();
         let roomy = spare(tail) >= enough || (tail.capacity() > 0 && tail.try_reclaim(enough));
         if !roomy {
-            let (mut block, class) = pool.take(tail.len() + enough.max(read_chunk));
+            // With no frame awaited, room for as much again as is unread: a reader
+            // behind a burst of frames has its backlog copied once per doubling, not at
+            // every read (which made the copies grow with the square of the backlog).
+            let more = if rest > 0 {
+                enough.max(read_chunk)
+            } else {
+                tail.len().max(read_chunk)
+            };
+            let (mut block, class) = pool.take(tail.len() + more);
             block.extend_from_slice(tail);
             let mut old = std::mem::replace(tail, block);
             old.clear();
