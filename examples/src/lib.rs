@@ -54,6 +54,7 @@ pub mod load;
 pub mod open_loop;
 pub mod options;
 pub mod server_only;
+pub mod stream_bench;
 pub mod stream_service;
 
 #[allow(missing_docs)]

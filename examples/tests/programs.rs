@@ -134,6 +134,21 @@ fn echo_programs(scheme: &str) {
     let _ = std::fs::remove_dir_all(&dir);
 }
 
+/// The first line of `stdout` that starts with `prefix`.
+fn line_of<'a>(stdout: &'a str, prefix: &str) -> &'a str {
+    stdout
+        .lines()
+        .find(|l| l.starts_with(prefix))
+        .unwrap_or_else(|| panic!("no line starting {prefix:?}: {stdout}"))
+}
+
+/// The names of a `name=value ...` line's fields, in order.
+fn field_names(line: &str) -> Vec<&str> {
+    line.split(' ')
+        .map(|f| f.split('=').next().unwrap_or_default())
+        .collect()
+}
+
 /// `rpc-bench` over every transport, briefly: a table, then one documented line per
 /// transport, each with calls made and no errors.
 #[test]
@@ -143,21 +158,54 @@ fn rpc_bench_reports_every_transport() {
         &["--concurrency", "4", "--duration", "0.3", "--size", "256"],
     );
     for transport in ["tokio", "netpoll", "uds", "shm"] {
-        let line = stdout
-            .lines()
-            .find(|l| l.starts_with(&format!("transport={transport} ")))
-            .unwrap_or_else(|| panic!("no line for {transport}: {stdout}"));
-        let fields: Vec<&str> = line
-            .split(' ')
-            .map(|f| f.split('=').next().unwrap())
-            .collect();
+        let line = line_of(&stdout, &format!("transport={transport} "));
         assert_eq!(
-            fields,
+            field_names(line),
             ["transport", "qps", "p50_us", "p99_us", "p999_us", "errors"],
             "{line:?}"
         );
         assert!(
             line.ends_with(" errors=0") && !line.contains(" qps=0 "),
+            "{line:?}"
+        );
+    }
+}
+
+/// `rpc-bench --stream`, briefly: the ping-pong line, then one documented line per
+/// kind of stream, each with messages and no errors, against `stream-server` in a
+/// process of its own.
+#[test]
+fn rpc_bench_reports_every_kind_of_stream() {
+    let stdout = run_ok(
+        env!("CARGO_BIN_EXE_rpc-bench"),
+        &[
+            "--stream",
+            "server,client,bidi",
+            "--concurrency",
+            "4",
+            "--duration",
+            "0.5",
+            "--size",
+            "256",
+        ],
+    );
+    for kind in ["pingpong", "server", "client", "bidi"] {
+        let line = line_of(&stdout, &format!("stream={kind} "));
+        assert_eq!(
+            field_names(line),
+            [
+                "stream",
+                "msgs_per_s",
+                "p50_us",
+                "p99_us",
+                "errors",
+                "server_cpu_us_per_msg",
+                "server_cores"
+            ],
+            "{line:?}"
+        );
+        assert!(
+            line.contains(" errors=0 ") && !line.contains(" msgs_per_s=0 "),
             "{line:?}"
         );
     }

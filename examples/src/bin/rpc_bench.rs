@@ -54,6 +54,17 @@
 //! 2-core VM this was written on it did not narrow the run-to-run spread; `paired`
 //! does.) The calls per second are then those of the slower side.
 //!
+//! # Stream mode (`--stream server,client,bidi`)
+//!
+//! `rpc-bench --stream KIND[,...] [--concurrency N] [--size BYTES] [--duration SECS]
+//! [--stream-server CMD]` measures streams (Kitex's StreamX over TTHeader) against
+//! ping-pong calls of the same messages: a StreamService server (`stream-server`, or
+//! `CMD`, e.g. a Kitex StreamX server) pinned to CPU 0, this load generator pinned to
+//! CPU 1, a ping-pong run and then one run per kind, each printing
+//! `stream=<kind> msgs_per_s=.. p50_us=.. p99_us=.. errors=.. server_cpu_us_per_msg=..
+//! server_cores=..`. What a message and its latency are for each kind:
+//! `examples::stream_bench`.
+//!
 //! # Server-only mode (`--server-only`): the kitex-benchmark method
 //!
 //! `rpc-bench --server-only [--concurrency 1,100] [--warmup SECS] [--rounds N]
@@ -154,6 +165,7 @@ use examples::server_only::{
     self, ClientStack, CpuList, IdleSettings, LoadGenName, PartialSettings, RateSpec,
     Settings as ServerOnly,
 };
+use examples::stream_bench::{self, StreamBenchSettings, StreamKind};
 use volo_core::client::ClientConfig;
 use volo_core::client::{ConnectionPool, WireFormat};
 use volo_core::codec::{Framing, Protocol};
@@ -312,6 +324,22 @@ struct Cli {
     #[arg(long, value_name = "CMD", requires = "rate")]
     kitex_server: Option<String>,
 
+    /// Stream mode: server, client and bidi streams (a list), after a ping-pong run at
+    /// the same size and callers, against a pinned streaming server.
+    #[arg(
+        long,
+        value_enum,
+        value_name = "KIND[,...]",
+        value_delimiter = ',',
+        conflicts_with = "server_side"
+    )]
+    stream: Vec<StreamKind>,
+
+    /// (stream) The streaming server: a command line run through `sh -c`, with {addr}
+    /// replaced by the address to listen on [default: this build's stream-server].
+    #[arg(long, value_name = "CMD", requires = "stream")]
+    stream_server: Option<String>,
+
     /// Idle-connections mode: N connections to each server, each used once, then idle.
     #[arg(long, value_name = "N")]
     idle_conns: Option<usize>,
@@ -335,12 +363,36 @@ enum BenchTransport {
     Shm,
 }
 
+/// `--stream`: see [`examples::stream_bench`].
+fn stream_mode(cli: Cli) -> Result<(), Usage> {
+    let concurrency = match cli.concurrency[..] {
+        [] => 100,
+        [n] => n,
+        _ => refuse::<Cli>("--concurrency takes one number with --stream"),
+    };
+    let settings = StreamBenchSettings {
+        kinds: cli.stream,
+        server: cli.stream_server,
+        concurrency,
+        size: cli.size,
+        warmup: Duration::from_secs(1),
+        duration: cli.duration.unwrap_or(Duration::from_secs(10)),
+    };
+    let lines = stream_bench::run(&settings).map_err(|e| Usage(format!("stream bench: {e}")))?;
+    for line in lines {
+        println!("{line}");
+    }
+    Ok(())
+}
+
 fn main() {
     server_only::serve_if_asked();
     // `cargo bench` passes `--bench` to every target it runs.
     let cli = Cli::parse_from(std::env::args_os().filter(|a| a != "--bench"));
     let result = if cli.server_only || cli.idle_conns.is_some() {
         server_only_mode(cli)
+    } else if !cli.stream.is_empty() {
+        stream_mode(cli)
     } else {
         whole_stack(cli)
     };
