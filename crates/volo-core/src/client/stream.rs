@@ -14,6 +14,7 @@ use super::ClientConfig;
 use super::pool::Dialer;
 use crate::clock::Clock;
 use crate::context::Address;
+use crate::metrics::StreamCounters;
 use crate::stream::handle::{CancelOnDrop, Receiver, Sender};
 use crate::stream::session::{Session, Side, StreamShared, Timer};
 use crate::stream::{Metadata, StreamConfig, StreamError};
@@ -26,6 +27,8 @@ pub struct StreamClient {
     config: StreamConfig,
     timeout: Option<Duration>,
     timer: Timer,
+    /// The client's stream counters, when its configuration has metrics.
+    metrics: Option<StreamCounters>,
     slots: Box<[tokio::sync::Mutex<Option<Arc<Session>>>]>,
     next: AtomicUsize,
 }
@@ -58,6 +61,11 @@ impl StreamClient {
             config: StreamConfig::default(),
             timeout: None,
             timer: Timer::default(),
+            metrics: config
+                .observability
+                .metrics
+                .as_ref()
+                .map(|m| m.streams(false).clone()),
             slots: (0..1).map(|_| tokio::sync::Mutex::new(None)).collect(),
             next: AtomicUsize::new(0),
         })
@@ -161,6 +169,7 @@ impl StreamClient {
             None,
             None,
             self.timer.clone(),
+            self.metrics.clone(),
         );
         if let Some(old) = slot.replace(Arc::clone(&session)) {
             old.stop();

@@ -65,15 +65,32 @@ impl EncodeLabelSet for OutcomeLabels {
     }
 }
 
-/// `{reason}`.
+/// `{reason}` (or, made by [`direction`](Self::direction), `{direction}`).
 #[derive(Debug, Clone, Hash, PartialEq, Eq)]
 pub(crate) struct ReasonLabels {
     pub(crate) reason: &'static str,
+    pub(crate) key: &'static str,
+}
+
+impl ReasonLabels {
+    pub(crate) fn reason(reason: &'static str) -> Self {
+        ReasonLabels {
+            reason,
+            key: "reason",
+        }
+    }
+
+    pub(crate) fn direction(direction: &'static str) -> Self {
+        ReasonLabels {
+            reason: direction,
+            key: "direction",
+        }
+    }
 }
 
 impl EncodeLabelSet for ReasonLabels {
     fn encode(&self, e: &mut LabelSetEncoder<'_>) -> fmt::Result {
-        ("reason", self.reason).encode(e.encode_label())
+        (self.key, self.reason).encode(e.encode_label())
     }
 }
 

@@ -57,6 +57,24 @@
 //! | `rpc_client_sent_bytes_total` | counter | | bytes of the request frames written |
 //! | `rpc_client_received_bytes_total` | counter | | bytes of the reply frames read |
 //!
+//! Per stream ([`crate::stream`]), by the connection's session on either side
+//! (`side` in the names is `server` or `client`):
+//!
+//! | metric | type | labels | meaning |
+//! |---|---|---|---|
+//! | `rpc_<side>_open_streams` | gauge | | streams open now |
+//! | `rpc_<side>_streams_total` | counter | `outcome` | streams ended, by how (below) |
+//! | `rpc_<side>_stream_messages_total` | counter | `direction` (`sent`, `received`) | messages of streams |
+//! | `rpc_<side>_stream_bytes_total` | counter | `direction` | bytes of those messages (the structs, framing not included) |
+//!
+//! A stream's outcome: `ok` (both directions ended cleanly), `application_error`
+//! (an exception in a trailer), `biz_error` (a business status in a trailer),
+//! `cancelled`, `deadline_exceeded`, `reset` (the peer reset it with another error),
+//! `protocol_error` (the peer broke the protocol on it, or a message did not decode),
+//! `connection_error` (its connection failed), `refused` (not opened: the
+//! connection's limit, a server shutting down). Streams have no method label: their
+//! counters are per side.
+//!
 //! And at each scrape:
 //!
 //! | metric | type | labels | meaning |
@@ -195,6 +213,8 @@ impl CallFamilies {
 
 pub(crate) struct Inner {
     registry: Registry,
+    pub(crate) server_streams: StreamCounters,
+    pub(crate) client_streams: StreamCounters,
     pub(crate) server_calls: CallFamilies,
     pub(crate) client_calls: CallFamilies,
     pub(crate) server_methods: MethodTable,
@@ -233,6 +253,83 @@ pub(crate) struct OpenConnection(Gauge);
 impl Drop for OpenConnection {
     fn drop(&mut self) {
         self.0.dec();
+    }
+}
+
+/// One side's stream counters (see the module docs), the per-message ones striped.
+#[derive(Debug, Clone)]
+pub(crate) struct StreamCounters {
+    pub(crate) open: Gauge,
+    outcomes: Family<OutcomeOnly, Counter>,
+    pub(crate) sent: StripedCounter,
+    pub(crate) received: StripedCounter,
+    pub(crate) sent_bytes: StripedCounter,
+    pub(crate) received_bytes: StripedCounter,
+}
+
+/// `{outcome}` of a stream.
+#[derive(Debug, Clone, Hash, PartialEq, Eq)]
+struct OutcomeOnly {
+    outcome: &'static str,
+}
+
+impl prometheus_client::encoding::EncodeLabelSet for OutcomeOnly {
+    fn encode(&self, e: &mut prometheus_client::encoding::LabelSetEncoder<'_>) -> fmt::Result {
+        use prometheus_client::encoding::EncodeLabel;
+        ("outcome", self.outcome).encode(e.encode_label())
+    }
+}
+
+impl StreamCounters {
+    fn register(registry: &mut Registry, side: &str) -> Self {
+        let open = Gauge::default();
+        registry.register(
+            format!("rpc_{side}_open_streams"),
+            format!("Streams open on the {side} side"),
+            open.clone(),
+        );
+        let outcomes = Family::<OutcomeOnly, Counter>::default();
+        registry.register(
+            format!("rpc_{side}_streams"),
+            format!("Streams the {side} side ended, by outcome"),
+            outcomes.clone(),
+        );
+        let messages = Family::<ReasonLabels, StripedCounter>::default();
+        let bytes = Family::<ReasonLabels, StripedCounter>::default();
+        registry.register(
+            format!("rpc_{side}_stream_messages"),
+            format!("Stream messages of the {side} side, by direction"),
+            messages.clone(),
+        );
+        registry.register(
+            format!("rpc_{side}_stream_bytes"),
+            format!("Bytes of stream messages of the {side} side, by direction"),
+            bytes.clone(),
+        );
+        let of = |f: &Family<ReasonLabels, StripedCounter>, d: &'static str| {
+            f.get_or_create_owned(&ReasonLabels::direction(d))
+        };
+        StreamCounters {
+            open,
+            sent: of(&messages, "sent"),
+            received: of(&messages, "received"),
+            sent_bytes: of(&bytes, "sent"),
+            received_bytes: of(&bytes, "received"),
+            outcomes,
+        }
+    }
+
+    /// Counts a stream refused before it was open.
+    pub(crate) fn refused(&self) {
+        self.outcomes
+            .get_or_create(&OutcomeOnly { outcome: "refused" })
+            .inc();
+    }
+
+    /// Counts a stream that ended with `outcome` (one of the module docs' names).
+    pub(crate) fn ended(&self, outcome: &'static str) {
+        self.open.dec();
+        self.outcomes.get_or_create(&OutcomeOnly { outcome }).inc();
     }
 }
 
@@ -286,10 +383,9 @@ impl Metrics {
             server_conns.unrouted.clone(),
         );
         let server_conns = ServerConns {
-            rejected_concurrency: rejections.get_or_create_owned(&ReasonLabels {
-                reason: "concurrency",
-            }),
-            rejected_qps: rejections.get_or_create_owned(&ReasonLabels { reason: "qps" }),
+            rejected_concurrency: rejections
+                .get_or_create_owned(&ReasonLabels::reason("concurrency")),
+            rejected_qps: rejections.get_or_create_owned(&ReasonLabels::reason("qps")),
             ..server_conns
         };
 
@@ -318,10 +414,14 @@ impl Metrics {
         );
         let breakers = Arc::new(Breakers::default());
         registry.register_collector(Box::new(Arc::clone(&breakers)));
+        let server_streams = StreamCounters::register(&mut registry, "server");
+        let client_streams = StreamCounters::register(&mut registry, "client");
 
         Metrics {
             inner: Arc::new(Inner {
                 registry,
+                server_streams,
+                client_streams,
                 server_calls,
                 client_calls,
                 server_methods: MethodTable::default(),
@@ -347,6 +447,14 @@ impl Metrics {
     /// The server's per-connection counters.
     pub(crate) fn server_conns(&self) -> &ServerConns {
         &self.inner.server_conns
+    }
+
+    /// One side's stream counters.
+    pub(crate) fn streams(&self, server: bool) -> &StreamCounters {
+        match server {
+            true => &self.inner.server_streams,
+            false => &self.inner.client_streams,
+        }
     }
 
     /// The client's byte counters.

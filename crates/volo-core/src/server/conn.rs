@@ -27,11 +27,12 @@ pub(crate) async fn serve<D: Dispatch>(
     mut shutdown: watch::Receiver<bool>,
 ) {
     let streams = shared.streams.clone();
+    let metrics = shared.config.observability.metrics.clone();
     let mut core = ConnCore::new(shared, conn.peer(), Instant::now());
     // With streams served too, the first frame says which kind the connection is.
     let mut first = None;
     if let Some(streams) = streams {
-        let limits = streams.config.frame;
+        let limits = streams.config().frame;
         let mut streaming = false;
         let wait = core.first_frame_timeout();
         let read = conn.read_frame(|input| match input.peek(8) {
@@ -47,7 +48,9 @@ pub(crate) async fn serve<D: Dispatch>(
             return;
         };
         if streaming {
-            streams.serve_conn(conn, frame, shutdown).await;
+            streams
+                .serve_conn(conn, frame, shutdown, metrics.as_ref())
+                .await;
             return;
         }
         first = Some(frame);

@@ -165,9 +165,7 @@ impl<D, L> Server<D, L> {
 
     /// Sets the limits and window of the streams (after [`streams`](Self::streams)).
     pub fn stream_config(mut self, config: crate::stream::StreamConfig) -> Self {
-        if let Some(s) = &mut self.streams {
-            s.config = config;
-        }
+        self.streams = self.streams.take().map(|s| s.with_config(config));
         self
     }
 

@@ -10,9 +10,11 @@ use std::sync::Arc;
 
 use futures_util::FutureExt;
 use thrift_codec::{ApplicationException, ApplicationExceptionKind, Message, Utf8Bytes};
-use tokio::sync::{mpsc, watch};
+use tokio::sync::{OwnedSemaphorePermit, Semaphore, mpsc, watch};
 use tokio::task::JoinSet;
 
+use crate::metrics::Metrics;
+use crate::refusal::OVERLOAD_PREFIX;
 use crate::stream::handle::{Receiver, Sender};
 use crate::stream::session::{Opened, Session, Side, StreamShared, Timer};
 use crate::stream::{HandlerError, Metadata, StreamConfig};
@@ -162,7 +164,10 @@ impl<H: StreamHandler> ServeBoxed for H {
 #[derive(Clone)]
 pub(crate) struct Serving {
     handler: Arc<dyn ServeBoxed>,
-    pub(crate) config: StreamConfig,
+    config: StreamConfig,
+    /// Streams in progress across the server's connections, against
+    /// `config.max_in_flight`.
+    in_flight: Option<Arc<Semaphore>>,
 }
 
 impl fmt::Debug for Serving {
@@ -178,6 +183,21 @@ impl Serving {
         Serving {
             handler: Arc::new(handler),
             config,
+            in_flight: config.max_in_flight.map(|n| Arc::new(Semaphore::new(n))),
+        }
+    }
+
+    /// The settings.
+    pub(crate) fn config(&self) -> &StreamConfig {
+        &self.config
+    }
+
+    /// The same handler with `config`.
+    pub(crate) fn with_config(self, config: StreamConfig) -> Self {
+        Serving {
+            in_flight: config.max_in_flight.map(|n| Arc::new(Semaphore::new(n))),
+            config,
+            handler: self.handler,
         }
     }
 
@@ -188,7 +208,9 @@ impl Serving {
         conn: Conn,
         first: bytes::Bytes,
         mut shutdown: watch::Receiver<bool>,
+        metrics: Option<&Metrics>,
     ) {
+        let counters = metrics.map(|m| m.streams(true).clone());
         let (tx, mut rx) = mpsc::unbounded_channel();
         let session = Session::start(
             conn,
@@ -197,6 +219,7 @@ impl Serving {
             Some(first),
             Some(tx),
             Timer::default(),
+            counters.clone(),
         );
         // Dropped with this future (the server gave up waiting): the handlers with it.
         let mut handlers = JoinSet::new();
@@ -204,9 +227,16 @@ impl Serving {
         loop {
             tokio::select! {
                 opened = rx.recv() => match opened {
-                    Some(opened) if !stopping => {
-                        handlers.spawn(run(Arc::clone(&self.handler), opened));
-                    }
+                    Some(opened) if !stopping => match self.admit() {
+                        Ok(permit) => {
+                            handlers.spawn(run(Arc::clone(&self.handler), opened, permit));
+                        }
+                        Err(refused) => {
+                            tracing::debug!(stream = opened.stream.id, "a stream over the limit; refused");
+                            let _ = opened.stream.close_send(Some(&refused)).await;
+                            opened.stream.finish();
+                        }
+                    },
                     Some(opened) => {
                         // Shutting down: new streams are refused, those in progress end.
                         let refused = HandlerError::internal("the server is shutting down");
@@ -233,8 +263,28 @@ impl Serving {
     }
 }
 
-/// Runs the handler of one stream and ends the stream with its outcome.
-async fn run(handler: Arc<dyn ServeBoxed>, opened: Opened) {
+impl Serving {
+    /// A place for one more stream in progress, or the refusal a client of this crate
+    /// reads as overloaded (the limiter's [`OVERLOAD_PREFIX`]).
+    fn admit(&self) -> Result<Option<OwnedSemaphorePermit>, HandlerError> {
+        let Some(in_flight) = &self.in_flight else {
+            return Ok(None);
+        };
+        Arc::clone(in_flight)
+            .try_acquire_owned()
+            .map(Some)
+            .map_err(|_| {
+                HandlerError::internal(format!(
+                    "{OVERLOAD_PREFIX}{} streams in progress",
+                    self.config.max_in_flight.unwrap_or_default()
+                ))
+            })
+    }
+}
+
+/// Runs the handler of one stream and ends the stream with its outcome; `_permit`
+/// holds its place among the streams in progress until then.
+async fn run(handler: Arc<dyn ServeBoxed>, opened: Opened, _permit: Option<OwnedSemaphorePermit>) {
     let stream = Arc::clone(&opened.stream);
     let served = ServerStream {
         stream: opened.stream,

@@ -74,6 +74,23 @@ impl StreamError {
         }
     }
 
+    /// The outcome a stream that ended with this error has in its metrics and span.
+    pub(crate) fn outcome(&self) -> &'static str {
+        match self {
+            StreamError::Cancelled(_) => "cancelled",
+            StreamError::DeadlineExceeded => "deadline_exceeded",
+            StreamError::Reset(_) => "reset",
+            StreamError::Application(_) => "application_error",
+            StreamError::Biz(_) => "biz_error",
+            StreamError::Connection { .. } => "connection_error",
+            StreamError::Protocol(_) | StreamError::Decode(_) | StreamError::Encode(_) => {
+                "protocol_error"
+            }
+            StreamError::SendClosed => "ok",
+            StreamError::Refused(_) => "refused",
+        }
+    }
+
     /// The error an rst's exception stands for.
     pub(crate) fn from_rst(e: ApplicationException) -> StreamError {
         match e.kind.id() {

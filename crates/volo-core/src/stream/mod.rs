@@ -29,6 +29,29 @@
 //! on the wire (Kitex sends none). A broken connection fails every stream on it with
 //! [`StreamError::Connection`].
 
+//!
+//! # Governance
+//!
+//! - **Metrics**: with [`Observability::metrics`](crate::config::Observability::metrics)
+//!   on either side, streams open, streams ended by outcome, and stream messages and
+//!   bytes each way are counted ([`metrics`](crate::metrics) lists the names).
+//! - **Traces**: each stream is an `rpc.stream` span (`otel.kind` `client` or
+//!   `server`, `rpc.service`, `rpc.method`, `stream.id`, and at its end
+//!   `otel.status_code` and `error.type`), with a `TRACE` event per message sent and
+//!   received. Streams do not go through the ping-pong service stacks: their layers
+//!   see calls, and a stream is many messages.
+//! - **Limits**: a server refuses streams beyond [`StreamConfig::max_in_flight`]
+//!   across its connections (as overloaded, like the call limiter) and beyond
+//!   [`StreamConfig::max_streams`] on one connection; its graceful shutdown refuses
+//!   new streams and lets those in progress end.
+//! - **Deadlines**: a client's stream deadline
+//!   ([`StreamClient::with_timeout`](crate::client::StreamClient::with_timeout))
+//!   resets the stream when it passes, on a [`Clock`](crate::clock::Clock) given as
+//!   an input.
+//! - **Retries**: none. A stream is opened on the next connection only when the one
+//!   tried refused it before anything was sent (its stream limit); once the header
+//!   is sent, a failure is the caller's to handle.
+
 pub mod error;
 pub mod flow;
 pub mod frame;
@@ -57,6 +80,11 @@ pub struct StreamConfig {
     /// waits for the server to grant a window before it stops counting its sends on
     /// that stream (a Kitex server never grants one; see [`flow`]). Default 100 ms.
     pub decision_wait: std::time::Duration,
+    /// (Server) Streams in progress at once across all connections; more are
+    /// refused with an `INTERNAL_ERROR` in a trailer whose message starts with
+    /// [`OVERLOAD_PREFIX`](crate::refusal::OVERLOAD_PREFIX), as the call limiter
+    /// refuses calls. Default `None`: no limit beyond `max_streams` per connection.
+    pub max_in_flight: Option<usize>,
 }
 
 impl Default for StreamConfig {
@@ -66,6 +94,7 @@ impl Default for StreamConfig {
             window: 256 * 1024,
             max_streams: 1024,
             decision_wait: std::time::Duration::from_millis(100),
+            max_in_flight: None,
         }
     }
 }

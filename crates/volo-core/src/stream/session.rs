@@ -40,6 +40,7 @@ use super::frame::{
     self, BizStatus, Frame, FrameKind, exception_payload, frame_len, read_exception, str_key,
 };
 use crate::clock::{Clock, SystemClock};
+use crate::metrics::StreamCounters;
 use crate::transport::{Conn, FrameIo, lock};
 
 /// Which end of the connection this side is.
@@ -84,6 +85,8 @@ pub(crate) struct Session {
     highest: AtomicI32,
     /// The clock of the decision wait.
     timer: Timer,
+    /// This side's stream counters, when metrics are on.
+    metrics: Option<StreamCounters>,
 }
 
 /// A sleep of a [`Timer`].
@@ -137,6 +140,8 @@ struct Streams {
 pub(crate) struct StreamShared {
     pub(crate) id: i32,
     pub(crate) method: Utf8Bytes,
+    /// The stream's `rpc.stream` span, with an event per message.
+    span: tracing::Span,
     pub(crate) session: Arc<Session>,
     state: Mutex<State>,
     /// Told when a message, the peer's header, its trailer or an error arrives.
@@ -168,6 +173,8 @@ struct State {
     trailer_out: Metadata,
     /// This side ended its direction (its trailer is sent).
     sent_trailer: bool,
+    /// The outcome of the error this side's trailer carried, if any.
+    sent_error: Option<&'static str>,
     /// The peer ended its direction: its trailer's metadata, or its error.
     peer_end: Option<Result<Metadata, StreamError>>,
     /// The stream is over (reset either way, connection failed, deadline).
@@ -191,8 +198,25 @@ impl State {
         }
     }
 
+    /// Reset, ended by the peer with an error, or ended both ways.
     fn is_over(&self) -> bool {
-        self.reset.is_some() || (self.sent_trailer && self.peer_end.is_some())
+        self.reset.is_some()
+            || matches!(self.peer_end, Some(Err(_)))
+            || (self.sent_trailer && self.peer_end.is_some())
+    }
+
+    /// How the stream ended (or stands), as its metrics and span name it.
+    fn outcome(&self) -> &'static str {
+        if let Some(e) = &self.reset {
+            return e.outcome();
+        }
+        if let Some(failure) = self.sent_error {
+            return failure;
+        }
+        match &self.peer_end {
+            Some(Err(e)) => e.outcome(),
+            _ => "ok",
+        }
     }
 }
 
@@ -205,6 +229,7 @@ impl Session {
         first: Option<Bytes>,
         opened: Option<mpsc::UnboundedSender<Opened>>,
         timer: Timer,
+        metrics: Option<StreamCounters>,
     ) -> Arc<Session> {
         let session = Arc::new(Session {
             conn,
@@ -219,6 +244,7 @@ impl Session {
             orphaned: AtomicBool::new(false),
             highest: AtomicI32::new(0),
             timer,
+            metrics,
         });
         tokio::spawn(read_frames(Arc::clone(&session), first, opened));
         session
@@ -290,8 +316,9 @@ impl Session {
                 true => SendWindow::new(INITIAL_CREDIT).map_err(protocol)?,
                 false => SendWindow::unlimited(),
             };
-            let stream = StreamShared::new(id, method, Arc::clone(self), inbox, send, !counted);
-            streams.open.insert(id, Arc::clone(&stream));
+            let stream =
+                StreamShared::new(id, method, service, Arc::clone(self), inbox, send, !counted);
+            self.register(&mut streams, &stream);
             stream
         };
         let mut frame = Frame::new(FrameKind::Header, stream.id).with_method(stream.method.clone());
@@ -356,15 +383,26 @@ impl Session {
     }
 
     fn remove(&self, id: i32) {
-        let idle = {
+        let (removed, idle) = {
             let mut streams = self.streams();
-            streams.open.remove(&id);
-            streams.open.is_empty()
+            let removed = streams.open.remove(&id);
+            (removed, streams.open.is_empty())
         };
+        if let Some(stream) = removed {
+            stream.ended();
+        }
         // The reader may be waiting for room in that stream's queue.
         self.room.notify_one();
         if idle && self.orphaned.load(Ordering::Acquire) {
             self.stop();
+        }
+    }
+
+    /// Puts `stream` in the table (counted open).
+    fn register(&self, streams: &mut Streams, stream: &Arc<StreamShared>) {
+        streams.open.insert(stream.id, Arc::clone(stream));
+        if let Some(m) = &self.metrics {
+            m.open.inc();
         }
     }
 
@@ -394,14 +432,30 @@ impl StreamShared {
     fn new(
         id: i32,
         method: Utf8Bytes,
+        service: &str,
         session: Arc<Session>,
         inbox: Inbox,
         send: SendWindow,
         send_decided: bool,
     ) -> Arc<Self> {
+        let span = tracing::info_span!(
+            "rpc.stream",
+            otel.name = %format_args!("{service}/{method}"),
+            otel.kind = match session.side {
+                Side::Client => "client",
+                Side::Server => "server",
+            },
+            rpc.system = crate::trace::RPC_SYSTEM,
+            rpc.service = service,
+            rpc.method = %method,
+            stream.id = id,
+            otel.status_code = tracing::field::Empty,
+            error.type = tracing::field::Empty,
+        );
         Arc::new(StreamShared {
             id,
             method,
+            span,
             session,
             state: Mutex::new(State {
                 inbox,
@@ -414,6 +468,7 @@ impl StreamShared {
                 header_out: Metadata::new(),
                 trailer_out: Metadata::new(),
                 sent_trailer: false,
+                sent_error: None,
                 peer_end: None,
                 reset: None,
             }),
@@ -424,6 +479,23 @@ impl StreamShared {
 
     fn state(&self) -> MutexGuard<'_, State> {
         lock(&self.state)
+    }
+
+    /// Counts the stream ended and closes its span with its outcome.
+    fn ended(&self) {
+        let outcome = self.state().outcome();
+        if let Some(m) = &self.session.metrics {
+            m.ended(outcome);
+        }
+        if !self.span.is_disabled() {
+            match outcome {
+                "ok" => self.span.record("otel.status_code", "OK"),
+                failure => self
+                    .span
+                    .record("otel.status_code", "ERROR")
+                    .record("error.type", failure),
+            };
+        }
     }
 
     /// Leaves the session's table, without telling the peer.
@@ -624,6 +696,13 @@ impl StreamShared {
             Ok::<_, frame::FrameError>(())
         });
         written.map_err(|e| StreamError::Encode(e.to_string()))?;
+        if let Some(m) = &self.session.metrics {
+            m.sent.inc();
+            m.sent_bytes.inc_by(size as u64);
+        }
+        if !self.span.is_disabled() {
+            tracing::trace!(parent: &self.span, bytes = size, "stream message sent");
+        }
         self.session.flush().await
     }
 
@@ -644,6 +723,10 @@ impl StreamShared {
             let mut trailer =
                 Frame::new(FrameKind::Trailer, self.id).with_method(self.method.clone());
             trailer.meta = std::mem::take(&mut st.trailer_out).pairs().to_vec();
+            st.sent_error = error.map(|e| match e {
+                HandlerError::Exception(_) => "application_error",
+                HandlerError::Biz(_) => "biz_error",
+            });
             match error {
                 Some(HandlerError::Exception(e)) => {
                     if let Ok(payload) = exception_payload(e, &self.method, self.id) {
@@ -766,6 +849,7 @@ async fn read_frames(
                 st.reset = Some(error.clone());
             }
         }
+        stream.ended();
         stream.readable.notify_one();
         stream.writable.notify_one();
     }
@@ -912,9 +996,17 @@ async fn accept(
         if n >= session.config.max_streams {
             Err(n)
         } else {
-            let stream =
-                StreamShared::new(id, method.clone(), Arc::clone(session), inbox, send, true);
-            streams.open.insert(id, Arc::clone(&stream));
+            let isn = service.as_deref().unwrap_or_default();
+            let stream = StreamShared::new(
+                id,
+                method.clone(),
+                isn,
+                Arc::clone(session),
+                inbox,
+                send,
+                true,
+            );
+            session.register(&mut streams, &stream);
             Ok(stream)
         }
     };
@@ -959,6 +1051,9 @@ async fn accept(
 /// Ends a stream the server will not serve: a trailer with an exception, as a
 /// handler's error travels, so that any client reads it.
 async fn refuse(session: &Arc<Session>, id: i32, method: &Utf8Bytes, why: &str) {
+    if let Some(m) = &session.metrics {
+        m.refused();
+    }
     let error = ApplicationException::new(
         ApplicationExceptionKind::InternalError,
         format!("stream refused: {why}"),
@@ -1033,6 +1128,7 @@ async fn window_arrived(stream: &Arc<StreamShared>, value: &str) {
 /// A message for a stream: queued, or the stream reset for a broken rule. Returns the
 /// stream when its queue is full now (the reader waits).
 fn data_arrived(stream: &Arc<StreamShared>, payload: Bytes) -> Option<Arc<StreamShared>> {
+    let len = payload.len();
     let pushed = {
         let mut st = stream.state();
         if st.peer_end.is_some() {
@@ -1050,6 +1146,13 @@ fn data_arrived(stream: &Arc<StreamShared>, payload: Bytes) -> Option<Arc<Stream
     };
     match pushed {
         Ok(full) => {
+            if let Some(m) = &stream.session.metrics {
+                m.received.inc();
+                m.received_bytes.inc_by(len as u64);
+            }
+            if !stream.span.is_disabled() {
+                tracing::trace!(parent: &stream.span, bytes = len, "stream message received");
+            }
             stream.readable.notify_one();
             full.then(|| Arc::clone(stream))
         }

@@ -853,3 +853,78 @@ fn a_client_stops_counting_for_a_server_that_grants_no_window() {
         "the second does not"
     );
 }
+
+/// Metrics on both sides: streams open and ended by outcome, messages and bytes
+/// either way; a stream over the server's in-flight limit is refused as overloaded.
+#[test]
+fn streams_are_counted_and_limited() {
+    run_bounded(Duration::from_secs(60), async {
+        let metrics = crate::metrics::Metrics::new();
+        let mut config = server_config(TransportKind::Netpoll);
+        config.observability.metrics = Some(metrics.clone());
+        let at: Address = "127.0.0.1:0".parse().unwrap();
+        let limited = StreamConfig {
+            max_in_flight: Some(2),
+            ..StreamConfig::default()
+        };
+        let handler = Handler::default();
+        let running = start(config, handler.clone(), &at, limited).await;
+        let mut client_config = ClientConfig::default();
+        client_config.observability.metrics = Some(metrics.clone());
+        let c =
+            StreamClient::new("Test", running.address.clone(), &client_config).expect("a client");
+
+        let mut s = open(&c, "echo").await;
+        for i in 0..10 {
+            s.send(&text(1, &"e".repeat(i))).await.expect("send");
+            s.recv().await.expect("recv").expect("an echo");
+        }
+        s.close_send().await.expect("close");
+        assert_eq!(s.recv().await.expect("the end"), None);
+        let mut failing = open(&c, "echo").await;
+        failing.send(&text(1, "fail")).await.expect("send");
+        assert!(failing.recv().await.is_err());
+        // Two held streams fill the server's limit: a third is refused.
+        let mut held: Vec<_> = Vec::new();
+        for _ in 0..2 {
+            let mut h = open(&c, "echo").await;
+            h.send(&text(1, "x")).await.expect("send");
+            h.recv().await.expect("recv").expect("an echo");
+            held.push(h);
+        }
+        let mut over = open(&c, "echo").await;
+        match over.recv().await {
+            Err(StreamError::Application(e)) => {
+                assert!(crate::refusal::is_overload(&e), "{e}");
+            }
+            other => panic!("{other:?}"),
+        }
+        drop(held);
+        drop((s, failing, over));
+        // The server sees both cancels before the counts are read.
+        while handler.held.cancelled.load(Ordering::SeqCst) < 2 {
+            tokio::task::yield_now().await;
+        }
+        let text = metrics.encode();
+        let has = |line: &str| assert!(text.lines().any(|l| l == line), "no {line:?} in\n{text}");
+        // 10 echoes and 3 more messages each way for the held and failing streams.
+        has(r#"rpc_client_stream_messages_total{direction="sent"} 13"#);
+        has(r#"rpc_server_stream_messages_total{direction="received"} 13"#);
+        has(r#"rpc_server_stream_messages_total{direction="sent"} 12"#);
+        has(r#"rpc_client_stream_messages_total{direction="received"} 12"#);
+        // Each message is its string's length and 8 bytes of struct.
+        let bytes = (0..10).map(|i| 8 + i).sum::<usize>() + (8 + 4) + 2 * (8 + 1);
+        has(&format!(
+            r#"rpc_client_stream_bytes_total{{direction="sent"}} {bytes}"#
+        ));
+        has(r#"rpc_server_streams_total{outcome="ok"} 1"#);
+        has(r#"rpc_server_streams_total{outcome="application_error"} 2"#);
+        has(r#"rpc_server_streams_total{outcome="cancelled"} 2"#);
+        has(r#"rpc_client_streams_total{outcome="ok"} 1"#);
+        has(r#"rpc_client_streams_total{outcome="application_error"} 2"#);
+        has(r#"rpc_client_streams_total{outcome="cancelled"} 2"#);
+        has("rpc_server_open_streams 0");
+        has("rpc_client_open_streams 0");
+        running.stop().await;
+    });
+}
