@@ -255,7 +255,10 @@ impl<D, L> Server<D, L> {
             TransportKind::Netpoll => {
                 let runtime = tokio::runtime::Handle::current();
                 let mut reactor = self.config.transport.reactor.clone();
-                Some(if self.config.inline_dispatch {
+                // A server of streams serves its connections on tasks (which kind a
+                // connection is shows only in its first bytes): pollers on the runtime
+                // wake them without a thread switch.
+                Some(if self.config.inline_dispatch && self.streams.is_none() {
                     // Calls start on the pollers: one per worker thread spreads them as
                     // tasks per connection would be. On threads of their own, each wait
                     // is one `epoll_wait`; as tasks of the runtime it would be two
