@@ -2,9 +2,11 @@
 //! server in a process of its own pinned to CPU 0 and this load generator pinned to
 //! CPU 1 (the kitex-benchmark method: the server's CPU per message is the figure).
 //!
-//! The server is `stream-server` (built next to this program) or any StreamService
-//! server run from a command line (`--stream-server CMD`, `{addr}` replaced by the
-//! address to listen on, as for `--kitex-server`): a Kitex StreamX server, say. Each
+//! The servers are `stream-server` (built next to this program, `--stream-server
+//! ours`, the default) and any StreamService servers run from a command line
+//! (`--stream-server CMD`, `{addr}` replaced by the address to listen on, as for
+//! `--kitex-server`): a Kitex StreamX server, say. Given several times, each server
+//! is measured in turn with the same load, in one run. Each
 //! kind runs with `--concurrency` callers (one stream each at a time), `--size`-byte
 //! messages, a warm-up and a `--duration` window, in this order:
 //!
@@ -21,8 +23,8 @@
 //!
 //! All streams share one connection (as Kitex's client shares one by default). Each
 //! kind prints `stream=<kind> msgs_per_s=<n> p50_us=<n> p99_us=<n> errors=<n>
-//! server_cpu_us_per_msg=<n> server_cores=<n>`: the server's CPU time (user and
-//! system, from `/proc`) over the window, per message and per second.
+//! server_cpu_us_per_msg=<n> server_cores=<n> server=<ours|cmdN>`: the server's CPU
+//! time (user and system, from `/proc`) over the window, per message and per second.
 
 use std::io;
 use std::sync::Arc;
@@ -58,8 +60,9 @@ pub enum StreamKind {
 pub struct StreamBenchSettings {
     /// The kinds, in order (the ping-pong run comes first).
     pub kinds: Vec<StreamKind>,
-    /// The server's command line; `None`: `stream-server` next to this program.
-    pub server: Option<String>,
+    /// The servers, each measured in turn with the same load: `ours` (`stream-server`
+    /// next to this program) or a command line. Empty: `ours`.
+    pub servers: Vec<String>,
     /// Callers.
     pub concurrency: usize,
     /// Bytes of each message's `msg`.
@@ -108,31 +111,53 @@ impl Window {
 
 /// Runs the benchmark; returns its report lines.
 pub fn run(s: &StreamBenchSettings) -> io::Result<Vec<String>> {
-    let command = match &s.server {
-        Some(c) => c.clone(),
-        None => {
-            let exe = std::env::current_exe()?;
-            let dir = exe
-                .parent()
-                .ok_or_else(|| io::Error::other("this program has no directory"))?;
-            format!("{} --addr {{addr}}", dir.join("stream-server").display())
-        }
-    };
-    let kind = match s.server {
-        Some(_) => ServerKind::Kitex,
-        None => ServerKind::Ours {
-            spin: crate::options::SpinArg::Adaptive,
-        },
-    };
-    let mut server = ServerProcess::spawn_command(&command, kind, &[0])?;
     pin(&[1])?;
     let rt = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(1)
         .enable_all()
         .build()?;
+    let mut lines = Vec::new();
+    let ours = ["ours".to_owned()];
+    let servers = if s.servers.is_empty() {
+        &ours[..]
+    } else {
+        &s.servers[..]
+    };
+    for (i, server) in servers.iter().enumerate() {
+        let label = match server.as_str() {
+            "ours" => "ours".to_owned(),
+            _ => format!("cmd{}", i + 1),
+        };
+        lines.extend(run_server(s, &rt, server, &label)?);
+    }
+    Ok(lines)
+}
+
+/// Measures one server (`ours` or a command line), reported as `label`.
+fn run_server(
+    s: &StreamBenchSettings,
+    rt: &tokio::runtime::Runtime,
+    server: &str,
+    label: &str,
+) -> io::Result<Vec<String>> {
+    let (command, kind) = match server {
+        "ours" => {
+            let exe = std::env::current_exe()?;
+            let dir = exe
+                .parent()
+                .ok_or_else(|| io::Error::other("this program has no directory"))?;
+            let command = format!("{} --addr {{addr}}", dir.join("stream-server").display());
+            let kind = ServerKind::Ours {
+                spin: crate::options::SpinArg::Adaptive,
+            };
+            (command, kind)
+        }
+        command => (command.to_owned(), ServerKind::Kitex),
+    };
+    let mut server = ServerProcess::spawn_command(&command, kind, &[0])?;
     let addr = Address::Tcp(server.addr());
     let mut lines = vec![format!(
-        "stream_bench server={:?} conc={} size={} warmup_s={} duration_s={} server_cpus=0 client_cpus=1",
+        "stream_bench server={label} command={:?} conc={} size={} warmup_s={} duration_s={} server_cpus=0 client_cpus=1",
         command,
         s.concurrency,
         s.size,
@@ -156,7 +181,7 @@ pub fn run(s: &StreamBenchSettings) -> io::Result<Vec<String>> {
         let secs = s.duration.as_secs_f64();
         let cpu_us = used as f64;
         let line = format!(
-            "stream={name} msgs_per_s={:.0} p50_us={} p99_us={} errors={} server_cpu_us_per_msg={:.2} server_cores={:.2}",
+            "stream={name} msgs_per_s={:.0} p50_us={} p99_us={} errors={} server_cpu_us_per_msg={:.2} server_cores={:.2} server={label}",
             tally.msgs as f64 / secs,
             q(0.50),
             q(0.99),

@@ -200,12 +200,15 @@ fn rpc_bench_reports_every_kind_of_stream() {
                 "p99_us",
                 "errors",
                 "server_cpu_us_per_msg",
-                "server_cores"
+                "server_cores",
+                "server"
             ],
             "{line:?}"
         );
         assert!(
-            line.contains(" errors=0 ") && !line.contains(" msgs_per_s=0 "),
+            line.contains(" errors=0 ")
+                && !line.contains(" msgs_per_s=0 ")
+                && line.ends_with(" server=ours"),
             "{line:?}"
         );
     }

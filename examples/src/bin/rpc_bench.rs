@@ -57,7 +57,7 @@
 //! # Stream mode (`--stream server,client,bidi`)
 //!
 //! `rpc-bench --stream KIND[,...] [--concurrency N] [--size BYTES] [--duration SECS]
-//! [--stream-server CMD]` measures streams (Kitex's StreamX over TTHeader) against
+//! [--stream-server ours|CMD ...]` measures streams (Kitex's StreamX over TTHeader) against
 //! ping-pong calls of the same messages: a StreamService server (`stream-server`, or
 //! `CMD`, e.g. a Kitex StreamX server) pinned to CPU 0, this load generator pinned to
 //! CPU 1, a ping-pong run and then one run per kind, each printing
@@ -335,10 +335,11 @@ struct Cli {
     )]
     stream: Vec<StreamKind>,
 
-    /// (stream) The streaming server: a command line run through `sh -c`, with {addr}
-    /// replaced by the address to listen on [default: this build's stream-server].
-    #[arg(long, value_name = "CMD", requires = "stream")]
-    stream_server: Option<String>,
+    /// (stream) A streaming server: `ours` (this build's stream-server, the default)
+    /// or a command line run through `sh -c`, with {addr} replaced by the address to
+    /// listen on. Repeat it to measure several in one run.
+    #[arg(long, value_name = "ours|CMD", requires = "stream")]
+    stream_server: Vec<String>,
 
     /// Idle-connections mode: N connections to each server, each used once, then idle.
     #[arg(long, value_name = "N")]
@@ -372,7 +373,7 @@ fn stream_mode(cli: Cli) -> Result<(), Usage> {
     };
     let settings = StreamBenchSettings {
         kinds: cli.stream,
-        server: cli.stream_server,
+        servers: cli.stream_server,
         concurrency,
         size: cli.size,
         warmup: Duration::from_secs(1),

@@ -87,7 +87,13 @@ pub(crate) struct Session {
     timer: Timer,
     /// This side's stream counters, when metrics are on.
     metrics: Option<StreamCounters>,
+    /// Tells the flusher task that messages wait in the output.
+    flush_wanted: Notify,
 }
+
+/// Bytes waiting in a connection's output above which a sender flushes itself (and
+/// waits for the socket) instead of leaving it to the flusher.
+const FLUSH_HIGH_WATER: usize = 256 * 1024;
 
 /// A sleep of a [`Timer`].
 pub(crate) type Sleep = Pin<Box<dyn Future<Output = ()> + Send>>;
@@ -245,8 +251,10 @@ impl Session {
             highest: AtomicI32::new(0),
             timer,
             metrics,
+            flush_wanted: Notify::new(),
         });
         tokio::spawn(read_frames(Arc::clone(&session), first, opened));
+        tokio::spawn(flush_later(Arc::clone(&session)));
         session
     }
 
@@ -693,9 +701,9 @@ impl StreamShared {
             }
             frame::write_head(FrameKind::Data, self.id, Some(&self.method), &[], size, out)?;
             encode(out);
-            Ok::<_, frame::FrameError>(())
+            Ok::<_, frame::FrameError>(out.len())
         });
-        written.map_err(|e| StreamError::Encode(e.to_string()))?;
+        let pending = written.map_err(|e| StreamError::Encode(e.to_string()))?;
         if let Some(m) = &self.session.metrics {
             m.sent.inc();
             m.sent_bytes.inc_by(size as u64);
@@ -703,7 +711,15 @@ impl StreamShared {
         if !self.span.is_disabled() {
             tracing::trace!(parent: &self.span, bytes = size, "stream message sent");
         }
-        self.session.flush().await
+        if pending > FLUSH_HIGH_WATER {
+            // The socket is behind: this sender waits for it.
+            self.session.flush().await
+        } else {
+            // Sent by the flusher once the tasks ready now have written theirs: the
+            // messages of many streams share a send.
+            self.session.flush_wanted.notify_one();
+            Ok(())
+        }
     }
 
     /// Ends this side's direction: a trailer with `error`'s exception or business
@@ -842,6 +858,8 @@ async fn read_frames(
         streams.closed = Some(error.clone());
         std::mem::take(&mut streams.open)
     };
+    // The flusher ends too.
+    session.flush_wanted.notify_one();
     for (_, stream) in open {
         {
             let mut st = stream.state();
@@ -854,6 +872,21 @@ async fn read_frames(
         stream.writable.notify_one();
     }
     session.conn.close();
+}
+
+/// The flusher: sends what senders left in the output, once per wake-up, until the
+/// reader has ended (a failed send fails the connection, which the reader sees).
+async fn flush_later(session: Arc<Session>) {
+    loop {
+        session.flush_wanted.notified().await;
+        if session.streams().closed.is_some() {
+            return;
+        }
+        if session.flush().await.is_err() {
+            session.conn.close();
+            return;
+        }
+    }
 }
 
 /// Routes one frame; returns the stream whose queue it filled, if the reader must

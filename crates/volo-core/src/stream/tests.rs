@@ -928,3 +928,51 @@ fn streams_are_counted_and_limited() {
         running.stop().await;
     });
 }
+
+/// A connection that breaks fails every stream on it with a connection error, and
+/// the next stream goes on a new connection.
+#[test]
+fn a_broken_connection_fails_every_stream_on_it() {
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
+    let addr = listener.local_addr().expect("an address");
+    let breaking = std::thread::spawn(move || {
+        let (socket, _) = listener.accept().expect("a client");
+        socket
+            .set_read_timeout(Some(Duration::from_secs(20)))
+            .expect("a timeout");
+        let mut p = RawPeer { socket };
+        // Three streams' headers, then the connection goes.
+        for _ in 0..3 {
+            assert_eq!(p.recv().expect("a header").kind, FrameKind::Header);
+        }
+        drop(p);
+        // The client's next stream comes on a new connection.
+        let (socket, _) = listener.accept().expect("the client again");
+        socket
+            .set_read_timeout(Some(Duration::from_secs(20)))
+            .expect("a timeout");
+        RawPeer { socket }.recv().expect("a header").kind
+    });
+    run_bounded(Duration::from_secs(30), async {
+        let mut config = ClientConfig::default();
+        config.transport.kind = TransportKind::Tokio;
+        let c = StreamClient::new("Test", Address::Tcp(addr), &config).expect("a client");
+        let mut streams = Vec::new();
+        for _ in 0..3 {
+            streams.push(open(&c, "echo").await);
+        }
+        for s in &mut streams {
+            match s.recv().await {
+                Err(StreamError::Connection { .. }) => {}
+                other => panic!("{other:?}"),
+            }
+            assert!(matches!(
+                s.send(&text(1, "late")).await,
+                Err(StreamError::Connection { .. })
+            ));
+        }
+        assert_eq!(c.open_streams(), 0);
+        let _next = open(&c, "echo").await;
+    });
+    assert_eq!(breaking.join().expect("the peer"), FrameKind::Header);
+}
