@@ -52,6 +52,42 @@ pub struct Config {
     /// that do not fit one read) keep an eighth as many per step, at least one. A
     /// connection holds a block only while it has unconsumed input. Default 256.
     pub pooled_blocks: usize,
+    /// How the pollers learn of I/O and do it: epoll readiness and a system call per
+    /// read and write (default), or an io_uring per poller. See [`Driver`]. The
+    /// default comes from the `NETPOLL_DRIVER` environment variable
+    /// ([`Driver::from_env`]), epoll when it is unset.
+    pub driver: Driver,
+    /// With [`Driver::IoUring`]: submission queue entries per ring (the completion
+    /// queue has twice as many). A turn that queues more submits early. Default 1024.
+    pub ring_entries: u32,
+    /// With [`Driver::IoUring`]: receive buffers each poller lends its ring (a power of
+    /// two, at most 32768; rounded down to one). Default 256. The kernel fills them
+    /// without asking, as data arrives, so a connection's input can pass
+    /// [`input_high_water`](Self::input_high_water) by what they hold together (4 MiB
+    /// by default) before its receive is cancelled, where epoll passes it by one read.
+    pub ring_buffers: u16,
+    /// With [`Driver::IoUring`]: the size of each receive buffer, the most one
+    /// completion delivers. Default 16 KiB.
+    pub ring_buffer_size: usize,
+}
+
+/// How a reactor's pollers wait for I/O and do it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Driver {
+    /// Readiness from `epoll_wait`, then a `recv` per read and a `sendmsg` per flush,
+    /// on the poller (or inline, on the caller's thread, for a flush). The default.
+    #[default]
+    Epoll,
+    /// One io_uring per poller: each connection has a multishot receive on the ring,
+    /// into buffers the poller lends it (a provided buffer ring); what a poller's
+    /// handlers write in one turn goes out as sends queued on the ring; and one
+    /// `io_uring_enter` per turn submits them all, reaps every completion and waits,
+    /// with the earliest deadline as its timeout. Flushes from other threads still
+    /// call `sendmsg` directly, and hand the rest to the ring when the socket is
+    /// full. Where the kernel refuses a ring (too old, `io_uring_disabled`, a seccomp
+    /// filter), the reactor falls back to epoll and logs it once;
+    /// [`Reactor::driver`](crate::Reactor::driver) says which one runs.
+    IoUring,
 }
 
 impl Default for Config {
@@ -68,6 +104,40 @@ impl Default for Config {
             max_iovecs: 64,
             events_capacity: 1024,
             pooled_blocks: 256,
+            driver: Driver::from_env(),
+            ring_entries: 1024,
+            ring_buffers: 256,
+            ring_buffer_size: 16 * 1024,
+        }
+    }
+}
+
+impl Driver {
+    /// The driver named by the `NETPOLL_DRIVER` environment variable (`epoll`, or
+    /// `io_uring`/`uring`), read once per process; epoll when it is unset or names
+    /// neither (with one warning). [`Config::default`] takes its driver from here, so a
+    /// program, or a whole test suite, moves to io_uring without a code change.
+    pub fn from_env() -> Driver {
+        static CHOSEN: std::sync::OnceLock<Driver> = std::sync::OnceLock::new();
+        *CHOSEN.get_or_init(|| match std::env::var("NETPOLL_DRIVER") {
+            Err(_) => Driver::Epoll,
+            Ok(name) => name.parse().unwrap_or_else(|e: String| {
+                tracing::warn!("netpoll-rs: NETPOLL_DRIVER: {e}; using epoll");
+                Driver::Epoll
+            }),
+        })
+    }
+}
+
+impl std::str::FromStr for Driver {
+    type Err = String;
+
+    /// `epoll`, or `io_uring` (also `uring`, `io-uring`).
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        match s {
+            "epoll" => Ok(Driver::Epoll),
+            "io_uring" | "io-uring" | "uring" => Ok(Driver::IoUring),
+            other => Err(format!("{other:?} names no driver (epoll or io_uring)")),
         }
     }
 }
@@ -82,6 +152,10 @@ impl Config {
         self.input_high_water = self.input_high_water.max(self.read_chunk);
         self.max_iovecs = self.max_iovecs.clamp(1, 1024);
         self.events_capacity = self.events_capacity.max(16);
+        self.ring_entries = self.ring_entries.clamp(16, 32768);
+        let buffers = self.ring_buffers.clamp(1, 32768);
+        self.ring_buffers = 1 << (15 - buffers.leading_zeros());
+        self.ring_buffer_size = self.ring_buffer_size.clamp(512, 1 << 20);
         self
     }
 }

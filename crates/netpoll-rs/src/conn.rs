@@ -14,9 +14,10 @@ use thrift_codec::LinkBuffer;
 
 use crate::conn_state::{ConnState, Env, Served};
 use crate::handler::Handler;
-use crate::poller::{Entry, PollerShared, Ready};
+use crate::poller::{Entry, Outbox, PollerShared, Ready};
 use crate::sync::lock;
 use crate::sys::Stream;
+use crate::uring::Received;
 
 /// What the poller thread and the connection's users share.
 #[derive(Debug)]
@@ -33,14 +34,19 @@ impl ConnShared {
             Arc::new(ConnShared {
                 token,
                 poller: Arc::clone(poller),
-                state: Mutex::new(ConnState::new(stream)),
+                state: Mutex::new(ConnState::new(stream, poller.ring().is_some())),
             })
         })?;
         let registered = {
             let mut st = lock(&shared.state);
-            match st.stream_mut() {
-                Some(s) => s.register(&poller.registry, shared.token),
-                None => Err(io::Error::other("the connection closed while registering")),
+            match (st.stream_mut(), poller.registry()) {
+                (Some(s), Some(registry)) => s.register(registry, shared.token),
+                // On a ring: its receive is armed.
+                (Some(_), None) => {
+                    shared.ring_ops(&mut st, None);
+                    Ok(())
+                }
+                (None, _) => Err(io::Error::other("the connection closed while registering")),
             }
         };
         // Dropped on an error, it closes and leaves the slab.
@@ -49,10 +55,40 @@ impl ConnShared {
         Ok(conn)
     }
 
+    /// The poller's pieces, for a call from another thread.
     fn env(&self) -> Env<'_> {
         Env {
             config: &self.poller.config,
             pool: &self.poller.pool,
+            on_poller: false,
+        }
+    }
+
+    /// The poller's pieces, for a call in its turn.
+    fn poller_env(&self) -> Env<'_> {
+        Env {
+            on_poller: true,
+            ..self.env()
+        }
+    }
+
+    /// Queues what the state asks of the poller's ring (nothing under epoll), while
+    /// its lock is held: in `out` on the poller, else with the ring's queue (which
+    /// wakes the poller).
+    fn ring_ops(&self, st: &mut ConnState<Stream>, out: Option<&mut Outbox>) {
+        let Some(ring) = self.poller.ring() else {
+            return;
+        };
+        let max_iovecs = self.poller.config.max_iovecs;
+        match out {
+            Some(out) => st.take_ring_ops(self.token, max_iovecs, &mut out.ring),
+            None => {
+                let mut ops = Vec::new();
+                st.take_ring_ops(self.token, max_iovecs, &mut ops);
+                for op in ops {
+                    ring.queue(op);
+                }
+            }
         }
     }
 
@@ -71,8 +107,14 @@ impl ConnShared {
 
     /// What the poller does after serving the connection: schedule, let go of the lock,
     /// wake, close. Returns whether to serve it again on the next turn.
-    fn served(&self, mut st: MutexGuard<'_, ConnState<Stream>>, served: Served) -> bool {
+    fn served(
+        &self,
+        mut st: MutexGuard<'_, ConnState<Stream>>,
+        served: Served,
+        out: &mut Outbox,
+    ) -> bool {
         self.schedule(&mut st, true);
+        self.ring_ops(&mut st, Some(out));
         drop(st);
         for w in [served.wake_read, served.wake_write].into_iter().flatten() {
             w.wake();
@@ -87,8 +129,8 @@ impl ConnShared {
     /// with `NotConnected`. Unsent output is dropped.
     fn close(&self) {
         let closed = self.state().close(self.env());
-        if let Some(mut stream) = closed.socket {
-            let _ = stream.deregister(&self.poller.registry);
+        if let Some(stream) = closed.socket {
+            self.poller.release(self.token, stream);
         }
         self.poller.remove(self.token);
         for w in closed.wakers.into_iter().flatten() {
@@ -101,25 +143,41 @@ impl ConnShared {
 }
 
 impl Entry for ConnShared {
-    fn on_event(self: Arc<Self>, ready: Ready, now: Instant, again: &mut Vec<Arc<dyn Entry>>) {
+    fn on_event(self: Arc<Self>, ready: Ready, now: Instant, out: &mut Outbox) {
         let mut st = self.state();
         let served = st.on_event(
-            self.env(),
+            self.poller_env(),
             ready.readable,
             ready.writable,
             ready.closed,
             now,
         );
-        if self.served(st, served) {
-            again.push(self);
+        if self.served(st, served, out) {
+            out.again.push(self);
         }
     }
 
-    fn on_timer(self: Arc<Self>, now: Instant, again: &mut Vec<Arc<dyn Entry>>) {
+    fn on_timer(self: Arc<Self>, now: Instant, out: &mut Outbox) {
         let mut st = self.state();
-        let served = st.on_timer(self.env(), now);
-        if self.served(st, served) {
-            again.push(self);
+        let served = st.on_timer(self.poller_env(), now);
+        if self.served(st, served, out) {
+            out.again.push(self);
+        }
+    }
+
+    fn on_recv(self: Arc<Self>, received: Received<'_>, now: Instant, out: &mut Outbox) {
+        let mut st = self.state();
+        let served = st.on_recv(self.poller_env(), received, now);
+        if self.served(st, served, out) {
+            out.again.push(self);
+        }
+    }
+
+    fn on_sent(self: Arc<Self>, rest: io::Result<Vec<Bytes>>, now: Instant, out: &mut Outbox) {
+        let mut st = self.state();
+        let served = st.on_sent(self.poller_env(), rest, now);
+        if self.served(st, served, out) {
+            out.again.push(self);
         }
     }
 
@@ -153,7 +211,13 @@ impl Connection {
         F: FnMut(&mut LinkBuffer) -> io::Result<Option<usize>>,
     {
         let shared = &self.shared;
-        poll_fn(|cx| shared.state().poll_frame(shared.env(), cx, &mut frame_len)).await
+        poll_fn(|cx| {
+            let mut st = shared.state();
+            let polled = st.poll_frame(shared.env(), cx, &mut frame_len);
+            shared.ring_ops(&mut st, None);
+            polled
+        })
+        .await
     }
 
     /// Gives `f` the input received so far, to `peek`, `next` or `skip` in it directly
@@ -164,6 +228,7 @@ impl Connection {
         let mut st = self.shared.state();
         let out = f(st.input());
         st.consumed(self.shared.env());
+        self.shared.ring_ops(&mut st, None);
         out
     }
 
@@ -183,7 +248,13 @@ impl Connection {
     /// kernel.
     pub async fn flush(&self) -> io::Result<()> {
         let shared = &self.shared;
-        poll_fn(|cx| shared.state().poll_flush(shared.env(), cx)).await
+        poll_fn(|cx| {
+            let mut st = shared.state();
+            let polled = st.poll_flush(shared.env(), cx);
+            shared.ring_ops(&mut st, None);
+            polled
+        })
+        .await
     }
 
     /// Flushes, then shuts down the sending side: the peer reads end of stream after the
@@ -204,9 +275,10 @@ impl Connection {
         self.shared.state().input().tail_mut().capacity()
     }
 
-    /// Bytes queued and not yet in the kernel.
+    /// Bytes queued and not yet sent (under io_uring, those of the send on the ring
+    /// count until it completes).
     pub fn output_len(&self) -> usize {
-        self.shared.state().output().len()
+        self.shared.state().unsent()
     }
 
     /// The peer's address (TCP only).
@@ -253,15 +325,17 @@ impl Connection {
             // Called off the poller, the handler gets a clock reading of its own.
             let mut close_now = st.serve_inline(self.shared.env(), handler, Instant::now());
             // Data that came while no one read (its edge already taken) gets a new edge,
-            // so the poller reads it.
+            // so the poller reads it. (A ring's receive is armed already.)
             if !close_now
+                && let Some(registry) = self.shared.poller.registry()
                 && let Some(stream) = st.stream_mut()
-                && let Err(e) = stream.reregister(&self.shared.poller.registry, self.shared.token)
+                && let Err(e) = stream.reregister(registry, self.shared.token)
             {
                 st.fail(&e);
                 close_now = true;
             }
             self.shared.schedule(&mut st, false);
+            self.shared.ring_ops(&mut st, None);
             close_now
         };
         if close_now {
@@ -303,6 +377,7 @@ impl InlineHandle {
                 return false;
             };
             self.shared.schedule(&mut st, false);
+            self.shared.ring_ops(&mut st, None);
             close_now
         };
         if close_now {

@@ -22,6 +22,7 @@ use crate::handler::{Handler, Io};
 use crate::pool::{BlockPool, Class};
 use crate::sys::Socket;
 use crate::timer::{self, Due};
+use crate::uring::{Received, RingOp};
 
 pub(crate) const MAX_IOVECS: usize = 64;
 
@@ -31,6 +32,9 @@ pub(crate) struct Env<'a> {
     pub(crate) config: &'a Config,
     /// The poller's read blocks.
     pub(crate) pool: &'a BlockPool,
+    /// Called on the poller, in its turn: under io_uring, output goes to the ring
+    /// (with the turn's other submissions) instead of a `sendmsg` now.
+    pub(crate) on_poller: bool,
 }
 
 /// What the poller must do after serving a connection, once it let go of its lock.
@@ -69,6 +73,8 @@ pub(crate) struct ConnState<S> {
     /// since found the socket empty.
     readable: bool,
     /// A write stopped short (`EAGAIN`); the rest goes when the socket is writable.
+    /// Under io_uring: a send is on the ring (or queued for it), and nobody else
+    /// writes until it completes.
     write_pending: bool,
     /// The peer closed its side and everything before that was read.
     eof: bool,
@@ -101,6 +107,37 @@ pub(crate) struct ConnState<S> {
     /// A deadline the poller's timers must come due at or before: it was set, or it
     /// came up and had moved later ([`take_schedule`](Self::take_schedule)).
     schedule: Option<Instant>,
+    /// Served by an io_uring poller: input arrives in receive completions and output
+    /// leaves as sends on the ring. `None` under epoll.
+    ring: Option<RingIo>,
+}
+
+/// A connection's side of the io_uring driver.
+#[derive(Debug, Default)]
+struct RingIo {
+    recv: RecvState,
+    /// Bytes of the send on the ring: still this connection's output until the
+    /// completion says they went.
+    in_flight: usize,
+    /// The node list of the last send, back from the ring, for the next one (no
+    /// allocation per send).
+    spare: Vec<Bytes>,
+    /// What the connection asks of the ring, taken (under its lock) by
+    /// [`ConnState::take_ring_ops`].
+    want_recv: bool,
+    want_cancel: bool,
+    want_send: bool,
+}
+
+/// The connection's multishot receive on the ring.
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+enum RecvState {
+    /// None armed (not yet, paused, or ended: end of stream, an error).
+    #[default]
+    Idle,
+    Armed,
+    /// Cancelled (the input is above its mark); completions may still bring data.
+    Cancelling,
 }
 
 /// Which of the handler's methods a call is for.
@@ -127,7 +164,14 @@ impl std::fmt::Debug for BoxedHandler {
 }
 
 impl<S: Socket> ConnState<S> {
-    pub(crate) fn new(stream: S) -> Self {
+    /// A connection's state; `ring` for a poller on io_uring (whose receive the state
+    /// then asks for at once: see [`take_ring_ops`](Self::take_ring_ops)).
+    pub(crate) fn new(stream: S, ring: bool) -> Self {
+        let ring = ring.then(|| RingIo {
+            recv: RecvState::Armed,
+            want_recv: true,
+            ..RingIo::default()
+        });
         ConnState {
             stream: Some(stream),
             input: LinkBuffer::new(),
@@ -149,6 +193,7 @@ impl<S: Socket> ConnState<S> {
             closing: false,
             deadline: None,
             schedule: None,
+            ring,
         }
     }
 
@@ -168,6 +213,12 @@ impl<S: Socket> ConnState<S> {
     /// The bytes queued and not yet in the kernel.
     pub(crate) fn output(&mut self) -> &mut LinkBuffer {
         &mut self.output
+    }
+
+    /// Output not yet sent: the queued bytes, and (io_uring) those of the send on the
+    /// ring.
+    pub(crate) fn unsent(&self) -> usize {
+        self.output.len() + self.ring.as_ref().map_or(0, |r| r.in_flight)
     }
 
     /// Whether the socket is still open on this side.
@@ -217,7 +268,7 @@ impl<S: Socket> ConnState<S> {
     fn read_paused(&self, high_water: usize) -> bool {
         self.input.len() >= self.input_limit(high_water)
             || self.closing
-            || (self.inline && self.write_pending && self.output.len() >= high_water)
+            || (self.inline && self.write_pending && self.unsent() >= high_water)
     }
 
     /// Reads while the socket has data, at most `reads_per_turn` times and up to the
@@ -228,6 +279,11 @@ impl<S: Socket> ConnState<S> {
             input_high_water,
             ..
         } = *env.config;
+        if self.ring.is_some() {
+            // The ring reads; this only arms or cancels its receive.
+            self.update_ring_recv(input_high_water);
+            return false;
+        }
         let mut changed = false;
         for _ in 0..reads_per_turn {
             // After end of stream or an error there is nothing more to read, however many
@@ -321,6 +377,148 @@ impl<S: Socket> ConnState<S> {
         spare(self.input.tail_mut()).min(read_chunk.max(rest))
     }
 
+    /// Appends bytes a receive completion brought, into the input's pooled blocks as
+    /// a read would have put them.
+    fn feed(&mut self, pool: &BlockPool, mut data: &[u8]) {
+        while !data.is_empty() {
+            let room = self.make_room(pool).max(1);
+            let take = room.min(data.len());
+            self.input.tail_mut().extend_from_slice(&data[..take]);
+            data = &data[take..];
+        }
+    }
+
+    /// Arms the ring's receive when reading should go on and none is armed, or cancels
+    /// it when reading should pause (the input is above its mark, or the connection is
+    /// closing).
+    fn update_ring_recv(&mut self, high_water: usize) {
+        let paused = self.read_paused(high_water);
+        let ended = self.eof || self.error.is_some() || self.stream.is_none();
+        let Some(ring) = self.ring.as_mut() else {
+            return;
+        };
+        match ring.recv {
+            RecvState::Armed if paused || ended => {
+                ring.recv = RecvState::Cancelling;
+                ring.want_cancel = true;
+                ring.want_recv = false;
+            }
+            RecvState::Idle if !paused && !ended => {
+                ring.recv = RecvState::Armed;
+                ring.want_recv = true;
+            }
+            _ => {}
+        }
+    }
+
+    /// What the connection asks of its poller's ring since the last call: to arm or
+    /// cancel its receive, to send its output (taken out of it here, node by node, up
+    /// to `max_iovecs` nodes). For the caller to queue, under this lock, so that two
+    /// connections' requests never cross.
+    pub(crate) fn take_ring_ops(
+        &mut self,
+        token: mio::Token,
+        max_iovecs: usize,
+        out: &mut Vec<RingOp>,
+    ) {
+        let fd = self.stream.as_ref().map(S::raw_fd);
+        let Some(ring) = self.ring.as_mut() else {
+            return;
+        };
+        let Some(fd) = fd else {
+            // Closed: the close cancels what is on the ring.
+            ring.want_recv = false;
+            ring.want_cancel = false;
+            ring.want_send = false;
+            return;
+        };
+        if std::mem::take(&mut ring.want_cancel) {
+            out.push(RingOp::CancelRecv { token });
+        }
+        if std::mem::take(&mut ring.want_recv) {
+            out.push(RingOp::Recv { token, fd });
+        }
+        if std::mem::take(&mut ring.want_send) {
+            let mut chunks = std::mem::take(&mut ring.spare);
+            while chunks.len() < max_iovecs.max(1)
+                && let Some(node) = self.output.pop_node()
+            {
+                ring.in_flight += node.len();
+                chunks.push(node);
+            }
+            if chunks.is_empty() {
+                self.write_pending = false;
+                ring.spare = chunks;
+            } else {
+                out.push(RingOp::Send { token, fd, chunks });
+            }
+        }
+    }
+
+    /// A receive completion for this connection, in the turn that read the clock at
+    /// `now`: its bytes join the input (or the end of stream, or the error, is
+    /// noted), then the connection is served as after an event.
+    pub(crate) fn on_recv(&mut self, env: Env<'_>, received: Received<'_>, now: Instant) -> Served {
+        if self.ring.is_none() {
+            return Served::default();
+        }
+        let more = match received {
+            Received::Data(data, more) => {
+                self.feed(env.pool, data);
+                more
+            }
+            Received::Eof => {
+                self.eof = true;
+                self.peer_closed = true;
+                false
+            }
+            Received::Ended => false,
+            Received::Failed(e) => {
+                self.fail(&e);
+                false
+            }
+        };
+        if !more && let Some(ring) = self.ring.as_mut() {
+            ring.recv = RecvState::Idle;
+        }
+        if self.stream.is_none() {
+            return Served::default();
+        }
+        self.serve(env, now, None)
+    }
+
+    /// This connection's send on the ring completed: `rest` is what the kernel did not
+    /// take (it goes back in front of the output and is sent again), or the error.
+    pub(crate) fn on_sent(
+        &mut self,
+        env: Env<'_>,
+        rest: io::Result<Vec<Bytes>>,
+        now: Instant,
+    ) -> Served {
+        let Some(ring) = self.ring.as_mut() else {
+            return Served::default();
+        };
+        self.write_pending = false;
+        ring.in_flight = 0;
+        match rest {
+            Ok(mut rest) => {
+                while let Some(node) = rest.pop() {
+                    self.output.push_front(node);
+                }
+                ring.spare = rest;
+            }
+            Err(e) => self.fail(&e),
+        }
+        if self.stream.is_none() {
+            return Served::default();
+        }
+        // All sent, or failed: the flushing task is told; else the rest goes out.
+        let done =
+            self.error.is_some() || self.output.is_empty() || self.flush_inline(env).is_err();
+        let wake_write = if done { self.write_waker.take() } else { None };
+        self.serve(env, now, wake_write)
+    }
+
     /// Calls the inline handler: its `on_timer` for [`Call::Timer`], its `on_input` if
     /// there is input it has not seen (or an end of stream it was not told of), then
     /// sends what it wrote. Returns whether the connection should close now: an error,
@@ -378,23 +576,35 @@ impl<S: Socket> ConnState<S> {
                 self.readable = false;
             }
         }
-        if !self.output.is_empty()
-            && !self.write_pending
-            && self.flush_inline(env.config.max_iovecs).is_err()
-        {
+        if !self.output.is_empty() && !self.write_pending && self.flush_inline(env).is_err() {
             return true;
         }
         self.give_back_block(env.pool);
-        self.closing && self.output.is_empty()
+        self.closing && self.output.is_empty() && !self.write_pending
     }
 
     /// Writes queued output with `sendmsg` until it is all gone or the socket is full
     /// (then `write_pending` is set and the poller finishes on WRITABLE). Never sends a
     /// byte twice: what the kernel took is consumed from the output.
-    fn flush_inline(&mut self, max_iovecs: usize) -> io::Result<()> {
+    ///
+    /// Under io_uring the poller leaves the output to the ring (a send it submits with
+    /// the rest of its turn), and another thread calls `sendmsg` itself unless a send
+    /// is on the ring already, handing the rest to the ring when the socket is full.
+    fn flush_inline(&mut self, env: Env<'_>) -> io::Result<()> {
         if let Some(e) = self.error() {
             return Err(e);
         }
+        if let Some(ring) = self.ring.as_mut() {
+            if self.write_pending || self.output.is_empty() {
+                return Ok(());
+            }
+            if env.on_poller {
+                self.write_pending = true;
+                ring.want_send = true;
+                return Ok(());
+            }
+        }
+        let max_iovecs = env.config.max_iovecs;
         let ConnState { stream, output, .. } = self;
         let Some(stream) = stream.as_mut() else {
             return Err(closed());
@@ -422,6 +632,9 @@ impl<S: Socket> ConnState<S> {
         match outcome {
             Ok(full) => {
                 self.write_pending = full;
+                if let Some(ring) = self.ring.as_mut() {
+                    ring.want_send = full;
+                }
                 Ok(())
             }
             Err(e) => {
@@ -450,7 +663,7 @@ impl<S: Socket> ConnState<S> {
         // Output first: sending it may lift an inline handler's pause on reading.
         if writable && self.write_pending {
             self.write_pending = false;
-            let failed = self.flush_inline(env.config.max_iovecs).is_err();
+            let failed = self.flush_inline(env).is_err();
             if failed || self.output.is_empty() {
                 wake_write = self.write_waker.take();
             }
@@ -484,8 +697,11 @@ impl<S: Socket> ConnState<S> {
     /// the next turn (it has more to read).
     fn serve(&mut self, env: Env<'_>, now: Instant, mut wake_write: Option<Waker>) -> Served {
         let mut wake_read = None;
-        if self.readable {
-            self.fill(env);
+        let ringed = self.ring.is_some();
+        if self.readable || ringed {
+            if !ringed {
+                self.fill(env);
+            }
             let ready = self.eof
                 || self.error.is_some()
                 || (self.want > 0 && self.input.len() >= self.want);
@@ -494,7 +710,11 @@ impl<S: Socket> ConnState<S> {
             }
         }
         let close = self.run_handler(env, now, Call::Input);
-        let again = self.readable
+        if ringed {
+            self.update_ring_recv(env.config.input_high_water);
+        }
+        let again = !ringed
+            && self.readable
             && !close
             && !self.read_paused(env.config.input_high_water)
             && self.stream.is_some();
@@ -574,14 +794,14 @@ impl<S: Socket> ConnState<S> {
     /// rest on WRITABLE) while the socket is full.
     pub(crate) fn poll_flush(&mut self, env: Env<'_>, cx: &Context<'_>) -> Poll<io::Result<()>> {
         if !self.write_pending
-            && let Err(e) = self.flush_inline(env.config.max_iovecs)
+            && let Err(e) = self.flush_inline(env)
         {
             return Poll::Ready(Err(e));
         }
         if let Some(e) = self.error() {
             return Poll::Ready(Err(e));
         }
-        if self.output.is_empty() {
+        if self.output.is_empty() && !self.write_pending {
             return Poll::Ready(Ok(()));
         }
         if self.stream.is_none() {
@@ -609,7 +829,10 @@ impl<S: Socket> ConnState<S> {
     ) -> bool {
         self.inline = true;
         self.handler = Some(BoxedHandler(Box::new(handler)));
-        self.stream.is_none() || self.run_handler(env, now, Call::Input)
+        let close = self.stream.is_none() || self.run_handler(env, now, Call::Input);
+        // What the handler took may let a paused ring receive go on.
+        self.update_ring_recv(env.config.input_high_water);
+        close
     }
 
     /// Calls the handler as if input had arrived, with `now` for its clock
@@ -621,7 +844,9 @@ impl<S: Socket> ConnState<S> {
             return None;
         }
         self.resumed = true;
-        Some(self.run_handler(env, now, Call::Input))
+        let close = self.run_handler(env, now, Call::Input);
+        self.update_ring_recv(env.config.input_high_water);
+        Some(close)
     }
 
     /// Closes: takes the socket, the waiting tasks' wakers and the handler out, for the
@@ -699,6 +924,10 @@ mod tests {
     }
 
     impl Socket for Fake {
+        fn raw_fd(&self) -> std::os::fd::RawFd {
+            -1
+        }
+
         fn read_into(&mut self, buf: &mut BytesMut, max: usize) -> io::Result<usize> {
             self.read_calls += 1;
             let max = max.min(buf.capacity() - buf.len());
@@ -768,16 +997,20 @@ mod tests {
             Env {
                 config: &self.config,
                 pool: &self.pool,
+                on_poller: true,
             }
         }
     }
 
     /// A fresh connection over a fake socket that will do `reads`.
     fn conn(reads: impl IntoIterator<Item = Read>) -> ConnState<Fake> {
-        ConnState::new(Fake {
-            reads: reads.into_iter().collect(),
-            ..Fake::default()
-        })
+        ConnState::new(
+            Fake {
+                reads: reads.into_iter().collect(),
+                ..Fake::default()
+            },
+            false,
+        )
     }
 
     fn fake(c: &mut ConnState<Fake>) -> &mut Fake {
@@ -1211,5 +1444,169 @@ mod tests {
         assert_eq!(told.last(), Some(&true), "{seen:?}");
         assert_eq!(fake(&mut c).sent, data);
         assert!(served.close);
+    }
+
+    /// A connection as an io_uring poller serves it, over a fake socket (the ring does
+    /// the reads; direct writes go to the fake).
+    fn ring_conn() -> ConnState<Fake> {
+        ConnState::new(Fake::default(), true)
+    }
+
+    fn ring_ops(c: &mut ConnState<Fake>, max_iovecs: usize) -> Vec<RingOp> {
+        let mut ops = Vec::new();
+        c.take_ring_ops(mio::Token(7), max_iovecs, &mut ops);
+        ops
+    }
+
+    fn describe(ops: &[RingOp]) -> Vec<String> {
+        ops.iter()
+            .map(|op| match op {
+                RingOp::Recv { .. } => "recv".to_string(),
+                RingOp::CancelRecv { .. } => "cancel".to_string(),
+                RingOp::Send { chunks, .. } => {
+                    format!("send {}", chunks.iter().map(Bytes::len).sum::<usize>())
+                }
+                RingOp::Listen { .. } => "listen".to_string(),
+                RingOp::Close { .. } => "close".to_string(),
+            })
+            .collect()
+    }
+
+    #[test]
+    fn a_ring_connection_arms_its_receive_once_and_never_reads_itself() {
+        let (rig, t0) = (Rig::new(config()), Instant::now());
+        let env = rig.env();
+        let mut c = ring_conn();
+        assert_eq!(describe(&ring_ops(&mut c, 64)), ["recv"]);
+        assert!(ring_ops(&mut c, 64).is_empty(), "asked once");
+        let f = frame(&bytes(3000, 1));
+        let _ = c.on_recv(env, Received::Data(&f[..1000], true), t0);
+        let _ = c.on_recv(env, Received::Data(&f[1000..], true), t0);
+        let mut len = frame_len;
+        match c.poll_frame(env, &cx(), &mut len) {
+            Poll::Ready(Ok(Some(got))) => assert_eq!(got[..], f[..]),
+            other => panic!("expected the frame, got {other:?}"),
+        }
+        assert_eq!(fake(&mut c).read_calls, 0, "the ring reads, not the socket");
+        assert!(
+            ring_ops(&mut c, 64).is_empty(),
+            "the receive is still armed"
+        );
+    }
+
+    #[test]
+    fn a_ring_receive_is_cancelled_at_the_mark_and_armed_again_when_input_is_taken() {
+        let config = Config {
+            input_high_water: 4096,
+            ..config()
+        };
+        let (rig, t0) = (Rig::new(config), Instant::now());
+        let env = rig.env();
+        let mut c = ring_conn();
+        let _ = ring_ops(&mut c, 64);
+        let _ = c.on_recv(env, Received::Data(&bytes(5000, 2), true), t0);
+        assert_eq!(describe(&ring_ops(&mut c, 64)), ["cancel"]);
+        // Data the kernel had already taken still arrives, then the cancel's end.
+        let _ = c.on_recv(env, Received::Data(&bytes(100, 3), true), t0);
+        let _ = c.on_recv(env, Received::Ended, t0);
+        assert!(ring_ops(&mut c, 64).is_empty(), "paused: nothing armed");
+        assert_eq!(c.input().len(), 5100, "nothing lost");
+        c.input().skip(5100);
+        c.consumed(env);
+        assert_eq!(
+            describe(&ring_ops(&mut c, 64)),
+            ["recv"],
+            "taken: armed again"
+        );
+        // A receive that ends for want of buffers is armed again at once.
+        let _ = c.on_recv(env, Received::Ended, t0);
+        assert_eq!(describe(&ring_ops(&mut c, 64)), ["recv"]);
+        // End of stream ends it for good.
+        let served = c.on_recv(env, Received::Eof, t0);
+        assert!(served.wake_read.is_none(), "nobody waits");
+        assert!(ring_ops(&mut c, 64).is_empty());
+        assert!(c.is_peer_closed());
+    }
+
+    #[test]
+    fn a_ring_send_takes_the_output_whole_and_a_short_one_goes_again_in_order() {
+        let (rig, t0) = (Rig::new(config()), Instant::now());
+        let env = rig.env();
+        let mut c = ring_conn();
+        let _ = ring_ops(&mut c, 64);
+        let fired = Arc::new(Mutex::new(Vec::new()));
+        assert!(!c.serve_inline(env, timed(&fired), t0));
+        let _ = ring_ops(&mut c, 64);
+        let (a, b) = (frame(&bytes(300, 4)), frame(&bytes(500, 5)));
+        let both = [a.clone(), b.clone()].concat();
+        let _ = c.on_recv(env, Received::Data(&both, true), t0);
+        assert_eq!(fake(&mut c).write_calls, 0, "on the poller: no sendmsg");
+        let ops = ring_ops(&mut c, 1);
+        assert_eq!(
+            describe(&ops),
+            [format!("send {}", a.len())],
+            "one node per iovec"
+        );
+        assert_eq!(c.unsent(), both.len(), "in flight counts as unsent");
+        // While it is on the ring, a flush from elsewhere waits and sends nothing.
+        assert!(
+            c.poll_flush(
+                Env {
+                    on_poller: false,
+                    ..env
+                },
+                &cx()
+            )
+            .is_pending()
+        );
+        assert_eq!(fake(&mut c).write_calls, 0);
+        // The kernel took 100 bytes: the rest goes back in front, and out again.
+        let RingOp::Send { chunks, .. } = ops.into_iter().next().unwrap() else {
+            unreachable!()
+        };
+        let rest = vec![chunks[0].slice(100..)];
+        let served = c.on_sent(env, Ok(rest), t0);
+        assert!(served.wake_write.is_none(), "not all sent yet");
+        let ops = ring_ops(&mut c, 64);
+        let RingOp::Send { chunks, .. } = &ops[0] else {
+            panic!("{:?}", describe(&ops))
+        };
+        assert_eq!(chunks.concat(), both[100..].to_vec());
+        let served = c.on_sent(env, Ok(Vec::new()), t0);
+        assert!(served.wake_write.is_some(), "the waiting flush is woken");
+        assert_eq!(c.unsent(), 0);
+        assert!(matches!(
+            c.poll_flush(
+                Env {
+                    on_poller: false,
+                    ..env
+                },
+                &cx()
+            ),
+            Poll::Ready(Ok(()))
+        ));
+    }
+
+    #[test]
+    fn a_ring_flush_from_another_thread_calls_sendmsg_and_hands_a_full_socket_to_the_ring() {
+        let (rig, _) = (Rig::new(config()), Instant::now());
+        let env = Env {
+            on_poller: false,
+            ..rig.env()
+        };
+        let mut c = ring_conn();
+        let _ = ring_ops(&mut c, 64);
+        c.output().write(&bytes(1000, 6));
+        fake(&mut c).writes = [Write::Take(400), Write::Fail(ErrorKind::WouldBlock)].into();
+        assert!(c.poll_flush(env, &cx()).is_pending());
+        assert_eq!(fake(&mut c).sent, bytes(1000, 6)[..400]);
+        assert_eq!(describe(&ring_ops(&mut c, 64)), ["send 600"]);
+        let served = c.on_sent(
+            env,
+            Err(io::Error::from(ErrorKind::ConnectionReset)),
+            Instant::now(),
+        );
+        assert!(served.wake_write.is_some());
+        assert_eq!(kind(c.poll_flush(env, &cx())), ErrorKind::ConnectionReset);
     }
 }

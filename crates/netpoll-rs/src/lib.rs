@@ -49,6 +49,16 @@
 //!   handler on that runtime is woken without a thread switch. On a small machine where
 //!   handlers and pollers compete for cores, that saves a context switch and an eventfd
 //!   wake per message (see `cargo bench -p benches --bench netpoll_echo`).
+//! - **io_uring** ([`Config::driver`], [`Driver::IoUring`]): instead of epoll, each
+//!   poller may own an io_uring. Every connection then has a multishot receive on the
+//!   ring, into receive buffers the poller lends the kernel (a provided buffer ring),
+//!   whose bytes are copied into the same input blocks; what the inline handlers write
+//!   in a turn leaves as sends queued on the ring, the output's nodes handed over
+//!   without a copy; and one `io_uring_enter` per turn submits them, reaps every
+//!   completion and waits, its timeout the earliest deadline. Flushes from other
+//!   threads still call `sendmsg` themselves. Where the kernel refuses a ring the
+//!   reactor runs on epoll and logs it once ([`Reactor::driver`] says which).
+//!   `NETPOLL_DRIVER=io_uring` picks it for every `Config::default()`.
 //! - **Memory**: input blocks come from a per-poller pool in four size classes
 //!   ([`Config::read_chunk`] × 1, 4, 16, 64) and go back to it when a connection's input
 //!   is all consumed, so an idle connection holds no input block. A frame of known
@@ -131,6 +141,7 @@ mod slab;
 mod sync;
 mod sys;
 mod timer;
+mod uring;
 
 mod pool;
 
@@ -144,7 +155,7 @@ mod poller_set;
 mod listener;
 mod reactor;
 
-pub use config::Config;
+pub use config::{Config, Driver};
 pub use conn::{Connection, InlineHandle};
 pub use handler::{Handler, Io};
 pub use listener::Listener;

@@ -11,10 +11,11 @@ use std::time::Instant;
 use mio::Token;
 
 use crate::conn::Connection;
-use crate::poller::{Entry, PollerShared, Ready};
+use crate::poller::{Entry, Outbox, PollerShared, Ready};
 use crate::poller_set::PollerSet;
 use crate::sync::lock;
 use crate::sys::{ListenSocket, SocketOptions};
+use crate::uring::RingOp;
 
 /// What the poller and the listener's users share.
 #[derive(Debug)]
@@ -33,8 +34,25 @@ struct ListenerState {
 }
 
 impl Entry for ListenerShared {
-    fn on_event(self: Arc<Self>, _: Ready, _: Instant, _: &mut Vec<Arc<dyn Entry>>) {
+    fn on_event(self: Arc<Self>, _: Ready, _: Instant, _: &mut Outbox) {
         let waker = lock(&self.state).waker.take();
+        if let Some(w) = waker {
+            w.wake();
+        }
+    }
+
+    fn on_listen(self: Arc<Self>, more: bool, out: &mut Outbox) {
+        let waker = {
+            let mut st = lock(&self.state);
+            // The watch ended (the kernel ends a multishot poll now and then): again.
+            if !more && let Some(socket) = st.socket.as_ref() {
+                out.ring.push(RingOp::Listen {
+                    token: self.token,
+                    fd: socket.raw_fd(),
+                });
+            }
+            st.waker.take()
+        };
         if let Some(w) = waker {
             w.wake();
         }
@@ -45,8 +63,8 @@ impl Entry for ListenerShared {
             let mut st = lock(&self.state);
             (st.socket.take(), st.waker.take())
         };
-        if let Some(mut s) = socket {
-            let _ = s.deregister(&self.poller.registry);
+        if let Some(s) = socket {
+            self.poller.release(self.token, s);
         }
         self.poller.remove(self.token);
         if let Some(w) = waker {
@@ -84,9 +102,17 @@ impl Listener {
         })?;
         let registered = {
             let mut st = lock(&shared.state);
-            match st.socket.as_mut() {
-                Some(s) => s.register(&poller.registry, shared.token),
-                None => Err(io::Error::other("the listener closed while registering")),
+            match (st.socket.as_mut(), poller.registry(), poller.ring()) {
+                (Some(s), Some(registry), _) => s.register(registry, shared.token),
+                (Some(s), None, Some(ring)) => {
+                    ring.queue(RingOp::Listen {
+                        token: shared.token,
+                        fd: s.raw_fd(),
+                    });
+                    Ok(())
+                }
+                (Some(_), None, None) => Err(io::Error::other("the poller has no way to watch")),
+                (None, ..) => Err(io::Error::other("the listener closed while registering")),
             }
         };
         // Dropped on an error, it closes and leaves the slab.

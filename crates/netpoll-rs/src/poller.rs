@@ -1,21 +1,26 @@
-//! Poller threads: each owns a `mio::Poll` and runs the latency-tuned loop.
+//! Pollers: each owns an epoll instance (`mio::Poll`) or an io_uring, and runs the
+//! latency-tuned loop, on a thread of its own or as a task of a tokio runtime.
 //!
 //! A poller knows what its tokens name only as [`Entry`]s (connections and listeners
 //! implement it, in the modules above this one), so it serves them without naming
 //! them.
 
 use std::fmt;
+use std::io;
+use std::os::fd::{AsRawFd, RawFd};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use mio::{Events, Poll, Registry, Token, Waker};
 
-use crate::config::Config;
+use crate::config::{Config, Driver as DriverKind};
 use crate::pool::BlockPool;
 use crate::slab::{Slab, WAKER_TOKEN};
 use crate::sync::lock;
+use crate::sys::Registered;
 use crate::timer::Timers;
+use crate::uring::{Reaped, Received, Ring, RingOp, RingShared};
 
 /// What an event says of a socket.
 #[derive(Debug, Clone, Copy, Default)]
@@ -28,30 +33,66 @@ pub(crate) struct Ready {
     pub(crate) closed: bool,
 }
 
+/// What serving entries leaves for the poller to do after: entries to serve again on
+/// the next turn, and (io_uring) operations to queue on the ring.
+#[derive(Debug, Default)]
+pub(crate) struct Outbox {
+    pub(crate) again: Vec<Arc<dyn Entry>>,
+    pub(crate) ring: Vec<RingOp>,
+}
+
 /// What a token names: a registered socket the poller serves. The poller calls these
 /// on its own thread (or task), holding none of its locks.
 pub(crate) trait Entry: Send + Sync + fmt::Debug {
     /// An event for this socket, in the turn that read the clock at `now` (or, with
-    /// `Ready::default()`, another turn for one that listed itself in `again`, where it
-    /// goes when it has more to read than one turn's budget).
-    fn on_event(self: Arc<Self>, ready: Ready, now: Instant, again: &mut Vec<Arc<dyn Entry>>);
+    /// `Ready::default()`, another turn for one that listed itself in `out.again`,
+    /// where it goes when it has more to read than one turn's budget).
+    fn on_event(self: Arc<Self>, ready: Ready, now: Instant, out: &mut Outbox);
 
     /// The deadline scheduled for this token in the poller's timers came at `now`.
-    fn on_timer(self: Arc<Self>, now: Instant, again: &mut Vec<Arc<dyn Entry>>) {
-        let _ = (now, again);
+    fn on_timer(self: Arc<Self>, now: Instant, out: &mut Outbox) {
+        let _ = (now, out);
+    }
+
+    /// (io_uring) A receive completed for this socket.
+    fn on_recv(self: Arc<Self>, received: Received<'_>, now: Instant, out: &mut Outbox) {
+        let _ = (received, now, out);
+    }
+
+    /// (io_uring) This socket's send completed: all of it went (`rest` empty), or
+    /// `rest` is what the kernel did not take, or it failed.
+    fn on_sent(
+        self: Arc<Self>,
+        rest: io::Result<Vec<bytes::Bytes>>,
+        now: Instant,
+        out: &mut Outbox,
+    ) {
+        let _ = (rest, now, out);
+    }
+
+    /// (io_uring) The watch on this listening socket fired; `more` while it stays armed.
+    fn on_listen(self: Arc<Self>, more: bool, out: &mut Outbox) {
+        let _ = (more, out);
     }
 
     /// Closes the socket (the reactor shuts down); it leaves the slab.
     fn close(&self);
 }
 
-/// The part of a poller that other threads use: its registry (to register sockets), its
-/// waker (to stop it, or to make it see an earlier deadline), the slab its tokens
+/// How a poller is reached from other threads: epoll's registry and waker, or the
+/// ring's queue and eventfd.
+#[derive(Debug)]
+pub(crate) enum PollerIo {
+    Epoll { registry: Registry, waker: Waker },
+    Ring(Arc<RingShared>),
+}
+
+/// The part of a poller that other threads use: how to register sockets with it and
+/// wake it (to stop it, or to make it see an earlier deadline), the slab its tokens
 /// index and its connections' deadlines.
 #[derive(Debug)]
 pub(crate) struct PollerShared {
-    pub(crate) registry: Registry,
-    pub(crate) waker: Waker,
+    pub(crate) io: PollerIo,
     slab: Mutex<Entries>,
     pub(crate) shutdown: AtomicBool,
     pub(crate) config: Arc<Config>,
@@ -72,16 +113,56 @@ impl fmt::Debug for Entries {
 }
 
 impl PollerShared {
-    pub(crate) fn new(poll: &Poll, config: Arc<Config>) -> std::io::Result<Self> {
-        Ok(PollerShared {
-            registry: poll.registry().try_clone()?,
-            waker: Waker::new(poll.registry(), WAKER_TOKEN)?,
+    fn new(io: PollerIo, config: Arc<Config>) -> Self {
+        PollerShared {
+            io,
             slab: Mutex::new(Entries(Slab::default())),
             shutdown: AtomicBool::new(false),
             pool: BlockPool::new(config.read_chunk, config.pooled_blocks),
             timers: Mutex::new(Timers::default()),
             config,
-        })
+        }
+    }
+
+    /// The epoll registry, for a poller on epoll.
+    pub(crate) fn registry(&self) -> Option<&Registry> {
+        match &self.io {
+            PollerIo::Epoll { registry, .. } => Some(registry),
+            PollerIo::Ring(_) => None,
+        }
+    }
+
+    /// The ring's queue, for a poller on io_uring.
+    pub(crate) fn ring(&self) -> Option<&RingShared> {
+        match &self.io {
+            PollerIo::Ring(ring) => Some(ring),
+            PollerIo::Epoll { .. } => None,
+        }
+    }
+
+    /// Wakes the poller from its wait (a failed wake leaves it to its next turn).
+    pub(crate) fn wake(&self) {
+        match &self.io {
+            PollerIo::Epoll { waker, .. } => {
+                let _ = waker.wake();
+            }
+            PollerIo::Ring(ring) => ring.wake(),
+        }
+    }
+
+    /// Lets go of a closed socket of `token`: deregistered from epoll now, or handed
+    /// to the ring's poller, which closes it once what names it on the ring is
+    /// cancelled.
+    pub(crate) fn release<S: Registered>(&self, token: Token, mut socket: S) {
+        match &self.io {
+            PollerIo::Epoll { registry, .. } => {
+                let _ = socket.deregister(registry);
+            }
+            PollerIo::Ring(ring) => ring.queue(RingOp::Close {
+                token,
+                owner: Box::new(socket),
+            }),
+        }
     }
 
     /// Stores `make`'s entry under a fresh token and returns it.
@@ -129,8 +210,7 @@ impl PollerShared {
     pub(crate) fn schedule(&self, token: Token, at: Instant, on_poller: bool) {
         let earliest = lock(&self.timers).schedule(token, at);
         if earliest && !on_poller {
-            // A failed wake leaves the deadline to the poller's next turn.
-            let _ = self.waker.wake();
+            self.wake();
         }
     }
 }
@@ -138,12 +218,19 @@ impl PollerShared {
 /// Connections a poller can list for another turn before its lists grow.
 const SERVE_AGAIN_CAPACITY: usize = 256;
 
-/// A poller's own side, next to its `Poll`: the event buffer, the connections to
-/// serve again and those whose deadline came.
+/// Where a poller's events come from.
+#[derive(Debug)]
+enum Source {
+    Epoll { poll: Poll, events: Events },
+    Ring(Box<Ring>),
+}
+
+/// A poller's own side: its epoll instance or ring, the connections to serve again
+/// and those whose deadline came.
 #[derive(Debug)]
 pub(crate) struct Driver {
-    events: Events,
-    again: Vec<Arc<dyn Entry>>,
+    source: Source,
+    out: Outbox,
     serving: Vec<Arc<dyn Entry>>,
     /// Tokens whose deadline came this turn (taken out of the timers first, so that a
     /// deadline a handler sets at or before now fires on the next turn, not in a loop).
@@ -156,17 +243,64 @@ pub(crate) struct Driver {
 }
 
 impl Driver {
-    pub(crate) fn new(shared: Arc<PollerShared>) -> Self {
+    /// A poller of the kind `config` asks for, and the part other threads use. Where
+    /// io_uring was asked for and the kernel refuses a ring, the error is returned
+    /// with an epoll poller, for the caller to log.
+    pub(crate) fn new(config: Arc<Config>) -> io::Result<(Driver, Option<io::Error>)> {
+        let mut refused = None;
+        if config.driver == DriverKind::IoUring {
+            match Ring::new(&config) {
+                Ok(ring) => {
+                    let io = PollerIo::Ring(Arc::clone(&ring.shared));
+                    let shared = Arc::new(PollerShared::new(io, config));
+                    return Ok((Self::with(Source::Ring(Box::new(ring)), shared), None));
+                }
+                Err(e) => refused = Some(e),
+            }
+        }
+        let poll = Poll::new()?;
+        let io = PollerIo::Epoll {
+            registry: poll.registry().try_clone()?,
+            waker: Waker::new(poll.registry(), WAKER_TOKEN)?,
+        };
+        let events = Events::with_capacity(config.events_capacity);
+        let shared = Arc::new(PollerShared::new(io, config));
+        Ok((Self::with(Source::Epoll { poll, events }, shared), refused))
+    }
+
+    fn with(source: Source, shared: Arc<PollerShared>) -> Self {
+        let mut out = Outbox::default();
+        // Room for many connections served again, so the hot path does not grow
+        // them (they are swapped every turn, so both need it).
+        out.again.reserve(SERVE_AGAIN_CAPACITY);
         Driver {
-            events: Events::with_capacity(shared.config.events_capacity),
-            // Room for many connections served again, so the hot path does not grow
-            // them (they are swapped every turn, so both need it).
-            again: Vec::with_capacity(SERVE_AGAIN_CAPACITY),
+            source,
+            out,
             serving: Vec::with_capacity(SERVE_AGAIN_CAPACITY),
             due: Vec::new(),
             full: false,
             woke: Instant::now(),
             shared,
+        }
+    }
+
+    pub(crate) fn shared(&self) -> &Arc<PollerShared> {
+        &self.shared
+    }
+
+    /// Which kind of poller this is.
+    pub(crate) fn kind(&self) -> DriverKind {
+        match self.source {
+            Source::Epoll { .. } => DriverKind::Epoll,
+            Source::Ring(_) => DriverKind::IoUring,
+        }
+    }
+
+    /// The file descriptor that is readable while events or completions wait.
+    fn raw_fd(&self) -> RawFd {
+        match &self.source {
+            Source::Epoll { poll, .. } => poll.as_raw_fd(),
+            Source::Ring(ring) => ring.raw_fd(),
         }
     }
 
@@ -179,48 +313,91 @@ impl Driver {
         lock(&self.shared.timers).next_deadline()
     }
 
-    /// One `epoll_wait` (with `timeout`, or none when connections wait for another turn)
-    /// and the handling of what it returned, then of the deadlines that came. The clock
+    /// One wait (with `timeout`, or none when connections wait for another turn) and
+    /// the handling of what it returned, then of the deadlines that came. The clock
     /// is read once, after the wait, for all of it. `Ok(true)` when there was work, or
     /// may be more (a full batch, or connections to serve again).
-    fn turn(&mut self, poll: &mut Poll, timeout: Option<Duration>) -> std::io::Result<bool> {
-        let timeout = if self.again.is_empty() {
+    fn turn(&mut self, timeout: Option<Duration>) -> std::io::Result<bool> {
+        let timeout = if self.out.again.is_empty() {
             timeout
         } else {
             Some(Duration::ZERO)
         };
-        match poll.poll(&mut self.events, timeout) {
-            Ok(()) => {}
-            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => return Ok(true),
-            Err(e) => return Err(e),
-        }
+        let mut busy = match &mut self.source {
+            Source::Epoll { poll, events } => {
+                match poll.poll(events, timeout) {
+                    Ok(()) => {}
+                    Err(e) if e.kind() == std::io::ErrorKind::Interrupted => return Ok(true),
+                    Err(e) => return Err(e),
+                }
+                false
+            }
+            Source::Ring(ring) => {
+                ring.take_queued();
+                ring.enter(timeout)?;
+                false
+            }
+        };
         let now = Instant::now();
         self.woke = now;
-        std::mem::swap(&mut self.again, &mut self.serving);
-        let mut busy = !self.serving.is_empty();
+        std::mem::swap(&mut self.out.again, &mut self.serving);
+        busy |= !self.serving.is_empty();
         for entry in self.serving.drain(..) {
-            entry.on_event(Ready::default(), now, &mut self.again);
+            entry.on_event(Ready::default(), now, &mut self.out);
         }
-        let mut handled = 0;
-        for event in self.events.iter() {
-            busy = true;
-            handled += 1;
-            if event.token() == WAKER_TOKEN {
-                continue;
+        match &mut self.source {
+            Source::Epoll { events, .. } => {
+                let mut handled = 0;
+                for event in events.iter() {
+                    busy = true;
+                    handled += 1;
+                    if event.token() == WAKER_TOKEN {
+                        continue;
+                    }
+                    // None: a stale token, the socket closed after the event was queued.
+                    if let Some(entry) = self.shared.get(event.token()) {
+                        let ready = Ready {
+                            readable: event.is_readable()
+                                || event.is_read_closed()
+                                || event.is_error(),
+                            writable: event.is_writable()
+                                || event.is_write_closed()
+                                || event.is_error(),
+                            closed: event.is_read_closed() || event.is_error(),
+                        };
+                        entry.on_event(ready, now, &mut self.out);
+                    }
+                }
+                self.full = handled >= events.capacity();
             }
-            // None: a stale token, the socket closed after the event was queued.
-            if let Some(entry) = self.shared.get(event.token()) {
-                let ready = Ready {
-                    readable: event.is_readable() || event.is_read_closed() || event.is_error(),
-                    writable: event.is_writable() || event.is_write_closed() || event.is_error(),
-                    closed: event.is_read_closed() || event.is_error(),
-                };
-                entry.on_event(ready, now, &mut self.again);
+            Source::Ring(ring) => {
+                self.full = ring.reap();
+                let completions = ring.completions();
+                busy |= !completions.is_empty();
+                for &c in &completions {
+                    let shared = &self.shared;
+                    let out = &mut self.out;
+                    ring.reaped(c, |reaped| dispatch(shared, reaped, now, out));
+                }
+                ring.recycle(completions);
             }
         }
-        self.full = handled >= self.events.capacity();
         busy |= self.fire_timers(now);
-        Ok(busy || !self.again.is_empty())
+        if let Source::Ring(ring) = &mut self.source {
+            let mut cancels = false;
+            for op in self.out.ring.drain(..) {
+                cancels |= matches!(op, RingOp::CancelRecv { .. });
+                ring.submit_op(op);
+            }
+            // A connection at its high-water mark stops receiving before the buffers
+            // of this turn go back to the ring, so the kernel cannot fill them for it
+            // again: its input passes the mark by one ring's worth at most.
+            if cancels {
+                ring.enter(Some(Duration::ZERO))?;
+            }
+            ring.end_of_reap();
+        }
+        Ok(busy || !self.out.again.is_empty())
     }
 
     /// Serves the connections whose deadline is at or before `now`; whether there was
@@ -234,7 +411,7 @@ impl Driver {
         for token in self.due.drain(..) {
             // None: the connection closed; its deadline has nothing left to end.
             if let Some(entry) = self.shared.get(token) {
-                entry.on_timer(now, &mut self.again);
+                entry.on_timer(now, &mut self.out);
             }
         }
         fired
@@ -242,7 +419,34 @@ impl Driver {
 
     /// Work is known to be waiting now: connections to serve again, or a full batch.
     fn has_more(&self) -> bool {
-        self.full || !self.again.is_empty()
+        self.full || !self.out.again.is_empty()
+    }
+
+    /// The poller stops: a ring lets go of what it lent the kernel (when dropped).
+    fn finish(self) {
+        drop(self);
+    }
+}
+
+/// Hands a completion to the entry its token names (none: the socket closed since).
+fn dispatch(shared: &PollerShared, reaped: Reaped<'_>, now: Instant, out: &mut Outbox) {
+    match reaped {
+        Reaped::Recv(token, received) => {
+            if let Some(entry) = shared.get(token) {
+                entry.on_recv(received, now, out);
+            }
+        }
+        Reaped::Sent(token, rest) => {
+            if let Some(entry) = shared.get(token) {
+                entry.on_sent(rest, now, out);
+            }
+        }
+        Reaped::Listen(token, more) => {
+            if let Some(entry) = shared.get(token) {
+                entry.on_listen(more, out);
+            }
+        }
+        Reaped::Woken | Reaped::Nothing => {}
     }
 }
 
@@ -409,7 +613,7 @@ fn average(avg: u64, sample: Duration) -> u64 {
 /// long; then it blocks: until an event, or the earliest deadline of its connections,
 /// with no timeout when there is none. Connections with input left after their read
 /// budget are served again on the next turn, which then does not block either.
-pub(crate) fn run(mut poll: Poll, mut driver: Driver) {
+pub(crate) fn run(mut driver: Driver) {
     let mut ended = Instant::now();
     let mut spin = Spin::new(&driver.shared.config, ended);
     let mut spinning = false;
@@ -424,10 +628,10 @@ pub(crate) fn run(mut poll: Poll, mut driver: Driver) {
                 .next_deadline()
                 .map(|at| at.saturating_duration_since(ended))
         };
-        let busy = match driver.turn(&mut poll, timeout) {
+        let busy = match driver.turn(timeout) {
             Ok(busy) => busy,
-            // An epoll_wait that fails for another reason than a signal will fail
-            // again: stop the poller rather than spin; its sockets see no more events.
+            // A wait that fails for another reason than a signal will fail again:
+            // stop the poller rather than spin; its sockets see no more events.
             Err(_) => break,
         };
         ended = Instant::now();
@@ -437,26 +641,39 @@ pub(crate) fn run(mut poll: Poll, mut driver: Driver) {
             std::thread::yield_now();
         }
     }
+    driver.finish();
+}
+
+/// The poller's epoll or ring file descriptor, for tokio's reactor to watch; the
+/// poller owns it and outlives the watch.
+struct WatchedFd(RawFd);
+
+impl AsRawFd for WatchedFd {
+    fn as_raw_fd(&self) -> RawFd {
+        self.0
+    }
 }
 
 /// The poll loop as a task of a tokio runtime: tokio's own reactor watches the poller's
-/// epoll fd, and the task polls it with a zero timeout when it is readable. Handlers on
-/// the same runtime are then woken from their own threads, with no thread switch. After
-/// a batch with events, while [`Spin`] says to keep polling (or more work is known to
-/// wait), the task yields to the runtime (the woken handlers run) and polls again with
-/// a zero timeout; then it waits again: for the fd to be readable, or for the earliest
-/// deadline of its connections, on one tokio sleep that the task keeps and moves (none
-/// while there is no deadline).
-pub(crate) async fn run_on_runtime(poll: Poll, mut driver: Driver) {
+/// epoll fd (or ring fd), and the task polls it with a zero timeout when it is
+/// readable. Handlers on the same runtime are then woken from their own threads, with
+/// no thread switch. After a batch with events, while [`Spin`] says to keep polling
+/// (or more work is known to wait), the task yields to the runtime (the woken handlers
+/// run) and polls again with a zero timeout; then it waits again: for the fd to be
+/// readable, or for the earliest deadline of its connections, on one tokio sleep that
+/// the task keeps and moves (none while there is no deadline).
+pub(crate) async fn run_on_runtime(mut driver: Driver) {
     use tokio::io::Interest;
     use tokio::io::unix::AsyncFd;
 
     let mut spin = Spin::new(&driver.shared.config, Instant::now());
-    // SAFETY: the fd is the epoll instance of `poll`, which the `AsyncFd` takes and owns
-    // until it is dropped; a `Poll` closes its fd only when dropped and never replaces
-    // it, so the fd stays open and the same for the `AsyncFd`'s whole life.
-    let registered = unsafe { AsyncFd::register_with_interest(poll, Interest::READABLE) };
-    let Ok(mut fd) = registered else {
+    // SAFETY: the fd is the epoll instance or ring the driver owns; the driver closes
+    // it only when dropped, after the `AsyncFd` (dropped first, below), and never
+    // replaces it, so the fd stays open and the same for the `AsyncFd`'s whole life.
+    let registered =
+        unsafe { AsyncFd::register_with_interest(WatchedFd(driver.raw_fd()), Interest::READABLE) };
+    let Ok(fd) = registered else {
+        driver.finish();
         return;
     };
     let mut sleep = DeadlineSleep::default();
@@ -465,6 +682,13 @@ pub(crate) async fn run_on_runtime(poll: Poll, mut driver: Driver) {
         // Readiness is cleared before the poll, so an event that comes after it makes
         // the fd readable again and is not missed.
         if !spinning {
+            // A ring's submissions of the last turn go in before the task waits.
+            if let Source::Ring(ring) = &mut driver.source {
+                ring.take_queued();
+                if ring.enter(Some(Duration::ZERO)).is_err() {
+                    break;
+                }
+            }
             sleep.set(driver.next_deadline());
             let woke = std::future::poll_fn(|cx| {
                 if let std::task::Poll::Ready(ready) = fd.poll_read_ready(cx) {
@@ -477,7 +701,7 @@ pub(crate) async fn run_on_runtime(poll: Poll, mut driver: Driver) {
                 break;
             }
         }
-        match driver.turn(fd.get_mut(), Some(Duration::ZERO)) {
+        match driver.turn(Some(Duration::ZERO)) {
             Ok(busy) => {
                 // A full batch or connections to serve again: more work is there now.
                 spinning = spin.again(busy, driver.woke, Instant::now()) || driver.has_more();
@@ -488,6 +712,9 @@ pub(crate) async fn run_on_runtime(poll: Poll, mut driver: Driver) {
             Err(_) => break,
         }
     }
+    // The watch goes before the poller that owns the fd.
+    drop(fd);
+    driver.finish();
 }
 
 /// The one sleep of a poller task on a runtime, until its earliest deadline: made at

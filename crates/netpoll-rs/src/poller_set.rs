@@ -60,7 +60,7 @@ impl PollerSet {
     pub(crate) fn shutdown(&self) {
         for p in &self.pollers {
             p.shutdown.store(true, Ordering::Release);
-            let _ = p.waker.wake();
+            p.wake();
         }
         let threads = std::mem::take(&mut *lock(&self.threads));
         for t in threads {

@@ -7,12 +7,10 @@ use std::sync::Arc;
 use std::thread::JoinHandle;
 use std::time::Duration;
 
-use mio::Poll;
-
-use crate::config::Config;
+use crate::config::{Config, Driver as DriverKind};
 use crate::conn::Connection;
 use crate::listener::Listener;
-use crate::poller::{self, Driver, PollerShared};
+use crate::poller::{self, Driver};
 use crate::poller_set::PollerSet;
 use crate::sys::{self, ListenSocket, SocketOptions};
 
@@ -21,15 +19,16 @@ use crate::sys::{self, ListenSocket, SocketOptions};
 #[derive(Debug, Clone)]
 pub struct Reactor {
     pollers: Arc<PollerSet>,
+    kind: DriverKind,
 }
 
 impl Reactor {
     /// Starts `config.pollers` poller threads.
     pub fn new(config: Config) -> io::Result<Reactor> {
-        Self::start(config, |i, poll, driver| {
+        Self::start(config, |i, driver| {
             std::thread::Builder::new()
                 .name(format!("netpoll-{i}"))
-                .spawn(move || poller::run(poll, driver))
+                .spawn(move || poller::run(driver))
                 .map(Some)
         })
     }
@@ -46,29 +45,49 @@ impl Reactor {
     /// is printed once per poller, and caught) and deadlines fire only when the poller
     /// next wakes for an event.
     pub fn on_runtime(runtime: &tokio::runtime::Handle, config: Config) -> io::Result<Reactor> {
-        Self::start(config, |_, poll, driver| {
-            runtime.spawn(poller::run_on_runtime(poll, driver));
+        Self::start(config, |_, driver| {
+            runtime.spawn(poller::run_on_runtime(driver));
             Ok(None)
         })
     }
 
     fn start(
         config: Config,
-        mut launch: impl FnMut(usize, Poll, Driver) -> io::Result<Option<JoinHandle<()>>>,
+        mut launch: impl FnMut(usize, Driver) -> io::Result<Option<JoinHandle<()>>>,
     ) -> io::Result<Reactor> {
-        let config = Arc::new(config.sanitized());
-        let mut pollers = Vec::new();
+        let mut config = config.sanitized();
+        let mut drivers = Vec::with_capacity(config.pollers);
+        for _ in 0..config.pollers {
+            let (driver, refused) = Driver::new(Arc::new(config.clone()))?;
+            if let Some(e) = refused {
+                // Every poller falls back, with one line for the reactor.
+                crate::uring::log_fallback(&e);
+                config.driver = DriverKind::Epoll;
+                drivers.clear();
+                break;
+            }
+            drivers.push(driver);
+        }
+        let config = Arc::new(config);
+        while drivers.len() < config.pollers {
+            drivers.push(Driver::new(Arc::clone(&config))?.0);
+        }
+        let kind = drivers.first().map_or(DriverKind::Epoll, Driver::kind);
+        let pollers = drivers.iter().map(|d| Arc::clone(d.shared())).collect();
         let mut threads = Vec::new();
-        for i in 0..config.pollers {
-            let poll = Poll::new()?;
-            let shared = Arc::new(PollerShared::new(&poll, Arc::clone(&config))?);
-            let driver = Driver::new(Arc::clone(&shared));
-            pollers.push(shared);
-            threads.extend(launch(i, poll, driver)?);
+        for (i, driver) in drivers.into_iter().enumerate() {
+            threads.extend(launch(i, driver)?);
         }
         Ok(Reactor {
             pollers: Arc::new(PollerSet::new(pollers, threads)),
+            kind,
         })
+    }
+
+    /// The driver the pollers run: the one [`Config::driver`] asked for, or epoll
+    /// where the kernel refused io_uring.
+    pub fn driver(&self) -> DriverKind {
+        self.kind
     }
 
     fn add_listener(&self, socket: ListenSocket, options: SocketOptions) -> io::Result<Listener> {

@@ -12,6 +12,15 @@ pub(crate) const WAKER_TOKEN: Token = Token(usize::MAX);
 /// Slots are numbered below this, so `(generation, index)` never spells `WAKER_TOKEN`.
 const MAX_SLOTS: usize = u32::MAX as usize;
 
+/// Generations count modulo 2^30, so a token fits in 62 bits: the io_uring driver
+/// keeps an operation's kind in the two bits left of its `user_data`.
+const GENERATION_MASK: u32 = (1 << 30) - 1;
+
+/// The next generation of a slot.
+fn next_generation(generation: u32) -> u32 {
+    generation.wrapping_add(1) & GENERATION_MASK
+}
+
 #[derive(Debug)]
 struct Slot<T> {
     generation: u32,
@@ -84,7 +93,7 @@ impl<T> Slab<T> {
             return None;
         }
         let value = slot.value.take()?;
-        slot.generation = slot.generation.wrapping_add(1);
+        slot.generation = next_generation(slot.generation);
         self.free.push(index as u32);
         self.len -= 1;
         Some(value)
@@ -95,7 +104,7 @@ impl<T> Slab<T> {
         let mut out = Vec::with_capacity(self.len);
         for (index, slot) in self.slots.iter_mut().enumerate() {
             if let Some(v) = slot.value.take() {
-                slot.generation = slot.generation.wrapping_add(1);
+                slot.generation = next_generation(slot.generation);
                 self.free.push(index as u32);
                 out.push(v);
             }
@@ -148,10 +157,11 @@ mod tests {
         let mut slab = Slab::default();
         let t = slab.insert_with(|_| ()).unwrap();
         slab.remove(t);
-        slab.slots[0].generation = u32::MAX;
+        slab.slots[0].generation = GENERATION_MASK;
         let t = slab.insert_with(|_| ()).unwrap();
-        assert_eq!(split(t), (0, u32::MAX));
+        assert_eq!(split(t), (0, GENERATION_MASK));
         assert_ne!(t, WAKER_TOKEN);
+        assert!(t.0 < 1 << 62, "a token leaves two bits of a u64 free");
         slab.remove(t);
         let t = slab.insert_with(|_| ()).unwrap();
         assert_eq!(split(t), (0, 0), "wrapped to generation 0");

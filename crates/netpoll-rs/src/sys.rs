@@ -33,6 +33,15 @@ pub(crate) trait Socket {
 
     /// Shuts down the sending side: the peer reads end of stream after the last byte.
     fn shutdown_write(&self) -> io::Result<()>;
+
+    /// The file descriptor, for operations on an io_uring.
+    fn raw_fd(&self) -> RawFd;
+}
+
+/// A socket a poller watches, which it lets go of when it closes.
+pub(crate) trait Registered: Send + 'static {
+    /// Stops epoll's watch.
+    fn deregister(&mut self, registry: &Registry) -> io::Result<()>;
 }
 
 /// A connected stream socket.
@@ -61,20 +70,6 @@ impl Stream {
         }
     }
 
-    pub(crate) fn deregister(&mut self, registry: &Registry) -> io::Result<()> {
-        match self {
-            Stream::Tcp(s) => s.deregister(registry),
-            Stream::Unix(s) => s.deregister(registry),
-        }
-    }
-
-    fn raw_fd(&self) -> RawFd {
-        match self {
-            Stream::Tcp(s) => s.as_raw_fd(),
-            Stream::Unix(s) => s.as_raw_fd(),
-        }
-    }
-
     pub(crate) fn peer_addr(&self) -> Option<SocketAddr> {
         match self {
             Stream::Tcp(s) => s.peer_addr().ok(),
@@ -99,6 +94,13 @@ impl Stream {
 }
 
 impl Socket for Stream {
+    fn raw_fd(&self) -> RawFd {
+        match self {
+            Stream::Tcp(s) => s.as_raw_fd(),
+            Stream::Unix(s) => s.as_raw_fd(),
+        }
+    }
+
     fn read_into(&mut self, buf: &mut BytesMut, max: usize) -> io::Result<usize> {
         let spare: &mut [MaybeUninit<u8>] = buf.spare_capacity_mut();
         let take = max.min(spare.len());
@@ -141,6 +143,24 @@ impl Socket for Stream {
     }
 }
 
+impl Registered for Stream {
+    fn deregister(&mut self, registry: &Registry) -> io::Result<()> {
+        match self {
+            Stream::Tcp(s) => s.deregister(registry),
+            Stream::Unix(s) => s.deregister(registry),
+        }
+    }
+}
+
+impl Registered for ListenSocket {
+    fn deregister(&mut self, registry: &Registry) -> io::Result<()> {
+        match self {
+            ListenSocket::Tcp(l) => l.deregister(registry),
+            ListenSocket::Unix(l) => l.deregister(registry),
+        }
+    }
+}
+
 impl AsFd for Stream {
     fn as_fd(&self) -> BorrowedFd<'_> {
         match self {
@@ -165,17 +185,17 @@ impl ListenSocket {
         }
     }
 
-    pub(crate) fn deregister(&mut self, registry: &Registry) -> io::Result<()> {
-        match self {
-            ListenSocket::Tcp(l) => l.deregister(registry),
-            ListenSocket::Unix(l) => l.deregister(registry),
-        }
-    }
-
     pub(crate) fn accept(&self) -> io::Result<Stream> {
         match self {
             ListenSocket::Tcp(l) => l.accept().map(|(s, _)| Stream::Tcp(s)),
             ListenSocket::Unix(l) => l.accept().map(|(s, _)| Stream::Unix(s)),
+        }
+    }
+
+    pub(crate) fn raw_fd(&self) -> RawFd {
+        match self {
+            ListenSocket::Tcp(l) => l.as_raw_fd(),
+            ListenSocket::Unix(l) => l.as_raw_fd(),
         }
     }
 

@@ -14,7 +14,7 @@ use std::time::Duration;
 
 use alloc_count::{CountingAlloc, allocations};
 use common::*;
-use netpoll_rs::{Config, Connection, Handler, Io, Reactor};
+use netpoll_rs::{Config, Connection, Reactor};
 
 #[global_allocator]
 static GLOBAL: CountingAlloc = CountingAlloc;
@@ -25,22 +25,6 @@ const SIZES: [usize; 4] = [1024, 200 * 1024, 1024 * 1024, 3 * 1024 * 1024];
 /// Round trips per size before counting (the pool fills) and while counting.
 const WARM_UP: usize = 5;
 const COUNTED: usize = 40;
-
-/// Echoes whole frames from the poller, asking for each frame's whole length.
-struct Echo;
-
-impl Handler for Echo {
-    fn on_input(&mut self, io: &mut Io<'_>) {
-        while let Ok(Some(len)) = frame_len(io.input()) {
-            if io.input().len() < len {
-                io.need(len);
-                return;
-            }
-            let frame = io.input().next(len);
-            io.output().insert(frame);
-        }
-    }
-}
 
 /// Sends each size `WARM_UP + COUNTED` times and checks every echo; returns the
 /// allocations counted per size.

@@ -259,6 +259,9 @@ fn output_stays_bounded_while_the_peer_does_not_read() {
         read_chunk: CHUNK,
         reads_per_turn: TURN,
         input_high_water: HIGH_WATER,
+        // Under io_uring: a ring of one chunk, which bounds the input as one read does.
+        ring_buffers: 1,
+        ring_buffer_size: CHUNK,
         ..Config::default()
     };
     let max_output = Arc::new(AtomicUsize::new(0));

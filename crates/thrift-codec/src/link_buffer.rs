@@ -179,6 +179,29 @@ impl LinkBuffer {
         self.advance(n.min(self.len()));
     }
 
+    /// Removes and returns the first node whole (the tail's written bytes, frozen, when
+    /// no other node is left), without copying: a transport that hands the kernel
+    /// buffers it must keep alive until the kernel is done (io_uring) takes them out
+    /// this way. `None` when nothing is readable.
+    pub fn pop_node(&mut self) -> Option<Bytes> {
+        if self.nodes.is_empty() {
+            self.freeze_tail();
+        }
+        let node = self.nodes.pop_front()?;
+        self.nodes_len -= node.len();
+        Some(node)
+    }
+
+    /// Puts `bytes` back in front of everything readable (what a transport took with
+    /// [`pop_node`](Self::pop_node) and the kernel did not send).
+    pub fn push_front(&mut self, bytes: Bytes) {
+        if bytes.is_empty() {
+            return;
+        }
+        self.nodes_len += bytes.len();
+        self.nodes.push_front(bytes);
+    }
+
     /// Copies the first `n` bytes (`n <= len`) out of however many nodes hold them.
     fn take_copied(&mut self, n: usize) -> Bytes {
         let mut out = BytesMut::with_capacity(n);
@@ -287,6 +310,25 @@ unsafe impl BufMut for LinkBuffer {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn nodes_pop_whole_and_go_back_in_front() {
+        let mut buf = LinkBuffer::new();
+        buf.write(b"ab");
+        buf.insert(Bytes::from_static(b"cdef"));
+        buf.write(b"gh");
+        assert_eq!(&buf.pop_node().unwrap()[..], b"ab");
+        let cdef = buf.pop_node().unwrap();
+        assert_eq!(&cdef[..], b"cdef");
+        assert_eq!(buf.len(), 2);
+        buf.push_front(cdef.slice(2..));
+        assert_eq!(buf.len(), 4);
+        buf.write(b"ij");
+        assert_eq!(&buf.next(6)[..], b"efghij");
+        assert!(buf.pop_node().is_none());
+        buf.push_front(Bytes::new());
+        assert!(buf.is_empty());
+    }
 
     fn filled(len: usize, seed: u8) -> Vec<u8> {
         (0..len)

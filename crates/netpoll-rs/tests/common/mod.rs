@@ -165,3 +165,20 @@ pub async fn assert_pollers_idle(what: &str) {
         "{what}: the idle poller woke {switches} times in one second"
     );
 }
+
+/// Echoes whole frames from the poller, asking for each frame's whole length.
+#[allow(dead_code, reason = "not every test binary serves an echo")]
+pub struct Echo;
+
+impl netpoll_rs::Handler for Echo {
+    fn on_input(&mut self, io: &mut netpoll_rs::Io<'_>) {
+        while let Ok(Some(len)) = frame_len(io.input()) {
+            if io.input().len() < len {
+                io.need(len);
+                return;
+            }
+            let frame = io.input().next(len);
+            io.output().insert(frame);
+        }
+    }
+}

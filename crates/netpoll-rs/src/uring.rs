@@ -1,0 +1,751 @@
+//! The io_uring driver ([`Driver::IoUring`](crate::Driver::IoUring)): a poller whose
+//! ring reads and writes its sockets.
+//!
+//! - **Receives**: each connection has one multishot receive on the ring, into the
+//!   buffers of a provided buffer ring the poller lends the kernel. A completion names
+//!   the buffer it filled; the poller copies those bytes into the connection's input
+//!   (the same pooled blocks as under epoll) and gives the buffer back to the ring at
+//!   once, so a ring of a few hundred buffers serves any number of connections. A
+//!   connection whose input reaches its high-water mark has its receive cancelled, and
+//!   armed again once its consumer takes input.
+//! - **Sends**: output written on the poller (an inline handler's replies) is taken out
+//!   of the connection's `LinkBuffer` node by node, without a copy, and queued as one
+//!   `send` or `sendmsg` (`MSG_WAITALL`: the kernel sends it all or fails); the nodes
+//!   stay with the driver until the completion. One send per connection is in flight;
+//!   what is written meanwhile goes out with the next.
+//! - **One system call per turn**: the submissions of a turn (sends, receives to arm,
+//!   cancels) go in with the wait for completions, in one `io_uring_enter`, whose
+//!   timeout is the earliest deadline.
+//! - **Other threads** queue what they ask of the ring ([`RingOp`]) with the poller's
+//!   [`RingShared`] and wake it through an eventfd the ring reads.
+//! - **File descriptors** are closed only by the poller, after the submissions that
+//!   name them went in: a connection closed elsewhere hands its socket to the poller
+//!   ([`RingOp::Close`]), which cancels the socket's operations and drops it after its
+//!   next submission, so an operation never lands on a number the process reused.
+
+use std::any::Any;
+use std::collections::HashMap;
+use std::fmt;
+use std::io;
+use std::mem::ManuallyDrop;
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
+use std::ptr::NonNull;
+use std::sync::Mutex;
+use std::sync::atomic::{AtomicBool, AtomicU16, Ordering};
+use std::time::{Duration, Instant};
+
+use bytes::Bytes;
+use io_uring::types::{BufRingEntry, CancelBuilder, Fd, SubmitArgs, Timespec};
+use io_uring::{IoUring, cqueue, opcode, squeue};
+use mio::Token;
+use nix::libc;
+
+use crate::config::Config;
+use crate::sync::lock;
+
+/// The kind of operation, in the low two bits of its `user_data`; the token is above.
+const RECV: u64 = 0;
+const SEND: u64 = 1;
+const POLL: u64 = 2;
+// Kind 3: the two below, which name no token.
+
+/// The eventfd read that wakes the poller.
+const WAKE: u64 = u64::MAX;
+/// Operations whose completion says nothing (cancels).
+const QUIET: u64 = u64::MAX - 4;
+
+/// The buffer group of every poller's provided buffers (each ring has its own groups).
+const GROUP: u16 = 0;
+
+fn user_data(token: Token, kind: u64) -> u64 {
+    ((token.0 as u64) << 2) | kind
+}
+
+fn split(user_data: u64) -> (Token, u64) {
+    (Token((user_data >> 2) as usize), user_data & 3)
+}
+
+/// What a connection or listener asks of its poller's ring.
+pub(crate) enum RingOp {
+    /// Arm the multishot receive on a connection's socket.
+    Recv { token: Token, fd: RawFd },
+    /// Send these nodes, in order (the connection has no other send in flight).
+    Send {
+        token: Token,
+        fd: RawFd,
+        chunks: Vec<Bytes>,
+    },
+    /// Cancel the connection's receive (its input is above the high-water mark).
+    CancelRecv { token: Token },
+    /// Watch a listening socket for connections to accept.
+    Listen { token: Token, fd: RawFd },
+    /// The socket of `token` closed: cancel its operations and drop `owner` (which owns
+    /// the file descriptor) once the submissions before this went in.
+    Close {
+        token: Token,
+        owner: Box<dyn Any + Send>,
+    },
+}
+
+impl fmt::Debug for RingOp {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            RingOp::Recv { token, fd } => write!(f, "Recv({token:?}, fd {fd})"),
+            RingOp::Send { token, chunks, .. } => {
+                write!(f, "Send({token:?}, {} chunks)", chunks.len())
+            }
+            RingOp::CancelRecv { token } => write!(f, "CancelRecv({token:?})"),
+            RingOp::Listen { token, fd } => write!(f, "Listen({token:?}, fd {fd})"),
+            RingOp::Close { token, .. } => write!(f, "Close({token:?})"),
+        }
+    }
+}
+
+/// What a receive completion brought a connection.
+#[derive(Debug)]
+pub(crate) enum Received<'a> {
+    /// Bytes; `more` while the receive stays armed.
+    Data(&'a [u8], bool),
+    /// The peer closed its side: end of stream (the receive ended).
+    Eof,
+    /// The receive ended without data: cancelled, or the buffer ring ran dry for a
+    /// moment (the connection arms it again).
+    Ended,
+    /// The socket failed (the receive ended).
+    Failed(io::Error),
+}
+
+/// The part of a ring poller that other threads use: the operations they queue, and
+/// the eventfd that wakes the poller to take them.
+#[derive(Debug)]
+pub(crate) struct RingShared {
+    queued: Mutex<Queued>,
+    wake_fd: OwnedFd,
+    /// A wake-up was written and the poller has not yet started the turn that takes
+    /// the queue: later wakers need not write again.
+    woken: AtomicBool,
+}
+
+/// The operations other threads queued, and whether the ring is gone (then an
+/// operation is dropped at once: a socket it names can close, no submission is left
+/// to name it).
+#[derive(Debug, Default)]
+struct Queued {
+    ops: Vec<RingOp>,
+    gone: bool,
+}
+
+impl RingShared {
+    fn new() -> io::Result<Self> {
+        // SAFETY: `eventfd` takes no pointers; a non-negative return is a new file
+        // descriptor that nothing else owns, which `OwnedFd` then closes once.
+        let fd = unsafe { libc::eventfd(0, libc::EFD_CLOEXEC | libc::EFD_NONBLOCK) };
+        if fd < 0 {
+            return Err(io::Error::last_os_error());
+        }
+        Ok(RingShared {
+            queued: Mutex::new(Queued::default()),
+            // SAFETY: see above: `fd` is open and owned by no one else.
+            wake_fd: unsafe { OwnedFd::from_raw_fd(fd) },
+            woken: AtomicBool::new(false),
+        })
+    }
+
+    /// Queues `op` for the poller's next turn and wakes it.
+    pub(crate) fn queue(&self, op: RingOp) {
+        let dropped = {
+            let mut queued = lock(&self.queued);
+            if queued.gone {
+                Some(op)
+            } else {
+                queued.ops.push(op);
+                None
+            }
+        };
+        match dropped {
+            // Outside the lock: a socket it owned closes now.
+            Some(op) => drop(op),
+            None => self.wake(),
+        }
+    }
+
+    /// Wakes the poller (its ring reads the eventfd); one write until it has woken.
+    pub(crate) fn wake(&self) {
+        if self.woken.swap(true, Ordering::SeqCst) {
+            return;
+        }
+        let one = 1u64.to_ne_bytes();
+        // SAFETY: writes 8 bytes from a live local array to an eventfd this struct
+        // owns. A full counter (EAGAIN) means a wake-up is pending anyway.
+        let _ = unsafe { libc::write(self.wake_fd.as_raw_fd(), one.as_ptr().cast(), 8) };
+    }
+}
+
+/// The receive buffers a poller lends its ring: `count` buffers of `size` bytes in one
+/// allocation, and the ring of entries that tells the kernel which are free.
+struct BufRing {
+    /// `count` entries, page-aligned, shared with the kernel once registered.
+    entries: NonNull<BufRingEntry>,
+    entries_layout: std::alloc::Layout,
+    /// `count * size` bytes of buffers.
+    data: NonNull<u8>,
+    data_layout: std::alloc::Layout,
+    size: usize,
+    count: u16,
+    /// Entries added so far (mod 2^16), published to the kernel by `publish`.
+    tail: u16,
+}
+
+// SAFETY: the pointers name memory this struct alone allocated and frees; the kernel
+// reads and writes it only through the ring this struct is registered with, which
+// lives on the same poller. Moving the owner to another thread moves no memory.
+unsafe impl Send for BufRing {}
+
+impl BufRing {
+    fn new(count: u16, size: usize) -> io::Result<Self> {
+        let too_big = || io::Error::new(io::ErrorKind::InvalidInput, "receive buffers too large");
+        let entries_layout = std::alloc::Layout::from_size_align(
+            usize::from(count) * std::mem::size_of::<BufRingEntry>(),
+            4096,
+        )
+        .map_err(|_| too_big())?;
+        let data_layout = std::alloc::Layout::from_size_align(
+            usize::from(count).checked_mul(size).ok_or_else(too_big)?,
+            64,
+        )
+        .map_err(|_| too_big())?;
+        // SAFETY: both layouts have a non-zero size (count >= 1, size >= 512); a null
+        // return is handled.
+        let entries = unsafe { std::alloc::alloc_zeroed(entries_layout) };
+        let Some(entries) = NonNull::new(entries.cast::<BufRingEntry>()) else {
+            return Err(io::Error::from(io::ErrorKind::OutOfMemory));
+        };
+        // SAFETY: as above.
+        let data = unsafe { std::alloc::alloc_zeroed(data_layout) };
+        let Some(data) = NonNull::new(data) else {
+            // SAFETY: allocated above with this layout, not shared with anyone yet.
+            unsafe { std::alloc::dealloc(entries.as_ptr().cast(), entries_layout) };
+            return Err(io::Error::from(io::ErrorKind::OutOfMemory));
+        };
+        let mut ring = BufRing {
+            entries,
+            entries_layout,
+            data,
+            data_layout,
+            size,
+            count,
+            tail: 0,
+        };
+        for bid in 0..count {
+            ring.give_back(bid);
+        }
+        ring.publish();
+        Ok(ring)
+    }
+
+    /// Adds buffer `bid` at the tail (seen by the kernel at the next `publish`).
+    fn give_back(&mut self, bid: u16) {
+        let slot = usize::from(self.tail & (self.count - 1));
+        // SAFETY: `slot < count`, inside the entries allocation. The kernel reads only
+        // entries between its head and the published tail, and this one is past the
+        // tail until `publish`. The setters write addr, len and bid, never the `resv`
+        // field that, in entry 0, is the ring's tail.
+        let entry = unsafe { &mut *self.entries.as_ptr().add(slot) };
+        let offset = usize::from(bid) * self.size;
+        entry.set_addr(self.data.as_ptr() as u64 + offset as u64);
+        entry.set_len(self.size as u32);
+        entry.set_bid(bid);
+        self.tail = self.tail.wrapping_add(1);
+    }
+
+    /// Publishes the entries added since the last call.
+    fn publish(&self) {
+        // SAFETY: `entries` is the ring's base, its entry 0 initialised (zeroed); the
+        // tail is a `u16` inside it, which the kernel only reads, and which an
+        // `AtomicU16` may alias (same size and alignment).
+        let tail = unsafe { BufRingEntry::tail(self.entries.as_ptr()) };
+        // SAFETY: see above.
+        let tail = unsafe { &*(tail as *const AtomicU16) };
+        tail.store(self.tail, Ordering::Release);
+    }
+
+    /// The first `len` bytes of buffer `bid`, which a completion just handed back.
+    ///
+    /// # Safety
+    /// A completion named `bid` and reported `len` bytes, and the buffer was not given
+    /// back since: the kernel wrote those bytes and does not touch the buffer until it
+    /// is given back.
+    unsafe fn filled(&self, bid: u16, len: usize) -> &[u8] {
+        let len = len.min(self.size);
+        let bid = usize::from(bid.min(self.count - 1));
+        // SAFETY: inside the data allocation (`bid < count`, `len <= size`); the
+        // caller's contract makes the bytes initialised and not concurrently written.
+        unsafe { std::slice::from_raw_parts(self.data.as_ptr().add(bid * self.size), len) }
+    }
+}
+
+impl Drop for BufRing {
+    fn drop(&mut self) {
+        // SAFETY: allocated in `new` with these layouts; the owner unregistered the
+        // ring (or leaked this struct instead of dropping it when it could not).
+        unsafe {
+            std::alloc::dealloc(self.entries.as_ptr().cast(), self.entries_layout);
+            std::alloc::dealloc(self.data.as_ptr(), self.data_layout);
+        }
+    }
+}
+
+/// A send the kernel holds: the nodes it reads from and the `iovec`s and `msghdr` that
+/// point at them, all kept here until its completion.
+struct InFlight {
+    chunks: Vec<Bytes>,
+    iov: Vec<libc::iovec>,
+    msg: libc::msghdr,
+}
+
+// SAFETY: the raw pointers in `iov` and `msg` point into `chunks` (heap memory of the
+// `Bytes`, which does not move with them) and into `iov`'s own heap buffer; they are
+// only read by the kernel, and the struct moves between threads only as a whole.
+unsafe impl Send for InFlight {}
+
+impl InFlight {
+    fn empty() -> Box<Self> {
+        Box::new(InFlight {
+            chunks: Vec::new(),
+            iov: Vec::new(),
+            // SAFETY: `msghdr` is plain data; all zeros is an empty header.
+            msg: unsafe { std::mem::zeroed() },
+        })
+    }
+
+    /// Points the `iovec`s and the header at `chunks`, which it keeps. The struct is
+    /// boxed, so the header's pointer to `iov` stays right when the box moves.
+    fn load(&mut self, chunks: Vec<Bytes>) {
+        self.chunks = chunks;
+        self.iov.clear();
+        self.iov.extend(self.chunks.iter().map(|c| libc::iovec {
+            iov_base: c.as_ptr() as *mut libc::c_void,
+            iov_len: c.len(),
+        }));
+        self.msg.msg_iov = self.iov.as_mut_ptr();
+        self.msg.msg_iovlen = self.iov.len() as _;
+    }
+
+    /// Takes the nodes back, without the first `sent` bytes (what a short send left;
+    /// none after a whole one), in the list they came in.
+    fn rest(&mut self, mut sent: usize) -> Vec<Bytes> {
+        let mut chunks = std::mem::take(&mut self.chunks);
+        chunks.retain_mut(|c| {
+            if sent >= c.len() {
+                sent -= c.len();
+                false
+            } else {
+                *c = c.slice(sent..);
+                sent = 0;
+                true
+            }
+        });
+        self.iov.clear();
+        chunks
+    }
+}
+
+/// A completion, copied out of the queue.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Completion {
+    pub(crate) user_data: u64,
+    pub(crate) result: i32,
+    pub(crate) flags: u32,
+}
+
+/// What a completion is for, as the poller dispatches it.
+pub(crate) enum Reaped<'a> {
+    /// The eventfd was read: take the queue.
+    Woken,
+    /// A receive for `token` brought this.
+    Recv(Token, Received<'a>),
+    /// A send for `token` ended: sent all, or `rest` was left, or it failed.
+    Sent(Token, io::Result<Vec<Bytes>>),
+    /// A listener is readable; `more` while its watch stays armed.
+    Listen(Token, bool),
+    /// Nothing to do.
+    Nothing,
+}
+
+/// A poller's ring and what it lends the kernel.
+pub(crate) struct Ring {
+    ring: IoUring,
+    /// Freed in `drop` only once the kernel let go of it.
+    bufs: ManuallyDrop<BufRing>,
+    /// Sends in flight, by connection token.
+    sends: HashMap<u64, Box<InFlight>>,
+    /// Finished sends, for the next ones (no allocation per send). Boxed, as in
+    /// `sends`: the kernel holds a pointer to the header inside.
+    #[allow(clippy::vec_box, reason = "the header's address must not move")]
+    free: Vec<Box<InFlight>>,
+    /// The eventfd's 8 bytes, read by the ring.
+    wake_buf: Box<u64>,
+    pub(crate) shared: std::sync::Arc<RingShared>,
+    /// The wake read completed: reset `woken` before the queue is next taken.
+    wake_seen: bool,
+    /// Operations submitted whose last completion has not come (multishot ones count
+    /// once).
+    outstanding: usize,
+    /// Owners of closed sockets, dropped after the next submission.
+    parked: Vec<Box<dyn Any + Send>>,
+    completions: Vec<Completion>,
+    taken: Vec<RingOp>,
+}
+
+impl fmt::Debug for Ring {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Ring")
+            .field("sends", &self.sends.len())
+            .field("outstanding", &self.outstanding)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Ring {
+    /// A ring with `config`'s sizes and its receive buffers registered, or the reason
+    /// the kernel refused (the reactor then falls back to epoll).
+    pub(crate) fn new(config: &Config) -> io::Result<Ring> {
+        let ring = IoUring::builder()
+            // No single-issuer or cooperative task-run flags: a poller on a runtime
+            // submits from whichever worker thread runs its task, and its receives'
+            // completions must wake that thread while it sleeps in tokio's epoll.
+            .setup_cqsize(config.ring_entries * 2)
+            .setup_submit_all()
+            .build(config.ring_entries)?;
+        let mut probe = io_uring::Probe::new();
+        ring.submitter().register_probe(&mut probe)?;
+        for code in [
+            opcode::RecvMulti::CODE,
+            opcode::Send::CODE,
+            opcode::SendMsg::CODE,
+            opcode::PollAdd::CODE,
+            opcode::Read::CODE,
+            opcode::AsyncCancel::CODE,
+        ] {
+            if !probe.is_supported(code) {
+                return Err(io::Error::new(
+                    io::ErrorKind::Unsupported,
+                    format!("the kernel's io_uring lacks operation {code}"),
+                ));
+            }
+        }
+        let bufs = BufRing::new(config.ring_buffers, config.ring_buffer_size)?;
+        // SAFETY: `bufs.entries` holds `bufs.count` entries, page-aligned, and stays
+        // allocated until after it is unregistered (`Ring::finish`) or is leaked.
+        unsafe {
+            ring.submitter().register_buf_ring_with_flags(
+                bufs.entries.as_ptr() as u64,
+                bufs.count,
+                GROUP,
+                0,
+            )?;
+        }
+        let mut ring = Ring {
+            ring,
+            bufs: ManuallyDrop::new(bufs),
+            sends: HashMap::new(),
+            free: Vec::new(),
+            wake_buf: Box::new(0),
+            shared: std::sync::Arc::new(RingShared::new()?),
+            wake_seen: false,
+            outstanding: 0,
+            parked: Vec::new(),
+            completions: Vec::with_capacity(256),
+            taken: Vec::new(),
+        };
+        ring.arm_wake();
+        Ok(ring)
+    }
+
+    /// The ring's file descriptor (readable while completions wait).
+    pub(crate) fn raw_fd(&self) -> RawFd {
+        self.ring.as_raw_fd()
+    }
+
+    /// Queues an entry, submitting first when the queue is full.
+    fn push(&mut self, entry: squeue::Entry) {
+        loop {
+            // SAFETY: every entry pushed names memory that outlives its completion:
+            // buffers of the provided ring, `InFlight`s in `sends`, `wake_buf`; and
+            // file descriptors that are closed only after their submission
+            // (`parked`).
+            let pushed = unsafe { self.ring.submission().push(&entry) };
+            if pushed.is_ok() {
+                self.outstanding += 1;
+                return;
+            }
+            if self.ring.submit().is_err() {
+                // The kernel takes nothing: wait for a completion to make room.
+                let _ = self.ring.submit_and_wait(1);
+            }
+        }
+    }
+
+    fn arm_wake(&mut self) {
+        let buf: *mut u64 = &mut *self.wake_buf;
+        let entry = opcode::Read::new(Fd(self.shared.wake_fd.as_raw_fd()), buf.cast(), 8)
+            .build()
+            .user_data(WAKE);
+        self.push(entry);
+    }
+
+    /// Queues `op` on the ring.
+    pub(crate) fn submit_op(&mut self, op: RingOp) {
+        match op {
+            RingOp::Recv { token, fd } => {
+                let entry = opcode::RecvMulti::new(Fd(fd), GROUP)
+                    .build()
+                    .user_data(user_data(token, RECV));
+                self.push(entry);
+            }
+            RingOp::Send { token, fd, chunks } => self.send(token, fd, chunks),
+            RingOp::CancelRecv { token } => self.cancel(user_data(token, RECV)),
+            RingOp::Listen { token, fd } => {
+                let entry = opcode::PollAdd::new(Fd(fd), libc::POLLIN as u32)
+                    .multi(true)
+                    .build()
+                    .user_data(user_data(token, POLL));
+                self.push(entry);
+            }
+            RingOp::Close { token, owner } => {
+                for kind in [RECV, SEND, POLL] {
+                    self.cancel(user_data(token, kind));
+                }
+                self.parked.push(owner);
+            }
+        }
+    }
+
+    fn cancel(&mut self, target: u64) {
+        let entry = opcode::AsyncCancel2::new(CancelBuilder::user_data(target).all())
+            .build()
+            .user_data(QUIET);
+        self.push(entry);
+    }
+
+    fn send(&mut self, token: Token, fd: RawFd, chunks: Vec<Bytes>) {
+        if chunks.is_empty() {
+            return;
+        }
+        let mut flight = self.free.pop().unwrap_or_else(InFlight::empty);
+        flight.load(chunks);
+        let flags = libc::MSG_NOSIGNAL | libc::MSG_WAITALL;
+        let entry = if flight.chunks.len() == 1 {
+            opcode::Send::new(
+                Fd(fd),
+                flight.iov[0].iov_base.cast(),
+                flight.iov[0].iov_len as u32,
+            )
+            .flags(flags)
+            .build()
+        } else {
+            let msg: *const libc::msghdr = &flight.msg;
+            opcode::SendMsg::new(Fd(fd), msg)
+                .flags(flags as u32)
+                .build()
+        };
+        let key = user_data(token, SEND);
+        // A connection sends one at a time; a send still here belongs to a closed
+        // connection whose slot was reused under the same generation (not possible
+        // within 2^30 reuses): keep the old one alive rather than free it early.
+        if let Some(old) = self.sends.insert(key, flight) {
+            Box::leak(old);
+        }
+        self.push(entry.user_data(key));
+    }
+
+    /// Takes what other threads queued (after the wake that told of it is reset, so
+    /// that a later queue writes the eventfd again) and queues it on the ring.
+    pub(crate) fn take_queued(&mut self) {
+        if std::mem::take(&mut self.wake_seen) {
+            self.shared.woken.store(false, Ordering::SeqCst);
+        }
+        std::mem::swap(&mut lock(&self.shared.queued).ops, &mut self.taken);
+        let mut taken = std::mem::take(&mut self.taken);
+        for op in taken.drain(..) {
+            self.submit_op(op);
+        }
+        self.taken = taken;
+    }
+
+    /// Submits what is queued and waits for a completion, at most `timeout` (none: for
+    /// ever; zero: not at all). Then drops the sockets closed before the submission.
+    pub(crate) fn enter(&mut self, timeout: Option<Duration>) -> io::Result<()> {
+        let result = match timeout {
+            Some(t) if t.is_zero() => self.ring.submit(),
+            Some(t) => {
+                let ts = Timespec::from(t);
+                let args = SubmitArgs::new().timespec(&ts);
+                self.ring.submitter().submit_with_args(1, &args)
+            }
+            None => self.ring.submit_and_wait(1),
+        };
+        let result = match result {
+            Ok(_) => Ok(()),
+            Err(e)
+                if matches!(
+                    e.raw_os_error(),
+                    Some(libc::ETIME | libc::EINTR | libc::EBUSY | libc::EAGAIN)
+                ) =>
+            {
+                Ok(())
+            }
+            Err(e) => Err(e),
+        };
+        if self.ring.submission().is_empty() {
+            self.parked.clear();
+        }
+        result
+    }
+
+    /// Copies the completions waiting into `self.completions`; whether the queue held
+    /// as many as it could (more may be waiting).
+    pub(crate) fn reap(&mut self) -> bool {
+        self.completions.clear();
+        let mut cq = self.ring.completion();
+        let full = cq.len() >= cq.capacity();
+        for cqe in &mut cq {
+            self.completions.push(Completion {
+                user_data: cqe.user_data(),
+                result: cqe.result(),
+                flags: cqe.flags(),
+            });
+        }
+        full
+    }
+
+    /// The completions reaped, to dispatch one by one with [`reaped`](Self::reaped).
+    pub(crate) fn completions(&mut self) -> Vec<Completion> {
+        std::mem::take(&mut self.completions)
+    }
+
+    /// Hands the completion buffer back for the next `reap`.
+    pub(crate) fn recycle(&mut self, mut completions: Vec<Completion>) {
+        completions.clear();
+        self.completions = completions;
+    }
+
+    /// What `c` means, for `f` to act on; then its buffer (if any) goes back to the
+    /// ring.
+    pub(crate) fn reaped<R>(&mut self, c: Completion, f: impl FnOnce(Reaped<'_>) -> R) -> R {
+        let more = cqueue::more(c.flags);
+        if !more {
+            self.outstanding = self.outstanding.saturating_sub(1);
+        }
+        if c.user_data == WAKE {
+            self.wake_seen = true;
+            self.arm_wake();
+            return f(Reaped::Woken);
+        }
+        let (token, kind) = split(c.user_data);
+        match kind {
+            RECV => {
+                let bid = cqueue::buffer_select(c.flags);
+                let received = match (c.result, bid) {
+                    (n, Some(bid)) if n > 0 => {
+                        // SAFETY: the completion named `bid` and `n` bytes; the buffer
+                        // goes back to the ring only below, after `f` is done with it.
+                        let data = unsafe { self.bufs.filled(bid, n as usize) };
+                        let out = f(Reaped::Recv(token, Received::Data(data, more)));
+                        self.bufs.give_back(bid);
+                        return out;
+                    }
+                    (0, _) => Received::Eof,
+                    (n, _) if n == -libc::ECANCELED => Received::Ended,
+                    (n, _) if n == -libc::ENOBUFS => Received::Ended,
+                    (n, _) if n < 0 => Received::Failed(io::Error::from_raw_os_error(-n)),
+                    _ => Received::Ended,
+                };
+                if let Some(bid) = bid {
+                    self.bufs.give_back(bid);
+                }
+                f(Reaped::Recv(token, received))
+            }
+            SEND => {
+                let Some(mut flight) = self.sends.remove(&c.user_data) else {
+                    return f(Reaped::Nothing);
+                };
+                let result = if c.result < 0 {
+                    flight.rest(usize::MAX);
+                    Err(io::Error::from_raw_os_error(-c.result))
+                } else {
+                    Ok(flight.rest(c.result as usize))
+                };
+                self.free.push(flight);
+                f(Reaped::Sent(token, result))
+            }
+            POLL => f(Reaped::Listen(token, more && c.result >= 0)),
+            _ => f(Reaped::Nothing),
+        }
+    }
+
+    /// After a turn's completions: publishes the buffers given back, before any
+    /// receive that ran dry is armed again.
+    pub(crate) fn end_of_reap(&mut self) {
+        self.bufs.publish();
+    }
+}
+
+impl Drop for Ring {
+    /// The poller stops: cancels every operation and waits (a second at most) for the
+    /// kernel to let go of the memory they name before it is freed. What it does not
+    /// let go of in time is leaked rather than freed under it.
+    fn drop(&mut self) {
+        self.take_queued();
+        let entry = opcode::AsyncCancel2::new(CancelBuilder::any())
+            .build()
+            .user_data(QUIET);
+        self.push(entry);
+        let deadline = Instant::now() + Duration::from_secs(1);
+        // The cancel's own completion counts in `outstanding` too.
+        while self.outstanding > 0 {
+            let left = deadline.saturating_duration_since(Instant::now());
+            if left.is_zero() || self.enter(Some(left)).is_err() {
+                break;
+            }
+            self.reap();
+            for c in std::mem::take(&mut self.completions) {
+                if !cqueue::more(c.flags) {
+                    self.outstanding = self.outstanding.saturating_sub(1);
+                }
+                if let Some(bid) = cqueue::buffer_select(c.flags) {
+                    self.bufs.give_back(bid);
+                }
+                self.sends.remove(&c.user_data);
+            }
+        }
+        self.parked.clear();
+        // From now on, what other threads queue is dropped at once.
+        let late = {
+            let mut queued = lock(&self.shared.queued);
+            queued.gone = true;
+            std::mem::take(&mut queued.ops)
+        };
+        drop(late);
+        if self.outstanding == 0 && self.ring.submitter().unregister_buf_ring(GROUP).is_ok() {
+            // SAFETY: unregistered, and no operation is left that could use it; it
+            // is not used again.
+            unsafe { ManuallyDrop::drop(&mut self.bufs) };
+            return;
+        }
+        // The kernel may still write into the buffers or read from the sends.
+        tracing::warn!(
+            outstanding = self.outstanding,
+            "netpoll-rs: io_uring operations outlived the poller; their buffers are leaked"
+        );
+        std::mem::forget(std::mem::take(&mut self.sends));
+    }
+}
+
+/// The one log line of a reactor that asked for io_uring and got epoll.
+pub(crate) fn log_fallback(e: &io::Error) {
+    tracing::warn!(
+        error = %e,
+        "netpoll-rs: io_uring is unavailable here; the reactor runs on epoll"
+    );
+}
