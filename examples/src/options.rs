@@ -9,7 +9,9 @@ use std::time::Duration;
 
 use clap::ValueEnum;
 use clap::builder::{PossibleValue, RangedU64ValueParser};
+use netpoll_rs::Driver;
 use volo_core::codec::{Framing, Protocol};
+use volo_core::config::TransportConfig;
 use volo_core::context::{Address, AddressError};
 use volo_core::transport::TransportKind;
 
@@ -83,10 +85,42 @@ named! {
 }
 
 named! {
-    /// `--io`: which sockets carry the calls.
-    IoArg(TransportKind) {
-        TransportKind::Netpoll => "netpoll": "netpoll-rs",
-        TransportKind::Tokio => "tokio": "tokio's own sockets",
+    /// `--io`: which sockets carry the calls. `.0` is the transport and, for
+    /// netpoll-rs, the driver (`None`: `netpoll_rs::Driver::from_env`, epoll unless
+    /// `NETPOLL_DRIVER` says otherwise).
+    IoArg((TransportKind, Option<Driver>)) {
+        (TransportKind::Netpoll, None) => "netpoll": "netpoll-rs, on epoll (or NETPOLL_DRIVER's driver)",
+        (TransportKind::Netpoll, Some(Driver::IoUring)) => "uring": "netpoll-rs on io_uring (epoll where the kernel refuses it)",
+        (TransportKind::Tokio, None) => "tokio": "tokio's own sockets",
+    }
+}
+
+impl IoArg {
+    /// Sets `transport` to carry the calls this way.
+    pub fn apply(self, transport: &mut TransportConfig) {
+        let (kind, driver) = self.0;
+        transport.kind = kind;
+        if let Some(driver) = driver {
+            transport.reactor.driver = driver;
+        }
+    }
+}
+
+named! {
+    /// `--server-io` (rpc-bench): the driver of our server's reactor.
+    DriverArg(Driver) {
+        Driver::Epoll => "epoll": "epoll readiness, a system call per read and write",
+        Driver::IoUring => "uring": "io_uring: a multishot receive per connection, sends on the ring",
+    }
+}
+
+impl DriverArg {
+    /// The label our server gets in report lines: `ours`, or `ours-uring`.
+    pub fn server_label(self) -> &'static str {
+        match self.0 {
+            Driver::Epoll => "ours",
+            Driver::IoUring => "ours-uring",
+        }
     }
 }
 
@@ -267,7 +301,11 @@ mod tests {
         assert_eq!(ProtocolArg(Protocol::Json).name(), "json");
         assert_eq!(
             IoArg::from_str("tokio", false),
-            Ok(IoArg(TransportKind::Tokio))
+            Ok(IoArg((TransportKind::Tokio, None)))
+        );
+        assert_eq!(
+            IoArg::from_str("uring", false),
+            Ok(IoArg((TransportKind::Netpoll, Some(Driver::IoUring))))
         );
         assert!(FramingArg::from_str("http", false).is_err());
         for f in ClientFramingArg::value_variants() {

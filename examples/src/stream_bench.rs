@@ -147,9 +147,7 @@ fn run_server(
                 .parent()
                 .ok_or_else(|| io::Error::other("this program has no directory"))?;
             let command = format!("{} --addr {{addr}}", dir.join("stream-server").display());
-            let kind = ServerKind::Ours {
-                spin: crate::options::SpinArg::Adaptive,
-            };
+            let kind = ServerKind::OURS;
             (command, kind)
         }
         command => (command.to_owned(), ServerKind::Kitex),

@@ -6,7 +6,7 @@
 use std::path::Path;
 use std::time::Duration;
 
-use examples::options::SpinArg;
+use examples::options::{DriverArg, SpinArg};
 use examples::server_only::{self, ClientStack, IdleSettings, ServerKind, ServerProcess, Settings};
 
 fn rpc_bench() -> &'static Path {
@@ -31,7 +31,11 @@ fn a_cpu() -> Vec<usize> {
 
 #[test]
 fn a_server_child_answers_usage_and_ends_with_its_stdin() {
-    for kind in [ServerKind::Ours { spin: SpinArg::Off }, ServerKind::Volo] {
+    let uring = ServerKind::Ours {
+        spin: SpinArg::Off,
+        driver: DriverArg(netpoll_rs::Driver::IoUring),
+    };
+    for kind in [uring, ServerKind::OURS, ServerKind::Volo] {
         let mut child = ServerProcess::spawn(rpc_bench(), kind, &a_cpu()).unwrap();
         assert!(child.addr().ip().is_loopback(), "{}", child.addr());
         assert!(child.nofile().starts_with("was="), "{:?}", child.nofile());
@@ -53,6 +57,7 @@ fn a_dropped_server_child_is_killed() {
         rpc_bench(),
         ServerKind::Ours {
             spin: SpinArg::Fixed,
+            driver: DriverArg(netpoll_rs::Driver::Epoll),
         },
         &a_cpu(),
     )

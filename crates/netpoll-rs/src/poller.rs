@@ -246,10 +246,13 @@ impl Driver {
     /// A poller of the kind `config` asks for, and the part other threads use. Where
     /// io_uring was asked for and the kernel refuses a ring, the error is returned
     /// with an epoll poller, for the caller to log.
-    pub(crate) fn new(config: Arc<Config>) -> io::Result<(Driver, Option<io::Error>)> {
+    pub(crate) fn new(
+        config: Arc<Config>,
+        own_thread: bool,
+    ) -> io::Result<(Driver, Option<io::Error>)> {
         let mut refused = None;
         if config.driver == DriverKind::IoUring {
-            match Ring::new(&config) {
+            match Ring::new(&config, own_thread) {
                 Ok(ring) => {
                     let io = PollerIo::Ring(Arc::clone(&ring.shared));
                     let shared = Arc::new(PollerShared::new(io, config));
@@ -614,6 +617,11 @@ fn average(avg: u64, sample: Duration) -> u64 {
 /// with no timeout when there is none. Connections with input left after their read
 /// budget are served again on the next turn, which then does not block either.
 pub(crate) fn run(mut driver: Driver) {
+    if let Source::Ring(ring) = &driver.source
+        && ring.enable().is_err()
+    {
+        return;
+    }
     let mut ended = Instant::now();
     let mut spin = Spin::new(&driver.shared.config, ended);
     let mut spinning = false;

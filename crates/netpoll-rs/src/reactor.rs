@@ -25,7 +25,7 @@ pub struct Reactor {
 impl Reactor {
     /// Starts `config.pollers` poller threads.
     pub fn new(config: Config) -> io::Result<Reactor> {
-        Self::start(config, |i, driver| {
+        Self::start(config, true, |i, driver| {
             std::thread::Builder::new()
                 .name(format!("netpoll-{i}"))
                 .spawn(move || poller::run(driver))
@@ -45,7 +45,7 @@ impl Reactor {
     /// is printed once per poller, and caught) and deadlines fire only when the poller
     /// next wakes for an event.
     pub fn on_runtime(runtime: &tokio::runtime::Handle, config: Config) -> io::Result<Reactor> {
-        Self::start(config, |_, driver| {
+        Self::start(config, false, |_, driver| {
             runtime.spawn(poller::run_on_runtime(driver));
             Ok(None)
         })
@@ -53,12 +53,13 @@ impl Reactor {
 
     fn start(
         config: Config,
+        own_threads: bool,
         mut launch: impl FnMut(usize, Driver) -> io::Result<Option<JoinHandle<()>>>,
     ) -> io::Result<Reactor> {
         let mut config = config.sanitized();
         let mut drivers = Vec::with_capacity(config.pollers);
         for _ in 0..config.pollers {
-            let (driver, refused) = Driver::new(Arc::new(config.clone()))?;
+            let (driver, refused) = Driver::new(Arc::new(config.clone()), own_threads)?;
             if let Some(e) = refused {
                 // Every poller falls back, with one line for the reactor.
                 crate::uring::log_fallback(&e);
@@ -70,7 +71,7 @@ impl Reactor {
         }
         let config = Arc::new(config);
         while drivers.len() < config.pollers {
-            drivers.push(Driver::new(Arc::clone(&config))?.0);
+            drivers.push(Driver::new(Arc::clone(&config), own_threads)?.0);
         }
         let kind = drivers.first().map_or(DriverKind::Epoll, Driver::kind);
         let pollers = drivers.iter().map(|d| Arc::clone(d.shared())).collect();

@@ -409,14 +409,26 @@ impl fmt::Debug for Ring {
 impl Ring {
     /// A ring with `config`'s sizes and its receive buffers registered, or the reason
     /// the kernel refused (the reactor then falls back to epoll).
-    pub(crate) fn new(config: &Config) -> io::Result<Ring> {
-        let ring = IoUring::builder()
-            // No single-issuer or cooperative task-run flags: a poller on a runtime
-            // submits from whichever worker thread runs its task, and its receives'
-            // completions must wake that thread while it sleeps in tokio's epoll.
+    ///
+    /// `own_thread`: the poller runs on a thread of its own, which alone will submit
+    /// (it calls [`enable`](Self::enable) first): the kernel then runs completion work
+    /// only when that thread asks for completions (`DEFER_TASKRUN`), never by
+    /// interrupting it. A poller on a runtime submits from whichever worker thread
+    /// runs its task, and its receives must wake that thread while it sleeps in
+    /// tokio's epoll, so it gets a plain ring.
+    pub(crate) fn new(config: &Config, own_thread: bool) -> io::Result<Ring> {
+        let mut builder = IoUring::builder();
+        builder
             .setup_cqsize(config.ring_entries * 2)
-            .setup_submit_all()
-            .build(config.ring_entries)?;
+            .setup_submit_all();
+        if own_thread {
+            builder
+                .setup_r_disabled()
+                .setup_single_issuer()
+                .setup_defer_taskrun()
+                .setup_taskrun_flag();
+        }
+        let ring = builder.build(config.ring_entries)?;
         let mut probe = io_uring::Probe::new();
         ring.submitter().register_probe(&mut probe)?;
         for code in [
@@ -460,6 +472,12 @@ impl Ring {
         };
         ring.arm_wake();
         Ok(ring)
+    }
+
+    /// Makes the calling thread the ring's one submitter and starts it (a ring made
+    /// for a thread of its own is disabled until then).
+    pub(crate) fn enable(&self) -> io::Result<()> {
+        self.ring.submitter().register_enable_rings()
     }
 
     /// The ring's file descriptor (readable while completions wait).
@@ -577,7 +595,20 @@ impl Ring {
     /// ever; zero: not at all). Then drops the sockets closed before the submission.
     pub(crate) fn enter(&mut self, timeout: Option<Duration>) -> io::Result<()> {
         let result = match timeout {
-            Some(t) if t.is_zero() => self.ring.submit(),
+            Some(t) if t.is_zero() => {
+                // Nothing to submit, no completion work the kernel holds back for
+                // this thread, nothing left in the queue's overflow: a poll costs no
+                // system call (what completed is in the queue's shared memory).
+                let mut sq = self.ring.submission();
+                sq.sync();
+                if sq.is_empty() && !sq.taskrun() && !sq.cq_overflow() {
+                    drop(sq);
+                    self.parked.clear();
+                    return Ok(());
+                }
+                drop(sq);
+                self.ring.submit()
+            }
             Some(t) => {
                 let ts = Timespec::from(t);
                 let args = SubmitArgs::new().timespec(&ts);

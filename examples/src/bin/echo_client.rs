@@ -353,9 +353,10 @@ fn run(cli: Cli) -> Result<Vec<String>, Usage> {
             protocol: cli.protocol.0,
             ..Default::default()
         },
-        transport: TransportConfig {
-            kind: cli.io.0,
-            ..Default::default()
+        transport: {
+            let mut transport = TransportConfig::default();
+            cli.io.apply(&mut transport);
+            transport
         },
         pool: ConnectionPool {
             max_per_instance: cli.concurrency,

@@ -149,9 +149,10 @@ fn run(cli: Cli) -> Result<(), Usage> {
         .map_err(|e| Usage(format!("runtime: {e}")))?;
     rt.block_on(async {
         let mut config = ServerConfig {
-            transport: TransportConfig {
-                kind: cli.io.0,
-                ..Default::default()
+            transport: {
+                let mut transport = TransportConfig::default();
+                cli.io.apply(&mut transport);
+                transport
             },
             observability: Observability {
                 metrics: cli.metrics_addr.map(|_| Metrics::new()),

@@ -9,8 +9,9 @@
 //! *Server-only mode* below.
 //!
 //! Transports: `tokio` (TCP on tokio's own sockets on both sides: the baseline),
-//! `netpoll` (TCP on netpoll-rs), `uds` (a Unix-domain socket on netpoll-rs), `shm`
-//! (shm-ipc: shared memory, with a Unix socket for control and wake-ups). With
+//! `netpoll` (TCP on netpoll-rs), `uring` (TCP on netpoll-rs with io_uring pollers on
+//! both sides), `uds` (a Unix-domain socket on netpoll-rs), `shm` (shm-ipc: shared
+//! memory, with a Unix socket for control and wake-ups). With
 //! `--mux` the client multiplexes its calls over two connections per peer
 //! (TTHeader framing only) instead of a pool with one connection per caller.
 //!
@@ -68,7 +69,8 @@
 //! # Server-only mode (`--server-only`): the kitex-benchmark method
 //!
 //! `rpc-bench --server-only [--concurrency 1,100] [--warmup SECS] [--rounds N]
-//! [--loadgen ours,volo] [--server-spin adaptive|fixed|off|LIST] [--server-cpus LIST]
+//! [--loadgen ours,volo] [--server-spin adaptive|fixed|off|LIST]
+//! [--server-io epoll|uring|LIST] [--server-cpus LIST]
 //! [--client-cpus LIST] ...` (`rpc-bench --help` lists the flags of both modes)
 //!
 //! Compares servers rather than whole stacks. The server under test runs in a process
@@ -78,8 +80,9 @@
 //! The servers: ours (`volo_core::server::Server` with the generated
 //! `EchoServiceServer` on netpoll-rs, default config; `--server-spin` sets how its
 //! reactor polls between events: `adaptive`, the default, `fixed`, the 50 µs spin
-//! after every burst it had before, or `off`; a list runs each) and Volo's
-//! (`volo_peer::serve`). Every server is driven by the same load generators: our
+//! after every burst it had before, or `off`; a list runs each; `--server-io uring`
+//! puts its pollers on io_uring, reported as `server=ours-uring`, and
+//! `--server-io epoll,uring` runs both) and Volo's (`volo_peer::serve`). Every server is driven by the same load generators: our
 //! `EchoServiceClient` (`--stack`, default `bare` here, so that the client spends
 //! little per call) and Volo's client (`volo_peer::VoloClient`); `--mux` adds
 //! our client multiplexed over two connections (`ours-mux`); `raw` is no client at
@@ -160,7 +163,7 @@ use examples::echo_service::{
     BareStack, EchoCall, EchoStack, RunningEcho, bare_client, default_client,
 };
 use examples::load::{Plan, Report, closed_loop, progress_wanted};
-use examples::options::{self, FramingArg, OnOff, ProtocolArg, SpinArg};
+use examples::options::{self, DriverArg, FramingArg, OnOff, ProtocolArg, SpinArg};
 use examples::server_only::{
     self, ClientStack, CpuList, IdleSettings, LoadGenName, PartialSettings, RateSpec,
     Settings as ServerOnly,
@@ -290,6 +293,18 @@ struct Cli {
     )]
     server_spin: Vec<SpinArg>,
 
+    /// (server-only) Our server's reactor driver: epoll, uring (io_uring), or a list
+    /// (each compared, as `server=ours` and `server=ours-uring`).
+    #[arg(
+        long,
+        value_enum,
+        value_name = "DRIVER[,...]",
+        value_delimiter = ',',
+        default_value = "epoll",
+        requires = "server_side"
+    )]
+    server_io: Vec<DriverArg>,
+
     /// (server-only) The server child's CPUs, e.g. 0 or 0,2 or 1-3.
     #[arg(
         long,
@@ -358,6 +373,8 @@ enum BenchTransport {
     Tokio,
     /// TCP on netpoll-rs.
     Netpoll,
+    /// TCP on netpoll-rs with io_uring pollers, both sides (`netpoll_rs::Driver`).
+    Uring,
     /// A Unix-domain socket on netpoll-rs.
     Uds,
     /// shm-ipc: shared memory, a Unix socket for control and wake-ups.
@@ -580,7 +597,7 @@ where
     let address = |name: &str| -> Result<(TransportKind, Address), Usage> {
         Ok(match transport {
             "tokio" => (TransportKind::Tokio, Address::Tcp(localhost())),
-            "netpoll" => (TransportKind::Netpoll, Address::Tcp(localhost())),
+            "netpoll" | "uring" => (TransportKind::Netpoll, Address::Tcp(localhost())),
             _ => {
                 std::fs::create_dir_all(&dir)
                     .map_err(|e| Usage(format!("{}: {e}", dir.display())))?;
@@ -595,6 +612,14 @@ where
         })
     };
     let (io, addr) = address("echo.sock")?;
+    let reactor = netpoll_rs::Config {
+        driver: if transport == "uring" {
+            netpoll_rs::Driver::IoUring
+        } else {
+            netpoll_rs::Driver::from_env()
+        },
+        ..Default::default()
+    };
     // Threads inherit the CPUs of the thread that starts them: this one is on the
     // server's CPU while the server side starts, then on the client's.
     if s.pin {
@@ -605,7 +630,7 @@ where
         let config = ServerConfig {
             transport: TransportConfig {
                 kind: io,
-                ..Default::default()
+                reactor: reactor.clone(),
             },
             observability: Observability {
                 metrics,
@@ -638,10 +663,7 @@ where
             protocol: s.protocol,
             ..Default::default()
         },
-        transport: TransportConfig {
-            kind: io,
-            ..Default::default()
-        },
+        transport: TransportConfig { kind: io, reactor },
         pool: ConnectionPool {
             max_per_instance: s.concurrency,
             mux: s.mux,
@@ -861,7 +883,7 @@ fn server_only_mode(cli: Cli) -> Result<(), Usage> {
         Stack::Paired => refuse::<Cli>("--stack paired is not for --server-only: bare or default"),
     };
     let exe = std::env::current_exe().map_err(|e| Usage(format!("this program's path: {e}")))?;
-    let servers = server_only::servers_of(&cli.server_spin);
+    let servers = server_only::servers_of(&cli.server_spin, &cli.server_io);
     let (server_cpus, client_cpus) = (cli.server_cpus.0, cli.client_cpus.0);
     if server_cpus.iter().any(|c| client_cpus.contains(c)) {
         eprintln!(

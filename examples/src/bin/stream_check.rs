@@ -37,7 +37,7 @@ fn main() {
     });
     let checks = rt.block_on(async {
         let mut config = ClientConfig::default();
-        config.transport.kind = cli.io.0;
+        cli.io.apply(&mut config.transport);
         let open = |timeout: Option<Duration>| {
             StreamClient::new("StreamService", cli.addr.clone(), &config).map(|c| {
                 let c = match timeout {

@@ -33,7 +33,7 @@ fn main() {
     });
     let served = rt.block_on(async {
         let mut config = ServerConfig::default();
-        config.transport.kind = cli.io.0;
+        cli.io.apply(&mut config.transport);
         let bound = Server::new(StreamServiceServer::new(Streams))
             .streams(StreamServiceStreamServer::new(Streams))
             .config(config)

@@ -52,7 +52,7 @@ use crate::cli::Usage;
 use crate::echo_service::{EchoCall, EchoStack, bare_client, default_client};
 use crate::load::{Plan, Report, closed_loop};
 use crate::open_loop::open_loop;
-use crate::options::SpinArg;
+use crate::options::{DriverArg, SpinArg};
 use volo_core::client::{ConnectionPool, WireFormat};
 
 /// Which client stack our load generator calls through.
@@ -103,21 +103,24 @@ impl LoadGen {
 }
 
 /// The servers to compare: ours with each spin of the comma-separated list (`adaptive`,
-/// `fixed`, `off`), then Volo's.
+/// `fixed`, `off`) on epoll, then Volo's.
 pub fn servers(spin: &str) -> Result<Vec<ServerKind>, Usage> {
     let spins = pieces(spin, |s| {
         format!("--server-spin {s:?}: adaptive, fixed or off (or a list)")
     })?;
-    Ok(servers_of(&spins))
+    Ok(servers_of(&spins, &[DriverArg(netpoll_rs::Driver::Epoll)]))
 }
 
-/// The servers to compare: ours with each spin of `spins` (once each), then Volo's.
-pub fn servers_of(spins: &[SpinArg]) -> Vec<ServerKind> {
+/// The servers to compare: ours with each driver of `drivers` and each spin of
+/// `spins` (once each), then Volo's.
+pub fn servers_of(spins: &[SpinArg], drivers: &[DriverArg]) -> Vec<ServerKind> {
     let mut servers = Vec::new();
-    for &spin in spins {
-        let kind = ServerKind::Ours { spin };
-        if !servers.contains(&kind) {
-            servers.push(kind);
+    for &driver in drivers {
+        for &spin in spins {
+            let kind = ServerKind::Ours { spin, driver };
+            if !servers.contains(&kind) {
+                servers.push(kind);
+            }
         }
     }
     servers.push(ServerKind::Volo);
@@ -605,13 +608,16 @@ pub fn summary(cases: &[Case]) -> Vec<String> {
         ));
     }
     for c in cases {
-        let ServerKind::Ours { spin } = c.server else {
+        let ServerKind::Ours { spin, driver } = c.server else {
             continue;
         };
         if spin == SpinArg::Off {
             continue;
         }
-        let off = ServerKind::Ours { spin: SpinArg::Off };
+        let off = ServerKind::Ours {
+            spin: SpinArg::Off,
+            driver,
+        };
         let Some(off) = find(off, c.loadgen, c.concurrency) else {
             continue;
         };

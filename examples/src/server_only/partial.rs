@@ -257,7 +257,7 @@ fn ratios(points: &[Point]) -> Vec<String> {
     let p99 = |r: &Report| r.quantile_us(0.99) as f64;
     let mut lines = Vec::new();
     for ours in points {
-        let ServerKind::Ours { spin } = ours.server else {
+        let ServerKind::Ours { spin, .. } = ours.server else {
             continue;
         };
         for other in [ServerKind::Volo, ServerKind::Kitex] {

@@ -23,7 +23,7 @@ use clap::{Parser, ValueEnum};
 use super::sys::{self, CpuList, ProcessUsage};
 use crate::cli::Usage;
 use crate::echo_service::RunningEcho;
-use crate::options::SpinArg;
+use crate::options::{DriverArg, SpinArg};
 
 /// The first argument that makes a program a server child (see [`serve_if_asked`]).
 pub const SERVE: &str = "--serve";
@@ -44,6 +44,8 @@ pub enum ServerKind {
     Ours {
         /// How the pollers spin between events.
         spin: SpinArg,
+        /// The reactor's driver (epoll, or io_uring).
+        driver: DriverArg,
     },
     /// Volo's: `volo_peer::serve`, volo-thrift's generated server with its defaults.
     Volo,
@@ -62,19 +64,26 @@ impl ServerKind {
         }
     }
 
-    /// `server=<name> spin=<adaptive|fixed|off|n/a>`: the fields that name it in
-    /// report lines.
+    /// Ours on epoll with the adaptive spin: the default server.
+    pub const OURS: ServerKind = ServerKind::Ours {
+        spin: SpinArg::Adaptive,
+        driver: DriverArg(netpoll_rs::Driver::Epoll),
+    };
+
+    /// `server=<label> spin=<adaptive|fixed|off|n/a>`: the fields that name it in
+    /// report lines; ours on io_uring is `ours-uring`.
     pub fn fields(self) -> String {
-        let spin = match self {
-            ServerKind::Ours { spin } => spin.name(),
-            ServerKind::Volo | ServerKind::Kitex => "n/a",
+        let (label, spin) = match self {
+            ServerKind::Ours { spin, driver } => (driver.server_label(), spin.name()),
+            ServerKind::Volo | ServerKind::Kitex => (self.name(), "n/a"),
         };
-        format!("server={} spin={spin}", self.name())
+        format!("server={label} spin={spin}")
     }
 }
 
 /// When the program's first argument is [`SERVE`], runs the server child it asks for
-/// (`--serve ours|volo [--addr IP:PORT] [--cpus LIST] [--server-spin adaptive|fixed|off]`) and
+/// (`--serve ours|volo [--addr IP:PORT] [--cpus LIST] [--server-spin adaptive|fixed|off]
+/// [--server-io epoll|uring]`) and
 /// exits; otherwise returns at once. Bench programs call it first thing in `main`.
 pub fn serve_if_asked() {
     if std::env::args().nth(1).as_deref() != Some(SERVE) {
@@ -110,6 +119,10 @@ struct ServeArgs {
     /// How our server's pollers spin between events.
     #[arg(long, value_enum, default_value = "adaptive")]
     server_spin: SpinArg,
+
+    /// Our server's reactor driver.
+    #[arg(long, value_enum, default_value = "epoll")]
+    server_io: DriverArg,
 }
 
 /// `--serve`'s names.
@@ -139,6 +152,7 @@ fn serve(args: ServeArgs) -> Result<(), Usage> {
         ServeName::Ours => {
             let mut config = ServerConfig::default();
             args.server_spin.apply(&mut config.transport.reactor);
+            config.transport.reactor.driver = args.server_io.0;
             let server = RunningEcho::start_with(&rt, config, &Address::Tcp(addr))
                 .map_err(|e| failed("binding", e))?;
             let Address::Tcp(bound) = server.addr else {
@@ -194,8 +208,8 @@ impl ServerProcess {
         let mut cmd = Command::new(exe);
         cmd.args([SERVE, kind.name(), "--addr", "127.0.0.1:0", "--cpus"])
             .arg(list.join(","));
-        if let ServerKind::Ours { spin } = kind {
-            cmd.args(["--server-spin", spin.name()]);
+        if let ServerKind::Ours { spin, driver } = kind {
+            cmd.args(["--server-spin", spin.name(), "--server-io", driver.name()]);
         }
         let mut child = cmd
             .stdin(Stdio::piped())
