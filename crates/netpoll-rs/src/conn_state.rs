@@ -20,6 +20,7 @@ use thrift_codec::LinkBuffer;
 use crate::config::Config;
 use crate::handler::{Handler, Io};
 use crate::pool::{BlockPool, Class};
+use crate::stats;
 use crate::sys::Socket;
 use crate::timer::{self, Due};
 use crate::uring::{Received, RingOp};
@@ -309,6 +310,7 @@ impl<S: Socket> ConnState<S> {
                     changed = true;
                 }
                 Ok(n) => {
+                    stats::count_read();
                     changed = true;
                     // A short read emptied the socket; the next arrival is a new edge.
                     // Not so once the peer closed: its end of stream (or the error)
@@ -464,6 +466,7 @@ impl<S: Socket> ConnState<S> {
         }
         let more = match received {
             Received::Data(data, more) => {
+                stats::count_read();
                 self.feed(env.pool, data);
                 more
             }
@@ -502,6 +505,7 @@ impl<S: Socket> ConnState<S> {
         ring.in_flight = 0;
         match rest {
             Ok(mut rest) => {
+                stats::count_write();
                 while let Some(node) = rest.pop() {
                     self.output.push_front(node);
                 }
@@ -623,7 +627,10 @@ impl<S: Socket> ConnState<S> {
                         "the socket took no bytes",
                     ));
                 }
-                Ok(written) => output.advance(written),
+                Ok(written) => {
+                    stats::count_write();
+                    output.advance(written);
+                }
                 Err(e) if e.kind() == io::ErrorKind::WouldBlock => break Ok(true),
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
                 Err(e) => break Err(e),

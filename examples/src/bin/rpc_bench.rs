@@ -230,7 +230,9 @@ struct Cli {
 
     /// The client multiplexes its calls over two connections per peer (ttheader only);
     /// with --server-only, adds our multiplexed client as a load generator (ours-mux).
-    #[arg(long)]
+    /// Every server-only line says how many calls one server read and one server write
+    /// carried (`calls_per_recv`, `calls_per_send`).
+    #[arg(long, visible_alias = "multiplex")]
     mux: bool,
 
     /// The client's stack [default: default; with --server-only bare, and not paired].

@@ -233,6 +233,11 @@ pub struct Case {
     pub qps_rounds: Vec<f64>,
     /// Each round's server CPU µs per call.
     pub cpu_rounds: Vec<f64>,
+    /// The server's socket reads and writes over the windows (0: not counted, a
+    /// server other than ours).
+    pub server_reads: u64,
+    /// See `server_reads`.
+    pub server_writes: u64,
 }
 
 impl Case {
@@ -253,12 +258,22 @@ impl Case {
 
     /// `server_only server=.. spin=.. loadgen=.. conc=.. size=.. qps=.. p50_us=..
     /// p99_us=.. p999_us=.. errors=.. server_cpu_us_per_call=.. server_util=..
-    /// client_util=.. server_hwm_kb=.. rounds=.. qps_rounds=a/b/..`.
+    /// client_util=.. server_hwm_kb=.. rounds=.. qps_rounds=a/b/.. calls_per_recv=..
+    /// calls_per_send=..` (the last two `n/a` for a server whose reads are not
+    /// counted: not ours).
     pub fn line(&self) -> String {
         let rounds: Vec<String> = self.qps_rounds.iter().map(|q| format!("{q:.0}")).collect();
+        let per = |n: u64| {
+            if n == 0 {
+                "n/a".to_string()
+            } else {
+                format!("{:.2}", self.report.calls as f64 / n as f64)
+            }
+        };
         format!(
             "server_only {} loadgen={} conc={} size={} {} server_cpu_us_per_call={:.2} \
-             server_util={:.3} client_util={:.3} server_hwm_kb={} rounds={} qps_rounds={}",
+             server_util={:.3} client_util={:.3} server_hwm_kb={} rounds={} qps_rounds={} \
+             calls_per_recv={} calls_per_send={}",
             self.server.fields(),
             self.loadgen.name(),
             self.concurrency,
@@ -270,6 +285,8 @@ impl Case {
             self.server_hwm_kb,
             self.qps_rounds.len(),
             rounds.join("/"),
+            per(self.server_reads),
+            per(self.server_writes),
         )
     }
 
@@ -286,6 +303,8 @@ impl Case {
             server_hwm_kb: 0,
             qps_rounds: Vec::new(),
             cpu_rounds: Vec::new(),
+            server_reads: 0,
+            server_writes: 0,
         }
     }
 
@@ -297,6 +316,8 @@ impl Case {
         self.client_cpu_us += run.client_cpu_us;
         self.wall += run.wall;
         self.server_hwm_kb = self.server_hwm_kb.max(run.server_hwm_kb);
+        self.server_reads += run.server_reads;
+        self.server_writes += run.server_writes;
     }
 }
 
@@ -312,6 +333,9 @@ struct Measured {
     /// involuntary ones (preemptions) over the window.
     server_vcsw: u64,
     server_ivcsw: u64,
+    /// The server's socket reads and writes over the window.
+    server_reads: u64,
+    server_writes: u64,
 }
 
 impl Measured {
@@ -520,6 +544,8 @@ fn measure(
         server_hwm_kb: server_end.hwm_kb,
         server_vcsw: server_end.vcsw.saturating_sub(server_start.vcsw),
         server_ivcsw: server_end.ivcsw.saturating_sub(server_start.ivcsw),
+        server_reads: server_end.reads.saturating_sub(server_start.reads),
+        server_writes: server_end.writes.saturating_sub(server_start.writes),
     })
 }
 

@@ -250,14 +250,14 @@ fn partial_pinned(s: &PartialSettings) -> io::Result<Vec<String>> {
     Ok(ratios(&points))
 }
 
-/// `partial_ratio of=ours/<other> spin=.. share=.. rate=.. cores=.. cpu_per_call=..
+/// `partial_ratio of=<ours|ours-uring>/<other> spin=.. share=.. rate=.. cores=.. cpu_per_call=..
 /// p99=..` for each of our spin modes against Volo's and Kitex's, at each rate.
 fn ratios(points: &[Point]) -> Vec<String> {
     let ratio = |a: f64, b: f64| if b > 0.0 { a / b } else { 0.0 };
     let p99 = |r: &Report| r.quantile_us(0.99) as f64;
     let mut lines = Vec::new();
     for ours in points {
-        let ServerKind::Ours { spin, .. } = ours.server else {
+        let ServerKind::Ours { spin, driver } = ours.server else {
             continue;
         };
         for other in [ServerKind::Volo, ServerKind::Kitex] {
@@ -268,8 +268,9 @@ fn ratios(points: &[Point]) -> Vec<String> {
                 continue;
             };
             lines.push(format!(
-                "partial_ratio of=ours/{} spin={} {} rate={:.0} cores={:.3} cpu_per_call={:.3} \
+                "partial_ratio of={}/{} spin={} {} rate={:.0} cores={:.3} cpu_per_call={:.3} \
                  p99={:.3}",
+                driver.server_label(),
                 other.name(),
                 spin.name(),
                 ours.spec.share_field(),

@@ -154,6 +154,12 @@ pub struct ProcessUsage {
     pub vcsw: u64,
     /// Involuntary context switches (preemptions), all threads.
     pub ivcsw: u64,
+    /// Socket reads and writes that moved data on the process's netpoll-rs reactors
+    /// (`netpoll_rs::io_counts`: system calls under epoll, completions under
+    /// io_uring); 0 for a process that is not ours.
+    pub reads: u64,
+    /// See `reads`.
+    pub writes: u64,
 }
 
 impl ProcessUsage {
@@ -174,6 +180,8 @@ impl ProcessUsage {
             hwm_kb,
             vcsw: count(ru.voluntary_context_switches()),
             ivcsw: count(ru.involuntary_context_switches()),
+            reads: netpoll_rs::io_counts().reads,
+            writes: netpoll_rs::io_counts().writes,
         })
     }
 
@@ -195,6 +203,8 @@ impl ProcessUsage {
             hwm_kb,
             vcsw: 0,
             ivcsw: 0,
+            reads: 0,
+            writes: 0,
         };
         for task in std::fs::read_dir(format!("{dir}/task"))? {
             // A thread that ended since the listing has nothing left to count.
@@ -217,12 +227,20 @@ impl ProcessUsage {
         self.vcsw + self.ivcsw
     }
 
-    /// `usage utime_us=<n> stime_us=<n> rss_kb=<n> hwm_kb=<n> vcsw=<n> ivcsw=<n>`:
-    /// what a server child answers to `usage`.
+    /// `usage utime_us=<n> stime_us=<n> rss_kb=<n> hwm_kb=<n> vcsw=<n> ivcsw=<n>
+    /// reads=<n> writes=<n>`: what a server child answers to `usage`.
     pub fn line(&self) -> String {
         format!(
-            "usage utime_us={} stime_us={} rss_kb={} hwm_kb={} vcsw={} ivcsw={}",
-            self.utime_us, self.stime_us, self.rss_kb, self.hwm_kb, self.vcsw, self.ivcsw
+            "usage utime_us={} stime_us={} rss_kb={} hwm_kb={} vcsw={} ivcsw={} reads={} \
+             writes={}",
+            self.utime_us,
+            self.stime_us,
+            self.rss_kb,
+            self.hwm_kb,
+            self.vcsw,
+            self.ivcsw,
+            self.reads,
+            self.writes
         )
     }
 
@@ -241,6 +259,9 @@ impl ProcessUsage {
                 "hwm_kb" => (&mut u.hwm_kb, 8),
                 "vcsw" => (&mut u.vcsw, 16),
                 "ivcsw" => (&mut u.ivcsw, 32),
+                // Optional: 0 when absent.
+                "reads" => (&mut u.reads, 0),
+                "writes" => (&mut u.writes, 0),
                 _ => continue,
             };
             *slot = value;
@@ -321,10 +342,19 @@ mod tests {
             hwm_kb: 20_480,
             vcsw: 7,
             ivcsw: 3,
+            reads: 40,
+            writes: 30,
         };
         assert_eq!(
             u.line(),
-            "usage utime_us=1234567 stime_us=89 rss_kb=10240 hwm_kb=20480 vcsw=7 ivcsw=3"
+            "usage utime_us=1234567 stime_us=89 rss_kb=10240 hwm_kb=20480 vcsw=7 ivcsw=3 \
+             reads=40 writes=30"
+        );
+        // A line without the counts (an older child) reads back with them 0.
+        assert_eq!(
+            ProcessUsage::parse("usage utime_us=1 stime_us=2 rss_kb=3 hwm_kb=4 vcsw=5 ivcsw=6")
+                .map(|u| (u.reads, u.writes)),
+            Some((0, 0))
         );
         assert_eq!(u.csw(), 10);
         assert_eq!(ProcessUsage::parse(&u.line()), Some(u));
