@@ -4,8 +4,13 @@
 //! Each connection has one reader task that cuts reply frames and hands each to the
 //! call waiting on its sequence id. Callers encode their request straight into the
 //! connection's output buffer (one message per `write_with`, so messages never
-//! interleave) and flush it; one flush runs at a time, and a flush sends what every
-//! caller wrote so far, so calls that arrive together share a send. A reply that no call
+//! interleave) and leave the send to the connection's flusher task, which yields once
+//! (so that the callers ready at the same moment, such as those whose replies one
+//! read brought, write theirs first) and then sends everything in one write: the
+//! calls that arrive together share a send, and the server reads them together. A
+//! caller whose connection has more than 256 KiB waiting flushes itself and waits for
+//! the socket; a oneway call flushes itself too, as it has no reply to wait for. A
+//! reply that no call
 //! waits for any more (its call timed out or was dropped) is read and discarded. When the
 //! connection fails, every call waiting on it fails at once and the pool opens a new one
 //! for the next call.
@@ -97,6 +102,8 @@ pub(crate) struct MuxConn {
     seq: AtomicI32,
     /// One flush at a time: a connection wakes one flusher when its socket drains.
     flushing: tokio::sync::Mutex<()>,
+    /// Tells the flusher task that requests wait in the output.
+    flush_wanted: Notify,
     /// Tells the reader to stop (the pool is gone or replaced this connection).
     stop: Notify,
     /// The server said it is closing the connection (`crrst`): no new call goes on it,
@@ -120,10 +127,12 @@ impl MuxConn {
             waiting: Mutex::new(Waiting::default()),
             seq: AtomicI32::new(1),
             flushing: tokio::sync::Mutex::new(()),
+            flush_wanted: Notify::new(),
             stop: Notify::new(),
             closing: AtomicBool::new(false),
         });
         tokio::spawn(read_replies(Arc::clone(&mux), splitter, header_limits));
+        tokio::spawn(flush_later(Arc::clone(&mux)));
         mux
     }
 
@@ -196,6 +205,38 @@ impl MuxConn {
     pub(crate) async fn flush(&self) -> io::Result<()> {
         let _turn = self.flushing.lock().await;
         self.conn.flush().await
+    }
+
+    /// A request was written: the flusher sends it with the others written by then,
+    /// unless `pending` (the bytes waiting in the output) is above the mark; then the
+    /// caller flushes now and waits for the socket.
+    pub(crate) async fn sent(&self, pending: usize) -> io::Result<()> {
+        if pending > FLUSH_HIGH_WATER {
+            return self.flush().await;
+        }
+        self.flush_wanted.notify_one();
+        Ok(())
+    }
+}
+
+/// Bytes waiting in a connection's output above which a caller flushes itself.
+const FLUSH_HIGH_WATER: usize = 256 * 1024;
+
+/// The flusher: once per wake-up, after one yield (the callers ready now write
+/// first), sends what the callers left in the output; it ends with the reader (a
+/// failed send fails the connection, which the reader then sees).
+async fn flush_later(mux: Arc<MuxConn>) {
+    loop {
+        mux.flush_wanted.notified().await;
+        if mux.waiting().closed.is_some() {
+            return;
+        }
+        tokio::task::yield_now().await;
+        if mux.flush().await.is_err() {
+            mux.conn.close();
+            mux.stop();
+            return;
+        }
     }
 }
 
@@ -288,6 +329,7 @@ async fn read_replies(mux: Arc<MuxConn>, mut splitter: FrameSplitter, header_lim
                 ));
                 drop(waiting);
                 mux.conn.close();
+                mux.flush_wanted.notify_one();
                 return;
             }
         }
@@ -301,4 +343,6 @@ async fn read_replies(mux: Arc<MuxConn>, mut splitter: FrameSplitter, header_lim
         let _ = tx.send(Err(io::Error::new(kind, why.clone())));
     }
     mux.conn.close();
+    // The flusher ends too.
+    mux.flush_wanted.notify_one();
 }

@@ -247,10 +247,12 @@ impl Transport {
             Lease::Mux(mut call) => {
                 let header = header(call.seq_id());
                 cx.frame_sizes.sent = self.write_request(call.mux().conn(), cx, &header, req)?;
-                call.mux().flush().await?;
                 if oneway {
+                    call.mux().flush().await?;
                     return Ok(None);
                 }
+                let pending = call.mux().conn().write_with(|out| out.len());
+                call.mux().sent(pending).await?;
                 let frame = call.reply().await?;
                 cx.frame_sizes.received = self.received(&frame);
                 let (tt, payload) = self.unframe(frame)?;
