@@ -14,7 +14,7 @@ use thrift_codec::LinkBuffer;
 
 use crate::conn_state::{ConnState, Env, Served};
 use crate::handler::Handler;
-use crate::poller::{Entry, Outbox, PollerShared, Ready};
+use crate::poller::{Entry, Outbox, PollerIo, PollerShared, Ready};
 use crate::sync::lock;
 use crate::sys::Stream;
 use crate::uring::Received;
@@ -39,10 +39,10 @@ impl ConnShared {
         })?;
         let registered = {
             let mut st = lock(&shared.state);
-            match (st.stream_mut(), poller.registry()) {
-                (Some(s), Some(registry)) => s.register(registry, shared.token),
+            match (st.stream_mut(), &poller.io) {
+                (Some(s), PollerIo::Epoll { registry, .. }) => s.register(registry, shared.token),
                 // On a ring: its receive is armed.
-                (Some(_), None) => {
+                (Some(_), PollerIo::Ring(_)) => {
                     shared.ring_ops(&mut st, None);
                     Ok(())
                 }
@@ -142,43 +142,39 @@ impl ConnShared {
     }
 }
 
-impl Entry for ConnShared {
-    fn on_event(self: Arc<Self>, ready: Ready, now: Instant, out: &mut Outbox) {
+impl ConnShared {
+    /// Serves the connection in the poller's turn: `f` on its state, then what the
+    /// poller must do after; listed in `out.again` when it has more to read.
+    fn serve_turn(
+        self: Arc<Self>,
+        out: &mut Outbox,
+        f: impl FnOnce(&mut ConnState<Stream>, Env<'_>) -> Served,
+    ) {
         let mut st = self.state();
-        let served = st.on_event(
-            self.poller_env(),
-            ready.readable,
-            ready.writable,
-            ready.closed,
-            now,
-        );
+        let served = f(&mut st, self.poller_env());
         if self.served(st, served, out) {
             out.again.push(self);
         }
+    }
+}
+
+impl Entry for ConnShared {
+    fn on_event(self: Arc<Self>, ready: Ready, now: Instant, out: &mut Outbox) {
+        self.serve_turn(out, |st, env| {
+            st.on_event(env, ready.readable, ready.writable, ready.closed, now)
+        });
     }
 
     fn on_timer(self: Arc<Self>, now: Instant, out: &mut Outbox) {
-        let mut st = self.state();
-        let served = st.on_timer(self.poller_env(), now);
-        if self.served(st, served, out) {
-            out.again.push(self);
-        }
+        self.serve_turn(out, |st, env| st.on_timer(env, now));
     }
 
     fn on_recv(self: Arc<Self>, received: Received<'_>, now: Instant, out: &mut Outbox) {
-        let mut st = self.state();
-        let served = st.on_recv(self.poller_env(), received, now);
-        if self.served(st, served, out) {
-            out.again.push(self);
-        }
+        self.serve_turn(out, |st, env| st.on_recv(env, received, now));
     }
 
     fn on_sent(self: Arc<Self>, rest: io::Result<Vec<Bytes>>, now: Instant, out: &mut Outbox) {
-        let mut st = self.state();
-        let served = st.on_sent(self.poller_env(), rest, now);
-        if self.served(st, served, out) {
-            out.again.push(self);
-        }
+        self.serve_turn(out, |st, env| st.on_sent(env, rest, now));
     }
 
     fn close(&self) {

@@ -11,7 +11,7 @@ use std::time::Instant;
 use mio::Token;
 
 use crate::conn::Connection;
-use crate::poller::{Entry, Outbox, PollerShared, Ready};
+use crate::poller::{Entry, Outbox, PollerIo, PollerShared, Ready};
 use crate::poller_set::PollerSet;
 use crate::sync::lock;
 use crate::sys::{ListenSocket, SocketOptions};
@@ -102,17 +102,16 @@ impl Listener {
         })?;
         let registered = {
             let mut st = lock(&shared.state);
-            match (st.socket.as_mut(), poller.registry(), poller.ring()) {
-                (Some(s), Some(registry), _) => s.register(registry, shared.token),
-                (Some(s), None, Some(ring)) => {
+            match (st.socket.as_mut(), &poller.io) {
+                (Some(s), PollerIo::Epoll { registry, .. }) => s.register(registry, shared.token),
+                (Some(s), PollerIo::Ring(ring)) => {
                     ring.queue(RingOp::Listen {
                         token: shared.token,
                         fd: s.raw_fd(),
                     });
                     Ok(())
                 }
-                (Some(_), None, None) => Err(io::Error::other("the poller has no way to watch")),
-                (None, ..) => Err(io::Error::other("the listener closed while registering")),
+                (None, _) => Err(io::Error::other("the listener closed while registering")),
             }
         };
         // Dropped on an error, it closes and leaves the slab.

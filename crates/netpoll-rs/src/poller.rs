@@ -326,25 +326,21 @@ impl Driver {
         } else {
             Some(Duration::ZERO)
         };
-        let mut busy = match &mut self.source {
-            Source::Epoll { poll, events } => {
-                match poll.poll(events, timeout) {
-                    Ok(()) => {}
-                    Err(e) if e.kind() == std::io::ErrorKind::Interrupted => return Ok(true),
-                    Err(e) => return Err(e),
-                }
-                false
-            }
+        match &mut self.source {
+            Source::Epoll { poll, events } => match poll.poll(events, timeout) {
+                Ok(()) => {}
+                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => return Ok(true),
+                Err(e) => return Err(e),
+            },
             Source::Ring(ring) => {
                 ring.take_queued();
                 ring.enter(timeout)?;
-                false
             }
-        };
+        }
         let now = Instant::now();
         self.woke = now;
         std::mem::swap(&mut self.out.again, &mut self.serving);
-        busy |= !self.serving.is_empty();
+        let mut busy = !self.serving.is_empty();
         for entry in self.serving.drain(..) {
             entry.on_event(Ready::default(), now, &mut self.out);
         }

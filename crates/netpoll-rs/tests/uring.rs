@@ -30,6 +30,19 @@ fn ring(config: Config) -> Reactor {
     reactor
 }
 
+/// Reads until the connection ends (end of stream, or an error such as a reset);
+/// returns the bytes read.
+fn read_until_the_end(mut s: TcpStream) -> usize {
+    let mut total = 0;
+    let mut buf = vec![0u8; 1 << 16];
+    loop {
+        match s.read(&mut buf) {
+            Ok(0) | Err(_) => return total,
+            Ok(n) => total += n,
+        }
+    }
+}
+
 fn peer(addr: std::net::SocketAddr) -> TcpStream {
     let s = TcpStream::connect(addr).expect("connect");
     s.set_read_timeout(Some(PEER_TIMEOUT)).unwrap();
@@ -127,17 +140,7 @@ fn a_connection_closed_with_a_send_on_the_ring_goes_away() {
             reactor.socket_count() == 1
         })
         .await;
-        let got = tokio::task::spawn_blocking(move || {
-            let mut s = client;
-            let mut total = 0usize;
-            let mut buf = vec![0u8; 1 << 16];
-            loop {
-                match s.read(&mut buf) {
-                    Ok(0) | Err(_) => break total,
-                    Ok(n) => total += n,
-                }
-            }
-        });
+        let got = tokio::task::spawn_blocking(move || read_until_the_end(client));
         let total = within(20, "the peer sees the end", got).await.unwrap();
         assert!(total < 64 << 20, "the whole send went out: {total} bytes");
     });
@@ -192,16 +195,7 @@ fn shutdown_with_sends_on_the_ring_ends_promptly() {
         );
         assert_eq!(reactor.socket_count(), 0);
         for s in peers {
-            let ended = tokio::task::spawn_blocking(move || {
-                let mut s = s;
-                let mut buf = vec![0u8; 1 << 16];
-                loop {
-                    match s.read(&mut buf) {
-                        Ok(0) | Err(_) => return,
-                        Ok(_) => {}
-                    }
-                }
-            });
+            let ended = tokio::task::spawn_blocking(move || read_until_the_end(s));
             within(20, "a peer sees its end", ended).await.unwrap();
         }
     });
