@@ -150,18 +150,21 @@ impl PollerShared {
         }
     }
 
-    /// Lets go of a closed socket of `token`: deregistered from epoll now, or handed
-    /// to the ring's poller, which closes it once what names it on the ring is
-    /// cancelled.
+    /// Lets go of a closed socket of `token`: deregistered from epoll now, or shut
+    /// down (ending what the ring does on it) and handed to the ring's poller, which
+    /// closes it once what names it on the ring is cancelled.
     pub(crate) fn release<S: Registered>(&self, token: Token, mut socket: S) {
         match &self.io {
             PollerIo::Epoll { registry, .. } => {
                 let _ = socket.deregister(registry);
             }
-            PollerIo::Ring(ring) => ring.queue(RingOp::Close {
-                token,
-                owner: Box::new(socket),
-            }),
+            PollerIo::Ring(ring) => {
+                socket.end_io();
+                ring.queue(RingOp::Close {
+                    token,
+                    owner: Box::new(socket),
+                })
+            }
         }
     }
 
@@ -421,8 +424,15 @@ impl Driver {
         self.full || !self.out.again.is_empty()
     }
 
-    /// The poller stops: a ring lets go of what it lent the kernel (when dropped).
+    /// The poller stops. On a ring it first closes its sockets, each ending what the
+    /// kernel still does on it, so the sends on the ring complete and the ring's drop
+    /// (which lets go of what it lent the kernel) has nothing to wait for.
     fn finish(self) {
+        if matches!(self.source, Source::Ring(_)) {
+            for entry in self.shared.drain() {
+                entry.close();
+            }
+        }
         drop(self);
     }
 }

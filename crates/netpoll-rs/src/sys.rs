@@ -42,6 +42,14 @@ pub(crate) trait Socket {
 pub(crate) trait Registered: Send + 'static {
     /// Stops epoll's watch.
     fn deregister(&mut self, registry: &Registry) -> io::Result<()>;
+
+    /// Ends what the kernel still does on the socket for an io_uring, before it is
+    /// closed: a stream is shut down both ways, so a send waiting for room fails at
+    /// once and a receive reads its end. (A cancel is not enough: the kernel need not
+    /// find a send it is retrying, and closing the descriptor does not end it either,
+    /// as the operation holds the socket.) What the kernel had queued still goes out,
+    /// then the end, as after a plain close. A listener's watch is cancelled instead.
+    fn end_io(&self) {}
 }
 
 /// A connected stream socket.
@@ -149,6 +157,15 @@ impl Registered for Stream {
             Stream::Tcp(s) => s.deregister(registry),
             Stream::Unix(s) => s.deregister(registry),
         }
+    }
+
+    fn end_io(&self) {
+        // A peer that reset the connection first makes this fail; nothing is left
+        // to end then.
+        let _ = match self {
+            Stream::Tcp(s) => s.shutdown(std::net::Shutdown::Both),
+            Stream::Unix(s) => s.shutdown(std::net::Shutdown::Both),
+        };
     }
 }
 

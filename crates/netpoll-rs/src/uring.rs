@@ -19,9 +19,11 @@
 //! - **Other threads** queue what they ask of the ring ([`RingOp`]) with the poller's
 //!   [`RingShared`] and wake it through an eventfd the ring reads.
 //! - **File descriptors** are closed only by the poller, after the submissions that
-//!   name them went in: a connection closed elsewhere hands its socket to the poller
-//!   ([`RingOp::Close`]), which cancels the socket's operations and drops it after its
-//!   next submission, so an operation never lands on a number the process reused.
+//!   name them went in: a connection closed elsewhere shuts its socket down (which
+//!   ends the kernel's operations on it: a cancel can miss a send the kernel is
+//!   retrying) and hands it to the poller ([`RingOp::Close`]), which cancels what is
+//!   left and drops it after its next submission, so an operation never lands on a
+//!   number the process reused.
 
 use std::any::Any;
 use std::collections::HashMap;
