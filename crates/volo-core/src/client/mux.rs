@@ -186,6 +186,7 @@ impl MuxConn {
                     mux: Arc::clone(self),
                     seq,
                     reply: None,
+                    alone: false,
                 });
             }
             // After the ids wrap, one may still be waiting from long ago: skip it.
@@ -196,6 +197,7 @@ impl MuxConn {
                     mux: Arc::clone(self),
                     seq,
                     reply: Some(rx),
+                    alone: waiting.calls.len() == 1,
                 });
             }
         }
@@ -207,11 +209,14 @@ impl MuxConn {
         self.conn.flush().await
     }
 
-    /// A request was written: the flusher sends it with the others written by then,
-    /// unless `pending` (the bytes waiting in the output) is above the mark; then the
-    /// caller flushes now and waits for the socket.
-    pub(crate) async fn sent(&self, pending: usize) -> io::Result<()> {
-        if pending > FLUSH_HIGH_WATER {
+    /// A request was written: the flusher sends it with the others written by then.
+    /// The caller sends it now instead when its call was `alone` on the connection
+    /// (no other call waits for a reply, so no other request is likely to share the
+    /// write, and the flusher's turn would only delay it: at one caller that cost 6%
+    /// of the calls per second), or when `pending` (the bytes waiting in the output)
+    /// is above the mark; then it waits for the socket.
+    pub(crate) async fn sent(&self, pending: usize, alone: bool) -> io::Result<()> {
+        if alone || pending > FLUSH_HIGH_WATER {
             return self.flush().await;
         }
         self.flush_wanted.notify_one();
@@ -248,11 +253,19 @@ pub(crate) struct MuxCall {
     mux: Arc<MuxConn>,
     seq: i32,
     reply: Option<oneshot::Receiver<io::Result<Bytes>>>,
+    /// No other call waited for a reply on the connection when this one was made.
+    alone: bool,
 }
 
 impl MuxCall {
     pub(crate) fn seq_id(&self) -> i32 {
         self.seq
+    }
+
+    /// Whether no other call waited for a reply on the connection when this one was
+    /// made.
+    pub(crate) fn alone(&self) -> bool {
+        self.alone
     }
 
     pub(crate) fn mux(&self) -> &MuxConn {

@@ -252,7 +252,7 @@ impl Transport {
                     return Ok(None);
                 }
                 let pending = call.mux().conn().write_with(|out| out.len());
-                call.mux().sent(pending).await?;
+                call.mux().sent(pending, call.alone()).await?;
                 let frame = call.reply().await?;
                 cx.frame_sizes.received = self.received(&frame);
                 let (tt, payload) = self.unframe(frame)?;
