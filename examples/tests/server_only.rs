@@ -103,7 +103,12 @@ fn a_short_run_reports_every_case_and_the_ratios() {
     let cpus = a_cpu();
     let settings = Settings {
         exe: rpc_bench().into(),
-        servers: server_only::servers("off").unwrap(),
+        // Multiplexed: ours-mux among the load generators, volo-mux among the servers.
+        servers: server_only::servers_of(
+            &[SpinArg::Off],
+            &[DriverArg(netpoll_rs::Driver::Epoll)],
+            true,
+        ),
         loadgens: server_only::loadgens("ours,volo", ClientStack::Bare, true).unwrap(),
         concurrency: vec![2],
         size: 128,
@@ -115,7 +120,7 @@ fn a_short_run_reports_every_case_and_the_ratios() {
         progress: false,
     };
     let cases = server_only::run(&settings).unwrap();
-    assert_eq!(cases.len(), 2 * 3, "two servers, three load generators");
+    assert_eq!(cases.len(), 3 * 3, "three servers, three load generators");
     for case in &cases {
         assert!(case.report.ok > 0, "{}", case.line());
         assert_eq!(case.report.errors, 0, "{}", case.line());
@@ -124,9 +129,12 @@ fn a_short_run_reports_every_case_and_the_ratios() {
     let summary = server_only::summary(&cases);
     let ratios: Vec<&String> = summary
         .iter()
-        .filter(|l| l.starts_with("ratio of=ours/volo spin=off "))
+        .filter(|l| {
+            l.starts_with("ratio of=ours/volo spin=off ")
+                || l.starts_with("ratio of=ours/volo-mux spin=off ")
+        })
         .collect();
-    assert_eq!(ratios.len(), 3, "{summary:?}");
+    assert_eq!(ratios.len(), 2 * 3, "{summary:?}");
     for line in ratios {
         // One round: one ratio per round-by-round field, no separator.
         let by_round = line.split(" qps_by_round=").nth(1).unwrap_or_default();

@@ -56,8 +56,8 @@
 //! (`DefaultMakeCodec::framed()`; `buffered()` and `ttheader_framed()` also exist, and
 //! `Server::make_codec` swaps the server's codec the same way).
 //!
-//! **Connections.** Without volo-thrift's `multiplex` cargo feature (off by default, and off
-//! here) the client is ping-pong: one request in flight per connection. A pool keyed by address
+//! **Connections.** Without volo-thrift's `multiplex` cargo feature (off by default; on here,
+//! for [`serve_multiplexed`], and unused otherwise) the client is ping-pong: one request in flight per connection. A pool keyed by address
 //! hands out an idle connection or dials a new one, so N concurrent callers end up with N
 //! connections; idle connections are kept up to `max_idle_per_key = 10240` for
 //! `timeout = 15 s` ([transport/pool/mod.rs], `pool::Config::default`). The server is ping-pong
@@ -121,4 +121,4 @@ pub use generated::volo_gen::echo;
 
 pub use client::{Framing, VoloClient};
 pub use error::CallError;
-pub use server::{ECHO_ERROR_CODE, EchoHandler, ServerHandle, serve};
+pub use server::{ECHO_ERROR_CODE, EchoHandler, ServerHandle, serve, serve_multiplexed};

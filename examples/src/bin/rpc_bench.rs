@@ -85,7 +85,9 @@
 //! `--server-io epoll,uring` runs both) and Volo's (`volo_peer::serve`). Every server is driven by the same load generators: our
 //! `EchoServiceClient` (`--stack`, default `bare` here, so that the client spends
 //! little per call) and Volo's client (`volo_peer::VoloClient`); `--mux` adds
-//! our client multiplexed over two connections (`ours-mux`); `raw` is no client at
+//! our client multiplexed over two connections (`ours-mux`) and Volo's server
+//! multiplexed (`volo_peer::serve_multiplexed`, `server=volo-mux`, with `ratio
+//! of=ours/volo-mux` lines beside the `of=ours/volo` ones); `raw` is no client at
 //! all: a request encoded once, written on a connection per caller, each reply read
 //! whole and checked, the least a caller can spend per call. Both clients speak TTHeader over Framed, Binary, so the
 //! servers read the same bytes. Each case (load generator, callers) runs every server
@@ -885,7 +887,7 @@ fn server_only_mode(cli: Cli) -> Result<(), Usage> {
         Stack::Paired => refuse::<Cli>("--stack paired is not for --server-only: bare or default"),
     };
     let exe = std::env::current_exe().map_err(|e| Usage(format!("this program's path: {e}")))?;
-    let servers = server_only::servers_of(&cli.server_spin, &cli.server_io);
+    let servers = server_only::servers_of(&cli.server_spin, &cli.server_io, cli.mux);
     let (server_cpus, client_cpus) = (cli.server_cpus.0, cli.client_cpus.0);
     if server_cpus.iter().any(|c| client_cpus.contains(c)) {
         eprintln!(

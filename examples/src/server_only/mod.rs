@@ -108,12 +108,16 @@ pub fn servers(spin: &str) -> Result<Vec<ServerKind>, Usage> {
     let spins = pieces(spin, |s| {
         format!("--server-spin {s:?}: adaptive, fixed or off (or a list)")
     })?;
-    Ok(servers_of(&spins, &[DriverArg(netpoll_rs::Driver::Epoll)]))
+    Ok(servers_of(
+        &spins,
+        &[DriverArg(netpoll_rs::Driver::Epoll)],
+        false,
+    ))
 }
 
 /// The servers to compare: ours with each driver of `drivers` and each spin of
-/// `spins` (once each), then Volo's.
-pub fn servers_of(spins: &[SpinArg], drivers: &[DriverArg]) -> Vec<ServerKind> {
+/// `spins` (once each), then Volo's, and Volo's multiplexed when `multiplexed`.
+pub fn servers_of(spins: &[SpinArg], drivers: &[DriverArg], multiplexed: bool) -> Vec<ServerKind> {
     let mut servers = Vec::new();
     for &driver in drivers {
         for &spin in spins {
@@ -124,6 +128,9 @@ pub fn servers_of(spins: &[SpinArg], drivers: &[DriverArg]) -> Vec<ServerKind> {
         }
     }
     servers.push(ServerKind::Volo);
+    if multiplexed {
+        servers.push(ServerKind::VoloMux);
+    }
     servers
 }
 
@@ -605,33 +612,36 @@ pub fn summary(cases: &[Case]) -> Vec<String> {
         let ServerKind::Ours { .. } = c.server else {
             continue;
         };
-        let Some(volo) = find(ServerKind::Volo, c.loadgen, c.concurrency) else {
-            continue;
-        };
-        let q = |c: &Case, q| c.report.quantile_us(q) as f64;
-        // Round by round: the two runs of a round were close in time.
-        let by_round = |ours: &[f64], volo: &[f64]| {
-            let r: Vec<String> = ours
-                .iter()
-                .zip(volo)
-                .map(|(a, b)| format!("{:.3}", ratio(*a, *b)))
-                .collect();
-            r.join("/")
-        };
-        lines.push(format!(
-            "ratio of=ours/volo {} loadgen={} conc={} size={} qps={:.3} cpu_per_call={:.3} \
+        for other in [ServerKind::Volo, ServerKind::VoloMux] {
+            let Some(volo) = find(other, c.loadgen, c.concurrency) else {
+                continue;
+            };
+            let q = |c: &Case, q| c.report.quantile_us(q) as f64;
+            // Round by round: the two runs of a round were close in time.
+            let by_round = |ours: &[f64], volo: &[f64]| {
+                let r: Vec<String> = ours
+                    .iter()
+                    .zip(volo)
+                    .map(|(a, b)| format!("{:.3}", ratio(*a, *b)))
+                    .collect();
+                r.join("/")
+            };
+            lines.push(format!(
+                "ratio of=ours/{} {} loadgen={} conc={} size={} qps={:.3} cpu_per_call={:.3} \
              p50={:.3} p99={:.3} qps_by_round={} cpu_per_call_by_round={}",
-            c.server.fields().replace("server=ours ", ""),
-            c.loadgen.name(),
-            c.concurrency,
-            c.size,
-            ratio(c.report.qps(), volo.report.qps()),
-            ratio(c.server_cpu_us_per_call(), volo.server_cpu_us_per_call()),
-            ratio(q(c, 0.5), q(volo, 0.5)),
-            ratio(q(c, 0.99), q(volo, 0.99)),
-            by_round(&c.qps_rounds, &volo.qps_rounds),
-            by_round(&c.cpu_rounds, &volo.cpu_rounds),
-        ));
+                other.name(),
+                c.server.fields().replace("server=ours ", ""),
+                c.loadgen.name(),
+                c.concurrency,
+                c.size,
+                ratio(c.report.qps(), volo.report.qps()),
+                ratio(c.server_cpu_us_per_call(), volo.server_cpu_us_per_call()),
+                ratio(q(c, 0.5), q(volo, 0.5)),
+                ratio(q(c, 0.99), q(volo, 0.99)),
+                by_round(&c.qps_rounds, &volo.qps_rounds),
+                by_round(&c.cpu_rounds, &volo.cpu_rounds),
+            ));
+        }
     }
     for c in cases {
         let ServerKind::Ours { spin, driver } = c.server else {

@@ -49,6 +49,9 @@ pub enum ServerKind {
     },
     /// Volo's: `volo_peer::serve`, volo-thrift's generated server with its defaults.
     Volo,
+    /// Volo's multiplexed: `volo_peer::serve_multiplexed`, the same server answering
+    /// the calls of a connection concurrently (`Server::multiplex(true)`).
+    VoloMux,
     /// A Kitex server, or any other EchoService server, run from a command line
     /// ([`ServerProcess::spawn_command`]): not built by this program.
     Kitex,
@@ -60,6 +63,7 @@ impl ServerKind {
         match self {
             ServerKind::Ours { .. } => "ours",
             ServerKind::Volo => "volo",
+            ServerKind::VoloMux => "volo-mux",
             ServerKind::Kitex => "kitex",
         }
     }
@@ -75,14 +79,14 @@ impl ServerKind {
     pub fn fields(self) -> String {
         let (label, spin) = match self {
             ServerKind::Ours { spin, driver } => (driver.server_label(), spin.name()),
-            ServerKind::Volo | ServerKind::Kitex => (self.name(), "n/a"),
+            ServerKind::Volo | ServerKind::VoloMux | ServerKind::Kitex => (self.name(), "n/a"),
         };
         format!("server={label} spin={spin}")
     }
 }
 
 /// When the program's first argument is [`SERVE`], runs the server child it asks for
-/// (`--serve ours|volo [--addr IP:PORT] [--cpus LIST] [--server-spin adaptive|fixed|off]
+/// (`--serve ours|volo|volo-mux [--addr IP:PORT] [--cpus LIST] [--server-spin adaptive|fixed|off]
 /// [--server-io epoll|uring]`) and
 /// exits; otherwise returns at once. Bench programs call it first thing in `main`.
 pub fn serve_if_asked() {
@@ -132,6 +136,8 @@ enum ServeName {
     Ours,
     /// Volo's.
     Volo,
+    /// Volo's, multiplexed.
+    VoloMux,
 }
 
 /// The child: pinned, bound, answering `usage` until its stdin ends.
@@ -160,10 +166,13 @@ fn serve(args: ServeArgs) -> Result<(), Usage> {
             };
             (bound, Some(server), None)
         }
-        ServeName::Volo => {
-            let server = rt
-                .block_on(volo_peer::serve(addr))
-                .map_err(|e| failed("binding", e))?;
+        ServeName::Volo | ServeName::VoloMux => {
+            let server = if args.serve == ServeName::Volo {
+                rt.block_on(volo_peer::serve(addr))
+            } else {
+                rt.block_on(volo_peer::serve_multiplexed(addr))
+            }
+            .map_err(|e| failed("binding", e))?;
             (server.local_addr(), None, Some(server))
         }
     };
