@@ -57,12 +57,13 @@
 //! `Server::make_codec` swaps the server's codec the same way).
 //!
 //! **Connections.** Without volo-thrift's `multiplex` cargo feature (off by default; on here,
-//! for [`serve_multiplexed`], and unused otherwise) the client is ping-pong: one request in flight per connection. A pool keyed by address
-//! hands out an idle connection or dials a new one, so N concurrent callers end up with N
-//! connections; idle connections are kept up to `max_idle_per_key = 10240` for
-//! `timeout = 15 s` ([transport/pool/mod.rs], `pool::Config::default`). The server is ping-pong
-//! as well: one tokio task per connection that reads a request, awaits the handler, writes the
-//! response, and only then reads the next ([transport/pingpong/server.rs]); no pipelining.
+//! for [`serve_multiplexed`], and unused otherwise) the client is ping-pong: one request in
+//! flight per connection. A pool keyed by address hands out an idle connection or dials a
+//! new one, so N concurrent callers end up with N connections; idle connections are kept up
+//! to `max_idle_per_key = 10240` for `timeout = 15 s` ([transport/pool/mod.rs],
+//! `pool::Config::default`). The server is ping-pong as well: one tokio task per connection
+//! that reads a request, awaits the handler, writes the response, and only then reads the
+//! next ([transport/pingpong/server.rs]); no pipelining.
 //! Multiplexing needs the `multiplex` feature plus `ClientBuilder::multiplex(true)` and
 //! `Server::multiplex(true)` ([client/mod.rs], [server/mod.rs]).
 //!

@@ -608,38 +608,38 @@ pub fn summary(cases: &[Case]) -> Vec<String> {
             .find(|c| (c.server, c.loadgen, c.concurrency) == (server, loadgen, concurrency))
     };
     let ratio = |a: f64, b: f64| if b > 0.0 { a / b } else { 0.0 };
+    let q = |c: &Case, q| c.report.quantile_us(q) as f64;
+    // Round by round: the two runs of a round were close in time.
+    let by_round = |ours: &[f64], theirs: &[f64]| {
+        let r: Vec<String> = ours
+            .iter()
+            .zip(theirs)
+            .map(|(a, b)| format!("{:.3}", ratio(*a, *b)))
+            .collect();
+        r.join("/")
+    };
     for c in cases {
         let ServerKind::Ours { .. } = c.server else {
             continue;
         };
         for other in [ServerKind::Volo, ServerKind::VoloMux] {
-            let Some(volo) = find(other, c.loadgen, c.concurrency) else {
+            let Some(theirs) = find(other, c.loadgen, c.concurrency) else {
                 continue;
-            };
-            let q = |c: &Case, q| c.report.quantile_us(q) as f64;
-            // Round by round: the two runs of a round were close in time.
-            let by_round = |ours: &[f64], volo: &[f64]| {
-                let r: Vec<String> = ours
-                    .iter()
-                    .zip(volo)
-                    .map(|(a, b)| format!("{:.3}", ratio(*a, *b)))
-                    .collect();
-                r.join("/")
             };
             lines.push(format!(
                 "ratio of=ours/{} {} loadgen={} conc={} size={} qps={:.3} cpu_per_call={:.3} \
-             p50={:.3} p99={:.3} qps_by_round={} cpu_per_call_by_round={}",
+                 p50={:.3} p99={:.3} qps_by_round={} cpu_per_call_by_round={}",
                 other.name(),
                 c.server.fields().replace("server=ours ", ""),
                 c.loadgen.name(),
                 c.concurrency,
                 c.size,
-                ratio(c.report.qps(), volo.report.qps()),
-                ratio(c.server_cpu_us_per_call(), volo.server_cpu_us_per_call()),
-                ratio(q(c, 0.5), q(volo, 0.5)),
-                ratio(q(c, 0.99), q(volo, 0.99)),
-                by_round(&c.qps_rounds, &volo.qps_rounds),
-                by_round(&c.cpu_rounds, &volo.cpu_rounds),
+                ratio(c.report.qps(), theirs.report.qps()),
+                ratio(c.server_cpu_us_per_call(), theirs.server_cpu_us_per_call()),
+                ratio(q(c, 0.5), q(theirs, 0.5)),
+                ratio(q(c, 0.99), q(theirs, 0.99)),
+                by_round(&c.qps_rounds, &theirs.qps_rounds),
+                by_round(&c.cpu_rounds, &theirs.cpu_rounds),
             ));
         }
     }

@@ -250,8 +250,9 @@ fn partial_pinned(s: &PartialSettings) -> io::Result<Vec<String>> {
     Ok(ratios(&points))
 }
 
-/// `partial_ratio of=<ours|ours-uring>/<other> spin=.. share=.. rate=.. cores=.. cpu_per_call=..
-/// p99=..` for each of our spin modes against Volo's and Kitex's, at each rate.
+/// `partial_ratio of=<ours|ours-uring>/<other> spin=.. share=.. rate=.. cores=..
+/// cpu_per_call=.. p99=..` for each of our spin modes against Volo's and Kitex's, at
+/// each rate.
 fn ratios(points: &[Point]) -> Vec<String> {
     let ratio = |a: f64, b: f64| if b > 0.0 { a / b } else { 0.0 };
     let p99 = |r: &Report| r.quantile_us(0.99) as f64;

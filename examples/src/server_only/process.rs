@@ -86,9 +86,9 @@ impl ServerKind {
 }
 
 /// When the program's first argument is [`SERVE`], runs the server child it asks for
-/// (`--serve ours|volo|volo-mux [--addr IP:PORT] [--cpus LIST] [--server-spin adaptive|fixed|off]
-/// [--server-io epoll|uring]`) and
-/// exits; otherwise returns at once. Bench programs call it first thing in `main`.
+/// (`--serve ours|volo|volo-mux [--addr IP:PORT] [--cpus LIST] [--server-spin
+/// adaptive|fixed|off] [--server-io epoll|uring]`) and exits; otherwise returns at
+/// once. Bench programs call it first thing in `main`.
 pub fn serve_if_asked() {
     if std::env::args().nth(1).as_deref() != Some(SERVE) {
         return;

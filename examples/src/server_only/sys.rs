@@ -173,6 +173,7 @@ impl ProcessUsage {
         let path = "/proc/self/status";
         let (rss_kb, hwm_kb) = memory_kb(&std::fs::read_to_string(path)?, path)?;
         let count = |n: std::ffi::c_long| u64::try_from(n).unwrap_or(0);
+        let io = netpoll_rs::io_counts();
         Ok(ProcessUsage {
             utime_us: us(ru.user_time()),
             stime_us: us(ru.system_time()),
@@ -180,8 +181,8 @@ impl ProcessUsage {
             hwm_kb,
             vcsw: count(ru.voluntary_context_switches()),
             ivcsw: count(ru.involuntary_context_switches()),
-            reads: netpoll_rs::io_counts().reads,
-            writes: netpoll_rs::io_counts().writes,
+            reads: io.reads,
+            writes: io.writes,
         })
     }
 

@@ -8,10 +8,10 @@
 //! (so that the callers ready at the same moment, such as those whose replies one
 //! read brought, write theirs first) and then sends everything in one write: the
 //! calls that arrive together share a send, and the server reads them together. A
-//! caller whose connection has more than 256 KiB waiting flushes itself and waits for
-//! the socket; a oneway call flushes itself too, as it has no reply to wait for. A
-//! reply that no call
-//! waits for any more (its call timed out or was dropped) is read and discarded. When the
+//! call alone on its connection (no other waits for a reply) sends its own request at
+//! once, as nobody would share the write; a caller whose connection has more than 256
+//! KiB waiting flushes itself and waits for the socket; a oneway call flushes itself
+//! too, as it has no reply to wait for. A reply that no call waits for any more (its call timed out or was dropped) is read and discarded. When the
 //! connection fails, every call waiting on it fails at once and the pool opens a new one
 //! for the next call.
 
@@ -212,11 +212,11 @@ impl MuxConn {
     /// A request was written: the flusher sends it with the others written by then.
     /// The caller sends it now instead when its call was `alone` on the connection
     /// (no other call waits for a reply, so no other request is likely to share the
-    /// write, and the flusher's turn would only delay it: at one caller that cost 6%
-    /// of the calls per second), or when `pending` (the bytes waiting in the output)
-    /// is above the mark; then it waits for the socket.
-    pub(crate) async fn sent(&self, pending: usize, alone: bool) -> io::Result<()> {
-        if alone || pending > FLUSH_HIGH_WATER {
+    /// write, and the flusher's turn would only delay it: at one caller that cost 7%
+    /// of the calls per second), or when the bytes waiting in the output are above
+    /// the mark; then it waits for the socket.
+    async fn sent(&self, alone: bool) -> io::Result<()> {
+        if alone || self.conn.write_with(|out| out.len()) > FLUSH_HIGH_WATER {
             return self.flush().await;
         }
         self.flush_wanted.notify_one();
@@ -262,10 +262,10 @@ impl MuxCall {
         self.seq
     }
 
-    /// Whether no other call waited for a reply on the connection when this one was
-    /// made.
-    pub(crate) fn alone(&self) -> bool {
-        self.alone
+    /// Its request was written: sends it, now or with the others (see
+    /// [`MuxConn::sent`]).
+    pub(crate) async fn sent(&self) -> io::Result<()> {
+        self.mux.sent(self.alone).await
     }
 
     pub(crate) fn mux(&self) -> &MuxConn {

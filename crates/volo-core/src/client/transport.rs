@@ -251,8 +251,7 @@ impl Transport {
                     call.mux().flush().await?;
                     return Ok(None);
                 }
-                let pending = call.mux().conn().write_with(|out| out.len());
-                call.mux().sent(pending, call.alone()).await?;
+                call.sent().await?;
                 let frame = call.reply().await?;
                 cx.frame_sizes.received = self.received(&frame);
                 let (tt, payload) = self.unframe(frame)?;
