@@ -228,13 +228,38 @@ impl<M, O, I> ClientBuilder<M, O, I> {
         if let Some(discover) = &self.settings.discover {
             transport.follow(discover.changes());
         }
-        self.build_on(transport)
+        let hooked = transport.clone();
+        self.assemble(transport, move |breakers| {
+            // A streaming connection that breaks under open streams counts against
+            // its instance, as a failed attempt does.
+            let breakers = breakers.clone();
+            hooked.on_stream_break(Arc::new(move |addr| {
+                if let Some(permit) = breakers.allow(addr) {
+                    permit.record(true);
+                }
+            }));
+        })
     }
 
     /// Builds the stack over `bottom` instead of a [`Transport`]: a service that
     /// sends each attempt to `cx.rpc.callee.address`. For tests of layers against a
     /// mock, and for transports of your own.
     pub fn build_on<T>(self, bottom: T) -> io::Result<M::Client>
+    where
+        I: Layer<T>,
+        O: Layer<DefaultStack<I::Service>>,
+        M: MakeClient<O::Service>,
+    {
+        self.assemble(bottom, |_| {})
+    }
+
+    /// Builds the stack over `bottom`; `with_breakers` gets the instance breakers,
+    /// when they are on.
+    fn assemble<T>(
+        self,
+        bottom: T,
+        with_breakers: impl FnOnce(&InstanceBreakers),
+    ) -> io::Result<M::Client>
     where
         I: Layer<T>,
         O: Layer<DefaultStack<I::Service>>,
@@ -252,6 +277,9 @@ impl<M, O, I> ClientBuilder<M, O, I> {
             .unwrap_or_else(|| Arc::new(WeightedRandom::default()));
         let attempt = TraceAttemptLayer.layer(self.inner.layer(bottom));
         let breakers = s.instance_breaker.map(InstanceBreakers::new);
+        if let Some(b) = &breakers {
+            with_breakers(b);
+        }
         if let (Some(metrics), Some(b)) = (&s.config.observability.metrics, &breakers) {
             metrics.watch_instance_breakers(&s.service, b.probe());
         }

@@ -70,7 +70,7 @@ mod mux;
 pub(crate) mod pool;
 mod request;
 pub mod retry;
-mod stream;
+pub mod stream;
 pub mod timeout;
 pub mod trace;
 mod transport;
@@ -87,9 +87,9 @@ pub use breaker::{
 };
 pub use builder::{ClientBuilder, DefaultStack, MakeClient, Untyped};
 pub use error::{BoxError, ClientError, Error, ErrorKind};
-pub use request::{ClientRequest, ClientResponse, MethodName};
+pub use request::{ClientCall, ClientRequest, ClientResponse, MethodName};
 pub use retry::{Backoff, RETRY_KEY, Retry, RetryBudget, RetryLayer, RetryPolicy};
-pub use stream::{ClientStream, StreamClient};
+pub use stream::{ClientStream, ClientStreams, OpenedStream, StreamClient, StreamRequest};
 pub use timeout::{Timeout, TimeoutLayer};
 pub use transport::Transport;
 
@@ -103,6 +103,7 @@ use crate::codec::{Framing, Protocol};
 use crate::config::{Observability, TransportConfig, WireLimits};
 use crate::context::{Address, MetaInfo};
 use crate::service::Service;
+use crate::stream::StreamError;
 
 /// Client settings, in groups by concern (see [Configuration](crate#configuration)):
 /// how calls are encoded, what is accepted off the wire, timeouts, connections, the
@@ -126,6 +127,9 @@ pub struct ClientConfig {
     /// certificate, the server name; see [`crate::transport::tls`]. The handshake
     /// counts towards the connect timeout. Default `None`: plain TCP.
     pub tls: Option<crate::transport::tls::ClientTls>,
+    /// How streams are carried: their connections' limits and window, connections
+    /// per instance, a stream deadline (see [`stream`](crate::stream)).
+    pub streams: ClientStreams,
     /// Metrics and the access log. With metrics, the client counts its calls,
     /// retries, backup requests, bytes and service breaker state: the builder puts a
     /// [`MeteredClient`](metered::MeteredClient) in its default stack, right inside
@@ -466,6 +470,28 @@ where
         self.send(cx, ClientRequest::oneway(method, args))
             .await
             .map(drop)
+    }
+}
+
+impl<S> Client<S>
+where
+    S: Service<ClientContext, StreamRequest, Response = OpenedStream, Error = Error>,
+{
+    /// Opens a stream through the stack (see [`stream`]): the balancer
+    /// picks its instance, the breakers, retry and timeout layers govern the opening,
+    /// and the stream comes back with requests of type `Req` and responses of type
+    /// `Resp`. A failed opening is [`StreamError::Open`] (the client's error, by
+    /// kind) or [`StreamError::Refused`] (every connection at its stream limit).
+    pub async fn open_stream<Req: Message, Resp: Message>(
+        &self,
+        cx: &mut ClientContext,
+        req: StreamRequest,
+    ) -> Result<ClientStream<Req, Resp>, StreamError> {
+        self.begin(cx, req.method_name());
+        match self.inner.call(cx, req).await {
+            Ok(opened) => Ok(opened.typed()),
+            Err(e) => Err(StreamError::open(e)),
+        }
     }
 }
 

@@ -41,6 +41,11 @@ impl Dialer {
         }
     }
 
+    /// The address it dials.
+    pub(crate) fn address(&self) -> &Address {
+        &self.addr
+    }
+
     /// A new connection, within the connect timeout (resolving a host name and a TLS
     /// handshake included).
     ///

@@ -154,6 +154,47 @@ impl ClientRequest {
     }
 }
 
+/// What goes down a client stack: a call ([`ClientRequest`]) or a stream's opening
+/// ([`StreamRequest`](super::StreamRequest)). The built-in layers are written over it,
+/// so that a stream is opened through the same timeout, breakers, retry, balancing,
+/// spans and metrics as a call is made. A layer of yours chooses: written over
+/// `R: ClientCall` it wraps calls and streams alike; over [`ClientRequest`] it wraps
+/// calls only (a client's streams then need a stack without it).
+///
+/// What the layers read of it beside the context: the method (idempotency marks),
+/// whether a reply is awaited (oneway calls get no backup request), and whether it
+/// opens a stream (never retried once it may have reached a server, whatever the
+/// marks, and never raced by a backup request: a server may be running it).
+pub trait ClientCall: Clone + Send + Sync + 'static {
+    /// The method's name as it is carried.
+    fn method_name(&self) -> &MethodName;
+
+    /// The method's name in the IDL.
+    fn method(&self) -> &str {
+        self.method_name().as_str()
+    }
+
+    /// Whether no reply is awaited (a oneway call).
+    fn is_oneway(&self) -> bool;
+
+    /// Whether it opens a stream.
+    fn opens_stream(&self) -> bool;
+}
+
+impl ClientCall for ClientRequest {
+    fn method_name(&self) -> &MethodName {
+        &self.method
+    }
+
+    fn is_oneway(&self) -> bool {
+        self.oneway
+    }
+
+    fn opens_stream(&self) -> bool {
+        false
+    }
+}
+
 /// The answer to a [`ClientRequest`]: the reply message, already checked (it answers
 /// this call's method and sequence id, and is a reply, not an exception), its result
 /// struct still to decode with [`decode`](ClientResponse::decode). A oneway call's

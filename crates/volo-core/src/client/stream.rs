@@ -1,7 +1,34 @@
-//! Streaming calls' client side (see [`stream`](crate::stream)): [`StreamClient`]
-//! opens streams of one service over a few multiplexed connections to one address,
-//! on any transport the ping-pong client has (netpoll-rs or tokio TCP and Unix
-//! sockets, shared memory, TLS).
+//! Streaming calls' client side (see [`stream`](crate::stream)).
+//!
+//! A stream is opened through the client stack, as a call is made: a
+//! [`Client`](super::Client) built by [`ClientBuilder`](super::ClientBuilder) opens
+//! one with [`Client::open_stream`](super::Client::open_stream), and the opening (a
+//! [`StreamRequest`]) goes down the same layers as a call (see [`ClientCall`]):
+//!
+//! - the **balancer** picks an instance per stream from what discovery finds now,
+//!   skipping those whose **instance breaker** is open; a failed opening counts
+//!   against its instance's breaker, and so does a streaming connection that breaks
+//!   under open streams;
+//! - **retry**: an opening that never left this side (the connect failed, the
+//!   connection was closed before the header was written) is tried again on another
+//!   instance, within the retry budget; once the header may have reached a server,
+//!   never, whatever the idempotency marks (a server may be running the stream);
+//! - the **timeout** bounds the opening (a connect and the header's write), not the
+//!   stream: a stream's own deadline is [`ClientStreams::timeout`] or
+//!   [`StreamRequest::with_timeout`], counted from its opening;
+//! - **spans and metrics**: the opening is an `rpc.client` span and a call in the
+//!   call metrics; the stream itself has its `rpc.stream` span and the stream
+//!   counters;
+//! - **backup requests**: never for a stream.
+//!
+//! At the bottom, the [`Transport`](super::Transport) keeps streaming connections per
+//! instance ([`ClientStreams::connections_per_instance`] of them, opened when first
+//! needed, taken in turn), apart from its pools of ping-pong connections; an instance
+//! that discovery drops gets no new streams, and its connections close once their
+//! last stream ends.
+//!
+//! [`StreamClient`] opens streams to one address without a stack: what the
+//! generated `<Service>StreamClient` types use.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -10,70 +37,347 @@ use std::{fmt, io};
 
 use thrift_codec::{Message, Utf8Bytes};
 
-use super::ClientConfig;
 use super::pool::Dialer;
+use super::{ClientCall, ClientConfig, Error, ErrorKind, MethodName};
 use crate::clock::Clock;
 use crate::context::Address;
 use crate::metrics::StreamCounters;
 use crate::stream::handle::{CancelOnDrop, Receiver, Sender};
-use crate::stream::session::{Session, Side, StreamShared, Timer};
+use crate::stream::session::{OpenFailure, Session, Side, StreamShared, Timer};
 use crate::stream::{Metadata, StreamConfig, StreamError};
 
-/// Opens streams to one address: each stream a [`ClientStream`], many sharing a
-/// connection (`connections` of them, opened when first needed, in turn).
-pub struct StreamClient {
-    service: String,
+/// A client's stream settings (in [`ClientConfig::streams`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ClientStreams {
+    /// The limits and window of each streaming connection.
+    pub session: StreamConfig,
+    /// Streaming connections per instance; streams take them in turn, and one whose
+    /// stream limit is reached passes a stream to the next. Default 1: streams are
+    /// multiplexed, as Kitex's StreamX client multiplexes them.
+    pub connections_per_instance: usize,
+    /// A deadline for every stream, from its opening: when it passes, the stream is
+    /// reset (Kitex's deadline code) and its halves fail with
+    /// [`StreamError::DeadlineExceeded`]. Default `None`.
+    pub timeout: Option<Duration>,
+}
+
+impl Default for ClientStreams {
+    fn default() -> Self {
+        ClientStreams {
+            session: StreamConfig::default(),
+            connections_per_instance: 1,
+            timeout: None,
+        }
+    }
+}
+
+/// A stream's opening, as it goes down a client stack: the method, the metadata of
+/// the stream's header, and the stream's own deadline. Cheap to clone (a retry
+/// sends it again).
+#[derive(Debug, Clone)]
+pub struct StreamRequest {
+    method: MethodName,
+    header: Arc<Metadata>,
+    timeout: Option<Duration>,
+}
+
+impl StreamRequest {
+    /// Opens a stream of `method` with `header` as its header's metadata, and the
+    /// client's stream deadline ([`ClientStreams::timeout`]).
+    pub fn new(method: impl Into<MethodName>, header: Metadata) -> Self {
+        StreamRequest {
+            method: method.into(),
+            header: Arc::new(header),
+            timeout: None,
+        }
+    }
+
+    /// A deadline of the stream's own, from its opening, instead of the client's.
+    pub fn with_timeout(mut self, timeout: Duration) -> Self {
+        self.timeout = Some(timeout);
+        self
+    }
+
+    /// The metadata of the stream's header.
+    pub fn header(&self) -> &Metadata {
+        &self.header
+    }
+
+    /// The stream's own deadline, if it was given one.
+    pub fn timeout(&self) -> Option<Duration> {
+        self.timeout
+    }
+}
+
+impl ClientCall for StreamRequest {
+    fn method_name(&self) -> &MethodName {
+        &self.method
+    }
+
+    fn is_oneway(&self) -> bool {
+        false
+    }
+
+    fn opens_stream(&self) -> bool {
+        true
+    }
+}
+
+/// A stream the bottom of a client stack opened, its message types not given yet:
+/// [`Client::open_stream`](super::Client::open_stream) makes it a [`ClientStream`].
+/// Dropped as it is, the stream is reset (cancelled).
+pub struct OpenedStream {
+    guard: Arc<CancelOnDrop>,
+}
+
+impl fmt::Debug for OpenedStream {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("OpenedStream")
+            .field("stream", &self.guard.stream.id)
+            .field("method", &self.guard.stream.method)
+            .finish()
+    }
+}
+
+impl OpenedStream {
+    /// `stream`, reset once its deadline (if any) passes on `timer`.
+    pub(crate) fn new(
+        stream: Arc<StreamShared>,
+        timeout: Option<Duration>,
+        timer: &Timer,
+    ) -> OpenedStream {
+        let deadline = timeout.map(|t| expire(&stream, t, timer));
+        OpenedStream {
+            guard: Arc::new(CancelOnDrop { stream, deadline }),
+        }
+    }
+
+    /// The stream id on its connection (for logs).
+    pub fn id(&self) -> i32 {
+        self.guard.stream.id
+    }
+
+    /// The stream with requests of type `Req` and responses of type `Resp`.
+    pub fn typed<Req: Message, Resp: Message>(self) -> ClientStream<Req, Resp> {
+        let stream = Arc::clone(&self.guard.stream);
+        ClientStream {
+            sender: Sender::new(Arc::clone(&stream), Some(Arc::clone(&self.guard))),
+            receiver: Receiver::new(stream, Some(self.guard)),
+        }
+    }
+}
+
+/// The streaming connections to one instance: `slots` of them, opened when first
+/// needed and again after they fail, taken in turn.
+pub(crate) struct StreamPool {
     dialer: Dialer,
     config: StreamConfig,
-    timeout: Option<Duration>,
     timer: Timer,
-    /// The client's stream counters, when its configuration has metrics.
+    /// The side's stream counters, when its configuration has metrics.
     metrics: Option<StreamCounters>,
     slots: Box<[tokio::sync::Mutex<Option<Arc<Session>>>]>,
     next: AtomicUsize,
+    /// Told when a connection breaks under open streams (the instance breaker).
+    on_break: Option<BreakHook>,
+}
+
+/// What a [`StreamPool`] calls when one of its connections breaks under open
+/// streams, with the instance's address.
+pub(crate) type BreakHook = Arc<dyn Fn(&Address) + Send + Sync>;
+
+impl fmt::Debug for StreamPool {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("StreamPool")
+            .field("config", &self.config)
+            .field("connections", &self.slots.len())
+            .finish_non_exhaustive()
+    }
+}
+
+impl StreamPool {
+    pub(crate) fn new(
+        dialer: Dialer,
+        streams: &ClientStreams,
+        timer: Timer,
+        metrics: Option<StreamCounters>,
+        on_break: Option<BreakHook>,
+    ) -> StreamPool {
+        StreamPool {
+            dialer,
+            config: streams.session,
+            timer,
+            metrics,
+            slots: (0..streams.connections_per_instance.max(1))
+                .map(|_| tokio::sync::Mutex::new(None))
+                .collect(),
+            next: AtomicUsize::new(0),
+            on_break,
+        }
+    }
+
+    /// The clock of its streams' deadlines.
+    pub(crate) fn timer(&self) -> &Timer {
+        &self.timer
+    }
+
+    /// Opens a stream of `method` of `service` on the next connection that takes it.
+    /// An error says whether the header may have left ([`Error::may_have_run`]).
+    pub(crate) async fn open(
+        &self,
+        method: Utf8Bytes,
+        service: &str,
+        header: &Metadata,
+    ) -> Result<Arc<StreamShared>, Error> {
+        let mut last = None;
+        // Each connection in turn, from the next one, until one takes the stream.
+        for _ in 0..self.slots.len() {
+            let session = self.session().await?;
+            match session.open(method.clone(), service, header).await {
+                Ok(stream) => return Ok(stream),
+                Err(OpenFailure {
+                    error: e @ StreamError::Refused(_),
+                    ..
+                }) => last = Some(e),
+                Err(failure) => return Err(open_failed(failure)),
+            }
+        }
+        Err(Error::new(
+            ErrorKind::Rejected,
+            last.unwrap_or_else(|| StreamError::Refused("no connection".into())),
+        )
+        .with_sent(false))
+    }
+
+    /// The next connection in turn, opened (again) if it is not open.
+    async fn session(&self) -> Result<Arc<Session>, Error> {
+        let i = self.next.fetch_add(1, Ordering::Relaxed) % self.slots.len();
+        let mut slot = self.slots[i].lock().await;
+        if let Some(s) = slot.as_ref().filter(|s| s.is_open()) {
+            return Ok(Arc::clone(s));
+        }
+        let conn = self.dialer.connect().await?;
+        let session = Session::start(
+            conn,
+            Side::Client,
+            self.config,
+            None,
+            None,
+            self.timer.clone(),
+            self.metrics.clone(),
+        );
+        if let Some(hook) = &self.on_break {
+            let hook = Arc::clone(hook);
+            let addr = self.dialer.address().clone();
+            session.on_break(Box::new(move || hook(&addr)));
+        }
+        if let Some(old) = slot.replace(Arc::clone(&session)) {
+            old.stop();
+        }
+        Ok(session)
+    }
+
+    /// Streams open across its connections.
+    #[cfg(test)]
+    pub(crate) fn open_streams(&self) -> usize {
+        self.slots
+            .iter()
+            .filter_map(|s| {
+                s.try_lock()
+                    .ok()
+                    .and_then(|s| s.as_ref().map(|s| s.open_streams()))
+            })
+            .sum()
+    }
+
+    /// No new streams: each connection closes once its last stream ends.
+    pub(crate) fn retire(&self) {
+        for slot in &self.slots {
+            // A slot locked now is opening a connection, which the opener holds.
+            if let Ok(mut slot) = slot.try_lock()
+                && let Some(s) = slot.take()
+            {
+                s.orphan();
+            }
+        }
+    }
+}
+
+impl Drop for StreamPool {
+    fn drop(&mut self) {
+        for slot in &mut self.slots {
+            if let Some(s) = slot.get_mut().take() {
+                // Streams still open keep their connection until the last one ends.
+                s.orphan();
+            }
+        }
+    }
+}
+
+/// A client [`Error`] for an opening that failed on a connection: it closed or
+/// failed before the header was written (nothing left: another instance may take
+/// the stream), or it ended right after (the header may have reached the server).
+fn open_failed(failure: OpenFailure) -> Error {
+    let e = match failure.error {
+        StreamError::Connection { kind, message } => Error::io(io::Error::new(kind, message)),
+        StreamError::Encode(message) => return Error::encode(message),
+        other => Error::new(ErrorKind::Io, other),
+    };
+    e.with_sent(failure.sent)
+}
+
+/// Opens streams of one service to one address, over a few multiplexed connections
+/// (`connections` of them, opened when first needed, in turn), without a client
+/// stack: no discovery, balancing, breakers, retries or layers. A
+/// [`Client`](super::Client) opens streams through its stack
+/// ([`Client::open_stream`](super::Client::open_stream)).
+pub struct StreamClient {
+    service: String,
+    pool: StreamPool,
+    timeout: Option<Duration>,
 }
 
 impl fmt::Debug for StreamClient {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("StreamClient")
             .field("service", &self.service)
-            .field("config", &self.config)
+            .field("pool", &self.pool)
             .field("timeout", &self.timeout)
-            .field("connections", &self.slots.len())
-            .finish_non_exhaustive()
+            .finish()
     }
 }
 
 impl StreamClient {
     /// A client of `service` (sent as `isn`, as Kitex's client does) at `addr`, with
-    /// the transport, TLS and connect timeout of `config` (its framing, protocol and
-    /// pool settings do not apply: streams are TTHeader and Binary). Must run inside
-    /// a tokio runtime.
+    /// the transport, TLS, connect timeout and stream settings of `config` (its
+    /// framing, protocol and pool settings do not apply: streams are TTHeader and
+    /// Binary). Must run inside a tokio runtime.
     pub fn new(
         service: impl Into<String>,
         addr: Address,
         config: &ClientConfig,
     ) -> io::Result<Self> {
         let reactor = super::transport::reactor_for(config)?;
+        let metrics = config
+            .observability
+            .metrics
+            .as_ref()
+            .map(|m| m.streams(false).clone());
         Ok(StreamClient {
             service: service.into(),
-            dialer: Dialer::new(reactor, addr, config),
-            config: StreamConfig::default(),
-            timeout: None,
-            timer: Timer::default(),
-            metrics: config
-                .observability
-                .metrics
-                .as_ref()
-                .map(|m| m.streams(false).clone()),
-            slots: (0..1).map(|_| tokio::sync::Mutex::new(None)).collect(),
-            next: AtomicUsize::new(0),
+            pool: StreamPool::new(
+                Dialer::new(reactor, addr, config),
+                &config.streams,
+                Timer::default(),
+                metrics,
+                None,
+            ),
+            timeout: config.streams.timeout,
         })
     }
 
     /// Sets the streams' limits and window.
     pub fn with_config(mut self, config: StreamConfig) -> Self {
-        self.config = config;
+        self.pool.config = config;
         self
     }
 
@@ -81,13 +385,13 @@ impl StreamClient {
     /// (default the real one; tests give a [`ManualClock`](crate::clock::ManualClock)).
     /// Applies to connections opened afterwards.
     pub fn with_clock(mut self, clock: impl Clock) -> Self {
-        self.timer = Timer::new(clock);
+        self.pool.timer = Timer::new(clock);
         self
     }
 
     /// Sets how many connections the streams share (default 1).
     pub fn with_connections(mut self, n: usize) -> Self {
-        self.slots = (0..n.max(1))
+        self.pool.slots = (0..n.max(1))
             .map(|_| tokio::sync::Mutex::new(None))
             .collect();
         self
@@ -118,74 +422,18 @@ impl StreamClient {
         timeout: Option<Duration>,
     ) -> Result<ClientStream<Req, Resp>, StreamError> {
         let method = Utf8Bytes::from(method.to_owned());
-        let mut last = None;
-        // Each connection in turn, from the next one, until one takes the stream.
-        for _ in 0..self.slots.len() {
-            let session = self.session().await?;
-            match session.open(method.clone(), &self.service, header).await {
-                Ok(stream) => {
-                    let deadline = timeout.map(|t| expire(&stream, t, &self.timer));
-                    return Ok(ClientStream::new(stream, deadline));
-                }
-                Err(e @ StreamError::Refused(_)) => last = Some(e),
-                Err(e) => return Err(e),
-            }
-        }
-        Err(last.unwrap_or_else(|| StreamError::Refused("no connection".into())))
+        let stream = self
+            .pool
+            .open(method, &self.service, header)
+            .await
+            .map_err(StreamError::open)?;
+        Ok(OpenedStream::new(stream, timeout, &self.pool.timer).typed())
     }
 
     /// Streams open across its connections.
     #[cfg(test)]
     pub(crate) fn open_streams(&self) -> usize {
-        self.slots
-            .iter()
-            .filter_map(|s| {
-                s.try_lock()
-                    .ok()
-                    .and_then(|s| s.as_ref().map(|s| s.open_streams()))
-            })
-            .sum()
-    }
-
-    /// The next connection in turn, opened (again) if it is not open.
-    async fn session(&self) -> Result<Arc<Session>, StreamError> {
-        let i = self.next.fetch_add(1, Ordering::Relaxed) % self.slots.len();
-        let mut slot = self.slots[i].lock().await;
-        if let Some(s) = slot.as_ref().filter(|s| s.is_open()) {
-            return Ok(Arc::clone(s));
-        }
-        let conn = self
-            .dialer
-            .connect()
-            .await
-            .map_err(|e| StreamError::Connection {
-                kind: io::ErrorKind::ConnectionRefused,
-                message: e.to_string(),
-            })?;
-        let session = Session::start(
-            conn,
-            Side::Client,
-            self.config,
-            None,
-            None,
-            self.timer.clone(),
-            self.metrics.clone(),
-        );
-        if let Some(old) = slot.replace(Arc::clone(&session)) {
-            old.stop();
-        }
-        Ok(session)
-    }
-}
-
-impl Drop for StreamClient {
-    fn drop(&mut self) {
-        for slot in &mut self.slots {
-            if let Some(s) = slot.get_mut().take() {
-                // Streams still open keep their connection until the last one ends.
-                s.orphan();
-            }
-        }
+        self.pool.open_streams()
     }
 }
 
@@ -219,17 +467,6 @@ pub struct ClientStream<Req, Resp> {
 }
 
 impl<Req: Message, Resp: Message> ClientStream<Req, Resp> {
-    fn new(stream: Arc<StreamShared>, deadline: Option<tokio::task::AbortHandle>) -> Self {
-        let guard = Arc::new(CancelOnDrop {
-            stream: Arc::clone(&stream),
-            deadline,
-        });
-        ClientStream {
-            sender: Sender::new(Arc::clone(&stream), Some(Arc::clone(&guard))),
-            receiver: Receiver::new(stream, Some(guard)),
-        }
-    }
-
     /// Sends a request.
     pub async fn send(&mut self, request: &Req) -> Result<(), StreamError> {
         self.sender.send(request).await

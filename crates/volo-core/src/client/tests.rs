@@ -960,6 +960,7 @@ fn the_default_stack_future_holds_one_attempt_not_two() {
 }
 
 mod multiplexed;
+mod streams;
 
 /// A peer's exception reply is told apart by the refusal its TTHeader names
 /// ([`HEADER_KEY`](crate::refusal::HEADER_KEY)) before its message, which decides only

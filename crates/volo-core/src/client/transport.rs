@@ -4,7 +4,7 @@
 use std::collections::HashMap;
 use std::fmt;
 use std::io;
-use std::sync::{Arc, Mutex, PoisonError};
+use std::sync::{Arc, Mutex, OnceLock, PoisonError};
 
 use bytes::Bytes;
 use thrift_codec::{LinkBuffer, MessageHeader, MessageType, Utf8Bytes};
@@ -13,14 +13,19 @@ use futures_util::StreamExt;
 
 use super::balance::Changes;
 use super::mux::{MuxCall, MuxPool};
-use super::pool::{Pool, Pooled};
-use super::{ClientConfig, ClientContext, ClientRequest, ClientResponse, Error, FrameSizes};
+use super::pool::{Dialer, Pool, Pooled};
+use super::stream::{BreakHook, OpenedStream, StreamPool, StreamRequest};
+use super::{
+    ClientCall, ClientConfig, ClientContext, ClientRequest, ClientResponse, Error, FrameSizes,
+};
 use crate::codec::ttheader::Header;
 use crate::codec::{FrameError, FrameOut, FrameSplitter, Framing, Protocol, theader};
 use crate::context::Address;
 use crate::envelope::{self, ClientHeaders, FrameHeader};
 use crate::service::Service;
-use crate::transport::FrameIo;
+use crate::stream::Metadata;
+use crate::stream::session::Timer;
+use crate::transport::{FrameIo, lock};
 
 /// Sends calls to instances: a pool of connections per instance address (ping-pong,
 /// or multiplexed with [`ConnectionPool::mux`](super::ConnectionPool::mux)), opened on first use. Cheap to
@@ -46,6 +51,14 @@ struct Inner {
     pools: Mutex<HashMap<Address, Peer>>,
     /// `config.observability.metrics`' byte counters, when on.
     bytes: Option<crate::metrics::ByteCounters>,
+    /// The streaming connections of each instance address, made on first use.
+    streams: Mutex<HashMap<Address, Arc<StreamPool>>>,
+    /// The clock of the streams' deadlines and flow control waits.
+    stream_timer: Mutex<Timer>,
+    /// `config.observability.metrics`' stream counters, when on.
+    stream_metrics: Option<crate::metrics::StreamCounters>,
+    /// Told when a streaming connection breaks under open streams.
+    on_break: OnceLock<BreakHook>,
 }
 
 impl fmt::Debug for Transport {
@@ -107,11 +120,52 @@ impl Transport {
                     .metrics
                     .as_ref()
                     .map(|m| m.client_bytes().clone()),
+                stream_metrics: config
+                    .observability
+                    .metrics
+                    .as_ref()
+                    .map(|m| m.streams(false).clone()),
                 config,
                 reactor,
                 pools: Mutex::new(HashMap::new()),
+                streams: Mutex::new(HashMap::new()),
+                stream_timer: Mutex::new(Timer::default()),
+                on_break: OnceLock::new(),
             }),
         })
+    }
+
+    /// Sets the clock of its streams' deadlines and of their flow control's waits
+    /// (default the real one; tests give a [`ManualClock`](crate::clock::ManualClock)).
+    /// Applies to the instances first streamed to afterwards.
+    pub fn with_stream_clock(self, clock: impl crate::clock::Clock) -> Self {
+        *lock(&self.inner.stream_timer) = Timer::new(clock);
+        self
+    }
+
+    /// Has `f` told the address of an instance whose streaming connection breaks
+    /// under open streams (the builder counts it against the instance's breaker).
+    /// Set once; later calls change nothing.
+    pub(crate) fn on_stream_break(&self, f: BreakHook) {
+        let _ = self.inner.on_break.set(f);
+    }
+
+    /// The streaming connections of `addr`, made on first use.
+    fn stream_pool(&self, addr: &Address) -> Arc<StreamPool> {
+        let mut pools = lock(&self.inner.streams);
+        if let Some(pool) = pools.get(addr) {
+            return Arc::clone(pool);
+        }
+        let inner = &*self.inner;
+        let pool = Arc::new(StreamPool::new(
+            Dialer::new(inner.reactor.clone(), addr.clone(), &inner.config),
+            &inner.config.streams,
+            lock(&inner.stream_timer).clone(),
+            inner.stream_metrics.clone(),
+            inner.on_break.get().cloned(),
+        ));
+        pools.insert(addr.clone(), Arc::clone(&pool));
+        pool
     }
 
     /// The settings it was made with.
@@ -123,7 +177,9 @@ impl Transport {
     /// them, so that a client that follows a registry through churn keeps pools (and
     /// idle connections) only for instances that are listed. Calls in progress on a
     /// removed instance finish on their connections, which close after them. An
-    /// instance listed again gets a new pool on its next call. The task ends with the
+    /// instance listed again gets a new pool on its next call. Streaming connections
+    /// to a removed instance take no new streams, and close once their last stream
+    /// ends. The task ends with the
     /// stream, or at the first change after the transport is gone.
     pub(crate) fn follow(&self, mut changes: Changes) {
         let inner = Arc::downgrade(&self.inner);
@@ -132,9 +188,20 @@ impl Transport {
                 let Some(inner) = inner.upgrade() else {
                     return;
                 };
-                let mut pools = inner.pools.lock().unwrap_or_else(PoisonError::into_inner);
-                for gone in &change.removed {
-                    pools.remove(&gone.address);
+                let retired: Vec<Arc<StreamPool>> = {
+                    let mut pools = lock(&inner.pools);
+                    let mut streams = lock(&inner.streams);
+                    change
+                        .removed
+                        .iter()
+                        .filter_map(|gone| {
+                            pools.remove(&gone.address);
+                            streams.remove(&gone.address)
+                        })
+                        .collect()
+                };
+                for pool in retired {
+                    pool.retire();
                 }
             }
         });
@@ -400,6 +467,47 @@ impl Service<ClientContext, ClientRequest> for Transport {
             };
             e.with_instance(addr)
         })
+    }
+}
+
+/// Opens a stream on the instance in `cx.rpc.callee.address`, over one of its
+/// streaming connections; the header carries the request's metadata after the
+/// context's metainfo (persistent and transient values, prefixed, as a call's
+/// TTHeader carries them), and names the callee's service (`isn`).
+impl Service<ClientContext, StreamRequest> for Transport {
+    type Response = OpenedStream;
+    type Error = Error;
+
+    async fn call(
+        &self,
+        cx: &mut ClientContext,
+        req: StreamRequest,
+    ) -> Result<OpenedStream, Error> {
+        let Some(addr) = cx.rpc.callee.address.clone() else {
+            return Err(Error::no_instance());
+        };
+        let pool = self.stream_pool(&addr);
+        let mut pairs = cx.metainfo.request_pairs().peekable();
+        let with_meta;
+        let header = if pairs.peek().is_none() {
+            req.header()
+        } else {
+            let mut all = Metadata::new();
+            for (k, v) in pairs {
+                all.push(Utf8Bytes::from(k), v.clone());
+            }
+            for (k, v) in req.header().pairs() {
+                all.push(k.clone(), v.clone());
+            }
+            with_meta = all;
+            &with_meta
+        };
+        let stream = pool
+            .open(req.method_name().to_utf8(), &cx.rpc.callee.service, header)
+            .await
+            .map_err(|e| e.with_instance(addr))?;
+        let timeout = req.timeout().or(self.inner.config.streams.timeout);
+        Ok(OpenedStream::new(stream, timeout, pool.timer()))
     }
 }
 

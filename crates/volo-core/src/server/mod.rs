@@ -453,6 +453,10 @@ pub struct ServerConfig {
     /// layers included. The access log writes one line per call (or per `every`
     /// calls), see [`trace`].
     pub observability: Observability,
+    /// The limits and window of the streams a server with a
+    /// [`StreamHandler`] serves: frames, streams per connection and in progress, the
+    /// window it grants (see [`stream`](crate::stream)).
+    pub streams: crate::stream::StreamConfig,
 }
 
 impl Default for ServerConfig {
@@ -465,6 +469,7 @@ impl Default for ServerConfig {
             inline_dispatch: true,
             tls: None,
             observability: Observability::default(),
+            streams: crate::stream::StreamConfig::default(),
         }
     }
 }

@@ -163,9 +163,11 @@ impl<D, L> Server<D, L> {
         self
     }
 
-    /// Sets the limits and window of the streams (after [`streams`](Self::streams)).
+    /// Sets the limits and window of the streams: the configuration's
+    /// [`streams`](ServerConfig::streams) (a later [`config`](Self::config) replaces
+    /// them with its own).
     pub fn stream_config(mut self, config: crate::stream::StreamConfig) -> Self {
-        self.streams = self.streams.take().map(|s| s.with_config(config));
+        self.config.streams = config;
         self
     }
 
@@ -208,8 +210,9 @@ impl<D, L> Server<D, L> {
                 .layer(self.dispatch)
                 .with_grace(self.grace),
         );
+        let streams = self.streams.map(|s| s.with_config(self.config.streams));
         let mut state = ServerState::new(stack, self.services, self.config, self.limit);
-        state.streams = self.streams;
+        state.streams = streams;
         state
     }
 

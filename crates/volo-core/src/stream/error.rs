@@ -64,12 +64,41 @@ pub enum StreamError {
     /// closed).
     #[error("the stream could not be opened: {0}")]
     Refused(String),
+    /// The client stack failed the stream's opening: no instance, every breaker open,
+    /// the connect failed, the opening's timeout passed... (the client's
+    /// [`Error`](crate::client::Error), by kind).
+    #[error("the stream could not be opened: {message}")]
+    Open {
+        /// What kind of failure.
+        kind: crate::client::ErrorKind,
+        /// The instance that failed, when one was picked.
+        instance: Option<crate::context::Address>,
+        /// What happened.
+        message: String,
+    },
 }
 
 impl StreamError {
     pub(crate) fn connection(e: &io::Error) -> StreamError {
         StreamError::Connection {
             kind: e.kind(),
+            message: e.to_string(),
+        }
+    }
+
+    /// The error of a stream whose opening failed with `e`: a connection's stream
+    /// limit stays [`Refused`](Self::Refused); any other failure is
+    /// [`Open`](Self::Open).
+    pub(crate) fn open(e: crate::client::Error) -> StreamError {
+        use std::error::Error as _;
+        if let Some(refused @ StreamError::Refused(_)) =
+            e.source().and_then(|s| s.downcast_ref::<StreamError>())
+        {
+            return refused.clone();
+        }
+        StreamError::Open {
+            kind: e.kind(),
+            instance: e.instance().cloned(),
             message: e.to_string(),
         }
     }
@@ -87,7 +116,7 @@ impl StreamError {
                 "protocol_error"
             }
             StreamError::SendClosed => "ok",
-            StreamError::Refused(_) => "refused",
+            StreamError::Refused(_) | StreamError::Open { .. } => "refused",
         }
     }
 
@@ -167,6 +196,12 @@ impl Metadata {
         let mut pairs = meta;
         pairs.retain(|(k, _)| !is_internal(k));
         Metadata { pairs }
+    }
+
+    /// Adds a pair at the end, as it is (a key already there keeps its place; the
+    /// last value is the one read).
+    pub(crate) fn push(&mut self, key: Utf8Bytes, value: Utf8Bytes) {
+        self.pairs.push((key, value));
     }
 
     pub(crate) fn pairs(&self) -> &[(Utf8Bytes, Utf8Bytes)] {

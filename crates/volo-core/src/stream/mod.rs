@@ -32,25 +32,39 @@
 //!
 //! # Governance
 //!
+//! - **The client stack**: a [`Client`](crate::client::Client) opens a stream
+//!   through its layers ([`Client::open_stream`](crate::client::Client::open_stream),
+//!   and the generated client's streaming methods): discovery and the balancer pick
+//!   its instance, the instance breakers count failed openings and connections that
+//!   break under open streams, an opening that never left is retried on another
+//!   instance (never once its header may have reached a server), the timeout bounds
+//!   the opening, and user layers written over
+//!   [`ClientCall`](crate::client::ClientCall) see it. See
+//!   [`client::stream`](crate::client::stream) for the rules, and
+//!   [`ClientStreams`](crate::client::ClientStreams) for the settings.
 //! - **Metrics**: with [`Observability::metrics`](crate::config::Observability::metrics)
 //!   on either side, streams open, streams ended by outcome, and stream messages and
-//!   bytes each way are counted ([`metrics`](crate::metrics) lists the names).
+//!   bytes each way are counted ([`metrics`](crate::metrics) lists the names); a
+//!   client's openings are also counted as calls by the stack's metrics layer.
 //! - **Traces**: each stream is an `rpc.stream` span (`otel.kind` `client` or
 //!   `server`, `rpc.service`, `rpc.method`, `stream.id`, and at its end
 //!   `otel.status_code` and `error.type`), with a `TRACE` event per message sent and
-//!   received. Streams do not go through the ping-pong service stacks: their layers
-//!   see calls, and a stream is many messages.
+//!   received; a client's opening is also the stack's `rpc.client` span.
 //! - **Limits**: a server refuses streams beyond [`StreamConfig::max_in_flight`]
 //!   across its connections (as overloaded, like the call limiter) and beyond
 //!   [`StreamConfig::max_streams`] on one connection; its graceful shutdown refuses
-//!   new streams and lets those in progress end.
+//!   new streams and lets those in progress end. A server's stream settings are
+//!   [`ServerConfig::streams`](crate::server::ServerConfig::streams).
 //! - **Deadlines**: a client's stream deadline
-//!   ([`StreamClient::with_timeout`](crate::client::StreamClient::with_timeout))
+//!   ([`ClientStreams::timeout`](crate::client::ClientStreams::timeout),
+//!   [`StreamRequest::with_timeout`](crate::client::StreamRequest::with_timeout),
+//!   [`StreamClient::with_timeout`](crate::client::StreamClient::with_timeout))
 //!   resets the stream when it passes, on a [`Clock`](crate::clock::Clock) given as
 //!   an input.
-//! - **Retries**: none. A stream is opened on the next connection only when the one
-//!   tried refused it before anything was sent (its stream limit); once the header
-//!   is sent, a failure is the caller's to handle.
+//! - **Without a stack**: [`StreamClient`](crate::client::StreamClient) opens streams
+//!   to one address, with no balancing, breakers or retries: a stream is opened on
+//!   its next connection only when the one tried refused it before anything was
+//!   sent (its stream limit).
 
 pub mod error;
 pub mod flow;

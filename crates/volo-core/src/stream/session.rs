@@ -50,6 +50,14 @@ pub(crate) enum Side {
     Server,
 }
 
+/// Why a client's stream could not be opened, and whether its header may have
+/// reached the server.
+#[derive(Debug)]
+pub(crate) struct OpenFailure {
+    pub(crate) error: StreamError,
+    pub(crate) sent: bool,
+}
+
 /// A stream the peer opened, handed to the server's accept loop.
 #[derive(Debug)]
 pub(crate) struct Opened {
@@ -89,6 +97,20 @@ pub(crate) struct Session {
     metrics: Option<StreamCounters>,
     /// Tells the flusher task that messages wait in the output.
     flush_wanted: Notify,
+    /// Called once if the connection breaks under open streams.
+    on_break: Mutex<Option<OnBreak>>,
+    /// A stream was opened on it (its header sent): a break after it is the
+    /// connection's, not an opening's (which its opener counts).
+    established: AtomicBool,
+}
+
+/// What a session calls when its connection breaks under open streams.
+struct OnBreak(Box<dyn FnOnce() + Send>);
+
+impl std::fmt::Debug for OnBreak {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("OnBreak")
+    }
 }
 
 /// Bytes waiting in a connection's output above which a sender flushes itself (and
@@ -252,6 +274,8 @@ impl Session {
             timer,
             metrics,
             flush_wanted: Notify::new(),
+            on_break: Mutex::new(None),
+            established: AtomicBool::new(false),
         });
         tokio::spawn(read_frames(Arc::clone(&session), first, opened));
         tokio::spawn(flush_later(Arc::clone(&session)));
@@ -295,17 +319,18 @@ impl Session {
         method: Utf8Bytes,
         service: &str,
         header: &Metadata,
-    ) -> Result<Arc<StreamShared>, StreamError> {
+    ) -> Result<Arc<StreamShared>, OpenFailure> {
+        let unsent = |error| OpenFailure { error, sent: false };
         let stream = {
             let mut streams = self.streams();
             if let Some(e) = &streams.closed {
-                return Err(e.clone());
+                return Err(unsent(e.clone()));
             }
             if streams.open.len() >= self.config.max_streams {
-                return Err(StreamError::Refused(format!(
+                return Err(unsent(StreamError::Refused(format!(
                     "{} streams are open on the connection, its limit",
                     streams.open.len()
-                )));
+                ))));
             }
             let id = loop {
                 let id = self.next_id.fetch_add(1, Ordering::Relaxed);
@@ -319,9 +344,9 @@ impl Session {
             };
             // A server known not to take part (one stream already told) is not asked.
             let counted = self.peer_counts.load(Ordering::Relaxed) != PEER_UNCOUNTED;
-            let inbox = Inbox::new(self.window(), counted).map_err(protocol)?;
+            let inbox = Inbox::new(self.window(), counted).map_err(|e| unsent(protocol(e)))?;
             let send = match counted {
-                true => SendWindow::new(INITIAL_CREDIT).map_err(protocol)?,
+                true => SendWindow::new(INITIAL_CREDIT).map_err(|e| unsent(protocol(e)))?,
                 false => SendWindow::unlimited(),
             };
             let stream =
@@ -345,11 +370,25 @@ impl Session {
             }
             st.header_sent = true;
         }
+        // A connection that fails while the header is written fails before it left.
         if let Err(e) = self.send_frame(&frame).await {
             stream.forget();
-            return Err(e);
+            return Err(unsent(e));
         }
-        Ok(stream)
+        // Under the table's lock, as the reader's end takes the table: either the
+        // stream counts as opened there (a break now is the connection's), or the
+        // connection ended while the header went, and the opening fails here.
+        let ended = {
+            let streams = self.streams();
+            if streams.closed.is_none() {
+                self.established.store(true, Ordering::Relaxed);
+            }
+            streams.closed.clone()
+        };
+        match ended {
+            None => Ok(stream),
+            Some(error) => Err(OpenFailure { error, sent: true }),
+        }
     }
 
     /// Writes `frame` and flushes.
@@ -412,6 +451,12 @@ impl Session {
         if let Some(m) = &self.metrics {
             m.open.inc();
         }
+    }
+
+    /// Calls `f` once if the connection breaks (fails, or the peer closes it) while
+    /// streams are open on it, one of which was opened; not when this side closes it.
+    pub(crate) fn on_break(&self, f: Box<dyn FnOnce() + Send>) {
+        *lock(&self.on_break) = Some(OnBreak(f));
     }
 
     /// Its client is gone: the connection closes once no stream is open on it.
@@ -858,6 +903,12 @@ async fn read_frames(
         streams.closed = Some(error.clone());
         std::mem::take(&mut streams.open)
     };
+    let broken = !open.is_empty()
+        && session.established.load(Ordering::Relaxed)
+        && !matches!(&error, StreamError::Connection { kind, .. } if *kind == io::ErrorKind::ConnectionAborted);
+    if broken && let Some(OnBreak(f)) = lock(&session.on_break).take() {
+        f();
+    }
     // The flusher ends too.
     session.flush_wanted.notify_one();
     for (_, stream) in open {

@@ -49,7 +49,7 @@ use std::task::Poll;
 use policy::Latencies;
 
 use super::retry::{mark, marked_upstream, restore_mark, saved_mark};
-use super::{ClientContext, ClientRequest, ClientResponse, Error, RetryBudget};
+use super::{ClientCall, ClientContext, Error, RetryBudget};
 use crate::clock::{Clock, SystemClock};
 use crate::service::{Layer, Service};
 use crate::transport::lock;
@@ -98,13 +98,13 @@ impl<S> Backup<S> {
 }
 
 /// One attempt on its own context, which it gives back with its outcome.
-async fn attempt<S>(
+async fn attempt<S, R>(
     inner: &S,
     mut cx: ClientContext,
-    req: ClientRequest,
-) -> (Result<ClientResponse, Error>, ClientContext)
+    req: R,
+) -> (Result<S::Response, Error>, ClientContext)
 where
-    S: Service<ClientContext, ClientRequest, Response = ClientResponse, Error = Error> + Sync,
+    S: Service<ClientContext, R, Error = Error> + Sync,
 {
     let result = inner.call(&mut cx, req).await;
     (result, cx)
@@ -125,15 +125,15 @@ enum Event<T> {
 
 impl<S, C> Backup<S, C>
 where
-    S: Service<ClientContext, ClientRequest, Response = ClientResponse, Error = Error> + Sync,
     C: Clock,
 {
     /// The first attempt, and the backup if the first is slow; the first success wins.
-    async fn race(
-        &self,
-        cx: &mut ClientContext,
-        req: ClientRequest,
-    ) -> Result<ClientResponse, Error> {
+    async fn race<R>(&self, cx: &mut ClientContext, req: R) -> Result<S::Response, Error>
+    where
+        R: ClientCall,
+        S: Service<ClientContext, R, Error = Error> + Sync,
+        S::Response: Send,
+    {
         let picks = Arc::new(Mutex::new(Vec::new()));
         let outer_picks = cx.picks.take();
         let caller_mark = saved_mark(cx);
@@ -227,21 +227,17 @@ where
     }
 }
 
-impl<S, C> Service<ClientContext, ClientRequest> for Backup<S, C>
+impl<S, C, R> Service<ClientContext, R> for Backup<S, C>
 where
-    S: Service<ClientContext, ClientRequest, Response = ClientResponse, Error = Error>
-        + Send
-        + Sync,
+    R: ClientCall,
+    S::Response: Send,
+    S: Service<ClientContext, R, Error = Error> + Send + Sync,
     C: Clock,
 {
-    type Response = ClientResponse;
+    type Response = S::Response;
     type Error = Error;
 
-    async fn call(
-        &self,
-        cx: &mut ClientContext,
-        req: ClientRequest,
-    ) -> Result<ClientResponse, Error> {
+    async fn call(&self, cx: &mut ClientContext, req: R) -> Result<S::Response, Error> {
         let policy = &*self.policy;
         // No method marked (backups off, as in the default stack): no call can ever
         // take from the budget, so none adds to it, and no atomic is touched per call.
@@ -250,6 +246,7 @@ where
         }
         self.budget.deposit();
         if req.is_oneway()
+            || req.opens_stream()
             || !policy.is_idempotent(req.method())
             || (policy.chain_stop && marked_upstream(cx))
         {
@@ -267,6 +264,7 @@ mod tests {
     use std::time::Duration;
 
     use super::*;
+    use crate::client::ClientRequest;
     use crate::client::mock::{Mock, Outcome, Step, Wait, addr, after, now, poll, request};
     use crate::client::{ErrorKind, RETRY_KEY};
     use crate::clock::ManualClock;

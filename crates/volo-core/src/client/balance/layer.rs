@@ -5,7 +5,7 @@ use std::sync::{Arc, PoisonError};
 
 use super::{Discover, Instance, LoadBalance};
 use crate::client::breaker::{CircuitOpen, InstanceBreakers, InstancePermit};
-use crate::client::{ClientContext, ClientRequest, ClientResponse, Error};
+use crate::client::{ClientCall, ClientContext, Error};
 use crate::clock::{Clock, SystemClock};
 use crate::context::Address;
 use crate::service::{Layer, Service};
@@ -138,19 +138,17 @@ fn fresh(all: &[Instance], cx: &ClientContext, usable: impl Fn(&Address) -> bool
     if untried.is_empty() { usable } else { untried }
 }
 
-impl<S, C> Service<ClientContext, ClientRequest> for Balance<S, C>
+impl<S, C, R> Service<ClientContext, R> for Balance<S, C>
 where
-    S: Service<ClientContext, ClientRequest, Response = ClientResponse, Error = Error> + Sync,
+    R: ClientCall,
+    S::Response: Send,
+    S: Service<ClientContext, R, Error = Error> + Sync,
     C: Clock,
 {
-    type Response = ClientResponse;
+    type Response = S::Response;
     type Error = Error;
 
-    async fn call(
-        &self,
-        cx: &mut ClientContext,
-        req: ClientRequest,
-    ) -> Result<ClientResponse, Error> {
+    async fn call(&self, cx: &mut ClientContext, req: R) -> Result<S::Response, Error> {
         let (addr, permit) = self.pick(cx)?;
         if let Some(picks) = &cx.picks {
             picks
@@ -245,6 +243,7 @@ mod tests {
 
     use super::*;
     use crate::client::breaker::{BreakerConfig, BreakerState};
+    use crate::client::{ClientRequest, ClientResponse};
     use crate::client::{RoundRobin, StaticDiscover};
     use crate::clock::ManualClock;
     use crate::service::service_fn;

@@ -6,7 +6,7 @@ mod layer;
 
 pub use layer::MeteredClientLayer;
 
-use crate::client::{ClientContext, ClientRequest, ClientResponse, Error, ErrorKind};
+use crate::client::{ClientCall, ClientContext, Error, ErrorKind};
 use crate::metrics::Metrics;
 use crate::metrics::labels::{InFlight, MethodEntry, Outcome, Which};
 use crate::service::Service;
@@ -37,18 +37,16 @@ impl<S> MeteredClient<S> {
     }
 }
 
-impl<S> Service<ClientContext, ClientRequest> for MeteredClient<S>
+impl<S, R> Service<ClientContext, R> for MeteredClient<S>
 where
-    S: Service<ClientContext, ClientRequest, Response = ClientResponse, Error = Error> + Sync,
+    R: ClientCall,
+    S::Response: Send,
+    S: Service<ClientContext, R, Error = Error> + Sync,
 {
-    type Response = ClientResponse;
+    type Response = S::Response;
     type Error = Error;
 
-    async fn call(
-        &self,
-        cx: &mut ClientContext,
-        req: ClientRequest,
-    ) -> Result<ClientResponse, Error> {
+    async fn call(&self, cx: &mut ClientContext, req: R) -> Result<S::Response, Error> {
         let Some(metrics) = &self.metrics else {
             return self.inner.call(cx, req).await;
         };

@@ -43,7 +43,7 @@ use std::time::Duration;
 
 use crate::random::Xorshift;
 
-use super::{ClientContext, ClientRequest, ClientResponse, Error};
+use super::{ClientCall, ClientContext, Error};
 use crate::clock::{Clock, SystemClock};
 use crate::service::{Layer, Service};
 
@@ -138,14 +138,14 @@ impl<S, C: Clock> Retry<S, C> {
     fn retry_after(
         &self,
         cx: &ClientContext,
-        req: &ClientRequest,
+        req: &impl ClientCall,
         err: &Error,
         retries: u32,
     ) -> Option<Duration> {
         let policy = &*self.policy;
         if retries >= policy.max_retries
             || !policy.retries(err)
-            || (err.may_have_run() && !policy.is_idempotent(req.method()))
+            || (err.may_have_run() && (req.opens_stream() || !policy.is_idempotent(req.method())))
         {
             return None;
         }
@@ -162,21 +162,17 @@ impl<S, C: Clock> Retry<S, C> {
     }
 }
 
-impl<S, C> Service<ClientContext, ClientRequest> for Retry<S, C>
+impl<S, C, R> Service<ClientContext, R> for Retry<S, C>
 where
-    S: Service<ClientContext, ClientRequest, Response = ClientResponse, Error = Error>
-        + Send
-        + Sync,
+    R: ClientCall,
+    S::Response: Send,
+    S: Service<ClientContext, R, Error = Error> + Send + Sync,
     C: Clock,
 {
-    type Response = ClientResponse;
+    type Response = S::Response;
     type Error = Error;
 
-    async fn call(
-        &self,
-        cx: &mut ClientContext,
-        req: ClientRequest,
-    ) -> Result<ClientResponse, Error> {
+    async fn call(&self, cx: &mut ClientContext, req: R) -> Result<S::Response, Error> {
         self.budget.deposit();
         if self.policy.chain_stop && marked_upstream(cx) {
             return self.inner.call(cx, req).await;
@@ -218,6 +214,7 @@ mod tests {
     use std::time::Duration;
 
     use super::*;
+    use crate::client::ClientResponse;
     use crate::client::ErrorKind;
     use crate::client::mock::{Mock, Outcome, addr, now, poll, request};
     use crate::clock::ManualClock;

@@ -29,7 +29,7 @@ use std::time::Duration;
 
 use watchdog::{Outcome, Watchdog};
 
-use super::{ClientContext, ClientRequest, ClientResponse, Error};
+use super::{ClientCall, ClientContext, Error};
 use crate::clock::{Clock, SystemClock};
 use crate::service::Service;
 
@@ -55,19 +55,17 @@ impl<S, C: Clock> Timeout<S, C> {
     }
 }
 
-impl<S, C> Service<ClientContext, ClientRequest> for Timeout<S, C>
+impl<S, C, R> Service<ClientContext, R> for Timeout<S, C>
 where
-    S: Service<ClientContext, ClientRequest, Response = ClientResponse, Error = Error> + Sync,
+    R: ClientCall,
+    S::Response: Send,
+    S: Service<ClientContext, R, Error = Error> + Sync,
     C: Clock,
 {
-    type Response = ClientResponse;
+    type Response = S::Response;
     type Error = Error;
 
-    async fn call(
-        &self,
-        cx: &mut ClientContext,
-        req: ClientRequest,
-    ) -> Result<ClientResponse, Error> {
+    async fn call(&self, cx: &mut ClientContext, req: R) -> Result<S::Response, Error> {
         let Some(limit) = cx.timeout.or(self.default) else {
             return self.inner.call(cx, req).await;
         };
@@ -133,6 +131,7 @@ mod tests {
     use futures_util::task::noop_waker_ref;
 
     use super::*;
+    use crate::client::{ClientRequest, ClientResponse};
     use crate::clock::ManualClock;
     use crate::service::service_fn;
 

@@ -30,7 +30,7 @@ pub use layer::{TraceAttemptLayer, TraceLayer};
 use tracing::Instrument;
 use tracing::field::Empty;
 
-use super::{ClientContext, ClientRequest, ClientResponse, Error, ExtraAttempts};
+use super::{ClientCall, ClientContext, Error, ExtraAttempts};
 use crate::service::Service;
 use crate::trace::{
     AccessCount, AccessLine, AccessLog, RPC_SYSTEM, TRACEPARENT, continue_trace, record_ids,
@@ -64,18 +64,16 @@ impl<S> Trace<S> {
     }
 }
 
-impl<S> Service<ClientContext, ClientRequest> for Trace<S>
+impl<S, R> Service<ClientContext, R> for Trace<S>
 where
-    S: Service<ClientContext, ClientRequest, Response = ClientResponse, Error = Error> + Sync,
+    R: ClientCall,
+    S::Response: Send,
+    S: Service<ClientContext, R, Error = Error> + Sync,
 {
-    type Response = ClientResponse;
+    type Response = S::Response;
     type Error = Error;
 
-    async fn call(
-        &self,
-        cx: &mut ClientContext,
-        req: ClientRequest,
-    ) -> Result<ClientResponse, Error> {
+    async fn call(&self, cx: &mut ClientContext, req: R) -> Result<S::Response, Error> {
         let logged = match &self.access {
             Some(access) if access.1.pick(Some(&access.0)) => Some(Started::now(cx)),
             _ => None,
@@ -134,12 +132,7 @@ impl Started {
 }
 
 /// Logs one call of the client.
-fn log_access(
-    cx: &ClientContext,
-    method: &str,
-    out: &Result<ClientResponse, Error>,
-    started: Started,
-) {
+fn log_access<T>(cx: &ClientContext, method: &str, out: &Result<T, Error>, started: Started) {
     let peer = match out {
         Err(e) => e.instance().or(cx.rpc.callee.address.as_ref()),
         Ok(_) => cx.rpc.callee.address.as_ref(),
@@ -177,18 +170,16 @@ impl<S> TraceAttempt<S> {
     }
 }
 
-impl<S> Service<ClientContext, ClientRequest> for TraceAttempt<S>
+impl<S, R> Service<ClientContext, R> for TraceAttempt<S>
 where
-    S: Service<ClientContext, ClientRequest, Response = ClientResponse, Error = Error> + Sync,
+    R: ClientCall,
+    S::Response: Send,
+    S: Service<ClientContext, R, Error = Error> + Sync,
 {
-    type Response = ClientResponse;
+    type Response = S::Response;
     type Error = Error;
 
-    async fn call(
-        &self,
-        cx: &mut ClientContext,
-        req: ClientRequest,
-    ) -> Result<ClientResponse, Error> {
+    async fn call(&self, cx: &mut ClientContext, req: R) -> Result<S::Response, Error> {
         let Some(call) = cx.trace else {
             return self.inner.call(cx, req).await;
         };
