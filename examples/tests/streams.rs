@@ -38,26 +38,36 @@ where
         .build()
         .expect("a runtime");
     rt.block_on(async {
-        let bound = Server::new(StreamServiceServer::new(Streams))
-            .streams(StreamServiceStreamServer::new(Streams))
-            .bind(&"127.0.0.1:0".parse().expect("an address"))
-            .await
-            .expect("bind");
-        let addr = bound.local_addr().clone();
-        let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
-        let serving = tokio::spawn(bound.serve_with_shutdown(async {
-            let _ = stopped.await;
-        }));
+        let (addr, stop) = start().await;
         tokio::time::timeout(Duration::from_secs(60), f(addr))
             .await
             .expect("the test ran out of time");
+        stop.await;
+    });
+}
+
+/// A server of [`Streams`] on loopback: its address, and what stops it (gracefully,
+/// within 20 s).
+async fn start() -> (Address, impl std::future::Future<Output = ()>) {
+    let bound = Server::new(StreamServiceServer::new(Streams))
+        .streams(StreamServiceStreamServer::new(Streams))
+        .bind(&"127.0.0.1:0".parse().expect("an address"))
+        .await
+        .expect("bind");
+    let addr = bound.local_addr().clone();
+    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+    let serving = tokio::spawn(bound.serve_with_shutdown(async {
+        let _ = stopped.await;
+    }));
+    let stop = async move {
         let _ = stop.send(());
         tokio::time::timeout(Duration::from_secs(20), serving)
             .await
             .expect("the server stopped")
             .expect("the server task")
             .expect("the server");
-    });
+    };
+    (addr, stop)
 }
 
 fn client(addr: &Address) -> StreamServiceStreamClient {
@@ -180,6 +190,71 @@ fn ping_pong_calls_share_the_port() {
             b.recv().await.expect("recv").expect("one").msg.as_str(),
             "b"
         );
+    });
+}
+
+/// One generated client for calls and streams: built by the builder, its streaming
+/// methods open through the stack (here over two instances, round robin), with the
+/// header's metadata and each mode's shape.
+#[test]
+fn the_generated_client_opens_streams_through_its_stack() {
+    with_server(|a| async move {
+        let (b, stop_b) = start().await;
+        {
+            let c = StreamServiceClient::builder()
+                .addresses([a.clone(), b.clone()])
+                .load_balance(volo_core::client::RoundRobin::default())
+                .build()
+                .expect("a client");
+            let mut instances = Vec::new();
+            for _ in 0..4 {
+                let mut cx = ClientContext::new();
+                let mut h = Metadata::new();
+                h.insert(ECHO_KEY, "via the stack");
+                let mut rx = c
+                    .server_echo_with(&mut cx, h, &request("push", "m", 3))
+                    .await
+                    .expect("open");
+                let mut n = 0;
+                while let Some(r) = rx.recv().await.expect("a response") {
+                    assert_eq!(r.msg.as_str(), "m");
+                    n += 1;
+                }
+                assert_eq!(n, 3);
+                let header = rx.header().await.expect("the header");
+                assert_eq!(header.get(ECHO_KEY), Some("via the stack"));
+                instances.push(cx.rpc.callee.address.clone().expect("picked"));
+            }
+            // Round robin, from wherever it starts: the two instances in turn.
+            let first = if instances[0] == a { &a } else { &b };
+            let other = if first == &a { &b } else { &a };
+            assert_eq!(instances, [first, other, first, other].map(Clone::clone));
+
+            let mut count = c.client_count().await.expect("open");
+            for i in 0..7 {
+                count
+                    .send(&request("x", &i.to_string(), 0))
+                    .await
+                    .expect("send");
+            }
+            count.close_send().await.expect("close");
+            let answer = count.recv().await.expect("recv").expect("the answer");
+            assert_eq!(
+                (answer.action.as_str(), answer.msg.as_str()),
+                ("received", "7")
+            );
+
+            let mut bidi = c.bidi_echo().await.expect("open");
+            bidi.send(&request("a", "b", 0)).await.expect("send");
+            let echoed = bidi.recv().await.expect("recv").expect("one");
+            assert_eq!(echoed.msg.as_str(), "b");
+            let r = c
+                .echo_with(&mut ClientContext::new(), request("ping", "pong", 0))
+                .await
+                .expect("a call on the same client");
+            assert_eq!(r.msg.as_str(), "pong");
+        }
+        stop_b.await;
     });
 }
 

@@ -121,9 +121,15 @@
 //! Methods annotated with Kitex's `streaming.mode` (`"server"`, `"client"` or
 //! `"bidirectional"`) are streams over TTHeader (Kitex's StreamX, see
 //! `volo_core::stream`), not calls: they take one struct (each request) and return
-//! one struct (each response), declare no exceptions, and leave `S`, `SReply`,
-//! `SServer` and `SClient` alone (no args or result structs either). A service with
-//! any gets:
+//! one struct (each response), declare no exceptions, and leave `S`, `SReply` and
+//! `SServer` alone (no args or result structs either). A service with any gets:
+//!
+//! - a method per stream on `SClient<T>`, the same client as the calls': each stream
+//!   is opened through the client's stack (`Client::open_stream`: discovery,
+//!   balancing, breakers, the retry of an opening that never left, layers). A server
+//!   stream's method sends the request, closes its side and returns the `Receiver`;
+//!   the others return the `ClientStream`. Each has a `_with` twin that takes the
+//!   opening's `ClientContext` and the header's metadata;
 //!
 //! - `pub trait SStream`, one method per stream taking `&StreamContext` (the client's
 //!   header, the metadata sent back) and, for a server stream, the request (read
@@ -134,9 +140,8 @@
 //! - `SStreamServer<T>`, a `volo_core::server::StreamHandler` for any `T: SStream`
 //!   (give it to `Server::streams`), which answers an unknown method with
 //!   `UNKNOWN_METHOD` in a trailer (Kitex's server answers nothing);
-//! - `SStreamClient`, over a `volo_core::client::StreamClient`: a server stream's
-//!   method sends the request, closes its side and returns the `Receiver`; the others
-//!   return the `ClientStream`. Each has a `_with` twin that sends header metadata.
+//! - `SStreamClient`, over a `volo_core::client::StreamClient` (one address, no
+//!   stack), with the same methods; their `_with` twins take the header's metadata.
 //!
 //! Other values of `streaming.mode` (Kitex's `"unary"`, for gRPC) and streaming
 //! methods of other shapes are refused with an error naming the method.

@@ -13,7 +13,7 @@ pub use crate::client::{
     Error, MakeClient,
 };
 #[doc(no_inline)]
-pub use crate::client::{ClientConfig, ClientStream, StreamClient};
+pub use crate::client::{ClientConfig, ClientStream, OpenedStream, StreamClient, StreamRequest};
 #[doc(no_inline)]
 pub use crate::codec::Body;
 #[doc(no_inline)]

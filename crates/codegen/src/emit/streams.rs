@@ -34,6 +34,34 @@ impl Emitter<'_> {
         self.stream_server(s, names);
         self.out.blank();
         self.stream_client(s, names);
+        self.out.blank();
+        self.stack_streams(s);
+    }
+
+    /// The streaming methods of the service's client (`<Service>Client<T>`): each
+    /// stream is opened through the client's stack, as its calls are made.
+    fn stack_streams(&mut self, s: &ServiceDef) {
+        line!(
+            self.out,
+            "/// The streaming methods of `{}`: each stream is opened through the client's stack",
+            s.thrift_name
+        );
+        line!(
+            self.out,
+            "/// (discovery, balancing, breakers, the retry of an opening that never left, layers)."
+        );
+        open!(
+            self.out,
+            "impl<T: {RT}::Service<{RT}::ClientContext, {RT}::StreamRequest, Response = {RT}::OpenedStream, Error = {RT}::Error>> {}<T>",
+            s.client
+        );
+        for (i, m) in s.streams.iter().enumerate() {
+            if i > 0 {
+                self.out.blank();
+            }
+            self.stream_client_method(m, Opener::Stack);
+        }
+        self.out.close("");
     }
 
     fn stream_trait(&mut self, s: &ServiceDef, names: &StreamNames) {
@@ -206,13 +234,14 @@ impl Emitter<'_> {
         self.out.close("");
         for m in &s.streams {
             self.out.blank();
-            self.stream_client_method(m);
+            self.stream_client_method(m, Opener::Direct);
         }
         self.out.close("");
     }
 
-    /// A client method and its `_with` twin, which sends header metadata.
-    fn stream_client_method(&mut self, m: &StreamMethodDef) {
+    /// A client method and its `_with` twin, which sends header metadata (and, on a
+    /// stack, takes the opening's context).
+    fn stream_client_method(&mut self, m: &StreamMethodDef, opener: Opener) {
         let (req, resp) = (type_path(&m.request), type_path(&m.response));
         let (params, args, output) = match m.mode {
             StreamingMode::Server => (
@@ -236,32 +265,52 @@ impl Emitter<'_> {
             "pub async fn {}(&self{params}) -> {output}",
             m.name
         );
-        line!(
-            self.out,
-            "self.{}_with(&{RT}::Metadata::new(){args}).await",
-            m.name
-        );
+        let (with_params, with_args, open) = match opener {
+            Opener::Direct => (
+                format!("header: &{RT}::Metadata"),
+                format!("&{RT}::Metadata::new()"),
+                format!(
+                    "self.inner.open::<{req}, {resp}>({}, header)",
+                    str_lit(&m.thrift_name)
+                ),
+            ),
+            Opener::Stack => (
+                format!("cx: &mut {RT}::ClientContext, header: {RT}::Metadata"),
+                format!("&mut {RT}::ClientContext::new(), {RT}::Metadata::new()"),
+                format!(
+                    "self.client.open_stream::<{req}, {resp}>(cx, {RT}::StreamRequest::new({}, header))",
+                    str_lit(&m.thrift_name)
+                ),
+            ),
+        };
+        line!(self.out, "self.{}_with({with_args}{args}).await", m.name);
         self.out.close("");
         self.out.blank();
-        line!(
-            self.out,
-            "/// [`Self::{}`] with `header` as the stream header's metadata.",
-            m.name
-        );
+        match opener {
+            Opener::Direct => line!(
+                self.out,
+                "/// [`Self::{}`] with `header` as the stream header's metadata.",
+                m.name
+            ),
+            Opener::Stack => line!(
+                self.out,
+                "/// [`Self::{}`] with a context (metainfo, a timeout for the opening, a hash key) and `header` as the stream header's metadata.",
+                m.name
+            ),
+        }
         open!(
             self.out,
-            "pub async fn {}_with(&self, header: &{RT}::Metadata{params}) -> {output}",
+            "pub async fn {}_with(&self, {with_params}{params}) -> {output}",
             m.name
         );
         line!(
             self.out,
-            "let {}stream = self.inner.open::<{req}, {resp}>({}, header).await?;",
+            "let {}stream = {open}.await?;",
             if m.mode == StreamingMode::Server {
                 "mut "
             } else {
                 ""
-            },
-            str_lit(&m.thrift_name)
+            }
         );
         if m.mode == StreamingMode::Server {
             line!(self.out, "stream.send(req).await?;");
@@ -273,4 +322,13 @@ impl Emitter<'_> {
         }
         self.out.close("");
     }
+}
+
+/// How a generated stream client opens its streams.
+#[derive(Clone, Copy)]
+enum Opener {
+    /// `<Service>StreamClient`: a `StreamClient` to one address.
+    Direct,
+    /// `<Service>Client<T>`: through the client's stack.
+    Stack,
 }
