@@ -19,6 +19,9 @@
 //!   once the server's count confirms it, its latency what its `send` took (waits for
 //!   credit included);
 //! - `bidi`: one bidirectional stream per caller with up to 32 messages in flight: a
+//!   message is an echo, its latency from its send to its echo;
+//! - `bidi-pingpong`: one bidirectional stream per caller, each message sent once
+//!   the echo of the one before came back (the pattern Kitex's clients make): a
 //!   message is an echo, its latency from its send to its echo.
 //!
 //! All streams share one connection (as Kitex's client shares one by default). Each
@@ -51,8 +54,10 @@ pub enum StreamKind {
     Server,
     /// Client streams.
     Client,
-    /// Bidirectional streams.
+    /// Bidirectional streams, 32 messages in flight on each.
     Bidi,
+    /// Bidirectional streams, one message in flight on each.
+    BidiPingpong,
 }
 
 /// What [`run`] measures.
@@ -199,6 +204,7 @@ fn kind_name(k: StreamKind) -> &'static str {
         StreamKind::Server => "server",
         StreamKind::Client => "client",
         StreamKind::Bidi => "bidi",
+        StreamKind::BidiPingpong => "bidi-pingpong",
     }
 }
 
@@ -264,6 +270,9 @@ async fn measure(
                     }
                     Some(StreamKind::Bidi) => {
                         bidi_stream(&streams, &msg, &window, &stop, &mut t).await
+                    }
+                    Some(StreamKind::BidiPingpong) => {
+                        bidi_pingpong(&streams, &msg, &window, &stop, &mut t).await
                     }
                 }
             }
@@ -398,6 +407,41 @@ async fn bidi_stream(
     }
     credits.close();
     if !sending.await.unwrap_or(false) {
+        t.error(Instant::now(), window);
+    }
+}
+
+/// One bidirectional stream, each message sent once the echo of the one before came
+/// back, until `stop`.
+async fn bidi_pingpong(
+    c: &StreamServiceStreamClient,
+    msg: &Utf8Bytes,
+    window: &Window,
+    stop: &Arc<AtomicBool>,
+    t: &mut Tally,
+) {
+    let Ok(mut s) = c.bidi_echo().await else {
+        return t.error(Instant::now(), window);
+    };
+    let m = request("b", msg, 0);
+    while !stop.load(Ordering::Relaxed) {
+        let t0 = Instant::now();
+        if s.send(&m).await.is_err() {
+            return t.error(Instant::now(), window);
+        }
+        match s.recv().await {
+            Ok(Some(_)) => {
+                let now = Instant::now();
+                t.record(now, window, now - t0);
+            }
+            _ => return t.error(Instant::now(), window),
+        }
+    }
+    let ended = match s.close_send().await {
+        Ok(()) => s.recv().await,
+        Err(e) => Err(e),
+    };
+    if !matches!(ended, Ok(None)) {
         t.error(Instant::now(), window);
     }
 }

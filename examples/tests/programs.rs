@@ -180,7 +180,7 @@ fn rpc_bench_reports_every_kind_of_stream() {
         env!("CARGO_BIN_EXE_rpc-bench"),
         &[
             "--stream",
-            "server,client,bidi",
+            "server,client,bidi,bidi-pingpong",
             "--concurrency",
             "4",
             "--duration",
@@ -189,7 +189,7 @@ fn rpc_bench_reports_every_kind_of_stream() {
             "256",
         ],
     );
-    for kind in ["pingpong", "server", "client", "bidi"] {
+    for kind in ["pingpong", "server", "client", "bidi", "bidi-pingpong"] {
         let line = line_of(&stdout, &format!("stream={kind} "));
         assert_eq!(
             field_names(line),

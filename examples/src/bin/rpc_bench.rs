@@ -55,7 +55,7 @@
 //! 2-core VM this was written on it did not narrow the run-to-run spread; `paired`
 //! does.) The calls per second are then those of the slower side.
 //!
-//! # Stream mode (`--stream server,client,bidi`)
+//! # Stream mode (`--stream server,client,bidi,bidi-pingpong`)
 //!
 //! `rpc-bench --stream KIND[,...] [--concurrency N] [--size BYTES] [--duration SECS]
 //! [--stream-server ours|CMD ...]` measures streams (Kitex's StreamX over TTHeader) against
@@ -343,7 +343,7 @@ struct Cli {
     #[arg(long, value_name = "CMD", requires = "rate")]
     kitex_server: Option<String>,
 
-    /// Stream mode: server, client and bidi streams (a list), after a ping-pong run at
+    /// Stream mode: server, client, bidi and bidi-pingpong streams (a list), after a ping-pong run at
     /// the same size and callers, against a pinned streaming server.
     #[arg(
         long,
