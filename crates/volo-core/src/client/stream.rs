@@ -16,7 +16,7 @@ use crate::clock::Clock;
 use crate::context::Address;
 use crate::metrics::StreamCounters;
 use crate::stream::handle::{CancelOnDrop, Receiver, Sender};
-use crate::stream::session::{Session, Side, StreamShared, Timer};
+use crate::stream::session::{Session, StreamShared, Timer};
 use crate::stream::{Metadata, StreamConfig, StreamError};
 
 /// Opens streams to one address: each stream a [`ClientStream`], many sharing a
@@ -162,12 +162,10 @@ impl StreamClient {
                 kind: io::ErrorKind::ConnectionRefused,
                 message: e.to_string(),
             })?;
-        let session = Session::start(
+        let session = Session::client(
             conn,
-            Side::Client,
+            self.dialer.reactor().cloned(),
             self.config,
-            None,
-            None,
             self.timer.clone(),
             self.metrics.clone(),
         );

@@ -16,7 +16,7 @@ use tokio::task::JoinSet;
 use crate::metrics::Metrics;
 use crate::refusal::OVERLOAD_PREFIX;
 use crate::stream::handle::{Receiver, Sender};
-use crate::stream::session::{Opened, Session, Side, StreamShared, Timer};
+use crate::stream::session::{Opened, Session, StreamShared};
 use crate::stream::{HandlerError, Metadata, StreamConfig};
 use crate::transport::Conn;
 
@@ -212,15 +212,7 @@ impl Serving {
     ) {
         let counters = metrics.map(|m| m.streams(true).clone());
         let (tx, mut rx) = mpsc::unbounded_channel();
-        let session = Session::start(
-            conn,
-            Side::Server,
-            self.config,
-            Some(first),
-            Some(tx),
-            Timer::default(),
-            counters.clone(),
-        );
+        let session = Session::server(conn, self.config, first, tx, counters.clone());
         // Dropped with this future (the server gave up waiting): the handlers with it.
         let mut handlers = JoinSet::new();
         let mut stopping = false;

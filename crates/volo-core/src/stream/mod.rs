@@ -28,6 +28,12 @@
 //! caller's deadline passes is reset with Kitex's deadline code; no deadline travels
 //! on the wire (Kitex sends none). A broken connection fails every stream on it with
 //! [`StreamError::Connection`].
+//!
+//! A connection this side closes (a client dropped, once its last stream ended; a
+//! server's, once its handlers returned) sends what was written on it first, rsts and
+//! trailers included, so that a stream reset as its client goes still reaches the
+//! peer as a cancel or a deadline; a peer that takes nothing gets a second on the
+//! session's clock, then the connection closes all the same.
 
 //!
 //! # Governance

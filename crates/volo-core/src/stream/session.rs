@@ -95,6 +95,10 @@ pub(crate) struct Session {
 /// waits for the socket) instead of leaving it to the flusher.
 const FLUSH_HIGH_WATER: usize = 256 * 1024;
 
+/// Longest a session that closes its connection waits for the peer to take what is
+/// still in its output (an rst, a trailer).
+const CLOSING_FLUSH_WAIT: Duration = Duration::from_secs(1);
+
 /// A sleep of a [`Timer`].
 pub(crate) type Sleep = Pin<Box<dyn Future<Output = ()> + Send>>;
 
@@ -227,17 +231,51 @@ impl State {
 }
 
 impl Session {
-    /// Wraps `conn` and starts its reader. A server's new streams go to `opened`.
-    pub(crate) fn start(
+    /// A client's session on `conn`, its reader started. `reactor` (the netpoll-rs
+    /// one of `conn`, if it is such a connection) is held until the connection is
+    /// closed: a client that goes leaves its streams their connection, and the
+    /// connection what it wrote.
+    pub(crate) fn client(
         conn: Conn,
-        side: Side,
+        reactor: Option<netpoll_rs::Reactor>,
         config: StreamConfig,
-        first: Option<Bytes>,
-        opened: Option<mpsc::UnboundedSender<Opened>>,
         timer: Timer,
         metrics: Option<StreamCounters>,
     ) -> Arc<Session> {
-        let session = Arc::new(Session {
+        let session = Arc::new(Session::new(conn, Side::Client, config, timer, metrics));
+        let reader = read_frames(Arc::clone(&session), None, None);
+        tokio::spawn(async move {
+            reader.await;
+            drop(reactor);
+        });
+        tokio::spawn(flush_later(Arc::clone(&session)));
+        session
+    }
+
+    /// A server's session on `conn`, whose first frame was `first`, its reader
+    /// started: the streams clients open go to `opened`.
+    pub(crate) fn server(
+        conn: Conn,
+        config: StreamConfig,
+        first: Bytes,
+        opened: mpsc::UnboundedSender<Opened>,
+        metrics: Option<StreamCounters>,
+    ) -> Arc<Session> {
+        let timer = Timer::default();
+        let session = Arc::new(Session::new(conn, Side::Server, config, timer, metrics));
+        tokio::spawn(read_frames(Arc::clone(&session), Some(first), Some(opened)));
+        tokio::spawn(flush_later(Arc::clone(&session)));
+        session
+    }
+
+    fn new(
+        conn: Conn,
+        side: Side,
+        config: StreamConfig,
+        timer: Timer,
+        metrics: Option<StreamCounters>,
+    ) -> Session {
+        Session {
             conn,
             side,
             config,
@@ -252,10 +290,7 @@ impl Session {
             timer,
             metrics,
             flush_wanted: Notify::new(),
-        });
-        tokio::spawn(read_frames(Arc::clone(&session), first, opened));
-        tokio::spawn(flush_later(Arc::clone(&session)));
-        session
+        }
     }
 
     fn streams(&self) -> MutexGuard<'_, Streams> {
@@ -284,7 +319,8 @@ impl Session {
         self.streams().open.len()
     }
 
-    /// Stops the reader: every stream fails and the connection closes.
+    /// Stops the reader: every stream fails, what is in the output is sent (for at
+    /// most [`CLOSING_FLUSH_WAIT`]), and the connection closes.
     pub(crate) fn stop(&self) {
         self.stop.notify_one();
     }
@@ -514,20 +550,19 @@ impl StreamShared {
     /// Ends the stream with `error` here, and tells the peer with an rst unless the
     /// stream was over already. Wakes both halves.
     pub(crate) fn reset(&self, error: StreamError) {
-        let was_over = {
+        {
             let mut st = self.state();
-            let was_over = st.is_over();
-            if st.reset.is_none() && !was_over {
-                st.reset = Some(error.clone());
+            if !st.is_over() {
+                // In the output before anyone sees the stream reset or gone: the
+                // last stream of a client that went stops its session, which sends
+                // what its output holds, then closes.
+                self.session.rst_later(self.id, &self.method, &error);
+                st.reset = Some(error);
             }
-            was_over
-        };
+        }
         self.forget();
         self.readable.notify_one();
         self.writable.notify_one();
-        if !was_over {
-            self.session.rst_later(self.id, &self.method, &error);
-        }
     }
 
     /// Whether the stream is over (both directions ended, or reset).
@@ -794,7 +829,9 @@ impl StreamShared {
 }
 
 /// The reader: routes frames until the connection ends or the session is stopped,
-/// then fails every stream still open.
+/// then fails every stream still open, sends what the output holds (waiting at most
+/// [`CLOSING_FLUSH_WAIT`] on the session's clock for a peer that does not read), and
+/// closes the connection.
 async fn read_frames(
     session: Arc<Session>,
     first: Option<Bytes>,
@@ -870,6 +907,14 @@ async fn read_frames(
         stream.ended();
         stream.readable.notify_one();
         stream.writable.notify_one();
+    }
+    // What was written (an rst, a trailer) leaves before the close, unless the peer
+    // does not take it in time.
+    tokio::select! {
+        _ = session.flush() => {}
+        () = session.timer.after(CLOSING_FLUSH_WAIT) => {
+            tracing::debug!("stream connection: the peer took no output before the close");
+        }
     }
     session.conn.close();
 }

@@ -976,3 +976,99 @@ fn a_broken_connection_fails_every_stream_on_it() {
     });
     assert_eq!(breaking.join().expect("the peer"), FrameKind::Header);
 }
+
+/// Takes the next connection on `listener` and records its frames until the client
+/// closes it (a read that neither gets a frame nor the end fails the test).
+fn record_connection(listener: &std::net::TcpListener) -> Vec<Frame> {
+    let (socket, _) = listener.accept().expect("a client");
+    socket
+        .set_read_timeout(Some(Duration::from_secs(20)))
+        .expect("a timeout");
+    let mut p = RawPeer { socket };
+    std::iter::from_fn(|| p.recv()).collect()
+}
+
+/// A client on `kind` to a raw peer at `addr`, with streams on `clock`.
+fn raw_client(
+    kind: TransportKind,
+    addr: std::net::SocketAddr,
+    clock: &ManualClock,
+) -> StreamClient {
+    let mut config = ClientConfig::default();
+    config.transport.kind = kind;
+    StreamClient::new("Test", Address::Tcp(addr), &config)
+        .expect("a client")
+        .with_clock(clock.clone())
+}
+
+/// How a client's last stream is reset just before the connection goes.
+#[derive(Debug, Clone, Copy)]
+enum LastReset {
+    /// Its deadline passed, then the client was dropped.
+    Deadline,
+    /// Its handle was dropped, then the client.
+    HandleThenClient,
+    /// The client was dropped, then the handle (the stream held the connection).
+    ClientThenHandle,
+}
+
+/// A stream reset as its client goes (its deadline passed, its handle dropped) still
+/// tells the peer: the rst leaves before the connection closes, every time, on both
+/// transports.
+#[test]
+fn an_rst_written_as_the_client_goes_reaches_the_peer_before_the_close() {
+    const ROUNDS: usize = 240;
+    let cases = [
+        LastReset::Deadline,
+        LastReset::HandleThenClient,
+        LastReset::ClientThenHandle,
+    ];
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
+    let addr = listener.local_addr().expect("an address");
+    let (tx, mut recorded) = tokio::sync::mpsc::unbounded_channel();
+    let peer = std::thread::spawn(move || {
+        for _ in 0..ROUNDS {
+            let _ = tx.send(record_connection(&listener));
+        }
+    });
+    run_bounded(Duration::from_secs(120), async {
+        for i in 0..ROUNDS {
+            let reset = cases[i % 3];
+            let kind = [TransportKind::Netpoll, TransportKind::Tokio][(i / 3) % 2];
+            let clock = ManualClock::new();
+            let c = raw_client(kind, addr, &clock);
+            let timeout = Some(Duration::from_secs(5));
+            let mut s = c
+                .open_with_timeout::<Text, Text>("echo", &Metadata::new(), timeout)
+                .await
+                .expect("open");
+            match reset {
+                LastReset::Deadline => {
+                    clock.advance(Duration::from_secs(5));
+                    assert_eq!(s.recv().await, Err(StreamError::DeadlineExceeded));
+                    drop(c);
+                    drop(s);
+                }
+                LastReset::HandleThenClient => {
+                    drop(s);
+                    drop(c);
+                }
+                LastReset::ClientThenHandle => {
+                    drop(c);
+                    drop(s);
+                }
+            }
+            let frames = recorded.recv().await.expect("the peer's record");
+            let kinds: Vec<_> = frames.iter().map(|f| f.kind).collect();
+            let round = format!("round {i} ({reset:?}, {kind:?})");
+            assert_eq!(kinds, [FrameKind::Header, FrameKind::Rst], "{round}");
+            let e = frame::read_exception(frames[1].payload.clone()).expect("an exception");
+            let code = match reset {
+                LastReset::Deadline => error::CODE_DEADLINE,
+                _ => error::CODE_CANCELED,
+            };
+            assert_eq!(e.kind.id(), code, "{round}");
+        }
+    });
+    peer.join().expect("the peer");
+}
