@@ -97,7 +97,7 @@ const FLUSH_HIGH_WATER: usize = 256 * 1024;
 
 /// Longest a session that closes its connection waits for the peer to take what is
 /// still in its output (an rst, a trailer).
-const CLOSING_FLUSH_WAIT: Duration = Duration::from_secs(1);
+pub(crate) const CLOSING_FLUSH_WAIT: Duration = Duration::from_secs(1);
 
 /// A sleep of a [`Timer`].
 pub(crate) type Sleep = Pin<Box<dyn Future<Output = ()> + Send>>;
@@ -311,6 +311,12 @@ impl Session {
     /// The largest message a frame can carry under this side's limits.
     pub(crate) fn max_message(&self) -> usize {
         self.config.frame.max_frame
+    }
+
+    /// Whether its connection is still open (not closed here, not failed).
+    #[cfg(test)]
+    pub(crate) fn conn_is_open(&self) -> bool {
+        self.conn.is_open()
     }
 
     /// Streams open on it.

@@ -1072,3 +1072,78 @@ fn an_rst_written_as_the_client_goes_reaches_the_peer_before_the_close() {
     });
     peer.join().expect("the peer");
 }
+
+/// A peer that takes nothing more cannot hold a closing connection: the session
+/// waits [`CLOSING_FLUSH_WAIT`](session::CLOSING_FLUSH_WAIT) on its clock for its
+/// output to leave, then closes, and nothing it started holds the connection after;
+/// the peer reads the end after what its socket took.
+#[test]
+fn a_peer_that_does_not_read_holds_a_closing_session_only_so_long() {
+    use std::io::Read;
+    for kind in [TransportKind::Netpoll, TransportKind::Tokio] {
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
+        // A small window: the client's socket soon has nowhere to put its bytes.
+        nix::sys::socket::setsockopt(&listener, nix::sys::socket::sockopt::RcvBuf, &4096)
+            .expect("a receive buffer");
+        let addr = listener.local_addr().expect("an address");
+        let (read_now, told) = std::sync::mpsc::channel::<()>();
+        let peer = std::thread::spawn(move || {
+            let (mut socket, _) = listener.accept().expect("a client");
+            socket
+                .set_read_timeout(Some(Duration::from_secs(20)))
+                .expect("a timeout");
+            told.recv().expect("told to read");
+            let mut got = Vec::new();
+            socket.read_to_end(&mut got).map(|_| got.len())
+        });
+        let size = 8 << 20;
+        run_bounded(Duration::from_secs(60), async {
+            let mut config = ClientConfig::default();
+            config.transport.kind = kind;
+            let reactor = (kind == TransportKind::Netpoll).then(|| {
+                let runtime = tokio::runtime::Handle::current();
+                netpoll_rs::Reactor::on_runtime(&runtime, config.transport.reactor.clone())
+                    .expect("a reactor")
+            });
+            let dialer = crate::client::pool::Dialer::new(reactor, Address::Tcp(addr), &config);
+            let conn = dialer.connect().await.expect("connect");
+            let clock = ManualClock::new();
+            let timer = session::Timer::new(clock.clone());
+            let reactor = dialer.reactor().cloned();
+            let s = session::Session::client(conn, reactor, StreamConfig::default(), timer, None);
+            let stream = s
+                .open("echo".into(), "Test", &Metadata::new())
+                .await
+                .expect("open");
+            let mut send = Box::pin(stream.send_with(size, |out| {
+                bytes::BufMut::put_bytes(out, b'z', size);
+            }));
+            assert!(
+                futures_util::FutureExt::now_or_never(&mut send).is_none(),
+                "the socket took it all"
+            );
+            drop(send);
+            // An rst behind the message, and its flush, which waits for the socket.
+            stream.reset(StreamError::Cancelled("dropped".into()));
+            s.stop();
+            while clock.sleepers() == 0 {
+                tokio::task::yield_now().await;
+            }
+            clock.advance(session::CLOSING_FLUSH_WAIT);
+            while s.conn_is_open() {
+                tokio::task::yield_now().await;
+            }
+            // The reader, the flusher and the rst's flush are gone: only this test
+            // holds the session.
+            while Arc::strong_count(&s) > 2 {
+                tokio::task::yield_now().await;
+            }
+            read_now.send(()).expect("the peer");
+            let read = tokio::task::spawn_blocking(move || peer.join().expect("the peer"))
+                .await
+                .expect("the peer's waiter");
+            let read = read.unwrap_or_else(|e| panic!("{kind:?}: no end: {e}"));
+            assert!(read < size, "{kind:?}: the peer read {read} bytes");
+        });
+    }
+}
