@@ -17,17 +17,40 @@ use crate::metrics::Metrics;
 use crate::refusal::OVERLOAD_PREFIX;
 use crate::stream::handle::{Receiver, Sender};
 use crate::stream::session::{Opened, Session, StreamShared};
-use crate::stream::{HandlerError, Metadata, StreamConfig};
+use crate::stream::{HandlerError, Metadata, StreamConfig, StreamError};
 use crate::transport::Conn;
 
 /// Serves streams: one call of [`serve`](Self::serve) per stream a client opens, on
 /// a task of its own. The generated `<Service>StreamServer` implements it for a
 /// service's streaming methods.
+///
+/// Before it spawns a handler, the server asks [`service_name`](Self::service_name)
+/// and [`serves_method`](Self::serves_method) whether the stream is one the handler
+/// serves; one it does not serve is reset at once with an `UNKNOWN_METHOD` exception
+/// naming its method (the client fails with
+/// [`StreamError::UnknownMethod`](crate::stream::StreamError::UnknownMethod)), and the
+/// handler never sees it. Both have defaults that take every stream, so a handler
+/// that does not say answers for itself.
 pub trait StreamHandler: Send + Sync + 'static {
     /// Serves `stream` until done. `Ok` ends the stream with an empty trailer; an
     /// error ends it with the error in the trailer (as Kitex carries a handler's
     /// error). A handler that panics ends its stream with an `INTERNAL_ERROR`.
     fn serve(&self, stream: ServerStream) -> impl Future<Output = Result<(), HandlerError>> + Send;
+
+    /// The service whose streams it serves, as clients name it in a stream's header
+    /// (the `isn` key: the IDL's service name). A stream that names another service
+    /// is refused; one that names none is taken. Default `None`: any service.
+    fn service_name(&self) -> Option<&str> {
+        None
+    }
+
+    /// Whether it serves streams of `method`; a stream of another method is refused.
+    /// Default: every method (the handler answers one it does not know, for example
+    /// with [`HandlerError::unknown_method`]).
+    fn serves_method(&self, method: &str) -> bool {
+        let _ = method;
+        true
+    }
 }
 
 /// A stream a client opened, as its handler gets it.
@@ -152,11 +175,21 @@ type BoxedServe = Pin<Box<dyn Future<Output = Result<(), HandlerError>> + Send>>
 /// [`StreamHandler`] with its future boxed, to be held without its type.
 trait ServeBoxed: Send + Sync {
     fn serve_boxed(self: Arc<Self>, stream: ServerStream) -> BoxedServe;
+    fn service_name(&self) -> Option<&str>;
+    fn serves_method(&self, method: &str) -> bool;
 }
 
 impl<H: StreamHandler> ServeBoxed for H {
     fn serve_boxed(self: Arc<Self>, stream: ServerStream) -> BoxedServe {
         Box::pin(async move { self.serve(stream).await })
+    }
+
+    fn service_name(&self) -> Option<&str> {
+        StreamHandler::service_name(self)
+    }
+
+    fn serves_method(&self, method: &str) -> bool {
+        StreamHandler::serves_method(self, method)
     }
 }
 
@@ -219,11 +252,15 @@ impl Serving {
         loop {
             tokio::select! {
                 opened = rx.recv() => match opened {
-                    Some(opened) if !stopping => match self.admit() {
+                    Some(opened) if !stopping => match self.admit(&opened) {
                         Ok(permit) => {
                             handlers.spawn(run(Arc::clone(&self.handler), opened, permit));
                         }
-                        Err(refused) => {
+                        Err(Declined::Unknown(why)) => {
+                            tracing::debug!(stream = opened.stream.id, why = %why, "a stream not served; reset");
+                            opened.stream.reset(StreamError::UnknownMethod(why));
+                        }
+                        Err(Declined::Overloaded(refused)) => {
                             tracing::debug!(stream = opened.stream.id, "a stream over the limit; refused");
                             let _ = opened.stream.close_send(Some(&refused)).await;
                             opened.stream.finish();
@@ -255,10 +292,32 @@ impl Serving {
     }
 }
 
+/// Why the server does not run a handler for a stream.
+enum Declined {
+    /// The handler does not serve its service or method: why, naming the method.
+    Unknown(String),
+    /// The streams in progress are at their limit: the trailer a client of this
+    /// crate reads as overloaded.
+    Overloaded(HandlerError),
+}
+
 impl Serving {
-    /// A place for one more stream in progress, or the refusal a client of this crate
-    /// reads as overloaded (the limiter's [`OVERLOAD_PREFIX`]).
-    fn admit(&self) -> Result<Option<OwnedSemaphorePermit>, HandlerError> {
+    /// Whether `opened` is a stream to run the handler for, with its place among the
+    /// streams in progress.
+    fn admit(&self, opened: &Opened) -> Result<Option<OwnedSemaphorePermit>, Declined> {
+        let method = &opened.stream.method;
+        if let (Some(named), Some(served)) = (&opened.service, self.handler.service_name())
+            && named.as_str() != served
+        {
+            return Err(Declined::Unknown(format!(
+                "unknown service {named} (TTHeader isn) for streaming method {method}"
+            )));
+        }
+        if !self.handler.serves_method(method) {
+            return Err(Declined::Unknown(format!(
+                "unknown streaming method {method}"
+            )));
+        }
         let Some(in_flight) = &self.in_flight else {
             return Ok(None);
         };
@@ -266,10 +325,10 @@ impl Serving {
             .try_acquire_owned()
             .map(Some)
             .map_err(|_| {
-                HandlerError::internal(format!(
+                Declined::Overloaded(HandlerError::internal(format!(
                     "{OVERLOAD_PREFIX}{} streams in progress",
                     self.config.max_in_flight.unwrap_or_default()
-                ))
+                )))
             })
     }
 }

@@ -19,6 +19,11 @@
 //!
 //! A client opens a stream with a header frame (method, service, metadata), sends
 //! messages, and ends its direction with an empty trailer ([`Sender::close_send`]).
+//! A stream of a method the server's handler does not serve, or one that names
+//! (in its `isn` key) another service, is reset at once with an `UNKNOWN_METHOD`
+//! exception that names the method, before any handler runs
+//! ([`StreamHandler::serves_method`](crate::server::StreamHandler::serves_method)):
+//! its client fails with [`StreamError::UnknownMethod`] instead of waiting.
 //! The server's handler gets the header's metadata and both halves; its header goes
 //! with its first message or its trailer (as Kitex's), and its trailer when the
 //! handler returns: empty when it succeeded, with a `TApplicationException` when it

@@ -991,7 +991,7 @@ async fn route(
                 (Some(status), _) => Err(StreamError::Biz(status)),
                 (None, true) => Ok(Metadata::from_frame(frame.meta)),
                 (None, false) => Err(match read_exception(frame.payload) {
-                    Ok(e) => StreamError::Application(e),
+                    Ok(e) => StreamError::from_trailer(e),
                     Err(e) => StreamError::Protocol(format!("a trailer's payload: {e}")),
                 }),
             };

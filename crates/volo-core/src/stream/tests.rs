@@ -43,6 +43,8 @@ struct Held {
     /// Messages the `flood` stream sent, and how it ended.
     flooded: AtomicUsize,
     flood_ended: std::sync::Mutex<Option<StreamError>>,
+    /// Streams the handler was called for.
+    served: AtomicUsize,
     /// Streams whose handler saw a cancel, a passed deadline, another error.
     cancelled: AtomicUsize,
     deadlines: AtomicUsize,
@@ -51,6 +53,7 @@ struct Held {
 
 impl StreamHandler for Handler {
     async fn serve(&self, stream: ServerStream) -> Result<(), HandlerError> {
+        self.held.served.fetch_add(1, Ordering::SeqCst);
         let method = stream.method().to_owned();
         let echo = stream.header().get("x-echo").map(str::to_owned);
         let (mut rx, mut tx) = stream.halves::<Text, Text>();
@@ -303,11 +306,11 @@ fn a_failed_handler_ends_its_stream_with_the_error_in_the_trailer() {
             }
             other => panic!("{other:?}"),
         }
+        // A handler that does not say what it serves answers an unknown method in
+        // its trailer; the client reads it as such all the same.
         let mut s = open(&c, "nope").await;
         match s.recv().await {
-            Err(StreamError::Application(e)) => {
-                assert_eq!(e.kind, ApplicationExceptionKind::UnknownMethod);
-            }
+            Err(StreamError::UnknownMethod(m)) => assert!(m.contains("nope"), "{m}"),
             other => panic!("{other:?}"),
         }
         running
@@ -1146,4 +1149,103 @@ fn a_peer_that_does_not_read_holds_a_closing_session_only_so_long() {
             assert!(read < size, "{kind:?}: the peer read {read} bytes");
         });
     }
+}
+
+/// [`Handler`] saying what it serves: the service `Test` and its methods.
+#[derive(Clone, Default)]
+struct Declared(Handler);
+
+impl StreamHandler for Declared {
+    async fn serve(&self, stream: ServerStream) -> Result<(), HandlerError> {
+        self.0.serve(stream).await
+    }
+
+    fn service_name(&self) -> Option<&str> {
+        Some("Test")
+    }
+
+    fn serves_method(&self, method: &str) -> bool {
+        matches!(method, "echo" | "count" | "push" | "hold" | "flood")
+    }
+}
+
+/// A header frame of `method` naming `service` (its `isn` key), as Kitex's client
+/// sends it.
+fn header_of(id: i32, method: &str, service: &str) -> Frame {
+    let mut h = header(id, method);
+    h.meta.push((
+        Utf8Bytes::from_static(frame::str_key::SERVICE),
+        Utf8Bytes::from(service.to_owned()),
+    ));
+    h
+}
+
+/// The exception of an rst for stream `id`, the next frame for it.
+fn rst_exception(p: &mut RawPeer, id: i32) -> thrift_codec::ApplicationException {
+    let rst = p.recv_for(id);
+    assert_eq!(rst.kind, FrameKind::Rst, "stream {id}");
+    frame::read_exception(rst.payload).expect("an exception")
+}
+
+/// A stream of a method, or of a service, that the handler does not serve is reset
+/// at once with an `UNKNOWN_METHOD` that names it, before any handler runs, and the
+/// connection goes on serving; a client of this crate fails with
+/// [`StreamError::UnknownMethod`] without waiting for anything.
+#[test]
+fn a_stream_the_handler_does_not_serve_is_reset_at_once_as_unknown() {
+    run_bounded(Duration::from_secs(60), async {
+        let handler = Declared::default();
+        let at: Address = "127.0.0.1:0".parse().unwrap();
+        let config = server_config(TransportKind::Netpoll);
+        let served = handler.clone();
+        let running =
+            crate::test_support::start_with(config, &at, move |s: Server<TestService>| {
+                s.streams(served)
+            })
+            .await;
+        let addr = running.addr;
+        tokio::task::spawn_blocking(move || {
+            let mut p = RawPeer::connect(addr);
+            p.send(&header_of(1, "nope", "Test"));
+            let e = rst_exception(&mut p, 1);
+            assert_eq!(e.kind, ApplicationExceptionKind::UnknownMethod);
+            assert!(e.message.contains("nope"), "{}", e.message);
+            p.send(&header_of(3, "echo", "Nope"));
+            let e = rst_exception(&mut p, 3);
+            assert_eq!(e.kind, ApplicationExceptionKind::UnknownMethod);
+            assert!(
+                e.message.contains("Nope") && e.message.contains("echo"),
+                "{}",
+                e.message
+            );
+            p.send(&header_of(5, "echo", "Test"));
+            p.send(&data(5, "echo", "served"));
+            assert_eq!(payload_text(&p.recv_data(5)), "served");
+        })
+        .await
+        .expect("the peer");
+        assert_eq!(handler.0.held.served.load(Ordering::SeqCst), 1);
+
+        let c = client(&running, TransportKind::Netpoll);
+        let mut s = open(&c, "nope").await;
+        match s.recv().await {
+            Err(e @ StreamError::UnknownMethod(_)) => {
+                assert!(e.to_string().contains("nope"), "{e}")
+            }
+            other => panic!("{other:?}"),
+        }
+        let elsewhere =
+            StreamClient::new("Nope", running.address.clone(), &ClientConfig::default())
+                .expect("a client");
+        let mut s = open(&elsewhere, "echo").await;
+        match s.recv().await {
+            Err(e @ StreamError::UnknownMethod(_)) => {
+                let said = e.to_string();
+                assert!(said.contains("Nope") && said.contains("echo"), "{said}");
+            }
+            other => panic!("{other:?}"),
+        }
+        assert_eq!(handler.0.held.served.load(Ordering::SeqCst), 1);
+        running.stop().await;
+    });
 }
