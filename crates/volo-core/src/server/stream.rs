@@ -34,7 +34,10 @@ use crate::transport::Conn;
 pub trait StreamHandler: Send + Sync + 'static {
     /// Serves `stream` until done. `Ok` ends the stream with an empty trailer; an
     /// error ends it with the error in the trailer (as Kitex carries a handler's
-    /// error). A handler that panics ends its stream with an `INTERNAL_ERROR`.
+    /// error). A handler that panics ends its stream with an `INTERNAL_ERROR`. The
+    /// trailer goes even when the client reset the stream meanwhile, as Kitex's
+    /// server sends it (see [`stream`](crate::stream#lifecycle)); a stream reset by
+    /// the server or whose connection failed gets none.
     fn serve(&self, stream: ServerStream) -> impl Future<Output = Result<(), HandlerError>> + Send;
 
     /// The service whose streams it serves, as clients name it in a stream's header
@@ -358,7 +361,8 @@ async fn run(handler: Arc<dyn ServeBoxed>, opened: Opened, _permit: Option<Owned
     if let Err(e) = &outcome {
         tracing::debug!(stream = stream.id, method = %stream.method, error = ?e, "a stream handler failed");
     }
-    // A stream reset meanwhile (cancelled, its connection gone) takes no trailer.
-    let _ = stream.close_send(outcome.err().as_ref()).await;
+    // A stream the client reset meanwhile gets the trailer all the same, as from
+    // Kitex's server; one reset here or whose connection failed, none.
+    let _ = stream.handler_returned(outcome.err().as_ref()).await;
     stream.finish();
 }

@@ -240,9 +240,18 @@ impl From<BizStatus> for HandlerError {
 }
 
 impl From<StreamError> for HandlerError {
-    /// A handler that stops on a failed stream operation (`?`): the error as an
-    /// `INTERNAL_ERROR` (not sent when the stream itself is over).
+    /// A handler that stops on a failed stream operation (`?`). A stream the peer
+    /// reset (cancelled, past its deadline, another rst) keeps the rst's code, as
+    /// Kitex's server answers such a handler's error in the trailer it sends after
+    /// the rst; any other failure is an `INTERNAL_ERROR`. (Nothing is sent on a
+    /// stream reset here or whose connection failed.)
     fn from(e: StreamError) -> Self {
-        HandlerError::internal(e.to_string())
+        match e {
+            StreamError::Reset(rst) => HandlerError::Exception(rst),
+            StreamError::Cancelled(_) | StreamError::DeadlineExceeded => {
+                HandlerError::Exception(e.to_rst())
+            }
+            e => HandlerError::internal(e.to_string()),
+        }
     }
 }

@@ -189,6 +189,8 @@ struct State {
     peer_end: Option<Result<Metadata, StreamError>>,
     /// The stream is over (reset either way, connection failed, deadline).
     reset: Option<StreamError>,
+    /// The reset came in the peer's rst.
+    reset_by_peer: bool,
 }
 
 impl State {
@@ -521,6 +523,7 @@ impl StreamShared {
                 sent_error: None,
                 peer_end: None,
                 reset: None,
+                reset_by_peer: false,
             }),
             readable: Notify::new(),
             writable: Notify::new(),
@@ -767,9 +770,32 @@ impl StreamShared {
     /// status, if any, after this side's header if it was not sent. Nothing is sent
     /// on a stream that is over.
     pub(crate) async fn close_send(&self, error: Option<&HandlerError>) -> Result<(), StreamError> {
+        self.send_trailer(error, false).await
+    }
+
+    /// The server's handler returned with `error`: its trailer, as
+    /// [`close_send`](Self::close_send) sends it, and on a stream the client reset
+    /// with an rst too, as Kitex's server sends one when its handler returns after
+    /// the client's rst. Nothing is sent after a reset of another kind (this side's,
+    /// a failed connection).
+    pub(crate) async fn handler_returned(
+        &self,
+        error: Option<&HandlerError>,
+    ) -> Result<(), StreamError> {
+        self.send_trailer(error, true).await
+    }
+
+    /// [`close_send`](Self::close_send), also after the peer's rst if `after_rst`.
+    async fn send_trailer(
+        &self,
+        error: Option<&HandlerError>,
+        after_rst: bool,
+    ) -> Result<(), StreamError> {
         let (header, trailer) = {
             let mut st = self.state();
-            if let Some(e) = &st.reset {
+            if let Some(e) = &st.reset
+                && !(after_rst && st.reset_by_peer)
+            {
                 return Err(e.clone());
             }
             if st.sent_trailer {
@@ -1018,7 +1044,13 @@ async fn route(
                     Err(e) => StreamError::Protocol(format!("an rst's payload: {e}")),
                 }
             };
-            stream.state().reset.get_or_insert(error);
+            {
+                let mut st = stream.state();
+                if st.reset.is_none() {
+                    st.reset = Some(error);
+                    st.reset_by_peer = true;
+                }
+            }
             stream.forget();
             stream.readable.notify_one();
             stream.writable.notify_one();

@@ -1249,3 +1249,67 @@ fn a_stream_the_handler_does_not_serve_is_reset_at_once_as_unknown() {
         running.stop().await;
     });
 }
+
+/// An rst for stream `id` carrying `error`, as a client sends it.
+fn rst_of(id: i32, method: &str, error: &StreamError) -> Frame {
+    let payload = frame::exception_payload(&error.to_rst(), method, id).expect("encodes");
+    Frame::new(FrameKind::Rst, id)
+        .with_method(method.to_owned())
+        .with_payload(payload)
+}
+
+/// The frames for stream `id` (meta frames aside) up to and with its trailer or rst.
+fn frames_to_end(p: &mut RawPeer, id: i32) -> Vec<Frame> {
+    let mut frames = Vec::new();
+    loop {
+        let f = p.recv_for(id);
+        let kind = f.kind;
+        frames.push(f);
+        if matches!(kind, FrameKind::Trailer | FrameKind::Rst) {
+            return frames;
+        }
+    }
+}
+
+/// After a client's rst, the server ends the stream as Kitex's does once its handler
+/// returns: its header if it sent none yet, then a trailer with the handler's
+/// outcome (a handler that stopped on the rst's error carries the rst's code).
+#[test]
+fn a_stream_the_client_reset_gets_the_handlers_trailer_as_from_kitex() {
+    with_raw_server(16, |addr| {
+        let mut p = RawPeer::connect(addr);
+        // Reset before the handler answered anything: a header, then the trailer.
+        p.send(&header(1, "echo"));
+        p.send(&rst_of(1, "echo", &StreamError::Cancelled("gone".into())));
+        let frames = frames_to_end(&mut p, 1);
+        let kinds: Vec<_> = frames.iter().map(|f| f.kind).collect();
+        assert_eq!(kinds, [FrameKind::Header, FrameKind::Trailer]);
+        let e = frame::read_exception(frames[1].payload.clone()).expect("an exception");
+        assert_eq!(e.kind.id(), error::CODE_CANCELED, "{}", e.message);
+        // Reset past its deadline after an answer: the trailer alone, with the code.
+        p.send(&header(3, "echo"));
+        p.send(&data(3, "echo", "one"));
+        assert_eq!(payload_text(&p.recv_data(3)), "one");
+        p.send(&rst_of(3, "echo", &StreamError::DeadlineExceeded));
+        let frames = frames_to_end(&mut p, 3);
+        let kinds: Vec<_> = frames.iter().map(|f| f.kind).collect();
+        assert_eq!(kinds, [FrameKind::Trailer]);
+        let e = frame::read_exception(frames[0].payload.clone()).expect("an exception");
+        assert_eq!(e.kind.id(), error::CODE_DEADLINE, "{}", e.message);
+        // A handler that returns Ok on the rst's error: an empty trailer.
+        p.send(&header(5, "flood"));
+        assert_eq!(p.recv_data(5).kind, FrameKind::Data);
+        p.send(&rst_of(
+            5,
+            "flood",
+            &StreamError::Cancelled("enough".into()),
+        ));
+        let end = frames_to_end(&mut p, 5).pop().expect("a frame");
+        assert_eq!(end.kind, FrameKind::Trailer);
+        assert!(end.payload.is_empty(), "a clean end");
+        // The connection serves the next stream.
+        p.send(&header(7, "echo"));
+        p.send(&data(7, "echo", "after"));
+        assert_eq!(payload_text(&p.recv_data(7)), "after");
+    });
+}
