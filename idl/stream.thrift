@@ -2,7 +2,9 @@
 // over TTHeader as Kitex's StreamX speaks them (the `streaming.mode` annotation), beside
 // a ping-pong echo of the same messages for comparison.
 namespace rs stream
-namespace go stream
+// Not `stream` in Go: the code Kitex's generator writes names a local variable
+// `stream`, which would shadow a package of that name.
+namespace go kstream
 
 struct Request {
     1: required string action,

@@ -171,6 +171,45 @@ fn a_slow_server_stream_past_its_deadline_fails_with_it() {
     });
 }
 
+/// A stream of a method the generated server does not serve, or one that names
+/// another service, is reset at once: the client fails with
+/// [`StreamError::UnknownMethod`] naming the method, with no deadline of its own to
+/// wait for.
+#[test]
+fn an_unknown_method_or_service_fails_at_once_naming_the_method() {
+    with_server(|addr| async move {
+        let c = client(&addr);
+        let mut s = c
+            .client()
+            .open::<Request, Response>("nope", &Metadata::new())
+            .await
+            .expect("open");
+        match s.recv().await {
+            Err(e @ StreamError::UnknownMethod(_)) => {
+                assert!(e.to_string().contains("nope"), "{e}")
+            }
+            other => panic!("{other:?}"),
+        }
+        let inner = volo_core::client::StreamClient::new("Nope", addr, &ClientConfig::default())
+            .expect("a client");
+        let c = StreamServiceStreamClient::new(inner);
+        let mut s = c.bidi_echo().await.expect("open");
+        let e = s.recv().await.expect_err("no stream");
+        assert!(matches!(e, StreamError::UnknownMethod(_)), "{e:?}");
+        let said = e.to_string();
+        assert!(
+            said.contains("Nope") && said.contains("bidi_echo"),
+            "{said}"
+        );
+        // A server stream's request goes before the answer can come, or fails on it.
+        let e = match c.server_echo(&request("push", "m", 1)).await {
+            Ok(mut rx) => rx.recv().await.expect_err("no stream"),
+            Err(e) => e,
+        };
+        assert!(matches!(e, StreamError::UnknownMethod(_)), "{e:?}");
+    });
+}
+
 #[test]
 fn ping_pong_calls_share_the_port() {
     with_server(|addr| async move {

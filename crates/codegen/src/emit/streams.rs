@@ -10,14 +10,16 @@
 //!   stream ends;
 //! - bidirectional streams: both halves.
 //!
-//! Returning `Ok` ends the stream cleanly; an error ends it with the error in the
-//! trailer. The client opens a server stream with its request sent and its side
+//! The dispatcher tells the server its service's name and streaming methods, so
+//! that a stream of another service or method is reset as unknown before any
+//! handler runs. Returning `Ok` ends the stream cleanly; an error ends it with the
+//! error in the trailer. The client opens a server stream with its request sent and its side
 //! closed, and returns the receiving half; client and bidirectional streams return
 //! the whole `ClientStream`.
 
 use crate::model::{ServiceDef, StreamMethodDef, StreamNames, StreamingMode};
 
-use super::{Emitter, str_lit, type_path};
+use super::{Emitter, SOME, str_lit, type_path};
 
 const RT: &str = "::volo_core::codegen";
 const RESULT: &str = "::std::result::Result";
@@ -146,6 +148,18 @@ impl Emitter<'_> {
             "other => {RESULT}::Err({RT}::HandlerError::unknown_method(other)),"
         );
         self.out.close("");
+        self.out.close("");
+        self.out.blank();
+        open!(
+            self.out,
+            "fn service_name(&self) -> ::std::option::Option<&str>"
+        );
+        line!(self.out, "{SOME}({})", str_lit(&s.thrift_name));
+        self.out.close("");
+        self.out.blank();
+        open!(self.out, "fn serves_method(&self, method: &str) -> bool");
+        let methods: Vec<String> = s.streams.iter().map(|m| str_lit(&m.thrift_name)).collect();
+        line!(self.out, "::std::matches!(method, {})", methods.join(" | "));
         self.out.close("");
         self.out.close("");
     }

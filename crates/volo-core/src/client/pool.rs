@@ -46,6 +46,12 @@ impl Dialer {
         &self.addr
     }
 
+    /// The netpoll-rs reactor its connections go on, if they go on one (it stops
+    /// when its last handle goes, closing them).
+    pub(crate) fn reactor(&self) -> Option<&netpoll_rs::Reactor> {
+        self.reactor.as_ref()
+    }
+
     /// A new connection, within the connect timeout (resolving a host name and a TLS
     /// handshake included).
     ///

@@ -43,7 +43,7 @@ use crate::clock::Clock;
 use crate::context::Address;
 use crate::metrics::StreamCounters;
 use crate::stream::handle::{CancelOnDrop, Receiver, Sender};
-use crate::stream::session::{OpenFailure, Session, Side, StreamShared, Timer};
+use crate::stream::session::{Session, StreamShared, Timer};
 use crate::stream::{Metadata, StreamConfig, StreamError};
 
 /// A client's stream settings (in [`ClientConfig::streams`]).
@@ -234,11 +234,8 @@ impl StreamPool {
             let session = self.session().await?;
             match session.open(method.clone(), service, header).await {
                 Ok(stream) => return Ok(stream),
-                Err(OpenFailure {
-                    error: e @ StreamError::Refused(_),
-                    ..
-                }) => last = Some(e),
-                Err(failure) => return Err(open_failed(failure)),
+                Err(e @ StreamError::Refused(_)) => last = Some(e),
+                Err(e) => return Err(open_failed(e)),
             }
         }
         Err(Error::new(
@@ -256,12 +253,10 @@ impl StreamPool {
             return Ok(Arc::clone(s));
         }
         let conn = self.dialer.connect().await?;
-        let session = Session::start(
+        let session = Session::client(
             conn,
-            Side::Client,
+            self.dialer.reactor().cloned(),
             self.config,
-            None,
-            None,
             self.timer.clone(),
             self.metrics.clone(),
         );
@@ -314,15 +309,17 @@ impl Drop for StreamPool {
 }
 
 /// A client [`Error`] for an opening that failed on a connection: it closed or
-/// failed before the header was written (nothing left: another instance may take
-/// the stream), or it ended right after (the header may have reached the server).
-fn open_failed(failure: OpenFailure) -> Error {
-    let e = match failure.error {
-        StreamError::Connection { kind, message } => Error::io(io::Error::new(kind, message)),
-        StreamError::Encode(message) => return Error::encode(message),
-        other => Error::new(ErrorKind::Io, other),
-    };
-    e.with_sent(failure.sent)
+/// failed before the header was written, so nothing left (another instance may take
+/// the stream). A connection that ends once the header was written fails the stream
+/// itself, not its opening.
+fn open_failed(e: StreamError) -> Error {
+    match e {
+        StreamError::Connection { kind, message } => {
+            Error::io(io::Error::new(kind, message)).with_sent(false)
+        }
+        StreamError::Encode(message) => Error::encode(message),
+        other => Error::new(ErrorKind::Io, other).with_sent(false),
+    }
 }
 
 /// Opens streams of one service to one address, over a few multiplexed connections

@@ -72,8 +72,8 @@
 //! `cancelled`, `deadline_exceeded`, `reset` (the peer reset it with another error),
 //! `protocol_error` (the peer broke the protocol on it, or a message did not decode),
 //! `connection_error` (its connection failed), `refused` (not opened: the
-//! connection's limit, a server shutting down). Streams have no method label: their
-//! counters are per side.
+//! connection's limit, a server shutting down, a method or service not served).
+//! Streams have no method label: their counters are per side.
 //!
 //! And at each scrape:
 //!

@@ -16,18 +16,44 @@ use tokio::task::JoinSet;
 use crate::metrics::Metrics;
 use crate::refusal::OVERLOAD_PREFIX;
 use crate::stream::handle::{Receiver, Sender};
-use crate::stream::session::{Opened, Session, Side, StreamShared, Timer};
-use crate::stream::{HandlerError, Metadata, StreamConfig};
+use crate::stream::session::{Opened, Session, StreamShared};
+use crate::stream::{HandlerError, Metadata, StreamConfig, StreamError};
 use crate::transport::Conn;
 
 /// Serves streams: one call of [`serve`](Self::serve) per stream a client opens, on
 /// a task of its own. The generated `<Service>StreamServer` implements it for a
 /// service's streaming methods.
+///
+/// Before it spawns a handler, the server asks [`service_name`](Self::service_name)
+/// and [`serves_method`](Self::serves_method) whether the stream is one the handler
+/// serves; one it does not serve is reset at once with an `UNKNOWN_METHOD` exception
+/// naming its method (the client fails with
+/// [`StreamError::UnknownMethod`](crate::stream::StreamError::UnknownMethod)), and the
+/// handler never sees it. Both have defaults that take every stream, so a handler
+/// that does not say answers for itself.
 pub trait StreamHandler: Send + Sync + 'static {
     /// Serves `stream` until done. `Ok` ends the stream with an empty trailer; an
     /// error ends it with the error in the trailer (as Kitex carries a handler's
-    /// error). A handler that panics ends its stream with an `INTERNAL_ERROR`.
+    /// error). A handler that panics ends its stream with an `INTERNAL_ERROR`. The
+    /// trailer goes even when the client reset the stream meanwhile, as Kitex's
+    /// server sends it (see [`stream`](crate::stream#lifecycle)); a stream reset by
+    /// the server or whose connection failed gets none.
     fn serve(&self, stream: ServerStream) -> impl Future<Output = Result<(), HandlerError>> + Send;
+
+    /// The service whose streams it serves, as clients name it in a stream's header
+    /// (the `isn` key: the IDL's service name). A stream that names another service
+    /// is refused; one that names none is taken. Default `None`: any service.
+    fn service_name(&self) -> Option<&str> {
+        None
+    }
+
+    /// Whether it serves streams of `method`; a stream of another method is refused.
+    /// Default: every method (the handler answers one it does not know, for example
+    /// with [`HandlerError::unknown_method`]).
+    fn serves_method(&self, method: &str) -> bool {
+        let _ = method;
+        true
+    }
 }
 
 /// A stream a client opened, as its handler gets it.
@@ -152,11 +178,21 @@ type BoxedServe = Pin<Box<dyn Future<Output = Result<(), HandlerError>> + Send>>
 /// [`StreamHandler`] with its future boxed, to be held without its type.
 trait ServeBoxed: Send + Sync {
     fn serve_boxed(self: Arc<Self>, stream: ServerStream) -> BoxedServe;
+    fn service_name(&self) -> Option<&str>;
+    fn serves_method(&self, method: &str) -> bool;
 }
 
 impl<H: StreamHandler> ServeBoxed for H {
     fn serve_boxed(self: Arc<Self>, stream: ServerStream) -> BoxedServe {
         Box::pin(async move { self.serve(stream).await })
+    }
+
+    fn service_name(&self) -> Option<&str> {
+        StreamHandler::service_name(self)
+    }
+
+    fn serves_method(&self, method: &str) -> bool {
+        StreamHandler::serves_method(self, method)
     }
 }
 
@@ -212,26 +248,22 @@ impl Serving {
     ) {
         let counters = metrics.map(|m| m.streams(true).clone());
         let (tx, mut rx) = mpsc::unbounded_channel();
-        let session = Session::start(
-            conn,
-            Side::Server,
-            self.config,
-            Some(first),
-            Some(tx),
-            Timer::default(),
-            counters.clone(),
-        );
+        let session = Session::server(conn, self.config, first, tx, counters.clone());
         // Dropped with this future (the server gave up waiting): the handlers with it.
         let mut handlers = JoinSet::new();
         let mut stopping = false;
         loop {
             tokio::select! {
                 opened = rx.recv() => match opened {
-                    Some(opened) if !stopping => match self.admit() {
+                    Some(opened) if !stopping => match self.admit(&opened) {
                         Ok(permit) => {
                             handlers.spawn(run(Arc::clone(&self.handler), opened, permit));
                         }
-                        Err(refused) => {
+                        Err(Declined::Unknown(why)) => {
+                            tracing::debug!(stream = opened.stream.id, why = %why, "a stream not served; reset");
+                            opened.stream.reset(StreamError::UnknownMethod(why));
+                        }
+                        Err(Declined::Overloaded(refused)) => {
                             tracing::debug!(stream = opened.stream.id, "a stream over the limit; refused");
                             let _ = opened.stream.close_send(Some(&refused)).await;
                             opened.stream.finish();
@@ -263,10 +295,32 @@ impl Serving {
     }
 }
 
+/// Why the server does not run a handler for a stream.
+enum Declined {
+    /// The handler does not serve its service or method: why, naming the method.
+    Unknown(String),
+    /// The streams in progress are at their limit: the trailer a client of this
+    /// crate reads as overloaded.
+    Overloaded(HandlerError),
+}
+
 impl Serving {
-    /// A place for one more stream in progress, or the refusal a client of this crate
-    /// reads as overloaded (the limiter's [`OVERLOAD_PREFIX`]).
-    fn admit(&self) -> Result<Option<OwnedSemaphorePermit>, HandlerError> {
+    /// Whether `opened` is a stream to run the handler for, with its place among the
+    /// streams in progress.
+    fn admit(&self, opened: &Opened) -> Result<Option<OwnedSemaphorePermit>, Declined> {
+        let method = &opened.stream.method;
+        if let (Some(named), Some(served)) = (&opened.service, self.handler.service_name())
+            && named.as_str() != served
+        {
+            return Err(Declined::Unknown(format!(
+                "unknown service {named} (TTHeader isn) for streaming method {method}"
+            )));
+        }
+        if !self.handler.serves_method(method) {
+            return Err(Declined::Unknown(format!(
+                "unknown streaming method {method}"
+            )));
+        }
         let Some(in_flight) = &self.in_flight else {
             return Ok(None);
         };
@@ -274,10 +328,10 @@ impl Serving {
             .try_acquire_owned()
             .map(Some)
             .map_err(|_| {
-                HandlerError::internal(format!(
+                Declined::Overloaded(HandlerError::internal(format!(
                     "{OVERLOAD_PREFIX}{} streams in progress",
                     self.config.max_in_flight.unwrap_or_default()
-                ))
+                )))
             })
     }
 }
@@ -307,7 +361,8 @@ async fn run(handler: Arc<dyn ServeBoxed>, opened: Opened, _permit: Option<Owned
     if let Err(e) = &outcome {
         tracing::debug!(stream = stream.id, method = %stream.method, error = ?e, "a stream handler failed");
     }
-    // A stream reset meanwhile (cancelled, its connection gone) takes no trailer.
-    let _ = stream.close_send(outcome.err().as_ref()).await;
+    // A stream the client reset meanwhile gets the trailer all the same, as from
+    // Kitex's server; one reset here or whose connection failed, none.
+    let _ = stream.handler_returned(outcome.err().as_ref()).await;
     stream.finish();
 }

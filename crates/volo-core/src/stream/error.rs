@@ -33,9 +33,16 @@ pub enum StreamError {
     #[error("the peer reset the stream: {0}")]
     Reset(ApplicationException),
     /// The peer ended the stream with an error: the exception in its trailer (a
-    /// handler's error, an unknown method, a stream refused).
+    /// handler's error, a stream refused).
     #[error("the stream ended with an error: {0}")]
     Application(ApplicationException),
+    /// The stream's method, or the service it named (its `isn` key), is not served
+    /// there: an `UNKNOWN_METHOD` exception in an rst (a server of this crate resets
+    /// such a stream at once, before any handler runs) or in a trailer (a handler's
+    /// [`HandlerError::unknown_method`]). The message is the server's and names the
+    /// method.
+    #[error("the stream's method is not served: {0}")]
+    UnknownMethod(String),
     /// The peer ended the stream with a business status error (`biz-status` keys).
     #[error("the stream ended with business status {} ({})", .0.code, .0.message)]
     Biz(BizStatus),
@@ -116,16 +123,31 @@ impl StreamError {
                 "protocol_error"
             }
             StreamError::SendClosed => "ok",
-            StreamError::Refused(_) | StreamError::Open { .. } => "refused",
+            StreamError::Refused(_) | StreamError::Open { .. } | StreamError::UnknownMethod(_) => {
+                "refused"
+            }
         }
     }
 
     /// The error an rst's exception stands for.
     pub(crate) fn from_rst(e: ApplicationException) -> StreamError {
-        match e.kind.id() {
-            CODE_CANCELED => StreamError::Cancelled(e.message.to_string()),
-            CODE_DEADLINE => StreamError::DeadlineExceeded,
+        match (e.kind, e.kind.id()) {
+            (_, CODE_CANCELED) => StreamError::Cancelled(e.message.to_string()),
+            (_, CODE_DEADLINE) => StreamError::DeadlineExceeded,
+            (ApplicationExceptionKind::UnknownMethod, _) => {
+                StreamError::UnknownMethod(e.message.to_string())
+            }
             _ => StreamError::Reset(e),
+        }
+    }
+
+    /// The error a trailer's exception stands for.
+    pub(crate) fn from_trailer(e: ApplicationException) -> StreamError {
+        match e.kind {
+            ApplicationExceptionKind::UnknownMethod => {
+                StreamError::UnknownMethod(e.message.to_string())
+            }
+            _ => StreamError::Application(e),
         }
     }
 
@@ -134,6 +156,10 @@ impl StreamError {
         let code = match self {
             StreamError::Cancelled(_) => CODE_CANCELED,
             StreamError::DeadlineExceeded => CODE_DEADLINE,
+            StreamError::UnknownMethod(message) => {
+                let kind = ApplicationExceptionKind::UnknownMethod;
+                return ApplicationException::new(kind, message.clone());
+            }
             _ => CODE_RESET,
         };
         ApplicationException::new(ApplicationExceptionKind::from_id(code), self.to_string())
@@ -251,9 +277,18 @@ impl From<BizStatus> for HandlerError {
 }
 
 impl From<StreamError> for HandlerError {
-    /// A handler that stops on a failed stream operation (`?`): the error as an
-    /// `INTERNAL_ERROR` (not sent when the stream itself is over).
+    /// A handler that stops on a failed stream operation (`?`). A stream the peer
+    /// reset (cancelled, past its deadline, another rst) keeps the rst's code, as
+    /// Kitex's server answers such a handler's error in the trailer it sends after
+    /// the rst; any other failure is an `INTERNAL_ERROR`. (Nothing is sent on a
+    /// stream reset here or whose connection failed.)
     fn from(e: StreamError) -> Self {
-        HandlerError::internal(e.to_string())
+        match e {
+            StreamError::Reset(rst) => HandlerError::Exception(rst),
+            StreamError::Cancelled(_) | StreamError::DeadlineExceeded => {
+                HandlerError::Exception(e.to_rst())
+            }
+            e => HandlerError::internal(e.to_string()),
+        }
     }
 }

@@ -22,13 +22,40 @@
 //! The server's handler gets the header's metadata and both halves; its header goes
 //! with its first message or its trailer (as Kitex's), and its trailer when the
 //! handler returns: empty when it succeeded, with a `TApplicationException` when it
-//! failed ([`StreamHandler`](crate::server::StreamHandler)). Either side may reset the stream (an rst): a client
-//! whose handle is dropped before the stream ended does, with Kitex's cancel code,
-//! and the server's halves then fail with [`StreamError::Cancelled`]. A stream whose
-//! caller's deadline passes is reset with Kitex's deadline code; no deadline travels
-//! on the wire (Kitex sends none). A broken connection fails every stream on it with
-//! [`StreamError::Connection`].
-
+//! failed ([`StreamHandler`](crate::server::StreamHandler)).
+//!
+//! How a stream ends otherwise:
+//!
+//! - **Unknown method or service.** A stream of a method the server's handler does
+//!   not serve, or one that names another service in its `isn` key, is reset at
+//!   once with an rst carrying an `UNKNOWN_METHOD` exception that names the method,
+//!   before any handler runs
+//!   ([`StreamHandler::serves_method`](crate::server::StreamHandler::serves_method),
+//!   [`service_name`](crate::server::StreamHandler::service_name)); its client
+//!   fails with [`StreamError::UnknownMethod`] instead of waiting. (Kitex's server
+//!   answers such a stream with nothing.)
+//! - **Cancel.** A client whose handle is dropped before the stream ended resets it
+//!   with an rst of Kitex's cancel code; the server's halves fail with
+//!   [`StreamError::Cancelled`].
+//! - **Deadline.** A stream whose client's deadline passes is reset with an rst of
+//!   Kitex's deadline code; the server's halves fail with
+//!   [`StreamError::DeadlineExceeded`]. No deadline travels on the wire (Kitex sends
+//!   none).
+//! - **After a client's rst**, the server's handler runs on until it returns; then,
+//!   as Kitex's server does, the server sends its header if it sent none, and its
+//!   trailer with the handler's outcome: a handler that stopped on the rst's error
+//!   (`?`) carries the rst's code, one that returned `Ok` an empty trailer. The
+//!   client, its stream gone, drops both.
+//! - **Broken protocol.** A stream whose peer broke the protocol on it (data after
+//!   its trailer, a message that does not decode) is reset by this side with
+//!   [`StreamError::Protocol`]; nothing more is sent on a stream this side reset.
+//! - **Connection closed.** A connection this side closes (a client dropped, once
+//!   its last stream ended; a server's, once its handlers returned) first sends what
+//!   was written on it, rsts and trailers included, so that a stream reset as its
+//!   client goes still reaches the peer as a cancel or a deadline; a peer that takes
+//!   nothing gets a second on the session's clock, then the connection closes all
+//!   the same. A broken connection fails every stream on it with
+//!   [`StreamError::Connection`].
 //!
 //! # Governance
 //!

@@ -50,14 +50,6 @@ pub(crate) enum Side {
     Server,
 }
 
-/// Why a client's stream could not be opened, and whether its header may have
-/// reached the server.
-#[derive(Debug)]
-pub(crate) struct OpenFailure {
-    pub(crate) error: StreamError,
-    pub(crate) sent: bool,
-}
-
 /// A stream the peer opened, handed to the server's accept loop.
 #[derive(Debug)]
 pub(crate) struct Opened {
@@ -116,6 +108,10 @@ impl std::fmt::Debug for OnBreak {
 /// Bytes waiting in a connection's output above which a sender flushes itself (and
 /// waits for the socket) instead of leaving it to the flusher.
 const FLUSH_HIGH_WATER: usize = 256 * 1024;
+
+/// Longest a session that closes its connection waits for the peer to take what is
+/// still in its output (an rst, a trailer).
+pub(crate) const CLOSING_FLUSH_WAIT: Duration = Duration::from_secs(1);
 
 /// A sleep of a [`Timer`].
 pub(crate) type Sleep = Pin<Box<dyn Future<Output = ()> + Send>>;
@@ -207,6 +203,8 @@ struct State {
     peer_end: Option<Result<Metadata, StreamError>>,
     /// The stream is over (reset either way, connection failed, deadline).
     reset: Option<StreamError>,
+    /// The reset came in the peer's rst.
+    reset_by_peer: bool,
 }
 
 impl State {
@@ -249,17 +247,51 @@ impl State {
 }
 
 impl Session {
-    /// Wraps `conn` and starts its reader. A server's new streams go to `opened`.
-    pub(crate) fn start(
+    /// A client's session on `conn`, its reader started. `reactor` (the netpoll-rs
+    /// one of `conn`, if it is such a connection) is held until the connection is
+    /// closed: a client that goes leaves its streams their connection, and the
+    /// connection what it wrote.
+    pub(crate) fn client(
         conn: Conn,
-        side: Side,
+        reactor: Option<netpoll_rs::Reactor>,
         config: StreamConfig,
-        first: Option<Bytes>,
-        opened: Option<mpsc::UnboundedSender<Opened>>,
         timer: Timer,
         metrics: Option<StreamCounters>,
     ) -> Arc<Session> {
-        let session = Arc::new(Session {
+        let session = Arc::new(Session::new(conn, Side::Client, config, timer, metrics));
+        let reader = read_frames(Arc::clone(&session), None, None);
+        tokio::spawn(async move {
+            reader.await;
+            drop(reactor);
+        });
+        tokio::spawn(flush_later(Arc::clone(&session)));
+        session
+    }
+
+    /// A server's session on `conn`, whose first frame was `first`, its reader
+    /// started: the streams clients open go to `opened`.
+    pub(crate) fn server(
+        conn: Conn,
+        config: StreamConfig,
+        first: Bytes,
+        opened: mpsc::UnboundedSender<Opened>,
+        metrics: Option<StreamCounters>,
+    ) -> Arc<Session> {
+        let timer = Timer::default();
+        let session = Arc::new(Session::new(conn, Side::Server, config, timer, metrics));
+        tokio::spawn(read_frames(Arc::clone(&session), Some(first), Some(opened)));
+        tokio::spawn(flush_later(Arc::clone(&session)));
+        session
+    }
+
+    fn new(
+        conn: Conn,
+        side: Side,
+        config: StreamConfig,
+        timer: Timer,
+        metrics: Option<StreamCounters>,
+    ) -> Session {
+        Session {
             conn,
             side,
             config,
@@ -276,10 +308,7 @@ impl Session {
             flush_wanted: Notify::new(),
             on_break: Mutex::new(None),
             established: AtomicBool::new(false),
-        });
-        tokio::spawn(read_frames(Arc::clone(&session), first, opened));
-        tokio::spawn(flush_later(Arc::clone(&session)));
-        session
+        }
     }
 
     fn streams(&self) -> MutexGuard<'_, Streams> {
@@ -302,13 +331,20 @@ impl Session {
         self.config.frame.max_frame
     }
 
+    /// Whether its connection is still open (not closed here, not failed).
+    #[cfg(test)]
+    pub(crate) fn conn_is_open(&self) -> bool {
+        self.conn.is_open()
+    }
+
     /// Streams open on it.
     #[cfg(test)]
     pub(crate) fn open_streams(&self) -> usize {
         self.streams().open.len()
     }
 
-    /// Stops the reader: every stream fails and the connection closes.
+    /// Stops the reader: every stream fails, what is in the output is sent (for at
+    /// most [`CLOSING_FLUSH_WAIT`]), and the connection closes.
     pub(crate) fn stop(&self) {
         self.stop.notify_one();
     }
@@ -319,18 +355,17 @@ impl Session {
         method: Utf8Bytes,
         service: &str,
         header: &Metadata,
-    ) -> Result<Arc<StreamShared>, OpenFailure> {
-        let unsent = |error| OpenFailure { error, sent: false };
+    ) -> Result<Arc<StreamShared>, StreamError> {
         let stream = {
             let mut streams = self.streams();
             if let Some(e) = &streams.closed {
-                return Err(unsent(e.clone()));
+                return Err(e.clone());
             }
             if streams.open.len() >= self.config.max_streams {
-                return Err(unsent(StreamError::Refused(format!(
+                return Err(StreamError::Refused(format!(
                     "{} streams are open on the connection, its limit",
                     streams.open.len()
-                ))));
+                )));
             }
             let id = loop {
                 let id = self.next_id.fetch_add(1, Ordering::Relaxed);
@@ -344,9 +379,9 @@ impl Session {
             };
             // A server known not to take part (one stream already told) is not asked.
             let counted = self.peer_counts.load(Ordering::Relaxed) != PEER_UNCOUNTED;
-            let inbox = Inbox::new(self.window(), counted).map_err(|e| unsent(protocol(e)))?;
+            let inbox = Inbox::new(self.window(), counted).map_err(protocol)?;
             let send = match counted {
-                true => SendWindow::new(INITIAL_CREDIT).map_err(|e| unsent(protocol(e)))?,
+                true => SendWindow::new(INITIAL_CREDIT).map_err(protocol)?,
                 false => SendWindow::unlimited(),
             };
             let stream =
@@ -373,11 +408,13 @@ impl Session {
         // A connection that fails while the header is written fails before it left.
         if let Err(e) = self.send_frame(&frame).await {
             stream.forget();
-            return Err(unsent(e));
+            return Err(e);
         }
         // Under the table's lock, as the reader's end takes the table: either the
-        // stream counts as opened there (a break now is the connection's), or the
-        // connection ended while the header went, and the opening fails here.
+        // stream counts as opened there (a break from now on is the connection's,
+        // told by the reader), or the connection ended while the header went: the
+        // reader reset the stream with its error, for its halves to return, and the
+        // break is told here.
         let ended = {
             let streams = self.streams();
             if streams.closed.is_none() {
@@ -385,10 +422,13 @@ impl Session {
             }
             streams.closed.clone()
         };
-        match ended {
-            None => Ok(stream),
-            Some(error) => Err(OpenFailure { error, sent: true }),
+        if let Some(error) = ended
+            && is_break(&error)
+            && let Some(OnBreak(f)) = lock(&self.on_break).take()
+        {
+            f();
         }
+        Ok(stream)
     }
 
     /// Writes `frame` and flushes.
@@ -468,6 +508,12 @@ impl Session {
     }
 }
 
+/// Whether a session that ended with `error` broke (failed, or the peer closed it),
+/// rather than being closed here.
+fn is_break(error: &StreamError) -> bool {
+    !matches!(error, StreamError::Connection { kind, .. } if *kind == io::ErrorKind::ConnectionAborted)
+}
+
 fn protocol(e: flow::FlowError) -> StreamError {
     StreamError::Protocol(e.to_string())
 }
@@ -524,6 +570,7 @@ impl StreamShared {
                 sent_error: None,
                 peer_end: None,
                 reset: None,
+                reset_by_peer: false,
             }),
             readable: Notify::new(),
             writable: Notify::new(),
@@ -559,20 +606,19 @@ impl StreamShared {
     /// Ends the stream with `error` here, and tells the peer with an rst unless the
     /// stream was over already. Wakes both halves.
     pub(crate) fn reset(&self, error: StreamError) {
-        let was_over = {
+        {
             let mut st = self.state();
-            let was_over = st.is_over();
-            if st.reset.is_none() && !was_over {
-                st.reset = Some(error.clone());
+            if !st.is_over() {
+                // In the output before anyone sees the stream reset or gone: the
+                // last stream of a client that went stops its session, which sends
+                // what its output holds, then closes.
+                self.session.rst_later(self.id, &self.method, &error);
+                st.reset = Some(error);
             }
-            was_over
-        };
+        }
         self.forget();
         self.readable.notify_one();
         self.writable.notify_one();
-        if !was_over {
-            self.session.rst_later(self.id, &self.method, &error);
-        }
     }
 
     /// Whether the stream is over (both directions ended, or reset).
@@ -771,9 +817,32 @@ impl StreamShared {
     /// status, if any, after this side's header if it was not sent. Nothing is sent
     /// on a stream that is over.
     pub(crate) async fn close_send(&self, error: Option<&HandlerError>) -> Result<(), StreamError> {
+        self.send_trailer(error, false).await
+    }
+
+    /// The server's handler returned with `error`: its trailer, as
+    /// [`close_send`](Self::close_send) sends it, and on a stream the client reset
+    /// with an rst too, as Kitex's server sends one when its handler returns after
+    /// the client's rst. Nothing is sent after a reset of another kind (this side's,
+    /// a failed connection).
+    pub(crate) async fn handler_returned(
+        &self,
+        error: Option<&HandlerError>,
+    ) -> Result<(), StreamError> {
+        self.send_trailer(error, true).await
+    }
+
+    /// [`close_send`](Self::close_send), also after the peer's rst if `after_rst`.
+    async fn send_trailer(
+        &self,
+        error: Option<&HandlerError>,
+        after_rst: bool,
+    ) -> Result<(), StreamError> {
         let (header, trailer) = {
             let mut st = self.state();
-            if let Some(e) = &st.reset {
+            if let Some(e) = &st.reset
+                && !(after_rst && st.reset_by_peer)
+            {
                 return Err(e.clone());
             }
             if st.sent_trailer {
@@ -839,7 +908,9 @@ impl StreamShared {
 }
 
 /// The reader: routes frames until the connection ends or the session is stopped,
-/// then fails every stream still open.
+/// then fails every stream still open, sends what the output holds (waiting at most
+/// [`CLOSING_FLUSH_WAIT`] on the session's clock for a peer that does not read), and
+/// closes the connection.
 async fn read_frames(
     session: Arc<Session>,
     first: Option<Bytes>,
@@ -903,9 +974,8 @@ async fn read_frames(
         streams.closed = Some(error.clone());
         std::mem::take(&mut streams.open)
     };
-    let broken = !open.is_empty()
-        && session.established.load(Ordering::Relaxed)
-        && !matches!(&error, StreamError::Connection { kind, .. } if *kind == io::ErrorKind::ConnectionAborted);
+    let broken =
+        !open.is_empty() && session.established.load(Ordering::Relaxed) && is_break(&error);
     if broken && let Some(OnBreak(f)) = lock(&session.on_break).take() {
         f();
     }
@@ -921,6 +991,14 @@ async fn read_frames(
         stream.ended();
         stream.readable.notify_one();
         stream.writable.notify_one();
+    }
+    // What was written (an rst, a trailer) leaves before the close, unless the peer
+    // does not take it in time.
+    tokio::select! {
+        _ = session.flush() => {}
+        () = session.timer.after(CLOSING_FLUSH_WAIT) => {
+            tracing::debug!("stream connection: the peer took no output before the close");
+        }
     }
     session.conn.close();
 }
@@ -991,7 +1069,7 @@ async fn route(
                 (Some(status), _) => Err(StreamError::Biz(status)),
                 (None, true) => Ok(Metadata::from_frame(frame.meta)),
                 (None, false) => Err(match read_exception(frame.payload) {
-                    Ok(e) => StreamError::Application(e),
+                    Ok(e) => StreamError::from_trailer(e),
                     Err(e) => StreamError::Protocol(format!("a trailer's payload: {e}")),
                 }),
             };
@@ -1018,7 +1096,13 @@ async fn route(
                     Err(e) => StreamError::Protocol(format!("an rst's payload: {e}")),
                 }
             };
-            stream.state().reset.get_or_insert(error);
+            {
+                let mut st = stream.state();
+                if st.reset.is_none() {
+                    st.reset = Some(error);
+                    st.reset_by_peer = true;
+                }
+            }
             stream.forget();
             stream.readable.notify_one();
             stream.writable.notify_one();

@@ -43,6 +43,8 @@ struct Held {
     /// Messages the `flood` stream sent, and how it ended.
     flooded: AtomicUsize,
     flood_ended: std::sync::Mutex<Option<StreamError>>,
+    /// Streams the handler was called for.
+    served: AtomicUsize,
     /// Streams whose handler saw a cancel, a passed deadline, another error.
     cancelled: AtomicUsize,
     deadlines: AtomicUsize,
@@ -51,6 +53,7 @@ struct Held {
 
 impl StreamHandler for Handler {
     async fn serve(&self, stream: ServerStream) -> Result<(), HandlerError> {
+        self.held.served.fetch_add(1, Ordering::SeqCst);
         let method = stream.method().to_owned();
         let echo = stream.header().get("x-echo").map(str::to_owned);
         let (mut rx, mut tx) = stream.halves::<Text, Text>();
@@ -303,11 +306,11 @@ fn a_failed_handler_ends_its_stream_with_the_error_in_the_trailer() {
             }
             other => panic!("{other:?}"),
         }
+        // A handler that does not say what it serves answers an unknown method in
+        // its trailer; the client reads it as such all the same.
         let mut s = open(&c, "nope").await;
         match s.recv().await {
-            Err(StreamError::Application(e)) => {
-                assert_eq!(e.kind, ApplicationExceptionKind::UnknownMethod);
-            }
+            Err(StreamError::UnknownMethod(m)) => assert!(m.contains("nope"), "{m}"),
             other => panic!("{other:?}"),
         }
         running
@@ -975,4 +978,338 @@ fn a_broken_connection_fails_every_stream_on_it() {
         let _next = open(&c, "echo").await;
     });
     assert_eq!(breaking.join().expect("the peer"), FrameKind::Header);
+}
+
+/// Takes the next connection on `listener` and records its frames until the client
+/// closes it (a read that neither gets a frame nor the end fails the test).
+fn record_connection(listener: &std::net::TcpListener) -> Vec<Frame> {
+    let (socket, _) = listener.accept().expect("a client");
+    socket
+        .set_read_timeout(Some(Duration::from_secs(20)))
+        .expect("a timeout");
+    let mut p = RawPeer { socket };
+    std::iter::from_fn(|| p.recv()).collect()
+}
+
+/// A client on `kind` to a raw peer at `addr`, with streams on `clock`.
+fn raw_client(
+    kind: TransportKind,
+    addr: std::net::SocketAddr,
+    clock: &ManualClock,
+) -> StreamClient {
+    let mut config = ClientConfig::default();
+    config.transport.kind = kind;
+    StreamClient::new("Test", Address::Tcp(addr), &config)
+        .expect("a client")
+        .with_clock(clock.clone())
+}
+
+/// How a client's last stream is reset just before the connection goes.
+#[derive(Debug, Clone, Copy)]
+enum LastReset {
+    /// Its deadline passed, then the client was dropped.
+    Deadline,
+    /// Its handle was dropped, then the client.
+    HandleThenClient,
+    /// The client was dropped, then the handle (the stream held the connection).
+    ClientThenHandle,
+}
+
+/// A stream reset as its client goes (its deadline passed, its handle dropped) still
+/// tells the peer: the rst leaves before the connection closes, every time, on both
+/// transports.
+#[test]
+fn an_rst_written_as_the_client_goes_reaches_the_peer_before_the_close() {
+    const ROUNDS: usize = 240;
+    let cases = [
+        LastReset::Deadline,
+        LastReset::HandleThenClient,
+        LastReset::ClientThenHandle,
+    ];
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
+    let addr = listener.local_addr().expect("an address");
+    let (tx, mut recorded) = tokio::sync::mpsc::unbounded_channel();
+    let peer = std::thread::spawn(move || {
+        for _ in 0..ROUNDS {
+            let _ = tx.send(record_connection(&listener));
+        }
+    });
+    run_bounded(Duration::from_secs(120), async {
+        for i in 0..ROUNDS {
+            let reset = cases[i % 3];
+            let kind = [TransportKind::Netpoll, TransportKind::Tokio][(i / 3) % 2];
+            let clock = ManualClock::new();
+            let c = raw_client(kind, addr, &clock);
+            let timeout = Some(Duration::from_secs(5));
+            let mut s = c
+                .open_with_timeout::<Text, Text>("echo", &Metadata::new(), timeout)
+                .await
+                .expect("open");
+            match reset {
+                LastReset::Deadline => {
+                    clock.advance(Duration::from_secs(5));
+                    assert_eq!(s.recv().await, Err(StreamError::DeadlineExceeded));
+                    drop(c);
+                    drop(s);
+                }
+                LastReset::HandleThenClient => {
+                    drop(s);
+                    drop(c);
+                }
+                LastReset::ClientThenHandle => {
+                    drop(c);
+                    drop(s);
+                }
+            }
+            let frames = recorded.recv().await.expect("the peer's record");
+            let kinds: Vec<_> = frames.iter().map(|f| f.kind).collect();
+            let round = format!("round {i} ({reset:?}, {kind:?})");
+            assert_eq!(kinds, [FrameKind::Header, FrameKind::Rst], "{round}");
+            let e = frame::read_exception(frames[1].payload.clone()).expect("an exception");
+            let code = match reset {
+                LastReset::Deadline => error::CODE_DEADLINE,
+                _ => error::CODE_CANCELED,
+            };
+            assert_eq!(e.kind.id(), code, "{round}");
+        }
+    });
+    peer.join().expect("the peer");
+}
+
+/// A peer that takes nothing more cannot hold a closing connection: the session
+/// waits [`CLOSING_FLUSH_WAIT`](session::CLOSING_FLUSH_WAIT) on its clock for its
+/// output to leave, then closes, and nothing it started holds the connection after;
+/// the peer reads the end after what its socket took.
+#[test]
+fn a_peer_that_does_not_read_holds_a_closing_session_only_so_long() {
+    use std::io::Read;
+    for kind in [TransportKind::Netpoll, TransportKind::Tokio] {
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
+        // A small window: the client's socket soon has nowhere to put its bytes.
+        nix::sys::socket::setsockopt(&listener, nix::sys::socket::sockopt::RcvBuf, &4096)
+            .expect("a receive buffer");
+        let addr = listener.local_addr().expect("an address");
+        let (read_now, told) = std::sync::mpsc::channel::<()>();
+        let peer = std::thread::spawn(move || {
+            let (mut socket, _) = listener.accept().expect("a client");
+            socket
+                .set_read_timeout(Some(Duration::from_secs(20)))
+                .expect("a timeout");
+            told.recv().expect("told to read");
+            let mut got = Vec::new();
+            socket.read_to_end(&mut got).map(|_| got.len())
+        });
+        let size = 8 << 20;
+        run_bounded(Duration::from_secs(60), async {
+            let mut config = ClientConfig::default();
+            config.transport.kind = kind;
+            let reactor = (kind == TransportKind::Netpoll).then(|| {
+                let runtime = tokio::runtime::Handle::current();
+                netpoll_rs::Reactor::on_runtime(&runtime, config.transport.reactor.clone())
+                    .expect("a reactor")
+            });
+            let dialer = crate::client::pool::Dialer::new(reactor, Address::Tcp(addr), &config);
+            let conn = dialer.connect().await.expect("connect");
+            let clock = ManualClock::new();
+            let timer = session::Timer::new(clock.clone());
+            let reactor = dialer.reactor().cloned();
+            let s = session::Session::client(conn, reactor, StreamConfig::default(), timer, None);
+            let stream = s
+                .open("echo".into(), "Test", &Metadata::new())
+                .await
+                .expect("open");
+            let mut send = Box::pin(stream.send_with(size, |out| {
+                bytes::BufMut::put_bytes(out, b'z', size);
+            }));
+            assert!(
+                futures_util::FutureExt::now_or_never(&mut send).is_none(),
+                "the socket took it all"
+            );
+            drop(send);
+            // An rst behind the message, and its flush, which waits for the socket.
+            stream.reset(StreamError::Cancelled("dropped".into()));
+            s.stop();
+            while clock.sleepers() == 0 {
+                tokio::task::yield_now().await;
+            }
+            clock.advance(session::CLOSING_FLUSH_WAIT);
+            while s.conn_is_open() {
+                tokio::task::yield_now().await;
+            }
+            // The reader, the flusher and the rst's flush are gone: only this test
+            // holds the session.
+            while Arc::strong_count(&s) > 2 {
+                tokio::task::yield_now().await;
+            }
+            read_now.send(()).expect("the peer");
+            let read = tokio::task::spawn_blocking(move || peer.join().expect("the peer"))
+                .await
+                .expect("the peer's waiter");
+            let read = read.unwrap_or_else(|e| panic!("{kind:?}: no end: {e}"));
+            assert!(read < size, "{kind:?}: the peer read {read} bytes");
+        });
+    }
+}
+
+/// [`Handler`] saying what it serves: the service `Test` and its methods.
+#[derive(Clone, Default)]
+struct Declared(Handler);
+
+impl StreamHandler for Declared {
+    async fn serve(&self, stream: ServerStream) -> Result<(), HandlerError> {
+        self.0.serve(stream).await
+    }
+
+    fn service_name(&self) -> Option<&str> {
+        Some("Test")
+    }
+
+    fn serves_method(&self, method: &str) -> bool {
+        matches!(method, "echo" | "count" | "push" | "hold" | "flood")
+    }
+}
+
+/// A header frame of `method` naming `service` (its `isn` key), as Kitex's client
+/// sends it.
+fn header_of(id: i32, method: &str, service: &str) -> Frame {
+    let mut h = header(id, method);
+    h.meta.push((
+        Utf8Bytes::from_static(frame::str_key::SERVICE),
+        Utf8Bytes::from(service.to_owned()),
+    ));
+    h
+}
+
+/// The exception of an rst for stream `id`, the next frame for it.
+fn rst_exception(p: &mut RawPeer, id: i32) -> thrift_codec::ApplicationException {
+    let rst = p.recv_for(id);
+    assert_eq!(rst.kind, FrameKind::Rst, "stream {id}");
+    frame::read_exception(rst.payload).expect("an exception")
+}
+
+/// A stream of a method, or of a service, that the handler does not serve is reset
+/// at once with an `UNKNOWN_METHOD` that names it, before any handler runs, and the
+/// connection goes on serving; a client of this crate fails with
+/// [`StreamError::UnknownMethod`] without waiting for anything.
+#[test]
+fn a_stream_the_handler_does_not_serve_is_reset_at_once_as_unknown() {
+    run_bounded(Duration::from_secs(60), async {
+        let handler = Declared::default();
+        let at: Address = "127.0.0.1:0".parse().unwrap();
+        let config = server_config(TransportKind::Netpoll);
+        let served = handler.clone();
+        let running =
+            crate::test_support::start_with(config, &at, move |s: Server<TestService>| {
+                s.streams(served)
+            })
+            .await;
+        let addr = running.addr;
+        tokio::task::spawn_blocking(move || {
+            let mut p = RawPeer::connect(addr);
+            p.send(&header_of(1, "nope", "Test"));
+            let e = rst_exception(&mut p, 1);
+            assert_eq!(e.kind, ApplicationExceptionKind::UnknownMethod);
+            assert!(e.message.contains("nope"), "{}", e.message);
+            p.send(&header_of(3, "echo", "Nope"));
+            let e = rst_exception(&mut p, 3);
+            assert_eq!(e.kind, ApplicationExceptionKind::UnknownMethod);
+            assert!(
+                e.message.contains("Nope") && e.message.contains("echo"),
+                "{}",
+                e.message
+            );
+            p.send(&header_of(5, "echo", "Test"));
+            p.send(&data(5, "echo", "served"));
+            assert_eq!(payload_text(&p.recv_data(5)), "served");
+        })
+        .await
+        .expect("the peer");
+        assert_eq!(handler.0.held.served.load(Ordering::SeqCst), 1);
+
+        let c = client(&running, TransportKind::Netpoll);
+        let mut s = open(&c, "nope").await;
+        match s.recv().await {
+            Err(e @ StreamError::UnknownMethod(_)) => {
+                assert!(e.to_string().contains("nope"), "{e}")
+            }
+            other => panic!("{other:?}"),
+        }
+        let elsewhere =
+            StreamClient::new("Nope", running.address.clone(), &ClientConfig::default())
+                .expect("a client");
+        let mut s = open(&elsewhere, "echo").await;
+        match s.recv().await {
+            Err(e @ StreamError::UnknownMethod(_)) => {
+                let said = e.to_string();
+                assert!(said.contains("Nope") && said.contains("echo"), "{said}");
+            }
+            other => panic!("{other:?}"),
+        }
+        assert_eq!(handler.0.held.served.load(Ordering::SeqCst), 1);
+        running.stop().await;
+    });
+}
+
+/// An rst for stream `id` carrying `error`, as a client sends it.
+fn rst_of(id: i32, method: &str, error: &StreamError) -> Frame {
+    let payload = frame::exception_payload(&error.to_rst(), method, id).expect("encodes");
+    Frame::new(FrameKind::Rst, id)
+        .with_method(method.to_owned())
+        .with_payload(payload)
+}
+
+/// The frames for stream `id` (meta frames aside) up to and with its trailer or rst.
+fn frames_to_end(p: &mut RawPeer, id: i32) -> Vec<Frame> {
+    let mut frames = Vec::new();
+    loop {
+        let f = p.recv_for(id);
+        let kind = f.kind;
+        frames.push(f);
+        if matches!(kind, FrameKind::Trailer | FrameKind::Rst) {
+            return frames;
+        }
+    }
+}
+
+/// After a client's rst, the server ends the stream as Kitex's does once its handler
+/// returns: its header if it sent none yet, then a trailer with the handler's
+/// outcome (a handler that stopped on the rst's error carries the rst's code).
+#[test]
+fn a_stream_the_client_reset_gets_the_handlers_trailer_as_from_kitex() {
+    with_raw_server(16, |addr| {
+        let mut p = RawPeer::connect(addr);
+        // Reset before the handler answered anything: a header, then the trailer.
+        p.send(&header(1, "echo"));
+        p.send(&rst_of(1, "echo", &StreamError::Cancelled("gone".into())));
+        let frames = frames_to_end(&mut p, 1);
+        let kinds: Vec<_> = frames.iter().map(|f| f.kind).collect();
+        assert_eq!(kinds, [FrameKind::Header, FrameKind::Trailer]);
+        let e = frame::read_exception(frames[1].payload.clone()).expect("an exception");
+        assert_eq!(e.kind.id(), error::CODE_CANCELED, "{}", e.message);
+        // Reset past its deadline after an answer: the trailer alone, with the code.
+        p.send(&header(3, "echo"));
+        p.send(&data(3, "echo", "one"));
+        assert_eq!(payload_text(&p.recv_data(3)), "one");
+        p.send(&rst_of(3, "echo", &StreamError::DeadlineExceeded));
+        let frames = frames_to_end(&mut p, 3);
+        let kinds: Vec<_> = frames.iter().map(|f| f.kind).collect();
+        assert_eq!(kinds, [FrameKind::Trailer]);
+        let e = frame::read_exception(frames[0].payload.clone()).expect("an exception");
+        assert_eq!(e.kind.id(), error::CODE_DEADLINE, "{}", e.message);
+        // A handler that returns Ok on the rst's error: an empty trailer.
+        p.send(&header(5, "flood"));
+        assert_eq!(p.recv_data(5).kind, FrameKind::Data);
+        p.send(&rst_of(
+            5,
+            "flood",
+            &StreamError::Cancelled("enough".into()),
+        ));
+        let end = frames_to_end(&mut p, 5).pop().expect("a frame");
+        assert_eq!(end.kind, FrameKind::Trailer);
+        assert!(end.payload.is_empty(), "a clean end");
+        // The connection serves the next stream.
+        p.send(&header(7, "echo"));
+        p.send(&data(7, "echo", "after"));
+        assert_eq!(payload_text(&p.recv_data(7)), "after");
+    });
 }

@@ -17,6 +17,7 @@ pub(crate) use shm::ShmDialer;
 use std::future::Future;
 use std::io::{self, IoSlice};
 use std::net::SocketAddr;
+use std::os::fd::{AsFd, AsRawFd};
 use std::sync::{Mutex, MutexGuard, PoisonError};
 use std::time::Duration;
 
@@ -141,12 +142,13 @@ pub(crate) fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
 }
 
 impl Conn {
-    /// Closes the connection: at once on netpoll-rs; a tokio socket is marked closed
-    /// and shut when its last handle goes.
+    /// Closes the connection at once, without sending what its output still holds.
+    /// A tokio socket is shut down both ways (a flush waiting for room fails, the peer
+    /// reads the end); its descriptor goes with its last handle.
     pub(crate) fn close(&self) {
         match self {
             Conn::Netpoll(c) => c.close(),
-            Conn::Tokio(c) => *lock(&c.closed) = true,
+            Conn::Tokio(c) => c.close(),
             Conn::Shm(c) => c.close(),
             Conn::Tls(c) => c.close(),
         }
@@ -252,6 +254,18 @@ impl TokioConn {
             TokioStream::Tcp(s) => s.try_read_buf(tail),
             TokioStream::Unix(s) => s.try_read_buf(tail),
         }
+    }
+
+    /// Marks it closed and shuts the socket down both ways: the peer reads the end
+    /// after what the kernel took, and a flush waiting for room fails.
+    fn close(&self) {
+        *lock(&self.closed) = true;
+        let fd = match &self.stream {
+            TokioStream::Tcp(s) => s.as_fd(),
+            TokioStream::Unix(s) => s.as_fd(),
+        };
+        // Fails only on a socket already gone (ENOTCONN), which is as good.
+        let _ = nix::sys::socket::shutdown(fd.as_raw_fd(), nix::sys::socket::Shutdown::Both);
     }
 
     fn fail<T>(&self, e: io::Error) -> io::Result<T> {
