@@ -39,10 +39,12 @@
 //! descriptor once, so a reload never changes a call half-way.
 
 mod client;
+mod encoded;
 mod error;
 mod server;
 
 pub use client::{GenericClient, Idl};
+pub use encoded::EncodedStruct;
 pub use error::GenericError;
 pub use server::{
     GenericReply, GenericService, JsonCall, JsonForm, JsonHandler, JsonService, Thrown, ValueCall,
