@@ -4,6 +4,7 @@
 //! time; the IDL is a copy in a directory of its own, removed at the end.
 
 use std::future::Future;
+use std::io;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -22,7 +23,7 @@ use thrift_dynamic::IdlProvider;
 use volo_core::client::ClientConfig;
 use volo_core::codegen::{DispatchError, ServerRequest};
 use volo_core::context::{Address, ServerContext};
-use volo_core::server::{Server, with_fallback};
+use volo_core::server::{BoundServer, Dispatch, Server, with_fallback};
 use volo_core::service::Service;
 
 /// How often the gateway looks at its IDL files here.
@@ -137,23 +138,35 @@ impl Answer {
     }
 }
 
+/// A real HTTP/1 client.
+type Http = HttpClient<HttpConnector, Full<Bytes>>;
+
+fn http() -> Http {
+    HttpClient::builder(TokioExecutor::new()).build_http()
+}
+
+/// Sends `body` to `url` with `method`, and reads the whole answer.
+async fn send(http: &Http, method: Method, url: &str, body: &str) -> Answer {
+    let request = Request::builder()
+        .method(method)
+        .uri(url)
+        .header("content-type", "application/json")
+        .body(Full::new(Bytes::from(body.to_string())))
+        .unwrap();
+    let response = http.request(request).await.unwrap();
+    let status = response.status();
+    let headers = response.headers().clone();
+    let body = response.into_body().collect().await.unwrap().to_bytes();
+    Answer {
+        status,
+        headers,
+        body: String::from_utf8(body.to_vec()).unwrap(),
+    }
+}
+
 impl Fixture {
     async fn send(&self, method: Method, path: &str, body: &str) -> Answer {
-        let request = Request::builder()
-            .method(method)
-            .uri(format!("{}{path}", self.base))
-            .header("content-type", "application/json")
-            .body(Full::new(Bytes::from(body.to_string())))
-            .unwrap();
-        let response = self.http.request(request).await.unwrap();
-        let status = response.status();
-        let headers = response.headers().clone();
-        let body = response.into_body().collect().await.unwrap().to_bytes();
-        Answer {
-            status,
-            headers,
-            body: String::from_utf8(body.to_vec()).unwrap(),
-        }
+        send(&self.http, method, &format!("{}{path}", self.base), body).await
     }
 
     async fn post(&self, path: &str, body: &str) -> Answer {
@@ -206,17 +219,49 @@ where
     F: FnOnce(Fixture) -> Fut,
     Fut: Future<Output = ()>,
 {
+    let echo = Echo::default();
+    let upstream = Server::new(with_fallback(EchoServiceServer::new(echo.clone()), Again));
+    let files = IdlDir::new();
+    let idl = Arc::new(IdlProvider::new(&[&files.file], &[] as &[PathBuf]).unwrap());
+    let served = Arc::clone(&idl);
+    gateway_over(
+        upstream.bind(&loopback()),
+        served,
+        setup,
+        |base| async move {
+            let fixture = Fixture {
+                http: http(),
+                base,
+                idl,
+                files,
+                echo,
+            };
+            f(fixture).await;
+        },
+    );
+}
+
+fn loopback() -> Address {
+    "127.0.0.1:0".parse().unwrap()
+}
+
+/// Runs `f` with the upstream `bind` makes serving and the gateway of `idl` in front
+/// of it (or of a closed port, with `setup.upstream_down`), both on loopback ports,
+/// given the gateway's base URL, bounded in time; then stops both.
+fn gateway_over<S, B, F, Fut>(bind: B, idl: Arc<IdlProvider>, setup: Setup, f: F)
+where
+    S: Dispatch,
+    B: Future<Output = io::Result<BoundServer<S>>>,
+    F: FnOnce(String) -> Fut,
+    Fut: Future<Output = ()>,
+{
     let rt = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .enable_all()
         .build()
         .unwrap();
     rt.block_on(async {
-        let echo = Echo::default();
-        let bound = Server::new(with_fallback(EchoServiceServer::new(echo.clone()), Again))
-            .bind(&"127.0.0.1:0".parse().unwrap())
-            .await
-            .unwrap();
+        let bound = bind.await.unwrap();
         let mut upstream: Address = bound.local_addr().clone();
         let (stop_upstream, upstream_stopped) = tokio::sync::oneshot::channel::<()>();
         let upstream_done = tokio::spawn(bound.serve_with_shutdown(async {
@@ -228,15 +273,13 @@ where
             upstream = l.local_addr().unwrap().to_string().parse().unwrap();
         }
 
-        let files = IdlDir::new();
-        let idl = Arc::new(IdlProvider::new(&[&files.file], &[] as &[PathBuf]).unwrap());
         let mut config = ClientConfig::default();
         config.timeouts.rpc = Some(setup.timeout);
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
         let base = format!("http://{}", listener.local_addr().unwrap());
         let (stop_gateway, gateway_stopped) = tokio::sync::oneshot::channel::<()>();
         let gateway_done = tokio::spawn(
-            Gateway::new(Arc::clone(&idl), upstream)
+            Gateway::new(idl, upstream)
                 .client_config(config)
                 .reload_every(RELOAD_EVERY)
                 .serve(listener, async {
@@ -244,14 +287,7 @@ where
                 }),
         );
 
-        let fixture = Fixture {
-            http: HttpClient::builder(TokioExecutor::new()).build_http(),
-            base,
-            idl,
-            files,
-            echo,
-        };
-        tokio::time::timeout(Duration::from_secs(60), f(fixture))
+        tokio::time::timeout(Duration::from_secs(60), f(base))
             .await
             .expect("the requests ran out of time");
 
