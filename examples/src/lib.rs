@@ -20,8 +20,8 @@
 //! - `middleware`: two custom client layers on a generated client.
 //! - `two-hops`: metainfo through a chain of two services.
 //! - `gateway --idl FILE --upstream ADDR`: HTTP/JSON in (`POST /{service}/{method}`),
-//!   Thrift calls out, driven by IDL read (and re-read when it changes) at run time
-//!   ([`gateway`]).
+//!   Thrift calls out, driven by IDL read (and re-read when it changes) at run time;
+//!   streaming methods as NDJSON streams ([`gateway`]).
 //! - `stream-server --addr ADDR`: serves idl/stream.thrift's StreamService, ping-pong
 //!   and streams (Kitex's StreamX over TTHeader) on one address ([`stream_service`]).
 //! - `stream-check --addr ADDR`: the interop checks of a StreamService server (ours or

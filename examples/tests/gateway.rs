@@ -1,18 +1,25 @@
 //! The HTTP/JSON gateway (`examples::gateway`) in process, in front of the generated
 //! echo server on loopback, called by a real HTTP/1 client: each status code it
-//! promises, and an IDL change served without a restart. Every test is bounded in
-//! time; the IDL is a copy in a directory of its own, removed at the end.
+//! promises, and an IDL change served without a restart; then in front of the
+//! streaming server of `idl/stream.thrift`: NDJSON in and out for each mode, and a
+//! stream's failures before and after its first line. Every test is bounded in time;
+//! the echo IDL is a copy in a directory of its own, removed at the end.
 
+use std::convert::Infallible;
 use std::future::Future;
+use std::io;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use axum::body::{Body, HttpBody};
 use axum::http::{HeaderMap, Method, Request, StatusCode};
 use bytes::Bytes;
 use examples::echo::{EchoServiceEchoArgs, EchoServiceEchoResult, EchoServiceServer, Response};
 use examples::echo_service::{ECHO_ERROR_CODE, Echo};
-use examples::gateway::{EXCEPTION_FIELD_HEADER, EXCEPTION_HEADER, Gateway};
+use examples::gateway::{EXCEPTION_FIELD_HEADER, EXCEPTION_HEADER, Gateway, NDJSON};
+use examples::stream::{StreamServiceServer, StreamServiceStreamServer};
+use examples::stream_service::{BIZ_STATUS, Streams};
 use http_body_util::{BodyExt, Full};
 use hyper_util::client::legacy::Client as HttpClient;
 use hyper_util::client::legacy::connect::HttpConnector;
@@ -22,8 +29,11 @@ use thrift_dynamic::IdlProvider;
 use volo_core::client::ClientConfig;
 use volo_core::codegen::{DispatchError, ServerRequest};
 use volo_core::context::{Address, ServerContext};
-use volo_core::server::{Server, with_fallback};
+use volo_core::server::{
+    BoundServer, Dispatch, Server, ServerStream, StreamHandler, with_fallback,
+};
 use volo_core::service::Service;
+use volo_core::stream::HandlerError;
 
 /// How often the gateway looks at its IDL files here.
 const RELOAD_EVERY: Duration = Duration::from_millis(50);
@@ -137,23 +147,35 @@ impl Answer {
     }
 }
 
+/// A real HTTP/1 client.
+type Http = HttpClient<HttpConnector, Full<Bytes>>;
+
+fn http() -> Http {
+    HttpClient::builder(TokioExecutor::new()).build_http()
+}
+
+/// Sends `body` to `url` with `method`, and reads the whole answer.
+async fn send(http: &Http, method: Method, url: &str, body: &str) -> Answer {
+    let request = Request::builder()
+        .method(method)
+        .uri(url)
+        .header("content-type", "application/json")
+        .body(Full::new(Bytes::from(body.to_string())))
+        .unwrap();
+    let response = http.request(request).await.unwrap();
+    let status = response.status();
+    let headers = response.headers().clone();
+    let body = response.into_body().collect().await.unwrap().to_bytes();
+    Answer {
+        status,
+        headers,
+        body: String::from_utf8(body.to_vec()).unwrap(),
+    }
+}
+
 impl Fixture {
     async fn send(&self, method: Method, path: &str, body: &str) -> Answer {
-        let request = Request::builder()
-            .method(method)
-            .uri(format!("{}{path}", self.base))
-            .header("content-type", "application/json")
-            .body(Full::new(Bytes::from(body.to_string())))
-            .unwrap();
-        let response = self.http.request(request).await.unwrap();
-        let status = response.status();
-        let headers = response.headers().clone();
-        let body = response.into_body().collect().await.unwrap().to_bytes();
-        Answer {
-            status,
-            headers,
-            body: String::from_utf8(body.to_vec()).unwrap(),
-        }
+        send(&self.http, method, &format!("{}{path}", self.base), body).await
     }
 
     async fn post(&self, path: &str, body: &str) -> Answer {
@@ -206,17 +228,49 @@ where
     F: FnOnce(Fixture) -> Fut,
     Fut: Future<Output = ()>,
 {
+    let echo = Echo::default();
+    let upstream = Server::new(with_fallback(EchoServiceServer::new(echo.clone()), Again));
+    let files = IdlDir::new();
+    let idl = Arc::new(IdlProvider::new(&[&files.file], &[] as &[PathBuf]).unwrap());
+    let served = Arc::clone(&idl);
+    gateway_over(
+        upstream.bind(&loopback()),
+        served,
+        setup,
+        |base| async move {
+            let fixture = Fixture {
+                http: http(),
+                base,
+                idl,
+                files,
+                echo,
+            };
+            f(fixture).await;
+        },
+    );
+}
+
+fn loopback() -> Address {
+    "127.0.0.1:0".parse().unwrap()
+}
+
+/// Runs `f` with the upstream `bind` makes serving and the gateway of `idl` in front
+/// of it (or of a closed port, with `setup.upstream_down`), both on loopback ports,
+/// given the gateway's base URL, bounded in time; then stops both.
+fn gateway_over<S, B, F, Fut>(bind: B, idl: Arc<IdlProvider>, setup: Setup, f: F)
+where
+    S: Dispatch,
+    B: Future<Output = io::Result<BoundServer<S>>>,
+    F: FnOnce(String) -> Fut,
+    Fut: Future<Output = ()>,
+{
     let rt = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .enable_all()
         .build()
         .unwrap();
     rt.block_on(async {
-        let echo = Echo::default();
-        let bound = Server::new(with_fallback(EchoServiceServer::new(echo.clone()), Again))
-            .bind(&"127.0.0.1:0".parse().unwrap())
-            .await
-            .unwrap();
+        let bound = bind.await.unwrap();
         let mut upstream: Address = bound.local_addr().clone();
         let (stop_upstream, upstream_stopped) = tokio::sync::oneshot::channel::<()>();
         let upstream_done = tokio::spawn(bound.serve_with_shutdown(async {
@@ -228,15 +282,13 @@ where
             upstream = l.local_addr().unwrap().to_string().parse().unwrap();
         }
 
-        let files = IdlDir::new();
-        let idl = Arc::new(IdlProvider::new(&[&files.file], &[] as &[PathBuf]).unwrap());
         let mut config = ClientConfig::default();
         config.timeouts.rpc = Some(setup.timeout);
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
         let base = format!("http://{}", listener.local_addr().unwrap());
         let (stop_gateway, gateway_stopped) = tokio::sync::oneshot::channel::<()>();
         let gateway_done = tokio::spawn(
-            Gateway::new(Arc::clone(&idl), upstream)
+            Gateway::new(idl, upstream)
                 .client_config(config)
                 .reload_every(RELOAD_EVERY)
                 .serve(listener, async {
@@ -244,14 +296,7 @@ where
                 }),
         );
 
-        let fixture = Fixture {
-            http: HttpClient::builder(TokioExecutor::new()).build_http(),
-            base,
-            idl,
-            files,
-            echo,
-        };
-        tokio::time::timeout(Duration::from_secs(60), f(fixture))
+        tokio::time::timeout(Duration::from_secs(60), f(base))
             .await
             .expect("the requests ran out of time");
 
@@ -459,5 +504,308 @@ fn the_idl_is_followed_while_serving_and_a_broken_one_is_not_taken() {
         assert_eq!(a.json()["error"], "unknown_method");
         let a = fx.post("/EchoService/echo", ECHO_HI).await;
         assert_eq!(a.status, StatusCode::OK, "{}", a.body);
+    });
+}
+
+// ---------------------------------------------------------------------- streams
+
+/// Runs `f` with the gateway of idl/stream.thrift in front of its ping-pong server
+/// and of `streams` serving its streams, given the gateway's base URL.
+fn with_streams<H, F, Fut>(streams: H, setup: Setup, f: F)
+where
+    H: StreamHandler,
+    F: FnOnce(String) -> Fut,
+    Fut: Future<Output = ()>,
+{
+    let idl = Path::new(env!("CARGO_MANIFEST_DIR")).join("../idl/stream.thrift");
+    let idl = Arc::new(IdlProvider::new(&[idl], &[] as &[PathBuf]).unwrap());
+    let upstream = Server::new(StreamServiceServer::new(Streams)).streams(streams);
+    gateway_over(upstream.bind(&loopback()), idl, setup, f);
+}
+
+/// The examples' stream server.
+fn streams() -> StreamServiceStreamServer<Streams> {
+    StreamServiceStreamServer::new(Streams)
+}
+
+/// A server stream whose every response waits for a permit the test gives: its
+/// `server_echo` answers `count` times with the request's action and message.
+struct Gated(Arc<tokio::sync::Semaphore>);
+
+impl StreamHandler for Gated {
+    async fn serve(&self, stream: ServerStream) -> Result<(), HandlerError> {
+        if stream.method() != "server_echo" {
+            return Err(HandlerError::unknown_method(stream.method()));
+        }
+        let (mut rx, mut tx) =
+            stream.halves::<examples::stream::Request, examples::stream::Response>();
+        let Some(req) = rx.recv().await? else {
+            return Err(HandlerError::internal("no request"));
+        };
+        let answer = examples::stream::Response {
+            action: req.action,
+            msg: req.msg,
+        };
+        for _ in 0..req.count {
+            tokio::select! {
+                permit = self.0.acquire() => permit.expect("open").forget(),
+                // Reset (its deadline passed, the gateway cancelled it): done.
+                e = tx.cancelled() => return Err(e.into()),
+            }
+            tx.send(&answer).await?;
+        }
+        Ok(())
+    }
+}
+
+/// An HTTP/1 client whose request bodies are streams.
+type StreamingHttp = HttpClient<HttpConnector, Body>;
+
+/// A request body fed line by line through the sender.
+fn body_channel() -> (tokio::sync::mpsc::Sender<Bytes>, Body) {
+    let (tx, rx) = tokio::sync::mpsc::channel::<Bytes>(4);
+    let chunks = futures_util::stream::unfold(rx, |mut rx| async move {
+        rx.recv().await.map(|b| (Ok::<_, Infallible>(b), rx))
+    });
+    (tx, Body::from_stream(chunks))
+}
+
+/// The next line of an NDJSON body as it comes (`None` at its end).
+async fn next_line<B>(body: &mut B, buf: &mut Vec<u8>) -> Option<String>
+where
+    B: HttpBody<Data = Bytes> + Unpin,
+    B::Error: std::fmt::Debug,
+{
+    loop {
+        if let Some(at) = buf.iter().position(|&b| b == b'\n') {
+            let line: Vec<u8> = buf.drain(..=at).collect();
+            return Some(String::from_utf8(line[..at].to_vec()).unwrap());
+        }
+        match body.frame().await {
+            Some(frame) => {
+                if let Ok(data) = frame.unwrap().into_data() {
+                    buf.extend_from_slice(&data);
+                }
+            }
+            None if buf.is_empty() => return None,
+            None => panic!("a last line without its end: {buf:?}"),
+        }
+    }
+}
+
+/// Posts `body` to `method` of StreamService through the gateway at `base`, and
+/// reads the whole answer.
+async fn post_stream(base: &str, method: &str, body: &str) -> Answer {
+    let url = format!("{base}/StreamService/{method}");
+    send(&http(), Method::POST, &url, body).await
+}
+
+/// A server stream answers NDJSON, chunked, each line written as its response
+/// arrives: the first is read while the upstream holds the second back.
+#[test]
+fn a_server_stream_answers_ndjson_a_line_as_each_arrives() {
+    let permits = Arc::new(tokio::sync::Semaphore::new(0));
+    let gate = Arc::clone(&permits);
+    with_streams(Gated(permits), Setup::default(), |base| async move {
+        let request = Request::post(format!("{base}/StreamService/server_echo"))
+            .body(Full::new(Bytes::from_static(
+                br#"{"action":"push","msg":"m","count":2}"#,
+            )))
+            .unwrap();
+        gate.add_permits(1);
+        let response = http().request(request).await.unwrap();
+        assert_eq!(response.status(), StatusCode::OK);
+        let header = |name| response.headers().get(name).and_then(|v| v.to_str().ok());
+        assert_eq!(header("content-type"), Some(NDJSON));
+        assert_eq!(header("transfer-encoding"), Some("chunked"));
+        let mut body = response.into_body();
+        let mut buf = Vec::new();
+        let want = r#"{"action":"push","msg":"m"}"#;
+        assert_eq!(next_line(&mut body, &mut buf).await.as_deref(), Some(want));
+        // The upstream sends the second only now.
+        gate.add_permits(1);
+        assert_eq!(next_line(&mut body, &mut buf).await.as_deref(), Some(want));
+        assert_eq!(next_line(&mut body, &mut buf).await, None);
+    });
+}
+
+#[test]
+fn a_server_stream_answers_every_response_as_a_line() {
+    with_streams(streams(), Setup::default(), |base| async move {
+        let a = post_stream(
+            &base,
+            "server_echo",
+            r#"{"action":"push","msg":"m","count":3}"#,
+        )
+        .await;
+        assert_eq!(a.status, StatusCode::OK, "{}", a.body);
+        assert_eq!(
+            a.body,
+            format!("{}\n", r#"{"action":"push","msg":"m"}"#).repeat(3)
+        );
+        // No responses: an empty body (the service named by its qualified name).
+        let url = format!("{base}/stream.StreamService/server_echo");
+        let count0 = r#"{"action":"push","msg":"m","count":0}"#;
+        let a = send(&http(), Method::POST, &url, count0).await;
+        assert_eq!((a.status, a.body.as_str()), (StatusCode::OK, ""));
+        assert_eq!(a.header("content-type"), Some(NDJSON));
+    });
+}
+
+/// A client stream takes its requests from the NDJSON body (blank lines skipped,
+/// the last line without its end too) and answers its one response as JSON.
+#[test]
+fn a_client_stream_takes_ndjson_and_answers_its_one_response() {
+    with_streams(streams(), Setup::default(), |base| async move {
+        let body = "{\"action\":\"up\",\"msg\":\"1\"}\n\n \r\n{\"action\":\"up\",\"msg\":\"2\"}\r\n{\"action\":\"up\",\"msg\":\"3\"}";
+        let a = post_stream(&base, "client_count", body).await;
+        assert_eq!(a.status, StatusCode::OK, "{}", a.body);
+        assert_eq!(a.header("content-type"), Some("application/json"));
+        assert_eq!(a.json(), json!({"action": "received", "msg": "3"}));
+        let a = post_stream(&base, "client_count", "").await;
+        assert_eq!(a.json(), json!({"action": "received", "msg": "0"}));
+    });
+}
+
+/// A bidirectional stream answers each line while the request body is still being
+/// written: the answer to a line is read before the next line is sent. A line that
+/// does not fit, once lines were answered, ends the answer with an error line.
+#[test]
+fn a_bidirectional_stream_is_full_duplex() {
+    with_streams(streams(), Setup::default(), |base| async move {
+        let client: StreamingHttp = HttpClient::builder(TokioExecutor::new()).build_http();
+        let (lines, body) = body_channel();
+        let request = Request::post(format!("{base}/StreamService/bidi_echo"))
+            .body(body)
+            .unwrap();
+        let line = |i: usize| format!("{{\"action\":\"{i}\",\"msg\":\"m\"}}");
+        lines.send(Bytes::from(line(0) + "\n")).await.unwrap();
+        let response = client.request(request).await.unwrap();
+        assert_eq!(response.status(), StatusCode::OK);
+        let mut body = response.into_body();
+        let mut buf = Vec::new();
+        assert_eq!(next_line(&mut body, &mut buf).await, Some(line(0)));
+        // A line in two pieces, then the next.
+        let second = line(1) + "\n";
+        let (a, b) = second.split_at(7);
+        lines.send(Bytes::from(a.to_string())).await.unwrap();
+        lines.send(Bytes::from(b.to_string())).await.unwrap();
+        assert_eq!(next_line(&mut body, &mut buf).await, Some(line(1)));
+
+        lines
+            .send(Bytes::from_static(b"{\"msg\":[]}\n"))
+            .await
+            .unwrap();
+        let last = next_line(&mut body, &mut buf).await.expect("an error line");
+        let e: Value = serde_json::from_str(&last).unwrap();
+        assert_eq!(
+            (e["error"].as_str(), e["line"].as_u64(), e["path"].as_str()),
+            (Some("bad_arguments"), Some(3), Some("msg")),
+            "{e}"
+        );
+        assert_eq!(
+            next_line(&mut body, &mut buf).await,
+            None,
+            "the answer ends"
+        );
+    });
+}
+
+/// Before the first line, a stream's failure answers as a call's: a handler's error
+/// 502, a business status 502 with its code, a line that does not fit 400 with its
+/// number, a deadline 504.
+#[test]
+fn a_stream_s_failure_before_its_first_line_answers_a_call_s_status() {
+    with_streams(streams(), Setup::default(), |base| async move {
+        let a = post_stream(
+            &base,
+            "server_echo",
+            r#"{"action":"fail","msg":"early","count":0}"#,
+        )
+        .await;
+        assert_eq!(a.status, StatusCode::BAD_GATEWAY, "{}", a.body);
+        let e = a.json();
+        assert_eq!(
+            (e["error"].as_str(), e["kind"].as_str()),
+            (Some("upstream_failure"), Some("Application"))
+        );
+        assert!(e["message"].as_str().unwrap().contains("early"), "{e}");
+
+        let a = post_stream(
+            &base,
+            "client_count",
+            "{\"action\":\"bizfail\",\"msg\":\"no\"}\n",
+        )
+        .await;
+        assert_eq!(a.status, StatusCode::BAD_GATEWAY, "{}", a.body);
+        let e = a.json();
+        assert_eq!(
+            (e["kind"].as_str(), e["biz_status"].as_i64()),
+            (Some("Biz"), Some(BIZ_STATUS.into()))
+        );
+
+        let a = post_stream(
+            &base,
+            "client_count",
+            "{\"action\":\"up\",\"msg\":\"1\"}\n{\"action\":\"up\",\"msg\":2}\n",
+        )
+        .await;
+        assert_eq!(a.status, StatusCode::BAD_REQUEST, "{}", a.body);
+        let e = a.json();
+        assert_eq!(
+            (e["error"].as_str(), e["line"].as_u64(), e["path"].as_str()),
+            (Some("bad_arguments"), Some(2), Some("msg")),
+            "{e}"
+        );
+        assert!(
+            e["message"].as_str().unwrap().starts_with("line 2: "),
+            "{e}"
+        );
+
+        let a = post_stream(&base, "server_echo", r#"{"action":1}"#).await;
+        assert_eq!(a.status, StatusCode::BAD_REQUEST, "{}", a.body);
+        assert_eq!(a.json()["path"], "action");
+    });
+    let setup = Setup {
+        timeout: Duration::from_millis(300),
+        ..Setup::default()
+    };
+    // No permit: the stream's deadline passes before its first response.
+    let permits = Arc::new(tokio::sync::Semaphore::new(0));
+    with_streams(Gated(permits), setup, |base| async move {
+        let a = post_stream(
+            &base,
+            "server_echo",
+            r#"{"action":"a","msg":"b","count":1}"#,
+        )
+        .await;
+        assert_eq!(a.status, StatusCode::GATEWAY_TIMEOUT, "{}", a.body);
+        assert_eq!(a.json()["error"], "upstream_timeout");
+    });
+}
+
+/// After lines were sent, a stream's failure is the last line: the error object the
+/// status answer would have carried.
+#[test]
+fn a_stream_s_failure_after_lines_is_a_last_error_line() {
+    with_streams(streams(), Setup::default(), |base| async move {
+        let a = post_stream(
+            &base,
+            "server_echo",
+            r#"{"action":"fail","msg":"late","count":2}"#,
+        )
+        .await;
+        assert_eq!(a.status, StatusCode::OK, "{}", a.body);
+        let lines: Vec<&str> = a.body.lines().collect();
+        assert_eq!(lines.len(), 3, "{}", a.body);
+        assert_eq!(lines[..2], [r#"{"action":"fail","msg":"late"}"#; 2]);
+        let e: Value = serde_json::from_str(lines[2]).unwrap();
+        assert_eq!(
+            (e["error"].as_str(), e["kind"].as_str()),
+            (Some("upstream_failure"), Some("Application")),
+            "{e}"
+        );
+        assert!(e["message"].as_str().unwrap().contains("late"), "{e}");
+        assert!(a.body.ends_with('\n'));
     });
 }

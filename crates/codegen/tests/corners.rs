@@ -268,6 +268,37 @@ fn fields_that_close_a_cycle_are_boxed_and_endless_ones_optional() {
     assert_eq!(model.warnings.len(), 4, "{:#?}", model.warnings);
 }
 
+/// A service that extends one with streams inherits its calls, not its streams
+/// (which have no args or result structs to be called with).
+#[test]
+fn a_base_service_s_streams_are_not_inherited_as_calls() {
+    let mut files = codegen::IdlFiles::new();
+    files.insert(
+        "idl/child.thrift",
+        "struct M { 1: i32 n }\n\
+         service Base { M get(1: M m), M up(1: M m) (streaming.mode = \"client\") }\n\
+         service Child extends Base { M down(1: M m) (streaming.mode = \"server\") }",
+    );
+    let model = codegen::Builder::new()
+        .rerun_if_changed(false)
+        .cargo_warnings(false)
+        .model_in(&files, &["idl/child.thrift"])
+        .unwrap_or_else(|e| panic!("{e}"));
+    let child = model
+        .modules
+        .iter()
+        .flat_map(|f| &f.items)
+        .find_map(|i| match i {
+            Item::Service(s) if s.thrift_name == "Child" => Some(s),
+            _ => None,
+        })
+        .expect("Child");
+    let inherited: Vec<&str> = child.inherited.iter().map(|m| m.name.as_str()).collect();
+    assert_eq!(inherited, ["get"]);
+    let streams: Vec<&str> = child.streams.iter().map(|m| m.name.as_str()).collect();
+    assert_eq!(streams, ["down"]);
+}
+
 /// Kitex's `streaming.mode` methods (idl/stream.thrift, the examples' streaming
 /// service) leave the ping-pong methods and their structs alone: they become the
 /// service's streams, each with its request and response structs and its mode.

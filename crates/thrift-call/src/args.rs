@@ -9,7 +9,8 @@ use volo_core::codec::{Framing, Protocol};
 use volo_core::context::Address;
 
 /// Calls a Thrift service by hand: the IDL read at run time, the arguments as JSON,
-/// the reply printed as JSON.
+/// the reply printed as JSON; streaming methods streamed, one JSON object a line
+/// each way.
 ///
 /// Exit status: 0 a reply; 1 a usage or IDL error; 2 a connection or protocol
 /// failure, or a timeout; 3 an application exception; 4 a declared exception (its
@@ -39,7 +40,8 @@ pub(crate) struct Cli {
     pub(crate) target: Option<String>,
 
     /// The arguments as a JSON object keyed by argument name; `-` or absent: read
-    /// from stdin.
+    /// from stdin. A stream's requests: the request struct as a JSON object, one a
+    /// line (client and bidirectional streams read stdin's lines as they come).
     #[arg(value_name = "JSON")]
     pub(crate) json: Option<String>,
 

@@ -1,16 +1,18 @@
-//! A run: the IDL read, then the list printed or the call made.
+//! A run: the IDL read, then the list printed, the call made or the stream run.
 
+use std::future::Future;
 use std::io::{Read, Write};
 
-use thrift_dynamic::{Descriptor, ServiceDesc};
+use thrift_dynamic::{Descriptor, ServiceDesc, StreamingMode};
 use thrift_generic::{GenericClient, GenericError};
 use volo_core::client::{Client, ClientConfig, ClientContext, RetryPolicy};
 use volo_core::context::Address;
 use volo_core::transport::TransportKind;
 use volo_core::transport::tls::ClientTls;
 
-use crate::args::{self, Cli};
+use crate::args::{self, Cli, ProtocolArg, TransportArg};
 use crate::failure::Failure;
+use crate::stream::{Requests, StreamCall};
 
 /// Runs the command line: `--list`, or one call.
 pub(crate) fn run(cli: Cli) -> Result<(), Failure> {
@@ -20,8 +22,9 @@ pub(crate) fn run(cli: Cli) -> Result<(), Failure> {
         let mut out = String::new();
         for service in desc.services() {
             let name = listed_name(&desc, service);
-            for m in &service.methods {
-                out.push_str(&format!("{name}.{}\n", m.name));
+            let methods = service.methods.iter().map(|m| &m.name);
+            for m in methods.chain(service.streams.iter().map(|m| &m.name)) {
+                out.push_str(&format!("{name}.{m}\n"));
             }
         }
         return print(out.as_bytes());
@@ -46,20 +49,23 @@ pub(crate) fn run(cli: Cli) -> Result<(), Failure> {
             known.join(", ")
         ))
     })?;
-    if service_desc.method(method).is_none() {
+    let stream = service_desc.stream(method).map(|m| m.mode);
+    if service_desc.method(method).is_none() && stream.is_none() {
         return Err(Failure::from_call(GenericError::UnknownMethod {
             service: service.to_string(),
             method: method.to_string(),
         }));
     }
     let addr = args::address(addr).map_err(Failure::usage)?;
+    if let Some(mode) = stream {
+        stream_flags(&cli, method, mode)?;
+    }
     if !cli.meta.is_empty() && !cli.transport.has_header() {
         return Err(Failure::usage(
             "metainfo (-H) travels in a header: use --transport ttheader or theader",
         ));
     }
     let tls = client_tls(&cli, &addr)?;
-    let json = arguments(cli.json.as_deref())?;
 
     let mut config = ClientConfig::default();
     config.format.framing = cli.transport.framing();
@@ -68,6 +74,30 @@ pub(crate) fn run(cli: Cli) -> Result<(), Failure> {
     config.timeouts.rpc = Some(cli.timeout);
     config.transport.kind = TransportKind::Tokio;
     config.tls = tls;
+    if let Some(mode) = stream {
+        // A server stream's request is read whole, as a call's arguments; the
+        // requests of the others as they come.
+        let given = cli.json.as_deref().filter(|j| *j != "-");
+        let (request, requests) = match (mode, given) {
+            (StreamingMode::Server, _) => (arguments(cli.json.as_deref())?, Requests::Stdin),
+            (_, Some(text)) => (Vec::new(), Requests::Given(text.as_bytes().to_vec())),
+            (_, None) => (Vec::new(), Requests::Stdin),
+        };
+        let call = StreamCall {
+            desc: desc.clone(),
+            service: service.to_string(),
+            method: method.to_string(),
+            mode,
+            addr,
+            config,
+            timeout: cli.timeout,
+            meta: cli.meta,
+            request,
+            requests,
+        };
+        return block_on(call.run());
+    }
+    let json = arguments(cli.json.as_deref())?;
     let call = Call {
         desc: desc.clone(),
         service: service.to_string(),
@@ -80,13 +110,18 @@ pub(crate) fn run(cli: Cli) -> Result<(), Failure> {
         json,
     };
 
+    block_on(async { print(&call.make().await?).map_err(Failed::Judged) })
+}
+
+/// Runs `work` on a runtime of one thread, and says how it failed.
+fn block_on(work: impl Future<Output = Result<(), Failed>>) -> Result<(), Failure> {
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
         .map_err(|e| Failure::usage(format!("starting the runtime: {e}")))?;
-    match runtime.block_on(call.make()) {
-        Ok(reply) => print(&reply),
-        Err(Failed::Client(failure)) => Err(failure),
+    match runtime.block_on(work) {
+        Ok(()) => Ok(()),
+        Err(Failed::Judged(failure)) => Err(failure),
         Err(Failed::Call(e)) => {
             if let GenericError::DeclaredJson { json, .. } = &e {
                 print(json)?;
@@ -94,6 +129,24 @@ pub(crate) fn run(cli: Cli) -> Result<(), Failure> {
             Err(Failure::from_call(e))
         }
     }
+}
+
+/// Refuses the flags a stream cannot follow: streams are TTHeader and Binary, and
+/// name their service in their header.
+fn stream_flags(cli: &Cli, method: &str, mode: StreamingMode) -> Result<(), Failure> {
+    let refused = if cli.transport != TransportArg::Ttheader {
+        "--transport"
+    } else if cli.protocol != ProtocolArg::Binary {
+        "--protocol"
+    } else if cli.multiplexed {
+        "--multiplexed"
+    } else {
+        return Ok(());
+    };
+    Err(Failure::usage(format!(
+        "{method} is a {mode} stream, which travels over TTHeader in Binary and names its \
+         service in its header: {refused} does not apply"
+    )))
 }
 
 /// A service's name in `--list` and in messages: the bare name, unless another file
@@ -150,8 +203,8 @@ fn arguments(given: Option<&str>) -> Result<Vec<u8>, Failure> {
     Ok(json)
 }
 
-/// Writes `json` and a newline on stdout.
-fn print(json: &[u8]) -> Result<(), Failure> {
+/// Writes `json` and a newline on stdout, at once.
+pub(crate) fn print(json: &[u8]) -> Result<(), Failure> {
     let mut out = std::io::stdout().lock();
     let mut line = Vec::with_capacity(json.len() + 1);
     line.extend_from_slice(json);
@@ -178,9 +231,10 @@ struct Call {
     json: Vec<u8>,
 }
 
-/// Why a call failed: the client could not be made, or the call failed.
-enum Failed {
-    Client(Failure),
+/// Why a call or a stream failed: a failure already judged (the client could not
+/// be made, a line that is not a request, stdout closed), or the call's own.
+pub(crate) enum Failed {
+    Judged(Failure),
     Call(GenericError),
 }
 
@@ -204,7 +258,7 @@ impl Call {
         }
         let client = builder
             .build()
-            .map_err(|e| Failed::Client(Failure::usage(format!("making the client: {e}"))))?;
+            .map_err(|e| Failed::Judged(Failure::usage(format!("making the client: {e}"))))?;
         let client = GenericClient::new(client, self.desc, &self.service)?.with_protocol(protocol);
         let mut cx = ClientContext::new();
         for (k, v) in self.meta {

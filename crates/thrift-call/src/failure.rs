@@ -4,6 +4,7 @@ use std::process::ExitCode;
 
 use thrift_generic::GenericError;
 use volo_core::client::{Error, ErrorKind};
+use volo_core::stream::StreamError;
 
 /// What kind of failure ends the run, which is its exit status (see the
 /// [crate docs](crate#exit-status)).
@@ -64,9 +65,17 @@ impl Failure {
             GenericError::UnknownService(_)
             | GenericError::UnknownMethod { .. }
             | GenericError::Args { .. }
-            | GenericError::JsonArgs { .. } => Status::Usage,
+            | GenericError::JsonArgs { .. }
+            | GenericError::Streaming { .. }
+            | GenericError::NotStreaming { .. }
+            | GenericError::SecondRequest { .. }
+            | GenericError::JsonMessage { .. }
+            | GenericError::Setup(_) => Status::Usage,
             GenericError::Declared { .. } | GenericError::DeclaredJson { .. } => Status::Declared,
-            GenericError::MissingResult(_) => Status::Application,
+            // The server's own word, as an application exception is.
+            GenericError::MissingResult(_) | GenericError::Stream(StreamError::Biz(_)) => {
+                Status::Application
+            }
             GenericError::Call(e) => call_status(e),
             // A reply that does not read as the IDL says, and what may come.
             _ => Status::Transport,

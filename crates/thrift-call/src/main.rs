@@ -3,7 +3,8 @@
 //! ([`thrift_dynamic::Descriptor`]); the arguments go in as JSON and the reply comes
 //! out as JSON ([`thrift_generic::GenericClient::call_json`], whose JSON conventions
 //! are Kitex's: see [`thrift_dynamic::json`]). No generated code, no build step: an
-//! IDL file and an address are enough.
+//! IDL file and an address are enough. Streaming methods are streamed, one JSON
+//! object a line each way, as grpcurl streams them (see [Streams](#streams)).
 //!
 //! # Usage
 //!
@@ -39,6 +40,69 @@
 //!     -H tenant=acme --timeout 500ms echo.internal:8888 EchoService.echo '{...}'
 //! ```
 //!
+//! # Streams
+//!
+//! A method annotated `streaming.mode` (Kitex's StreamX over TTHeader) is opened as
+//! a stream ([`thrift_generic::GenericStreamClient`]), whatever its mode, with the
+//! same command line as a call:
+//!
+//! ```text
+//! # A server stream: its one request (from JSON, or stdin), then each response on
+//! # a line of its own, printed as it comes:
+//! $ thrift-call --idl idl/stream.thrift 127.0.0.1:8888 StreamService.server_echo \
+//!     '{"action":"push","msg":"hi","count":2}'
+//! {"action":"push","msg":"hi"}
+//! {"action":"push","msg":"hi"}
+//!
+//! # A client stream: one request a line from stdin, each sent as it is read; the
+//! # one response when stdin ends:
+//! $ printf '%s\n' '{"action":"up","msg":"1"}' '{"action":"up","msg":"2"}' |
+//!     thrift-call --idl idl/stream.thrift 127.0.0.1:8888 StreamService.client_count
+//! {"action":"received","msg":"2"}
+//!
+//! # Bidirectional: each line sent as it is read, each response printed as it
+//! # comes (here typed at a terminal; Ctrl-D ends the requests):
+//! $ thrift-call --idl idl/stream.thrift 127.0.0.1:8888 StreamService.bidi_echo
+//! {"action":"a","msg":"1"}          <- typed
+//! {"action":"a","msg":"1"}          <- the server's answer
+//!
+//! # A handler's error in the trailer, after two responses: status 3, as a call's.
+//! $ thrift-call --idl idl/stream.thrift 127.0.0.1:8888 StreamService.server_echo \
+//!     '{"action":"fail","msg":"late","count":2}'
+//! {"action":"fail","msg":"late"}
+//! {"action":"fail","msg":"late"}
+//! thrift-call: application exception InternalError: late
+//! ```
+//!
+//! - **A message is the struct itself**: the method's one argument's struct for a
+//!   request, its return type's for a response, as a JSON object keyed by field name
+//!   (`{"action":"a","msg":"b"}`, not `{"req":{...}}` as a call's arguments): what
+//!   goes on the wire, and Kitex's JSON form.
+//! - **Requests.** A server stream's one request is read as a call's arguments are
+//!   (`JSON`, or all of stdin; blank means `{}`). Client and bidirectional streams
+//!   read one request a line, from `JSON` when it is given (its lines), else from
+//!   stdin as lines come; blank lines are skipped; the end of the input ends the
+//!   requests. A line that is not a request (bad JSON, a field that does not fit)
+//!   ends the run with status 1 and `line N: ...` (lines counted from 1, blank ones
+//!   too): the lines before it were sent, and the stream is cancelled.
+//! - **Responses** are printed one a line as they come, compact, and stdout is
+//!   flushed after each; a client stream's one response comes when the server
+//!   answers, after the requests end.
+//! - **The end.** A stream that ends cleanly exits 0. One that ends with an error
+//!   exits as a call that fails the same way, with the same message: an exception
+//!   in the trailer (a handler's error) 3, `application exception ...`; a business
+//!   status in the trailer 3 too, `the stream ended with business status CODE
+//!   (MESSAGE)`; a deadline 2, `timed out`; a failed connection 2 (`connecting
+//!   failed` while opening); a reset or cancel by the server 2. What was printed
+//!   before the error stays on stdout.
+//! - **Flags.** `--timeout` bounds the connect and, separately, the whole stream,
+//!   from its opening: give a longer one for a long stream. `-H KEY=VALUE` goes in
+//!   the stream's header as transient metainfo (`RPC_TRANSIT_KEY`). Streams travel
+//!   over TTHeader in Binary and name their service in their header, so
+//!   `--transport` other than `ttheader`, `--protocol compact` and `--multiplexed`
+//!   are refused (1). TLS and every address form apply.
+//! - `--list` names streaming methods after the others of their service.
+//!
 //! # Arguments and flags
 //!
 //! - `ADDR`: `host:port` (an IP address or a name, looked up), a Unix socket path
@@ -48,13 +112,14 @@
 //!   qualified by the stem of its file (`echo.EchoService`, needed when two files
 //!   define services of one name); the method may be inherited from a base service.
 //! - `JSON`: the arguments struct as a JSON object keyed by argument name. Absent or
-//!   `-`: read from stdin. Empty input (only blanks) means `{}`, no arguments.
+//!   `-`: read from stdin. Empty input (only blanks) means `{}`, no arguments. For a
+//!   stream, its requests: see [Streams](#streams).
 //! - `--idl FILE` (required; repeatable, for services in several files) and
 //!   `--include DIR` (repeatable): where includes are looked for, after the directory
 //!   of the including file.
 //! - `--list`: prints every `Service.method` of every service in the IDL, one per
-//!   line, the inherited methods included (after the service's own), and calls
-//!   nothing. A service whose bare name two files define is printed qualified.
+//!   line, the inherited methods included (after the service's own), then its
+//!   streaming methods, and calls nothing. A service whose bare name two files define is printed qualified.
 //! - `--transport ttheader|framed|buffered|theader` (default `ttheader`, Kitex's
 //!   TTHeader) and `--protocol binary|compact` (default `binary`).
 //! - `--multiplexed`: Apache's `TMultiplexedProtocol`: the method goes out as
@@ -78,10 +143,10 @@
 //!
 //! | status | when | stdout | stderr |
 //! |---|---|---|---|
-//! | 0 | the method answered (also `--help`, `--version`, `--list`) | the reply's JSON and a newline (`null` for `void` and `oneway`) | nothing |
-//! | 1 | a usage or IDL error: bad flags, an IDL that does not read, an unknown service or method, JSON arguments that do not fit (the message names the field path), a request too large to encode, a client that cannot be made (unreadable certificates) | nothing | one line |
-//! | 2 | a connection or protocol failure: nothing listening, a failed TLS handshake, a timeout, a reply that does not read | nothing | one line |
-//! | 3 | the server answered with a `TApplicationException` (an unknown method, a refused or failed call), or a reply without a result (Apache's `MISSING_RESULT`) | nothing | one line |
+//! | 0 | the method answered, or the stream ended cleanly (also `--help`, `--version`, `--list`) | the reply's JSON and a newline (`null` for `void` and `oneway`); a stream's responses, one a line | nothing |
+//! | 1 | a usage or IDL error: bad flags, an IDL that does not read, an unknown service or method, JSON arguments that do not fit (the message names the field path), a stream's request line that does not fit (the message names its line), a request too large to encode, a client that cannot be made (unreadable certificates) | nothing (a stream: what was printed before) | one line |
+//! | 2 | a connection or protocol failure: nothing listening, a failed TLS handshake, a timeout (a stream's deadline too), a reply that does not read, a stream reset | nothing (a stream: what was printed before) | one line |
+//! | 3 | the server answered with a `TApplicationException` (an unknown method, a refused or failed call, a stream's trailer carrying one), a stream's trailer carried a business status, or a reply without a result (Apache's `MISSING_RESULT`) | nothing (a stream: what was printed before) | one line |
 //! | 4 | the method threw an exception its IDL declares | the exception's JSON and a newline | one line |
 //!
 //! Every failure prints one line on stderr, `thrift-call: ...`; clap's own errors
@@ -113,6 +178,7 @@
 mod args;
 mod call;
 mod failure;
+mod stream;
 
 use std::process::ExitCode;
 

@@ -3,25 +3,20 @@
 //! it prints and the status it exits with, for replies and for each kind of failure.
 
 use std::future::Future;
-use std::io;
 use std::path::PathBuf;
-use std::process::Stdio;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+mod support;
+
 use examples::echo::EchoServiceServer;
 use examples::echo_service::{ECHO_ERROR_CODE, Echo};
+use support::{closed_port, loopback, offline, served, thrift_call};
 use thrift_codec::{ApplicationException, ApplicationExceptionKind};
-use tokio::io::AsyncWriteExt;
 use volo_core::context::{Address, ServerContext};
-use volo_core::server::{
-    BoundServer, Dispatch, DispatchError, Multiplex, Server, ServerConfig, ServerRequest,
-};
+use volo_core::server::{DispatchError, Multiplex, Server, ServerConfig, ServerRequest};
 use volo_core::service::{Service, layer_fn};
 use volo_core::transport::tls::{ClientAuth, ServerTls};
-
-/// How long one run of the binary may take before it is killed.
-const RUN_LIMIT: Duration = Duration::from_secs(30);
 
 fn echo_idl() -> String {
     PathBuf::from(env!("CARGO_MANIFEST_DIR"))
@@ -37,107 +32,6 @@ fn scratch(tag: &str) -> PathBuf {
     let _ = std::fs::remove_dir_all(&dir);
     std::fs::create_dir_all(&dir).unwrap();
     dir
-}
-
-/// What a run of the binary did.
-#[derive(Debug)]
-struct Run {
-    status: i32,
-    stdout: String,
-    stderr: String,
-}
-
-impl Run {
-    /// Asserts a failure with `status` and one `thrift-call: ` line on stderr holding
-    /// `words`.
-    fn failed(&self, status: i32, words: &str) {
-        assert_eq!(self.status, status, "{self:?}");
-        assert!(
-            self.stderr.starts_with("thrift-call: ") && self.stderr.lines().count() == 1,
-            "not one line: {self:?}"
-        );
-        assert!(self.stderr.contains(words), "no {words:?}: {self:?}");
-    }
-
-    /// Asserts a reply: status 0, `json` and a newline on stdout, nothing on stderr.
-    fn replied(&self, json: &str) {
-        assert_eq!(
-            (self.status, self.stdout.as_str(), self.stderr.as_str()),
-            (0, format!("{json}\n").as_str(), ""),
-        );
-    }
-}
-
-/// Runs the binary with `args` and `stdin`; killed when it runs longer than
-/// [`RUN_LIMIT`].
-async fn thrift_call(args: &[&str], stdin: &str) -> Run {
-    let mut child = tokio::process::Command::new(env!("CARGO_BIN_EXE_thrift-call"))
-        .args(args)
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .kill_on_drop(true)
-        .spawn()
-        .unwrap();
-    let mut input = child.stdin.take().unwrap();
-    // A run that does not read stdin may close it first: that is no failure here.
-    let _ = input.write_all(stdin.as_bytes()).await;
-    drop(input);
-    let out = tokio::time::timeout(RUN_LIMIT, child.wait_with_output())
-        .await
-        .unwrap_or_else(|_| panic!("thrift-call {args:?} ran longer than {RUN_LIMIT:?}"))
-        .unwrap();
-    Run {
-        status: out.status.code().expect("killed by a signal"),
-        stdout: String::from_utf8(out.stdout).unwrap(),
-        stderr: String::from_utf8(out.stderr).unwrap(),
-    }
-}
-
-fn runtime() -> tokio::runtime::Runtime {
-    tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .unwrap()
-}
-
-/// Runs `f` with no server.
-fn offline<Fut: Future<Output = ()>>(f: impl FnOnce() -> Fut) {
-    runtime().block_on(f());
-}
-
-/// Runs `f` with the server `bind` makes serving, given its address as the command
-/// line spells it; then stops the server, all bounded in time.
-fn served<S, B, F, Fut>(bind: B, f: F)
-where
-    S: Dispatch,
-    B: Future<Output = io::Result<BoundServer<S>>>,
-    F: FnOnce(String) -> Fut,
-    Fut: Future<Output = ()>,
-{
-    runtime().block_on(async {
-        let bound = bind.await.unwrap();
-        let addr = match bound.local_addr() {
-            Address::Unix(path) => path.display().to_string(),
-            other => other.to_string(),
-        };
-        let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
-        let done = tokio::spawn(bound.serve_with_shutdown(async {
-            let _ = stopped.await;
-        }));
-        f(addr).await;
-        let _ = stop.send(());
-        tokio::time::timeout(Duration::from_secs(20), done)
-            .await
-            .expect("the server did not stop")
-            .unwrap()
-            .unwrap();
-    });
-}
-
-fn loopback() -> Address {
-    "127.0.0.1:0".parse().unwrap()
 }
 
 /// The echo server on loopback.
@@ -415,14 +309,6 @@ fn bad_command_lines_and_idl_exit_1_help_and_version_0() {
             assert!(run.stdout.contains("thrift-call"), "{run:?}");
         }
     });
-}
-
-/// A loopback port that nothing listens on: one that was bound, then let go.
-fn closed_port() -> String {
-    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-    let addr = listener.local_addr().unwrap();
-    drop(listener);
-    addr.to_string()
 }
 
 #[test]

@@ -1,11 +1,13 @@
 //! `Encoder::write_encoded` puts a value encoded elsewhere into a message as it is: the
 //! output equals encoding the value in place, in every protocol, and the sizer counts
-//! exactly what is written (the large value as a zero-copy node).
+//! exactly what is written (the large value as a zero-copy node). `Decoder::read_encoded`
+//! is its reverse: a value read out of a message is the bytes it has encoded alone.
 
 use bytes::Bytes;
 use thrift_codec::fixtures::echo::Request;
 use thrift_codec::{
-    Binary, Codec, Compact, Encoder, Json, LinkBuffer, Message, Protocol, Sizer, TType,
+    Binary, Codec, Compact, DecodeErrorKind, Decoder, Encoder, Json, LinkBuffer, Message, Protocol,
+    Sizer, TType,
 };
 
 /// A struct `{1: Request, 2: i32}`, the request written by `inner`, sized by `size`.
@@ -69,4 +71,103 @@ fn an_encoded_value_is_written_as_if_encoded_in_place() {
         check::<Compact>(msg_len);
         check::<Json>(msg_len);
     }
+}
+
+/// `req` encoded alone.
+fn alone<P: Protocol>(codec: &Codec<P>, req: &Request) -> Bytes {
+    let mut buf = LinkBuffer::new();
+    let n = codec.encode(req, &mut buf).unwrap();
+    buf.next(n)
+}
+
+fn request(msg_len: usize) -> Request {
+    Request {
+        action: "echo".into(),
+        msg: "m".repeat(msg_len).into(),
+    }
+}
+
+/// A struct field, then list elements (JSON's separators and closers around them),
+/// then a whole top-level value: each read is the value's bytes as encoded alone.
+fn read_back<P: Protocol>(msg_len: usize) {
+    let codec = Codec::<P>::new();
+    let req = request(msg_len);
+    let raw = alone(&codec, &req);
+
+    let (_, _, outer) = outer(&codec, |s| req.size(s), |e| req.encode(e));
+    let mut d = codec.decoder(outer).unwrap();
+    let saved = d.read_struct_begin().unwrap();
+    let f = d.read_field_begin().unwrap();
+    assert_eq!((f.ty, f.id), (TType::Struct, 1));
+    assert_eq!(
+        d.read_encoded(TType::Struct).unwrap(),
+        raw,
+        "a field's value"
+    );
+    let f = d.read_field_begin().unwrap();
+    assert_eq!((f.ty, f.id), (TType::I32, 2));
+    assert_eq!(d.read_i32().unwrap(), 7, "the field after it reads on");
+    assert_eq!(d.read_field_begin().unwrap().ty, TType::Stop);
+    d.read_struct_end(saved);
+    assert_eq!(d.remaining(), 0);
+
+    let other = request(3);
+    let mut list = LinkBuffer::new();
+    let mut s = codec.sizer();
+    let len = s.list_begin_len(TType::Struct, 2) + req.size(&mut s) + other.size(&mut s);
+    list.reserve(len);
+    {
+        let mut e = codec.encoder(&mut list);
+        e.write_list_begin(TType::Struct, 2);
+        req.encode(&mut e);
+        other.encode(&mut e);
+    }
+    let n = list.len();
+    let mut d = codec.decoder(list.next(n)).unwrap();
+    let header = d.read_list_begin().unwrap();
+    assert_eq!((header.elem, header.len), (TType::Struct, 2));
+    assert_eq!(
+        d.read_encoded(TType::Struct).unwrap(),
+        raw,
+        "the first element"
+    );
+    let second = d.read_encoded(TType::Struct).unwrap();
+    assert_eq!(second, alone(&codec, &other), "the last element");
+    d.read_container_end();
+    assert_eq!(d.remaining(), 0, "the list's closer is read too");
+
+    let mut d = codec.decoder(raw.clone()).unwrap();
+    assert_eq!(d.read_encoded(TType::Struct).unwrap(), raw, "a whole value");
+    assert_eq!(d.remaining(), 0);
+}
+
+#[test]
+fn a_value_read_encoded_is_its_bytes_as_encoded_alone() {
+    for msg_len in [0, 10, 1000] {
+        read_back::<Binary>(msg_len);
+        read_back::<Compact>(msg_len);
+        read_back::<Json>(msg_len);
+    }
+}
+
+/// A value cut short is the error skipping it gives, not a shorter slice.
+fn refused<P: Protocol>() {
+    let codec = Codec::<P>::new();
+    let raw = alone(&codec, &request(10));
+    let mut d = codec.decoder(raw.slice(..raw.len() - 1)).unwrap();
+    let e = d.read_encoded(TType::Struct).unwrap_err();
+    assert!(
+        matches!(
+            e.kind(),
+            DecodeErrorKind::UnexpectedEof { .. } | DecodeErrorKind::InvalidJson { .. }
+        ),
+        "{e}"
+    );
+}
+
+#[test]
+fn a_value_cut_short_is_not_read_encoded() {
+    refused::<Binary>();
+    refused::<Compact>();
+    refused::<Json>();
 }

@@ -243,14 +243,70 @@ pub struct ServiceDesc {
     pub module: String,
     /// The service it extends (qualified: `module.Name`), if any.
     pub extends: Option<String>,
-    /// Its own methods in IDL order, then the inherited ones (nearest base first).
+    /// Its own methods in IDL order, then the inherited ones (nearest base first):
+    /// the ping-pong and oneway ones, called with an arguments struct.
     pub methods: Vec<MethodDesc>,
+    /// Its own streaming methods (Kitex's `streaming.mode` annotation), in IDL order:
+    /// not among `methods`, since they are called over streams. As in codegen, a
+    /// service does not inherit its base's.
+    pub streams: Vec<StreamDesc>,
 }
 
 impl ServiceDesc {
     /// The method named `name` (its own or an inherited one).
     pub fn method(&self, name: &str) -> Option<&MethodDesc> {
         self.methods.iter().find(|m| m.name == name)
+    }
+
+    /// The streaming method named `name`.
+    pub fn stream(&self, name: &str) -> Option<&StreamDesc> {
+        self.streams.iter().find(|m| m.name == name)
+    }
+}
+
+/// One streaming method of a service, as codegen reads it: one argument, a struct,
+/// whose type is each request's; a struct return type, each response's; no
+/// `throws` (an error ends a stream in its trailer), not oneway. Each message is that
+/// struct alone on the wire (no arguments or result struct around it), as Kitex's
+/// StreamX sends it.
+#[derive(Debug, Clone)]
+pub struct StreamDesc {
+    /// The name on the wire.
+    pub name: String,
+    /// Which way its messages go.
+    pub mode: StreamingMode,
+    /// The struct of each request.
+    pub request: StructId,
+    /// The struct of each response.
+    pub response: StructId,
+}
+
+/// Which way a streaming method's messages go: the value of its `streaming.mode`
+/// annotation.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum StreamingMode {
+    /// `"server"`: one request, then any number of responses.
+    Server,
+    /// `"client"`: any number of requests, then one response.
+    Client,
+    /// `"bidirectional"`: any number either way.
+    Bidirectional,
+}
+
+impl StreamingMode {
+    /// The annotation's value: `server`, `client` or `bidirectional`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            StreamingMode::Server => "server",
+            StreamingMode::Client => "client",
+            StreamingMode::Bidirectional => "bidirectional",
+        }
+    }
+}
+
+impl fmt::Display for StreamingMode {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
     }
 }
 
@@ -497,6 +553,11 @@ fn build(model: &Model, paths: Vec<PathBuf>) -> Result<Descriptor, LoadError> {
                             .map(|p| service_name(model, p))
                             .transpose()?,
                         methods,
+                        streams: svc
+                            .streams
+                            .iter()
+                            .map(|sm| types.stream(sm))
+                            .collect::<Result<Vec<_>, LoadError>>()?,
                     });
                 }
                 Item::Typedef(_) => {}
@@ -722,6 +783,21 @@ impl Types<'_> {
             result: m.result.as_ref().map(|p| self.struct_id(p)).transpose()?,
             returns: m.returns.as_ref().map(|t| self.ty(t)).transpose()?,
             throws,
+        })
+    }
+}
+
+impl Types<'_> {
+    fn stream(&self, m: &model::StreamMethodDef) -> Result<StreamDesc, LoadError> {
+        Ok(StreamDesc {
+            name: m.thrift_name.clone(),
+            mode: match m.mode {
+                model::StreamingMode::Server => StreamingMode::Server,
+                model::StreamingMode::Client => StreamingMode::Client,
+                model::StreamingMode::Bidirectional => StreamingMode::Bidirectional,
+            },
+            request: self.struct_id(&m.request)?,
+            response: self.struct_id(&m.response)?,
         })
     }
 }

@@ -5,9 +5,10 @@
 //! command-line tool that calls a service by hand. This crate gives them what the IDL
 //! says at run time.
 //!
-//! - [`Descriptor`]: every service (with the methods it inherits), struct, union,
-//!   exception, enum and constant of a set of IDL files, by Thrift name and field id,
-//!   resolved across includes. It is read by codegen's own parser and resolver, so an
+//! - [`Descriptor`]: every service (with the methods it inherits, and its streaming
+//!   methods with their [`StreamingMode`]), struct, union, exception, enum and
+//!   constant of a set of IDL files, by Thrift name and field id, resolved across
+//!   includes. It is read by codegen's own parser and resolver, so an
 //!   IDL means the same here as in a `build.rs`, and shared cheaply (an `Arc`).
 //! - [`IdlProvider`]: the current descriptor of a set of files, read again when they
 //!   change; a change that does not load keeps the last good descriptor, with a log
@@ -49,7 +50,7 @@ pub mod value;
 
 pub use descriptor::{
     ConstDesc, Descriptor, EnumDesc, EnumId, FieldDesc, Kind, Literal, MethodDesc, Requiredness,
-    ServiceDesc, StructDesc, StructId, ThrowDesc, Ty,
+    ServiceDesc, StreamDesc, StreamingMode, StructDesc, StructId, ThrowDesc, Ty,
 };
 pub use error::LoadError;
 pub use json::{

@@ -6,10 +6,14 @@ use std::path::PathBuf;
 
 use codegen::IdlFiles;
 use thrift_codec::TType;
-use thrift_dynamic::{Descriptor, Kind, Literal, LoadError, Requiredness, Ty};
+use thrift_dynamic::{Descriptor, Kind, Literal, LoadError, Requiredness, StreamingMode, Ty};
 
 fn echo_idl() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../idl/echo.thrift")
+}
+
+fn stream_idl() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../idl/stream.thrift")
 }
 
 #[test]
@@ -190,6 +194,53 @@ fn includes_extends_typedefs_unions_and_defaults_are_resolved() {
         d.constant("base.DEFAULT_COLOR").unwrap().value,
         Literal::Int(10)
     );
+}
+
+/// Streaming methods are read apart from the ping-pong ones, with their mode and the
+/// structs of their messages; a service that extends one does not inherit them.
+#[test]
+fn streaming_methods_are_read_with_their_mode_and_message_structs() {
+    let d = Descriptor::from_files(&[stream_idl()], &[] as &[PathBuf]).unwrap();
+    let svc = d.service("StreamService").unwrap();
+    let names: Vec<&str> = svc.methods.iter().map(|m| m.name.as_str()).collect();
+    assert_eq!(names, ["echo"], "ping-pong methods only");
+    let streams: Vec<(&str, StreamingMode)> = svc
+        .streams
+        .iter()
+        .map(|m| (m.name.as_str(), m.mode))
+        .collect();
+    assert_eq!(
+        streams,
+        [
+            ("server_echo", StreamingMode::Server),
+            ("client_count", StreamingMode::Client),
+            ("bidi_echo", StreamingMode::Bidirectional),
+        ]
+    );
+    let bidi = svc.stream("bidi_echo").unwrap();
+    assert_eq!(bidi.request, d.struct_named("stream.Request").unwrap());
+    assert_eq!(bidi.response, d.struct_named("Response").unwrap());
+    assert!(
+        svc.stream("echo").is_none(),
+        "a ping-pong method is no stream"
+    );
+    assert_eq!(StreamingMode::Bidirectional.to_string(), "bidirectional");
+
+    let child = Descriptor::from_text(
+        "child.thrift",
+        "struct M { 1: i32 n }\n\
+         service Base { M up(1: M m) (streaming.mode = \"client\") }\n\
+         service Child extends Base { M down(1: M m) (streaming.mode = \"server\") }",
+    )
+    .unwrap();
+    let own: Vec<&str> = child
+        .service("Child")
+        .unwrap()
+        .streams
+        .iter()
+        .map(|m| m.name.as_str())
+        .collect();
+    assert_eq!(own, ["down"]);
 }
 
 #[test]

@@ -29,6 +29,14 @@ impl Idl {
             Idl::Watched(p) => p.current(),
         }
     }
+
+    /// The bare name of `service` (bare or qualified) in the current descriptor.
+    pub(crate) fn service_name(&self, service: &str) -> Result<String, GenericError> {
+        self.current()
+            .service(service)
+            .map(|s| s.name.clone())
+            .ok_or_else(|| GenericError::UnknownService(service.to_string()))
+    }
 }
 
 impl From<Descriptor> for Idl {
@@ -66,9 +74,7 @@ where
         service: &str,
     ) -> Result<Self, GenericError> {
         let idl = idl.into();
-        if idl.current().service(service).is_none() {
-            return Err(GenericError::UnknownService(service.to_string()));
-        }
+        idl.service_name(service)?;
         Ok(GenericClient {
             client,
             idl,
@@ -259,12 +265,19 @@ where
         let service = desc
             .service(&self.service)
             .ok_or_else(|| GenericError::UnknownService(self.service.clone()))?;
-        service
-            .method(method)
-            .ok_or_else(|| GenericError::UnknownMethod {
+        if let Some(m) = service.method(method) {
+            return Ok(m);
+        }
+        Err(match service.stream(method) {
+            Some(s) => GenericError::Streaming {
+                method: method.to_string(),
+                mode: s.mode,
+            },
+            None => GenericError::UnknownMethod {
                 service: self.service.clone(),
                 method: method.to_string(),
-            })
+            },
+        })
     }
 }
 

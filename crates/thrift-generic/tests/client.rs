@@ -6,6 +6,8 @@ use std::future::Future;
 use std::path::PathBuf;
 use std::time::Duration;
 
+mod support;
+
 use bytes::Bytes;
 use examples::echo::{EchoServiceEchoArgs, EchoServiceEchoResult, EchoServiceServer, Request};
 use examples::echo_service::Echo;
@@ -15,7 +17,6 @@ use thrift_dynamic::value::{StructValue, Value, ValueError};
 use thrift_generic::{GenericClient, GenericError};
 use volo_core::client::{Client, ClientConfig, ClientContext};
 use volo_core::codec::{Framing, Protocol};
-use volo_core::context::Address;
 use volo_core::server::Server;
 
 fn descriptor() -> Descriptor {
@@ -41,22 +42,9 @@ where
     F: FnOnce(GenericClient<volo_core::client::DefaultStack>, Echo) -> Fut,
     Fut: Future<Output = ()>,
 {
-    let rt = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .unwrap();
-    rt.block_on(async {
-        let echo = Echo::default();
-        let bound = Server::new(EchoServiceServer::new(echo.clone()))
-            .bind(&"127.0.0.1:0".parse().unwrap())
-            .await
-            .unwrap();
-        let addr: Address = bound.local_addr().clone();
-        let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
-        let done = tokio::spawn(bound.serve_with_shutdown(async {
-            let _ = stopped.await;
-        }));
+    let echo = Echo::default();
+    let server = Server::new(EchoServiceServer::new(echo.clone()));
+    support::served(server.bind(&support::loopback()), |addr| async move {
         let mut config = ClientConfig::default();
         config.format.protocol = protocol;
         if protocol == Protocol::Json {
@@ -69,15 +57,7 @@ where
             .build()
             .unwrap();
         let generic = GenericClient::new(client, descriptor(), "EchoService").unwrap();
-        tokio::time::timeout(Duration::from_secs(30), f(generic, echo))
-            .await
-            .expect("the calls ran out of time");
-        let _ = stop.send(());
-        tokio::time::timeout(Duration::from_secs(20), done)
-            .await
-            .expect("the server did not stop")
-            .unwrap()
-            .unwrap();
+        f(generic, echo).await;
     });
 }
 

@@ -8,6 +8,8 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
+mod support;
+
 use bytes::Bytes;
 use examples::echo::{EchoServiceClient, EchoServiceEchoOrFailException, Request};
 use thrift_codec::{ApplicationException, ApplicationExceptionKind, Utf8Bytes};
@@ -47,31 +49,10 @@ where
     F: FnOnce(Address) -> Fut,
     Fut: Future<Output = ()>,
 {
-    let rt = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .unwrap();
-    rt.block_on(async {
-        let bound = Server::with_facts(service, facts)
-            .bind(&"127.0.0.1:0".parse().unwrap())
-            .await
-            .unwrap();
-        let addr = bound.local_addr().clone();
-        let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
-        let done = tokio::spawn(bound.serve_with_shutdown(async {
-            let _ = stopped.await;
-        }));
-        tokio::time::timeout(Duration::from_secs(30), f(addr))
-            .await
-            .expect("the calls ran out of time");
-        let _ = stop.send(());
-        tokio::time::timeout(Duration::from_secs(20), done)
-            .await
-            .expect("the server did not stop")
-            .unwrap()
-            .unwrap();
-    });
+    support::served(
+        Server::with_facts(service, facts).bind(&support::loopback()),
+        f,
+    );
 }
 
 fn generated(addr: &Address, protocol: Protocol) -> EchoServiceClient {

@@ -8,6 +8,10 @@
 //! The mapping, the status codes (200; 422 for a declared exception, named in
 //! `x-thrift-exception`; 400 for JSON that does not fit; 404; 502, 503, 504 for the
 //! upstream's failures) and what a reload does are in `examples::gateway`'s docs.
+//! A streaming method (`streaming.mode`) is streamed: a server stream answers
+//! NDJSON (`application/x-ndjson`, one response a line, written as each arrives), a
+//! client stream takes an NDJSON body and answers its one response, a bidirectional
+//! stream does both; the same docs say how a stream's failures are answered.
 //!
 //! It prints `gateway listening on http://<addr>` once bound, logs each failed
 //! request and each IDL reload (or failed one) on stderr, and stops on Ctrl-C or
@@ -17,6 +21,14 @@
 //! cargo run -p examples --bin echo-server -- --addr 127.0.0.1:8888 &
 //! cargo run -p examples --bin gateway -- --idl idl/echo.thrift --upstream 127.0.0.1:8888 &
 //! curl -d '{"req":{"action":"hi","msg":"there"}}' http://127.0.0.1:8080/EchoService/echo
+//!
+//! cargo run -p examples --bin stream-server -- --addr 127.0.0.1:8889 &
+//! cargo run -p examples --bin gateway -- --idl idl/stream.thrift --upstream 127.0.0.1:8889 \
+//!     --listen 127.0.0.1:8081 &
+//! curl -N -d '{"action":"hi","msg":"there","count":3}' \
+//!     http://127.0.0.1:8081/StreamService/server_echo
+//! printf '%s\n' '{"action":"a","msg":"1"}' '{"action":"b","msg":"2"}' |
+//!     curl -N --data-binary @- http://127.0.0.1:8081/StreamService/bidi_echo
 //! ```
 
 use std::net::SocketAddr;

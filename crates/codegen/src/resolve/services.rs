@@ -15,6 +15,14 @@ use crate::names;
 
 use super::{DefRef, ResolveError, Resolver};
 
+/// The annotation that makes a method a stream (Kitex's).
+const STREAMING_MODE: &str = "streaming.mode";
+
+/// Whether `func` is a streaming method (its mode checked apart).
+fn is_stream(func: &ast::Function) -> bool {
+    func.ann.iter().any(|a| a.key == STREAMING_MODE)
+}
+
 impl<'a> Resolver<'a> {
     /// A service's args and result structs, then the service itself.
     pub(super) fn service_items(
@@ -148,7 +156,7 @@ impl<'a> Resolver<'a> {
         func: &'a ast::Function,
         alias: &str,
     ) -> Result<Option<StreamMethodDef>, ResolveError> {
-        let Some(ann) = func.ann.iter().find(|a| a.key == "streaming.mode") else {
+        let Some(ann) = func.ann.iter().find(|a| a.key == STREAMING_MODE) else {
             return Ok(None);
         };
         let name = &func.name.name;
@@ -268,6 +276,11 @@ impl<'a> Resolver<'a> {
         // Only once the chain is known to end: each base's names depend on its own chain.
         for (bf, bs) in bases {
             for (func, alias) in bs.functions.iter().zip(self.aliases(bf, bs)?) {
+                // A base's streams are its own: they have no args or result structs to
+                // be called with.
+                if is_stream(func) {
+                    continue;
+                }
                 methods.push(self.method(bf, bs, func, &alias)?.0);
             }
         }

@@ -13,7 +13,7 @@ use crate::protocol::input::Input;
 use crate::protocol::output::put_array;
 use crate::protocol::{
     DecodeLimits, Decoder, Encoder, FieldHeader, ListHeader, MapHeader, Protocol, Sizer, check_len,
-    enter, message_type,
+    enter, message_type, read_encoded_value,
 };
 use crate::simd;
 use crate::ttype::TType;
@@ -484,6 +484,11 @@ impl Decoder for BinaryDecoder {
     #[inline]
     fn fixed_width(&self, ty: TType) -> Option<usize> {
         fixed_width(ty)
+    }
+
+    #[inline]
+    fn read_encoded(&mut self, ty: TType) -> Result<Bytes, DecodeError> {
+        read_encoded_value(self, |d| &d.input, ty)
     }
 
     #[inline]

@@ -15,7 +15,7 @@ use crate::protocol::input::Input;
 use crate::protocol::output::{put_array, put_prefix};
 use crate::protocol::{
     DecodeLimits, Decoder, Encoder, FieldHeader, ListHeader, MapHeader, Protocol, Sizer, check_len,
-    enter, initial_capacity, message_type,
+    enter, initial_capacity, message_type, read_encoded_value,
 };
 use crate::ttype::TType;
 
@@ -672,6 +672,11 @@ impl Decoder for CompactDecoder {
     #[inline]
     fn fixed_width(&self, ty: TType) -> Option<usize> {
         fixed_width(ty)
+    }
+
+    #[inline]
+    fn read_encoded(&mut self, ty: TType) -> Result<Bytes, DecodeError> {
+        read_encoded_value(self, |d| &d.input, ty)
     }
 
     #[inline]

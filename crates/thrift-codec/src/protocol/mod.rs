@@ -346,8 +346,30 @@ pub trait Decoder {
     {
         skip_value(self, ty)
     }
+    /// Reads one whole value of type `ty` (a struct, say) as it is encoded: the value
+    /// is checked as [`skip`](Decoder::skip) checks it, and its bytes come out as a
+    /// slice of the input, no copy, ready for [`Encoder::write_encoded`] in the same
+    /// protocol (what a proxy passes on unread). In JSON, the separator before the
+    /// value and the closers after it are read but not part of it, and a map key is
+    /// refused; in Compact, a `bool` field's value is folded into its field header,
+    /// so its bytes there are empty.
+    fn read_encoded(&mut self, ty: TType) -> Result<Bytes, DecodeError>;
     /// Bytes not yet read.
     fn remaining(&self) -> usize;
+}
+
+/// [`Decoder::read_encoded`] for a protocol with no context between values (Binary,
+/// Compact): the bytes that skipping the value stepped over, `input` being the
+/// decoder's input.
+pub(crate) fn read_encoded_value<D: Decoder>(
+    d: &mut D,
+    input: fn(&D) -> &input::Input,
+    ty: TType,
+) -> Result<Bytes, DecodeError> {
+    let start = input(d).position();
+    d.skip(ty)?;
+    let input = input(d);
+    Ok(input.slice_of(start, input.position()))
 }
 
 /// Skips one value of type `ty`. Depth is bounded by the decoder's `*_begin` methods, and

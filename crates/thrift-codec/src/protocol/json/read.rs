@@ -505,6 +505,29 @@ impl Decoder for JsonDecoder {
         self.end_value()
     }
 
+    fn read_encoded(&mut self, ty: TType) -> Result<Bytes, DecodeError> {
+        // The separator before the value is read in its place; the value is then
+        // skipped as a document of its own, so that its bytes are the value alone
+        // (whitespace after it trimmed); the closers it completes are read after.
+        if self.begin_value()? {
+            return Err(self.invalid("a value that is not a map key", self.input.position()));
+        }
+        self.skip_ws();
+        let start = self.input.position();
+        let frames = std::mem::take(&mut self.frames);
+        let skipped = self.skip(ty);
+        self.frames = frames;
+        skipped?;
+        let raw = self.input.slice_of(start, self.input.position());
+        let blank = raw
+            .iter()
+            .rev()
+            .take_while(|b| matches!(b, b' ' | b'\t' | b'\n' | b'\r'))
+            .count();
+        self.end_value()?;
+        Ok(raw.slice(..raw.len() - blank))
+    }
+
     fn remaining(&self) -> usize {
         self.input.remaining()
     }
