@@ -152,6 +152,7 @@ pub mod codegen;
 pub mod config;
 pub mod context;
 mod envelope;
+mod error_kind;
 pub mod metrics;
 mod random;
 pub mod refusal;

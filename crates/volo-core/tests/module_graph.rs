@@ -1,6 +1,6 @@
 //! The crate's modules use each other without a cycle, and the two sides meet only
 //! in what lies below both: the client and the server use the shared modules
-//! (framing in `codec`, the headers in `envelope`, `refusal`, `registry`, `metrics`, `trace`,
+//! (framing in `codec`, the headers in `envelope`, `refusal`, `error_kind`, `registry`, `metrics`, `trace`,
 //! `transport`, `context`, `clock`, `service`, `random`), never each other, and no
 //! shared module uses either side. `tower_compat` adapts both and `codegen` re-exports both
 //! for generated code: they sit on top.

@@ -490,7 +490,7 @@ where
         self.begin(cx, req.method_name());
         match self.inner.call(cx, req).await {
             Ok(opened) => Ok(opened.typed()),
-            Err(e) => Err(StreamError::open(e)),
+            Err(e) => Err(stream::open_error(e)),
         }
     }
 }

@@ -308,6 +308,22 @@ impl Drop for StreamPool {
     }
 }
 
+/// The error of a stream whose opening failed with `e`: a connection's stream limit
+/// stays [`StreamError::Refused`]; any other failure is [`StreamError::Open`].
+pub(crate) fn open_error(e: Error) -> StreamError {
+    use std::error::Error as _;
+    if let Some(refused @ StreamError::Refused(_)) =
+        e.source().and_then(|s| s.downcast_ref::<StreamError>())
+    {
+        return refused.clone();
+    }
+    StreamError::Open {
+        kind: e.kind(),
+        instance: e.instance().cloned(),
+        message: e.to_string(),
+    }
+}
+
 /// A client [`Error`] for an opening that failed on a connection: it closed or
 /// failed before the header was written, so nothing left (another instance may take
 /// the stream). A connection that ends once the header was written fails the stream
@@ -402,6 +418,11 @@ impl StreamClient {
         self
     }
 
+    /// The deadline of its streams, if it gives them one.
+    pub fn timeout(&self) -> Option<Duration> {
+        self.timeout
+    }
+
     /// Opens a stream of `method` with `header` as its header's metadata.
     pub async fn open<Req: Message, Resp: Message>(
         &self,
@@ -423,7 +444,7 @@ impl StreamClient {
             .pool
             .open(method, &self.service, header)
             .await
-            .map_err(StreamError::open)?;
+            .map_err(open_error)?;
         Ok(OpenedStream::new(stream, timeout, &self.pool.timer).typed())
     }
 

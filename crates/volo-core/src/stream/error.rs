@@ -77,7 +77,7 @@ pub enum StreamError {
     #[error("the stream could not be opened: {message}")]
     Open {
         /// What kind of failure.
-        kind: crate::client::ErrorKind,
+        kind: crate::error_kind::ErrorKind,
         /// The instance that failed, when one was picked.
         instance: Option<crate::context::Address>,
         /// What happened.
@@ -89,23 +89,6 @@ impl StreamError {
     pub(crate) fn connection(e: &io::Error) -> StreamError {
         StreamError::Connection {
             kind: e.kind(),
-            message: e.to_string(),
-        }
-    }
-
-    /// The error of a stream whose opening failed with `e`: a connection's stream
-    /// limit stays [`Refused`](Self::Refused); any other failure is
-    /// [`Open`](Self::Open).
-    pub(crate) fn open(e: crate::client::Error) -> StreamError {
-        use std::error::Error as _;
-        if let Some(refused @ StreamError::Refused(_)) =
-            e.source().and_then(|s| s.downcast_ref::<StreamError>())
-        {
-            return refused.clone();
-        }
-        StreamError::Open {
-            kind: e.kind(),
-            instance: e.instance().cloned(),
             message: e.to_string(),
         }
     }
