@@ -8,7 +8,7 @@ use std::time::Duration;
 use thrift_dynamic::{Descriptor, StreamingMode};
 use thrift_generic::{GenericError, GenericStreamClient, JsonReceiver, JsonSender};
 use tokio::sync::mpsc;
-use volo_core::client::ClientConfig;
+use volo_core::client::{Client, ClientConfig, RetryPolicy};
 use volo_core::context::{Address, PREFIX_TRANSIENT};
 use volo_core::stream::Metadata;
 
@@ -44,9 +44,21 @@ impl StreamCall {
     /// Runs the stream to its end (inside the runtime: the client's transport needs
     /// it), printing each response as it comes.
     pub(crate) async fn run(self) -> Result<(), Failed> {
-        let client =
-            GenericStreamClient::connect(self.addr, &self.config, self.desc, &self.service)?
-                .with_timeout(self.timeout);
+        // Opened through the client stack as a call is made (made once: a failure is
+        // shown as it happened).
+        let bare = self
+            .desc
+            .service(&self.service)
+            .map(|s| s.name.clone())
+            .unwrap_or_else(|| self.service.clone());
+        let stack = Client::builder(bare)
+            .address(self.addr)
+            .config(self.config)
+            .retry(RetryPolicy::new().max_retries(0))
+            .build()
+            .map_err(|e| Failed::Judged(Failure::usage(format!("making the client: {e}"))))?;
+        let client = GenericStreamClient::from_client(stack, self.desc, &self.service)?
+            .with_timeout(self.timeout);
         let mut header = Metadata::new();
         for (k, v) in self.meta {
             header.insert(format!("{PREFIX_TRANSIENT}{k}"), v);

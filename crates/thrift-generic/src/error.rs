@@ -161,6 +161,7 @@ impl GenericError {
     /// | the connection failed | `Io` |
     /// | a message that did not decode, the peer broke the protocol | `Protocol` |
     /// | a message too large to encode | `Encode` |
+    /// | the client failed to open it ([`StreamError::Open`]: no instance, a failed connect...) | its kind |
     /// | a business status in the trailer, a reset, a cancel, a refusal to open | [`GenericError::Stream`], as it is |
     ///
     /// A connection that fails while a stream is being opened is `Connect`
@@ -172,6 +173,8 @@ impl GenericError {
             StreamError::Connection { kind, message } => Error::io(io::Error::new(kind, message)),
             StreamError::Protocol(_) | StreamError::Decode(_) => Error::protocol(e),
             StreamError::Encode(_) => Error::encode(e),
+            // The client's own failure to open it (no instance, a failed connect...).
+            StreamError::Open { kind, message, .. } => Error::new(kind, message),
             other => return GenericError::Stream(other),
         };
         GenericError::Call(call)

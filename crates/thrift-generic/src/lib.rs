@@ -27,7 +27,11 @@
 //! `streaming.mode` annotation, `server`, `client` or `bidirectional`: the IDL's
 //! [`ServiceDesc::streams`](thrift_dynamic::ServiceDesc::streams)), over TTHeader as
 //! Kitex's StreamX speaks them, one JSON object per message each way
-//! ([`JsonStream`]).
+//! ([`JsonStream`]). Made [`from_client`](GenericStreamClient::from_client), it
+//! opens each stream through a [`Client`](volo_core::client::Client)'s stack, as the
+//! generated client does (discovery, balancing, breakers, the retry of an opening
+//! that never left, layers); made with [`connect`](GenericStreamClient::connect), to
+//! one address without a stack.
 //!
 //! - **What a message is.** Each request is a value of the method's one argument's
 //!   struct, each response one of its return type's struct, alone on the wire (no

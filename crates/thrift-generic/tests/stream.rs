@@ -277,3 +277,37 @@ fn nothing_listening_fails_to_connect() {
         assert!(err.to_string().starts_with("connecting failed"), "{err}");
     });
 }
+
+/// Through a client's stack: an instance that refuses connections is passed over
+/// (the opening never left, so the stack retries it on the live one), and the
+/// stream works as one opened without a stack.
+#[test]
+fn streams_open_through_a_client_stack() {
+    with_server(|addr| async move {
+        let dead = {
+            let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+            Address::Tcp(l.local_addr().unwrap())
+        };
+        let stack = Client::builder("StreamService")
+            .addresses([dead, addr.clone()])
+            .load_balance(volo_core::client::RoundRobin::default())
+            .build()
+            .unwrap();
+        let client =
+            GenericStreamClient::from_client(stack, descriptor(), "stream.StreamService").unwrap();
+        for i in 0..4 {
+            let mut rx = client
+                .server_stream_json(
+                    "server_echo",
+                    &Metadata::new(),
+                    format!(r#"{{"action":"push","msg":"m{i}","count":2}}"#).as_bytes(),
+                )
+                .await
+                .expect("opened on the live instance");
+            let (got, end) = drain(&mut rx).await;
+            end.unwrap();
+            let want = format!(r#"{{"action":"push","msg":"m{i}"}}"#);
+            assert_eq!(got, [want.clone(), want]);
+        }
+    });
+}

@@ -10,8 +10,11 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use thrift_dynamic::{Descriptor, StreamDesc, StreamingMode};
-use volo_core::client::{ClientConfig, StreamClient};
+use volo_core::client::{
+    Client, ClientConfig, ClientContext, Error, OpenedStream, StreamClient, StreamRequest,
+};
 use volo_core::context::Address;
+use volo_core::service::Service;
 use volo_core::stream::Metadata;
 
 pub use json::{JsonReceiver, JsonSender, JsonStream};
@@ -60,7 +63,33 @@ impl GenericStreamClient {
     ) -> Result<Self, GenericError> {
         let idl = idl.into();
         idl.service_name(service)?;
-        Ok(Self::with_opener(Opener::new(client), idl, service))
+        Ok(Self::with_opener(Opener::Direct(Box::new(client)), idl, service))
+    }
+
+    /// Streams of `service` opened through `client`'s stack, as the generated client's
+    /// are: discovery and the balancer pick each stream's instance, the breakers,
+    /// retry and timeout govern its opening, its layers see it (see
+    /// [`volo_core::client::stream`]). `client` should name the service by its bare
+    /// IDL name (`Client::builder("StreamService")`). Fails when the IDL has no such
+    /// service.
+    pub fn from_client<S>(
+        client: Client<S>,
+        idl: impl Into<Idl>,
+        service: &str,
+    ) -> Result<Self, GenericError>
+    where
+        S: Service<ClientContext, StreamRequest, Response = OpenedStream, Error = Error>
+            + Send
+            + Sync
+            + 'static,
+    {
+        let idl = idl.into();
+        idl.service_name(service)?;
+        Ok(Self::with_opener(
+            Opener::Stack(Box::new(client)),
+            idl,
+            service,
+        ))
     }
 
     fn with_opener(opener: Opener, idl: Idl, service: &str) -> Self {
