@@ -63,7 +63,11 @@ impl GenericStreamClient {
     ) -> Result<Self, GenericError> {
         let idl = idl.into();
         idl.service_name(service)?;
-        Ok(Self::with_opener(Opener::Direct(Box::new(client)), idl, service))
+        Ok(Self::with_opener(
+            Opener::Direct(Box::new(client)),
+            idl,
+            service,
+        ))
     }
 
     /// Streams of `service` opened through `client`'s stack, as the generated client's

@@ -14,7 +14,7 @@ use tokio::sync::{OwnedSemaphorePermit, Semaphore, mpsc, watch};
 use tokio::task::JoinSet;
 
 use crate::metrics::Metrics;
-use crate::refusal::OVERLOAD_PREFIX;
+use crate::refusal::{OVERLOAD_PREFIX, Refusal};
 use crate::stream::handle::{Receiver, Sender};
 use crate::stream::session::{Opened, Session, StreamShared};
 use crate::stream::{HandlerError, Metadata, StreamConfig, StreamError};
@@ -265,15 +265,13 @@ impl Serving {
                         }
                         Err(Declined::Overloaded(refused)) => {
                             tracing::debug!(stream = opened.stream.id, "a stream over the limit; refused");
-                            let _ = opened.stream.close_send(Some(&refused)).await;
-                            opened.stream.finish();
+                            refuse(&opened, Refusal::Overloaded, refused).await;
                         }
                     },
                     Some(opened) => {
                         // Shutting down: new streams are refused, those in progress end.
-                        let refused = HandlerError::internal("the server is shutting down");
-                        let _ = opened.stream.close_send(Some(&refused)).await;
-                        opened.stream.finish();
+                        let refused = HandlerError::Exception(crate::refusal::closing());
+                        refuse(&opened, Refusal::Closing, refused).await;
                     }
                     None => break,
                 },
@@ -293,6 +291,18 @@ impl Serving {
         while handlers.join_next().await.is_some() {}
         session.stop();
     }
+}
+
+/// Ends a stream the server will not run with `refused` in its trailer, which also
+/// names the refusal under [`HEADER_KEY`](crate::refusal::HEADER_KEY), as a refused
+/// call's reply header does: a client of this crate goes by that value (a closing
+/// server's connection takes no more streams), any other by the exception.
+async fn refuse(opened: &Opened, refusal: Refusal, refused: HandlerError) {
+    let mut trailer = Metadata::new();
+    trailer.insert(crate::refusal::HEADER_KEY, refusal.as_str());
+    opened.stream.set_trailer(trailer);
+    let _ = opened.stream.close_send(Some(&refused)).await;
+    opened.stream.finish();
 }
 
 /// Why the server does not run a handler for a stream.

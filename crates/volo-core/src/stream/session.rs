@@ -91,6 +91,9 @@ pub(crate) struct Session {
     flush_wanted: Notify,
     /// Called once if the connection breaks under open streams.
     on_break: Mutex<Option<OnBreak>>,
+    /// The server refused a stream as closing (a client's session): new streams go
+    /// on another connection.
+    closing: AtomicBool,
     /// A stream was opened on it (its header sent): a break after it is the
     /// connection's, not an opening's (which its opener counts).
     established: AtomicBool,
@@ -308,6 +311,7 @@ impl Session {
             flush_wanted: Notify::new(),
             on_break: Mutex::new(None),
             established: AtomicBool::new(false),
+            closing: AtomicBool::new(false),
         }
     }
 
@@ -317,7 +321,9 @@ impl Session {
 
     /// Whether streams can still be opened on it.
     pub(crate) fn is_open(&self) -> bool {
-        self.streams().closed.is_none() && self.conn.is_open()
+        !self.closing.load(Ordering::Relaxed)
+            && self.streams().closed.is_none()
+            && self.conn.is_open()
     }
 
     /// The window this side grants: the configured one, at least
@@ -1065,6 +1071,13 @@ async fn route(
         }
         FrameKind::Data => data_arrived(&stream, frame.payload),
         FrameKind::Trailer => {
+            if session.side == Side::Client
+                && frame.meta_value(crate::refusal::HEADER_KEY)
+                    == Some(crate::refusal::Refusal::Closing.as_str())
+            {
+                // The server is shutting down: its connection takes no new stream.
+                session.closing.store(true, Ordering::Relaxed);
+            }
             let end = match (BizStatus::of(&frame), frame.payload.is_empty()) {
                 (Some(status), _) => Err(StreamError::Biz(status)),
                 (None, true) => Ok(Metadata::from_frame(frame.meta)),

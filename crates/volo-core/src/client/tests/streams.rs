@@ -443,3 +443,57 @@ fn an_instance_discovery_drops_gets_no_new_streams_and_its_streams_finish() {
         b.stop().await;
     });
 }
+
+#[test]
+fn a_closing_server_refuses_new_streams_by_value_and_its_connection_takes_no_more() {
+    run_bounded(Duration::from_secs(30), async {
+        let mut running = start_who("a").await;
+        let client = Client::builder("Test")
+            .address(running.address.clone())
+            .build()
+            .unwrap();
+        let mut cx = ClientContext::new();
+        let req = StreamRequest::new("echo", Metadata::new());
+        let mut held = client
+            .open_stream::<Text, Text>(&mut cx, req)
+            .await
+            .unwrap();
+        held.send(&text(1, "before")).await.unwrap();
+        assert!(held.recv().await.unwrap().is_some());
+
+        let _ = running.stop.take().expect("a stop").send(());
+        // Streams opened once the server took the news are refused as closing.
+        let refused = loop {
+            match who(&client).await {
+                Ok(_) => tokio::time::sleep(Duration::from_millis(1)).await,
+                Err(e) => break e,
+            }
+        };
+        let StreamError::Application(ex) = &refused else {
+            panic!("{refused:?}");
+        };
+        assert_eq!(
+            crate::refusal::Refusal::of_reply(ex, None),
+            Some(crate::refusal::Refusal::Closing),
+            "{ex:?}"
+        );
+        // The next opening does not go on that connection: a new one is dialled,
+        // and the closing server no longer listens.
+        match who(&client).await {
+            Err(StreamError::Open { kind, .. }) => assert_eq!(kind, ErrorKind::Connect),
+            other => panic!("{other:?}"),
+        }
+        // The stream in progress runs to its end.
+        held.send(&text(1, "after")).await.unwrap();
+        let back = held.recv().await.unwrap().expect("an echo");
+        assert_eq!(back.text.as_deref(), Some("after"));
+        held.close_send().await.unwrap();
+        assert_eq!(held.recv().await.unwrap(), None);
+        drop(held);
+        tokio::time::timeout(Duration::from_secs(20), &mut running.done)
+            .await
+            .expect("the server stopped")
+            .unwrap()
+            .unwrap();
+    });
+}
