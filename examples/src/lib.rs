@@ -53,6 +53,7 @@ pub mod gateway;
 pub mod load;
 pub mod open_loop;
 pub mod options;
+pub mod registry;
 pub mod server_only;
 pub mod stream_bench;
 pub mod stream_service;
