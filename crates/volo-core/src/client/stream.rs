@@ -11,7 +11,8 @@
 //!   under open streams;
 //! - **retry**: an opening that never left this side (the connect failed, the
 //!   connection was closed before the header was written) is tried again on another
-//!   instance, within the retry budget; once the header may have reached a server,
+//!   instance, up to the retry policy's retries (it spends none of the retry budget:
+//!   it cost no server anything); once the header may have reached a server,
 //!   never, whatever the idempotency marks (a server may be running the stream);
 //! - the **timeout** bounds the opening (a connect and the header's write), not the
 //!   stream: a stream's own deadline is [`ClientStreams::timeout`] or
