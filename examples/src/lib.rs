@@ -23,15 +23,17 @@
 //!   Thrift calls out, driven by IDL read (and re-read when it changes) at run time
 //!   ([`gateway`]).
 //! - `stream-server --addr ADDR`: serves idl/stream.thrift's StreamService, ping-pong
-//!   and streams (Kitex's StreamX over TTHeader) on one address ([`stream_service`]).
+//!   and streams (Kitex's StreamX over TTHeader) on one address ([`stream_service`]);
+//!   registered in etcd with `--registry etcd://HOST:PORT` ([`registry`]).
 //! - `stream-check --addr ADDR`: the interop checks of a StreamService server (ours or
 //!   Kitex's), a `PASS`/`FAIL` line each.
 //! - `wire-dump`: the bytes of the benchmark types on the wire.
 //!
 //! # The `etcd` feature
 //!
-//! The etcd pieces (`echo-server --registry`, `echo-client --discover`, `local-first`
-//! and the churn test) need the `etcd` feature, off by default:
+//! The etcd pieces (`echo-server` and `stream-server --registry`, `echo-client
+//! --discover`, `local-first` and the churn test) need the `etcd` feature, off by
+//! default:
 //! `cargo run -p examples --features etcd --bin ...`, and `--features examples/etcd`
 //! (or `--all-features`) from the workspace. The etcd client's build compiles etcd's
 //! protobuf API with protoc, and the main job (`rpc-bench`) should build on a machine

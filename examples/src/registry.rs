@@ -1,8 +1,8 @@
 //! The programs' etcd side: the flags of a server that registers
 //! ([`Registration`]: `--registry`, `--weight`, `--host-id`, `--lease-ttl`), and a
 //! client's discovery that follows etcd and prints each change as it comes
-//! ([`follow`]). `echo-server` registers through the first, `echo-client` follows
-//! through the second.
+//! ([`follow`]). `echo-server` and `stream-server` register through the first,
+//! `echo-client` follows through the second.
 //!
 //! All of it needs the `etcd` feature (see the crate docs). Without it the flags
 //! still parse as flags, and their values are refused ([`options::etcd_url`]), so no

@@ -640,6 +640,7 @@ fn programs() -> Vec<(&'static str, &'static str)> {
         ("two-hops", env!("CARGO_BIN_EXE_two-hops")),
         ("middleware", env!("CARGO_BIN_EXE_middleware")),
         ("wire-dump", env!("CARGO_BIN_EXE_wire-dump")),
+        ("stream-server", env!("CARGO_BIN_EXE_stream-server")),
     ];
     // Built with the `etcd` feature only.
     #[cfg(feature = "etcd")]
@@ -758,6 +759,12 @@ fn a_bad_value_is_refused_naming_its_flag() {
         &with_addr(&["--weight", "5"]),
         &["--weight", "--registry"],
     );
+    let streams = env!("CARGO_BIN_EXE_stream-server");
+    refused(
+        streams,
+        &with_addr(&["--lease-ttl", "2"]),
+        &["--lease-ttl", "--registry"],
+    );
     refused(bench, &["--transports", "tokio,ftp"], &["--transports"]);
     refused(bench, &["--concurrency", "1,100"], &["--concurrency"]);
     refused(bench, &["--metrics", "maybe"], &["--metrics"]);
@@ -802,6 +809,11 @@ fn etcd_flags_name_the_feature_they_need() {
         env!("CARGO_BIN_EXE_echo-client"),
         &["--discover", url],
         &["--discover", "`etcd` feature"],
+    );
+    refused(
+        env!("CARGO_BIN_EXE_stream-server"),
+        &["--addr", "127.0.0.1:0", "--registry", url],
+        &["--registry", "`etcd` feature"],
     );
 }
 
