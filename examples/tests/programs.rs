@@ -641,6 +641,7 @@ fn programs() -> Vec<(&'static str, &'static str)> {
         ("middleware", env!("CARGO_BIN_EXE_middleware")),
         ("wire-dump", env!("CARGO_BIN_EXE_wire-dump")),
         ("stream-server", env!("CARGO_BIN_EXE_stream-server")),
+        ("stream-check", env!("CARGO_BIN_EXE_stream-check")),
     ];
     // Built with the `etcd` feature only.
     #[cfg(feature = "etcd")]
@@ -764,6 +765,12 @@ fn a_bad_value_is_refused_naming_its_flag() {
         streams,
         &with_addr(&["--lease-ttl", "2"]),
         &["--lease-ttl", "--registry"],
+    );
+    let check = env!("CARGO_BIN_EXE_stream-check");
+    refused(
+        check,
+        &with_addr(&["--deadline-ms", "0"]),
+        &["--deadline-ms"],
     );
     refused(bench, &["--transports", "tokio,ftp"], &["--transports"]);
     refused(bench, &["--concurrency", "1,100"], &["--concurrency"]);

@@ -18,6 +18,8 @@ use volo_core::context::Address;
 use volo_core::server::Server;
 use volo_core::stream::{Metadata, StreamError};
 
+const STREAM_SERVER: &str = env!("CARGO_BIN_EXE_stream-server");
+
 fn request(action: &str, msg: &str, count: i32) -> Request {
     Request {
         action: Utf8Bytes::from(action.to_owned()),
@@ -262,40 +264,44 @@ fn the_generated_client_opens_streams_through_its_stack() {
 /// passes, on both kinds of sockets, and the server stops gracefully on SIGTERM.
 #[test]
 fn stream_check_passes_against_stream_server() {
-    use support::Proc;
-    let server = Proc::spawn(
-        "stream-server",
-        env!("CARGO_BIN_EXE_stream-server"),
-        &["--addr".into(), "127.0.0.1:0".into()],
-    );
-    let line = server
-        .line(Duration::from_secs(20))
-        .expect("stream-server says where it listens");
-    let addr = line
-        .strip_prefix("stream-server listening on ")
-        .unwrap_or_else(|| panic!("{line:?}"))
-        .to_owned();
+    let (mut server, port) = support::listening("stream-server", STREAM_SERVER, 0, &[]);
+    let addr = format!("127.0.0.1:{port}");
     for io in ["netpoll", "tokio"] {
-        let mut check = Proc::spawn(
-            "stream-check",
-            env!("CARGO_BIN_EXE_stream-check"),
-            &["--addr".into(), addr.clone(), "--io".into(), io.into()],
-        );
-        let status = check
-            .wait(Duration::from_secs(60))
-            .expect("stream-check ends");
-        let mut lines = Vec::new();
-        while let Some(l) = check.line(Duration::from_millis(1)) {
-            lines.push(l);
-        }
-        assert!(status.success(), "{io}: {lines:?}\n{}", check.stderr());
-        assert_eq!(lines.len(), 11, "{lines:?}");
+        let (status, lines, stderr) = stream_check(&["--addr", &addr, "--io", io]);
+        assert!(status.success(), "{io}: {lines:?}\n{stderr}");
+        assert_eq!(lines.len(), 12, "{lines:?}");
         assert!(lines.iter().all(|l| l.starts_with("PASS ")), "{lines:?}");
     }
-    let mut server = server;
     server.signal(nix::sys::signal::Signal::SIGTERM);
     let status = server
         .wait(Duration::from_secs(20))
         .expect("stream-server stops");
     assert!(status.success(), "{}", server.stderr());
+}
+
+/// `stream-check` run to its end with `args`: its status and stdout lines.
+fn stream_check(args: &[&str]) -> (std::process::ExitStatus, Vec<String>, String) {
+    let args: Vec<String> = args.iter().map(|a| a.to_string()).collect();
+    let mut check = support::Proc::spawn("stream-check", env!("CARGO_BIN_EXE_stream-check"), &args);
+    let status = check
+        .wait(Duration::from_secs(60))
+        .expect("stream-check ends");
+    let mut lines = Vec::new();
+    while let Some(l) = check.line(Duration::from_millis(100)) {
+        lines.push(l);
+    }
+    (status, lines, check.stderr())
+}
+
+/// `--deadline-ms` is the deadline check's: at 2 s, past the slow stream's 500 ms,
+/// that check alone fails (the stream ends before its deadline), and the run exits 1.
+#[test]
+fn stream_check_takes_its_deadline_from_the_flag() {
+    let (_server, port) = support::listening("stream-server", STREAM_SERVER, 0, &[]);
+    let addr = format!("127.0.0.1:{port}");
+    let (status, lines, stderr) = stream_check(&["--addr", &addr, "--deadline-ms", "2000"]);
+    assert_eq!(status.code(), Some(1), "{lines:?}\n{stderr}");
+    let failed: Vec<&String> = lines.iter().filter(|l| !l.starts_with("PASS ")).collect();
+    assert_eq!(failed.len(), 1, "{lines:?}");
+    assert!(failed[0].starts_with("FAIL deadline: "), "{lines:?}");
 }

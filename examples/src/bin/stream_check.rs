@@ -1,22 +1,24 @@
 //! `stream-check --addr ADDR`: runs the interop checks of a StreamService server
 //! (idl/stream.thrift; ours, `stream-server`, or one built from Kitex's StreamX) and
-//! prints `PASS <check>` or `FAIL <check>: <why>` for each: server, client and
-//! bidirectional streams (a client stream of 1 MiB too), header metadata, a
-//! cancelled stream, an exception and a
-//! business status in the trailer, failing server and client streams, and a passed
-//! deadline (250 ms on a slow server stream). Exits 0 when every check passed, 1
-//! otherwise, 2 on bad flags.
+//! prints `PASS <check>` or `FAIL <check>: <why>` for each: a ping-pong `echo` call;
+//! server, client and bidirectional streams (a client stream of 1 MiB too), header
+//! metadata, a cancelled stream, an exception and a business status in the trailer,
+//! failing server and client streams; and a passed deadline: a server stream of 5
+//! answers 100 ms apart, under a deadline of `--deadline-ms` (default 250; it must be
+//! under the stream's 500 ms for the check to pass). Exits 0 when every check
+//! passed, 1 otherwise, 2 on bad flags. `stream-check --help` lists the flags.
 
 use std::time::Duration;
 
 use clap::Parser;
+use examples::cli::{Usage, fail};
 use examples::options::{self, IoArg};
-use examples::stream::StreamServiceStreamClient;
+use examples::stream::{StreamServiceClient, StreamServiceStreamClient};
 use examples::stream_service::check_peer;
 use volo_core::client::{ClientConfig, StreamClient};
 use volo_core::context::Address;
 
-/// Checks a StreamService server's streams, one line per check.
+/// Checks a StreamService server's calls and streams, one line per check.
 #[derive(Debug, Parser)]
 #[command(name = "stream-check", version, args_override_self = true)]
 struct Cli {
@@ -27,6 +29,11 @@ struct Cli {
     /// The sockets' implementation.
     #[arg(long, value_enum, value_name = "IO", default_value = "netpoll")]
     io: IoArg,
+
+    /// The deadline check's deadline, in milliseconds (its stream takes 500 ms).
+    #[arg(long, value_name = "MS", default_value_t = 250,
+          value_parser = clap::value_parser!(u64).range(1..))]
+    deadline_ms: u64,
 }
 
 fn main() {
@@ -35,29 +42,35 @@ fn main() {
         eprintln!("stream-check: no runtime: {e}");
         std::process::exit(1)
     });
-    let checks = rt.block_on(async {
-        let mut config = ClientConfig::default();
-        cli.io.apply(&mut config.transport);
-        let open = |timeout: Option<Duration>| {
-            StreamClient::new("StreamService", cli.addr.clone(), &config).map(|c| {
-                let c = match timeout {
-                    Some(t) => c.with_timeout(t),
-                    None => c,
-                };
-                StreamServiceStreamClient::new(c)
-            })
-        };
-        let (c, slow) = match (open(None), open(Some(Duration::from_millis(250)))) {
-            (Ok(c), Ok(slow)) => (c, slow),
-            (Err(e), _) | (_, Err(e)) => {
-                eprintln!("stream-check: no client: {e}");
-                std::process::exit(1);
-            }
-        };
-        check_peer(&c, &slow).await
-    });
+    match rt.block_on(checks(&cli, &cli.addr)) {
+        Ok(passed) => std::process::exit(i32::from(!passed)),
+        Err(e) => fail("stream-check", e),
+    }
+}
+
+/// Runs the checks against `addr`, a line each; whether all passed.
+async fn checks(cli: &Cli, addr: &Address) -> Result<bool, Usage> {
+    let mut config = ClientConfig::default();
+    cli.io.apply(&mut config.transport);
+    let no_client = |e: std::io::Error| Usage(format!("no client: {e}"));
+    let open = |timeout: Option<Duration>| {
+        StreamClient::new("StreamService", addr.clone(), &config).map(|c| {
+            let c = match timeout {
+                Some(t) => c.with_timeout(t),
+                None => c,
+            };
+            StreamServiceStreamClient::new(c)
+        })
+    };
+    let c = open(None).map_err(no_client)?;
+    let slow = open(Some(Duration::from_millis(cli.deadline_ms))).map_err(no_client)?;
+    let calls = StreamServiceClient::builder()
+        .address(addr.clone())
+        .config(config.clone())
+        .build()
+        .map_err(no_client)?;
     let mut failed = 0;
-    for (name, result) in &checks {
+    for (name, result) in check_peer(&calls, &c, &slow).await {
         match result {
             Ok(()) => println!("PASS {name}"),
             Err(why) => {
@@ -66,5 +79,5 @@ fn main() {
             }
         }
     }
-    std::process::exit(i32::from(failed > 0));
+    Ok(failed == 0)
 }

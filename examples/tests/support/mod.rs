@@ -113,24 +113,36 @@ impl Drop for Proc {
 /// once it says it listens: the process and its port. `None` if it does not (the
 /// port is taken).
 pub fn try_server(name: &str, port: u16, extra: &[&str]) -> Option<(Proc, u16)> {
+    try_listening(name, SERVER, port, extra)
+}
+
+/// `program` (a server that prints `<program> listening on <addr>` once bound) on
+/// 127.0.0.1:`port` with `extra` arguments, once it says it listens: the process and
+/// its port. `None` if it does not (the port is taken).
+pub fn try_listening(name: &str, program: &str, port: u16, extra: &[&str]) -> Option<(Proc, u16)> {
     let mut args = vec!["--addr".to_string(), format!("127.0.0.1:{port}")];
     args.extend(extra.iter().map(|a| a.to_string()));
-    let server = Proc::spawn(name, SERVER, &args);
+    let server = Proc::spawn(name, program, &args);
     let line = server.line(Duration::from_secs(10))?;
-    let bound = line.strip_prefix("echo-server listening on 127.0.0.1:")?;
+    let (_, bound) = line.split_once(" listening on 127.0.0.1:")?;
     let bound: u16 = bound.trim().parse().ok()?;
     Some((server, bound))
 }
 
 pub fn server(name: &str, port: u16, extra: &[&str]) -> (Proc, u16) {
+    listening(name, SERVER, port, extra)
+}
+
+/// [`try_listening`], tried again for a while when the port is taken.
+pub fn listening(name: &str, program: &str, port: u16, extra: &[&str]) -> (Proc, u16) {
     // A port just freed may be taken for a moment by another test's socket.
     for _ in 0..20 {
-        if let Some(s) = try_server(name, port, extra) {
+        if let Some(s) = try_listening(name, program, port, extra) {
             return s;
         }
         std::thread::sleep(Duration::from_millis(100));
     }
-    panic!("{name}: echo-server does not listen on port {port}");
+    panic!("{name}: {program} does not listen on port {port}");
 }
 
 /// `k=v` pairs of a line.
