@@ -26,14 +26,17 @@
 //!   and streams (Kitex's StreamX over TTHeader) on one address ([`stream_service`]);
 //!   registered in etcd with `--registry etcd://HOST:PORT` ([`registry`]).
 //! - `stream-check --addr ADDR`: the interop checks of a StreamService server (ours or
-//!   Kitex's), a `PASS`/`FAIL` line each.
+//!   Kitex's), a `PASS`/`FAIL` line each; with `--load N (--addr ADDR[,ADDR...] |
+//!   --discover etcd://HOST:PORT)`, N bidirectional streams kept going through the
+//!   generated client, and a last line `streams opened=<n> open_failures=<n>
+//!   broken=<n> msgs=<n> errors=<n>` ([`stream_load`]).
 //! - `wire-dump`: the bytes of the benchmark types on the wire.
 //!
 //! # The `etcd` feature
 //!
-//! The etcd pieces (`echo-server` and `stream-server --registry`, `echo-client
-//! --discover`, `local-first` and the churn test) need the `etcd` feature, off by
-//! default:
+//! The etcd pieces (`echo-server` and `stream-server --registry`, `echo-client` and
+//! `stream-check --discover`, `local-first` and the churn test) need the `etcd`
+//! feature, off by default:
 //! `cargo run -p examples --features etcd --bin ...`, and `--features examples/etcd`
 //! (or `--all-features`) from the workspace. The etcd client's build compiles etcd's
 //! protobuf API with protoc, and the main job (`rpc-bench`) should build on a machine
@@ -58,6 +61,7 @@ pub mod options;
 pub mod registry;
 pub mod server_only;
 pub mod stream_bench;
+pub mod stream_load;
 pub mod stream_service;
 
 #[allow(missing_docs)]

@@ -2,7 +2,7 @@
 //! ([`Registration`]: `--registry`, `--weight`, `--host-id`, `--lease-ttl`), and a
 //! client's discovery that follows etcd and prints each change as it comes
 //! ([`follow`]). `echo-server` and `stream-server` register through the first,
-//! `echo-client` follows through the second.
+//! `echo-client` and `stream-check` follow through the second.
 //!
 //! All of it needs the `etcd` feature (see the crate docs). Without it the flags
 //! still parse as flags, and their values are refused ([`options::etcd_url`]), so no

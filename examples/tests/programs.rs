@@ -767,11 +767,28 @@ fn a_bad_value_is_refused_naming_its_flag() {
         &["--lease-ttl", "--registry"],
     );
     let check = env!("CARGO_BIN_EXE_stream-check");
+    refused(check, &[], &["--addr", "--discover"]);
+    refused(
+        check,
+        &["--addr", "127.0.0.1:1,127.0.0.1:2"],
+        &["one --addr"],
+    );
     refused(
         check,
         &with_addr(&["--deadline-ms", "0"]),
         &["--deadline-ms"],
     );
+    refused(
+        check,
+        &with_addr(&["--load", "4", "--deadline-ms", "100"]),
+        &["--load", "--deadline-ms"],
+    );
+    refused(
+        check,
+        &with_addr(&["--duration", "3"]),
+        &["--duration", "--load"],
+    );
+    refused(check, &with_addr(&["--load", "0"]), &["--load"]);
     refused(bench, &["--transports", "tokio,ftp"], &["--transports"]);
     refused(bench, &["--concurrency", "1,100"], &["--concurrency"]);
     refused(bench, &["--metrics", "maybe"], &["--metrics"]);
@@ -821,6 +838,11 @@ fn etcd_flags_name_the_feature_they_need() {
         env!("CARGO_BIN_EXE_stream-server"),
         &["--addr", "127.0.0.1:0", "--registry", url],
         &["--registry", "`etcd` feature"],
+    );
+    refused(
+        env!("CARGO_BIN_EXE_stream-check"),
+        &["--load", "1", "--discover", url],
+        &["--discover", "`etcd` feature"],
     );
 }
 

@@ -305,3 +305,36 @@ fn stream_check_takes_its_deadline_from_the_flag() {
     assert_eq!(failed.len(), 1, "{lines:?}");
     assert!(failed[0].starts_with("FAIL deadline: "), "{lines:?}");
 }
+
+/// `stream-check --load` over a static list of two servers: one stdout line whose
+/// figures add up (every stream opened echoed its 32 messages, none failed), and
+/// both instances got streams.
+#[test]
+fn stream_check_load_keeps_streams_going_over_a_static_list() {
+    let (_a, pa) = support::listening("A", STREAM_SERVER, 0, &[]);
+    let (_b, pb) = support::listening("B", STREAM_SERVER, 0, &[]);
+    let list = format!("127.0.0.1:{pa},127.0.0.1:{pb}");
+    let (status, lines, stderr) =
+        stream_check(&["--addr", &list, "--load", "8", "--duration", "1"]);
+    assert!(status.success(), "{lines:?}\n{stderr}");
+    assert_eq!(lines.len(), 1, "{lines:?}");
+    let f = support::fields(&lines[0]);
+    let n = |k| support::num(&f, k, &lines[0]);
+    assert!(
+        lines[0].starts_with("streams ") && n("opened") > 0,
+        "{lines:?}"
+    );
+    assert_eq!(
+        (n("open_failures"), n("broken"), n("errors"), n("msgs")),
+        (0, 0, 0, 32 * n("opened")),
+        "{lines:?}"
+    );
+    for port in [pa, pb] {
+        let line = stderr
+            .lines()
+            .find(|l| l.starts_with(&format!("stream-check: instance=127.0.0.1:{port} ")))
+            .unwrap_or_else(|| panic!("no line for {port}: {stderr}"));
+        let f = support::fields(line);
+        assert!(support::num(&f, "opened", line) > 0, "{line}");
+    }
+}
