@@ -35,13 +35,13 @@
 //! # The `etcd` feature
 //!
 //! The etcd pieces (`echo-server` and `stream-server --registry`, `echo-client` and
-//! `stream-check --discover`, `local-first` and the churn test) need the `etcd`
-//! feature, off by default:
+//! `stream-check --discover`, `local-first`, the churn and stream_fleet tests) need
+//! the `etcd` feature, off by default:
 //! `cargo run -p examples --features etcd --bin ...`, and `--features examples/etcd`
 //! (or `--all-features`) from the workspace. The etcd client's build compiles etcd's
 //! protobuf API with protoc, and the main job (`rpc-bench`) should build on a machine
 //! with rustup alone. Running them needs an etcd (3.4 or later; `local-first` and the
-//! churn test start their own, which needs the `etcd` binary).
+//! churn and stream_fleet tests start their own, which needs the `etcd` binary).
 //!
 //! Without the feature, `--registry` and `--discover` still exist, are listed by
 //! `--help`, and are refused with a message naming the feature (status 2): a flag

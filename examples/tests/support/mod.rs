@@ -145,6 +145,36 @@ pub fn listening(name: &str, program: &str, port: u16, extra: &[&str]) -> (Proc,
     panic!("{name}: {program} does not listen on port {port}");
 }
 
+/// `program` (`echo-server`, `stream-server`) on 127.0.0.1 registered in the etcd at
+/// `etcd` (`etcd://HOST:PORT`) with a lease of `lease_ttl` seconds: the process, its
+/// port, and when it said it listens (Unix ms).
+pub fn registered(name: &str, program: &str, etcd: &str, lease_ttl: &str) -> (Proc, u16, u64) {
+    let extra = ["--registry", etcd, "--lease-ttl", lease_ttl];
+    let (p, port) = listening(name, program, 0, &extra);
+    (p, port, examples::attempts::unix_ms())
+}
+
+/// When a client's stderr says `addr` was `what` (`added` or `removed`) by the
+/// discovery it follows, first (Unix ms): from its lines `<program>: discovered
+/// unix_ms=<n> added=<addrs> removed=<addrs> ...`.
+pub fn discovered(stderr: &str, program: &str, what: &str, port: u16) -> Option<u64> {
+    let addr = format!("127.0.0.1:{port}");
+    let prefix = format!("{program}: discovered ");
+    stderr
+        .lines()
+        .filter_map(|l| l.strip_prefix(&prefix))
+        .find_map(|l| {
+            let f = fields(l);
+            let listed = f.get(what)?.split(',').any(|a| a == addr);
+            listed.then(|| num(&f, "unix_ms", l))
+        })
+}
+
+/// Milliseconds from `from` to `to` (negative when `to` came first).
+pub fn after(from: u64, to: u64) -> i64 {
+    to as i64 - from as i64
+}
+
 /// `k=v` pairs of a line.
 pub fn fields(line: &str) -> HashMap<&str, &str> {
     line.split_whitespace()
