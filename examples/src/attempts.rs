@@ -1,8 +1,8 @@
 //! Attempts per instance: a client layer around each attempt
 //! ([`ClientBuilder::layer_inner`](volo_core::client::ClientBuilder::layer_inner), below
 //! the balancer) that counts, for the instance the balancer picked, the attempts it
-//! answered and those that failed. It shows where a balancer sent the calls, and what
-//! became of them, when instances die or slow down.
+//! answered and those that failed. It shows where a balancer sent the calls (and the
+//! stream openings), and what became of them, when instances die or slow down.
 //!
 //! ```no_run
 //! # async fn run() -> std::io::Result<()> {
@@ -26,7 +26,7 @@
 
 use std::sync::{Arc, Mutex, PoisonError};
 
-use volo_core::client::{ClientContext, ClientRequest, ClientResponse, Error};
+use volo_core::client::{ClientCall, ClientContext, Error};
 use volo_core::context::Address;
 use volo_core::service::{Layer, Service};
 
@@ -188,18 +188,18 @@ pub struct CountAttempts<S> {
     counts: InstanceCounts,
 }
 
-impl<S> Service<ClientContext, ClientRequest> for CountAttempts<S>
+/// Calls and stream openings alike: a stream's opening is an attempt, answered once
+/// the stream is open.
+impl<S, R> Service<ClientContext, R> for CountAttempts<S>
 where
-    S: Service<ClientContext, ClientRequest, Response = ClientResponse, Error = Error> + Sync,
+    R: ClientCall,
+    S: Service<ClientContext, R, Error = Error> + Sync,
+    S::Response: Send,
 {
-    type Response = ClientResponse;
+    type Response = S::Response;
     type Error = Error;
 
-    async fn call(
-        &self,
-        cx: &mut ClientContext,
-        req: ClientRequest,
-    ) -> Result<ClientResponse, Error> {
+    async fn call(&self, cx: &mut ClientContext, req: R) -> Result<S::Response, Error> {
         // The balancer above picked the instance already.
         let instance = cx
             .rpc
@@ -221,7 +221,7 @@ where
 #[cfg(test)]
 mod tests {
     use super::*;
-    use volo_core::client::ErrorKind;
+    use volo_core::client::{ClientRequest, ClientResponse, ErrorKind};
     use volo_core::service::service_fn;
 
     #[test]

@@ -23,20 +23,25 @@
 //!   Thrift calls out, driven by IDL read (and re-read when it changes) at run time;
 //!   streaming methods as NDJSON streams ([`gateway`]).
 //! - `stream-server --addr ADDR`: serves idl/stream.thrift's StreamService, ping-pong
-//!   and streams (Kitex's StreamX over TTHeader) on one address ([`stream_service`]).
+//!   and streams (Kitex's StreamX over TTHeader) on one address ([`stream_service`]);
+//!   registered in etcd with `--registry etcd://HOST:PORT` ([`registry`]).
 //! - `stream-check --addr ADDR`: the interop checks of a StreamService server (ours or
-//!   Kitex's), a `PASS`/`FAIL` line each.
+//!   Kitex's), a `PASS`/`FAIL` line each; with `--load N (--addr ADDR[,ADDR...] |
+//!   --discover etcd://HOST:PORT)`, N bidirectional streams kept going through the
+//!   generated client, and a last line `streams opened=<n> open_failures=<n>
+//!   broken=<n> msgs=<n> errors=<n>` ([`stream_load`]).
 //! - `wire-dump`: the bytes of the benchmark types on the wire.
 //!
 //! # The `etcd` feature
 //!
-//! The etcd pieces (`echo-server --registry`, `echo-client --discover`, `local-first`
-//! and the churn test) need the `etcd` feature, off by default:
+//! The etcd pieces (`echo-server` and `stream-server --registry`, `echo-client` and
+//! `stream-check --discover`, `local-first`, the churn and stream_fleet tests) need
+//! the `etcd` feature, off by default:
 //! `cargo run -p examples --features etcd --bin ...`, and `--features examples/etcd`
 //! (or `--all-features`) from the workspace. The etcd client's build compiles etcd's
 //! protobuf API with protoc, and the main job (`rpc-bench`) should build on a machine
 //! with rustup alone. Running them needs an etcd (3.4 or later; `local-first` and the
-//! churn test start their own, which needs the `etcd` binary).
+//! churn and stream_fleet tests start their own, which needs the `etcd` binary).
 //!
 //! Without the feature, `--registry` and `--discover` still exist, are listed by
 //! `--help`, and are refused with a message naming the feature (status 2): a flag
@@ -53,8 +58,10 @@ pub mod gateway;
 pub mod load;
 pub mod open_loop;
 pub mod options;
+pub mod registry;
 pub mod server_only;
 pub mod stream_bench;
+pub mod stream_load;
 pub mod stream_service;
 
 #[allow(missing_docs)]

@@ -5,12 +5,15 @@
 use std::time::Duration;
 
 use thrift_codec::Utf8Bytes;
+use volo_core::client::{ClientContext, ClientRequest, ClientResponse, Error};
 use volo_core::context::ServerContext;
 use volo_core::server::{ServerError, StreamContext};
+use volo_core::service::Service;
 use volo_core::stream::{BizStatus, HandlerError, Metadata, Receiver, Sender, StreamError};
 
 use crate::stream::{
-    Request, Response, StreamService, StreamServiceStream, StreamServiceStreamClient,
+    Request, Response, StreamService, StreamServiceClient, StreamServiceStream,
+    StreamServiceStreamClient,
 };
 
 /// The header key whose value a stream's server header carries back.
@@ -157,14 +160,20 @@ async fn count_up(c: &StreamServiceStreamClient, n: i32, body: &str) -> Result<R
     Ok(r)
 }
 
-/// Runs the interop checks of a `StreamService` server (ours or Kitex's) with `c`:
-/// server, client and bidirectional streams, metadata, a cancelled stream, errors
-/// in trailers (an exception and a business status) and a passed deadline. A
-/// stream that does not end is cut by `limit`.
-pub async fn check_peer(
+/// Runs the interop checks of a `StreamService` server (ours or Kitex's): a
+/// ping-pong `echo` with `calls`; with `c`, server, client and bidirectional streams,
+/// metadata, a cancelled stream, errors in trailers (an exception and a business
+/// status); with `slow`, whose streams have a deadline under 500 ms, a passed
+/// deadline (a server stream of 5 answers 100 ms apart). A check that does not end
+/// is cut by `limit`.
+pub async fn check_peer<T>(
+    calls: &StreamServiceClient<T>,
     c: &StreamServiceStreamClient,
     slow: &StreamServiceStreamClient,
-) -> Vec<Check> {
+) -> Vec<Check>
+where
+    T: Service<ClientContext, ClientRequest, Response = ClientResponse, Error = Error>,
+{
     let limit = Duration::from_secs(10);
     let mut out: Vec<Check> = Vec::new();
     macro_rules! check {
@@ -177,6 +186,13 @@ pub async fn check_peer(
             out.push(($name, r));
         };
     }
+    check!("pingpong", {
+        let r = calls.echo(request("ping", "pong", 0)).await?;
+        expect(
+            r.action.as_str() == "ping" && r.msg.as_str() == "pong",
+            || format!("{r:?}"),
+        )
+    });
     check!("server_stream", {
         let mut rx = c.server_echo(&request("push", "five", 5)).await?;
         let mut n = 0;

@@ -42,28 +42,7 @@ const LEASE_TTL: &str = "2";
 /// An `echo-server` on 127.0.0.1 registered in `etcd`: the process, its port, and
 /// when it said it listens (Unix ms).
 fn registered(name: &str, etcd: &Etcd) -> (Proc, u16, u64) {
-    let url = etcd.url();
-    let (p, port) = server(name, 0, &["--registry", &url, "--lease-ttl", LEASE_TTL]);
-    (p, port, unix_ms())
-}
-
-/// When the client's stderr says `addr` was `what` (`added` or `removed`), first
-/// (Unix ms).
-fn discovered(stderr: &str, what: &str, port: u16) -> Option<u64> {
-    let addr = format!("127.0.0.1:{port}");
-    stderr
-        .lines()
-        .filter_map(|l| l.strip_prefix("echo-client: discovered "))
-        .find_map(|l| {
-            let f = fields(l);
-            let listed = f.get(what)?.split(',').any(|a| a == addr);
-            listed.then(|| num(&f, "unix_ms", l))
-        })
-}
-
-/// Milliseconds from `from` to `to` (negative when `to` came first).
-fn after(from: u64, to: u64) -> i64 {
-    to as i64 - from as i64
+    support::registered(name, SERVER, &etcd.url(), LEASE_TTL)
 }
 
 #[test]
@@ -157,7 +136,7 @@ fn instances_and_etcd_come_and_go_under_load() {
     assert!(run.errors <= 50, "{} calls failed", run.errors);
 
     // A: out of the list within its lease, and a margin for etcd's lease checks.
-    let removed_a = discovered(&run.stderr, "removed", pa).expect("A removed");
+    let removed_a = discovered(&run.stderr, "echo-client", "removed", pa).expect("A removed");
     let gone = after(killed_a, removed_a);
     eprintln!("churn: A removed from the list {gone} ms after its kill");
     assert!(
@@ -172,8 +151,8 @@ fn instances_and_etcd_come_and_go_under_load() {
 
     // D and E: called within a second of listening.
     for (name, port, listening) in [("D", pd, listening_d), ("E", pe, listening_e)] {
-        let added =
-            discovered(&run.stderr, "added", port).unwrap_or_else(|| panic!("{name} never added"));
+        let added = discovered(&run.stderr, "echo-client", "added", port)
+            .unwrap_or_else(|| panic!("{name} never added"));
         let (first, _) = run.times[&port];
         let (in_list, called) = (after(listening, added), after(listening, first));
         eprintln!("churn: {name} listed {in_list} ms and called {called} ms after it listened");
@@ -190,7 +169,7 @@ fn instances_and_etcd_come_and_go_under_load() {
     }
 
     // B: removed when it stopped, as it deregistered before its drain.
-    let removed_b = discovered(&run.stderr, "removed", pb).expect("B removed");
+    let removed_b = discovered(&run.stderr, "echo-client", "removed", pb).expect("B removed");
     let gone = after(stopped_b, removed_b);
     eprintln!("churn: B removed from the list {gone} ms after its SIGTERM");
     assert!(

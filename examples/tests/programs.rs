@@ -640,6 +640,8 @@ fn programs() -> Vec<(&'static str, &'static str)> {
         ("two-hops", env!("CARGO_BIN_EXE_two-hops")),
         ("middleware", env!("CARGO_BIN_EXE_middleware")),
         ("wire-dump", env!("CARGO_BIN_EXE_wire-dump")),
+        ("stream-server", env!("CARGO_BIN_EXE_stream-server")),
+        ("stream-check", env!("CARGO_BIN_EXE_stream-check")),
     ];
     // Built with the `etcd` feature only.
     #[cfg(feature = "etcd")]
@@ -758,6 +760,35 @@ fn a_bad_value_is_refused_naming_its_flag() {
         &with_addr(&["--weight", "5"]),
         &["--weight", "--registry"],
     );
+    let streams = env!("CARGO_BIN_EXE_stream-server");
+    refused(
+        streams,
+        &with_addr(&["--lease-ttl", "2"]),
+        &["--lease-ttl", "--registry"],
+    );
+    let check = env!("CARGO_BIN_EXE_stream-check");
+    refused(check, &[], &["--addr", "--discover"]);
+    refused(
+        check,
+        &["--addr", "127.0.0.1:1,127.0.0.1:2"],
+        &["one --addr"],
+    );
+    refused(
+        check,
+        &with_addr(&["--deadline-ms", "0"]),
+        &["--deadline-ms"],
+    );
+    refused(
+        check,
+        &with_addr(&["--load", "4", "--deadline-ms", "100"]),
+        &["--load", "--deadline-ms"],
+    );
+    refused(
+        check,
+        &with_addr(&["--duration", "3"]),
+        &["--duration", "--load"],
+    );
+    refused(check, &with_addr(&["--load", "0"]), &["--load"]);
     refused(bench, &["--transports", "tokio,ftp"], &["--transports"]);
     refused(bench, &["--concurrency", "1,100"], &["--concurrency"]);
     refused(bench, &["--metrics", "maybe"], &["--metrics"]);
@@ -801,6 +832,16 @@ fn etcd_flags_name_the_feature_they_need() {
     refused(
         env!("CARGO_BIN_EXE_echo-client"),
         &["--discover", url],
+        &["--discover", "`etcd` feature"],
+    );
+    refused(
+        env!("CARGO_BIN_EXE_stream-server"),
+        &["--addr", "127.0.0.1:0", "--registry", url],
+        &["--registry", "`etcd` feature"],
+    );
+    refused(
+        env!("CARGO_BIN_EXE_stream-check"),
+        &["--load", "1", "--discover", url],
         &["--discover", "`etcd` feature"],
     );
 }

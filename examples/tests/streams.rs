@@ -18,6 +18,8 @@ use volo_core::context::Address;
 use volo_core::server::Server;
 use volo_core::stream::{Metadata, StreamError};
 
+const STREAM_SERVER: &str = env!("CARGO_BIN_EXE_stream-server");
+
 fn request(action: &str, msg: &str, count: i32) -> Request {
     Request {
         action: Utf8Bytes::from(action.to_owned()),
@@ -301,40 +303,77 @@ fn the_generated_client_opens_streams_through_its_stack() {
 /// passes, on both kinds of sockets, and the server stops gracefully on SIGTERM.
 #[test]
 fn stream_check_passes_against_stream_server() {
-    use support::Proc;
-    let server = Proc::spawn(
-        "stream-server",
-        env!("CARGO_BIN_EXE_stream-server"),
-        &["--addr".into(), "127.0.0.1:0".into()],
-    );
-    let line = server
-        .line(Duration::from_secs(20))
-        .expect("stream-server says where it listens");
-    let addr = line
-        .strip_prefix("stream-server listening on ")
-        .unwrap_or_else(|| panic!("{line:?}"))
-        .to_owned();
+    let (mut server, port) = support::listening("stream-server", STREAM_SERVER, 0, &[]);
+    let addr = format!("127.0.0.1:{port}");
     for io in ["netpoll", "tokio"] {
-        let mut check = Proc::spawn(
-            "stream-check",
-            env!("CARGO_BIN_EXE_stream-check"),
-            &["--addr".into(), addr.clone(), "--io".into(), io.into()],
-        );
-        let status = check
-            .wait(Duration::from_secs(60))
-            .expect("stream-check ends");
-        let mut lines = Vec::new();
-        while let Some(l) = check.line(Duration::from_millis(1)) {
-            lines.push(l);
-        }
-        assert!(status.success(), "{io}: {lines:?}\n{}", check.stderr());
-        assert_eq!(lines.len(), 11, "{lines:?}");
+        let (status, lines, stderr) = stream_check(&["--addr", &addr, "--io", io]);
+        assert!(status.success(), "{io}: {lines:?}\n{stderr}");
+        assert_eq!(lines.len(), 12, "{lines:?}");
         assert!(lines.iter().all(|l| l.starts_with("PASS ")), "{lines:?}");
     }
-    let mut server = server;
     server.signal(nix::sys::signal::Signal::SIGTERM);
     let status = server
         .wait(Duration::from_secs(20))
         .expect("stream-server stops");
     assert!(status.success(), "{}", server.stderr());
+}
+
+/// `stream-check` run to its end with `args`: its status and stdout lines.
+fn stream_check(args: &[&str]) -> (std::process::ExitStatus, Vec<String>, String) {
+    let args: Vec<String> = args.iter().map(|a| a.to_string()).collect();
+    let mut check = support::Proc::spawn("stream-check", env!("CARGO_BIN_EXE_stream-check"), &args);
+    let status = check
+        .wait(Duration::from_secs(60))
+        .expect("stream-check ends");
+    let mut lines = Vec::new();
+    while let Some(l) = check.line(Duration::from_millis(100)) {
+        lines.push(l);
+    }
+    (status, lines, check.stderr())
+}
+
+/// `--deadline-ms` is the deadline check's: at 2 s, past the slow stream's 500 ms,
+/// that check alone fails (the stream ends before its deadline), and the run exits 1.
+#[test]
+fn stream_check_takes_its_deadline_from_the_flag() {
+    let (_server, port) = support::listening("stream-server", STREAM_SERVER, 0, &[]);
+    let addr = format!("127.0.0.1:{port}");
+    let (status, lines, stderr) = stream_check(&["--addr", &addr, "--deadline-ms", "2000"]);
+    assert_eq!(status.code(), Some(1), "{lines:?}\n{stderr}");
+    let failed: Vec<&String> = lines.iter().filter(|l| !l.starts_with("PASS ")).collect();
+    assert_eq!(failed.len(), 1, "{lines:?}");
+    assert!(failed[0].starts_with("FAIL deadline: "), "{lines:?}");
+}
+
+/// `stream-check --load` over a static list of two servers: one stdout line whose
+/// figures add up (every stream opened echoed its 32 messages, none failed), and
+/// both instances got streams.
+#[test]
+fn stream_check_load_keeps_streams_going_over_a_static_list() {
+    let (_a, pa) = support::listening("A", STREAM_SERVER, 0, &[]);
+    let (_b, pb) = support::listening("B", STREAM_SERVER, 0, &[]);
+    let list = format!("127.0.0.1:{pa},127.0.0.1:{pb}");
+    let (status, lines, stderr) =
+        stream_check(&["--addr", &list, "--load", "8", "--duration", "1"]);
+    assert!(status.success(), "{lines:?}\n{stderr}");
+    assert_eq!(lines.len(), 1, "{lines:?}");
+    let f = support::fields(&lines[0]);
+    let n = |k| support::num(&f, k, &lines[0]);
+    assert!(
+        lines[0].starts_with("streams ") && n("opened") > 0,
+        "{lines:?}"
+    );
+    assert_eq!(
+        (n("open_failures"), n("broken"), n("errors"), n("msgs")),
+        (0, 0, 0, 32 * n("opened")),
+        "{lines:?}"
+    );
+    for port in [pa, pb] {
+        let line = stderr
+            .lines()
+            .find(|l| l.starts_with(&format!("stream-check: instance=127.0.0.1:{port} ")))
+            .unwrap_or_else(|| panic!("no line for {port}: {stderr}"));
+        let f = support::fields(line);
+        assert!(support::num(&f, "opened", line) > 0, "{line}");
+    }
 }

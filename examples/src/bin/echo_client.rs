@@ -114,6 +114,7 @@ use examples::echo_service::{EchoCall, EchoMethod};
 use examples::load::{Plan, closed_loop, progress_wanted};
 use examples::open_loop::open_loop;
 use examples::options::{self, ClientFramingArg, EtcdUrl, IoArg, ProtocolArg};
+use examples::registry::{etcd_target, follow};
 use volo_core::client::{
     BackupDelay, BackupPolicy, ClientConfig, ClientContext, ClientRequest, ClientResponse,
     ConsistentHash, Discover, Error, Instance, LoadBalance, LocalFirst, PowerOfTwoChoices,
@@ -379,7 +380,9 @@ fn run(cli: Cli) -> Result<Vec<String>, Usage> {
     rt.block_on(async {
         let counts = InstanceCounts::new(&cli.addr);
         let discover: Box<dyn Discover> = match &cli.discover {
-            Some(url) => follow(url, &cli.service, cli.local_share.is_some()).await?,
+            Some(url) => {
+                follow(url, &cli.service, cli.local_share.is_some(), "echo-client").await?
+            }
             None => Box::new(StaticDiscover::new(
                 cli.addr.iter().cloned().map(Instance::new),
             )),
@@ -453,78 +456,4 @@ fn run(cli: Cli) -> Result<Vec<String>, Usage> {
         });
         Ok(lines)
     })
-}
-
-/// The instances registered in etcd under `service`, followed: each change printed on
-/// stderr as it comes. Those of this host over shared memory or a Unix socket when
-/// `local`, else all over TCP.
-#[cfg(feature = "etcd")]
-async fn follow(url: &EtcdUrl, service: &str, local: bool) -> Result<Box<dyn Discover>, Usage> {
-    use etcd_registry::{EtcdConfig, EtcdDiscover};
-    use examples::attempts::unix_ms;
-    use futures_util::StreamExt;
-    use volo_core::client::Change;
-    use volo_core::registry::Route;
-
-    /// `added=<addrs> removed=<addrs> updated=<addrs> now=<n>` for a discovery change.
-    fn change_line(change: &Change) -> String {
-        let list = |l: &[Instance]| {
-            if l.is_empty() {
-                "-".to_string()
-            } else {
-                l.iter()
-                    .map(|i| i.address.to_string())
-                    .collect::<Vec<_>>()
-                    .join(",")
-            }
-        };
-        format!(
-            "added={} removed={} updated={} now={}",
-            list(&change.added),
-            list(&change.removed),
-            list(&change.updated),
-            change.instances.len()
-        )
-    }
-
-    let route = if local {
-        Route::for_this_host()
-    } else {
-        Route::tcp_only()
-    };
-    let config = EtcdConfig::new(url.endpoints.clone());
-    let found = EtcdDiscover::connect(config, service, route)
-        .await
-        .map_err(|e| Usage(format!("--discover {}: {e}", url.url)))?;
-    eprintln!(
-        "echo-client: discovered unix_ms={} {}",
-        unix_ms(),
-        change_line(&Change::between(&[], &found.instances()))
-    );
-    let mut changes = found.changes();
-    tokio::spawn(async move {
-        while let Some(change) = changes.next().await {
-            let line = change_line(&change);
-            eprintln!("echo-client: discovered unix_ms={} {line}", unix_ms());
-        }
-    });
-    Ok(Box::new(found))
-}
-
-/// Without the `etcd` feature no [`EtcdUrl`] exists (`--discover` is refused).
-#[cfg(not(feature = "etcd"))]
-async fn follow(url: &EtcdUrl, _: &str, _: bool) -> Result<Box<dyn Discover>, Usage> {
-    match *url {}
-}
-
-/// How the run names an etcd it follows.
-#[cfg(feature = "etcd")]
-fn etcd_target(url: &EtcdUrl) -> String {
-    url.url.clone()
-}
-
-/// Without the `etcd` feature no [`EtcdUrl`] exists.
-#[cfg(not(feature = "etcd"))]
-fn etcd_target(url: &EtcdUrl) -> String {
-    match *url {}
 }

@@ -51,12 +51,13 @@ use clap::Parser;
 use examples::cli::{Usage, fail};
 use examples::echo::EchoServiceServer;
 use examples::echo_service::Echo;
-use examples::options::{self, EtcdUrl, IoArg, SpinArg};
+use examples::options::{self, IoArg, SpinArg};
+use examples::registry::Registration;
 use tokio::signal::unix::{SignalKind, signal};
 use volo_core::config::{Observability, TransportConfig};
 use volo_core::context::Address;
 use volo_core::metrics::Metrics;
-use volo_core::server::{Dispatch, Server, ServerConfig};
+use volo_core::server::{Server, ServerConfig};
 
 /// Serves EchoService (idl/echo.thrift) on every address given, in every framing and
 /// protocol, until Ctrl-C or SIGTERM (then it drains).
@@ -92,22 +93,9 @@ struct Cli {
     #[arg(long)]
     delay_on_usr1: bool,
 
-    /// Registers every address in etcd under EchoService (needs the `etcd` feature).
-    #[arg(long, value_name = "etcd://HOST:PORT[,HOST:PORT...]", value_parser = options::etcd_url)]
-    registry: Option<EtcdUrl>,
-
-    /// The weight registered.
-    #[arg(long, value_name = "N", default_value_t = 100, requires = "registry")]
-    weight: u32,
-
-    /// The host identity registered [default: /etc/machine-id].
-    #[arg(long, value_name = "ID", requires = "registry")]
-    host_id: Option<String>,
-
-    /// The registration's lease, in seconds, kept alive while the server runs.
-    #[arg(long, value_name = "SECS", default_value = "10", requires = "registry",
-          value_parser = options::positive_seconds)]
-    lease_ttl: Duration,
+    // --registry, --weight, --host-id, --lease-ttl.
+    #[command(flatten)]
+    registration: Registration,
 
     /// Serves the server's metrics as Prometheus text at http://HOST:PORT/metrics.
     #[arg(long, value_name = "HOST:PORT")]
@@ -189,10 +177,8 @@ fn run(cli: Cli) -> Result<(), Usage> {
                 }
             });
         }
-        let mut server = Server::new(EchoServiceServer::new(echo)).config(config);
-        if let Some(url) = &cli.registry {
-            server = register(server, url, &cli).await?;
-        }
+        let server = Server::new(EchoServiceServer::new(echo)).config(config);
+        let server = cli.registration.apply(server).await?;
         let list: Vec<String> = cli.addr.iter().map(ToString::to_string).collect();
         let bound = server
             .bind_all(&cli.addr)
@@ -213,34 +199,4 @@ fn run(cli: Cli) -> Result<(), Usage> {
             .await
             .map_err(|e| Usage(format!("serving: {e}")))
     })
-}
-
-/// The server, registered in the etcd at `url` with `--weight`, `--host-id` and
-/// `--lease-ttl`.
-#[cfg(feature = "etcd")]
-async fn register<S: Dispatch>(
-    server: Server<S>,
-    url: &EtcdUrl,
-    cli: &Cli,
-) -> Result<Server<S>, Usage> {
-    use etcd_registry::{EtcdConfig, EtcdRegistry};
-    use volo_core::registry::RegistryInfo;
-
-    let info = RegistryInfo {
-        weight: cli.weight,
-        host: cli.host_id.clone().or(RegistryInfo::default().host),
-        ..RegistryInfo::default()
-    };
-    let mut etcd = EtcdConfig::new(url.endpoints.clone());
-    etcd.lease_ttl = cli.lease_ttl;
-    let registry = EtcdRegistry::connect(etcd)
-        .await
-        .map_err(|e| Usage(format!("--registry {}: {e}", url.url)))?;
-    Ok(server.registry(registry, info))
-}
-
-/// Without the `etcd` feature no [`EtcdUrl`] exists (`--registry` is refused).
-#[cfg(not(feature = "etcd"))]
-async fn register<S: Dispatch>(_: Server<S>, url: &EtcdUrl, _: &Cli) -> Result<Server<S>, Usage> {
-    match *url {}
 }

@@ -113,24 +113,66 @@ impl Drop for Proc {
 /// once it says it listens: the process and its port. `None` if it does not (the
 /// port is taken).
 pub fn try_server(name: &str, port: u16, extra: &[&str]) -> Option<(Proc, u16)> {
+    try_listening(name, SERVER, port, extra)
+}
+
+/// `program` (a server that prints `<program> listening on <addr>` once bound) on
+/// 127.0.0.1:`port` with `extra` arguments, once it says it listens: the process and
+/// its port. `None` if it does not (the port is taken).
+pub fn try_listening(name: &str, program: &str, port: u16, extra: &[&str]) -> Option<(Proc, u16)> {
     let mut args = vec!["--addr".to_string(), format!("127.0.0.1:{port}")];
     args.extend(extra.iter().map(|a| a.to_string()));
-    let server = Proc::spawn(name, SERVER, &args);
+    let server = Proc::spawn(name, program, &args);
     let line = server.line(Duration::from_secs(10))?;
-    let bound = line.strip_prefix("echo-server listening on 127.0.0.1:")?;
+    let (_, bound) = line.split_once(" listening on 127.0.0.1:")?;
     let bound: u16 = bound.trim().parse().ok()?;
     Some((server, bound))
 }
 
 pub fn server(name: &str, port: u16, extra: &[&str]) -> (Proc, u16) {
+    listening(name, SERVER, port, extra)
+}
+
+/// [`try_listening`], tried again for a while when the port is taken.
+pub fn listening(name: &str, program: &str, port: u16, extra: &[&str]) -> (Proc, u16) {
     // A port just freed may be taken for a moment by another test's socket.
     for _ in 0..20 {
-        if let Some(s) = try_server(name, port, extra) {
+        if let Some(s) = try_listening(name, program, port, extra) {
             return s;
         }
         std::thread::sleep(Duration::from_millis(100));
     }
-    panic!("{name}: echo-server does not listen on port {port}");
+    panic!("{name}: {program} does not listen on port {port}");
+}
+
+/// `program` (`echo-server`, `stream-server`) on 127.0.0.1 registered in the etcd at
+/// `etcd` (`etcd://HOST:PORT`) with a lease of `lease_ttl` seconds: the process, its
+/// port, and when it said it listens (Unix ms).
+pub fn registered(name: &str, program: &str, etcd: &str, lease_ttl: &str) -> (Proc, u16, u64) {
+    let extra = ["--registry", etcd, "--lease-ttl", lease_ttl];
+    let (p, port) = listening(name, program, 0, &extra);
+    (p, port, examples::attempts::unix_ms())
+}
+
+/// When a client's stderr says `addr` was `what` (`added` or `removed`) by the
+/// discovery it follows, first (Unix ms): from its lines `<program>: discovered
+/// unix_ms=<n> added=<addrs> removed=<addrs> ...`.
+pub fn discovered(stderr: &str, program: &str, what: &str, port: u16) -> Option<u64> {
+    let addr = format!("127.0.0.1:{port}");
+    let prefix = format!("{program}: discovered ");
+    stderr
+        .lines()
+        .filter_map(|l| l.strip_prefix(&prefix))
+        .find_map(|l| {
+            let f = fields(l);
+            let listed = f.get(what)?.split(',').any(|a| a == addr);
+            listed.then(|| num(&f, "unix_ms", l))
+        })
+}
+
+/// Milliseconds from `from` to `to` (negative when `to` came first).
+pub fn after(from: u64, to: u64) -> i64 {
+    to as i64 - from as i64
 }
 
 /// `k=v` pairs of a line.

@@ -11,7 +11,8 @@
 //!   under open streams;
 //! - **retry**: an opening that never left this side (the connect failed, the
 //!   connection was closed before the header was written) is tried again on another
-//!   instance, within the retry budget; once the header may have reached a server,
+//!   instance, up to the retry policy's retries (it spends none of the retry budget:
+//!   it cost no server anything); once the header may have reached a server,
 //!   never, whatever the idempotency marks (a server may be running the stream);
 //! - the **timeout** bounds the opening (a connect and the header's write), not the
 //!   stream: a stream's own deadline is [`ClientStreams::timeout`] or
@@ -31,7 +32,7 @@
 //! generated `<Service>StreamClient` types use.
 
 use std::sync::Arc;
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::time::Duration;
 use std::{fmt, io};
 
@@ -169,6 +170,12 @@ impl OpenedStream {
 
 /// The streaming connections to one instance: `slots` of them, opened when first
 /// needed and again after they fail, taken in turn.
+///
+/// Retired ([`retire`](Self::retire): discovery dropped the instance), it opens no
+/// more streams, and its connections close once their last stream ends. An opening
+/// under way then (it took a connection, its stream not yet in the connection's
+/// table) is let finish first: a connection closed as idle under it would cut the
+/// stream it just opened.
 pub(crate) struct StreamPool {
     dialer: Dialer,
     config: StreamConfig,
@@ -179,6 +186,24 @@ pub(crate) struct StreamPool {
     next: AtomicUsize,
     /// Told when a connection breaks under open streams (the instance breaker).
     on_break: Option<BreakHook>,
+    /// Openings under way.
+    openings: AtomicUsize,
+    /// Retired: no new openings; the last one under way lets the connections go.
+    retired: AtomicBool,
+}
+
+/// An opening under way on a [`StreamPool`]; the last one to end after the pool was
+/// retired lets its connections go.
+pub(crate) struct Opening<'a>(&'a StreamPool);
+
+impl Drop for Opening<'_> {
+    fn drop(&mut self) {
+        let pool = self.0;
+        if pool.openings.fetch_sub(1, Ordering::SeqCst) == 1 && pool.retired.load(Ordering::SeqCst)
+        {
+            pool.orphan_all();
+        }
+    }
 }
 
 /// What a [`StreamPool`] calls when one of its connections breaks under open
@@ -212,6 +237,8 @@ impl StreamPool {
                 .collect(),
             next: AtomicUsize::new(0),
             on_break,
+            openings: AtomicUsize::new(0),
+            retired: AtomicBool::new(false),
         }
     }
 
@@ -228,6 +255,12 @@ impl StreamPool {
         service: &str,
         header: &Metadata,
     ) -> Result<Arc<StreamShared>, Error> {
+        let Some(_opening) = self.begin_opening() else {
+            // Discovery dropped the instance since the balancer picked it: nothing
+            // left, so another instance may take the stream.
+            let gone = io::Error::new(io::ErrorKind::NotConnected, "the instance left discovery");
+            return Err(Error::io(gone).with_sent(false));
+        };
         let mut last = None;
         // Each connection in turn, from the next one, until one takes the stream.
         for _ in 0..self.slots.len() {
@@ -284,10 +317,34 @@ impl StreamPool {
             .sum()
     }
 
-    /// No new streams: each connection closes once its last stream ends.
+    /// An opening, unless the pool is retired. (The count goes up before the mark is
+    /// read, and [`retire`](Self::retire) sets the mark before it reads the count: one
+    /// of the two sees the other.)
+    pub(crate) fn begin_opening(&self) -> Option<Opening<'_>> {
+        self.openings.fetch_add(1, Ordering::SeqCst);
+        let opening = Opening(self);
+        (!self.retired.load(Ordering::SeqCst)).then_some(opening)
+    }
+
+    /// The connection kept in slot `i`, if any.
+    #[cfg(test)]
+    pub(crate) fn connection(&self, i: usize) -> Option<Arc<Session>> {
+        self.slots[i].try_lock().ok().and_then(|s| s.clone())
+    }
+
+    /// No new streams: each connection closes once its last stream ends, and no
+    /// sooner than the openings under way end.
     pub(crate) fn retire(&self) {
+        self.retired.store(true, Ordering::SeqCst);
+        if self.openings.load(Ordering::SeqCst) == 0 {
+            self.orphan_all();
+        }
+    }
+
+    /// Lets each connection go: it closes once its last stream ends.
+    fn orphan_all(&self) {
         for slot in &self.slots {
-            // A slot locked now is opening a connection, which the opener holds.
+            // Locked now: another caller of this is letting it go.
             if let Ok(mut slot) = slot.try_lock()
                 && let Some(s) = slot.take()
             {

@@ -43,7 +43,7 @@ use std::time::Duration;
 
 use crate::random::Xorshift;
 
-use super::{ClientCall, ClientContext, Error};
+use super::{ClientCall, ClientContext, Error, ErrorKind};
 use crate::clock::{Clock, SystemClock};
 use crate::service::{Layer, Service};
 
@@ -98,7 +98,12 @@ pub(crate) fn mark(cx: &mut ClientContext) {
 ///   it has one);
 /// - the retry budget has a retry left: every call through the layer adds
 ///   [`RetryPolicy::budget_ratio`] of a retry to it (at most 10 held), every retry
-///   takes one, so a failing service sees at most that share of extra calls.
+///   takes one, so a failing service sees at most that share of extra calls. A
+///   retry after a failure that reached no server (the connect failed, or the
+///   connection failed before anything was written) takes none: it costs no server
+///   anything (gRPC's transparent retries are not throttled either), and when an
+///   instance dies under many callers at once, more of them meet it before its
+///   breaker opens than a budget of 10 could send elsewhere.
 ///
 /// Before a retry the layer counts the attempt in [`ClientContext::attempt`], marks the
 /// instance that failed as tried ([`ClientContext::mark_tried`]; the error's
@@ -158,8 +163,14 @@ impl<S, C: Clock> Retry<S, C> {
             return None;
         }
         // Last: only a retry that will happen spends the budget.
-        self.budget.withdraw().then_some(wait)
+        (reached_no_server(err) || self.budget.withdraw()).then_some(wait)
     }
+}
+
+/// Whether `err` says the request reached no server: the connect failed, or the
+/// connection failed before anything was written.
+fn reached_no_server(err: &Error) -> bool {
+    !err.may_have_run() && matches!(err.kind(), ErrorKind::Connect | ErrorKind::Io)
 }
 
 impl<S, C, R> Service<ClientContext, R> for Retry<S, C>
@@ -215,7 +226,6 @@ mod tests {
 
     use super::*;
     use crate::client::ClientResponse;
-    use crate::client::ErrorKind;
     use crate::client::mock::{Mock, Outcome, addr, now, poll, request};
     use crate::clock::ManualClock;
     use crate::codec::{Framing, Protocol};
@@ -372,16 +382,40 @@ mod tests {
     #[test]
     fn a_spent_budget_stops_retries() {
         let clock = ManualClock::new();
-        let mock = Mock::new(&clock, vec![], now(Outcome::Connect));
-        let svc = retry(RetryPolicy::new().backoff(Backoff::None), &clock, &mock);
+        let mock = Mock::new(&clock, vec![], now(Outcome::Io));
+        let policy = RetryPolicy::new()
+            .backoff(Backoff::None)
+            .idempotent(["echo"]);
+        let svc = retry(policy, &clock, &mock);
         for _ in 0..100 {
-            assert!(call_now(&svc, &mut ClientContext::new(), "add_user").is_err());
+            assert!(call_now(&svc, &mut ClientContext::new(), "echo").is_err());
         }
         // Without a budget: 100 calls and 200 retries. With ratio 0.1: the 10 retries
         // the budget starts with, and one per ten calls (19: the first call's deposit
         // finds the budget full).
         let retries = mock.attempts() - 100;
         assert!((18..=21).contains(&retries), "{retries} retries");
+    }
+
+    /// A failed connect reached no server: its retry spends no budget, so a burst
+    /// of them (an instance that died under many callers) all go elsewhere, and the
+    /// budget is whole after them.
+    #[test]
+    fn a_failed_connect_is_retried_without_spending_the_budget() {
+        let clock = ManualClock::new();
+        let connects = (0..300).map(|_| now(Outcome::Connect)).collect();
+        let mock = Mock::new(&clock, connects, now(Outcome::Io));
+        let policy = RetryPolicy::new()
+            .backoff(Backoff::None)
+            .idempotent(["echo"]);
+        let svc = retry(policy, &clock, &mock);
+        for _ in 0..100 {
+            assert!(call_now(&svc, &mut ClientContext::new(), "add_user").is_err());
+        }
+        assert_eq!(mock.attempts(), 300, "each call tried 3 times");
+        // A failure after sending is retried from the budget, still full.
+        assert!(call_now(&svc, &mut ClientContext::new(), "echo").is_err());
+        assert_eq!(mock.attempts(), 303, "retried twice from the budget");
     }
 
     #[test]

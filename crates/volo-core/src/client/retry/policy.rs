@@ -85,8 +85,9 @@ impl RetryPolicy {
 
     /// Retries allowed per call made, across all the calls through one layer (0.1: at
     /// most one in ten calls retried, so retries add at most 10% load when a service
-    /// fails; up to 10 retries may be taken at once after a quiet spell). Clamped to
-    /// `0.0..=1.0`. Default 0.1.
+    /// fails; up to 10 retries may be taken at once after a quiet spell). Retries
+    /// after a failure that reached no server (a failed connect) are not counted.
+    /// Clamped to `0.0..=1.0`. Default 0.1.
     pub fn budget_ratio(mut self, ratio: f64) -> Self {
         self.budget_ratio = ratio;
         self

@@ -497,3 +497,60 @@ fn a_closing_server_refuses_new_streams_by_value_and_its_connection_takes_no_mor
             .unwrap();
     });
 }
+
+/// A pool retired (its instance left discovery) while an opening is under way on it
+/// keeps its connection until that opening ends: the stream it opened is not cut
+/// by the close of a connection that looked idle. Then the connection goes once its
+/// last stream ends, and no opening starts on the pool again.
+#[test]
+fn a_retired_pool_lets_an_opening_under_way_finish() {
+    use crate::client::pool::Dialer;
+    use crate::client::stream::StreamPool;
+    use crate::stream::session::Timer;
+
+    run_bounded(Duration::from_secs(30), async {
+        let a = start_who("a").await;
+        let config = ClientConfig::default();
+        let reactor = crate::client::transport::reactor_for(&config).unwrap();
+        let dialer = Dialer::new(reactor, a.address.clone(), &config);
+        let pool = StreamPool::new(dialer, &config.streams, Timer::default(), None, None);
+        let opened = |s| OpenedStream::new(s, None, pool.timer()).typed::<Text, Text>();
+        // A connection, idle once its first stream ended.
+        let first = pool.open("who".into(), "Test", &Metadata::new()).await;
+        let mut first = opened(first.expect("a stream"));
+        assert_eq!(
+            first.recv().await.unwrap().and_then(|m| m.text).as_deref(),
+            Some("a")
+        );
+        assert_eq!(first.recv().await.unwrap(), None);
+        drop(first);
+        let session = pool.connection(0).expect("a connection");
+
+        let opening = pool.begin_opening().expect("not retired yet");
+        pool.retire();
+        assert!(session.is_open(), "kept for the opening under way");
+        let e = pool
+            .open("who".into(), "Test", &Metadata::new())
+            .await
+            .unwrap_err();
+        assert!(
+            e.kind() == ErrorKind::Io && !e.may_have_run(),
+            "no new opening, and one another instance may take: {e:?}"
+        );
+        // The opening under way opens its stream, and ends.
+        let stream = session.open("echo".into(), "Test", &Metadata::new()).await;
+        let mut stream = opened(stream.expect("the stream under way"));
+        drop(opening);
+        assert!(pool.connection(0).is_none(), "let go");
+        stream.send(&text(1, "still here")).await.expect("send");
+        let back = stream.recv().await.expect("recv").expect("an echo");
+        assert_eq!(back.text.as_deref(), Some("still here"));
+        stream.close_send().await.unwrap();
+        assert_eq!(stream.recv().await.unwrap(), None);
+        drop(stream);
+        while session.is_open() {
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+        a.stop().await;
+    });
+}

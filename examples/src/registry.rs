@@ -1,0 +1,167 @@
+//! The programs' etcd side: the flags of a server that registers
+//! ([`Registration`]: `--registry`, `--weight`, `--host-id`, `--lease-ttl`), and a
+//! client's discovery that follows etcd and prints each change as it comes
+//! ([`follow`]). `echo-server` and `stream-server` register through the first,
+//! `echo-client` and `stream-check` follow through the second.
+//!
+//! All of it needs the `etcd` feature (see the crate docs). Without it the flags
+//! still parse as flags, and their values are refused ([`options::etcd_url`]), so no
+//! [`EtcdUrl`] exists and the functions here are never reached.
+
+use std::time::Duration;
+
+use volo_core::client::Discover;
+use volo_core::server::{Dispatch, Server};
+
+use crate::cli::Usage;
+use crate::options::{self, EtcdUrl};
+
+/// A server's registration in etcd, from its command line (flattened into the
+/// program's flags).
+#[derive(Debug, Clone, clap::Args)]
+pub struct Registration {
+    /// Registers every address in etcd under the service's name (needs the `etcd`
+    /// feature).
+    #[arg(long, value_name = "etcd://HOST:PORT[,HOST:PORT...]", value_parser = options::etcd_url)]
+    pub registry: Option<EtcdUrl>,
+
+    /// The weight registered.
+    #[arg(long, value_name = "N", default_value_t = 100, requires = "registry")]
+    pub weight: u32,
+
+    /// The host identity registered [default: /etc/machine-id].
+    #[arg(long, value_name = "ID", requires = "registry")]
+    pub host_id: Option<String>,
+
+    /// The registration's lease, in seconds, kept alive while the server runs.
+    #[arg(long, value_name = "SECS", default_value = "10", requires = "registry",
+          value_parser = options::positive_seconds)]
+    pub lease_ttl: Duration,
+}
+
+impl Registration {
+    /// `server`, registered in the etcd of `--registry` (if given) with `--weight`,
+    /// `--host-id` and `--lease-ttl`: it registers once it listens, and deregisters
+    /// on a graceful shutdown before it drains.
+    pub async fn apply<S: Dispatch>(&self, server: Server<S>) -> Result<Server<S>, Usage> {
+        match &self.registry {
+            Some(url) => self.register(server, url).await,
+            None => Ok(server),
+        }
+    }
+
+    #[cfg(feature = "etcd")]
+    async fn register<S: Dispatch>(
+        &self,
+        server: Server<S>,
+        url: &EtcdUrl,
+    ) -> Result<Server<S>, Usage> {
+        use etcd_registry::{EtcdConfig, EtcdRegistry};
+        use volo_core::registry::RegistryInfo;
+
+        let info = RegistryInfo {
+            weight: self.weight,
+            host: self.host_id.clone().or(RegistryInfo::default().host),
+            ..RegistryInfo::default()
+        };
+        let mut etcd = EtcdConfig::new(url.endpoints.clone());
+        etcd.lease_ttl = self.lease_ttl;
+        let registry = EtcdRegistry::connect(etcd)
+            .await
+            .map_err(|e| Usage(format!("--registry {}: {e}", url.url)))?;
+        Ok(server.registry(registry, info))
+    }
+
+    /// Without the `etcd` feature no [`EtcdUrl`] exists (`--registry` is refused).
+    #[cfg(not(feature = "etcd"))]
+    async fn register<S: Dispatch>(&self, _: Server<S>, url: &EtcdUrl) -> Result<Server<S>, Usage> {
+        match *url {}
+    }
+}
+
+/// The instances registered in etcd under `service`, followed: each change printed
+/// on stderr as it comes, `<program>: discovered unix_ms=<n> added=<addrs>
+/// removed=<addrs> updated=<addrs> now=<n>` (`-` for none; the first line lists what
+/// was there at the start). Those of this host over shared memory or a Unix socket
+/// when `local`, else all over TCP.
+#[cfg(feature = "etcd")]
+pub async fn follow(
+    url: &EtcdUrl,
+    service: &str,
+    local: bool,
+    program: &'static str,
+) -> Result<Box<dyn Discover>, Usage> {
+    use etcd_registry::{EtcdConfig, EtcdDiscover};
+    use futures_util::StreamExt;
+    use volo_core::client::{Change, Instance};
+    use volo_core::registry::Route;
+
+    use crate::attempts::unix_ms;
+
+    /// `added=<addrs> removed=<addrs> updated=<addrs> now=<n>` for a discovery change.
+    fn change_line(change: &Change) -> String {
+        let list = |l: &[Instance]| {
+            if l.is_empty() {
+                "-".to_string()
+            } else {
+                l.iter()
+                    .map(|i| i.address.to_string())
+                    .collect::<Vec<_>>()
+                    .join(",")
+            }
+        };
+        format!(
+            "added={} removed={} updated={} now={}",
+            list(&change.added),
+            list(&change.removed),
+            list(&change.updated),
+            change.instances.len()
+        )
+    }
+
+    let route = if local {
+        Route::for_this_host()
+    } else {
+        Route::tcp_only()
+    };
+    let config = EtcdConfig::new(url.endpoints.clone());
+    let found = EtcdDiscover::connect(config, service, route)
+        .await
+        .map_err(|e| Usage(format!("--discover {}: {e}", url.url)))?;
+    eprintln!(
+        "{program}: discovered unix_ms={} {}",
+        unix_ms(),
+        change_line(&Change::between(&[], &found.instances()))
+    );
+    let mut changes = found.changes();
+    tokio::spawn(async move {
+        while let Some(change) = changes.next().await {
+            let line = change_line(&change);
+            eprintln!("{program}: discovered unix_ms={} {line}", unix_ms());
+        }
+    });
+    Ok(Box::new(found))
+}
+
+/// Without the `etcd` feature no [`EtcdUrl`] exists (`--discover` is refused).
+#[cfg(not(feature = "etcd"))]
+pub async fn follow(
+    url: &EtcdUrl,
+    _: &str,
+    _: bool,
+    _: &'static str,
+) -> Result<Box<dyn Discover>, Usage> {
+    match *url {}
+}
+
+/// How a program names the etcd it follows, in its logs: the URL as given.
+#[cfg(feature = "etcd")]
+pub fn etcd_target(url: &EtcdUrl) -> String {
+    url.url.clone()
+}
+
+/// Without the `etcd` feature no [`EtcdUrl`] exists.
+#[cfg(not(feature = "etcd"))]
+pub fn etcd_target(url: &EtcdUrl) -> String {
+    match *url {}
+}
