@@ -404,6 +404,16 @@ fn echo_server_on_loopback(port: u16, args: &[&str], stderr: Stdio) -> (Child, S
     (server, bound)
 }
 
+/// A free loopback port below Linux's ephemeral range (32768 and up by default),
+/// which the kernel gives no socket that did not ask for it by number.
+fn unassigned_port() -> u16 {
+    let start = 20_000 + (std::process::id() % 10_000) as u16;
+    (start..32_000)
+        .chain(20_000..start)
+        .find(|&p| std::net::TcpListener::bind(("127.0.0.1", p)).is_ok())
+        .expect("a free port below 32000")
+}
+
 /// SIGKILL of an `echo-server` whose client holds idle pooled connections to it, and a
 /// new server on the same port: the client's next calls go over new connections, the
 /// first attempt of each answered (no retries to hide a failure). The pool must not
@@ -415,7 +425,9 @@ fn idle_connections_to_a_killed_server_are_not_reused() {
     use volo_core::client::{BreakerConfig, RetryPolicy};
     use volo_core::context::Address;
 
-    let (mut first, bound) = echo_server_on_loopback(0, &[], Stdio::inherit());
+    // A port below the ephemeral range: no socket of another test running meanwhile
+    // can be given it between the kill and the restart (one was, once, under CI).
+    let (mut first, bound) = echo_server_on_loopback(unassigned_port(), &[], Stdio::inherit());
     let port = bound.port();
     let rt = tokio::runtime::Runtime::new().unwrap();
     let client = rt.block_on(async {
