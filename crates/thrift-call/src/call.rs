@@ -86,6 +86,7 @@ pub(crate) fn run(cli: Cli) -> Result<(), Failure> {
         let call = StreamCall {
             desc: desc.clone(),
             service: service.to_string(),
+            bare_service: service_desc.name.clone(),
             method: method.to_string(),
             mode,
             addr,

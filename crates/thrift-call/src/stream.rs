@@ -28,6 +28,8 @@ pub(crate) struct StreamCall {
     pub(crate) desc: Descriptor,
     /// As the user spelled it (bare or qualified).
     pub(crate) service: String,
+    /// Its name in the IDL, as the server is told it.
+    pub(crate) bare_service: String,
     pub(crate) method: String,
     pub(crate) mode: StreamingMode,
     pub(crate) addr: Address,
@@ -46,12 +48,7 @@ impl StreamCall {
     pub(crate) async fn run(self) -> Result<(), Failed> {
         // Opened through the client stack as a call is made (made once: a failure is
         // shown as it happened).
-        let bare = self
-            .desc
-            .service(&self.service)
-            .map(|s| s.name.clone())
-            .unwrap_or_else(|| self.service.clone());
-        let stack = Client::builder(bare)
+        let stack = Client::builder(self.bare_service)
             .address(self.addr)
             .config(self.config)
             .retry(RetryPolicy::new().max_retries(0))

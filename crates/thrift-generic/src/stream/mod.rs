@@ -61,13 +61,7 @@ impl GenericStreamClient {
         idl: impl Into<Idl>,
         service: &str,
     ) -> Result<Self, GenericError> {
-        let idl = idl.into();
-        idl.service_name(service)?;
-        Ok(Self::with_opener(
-            Opener::Direct(Box::new(client)),
-            idl,
-            service,
-        ))
+        Self::checked(Opener::Direct(Box::new(client)), idl.into(), service)
     }
 
     /// Streams of `service` opened through `client`'s stack, as the generated client's
@@ -87,13 +81,13 @@ impl GenericStreamClient {
             + Sync
             + 'static,
     {
-        let idl = idl.into();
+        Self::checked(Opener::Stack(Box::new(client)), idl.into(), service)
+    }
+
+    /// [`with_opener`](Self::with_opener), once the IDL is found to have `service`.
+    fn checked(opener: Opener, idl: Idl, service: &str) -> Result<Self, GenericError> {
         idl.service_name(service)?;
-        Ok(Self::with_opener(
-            Opener::Stack(Box::new(client)),
-            idl,
-            service,
-        ))
+        Ok(Self::with_opener(opener, idl, service))
     }
 
     fn with_opener(opener: Opener, idl: Idl, service: &str) -> Self {
