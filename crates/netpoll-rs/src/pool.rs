@@ -32,6 +32,9 @@ const GROWTH: usize = 4;
 /// Blocks looked at per `take` before a new one is allocated.
 const TRIES: usize = 8;
 
+/// Shelf slots allocated up front per class; a class allowed more grows past this.
+const MAX_PRESIZED: usize = 1024;
+
 /// Which class a block came from: it goes back there. `None`: a block of its own size,
 /// not kept.
 pub(crate) type Class = Option<usize>;
@@ -57,7 +60,11 @@ impl BlockPool {
             .map(|k| Shelf {
                 size: block_size.saturating_mul(GROWTH.pow(k as u32)),
                 max_blocks: (max_blocks >> (3 * k)).max(1),
-                blocks: Mutex::new(VecDeque::new()),
+                // Room for every block the class may keep (up to a cap), so giving a
+                // block back never allocates once the poller is up.
+                blocks: Mutex::new(VecDeque::with_capacity(
+                    (max_blocks >> (3 * k)).clamp(1, MAX_PRESIZED),
+                )),
             })
             .collect();
         BlockPool { shelves }
