@@ -261,17 +261,22 @@ impl From<BizStatus> for HandlerError {
 
 impl From<StreamError> for HandlerError {
     /// A handler that stops on a failed stream operation (`?`). A stream the peer
-    /// reset (cancelled, past its deadline, another rst) keeps the rst's code, as
-    /// Kitex's server answers such a handler's error in the trailer it sends after
-    /// the rst; any other failure is an `INTERNAL_ERROR`. (Nothing is sent on a
-    /// stream reset here or whose connection failed.)
+    /// reset (cancelled, past its deadline, another rst) ends with an
+    /// `INTERNAL_ERROR` whose message starts with the rst's code as
+    /// `[ttstream error, code=N]`: what Kitex's server (v0.16) puts in the trailer it
+    /// sends after a client's rst when its handler returns the error its `Recv`
+    /// gave. Any other failure is an `INTERNAL_ERROR` with the error's text. (Nothing
+    /// is sent on a stream reset here or whose connection failed.)
     fn from(e: StreamError) -> Self {
-        match e {
-            StreamError::Reset(rst) => HandlerError::Exception(rst),
-            StreamError::Cancelled(_) | StreamError::DeadlineExceeded => {
-                HandlerError::Exception(e.to_rst())
-            }
-            e => HandlerError::internal(e.to_string()),
-        }
+        let rst = match e {
+            StreamError::Reset(rst) => rst,
+            StreamError::Cancelled(_) | StreamError::DeadlineExceeded => e.to_rst(),
+            e => return HandlerError::internal(e.to_string()),
+        };
+        HandlerError::internal(format!(
+            "[ttstream error, code={}] {}",
+            rst.kind.id(),
+            rst.message
+        ))
     }
 }

@@ -44,8 +44,10 @@
 //! - **After a client's rst**, the server's handler runs on until it returns; then,
 //!   as Kitex's server does, the server sends its header if it sent none, and its
 //!   trailer with the handler's outcome: a handler that stopped on the rst's error
-//!   (`?`) carries the rst's code, one that returned `Ok` an empty trailer. The
-//!   client, its stream gone, drops both.
+//!   (`?`) sends an `INTERNAL_ERROR` whose message begins
+//!   `[ttstream error, code=12007]` (the rst's code), the exception Kitex's server
+//!   sends for a handler that returns its `Recv` error; one that returned `Ok` sends
+//!   an empty trailer. The client, its stream gone, drops both.
 //! - **Broken protocol.** A stream whose peer broke the protocol on it (data after
 //!   its trailer, a message that does not decode) is reset by this side with
 //!   [`StreamError::Protocol`]; nothing more is sent on a stream this side reset.

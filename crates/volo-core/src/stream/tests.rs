@@ -1273,7 +1273,8 @@ fn frames_to_end(p: &mut RawPeer, id: i32) -> Vec<Frame> {
 
 /// After a client's rst, the server ends the stream as Kitex's does once its handler
 /// returns: its header if it sent none yet, then a trailer with the handler's
-/// outcome (a handler that stopped on the rst's error carries the rst's code).
+/// outcome (a handler that stopped on the rst's error gets an `INTERNAL_ERROR` naming
+/// the rst's code, as Kitex's does).
 #[test]
 fn a_stream_the_client_reset_gets_the_handlers_trailer_as_from_kitex() {
     with_raw_server(16, |addr| {
@@ -1285,7 +1286,15 @@ fn a_stream_the_client_reset_gets_the_handlers_trailer_as_from_kitex() {
         let kinds: Vec<_> = frames.iter().map(|f| f.kind).collect();
         assert_eq!(kinds, [FrameKind::Header, FrameKind::Trailer]);
         let e = frame::read_exception(frames[1].payload.clone()).expect("an exception");
-        assert_eq!(e.kind.id(), error::CODE_CANCELED, "{}", e.message);
+        assert_eq!(
+            e.kind,
+            ApplicationExceptionKind::InternalError,
+            "{}",
+            e.message
+        );
+        let code = format!("[ttstream error, code={}] ", error::CODE_CANCELED);
+        assert!(e.message.starts_with(&code), "{}", e.message);
+        assert!(e.message.contains("gone"), "{}", e.message);
         // Reset past its deadline after an answer: the trailer alone, with the code.
         p.send(&header(3, "echo"));
         p.send(&data(3, "echo", "one"));
@@ -1295,7 +1304,14 @@ fn a_stream_the_client_reset_gets_the_handlers_trailer_as_from_kitex() {
         let kinds: Vec<_> = frames.iter().map(|f| f.kind).collect();
         assert_eq!(kinds, [FrameKind::Trailer]);
         let e = frame::read_exception(frames[0].payload.clone()).expect("an exception");
-        assert_eq!(e.kind.id(), error::CODE_DEADLINE, "{}", e.message);
+        assert_eq!(
+            e.kind,
+            ApplicationExceptionKind::InternalError,
+            "{}",
+            e.message
+        );
+        let code = format!("[ttstream error, code={}] ", error::CODE_DEADLINE);
+        assert!(e.message.starts_with(&code), "{}", e.message);
         // A handler that returns Ok on the rst's error: an empty trailer.
         p.send(&header(5, "flood"));
         assert_eq!(p.recv_data(5).kind, FrameKind::Data);
