@@ -1271,6 +1271,21 @@ fn frames_to_end(p: &mut RawPeer, id: i32) -> Vec<Frame> {
     }
 }
 
+/// The exception of a trailer sent after an rst of `code`: an `INTERNAL_ERROR` whose
+/// message names the code as Kitex's does.
+fn kitex_trailer_exception(trailer: &Frame, code: i32) -> thrift_codec::ApplicationException {
+    let e = frame::read_exception(trailer.payload.clone()).expect("an exception");
+    assert_eq!(
+        e.kind,
+        ApplicationExceptionKind::InternalError,
+        "{}",
+        e.message
+    );
+    let prefix = format!("[ttstream error, code={code}] ");
+    assert!(e.message.starts_with(&prefix), "{}", e.message);
+    e
+}
+
 /// After a client's rst, the server ends the stream as Kitex's does once its handler
 /// returns: its header if it sent none yet, then a trailer with the handler's
 /// outcome (a handler that stopped on the rst's error gets an `INTERNAL_ERROR` naming
@@ -1285,15 +1300,7 @@ fn a_stream_the_client_reset_gets_the_handlers_trailer_as_from_kitex() {
         let frames = frames_to_end(&mut p, 1);
         let kinds: Vec<_> = frames.iter().map(|f| f.kind).collect();
         assert_eq!(kinds, [FrameKind::Header, FrameKind::Trailer]);
-        let e = frame::read_exception(frames[1].payload.clone()).expect("an exception");
-        assert_eq!(
-            e.kind,
-            ApplicationExceptionKind::InternalError,
-            "{}",
-            e.message
-        );
-        let code = format!("[ttstream error, code={}] ", error::CODE_CANCELED);
-        assert!(e.message.starts_with(&code), "{}", e.message);
+        let e = kitex_trailer_exception(&frames[1], error::CODE_CANCELED);
         assert!(e.message.contains("gone"), "{}", e.message);
         // Reset past its deadline after an answer: the trailer alone, with the code.
         p.send(&header(3, "echo"));
@@ -1303,15 +1310,7 @@ fn a_stream_the_client_reset_gets_the_handlers_trailer_as_from_kitex() {
         let frames = frames_to_end(&mut p, 3);
         let kinds: Vec<_> = frames.iter().map(|f| f.kind).collect();
         assert_eq!(kinds, [FrameKind::Trailer]);
-        let e = frame::read_exception(frames[0].payload.clone()).expect("an exception");
-        assert_eq!(
-            e.kind,
-            ApplicationExceptionKind::InternalError,
-            "{}",
-            e.message
-        );
-        let code = format!("[ttstream error, code={}] ", error::CODE_DEADLINE);
-        assert!(e.message.starts_with(&code), "{}", e.message);
+        kitex_trailer_exception(&frames[0], error::CODE_DEADLINE);
         // A handler that returns Ok on the rst's error: an empty trailer.
         p.send(&header(5, "flood"));
         assert_eq!(p.recv_data(5).kind, FrameKind::Data);
