@@ -22,7 +22,10 @@
 //! connection's limits) but runs nothing.
 //!
 //! The server puts this layer directly around the dispatcher, inside the user's
-//! layers, so those see the exception like any other outcome. It reads the time from a
+//! layers, so those see the exception like any other outcome. A stream carries no
+//! deadline on the wire (Kitex sends none), so its context has none and it passes
+//! through; a client's stream deadline is kept by the client, which resets the stream
+//! when it passes. It reads the time from a
 //! [`Clock`] (the [`SystemClock`] in a server), so its tests move a
 //! [`ManualClock`](crate::clock::ManualClock) instead of sleeping.
 //!
@@ -71,7 +74,7 @@ use futures_util::future::{Either, select};
 
 pub use layer::DeadlineLayer;
 
-use super::{DispatchError, ServerRequest};
+use super::{DispatchError, ServerCall};
 use crate::clock::{Clock, SystemClock};
 use crate::context::ServerContext;
 use crate::service::Service;
@@ -130,19 +133,16 @@ impl<S, C> Deadline<S, C> {
     }
 }
 
-impl<S, C> Service<ServerContext, ServerRequest> for Deadline<S, C>
+impl<S, C, R> Service<ServerContext, R> for Deadline<S, C>
 where
-    S: Service<ServerContext, ServerRequest, Error = DispatchError> + Sync,
+    S: Service<ServerContext, R, Error = DispatchError> + Sync,
     C: Clock,
+    R: ServerCall,
 {
     type Response = S::Response;
     type Error = DispatchError;
 
-    async fn call(
-        &self,
-        cx: &mut ServerContext,
-        req: ServerRequest,
-    ) -> Result<S::Response, DispatchError> {
+    async fn call(&self, cx: &mut ServerContext, req: R) -> Result<S::Response, DispatchError> {
         let Some(deadline) = cx.rpc.deadline else {
             return self.inner.call(cx, req).await;
         };
