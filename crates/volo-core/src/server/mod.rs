@@ -111,10 +111,12 @@
 //! [`StreamConfig::max_in_flight`](crate::stream::StreamConfig::max_in_flight), and
 //! take no call slot, so that long streams cannot starve calls; the metrics layer
 //! leaves them to the connection's session, which counts each stream once in the
-//! stream families; a stream carries no deadline. Refusals (over the limit, a closing
-//! server) are values, [`DispatchError::Overloaded`] and [`DispatchError::Closing`],
-//! made into wire text in one place: a call's exception reply, or a stream's trailer,
-//! each naming the refusal under [`HEADER_KEY`](crate::refusal::HEADER_KEY).
+//! stream families; a stream carries no deadline. Refusals (over a limit, a closing
+//! server, a passed deadline) are values, [`DispatchError::Overloaded`],
+//! [`DispatchError::Closing`] and [`DispatchError::DeadlinePassed`], made into wire
+//! text in one place ([`DispatchError::into_exception`]): a call's exception reply,
+//! or a stream's trailer, each naming the refusal under
+//! [`HEADER_KEY`](crate::refusal::HEADER_KEY).
 //!
 //! To wrap both, write a layer over [`ServerCall`], which [`ServerRequest`] and
 //! [`StreamOpening`] implement. A layer written over [`ServerRequest`] alone still
@@ -368,7 +370,8 @@ impl<E> ServerError<E> {
 /// IDL: each becomes a `TApplicationException` reply (a stream's, its trailer).
 ///
 /// The server's own refusals are values here ([`Overloaded`](Self::Overloaded),
-/// [`Closing`](Self::Closing)), not exceptions with a formatted message: a layer
+/// [`Closing`](Self::Closing), [`DeadlinePassed`](Self::DeadlinePassed)), not
+/// exceptions with a formatted message: a layer
 /// matches on them, and they become wire text in one place,
 /// [`into_exception`](Self::into_exception), where the reply or trailer also names
 /// them ([`refusal`](Self::refusal)).
@@ -396,6 +399,11 @@ pub enum DispatchError {
     /// another instance (`INTERNAL_ERROR`, message starting with [`CLOSING_PREFIX`]).
     #[error("{CLOSING_PREFIX}not run")]
     Closing,
+    /// Given up by the [`deadline`] layer once the caller's deadline passed
+    /// (`INTERNAL_ERROR`, message starting with
+    /// [`deadline::PREFIX`](deadline::PREFIX)).
+    #[error("{}{}", deadline::PREFIX, .0.as_str())]
+    DeadlinePassed(deadline::GivenUp),
     /// A stream's handler ended with a business status (Kitex's `BizStatusError`):
     /// its trailer carries the status keys. A call answered with it gets an
     /// `INTERNAL_ERROR` with the status's code and message, since a reply has no place
@@ -423,6 +431,9 @@ impl DispatchError {
             ),
             DispatchError::Overloaded(why) => crate::refusal::overloaded(why),
             DispatchError::Closing => crate::refusal::closing(),
+            DispatchError::DeadlinePassed(what) => {
+                crate::refusal::deadline_passed(method, what.as_str())
+            }
             DispatchError::Biz(status) => ApplicationException::new(
                 ApplicationExceptionKind::InternalError,
                 format!("business status {}: {}", status.code, status.message),
@@ -432,13 +443,14 @@ impl DispatchError {
 
     /// The refusal the reply (or the stream's trailer) names under
     /// [`HEADER_KEY`](crate::refusal::HEADER_KEY), if it is one: the typed ones, and
-    /// an exception whose message says it is one (the [`deadline`] layer's answer,
-    /// or a refusal a layer built by hand).
+    /// an exception whose message says it is one (a refusal a layer built by hand,
+    /// as the server's own were built before they were values).
     pub fn refusal(&self) -> Option<crate::refusal::Refusal> {
         use crate::refusal::Refusal;
         match self {
             DispatchError::Overloaded(_) => Some(Refusal::Overloaded),
             DispatchError::Closing => Some(Refusal::Closing),
+            DispatchError::DeadlinePassed(_) => Some(Refusal::DeadlinePassed),
             DispatchError::Application(ex) => Refusal::of_reply(ex, None),
             _ => None,
         }

@@ -364,7 +364,8 @@ impl Serving {
 /// connection failed, none.
 async fn end(stream: &StreamShared, outcome: Result<(), DispatchError>) {
     let error = outcome.err().map(|e| {
-        if let DispatchError::Overloaded(_) | DispatchError::Closing = e
+        // A typed refusal ran no handler: no trailer metadata of the handler's is lost.
+        if !matches!(e, DispatchError::Application(_))
             && let Some(refusal) = e.refusal()
         {
             let mut trailer = Metadata::new();

@@ -63,9 +63,11 @@ pub(crate) fn failure<R>(outcome: &Result<R, DispatchError>) -> Option<&'static 
         Err(DispatchError::Decode(_)) => Some("ProtocolError"),
         Err(DispatchError::Application(ex)) => Some(ex.kind.name()),
         Err(DispatchError::Panic(_)) => Some("Panic"),
-        Err(DispatchError::Overloaded(_) | DispatchError::Closing) => {
-            Some(thrift_codec::ApplicationExceptionKind::InternalError.name())
-        }
+        Err(
+            DispatchError::Overloaded(_)
+            | DispatchError::Closing
+            | DispatchError::DeadlinePassed(_),
+        ) => Some(thrift_codec::ApplicationExceptionKind::InternalError.name()),
         Err(DispatchError::Biz(_)) => Some("BizStatus"),
     }
 }

@@ -10,7 +10,6 @@ use thrift_codec::Utf8Bytes;
 use crate::context::ServerContext;
 use crate::metrics::Metrics;
 use crate::metrics::labels::{InFlight, Outcome, ServiceEntry};
-use crate::refusal::is_deadline_passed;
 use crate::server::{DispatchError, ServerCall};
 use crate::service::Service;
 
@@ -71,9 +70,7 @@ where
             Ok(_) => Outcome::Ok,
             Err(DispatchError::UnknownMethod) => Outcome::UnknownMethod,
             Err(DispatchError::Decode(_)) => Outcome::DecodeError,
-            Err(DispatchError::Application(ex)) if is_deadline_passed(ex) => {
-                Outcome::DeadlineExceeded
-            }
+            Err(DispatchError::DeadlinePassed(_)) => Outcome::DeadlineExceeded,
             Err(DispatchError::Application(_)) => Outcome::ApplicationError,
             Err(DispatchError::Panic(_)) => Outcome::Panic,
             Err(DispatchError::Overloaded(_) | DispatchError::Closing | DispatchError::Biz(_)) => {
