@@ -401,7 +401,7 @@ pub enum DispatchError {
     Closing,
     /// Given up by the [`deadline`] layer once the caller's deadline passed
     /// (`INTERNAL_ERROR`, message starting with
-    /// [`deadline::PREFIX`](deadline::PREFIX)).
+    /// [`deadline::PREFIX`]).
     #[error("{}{}", deadline::PREFIX, .0.as_str())]
     DeadlinePassed(deadline::GivenUp),
     /// A stream's handler ended with a business status (Kitex's `BizStatusError`):

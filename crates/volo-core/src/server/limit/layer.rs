@@ -11,7 +11,7 @@ use crate::server::{DispatchError, ServerCall};
 use crate::service::{Layer, Service};
 
 /// Refuses the calls over a [`Limiter`]'s limits with
-/// [`DispatchError::Overloaded`] (answered with the overload exception, [`refusal`]),
+/// [`DispatchError::Overloaded`] (answered with the overload exception, [`refusal`](super::refusal)),
 /// and lets the others through, each holding its concurrency slot until the service
 /// beneath has answered it (or the call is dropped). The QPS limit counts from the
 /// time the call's frame was taken ([`ServerContext::arrived`]).
