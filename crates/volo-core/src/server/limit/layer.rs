@@ -122,7 +122,8 @@ where
                 if let Some(c) = &self.counters {
                     match over {
                         Overloaded::Qps { .. } => c.rejected_qps.inc(),
-                        _ => c.rejected_concurrency.inc(),
+                        Overloaded::Streams { .. } => c.rejected_streams.inc(),
+                        Overloaded::Concurrency { .. } => c.rejected_concurrency.inc(),
                     };
                 }
                 return Err(DispatchError::Overloaded(over));

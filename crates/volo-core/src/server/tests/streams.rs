@@ -281,7 +281,7 @@ fn a_stream_over_the_limit_is_refused_before_the_users_layers_as_overloaded() {
         let text = metrics.encode();
         assert!(
             text.lines()
-                .any(|l| l == r#"rpc_server_limiter_rejections_total{reason="concurrency"} 1"#),
+                .any(|l| l == r#"rpc_server_limiter_rejections_total{reason="streams"} 1"#),
             "{text}"
         );
         held.close_send().await.expect("close");
