@@ -17,6 +17,7 @@
 //! - `local-first`: two instances in etcd, one on this host and one registered as
 //!   another's; QPS and p99 with local-first routing (over shared memory) and without.
 //! - `layered`: EchoService behind a custom server-side layer.
+//! - `one-layer`: one server-side layer that wraps calls and streams alike.
 //! - `middleware`: two custom client layers on a generated client.
 //! - `two-hops`: metainfo through a chain of two services.
 //! - `gateway --idl FILE --upstream ADDR`: HTTP/JSON in (`POST /{service}/{method}`),

@@ -43,7 +43,10 @@ impl Registration {
     /// `server`, registered in the etcd of `--registry` (if given) with `--weight`,
     /// `--host-id` and `--lease-ttl`: it registers once it listens, and deregisters
     /// on a graceful shutdown before it drains.
-    pub async fn apply<S: Dispatch>(&self, server: Server<S>) -> Result<Server<S>, Usage> {
+    pub async fn apply<S: Dispatch, L, St>(
+        &self,
+        server: Server<S, L, St>,
+    ) -> Result<Server<S, L, St>, Usage> {
         match &self.registry {
             Some(url) => self.register(server, url).await,
             None => Ok(server),
@@ -51,11 +54,11 @@ impl Registration {
     }
 
     #[cfg(feature = "etcd")]
-    async fn register<S: Dispatch>(
+    async fn register<S: Dispatch, L, St>(
         &self,
-        server: Server<S>,
+        server: Server<S, L, St>,
         url: &EtcdUrl,
-    ) -> Result<Server<S>, Usage> {
+    ) -> Result<Server<S, L, St>, Usage> {
         use etcd_registry::{EtcdConfig, EtcdRegistry};
         use volo_core::registry::RegistryInfo;
 
@@ -74,7 +77,11 @@ impl Registration {
 
     /// Without the `etcd` feature no [`EtcdUrl`] exists (`--registry` is refused).
     #[cfg(not(feature = "etcd"))]
-    async fn register<S: Dispatch>(&self, _: Server<S>, url: &EtcdUrl) -> Result<Server<S>, Usage> {
+    async fn register<S: Dispatch, L, St>(
+        &self,
+        _: Server<S, L, St>,
+        url: &EtcdUrl,
+    ) -> Result<Server<S, L, St>, Usage> {
         match *url {}
     }
 }

@@ -27,6 +27,11 @@ fn the_layer_and_two_hop_examples_check_themselves() {
         layered.contains(r#"{"echo": 3, "echo_or_fail": 2}"#),
         "{layered}"
     );
+    let one = run_ok(env!("CARGO_BIN_EXE_one-layer"), &[]);
+    assert!(
+        one.contains("end stream server_echo: ok") && one.contains("end call echo: ok"),
+        "{one}"
+    );
     let middleware = run_ok(env!("CARGO_BIN_EXE_middleware"), &[]);
     assert!(
         middleware.contains("calls the outer layer saw: 10"),
@@ -649,6 +654,7 @@ fn programs() -> Vec<(&'static str, &'static str)> {
         ("echo-client", env!("CARGO_BIN_EXE_echo-client")),
         ("rpc-bench", env!("CARGO_BIN_EXE_rpc-bench")),
         ("layered", env!("CARGO_BIN_EXE_layered")),
+        ("one-layer", env!("CARGO_BIN_EXE_one-layer")),
         ("two-hops", env!("CARGO_BIN_EXE_two-hops")),
         ("middleware", env!("CARGO_BIN_EXE_middleware")),
         ("wire-dump", env!("CARGO_BIN_EXE_wire-dump")),

@@ -28,7 +28,10 @@
 //!   frame, and only a call that waits moves to a task
 //!   ([`server::ServerConfig::inline_dispatch`]). One server may serve several
 //!   services ([`server::Multiplex`]), routed by Apache's `Service:method` names or
-//!   TTHeader's `isn`.
+//!   TTHeader's `isn`. A server that serves streams too ([`server::Server::streams`])
+//!   takes each stream's opening down the same stack, the stream handler at its
+//!   bottom, so one layer written over [`server::ServerCall`] wraps calls and streams
+//!   alike ([one stack for calls and streams](server#one-stack-for-calls-and-streams)).
 //! - [`client`]: every call goes down a stack of services: your layers, the call's
 //!   span, its metrics, the call timeout, the service breaker, failure retry (budget,
 //!   idempotency marks, chain stop), backup requests, the balancer (weighted random,

@@ -12,8 +12,12 @@ use thrift_codec::{
 };
 
 use crate::context::{Address, ServerContext};
-use crate::server::{DispatchError, LimitConfig, Server, ServerConfig, ServerRequest, ServiceInfo};
-use crate::service::Service;
+use crate::server::deadline::Deadline;
+use crate::server::{
+    Dispatch, DispatchError, LimitConfig, Server, ServerConfig, ServerRequest, ServesStreams,
+    ServiceInfo, StreamSupport,
+};
+use crate::service::{Layer, Service};
 
 /// `struct Text { 1: string text }`: the arguments and (as field 0) the result.
 #[derive(Debug, Clone, PartialEq, Default)]
@@ -293,12 +297,18 @@ async fn start_limited(config: ServerConfig, limit: LimitConfig, at: &Address) -
     start_with(config, at, |s| s.limit(limit)).await
 }
 
-/// A server with `config` listening on `at`, set up further by `more`.
-pub(crate) async fn start_with(
+/// A server with `config` listening on `at`, set up further by `more` (which may
+/// make it serve streams).
+pub(crate) async fn start_with<L, St>(
     config: ServerConfig,
     at: &Address,
-    more: impl FnOnce(Server<TestService>) -> Server<TestService>,
-) -> Running {
+    more: impl FnOnce(Server<TestService>) -> Server<TestService, L, St>,
+) -> Running
+where
+    St: StreamSupport<TestService> + ServesStreams<L::Service>,
+    L: Layer<Deadline<St::Bottom>>,
+    L::Service: Dispatch,
+{
     let notified = Arc::new(AtomicUsize::new(0));
     let peers = Arc::new(Mutex::new(HashSet::new()));
     let gauge = Arc::new(Gauge::default());

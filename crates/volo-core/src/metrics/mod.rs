@@ -52,7 +52,7 @@
 //! | `rpc_server_connections_total` | counter | | connections accepted (those over `max_connections`, closed at once, not included) |
 //! | `rpc_server_received_bytes_total` | counter | | bytes of the request frames cut from connections, framing included |
 //! | `rpc_server_sent_bytes_total` | counter | | bytes of the replies written, framing included (exceptions too) |
-//! | `rpc_server_limiter_rejections_total` | counter | `reason` (`concurrency`, `qps`) | calls the limiter refused before decoding them |
+//! | `rpc_server_limiter_rejections_total` | counter | `reason` (`concurrency`, `qps`, `streams`) | calls the limiter refused before decoding them, and streams over [`StreamConfig::max_in_flight`](crate::stream::StreamConfig::max_in_flight) (`streams`) |
 //! | `rpc_server_unrouted_requests_total` | counter | | calls a multiplexed server routed to no service (unknown service name, no default) |
 //! | `rpc_client_sent_bytes_total` | counter | | bytes of the request frames written |
 //! | `rpc_client_received_bytes_total` | counter | | bytes of the reply frames read |
@@ -234,6 +234,7 @@ pub(crate) struct ServerConns {
     pub(crate) bytes: ByteCounters,
     pub(crate) rejected_concurrency: Counter,
     pub(crate) rejected_qps: Counter,
+    pub(crate) rejected_streams: Counter,
     pub(crate) unrouted: Counter,
 }
 
@@ -386,6 +387,7 @@ impl Metrics {
             rejected_concurrency: rejections
                 .get_or_create_owned(&ReasonLabels::reason("concurrency")),
             rejected_qps: rejections.get_or_create_owned(&ReasonLabels::reason("qps")),
+            rejected_streams: rejections.get_or_create_owned(&ReasonLabels::reason("streams")),
             ..server_conns
         };
 

@@ -298,7 +298,9 @@ mod layers {
         match method.as_str() {
             "ok" => Ok(()),
             "nope" => Err(DispatchError::UnknownMethod),
-            "late" => ex(format!("{}echo", deadline::PREFIX)),
+            "late" => Err(DispatchError::DeadlinePassed(
+                deadline::GivenUp::DroppedUnfinished,
+            )),
             "fail" => ex("failed".into()),
             "slow" => std::future::pending().await,
             _ => panic!("boom"),

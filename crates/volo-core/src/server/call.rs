@@ -140,6 +140,7 @@ pub(crate) fn start_call<D: Dispatch, H: Send + 'static>(
                 Utf8Bytes::new(),
                 seq,
                 &ex,
+                None,
             )?;
             return Ok(None);
         }
@@ -181,6 +182,7 @@ pub(crate) fn start_call<D: Dispatch, H: Send + 'static>(
                         unrouted.method,
                         header.seq_id,
                         ex,
+                        None,
                     )?;
                 }
                 return Ok(None);
@@ -199,12 +201,12 @@ pub(crate) fn start_call<D: Dispatch, H: Send + 'static>(
             method = header.name.as_str(),
             "a call refused unrun: the server is shutting down"
         );
-        Reply::new(max_frame, &mut frame, true).exception(
+        Reply::new(max_frame, &mut frame, true).error(
             out,
             &cx,
             header.name,
             header.seq_id,
-            &crate::refusal::closing(),
+            DispatchError::Closing,
         )?;
         return Ok(None);
     }
@@ -259,7 +261,7 @@ fn message_begin<P: thrift_codec::Protocol>(
                 ApplicationExceptionKind::ProtocolError,
                 format!("unreadable message header: {e}"),
             );
-            reply.exception(out, cx, Utf8Bytes::default(), 0, &ex)?;
+            reply.exception(out, cx, Utf8Bytes::default(), 0, &ex, None)?;
             return Err(io::Error::new(io::ErrorKind::InvalidData, e));
         }
     };
@@ -268,7 +270,7 @@ fn message_begin<P: thrift_codec::Protocol>(
             ApplicationExceptionKind::InvalidMessageType,
             format!("a server takes calls, not {:?} messages", header.ty),
         );
-        reply.exception(out, cx, header.name, header.seq_id, &ex)?;
+        reply.exception(out, cx, header.name, header.seq_id, &ex, None)?;
         return Ok(None);
     }
     let args_at = payload.len() - d.remaining();
@@ -321,10 +323,7 @@ fn answer_in<P: thrift_codec::Protocol, D: Dispatch>(
     let (cx, name, seq) = (&cx, done.name, done.seq_id);
     match done.outcome {
         Ok(body) => reply.send::<P, _>(out, cx, name, seq, &body),
-        Err(e) => {
-            let ex = e.into_exception(name.as_str());
-            reply.exception(out, cx, name, seq, &ex)
-        }
+        Err(e) => reply.error(out, cx, name, seq, e),
     }
 }
 
@@ -348,7 +347,24 @@ impl<'a> Reply<'a> {
         }
     }
 
-    /// An exception, in the call's protocol (`cx.protocol`).
+    /// The answer to a call that failed with `e`: its exception, and the refusal it
+    /// is, if one, named in the reply's header too, which is what this crate's
+    /// clients go by (see `crate::refusal`).
+    fn error(
+        &mut self,
+        out: &mut LinkBuffer,
+        cx: &ServerContext,
+        name: Utf8Bytes,
+        seq_id: i32,
+        e: DispatchError,
+    ) -> io::Result<()> {
+        let refusal = e.refusal();
+        let ex = e.into_exception(name.as_str());
+        self.exception(out, cx, name, seq_id, &ex, refusal)
+    }
+
+    /// An exception, in the call's protocol (`cx.protocol`), its header naming
+    /// `refusal` (the server's own exceptions that are no refusal name none).
     fn exception(
         &mut self,
         out: &mut LinkBuffer,
@@ -356,15 +372,13 @@ impl<'a> Reply<'a> {
         name: Utf8Bytes,
         seq_id: i32,
         ex: &ApplicationException,
+        refusal: Option<Refusal>,
     ) -> io::Result<()> {
         let header = MessageHeader {
             name,
             ty: MessageType::Exception,
             seq_id,
         };
-        // The server's own refusals are named in the reply's header too, which is
-        // what this crate's clients go by (see `crate::refusal`).
-        let refusal = Refusal::of_reply(ex, None);
         let written =
             with_protocol!(cx.protocol, P => self.write::<P, _>(out, cx, &header, ex, refusal)?);
         written.map_err(|size| {

@@ -61,7 +61,7 @@ use crate::metrics::ServerConns;
 pub(crate) struct ServerState<D> {
     /// The stack of each call: the built-in layers around the server's own
     /// ([`compose`](super::stack::compose)).
-    pub(crate) stack: Builtins<D>,
+    pub(crate) stack: Arc<Builtins<D>>,
     /// What the IDL says of the service, or of each service of a multiplexed server.
     pub(crate) services: Services,
     pub(crate) config: ServerConfig,
@@ -90,7 +90,7 @@ impl<D> ServerState<D> {
             .as_ref()
             .map(|m| m.server_conns().clone());
         ServerState {
-            stack: compose(dispatch, &config, limit, counters.clone()),
+            stack: Arc::new(compose(dispatch, &config, limit, counters.clone())),
             counters,
             services,
             input_budget: InputBudget::new(config.capacity.max_buffered_input),

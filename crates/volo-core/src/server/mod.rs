@@ -92,6 +92,73 @@
 //! }
 //! ```
 //!
+//! # One stack for calls and streams
+//!
+//! A server that serves streams too ([`Server::streams`]) takes each stream's opening
+//! down the same stack as a call, in the same order: the limiter, the span, the
+//! panic catching, your layers, the deadline, and at the bottom the
+//! [`StreamHandler`] instead of the dispatcher (a [`WithStreams`] holds both). What
+//! goes down is a [`StreamOpening`] (method, service, header metadata, peer; the
+//! context is filled as a call's is), and what comes back up is the stream's outcome,
+//! when its handler has returned: `Ok(())`, or its error as a [`DispatchError`]. So a
+//! layer sees a stream's opening and its end, and whatever it holds across the
+//! `await` (a limiter's slot, a span) it holds for the stream's life. The choice is
+//! tonic's, which serves unary and streaming calls through one `Service`; the client
+//! side of this crate does the same with [`ClientCall`](crate::client::ClientCall).
+//!
+//! The built-in layers differ for streams only where a stream is not a short call
+//! (see the table in `stack.rs`, and each layer's docs): streams have their own limit,
+//! [`StreamConfig::max_in_flight`](crate::stream::StreamConfig::max_in_flight), and
+//! take no call slot, so that long streams cannot starve calls; the metrics layer
+//! leaves them to the connection's session, which counts each stream once in the
+//! stream families; a stream carries no deadline. Refusals (over a limit, a closing
+//! server, a passed deadline) are values, [`DispatchError::Overloaded`],
+//! [`DispatchError::Closing`] and [`DispatchError::DeadlinePassed`], made into wire
+//! text in one place ([`DispatchError::into_exception`]): a call's exception reply,
+//! or a stream's trailer, each naming the refusal under
+//! [`HEADER_KEY`](crate::refusal::HEADER_KEY).
+//!
+//! To wrap both, write a layer over [`ServerCall`], which [`ServerRequest`] and
+//! [`StreamOpening`] implement. A layer written over [`ServerRequest`] alone still
+//! serves calls, on a server without streams; on a server with streams it does not
+//! compile, since streams would pass it by unseen. (A server records whether it
+//! serves streams in its type, [`NoStreams`] or [`Streams`].) The `one-layer` example
+//! (`examples/src/bin/one_layer.rs`) runs such a layer on a server of both.
+//!
+//! ```
+//! use std::sync::Arc;
+//! use std::sync::atomic::{AtomicUsize, Ordering};
+//! use volo_core::context::ServerContext;
+//! use volo_core::server::{DispatchError, ServerCall};
+//! use volo_core::service::Service;
+//!
+//! /// Counts what is in progress, calls and streams alike, and logs how each ended.
+//! struct InProgress<S> {
+//!     inner: S,
+//!     now: Arc<AtomicUsize>,
+//! }
+//!
+//! impl<S, R> Service<ServerContext, R> for InProgress<S>
+//! where
+//!     S: Service<ServerContext, R, Error = DispatchError> + Sync,
+//!     R: ServerCall,
+//! {
+//!     type Response = S::Response;
+//!     type Error = DispatchError;
+//!
+//!     async fn call(&self, cx: &mut ServerContext, req: R) -> Result<S::Response, DispatchError> {
+//!         let stream = req.opens_stream();
+//!         self.now.fetch_add(1, Ordering::Relaxed);
+//!         let outcome = self.inner.call(cx, req).await;
+//!         self.now.fetch_sub(1, Ordering::Relaxed);
+//!         let failed = outcome.as_ref().err().map(ToString::to_string);
+//!         println!("{} {stream} {failed:?}", cx.rpc.method.as_str());
+//!         outcome
+//!     }
+//! }
+//! # fn main() {}
+//! ```
+//!
 //! # Several services on one server
 //!
 //! [`Server::multiplexed`] serves the services of a [`Multiplex`]: each call goes to
@@ -238,6 +305,7 @@ mod inline;
 pub mod limit;
 pub mod metered;
 pub mod multiplex;
+mod opening;
 pub mod panic;
 mod request;
 mod run;
@@ -256,7 +324,8 @@ pub use facts::ServiceFacts;
 pub use fallback::{Fallback, with_fallback};
 pub use limit::{LimitConfig, Limiter, Overloaded};
 pub use multiplex::Multiplex;
-pub use request::ServerRequest;
+pub use opening::{NoStreams, ServesStreams, StreamOpening, StreamSupport, Streams, WithStreams};
+pub use request::{ServerCall, ServerRequest};
 
 use crate::codec::Body;
 pub use run::{BoundServer, Server};
@@ -298,7 +367,14 @@ impl<E> ServerError<E> {
 }
 
 /// Why a call could not be dispatched to a handler, or the handler failed outside the
-/// IDL: each becomes a `TApplicationException` reply.
+/// IDL: each becomes a `TApplicationException` reply (a stream's, its trailer).
+///
+/// The server's own refusals are values here ([`Overloaded`](Self::Overloaded),
+/// [`Closing`](Self::Closing), [`DeadlinePassed`](Self::DeadlinePassed)), not
+/// exceptions with a formatted message: a layer
+/// matches on them, and they become wire text in one place,
+/// [`into_exception`](Self::into_exception), where the reply or trailer also names
+/// them ([`refusal`](Self::refusal)).
 #[derive(Debug, thiserror::Error)]
 pub enum DispatchError {
     /// No method of that name (`UNKNOWN_METHOD`).
@@ -314,6 +390,26 @@ pub enum DispatchError {
     /// with this message (`INTERNAL_ERROR`).
     #[error("the handler panicked: {0}")]
     Panic(String),
+    /// Refused by a limit of the server ([`Limit`](limit::Limit)): it never ran, and
+    /// may go to another instance (`INTERNAL_ERROR`, message starting with
+    /// [`OVERLOAD_PREFIX`]).
+    #[error("{OVERLOAD_PREFIX}{0}")]
+    Overloaded(Overloaded),
+    /// Refused because the server is shutting down: it never ran, and may go to
+    /// another instance (`INTERNAL_ERROR`, message starting with [`CLOSING_PREFIX`]).
+    #[error("{CLOSING_PREFIX}not run")]
+    Closing,
+    /// Given up by the [`deadline`] layer once the caller's deadline passed
+    /// (`INTERNAL_ERROR`, message starting with
+    /// [`deadline::PREFIX`]).
+    #[error("{}{}", deadline::PREFIX, .0.as_str())]
+    DeadlinePassed(deadline::GivenUp),
+    /// A stream's handler ended with a business status (Kitex's `BizStatusError`):
+    /// its trailer carries the status keys. A call answered with it gets an
+    /// `INTERNAL_ERROR` with the status's code and message, since a reply has no place
+    /// for them.
+    #[error("business status {}: {}", .0.code, .0.message)]
+    Biz(crate::stream::BizStatus),
 }
 
 impl DispatchError {
@@ -333,6 +429,52 @@ impl DispatchError {
                 ApplicationExceptionKind::InternalError,
                 format!("the handler panicked: {message}"),
             ),
+            DispatchError::Overloaded(why) => crate::refusal::overloaded(why),
+            DispatchError::Closing => crate::refusal::closing(),
+            DispatchError::DeadlinePassed(what) => {
+                crate::refusal::deadline_passed(method, what.as_str())
+            }
+            DispatchError::Biz(status) => ApplicationException::new(
+                ApplicationExceptionKind::InternalError,
+                format!("business status {}: {}", status.code, status.message),
+            ),
+        }
+    }
+
+    /// The refusal the reply (or the stream's trailer) names under
+    /// [`HEADER_KEY`](crate::refusal::HEADER_KEY), if it is one: the typed ones, and
+    /// an exception whose message says it is one (a refusal a layer built by hand,
+    /// as the server's own were built before they were values).
+    pub fn refusal(&self) -> Option<crate::refusal::Refusal> {
+        use crate::refusal::Refusal;
+        match self {
+            DispatchError::Overloaded(_) => Some(Refusal::Overloaded),
+            DispatchError::Closing => Some(Refusal::Closing),
+            DispatchError::DeadlinePassed(_) => Some(Refusal::DeadlinePassed),
+            DispatchError::Application(ex) => Refusal::of_reply(ex, None),
+            _ => None,
+        }
+    }
+
+    /// What a stream's trailer carries for it: an exception (as
+    /// [`into_exception`](Self::into_exception) makes it), or the business status.
+    pub fn into_handler_error(self, method: &str) -> crate::stream::HandlerError {
+        match self {
+            DispatchError::Biz(status) => crate::stream::HandlerError::Biz(status),
+            DispatchError::Application(ex) => crate::stream::HandlerError::Exception(ex),
+            other => crate::stream::HandlerError::Exception(other.into_exception(method)),
+        }
+    }
+}
+
+/// A stream handler's failure as the server's stack carries it: an exception stays
+/// one ([`DispatchError::Application`]), a business status stays one
+/// ([`DispatchError::Biz`]).
+impl From<crate::stream::HandlerError> for DispatchError {
+    fn from(e: crate::stream::HandlerError) -> Self {
+        match e {
+            crate::stream::HandlerError::Exception(ex) => DispatchError::Application(ex),
+            crate::stream::HandlerError::Biz(status) => DispatchError::Biz(status),
         }
     }
 }

@@ -6,14 +6,15 @@ use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::task::Poll;
 
 use crate::context::ServerContext;
-use crate::server::{DispatchError, ServerRequest};
+use crate::server::{DispatchError, ServerCall};
 use crate::service::{Layer, Service};
 
 /// Catches a panic of the service beneath while it is polled, and fails the call with
 /// [`DispatchError::Panic`] (the caller gets an `INTERNAL_ERROR` saying so); the
 /// connection and the other calls go on. The layers outside it (the span, the
 /// limiter's slot) see an ordinary error; those beneath see the unwinding (the metrics
-/// count such a call as `panic`).
+/// count such a call as `panic`). A stream whose handler panics ends with an
+/// `INTERNAL_ERROR` in its trailer, from here.
 #[derive(Debug, Clone)]
 pub struct CatchPanic<S> {
     inner: S,
@@ -31,18 +32,15 @@ impl<S> Layer<S> for CatchPanicLayer {
     }
 }
 
-impl<S> Service<ServerContext, ServerRequest> for CatchPanic<S>
+impl<S, R> Service<ServerContext, R> for CatchPanic<S>
 where
-    S: Service<ServerContext, ServerRequest, Error = DispatchError> + Send + Sync,
+    S: Service<ServerContext, R, Error = DispatchError> + Send + Sync,
+    R: ServerCall,
 {
     type Response = S::Response;
     type Error = DispatchError;
 
-    async fn call(
-        &self,
-        cx: &mut ServerContext,
-        req: ServerRequest,
-    ) -> Result<S::Response, DispatchError> {
+    async fn call(&self, cx: &mut ServerContext, req: R) -> Result<S::Response, DispatchError> {
         let mut fut = std::pin::pin!(self.inner.call(cx, req));
         poll_fn(
             |task| match catch_unwind(AssertUnwindSafe(|| fut.as_mut().poll(task))) {

@@ -52,6 +52,35 @@ impl ServerRequest {
     }
 }
 
+/// What goes down a server's stack: a call's arguments ([`ServerRequest`]) or a
+/// stream's opening ([`StreamOpening`](super::StreamOpening)). The server's built-in
+/// layers are written over it, so that a stream is admitted through the same limiter,
+/// span, panic catching and user layers as a call (see
+/// [one stack for calls and streams](super#one-stack-for-calls-and-streams)).
+///
+/// A layer of yours chooses, as on the client
+/// ([`ClientCall`](crate::client::ClientCall)): written over `R: ServerCall` it wraps
+/// calls and streams alike; written over [`ServerRequest`] it wraps calls only, and a
+/// server with such a layer cannot serve streams (its `bind` does not compile).
+///
+/// What a layer knows of either: the method (`cx.rpc.method`), the service
+/// (`cx.rpc.callee.service`), the peer ([`ServerContext::peer`]) and the metainfo
+/// (`cx.metainfo`, from a stream's header too) are in the context; the outcome is the
+/// service's `Result`, which for a stream comes when the stream has ended (its
+/// handler returned), with the handler's error as a [`DispatchError`]. Implementers
+/// outside this crate are not expected: the server makes both.
+pub trait ServerCall: Send + 'static {
+    /// Whether it opens a stream: then the response comes when the stream ends, and
+    /// the layers beneath hold what they took (a limiter's slot) for its whole life.
+    fn opens_stream(&self) -> bool;
+}
+
+impl ServerCall for ServerRequest {
+    fn opens_stream(&self) -> bool {
+        false
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -14,7 +14,10 @@ use super::conn_core::{ServerState, peer_name};
 use super::deadline::{DEFAULT_GRACE, Deadline, DeadlineLayer};
 use super::inline;
 use super::multiplex::{Multiplex, Services};
-use super::{Dispatch, LimitConfig, ServerConfig, ServiceFacts, ServiceInfo};
+use super::{
+    Dispatch, LimitConfig, NoStreams, ServerConfig, ServesStreams, ServiceFacts, ServiceInfo,
+    StreamSupport, Streams,
+};
 use crate::context::Address;
 use crate::metrics::ServerConns;
 use crate::registry::{Registration, Registry, RegistryInfo};
@@ -26,10 +29,13 @@ use crate::transport::{Acceptor, Conn, TransportKind};
 /// ([`Server::multiplexed`]): bind it to an address, then serve.
 ///
 /// `D` is the dispatcher the server runs (a generated `<Service>Server`, or a
-/// [`Multiplex`] of them) and `L` the layers added with [`layer`](Server::layer),
-/// the first added outermost. When bound, the server composes its stack in one place:
-/// its built-in layers around `L` around a [`Deadline`] around `D` (see
-/// [the stack of one call](super#the-stack-of-one-call)).
+/// [`Multiplex`] of them), `L` the layers added with [`layer`](Server::layer), the
+/// first added outermost, and `St` whether it serves streams ([`NoStreams`], or
+/// [`Streams`] after [`streams`](Server::streams)). When bound, the server composes
+/// its stack in one place: its built-in layers around `L` around a [`Deadline`] around
+/// `D` (beside the stream handler, for a server of streams: see
+/// [the stack of one call](super#the-stack-of-one-call) and
+/// [one stack for calls and streams](super#one-stack-for-calls-and-streams)).
 ///
 /// ```no_run
 /// # use volo_core::server::{Server, Dispatch, ServiceInfo};
@@ -39,7 +45,7 @@ use crate::transport::{Acceptor, Conn, TransportKind};
 /// bound.serve_with_shutdown(async { let _ = tokio::signal::ctrl_c().await; }).await
 /// # }
 /// ```
-pub struct Server<D, L = Identity> {
+pub struct Server<D, L = Identity, St = NoStreams> {
     dispatch: D,
     layers: L,
     grace: Duration,
@@ -47,11 +53,11 @@ pub struct Server<D, L = Identity> {
     config: ServerConfig,
     limit: LimitConfig,
     registry: Option<(Arc<dyn Registry>, RegistryInfo)>,
-    /// The handler of streaming connections, if the server serves streams.
-    streams: Option<super::Serving>,
+    /// Whether the server serves streams, and with what handler.
+    streams: St,
 }
 
-impl<D: std::fmt::Debug, L> std::fmt::Debug for Server<D, L> {
+impl<D: std::fmt::Debug, L, St> std::fmt::Debug for Server<D, L, St> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Server")
             .field("dispatch", &self.dispatch)
@@ -87,7 +93,7 @@ impl<D: Dispatch> Server<D> {
             config: ServerConfig::default(),
             limit: LimitConfig::default(),
             registry: None,
-            streams: None,
+            streams: NoStreams,
         }
     }
 }
@@ -114,12 +120,12 @@ where
             config: ServerConfig::default(),
             limit: LimitConfig::default(),
             registry: None,
-            streams: None,
+            streams: NoStreams,
         }
     }
 }
 
-impl<D, L> Server<D, L> {
+impl<D, L, St> Server<D, L, St> {
     /// How long after a caller's deadline the server answers a call it gave up on
     /// (default [`DEFAULT_GRACE`], 100 ms; see [`deadline`](super::deadline)). The
     /// handler is dropped at the deadline whatever this is.
@@ -135,7 +141,7 @@ impl<D, L> Server<D, L> {
     /// call (method, context, the encoded request, the reply or error) and may answer
     /// it itself. The layers run outside the [`Deadline`] and inside the server's
     /// built-ins.
-    pub fn layer<N>(self, layer: N) -> Server<D, Stack<N, L>> {
+    pub fn layer<N>(self, layer: N) -> Server<D, Stack<N, L>, St> {
         Server {
             dispatch: self.dispatch,
             layers: Stack::new(layer, self.layers),
@@ -155,12 +161,22 @@ impl<D, L> Server<D, L> {
     /// server serves its netpoll-rs connections on tasks (as with
     /// [`ServerConfig::inline_dispatch`] off), since which kind a connection is is
     /// known only once its first bytes arrive.
-    pub fn streams(mut self, handler: impl super::StreamHandler) -> Self {
-        self.streams = Some(super::Serving::new(
-            handler,
-            crate::stream::StreamConfig::default(),
-        ));
-        self
+    ///
+    /// Each stream's opening goes down the server's stack as a call does (see
+    /// [one stack for calls and streams](super#one-stack-for-calls-and-streams)), so
+    /// every layer added with [`layer`](Self::layer), before or after, must serve
+    /// streams too: be written over [`ServerCall`](super::ServerCall).
+    pub fn streams(self, handler: impl super::StreamHandler) -> Server<D, L, Streams> {
+        Server {
+            dispatch: self.dispatch,
+            layers: self.layers,
+            grace: self.grace,
+            services: self.services,
+            config: self.config,
+            limit: self.limit,
+            registry: self.registry,
+            streams: Streams::new(handler),
+        }
     }
 
     /// Sets the limits and window of the streams: the configuration's
@@ -202,17 +218,18 @@ impl<D, L> Server<D, L> {
     /// ([`compose`](super::stack::compose)), and the rest.
     pub(super) fn into_shared(self) -> ServerState<L::Service>
     where
-        L: Layer<Deadline<D>>,
+        St: StreamSupport<D> + ServesStreams<L::Service>,
+        L: Layer<Deadline<St::Bottom>>,
         L::Service: Dispatch,
     {
-        let stack = self.layers.layer(
-            DeadlineLayer::new()
-                .layer(self.dispatch)
-                .with_grace(self.grace),
-        );
-        let streams = self.streams.map(|s| s.with_config(self.config.streams));
+        let bottom = self.streams.bottom(self.dispatch);
+        let stack = self
+            .layers
+            .layer(DeadlineLayer::new().layer(bottom).with_grace(self.grace));
         let mut state = ServerState::new(stack, self.services, self.config, self.limit);
-        state.streams = streams;
+        state.streams = self
+            .streams
+            .serving(Arc::clone(&state.stack), state.config.streams);
         state
     }
 
@@ -226,7 +243,8 @@ impl<D, L> Server<D, L> {
     /// a Unix socket or shared memory are not (see [`tls`](crate::transport::tls)).
     pub async fn bind(self, addr: &Address) -> io::Result<BoundServer<L::Service>>
     where
-        L: Layer<Deadline<D>>,
+        St: StreamSupport<D> + ServesStreams<L::Service>,
+        L: Layer<Deadline<St::Bottom>>,
         L::Service: Dispatch,
     {
         self.bind_all(std::slice::from_ref(addr)).await
@@ -239,7 +257,8 @@ impl<D, L> Server<D, L> {
     /// `addrs` is empty or any of them cannot be bound.
     pub async fn bind_all(self, addrs: &[Address]) -> io::Result<BoundServer<L::Service>>
     where
-        L: Layer<Deadline<D>>,
+        St: StreamSupport<D> + ServesStreams<L::Service>,
+        L: Layer<Deadline<St::Bottom>>,
         L::Service: Dispatch,
     {
         if addrs.is_empty() {
@@ -261,20 +280,22 @@ impl<D, L> Server<D, L> {
                 // A server of streams serves its connections on tasks (which kind a
                 // connection is shows only in its first bytes): pollers on the runtime
                 // wake them without a thread switch.
-                Some(if self.config.inline_dispatch && self.streams.is_none() {
-                    // Calls start on the pollers: one per worker thread spreads them as
-                    // tasks per connection would be. On threads of their own, each wait
-                    // is one `epoll_wait`; as tasks of the runtime it would be two
-                    // (tokio's, then the poller's).
-                    reactor.pollers = reactor.pollers.max(runtime.metrics().num_workers());
-                    log_sizes(&reactor, &runtime, &cpus, "threads of their own");
-                    netpoll_rs::Reactor::new(reactor)?
-                } else {
-                    // Calls run on the connections' tasks: pollers on the runtime wake
-                    // them without a thread switch.
-                    log_sizes(&reactor, &runtime, &cpus, "tasks of the runtime");
-                    netpoll_rs::Reactor::on_runtime(&runtime, reactor)?
-                })
+                Some(
+                    if self.config.inline_dispatch && !self.streams.serves_streams() {
+                        // Calls start on the pollers: one per worker thread spreads them as
+                        // tasks per connection would be. On threads of their own, each wait
+                        // is one `epoll_wait`; as tasks of the runtime it would be two
+                        // (tokio's, then the poller's).
+                        reactor.pollers = reactor.pollers.max(runtime.metrics().num_workers());
+                        log_sizes(&reactor, &runtime, &cpus, "threads of their own");
+                        netpoll_rs::Reactor::new(reactor)?
+                    } else {
+                        // Calls run on the connections' tasks: pollers on the runtime wake
+                        // them without a thread switch.
+                        log_sizes(&reactor, &runtime, &cpus, "tasks of the runtime");
+                        netpoll_rs::Reactor::on_runtime(&runtime, reactor)?
+                    },
+                )
             }
             TransportKind::Tokio => None,
         };

@@ -1,24 +1,34 @@
-//! The server's stack of one call, composed in one place ([`compose`], when the server
-//! is bound).
+//! The server's stack of one call or stream, composed in one place ([`compose`],
+//! when the server is bound).
 //!
-//! Outermost first; each is a [`Layer`]'s service, and each call goes through all:
+//! Outermost first; each is a [`Layer`]'s service, and each call goes through all, as
+//! does each stream's opening (a [`StreamOpening`](super::StreamOpening), whose
+//! outcome comes back up when the stream ends):
 //!
-//! | layer | what it does |
-//! |---|---|
-//! | [`Limit`] | refuses calls over [`Server::limit`](super::Server::limit)'s limits (nothing below runs) |
-//! | [`Trace`] | the call's `rpc.server` span, a child of the caller's trace |
-//! | [`Inflight`] | waits for one of [`ServerCapacity::max_inflight`](super::ServerCapacity::max_inflight)'s slots |
-//! | [`CatchPanic`] | a panic below becomes an `INTERNAL_ERROR` answer |
-//! | [`MeteredServer`] | counts the call ([`Observability::metrics`](crate::config::Observability::metrics)) |
-//! | your layers | [`Server::layer`](super::Server::layer), the first added outermost (as on the client) |
-//! | [`Deadline`](super::deadline::Deadline) | gives the call up at the caller's deadline |
-//! | the dispatcher | decodes the arguments and runs the handler |
+//! | layer | a call | a stream |
+//! |---|---|---|
+//! | [`Limit`] | refused over [`Server::limit`](super::Server::limit)'s limits (nothing below runs) | refused over [`StreamConfig::max_in_flight`](crate::stream::StreamConfig::max_in_flight), its own limit; holds its slot until the stream ends |
+//! | [`Trace`] | the call's `rpc.server` span, a child of the caller's trace | the same, for the stream's life |
+//! | [`Inflight`] | waits for one of [`ServerCapacity::max_inflight`](super::ServerCapacity::max_inflight)'s slots | passes by: a stream does not queue, and holds no call slot |
+//! | [`CatchPanic`] | a panic below becomes an `INTERNAL_ERROR` answer | the same, in the trailer |
+//! | [`MeteredServer`] | counts the call ([`Observability::metrics`](crate::config::Observability::metrics)) | passes by: the session counts streams |
+//! | your layers | [`Server::layer`](super::Server::layer), the first added outermost (as on the client) | the same, when written over [`ServerCall`] |
+//! | [`Deadline`](super::deadline::Deadline) | gives the call up at the caller's deadline | passes by: a stream has no deadline on the wire |
+//! | the bottom | the dispatcher: decodes the arguments and runs the handler | the [`StreamHandler`](super::StreamHandler) |
+//!
+//! Why streams have limits of their own rather than the calls': a stream lives as
+//! long as its client keeps it, so a slot shared with calls would let a few thousand
+//! quiet streams starve every call, and a call waiting for a slot behind streams
+//! could wait for minutes. So a stream is refused at once over its own limit (as
+//! [`StreamConfig::max_in_flight`](crate::stream::StreamConfig::max_in_flight) always
+//! refused it), and holds that slot for its life.
 //!
 //! The steps before the stack are the connection's, not a call's: the frame's header
 //! read (metainfo, the caller's deadline, [`ServerContext::arrived`]), the message
-//! header, routing to one of several services, and the closing refusal of a server
-//! that is shutting down (`call.rs`). The access log line is written with the reply,
-//! when its size is known.
+//! header, routing to one of several services (for a stream, whether the handler
+//! serves its service and method), and the closing refusal of a server that is
+//! shutting down (`call.rs`, `stream.rs`). The access log line is written with the
+//! reply, when its size is known.
 
 use std::sync::Arc;
 
@@ -28,7 +38,7 @@ use super::limit::{Limit, LimitLayer};
 use super::metered::MeteredServer;
 use super::panic::{CatchPanic, CatchPanicLayer};
 use super::trace::{Trace, TraceLayer};
-use super::{DispatchError, LimitConfig, ServerConfig, ServerRequest};
+use super::{DispatchError, LimitConfig, ServerCall, ServerConfig};
 use crate::context::ServerContext;
 use crate::metrics::ServerConns;
 use crate::service::{Layer, Service};
@@ -48,13 +58,19 @@ pub(crate) fn compose<D>(
     let caught = CatchPanicLayer.layer(metered);
     let slotted = InflightLayer::new(config.capacity.max_inflight).layer(caught);
     let traced = TraceLayer.layer(slotted);
-    LimitLayer::new(limit).counted(counters).layer(traced)
+    LimitLayer::new(limit)
+        .stream_limit(config.streams.max_in_flight)
+        .counted(counters)
+        .layer(traced)
 }
 
 /// Runs at most so many calls at once across the server's connections; a call waits
-/// for a slot, in its span, before the layers beneath see it.
+/// for a slot, in its span, before the layers beneath see it. Streams pass by without
+/// a slot (see the [module docs](self)).
+///
+/// `pub` only to appear in the server's bounds: its module is private.
 #[derive(Debug, Clone)]
-pub(crate) struct Inflight<S> {
+pub struct Inflight<S> {
     inner: S,
     slots: Arc<Semaphore>,
 }
@@ -85,18 +101,20 @@ impl<S> Layer<S> for InflightLayer {
     }
 }
 
-impl<S> Service<ServerContext, ServerRequest> for Inflight<S>
+impl<S, R> Service<ServerContext, R> for Inflight<S>
 where
-    S: Service<ServerContext, ServerRequest, Error = DispatchError> + Send + Sync,
+    S: Service<ServerContext, R, Error = DispatchError> + Send + Sync,
+    R: ServerCall,
 {
     type Response = S::Response;
     type Error = DispatchError;
 
-    async fn call(
-        &self,
-        cx: &mut ServerContext,
-        req: ServerRequest,
-    ) -> Result<S::Response, DispatchError> {
+    async fn call(&self, cx: &mut ServerContext, req: R) -> Result<S::Response, DispatchError> {
+        if req.opens_stream() {
+            // A stream would hold a slot for its whole life: the limiter's stream
+            // limit bounds streams instead.
+            return self.inner.call(cx, req).await;
+        }
         // The semaphore is never closed.
         let _slot = self.slots.acquire().await;
         self.inner.call(cx, req).await

@@ -4,21 +4,22 @@
 
 use std::fmt;
 use std::future::Future;
-use std::panic::AssertUnwindSafe;
 use std::pin::Pin;
 use std::sync::Arc;
 
-use futures_util::FutureExt;
-use thrift_codec::{ApplicationException, ApplicationExceptionKind, Message, Utf8Bytes};
-use tokio::sync::{OwnedSemaphorePermit, Semaphore, mpsc, watch};
+use thrift_codec::{Message, Utf8Bytes};
+use tokio::sync::{mpsc, watch};
 use tokio::task::JoinSet;
 
+use super::DispatchError;
+use super::opening::{OpenStream, StreamOpening};
+use crate::codec::{Framing, Protocol};
+use crate::context::{Address, ServerContext};
 use crate::metrics::Metrics;
-use crate::refusal::{OVERLOAD_PREFIX, Refusal};
 use crate::stream::handle::{Receiver, Sender};
 use crate::stream::session::{Opened, Session, StreamShared};
 use crate::stream::{HandlerError, Metadata, StreamConfig, StreamError};
-use crate::transport::Conn;
+use crate::transport::{Conn, FrameIo};
 
 /// Serves streams: one call of [`serve`](Self::serve) per stream a client opens, on
 /// a task of its own. The generated `<Service>StreamServer` implements it for a
@@ -176,7 +177,7 @@ impl StreamContext {
 type BoxedServe = Pin<Box<dyn Future<Output = Result<(), HandlerError>> + Send>>;
 
 /// [`StreamHandler`] with its future boxed, to be held without its type.
-trait ServeBoxed: Send + Sync {
+pub(crate) trait ServeBoxed: Send + Sync {
     fn serve_boxed(self: Arc<Self>, stream: ServerStream) -> BoxedServe;
     fn service_name(&self) -> Option<&str>;
     fn serves_method(&self, method: &str) -> bool;
@@ -196,14 +197,16 @@ impl<H: StreamHandler> ServeBoxed for H {
     }
 }
 
-/// A server's stream handler and stream settings.
+/// A server's stream handler, its stack and stream settings: what serves the streams
+/// of its streaming connections. `pub` only to appear in the server's bounds
+/// ([`ServesStreams`](super::ServesStreams)): its module is private.
 #[derive(Clone)]
-pub(crate) struct Serving {
+pub struct Serving {
+    /// Asked which streams it serves, before the stack sees them.
     handler: Arc<dyn ServeBoxed>,
+    /// The server's stack, with the handler at its bottom.
+    stack: Arc<dyn OpenStream>,
     config: StreamConfig,
-    /// Streams in progress across the server's connections, against
-    /// `config.max_in_flight`.
-    in_flight: Option<Arc<Semaphore>>,
 }
 
 impl fmt::Debug for Serving {
@@ -215,26 +218,22 @@ impl fmt::Debug for Serving {
 }
 
 impl Serving {
-    pub(crate) fn new(handler: impl StreamHandler, config: StreamConfig) -> Self {
+    /// Serves with `handler` through `stack` (whose bottom is `handler` too).
+    pub(crate) fn new(
+        handler: Arc<dyn ServeBoxed>,
+        stack: Arc<dyn OpenStream>,
+        config: StreamConfig,
+    ) -> Self {
         Serving {
-            handler: Arc::new(handler),
+            handler,
+            stack,
             config,
-            in_flight: config.max_in_flight.map(|n| Arc::new(Semaphore::new(n))),
         }
     }
 
     /// The settings.
     pub(crate) fn config(&self) -> &StreamConfig {
         &self.config
-    }
-
-    /// The same handler with `config`.
-    pub(crate) fn with_config(self, config: StreamConfig) -> Self {
-        Serving {
-            in_flight: config.max_in_flight.map(|n| Arc::new(Semaphore::new(n))),
-            config,
-            handler: self.handler,
-        }
     }
 
     /// Serves the streams of `conn`, whose first frame was `first`, until the peer
@@ -247,6 +246,7 @@ impl Serving {
         metrics: Option<&Metrics>,
     ) {
         let counters = metrics.map(|m| m.streams(true).clone());
+        let peer = conn.peer();
         let (tx, mut rx) = mpsc::unbounded_channel();
         let session = Session::server(conn, self.config, first, tx, counters.clone());
         // Dropped with this future (the server gave up waiting): the handlers with it.
@@ -255,23 +255,18 @@ impl Serving {
         loop {
             tokio::select! {
                 opened = rx.recv() => match opened {
-                    Some(opened) if !stopping => match self.admit(&opened) {
-                        Ok(permit) => {
-                            handlers.spawn(run(Arc::clone(&self.handler), opened, permit));
+                    Some(opened) if !stopping => match self.route(&opened) {
+                        Ok(()) => {
+                            handlers.spawn(self.run(opened, peer.clone()));
                         }
-                        Err(Declined::Unknown(why)) => {
+                        Err(why) => {
                             tracing::debug!(stream = opened.stream.id, why = %why, "a stream not served; reset");
                             opened.stream.reset(StreamError::UnknownMethod(why));
-                        }
-                        Err(Declined::Overloaded(refused)) => {
-                            tracing::debug!(stream = opened.stream.id, "a stream over the limit; refused");
-                            refuse(&opened, Refusal::Overloaded, refused).await;
                         }
                     },
                     Some(opened) => {
                         // Shutting down: new streams are refused, those in progress end.
-                        let refused = HandlerError::Exception(crate::refusal::closing());
-                        refuse(&opened, Refusal::Closing, refused).await;
+                        end(&opened.stream, Err(DispatchError::Closing)).await;
                     }
                     None => break,
                 },
@@ -291,88 +286,94 @@ impl Serving {
         while handlers.join_next().await.is_some() {}
         session.stop();
     }
-}
 
-/// Ends a stream the server will not run with `refused` in its trailer, which also
-/// names the refusal under [`HEADER_KEY`](crate::refusal::HEADER_KEY), as a refused
-/// call's reply header does: a client of this crate goes by that value (a closing
-/// server's connection takes no more streams), any other by the exception.
-async fn refuse(opened: &Opened, refusal: Refusal, refused: HandlerError) {
-    let mut trailer = Metadata::new();
-    trailer.insert(crate::refusal::HEADER_KEY, refusal.as_str());
-    opened.stream.set_trailer(trailer);
-    let _ = opened.stream.close_send(Some(&refused)).await;
-    opened.stream.finish();
-}
-
-/// Why the server does not run a handler for a stream.
-enum Declined {
-    /// The handler does not serve its service or method: why, naming the method.
-    Unknown(String),
-    /// The streams in progress are at their limit: the trailer a client of this
-    /// crate reads as overloaded.
-    Overloaded(HandlerError),
-}
-
-impl Serving {
-    /// Whether `opened` is a stream to run the handler for, with its place among the
-    /// streams in progress.
-    fn admit(&self, opened: &Opened) -> Result<Option<OwnedSemaphorePermit>, Declined> {
+    /// Whether the handler serves the service and method of `opened`; if not, why,
+    /// naming the method. Asked before the stack, as a call is routed before it.
+    fn route(&self, opened: &Opened) -> Result<(), String> {
         let method = &opened.stream.method;
         if let (Some(named), Some(served)) = (&opened.service, self.handler.service_name())
             && named.as_str() != served
         {
-            return Err(Declined::Unknown(format!(
+            return Err(format!(
                 "unknown service {named} (TTHeader isn) for streaming method {method}"
-            )));
+            ));
         }
         if !self.handler.serves_method(method) {
-            return Err(Declined::Unknown(format!(
-                "unknown streaming method {method}"
-            )));
+            return Err(format!("unknown streaming method {method}"));
         }
-        let Some(in_flight) = &self.in_flight else {
-            return Ok(None);
+        Ok(())
+    }
+
+    /// The future that serves one stream from `peer`: down the server's stack to the
+    /// handler, then the trailer with the outcome.
+    pub(crate) fn run(
+        &self,
+        opened: Opened,
+        peer: Option<Address>,
+    ) -> impl Future<Output = ()> + Send + 'static {
+        let cx = self.context(&opened, peer.clone());
+        let stack = Arc::clone(&self.stack);
+        let stream = Arc::clone(&opened.stream);
+        let opening = StreamOpening::new(
+            ServerStream {
+                stream: opened.stream,
+                header: opened.header,
+                service: opened.service,
+            },
+            peer,
+        );
+        async move {
+            let outcome = stack.open(cx, opening).await;
+            match &outcome {
+                Ok(()) => {}
+                Err(DispatchError::Panic(message)) => {
+                    tracing::error!(stream = stream.id, method = %stream.method, %message, "a stream handler panicked");
+                }
+                Err(e) => {
+                    tracing::debug!(stream = stream.id, method = %stream.method, error = ?e, "a stream ended in failure");
+                }
+            }
+            end(&stream, outcome).await;
+        }
+    }
+
+    /// A stream's context, as a call's is filled: its method, the service, the peer,
+    /// and the metainfo of its header.
+    fn context(&self, opened: &Opened, peer: Option<Address>) -> ServerContext {
+        let mut cx = ServerContext::new(Framing::TTHeader, Protocol::Binary);
+        cx.rpc.caller.address = peer;
+        cx.rpc.method = opened.stream.method.clone();
+        cx.rpc.seq_id = opened.stream.id;
+        let service = match (self.handler.service_name(), &opened.service) {
+            (Some(served), _) => served.to_owned(),
+            (None, Some(named)) => named.to_string(),
+            (None, None) => String::new(),
         };
-        Arc::clone(in_flight)
-            .try_acquire_owned()
-            .map(Some)
-            .map_err(|_| {
-                Declined::Overloaded(HandlerError::internal(format!(
-                    "{OVERLOAD_PREFIX}{} streams in progress",
-                    self.config.max_in_flight.unwrap_or_default()
-                )))
-            })
+        cx.rpc.callee.service = service.into();
+        cx.metainfo.read_request(opened.header.pairs());
+        cx
     }
 }
 
-/// Runs the handler of one stream and ends the stream with its outcome; `_permit`
-/// holds its place among the streams in progress until then.
-async fn run(handler: Arc<dyn ServeBoxed>, opened: Opened, _permit: Option<OwnedSemaphorePermit>) {
-    let stream = Arc::clone(&opened.stream);
-    let served = ServerStream {
-        stream: opened.stream,
-        header: opened.header,
-        service: opened.service,
-    };
-    let outcome = match AssertUnwindSafe(handler.serve_boxed(served))
-        .catch_unwind()
-        .await
-    {
-        Ok(outcome) => outcome,
-        Err(_) => {
-            tracing::error!(stream = stream.id, method = %stream.method, "a stream handler panicked");
-            Err(HandlerError::Exception(ApplicationException::new(
-                ApplicationExceptionKind::InternalError,
-                "the handler panicked",
-            )))
+/// Ends a stream with `outcome` in its trailer: empty for `Ok`, the error otherwise.
+/// A refusal (the stack's limiter, a closing server) is also named under
+/// [`HEADER_KEY`](crate::refusal::HEADER_KEY), as a refused call's reply header names
+/// it: a client of this crate goes by that value (a closing server's connection takes
+/// no more streams), any other by the exception. The trailer goes even when the
+/// client reset the stream meanwhile, as from Kitex's server; one reset here or whose
+/// connection failed, none.
+async fn end(stream: &StreamShared, outcome: Result<(), DispatchError>) {
+    let error = outcome.err().map(|e| {
+        // A typed refusal ran no handler: no trailer metadata of the handler's is lost.
+        if !matches!(e, DispatchError::Application(_))
+            && let Some(refusal) = e.refusal()
+        {
+            let mut trailer = Metadata::new();
+            trailer.insert(crate::refusal::HEADER_KEY, refusal.as_str());
+            stream.set_trailer(trailer);
         }
-    };
-    if let Err(e) = &outcome {
-        tracing::debug!(stream = stream.id, method = %stream.method, error = ?e, "a stream handler failed");
-    }
-    // A stream the client reset meanwhile gets the trailer all the same, as from
-    // Kitex's server; one reset here or whose connection failed, none.
-    let _ = stream.handler_returned(outcome.err().as_ref()).await;
+        e.into_handler_error(&stream.method)
+    });
+    let _ = stream.handler_returned(error.as_ref()).await;
     stream.finish();
 }

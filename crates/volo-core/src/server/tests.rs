@@ -1565,6 +1565,7 @@ fn over_the_qps_limit_the_client_sees_an_overload() {
 mod multiplex;
 mod registry;
 mod rules;
+mod streams;
 mod trace;
 
 /// A multiplexing client whose server begins to drain: the control frame retires the

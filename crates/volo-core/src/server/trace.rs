@@ -23,7 +23,7 @@ use tracing::field::Empty;
 
 use tracing::Instrument;
 
-use super::{DispatchError, ServerRequest};
+use super::{DispatchError, ServerCall};
 use crate::context::{RpcInfo, ServerContext};
 use crate::service::{Layer, Service};
 pub(crate) use crate::trace::AccessCount;
@@ -63,6 +63,12 @@ pub(crate) fn failure<R>(outcome: &Result<R, DispatchError>) -> Option<&'static 
         Err(DispatchError::Decode(_)) => Some("ProtocolError"),
         Err(DispatchError::Application(ex)) => Some(ex.kind.name()),
         Err(DispatchError::Panic(_)) => Some("Panic"),
+        Err(
+            DispatchError::Overloaded(_)
+            | DispatchError::Closing
+            | DispatchError::DeadlinePassed(_),
+        ) => Some(thrift_codec::ApplicationExceptionKind::InternalError.name()),
+        Err(DispatchError::Biz(_)) => Some("BizStatus"),
     }
 }
 
@@ -100,6 +106,10 @@ pub(crate) fn log_access(rpc: &RpcInfo, logged: &Logged, reply_bytes: usize) {
 
 /// Runs each call of the service beneath in its `rpc.server` span (see the [module docs](self)), a child
 /// of the caller's trace, and records how it ended.
+///
+/// A stream's handler runs in such a span too, for the stream's whole life, and the
+/// span records how the stream ended; the connection's `rpc.stream` span beside it
+/// carries the events of its messages (see [`stream`](crate::stream#governance)).
 #[derive(Debug, Clone)]
 pub struct Trace<S> {
     inner: S,
@@ -117,18 +127,15 @@ impl<S> Layer<S> for TraceLayer {
     }
 }
 
-impl<S> Service<ServerContext, ServerRequest> for Trace<S>
+impl<S, R> Service<ServerContext, R> for Trace<S>
 where
-    S: Service<ServerContext, ServerRequest, Error = DispatchError> + Send + Sync,
+    S: Service<ServerContext, R, Error = DispatchError> + Send + Sync,
+    R: ServerCall,
 {
     type Response = S::Response;
     type Error = DispatchError;
 
-    async fn call(
-        &self,
-        cx: &mut ServerContext,
-        req: ServerRequest,
-    ) -> Result<S::Response, DispatchError> {
+    async fn call(&self, cx: &mut ServerContext, req: R) -> Result<S::Response, DispatchError> {
         let span = span(cx);
         let outcome = self.inner.call(cx, req).instrument(span.clone()).await;
         finish(&span, failure(&outcome));

@@ -10,9 +10,10 @@
 //! does not start. Calls without a deadline (Framed and Buffered ones, or TTHeader
 //! ones without the key) pass through untouched.
 //!
-//! The call is then answered with an `INTERNAL_ERROR` `TApplicationException` whose
-//! message starts with [`PREFIX`] (for a oneway call the server sends nothing, as
-//! always), but only a grace after the deadline ([`DEFAULT_GRACE`], 100 ms, unless
+//! The layer fails the call with [`DispatchError::DeadlinePassed`], which the caller
+//! gets as an `INTERNAL_ERROR` `TApplicationException` whose message starts with
+//! [`PREFIX`] (for a oneway call the server sends nothing, as always), but only a
+//! grace after the deadline ([`DEFAULT_GRACE`], 100 ms, unless
 //! set otherwise): the caller's own timer fires at the deadline (a little before the
 //! server's, which counts from when the frame arrived), and it should be that timer
 //! the caller sees, not an exception that raced it. When both timers are late, as on
@@ -22,7 +23,10 @@
 //! connection's limits) but runs nothing.
 //!
 //! The server puts this layer directly around the dispatcher, inside the user's
-//! layers, so those see the exception like any other outcome. It reads the time from a
+//! layers, so those see the exception like any other outcome. A stream carries no
+//! deadline on the wire (Kitex sends none), so its context has none and it passes
+//! through; a client's stream deadline is kept by the client, which resets the stream
+//! when it passes. It reads the time from a
 //! [`Clock`] (the [`SystemClock`] in a server), so its tests move a
 //! [`ManualClock`](crate::clock::ManualClock) instead of sleeping.
 //!
@@ -54,7 +58,10 @@
 //! };
 //! let (outcome, ()) = tokio::join!(call, advance);
 //! match outcome {
-//!     Err(DispatchError::Application(ex)) => assert!(is_deadline_passed(&ex)),
+//!     Err(e @ DispatchError::DeadlinePassed(_)) => {
+//!         // What the caller is answered with.
+//!         assert!(is_deadline_passed(&e.into_exception("stuck")));
+//!     }
 //!     other => panic!("{other:?}"),
 //! }
 //! # });
@@ -71,7 +78,7 @@ use futures_util::future::{Either, select};
 
 pub use layer::DeadlineLayer;
 
-use super::{DispatchError, ServerRequest};
+use super::{DispatchError, ServerCall};
 use crate::clock::{Clock, SystemClock};
 use crate::context::ServerContext;
 use crate::service::Service;
@@ -86,9 +93,24 @@ pub use crate::refusal::DEADLINE_PREFIX as PREFIX;
 /// with [`PREFIX`]).
 pub use crate::refusal::is_deadline_passed;
 
-/// The exception for a call of `method` given up at its deadline: `what` became of it.
-fn passed(method: &str, what: &str) -> DispatchError {
-    DispatchError::Application(crate::refusal::deadline_passed(method, what))
+/// What became of a call a [`Deadline`] gave up on: the value of its
+/// [`DispatchError::DeadlinePassed`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum GivenUp {
+    /// The deadline had passed when the call reached the layer: the handler never ran.
+    NotStarted,
+    /// The handler was dropped at the deadline, perhaps half done.
+    DroppedUnfinished,
+}
+
+impl GivenUp {
+    /// How the answer's message says it, after the method's name.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            GivenUp::NotStarted => "was not started",
+            GivenUp::DroppedUnfinished => "was dropped unfinished",
+        }
+    }
 }
 
 /// A server service that stops running a call once the caller's deadline
@@ -130,26 +152,23 @@ impl<S, C> Deadline<S, C> {
     }
 }
 
-impl<S, C> Service<ServerContext, ServerRequest> for Deadline<S, C>
+impl<S, C, R> Service<ServerContext, R> for Deadline<S, C>
 where
-    S: Service<ServerContext, ServerRequest, Error = DispatchError> + Sync,
+    S: Service<ServerContext, R, Error = DispatchError> + Sync,
     C: Clock,
+    R: ServerCall,
 {
     type Response = S::Response;
     type Error = DispatchError;
 
-    async fn call(
-        &self,
-        cx: &mut ServerContext,
-        req: ServerRequest,
-    ) -> Result<S::Response, DispatchError> {
+    async fn call(&self, cx: &mut ServerContext, req: R) -> Result<S::Response, DispatchError> {
         let Some(deadline) = cx.rpc.deadline else {
             return self.inner.call(cx, req).await;
         };
         // A tenth of the grace early or late is nothing to a call answered a grace
         // after its deadline, and lets the clock be read coarsely.
         let what = if self.clock.now_within(self.grace / 10) >= deadline {
-            "was not started"
+            GivenUp::NotStarted
         } else {
             // In a block of its own, so that the handler's future is dropped at the
             // deadline, not when the answer is made.
@@ -162,12 +181,12 @@ where
             if let Either::Left((outcome, _)) = select(call, timer).await {
                 return outcome;
             }
-            "was dropped unfinished"
+            GivenUp::DroppedUnfinished
         };
         // A grace too long to add to an instant: answer at the deadline.
         let answer_at = deadline.checked_add(self.grace).unwrap_or(deadline);
         self.clock.sleep_until(answer_at).await;
-        Err(passed(cx.rpc.method.as_str(), what))
+        Err(DispatchError::DeadlinePassed(what))
     }
 }
 

@@ -13,6 +13,7 @@ use tokio::sync::oneshot;
 use super::*;
 use crate::clock::ManualClock;
 use crate::codec::{Framing, Protocol};
+use crate::server::ServerRequest;
 use crate::service::{Layer, service_fn};
 
 /// Sets its flag when dropped: proof that the handler's future was dropped.
@@ -99,7 +100,8 @@ fn a_call_past_its_deadline_is_dropped_and_answered_with_the_exception() {
         panic!("not answered after the grace")
     };
     match outcome {
-        Err(DispatchError::Application(ex)) => {
+        Err(e @ DispatchError::DeadlinePassed(GivenUp::DroppedUnfinished)) => {
+            let ex = e.into_exception("stuck");
             assert_eq!(ex.kind, ApplicationExceptionKind::InternalError);
             assert_eq!(
                 ex.message.as_str(),
@@ -126,8 +128,8 @@ fn a_call_whose_deadline_passed_before_it_came_does_not_start() {
     assert!(poll(call.as_mut()).is_pending());
     clock.advance(DEFAULT_GRACE);
     match poll(call.as_mut()) {
-        Poll::Ready(Err(DispatchError::Application(ex))) => assert_eq!(
-            ex.message.as_str(),
+        Poll::Ready(Err(e @ DispatchError::DeadlinePassed(GivenUp::NotStarted))) => assert_eq!(
+            e.into_exception("late").message.as_str(),
             "the caller's deadline passed: late was not started"
         ),
         other => panic!("{other:?}"),
@@ -193,7 +195,9 @@ fn the_grace_is_set_on_the_layer() {
     clock.advance(Duration::from_millis(5));
     assert!(matches!(
         poll(call.as_mut()),
-        Poll::Ready(Err(DispatchError::Application(_)))
+        Poll::Ready(Err(DispatchError::DeadlinePassed(
+            GivenUp::DroppedUnfinished
+        )))
     ));
     assert!(seen.dropped.load(Ordering::SeqCst));
     drop(call);

@@ -24,6 +24,13 @@ pub enum Overloaded {
         /// The limit that was met, in calls per second.
         limit: u32,
     },
+    /// [`StreamConfig::max_in_flight`](crate::stream::StreamConfig::max_in_flight)
+    /// streams were in progress already.
+    #[error("{limit} streams in progress")]
+    Streams {
+        /// The limit that was met.
+        limit: usize,
+    },
 }
 
 /// The exception a refused call is answered with: an `INTERNAL_ERROR` whose message is

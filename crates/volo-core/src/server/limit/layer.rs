@@ -3,17 +3,25 @@
 
 use std::sync::Arc;
 
-use super::{LimitConfig, Limiter, Overloaded, refusal};
+use super::{LimitConfig, LimitPermit, Limiter, Overloaded};
 use crate::clock::SystemClock;
 use crate::context::ServerContext;
 use crate::metrics::ServerConns;
-use crate::server::{DispatchError, ServerRequest};
+use crate::server::{DispatchError, ServerCall};
 use crate::service::{Layer, Service};
 
-/// Refuses the calls over a [`Limiter`]'s limits with the overload exception
-/// ([`refusal`]), and lets the others through, each holding its concurrency slot until
-/// the service beneath has answered it (or the call is dropped). The QPS limit counts
-/// from the time the call's frame was taken ([`ServerContext::arrived`]).
+/// Refuses the calls over a [`Limiter`]'s limits with
+/// [`DispatchError::Overloaded`] (answered with the overload exception, [`refusal`](super::refusal)),
+/// and lets the others through, each holding its concurrency slot until the service
+/// beneath has answered it (or the call is dropped). The QPS limit counts from the
+/// time the call's frame was taken ([`ServerContext::arrived`]).
+///
+/// Streams ([`StreamOpening`](crate::server::StreamOpening)s) have a limiter of their
+/// own ([`LimitLayer::stream_limit`], from
+/// [`StreamConfig::max_in_flight`](crate::stream::StreamConfig::max_in_flight) in a
+/// server): a stream over it is refused with [`Overloaded::Streams`], and one let
+/// through holds its slot until it ends. Calls and streams do not share slots: a
+/// server's long streams cannot starve its calls, nor a burst of calls its streams.
 ///
 /// Still before the arguments are decoded (the dispatcher beneath decodes them), as
 /// Kitex limits in `OnRead`.
@@ -21,24 +29,41 @@ use crate::service::{Layer, Service};
 pub struct Limit<S> {
     inner: S,
     limiter: Arc<Limiter>,
+    /// The limit of streams in progress, if any.
+    streams: Option<Arc<Limiter>>,
     /// The refusals are counted here, when metrics are on.
     counters: Option<ServerConns>,
 }
 
-/// Makes [`Limit`]s sharing one [`Limiter`].
+/// Makes [`Limit`]s sharing one [`Limiter`] (and one of streams).
 #[derive(Debug, Clone)]
 pub struct LimitLayer {
     limiter: Arc<Limiter>,
+    streams: Option<Arc<Limiter>>,
     counters: Option<ServerConns>,
 }
 
 impl LimitLayer {
-    /// A layer enforcing `config`.
+    /// A layer enforcing `config` on calls, and no limit on streams.
     pub fn new(config: LimitConfig) -> Self {
         LimitLayer {
             limiter: Arc::new(Limiter::new(config, SystemClock)),
+            streams: None,
             counters: None,
         }
+    }
+
+    /// The same layer, refusing streams while `max` are in progress (`None`: no
+    /// limit; `Some(0)` refuses every stream).
+    pub fn stream_limit(mut self, max: Option<usize>) -> Self {
+        self.streams = max.map(|n| {
+            let config = LimitConfig {
+                max_concurrency: Some(n),
+                max_qps: None,
+            };
+            Arc::new(Limiter::new(config, SystemClock))
+        });
+        self
     }
 
     /// The same layer, counting its refusals in `counters` (a server's metrics).
@@ -55,37 +80,53 @@ impl<S> Layer<S> for LimitLayer {
         Limit {
             inner,
             limiter: self.limiter,
+            streams: self.streams,
             counters: self.counters,
         }
     }
 }
 
-impl<S> Service<ServerContext, ServerRequest> for Limit<S>
+impl<S> Limit<S> {
+    /// Admits `req` or says which limit refuses it.
+    fn admit(&self, cx: &ServerContext, req: &impl ServerCall) -> Result<LimitPermit, Overloaded> {
+        if req.opens_stream() {
+            let Some(streams) = &self.streams else {
+                return Ok(LimitPermit::none());
+            };
+            // The stream limiter has no rate: it reads no time.
+            return streams
+                .try_acquire_at(std::time::Instant::now)
+                .map_err(|over| match over {
+                    Overloaded::Concurrency { limit } => Overloaded::Streams { limit },
+                    other => other,
+                });
+        }
+        let arrived = cx.arrived;
+        self.limiter
+            .try_acquire_at(|| arrived.unwrap_or_else(std::time::Instant::now))
+    }
+}
+
+impl<S, R> Service<ServerContext, R> for Limit<S>
 where
-    S: Service<ServerContext, ServerRequest, Error = DispatchError> + Send + Sync,
+    S: Service<ServerContext, R, Error = DispatchError> + Send + Sync,
+    R: ServerCall,
 {
     type Response = S::Response;
     type Error = DispatchError;
 
-    async fn call(
-        &self,
-        cx: &mut ServerContext,
-        req: ServerRequest,
-    ) -> Result<S::Response, DispatchError> {
-        let arrived = cx.arrived;
-        let admitted = self
-            .limiter
-            .try_acquire_at(|| arrived.unwrap_or_else(std::time::Instant::now));
-        let _permit = match admitted {
+    async fn call(&self, cx: &mut ServerContext, req: R) -> Result<S::Response, DispatchError> {
+        let _permit = match self.admit(cx, &req) {
             Ok(permit) => permit,
             Err(over) => {
                 if let Some(c) = &self.counters {
                     match over {
-                        Overloaded::Concurrency { .. } => c.rejected_concurrency.inc(),
                         Overloaded::Qps { .. } => c.rejected_qps.inc(),
+                        Overloaded::Streams { .. } => c.rejected_streams.inc(),
+                        Overloaded::Concurrency { .. } => c.rejected_concurrency.inc(),
                     };
                 }
-                return Err(DispatchError::Application(refusal(&over)));
+                return Err(DispatchError::Overloaded(over));
             }
         };
         self.inner.call(cx, req).await

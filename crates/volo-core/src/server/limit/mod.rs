@@ -225,6 +225,13 @@ pub struct LimitPermit {
     _slot: Option<Slot>,
 }
 
+impl LimitPermit {
+    /// A permit that holds no slot.
+    pub(crate) fn none() -> Self {
+        LimitPermit { _slot: None }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -10,8 +10,7 @@ use thrift_codec::Utf8Bytes;
 use crate::context::ServerContext;
 use crate::metrics::Metrics;
 use crate::metrics::labels::{InFlight, Outcome, ServiceEntry};
-use crate::refusal::is_deadline_passed;
-use crate::server::{DispatchError, ServerRequest};
+use crate::server::{DispatchError, ServerCall};
 use crate::service::Service;
 
 /// Counts each call of the service beneath it in `rpc_server_requests_total`,
@@ -23,6 +22,11 @@ use crate::service::Service;
 /// [`DispatchError::UnknownMethod`] (then it is `_other`). A call whose future is
 /// dropped unfinished counts as `panic` if a panic unwinds through it, `cancelled`
 /// otherwise.
+///
+/// Streams ([`StreamOpening`](crate::server::StreamOpening)s) pass through uncounted:
+/// the connection's session counts each stream once, in the stream families (open,
+/// ended by outcome, messages, bytes: see [`metrics`](crate::metrics)), and a
+/// stream's life, minutes perhaps, has no place in the call latencies.
 #[derive(Debug, Clone)]
 pub struct MeteredServer<S> {
     inner: S,
@@ -41,20 +45,19 @@ impl<S> MeteredServer<S> {
     }
 }
 
-impl<S> Service<ServerContext, ServerRequest> for MeteredServer<S>
+impl<S, R> Service<ServerContext, R> for MeteredServer<S>
 where
-    S: Service<ServerContext, ServerRequest, Error = DispatchError> + Sync,
+    S: Service<ServerContext, R, Error = DispatchError> + Sync,
     S::Response: Send,
+    R: ServerCall,
 {
     type Response = S::Response;
     type Error = DispatchError;
 
-    async fn call(
-        &self,
-        cx: &mut ServerContext,
-        req: ServerRequest,
-    ) -> Result<S::Response, DispatchError> {
-        let Some(metrics) = &self.metrics else {
+    async fn call(&self, cx: &mut ServerContext, req: R) -> Result<S::Response, DispatchError> {
+        // A stream is counted once, by its connection's session, in the stream
+        // families; counted here too it would put its whole life in the call latencies.
+        let Some(metrics) = self.metrics.as_ref().filter(|_| !req.opens_stream()) else {
             return self.inner.call(cx, req).await;
         };
         let inner = &metrics.inner;
@@ -67,11 +70,12 @@ where
             Ok(_) => Outcome::Ok,
             Err(DispatchError::UnknownMethod) => Outcome::UnknownMethod,
             Err(DispatchError::Decode(_)) => Outcome::DecodeError,
-            Err(DispatchError::Application(ex)) if is_deadline_passed(ex) => {
-                Outcome::DeadlineExceeded
-            }
+            Err(DispatchError::DeadlinePassed(_)) => Outcome::DeadlineExceeded,
             Err(DispatchError::Application(_)) => Outcome::ApplicationError,
             Err(DispatchError::Panic(_)) => Outcome::Panic,
+            Err(DispatchError::Overloaded(_) | DispatchError::Closing | DispatchError::Biz(_)) => {
+                Outcome::ApplicationError
+            }
         });
         result
     }

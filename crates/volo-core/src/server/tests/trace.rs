@@ -500,3 +500,61 @@ fn the_client_access_log_shows_its_calls_with_the_sizes_the_server_saw() {
     assert_eq!(client[3].get("status"), "Connect");
     assert_eq!(num(&client[3], "attempts"), 3, "the second call's own");
 }
+
+/// Streams whose handler fails those of method `fail` and ends the others at once.
+struct Streams;
+
+impl crate::server::StreamHandler for Streams {
+    async fn serve(
+        &self,
+        stream: crate::server::ServerStream,
+    ) -> Result<(), crate::stream::HandlerError> {
+        match stream.method() {
+            "fail" => Err(crate::stream::HandlerError::internal("no")),
+            _ => Ok(()),
+        }
+    }
+}
+
+#[test]
+fn a_streams_handler_runs_in_a_server_span_that_records_how_it_ended() {
+    let rec = Recorder::default();
+    on_this_thread(Some(rec.clone()), || async {
+        let server = Server::new(TestService::default())
+            .streams(Streams)
+            .config(tokio_server())
+            .bind(&"127.0.0.1:0".parse().unwrap())
+            .await
+            .unwrap();
+        let addr = server.local_addr().clone();
+        tokio::spawn(server.serve());
+        let config = ClientConfig {
+            transport: TransportConfig {
+                kind: TransportKind::Tokio,
+                ..Default::default()
+            },
+            ..ClientConfig::default()
+        };
+        let c = crate::client::StreamClient::new("Test", addr, &config).unwrap();
+        let none = crate::stream::Metadata::new();
+        for method in ["done", "fail"] {
+            let mut s = c.open::<Text, Text>(method, &none).await.unwrap();
+            let end = s.recv().await;
+            assert_eq!(end.is_ok(), method == "done", "{end:?}");
+        }
+    });
+    // Each span ended before its stream's trailer went.
+    let spans = rec.spans("rpc.server");
+    let of = |method: &str| {
+        spans
+            .iter()
+            .find(|s| s.get("rpc.method") == method)
+            .unwrap_or_else(|| panic!("no span of {method}: {spans:?}"))
+    };
+    assert_eq!(of("done").get("otel.kind"), "server");
+    assert_eq!(of("done").get("otel.name"), "Test/done");
+    assert!(of("done").get("client.address").starts_with("127.0.0.1:"));
+    assert_eq!(of("done").get("otel.status_code"), "OK");
+    assert_eq!(of("fail").get("otel.status_code"), "ERROR");
+    assert_eq!(of("fail").get("error.type"), "InternalError");
+}
