@@ -5,6 +5,8 @@
 //! - [`frame`] reads and writes the frames, with their limits and typed errors.
 //! - [`flow`] is the flow control of one stream: a credit window that Kitex peers
 //!   skip, and a bounded queue either way.
+//! - [`core`] holds every rule of one streaming connection without I/O: frames, the
+//!   application's operations and the time in; frames and events out.
 //! - A session (one per connection, shared by client and server) routes frames to
 //!   streams and gathers their writes;
 //!   [`StreamClient`](crate::client::StreamClient) opens streams over a pool of such
@@ -93,6 +95,7 @@
 //!   its next connection only when the one tried refused it before anything was
 //!   sent (its stream limit).
 
+pub mod core;
 pub mod error;
 pub mod flow;
 pub mod frame;
