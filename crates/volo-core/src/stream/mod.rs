@@ -7,8 +7,9 @@
 //!   skip, and a bounded queue either way.
 //! - [`core`] holds every rule of one streaming connection without I/O: frames, the
 //!   application's operations and the time in; frames and events out.
-//! - A session (one per connection, shared by client and server) routes frames to
-//!   streams and gathers their writes;
+//! - A session (one per connection, shared by client and server) drives such a
+//!   core on tokio: it reads frames into it, runs its timers, and gathers the
+//!   writes of its streams into shared sends;
 //!   [`StreamClient`](crate::client::StreamClient) opens streams over a pool of such
 //!   connections, and a [`Server`](crate::server::Server) given a
 //!   [`StreamHandler`](crate::server::StreamHandler) serves them on the same port as
@@ -101,8 +102,10 @@ pub mod flow;
 pub mod frame;
 pub(crate) mod handle;
 pub(crate) mod session;
+mod shared;
 #[cfg(test)]
 pub(crate) mod tests;
+mod timer;
 
 pub use error::{HandlerError, Metadata, StreamError};
 pub use frame::{BizStatus, Frame, FrameError, FrameKind, FrameLimits};
