@@ -7,22 +7,26 @@ use std::future::Future;
 use std::panic::AssertUnwindSafe;
 use std::pin::Pin;
 use std::sync::Arc;
+use std::task::Poll;
 
 use futures_util::FutureExt;
+use futures_util::stream::{FuturesUnordered, StreamExt};
 use thrift_codec::{ApplicationException, ApplicationExceptionKind, Message, Utf8Bytes};
-use tokio::sync::{OwnedSemaphorePermit, Semaphore, mpsc, watch};
-use tokio::task::JoinSet;
+use tokio::sync::{OwnedSemaphorePermit, Semaphore, watch};
 
 use crate::metrics::Metrics;
 use crate::refusal::{OVERLOAD_PREFIX, Refusal};
 use crate::stream::handle::{Receiver, Sender};
-use crate::stream::session::{Opened, Session, StreamShared};
+use crate::stream::session::{Opened, Session, StreamShared, closed_here};
 use crate::stream::{HandlerError, Metadata, StreamConfig, StreamError};
 use crate::transport::Conn;
 
-/// Serves streams: one call of [`serve`](Self::serve) per stream a client opens, on
-/// a task of its own. The generated `<Service>StreamServer` implements it for a
-/// service's streaming methods.
+/// Serves streams: one call of [`serve`](Self::serve) per stream a client opens, run
+/// inside its connection's task beside the other streams of that connection (as a
+/// multiplexed connection's calls run), so that their answers leave together; a
+/// handler with heavy CPU work should move it off with `spawn_blocking`. The
+/// generated `<Service>StreamServer` implements it for a service's streaming
+/// methods.
 ///
 /// Before it spawns a handler, the server asks [`service_name`](Self::service_name)
 /// and [`serves_method`](Self::serves_method) whether the stream is one the handler
@@ -239,6 +243,12 @@ impl Serving {
 
     /// Serves the streams of `conn`, whose first frame was `first`, until the peer
     /// closes it; after `shutdown`, the streams in progress run to their end.
+    ///
+    /// The handlers run inside this task, beside the connection's reader (no task
+    /// per stream, as the calls of a multiplexed connection run in its own): each
+    /// turn takes every frame that has arrived, polls the handlers those frames
+    /// woke, and then flushes once, so that what the streams answer in one turn
+    /// leaves in one send.
     pub(crate) async fn serve_conn(
         &self,
         conn: Conn,
@@ -247,51 +257,73 @@ impl Serving {
         metrics: Option<&Metrics>,
     ) {
         let counters = metrics.map(|m| m.streams(true).clone());
-        let (tx, mut rx) = mpsc::unbounded_channel();
-        let session = Session::server(conn, self.config, first, tx, counters.clone());
+        let session = Session::server(conn, self.config, counters);
+        let mut reading = Box::pin(Arc::clone(&session).read(Some(first)));
         // Dropped with this future (the server gave up waiting): the handlers with it.
-        let mut handlers = JoinSet::new();
+        let mut handlers = FuturesUnordered::<Handler>::new();
+        let mut ended = None;
         let mut stopping = false;
         loop {
-            tokio::select! {
-                opened = rx.recv() => match opened {
-                    Some(opened) if !stopping => match self.admit(&opened) {
-                        Ok(permit) => {
-                            handlers.spawn(run(Arc::clone(&self.handler), opened, permit));
-                        }
-                        Err(Declined::Unknown(why)) => {
-                            tracing::debug!(stream = opened.stream.id, why = %why, "a stream not served; reset");
-                            opened.stream.reset(StreamError::UnknownMethod(why));
-                        }
-                        Err(Declined::Overloaded(refused)) => {
-                            tracing::debug!(stream = opened.stream.id, "a stream over the limit; refused");
-                            refuse(&opened, Refusal::Overloaded, refused).await;
-                        }
-                    },
-                    Some(opened) => {
+            let wanted = session.flush_wanted();
+            let changed = shutdown.changed();
+            tokio::pin!(wanted, changed);
+            let flush = std::future::poll_fn(|cx| {
+                if ended.is_none()
+                    && let Poll::Ready(e) = reading.as_mut().poll(cx)
+                {
+                    ended = Some(e);
+                }
+                for opened in session.take_opened() {
+                    let handler: Handler = if stopping {
                         // Shutting down: new streams are refused, those in progress end.
                         let refused = HandlerError::Exception(crate::refusal::closing());
-                        refuse(&opened, Refusal::Closing, refused).await;
-                    }
-                    None => break,
-                },
-                Some(_) = handlers.join_next(), if !handlers.is_empty() => {
-                    if stopping && handlers.is_empty() {
-                        break;
-                    }
+                        Box::pin(async move { refuse(&opened, Refusal::Closing, refused).await })
+                    } else {
+                        match self.admit(&opened) {
+                            Ok(permit) => Box::pin(run(Arc::clone(&self.handler), opened, permit)),
+                            Err(Declined::Unknown(why)) => {
+                                tracing::debug!(stream = opened.stream.id, why = %why, "a stream not served; reset");
+                                opened.stream.reset(StreamError::UnknownMethod(why));
+                                continue;
+                            }
+                            Err(Declined::Overloaded(refused)) => {
+                                tracing::debug!(
+                                    stream = opened.stream.id,
+                                    "a stream over the limit; refused"
+                                );
+                                Box::pin(async move {
+                                    refuse(&opened, Refusal::Overloaded, refused).await;
+                                })
+                            }
+                        }
+                    };
+                    handlers.push(handler);
                 }
-                _ = shutdown.changed(), if !stopping => {
+                while let Poll::Ready(Some(())) = handlers.poll_next_unpin(cx) {}
+                if !stopping && changed.as_mut().poll(cx).is_ready() {
                     stopping = true;
-                    if handlers.is_empty() {
-                        break;
-                    }
                 }
+                // Last: what every handler polled above wrote leaves in one send.
+                if wanted.as_mut().poll(cx).is_ready() {
+                    return Poll::Ready(true);
+                }
+                if (stopping || ended.is_some()) && handlers.is_empty() {
+                    return Poll::Ready(false);
+                }
+                Poll::Pending
+            });
+            if !flush.await {
+                break;
             }
+            // A failed send fails the connection, which the reader sees.
+            let _ = session.flush().await;
         }
-        while handlers.join_next().await.is_some() {}
-        session.stop();
+        session.end(ended.unwrap_or_else(closed_here)).await;
     }
 }
+
+/// A stream's handler (or its refusal), run inside its connection's task.
+type Handler = Pin<Box<dyn Future<Output = ()> + Send>>;
 
 /// Ends a stream the server will not run with `refused` in its trailer, which also
 /// names the refusal under [`HEADER_KEY`](crate::refusal::HEADER_KEY), as a refused

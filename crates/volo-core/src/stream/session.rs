@@ -1,15 +1,20 @@
 //! One connection's streams on tokio: the driver of a [`StreamCore`], which holds
 //! every rule of the connection (see [`core`](super::core)).
 //!
-//! A session owns the connection and its core, behind one lock. Three tasks serve
-//! it: the reader cuts frames ([`frame_len`]) and gives each to the core, then
-//! hands the streams a server's peer opened to its accept loop; the flusher sends
-//! what the core and the streams' senders left in the output, once per wake-up, so
-//! that the frames of many streams share a send; the timekeeper sleeps on the
-//! session's [`Timer`] until the core's next deadline (a stream's, the wait for a
-//! server's window) and tells the core the time then. A stream's halves call the
-//! core under the lock, writing straight into the connection's output, and wait
-//! on the stream's wake-ups, which the core's events fire.
+//! A session owns the connection and its core, behind one lock. Its reader
+//! ([`Session::read`]) cuts frames ([`frame_len`]) and gives each to the core; its
+//! timekeeper task sleeps on the session's [`Timer`] until the core's next
+//! deadline (a stream's, the wait for a server's window) and tells the core the
+//! time then. A stream's halves call the core under the lock, writing straight
+//! into the connection's output, and wait on the stream's wake-ups, which the
+//! core's events fire.
+//!
+//! A client's session runs its reader in a task, and a flusher task sends what
+//! the streams left in the output, once per wake-up. A server's is driven by its
+//! accept loop, in one task with the streams' handlers
+//! ([`Session::server`]): the loop takes every frame that has arrived, polls the
+//! handlers those frames woke, and then flushes once, so the answers of the
+//! streams of one connection leave together, as multiplexed call replies do.
 //!
 //! The reader never waits for a stream's application, except for a peer that does
 //! not take part in flow control (Kitex) whose stream's queue is full: the core
@@ -22,7 +27,7 @@ use std::time::{Duration, Instant};
 
 use bytes::Bytes;
 use thrift_codec::{LinkBuffer, Utf8Bytes};
-use tokio::sync::{Notify, mpsc};
+use tokio::sync::Notify;
 
 use super::StreamConfig;
 use super::core::{Accepted, Event, Side, StreamCore};
@@ -66,6 +71,8 @@ pub(crate) struct Session {
     sooner: Notify,
     /// Called once if the connection breaks under open streams.
     on_break: Mutex<Option<OnBreak>>,
+    /// Its caller flushes, once per turn ([`server`](Self::server)); no flusher.
+    pub(super) driven: bool,
 }
 
 /// What the session's lock guards: the core, and what the driver keeps beside it.
@@ -119,6 +126,9 @@ pub(super) struct Wrote {
 /// waits for the socket) instead of leaving it to the flusher.
 pub(super) const FLUSH_HIGH_WATER: usize = 256 * 1024;
 
+/// Frames read in a row before the reader yields to other work.
+const READ_RUN: u32 = 64;
+
 /// Longest a session that closes its connection waits for the peer to take what is
 /// still in its output (an rst, a trailer).
 pub(crate) const CLOSING_FLUSH_WAIT: Duration = Duration::from_secs(1);
@@ -135,37 +145,41 @@ impl Session {
         timer: Timer,
         metrics: Option<StreamCounters>,
     ) -> Arc<Session> {
-        let session = Session::new(conn, Side::Client, config, timer, metrics);
-        let reader = read_frames(Arc::clone(&session), None, None);
+        let session = Session::new(conn, Side::Client, config, timer, metrics, false);
+        let reader = Arc::clone(&session).read(None);
+        let ender = Arc::clone(&session);
         tokio::spawn(async move {
-            reader.await;
+            let error = reader.await;
+            ender.end(error).await;
             drop(reactor);
         });
         session
     }
 
-    /// A server's session on `conn`, whose first frame was `first`, its tasks
-    /// started: the streams clients open go to `opened`.
+    /// A server's session on `conn`, driven by its caller in a task of the
+    /// caller's: it polls [`read`](Self::read) (started with the connection's first
+    /// frame), takes the streams the peer opened ([`take_opened`](Self::take_opened))
+    /// and runs them, and flushes ([`flush`](Self::flush)) once
+    /// [`flush_wanted`](Self::flush_wanted) says that frames wait, after the
+    /// streams ready in that turn have written theirs: they leave in one send.
+    /// [`end`](Self::end) closes it.
     pub(crate) fn server(
         conn: Conn,
         config: StreamConfig,
-        first: Bytes,
-        opened: mpsc::UnboundedSender<Opened>,
         metrics: Option<StreamCounters>,
     ) -> Arc<Session> {
-        let session = Session::new(conn, Side::Server, config, Timer::default(), metrics);
-        tokio::spawn(read_frames(Arc::clone(&session), Some(first), Some(opened)));
-        session
+        Session::new(conn, Side::Server, config, Timer::default(), metrics, true)
     }
 
-    /// A session with its flusher and timekeeper started (its reader is the
-    /// caller's to start).
+    /// A session with its timekeeper started, and its flusher unless its caller
+    /// flushes (`driven`); its reader is the caller's to start.
     fn new(
         conn: Conn,
         side: Side,
         config: StreamConfig,
         timer: Timer,
         metrics: Option<StreamCounters>,
+        driven: bool,
     ) -> Arc<Session> {
         let session = Arc::new(Session {
             conn,
@@ -185,8 +199,11 @@ impl Session {
             flush_wanted: Notify::new(),
             sooner: Notify::new(),
             on_break: Mutex::new(None),
+            driven,
         });
-        tokio::spawn(flush_later(Arc::clone(&session)));
+        if !driven {
+            tokio::spawn(flush_later(Arc::clone(&session)));
+        }
         tokio::spawn(keep_time(Arc::clone(&session)));
         session
     }
@@ -248,12 +265,15 @@ impl Session {
     /// Acts on the core's events (under the lock).
     fn settle(&self, inner: &mut Inner, after: &mut After) {
         while let Some(event) = inner.core.poll_event() {
-            let signals = |id| inner.signals.get(&id);
             match event {
                 Event::Opened(accepted) => {
                     if let Some(m) = &self.metrics {
                         m.open.inc();
                     }
+                    // Its wake-ups and span now: frames read in the same turn may
+                    // be for it already.
+                    let service = accepted.service.as_deref().unwrap_or_default();
+                    self.signals(inner, accepted.id, &accepted.method, service);
                     inner.accepted.push(accepted);
                 }
                 Event::Refused(_) => {
@@ -266,7 +286,7 @@ impl Session {
                         m.received.inc();
                         m.received_bytes.inc_by(len as u64);
                     }
-                    if let Some(s) = signals(id) {
+                    if let Some(s) = inner.signals.get(&id) {
                         if !s.span.is_disabled() {
                             tracing::trace!(parent: &s.span, bytes = len, "stream message received");
                         }
@@ -274,12 +294,12 @@ impl Session {
                     }
                 }
                 Event::Readable(id) => {
-                    if let Some(s) = signals(id) {
+                    if let Some(s) = inner.signals.get(&id) {
                         s.readable.notify_one();
                     }
                 }
                 Event::Writable(id) => {
-                    if let Some(s) = signals(id) {
+                    if let Some(s) = inner.signals.get(&id) {
                         s.writable.notify_one();
                     }
                 }
@@ -287,7 +307,7 @@ impl Session {
                     if let Some(m) = &self.metrics {
                         m.ended(outcome);
                     }
-                    if let Some(s) = signals(id)
+                    if let Some(s) = inner.signals.get(&id)
                         && !s.span.is_disabled()
                     {
                         match outcome {
@@ -310,15 +330,15 @@ impl Session {
         }
     }
 
-    /// A stream's halves' state for stream `id`, kept with the core's until the
-    /// last half goes.
-    fn adopt(
-        self: &Arc<Self>,
+    /// The wake-ups and span of stream `id`, kept until the last of its halves
+    /// goes.
+    fn signals(
+        &self,
         inner: &mut Inner,
         id: i32,
-        method: Utf8Bytes,
+        method: &Utf8Bytes,
         service: &str,
-    ) -> Arc<StreamShared> {
+    ) -> Arc<Signals> {
         let span = tracing::info_span!(
             "rpc.stream",
             otel.name = %format_args!("{service}/{method}"),
@@ -339,7 +359,7 @@ impl Session {
             span,
         });
         inner.signals.insert(id, Arc::clone(&signals));
-        Arc::new(StreamShared::new(id, method, Arc::clone(self), signals))
+        signals
     }
 
     /// Whether streams can still be opened on it.
@@ -387,7 +407,10 @@ impl Session {
             let opened = self.conn.write_with(|out| {
                 (inner.core).open(out, method.clone(), service, header, deadline)
             });
-            let stream = opened.map(|id| self.adopt(&mut inner, id, method, service));
+            let stream = opened.map(|id| {
+                let signals = self.signals(&mut inner, id, &method, service);
+                Arc::new(StreamShared::new(id, method, Arc::clone(self), signals))
+            });
             self.settle(&mut inner, &mut after);
             stream
         };
@@ -424,103 +447,117 @@ impl Session {
         self.with_core(|core, _| core.orphan());
     }
 
-    /// Hands the streams the peer opened to the accept loop; one it cannot take is
-    /// refused.
-    fn hand_over(self: &Arc<Self>, opened: Option<&mpsc::UnboundedSender<Opened>>) {
-        let accepted = std::mem::take(&mut self.inner().accepted);
+    /// The streams the peer opened since the last call, for the caller to run or
+    /// refuse.
+    pub(crate) fn take_opened(self: &Arc<Self>) -> Vec<Opened> {
+        let mut inner = self.inner();
+        let accepted = std::mem::take(&mut inner.accepted);
+        let mut opened = Vec::with_capacity(accepted.len());
         for a in accepted {
-            let service = a.service.as_deref().unwrap_or_default();
-            let stream = self.adopt(&mut self.inner(), a.id, a.method, service);
-            let delivered = opened.is_some_and(|tx| {
-                tx.send(Opened {
-                    stream: Arc::clone(&stream),
-                    header: a.header,
-                    service: a.service,
-                })
-                .is_ok()
+            let signals = match inner.signals.get(&a.id) {
+                Some(s) => Arc::clone(s),
+                None => {
+                    let service = a.service.as_deref().unwrap_or_default();
+                    self.signals(&mut inner, a.id, &a.method, service)
+                }
+            };
+            opened.push(Opened {
+                stream: Arc::new(StreamShared::new(a.id, a.method, Arc::clone(self), signals)),
+                header: a.header,
+                service: a.service,
             });
-            if !delivered {
-                stream.reset(StreamError::Refused(
-                    "the server is not accepting streams".into(),
-                ));
+        }
+        opened
+    }
+
+    /// Completes when something waits in the output for a flush (a driven
+    /// session's caller polls it last in its turn).
+    pub(crate) fn flush_wanted(&self) -> tokio::sync::futures::Notified<'_> {
+        self.flush_wanted.notified()
+    }
+
+    /// Gives the core frames until the connection ends or the session is stopped;
+    /// then every stream still open fails, and the error is returned. It yields
+    /// now and then to a caller that polls it beside other work.
+    pub(crate) async fn read(self: Arc<Self>, first: Option<Bytes>) -> StreamError {
+        let limits = self.config.frame;
+        let mut first = first;
+        let mut run = 0u32;
+        loop {
+            if !self.inner().core.wants_frame() {
+                // A peer that does not take part in flow control filled a queue: the
+                // only brake it leaves.
+                tokio::select! {
+                    () = self.room.notified() => continue,
+                    () = self.stop.notified() => return self.lose(closed_here()),
+                }
+            }
+            let bytes = match first.take() {
+                Some(b) => Ok(Some(b)),
+                None => tokio::select! {
+                    read = self.conn.read_frame(|input| match input.peek(4) {
+                        Some(head) => frame_len(head, &limits)
+                            .map_err(|e| io::Error::new(io::ErrorKind::InvalidData, e)),
+                        None => Ok(None),
+                    }) => read,
+                    () = self.stop.notified() => return self.lose(closed_here()),
+                },
+            };
+            let bytes = match bytes {
+                Ok(Some(b)) => b,
+                Ok(None) => {
+                    return self.lose(StreamError::Connection {
+                        kind: io::ErrorKind::UnexpectedEof,
+                        message: "the peer closed the connection".into(),
+                    });
+                }
+                Err(e) => return self.lose(StreamError::connection(&e)),
+            };
+            let now = self.timer.now();
+            let (handled, wrote) = self.with_core(|core, out| core.handle_input(out, &bytes, now));
+            if let Err(e) = handled {
+                return self.lose(e);
+            }
+            if wrote.any {
+                self.flush_wanted.notify_one();
+            }
+            run = run.wrapping_add(1);
+            if run.is_multiple_of(READ_RUN) {
+                tokio::task::yield_now().await;
             }
         }
+    }
+
+    /// The connection ended with `error`: every stream still open fails with it;
+    /// the flusher and the timekeeper end.
+    fn lose(&self, error: StreamError) -> StreamError {
+        self.with_core(|core, _| core.connection_lost(error.clone()));
+        self.flush_wanted.notify_one();
+        self.sooner.notify_one();
+        error
+    }
+
+    /// Closes the connection, which ended with `error` (or is ended here): sends
+    /// what the output holds first (an rst, a trailer), waiting at most
+    /// [`CLOSING_FLUSH_WAIT`] on the session's clock for a peer that does not read.
+    pub(crate) async fn end(&self, error: StreamError) {
+        self.lose(error);
+        tokio::select! {
+            _ = self.flush() => {}
+            () = self.timer.after(CLOSING_FLUSH_WAIT) => {
+                tracing::debug!("stream connection: the peer took no output before the close");
+            }
+        }
+        self.conn.close();
     }
 }
 
 /// The error of a session this side stopped.
-fn closed_here() -> StreamError {
+pub(crate) fn closed_here() -> StreamError {
     StreamError::Connection {
         kind: io::ErrorKind::ConnectionAborted,
         message: "the session was closed here".into(),
     }
-}
-
-/// The reader: gives the core frames until the connection ends or the session is
-/// stopped, then fails every stream still open, sends what the output holds
-/// (waiting at most [`CLOSING_FLUSH_WAIT`] on the session's clock for a peer that
-/// does not read), and closes the connection.
-async fn read_frames(
-    session: Arc<Session>,
-    first: Option<Bytes>,
-    opened: Option<mpsc::UnboundedSender<Opened>>,
-) {
-    let limits = session.config.frame;
-    let mut first = first;
-    let error = loop {
-        if !session.inner().core.wants_frame() {
-            // A peer that does not take part in flow control filled a queue: the
-            // only brake it leaves.
-            tokio::select! {
-                () = session.room.notified() => continue,
-                () = session.stop.notified() => break closed_here(),
-            }
-        }
-        let bytes = match first.take() {
-            Some(b) => Ok(Some(b)),
-            None => tokio::select! {
-                read = session.conn.read_frame(|input| match input.peek(4) {
-                    Some(head) => frame_len(head, &limits)
-                        .map_err(|e| io::Error::new(io::ErrorKind::InvalidData, e)),
-                    None => Ok(None),
-                }) => read,
-                () = session.stop.notified() => break closed_here(),
-            },
-        };
-        let bytes = match bytes {
-            Ok(Some(b)) => b,
-            Ok(None) => {
-                break StreamError::Connection {
-                    kind: io::ErrorKind::UnexpectedEof,
-                    message: "the peer closed the connection".into(),
-                };
-            }
-            Err(e) => break StreamError::connection(&e),
-        };
-        let now = session.timer.now();
-        let (handled, wrote) = session.with_core(|core, out| core.handle_input(out, &bytes, now));
-        session.hand_over(opened.as_ref());
-        if let Err(e) = handled {
-            break e;
-        }
-        if wrote.any {
-            session.flush_wanted.notify_one();
-        }
-    };
-    session.with_core(|core, _| core.connection_lost(error));
-    // The flusher and the timekeeper end too.
-    session.flush_wanted.notify_one();
-    session.sooner.notify_one();
-    drop(opened);
-    // What was written (an rst, a trailer) leaves before the close, unless the peer
-    // does not take it in time.
-    tokio::select! {
-        _ = session.flush() => {}
-        () = session.timer.after(CLOSING_FLUSH_WAIT) => {
-            tracing::debug!("stream connection: the peer took no output before the close");
-        }
-    }
-    session.conn.close();
 }
 
 /// The flusher: sends what senders left in the output, once per wake-up, until the

@@ -134,7 +134,19 @@ impl StreamShared {
         if !self.signals.span.is_disabled() {
             tracing::trace!(parent: &self.signals.span, bytes = size, "stream message sent");
         }
-        if wrote.pending > FLUSH_HIGH_WATER {
+        if self.session.driven {
+            // The driver sends what the streams wrote once their turn is over: a
+            // sender far ahead lets it (and the reader) run first, and any sender
+            // gives way now and then, so that one that never waits for credit
+            // (a peer that does not count) cannot hold the connection's task.
+            self.session.flush_wanted.notify_one();
+            if wrote.pending > FLUSH_HIGH_WATER {
+                tokio::task::yield_now().await;
+            } else {
+                tokio::task::coop::consume_budget().await;
+            }
+            Ok(())
+        } else if wrote.pending > FLUSH_HIGH_WATER {
             // The socket is behind: this sender waits for it.
             self.session.flush().await
         } else {
@@ -174,6 +186,11 @@ impl StreamShared {
         let (closed, _) =
             (self.session).with_core(|core, out| core.close_send(out, id, error, after_rst));
         closed?;
+        if self.session.driven {
+            // Sent with what the other streams write in this turn.
+            self.session.flush_wanted.notify_one();
+            return Ok(());
+        }
         self.session.flush().await
     }
 
