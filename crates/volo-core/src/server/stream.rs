@@ -264,10 +264,10 @@ impl Serving {
         let mut ended = None;
         let mut stopping = false;
         loop {
-            let wanted = session.flush_wanted();
             let changed = shutdown.changed();
-            tokio::pin!(wanted, changed);
+            tokio::pin!(changed);
             let flush = std::future::poll_fn(|cx| {
+                session.begin_turn();
                 if ended.is_none()
                     && let Poll::Ready(e) = reading.as_mut().poll(cx)
                 {
@@ -304,7 +304,7 @@ impl Serving {
                     stopping = true;
                 }
                 // Last: what every handler polled above wrote leaves in one send.
-                if wanted.as_mut().poll(cx).is_ready() {
+                if session.poll_flush_wanted(cx).is_ready() {
                     return Poll::Ready(true);
                 }
                 if (stopping || ended.is_some()) && handlers.is_empty() {

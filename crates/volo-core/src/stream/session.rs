@@ -22,10 +22,13 @@
 
 use std::collections::HashMap;
 use std::io;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
+use std::task::{Context, Poll};
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
+use futures_util::task::AtomicWaker;
 use thrift_codec::{LinkBuffer, Utf8Bytes};
 use tokio::sync::Notify;
 
@@ -64,8 +67,12 @@ pub(crate) struct Session {
     pub(super) timer: Timer,
     /// This side's stream counters, when metrics are on.
     pub(super) metrics: Option<StreamCounters>,
-    /// Tells the flusher that frames wait in the output.
-    pub(super) flush_wanted: Notify,
+    /// Tells the flusher that frames wait in the output (a client's).
+    flush_wanted: Notify,
+    /// Frames wait in the output for the driver's flush (a driven session's).
+    dirty: AtomicBool,
+    /// The driver, waiting for something to flush (a driven session's).
+    driver: AtomicWaker,
     /// Tells the timekeeper that the core's next deadline came sooner than the
     /// one it waits for (or that the connection ended).
     sooner: Notify,
@@ -160,7 +167,7 @@ impl Session {
     /// caller's: it polls [`read`](Self::read) (started with the connection's first
     /// frame), takes the streams the peer opened ([`take_opened`](Self::take_opened))
     /// and runs them, and flushes ([`flush`](Self::flush)) once
-    /// [`flush_wanted`](Self::flush_wanted) says that frames wait, after the
+    /// [`poll_flush_wanted`](Self::poll_flush_wanted) says that frames wait, after the
     /// streams ready in that turn have written theirs: they leave in one send.
     /// [`end`](Self::end) closes it.
     pub(crate) fn server(
@@ -197,6 +204,8 @@ impl Session {
             timer,
             metrics,
             flush_wanted: Notify::new(),
+            dirty: AtomicBool::new(false),
+            driver: AtomicWaker::new(),
             sooner: Notify::new(),
             on_break: Mutex::new(None),
             driven,
@@ -470,10 +479,34 @@ impl Session {
         opened
     }
 
-    /// Completes when something waits in the output for a flush (a driven
-    /// session's caller polls it last in its turn).
-    pub(crate) fn flush_wanted(&self) -> tokio::sync::futures::Notified<'_> {
-        self.flush_wanted.notified()
+    /// Asks for what waits in the output to be sent: by the flusher, or (driven)
+    /// by the driver once its turn is over.
+    pub(super) fn want_flush(&self) {
+        if !self.driven {
+            self.flush_wanted.notify_one();
+        } else if !self.dirty.swap(true, Ordering::AcqRel)
+            && let Some(driver) = self.driver.take()
+        {
+            // Written outside the driver's turn (its turn takes the waker first).
+            driver.wake();
+        }
+    }
+
+    /// (Driven) A turn begins: what the turn writes needs no wake-up, as the
+    /// driver looks at the end of it ([`poll_flush_wanted`](Self::poll_flush_wanted)).
+    pub(crate) fn begin_turn(&self) {
+        drop(self.driver.take());
+    }
+
+    /// (Driven) Ready once something waits in the output for a flush; until then
+    /// `cx` is woken when something is written.
+    pub(crate) fn poll_flush_wanted(&self, cx: &mut Context<'_>) -> Poll<()> {
+        self.driver.register(cx.waker());
+        if self.dirty.swap(false, Ordering::AcqRel) {
+            drop(self.driver.take());
+            return Poll::Ready(());
+        }
+        Poll::Pending
     }
 
     /// Gives the core frames until the connection ends or the session is stopped;
@@ -488,13 +521,16 @@ impl Session {
                 // A peer that does not take part in flow control filled a queue: the
                 // only brake it leaves.
                 tokio::select! {
+                    biased;
                     () = self.room.notified() => continue,
                     () = self.stop.notified() => return self.lose(closed_here()),
                 }
             }
             let bytes = match first.take() {
                 Some(b) => Ok(Some(b)),
+                // A frame already in the input is taken without a look at `stop`.
                 None => tokio::select! {
+                    biased;
                     read = self.conn.read_frame(|input| match input.peek(4) {
                         Some(head) => frame_len(head, &limits)
                             .map_err(|e| io::Error::new(io::ErrorKind::InvalidData, e)),
@@ -513,13 +549,12 @@ impl Session {
                 }
                 Err(e) => return self.lose(StreamError::connection(&e)),
             };
-            let now = self.timer.now();
-            let (handled, wrote) = self.with_core(|core, out| core.handle_input(out, &bytes, now));
+            let (handled, wrote) = self.with_core(|core, out| core.handle_input(out, &bytes));
             if let Err(e) = handled {
                 return self.lose(e);
             }
             if wrote.any {
-                self.flush_wanted.notify_one();
+                self.want_flush();
             }
             run = run.wrapping_add(1);
             if run.is_multiple_of(READ_RUN) {
@@ -532,7 +567,7 @@ impl Session {
     /// the flusher and the timekeeper end.
     fn lose(&self, error: StreamError) -> StreamError {
         self.with_core(|core, _| core.connection_lost(error.clone()));
-        self.flush_wanted.notify_one();
+        self.want_flush();
         self.sooner.notify_one();
         error
     }
@@ -597,7 +632,7 @@ async fn keep_time(session: Arc<Session>) {
                 let now = session.timer.now();
                 let (_, wrote) = session.with_core(|core, out| core.handle_timeout(out, now));
                 if wrote.any {
-                    session.flush_wanted.notify_one();
+                    session.want_flush();
                 }
             }
             () = session.sooner.notified() => {}

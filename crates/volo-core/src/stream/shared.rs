@@ -4,6 +4,7 @@
 
 use std::sync::Arc;
 use std::task::Poll;
+use std::time::Duration;
 
 use bytes::Bytes;
 use thrift_codec::{LinkBuffer, Utf8Bytes};
@@ -11,6 +12,9 @@ use thrift_codec::{LinkBuffer, Utf8Bytes};
 use super::core::StreamCore;
 use super::error::{HandlerError, Metadata, StreamError};
 use super::session::{FLUSH_HIGH_WATER, Session, Signals, Wrote};
+
+/// How far off the time a send gives the core may be.
+const SEND_CLOCK_TOLERANCE: Duration = Duration::from_millis(10);
 
 /// The state of one stream as its halves hold it: its id, and the session whose
 /// core keeps the rest. The core lets the stream go when this is dropped.
@@ -44,7 +48,7 @@ impl StreamShared {
     fn with_core<R>(&self, f: impl FnOnce(&mut StreamCore, &mut LinkBuffer) -> R) -> (R, Wrote) {
         let (r, wrote) = self.session.with_core(f);
         if wrote.any {
-            self.session.flush_wanted.notify_one();
+            self.session.want_flush();
         }
         (r, wrote)
     }
@@ -113,7 +117,9 @@ impl StreamShared {
         let id = self.id;
         let mut encode = Some(encode);
         let wrote = loop {
-            let now = self.session.timer.now();
+            // Only a client's wait for the server's window (100 ms by default)
+            // starts from it: a tick of the coarse clock is close enough.
+            let now = self.session.timer.now_within(SEND_CLOCK_TOLERANCE);
             let (sent, wrote) = self.session.with_core(|core, out| {
                 let encode = |out: &mut LinkBuffer| {
                     if let Some(encode) = encode.take() {
@@ -139,7 +145,7 @@ impl StreamShared {
             // sender far ahead lets it (and the reader) run first, and any sender
             // gives way now and then, so that one that never waits for credit
             // (a peer that does not count) cannot hold the connection's task.
-            self.session.flush_wanted.notify_one();
+            self.session.want_flush();
             if wrote.pending > FLUSH_HIGH_WATER {
                 tokio::task::yield_now().await;
             } else {
@@ -152,7 +158,7 @@ impl StreamShared {
         } else {
             // Sent by the flusher once the tasks ready now have written theirs: the
             // messages of many streams share a send.
-            self.session.flush_wanted.notify_one();
+            self.session.want_flush();
             Ok(())
         }
     }
@@ -188,7 +194,7 @@ impl StreamShared {
         closed?;
         if self.session.driven {
             // Sent with what the other streams write in this turn.
-            self.session.flush_wanted.notify_one();
+            self.session.want_flush();
             return Ok(());
         }
         self.session.flush().await

@@ -14,7 +14,7 @@ pub(crate) type Sleep = Pin<Box<dyn Future<Output = ()> + Send>>;
 /// test's).
 #[derive(Clone)]
 pub(crate) struct Timer {
-    now: Arc<dyn Fn() -> Instant + Send + Sync>,
+    now: Arc<dyn Fn(Duration) -> Instant + Send + Sync>,
     sleep: Arc<dyn Fn(Instant) -> Sleep + Send + Sync>,
 }
 
@@ -22,14 +22,20 @@ impl Timer {
     pub(crate) fn new(clock: impl Clock) -> Timer {
         let now = clock.clone();
         Timer {
-            now: Arc::new(move || now.now()),
+            now: Arc::new(move |tolerance| now.now_within(tolerance)),
             sleep: Arc::new(move |at| Box::pin(clock.sleep_until(at))),
         }
     }
 
     /// The clock's time.
     pub(crate) fn now(&self) -> Instant {
-        (self.now)()
+        (self.now)(Duration::ZERO)
+    }
+
+    /// The clock's time to within `tolerance` ([`Clock::now_within`]), read more
+    /// cheaply where the clock can.
+    pub(crate) fn now_within(&self, tolerance: Duration) -> Instant {
+        (self.now)(tolerance)
     }
 
     /// Completes once the clock reaches `at`.

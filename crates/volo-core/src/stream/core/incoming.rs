@@ -3,7 +3,6 @@
 //! stream.
 
 use std::io;
-use std::time::Instant;
 
 use bytes::Bytes;
 use thrift_codec::{ApplicationException, ApplicationExceptionKind, LinkBuffer, Utf8Bytes};
@@ -21,15 +20,10 @@ impl StreamCore {
     /// Takes one whole frame as it arrived (its LENGTH field included). A frame
     /// that cannot be read fails the connection (every stream with it) and the
     /// error is returned: the driver closes the connection.
-    pub fn handle_input(
-        &mut self,
-        out: &mut LinkBuffer,
-        bytes: &Bytes,
-        now: Instant,
-    ) -> Result<(), StreamError> {
+    pub fn handle_input(&mut self, out: &mut LinkBuffer, bytes: &Bytes) -> Result<(), StreamError> {
         match Frame::decode(bytes, &self.config.frame) {
             Ok(frame) => {
-                self.handle_frame(out, frame, now);
+                self.handle_frame(out, frame);
                 Ok(())
             }
             Err(e) => {
@@ -46,8 +40,7 @@ impl StreamCore {
 
     /// Routes one frame that arrived. Answers (a window, a refusal, an rst) are
     /// written to `out`.
-    pub fn handle_frame(&mut self, out: &mut LinkBuffer, frame: Frame, now: Instant) {
-        let _ = now;
+    pub fn handle_frame(&mut self, out: &mut LinkBuffer, frame: Frame) {
         if self.closed.is_some() {
             return;
         }

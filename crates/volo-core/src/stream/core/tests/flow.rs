@@ -53,7 +53,7 @@ fn a_counting_sender_waits_for_credit_and_the_receiver_grants_it_as_it_takes() {
     assert_eq!(grants[0].kind, FrameKind::Meta);
     assert!(grants[0].meta_value(CREDIT_KEY).is_some());
     for g in &grants {
-        p.client.feed(g, p.now);
+        p.client.feed(g);
     }
     assert!(p.client.events[before..].contains(&Event::Writable(id)));
     assert!(p.client.send(id, &[0; 4 * KIB], p.now).is_ready());
@@ -62,21 +62,20 @@ fn a_counting_sender_waits_for_credit_and_the_receiver_grants_it_as_it_takes() {
 #[test]
 fn a_counting_peer_beyond_its_credit_gets_its_stream_reset() {
     let mut server = End::new(Side::Server, small());
-    let now = std::time::Instant::now();
     let mut header = kitex_header(1, "Upload");
     header.meta.push((
         Utf8Bytes::from_static(WINDOW_KEY),
         Utf8Bytes::from(INITIAL_CREDIT.to_string()),
     ));
-    server.feed(&header, now);
+    server.feed(&header);
     server.written();
     // 32 KiB messages: one within the window, a second overdraws it, a third
     // breaks it.
     for _ in 0..2 {
-        server.feed(&data(1, 32 * KIB), now);
+        server.feed(&data(1, 32 * KIB));
     }
     assert!(server.written().is_empty());
-    server.feed(&data(1, 32 * KIB), now);
+    server.feed(&data(1, 32 * KIB));
     let rst = server.written();
     assert_eq!(
         rst.iter().map(|f| f.kind).collect::<Vec<_>>(),
@@ -92,15 +91,14 @@ fn a_counting_peer_beyond_its_credit_gets_its_stream_reset() {
 #[test]
 fn a_kitex_client_that_does_not_count_holds_the_reader_when_its_queue_is_full() {
     let mut server = End::new(Side::Server, small());
-    let now = std::time::Instant::now();
-    server.feed(&kitex_header(1, "Upload"), now);
+    server.feed(&kitex_header(1, "Upload"));
     assert!(
         server.written().is_empty(),
         "no window for a peer that did not grant one"
     );
     let mut fed = 0;
     while server.core.wants_frame() {
-        server.feed(&data(1, 8 * KIB), now);
+        server.feed(&data(1, 8 * KIB));
         fed += 1;
     }
     assert_eq!(
@@ -113,7 +111,7 @@ fn a_kitex_client_that_does_not_count_holds_the_reader_when_its_queue_is_full() 
     assert!(server.saw(&Event::Room));
     assert!(server.written().is_empty());
     // So does the stream's end.
-    server.feed(&data(1, 8 * KIB), now);
+    server.feed(&data(1, 8 * KIB));
     assert!(!server.core.wants_frame());
     server.reset(1, StreamError::Cancelled("done".into()));
     assert!(server.core.wants_frame());
@@ -129,14 +127,14 @@ fn a_kitex_servers_header_without_a_window_lifts_the_clients_limit() {
         header[0].meta_value(WINDOW_KEY).is_some(),
         "the client asks"
     );
-    client.feed(&Frame::new(FrameKind::Header, id), now);
+    client.feed(&Frame::new(FrameKind::Header, id));
     for _ in 0..100 {
         assert_eq!(client.send(id, &[0; 4 * KIB], now), Poll::Ready(Ok(())));
     }
     // Its messages hold the reader at a window's worth, with no grant.
     let mut fed = 0;
     while client.core.wants_frame() {
-        client.feed(&data(id, 8 * KIB), now);
+        client.feed(&data(id, 8 * KIB));
         fed += 1;
     }
     assert_eq!(
@@ -186,10 +184,10 @@ fn a_server_that_hears_the_client_stopped_counting_holds_its_messages_as_kitexs(
     let mut told = Frame::new(FrameKind::Meta, id);
     told.meta
         .push((Utf8Bytes::from_static(UNCOUNTED_KEY), Utf8Bytes::new()));
-    p.server.feed(&told, p.now);
+    p.server.feed(&told);
     let mut fed = 0;
     while p.server.core.wants_frame() {
-        p.server.feed(&data(id, 8 * KIB), p.now);
+        p.server.feed(&data(id, 8 * KIB));
         fed += 1;
     }
     assert!(fed > 1);
@@ -324,7 +322,7 @@ fn a_frame_that_cannot_be_read_fails_the_connection() {
     let error = p
         .server
         .core
-        .handle_input(&mut p.server.out, &garbage, p.now)
+        .handle_input(&mut p.server.out, &garbage)
         .expect_err("not a frame");
     assert!(matches!(
         error,

@@ -171,7 +171,7 @@ fn a_client_rst_fails_the_servers_halves_and_the_handlers_answer_is_dropped() {
         [FrameKind::Header, FrameKind::Trailer]
     );
     for frame in &answer {
-        p.client.feed(frame, p.now);
+        p.client.feed(frame);
     }
     assert!(p.client.written().is_empty(), "dropped without an answer");
     assert!(matches!(
@@ -221,28 +221,27 @@ fn an_unknown_method_is_reset_at_once_and_the_client_says_which() {
 #[test]
 fn frames_for_streams_never_opened_get_an_rst_and_those_for_ended_ones_are_dropped() {
     let mut server = End::new(Side::Server, StreamConfig::default());
-    let now = std::time::Instant::now();
-    server.feed(&data(7, 3), now);
+    server.feed(&data(7, 3));
     let rst = server.written();
     assert_eq!(rst.len(), 1);
     assert_eq!((rst[0].kind, rst[0].stream_id), (FrameKind::Rst, 7));
     let e = read_exception(rst[0].payload.clone()).expect("an exception");
     assert!(e.message.contains("before the stream's header"), "{e}");
     // An rst for a stream never opened is not answered.
-    server.feed(&Frame::new(FrameKind::Rst, 9), now);
+    server.feed(&Frame::new(FrameKind::Rst, 9));
     assert!(server.written().is_empty());
     // A stream that ended: what was in flight is dropped, silently.
-    server.feed(&kitex_header(3, "Echo"), now);
+    server.feed(&kitex_header(3, "Echo"));
     assert_eq!(server.opened().len(), 1);
     server.reset(3, StreamError::Cancelled("gone".into()));
     server.written();
-    server.feed(&data(3, 3), now);
-    server.feed(&Frame::new(FrameKind::Trailer, 3), now);
+    server.feed(&data(3, 3));
+    server.feed(&Frame::new(FrameKind::Trailer, 3));
     assert!(server.written().is_empty());
     // The same at a client, for any id.
     let mut client = End::new(Side::Client, StreamConfig::default());
-    client.feed(&data(5, 3), now);
-    client.feed(&kitex_header(5, "Echo"), now);
+    client.feed(&data(5, 3));
+    client.feed(&kitex_header(5, "Echo"));
     assert!(client.written().is_empty());
     assert_eq!(client.core.kept_streams(), 0);
 }
@@ -250,11 +249,10 @@ fn frames_for_streams_never_opened_get_an_rst_and_those_for_ended_ones_are_dropp
 #[test]
 fn data_after_the_peers_trailer_resets_that_stream_alone() {
     let mut server = End::new(Side::Server, StreamConfig::default());
-    let now = std::time::Instant::now();
-    server.feed(&kitex_header(1, "Echo"), now);
-    server.feed(&kitex_header(3, "Echo"), now);
-    server.feed(&Frame::new(FrameKind::Trailer, 1), now);
-    server.feed(&data(1, 3), now);
+    server.feed(&kitex_header(1, "Echo"));
+    server.feed(&kitex_header(3, "Echo"));
+    server.feed(&Frame::new(FrameKind::Trailer, 1));
+    server.feed(&data(1, 3));
     let rst = server.written();
     assert_eq!(
         rst.iter()
@@ -310,7 +308,7 @@ fn a_window_that_is_not_a_number_refuses_the_stream() {
         Utf8Bytes::from_static(crate::stream::flow::WINDOW_KEY),
         Utf8Bytes::from_static("lots"),
     ));
-    server.feed(&header, std::time::Instant::now());
+    server.feed(&header);
     assert!(server.opened().is_empty());
     let refused = server.written();
     assert_eq!(refused[0].kind, FrameKind::Trailer);

@@ -82,12 +82,12 @@ impl End {
     }
 
     /// Feeds it `frame` as if it arrived.
-    fn feed(&mut self, frame: &Frame, now: Instant) {
+    fn feed(&mut self, frame: &Frame) {
         let mut wire = LinkBuffer::new();
         frame.encode(&mut wire).expect("a frame within limits");
         let bytes = wire.next(wire.len());
         self.core
-            .handle_input(&mut self.out, &bytes, now)
+            .handle_input(&mut self.out, &bytes)
             .expect("a readable frame");
         self.collect();
     }
@@ -128,7 +128,7 @@ impl End {
 }
 
 /// Hands `to` what `from` wrote, as long as it reads; whether anything moved.
-fn deliver(from: &mut End, to: &mut End, now: Instant) -> bool {
+fn deliver(from: &mut End, to: &mut End) -> bool {
     let mut moved = false;
     while to.core.wants_frame()
         && let Some(bytes) = cut(&mut from.out)
@@ -136,7 +136,7 @@ fn deliver(from: &mut End, to: &mut End, now: Instant) -> bool {
         moved = true;
         // A frame that cannot be read fails the connection; tests of it look at the
         // core.
-        let _ = to.core.handle_input(&mut to.out, &bytes, now);
+        let _ = to.core.handle_input(&mut to.out, &bytes);
         to.collect();
     }
     moved
@@ -173,8 +173,8 @@ impl Pair {
     /// side whose reader is held takes nothing until it is let go).
     fn drive(&mut self) {
         loop {
-            let to_server = deliver(&mut self.client, &mut self.server, self.now);
-            let to_client = deliver(&mut self.server, &mut self.client, self.now);
+            let to_server = deliver(&mut self.client, &mut self.server);
+            let to_client = deliver(&mut self.server, &mut self.client);
             if !to_server && !to_client {
                 return;
             }
