@@ -73,6 +73,9 @@ pub(crate) struct Session {
     dirty: AtomicBool,
     /// The driver, waiting for something to flush (a driven session's).
     driver: AtomicWaker,
+    /// Told (all waiters) after each of the driver's flushes, and when the
+    /// connection ends: senders far ahead of the socket wait for it.
+    pub(super) flushed: Notify,
     /// Tells the timekeeper that the core's next deadline came sooner than the
     /// one it waits for (or that the connection ended).
     sooner: Notify,
@@ -206,6 +209,7 @@ impl Session {
             flush_wanted: Notify::new(),
             dirty: AtomicBool::new(false),
             driver: AtomicWaker::new(),
+            flushed: Notify::new(),
             sooner: Notify::new(),
             on_break: Mutex::new(None),
             driven,
@@ -439,10 +443,9 @@ impl Session {
     /// Sends what is in the output, after any flush in progress.
     pub(crate) async fn flush(&self) -> Result<(), StreamError> {
         let _turn = self.flushing.lock().await;
-        self.conn
-            .flush()
-            .await
-            .map_err(|e| StreamError::connection(&e))
+        let flushed = self.conn.flush().await;
+        self.flushed.notify_waiters();
+        flushed.map_err(|e| StreamError::connection(&e))
     }
 
     /// Calls `f` once if the connection breaks (fails, or the peer closes it) while
@@ -568,6 +571,7 @@ impl Session {
     fn lose(&self, error: StreamError) -> StreamError {
         self.with_core(|core, _| core.connection_lost(error.clone()));
         self.want_flush();
+        self.flushed.notify_waiters();
         self.sooner.notify_one();
         error
     }

@@ -141,14 +141,18 @@ impl StreamShared {
             tracing::trace!(parent: &self.signals.span, bytes = size, "stream message sent");
         }
         if self.session.driven {
-            // The driver sends what the streams wrote once their turn is over: a
-            // sender far ahead lets it (and the reader) run first, and any sender
-            // gives way now and then, so that one that never waits for credit
-            // (a peer that does not count) cannot hold the connection's task.
-            self.session.want_flush();
+            // The driver sends what the streams wrote once their turn is over. A
+            // sender far ahead of the socket waits for the driver's next flush
+            // (a wait the driver's turn ends on, so that it flushes), and any
+            // sender gives way now and then, so that one that never waits for
+            // credit (a peer that does not count) cannot hold the connection's
+            // task.
             if wrote.pending > FLUSH_HIGH_WATER {
-                tokio::task::yield_now().await;
+                let flushed = self.session.flushed.notified();
+                self.session.want_flush();
+                flushed.await;
             } else {
+                self.session.want_flush();
                 tokio::task::coop::consume_budget().await;
             }
             Ok(())
