@@ -15,7 +15,7 @@
 //! - **routing**: a header opens a stream (at a server) or answers its opening (at
 //!   a client); data goes to the stream's queue; a trailer ends the peer's direction;
 //!   an rst ends the stream; a meta frame grants credit or says the peer's window
-//!   ([`flow`](super::flow)). A frame for a stream that is not open is dropped, one
+//!   ([`flow`]). A frame for a stream that is not open is dropped, one
 //!   for a stream never opened gets an rst, and a frame that cannot be read fails
 //!   the connection;
 //! - **each stream's lifecycle**: header, messages and trailer each way, resets,

@@ -19,7 +19,7 @@ impl StreamCore {
     /// `out` after the frame's head (and this side's header, if it is still due).
     /// `Pending` while the peer's credit is spent: [`Event::Writable`] says when to
     /// try again. A client whose initial credit is spent before the server said
-    /// whether it counts waits [`StreamConfig::decision_wait`] from `now` at most.
+    /// whether it counts waits [`StreamConfig::decision_wait`](crate::stream::StreamConfig::decision_wait) from `now` at most.
     pub fn send(
         &mut self,
         out: &mut LinkBuffer,
