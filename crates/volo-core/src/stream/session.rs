@@ -95,6 +95,8 @@ pub(super) struct Inner {
     accepted: Vec<Accepted>,
     /// The deadline the timekeeper waits for.
     armed: Option<Instant>,
+    /// Where operations that seldom write write ([`Session::with_core`]).
+    aside: LinkBuffer,
 }
 
 /// A stream's wake-ups and its `rpc.stream` span.
@@ -200,6 +202,7 @@ impl Session {
                 signals: HashMap::new(),
                 accepted: Vec::new(),
                 armed: None,
+                aside: LinkBuffer::new(),
             }),
             flushing: tokio::sync::Mutex::new(()),
             room: Notify::new(),
@@ -225,10 +228,47 @@ impl Session {
         lock(&self.inner)
     }
 
-    /// Runs `f` on the core with the connection's output, then acts on the core's
-    /// events: wakes the streams concerned, counts, and, once the lock is let go,
-    /// tells of a break or stops an idle connection.
+    /// Runs `f` on the core with an output of the session's own, moved into the
+    /// connection's output only if `f` wrote there (most operations write nothing:
+    /// taking a message, a data frame arriving), then acts on the core's events as
+    /// [`with_output`](Self::with_output) does. The move happens under the core's
+    /// lock, so frames keep their order.
     pub(super) fn with_core<R>(
+        &self,
+        f: impl FnOnce(&mut StreamCore, &mut LinkBuffer) -> R,
+    ) -> (R, Wrote) {
+        let mut after = After::default();
+        let done = {
+            let mut guard = self.inner();
+            let inner = &mut *guard;
+            let r = f(&mut inner.core, &mut inner.aside);
+            let wrote = match inner.aside.is_empty() {
+                true => Wrote {
+                    any: false,
+                    pending: 0,
+                },
+                false => self.conn.write_with(|out| {
+                    while let Some(node) = inner.aside.pop_node() {
+                        out.insert(node);
+                    }
+                    Wrote {
+                        any: true,
+                        pending: out.len(),
+                    }
+                }),
+            };
+            self.settle(inner, &mut after);
+            (r, wrote)
+        };
+        self.act(after);
+        done
+    }
+
+    /// Runs `f` on the core with the connection's output (for a message, encoded
+    /// straight into it), then acts on the core's events: wakes the streams
+    /// concerned, counts, and, once the lock is let go, tells of a break or stops
+    /// an idle connection.
+    pub(super) fn with_output<R>(
         &self,
         f: impl FnOnce(&mut StreamCore, &mut LinkBuffer) -> R,
     ) -> (R, Wrote) {

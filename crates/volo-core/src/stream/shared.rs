@@ -120,7 +120,7 @@ impl StreamShared {
             // Only a client's wait for the server's window (100 ms by default)
             // starts from it: a tick of the coarse clock is close enough.
             let now = self.session.timer.now_within(SEND_CLOCK_TOLERANCE);
-            let (sent, wrote) = self.session.with_core(|core, out| {
+            let (sent, wrote) = self.session.with_output(|core, out| {
                 let encode = |out: &mut LinkBuffer| {
                     if let Some(encode) = encode.take() {
                         encode(out);
