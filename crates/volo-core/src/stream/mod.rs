@@ -103,6 +103,7 @@ pub mod frame;
 pub(crate) mod handle;
 pub(crate) mod session;
 mod shared;
+mod tasks;
 #[cfg(test)]
 pub(crate) mod tests;
 mod timer;

@@ -2,12 +2,12 @@
 //! every rule of the connection (see [`core`](super::core)).
 //!
 //! A session owns the connection and its core, behind one lock. Its reader
-//! ([`Session::read`]) cuts frames ([`frame_len`]) and gives each to the core; its
-//! timekeeper task sleeps on the session's [`Timer`] until the core's next
-//! deadline (a stream's, the wait for a server's window) and tells the core the
-//! time then. A stream's halves call the core under the lock, writing straight
-//! into the connection's output, and wait on the stream's wake-ups, which the
-//! core's events fire.
+//! ([`Session::read`]) cuts frames ([`frame_len`](super::frame::frame_len)) and
+//! gives each to the core; its timekeeper task sleeps on the session's [`Timer`]
+//! until the core's next deadline (a stream's, the wait for a server's window) and
+//! tells the core the time then. A stream's halves call the core under the lock,
+//! writing straight into the connection's output, and wait on the stream's
+//! wake-ups, which the core's events fire.
 //!
 //! A client's session runs its reader in a task, and a flusher task sends what
 //! the streams left in the output, once per wake-up. A server's is driven by its
@@ -21,13 +21,11 @@
 //! says so ([`StreamCore::wants_frame`]) and the reader waits until it has room.
 
 use std::collections::HashMap;
-use std::io;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::task::{Context, Poll};
 use std::time::{Duration, Instant};
 
-use bytes::Bytes;
 use futures_util::task::AtomicWaker;
 use thrift_codec::{LinkBuffer, Utf8Bytes};
 use tokio::sync::Notify;
@@ -35,8 +33,9 @@ use tokio::sync::Notify;
 use super::StreamConfig;
 use super::core::{Accepted, Event, Side, StreamCore};
 use super::error::{Metadata, StreamError};
-use super::frame::frame_len;
 pub(crate) use super::shared::StreamShared;
+pub(crate) use super::tasks::closed_here;
+use super::tasks::{flush_later, keep_time};
 pub(crate) use super::timer::Timer;
 use crate::metrics::StreamCounters;
 use crate::transport::{Conn, FrameIo, lock};
@@ -53,22 +52,22 @@ pub(crate) struct Opened {
 /// One connection's streams.
 #[derive(Debug)]
 pub(crate) struct Session {
-    conn: Conn,
+    pub(super) conn: Conn,
     side: Side,
-    config: StreamConfig,
+    pub(super) config: StreamConfig,
     inner: Mutex<Inner>,
     /// One flush at a time; a flush sends what every writer put in the output.
     flushing: tokio::sync::Mutex<()>,
     /// Told when the reader, held by a full queue, may read again.
-    room: Notify,
+    pub(super) room: Notify,
     /// Tells the reader to stop.
-    stop: Notify,
+    pub(super) stop: Notify,
     /// The clock of the core's deadlines and of the closing wait.
     pub(super) timer: Timer,
     /// This side's stream counters, when metrics are on.
     pub(super) metrics: Option<StreamCounters>,
     /// Tells the flusher that frames wait in the output (a client's).
-    flush_wanted: Notify,
+    pub(super) flush_wanted: Notify,
     /// Frames wait in the output for the driver's flush (a driven session's).
     dirty: AtomicBool,
     /// The driver, waiting for something to flush (a driven session's).
@@ -78,7 +77,7 @@ pub(crate) struct Session {
     pub(super) flushed: Notify,
     /// Tells the timekeeper that the core's next deadline came sooner than the
     /// one it waits for (or that the connection ended).
-    sooner: Notify,
+    pub(super) sooner: Notify,
     /// Called once if the connection breaks under open streams.
     on_break: Mutex<Option<OnBreak>>,
     /// Its caller flushes, once per turn ([`server`](Self::server)); no flusher.
@@ -94,7 +93,7 @@ pub(super) struct Inner {
     /// Streams the peer opened, for the reader to hand over.
     accepted: Vec<Accepted>,
     /// The deadline the timekeeper waits for.
-    armed: Option<Instant>,
+    pub(super) armed: Option<Instant>,
     /// Where operations that seldom write write ([`Session::with_core`]).
     aside: LinkBuffer,
 }
@@ -137,9 +136,6 @@ pub(super) struct Wrote {
 /// Bytes waiting in a connection's output above which a sender flushes itself (and
 /// waits for the socket) instead of leaving it to the flusher.
 pub(super) const FLUSH_HIGH_WATER: usize = 256 * 1024;
-
-/// Frames read in a row before the reader yields to other work.
-const READ_RUN: u32 = 64;
 
 /// Longest a session that closes its connection waits for the peer to take what is
 /// still in its output (an rst, a trailer).
@@ -550,136 +546,5 @@ impl Session {
             return Poll::Ready(());
         }
         Poll::Pending
-    }
-
-    /// Gives the core frames until the connection ends or the session is stopped;
-    /// then every stream still open fails, and the error is returned. It yields
-    /// now and then to a caller that polls it beside other work.
-    pub(crate) async fn read(self: Arc<Self>, first: Option<Bytes>) -> StreamError {
-        let limits = self.config.frame;
-        let mut first = first;
-        let mut run = 0u32;
-        loop {
-            if !self.inner().core.wants_frame() {
-                // A peer that does not take part in flow control filled a queue: the
-                // only brake it leaves.
-                tokio::select! {
-                    biased;
-                    () = self.room.notified() => continue,
-                    () = self.stop.notified() => return self.lose(closed_here()),
-                }
-            }
-            let bytes = match first.take() {
-                Some(b) => Ok(Some(b)),
-                // A frame already in the input is taken without a look at `stop`.
-                None => tokio::select! {
-                    biased;
-                    read = self.conn.read_frame(|input| match input.peek(4) {
-                        Some(head) => frame_len(head, &limits)
-                            .map_err(|e| io::Error::new(io::ErrorKind::InvalidData, e)),
-                        None => Ok(None),
-                    }) => read,
-                    () = self.stop.notified() => return self.lose(closed_here()),
-                },
-            };
-            let bytes = match bytes {
-                Ok(Some(b)) => b,
-                Ok(None) => {
-                    return self.lose(StreamError::Connection {
-                        kind: io::ErrorKind::UnexpectedEof,
-                        message: "the peer closed the connection".into(),
-                    });
-                }
-                Err(e) => return self.lose(StreamError::connection(&e)),
-            };
-            let (handled, wrote) = self.with_core(|core, out| core.handle_input(out, &bytes));
-            if let Err(e) = handled {
-                return self.lose(e);
-            }
-            if wrote.any {
-                self.want_flush();
-            }
-            run = run.wrapping_add(1);
-            if run.is_multiple_of(READ_RUN) {
-                tokio::task::yield_now().await;
-            }
-        }
-    }
-
-    /// The connection ended with `error`: every stream still open fails with it;
-    /// the flusher and the timekeeper end.
-    fn lose(&self, error: StreamError) -> StreamError {
-        self.with_core(|core, _| core.connection_lost(error.clone()));
-        self.want_flush();
-        self.flushed.notify_waiters();
-        self.sooner.notify_one();
-        error
-    }
-
-    /// Closes the connection, which ended with `error` (or is ended here): sends
-    /// what the output holds first (an rst, a trailer), waiting at most
-    /// [`CLOSING_FLUSH_WAIT`] on the session's clock for a peer that does not read.
-    pub(crate) async fn end(&self, error: StreamError) {
-        self.lose(error);
-        tokio::select! {
-            _ = self.flush() => {}
-            () = self.timer.after(CLOSING_FLUSH_WAIT) => {
-                tracing::debug!("stream connection: the peer took no output before the close");
-            }
-        }
-        self.conn.close();
-    }
-}
-
-/// The error of a session this side stopped.
-pub(crate) fn closed_here() -> StreamError {
-    StreamError::Connection {
-        kind: io::ErrorKind::ConnectionAborted,
-        message: "the session was closed here".into(),
-    }
-}
-
-/// The flusher: sends what senders left in the output, once per wake-up, until the
-/// connection has ended (a failed send fails the connection, which the reader
-/// sees).
-async fn flush_later(session: Arc<Session>) {
-    loop {
-        session.flush_wanted.notified().await;
-        if session.inner().core.closed().is_some() {
-            return;
-        }
-        if session.flush().await.is_err() {
-            session.conn.close();
-            return;
-        }
-    }
-}
-
-/// The timekeeper: sleeps until the core's next deadline and tells the core the
-/// time then, until the connection has ended.
-async fn keep_time(session: Arc<Session>) {
-    loop {
-        let due = {
-            let mut inner = session.inner();
-            if inner.core.closed().is_some() {
-                return;
-            }
-            inner.armed = inner.core.poll_timeout();
-            inner.armed
-        };
-        let Some(at) = due else {
-            session.sooner.notified().await;
-            continue;
-        };
-        tokio::select! {
-            () = session.timer.sleep_until(at) => {
-                let now = session.timer.now();
-                let (_, wrote) = session.with_core(|core, out| core.handle_timeout(out, now));
-                if wrote.any {
-                    session.want_flush();
-                }
-            }
-            () = session.sooner.notified() => {}
-        }
     }
 }
