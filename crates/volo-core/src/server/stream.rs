@@ -315,8 +315,11 @@ impl Serving {
             if !flush.await {
                 break;
             }
-            // A failed send fails the connection, which the reader sees.
-            let _ = session.flush().await;
+            if session.flush().await.is_err() {
+                // The connection failed: the reader stops (if the socket does not
+                // tell it first), every stream fails, and the handlers end.
+                session.stop();
+            }
         }
         session.end(ended.unwrap_or_else(closed_here)).await;
     }
