@@ -4,6 +4,7 @@
 //! says so.
 
 mod flow;
+mod hostile;
 mod lifecycle;
 
 use std::task::Poll;
