@@ -141,15 +141,10 @@ impl fmt::Debug for OpenedStream {
 }
 
 impl OpenedStream {
-    /// `stream`, reset once its deadline (if any) passes on `timer`.
-    pub(crate) fn new(
-        stream: Arc<StreamShared>,
-        timeout: Option<Duration>,
-        timer: &Timer,
-    ) -> OpenedStream {
-        let deadline = timeout.map(|t| expire(&stream, t, timer));
+    /// `stream`, reset (cancelled) if dropped before it ended.
+    pub(crate) fn new(stream: Arc<StreamShared>) -> OpenedStream {
         OpenedStream {
-            guard: Arc::new(CancelOnDrop { stream, deadline }),
+            guard: Arc::new(CancelOnDrop { stream }),
         }
     }
 
@@ -242,18 +237,15 @@ impl StreamPool {
         }
     }
 
-    /// The clock of its streams' deadlines.
-    pub(crate) fn timer(&self) -> &Timer {
-        &self.timer
-    }
-
-    /// Opens a stream of `method` of `service` on the next connection that takes it.
-    /// An error says whether the header may have left ([`Error::may_have_run`]).
+    /// Opens a stream of `method` of `service` on the next connection that takes it,
+    /// reset once `timeout` (if any) has passed on the pool's clock. An error says
+    /// whether the header may have left ([`Error::may_have_run`]).
     pub(crate) async fn open(
         &self,
         method: Utf8Bytes,
         service: &str,
         header: &Metadata,
+        timeout: Option<Duration>,
     ) -> Result<Arc<StreamShared>, Error> {
         let Some(_opening) = self.begin_opening() else {
             // Discovery dropped the instance since the balancer picked it: nothing
@@ -265,7 +257,7 @@ impl StreamPool {
         // Each connection in turn, from the next one, until one takes the stream.
         for _ in 0..self.slots.len() {
             let session = self.session().await?;
-            match session.open(method.clone(), service, header).await {
+            match session.open(method.clone(), service, header, timeout).await {
                 Ok(stream) => return Ok(stream),
                 Err(e @ StreamError::Refused(_)) => last = Some(e),
                 Err(e) => return Err(open_failed(e)),
@@ -499,10 +491,10 @@ impl StreamClient {
         let method = Utf8Bytes::from(method.to_owned());
         let stream = self
             .pool
-            .open(method, &self.service, header)
+            .open(method, &self.service, header, timeout)
             .await
             .map_err(open_error)?;
-        Ok(OpenedStream::new(stream, timeout, &self.pool.timer).typed())
+        Ok(OpenedStream::new(stream).typed())
     }
 
     /// Streams open across its connections.
@@ -510,26 +502,6 @@ impl StreamClient {
     pub(crate) fn open_streams(&self) -> usize {
         self.pool.open_streams()
     }
-}
-
-/// Resets `stream` with a deadline error once `timeout` has passed, unless it ended
-/// first: a timer task, stopped when the stream's handle goes.
-fn expire(
-    stream: &Arc<StreamShared>,
-    timeout: Duration,
-    timer: &Timer,
-) -> tokio::task::AbortHandle {
-    let stream = Arc::downgrade(stream);
-    let passed = timer.after(timeout);
-    tokio::spawn(async move {
-        passed.await;
-        if let Some(stream) = stream.upgrade()
-            && !stream.is_over()
-        {
-            stream.reset(StreamError::DeadlineExceeded);
-        }
-    })
-    .abort_handle()
 }
 
 /// A client's stream: it sends requests and receives responses, and is reset

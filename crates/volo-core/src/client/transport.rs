@@ -502,12 +502,13 @@ impl Service<ClientContext, StreamRequest> for Transport {
             with_meta = all;
             &with_meta
         };
+        let timeout = req.timeout().or(self.inner.config.streams.timeout);
+        let method = req.method_name().to_utf8();
         let stream = pool
-            .open(req.method_name().to_utf8(), &cx.rpc.callee.service, header)
+            .open(method, &cx.rpc.callee.service, header, timeout)
             .await
             .map_err(|e| e.with_instance(addr))?;
-        let timeout = req.timeout().or(self.inner.config.streams.timeout);
-        Ok(OpenedStream::new(stream, timeout, pool.timer()))
+        Ok(OpenedStream::new(stream))
     }
 }
 

@@ -6,10 +6,11 @@ use std::fmt;
 use std::future::Future;
 use std::pin::Pin;
 use std::sync::Arc;
+use std::task::Poll;
 
+use futures_util::stream::{FuturesUnordered, StreamExt};
 use thrift_codec::{Message, Utf8Bytes};
-use tokio::sync::{mpsc, watch};
-use tokio::task::JoinSet;
+use tokio::sync::watch;
 
 use super::DispatchError;
 use super::opening::{OpenStream, StreamOpening};
@@ -17,13 +18,16 @@ use crate::codec::{Framing, Protocol};
 use crate::context::{Address, ServerContext};
 use crate::metrics::Metrics;
 use crate::stream::handle::{Receiver, Sender};
-use crate::stream::session::{Opened, Session, StreamShared};
+use crate::stream::session::{Opened, Session, StreamShared, closed_here};
 use crate::stream::{HandlerError, Metadata, StreamConfig, StreamError};
 use crate::transport::{Conn, FrameIo};
 
-/// Serves streams: one call of [`serve`](Self::serve) per stream a client opens, on
-/// a task of its own. The generated `<Service>StreamServer` implements it for a
-/// service's streaming methods.
+/// Serves streams: one call of [`serve`](Self::serve) per stream a client opens, run
+/// inside its connection's task beside the other streams of that connection (as a
+/// multiplexed connection's calls run), so that their answers leave together; a
+/// handler with heavy CPU work should move it off with `spawn_blocking`. The
+/// generated `<Service>StreamServer` implements it for a service's streaming
+/// methods.
 ///
 /// Before it spawns a handler, the server asks [`service_name`](Self::service_name)
 /// and [`serves_method`](Self::serves_method) whether the stream is one the handler
@@ -238,6 +242,12 @@ impl Serving {
 
     /// Serves the streams of `conn`, whose first frame was `first`, until the peer
     /// closes it; after `shutdown`, the streams in progress run to their end.
+    ///
+    /// The handlers run inside this task, beside the connection's reader (no task
+    /// per stream, as the calls of a multiplexed connection run in its own): each
+    /// turn takes every frame that has arrived, polls the handlers those frames
+    /// woke, and then flushes once, so that what the streams answer in one turn
+    /// leaves in one send.
     pub(crate) async fn serve_conn(
         &self,
         conn: Conn,
@@ -247,44 +257,63 @@ impl Serving {
     ) {
         let counters = metrics.map(|m| m.streams(true).clone());
         let peer = conn.peer();
-        let (tx, mut rx) = mpsc::unbounded_channel();
-        let session = Session::server(conn, self.config, first, tx, counters.clone());
+        let session = Session::server(conn, self.config, counters);
+        let mut reading = Box::pin(Arc::clone(&session).read(Some(first)));
         // Dropped with this future (the server gave up waiting): the handlers with it.
-        let mut handlers = JoinSet::new();
+        let mut handlers = FuturesUnordered::<Handler>::new();
+        let mut ended = None;
         let mut stopping = false;
         loop {
-            tokio::select! {
-                opened = rx.recv() => match opened {
-                    Some(opened) if !stopping => match self.route(&opened) {
-                        Ok(()) => {
-                            handlers.spawn(self.run(opened, peer.clone()));
-                        }
-                        Err(why) => {
-                            tracing::debug!(stream = opened.stream.id, why = %why, "a stream not served; reset");
-                            opened.stream.reset(StreamError::UnknownMethod(why));
-                        }
-                    },
-                    Some(opened) => {
+            let changed = shutdown.changed();
+            tokio::pin!(changed);
+            let flush = std::future::poll_fn(|cx| {
+                session.begin_turn();
+                if ended.is_none()
+                    && let Poll::Ready(e) = reading.as_mut().poll(cx)
+                {
+                    ended = Some(e);
+                }
+                for opened in session.take_opened() {
+                    let handler: Handler = if stopping {
                         // Shutting down: new streams are refused, those in progress end.
-                        end(&opened.stream, Err(DispatchError::Closing)).await;
-                    }
-                    None => break,
-                },
-                Some(_) = handlers.join_next(), if !handlers.is_empty() => {
-                    if stopping && handlers.is_empty() {
-                        break;
-                    }
+                        Box::pin(async move {
+                            end(&opened.stream, Err(DispatchError::Closing)).await;
+                        })
+                    } else {
+                        match self.route(&opened) {
+                            Ok(()) => Box::pin(self.run(opened, peer.clone())),
+                            Err(why) => {
+                                tracing::debug!(stream = opened.stream.id, why = %why, "a stream not served; reset");
+                                opened.stream.reset(StreamError::UnknownMethod(why));
+                                continue;
+                            }
+                        }
+                    };
+                    handlers.push(handler);
                 }
-                _ = shutdown.changed(), if !stopping => {
+                while let Poll::Ready(Some(())) = handlers.poll_next_unpin(cx) {}
+                if !stopping && changed.as_mut().poll(cx).is_ready() {
                     stopping = true;
-                    if handlers.is_empty() {
-                        break;
-                    }
                 }
+                // Last: what every handler polled above wrote leaves in one send.
+                if session.poll_flush_wanted(cx).is_ready() {
+                    return Poll::Ready(true);
+                }
+                if (stopping || ended.is_some()) && handlers.is_empty() {
+                    return Poll::Ready(false);
+                }
+                Poll::Pending
+            });
+            if !flush.await {
+                break;
+            }
+            if session.flush().await.is_err() {
+                // The connection failed: the reader stops (if the socket does not
+                // tell it first), every stream fails, and the handlers end.
+                session.stop();
             }
         }
-        while handlers.join_next().await.is_some() {}
-        session.stop();
+        session.end(ended.unwrap_or_else(closed_here)).await;
     }
 
     /// Whether the handler serves the service and method of `opened`; if not, why,
@@ -354,6 +383,10 @@ impl Serving {
         cx
     }
 }
+
+/// A stream's handler, through the stack (or its refusal), run inside its
+/// connection's task.
+type Handler = Pin<Box<dyn Future<Output = ()> + Send>>;
 
 /// Ends a stream with `outcome` in its trailer: empty for `Ok`, the error otherwise.
 /// A refusal (the stack's limiter, a closing server) is also named under

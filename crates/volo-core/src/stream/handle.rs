@@ -16,19 +16,14 @@ use super::error::{Metadata, StreamError};
 use super::session::StreamShared;
 
 /// Resets the stream when the last half of a client's stream goes before the
-/// stream ended (Kitex's cancel), takes it out of its connection's table, and stops
-/// its deadline's timer.
+/// stream ended (Kitex's cancel), and takes it out of its connection's table.
 #[derive(Debug)]
 pub(crate) struct CancelOnDrop {
     pub(crate) stream: Arc<StreamShared>,
-    pub(crate) deadline: Option<tokio::task::AbortHandle>,
 }
 
 impl Drop for CancelOnDrop {
     fn drop(&mut self) {
-        if let Some(timer) = &self.deadline {
-            timer.abort();
-        }
         if self.stream.is_over() {
             self.stream.forget();
         } else {

@@ -5,8 +5,11 @@
 //! - [`frame`] reads and writes the frames, with their limits and typed errors.
 //! - [`flow`] is the flow control of one stream: a credit window that Kitex peers
 //!   skip, and a bounded queue either way.
-//! - A session (one per connection, shared by client and server) routes frames to
-//!   streams and gathers their writes;
+//! - [`core`] holds every rule of one streaming connection without I/O: frames, the
+//!   application's operations and the time in; frames and events out.
+//! - A session (one per connection, shared by client and server) drives such a
+//!   core on tokio: it reads frames into it, runs its timers, and gathers the
+//!   writes of its streams into shared sends;
 //!   [`StreamClient`](crate::client::StreamClient) opens streams over a pool of such
 //!   connections, and a [`Server`](crate::server::Server) given a
 //!   [`StreamHandler`](crate::server::StreamHandler) serves them on the same port as
@@ -95,13 +98,17 @@
 //!   its next connection only when the one tried refused it before anything was
 //!   sent (its stream limit).
 
+pub mod core;
 pub mod error;
 pub mod flow;
 pub mod frame;
 pub(crate) mod handle;
 pub(crate) mod session;
+mod shared;
+mod tasks;
 #[cfg(test)]
 pub(crate) mod tests;
+mod timer;
 
 pub use error::{HandlerError, Metadata, StreamError};
 pub use frame::{BizStatus, Frame, FrameError, FrameKind, FrameLimits};

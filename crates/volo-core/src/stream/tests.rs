@@ -1115,7 +1115,7 @@ fn a_peer_that_does_not_read_holds_a_closing_session_only_so_long() {
             let reactor = dialer.reactor().cloned();
             let s = session::Session::client(conn, reactor, StreamConfig::default(), timer, None);
             let stream = s
-                .open("echo".into(), "Test", &Metadata::new())
+                .open("echo".into(), "Test", &Metadata::new(), None)
                 .await
                 .expect("open");
             let mut send = Box::pin(stream.send_with(size, |out| {

@@ -514,9 +514,11 @@ fn a_retired_pool_lets_an_opening_under_way_finish() {
         let reactor = crate::client::transport::reactor_for(&config).unwrap();
         let dialer = Dialer::new(reactor, a.address.clone(), &config);
         let pool = StreamPool::new(dialer, &config.streams, Timer::default(), None, None);
-        let opened = |s| OpenedStream::new(s, None, pool.timer()).typed::<Text, Text>();
+        let opened = |s| OpenedStream::new(s).typed::<Text, Text>();
         // A connection, idle once its first stream ended.
-        let first = pool.open("who".into(), "Test", &Metadata::new()).await;
+        let first = pool
+            .open("who".into(), "Test", &Metadata::new(), None)
+            .await;
         let mut first = opened(first.expect("a stream"));
         assert_eq!(
             first.recv().await.unwrap().and_then(|m| m.text).as_deref(),
@@ -530,7 +532,7 @@ fn a_retired_pool_lets_an_opening_under_way_finish() {
         pool.retire();
         assert!(session.is_open(), "kept for the opening under way");
         let e = pool
-            .open("who".into(), "Test", &Metadata::new())
+            .open("who".into(), "Test", &Metadata::new(), None)
             .await
             .unwrap_err();
         assert!(
@@ -538,7 +540,9 @@ fn a_retired_pool_lets_an_opening_under_way_finish() {
             "no new opening, and one another instance may take: {e:?}"
         );
         // The opening under way opens its stream, and ends.
-        let stream = session.open("echo".into(), "Test", &Metadata::new()).await;
+        let stream = session
+            .open("echo".into(), "Test", &Metadata::new(), None)
+            .await;
         let mut stream = opened(stream.expect("the stream under way"));
         drop(opening);
         assert!(pool.connection(0).is_none(), "let go");
