@@ -146,6 +146,10 @@ async fn checks(cli: &Cli, addr: &Address) -> Result<bool, Usage> {
             }
         }
     }
+    // The process exits next: the rsts of the streams the checks dropped (the
+    // cancel, the deadline) leave first, so the server sees them, not a cut.
+    c.client().close().await;
+    slow.client().close().await;
     Ok(failed == 0)
 }
 

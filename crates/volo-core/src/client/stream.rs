@@ -248,9 +248,12 @@ impl StreamPool {
         timeout: Option<Duration>,
     ) -> Result<Arc<StreamShared>, Error> {
         let Some(_opening) = self.begin_opening() else {
-            // Discovery dropped the instance since the balancer picked it: nothing
-            // left, so another instance may take the stream.
-            let gone = io::Error::new(io::ErrorKind::NotConnected, "the instance left discovery");
+            // Discovery dropped the instance since the balancer picked it (or the
+            // client was closed): nothing left, so another instance may take it.
+            let gone = io::Error::new(
+                io::ErrorKind::NotConnected,
+                "no new streams there: the instance left discovery or the client was closed",
+            );
             return Err(Error::io(gone).with_sent(false));
         };
         let mut last = None;
@@ -330,6 +333,23 @@ impl StreamPool {
         self.retired.store(true, Ordering::SeqCst);
         if self.openings.load(Ordering::SeqCst) == 0 {
             self.orphan_all();
+        }
+    }
+
+    /// No new streams; waits until each connection has closed once its last stream
+    /// ended, and what was written on it (an rst, a trailer) has been sent.
+    pub(crate) async fn close(&self) {
+        self.retired.store(true, Ordering::SeqCst);
+        let mut closing = Vec::new();
+        for slot in &self.slots {
+            // Waits for a connection being opened in the slot.
+            if let Some(s) = slot.lock().await.take() {
+                s.orphan();
+                closing.push(s);
+            }
+        }
+        for s in closing {
+            s.closed().await;
         }
     }
 
@@ -495,6 +515,21 @@ impl StreamClient {
             .await
             .map_err(open_error)?;
         Ok(OpenedStream::new(stream).typed())
+    }
+
+    /// Closes the client: no new streams (an opening fails with
+    /// [`StreamError::Open`]); once the streams open on a connection have ended,
+    /// what was written on it (a dropped stream's rst, a deadline's) is sent and the
+    /// connection closed. Returns when every connection is closed.
+    ///
+    /// Dropping the client closes its connections the same way, but in the
+    /// background: a program that exits right after would cut the rsts still on
+    /// their way, and the server would see a closed connection instead of a cancel
+    /// or a deadline. Await this before exiting. It waits for streams still open, so
+    /// end or drop them first (a peer that takes nothing holds each connection at
+    /// most a second more, on the client's clock).
+    pub async fn close(&self) {
+        self.pool.close().await;
     }
 
     /// Streams open across its connections.

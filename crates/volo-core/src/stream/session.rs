@@ -82,6 +82,8 @@ pub(crate) struct Session {
     on_break: Mutex<Option<OnBreak>>,
     /// Its caller flushes, once per turn ([`server`](Self::server)); no flusher.
     pub(super) driven: bool,
+    /// Becomes `true` once the connection is closed ([`end`](Self::end)).
+    pub(super) closed: tokio::sync::watch::Sender<bool>,
 }
 
 /// What the session's lock guards: the core, and what the driver keeps beside it.
@@ -212,6 +214,7 @@ impl Session {
             sooner: Notify::new(),
             on_break: Mutex::new(None),
             driven,
+            closed: tokio::sync::watch::Sender::new(false),
         });
         if !driven {
             tokio::spawn(flush_later(Arc::clone(&session)));
@@ -493,6 +496,14 @@ impl Session {
     /// Its client is gone: the connection closes once no stream is open on it.
     pub(crate) fn orphan(&self) {
         self.with_core(|core, _| core.orphan());
+    }
+
+    /// Waits until the connection is closed: its reader has ended and what was in
+    /// its output (an rst, a trailer) has been sent, or the closing wait passed.
+    pub(crate) async fn closed(&self) {
+        let mut closed = self.closed.subscribe();
+        // The sender lives in `self`, so the channel cannot close while we wait.
+        let _ = closed.wait_for(|closed| *closed).await;
     }
 
     /// The streams the peer opened since the last call, for the caller to run or

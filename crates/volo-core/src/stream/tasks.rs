@@ -91,6 +91,7 @@ impl Session {
             }
         }
         self.conn.close();
+        self.closed.send_replace(true);
     }
 }
 

@@ -1076,6 +1076,52 @@ fn an_rst_written_as_the_client_goes_reaches_the_peer_before_the_close() {
     peer.join().expect("the peer");
 }
 
+/// `StreamClient::close` returns only once the connection is closed with what was
+/// written on it sent, so a program may exit right after: here the runtime (and with
+/// it every task the client started) is dropped as soon as `close` returns, as a
+/// process that exits would, and the peer still gets the dropped stream's rst.
+#[test]
+fn a_closed_client_has_sent_its_rsts_before_close_returns() {
+    const ROUNDS: usize = 24;
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
+    let addr = listener.local_addr().expect("an address");
+    let peer = std::thread::spawn(move || {
+        (0..ROUNDS)
+            .map(|_| record_connection(&listener))
+            .collect::<Vec<_>>()
+    });
+    for i in 0..ROUNDS {
+        let kind = [TransportKind::Netpoll, TransportKind::Tokio][i % 2];
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .expect("a runtime");
+        rt.block_on(async {
+            let clock = ManualClock::new();
+            let c = raw_client(kind, addr, &clock);
+            let s = c
+                .open::<Text, Text>("echo", &Metadata::new())
+                .await
+                .expect("open");
+            drop(s);
+            tokio::time::timeout(Duration::from_secs(20), c.close())
+                .await
+                .expect("close returns once the connection is closed");
+            match c.open::<Text, Text>("echo", &Metadata::new()).await {
+                Err(StreamError::Open { .. }) => {}
+                other => panic!("round {i}: an opening after close: {other:?}"),
+            }
+        });
+        drop(rt);
+    }
+    for (i, frames) in peer.join().expect("the peer").into_iter().enumerate() {
+        let kinds: Vec<_> = frames.iter().map(|f| f.kind).collect();
+        assert_eq!(kinds, [FrameKind::Header, FrameKind::Rst], "round {i}");
+        let e = frame::read_exception(frames[1].payload.clone()).expect("an exception");
+        assert_eq!(e.kind.id(), error::CODE_CANCELED, "round {i}");
+    }
+}
+
 /// A peer that takes nothing more cannot hold a closing connection: the session
 /// waits [`CLOSING_FLUSH_WAIT`](session::CLOSING_FLUSH_WAIT) on its clock for its
 /// output to leave, then closes, and nothing it started holds the connection after;
