@@ -81,9 +81,13 @@
 //! - **Traces**: each stream is an `rpc.stream` span (`otel.kind` `client` or
 //!   `server`, `rpc.service`, `rpc.method`, `stream.id`, and at its end
 //!   `otel.status_code` and `error.type`), with a `TRACE` event per message sent and
-//!   received; a client's opening is also the stack's `rpc.client` span.
+//!   received; a client's opening is also the stack's `rpc.client` span, and a
+//!   server's stream runs in the server stack's `rpc.server` span from its opening
+//!   to its handler's return (the [server stack](crate::server) serves streams as it
+//!   serves calls).
 //! - **Limits**: a server refuses streams beyond [`StreamConfig::max_in_flight`]
-//!   across its connections (as overloaded, like the call limiter) and beyond
+//!   across its connections (as overloaded, by the stack's limit layer, counted
+//!   with the outcome `refused`) and beyond
 //!   [`StreamConfig::max_streams`] on one connection; its graceful shutdown refuses
 //!   new streams and lets those in progress end. A server's stream settings are
 //!   [`ServerConfig::streams`](crate::server::ServerConfig::streams).

@@ -921,10 +921,13 @@ fn streams_are_counted_and_limited() {
             r#"rpc_client_stream_bytes_total{{direction="sent"}} {bytes}"#
         ));
         has(r#"rpc_server_streams_total{outcome="ok"} 1"#);
-        has(r#"rpc_server_streams_total{outcome="application_error"} 2"#);
+        // The failing stream is a handler's error; the one over the limit, refused.
+        has(r#"rpc_server_streams_total{outcome="application_error"} 1"#);
+        has(r#"rpc_server_streams_total{outcome="refused"} 1"#);
         has(r#"rpc_server_streams_total{outcome="cancelled"} 2"#);
         has(r#"rpc_client_streams_total{outcome="ok"} 1"#);
-        has(r#"rpc_client_streams_total{outcome="application_error"} 2"#);
+        has(r#"rpc_client_streams_total{outcome="application_error"} 1"#);
+        has(r#"rpc_client_streams_total{outcome="refused"} 1"#);
         has(r#"rpc_client_streams_total{outcome="cancelled"} 2"#);
         has("rpc_server_open_streams 0");
         has("rpc_client_open_streams 0");

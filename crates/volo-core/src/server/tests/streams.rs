@@ -278,12 +278,15 @@ fn a_stream_over_the_limit_is_refused_before_the_users_layers_as_overloaded() {
         );
         // The limiter is outside the user's layers: they never saw the refused one.
         assert_eq!(*seen.lock().unwrap(), [start_of("echo", None)]);
-        let text = metrics.encode();
+        // Counted as a rejection and, among the streams, as refused (not as a
+        // handler's error).
+        let text = counted(&metrics, r#"rpc_server_streams_total{outcome="refused"} 1"#).await;
         assert!(
             text.lines()
                 .any(|l| l == r#"rpc_server_limiter_rejections_total{reason="streams"} 1"#),
             "{text}"
         );
+        assert!(!text.contains(r#"outcome="application_error""#), "{text}");
         held.close_send().await.expect("close");
         assert_eq!(held.recv().await.expect("the end"), None);
         running.stop().await;

@@ -267,10 +267,9 @@ impl StreamCore {
 
     /// The peer ended its direction.
     fn trailer_arrived(&mut self, id: i32, frame: Frame) {
-        if self.side == Side::Client
-            && frame.meta_value(crate::refusal::HEADER_KEY)
-                == Some(crate::refusal::Refusal::Closing.as_str())
-        {
+        let refusal = frame.meta_value(crate::refusal::HEADER_KEY);
+        let refused = self.side == Side::Client && refusal.is_some();
+        if refused && refusal == Some(crate::refusal::Refusal::Closing.as_str()) {
             // The server is shutting down: its connection takes no new stream.
             self.closing = true;
         }
@@ -286,6 +285,7 @@ impl StreamCore {
             return;
         };
         if st.peer_end.is_none() {
+            st.refused = end.is_err() && refused;
             st.peer_end = Some(end);
         }
         if st.is_over() {

@@ -183,6 +183,12 @@ impl StreamCore {
         let header = header_due(st, id);
         let mut trailer = Frame::new(FrameKind::Trailer, id).with_method(st.method.clone());
         trailer.meta = std::mem::take(&mut st.trailer_out).pairs().to_vec();
+        // A stream the server refused (its stack's limit, a closing server) names the
+        // refusal in its trailer: its outcome is `refused`.
+        st.refused = trailer
+            .meta
+            .iter()
+            .any(|(key, _)| key.as_str() == crate::refusal::HEADER_KEY);
         st.sent_error = error.map(|e| match e {
             HandlerError::Exception(_) => "application_error",
             HandlerError::Biz(_) => "biz_error",

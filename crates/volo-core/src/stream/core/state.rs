@@ -38,6 +38,9 @@ pub(super) struct StreamState {
     pub(super) sent_error: Option<&'static str>,
     /// The peer ended its direction: its trailer's metadata, or its error.
     pub(super) peer_end: Option<Result<Metadata, StreamError>>,
+    /// The server refused the stream (a trailer naming the refusal, sent or
+    /// received): it was never served.
+    pub(super) refused: bool,
     /// The stream is over (reset either way, connection failed, deadline).
     pub(super) reset: Option<StreamError>,
     /// The reset came in the peer's rst.
@@ -65,6 +68,7 @@ impl StreamState {
             sent_trailer: false,
             sent_error: None,
             peer_end: None,
+            refused: false,
             reset: None,
             reset_by_peer: false,
             deadline: None,
@@ -99,6 +103,9 @@ impl StreamState {
     pub(super) fn outcome(&self) -> &'static str {
         if let Some(e) = &self.reset {
             return e.outcome();
+        }
+        if self.refused {
+            return "refused";
         }
         if let Some(failure) = self.sent_error {
             return failure;
