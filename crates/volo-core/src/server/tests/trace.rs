@@ -537,6 +537,14 @@ fn a_streams_handler_runs_in_a_server_span_that_records_how_it_ended() {
         };
         let c = crate::client::StreamClient::new("Test", addr, &config).unwrap();
         let none = crate::stream::Metadata::new();
+        // tracing caches whether a callsite is wanted, process-wide, when it is first
+        // hit; one first hit on another test's thread while this thread's subscriber
+        // was being installed can leave it cached as unwanted. A stream first (every
+        // callsite of the path is registered by its end), then a rebuild of that
+        // cache: the streams checked below are seen whatever ran beside this test.
+        let mut first = c.open::<Text, Text>("warm", &none).await.unwrap();
+        assert!(first.recv().await.is_ok());
+        tracing::callsite::rebuild_interest_cache();
         for method in ["done", "fail"] {
             let mut s = c.open::<Text, Text>(method, &none).await.unwrap();
             let end = s.recv().await;
