@@ -57,14 +57,15 @@ impl BlockPool {
     /// Classes of `block_size` × 1, 4, 16, 64; the smallest keeps up to `max_blocks`.
     pub(crate) fn new(block_size: usize, max_blocks: usize) -> Self {
         let shelves = (0..CLASSES)
-            .map(|k| Shelf {
-                size: block_size.saturating_mul(GROWTH.pow(k as u32)),
-                max_blocks: (max_blocks >> (3 * k)).max(1),
-                // Room for every block the class may keep (up to a cap), so giving a
-                // block back never allocates once the poller is up.
-                blocks: Mutex::new(VecDeque::with_capacity(
-                    (max_blocks >> (3 * k)).clamp(1, MAX_PRESIZED),
-                )),
+            .map(|k| {
+                let kept = (max_blocks >> (3 * k)).max(1);
+                Shelf {
+                    size: block_size.saturating_mul(GROWTH.pow(k as u32)),
+                    max_blocks: kept,
+                    // Room for every block the class may keep (up to a cap), so giving
+                    // a block back never allocates once the poller is up.
+                    blocks: Mutex::new(VecDeque::with_capacity(kept.min(MAX_PRESIZED))),
+                }
             })
             .collect();
         BlockPool { shelves }

@@ -185,10 +185,7 @@ impl StreamCore {
         trailer.meta = std::mem::take(&mut st.trailer_out).pairs().to_vec();
         // A stream the server refused (its stack's limit, a closing server) names the
         // refusal in its trailer: its outcome is `refused`.
-        st.refused = trailer
-            .meta
-            .iter()
-            .any(|(key, _)| key.as_str() == crate::refusal::HEADER_KEY);
+        st.refused = trailer.meta_value(crate::refusal::HEADER_KEY).is_some();
         st.sent_error = error.map(|e| match e {
             HandlerError::Exception(_) => "application_error",
             HandlerError::Biz(_) => "biz_error",
