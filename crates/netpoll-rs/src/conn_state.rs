@@ -774,6 +774,11 @@ impl<S: Socket> ConnState<S> {
             if let Some(e) = self.error() {
                 return Poll::Ready(Err(e));
             }
+            // Closed here (or by the reactor's shutdown): later calls fail, as
+            // `close` says, even when the peer's end had been read before.
+            if self.stream.is_none() {
+                return Poll::Ready(Err(closed()));
+            }
             if self.eof {
                 self.want = 0;
                 return Poll::Ready(if self.input.is_empty() {
@@ -787,9 +792,6 @@ impl<S: Socket> ConnState<S> {
                         ),
                     ))
                 });
-            }
-            if self.stream.is_none() {
-                return Poll::Ready(Err(closed()));
             }
             set_waker(&mut self.read_waker, cx);
             return Poll::Pending;
