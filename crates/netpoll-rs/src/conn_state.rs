@@ -348,31 +348,47 @@ impl<S: Socket> ConnState<S> {
     /// Readies the input's tail block for the next read and returns how many bytes to
     /// ask for. The block needs room for the rest of the frame a reader awaits, when its
     /// length is known, else for a quarter of a read chunk. A block whose frames are all
-    /// gone is reused in place; otherwise the tail moves to a pooled block of the class
-    /// that holds the whole frame (or a read chunk), taking the unconsumed bytes along
-    /// (one copy, of less than the frame), so that the frame ends up in one block and is
-    /// handed out without a copy. The old block goes back to the pool.
+    /// gone is reused in place. Otherwise:
+    /// - as a rule, the unconsumed bytes move to a pooled block of the class that holds
+    ///   the whole awaited frame (or, with no frame awaited, as much again as is unread):
+    ///   one copy, of less than the frame, so that the frame ends up in one block and is
+    ///   handed out without a copy, and a reader behind a burst has its backlog copied
+    ///   once per doubling, not at every read;
+    /// - but when an async reader is behind the socket (it is not waiting for a frame
+    ///   and a read chunk or more waits for it), its backlog stays in its block, which
+    ///   joins the input's chain, and reading goes on in a new block. Only a frame that
+    ///   straddles the two is copied, when it is taken. Moving it instead copied the
+    ///   whole backlog at every new block: near the high-water mark, as many bytes as
+    ///   were read, into blocks above the largest class.
+    ///
+    /// The old block goes back to the pool, to be reused once its frames are gone.
     fn make_room(&mut self, pool: &BlockPool) -> usize {
         let read_chunk = pool.block_size();
         // The awaited frame's bytes still to come (0 when none is awaited).
         let rest = self.want.saturating_sub(self.input.len());
         let enough = if rest > 0 { rest } else { read_chunk / 4 };
+        let behind = !self.inline && self.want == 0 && self.input.len() >= read_chunk;
         let tail = self.input.tail_mut();
         let spare = |t: &bytes::BytesMut| t.capacity() - t.len();
-        let roomy = spare(tail) >= enough || (tail.capacity() > 0 && tail.try_reclaim(enough));
+        // Reclaiming a block moves its unconsumed bytes to its front: not a backlog's.
+        let roomy =
+            spare(tail) >= enough || (!behind && tail.capacity() > 0 && tail.try_reclaim(enough));
         if !roomy {
-            // With no frame awaited, room for as much again as is unread: a reader
-            // behind a burst of frames has its backlog copied once per doubling, not at
-            // every read (which made the copies grow with the square of the backlog).
-            let more = if rest > 0 {
-                enough.max(read_chunk)
+            let (block, class) = if behind {
+                self.input.freeze_tail();
+                pool.take(read_chunk)
             } else {
-                tail.len().max(read_chunk)
+                let more = if rest > 0 {
+                    enough.max(read_chunk)
+                } else {
+                    tail.len().max(read_chunk)
+                };
+                let (mut block, class) = pool.take(tail.len() + more);
+                block.extend_from_slice(tail);
+                tail.clear();
+                (block, class)
             };
-            let (mut block, class) = pool.take(tail.len() + more);
-            block.extend_from_slice(tail);
-            let mut old = std::mem::replace(tail, block);
-            old.clear();
+            let old = std::mem::replace(self.input.tail_mut(), block);
             let old_class = std::mem::replace(&mut self.input_class, class);
             pool.give(old, old_class);
         }
@@ -1149,6 +1165,38 @@ mod tests {
             "taking input resumes reading"
         );
         assert!(c.input().len() >= 1024);
+    }
+
+    #[test]
+    fn a_backlog_no_reader_has_taken_stays_in_the_block_it_was_read_into() {
+        use bytes::Buf;
+        let (rig, t0) = (Rig::new(config()), Instant::now());
+        let env = rig.env();
+        let frames: Vec<Vec<u8>> = (0..40).map(|i| frame(&bytes(100, i))).collect();
+        let total: usize = frames.iter().map(Vec::len).sum();
+        let mut c = conn([Read::Data(frames.concat())]);
+        let mut served = event(&mut c, env, true, false, false, t0);
+        let first = c.input().chunk().as_ptr();
+        for _ in 0..100 {
+            if !served.again {
+                break;
+            }
+            served = event(&mut c, env, false, false, false, t0);
+        }
+        assert_eq!(c.input().len(), total, "all of it read, no reader waiting");
+        assert_eq!(
+            c.input().chunk().as_ptr(),
+            first,
+            "the backlog was moved (copied) to make room"
+        );
+        let mut len = frame_len;
+        for (i, want) in frames.iter().enumerate() {
+            match c.poll_frame(env, &cx(), &mut len) {
+                Poll::Ready(Ok(Some(f))) => assert_eq!(f[..], want[..], "frame {i}"),
+                other => panic!("frame {i}: {other:?}"),
+            }
+        }
+        assert!(c.input().is_empty());
     }
 
     #[test]

@@ -127,8 +127,10 @@ impl LinkBuffer {
     }
 
     /// Moves the tail's written bytes into a node of their own (no copy); the tail keeps
-    /// its spare capacity for later writes.
-    fn freeze_tail(&mut self) {
+    /// its spare capacity for later writes. A reader that fills the tail from a socket
+    /// calls this before it swaps in a new block: what was written stays where it is,
+    /// and only a frame that straddles the two blocks is copied, when it is taken.
+    pub fn freeze_tail(&mut self) {
         if !self.tail.is_empty() {
             let node = self.tail.split().freeze();
             self.nodes_len += node.len();
