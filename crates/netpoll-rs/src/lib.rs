@@ -66,6 +66,9 @@
 //!   it whole, so it is handed out without a copy. A block is reused once the frames cut
 //!   from it are dropped, so steady request/response traffic allocates nothing per
 //!   message for I/O, from 1 KiB frames to 3 MiB ones (`tests/allocs.rs` counts).
+//!   When a task reader falls behind the socket, its backlog stays in the blocks it
+//!   was read into (they join the input's chain) and only a frame that straddles two
+//!   blocks is copied: the backlog is never moved to make room.
 //!
 //! # An echo server
 //!
