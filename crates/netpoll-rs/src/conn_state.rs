@@ -86,6 +86,9 @@ pub(crate) struct ConnState<S> {
     /// Input a waiting reader needs (0 when none waits): the poller wakes it only when
     /// that much is there, or on end of stream or error.
     want: usize,
+    /// The length of the last frame an async reader took: a backlog of at least two
+    /// such frames (and two read chunks) means the reader is behind the socket.
+    last_frame: usize,
     read_waker: Option<Waker>,
     write_waker: Option<Waker>,
     /// Served by a [`Handler`] on the poller ([`Connection::serve_inline`]); stays set
@@ -184,6 +187,7 @@ impl<S: Socket> ConnState<S> {
             peer_closed: false,
             error: None,
             want: 0,
+            last_frame: 0,
             read_waker: None,
             write_waker: None,
             inline: false,
@@ -354,8 +358,10 @@ impl<S: Socket> ConnState<S> {
     ///   one copy, of less than the frame, so that the frame ends up in one block and is
     ///   handed out without a copy, and a reader behind a burst has its backlog copied
     ///   once per doubling, not at every read;
-    /// - but when an async reader is behind the socket (it is not waiting for a frame
-    ///   and a read chunk or more waits for it), its backlog stays in its block, which
+    /// - but when an async reader is behind the socket (it is not waiting for a frame,
+    ///   and two read chunks and two of its last frame's length wait for it: a reader
+    ///   that just took a frame and has not asked for the next one yet is not behind),
+    ///   its backlog stays in its block, which
     ///   joins the input's chain, and reading goes on in a new block. Only a frame that
     ///   straddles the two is copied, when it is taken. Moving it instead copied the
     ///   whole backlog at every new block: near the high-water mark, as many bytes as
@@ -367,7 +373,9 @@ impl<S: Socket> ConnState<S> {
         // The awaited frame's bytes still to come (0 when none is awaited).
         let rest = self.want.saturating_sub(self.input.len());
         let enough = if rest > 0 { rest } else { read_chunk / 4 };
-        let behind = !self.inline && self.want == 0 && self.input.len() >= read_chunk;
+        let behind = !self.inline
+            && self.want == 0
+            && self.input.len() >= 2 * self.last_frame.max(read_chunk);
         let tail = self.input.tail_mut();
         let spare = |t: &bytes::BytesMut| t.capacity() - t.len();
         // Reclaiming a block moves its unconsumed bytes to its front: not a backlog's.
@@ -778,6 +786,7 @@ impl<S: Socket> ConnState<S> {
             {
                 let frame = self.input.next(n);
                 self.want = 0;
+                self.last_frame = n;
                 self.consumed(env);
                 return Poll::Ready(Ok(Some(frame)));
             }
@@ -1176,6 +1185,9 @@ mod tests {
         let total: usize = frames.iter().map(Vec::len).sum();
         let mut c = conn([Read::Data(frames.concat())]);
         let mut served = event(&mut c, env, true, false, false, t0);
+        // Up to two read chunks are moved as ever (a reader may just be late); past
+        // that the reader is behind, and what it has not taken stays put.
+        assert!(c.input().len() >= 2 * rig.config.read_chunk);
         let first = c.input().chunk().as_ptr();
         for _ in 0..100 {
             if !served.again {
