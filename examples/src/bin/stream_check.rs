@@ -184,7 +184,10 @@ async fn load(cli: &Cli, streams: usize) -> Result<bool, Usage> {
         plan.size,
         cli.duration.as_secs_f64()
     );
+    let closer = client.clone();
     let report = stream_load::run(client, plan).await;
+    // The process exits next: the streams' last frames leave first.
+    closer.client().close_streams().await;
     for line in report.instance_lines(&attempts) {
         eprintln!("stream-check: {line}");
     }

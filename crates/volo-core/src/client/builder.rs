@@ -229,7 +229,8 @@ impl<M, O, I> ClientBuilder<M, O, I> {
             transport.follow(discover.changes());
         }
         let hooked = transport.clone();
-        self.assemble(transport, move |breakers| {
+        let closer = transport.clone();
+        self.assemble(transport, Some(closer), move |breakers| {
             // A streaming connection that breaks under open streams counts against
             // its instance, as a failed attempt does.
             let breakers = breakers.clone();
@@ -250,14 +251,16 @@ impl<M, O, I> ClientBuilder<M, O, I> {
         O: Layer<DefaultStack<I::Service>>,
         M: MakeClient<O::Service>,
     {
-        self.assemble(bottom, |_| {})
+        self.assemble(bottom, None, |_| {})
     }
 
-    /// Builds the stack over `bottom`; `with_breakers` gets the instance breakers,
-    /// when they are on.
+    /// Builds the stack over `bottom` (`transport` when it is one, for
+    /// [`Client::close_streams`]); `with_breakers` gets the instance breakers, when
+    /// they are on.
     fn assemble<T>(
         self,
         bottom: T,
+        transport: Option<Transport>,
         with_breakers: impl FnOnce(&InstanceBreakers),
     ) -> io::Result<M::Client>
     where
@@ -299,7 +302,10 @@ impl<M, O, I> ClientBuilder<M, O, I> {
         let timed = TimeoutLayer::new(s.config.timeouts.rpc).layer(guarded);
         let metered = MeteredClient::new(timed, s.config.observability.metrics.clone());
         let stack = Trace::with_access_log(metered, s.config.observability.access_log);
-        let client = Client::new(s.service, self.outer.layer(stack));
+        let mut client = Client::new(s.service, self.outer.layer(stack));
+        if let Some(transport) = transport {
+            client = client.with_transport(transport);
+        }
         Ok(M::make_client(match s.multiplexed {
             Some(name) => client.with_multiplexed_service(name),
             None => client,

@@ -345,6 +345,9 @@ pub struct Client<S = DefaultStack> {
     inner: Arc<S>,
     /// Bound to a service of a multiplexed server: its method names.
     multiplexed: Option<Arc<multiplexed::MethodNames>>,
+    /// The transport at the bottom of the stack, when the builder made it: what
+    /// [`close_streams`](Self::close_streams) closes.
+    transport: Option<Transport>,
 }
 
 impl<S> Clone for Client<S> {
@@ -353,6 +356,7 @@ impl<S> Clone for Client<S> {
             service: self.service.clone(),
             inner: Arc::clone(&self.inner),
             multiplexed: self.multiplexed.clone(),
+            transport: self.transport.clone(),
         }
     }
 }
@@ -372,6 +376,33 @@ impl<S> Client<S> {
             service: service.into(),
             inner: Arc::new(stack),
             multiplexed: None,
+            transport: None,
+        }
+    }
+
+    /// The same client, closing `transport`'s streams on
+    /// [`close_streams`](Self::close_streams).
+    pub(crate) fn with_transport(mut self, transport: Transport) -> Self {
+        self.transport = Some(transport);
+        self
+    }
+
+    /// Closes the client's streaming connections and waits until they are closed:
+    /// no new streams (an opening fails with [`StreamError::Open`]); once the
+    /// streams open on a connection have ended, what was written on it (a dropped
+    /// stream's rst, a deadline's) is sent and the connection closed. Calls go on as
+    /// before. Clones share it.
+    ///
+    /// Dropping the client closes its streaming connections the same way, but in the
+    /// background: a program that exits right after would cut the rsts still on
+    /// their way, and the server would see a closed connection instead of a cancel
+    /// or a deadline. Await this before exiting. It waits for streams still open, so
+    /// end or drop them first. A client built on a bottom of its own
+    /// ([`ClientBuilder::build_on`]) has no streaming connections here: this returns
+    /// at once.
+    pub async fn close_streams(&self) {
+        if let Some(transport) = &self.transport {
+            transport.close_streams().await;
         }
     }
 

@@ -51,8 +51,9 @@ struct Inner {
     pools: Mutex<HashMap<Address, Peer>>,
     /// `config.observability.metrics`' byte counters, when on.
     bytes: Option<crate::metrics::ByteCounters>,
-    /// The streaming connections of each instance address, made on first use.
-    streams: Mutex<HashMap<Address, Arc<StreamPool>>>,
+    /// The streaming connections of each instance address, made on first use; `None`
+    /// once they were closed ([`Transport::close_streams`]).
+    streams: Mutex<Option<HashMap<Address, Arc<StreamPool>>>>,
     /// The clock of the streams' deadlines and flow control waits.
     stream_timer: Mutex<Timer>,
     /// `config.observability.metrics`' stream counters, when on.
@@ -128,7 +129,7 @@ impl Transport {
                 config,
                 reactor,
                 pools: Mutex::new(HashMap::new()),
-                streams: Mutex::new(HashMap::new()),
+                streams: Mutex::new(Some(HashMap::new())),
                 stream_timer: Mutex::new(Timer::default()),
                 on_break: OnceLock::new(),
             }),
@@ -150,10 +151,11 @@ impl Transport {
         let _ = self.inner.on_break.set(f);
     }
 
-    /// The streaming connections of `addr`, made on first use.
+    /// The streaming connections of `addr`, made on first use. After
+    /// [`close_streams`](Self::close_streams), a pool that takes no stream.
     fn stream_pool(&self, addr: &Address) -> Arc<StreamPool> {
-        let mut pools = lock(&self.inner.streams);
-        if let Some(pool) = pools.get(addr) {
+        let mut streams = lock(&self.inner.streams);
+        if let Some(pool) = streams.as_ref().and_then(|pools| pools.get(addr)) {
             return Arc::clone(pool);
         }
         let inner = &*self.inner;
@@ -164,8 +166,26 @@ impl Transport {
             inner.stream_metrics.clone(),
             inner.on_break.get().cloned(),
         ));
-        pools.insert(addr.clone(), Arc::clone(&pool));
+        match streams.as_mut() {
+            Some(pools) => {
+                pools.insert(addr.clone(), Arc::clone(&pool));
+            }
+            None => pool.retire(),
+        }
         pool
+    }
+
+    /// Closes the streaming connections: no new streams (an opening fails with
+    /// [`StreamError::Open`](crate::stream::StreamError::Open)); once the streams open
+    /// on a connection have ended, what was written on it (a dropped stream's rst, a
+    /// deadline's) is sent and the connection closed. Returns when every one is
+    /// closed. Calls are not affected. Idempotent; clones share it.
+    pub async fn close_streams(&self) {
+        let pools: Vec<Arc<StreamPool>> = lock(&self.inner.streams)
+            .take()
+            .map(|pools| pools.into_values().collect())
+            .unwrap_or_default();
+        futures_util::future::join_all(pools.iter().map(|pool| pool.close())).await;
     }
 
     /// The settings it was made with.
@@ -196,7 +216,7 @@ impl Transport {
                         .iter()
                         .filter_map(|gone| {
                             pools.remove(&gone.address);
-                            streams.remove(&gone.address)
+                            streams.as_mut()?.remove(&gone.address)
                         })
                         .collect()
                 };

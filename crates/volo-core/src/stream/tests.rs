@@ -985,7 +985,7 @@ fn a_broken_connection_fails_every_stream_on_it() {
 
 /// Takes the next connection on `listener` and records its frames until the client
 /// closes it (a read that neither gets a frame nor the end fails the test).
-fn record_connection(listener: &std::net::TcpListener) -> Vec<Frame> {
+pub(crate) fn record_connection(listener: &std::net::TcpListener) -> Vec<Frame> {
     let (socket, _) = listener.accept().expect("a client");
     socket
         .set_read_timeout(Some(Duration::from_secs(20)))
@@ -1117,7 +1117,12 @@ fn a_closed_client_has_sent_its_rsts_before_close_returns() {
         });
         drop(rt);
     }
-    for (i, frames) in peer.join().expect("the peer").into_iter().enumerate() {
+    assert_each_cancelled(peer.join().expect("the peer"));
+}
+
+/// Each recorded connection carried one stream's header, then its rst for a cancel.
+pub(crate) fn assert_each_cancelled(connections: Vec<Vec<Frame>>) {
+    for (i, frames) in connections.into_iter().enumerate() {
         let kinds: Vec<_> = frames.iter().map(|f| f.kind).collect();
         assert_eq!(kinds, [FrameKind::Header, FrameKind::Rst], "round {i}");
         let e = frame::read_exception(frames[1].payload.clone()).expect("an exception");

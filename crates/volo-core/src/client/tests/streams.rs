@@ -558,3 +558,56 @@ fn a_retired_pool_lets_an_opening_under_way_finish() {
         a.stop().await;
     });
 }
+
+/// `close_streams` returns only once the rst of a stream dropped just before it has
+/// left: a program that exits right after (here: the runtime is dropped at once)
+/// does not cut it, on either transport. Then no stream opens.
+#[test]
+fn a_client_whose_streams_are_closed_has_sent_their_rsts_first() {
+    use crate::transport::TransportKind;
+
+    const ROUNDS: usize = 12;
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
+    let addr = listener.local_addr().expect("an address");
+    let peer = std::thread::spawn(move || {
+        (0..ROUNDS)
+            .map(|_| crate::stream::tests::record_connection(&listener))
+            .collect::<Vec<_>>()
+    });
+    for i in 0..ROUNDS {
+        let mut config = ClientConfig::default();
+        config.transport.kind = [TransportKind::Netpoll, TransportKind::Tokio][i % 2];
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .expect("a runtime");
+        rt.block_on(async {
+            let client = Client::builder("Test")
+                .address(Address::Tcp(addr))
+                .config(config)
+                .build()
+                .expect("a client");
+            let open = |client: &Client| {
+                let client = client.clone();
+                async move {
+                    let mut cx = ClientContext::new();
+                    let req = StreamRequest::new("echo", Metadata::new());
+                    client.open_stream::<Text, Text>(&mut cx, req).await
+                }
+            };
+            drop(open(&client).await.expect("open"));
+            tokio::time::timeout(Duration::from_secs(20), client.close_streams())
+                .await
+                .expect("close_streams returns once the connection is closed");
+            if i == ROUNDS - 1 {
+                // Checked last: the opening lets the runtime run other tasks.
+                match open(&client).await {
+                    Err(StreamError::Open { .. }) => {}
+                    other => panic!("an opening after close_streams: {other:?}"),
+                }
+            }
+        });
+        drop(rt);
+    }
+    crate::stream::tests::assert_each_cancelled(peer.join().expect("the peer"));
+}
