@@ -391,7 +391,8 @@ impl<S> Client<S> {
     /// no new streams (an opening fails with [`StreamError::Open`]); once the
     /// streams open on a connection have ended, what was written on it (a dropped
     /// stream's rst, a deadline's) is sent and the connection closed. Calls go on as
-    /// before. Clones share it.
+    /// before. Clones share it; a later call returns at once. See
+    /// [`Transport::close_streams`].
     ///
     /// Dropping the client closes its streaming connections the same way, but in the
     /// background: a program that exits right after would cut the rsts still on

@@ -179,7 +179,9 @@ impl Transport {
     /// [`StreamError::Open`](crate::stream::StreamError::Open)); once the streams open
     /// on a connection have ended, what was written on it (a dropped stream's rst, a
     /// deadline's) is sent and the connection closed. Returns when every one is
-    /// closed. Calls are not affected. Idempotent; clones share it.
+    /// closed. Calls are not affected. Clones share it; a later call returns at once.
+    /// The connections of an instance that discovery had already dropped close in
+    /// the background, as before, and are not waited for.
     pub async fn close_streams(&self) {
         let pools: Vec<Arc<StreamPool>> = lock(&self.inner.streams)
             .take()
