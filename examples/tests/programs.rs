@@ -385,28 +385,42 @@ fn calls_fail_promptly_when_an_shm_server_is_killed() {
 
 /// `echo-server --addr 127.0.0.1:<port>` (0: any port) with `args` and its stderr
 /// sent to `stderr`, once it says it listens: the process and its address.
+///
+/// A port given by number is tried again for up to two seconds while the server
+/// exits without listening: a server killed just before on io_uring keeps its
+/// listening socket bound for a few milliseconds after it is reaped (the kernel
+/// tears its ring down afterwards; 5-10 ms here), so binding the port at once can
+/// fail with "Address already in use".
 fn echo_server_on_loopback(port: u16, args: &[&str], stderr: Stdio) -> (Child, SocketAddr) {
-    let mut server = Command::new(env!("CARGO_BIN_EXE_echo-server"))
-        .args(["--addr", &format!("127.0.0.1:{port}")])
-        .args(args)
-        .stdout(Stdio::piped())
-        .stderr(stderr)
-        .spawn()
-        .unwrap();
-    let mut line = String::new();
-    BufReader::new(server.stdout.take().unwrap())
-        .read_line(&mut line)
-        .unwrap();
-    let bound = line
-        .trim()
-        .strip_prefix("echo-server listening on ")
-        .and_then(|a| a.parse().ok());
-    let Some(bound) = bound else {
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(2);
+    // Only the first try gets `stderr` (a pipe is not cloned); later ones inherit it.
+    let mut stderr = Some(stderr);
+    loop {
+        let mut server = Command::new(env!("CARGO_BIN_EXE_echo-server"))
+            .args(["--addr", &format!("127.0.0.1:{port}")])
+            .args(args)
+            .stdout(Stdio::piped())
+            .stderr(stderr.take().unwrap_or_else(Stdio::inherit))
+            .spawn()
+            .unwrap();
+        let mut line = String::new();
+        BufReader::new(server.stdout.take().unwrap())
+            .read_line(&mut line)
+            .unwrap();
+        let bound = line
+            .trim()
+            .strip_prefix("echo-server listening on ")
+            .and_then(|a| a.parse().ok());
+        if let Some(bound) = bound {
+            return (server, bound);
+        }
         let _ = server.kill();
         let _ = server.wait();
-        panic!("echo-server on port {port}: {line:?}");
-    };
-    (server, bound)
+        if port == 0 || std::time::Instant::now() >= deadline {
+            panic!("echo-server on port {port}: {line:?}");
+        }
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
 }
 
 /// A free loopback port below Linux's ephemeral range (32768 and up by default),
