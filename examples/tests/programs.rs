@@ -64,15 +64,7 @@ fn start_echo_server(tag: &str, scheme: &str) -> (std::path::PathBuf, String, Ch
     let _ = std::fs::remove_dir_all(&dir);
     std::fs::create_dir_all(&dir).unwrap();
     let addr = format!("{scheme}:{}", dir.join("echo.sock").display());
-    let mut server = Command::new(env!("CARGO_BIN_EXE_echo-server"))
-        .args(["--addr", &addr])
-        .stdout(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let mut line = String::new();
-    BufReader::new(server.stdout.take().unwrap())
-        .read_line(&mut line)
-        .unwrap();
+    let (server, line) = spawn_echo_server(&addr, &[], Stdio::inherit());
     assert!(
         line.starts_with(&format!("echo-server listening on {scheme}:")),
         "{line:?}"
@@ -383,6 +375,24 @@ fn calls_fail_promptly_when_an_shm_server_is_killed() {
     }
 }
 
+/// `echo-server --addr <addr>` with `args` and its stderr sent to `stderr`: the
+/// process and the first line it printed (which says where it listens, or nothing
+/// when it could not).
+fn spawn_echo_server(addr: &str, args: &[&str], stderr: Stdio) -> (Child, String) {
+    let mut server = Command::new(env!("CARGO_BIN_EXE_echo-server"))
+        .args(["--addr", addr])
+        .args(args)
+        .stdout(Stdio::piped())
+        .stderr(stderr)
+        .spawn()
+        .unwrap();
+    let mut line = String::new();
+    BufReader::new(server.stdout.take().unwrap())
+        .read_line(&mut line)
+        .unwrap();
+    (server, line)
+}
+
 /// `echo-server --addr 127.0.0.1:<port>` (0: any port) with `args` and its stderr
 /// sent to `stderr`, once it says it listens: the process and its address.
 ///
@@ -396,17 +406,11 @@ fn echo_server_on_loopback(port: u16, args: &[&str], stderr: Stdio) -> (Child, S
     // Only the first try gets `stderr` (a pipe is not cloned); later ones inherit it.
     let mut stderr = Some(stderr);
     loop {
-        let mut server = Command::new(env!("CARGO_BIN_EXE_echo-server"))
-            .args(["--addr", &format!("127.0.0.1:{port}")])
-            .args(args)
-            .stdout(Stdio::piped())
-            .stderr(stderr.take().unwrap_or_else(Stdio::inherit))
-            .spawn()
-            .unwrap();
-        let mut line = String::new();
-        BufReader::new(server.stdout.take().unwrap())
-            .read_line(&mut line)
-            .unwrap();
+        let (mut server, line) = spawn_echo_server(
+            &format!("127.0.0.1:{port}"),
+            args,
+            stderr.take().unwrap_or_else(Stdio::inherit),
+        );
         let bound = line
             .trim()
             .strip_prefix("echo-server listening on ")
