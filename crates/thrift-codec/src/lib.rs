@@ -63,6 +63,7 @@
 )]
 
 mod application_exception;
+pub mod encoding;
 mod error;
 mod link_buffer;
 mod message;

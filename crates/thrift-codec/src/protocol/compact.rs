@@ -8,6 +8,11 @@
 
 use bytes::Bytes;
 
+use crate::encoding::{
+    CT_FALSE, CT_STOP, CT_TRUE, MAX_VARINT_LEN, VarintError, compact_type, decode_varint,
+    encode_varint, field_delta, field_header_len, ttype_of_compact, unzigzag32, unzigzag64,
+    varint_len, zigzag32, zigzag64,
+};
 use crate::error::{DecodeError, DecodeErrorKind};
 use crate::link_buffer::LinkBuffer;
 use crate::message::MessageHeader;
@@ -27,10 +32,6 @@ const PROTOCOL_ID: u8 = 0x82;
 const VERSION: u8 = 1;
 const VERSION_MASK: u8 = 0x1f;
 const TYPE_SHIFT: u8 = 5;
-
-const CT_STOP: u8 = 0;
-const CT_TRUE: u8 = 1;
-const CT_FALSE: u8 = 2;
 
 impl Protocol for Compact {
     type Sizer = CompactSizer;
@@ -58,53 +59,6 @@ impl Protocol for Compact {
     }
 }
 
-/// The Compact type nibble of `ty` (bool as "true", as in containers): what a field or
-/// container header carries. Public for code that writes or walks Compact bytes
-/// without this encoder (thrift-dynamic's transcoder and field paths).
-#[inline]
-pub fn compact_type(ty: TType) -> u8 {
-    match ty {
-        TType::Stop => CT_STOP,
-        // `Void` never reaches the wire; encode it as stop so the reader rejects it.
-        TType::Void => CT_STOP,
-        TType::Bool => CT_TRUE,
-        TType::I8 => 3,
-        TType::I16 => 4,
-        TType::I32 => 5,
-        TType::I64 => 6,
-        TType::Double => 7,
-        TType::Binary => 8,
-        TType::List => 9,
-        TType::Set => 10,
-        TType::Map => 11,
-        TType::Struct => 12,
-        TType::Uuid => 13,
-    }
-}
-
-/// The type a Compact type nibble stands for (either bool nibble is `Bool`), `None`
-/// for a nibble that is no type: the inverse of [`compact_type`], public for the same
-/// readers.
-#[inline]
-pub fn ttype_of_compact(nibble: u8) -> Option<TType> {
-    Some(match nibble {
-        CT_STOP => TType::Stop,
-        CT_TRUE | CT_FALSE => TType::Bool,
-        3 => TType::I8,
-        4 => TType::I16,
-        5 => TType::I32,
-        6 => TType::I64,
-        7 => TType::Double,
-        8 => TType::Binary,
-        9 => TType::List,
-        10 => TType::Set,
-        11 => TType::Map,
-        12 => TType::Struct,
-        13 => TType::Uuid,
-        _ => return None,
-    })
-}
-
 #[inline]
 fn from_compact_type(nibble: u8) -> Result<TType, DecodeError> {
     ttype_of_compact(nibble).ok_or_else(|| DecodeError::new(DecodeErrorKind::InvalidType(nibble)))
@@ -128,72 +82,6 @@ fn min_width(ty: TType) -> u64 {
         TType::Double => 8,
         TType::Uuid => 16,
         _ => 1,
-    }
-}
-
-/// Zigzag encoding of an `i32` (0, -1, 1, -2... to 0, 1, 2, 3...), as Compact writes
-/// `i16` and `i32` values and field ids before their varint. Public, with the other
-/// varint helpers here, for code that writes or walks Compact bytes without this
-/// encoder (thrift-dynamic's transcoder and field paths).
-#[inline]
-pub fn zigzag32(v: i32) -> u32 {
-    ((v << 1) ^ (v >> 31)) as u32
-}
-
-/// Zigzag encoding of an `i64`, as Compact writes `i64` values.
-#[inline]
-pub fn zigzag64(v: i64) -> u64 {
-    ((v << 1) ^ (v >> 63)) as u64
-}
-
-/// The inverse of [`zigzag32`].
-#[inline]
-pub fn unzigzag32(v: u32) -> i32 {
-    ((v >> 1) as i32) ^ -((v & 1) as i32)
-}
-
-/// The inverse of [`zigzag64`].
-#[inline]
-pub fn unzigzag64(v: u64) -> i64 {
-    ((v >> 1) as i64) ^ -((v & 1) as i64)
-}
-
-/// Writes `v` as an unsigned LEB128 varint (seven bits a byte, low first, the high bit
-/// set on all but the last) at the start of `buf`; returns the bytes used (1 to 10).
-#[inline]
-pub fn encode_varint(mut v: u64, buf: &mut [u8; 10]) -> usize {
-    let mut n = 0;
-    while v >= 0x80 {
-        buf[n] = (v as u8) | 0x80;
-        v >>= 7;
-        n += 1;
-    }
-    buf[n] = v as u8;
-    n + 1
-}
-
-/// Bytes of `v` as an unsigned LEB128 varint.
-#[inline]
-fn varint_len(v: u64) -> usize {
-    // 1 byte per started group of 7 significant bits; 0 takes one byte.
-    let bits = 64 - (v | 1).leading_zeros() as usize;
-    bits.div_ceil(7)
-}
-
-/// The id delta that fits a field header's high nibble, if `id` follows `last` by 1..=15.
-#[inline]
-fn short_delta(last: i16, id: i16) -> Option<u8> {
-    let delta = i32::from(id) - i32::from(last);
-    (1..=15).contains(&delta).then_some(delta as u8)
-}
-
-/// Bytes of a field header whose id follows `last`.
-#[inline]
-fn field_header_len(last: i16, id: i16) -> usize {
-    if short_delta(last, id).is_some() {
-        1
-    } else {
-        1 + varint_len(u64::from(zigzag32(i32::from(id))))
     }
 }
 
@@ -327,14 +215,14 @@ impl CompactEncoder<'_> {
 
     #[inline]
     fn varint(&mut self, v: u64) {
-        let mut tmp = [0u8; 10];
+        let mut tmp = [0u8; MAX_VARINT_LEN];
         let n = encode_varint(v, &mut tmp);
         put_prefix(self.buf.tail_mut(), tmp, n);
     }
 
     #[inline]
     fn field_header(&mut self, ctype: u8, id: i16) {
-        if let Some(delta) = short_delta(self.last_id, id) {
+        if let Some(delta) = field_delta(self.last_id, id) {
             self.put_u8((delta << 4) | ctype);
         } else {
             self.put_u8(ctype);
@@ -480,15 +368,21 @@ impl CompactDecoder {
     /// An unsigned varint of at most `max_bytes` bytes.
     #[inline]
     fn varint(&mut self, max_bytes: usize) -> Result<u64, DecodeError> {
-        let mut value = 0u64;
-        for i in 0..max_bytes {
-            let b = self.input.byte()?;
-            value |= u64::from(b & 0x7f) << (7 * i);
-            if b & 0x80 == 0 {
-                return Ok(value);
+        match decode_varint(self.input.rest(), max_bytes) {
+            Ok((value, len)) => {
+                self.input.advance(len);
+                Ok(value)
+            }
+            Err(VarintError::Truncated) => {
+                // Every byte left was part of it.
+                self.input.advance(self.input.remaining());
+                Err(self.input.eof(1))
+            }
+            Err(VarintError::TooLong) => {
+                self.input.advance(max_bytes);
+                Err(DecodeError::new(DecodeErrorKind::VarintTooLong(max_bytes)))
             }
         }
-        Err(DecodeError::new(DecodeErrorKind::VarintTooLong(max_bytes)))
     }
 
     #[inline]

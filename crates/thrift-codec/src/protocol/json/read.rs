@@ -139,7 +139,7 @@ impl JsonDecoder {
         }
         let mut out = Vec::new();
         text::unescape(&raw, &mut out)
-            .map_err(|(at, expected)| self.invalid(expected, t.start + at))?;
+            .map_err(|(at, why)| self.invalid(why.reason(), t.start + at))?;
         Ok(Bytes::from(out))
     }
 

@@ -47,7 +47,9 @@ impl Sink for Count {
     }
     #[inline]
     fn base64(&mut self, data: &[u8]) {
-        self.written = self.written.saturating_add(text::base64_len(data.len()));
+        self.written = self
+            .written
+            .saturating_add(text::base64_len(data.len(), false));
     }
 }
 
@@ -65,7 +67,11 @@ impl Sink for Out<'_> {
     }
     #[inline]
     fn base64(&mut self, data: &[u8]) {
-        text::base64_encode(data, self.0.tail_mut());
+        // Without padding, as Apache Thrift's C++ and Java JSON protocols write it.
+        let tail = self.0.tail_mut();
+        let start = tail.len();
+        tail.resize(start + text::base64_len(data.len(), false), 0);
+        crate::encoding::base64_encode_slice(data, false, &mut tail[start..]);
     }
 }
 
