@@ -4,7 +4,7 @@
 //! both, and bounds-checked reads over a frame.
 
 use bytes::Bytes;
-use thrift_codec::Utf8Bytes;
+use thrift_codec::{Utf8Bytes, encoding};
 
 /// Bytes before a header's variable part: length, magic, flags, sequence id, size.
 pub(crate) const FIXED_LEN: usize = 14;
@@ -210,18 +210,23 @@ impl<'a> Reader<'a> {
 
     /// An unsigned LEB128 varint of at most 5 bytes and 32 bits.
     pub(crate) fn varint(&mut self, what: &'static str) -> Result<u32, HeaderError> {
-        let mut v: u32 = 0;
-        for i in 0..5 {
-            let b = self.u8(what)?;
-            if i == 4 && b > 0x0f {
-                return Err(HeaderError::BadVarint(what));
+        let rest = &self.bytes[self.at..self.end];
+        match encoding::decode_varint(rest, encoding::MAX_VARINT32_LEN) {
+            Ok((v, len)) => {
+                self.at += len;
+                u32::try_from(v).map_err(|_| HeaderError::BadVarint(what))
             }
-            v |= u32::from(b & 0x7f) << (7 * i);
-            if b & 0x80 == 0 {
-                return Ok(v);
+            Err(encoding::VarintError::Truncated) => {
+                // Every byte left was part of it.
+                self.at = self.end;
+                Err(HeaderError::Truncated {
+                    what,
+                    needed: 1,
+                    remaining: 0,
+                })
             }
+            Err(encoding::VarintError::TooLong) => Err(HeaderError::BadVarint(what)),
         }
-        Err(HeaderError::BadVarint(what))
     }
 
     /// A string after a u16 length.

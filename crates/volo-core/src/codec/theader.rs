@@ -61,7 +61,7 @@ use std::io::Write as _;
 
 use bytes::{Buf, BufMut, Bytes};
 use flate2::{Compression, Decompress, FlushDecompress, Status, write::ZlibEncoder};
-use thrift_codec::{LinkBuffer, Utf8Bytes};
+use thrift_codec::{LinkBuffer, Utf8Bytes, encoding};
 
 use super::Protocol;
 pub use super::header::{HeaderError, HeaderLimits};
@@ -367,24 +367,15 @@ pub(crate) fn peek_protocol(head: &[u8]) -> Result<Option<Protocol>, HeaderError
         return Ok(None);
     };
     // A protocol id is one byte (two at most for any id below 16384).
-    match rest {
-        [] => Ok(None),
-        [b, ..] if b & 0x80 == 0 => {
-            let id = u32::from(*b);
+    match encoding::decode_varint(rest, 2) {
+        Ok((id, _)) => {
+            let id = id as u32;
             protocol_of(id)
                 .map(Some)
                 .ok_or(HeaderError::UnknownProtocol(id))
         }
-        [_] => Ok(None),
-        [lo, hi, ..] => {
-            let id = u32::from(lo & 0x7f) | u32::from(*hi) << 7;
-            if hi & 0x80 != 0 {
-                return Err(HeaderError::BadVarint("protocol id"));
-            }
-            protocol_of(id)
-                .map(Some)
-                .ok_or(HeaderError::UnknownProtocol(id))
-        }
+        Err(encoding::VarintError::Truncated) => Ok(None),
+        Err(encoding::VarintError::TooLong) => Err(HeaderError::BadVarint("protocol id")),
     }
 }
 
@@ -418,12 +409,8 @@ fn varint_len(what: &'static str, len: usize) -> Result<u32, HeaderError> {
 }
 
 /// Writes `v` as an unsigned LEB128 varint.
-fn put_varint(out: &mut Vec<u8>, mut v: u32) {
-    while v >= 0x80 {
-        out.push((v as u8 & 0x7f) | 0x80);
-        v >>= 7;
-    }
-    out.push(v as u8);
+fn put_varint(out: &mut Vec<u8>, v: u32) {
+    encoding::put_varint(out, u64::from(v));
 }
 
 /// Deflates (zlib) the bytes of `message`, consuming them.
