@@ -103,10 +103,17 @@ pub enum EscapeError {
     Truncated(&'static str),
     /// A backslash before something that is no escape.
     Unknown,
-    /// A `\u` without four hex digits.
-    NotHex,
-    /// A `\u` surrogate without its other half.
-    LoneSurrogate,
+    /// A `\u` without four hex digits; `at`: where the digits should be (counted from
+    /// the escape's letter, just after its backslash).
+    NotHex {
+        /// The offset of the digits.
+        at: usize,
+    },
+    /// A `\u` surrogate without its other half; `at`: just past what was read of it.
+    LoneSurrogate {
+        /// The offset past the surrogate (or the pair) read.
+        at: usize,
+    },
 }
 
 impl EscapeError {
@@ -115,8 +122,19 @@ impl EscapeError {
         match self {
             EscapeError::Truncated(expected) => expected,
             EscapeError::Unknown => "a valid escape sequence",
-            EscapeError::NotHex => "four hex digits after \\u",
-            EscapeError::LoneSurrogate => "a surrogate pair, high then low",
+            EscapeError::NotHex { .. } => "four hex digits after \\u",
+            EscapeError::LoneSurrogate { .. } => "a surrogate pair, high then low",
+        }
+    }
+
+    /// Where in the escape the fault was found, counted from its letter (just after
+    /// its backslash): past the letter of an unknown escape, at the digits that are
+    /// not hex, past a lone surrogate; `None` for a truncated escape (it is the end).
+    pub fn offset(self) -> Option<usize> {
+        match self {
+            EscapeError::Truncated(_) => None,
+            EscapeError::Unknown => Some(1),
+            EscapeError::NotHex { at } | EscapeError::LoneSurrogate { at } => Some(at),
         }
     }
 }
@@ -147,13 +165,16 @@ pub fn escape_len(text: &[u8]) -> Option<usize> {
     }
 }
 
-/// Four hex digits (either case) at the start of `text` as a UTF-16 code unit.
-fn hex4(text: &[u8]) -> Result<u32, EscapeError> {
+/// Four hex digits (either case) at `text[at..]` as a UTF-16 code unit.
+fn hex4(text: &[u8], at: usize) -> Result<u32, EscapeError> {
     let digits = text
-        .get(..4)
+        .get(at..at + 4)
         .ok_or(EscapeError::Truncated("four hex digits"))?;
     digits.iter().try_fold(0u32, |n, &d| {
-        Ok(n * 16 + char::from(d).to_digit(16).ok_or(EscapeError::NotHex)?)
+        Ok(n * 16
+            + char::from(d)
+                .to_digit(16)
+                .ok_or(EscapeError::NotHex { at })?)
     })
 }
 
@@ -173,7 +194,7 @@ pub fn decode_escape(text: &[u8]) -> Result<(char, usize), EscapeError> {
         b'r' => '\r',
         b't' => '\t',
         b'u' => {
-            let unit = hex4(&text[1..])?;
+            let unit = hex4(text, 1)?;
             let code = match unit {
                 0xd800..=0xdbff => {
                     // A high surrogate: a `\u` low surrogate must follow.
@@ -187,21 +208,21 @@ pub fn decode_escape(text: &[u8]) -> Result<(char, usize), EscapeError> {
                                 "the second half of a surrogate pair",
                             ));
                         }
-                        _ => return Err(EscapeError::LoneSurrogate),
+                        _ => return Err(EscapeError::LoneSurrogate { at: 5 }),
                     }
-                    let low = hex4(&text[7..])?;
+                    let low = hex4(text, 7)?;
                     if !(0xdc00..=0xdfff).contains(&low) {
-                        return Err(EscapeError::LoneSurrogate);
+                        return Err(EscapeError::LoneSurrogate { at: 11 });
                     }
                     let code = 0x10000 + ((unit - 0xd800) << 10) + (low - 0xdc00);
                     // Every pair names a character.
-                    let ch = char::from_u32(code).ok_or(EscapeError::LoneSurrogate)?;
+                    let ch = char::from_u32(code).ok_or(EscapeError::LoneSurrogate { at: 11 })?;
                     return Ok((ch, 11));
                 }
-                0xdc00..=0xdfff => return Err(EscapeError::LoneSurrogate),
+                0xdc00..=0xdfff => return Err(EscapeError::LoneSurrogate { at: 5 }),
                 unit => unit,
             };
-            let ch = char::from_u32(code).ok_or(EscapeError::LoneSurrogate)?;
+            let ch = char::from_u32(code).ok_or(EscapeError::LoneSurrogate { at: 5 })?;
             return Ok((ch, 5));
         }
         _ => return Err(EscapeError::Unknown),
@@ -275,14 +296,33 @@ pub fn base64_encode_slice(data: &[u8], padded: bool, out: &mut [u8]) {
     debug_assert_eq!(written.ok(), Some(out.len()));
 }
 
-/// The bytes that base64 `text` decodes to, at most (and exactly, for valid text).
+/// The number of bytes base64 `text` decodes to, from its length and padding alone
+/// (its digits are checked when it is decoded); `None` when no base64 text has that
+/// shape (a lone digit at the end, padding on a length that is no multiple of four, or
+/// more than two `=`).
 #[inline]
-pub fn base64_decoded_len(text: &[u8]) -> usize {
-    base64::decoded_len_estimate(text.len())
+pub fn base64_decoded_len(text: &[u8]) -> Option<usize> {
+    let pad = text.iter().rev().take_while(|&&c| c == b'=').count();
+    if pad > 2 {
+        return None;
+    }
+    let n = text.len();
+    if pad > 0 {
+        if !n.is_multiple_of(4) {
+            return None;
+        }
+        return Some(n / 4 * 3 - pad);
+    }
+    match n % 4 {
+        0 => Some(n / 4 * 3),
+        2 => Some(n / 4 * 3 + 1),
+        3 => Some(n / 4 * 3 + 2),
+        _ => None,
+    }
 }
 
-/// Decodes standard base64, padded or not, into `out`, which grows by at most
-/// [`base64_decoded_len`]. `Err(offset)`: where in `text` it stops being base64 (a
+/// Decodes standard base64, padded or not, into `out`, which grows by
+/// [`base64_decoded_len`] bytes when `text` is valid. `Err(offset)`: where in `text` it stops being base64 (a
 /// byte outside the alphabet, a misplaced `=`, or a lone digit at the end).
 pub fn base64_decode(text: &[u8], out: &mut Vec<u8>) -> Result<(), usize> {
     UNPADDED.decode_vec(text, out).map_err(|e| match e {
@@ -385,7 +425,7 @@ mod tests {
             let mut text = Vec::new();
             base64_encode(&data, padded, &mut text);
             prop_assert_eq!(text.len(), base64_len(data.len(), padded));
-            prop_assert!(base64_decoded_len(&text) >= data.len());
+            prop_assert_eq!(base64_decoded_len(&text), Some(data.len()));
             let mut back = Vec::new();
             base64_decode(&text, &mut back).unwrap();
             prop_assert_eq!(back, data);
@@ -409,17 +449,19 @@ mod tests {
                 "the second half of a surrogate pair"
             ))
         );
-        assert_eq!(decode_escape(br"ud83eA"), Err(EscapeError::LoneSurrogate));
-        assert_eq!(
-            decode_escape(br"ud83e\u0041"),
-            Err(EscapeError::LoneSurrogate)
-        );
-        assert_eq!(decode_escape(br"udd80"), Err(EscapeError::LoneSurrogate));
+        let lone = |at| Err(EscapeError::LoneSurrogate { at });
+        assert_eq!(decode_escape(br"ud83eA"), lone(5));
+        assert_eq!(decode_escape(br"ud83e\u0041"), lone(11));
+        assert_eq!(decode_escape(br"udd80"), lone(5));
         assert_eq!(
             decode_escape(br"u12"),
             Err(EscapeError::Truncated("four hex digits"))
         );
-        assert_eq!(decode_escape(br"u12G4"), Err(EscapeError::NotHex));
+        assert_eq!(decode_escape(br"u12G4"), Err(EscapeError::NotHex { at: 1 }));
+        assert_eq!(
+            decode_escape(br"ud83e\u12G4"),
+            Err(EscapeError::NotHex { at: 7 })
+        );
         assert_eq!(decode_escape(br"q"), Err(EscapeError::Unknown));
         assert_eq!(decode_escape(b""), Err(EscapeError::Truncated("an escape")));
         let mut out = Vec::new();
@@ -438,6 +480,12 @@ mod tests {
         assert_eq!(base64_decode(b"QU!D", &mut Vec::new()), Err(2));
         assert!(base64_decode(b"Q", &mut Vec::new()).is_err());
         assert!(base64_decode(b"Q===", &mut Vec::new()).is_err());
+        assert_eq!(base64_decoded_len(b""), Some(0));
+        assert_eq!(base64_decoded_len(b"QQ=="), Some(1));
+        assert_eq!(base64_decoded_len(b"QQ"), Some(1));
+        assert_eq!(base64_decoded_len(b"QUI"), Some(2));
+        assert_eq!(base64_decoded_len(b"Q"), None);
+        assert_eq!(base64_decoded_len(b"Q==="), None);
     }
 
     #[test]

@@ -127,7 +127,6 @@ mod wire;
 #[cfg(test)]
 mod tests;
 
-use base64::engine::{DecodePaddingMode, GeneralPurpose, GeneralPurposeConfig};
 use bytes::Bytes;
 use thrift_codec::{Binary, Compact, DecodeLimits, Protocol};
 
@@ -241,14 +240,6 @@ fn decode_limits() -> DecodeLimits {
         ..DecodeLimits::default()
     }
 }
-
-/// Base64 as written (standard alphabet, padded) and read (padded or not).
-const BASE64: GeneralPurpose = GeneralPurpose::new(
-    &base64::alphabet::STANDARD,
-    GeneralPurposeConfig::new()
-        .with_encode_padding(true)
-        .with_decode_padding_mode(DecodePaddingMode::Indifferent),
-);
 
 /// The fields of one struct seen so far, by position.
 #[derive(Debug)]

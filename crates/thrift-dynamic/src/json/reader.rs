@@ -2,6 +2,7 @@
 //! strings that need unescaping (into a reused scratch buffer).
 
 use super::error::{ErrorKind, TranscodeError};
+use thrift_codec::encoding::{EscapeError, decode_escape, find_escape};
 
 /// A string as read: straight from the input when it has no escapes, else unescaped
 /// into the scratch buffer.
@@ -339,7 +340,7 @@ impl<'a> Reader<'a> {
 
     #[inline]
     fn scan(&self, i: usize) -> usize {
-        scan(self.buf, i)
+        find_escape(self.buf, i)
     }
 
     /// Unescapes from the current position (at a backslash or later) to the closing
@@ -374,79 +375,22 @@ impl<'a> Reader<'a> {
 
     /// One escape, after its backslash.
     fn escape(&mut self, out: &mut Vec<u8>) -> Result<(), TranscodeError> {
-        let Some(&c) = self.buf.get(self.pos) else {
-            return Err(self.err(ErrorKind::Eof {
-                expected: "an escape",
-            }));
-        };
-        self.pos += 1;
-        let byte = match c {
-            b'"' => b'"',
-            b'\\' => b'\\',
-            b'/' => b'/',
-            b'b' => 0x08,
-            b'f' => 0x0c,
-            b'n' => b'\n',
-            b'r' => b'\r',
-            b't' => b'\t',
-            b'u' => {
-                let hi = self.hex4()?;
-                let ch = if (0xd800..0xdc00).contains(&hi) {
-                    match self.buf.get(self.pos..self.pos + 2) {
-                        Some(b"\\u") => {}
-                        None if self.buf.get(self.pos..).is_none_or(|rest| rest == b"\\") => {
-                            self.pos = self.buf.len();
-                            return Err(self.err(ErrorKind::Eof {
-                                expected: "the second half of a surrogate pair",
-                            }));
-                        }
-                        _ => return Err(self.bad_escape("a lone surrogate")),
-                    }
-                    self.pos += 2;
-                    let lo = self.hex4()?;
-                    if !(0xdc00..0xe000).contains(&lo) {
-                        return Err(self.bad_escape("a lone surrogate"));
-                    }
-                    0x10000 + ((u32::from(hi) - 0xd800) << 10) + (u32::from(lo) - 0xdc00)
-                } else if (0xdc00..0xe000).contains(&hi) {
-                    return Err(self.bad_escape("a lone surrogate"));
-                } else {
-                    u32::from(hi)
-                };
-                let ch = char::from_u32(ch).ok_or_else(|| self.bad_escape("not a character"))?;
-                let mut tmp = [0u8; 4];
-                out.extend_from_slice(ch.encode_utf8(&mut tmp).as_bytes());
-                return Ok(());
+        let rest = self.buf.get(self.pos..).unwrap_or_default();
+        match decode_escape(rest) {
+            Ok((ch, len)) => {
+                self.pos += len;
+                out.extend_from_slice(ch.encode_utf8(&mut [0; 4]).as_bytes());
+                Ok(())
             }
-            _ => return Err(self.bad_escape("an unknown escape")),
-        };
-        out.push(byte);
-        Ok(())
-    }
-
-    fn bad_escape(&self, reason: &'static str) -> TranscodeError {
-        self.err(ErrorKind::InvalidString { reason })
-    }
-
-    fn hex4(&mut self) -> Result<u16, TranscodeError> {
-        let Some(digits) = self.buf.get(self.pos..self.pos + 4) else {
-            self.pos = self.buf.len();
-            return Err(self.err(ErrorKind::Eof {
-                expected: "four hex digits",
-            }));
-        };
-        let mut v = 0u16;
-        for &d in digits {
-            let n = match d {
-                b'0'..=b'9' => d - b'0',
-                b'a'..=b'f' => d - b'a' + 10,
-                b'A'..=b'F' => d - b'A' + 10,
-                _ => return Err(self.bad_escape("a \\u escape without four hex digits")),
-            };
-            v = (v << 4) | u16::from(n);
+            Err(EscapeError::Truncated(expected)) => {
+                self.pos = self.buf.len();
+                Err(self.err(ErrorKind::Eof { expected }))
+            }
+            Err(e) => {
+                self.pos += e.offset().unwrap_or(0);
+                Err(self.err(ErrorKind::InvalidString { reason: e.reason() }))
+            }
         }
-        self.pos += 4;
-        Ok(v)
     }
 
     /// Skips one value of any kind (an unknown key's), checking its syntax; nesting
@@ -530,40 +474,6 @@ fn check_utf8(b: &[u8]) -> Result<(), ErrorKind> {
         });
     }
     Ok(())
-}
-
-/// The first index at or after `i` of `b` holding `"`, `\\` or a control character (or
-/// `b.len()`): eight bytes a step, then one at a time. Strings in both directions are
-/// copied in the runs between such bytes.
-#[inline]
-pub(crate) fn scan(b: &[u8], mut i: usize) -> usize {
-    const ONES: u64 = 0x0101_0101_0101_0101;
-    const HIGH: u64 = 0x8080_8080_8080_8080;
-    while let Some(chunk) = b.get(i..i + 8) {
-        let mut w = [0u8; 8];
-        w.copy_from_slice(chunk);
-        let x = u64::from_le_bytes(w);
-        let quote = x ^ (ONES * u64::from(b'"'));
-        let slash = x ^ (ONES * u64::from(b'\\'));
-        // A byte is flagged when it is zero (after the xor) or below 0x20. A borrow can
-        // flag a byte above a flagged one, never below, so the lowest flag is exact,
-        // which is all the scan needs.
-        let found = ((quote.wrapping_sub(ONES) & !quote)
-            | (slash.wrapping_sub(ONES) & !slash)
-            | (x.wrapping_sub(ONES * 0x20) & !x))
-            & HIGH;
-        if found != 0 {
-            return i + (found.trailing_zeros() / 8) as usize;
-        }
-        i += 8;
-    }
-    while let Some(&c) = b.get(i) {
-        if c == b'"' || c == b'\\' || c < 0x20 {
-            return i;
-        }
-        i += 1;
-    }
-    i
 }
 
 #[cfg(test)]

@@ -1,15 +1,14 @@
 //! Thrift bytes to JSON text, in one pass driven by the descriptor, reading through
 //! thrift-codec's hardened decoders.
 
-use base64::Engine as _;
 use thrift_codec::{Decoder, TType};
 
 use super::error::{ErrorKind, TranscodeError};
-use super::reader::scan;
 use super::to_thrift::is_key_type;
-use super::{BASE64, Seen, ty_name};
+use super::{Seen, ty_name};
 use crate::StructId;
 use crate::descriptor::{Descriptor, Kind, Requiredness, Ty};
+use thrift_codec::encoding::{UUID_TEXT_LEN, base64_encode, format_uuid, write_escaped};
 
 type Result<T> = std::result::Result<T, TranscodeError>;
 
@@ -208,28 +207,7 @@ fn expect_elem(declared: &Ty, found: TType, len: usize) -> Result<()> {
 pub(crate) fn write_str(out: &mut Vec<u8>, v: &[u8]) {
     out.reserve(v.len() + 2);
     out.push(b'"');
-    let mut i = 0;
-    loop {
-        let end = scan(v, i);
-        out.extend_from_slice(&v[i..end]);
-        let Some(&c) = v.get(end) else { break };
-        match c {
-            b'"' => out.extend_from_slice(b"\\\""),
-            b'\\' => out.extend_from_slice(b"\\\\"),
-            b'\n' => out.extend_from_slice(b"\\n"),
-            b'\r' => out.extend_from_slice(b"\\r"),
-            b'\t' => out.extend_from_slice(b"\\t"),
-            0x08 => out.extend_from_slice(b"\\b"),
-            0x0c => out.extend_from_slice(b"\\f"),
-            _ => {
-                const HEX: &[u8; 16] = b"0123456789abcdef";
-                out.extend_from_slice(b"\\u00");
-                out.push(HEX[usize::from(c >> 4)]);
-                out.push(HEX[usize::from(c & 0xf)]);
-            }
-        }
-        i = end + 1;
-    }
+    write_escaped(v, |run| out.extend_from_slice(run));
     out.push(b'"');
 }
 
@@ -268,24 +246,15 @@ pub(crate) fn write_double(out: &mut Vec<u8>, v: f64) -> Result<()> {
 /// Writes bytes as a base64 JSON string (standard alphabet, padded).
 pub(crate) fn write_base64(out: &mut Vec<u8>, v: &[u8]) {
     out.push(b'"');
-    let start = out.len();
-    let len = v.len().div_ceil(3) * 4;
-    out.resize(start + len, 0);
-    // The slice is exactly the encoded length, so this cannot fail.
-    let _ = BASE64.encode_slice(v, &mut out[start..]);
+    base64_encode(v, true, out);
     out.push(b'"');
 }
 
 /// Writes a uuid as a JSON string in the 8-4-4-4-12 form, lower case.
 pub(crate) fn write_uuid(out: &mut Vec<u8>, v: &[u8; 16]) {
-    const HEX: &[u8; 16] = b"0123456789abcdef";
+    let mut text = [0u8; UUID_TEXT_LEN];
+    format_uuid(v, &mut text);
     out.push(b'"');
-    for (i, b) in v.iter().enumerate() {
-        if matches!(i, 4 | 6 | 8 | 10) {
-            out.push(b'-');
-        }
-        out.push(HEX[usize::from(b >> 4)]);
-        out.push(HEX[usize::from(b & 0xf)]);
-    }
+    out.extend_from_slice(&text);
     out.push(b'"');
 }

@@ -1,13 +1,12 @@
 //! JSON text to Thrift bytes, in one pass driven by the descriptor.
 
-use base64::Engine as _;
-
 use super::error::{ErrorKind, TranscodeError};
 use super::reader::{Next, Reader, Str};
 use super::wire::Wire;
-use super::{BASE64, Seen, ty_name};
+use super::{Seen, ty_name};
 use crate::descriptor::{Descriptor, FieldDesc, Kind, Literal, Requiredness, StructDesc, Ty};
 use crate::{EnumId, StructId};
+use thrift_codec::encoding::{base64_decode, base64_decoded_len, parse_uuid};
 
 /// The transcoder's state for one call.
 pub(crate) struct ToThrift<'a, 'd, W> {
@@ -286,7 +285,7 @@ impl<'a, W: Wire> ToThrift<'a, '_, W> {
         let s = self.r.string(&mut self.scratch)?;
         let text = text(s, &self.scratch);
         let bad = || TranscodeError::at(ErrorKind::InvalidBase64, start);
-        let len = decoded_len(text).ok_or_else(bad)?;
+        let len = base64_decoded_len(text).ok_or_else(bad)?;
         if len > i32::MAX as usize {
             return Err(TranscodeError::at(
                 ErrorKind::TooLarge { what: "a binary" },
@@ -296,7 +295,7 @@ impl<'a, W: Wire> ToThrift<'a, '_, W> {
         self.w.binary_len(len as u32);
         let out = self.w.out();
         let before = out.len();
-        BASE64.decode_vec(text, out).map_err(|_| bad())?;
+        base64_decode(text, out).map_err(|_| bad())?;
         if out.len() - before != len {
             return Err(bad());
         }
@@ -508,61 +507,6 @@ fn parse_double(text: &[u8]) -> std::result::Result<f64, ErrorKind> {
     Ok(v)
 }
 
-/// The exact number of bytes `text` decodes to, if its length is possible base64.
-fn decoded_len(text: &[u8]) -> Option<usize> {
-    let pad = text.iter().rev().take_while(|&&c| c == b'=').count();
-    if pad > 2 {
-        return None;
-    }
-    let n = text.len();
-    if pad > 0 {
-        if !n.is_multiple_of(4) {
-            return None;
-        }
-        return Some(n / 4 * 3 - pad);
-    }
-    match n % 4 {
-        0 => Some(n / 4 * 3),
-        2 => Some(n / 4 * 3 + 1),
-        3 => Some(n / 4 * 3 + 2),
-        _ => None,
-    }
-}
-
-/// A uuid in the 8-4-4-4-12 hex form, either case.
-pub(crate) fn parse_uuid(text: &[u8]) -> Option<[u8; 16]> {
-    if text.len() != 36 {
-        return None;
-    }
-    let mut out = [0u8; 16];
-    let mut n = 0;
-    let mut i = 0;
-    while i < 36 {
-        if matches!(i, 8 | 13 | 18 | 23) {
-            if text[i] != b'-' {
-                return None;
-            }
-            i += 1;
-            continue;
-        }
-        let hi = hex(text[i])?;
-        let lo = hex(text[i + 1])?;
-        out[n] = (hi << 4) | lo;
-        n += 1;
-        i += 2;
-    }
-    Some(out)
-}
-
-fn hex(c: u8) -> Option<u8> {
-    match c {
-        b'0'..=b'9' => Some(c - b'0'),
-        b'a'..=b'f' => Some(c - b'a' + 10),
-        b'A'..=b'F' => Some(c - b'A' + 10),
-        _ => None,
-    }
-}
-
 /// Writes a field whose value is an IDL literal (an absent field's default).
 fn write_field_literal<W: Wire>(w: &mut W, desc: &Descriptor, id: i16, ty: &Ty, lit: &Literal) {
     if let (Ty::Bool, Literal::Bool(b)) = (ty, lit) {
@@ -703,24 +647,5 @@ mod tests {
         ] {
             assert_eq!(Reader::new(text.as_bytes()).small_int(), v, "{text}");
         }
-    }
-
-    #[test]
-    fn base64_lengths_are_exact_or_refused() {
-        assert_eq!(decoded_len(b""), Some(0));
-        assert_eq!(decoded_len(b"QQ=="), Some(1));
-        assert_eq!(decoded_len(b"QQ"), Some(1));
-        assert_eq!(decoded_len(b"QUI"), Some(2));
-        assert_eq!(decoded_len(b"Q"), None);
-        assert_eq!(decoded_len(b"Q==="), None);
-    }
-
-    #[test]
-    fn uuids_parse_in_either_case_and_only_in_8_4_4_4_12_form() {
-        let u = parse_uuid(b"00112233-4455-6677-8899-AABBCCDDEEFF").unwrap();
-        assert_eq!(u[0], 0x00);
-        assert_eq!(u[15], 0xff);
-        assert!(parse_uuid(b"0011223344556677-8899-AABBCCDDEEFF").is_none());
-        assert!(parse_uuid(b"00112233-4455-6677-8899-AABBCCDDEEFG").is_none());
     }
 }

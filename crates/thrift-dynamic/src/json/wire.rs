@@ -2,7 +2,9 @@
 //! before their elements are counted and patched once the closing bracket is read.
 
 use thrift_codec::TType;
-use thrift_codec::protocol::compact::{compact_type, encode_varint, zigzag32, zigzag64};
+use thrift_codec::encoding::{
+    bool_type, compact_type, put_field_header, put_varint as varint, zigzag32, zigzag64,
+};
 
 /// One Thrift protocol's writer. Container `*_begin` methods return where the header
 /// starts; `*_end` patches it with the count.
@@ -139,27 +141,10 @@ pub(crate) struct CompactWire<'o> {
     pub(crate) last_id: i16,
 }
 
-const CT_TRUE: u8 = 1;
-const CT_FALSE: u8 = 2;
-
-/// Appends `v` as a base-128 varint (one copy of its 1 to 10 bytes).
-#[inline]
-fn varint(out: &mut Vec<u8>, v: u64) {
-    let mut buf = [0u8; 10];
-    let n = encode_varint(v, &mut buf);
-    out.extend_from_slice(&buf[..n]);
-}
-
 impl CompactWire<'_> {
     #[inline]
     fn header(&mut self, ctype: u8, id: i16) {
-        let delta = i32::from(id) - i32::from(self.last_id);
-        if id > self.last_id && delta <= 15 {
-            self.out.push(((delta as u8) << 4) | ctype);
-        } else {
-            self.out.push(ctype);
-            varint(self.out, u64::from(zigzag32(i32::from(id))));
-        }
+        put_field_header(self.out, ctype, self.last_id, id);
         self.last_id = id;
     }
 
@@ -194,11 +179,11 @@ impl Wire for CompactWire<'_> {
     }
     #[inline]
     fn bool_field(&mut self, id: i16, v: bool) {
-        self.header(if v { CT_TRUE } else { CT_FALSE }, id);
+        self.header(bool_type(v), id);
     }
     #[inline]
     fn bool(&mut self, v: bool) {
-        self.out.push(if v { CT_TRUE } else { CT_FALSE });
+        self.out.push(bool_type(v));
     }
     #[inline]
     fn i16(&mut self, v: i16) {

@@ -69,7 +69,7 @@
 //! one it steps over the value without decoding it; for a list index it steps over the
 //! elements before it; for a map key it compares each key's bytes (strings are compared,
 //! never UTF-8-checked) and steps over the values of the others. Nothing is allocated
-//! and nothing is copied. Stepping over is [`thrift_codec::protocol::skip_value`]'s algorithm on a
+//! and nothing is copied. Stepping over is [`thrift_codec::encoding::skip_value`]'s algorithm on a
 //! borrowed slice: containers of fixed-width elements (`bool`, `byte`, `double`, `uuid`,
 //! and in Binary also `i16`, `i32`, `i64`) and maps of fixed-width keys and values are
 //! crossed by arithmetic in one step (one bounds check), strings and binaries by their

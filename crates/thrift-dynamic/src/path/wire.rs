@@ -1,16 +1,22 @@
 //! Walking encoded bytes: field and container headers, stepping over values, and the
 //! little writing a replacement needs, for the Binary and Compact protocols.
 //!
-//! This mirrors thrift-codec's decoders and `skip_value` over a borrowed slice with a
-//! position, so that a walk needs no `Bytes`, allocates nothing and can report where
-//! each value starts and ends.
+//! It reads with thrift-codec's primitives ([`thrift_codec::encoding`]: varints, zigzag,
+//! Compact type ids and field headers) over a borrowed slice with a position, so that
+//! a walk needs no `Bytes`, allocates nothing and can report where each value starts
+//! and ends. Stepping over a value is a faster special case of
+//! [`thrift_codec::encoding::skip_value`] (strides over runs of fixed-width or varint
+//! elements), tested against it: both end at the same byte, or both fail.
 //!
 //! Its items are `pub` in a private module: [`PathProtocol`] (re-exported) names [`Walk`]
 //! as its supertrait, which keeps the walking methods out of the public API (sealed)
 //! without a private type in a public interface.
 #![allow(unreachable_pub)]
 
-use thrift_codec::protocol::compact::{self, encode_varint, unzigzag32, unzigzag64, zigzag32};
+use thrift_codec::encoding::{
+    self, CT_FALSE, CT_TRUE, VarintError, bool_type, compact_type, decode_varint, put_field_header,
+    unzigzag32, unzigzag64,
+};
 use thrift_codec::{Binary, Compact, DEFAULT_MAX_DEPTH, DecodeErrorKind, TType};
 
 use super::varints::{self, HIGH, Scan};
@@ -46,6 +52,12 @@ impl<'a> Cursor<'a> {
             needed,
             remaining: self.remaining(),
         }
+    }
+
+    /// The bytes not yet read.
+    #[inline]
+    fn rest(&self) -> &'a [u8] {
+        self.buf.get(self.pos..).unwrap_or_default()
     }
 
     #[inline]
@@ -453,27 +465,27 @@ fn binary_count(c: &mut Cursor<'_>) -> WireResult<u64> {
     u64::try_from(len).map_err(|_| DecodeErrorKind::NegativeLength(len.into()))
 }
 
-const CT_TRUE: u8 = 1;
-const CT_FALSE: u8 = 2;
-
 /// The type of a Compact type nibble, read from the input.
 #[inline]
-fn compact_type(nibble: u8) -> WireResult<TType> {
-    compact::ttype_of_compact(nibble).ok_or(DecodeErrorKind::InvalidType(nibble))
+fn type_of_nibble(nibble: u8) -> WireResult<TType> {
+    encoding::ttype_of_compact(nibble).ok_or(DecodeErrorKind::InvalidType(nibble))
 }
 
 /// An unsigned LEB128 varint of at most `max` bytes.
 #[inline]
 fn varint(c: &mut Cursor<'_>, max: usize) -> WireResult<u64> {
-    let mut value = 0u64;
-    for i in 0..max {
-        let b = c.byte()?;
-        value |= u64::from(b & 0x7f) << (7 * i);
-        if b & 0x80 == 0 {
-            return Ok(value);
+    match decode_varint(c.rest(), max) {
+        Ok((value, len)) => {
+            c.pos += len;
+            Ok(value)
         }
+        Err(VarintError::Truncated) => {
+            // Every byte left was part of it.
+            c.pos = c.buf.len();
+            Err(c.eof(1))
+        }
+        Err(VarintError::TooLong) => Err(DecodeErrorKind::VarintTooLong(max)),
     }
-    Err(DecodeErrorKind::VarintTooLong(max))
 }
 
 /// A Compact length or count: a varint that must fit a non-negative `i32`.
@@ -521,7 +533,7 @@ impl Walk for Compact {
     fn field_header(c: &mut Cursor<'_>, last_id: &mut i16) -> WireResult<FieldHeader> {
         let b = c.byte()?;
         let nibble = b & 0x0f;
-        let ty = compact_type(nibble)?;
+        let ty = type_of_nibble(nibble)?;
         if ty == TType::Stop {
             return Ok(FieldHeader {
                 ty,
@@ -546,7 +558,7 @@ impl Walk for Compact {
     #[inline]
     fn list_header(c: &mut Cursor<'_>) -> WireResult<ContainerHeader> {
         let b = c.byte()?;
-        let elem = compact_type(b & 0x0f)?;
+        let elem = type_of_nibble(b & 0x0f)?;
         let short = u64::from(b >> 4);
         let len = if short == 15 {
             compact_count(c)?
@@ -570,8 +582,8 @@ impl Walk for Compact {
         let kv = c.byte()?;
         c.container(
             Format::Compact,
-            compact_type(kv >> 4)?,
-            compact_type(kv & 0x0f)?,
+            type_of_nibble(kv >> 4)?,
+            type_of_nibble(kv & 0x0f)?,
             len,
             true,
         )
@@ -641,19 +653,10 @@ impl Walk for Compact {
         folded: Option<bool>,
     ) {
         let nibble = match folded {
-            Some(true) => CT_TRUE,
-            Some(false) => CT_FALSE,
-            None => compact::compact_type(ty),
+            Some(v) => bool_type(v),
+            None => compact_type(ty),
         };
-        let delta = i32::from(id) - i32::from(last_id);
-        if (1..=15).contains(&delta) {
-            out.push(((delta as u8) << 4) | nibble);
-        } else {
-            out.push(nibble);
-            let mut varint = [0u8; 10];
-            let n = encode_varint(u64::from(zigzag32(i32::from(id))), &mut varint);
-            out.extend_from_slice(&varint[..n]);
-        }
+        put_field_header(out, nibble, last_id, id);
     }
 }
 
@@ -883,71 +886,26 @@ mod tests {
 
     use super::*;
 
-    /// Stepping over a value the plain way: one element at a time, every integer
-    /// decoded, no strides and no arithmetic over runs. The fast walk must end where
-    /// this one ends, or fail where it fails.
-    fn reference_skip<P: PathProtocol>(c: &mut Cursor<'_>, ty: TType) -> WireResult<()> {
-        match ty {
-            TType::Bool | TType::I8 => c.take(1).map(drop),
-            TType::Double => c.take(8).map(drop),
-            TType::Uuid => c.take(16).map(drop),
-            TType::I16 | TType::I32 | TType::I64 => P::integer(c, ty).map(drop),
-            TType::Binary => {
-                let len = P::binary_len(c)?;
-                c.take(len).map(drop)
-            }
-            TType::Struct => {
-                c.enter()?;
-                let mut last_id = 0;
-                loop {
-                    let h = P::field_header(c, &mut last_id)?;
-                    if h.ty == TType::Stop {
-                        break;
-                    }
-                    if h.folded.is_none() {
-                        reference_skip::<P>(c, h.ty)?;
-                    }
-                }
-                c.leave();
-                Ok(())
-            }
-            TType::List | TType::Set => {
-                let h = P::list_header(c)?;
-                c.enter()?;
-                for _ in 0..h.len {
-                    reference_skip::<P>(c, h.elem)?;
-                }
-                c.leave();
-                Ok(())
-            }
-            TType::Map => {
-                let h = P::map_header(c)?;
-                c.enter()?;
-                for _ in 0..h.len {
-                    reference_skip::<P>(c, h.key)?;
-                    reference_skip::<P>(c, h.elem)?;
-                }
-                c.leave();
-                Ok(())
-            }
-            _ => Err(DecodeErrorKind::InvalidType(ty as u8)),
-        }
+    /// Stepping over a value as thrift-codec's decoders do
+    /// ([`thrift_codec::encoding::skip_value`]): the bytes it took, or its error. The
+    /// fast walk must end where it ends, or fail where it fails.
+    fn reference_skip<P: PathProtocol>(bytes: &[u8], ty: TType) -> WireResult<usize> {
+        let mut d = P::decoder(
+            Bytes::copy_from_slice(bytes),
+            thrift_codec::DecodeLimits::default(),
+        );
+        thrift_codec::encoding::skip_value(&mut d, ty).map_err(|e| e.kind().clone())?;
+        Ok(bytes.len() - thrift_codec::Decoder::remaining(&d))
     }
 
-    /// Both walks over `bytes` as a value of `ty`: the same end, or errors of the same
-    /// kind.
+    /// Both walks over `bytes` as a value of `ty`: the same end, or both an error.
+    /// (Which error can differ: a header with two faults, such as a `void` key type and
+    /// a count cut short, is refused for whichever the walk checks first.)
     fn same_walk<P: PathProtocol>(bytes: &[u8], ty: TType) -> Result<(), TestCaseError> {
         let mut fast = Cursor::new(bytes);
-        let mut slow = Cursor::new(bytes);
-        match (skip::<P>(&mut fast, ty), reference_skip::<P>(&mut slow, ty)) {
-            (Ok(()), Ok(())) => prop_assert_eq!(fast.pos, slow.pos),
-            (Err(a), Err(b)) => prop_assert_eq!(
-                std::mem::discriminant(&a),
-                std::mem::discriminant(&b),
-                "fast {:?}, reference {:?}",
-                a,
-                b
-            ),
+        match (skip::<P>(&mut fast, ty), reference_skip::<P>(bytes, ty)) {
+            (Ok(()), Ok(end)) => prop_assert_eq!(fast.pos, end),
+            (Err(_), Err(_)) => {}
             (a, b) => prop_assert!(false, "fast {a:?}, reference {b:?}"),
         }
         Ok(())
