@@ -1,5 +1,49 @@
 //! The RPC core: `Service` and `Layer`, framing, contexts, the server and the client.
 //!
+//! Both sides are stacks of [`Service`](service::Service)s: a call goes down the
+//! client's layers to the wire, and up from the wire through the server's layers to
+//! the generated dispatcher. A service and a layer of your own, on a context of your
+//! own, show the shape:
+//!
+//! ```
+//! use std::convert::Infallible;
+//! use volo_core::service::{Service, ServiceBuilder, layer_fn, service_fn};
+//!
+//! // The innermost service: a request in, a response out.
+//! let echo = service_fn(|_cx: &mut Vec<String>, req: String| async move {
+//!     Ok::<_, Infallible>(req)
+//! });
+//!
+//! // A layer wraps a service in another: this one records each request in the
+//! // call's context and shouts the reply.
+//! struct Shout<S>(S);
+//!
+//! impl<S> Service<Vec<String>, String> for Shout<S>
+//! where
+//!     S: Service<Vec<String>, String, Response = String> + Sync,
+//! {
+//!     type Response = String;
+//!     type Error = S::Error;
+//!
+//!     async fn call(&self, cx: &mut Vec<String>, req: String) -> Result<String, S::Error> {
+//!         cx.push(req.clone());
+//!         Ok(self.0.call(cx, req).await?.to_uppercase())
+//!     }
+//! }
+//!
+//! let stack = ServiceBuilder::new().layer(layer_fn(Shout)).service(echo);
+//! # tokio::runtime::Builder::new_current_thread().build().unwrap().block_on(async {
+//! let mut seen = Vec::new();
+//! let reply = stack.call(&mut seen, "hello".to_string()).await;
+//! assert_eq!(reply, Ok("HELLO".to_string()));
+//! assert_eq!(seen, ["hello"]);
+//! # });
+//! ```
+//!
+//! Generated services and clients are stacks of this kind; the
+//! `codegen-check` crate's docs serve and call one over loopback, and the workspace
+//! guide (`docs/`) walks through the rest.
+//!
 //! - [`service`]: `Service<Cx, Req>` with an `async fn call(&self, cx, req)`, `Layer`,
 //!   `ServiceBuilder`, `service_fn` and `layer_fn`, in the shape Volo (motore) users know.
 //! - [`tower_compat`]: adapters to and from `tower::Service`, so tower's middleware can wrap
