@@ -1,5 +1,21 @@
 //! Thrift IDL to Rust, driven from `build.rs` the way `prost-build` turns `.proto`
-//! files into Rust.
+//! files into Rust. What a build script gets, generated here into a string:
+//!
+//! ```
+//! let dir = std::env::temp_dir().join(format!("codegen-doc-{}", std::process::id()));
+//! std::fs::create_dir_all(&dir)?;
+//! let idl = dir.join("hello.thrift");
+//! std::fs::write(&idl, "struct Greeting { 1: string text }\n\
+//!                       service Greeter { Greeting greet(1: string name) }\n")?;
+//!
+//! let rust = codegen::Builder::new().rerun_if_changed(false).generate(&[&idl])?;
+//! assert!(rust.contains("pub mod hello"));           // one module per IDL file
+//! assert!(rust.contains("pub struct Greeting"));     // the struct, with its codec
+//! assert!(rust.contains("pub trait Greeter"));       // the service, to implement
+//! assert!(rust.contains("pub struct GreeterClient")); // and its typed client
+//! std::fs::remove_dir_all(&dir)?;
+//! # Ok::<(), Box<dyn std::error::Error>>(())
+//! ```
 //!
 //! # From an empty crate to an encoded struct
 //!
@@ -179,8 +195,10 @@
 //! let server = Server::new(EchoServiceServer::new(Echo));
 //! ```
 //!
-//! Clients are not generated yet. `Builder::type_attribute` applies to structs, unions,
-//! exceptions and enums, not to the service items.
+//! `SClient<T>`, the typed client, has one `async fn` per method (and a `_with` twin
+//! that takes the call's context); `SClient::builder()` builds it over the default
+//! client stack. `Builder::type_attribute` applies to structs, unions, exceptions and
+//! enums, not to the service items.
 //!
 //! # Speed
 //!

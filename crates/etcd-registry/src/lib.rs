@@ -3,6 +3,43 @@
 //! them and follow their changes ([`EtcdDiscover`], a
 //! [`Discover`](volo_core::client::Discover)).
 //!
+//! A server's instance registered, a client following the list, the instance gone
+//! from it once deregistered (run against an etcd the test starts; in production,
+//! your etcd's URL):
+//!
+//! ```
+//! use std::time::Duration;
+//! use etcd_registry::{EtcdConfig, EtcdDiscover, EtcdRegistry, parse_url};
+//! use volo_core::client::Discover;
+//! use volo_core::registry::{Registration, Registry, Route};
+//!
+//! # #[tokio::main(flavor = "current_thread")]
+//! # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+//! # let Some(etcd) = etcd_registry::testing::Etcd::start() else { return Ok(()) };
+//! # let url = etcd.url();
+//! let config = EtcdConfig::new(parse_url(&url)?); // "etcd://127.0.0.1:2379"
+//!
+//! // A server: register, serve, deregister.
+//! let registry = EtcdRegistry::connect(config.clone()).await?;
+//! let me = Registration::new("echo", vec!["10.0.0.7:9000".parse()?]);
+//! registry.register(&me).await?;
+//!
+//! // A client: the instances of "echo", kept up to date by a watch.
+//! let echo = EtcdDiscover::connect(config, "echo", Route::for_this_host()).await?;
+//! assert_eq!(echo.instances().len(), 1);
+//!
+//! registry.deregister(&me).await?;
+//! for _ in 0..100 {
+//!     if echo.instances().is_empty() {
+//!         break;
+//!     }
+//!     tokio::time::sleep(Duration::from_millis(50)).await;
+//! }
+//! assert!(echo.instances().is_empty(), "the watch saw the instance go");
+//! # Ok(())
+//! # }
+//! ```
+//!
 //! # Why
 //!
 //! A fixed list of addresses does not survive deploys, autoscaling or a machine
@@ -13,30 +50,6 @@
 //! current list without asking etcd on the call path. Both sides ride out etcd
 //! outages: servers register again when their lease is lost, clients keep the last
 //! list and read it again when etcd is back.
-//!
-//! # Example
-//!
-//! ```no_run
-//! use etcd_registry::{EtcdConfig, EtcdDiscover, EtcdRegistry, parse_url};
-//! use volo_core::client::Discover;
-//! use volo_core::registry::{Registration, Registry, Route};
-//!
-//! # async fn run() -> Result<(), Box<dyn std::error::Error>> {
-//! let config = EtcdConfig::new(parse_url("etcd://127.0.0.1:2379")?);
-//!
-//! // A server: register, serve, deregister.
-//! let registry = EtcdRegistry::connect(config.clone()).await?;
-//! let me = Registration::new("echo", vec!["10.0.0.7:9000".parse()?]);
-//! registry.register(&me).await?;
-//! // ... serve ...
-//! registry.deregister(&me).await?;
-//!
-//! // A client: the instances of "echo", kept up to date.
-//! let echo = EtcdDiscover::connect(config, "echo", Route::for_this_host()).await?;
-//! println!("{} instances", echo.instances().len());
-//! # Ok(())
-//! # }
-//! ```
 //!
 //! # The keys and values
 //!

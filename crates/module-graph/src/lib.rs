@@ -1,5 +1,27 @@
 //! Which top-level modules of a crate use which, read from its sources, and a cycle
-//! among them if there is one. Crates keep their layers acyclic with a test:
+//! among them if there is one. On a crate of three modules where `client` and
+//! `server` use each other:
+//!
+//! ```
+//! use module_graph::{Code, Graph};
+//!
+//! let src = std::env::temp_dir().join(format!("module-graph-doc-{}", std::process::id()));
+//! std::fs::create_dir_all(&src)?;
+//! std::fs::write(src.join("lib.rs"), "mod client;\nmod codec;\nmod server;\n")?;
+//! std::fs::write(src.join("codec.rs"), "pub fn encode() {}\n")?;
+//! std::fs::write(src.join("client.rs"), "use crate::codec::encode;\nuse crate::server::Reply;\n")?;
+//! std::fs::write(src.join("server.rs"), "use crate::codec::encode;\nuse crate::client::Call;\n")?;
+//!
+//! let graph = Graph::read(&src, Code::WithTests)?;
+//! assert_eq!(graph.uses("client").collect::<Vec<_>>(), ["codec", "server"]);
+//! let cycle = graph.cycle().expect("client and server use each other");
+//! assert!(cycle.contains(&"client".to_string()) && cycle.contains(&"server".to_string()));
+//! assert!(!cycle.contains(&"codec".to_string()));
+//! std::fs::remove_dir_all(&src)?;
+//! # Ok::<(), std::io::Error>(())
+//! ```
+//!
+//! Crates keep their layers acyclic with a test of their own:
 //!
 //! ```no_run
 //! let src = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("src");

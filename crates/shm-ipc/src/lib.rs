@@ -7,6 +7,43 @@
 //! message that does not fit: a large message is written once by the sender and read
 //! in place by the receiver.
 //!
+//! An echo over shared memory, both sides in one process:
+//!
+//! ```
+//! use bytes::Buf;
+//! use shm_ipc::{Config, Listener, Session};
+//!
+//! # #[tokio::main(flavor = "current_thread")]
+//! # async fn main() -> std::io::Result<()> {
+//! let path = std::env::temp_dir().join(format!("shm-ipc-doc-{}", std::process::id()));
+//! let config = Config::default().region_size(1 << 20);
+//! let listener = Listener::bind(&path, config.clone())?;
+//!
+//! // An echo server: every message of every stream goes back.
+//! tokio::spawn(async move {
+//!     let session = listener.accept().await?;
+//!     while let Some(stream) = session.accept_stream().await? {
+//!         tokio::spawn(async move {
+//!             while let Ok(Some(msg)) = stream.recv().await {
+//!                 if stream.send(msg).await.is_err() {
+//!                     break;
+//!                 }
+//!             }
+//!         });
+//!     }
+//!     std::io::Result::Ok(())
+//! });
+//!
+//! let session = Session::connect(&path, config).await?;
+//! let stream = session.open_stream()?;
+//! stream.send(&b"hello over shared memory"[..]).await?;
+//! let mut reply = stream.recv().await?.expect("an echo");
+//! assert_eq!(reply.copy_to_bytes(reply.remaining()), &b"hello over shared memory"[..]);
+//! session.close();
+//! # Ok(())
+//! # }
+//! ```
+//!
 //! # How a session works
 //!
 //! - **Set-up.** [`Session::connect`] connects to a [`Listener`]'s socket. Each side
@@ -88,43 +125,6 @@
 //! we read them (it can write its own region). Such bytes are only ever data handed to
 //! the user, exactly as untrusted as bytes read from a socket; nothing this crate
 //! decides depends on them. Copy a message out first if you need it to stay put.
-//!
-//! # Example
-//!
-//! ```
-//! use bytes::Buf;
-//! use shm_ipc::{Config, Listener, Session};
-//!
-//! # #[tokio::main(flavor = "current_thread")]
-//! # async fn main() -> std::io::Result<()> {
-//! let path = std::env::temp_dir().join(format!("shm-ipc-doc-{}", std::process::id()));
-//! let config = Config::default().region_size(1 << 20);
-//! let listener = Listener::bind(&path, config.clone())?;
-//!
-//! // An echo server: every message of every stream goes back.
-//! tokio::spawn(async move {
-//!     let session = listener.accept().await?;
-//!     while let Some(stream) = session.accept_stream().await? {
-//!         tokio::spawn(async move {
-//!             while let Ok(Some(msg)) = stream.recv().await {
-//!                 if stream.send(msg).await.is_err() {
-//!                     break;
-//!                 }
-//!             }
-//!         });
-//!     }
-//!     std::io::Result::Ok(())
-//! });
-//!
-//! let session = Session::connect(&path, config).await?;
-//! let stream = session.open_stream()?;
-//! stream.send(&b"hello over shared memory"[..]).await?;
-//! let mut reply = stream.recv().await?.expect("an echo");
-//! assert_eq!(reply.copy_to_bytes(reply.remaining()), &b"hello over shared memory"[..]);
-//! session.close();
-//! # Ok(())
-//! # }
-//! ```
 #![warn(
     missing_docs,
     missing_debug_implementations,

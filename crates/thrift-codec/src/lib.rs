@@ -1,6 +1,27 @@
 //! The Thrift wire format: the Binary, Compact and JSON protocols, built for RPC speed
 //! and for input nobody vouches for.
 //!
+//! A value encoded in the Binary protocol and decoded back (`fixtures` holds
+//! hand-written types of the kind `codegen` generates):
+//!
+//! ```
+//! use thrift_codec::fixtures::echo::Request;
+//! use thrift_codec::{Binary, Codec, Compact, LinkBuffer, Utf8Bytes};
+//!
+//! let req = Request {
+//!     action: Utf8Bytes::from_static("echo"),
+//!     msg: Utf8Bytes::from("hello".to_string()),
+//! };
+//! let mut buf = LinkBuffer::new();
+//! let n = Codec::<Binary>::new().encode(&req, &mut buf).unwrap();
+//! let frame = buf.next(n);
+//! let back: Request = Codec::<Binary>::new().decode(frame).unwrap();
+//! assert_eq!(back, req);
+//!
+//! // The same type in the Compact protocol is smaller.
+//! assert!(Codec::<Compact>::new().size(&req) < n);
+//! ```
+//!
 //! # Why this crate exists
 //!
 //! An RPC framework spends much of each call turning structs into bytes and back. This
@@ -19,28 +40,6 @@
 //!   bounded (64 by default) in decoding and skipping; invalid type ids, invalid UTF-8,
 //!   over-long varints and containers of `void` are typed errors ([`DecodeError`]) that
 //!   name the field path. Decoding never panics.
-//!
-//! # Example
-//!
-//! ```
-//! # #[cfg(feature = "fixtures")] {
-//! use thrift_codec::fixtures::echo::Request;
-//! use thrift_codec::{Binary, Codec, Compact, LinkBuffer, Utf8Bytes};
-//!
-//! let req = Request {
-//!     action: Utf8Bytes::from_static("echo"),
-//!     msg: Utf8Bytes::from("hello".to_string()),
-//! };
-//! let mut buf = LinkBuffer::new();
-//! let n = Codec::<Binary>::new().encode(&req, &mut buf).unwrap();
-//! let frame = buf.next(n);
-//! let back: Request = Codec::<Binary>::new().decode(frame).unwrap();
-//! assert_eq!(back, req);
-//!
-//! // The same type in the Compact protocol is smaller.
-//! assert!(Codec::<Compact>::new().size(&req) < n);
-//! # }
-//! ```
 //!
 //! # Decisions
 //!

@@ -5,6 +5,25 @@
 //! command-line tool that calls a service by hand. This crate gives them what the IDL
 //! says at run time.
 //!
+//! IDL read from text, and what it says about a method:
+//!
+//! ```
+//! use thrift_dynamic::{Descriptor, Ty};
+//!
+//! let idl = r#"
+//!     struct Request { 1: required string msg, 2: i64 id = 7 }
+//!     exception Failed { 1: string why }
+//!     service Echo { Request echo(1: Request req) throws (1: Failed err) }
+//! "#;
+//! let d = Descriptor::from_text("echo.thrift", idl)?;
+//! let echo = d.service("Echo").unwrap().method("echo").unwrap();
+//! let args = d.struct_desc(echo.args);
+//! let req = args.field_named("req").unwrap();
+//! assert_eq!(req.ty, Ty::Struct(d.struct_named("echo.Request").unwrap()));
+//! assert_eq!(echo.throws[0].name, "err");
+//! # Ok::<(), thrift_dynamic::LoadError>(())
+//! ```
+//!
 //! - [`Descriptor`]: every service (with the methods it inherits, and its streaming
 //!   methods with their [`StreamingMode`]), struct, union, exception, enum and
 //!   constant of a set of IDL files, by Thrift name and field id, resolved across
@@ -23,23 +42,6 @@
 //!   decoding the rest (`requests[3].msg`, `counters["hits"]`): a path checked once
 //!   against the descriptor, then walked over Binary or Compact bytes, stepping over
 //!   everything else.
-//!
-//! ```
-//! use thrift_dynamic::{Descriptor, Ty};
-//!
-//! let idl = r#"
-//!     struct Request { 1: required string msg, 2: i64 id = 7 }
-//!     exception Failed { 1: string why }
-//!     service Echo { Request echo(1: Request req) throws (1: Failed err) }
-//! "#;
-//! let d = Descriptor::from_text("echo.thrift", idl)?;
-//! let echo = d.service("Echo").unwrap().method("echo").unwrap();
-//! let args = d.struct_desc(echo.args);
-//! let req = args.field_named("req").unwrap();
-//! assert_eq!(req.ty, Ty::Struct(d.struct_named("echo.Request").unwrap()));
-//! assert_eq!(echo.throws[0].name, "err");
-//! # Ok::<(), thrift_dynamic::LoadError>(())
-//! ```
 
 mod descriptor;
 mod error;

@@ -3,6 +3,50 @@
 //! a [`GenericClient`] wraps any [`volo_core::client::Client`] and takes its methods,
 //! arguments and replies from an IDL read at run time ([`thrift_dynamic`]).
 //!
+//! Streams of the examples' `StreamService`, opened from its IDL read at run time,
+//! one JSON object per message each way:
+//!
+//! ```
+//! # use examples::stream::{StreamServiceServer, StreamServiceStreamServer};
+//! # use examples::stream_service::Streams;
+//! use thrift_dynamic::Descriptor;
+//! use thrift_generic::GenericStreamClient;
+//! use volo_core::client::ClientConfig;
+//! use volo_core::stream::Metadata;
+//!
+//! # #[tokio::main(flavor = "current_thread")]
+//! # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+//! # let bound = volo_core::server::Server::new(StreamServiceServer::new(Streams))
+//! #     .streams(StreamServiceStreamServer::new(Streams))
+//! #     .bind(&"127.0.0.1:0".parse()?)
+//! #     .await?;
+//! # let addr = bound.local_addr().clone();
+//! # tokio::spawn(bound.serve());
+//! let idl = concat!(env!("CARGO_MANIFEST_DIR"), "/../../idl/stream.thrift");
+//! let idl = Descriptor::from_files(&[idl], &[] as &[&str])?;
+//! let client = GenericStreamClient::connect(addr, &ClientConfig::default(), idl, "StreamService")?;
+//!
+//! // Bidirectional: a response for each request, as they go.
+//! let mut s = client.open_json("bidi_echo", &Metadata::new()).await?;
+//! s.send(br#"{"action":"hi","msg":"there"}"#).await?;
+//! let echoed = s.recv().await?.expect("a response");
+//! assert_eq!(&echoed[..], br#"{"action":"hi","msg":"there"}"#);
+//! s.close_send().await?;
+//! assert_eq!(s.recv().await?, None, "the server ended the stream");
+//!
+//! // A server stream: one request, then its responses.
+//! let request = br#"{"action":"push","msg":"m","count":2}"#;
+//! let mut rx = client.server_stream_json("server_echo", &Metadata::new(), request).await?;
+//! let mut n = 0;
+//! while let Some(json) = rx.recv().await? {
+//!     assert_eq!(&json[..], br#"{"action":"push","msg":"m"}"#);
+//!     n += 1;
+//! }
+//! assert_eq!(n, 2);
+//! # Ok(())
+//! # }
+//! ```
+//!
 //! Three forms of call:
 //!
 //! - **binary**: [`GenericClient::call_binary`] takes the encoded arguments struct and
@@ -68,47 +112,6 @@
 //!   the ordinary client stack opens streams (discovery, balancing, breakers), that
 //!   module is what changes. Each stream reads the IDL once, when it is opened, and
 //!   keeps it to its end.
-//!
-//! ```
-//! # use examples::stream::{StreamServiceServer, StreamServiceStreamServer};
-//! # use examples::stream_service::Streams;
-//! use thrift_dynamic::Descriptor;
-//! use thrift_generic::GenericStreamClient;
-//! use volo_core::client::ClientConfig;
-//! use volo_core::stream::Metadata;
-//!
-//! # #[tokio::main(flavor = "current_thread")]
-//! # async fn main() -> Result<(), Box<dyn std::error::Error>> {
-//! # let bound = volo_core::server::Server::new(StreamServiceServer::new(Streams))
-//! #     .streams(StreamServiceStreamServer::new(Streams))
-//! #     .bind(&"127.0.0.1:0".parse()?)
-//! #     .await?;
-//! # let addr = bound.local_addr().clone();
-//! # tokio::spawn(bound.serve());
-//! let idl = concat!(env!("CARGO_MANIFEST_DIR"), "/../../idl/stream.thrift");
-//! let idl = Descriptor::from_files(&[idl], &[] as &[&str])?;
-//! let client = GenericStreamClient::connect(addr, &ClientConfig::default(), idl, "StreamService")?;
-//!
-//! // Bidirectional: a response for each request, as they go.
-//! let mut s = client.open_json("bidi_echo", &Metadata::new()).await?;
-//! s.send(br#"{"action":"hi","msg":"there"}"#).await?;
-//! let echoed = s.recv().await?.expect("a response");
-//! assert_eq!(&echoed[..], br#"{"action":"hi","msg":"there"}"#);
-//! s.close_send().await?;
-//! assert_eq!(s.recv().await?, None, "the server ended the stream");
-//!
-//! // A server stream: one request, then its responses.
-//! let request = br#"{"action":"push","msg":"m","count":2}"#;
-//! let mut rx = client.server_stream_json("server_echo", &Metadata::new(), request).await?;
-//! let mut n = 0;
-//! while let Some(json) = rx.recv().await? {
-//!     assert_eq!(&json[..], br#"{"action":"push","msg":"m"}"#);
-//!     n += 1;
-//! }
-//! assert_eq!(n, 2);
-//! # Ok(())
-//! # }
-//! ```
 //!
 //! # Serving
 //!

@@ -8,6 +8,35 @@
 //! can be paired with them, and `tests/matrix.rs` runs them against the suite's Python
 //! side.
 //!
+//! The server and the client in one process, every check of the suite over Compact:
+//!
+//! ```
+//! use thrift_test::checks::{self, Report};
+//! use thrift_test::options::{ClientOptions, ServerOptions};
+//! use volo_core::context::Address;
+//!
+//! # #[tokio::main(flavor = "current_thread")]
+//! # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+//! let server = ServerOptions::read(["thrift-test-server", "--port=0", "--protocol=compact"])?;
+//! let (ready, listening) = tokio::sync::oneshot::channel();
+//! tokio::spawn(async move {
+//!     let ready = |addr: &Address| drop(ready.send(addr.clone()));
+//!     thrift_test::serve::serve(&server, std::future::pending(), ready).await
+//! });
+//! let Address::Tcp(addr) = listening.await? else { unreachable!("--port listens on TCP") };
+//!
+//! let port = format!("--port={}", addr.port());
+//! let client = ClientOptions::read(["thrift-test-client", &port, "--protocol=compact"])?;
+//! let clients = thrift_test::connect::connect(&client).map_err(|e| e.to_string())?;
+//! let mut report = Report::default();
+//! checks::run(&clients, &mut report).await;
+//! assert!(report.passed >= 20, "{} checks passed", report.passed);
+//! assert!(report.failures.is_empty(), "{:?}", report.failures);
+//! assert_eq!(report.exit_code(), 0);
+//! # Ok(())
+//! # }
+//! ```
+//!
 //! ```text
 //! thrift-test-server [--port=N | --domain-socket=PATH] [--transport=buffered|framed]
 //!     [--protocol=binary|compact|json|header|multi|multic|multij|multih]
@@ -73,7 +102,8 @@
 //! Besides the Python side that CI runs (`tests/matrix.rs`), these programs were
 //! paired both ways with Apache's C++, Go, Rust, Java and Node.js test programs
 //! (Apache Thrift c8f876181, built from its source; not part of this repository or of
-//! CI) over every combination each speaks; the README gives the counts. What that
+//! CI) over every combination each speaks; the workspace guide's chapter on protocols
+//! and transports (`docs/protocols-and-transports.md`) gives the counts. What that
 //! found in the peers, and how this side meets it:
 //!
 //! - Go's and Rust's test clients present no client certificate, and Apache's C++,

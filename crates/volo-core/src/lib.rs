@@ -1,5 +1,49 @@
 //! The RPC core: `Service` and `Layer`, framing, contexts, the server and the client.
 //!
+//! Both sides are stacks of [`Service`](service::Service)s: a call goes down the
+//! client's layers to the wire, and up from the wire through the server's layers to
+//! the generated dispatcher. A service and a layer of your own, on a context of your
+//! own, show the shape:
+//!
+//! ```
+//! use std::convert::Infallible;
+//! use volo_core::service::{Service, ServiceBuilder, layer_fn, service_fn};
+//!
+//! // The innermost service: a request in, a response out.
+//! let echo = service_fn(|_cx: &mut Vec<String>, req: String| async move {
+//!     Ok::<_, Infallible>(req)
+//! });
+//!
+//! // A layer wraps a service in another: this one records each request in the
+//! // call's context and shouts the reply.
+//! struct Shout<S>(S);
+//!
+//! impl<S> Service<Vec<String>, String> for Shout<S>
+//! where
+//!     S: Service<Vec<String>, String, Response = String> + Sync,
+//! {
+//!     type Response = String;
+//!     type Error = S::Error;
+//!
+//!     async fn call(&self, cx: &mut Vec<String>, req: String) -> Result<String, S::Error> {
+//!         cx.push(req.clone());
+//!         Ok(self.0.call(cx, req).await?.to_uppercase())
+//!     }
+//! }
+//!
+//! let stack = ServiceBuilder::new().layer(layer_fn(Shout)).service(echo);
+//! # tokio::runtime::Builder::new_current_thread().build().unwrap().block_on(async {
+//! let mut seen = Vec::new();
+//! let reply = stack.call(&mut seen, "hello".to_string()).await;
+//! assert_eq!(reply, Ok("HELLO".to_string()));
+//! assert_eq!(seen, ["hello"]);
+//! # });
+//! ```
+//!
+//! Generated services and clients are stacks of this kind; the
+//! `codegen-check` crate's docs serve and call one over loopback, and the workspace
+//! guide (`docs/`) walks through the rest.
+//!
 //! - [`service`]: `Service<Cx, Req>` with an `async fn call(&self, cx, req)`, `Layer`,
 //!   `ServiceBuilder`, `service_fn` and `layer_fn`, in the shape Volo (motore) users know.
 //! - [`tower_compat`]: adapters to and from `tower::Service`, so tower's middleware can wrap
@@ -107,40 +151,8 @@
 //! - **mux**: many calls in flight on one connection, replies matched by sequence id
 //!   ([`client::ConnectionPool::mux`], `mux_per_instance`; `echo-client --mux`).
 //!
-//! Names changed while the crate took its present shape (it has not been published,
-//! so the old names are gone, not deprecated):
-//!
-//! | old name | new name | why |
-//! |---|---|---|
-//! | `server::core` (module) | `server::conn_core` | shadowed the `core` crate; it is one connection's core |
-//! | `tower` (module) | [`tower_compat`] | shadowed the `tower` crate |
-//! | `ClientConfig::multiplex`, `--multiplex` | [`client::ConnectionPool::mux`], `--mux` | "multiplexed" is Apache's service names |
-//! | `server::multiplex::SEPARATOR` | [`codec::SERVICE_SEPARATOR`] | both sides use it |
-//! | `server::multiplex::Route`, `RouteReply` | [`server::multiplex::NamedService`], [`server::multiplex::EitherReply`] | "route" is the registry's (which address of an instance) |
-//! | `metrics::client::MeteredClient`, `metrics::server::MeteredServer` | [`client::metered::MeteredClient`], [`server::metered::MeteredServer`] | each lives beside the side it wraps |
-//! | `client::balance::{Instance, Tags, Discover, StaticDiscover, DiscoverList}` | [`registry::Instance`] and the rest (still re-exported by `client`) | discovery is shared by both sides |
-//! | `server::{OVERLOAD_PREFIX, CLOSING_PREFIX, is_overload, is_closing}`, `server::deadline::{PREFIX, is_deadline_passed}` | [`refusal`] (still re-exported by `server`) | both sides use them |
-//! | `Extra` (client context) | `ExtraAttempts` | the retries and backup requests made |
-//! | `Wire` (client context) | `FrameSizes` | the byte sizes of an attempt's frames |
-//! | `Described` (server) | `ServiceFacts` | what the server knows of a service from its IDL |
-//! | `Shared` (server) | `ServerState` | what every connection of a server shares |
-//! | `Shared` (instance breakers) | `BreakerTable` | the breakers by instance, and their counts |
-//! | `PerList` (balancers) | `ListCache` | a value derived from each of the last instance lists |
-//! | generated code's paths into `client`, `server`, `context`, `service` | [`codegen`] | one module for generated code |
-//! | `server::EncodeReply`, `client::EncodeArgs` | [`codec::Body`], [`codec::ErasedBody`] | one body trait for arguments and replies; the erased form is what a client's call carries |
-//! | `ClientConfig::{framing, protocol, ttheader_framed, theader}` | [`client::ClientConfig::format`]: [`client::WireFormat`] | how requests are encoded, the client's choice alone |
-//! | `ClientConfig::limits` (frame) | `ClientConfig::wire.frame` ([`config::WireLimits`]) | one type of limits on both sides, with the header's |
-//! | (none: default header limits) | `ClientConfig::wire.header` | a client can limit reply headers as a server limits request headers |
-//! | `ServerConfig::limits`, `ServerConfig::header_limits` | `ServerConfig::wire.frame`, `ServerConfig::wire.header` ([`config::WireLimits`]) | one type on both sides; `limits` stood beside `limit` |
-//! | `ClientConfig::{connect_timeout, rpc_timeout}` | `ClientConfig::timeouts.{connect, rpc}` ([`client::ClientTimeouts`]) | timeouts grouped |
-//! | `ServerConfig::{read_timeout, idle_timeout, drain_timeout, exit_wait}` | `ServerConfig::timeouts.{read, idle, drain, exit_wait}` ([`server::ServerTimeouts`]) | timeouts grouped |
-//! | `ClientConfig::max_connections` | `ClientConfig::pool.max_per_instance` ([`client::ConnectionPool`]) | per instance; the server's `max_connections` is all connections |
-//! | `ClientConfig::{mux, mux_connections}` | `ClientConfig::pool.{mux, mux_per_instance}` | connections grouped; per instance, as `max_per_instance` |
-//! | `ServerConfig::{max_connections, max_inflight, max_inflight_per_connection, max_buffered_input}` | `ServerConfig::capacity.*` ([`server::ServerCapacity`]) | what the server holds at once, grouped |
-//! | `ClientConfig::{transport, reactor}`, `ServerConfig::{transport, reactor}` | `transport.kind`, `transport.reactor` ([`config::TransportConfig`]) | one type on both sides |
-//! | `ClientConfig::{metrics, access_log}`, `ServerConfig::{metrics, access_log}` | `observability.{metrics, access_log}` ([`config::Observability`]) | one type on both sides |
-//! | `ServerConfig::limit` | [`server::Server::limit`] | a policy, set on the builder as the client's are |
-//! | `Server::with_config` | [`server::Server::config`] | the client builder's name |
+//! Names that changed while the crate took its present shape are listed in the
+//! workspace's `CHANGELOG.md`.
 #![warn(
     missing_docs,
     missing_debug_implementations,

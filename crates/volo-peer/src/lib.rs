@@ -1,20 +1,6 @@
 //! The benchmark IDL (`idl/echo.thrift`) on CloudWeGo Volo, the framework we measure against.
 //!
-//! Comparisons are only fair when both sides run the same IDL, the same payload and the same
-//! machine. This crate builds Volo's own generated code for `idl/echo.thrift` (with
-//! `volo-build` from `build.rs`, as Volo's docs describe) and wraps it in the few calls a
-//! benchmark or an interop test needs:
-//!
-//! - [`serve`] starts a volo-thrift `EchoService` server with the IDL's semantics and returns a
-//!   [`ServerHandle`] that knows the bound address and stops the server.
-//! - [`VoloClient`] is a volo-thrift client for one address, with one method per IDL call, for
-//!   closed-loop load generators.
-//! - [`echo`] re-exports Volo's generated types (`Request`, `Response`, `MyTest`, `Ids`, ...).
-//!
-//! Both sides keep Volo's defaults unless told otherwise ([`Framing`] picks the client's
-//! framing), so that what we measure is Volo as its users run it.
-//!
-//! # Example
+//! Volo's server and client for that IDL, a reply and a declared exception:
 //!
 //! ```
 //! # #[tokio::main(flavor = "current_thread")]
@@ -35,6 +21,20 @@
 //! # Ok(())
 //! # }
 //! ```
+//!
+//! Comparisons are only fair when both sides run the same IDL, the same payload and the same
+//! machine. This crate builds Volo's own generated code for `idl/echo.thrift` (with
+//! `volo-build` from `build.rs`, as Volo's docs describe) and wraps it in the few calls a
+//! benchmark or an interop test needs:
+//!
+//! - [`serve`] starts a volo-thrift `EchoService` server with the IDL's semantics and returns a
+//!   [`ServerHandle`] that knows the bound address and stops the server.
+//! - [`VoloClient`] is a volo-thrift client for one address, with one method per IDL call, for
+//!   closed-loop load generators.
+//! - [`echo`] re-exports Volo's generated types (`Request`, `Response`, `MyTest`, `Ids`, ...).
+//!
+//! Both sides keep Volo's defaults unless told otherwise ([`Framing`] picks the client's
+//! framing), so that what we measure is Volo as its users run it.
 //!
 //! # What Volo does by default, and what that means for our side
 //!

@@ -86,8 +86,8 @@
 //!
 //! `--meta KEY=VALUE` (transient: the callee sees it, and it goes no further) and
 //! `--persistent KEY=VALUE` (passed on hop after hop), each repeatable, are set on
-//! every call by a layer around the whole call (as in the README's middleware
-//! example). They travel in TTHeader and THeader framing; Framed and Buffered carry
+//! every call by a layer around the whole call (as in the middleware example of
+//! `docs/governance.md`). They travel in TTHeader and THeader framing; Framed and Buffered carry
 //! none. `echo-server --show-metainfo` prints what it received.
 //!
 //! # Transports

@@ -1,5 +1,5 @@
-//! `middleware`: two custom client layers on a generated client, as the README's
-//! middleware section shows them.
+//! `middleware`: two custom client layers on a generated client, as the guide's
+//! middleware chapter (`docs/governance.md`) shows them.
 //!
 //! - `Tag`, around the whole call (`ClientBuilder::layer`): stamps every call with a
 //!   persistent `tenant` metainfo value and counts calls.

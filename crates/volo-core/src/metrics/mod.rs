@@ -129,7 +129,8 @@
 //! copy is 256 bytes), bounded with the labels.
 //!
 //! `rpc-bench --metrics on,off` measures the cost in one run, alternating one-second
-//! slices with the metrics on and off (the workspace README gives what it found).
+//! slices with the metrics on and off (the workspace's `docs/performance.md` gives
+//! what it found).
 //!
 //! [`Observability::metrics`]: crate::config::Observability::metrics
 
