@@ -22,9 +22,9 @@
 //!   closing refusal ([`CLOSING_PREFIX`](super::CLOSING_PREFIX)), except oneway calls,
 //!   which run (their caller cannot be told). TTHeader replies carry `crrst`, Kitex's
 //!   mark that the connection is closing, so clients send nothing more on it; a
-//!   connection that has carried calls at once (multiplexed) gets Kitex's control
+//!   connection that has carried calls at once (a mux connection) gets Kitex's control
 //!   frame (sequence id 0, `crrst`) once no call is in hand: not before, since Kitex's
-//!   multiplexing client (v0.16) fails the calls it has in flight when the frame
+//!   mux client (v0.16) fails the calls it has in flight when the frame
 //!   comes, and ignores `crrst` in replies. Once no call is in hand, the connection
 //!   lingers for [`DRAIN_LINGER`], still refusing what comes (a request that crossed
 //!   the news on the way), then closes.
@@ -302,9 +302,9 @@ pub(crate) struct ConnCore<D> {
     /// The server is shutting down: refuse what comes, answer the calls in hand,
     /// linger, close.
     stopping: bool,
-    /// Calls have been in progress at once here: the client multiplexes.
-    multiplexed: bool,
-    /// The control frame went out (shutting down, multiplexed, no call in hand).
+    /// Calls have been in progress at once here: the client is a mux client.
+    mux: bool,
+    /// The control frame went out (shutting down, mux, no call in hand).
     told: bool,
     /// Since when the front of the input has held part of a frame that the connection
     /// waits for (not whole frames held back by the call cap).
@@ -334,7 +334,7 @@ impl<D: Dispatch> ConnCore<D> {
             peer,
             in_progress: 0,
             stopping: false,
-            multiplexed: false,
+            mux: false,
             told: false,
             partial_since: None,
             last_active: now,
@@ -447,7 +447,7 @@ impl<D: Dispatch> ConnCore<D> {
             c.bytes.sent.inc_by(out.len().saturating_sub(before) as u64);
         }
         if call.is_some() {
-            self.multiplexed |= self.in_progress > 0;
+            self.mux |= self.in_progress > 0;
             self.in_progress += 1;
         }
         Ok(call)
@@ -473,7 +473,7 @@ impl<D: Dispatch> ConnCore<D> {
     }
 
     /// The server is shutting down, from `now` on (see the [module docs](self)): the
-    /// calls in hand are answered; what comes is refused; a multiplexed connection is
+    /// calls in hand are answered; what comes is refused; a mux connection is
     /// told by Kitex's control frame, written into `out` once no call is in hand; the
     /// connection closes [`DRAIN_LINGER`] after its last call, through
     /// [`handle_timeout`](Self::handle_timeout). Once is enough; later calls do
@@ -488,9 +488,9 @@ impl<D: Dispatch> ConnCore<D> {
     }
 
     /// Writes the control frame into `out` when it is due: shutting down, a
-    /// multiplexed TTHeader connection, no call in hand, not written yet.
+    /// mux TTHeader connection, no call in hand, not written yet.
     fn tell_if_idle(&mut self, out: &mut LinkBuffer) {
-        if !self.stopping || !self.multiplexed || self.told || self.in_progress > 0 {
+        if !self.stopping || !self.mux || self.told || self.in_progress > 0 {
             return;
         }
         if let Some((Framing::TTHeader, protocol)) = self.reader.kind() {
