@@ -14,8 +14,8 @@ use thrift_codec::{
     MessageType, Utf8Bytes,
 };
 
-use super::conn_core::ServerState;
 use super::multiplex::Services;
+use super::state::ServerState;
 use super::trace::{self, Logged};
 use super::{Body, Dispatch, DispatchError, ServerRequest};
 use crate::codec::ttheader::{Header, str_key};

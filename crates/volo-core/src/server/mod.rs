@@ -311,6 +311,7 @@ mod request;
 mod run;
 mod spare;
 mod stack;
+mod state;
 mod stream;
 pub mod trace;
 
