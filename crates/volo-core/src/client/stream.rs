@@ -438,7 +438,7 @@ impl StreamClient {
         addr: Address,
         config: &ClientConfig,
     ) -> io::Result<Self> {
-        let reactor = super::transport::reactor_for(config)?;
+        let reactor = super::pool::reactor_for(config)?;
         let metrics = config
             .observability
             .metrics

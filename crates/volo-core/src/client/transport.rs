@@ -13,7 +13,7 @@ use futures_util::StreamExt;
 
 use super::balance::Changes;
 use super::mux::{MuxCall, MuxPool};
-use super::pool::{Dialer, Pool, Pooled};
+use super::pool::{Dialer, Pool, Pooled, reactor_for};
 use super::stream::{BreakHook, OpenedStream, StreamPool, StreamRequest};
 use super::{
     ClientCall, ClientConfig, ClientContext, ClientRequest, ClientResponse, Error, FrameSizes,
@@ -532,16 +532,4 @@ impl Service<ClientContext, StreamRequest> for Transport {
             .map_err(|e| e.with_instance(addr))?;
         Ok(OpenedStream::new(stream))
     }
-}
-
-/// The reactor a client with `config` reads on: one on the current runtime for
-/// netpoll-rs, none for tokio's sockets.
-pub(crate) fn reactor_for(config: &ClientConfig) -> io::Result<Option<netpoll_rs::Reactor>> {
-    Ok(match config.transport.kind {
-        crate::transport::TransportKind::Netpoll => Some(netpoll_rs::Reactor::on_runtime(
-            &tokio::runtime::Handle::current(),
-            config.transport.reactor.clone(),
-        )?),
-        crate::transport::TransportKind::Tokio => None,
-    })
 }
