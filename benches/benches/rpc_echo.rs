@@ -24,7 +24,7 @@
 //! `RPC_BENCH_SERVER_SPIN=off` its reactor's busy poll is off, `on,off` runs both) and
 //! Volo's (`volo_peer::serve`). The load generators run here, pinned to CPU 1
 //! (`RPC_BENCH_CLIENT_CPUS`), and drive every server alike: our client on its bare
-//! stack (`ours`), our client multiplexed over two connections (`ours-mux`), and Volo's
+//! stack (`ours`), our client over two mux connections (`ours-mux`), and Volo's
 //! client (`volo`), all speaking TTHeader over Framed, Binary. Servers alternate (A B,
 //! then B A) within each case. Lines: `server_only server=.. spin=.. loadgen=.. conc=..
 //! size=.. qps=.. p50_us=.. p99_us=.. p999_us=.. errors=.. server_cpu_us_per_call=..
@@ -50,9 +50,9 @@
 //!   TTHeader + Framed + Binary as Volo's client (so the bytes on the wire match).
 //! - `ours tokio`: the same over plain tokio sockets: the baseline that shows what the
 //!   reactor adds.
-//! - `ours mux`: our client multiplexing all callers over two netpoll-rs connections
-//!   (`ConnectionPool::mux`; replies matched by TTHeader sequence id) against the
-//!   same server. Volo's client here stays on its default pooled connections.
+//! - `ours mux`: our client sending all callers' calls over two netpoll-rs mux
+//!   connections (`ConnectionPool::mux`; replies matched by TTHeader sequence id)
+//!   against the same server. Volo's client here stays on its default pooled connections.
 //!
 //! Reported: QPS, p50/p99/p999, errors, and the ratios against Volo measured in the same
 //! run, under a heading that says they are whole-stack figures.

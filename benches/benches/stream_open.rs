@@ -1,6 +1,6 @@
 //! What opening a stream through the client's whole default stack costs against a
 //! bare opening: the same bidirectional `bidi_echo` stream of idl/stream.thrift,
-//! opened, ended from this side and read to its end, on one multiplexed connection to
+//! opened, ended from this side and read to its end, on one mux connection to
 //! a server in this process on loopback.
 //!
 //! - `bare`: `StreamServiceStreamClient` over a `StreamClient` (one address, no stack);

@@ -45,7 +45,7 @@ fn the_layer_and_two_hop_examples_check_themselves() {
 }
 
 /// `echo-server` on a Unix socket, and `echo-client` against it in every framing and
-/// protocol, and multiplexed: each run ends with the documented line and no errors.
+/// protocol, and with `--mux`: each run ends with the documented line and no errors.
 #[test]
 fn echo_client_loads_echo_server_over_a_unix_socket() {
     echo_programs("unix");
@@ -283,7 +283,7 @@ fn rpc_bench_paired_reports_each_pair_and_the_ratio() {
 
 /// SIGKILL of an `echo-server` serving over shared memory while callers are busy: every
 /// call in flight or made after fails with a transport error within seconds (the
-/// client sees the session's socket hang up, not a timeout), ping-pong and multiplexed.
+/// client sees the session's socket hang up, not a timeout), ping-pong and mux.
 #[test]
 fn calls_fail_promptly_when_an_shm_server_is_killed() {
     use examples::echo::{EchoServiceClient, Request};

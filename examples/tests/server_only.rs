@@ -103,7 +103,7 @@ fn a_short_run_reports_every_case_and_the_ratios() {
     let cpus = a_cpu();
     let settings = Settings {
         exe: rpc_bench().into(),
-        // Multiplexed: ours-mux among the load generators, volo-mux among the servers.
+        // Mux: ours-mux among the load generators, volo-mux among the servers.
         servers: server_only::servers_of(
             &[SpinArg::Off],
             &[DriverArg(netpoll_rs::Driver::Epoll)],

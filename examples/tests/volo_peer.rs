@@ -1,7 +1,7 @@
-//! Our client against Volo's multiplexed server (`volo_peer::serve_multiplexed`), the
-//! `volo-mux` server of `rpc-bench --server-only --multiplex`: calls made together on
-//! one multiplexed connection each get their own answer, matched by TTHeader sequence
-//! id. Loopback only, bounded in time.
+//! Our client against Volo's mux server (`volo_peer::serve_mux`), the `volo-mux`
+//! server of `rpc-bench --server-only --mux`: calls made together on one mux
+//! connection each get their own answer, matched by TTHeader sequence id. Loopback
+//! only, bounded in time.
 
 use std::time::Duration;
 
@@ -12,14 +12,14 @@ use volo_core::codec::{Framing, Protocol};
 use volo_core::context::Address;
 
 #[test]
-fn our_multiplexed_calls_each_get_their_answer_from_volos_multiplexed_server() {
+fn our_mux_calls_each_get_their_answer_from_volos_mux_server() {
     let rt = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .enable_all()
         .build()
         .unwrap();
     rt.block_on(async {
-        let server = volo_peer::serve_multiplexed("127.0.0.1:0".parse().unwrap())
+        let server = volo_peer::serve_mux("127.0.0.1:0".parse().unwrap())
             .await
             .expect("bind 127.0.0.1:0");
         let config = ClientConfig {

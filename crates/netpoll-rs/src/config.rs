@@ -68,7 +68,7 @@ pub struct Config {
     pub ring_buffers: u16,
     /// With [`Driver::IoUring`]: the size of each receive buffer, the most one
     /// completion delivers. Default 32 KiB: room for most of the 20-odd 1 KiB requests
-    /// a multiplexed client sends together (`rpc-bench --server-only --server-io uring
+    /// a mux client sends together (`rpc-bench --server-only --server-io uring
     /// --mux`: 10 calls per completion with 16 KiB buffers, 17 with 32 KiB).
     pub ring_buffer_size: usize,
 }

@@ -68,16 +68,16 @@
 //!   ([`Config::spin`], 50 µs by default) then raises a `parked` flag in its region and
 //!   blocks on the socket; a writer sends a one-byte wake frame only if it sees that
 //!   flag. While the peer is busy, sending costs no system call.
-//! - **Streams** ([`Stream`]) are multiplexed by the id in each descriptor; both sides
-//!   open them (odd ids from the connecting side, even from the accepting one). A stream
-//!   gets its id with its first descriptor, so each side's ids reach the peer in
-//!   increasing order and the peer needs to remember only the highest it saw to tell a
-//!   new stream from one it already closed. A stream is opened implicitly by its first
-//!   message; a `Close` descriptor (in ring order, after its data) ends one direction;
-//!   closing or dropping a `Stream` ends ours and drops what the peer sends after.
-//!   Each stream has a bounded inbox ([`Config::stream_inbox`]); a full inbox stops the
-//!   session's reader (backpressure to the peer), and the peer may have at most
-//!   [`Config::max_streams`] open (more are refused: closed at once).
+//! - **Streams** ([`Stream`]) share the session, told apart by the id in each
+//!   descriptor; both sides open them (odd ids from the connecting side, even from the
+//!   accepting one). A stream gets its id with its first descriptor, so each side's ids
+//!   reach the peer in increasing order and the peer needs to remember only the highest
+//!   it saw to tell a new stream from one it already closed. A stream is opened
+//!   implicitly by its first message; a `Close` descriptor (in ring order, after its
+//!   data) ends one direction; closing or dropping a `Stream` ends ours and drops what
+//!   the peer sends after. Each stream has a bounded inbox ([`Config::stream_inbox`]);
+//!   a full inbox stops the session's reader (backpressure to the peer), and the peer
+//!   may have at most [`Config::max_streams`] open (more are refused: closed at once).
 //! - **Copies.** [`Stream::send`] copies a `Buf` into the slices once;
 //!   [`Stream::send_with`] lets the caller write the message in place instead. The
 //!   receiver's [`Message`] is `Bytes` over the sender's slices: no copy.

@@ -97,7 +97,7 @@ impl Drop for Listener {
 }
 
 /// One connection between two processes: a Unix socket and two shared regions, one per
-/// direction. Streams are multiplexed over it.
+/// direction. Many streams share it, told apart by their ids.
 ///
 /// Dropping the session closes it (every stream of it ends); buffers received from it
 /// stay valid until dropped.

@@ -368,9 +368,9 @@ fn a_unix_socket_path_is_an_address() {
 /// answers with an application exception.
 #[test]
 fn multiplexed_calls_carry_the_service_name() {
-    let mux = Multiplex::new().service(EchoServiceServer::new(Echo::default()));
+    let services = Multiplex::new().service(EchoServiceServer::new(Echo::default()));
     served(
-        Server::multiplexed(mux).bind(&loopback()),
+        Server::multiplexed(services).bind(&loopback()),
         |addr| async move {
             let idl = echo_idl();
             for transport in ["framed", "ttheader", "buffered", "theader"] {

@@ -107,7 +107,7 @@
 //!   counterpart for (a business status in the trailer, a reset, a cancel, a
 //!   refused opening) is [`GenericError::Stream`], as volo-core said it.
 //! - **Opening.** Streams are opened through volo-core's
-//!   [`StreamClient`](volo_core::client::StreamClient) (multiplexed connections to
+//!   [`StreamClient`](volo_core::client::StreamClient) (mux connections to
 //!   one address, a deadline per stream), in one private module of this crate: when
 //!   the ordinary client stack opens streams (discovery, balancing, breakers), that
 //!   module is what changes. Each stream reads the IDL once, when it is opened, and

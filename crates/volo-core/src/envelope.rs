@@ -11,7 +11,7 @@
 //!   client from its configured framing and the headers below, the server from the
 //!   request's [`FrameHeader`]), and [`codec::write_framed`] writes it.
 //! - **Sequence ids.** A client matches a reply to its call by [`match_reply`] (the
-//!   method, the sequence id, a reply or an exception); a multiplexed client routes a
+//!   method, the sequence id, a reply or an exception); a mux client routes a
 //!   reply frame to its waiting call by [`ttheader_seq_id`], and reads a control
 //!   frame (sequence id 0) by [`control_says_closing`]. Which ids are used is the
 //!   connection's to choose (`client::pool`, `client::mux`).
@@ -335,7 +335,7 @@ pub(crate) fn read_request(header: &FrameHeader, cx: &mut ServerContext, now: In
 }
 
 /// The sequence id of a TTHeader frame, from its fixed part (LENGTH, magic, flags,
-/// SEQID), without decoding the rest: what a multiplexed client routes a reply by.
+/// SEQID), without decoding the rest: what a mux client routes a reply by.
 /// `None` for a frame too short to have one.
 pub(crate) fn ttheader_seq_id(frame: &[u8]) -> Option<i32> {
     let b = frame.get(8..12)?;

@@ -81,7 +81,7 @@
 //!   idempotency marks, chain stop), backup requests, the balancer (weighted random,
 //!   round robin, smooth weighted round robin, power of two choices, consistent hash;
 //!   instance breakers), each attempt's span, your inner layers and the transport
-//!   (pooled ping-pong or multiplexed connections). Generated
+//!   (pooled ping-pong or mux connections). Generated
 //!   `<Service>Client<T>`s are generic over the stack and built by
 //!   `<Service>Client::builder()`; failures are one typed [`client::Error`].
 //! - [`config`]: the groups of settings both sides' configurations hold (see

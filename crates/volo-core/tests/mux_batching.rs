@@ -1,4 +1,4 @@
-//! Calls ready at the same moment on a multiplexed connection go out in one write:
+//! Calls ready at the same moment on a mux connection go out in one write:
 //! each caller leaves its request in the output, and the connection's flusher, which
 //! yields first, sends them together. A call alone on its connection (no other waits
 //! for a reply) has nobody to share a write with and sends its own at once. A test
@@ -38,7 +38,7 @@ fn frames(buf: &[u8]) -> (usize, usize) {
 /// theirs in one write (and all reach a server that reads them). Each caller flushing
 /// its own request would make 50; no caller sending its own, 1.
 #[test]
-fn multiplexed_calls_ready_together_share_one_write() {
+fn mux_calls_ready_together_share_one_write() {
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()

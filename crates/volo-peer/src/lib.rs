@@ -57,14 +57,14 @@
 //! `Server::make_codec` swaps the server's codec the same way).
 //!
 //! **Connections.** Without volo-thrift's `multiplex` cargo feature (off by default; on here,
-//! for [`serve_multiplexed`], and unused otherwise) the client is ping-pong: one request in
+//! for [`serve_mux`], and unused otherwise) the client is ping-pong: one request in
 //! flight per connection. A pool keyed by address hands out an idle connection or dials a
 //! new one, so N concurrent callers end up with N connections; idle connections are kept up
 //! to `max_idle_per_key = 10240` for `timeout = 15 s` ([transport/pool/mod.rs],
 //! `pool::Config::default`). The server is ping-pong as well: one tokio task per connection
 //! that reads a request, awaits the handler, writes the response, and only then reads the
 //! next ([transport/pingpong/server.rs]); no pipelining.
-//! Multiplexing needs the `multiplex` feature plus `ClientBuilder::multiplex(true)` and
+//! Mux connections need the `multiplex` feature plus `ClientBuilder::multiplex(true)` and
 //! `Server::multiplex(true)` ([client/mod.rs], [server/mod.rs]).
 //!
 //! **Sockets and timeouts.** Both sides set `TCP_NODELAY` ([net/conn.rs], [net/dial.rs]); the
@@ -122,4 +122,4 @@ pub use generated::volo_gen::echo;
 
 pub use client::{Framing, VoloClient};
 pub use error::CallError;
-pub use server::{ECHO_ERROR_CODE, EchoHandler, ServerHandle, serve, serve_multiplexed};
+pub use server::{ECHO_ERROR_CODE, EchoHandler, ServerHandle, serve, serve_mux};

@@ -95,7 +95,7 @@ pub async fn serve(addr: SocketAddr) -> io::Result<ServerHandle> {
     start(addr, false).await
 }
 
-/// [`serve`], with Volo's multiplexed serving (`Server::multiplex(true)`, volo-thrift's
+/// [`serve`], as Volo's mux server (`Server::multiplex(true)`, volo-thrift's
 /// `multiplex` feature): each request of a connection is handled as it arrives, in a
 /// task of its own, and answered when done, matched by its TTHeader sequence id, so
 /// many calls share one connection. Clients must frame with TTHeader.
@@ -107,11 +107,11 @@ pub async fn serve(addr: SocketAddr) -> io::Result<ServerHandle> {
 /// # Panics
 ///
 /// As [`serve`].
-pub async fn serve_multiplexed(addr: SocketAddr) -> io::Result<ServerHandle> {
+pub async fn serve_mux(addr: SocketAddr) -> io::Result<ServerHandle> {
     start(addr, true).await
 }
 
-async fn start(addr: SocketAddr, multiplex: bool) -> io::Result<ServerHandle> {
+async fn start(addr: SocketAddr, mux: bool) -> io::Result<ServerHandle> {
     let incoming = Address::from(addr).make_incoming().await?;
     let local_addr = match &incoming {
         DefaultIncoming::Tcp(listener) => listener.as_ref().local_addr()?,
@@ -128,7 +128,7 @@ async fn start(addr: SocketAddr, multiplex: bool) -> io::Result<ServerHandle> {
         inner: incoming,
         stopped,
     };
-    let server = EchoServiceServer::new(EchoHandler).multiplex(multiplex);
+    let server = EchoServiceServer::new(EchoHandler).multiplex(mux);
     let task = tokio::spawn(async move { server.run(incoming).await.map_err(io::Error::other) });
     Ok(ServerHandle {
         local_addr,

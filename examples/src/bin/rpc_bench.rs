@@ -12,7 +12,7 @@
 //! `netpoll` (TCP on netpoll-rs), `uring` (TCP on netpoll-rs with io_uring pollers on
 //! both sides), `uds` (a Unix-domain socket on netpoll-rs), `shm` (shm-ipc: shared
 //! memory, with a Unix socket for control and wake-ups). With
-//! `--mux` the client multiplexes its calls over two connections per peer
+//! `--mux` the client sends its calls over two mux connections per peer
 //! (TTHeader framing only) instead of a pool with one connection per caller.
 //!
 //! The server runs on a tokio runtime with one worker thread of its own, the client on
@@ -85,8 +85,8 @@
 //! `--server-io epoll,uring` runs both) and Volo's (`volo_peer::serve`). Every server is driven by the same load generators: our
 //! `EchoServiceClient` (`--stack`, default `bare` here, so that the client spends
 //! little per call) and Volo's client (`volo_peer::VoloClient`); `--mux` adds
-//! our client multiplexed over two connections (`ours-mux`) and Volo's server
-//! multiplexed (`volo_peer::serve_multiplexed`, `server=volo-mux`, with `ratio
+//! our client over two mux connections (`ours-mux`) and Volo's mux server
+//! (`volo_peer::serve_mux`, `server=volo-mux`, with `ratio
 //! of=ours/volo-mux` lines beside the `of=ours/volo` ones); `raw` is no client at
 //! all: a request encoded once, written on a connection per caller, each reply read
 //! whole and checked, the least a caller can spend per call. Both clients speak TTHeader over Framed, Binary, so the
@@ -230,11 +230,11 @@ struct Cli {
     )]
     protocol: ProtocolArg,
 
-    /// The client multiplexes its calls over two connections per peer (ttheader only);
-    /// with --server-only, adds our multiplexed client as a load generator (ours-mux).
+    /// The client sends its calls over two mux connections per peer (ttheader only);
+    /// with --server-only, adds our mux client as a load generator (ours-mux).
     /// Every server-only line says how many calls one server read and one server write
     /// carried (`calls_per_recv`, `calls_per_send`).
-    #[arg(long, visible_alias = "multiplex")]
+    #[arg(long)]
     mux: bool,
 
     /// The client's stack [default: default; with --server-only bare, and not paired].
@@ -498,7 +498,7 @@ fn whole_stack(cli: Cli) -> Result<(), Usage> {
         settings.duration.as_secs_f64(),
         settings.framing,
         settings.protocol,
-        if settings.mux { ", multiplexed" } else { "" },
+        if settings.mux { ", mux" } else { "" },
         std::thread::available_parallelism().map_or(1, |n| n.get())
     );
     if settings.stack == Stack::Paired || settings.compare_metrics {

@@ -78,7 +78,7 @@ pub enum LoadGen {
     Ours {
         /// The client's stack.
         stack: ClientStack,
-        /// Multiplexed over two connections, replies matched by sequence id.
+        /// Mux calls over two connections, replies matched by sequence id.
         mux: bool,
     },
     /// Volo's client (`volo_peer::VoloClient`), with Volo's defaults: a pool with a
@@ -116,8 +116,8 @@ pub fn servers(spin: &str) -> Result<Vec<ServerKind>, Usage> {
 }
 
 /// The servers to compare: ours with each driver of `drivers` and each spin of
-/// `spins` (once each), then Volo's, and Volo's multiplexed when `multiplexed`.
-pub fn servers_of(spins: &[SpinArg], drivers: &[DriverArg], multiplexed: bool) -> Vec<ServerKind> {
+/// `spins` (once each), then Volo's, and Volo's mux server when `mux`.
+pub fn servers_of(spins: &[SpinArg], drivers: &[DriverArg], mux: bool) -> Vec<ServerKind> {
     let mut servers = Vec::new();
     for &driver in drivers {
         for &spin in spins {
@@ -128,7 +128,7 @@ pub fn servers_of(spins: &[SpinArg], drivers: &[DriverArg], multiplexed: bool) -
         }
     }
     servers.push(ServerKind::Volo);
-    if multiplexed {
+    if mux {
         servers.push(ServerKind::VoloMux);
     }
     servers
@@ -141,7 +141,7 @@ pub enum LoadGenName {
     Ours,
     /// Volo's client.
     Volo,
-    /// Our client, multiplexed over two connections.
+    /// Our client, mux over two connections.
     OursMux,
     /// No client: pre-encoded requests on plain connections.
     Raw,

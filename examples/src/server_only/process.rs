@@ -49,8 +49,8 @@ pub enum ServerKind {
     },
     /// Volo's: `volo_peer::serve`, volo-thrift's generated server with its defaults.
     Volo,
-    /// Volo's multiplexed: `volo_peer::serve_multiplexed`, the same server answering
-    /// the calls of a connection concurrently (`Server::multiplex(true)`).
+    /// Volo's mux server: `volo_peer::serve_mux`, the same server answering the
+    /// calls of a connection concurrently (`Server::multiplex(true)`).
     VoloMux,
     /// A Kitex server, or any other EchoService server, run from a command line
     /// ([`ServerProcess::spawn_command`]): not built by this program.
@@ -136,7 +136,7 @@ enum ServeName {
     Ours,
     /// Volo's.
     Volo,
-    /// Volo's, multiplexed.
+    /// Volo's mux server.
     VoloMux,
 }
 
@@ -170,7 +170,7 @@ fn serve(args: ServeArgs) -> Result<(), Usage> {
             let server = if args.serve == ServeName::Volo {
                 rt.block_on(volo_peer::serve(addr))
             } else {
-                rt.block_on(volo_peer::serve_multiplexed(addr))
+                rt.block_on(volo_peer::serve_mux(addr))
             }
             .map_err(|e| failed("binding", e))?;
             (server.local_addr(), None, Some(server))

@@ -217,7 +217,7 @@ impl<M, O, I> ClientBuilder<M, O, I> {
 
     /// Builds the stack and the client. Must run inside a tokio runtime (the
     /// reactor's pollers are tasks of it). Fails without instances, or when the
-    /// settings contradict each other (multiplexing without TTHeader).
+    /// settings contradict each other (mux without TTHeader).
     pub fn build(self) -> io::Result<M::Client>
     where
         I: Layer<Transport>,

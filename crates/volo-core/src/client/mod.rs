@@ -36,7 +36,7 @@
 //! | framing, protocol | TTHeader, Binary | [`ClientConfig::format`] |
 //! | connect timeout | 1 s | [`ClientTimeouts::connect`] |
 //! | call timeout | 10 s, retries and backups included; the time left goes to the server in TTHeader; a call fails within 1% of its limit after its deadline (calls of at least the client's limit share one timer per client) | [`ClientTimeouts::rpc`], [`ClientContext::timeout`] |
-//! | connections per instance | 64, one call at a time on each; multiplexed: 2 | [`ConnectionPool::max_per_instance`], [`ConnectionPool::mux`] |
+//! | connections per instance | 64, one call at a time on each; mux: 2 | [`ConnectionPool::max_per_instance`], [`ConnectionPool::mux`] |
 //! | service breaker | on: opens at 50% failures over 10 s once 200 calls were seen, fails fast for 5 s, then 3 trial calls, closed again after 3 successes | [`ClientBuilder::service_breaker`], [`BreakerConfig::service`] |
 //! | failure retry | up to 2 retries; a call that may have run is retried only if its method is marked idempotent (failed connects always); exponential backoff from 10 ms to 1 s with full jitter; a budget of 10% extra calls; never past the deadline; a retried request is marked (`RPC_PERSIST_RetryReq`) and not retried again downstream | [`ClientBuilder::retry`], [`ClientBuilder::idempotent`], [`RetryPolicy`] |
 //! | backup requests | off; on: after the recent p99 of successful attempts (within 10 ms..1 s, 1 s until 100 are seen), idempotent methods only, one backup per call, to another instance, within a budget of 10% | [`ClientBuilder::backup`], [`BackupPolicy`] |
@@ -45,9 +45,9 @@
 //! | what a breaker counts as a failure | connect, I/O, timeout, protocol errors and servers' over-limit refusals; application exceptions and IDL exceptions are answers | [`counts_as_failure`] |
 //! | frame, reply header limits | 16,384,000 bytes, 64 KiB | [`ClientConfig::wire`] |
 //!
-//! A call that finds all connections busy waits for one; multiplexing (off by default
-//! as in Kitex and Volo) needs TTHeader framing: replies are matched to calls by the
-//! sequence id in their header.
+//! A call that finds all connections busy waits for one; mux connections (off by
+//! default as in Kitex and Volo) need TTHeader framing: replies are matched to calls by
+//! the sequence id in their header.
 //!
 //! # Errors
 //!
@@ -192,11 +192,11 @@ pub struct ConnectionPool {
     /// Open connections per instance at most, one call at a time on each; a call
     /// that finds them all busy waits for one. Default 64.
     pub max_per_instance: usize,
-    /// Multiplex calls over a few connections per instance instead of one call at a
+    /// Mux calls over a few connections per instance instead of one call at a
     /// time per connection. Needs TTHeader framing: replies are matched to calls by
     /// the sequence id in their header. Default off.
     pub mux: bool,
-    /// Connections per instance when multiplexing; calls take them in turn. Default 2.
+    /// Connections per instance when `mux` is on; calls take them in turn. Default 2.
     pub mux_per_instance: usize,
 }
 

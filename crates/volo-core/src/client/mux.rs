@@ -1,4 +1,4 @@
-//! Multiplexed connections: many calls in flight on one connection, each reply matched
+//! Mux connections: many calls in flight on one connection, each reply matched
 //! to its call by the sequence id in its TTHeader.
 //!
 //! Each connection has one reader task that cuts reply frames and hands each to the
@@ -94,7 +94,7 @@ impl Drop for MuxPool {
     }
 }
 
-/// One multiplexed connection.
+/// One mux connection.
 #[derive(Debug)]
 pub(crate) struct MuxConn {
     conn: Conn,
@@ -245,7 +245,7 @@ async fn flush_later(mux: Arc<MuxConn>) {
     }
 }
 
-/// A call's place on a multiplexed connection: its sequence id, and the reply when it
+/// A call's place on a mux connection: its sequence id, and the reply when it
 /// comes. Dropped before the reply came (a timeout, a cancelled call), it gives the id
 /// up, and the reply is discarded when it arrives.
 #[derive(Debug)]

@@ -72,6 +72,18 @@ impl Dialer {
     }
 }
 
+/// The reactor a client with `config` reads on: one on the current runtime for
+/// netpoll-rs, none for tokio's sockets.
+pub(crate) fn reactor_for(config: &ClientConfig) -> io::Result<Option<netpoll_rs::Reactor>> {
+    Ok(match config.transport.kind {
+        TransportKind::Netpoll => Some(netpoll_rs::Reactor::on_runtime(
+            &tokio::runtime::Handle::current(),
+            config.transport.reactor.clone(),
+        )?),
+        TransportKind::Tokio => None,
+    })
+}
+
 /// Idle connections to one peer, and a cap on how many are open.
 #[derive(Debug)]
 pub(crate) struct Pool {

@@ -54,7 +54,7 @@ pub struct ClientStreams {
     pub session: StreamConfig,
     /// Streaming connections per instance; streams take them in turn, and one whose
     /// stream limit is reached passes a stream to the next. Default 1: streams are
-    /// multiplexed, as Kitex's StreamX client multiplexes them.
+    /// muxed: they share a connection, as with Kitex's StreamX client.
     pub connections_per_instance: usize,
     /// A deadline for every stream, from its opening: when it passes, the stream is
     /// reset (Kitex's deadline code) and its halves fail with
@@ -407,7 +407,7 @@ fn open_failed(e: StreamError) -> Error {
     }
 }
 
-/// Opens streams of one service to one address, over a few multiplexed connections
+/// Opens streams of one service to one address, over a few mux connections
 /// (`connections` of them, opened when first needed, in turn), without a client
 /// stack: no discovery, balancing, breakers, retries or layers. A
 /// [`Client`](super::Client) opens streams through its stack
@@ -438,7 +438,7 @@ impl StreamClient {
         addr: Address,
         config: &ClientConfig,
     ) -> io::Result<Self> {
-        let reactor = super::transport::reactor_for(config)?;
+        let reactor = super::pool::reactor_for(config)?;
         let metrics = config
             .observability
             .metrics

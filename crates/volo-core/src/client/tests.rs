@@ -674,11 +674,11 @@ fn a_failed_connect_is_retried_on_another_instance() {
     });
 }
 
-/// Multiplexing over one connection on either transport: many calls at once share it,
+/// Mux calls over one connection on either transport: many calls at once share it,
 /// a slow call does not hold back quick ones sent after it, every call gets its own
 /// reply, and oneway calls go out on it too.
 #[test]
-fn multiplexed_calls_share_one_connection_and_overtake_a_slow_one() {
+fn mux_calls_share_one_connection_and_overtake_a_slow_one() {
     for transport in [TransportKind::Netpoll, TransportKind::Tokio] {
         with_client(
             |c| {
@@ -729,10 +729,10 @@ fn multiplexed_calls_share_one_connection_and_overtake_a_slow_one() {
     }
 }
 
-/// A multiplexed call that times out gives up its sequence id; its late reply is
+/// A mux call that times out gives up its sequence id; its late reply is
 /// discarded, and the connection goes on carrying calls (it is not closed).
 #[test]
-fn a_timed_out_multiplexed_call_leaves_the_connection_in_use() {
+fn a_timed_out_mux_call_leaves_the_connection_in_use() {
     with_client(
         |_| {},
         |_, server| async move {
@@ -773,7 +773,7 @@ fn a_timed_out_multiplexed_call_leaves_the_connection_in_use() {
 }
 
 #[test]
-fn multiplexing_needs_ttheader_framing() {
+fn mux_needs_ttheader_framing() {
     refused(ClientConfig {
         pool: ConnectionPool {
             mux: true,
@@ -791,7 +791,7 @@ fn multiplexing_needs_ttheader_framing() {
 /// fails at once with an I/O error (not at its timeout), and the next call opens a new
 /// connection.
 #[test]
-fn a_lost_multiplexed_connection_fails_its_calls_and_is_replaced() {
+fn a_lost_mux_connection_fails_its_calls_and_is_replaced() {
     runtime().block_on(async {
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
         let addr = listener.local_addr().unwrap();
@@ -853,7 +853,7 @@ fn a_lost_multiplexed_connection_fails_its_calls_and_is_replaced() {
 }
 
 /// `shm:` addresses: a server and clients over shared-memory sessions, in every
-/// framing and protocol, ping-pong and multiplexed, with messages small and larger
+/// framing and protocol, ping-pong and mux, with messages small and larger
 /// than one slice of shared memory; all of one client's connections are streams of one
 /// session, and the listener's socket file is gone after the server stops.
 #[test]

@@ -13,7 +13,7 @@ use futures_util::StreamExt;
 
 use super::balance::Changes;
 use super::mux::{MuxCall, MuxPool};
-use super::pool::{Dialer, Pool, Pooled};
+use super::pool::{Dialer, Pool, Pooled, reactor_for};
 use super::stream::{BreakHook, OpenedStream, StreamPool, StreamRequest};
 use super::{
     ClientCall, ClientConfig, ClientContext, ClientRequest, ClientResponse, Error, FrameSizes,
@@ -28,7 +28,7 @@ use crate::stream::session::Timer;
 use crate::transport::{FrameIo, lock};
 
 /// Sends calls to instances: a pool of connections per instance address (ping-pong,
-/// or multiplexed with [`ConnectionPool::mux`](super::ConnectionPool::mux)), opened on first use. Cheap to
+/// or mux with [`ConnectionPool::mux`](super::ConnectionPool::mux)), opened on first use. Cheap to
 /// clone; clones share the pools.
 ///
 /// It sends to the address the balancer put in `cx.rpc.callee.address` (a call without
@@ -89,13 +89,13 @@ enum Lease {
 impl Transport {
     /// A transport with `config`'s framing, protocol, sockets and pools. Must be
     /// created inside a tokio runtime (the reactor's pollers are tasks of it). Fails
-    /// when multiplexing is asked for without TTHeader framing, and for JSON in
+    /// when mux connections are asked for without TTHeader framing, and for JSON in
     /// TTHeader (which has no protocol id for it).
     pub fn new(config: ClientConfig) -> io::Result<Transport> {
         if config.pool.mux && config.format.framing != Framing::TTHeader {
             return Err(io::Error::new(
                 io::ErrorKind::InvalidInput,
-                "multiplexing needs TTHeader framing: replies are matched to calls by the \
+                "mux connections need TTHeader framing: replies are matched to calls by the \
                  sequence id in their header",
             ));
         }
@@ -532,16 +532,4 @@ impl Service<ClientContext, StreamRequest> for Transport {
             .map_err(|e| e.with_instance(addr))?;
         Ok(OpenedStream::new(stream))
     }
-}
-
-/// The reactor a client with `config` reads on: one on the current runtime for
-/// netpoll-rs, none for tokio's sockets.
-pub(crate) fn reactor_for(config: &ClientConfig) -> io::Result<Option<netpoll_rs::Reactor>> {
-    Ok(match config.transport.kind {
-        crate::transport::TransportKind::Netpoll => Some(netpoll_rs::Reactor::on_runtime(
-            &tokio::runtime::Handle::current(),
-            config.transport.reactor.clone(),
-        )?),
-        crate::transport::TransportKind::Tokio => None,
-    })
 }

@@ -9,6 +9,10 @@ use thrift_codec::{Utf8Bytes, encoding};
 /// Bytes before a header's variable part: length, magic, flags, sequence id, size.
 pub(crate) const FIXED_LEN: usize = 14;
 
+/// Transforms a THeader frame may declare at most. One is all any Apache client
+/// sends; each may cost an inflation up to the frame limit.
+pub const MAX_TRANSFORMS: usize = 2;
+
 /// Limits on a received header (TTHeader or THeader).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct HeaderLimits {
@@ -89,8 +93,8 @@ pub enum HeaderError {
     /// THeader: a varint longer than 5 bytes or beyond 32 bits.
     #[error("{0}: malformed varint")]
     BadVarint(&'static str),
-    /// THeader: more transforms than `theader::MAX_TRANSFORMS`.
-    #[error("{0} transforms, above the {max} accepted", max = super::theader::MAX_TRANSFORMS)]
+    /// THeader: more transforms than [`MAX_TRANSFORMS`].
+    #[error("{0} transforms, above the {max} accepted", max = MAX_TRANSFORMS)]
     TooManyTransforms(u32),
     /// THeader: a zlib payload that is not a valid zlib stream (bad header, bad data,
     /// a wrong checksum, or an early end).

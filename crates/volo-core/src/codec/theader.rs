@@ -64,7 +64,7 @@ use flate2::{Compression, Decompress, FlushDecompress, Status, write::ZlibEncode
 use thrift_codec::{LinkBuffer, Utf8Bytes, encoding};
 
 use super::Protocol;
-pub use super::header::{HeaderError, HeaderLimits};
+pub use super::header::{HeaderError, HeaderLimits, MAX_TRANSFORMS};
 use super::header::{Reader, be_u32, read_fixed};
 
 /// The magic in bytes 4-5 of a THeader frame.
@@ -76,10 +76,6 @@ pub const FIXED_LEN: usize = super::header::FIXED_LEN;
 /// The largest LENGTH the format allows (its two high bits are reserved, which tells a
 /// THeader frame from older transports).
 pub const MAX_LENGTH: usize = 0x3FFF_FFFF;
-
-/// Transforms a frame may declare at most. One is all any Apache client sends; each
-/// may cost an inflation up to the frame limit.
-pub const MAX_TRANSFORMS: usize = 2;
 
 /// Transform ids.
 pub mod transform {

@@ -97,7 +97,7 @@ pub mod str_key {
     pub const IDL_SERVICE_NAME: &str = "isn";
     /// Kitex's mark that the connection is closing (`crrst`, any non-empty value): a
     /// server shutting down puts it in its replies and in the control frame it sends
-    /// a multiplexed client; the client sends no more calls on that connection.
+    /// a mux client; the client sends no more calls on that connection.
     pub const CONNECTION_RESET: &str = "crrst";
 }
 

@@ -4,10 +4,12 @@
 //! ([`DiscoverList`](super::DiscoverList)). Both sides use these: a server registers an instance, a
 //! client's balancer picks among them.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
+use std::pin::Pin;
 use std::sync::Arc;
 
-use super::watch::{Changes, no_changes};
+use futures_util::stream::{self, Stream};
+
 use crate::context::Address;
 
 /// Labels of an instance (a registry's tags: cluster, zone, version...), shared: an
@@ -82,4 +84,65 @@ impl Discover for StaticDiscover {
     fn instances(&self) -> Arc<[Instance]> {
         Arc::clone(&self.list)
     }
+}
+
+/// What changed in a service's instances between two lists a subscriber saw.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Change {
+    /// The whole list now.
+    pub instances: Arc<[Instance]>,
+    /// Instances at addresses the last list did not have.
+    pub added: Vec<Instance>,
+    /// Instances of the last list whose addresses are gone.
+    pub removed: Vec<Instance>,
+    /// Instances still listed at the same address with another weight or other tags
+    /// (as they are now).
+    pub updated: Vec<Instance>,
+}
+
+impl Change {
+    /// What changed from `old` to `new`, instances matched by address.
+    pub fn between(old: &[Instance], new: &Arc<[Instance]>) -> Change {
+        let before: HashMap<&Address, &Instance> = old.iter().map(|i| (&i.address, i)).collect();
+        let after: HashMap<&Address, &Instance> = new.iter().map(|i| (&i.address, i)).collect();
+        let mut added = Vec::new();
+        let mut updated = Vec::new();
+        for i in new.iter() {
+            match before.get(&i.address) {
+                None => added.push(i.clone()),
+                Some(was) if *was != i => updated.push(i.clone()),
+                Some(_) => {}
+            }
+        }
+        let removed = old
+            .iter()
+            .filter(|i| !after.contains_key(&i.address))
+            .cloned()
+            .collect();
+        Change {
+            instances: Arc::clone(new),
+            added,
+            removed,
+            updated,
+        }
+    }
+
+    /// Whether nothing changed.
+    pub fn is_empty(&self) -> bool {
+        self.added.is_empty() && self.removed.is_empty() && self.updated.is_empty()
+    }
+}
+
+/// The changes of a [`Discover`]'s list, as they happen (see [`Discover::changes`]).
+///
+/// A subscriber that falls behind does not queue changes: the next item is the
+/// difference between the last list it saw and the current one, so the backlog is
+/// one list whatever the registry does, and the last list is never missed. The
+/// stream ends when the discovery is dropped, or at once for a list that never
+/// changes ([`StaticDiscover`](super::StaticDiscover)).
+pub type Changes = Pin<Box<dyn Stream<Item = Change> + Send>>;
+
+/// A stream of no changes (the list is fixed).
+pub fn no_changes() -> Changes {
+    Box::pin(stream::empty())
 }

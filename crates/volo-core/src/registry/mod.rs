@@ -31,8 +31,8 @@
 mod discover;
 mod watch;
 
-pub use discover::{Discover, Instance, StaticDiscover, Tags};
-pub use watch::{Change, Changes, DiscoverList, no_changes};
+pub use discover::{Change, Changes, Discover, Instance, StaticDiscover, Tags, no_changes};
+pub use watch::DiscoverList;
 
 /// A test's instance on loopback port `port`, of weight `weight`.
 #[cfg(test)]

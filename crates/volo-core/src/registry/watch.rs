@@ -1,77 +1,13 @@
 //! Instance lists that change: [`DiscoverList`] holds the current list for the call
 //! path and tells subscribers of each change as a [`Changes`] stream.
 
-use std::collections::HashMap;
-use std::pin::Pin;
 use std::sync::Arc;
 
 use arc_swap::ArcSwap;
-use futures_util::stream::{self, Stream, StreamExt};
+use futures_util::stream::{self, StreamExt};
 use tokio::sync::watch;
 
-use super::{Discover, Instance};
-use crate::context::Address;
-
-/// What changed in a service's instances between two lists a subscriber saw.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Change {
-    /// The whole list now.
-    pub instances: Arc<[Instance]>,
-    /// Instances at addresses the last list did not have.
-    pub added: Vec<Instance>,
-    /// Instances of the last list whose addresses are gone.
-    pub removed: Vec<Instance>,
-    /// Instances still listed at the same address with another weight or other tags
-    /// (as they are now).
-    pub updated: Vec<Instance>,
-}
-
-impl Change {
-    /// What changed from `old` to `new`, instances matched by address.
-    pub fn between(old: &[Instance], new: &Arc<[Instance]>) -> Change {
-        let before: HashMap<&Address, &Instance> = old.iter().map(|i| (&i.address, i)).collect();
-        let after: HashMap<&Address, &Instance> = new.iter().map(|i| (&i.address, i)).collect();
-        let mut added = Vec::new();
-        let mut updated = Vec::new();
-        for i in new.iter() {
-            match before.get(&i.address) {
-                None => added.push(i.clone()),
-                Some(was) if *was != i => updated.push(i.clone()),
-                Some(_) => {}
-            }
-        }
-        let removed = old
-            .iter()
-            .filter(|i| !after.contains_key(&i.address))
-            .cloned()
-            .collect();
-        Change {
-            instances: Arc::clone(new),
-            added,
-            removed,
-            updated,
-        }
-    }
-
-    /// Whether nothing changed.
-    pub fn is_empty(&self) -> bool {
-        self.added.is_empty() && self.removed.is_empty() && self.updated.is_empty()
-    }
-}
-
-/// The changes of a [`Discover`]'s list, as they happen (see [`Discover::changes`]).
-///
-/// A subscriber that falls behind does not queue changes: the next item is the
-/// difference between the last list it saw and the current one, so the backlog is
-/// one list whatever the registry does, and the last list is never missed. The
-/// stream ends when the discovery is dropped, or at once for a list that never
-/// changes ([`StaticDiscover`](super::StaticDiscover)).
-pub type Changes = Pin<Box<dyn Stream<Item = Change> + Send>>;
-
-/// A stream of no changes (the list is fixed).
-pub fn no_changes() -> Changes {
-    Box::pin(stream::empty())
-}
+use super::discover::{Change, Changes, Discover, Instance};
 
 /// A service's instance list as discovery last found it: readers on the call path
 /// take it with one atomic load, without a lock ([`instances`](Discover::instances));
@@ -172,7 +108,8 @@ impl<D: Discover + ?Sized> Discover for Box<D> {
 
 #[cfg(test)]
 mod tests {
-    use crate::registry::inst;
+    use crate::context::Address;
+    use crate::registry::{inst, no_changes};
     use futures_util::FutureExt;
 
     use super::*;

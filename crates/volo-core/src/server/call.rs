@@ -14,8 +14,8 @@ use thrift_codec::{
     MessageType, Utf8Bytes,
 };
 
-use super::conn_core::ServerState;
 use super::multiplex::Services;
+use super::state::ServerState;
 use super::trace::{self, Logged};
 use super::{Body, Dispatch, DispatchError, ServerRequest};
 use crate::codec::ttheader::{Header, str_key};
@@ -451,7 +451,7 @@ impl<'a> Reply<'a> {
     }
 }
 
-/// Writes Kitex's control frame that tells a multiplexed client the connection is
+/// Writes Kitex's control frame that tells a mux client the connection is
 /// closing: a TTHeader frame of sequence id 0 whose string key `crrst` is `1`, around
 /// a reply message named `none` (sequence id 0) whose body is an empty struct. A
 /// Kitex client stops making calls on the connection; this crate's does too.

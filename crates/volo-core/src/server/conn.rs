@@ -10,7 +10,8 @@ use futures_util::stream::{FuturesUnordered, StreamExt};
 use tokio::sync::{Notify, watch};
 
 use super::Dispatch;
-use super::conn_core::{ConnCore, ServerState};
+use super::conn_core::ConnCore;
+use super::state::ServerState;
 use crate::transport::{Conn, FrameIo};
 
 /// Serves `conn` until the peer closes, a frame cannot be read, a timeout passes, or

@@ -22,9 +22,9 @@
 //!   closing refusal ([`CLOSING_PREFIX`](super::CLOSING_PREFIX)), except oneway calls,
 //!   which run (their caller cannot be told). TTHeader replies carry `crrst`, Kitex's
 //!   mark that the connection is closing, so clients send nothing more on it; a
-//!   connection that has carried calls at once (multiplexed) gets Kitex's control
+//!   connection that has carried calls at once (a mux connection) gets Kitex's control
 //!   frame (sequence id 0, `crrst`) once no call is in hand: not before, since Kitex's
-//!   multiplexing client (v0.16) fails the calls it has in flight when the frame
+//!   mux client (v0.16) fails the calls it has in flight when the frame
 //!   comes, and ignores `crrst` in replies. Once no call is in hand, the connection
 //!   lingers for [`DRAIN_LINGER`], still refusing what comes (a request that crossed
 //!   the news on the way), then closes.
@@ -42,115 +42,17 @@
 
 use std::io;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Instant;
 
 use bytes::Bytes;
 use thrift_codec::LinkBuffer;
 
+use super::Dispatch;
 use super::call::{Arrival, Done, MakeCall, answer, start_call};
-use super::multiplex::Services;
-use super::stack::{Builtins, compose};
-use super::{Dispatch, ServerConfig};
+use super::state::{Held, ServerState};
 use crate::codec::ttheader::Header;
 use crate::codec::{DETECT_LEN, FrameError, FrameSplitter, Framing, Protocol, detect};
 use crate::context::Address;
-use crate::metrics::ServerConns;
-
-/// What every connection of a server shares.
-pub(crate) struct ServerState<D> {
-    /// The stack of each call: the built-in layers around the server's own
-    /// ([`compose`](super::stack::compose)).
-    pub(crate) stack: Arc<Builtins<D>>,
-    /// What the IDL says of the service, or of each service of a multiplexed server.
-    pub(crate) services: Services,
-    pub(crate) config: ServerConfig,
-    /// The bytes of frames being read or handled, across connections, against
-    /// `config.capacity.max_buffered_input`.
-    pub(crate) input_budget: Arc<InputBudget>,
-    /// The calls counted for the access log's sampling.
-    pub(crate) access: super::trace::AccessCount,
-    /// `config.observability.metrics`' per-connection counters, when on.
-    pub(crate) counters: Option<ServerConns>,
-    /// The handler of streaming connections, if the server serves streams.
-    pub(crate) streams: Option<super::Serving>,
-}
-
-impl<D> ServerState<D> {
-    /// What the connections of a server running `dispatch` with `config` share.
-    pub(crate) fn new(
-        dispatch: D,
-        services: Services,
-        config: ServerConfig,
-        limit: super::LimitConfig,
-    ) -> Self {
-        let counters = config
-            .observability
-            .metrics
-            .as_ref()
-            .map(|m| m.server_conns().clone());
-        ServerState {
-            stack: Arc::new(compose(dispatch, &config, limit, counters.clone())),
-            counters,
-            services,
-            input_budget: InputBudget::new(config.capacity.max_buffered_input),
-            access: super::trace::AccessCount::default(),
-            config,
-            streams: None,
-        }
-    }
-}
-
-/// The bytes all connections may hold in frames being read or handled, counted in KiB
-/// (a frame takes its length rounded up).
-#[derive(Debug)]
-pub(crate) struct InputBudget {
-    left: AtomicUsize,
-}
-
-impl InputBudget {
-    /// A budget of `max_buffered_input` bytes.
-    pub(crate) fn new(max_buffered_input: usize) -> Arc<Self> {
-        Arc::new(InputBudget {
-            left: AtomicUsize::new(max_buffered_input.div_ceil(1024)),
-        })
-    }
-
-    /// Takes `units` KiB, or nothing when fewer are left.
-    fn try_take(self: &Arc<Self>, units: usize) -> Option<Held> {
-        self.left
-            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |left| {
-                left.checked_sub(units)
-            })
-            .ok()?;
-        Some(Held {
-            budget: Arc::clone(self),
-            units,
-        })
-    }
-}
-
-/// KiB of an [`InputBudget`], given back when dropped.
-#[derive(Debug)]
-pub(crate) struct Held {
-    budget: Arc<InputBudget>,
-    units: usize,
-}
-
-impl Held {
-    /// Adds `more`'s share to this one.
-    fn merge(&mut self, mut more: Held) {
-        self.units += std::mem::take(&mut more.units);
-    }
-}
-
-impl Drop for Held {
-    fn drop(&mut self) {
-        if self.units > 0 {
-            self.budget.left.fetch_add(self.units, Ordering::AcqRel);
-        }
-    }
-}
 
 /// The framing of a connection, detected from its first bytes, and the input budget
 /// taken by the frame being read: all of it once its length is known, and before that
@@ -302,9 +204,9 @@ pub(crate) struct ConnCore<D> {
     /// The server is shutting down: refuse what comes, answer the calls in hand,
     /// linger, close.
     stopping: bool,
-    /// Calls have been in progress at once here: the client multiplexes.
-    multiplexed: bool,
-    /// The control frame went out (shutting down, multiplexed, no call in hand).
+    /// Calls have been in progress at once here: the client is a mux client.
+    mux: bool,
+    /// The control frame went out (shutting down, mux, no call in hand).
     told: bool,
     /// Since when the front of the input has held part of a frame that the connection
     /// waits for (not whole frames held back by the call cap).
@@ -334,7 +236,7 @@ impl<D: Dispatch> ConnCore<D> {
             peer,
             in_progress: 0,
             stopping: false,
-            multiplexed: false,
+            mux: false,
             told: false,
             partial_since: None,
             last_active: now,
@@ -447,7 +349,7 @@ impl<D: Dispatch> ConnCore<D> {
             c.bytes.sent.inc_by(out.len().saturating_sub(before) as u64);
         }
         if call.is_some() {
-            self.multiplexed |= self.in_progress > 0;
+            self.mux |= self.in_progress > 0;
             self.in_progress += 1;
         }
         Ok(call)
@@ -473,7 +375,7 @@ impl<D: Dispatch> ConnCore<D> {
     }
 
     /// The server is shutting down, from `now` on (see the [module docs](self)): the
-    /// calls in hand are answered; what comes is refused; a multiplexed connection is
+    /// calls in hand are answered; what comes is refused; a mux connection is
     /// told by Kitex's control frame, written into `out` once no call is in hand; the
     /// connection closes [`DRAIN_LINGER`] after its last call, through
     /// [`handle_timeout`](Self::handle_timeout). Once is enough; later calls do
@@ -488,9 +390,9 @@ impl<D: Dispatch> ConnCore<D> {
     }
 
     /// Writes the control frame into `out` when it is due: shutting down, a
-    /// multiplexed TTHeader connection, no call in hand, not written yet.
+    /// mux TTHeader connection, no call in hand, not written yet.
     fn tell_if_idle(&mut self, out: &mut LinkBuffer) {
-        if !self.stopping || !self.multiplexed || self.told || self.in_progress > 0 {
+        if !self.stopping || !self.mux || self.told || self.in_progress > 0 {
             return;
         }
         if let Some((Framing::TTHeader, protocol)) = self.reader.kind() {

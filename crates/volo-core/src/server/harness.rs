@@ -12,7 +12,8 @@ use std::time::{Duration, Instant};
 use thrift_codec::LinkBuffer;
 
 use super::call::Done;
-use super::conn_core::{ConnCore, Expired, Next, ServerState};
+use super::conn_core::{ConnCore, Expired, Next};
+use super::state::ServerState;
 use super::{Dispatch, Server, ServerConfig};
 use crate::context::Address;
 use crate::test_support::TestService;

@@ -34,8 +34,9 @@ use tokio::task::AbortHandle;
 
 use super::Dispatch;
 use super::call::{Done, MakeCall};
-use super::conn_core::{ConnCore, Next, ServerState};
+use super::conn_core::{ConnCore, Next};
 use super::spare;
+use super::state::ServerState;
 use crate::context::Address;
 use crate::metrics::OpenConnection;
 use crate::transport::lock;

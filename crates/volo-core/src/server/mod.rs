@@ -240,7 +240,7 @@
 //! 2. **Stop accepting**, and tell each connection: TTHeader replies from now on carry
 //!    `crrst=1` (Kitex's mark: Kitex, Volo and this crate's clients send nothing more
 //!    on that connection), and a connection that has carried calls at once (a
-//!    multiplexing client) gets Kitex's control frame (sequence id 0, `crrst`) at once.
+//!    mux client) gets Kitex's control frame (sequence id 0, `crrst`) at once.
 //! 3. **Answer the calls in hand**, and no other: a call read after the drain began is
 //!    answered at once with an `INTERNAL_ERROR` whose message starts with
 //!    [`CLOSING_PREFIX`], without running (a oneway call runs: its caller could not be
@@ -263,7 +263,7 @@
 //! A connection's calls run one at a time on THeader, Framed and Buffered connections
 //! (answered in order, as Apache Thrift clients expect), and up to
 //! [`ServerCapacity::max_inflight_per_connection`] at once on TTHeader connections
-//! (answered as they finish, matched by sequence id, as Kitex's and Volo's multiplexing
+//! (answered as they finish, matched by sequence id, as Kitex's and Volo's mux
 //! clients expect). Where they run:
 //!
 //! - On netpoll-rs (the default transport, with [`ServerConfig::inline_dispatch`], the
@@ -311,6 +311,7 @@ mod request;
 mod run;
 mod spare;
 mod stack;
+mod state;
 mod stream;
 pub mod trace;
 
@@ -626,7 +627,7 @@ pub struct ServerCapacity {
     pub max_connections: usize,
     /// Calls handled at once across all connections; more wait. Default 10,000.
     pub max_inflight: usize,
-    /// Calls handled at once on one TTHeader connection (a multiplexing client sends
+    /// Calls handled at once on one TTHeader connection (a mux client sends
     /// several before the first reply; replies go out as they are ready, matched by
     /// sequence id). THeader, Framed and Buffered connections get one at a time,
     /// answered in order, as Apache Thrift clients expect. Default 128.

@@ -10,10 +10,11 @@ use tokio::sync::{Semaphore, watch};
 use tokio::task::JoinSet;
 
 use super::conn;
-use super::conn_core::{ServerState, peer_name};
+use super::conn_core::peer_name;
 use super::deadline::{DEFAULT_GRACE, Deadline, DeadlineLayer};
 use super::inline;
 use super::multiplex::{Multiplex, Services};
+use super::state::ServerState;
 use super::{
     Dispatch, LimitConfig, NoStreams, ServerConfig, ServesStreams, ServiceFacts, ServiceInfo,
     StreamSupport, Streams,

@@ -24,7 +24,7 @@ use crate::transport::{Conn, FrameIo};
 
 /// Serves streams: one call of [`serve`](Self::serve) per stream a client opens, run
 /// inside its connection's task beside the other streams of that connection (as a
-/// multiplexed connection's calls run), so that their answers leave together; a
+/// mux connection's calls run), so that their answers leave together; a
 /// handler with heavy CPU work should move it off with `spawn_blocking`. The
 /// generated `<Service>StreamServer` implements it for a service's streaming
 /// methods.
@@ -244,7 +244,7 @@ impl Serving {
     /// closes it; after `shutdown`, the streams in progress run to their end.
     ///
     /// The handlers run inside this task, beside the connection's reader (no task
-    /// per stream, as the calls of a multiplexed connection run in its own): each
+    /// per stream, as the calls of a mux connection run in its own): each
     /// turn takes every frame that has arrived, polls the handlers those frames
     /// woke, and then flushes once, so that what the streams answer in one turn
     /// leaves in one send.

@@ -509,7 +509,7 @@ fn read_ttheader(c: &mut impl Read) -> (i32, Answer) {
     (mh.seq_id, a)
 }
 
-/// Several calls sent before any reply on one TTHeader connection (what a multiplexing
+/// Several calls sent before any reply on one TTHeader connection (what a mux
 /// client does) run at once: a slow call does not hold back the quick ones behind it,
 /// whose replies come first, each with its own sequence id.
 #[test]
@@ -1010,13 +1010,13 @@ fn graceful_shutdown_answers_the_call_in_progress_in(config: ServerConfig) {
 /// A shutdown while several calls of one TTHeader connection are in progress answers
 /// every one of them, then closes the connection.
 #[test]
-fn graceful_shutdown_answers_every_call_of_a_multiplexed_connection() {
+fn graceful_shutdown_answers_every_call_of_a_mux_connection() {
     for config in layouts(ServerConfig::default()) {
-        graceful_shutdown_answers_every_call_of_a_multiplexed_connection_in(config);
+        graceful_shutdown_answers_every_call_of_a_mux_connection_in(config);
     }
 }
 
-fn graceful_shutdown_answers_every_call_of_a_multiplexed_connection_in(config: ServerConfig) {
+fn graceful_shutdown_answers_every_call_of_a_mux_connection_in(config: ServerConfig) {
     runtime().block_on(async {
         let mut s = start(config).await;
         let addr = s.addr;
@@ -1568,12 +1568,12 @@ mod rules;
 mod streams;
 mod trace;
 
-/// A multiplexing client whose server begins to drain: the control frame retires the
+/// A mux client whose server begins to drain: the control frame retires the
 /// connection, the calls in progress on it are still answered, and the next call does
 /// not go on it (it would be refused unrun in the linger): it opens a new connection,
 /// which the closed listener refuses.
 #[test]
-fn a_multiplexed_client_leaves_a_connection_its_server_is_closing() {
+fn a_mux_client_leaves_a_connection_its_server_is_closing() {
     use crate::client::{Client, ClientConfig, ClientContext, ErrorKind, RetryPolicy};
     runtime().block_on(async {
         let mut s = start(ServerConfig {

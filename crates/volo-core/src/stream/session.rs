@@ -14,7 +14,7 @@
 //! accept loop, in one task with the streams' handlers
 //! ([`Session::server`]): the loop takes every frame that has arrived, polls the
 //! handlers those frames woke, and then flushes once, so the answers of the
-//! streams of one connection leave together, as multiplexed call replies do.
+//! streams of one connection leave together, as the replies of a mux connection do.
 //!
 //! The reader never waits for a stream's application, except for a peer that does
 //! not take part in flow control (Kitex) whose stream's queue is full: the core

@@ -313,10 +313,10 @@ fn over_ttheader_a_request_carries_the_int_keys_of_kitex() {
 fn bound_clients_reach_their_service_on_a_multiplexed_server() {
     for framing in [Framing::TTHeader, Framing::Framed, Framing::Buffered] {
         runtime().block_on(async {
-            let mux = Multiplex::new()
+            let services = Multiplex::new()
                 .service(TestService::default())
                 .service_as("Again", TestService::default());
-            let bound = Server::multiplexed(mux)
+            let bound = Server::multiplexed(services)
                 .bind(&"127.0.0.1:0".parse().unwrap())
                 .await
                 .unwrap();

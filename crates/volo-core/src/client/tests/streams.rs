@@ -511,7 +511,7 @@ fn a_retired_pool_lets_an_opening_under_way_finish() {
     run_bounded(Duration::from_secs(30), async {
         let a = start_who("a").await;
         let config = ClientConfig::default();
-        let reactor = crate::client::transport::reactor_for(&config).unwrap();
+        let reactor = crate::client::pool::reactor_for(&config).unwrap();
         let dialer = Dialer::new(reactor, a.address.clone(), &config);
         let pool = StreamPool::new(dialer, &config.streams, Timer::default(), None, None);
         let opened = |s| OpenedStream::new(s).typed::<Text, Text>();

@@ -9,7 +9,7 @@
 //!   [`Limiter`] as soon as a frame is cut and its message header (method name and
 //!   sequence id, which the refusal must carry) is read, before the arguments are
 //!   touched. Kitex does the same: its default QPS limiter acts in the `OnRead` hook,
-//!   before deserialisation, on non-multiplexed connections.
+//!   before deserialisation, on non-mux connections.
 //! - **Refuse rather than queue.** A queue in front of an overloaded server only adds
 //!   latency to every call behind it, and the callers' timeouts expire while their calls
 //!   wait; their retries then add load. A refusal costs the server one small reply and

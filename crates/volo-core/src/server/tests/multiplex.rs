@@ -85,7 +85,7 @@ impl<T: Read + Write> Conn for T {}
 /// A multiplexed server: `Test` (the default one, when asked) and `Other`, inside a
 /// [`Record`] layer. Its connections run on the connection core (see `harness.rs`):
 /// routing happens there, whatever drives the connection.
-struct Mux {
+struct MultiplexedServer {
     /// Opens a connection.
     connect: Box<dyn Fn() -> Box<dyn Conn>>,
     /// `Test`'s oneway `notify` calls run.
@@ -98,7 +98,7 @@ struct Mux {
     metrics: crate::metrics::Metrics,
 }
 
-impl Mux {
+impl MultiplexedServer {
     fn connect(&self) -> Box<dyn Conn> {
         (self.connect)()
     }
@@ -116,7 +116,7 @@ where
 
 /// Runs `f` against a multiplexed server (with `Test` as the default service when
 /// `default` is set).
-fn with_mux(default: bool, f: impl FnOnce(&Mux)) {
+fn with_multiplexed_server(default: bool, f: impl FnOnce(&MultiplexedServer)) {
     let test = TestService::default();
     let notified = Arc::clone(&test.notified);
     let other = Other::default();
@@ -136,13 +136,13 @@ fn with_mux(default: bool, f: impl FnOnce(&Mux)) {
         ..ServerConfig::default()
     };
     let connect = if default {
-        let mux = Multiplex::new().default_service(test).service(other);
-        connections(Server::multiplexed(mux).layer(record).config(config))
+        let services = Multiplex::new().default_service(test).service(other);
+        connections(Server::multiplexed(services).layer(record).config(config))
     } else {
-        let mux = Multiplex::new().service(test).service(other);
-        connections(Server::multiplexed(mux).layer(record).config(config))
+        let services = Multiplex::new().service(test).service(other);
+        connections(Server::multiplexed(services).layer(record).config(config))
     };
-    f(&Mux {
+    f(&MultiplexedServer {
         connect,
         notified,
         other: other_seen,
@@ -192,7 +192,7 @@ fn pairs(list: &[(&str, &str)]) -> Vec<(String, String)> {
 
 #[test]
 fn calls_are_routed_by_their_prefix_and_answered_under_the_bare_name() {
-    with_mux(false, |s| {
+    with_multiplexed_server(false, |s| {
         let mut c = s.connect();
         c.write_all(&framed_call("Test:echo", 1, "hi")).unwrap();
         let reply = summary(answer::<Binary>(read_framed(&mut c)));
@@ -221,7 +221,7 @@ fn calls_are_routed_by_their_prefix_and_answered_under_the_bare_name() {
 
 #[test]
 fn unprefixed_calls_go_by_the_isn_key_else_to_the_default_service() {
-    with_mux(true, |s| {
+    with_multiplexed_server(true, |s| {
         let mut c = s.connect();
         let echo = |seq, t| call::<Binary>(MessageType::Call, "echo", seq, t);
         // No prefix, no isn: the default service.
@@ -262,7 +262,7 @@ fn unprefixed_calls_go_by_the_isn_key_else_to_the_default_service() {
 
 #[test]
 fn a_call_to_no_service_is_unknown_method_and_the_connection_lives_on() {
-    with_mux(false, |s| {
+    with_multiplexed_server(false, |s| {
         let mut c = s.connect();
         let unknown = |reply: (MessageHeader, Answer)| {
             let (name, ty, seq, a) = summary(reply);
@@ -329,7 +329,7 @@ fn a_call_to_no_service_is_unknown_method_and_the_connection_lives_on() {
 /// come are those of the calls that are answered, in order.
 #[test]
 fn a_oneway_method_of_the_routed_service_gets_no_reply_whatever_the_message_type() {
-    with_mux(true, |s| {
+    with_multiplexed_server(true, |s| {
         for wire in wires() {
             let mut c = s.connect();
             let before = s.notified.load(Ordering::SeqCst);
@@ -409,14 +409,14 @@ fn a_multiplexed_server_with_services_it_cannot_route_does_not_bind() {
         let e = refused(Server::multiplexed(defaults).bind(&addr).await);
         assert!(e.contains("one default service at most"), "{e}");
         for bad in ["", "A:B"] {
-            let mux = Multiplex::new().service_as(bad, Other::default());
-            let e = refused(Server::multiplexed(mux).bind(&addr).await);
+            let services = Multiplex::new().service_as(bad, Other::default());
+            let e = refused(Server::multiplexed(services).bind(&addr).await);
             assert!(e.contains("cannot be a service name"), "{e}");
         }
         // The names, in the order they were added.
-        let mux = Multiplex::new()
+        let services = Multiplex::new()
             .service(TestService::default())
             .service_as("Second", Other::default());
-        assert_eq!(mux.names().collect::<Vec<_>>(), ["Test", "Second"]);
+        assert_eq!(services.names().collect::<Vec<_>>(), ["Test", "Second"]);
     });
 }

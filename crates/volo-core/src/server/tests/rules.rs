@@ -217,12 +217,12 @@ fn read_tt_frame(c: &mut impl Read) -> (Header, Vec<u8>) {
     (h, payload.to_vec())
 }
 
-/// On a TTHeader connection that carried calls at once (a multiplexing client), a
+/// On a TTHeader connection that carried calls at once (a mux client), a
 /// shutdown answers every call in progress, each reply marked `crrst`; then, with no
 /// call in hand, it sends Kitex's control frame (sequence id 0, `crrst`, a `none`
 /// reply), lingers and closes.
 #[test]
-fn a_shutdown_tells_a_multiplexed_connection_and_answers_its_calls() {
+fn a_shutdown_tells_a_mux_connection_and_answers_its_calls() {
     on_harness(ServerConfig::default(), |mut c, s| {
         let mut bytes = Vec::new();
         for seq in 1..=3 {

@@ -22,7 +22,7 @@ use crate::transport::{Conn, FrameIo, end_of_stream, lock, take_frame_from};
 /// encrypts it into the inner connection's output and flushes that.
 ///
 /// The locks are never held across an await, and are always taken in the order
-/// output, session, then the inner connection's, so the reader of a multiplexed
+/// output, session, then the inner connection's, so the reader of a mux
 /// connection and its writers never wait on each other for long.
 #[derive(Debug)]
 pub(crate) struct TlsConn {

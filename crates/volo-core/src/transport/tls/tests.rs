@@ -235,7 +235,7 @@ const LAYOUTS: [(TransportKind, bool); 3] = [
 
 /// A CA-issued server certificate, with and without a client certificate required,
 /// for every server layout and client transport: single calls, a frame of 1 MiB
-/// (many TLS records each way), and a multiplexed client's concurrent calls.
+/// (many TLS records each way), and a mux client's concurrent calls.
 #[test]
 fn calls_go_over_tls_on_both_transports_with_and_without_client_certs() {
     let certs = Certs::new("both");
