@@ -44,7 +44,8 @@ use crate::clock::Clock;
 use crate::context::Address;
 use crate::metrics::StreamCounters;
 use crate::stream::handle::{CancelOnDrop, Receiver, Sender};
-use crate::stream::session::{Session, StreamShared, Timer};
+use crate::stream::session::{Session, Timer};
+use crate::stream::shared::StreamShared;
 use crate::stream::{Metadata, StreamConfig, StreamError};
 
 /// A client's stream settings (in [`ClientConfig::streams`]).

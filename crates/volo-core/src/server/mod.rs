@@ -313,6 +313,7 @@ mod spare;
 mod stack;
 mod state;
 mod stream;
+mod stream_conn;
 pub mod trace;
 
 use std::time::Duration;
@@ -325,13 +326,14 @@ pub use facts::ServiceFacts;
 pub use fallback::{Fallback, with_fallback};
 pub use limit::{LimitConfig, Limiter, Overloaded};
 pub use multiplex::Multiplex;
-pub use opening::{NoStreams, ServesStreams, StreamOpening, StreamSupport, Streams, WithStreams};
+pub use opening::{NoStreams, StreamOpening, StreamSupport, Streams, WithStreams};
 pub use request::{ServerCall, ServerRequest};
+pub use stream_conn::ServesStreams;
 
 use crate::codec::Body;
 pub use run::{BoundServer, Server};
-pub(crate) use stream::Serving;
 pub use stream::{ServerStream, StreamContext, StreamHandler};
+pub(crate) use stream_conn::Serving;
 
 use thrift_codec::{ApplicationException, ApplicationExceptionKind, DecodeError};
 

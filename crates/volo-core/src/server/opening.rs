@@ -9,12 +9,11 @@ use std::future::Future;
 use std::pin::Pin;
 use std::sync::Arc;
 
-use super::stack::Builtins;
-use super::stream::{ServeBoxed, ServerStream, Serving};
+use super::stream::{ServeBoxed, ServerStream};
 use super::{DispatchError, ServerCall, ServerRequest};
 use crate::context::{Address, ServerContext};
 use crate::service::Service;
-use crate::stream::{Metadata, StreamConfig};
+use crate::stream::Metadata;
 
 /// A stream a client opened, as the layers of the server's stack see it: its method,
 /// service, header metadata and peer. At the bottom of the stack it becomes the
@@ -150,7 +149,7 @@ pub struct NoStreams;
 /// [`StreamOpening`]s as well as calls.
 #[derive(Clone)]
 pub struct Streams {
-    handler: Arc<dyn ServeBoxed>,
+    pub(super) handler: Arc<dyn ServeBoxed>,
 }
 
 impl fmt::Debug for Streams {
@@ -207,72 +206,6 @@ impl<D> StreamSupport<D> for Streams {
 
     fn serves_streams(&self) -> bool {
         true
-    }
-}
-
-/// Whether a server's stack `S` (its layers around its [`StreamSupport::Bottom`])
-/// serves what it must: always, for a server without streams; for one with streams,
-/// only if every layer is a `Service<ServerContext, StreamOpening>` too, as a layer
-/// written over [`ServerCall`] is.
-///
-/// A layer written over [`ServerRequest`] alone, on a server of streams, is a
-/// compile error at `bind`:
-///
-/// ```compile_fail
-/// use volo_core::context::ServerContext;
-/// use volo_core::server::{Dispatch, DispatchError, Server, ServerRequest, ServiceInfo, StreamHandler};
-/// use volo_core::service::{Service, layer_fn};
-///
-/// struct CallsOnly<S>(S);
-///
-/// impl<S> Service<ServerContext, ServerRequest> for CallsOnly<S>
-/// where
-///     S: Service<ServerContext, ServerRequest, Error = DispatchError> + Sync,
-/// {
-///     type Response = S::Response;
-///     type Error = DispatchError;
-///
-///     async fn call(&self, cx: &mut ServerContext, req: ServerRequest) -> Result<S::Response, DispatchError> {
-///         self.0.call(cx, req).await
-///     }
-/// }
-///
-/// async fn serve<D: Dispatch + ServiceInfo>(d: D, h: impl StreamHandler) {
-///     let _ = Server::new(d)
-///         .streams(h)
-///         .layer(layer_fn(CallsOnly))
-///         .bind(&"127.0.0.1:0".parse().unwrap())
-///         .await;
-/// }
-/// ```
-#[diagnostic::on_unimplemented(
-    message = "a layer of this server does not serve streams",
-    label = "this server serves streams",
-    note = "a layer added with `Server::layer` to a server with `Server::streams` must be a \
-            `Service<ServerContext, R>` for every `R: ServerCall`, not only for `ServerRequest`"
-)]
-pub trait ServesStreams<S> {
-    /// The server's serving of streams through `stack`, the composed stack.
-    #[doc(hidden)]
-    fn serving(&self, stack: Arc<Builtins<S>>, config: StreamConfig) -> Option<Serving>;
-}
-
-impl<S> ServesStreams<S> for NoStreams {
-    fn serving(&self, _stack: Arc<Builtins<S>>, _config: StreamConfig) -> Option<Serving> {
-        None
-    }
-}
-
-impl<S> ServesStreams<S> for Streams
-where
-    S: Service<ServerContext, StreamOpening, Response = (), Error = DispatchError>
-        + Send
-        + Sync
-        + 'static,
-{
-    fn serving(&self, stack: Arc<Builtins<S>>, config: StreamConfig) -> Option<Serving> {
-        let stack: Arc<dyn OpenStream> = stack;
-        Some(Serving::new(Arc::clone(&self.handler), stack, config))
     }
 }
 

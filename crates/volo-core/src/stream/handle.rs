@@ -13,7 +13,7 @@ use bytes::Bytes;
 use thrift_codec::{Binary, Codec, Message};
 
 use super::error::{Metadata, StreamError};
-use super::session::StreamShared;
+use super::shared::StreamShared;
 
 /// Resets the stream when the last half of a client's stream goes before the
 /// stream ended (Kitex's cancel), and takes it out of its connection's table.

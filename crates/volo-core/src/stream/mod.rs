@@ -108,8 +108,8 @@ pub mod flow;
 pub mod frame;
 pub(crate) mod handle;
 pub(crate) mod session;
-mod shared;
-mod tasks;
+pub(crate) mod shared;
+pub(crate) mod tasks;
 #[cfg(test)]
 pub(crate) mod tests;
 mod timer;

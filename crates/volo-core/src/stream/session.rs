@@ -32,22 +32,10 @@ use tokio::sync::Notify;
 
 use super::StreamConfig;
 use super::core::{Accepted, Event, Side, StreamCore};
-use super::error::{Metadata, StreamError};
-pub(crate) use super::shared::StreamShared;
-pub(crate) use super::tasks::closed_here;
-use super::tasks::{flush_later, keep_time};
+use super::error::StreamError;
 pub(crate) use super::timer::Timer;
 use crate::metrics::StreamCounters;
 use crate::transport::{Conn, FrameIo, lock};
-
-/// A stream the peer opened, handed to the server's accept loop.
-#[derive(Debug)]
-pub(crate) struct Opened {
-    pub(crate) stream: Arc<StreamShared>,
-    pub(crate) header: Metadata,
-    /// The `isn` key: the service the peer named.
-    pub(crate) service: Option<Utf8Bytes>,
-}
 
 /// One connection's streams.
 #[derive(Debug)]
@@ -91,9 +79,9 @@ pub(crate) struct Session {
 pub(super) struct Inner {
     pub(super) core: StreamCore,
     /// The wake-ups and span of each stream the application holds.
-    signals: HashMap<i32, Arc<Signals>>,
+    pub(super) signals: HashMap<i32, Arc<Signals>>,
     /// Streams the peer opened, for the reader to hand over.
-    accepted: Vec<Accepted>,
+    pub(super) accepted: Vec<Accepted>,
     /// The deadline the timekeeper waits for.
     pub(super) armed: Option<Instant>,
     /// Where operations that seldom write write ([`Session::with_core`]).
@@ -121,7 +109,7 @@ impl std::fmt::Debug for OnBreak {
 
 /// What a session must do once its lock is let go, from the core's events.
 #[derive(Default)]
-struct After {
+pub(super) struct After {
     broken: bool,
     idle: bool,
 }
@@ -144,46 +132,10 @@ pub(super) const FLUSH_HIGH_WATER: usize = 256 * 1024;
 pub(crate) const CLOSING_FLUSH_WAIT: Duration = Duration::from_secs(1);
 
 impl Session {
-    /// A client's session on `conn`, its tasks started. `reactor` (the netpoll-rs
-    /// one of `conn`, if it is such a connection) is held until the connection is
-    /// closed: a client that goes leaves its streams their connection, and the
-    /// connection what it wrote.
-    pub(crate) fn client(
-        conn: Conn,
-        reactor: Option<netpoll_rs::Reactor>,
-        config: StreamConfig,
-        timer: Timer,
-        metrics: Option<StreamCounters>,
-    ) -> Arc<Session> {
-        let session = Session::new(conn, Side::Client, config, timer, metrics, false);
-        let reader = Arc::clone(&session).read(None);
-        let ender = Arc::clone(&session);
-        tokio::spawn(async move {
-            let error = reader.await;
-            ender.end(error).await;
-            drop(reactor);
-        });
-        session
-    }
-
-    /// A server's session on `conn`, driven by its caller in a task of the
-    /// caller's: it polls [`read`](Self::read) (started with the connection's first
-    /// frame), takes the streams the peer opened ([`take_opened`](Self::take_opened))
-    /// and runs them, and flushes ([`flush`](Self::flush)) once
-    /// [`poll_flush_wanted`](Self::poll_flush_wanted) says that frames wait, after the
-    /// streams ready in that turn have written theirs: they leave in one send.
-    /// [`end`](Self::end) closes it.
-    pub(crate) fn server(
-        conn: Conn,
-        config: StreamConfig,
-        metrics: Option<StreamCounters>,
-    ) -> Arc<Session> {
-        Session::new(conn, Side::Server, config, Timer::default(), metrics, true)
-    }
-
-    /// A session with its timekeeper started, and its flusher unless its caller
-    /// flushes (`driven`); its reader is the caller's to start.
-    fn new(
+    /// A session on `conn`, its tasks not started ([`client`](Self::client) and
+    /// [`server`](Self::server) start them): its caller flushes when `driven`, a
+    /// flusher task otherwise.
+    pub(super) fn new(
         conn: Conn,
         side: Side,
         config: StreamConfig,
@@ -191,7 +143,7 @@ impl Session {
         metrics: Option<StreamCounters>,
         driven: bool,
     ) -> Arc<Session> {
-        let session = Arc::new(Session {
+        Arc::new(Session {
             conn,
             side,
             config,
@@ -215,12 +167,7 @@ impl Session {
             on_break: Mutex::new(None),
             driven,
             closed: tokio::sync::watch::Sender::new(false),
-        });
-        if !driven {
-            tokio::spawn(flush_later(Arc::clone(&session)));
-        }
-        tokio::spawn(keep_time(Arc::clone(&session)));
-        session
+        })
     }
 
     pub(super) fn inner(&self) -> MutexGuard<'_, Inner> {
@@ -291,7 +238,7 @@ impl Session {
     }
 
     /// Tells of a break, or stops an idle connection (with the lock let go).
-    fn act(&self, after: After) {
+    pub(super) fn act(&self, after: After) {
         if after.broken
             && let Some(OnBreak(f)) = lock(&self.on_break).take()
         {
@@ -315,7 +262,7 @@ impl Session {
     }
 
     /// Acts on the core's events (under the lock).
-    fn settle(&self, inner: &mut Inner, after: &mut After) {
+    pub(super) fn settle(&self, inner: &mut Inner, after: &mut After) {
         while let Some(event) = inner.core.poll_event() {
             match event {
                 Event::Opened(accepted) => {
@@ -384,7 +331,7 @@ impl Session {
 
     /// The wake-ups and span of stream `id`, kept until the last of its halves
     /// goes.
-    fn signals(
+    pub(super) fn signals(
         &self,
         inner: &mut Inner,
         id: i32,
@@ -442,43 +389,6 @@ impl Session {
         self.stop.notify_one();
     }
 
-    /// Opens a stream (client side): registers it and sends its header. With a
-    /// `timeout`, the stream is reset (Kitex's deadline code) once it has passed on
-    /// the session's clock.
-    pub(crate) async fn open(
-        self: &Arc<Self>,
-        method: Utf8Bytes,
-        service: &str,
-        header: &Metadata,
-        timeout: Option<Duration>,
-    ) -> Result<Arc<StreamShared>, StreamError> {
-        let deadline = timeout.map(|t| self.timer.now() + t);
-        let mut after = After::default();
-        let stream = {
-            let mut inner = self.inner();
-            let opened = self.conn.write_with(|out| {
-                (inner.core).open(out, method.clone(), service, header, deadline)
-            });
-            let stream = opened.map(|id| {
-                let signals = self.signals(&mut inner, id, &method, service);
-                Arc::new(StreamShared::new(id, method, Arc::clone(self), signals))
-            });
-            self.settle(&mut inner, &mut after);
-            stream
-        };
-        self.act(after);
-        let stream = stream?;
-        if let Some(m) = &self.metrics {
-            m.open.inc();
-        }
-        // A connection that fails while the header is written fails before it left.
-        if let Err(e) = self.flush().await {
-            stream.forget();
-            return Err(e);
-        }
-        Ok(stream)
-    }
-
     /// Sends what is in the output, after any flush in progress.
     pub(crate) async fn flush(&self) -> Result<(), StreamError> {
         let _turn = self.flushing.lock().await;
@@ -504,29 +414,6 @@ impl Session {
         let mut closed = self.closed.subscribe();
         // The sender lives in `self`, so the channel cannot close while we wait.
         let _ = closed.wait_for(|closed| *closed).await;
-    }
-
-    /// The streams the peer opened since the last call, for the caller to run or
-    /// refuse.
-    pub(crate) fn take_opened(self: &Arc<Self>) -> Vec<Opened> {
-        let mut inner = self.inner();
-        let accepted = std::mem::take(&mut inner.accepted);
-        let mut opened = Vec::with_capacity(accepted.len());
-        for a in accepted {
-            let signals = match inner.signals.get(&a.id) {
-                Some(s) => Arc::clone(s),
-                None => {
-                    let service = a.service.as_deref().unwrap_or_default();
-                    self.signals(&mut inner, a.id, &a.method, service)
-                }
-            };
-            opened.push(Opened {
-                stream: Arc::new(StreamShared::new(a.id, a.method, Arc::clone(self), signals)),
-                header: a.header,
-                service: a.service,
-            });
-        }
-        opened
     }
 
     /// Asks for what waits in the output to be sent: by the flusher, or (driven)

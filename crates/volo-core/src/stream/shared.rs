@@ -11,7 +11,17 @@ use thrift_codec::{LinkBuffer, Utf8Bytes};
 
 use super::core::StreamCore;
 use super::error::{HandlerError, Metadata, StreamError};
-use super::session::{FLUSH_HIGH_WATER, Session, Signals, Wrote};
+use super::session::{After, FLUSH_HIGH_WATER, Session, Signals, Wrote};
+use crate::transport::FrameIo;
+
+/// A stream the peer opened, handed to the server's accept loop.
+#[derive(Debug)]
+pub(crate) struct Opened {
+    pub(crate) stream: Arc<StreamShared>,
+    pub(crate) header: Metadata,
+    /// The `isn` key: the service the peer named.
+    pub(crate) service: Option<Utf8Bytes>,
+}
 
 /// How far off the time a send gives the core may be.
 const SEND_CLOCK_TOLERANCE: Duration = Duration::from_millis(10);
@@ -232,5 +242,69 @@ impl StreamShared {
 impl Drop for StreamShared {
     fn drop(&mut self) {
         self.session.release(self.id);
+    }
+}
+
+/// What makes a stream's shared state: a stream this side opens, and those the
+/// peer opened.
+impl Session {
+    /// Opens a stream (client side): registers it and sends its header. With a
+    /// `timeout`, the stream is reset (Kitex's deadline code) once it has passed on
+    /// the session's clock.
+    pub(crate) async fn open(
+        self: &Arc<Self>,
+        method: Utf8Bytes,
+        service: &str,
+        header: &Metadata,
+        timeout: Option<Duration>,
+    ) -> Result<Arc<StreamShared>, StreamError> {
+        let deadline = timeout.map(|t| self.timer.now() + t);
+        let mut after = After::default();
+        let stream = {
+            let mut inner = self.inner();
+            let opened = self.conn.write_with(|out| {
+                (inner.core).open(out, method.clone(), service, header, deadline)
+            });
+            let stream = opened.map(|id| {
+                let signals = self.signals(&mut inner, id, &method, service);
+                Arc::new(StreamShared::new(id, method, Arc::clone(self), signals))
+            });
+            self.settle(&mut inner, &mut after);
+            stream
+        };
+        self.act(after);
+        let stream = stream?;
+        if let Some(m) = &self.metrics {
+            m.open.inc();
+        }
+        // A connection that fails while the header is written fails before it left.
+        if let Err(e) = self.flush().await {
+            stream.forget();
+            return Err(e);
+        }
+        Ok(stream)
+    }
+
+    /// The streams the peer opened since the last call, for the caller to run or
+    /// refuse.
+    pub(crate) fn take_opened(self: &Arc<Self>) -> Vec<Opened> {
+        let mut inner = self.inner();
+        let accepted = std::mem::take(&mut inner.accepted);
+        let mut opened = Vec::with_capacity(accepted.len());
+        for a in accepted {
+            let signals = match inner.signals.get(&a.id) {
+                Some(s) => Arc::clone(s),
+                None => {
+                    let service = a.service.as_deref().unwrap_or_default();
+                    self.signals(&mut inner, a.id, &a.method, service)
+                }
+            };
+            opened.push(Opened {
+                stream: Arc::new(StreamShared::new(a.id, a.method, Arc::clone(self), signals)),
+                header: a.header,
+                service: a.service,
+            });
+        }
+        opened
     }
 }

@@ -6,15 +6,59 @@ use std::sync::Arc;
 
 use bytes::Bytes;
 
+use super::StreamConfig;
+use super::core::Side;
 use super::error::StreamError;
 use super::frame::frame_len;
-use super::session::{CLOSING_FLUSH_WAIT, Session};
-use crate::transport::FrameIo;
+use super::session::{CLOSING_FLUSH_WAIT, Session, Timer};
+use crate::metrics::StreamCounters;
+use crate::transport::{Conn, FrameIo};
 
 /// Frames read in a row before the reader yields to other work.
 const READ_RUN: u32 = 64;
 
 impl Session {
+    /// A client's session on `conn`, its tasks started. `reactor` (the netpoll-rs
+    /// one of `conn`, if it is such a connection) is held until the connection is
+    /// closed: a client that goes leaves its streams their connection, and the
+    /// connection what it wrote.
+    pub(crate) fn client(
+        conn: Conn,
+        reactor: Option<netpoll_rs::Reactor>,
+        config: StreamConfig,
+        timer: Timer,
+        metrics: Option<StreamCounters>,
+    ) -> Arc<Session> {
+        let session = Session::new(conn, Side::Client, config, timer, metrics, false);
+        tokio::spawn(flush_later(Arc::clone(&session)));
+        tokio::spawn(keep_time(Arc::clone(&session)));
+        let reader = Arc::clone(&session).read(None);
+        let ender = Arc::clone(&session);
+        tokio::spawn(async move {
+            let error = reader.await;
+            ender.end(error).await;
+            drop(reactor);
+        });
+        session
+    }
+
+    /// A server's session on `conn`, driven by its caller in a task of the
+    /// caller's: it polls [`read`](Self::read) (started with the connection's first
+    /// frame), takes the streams the peer opened ([`take_opened`](Self::take_opened))
+    /// and runs them, and flushes ([`flush`](Self::flush)) once
+    /// [`poll_flush_wanted`](Self::poll_flush_wanted) says that frames wait, after the
+    /// streams ready in that turn have written theirs: they leave in one send.
+    /// [`end`](Self::end) closes it.
+    pub(crate) fn server(
+        conn: Conn,
+        config: StreamConfig,
+        metrics: Option<StreamCounters>,
+    ) -> Arc<Session> {
+        let session = Session::new(conn, Side::Server, config, Timer::default(), metrics, true);
+        tokio::spawn(keep_time(Arc::clone(&session)));
+        session
+    }
+
     /// Gives the core frames until the connection ends or the session is stopped;
     /// then every stream still open fails, and the error is returned. It yields
     /// now and then to a caller that polls it beside other work.
