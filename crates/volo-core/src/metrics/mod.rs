@@ -91,8 +91,10 @@
 //! result struct, and the server's stack does not see inside it), `unknown_method`,
 //! `decode_error` (the arguments did not decode), `application_error` (a
 //! `TApplicationException` from the handler or a layer), `deadline_exceeded` (the
-//! caller's deadline passed: [`crate::server::deadline`]), `panic` (the handler
-//! panicked), `cancelled` (the call was dropped unfinished: its connection closed).
+//! caller's deadline passed: [`crate::server::deadline`]), `overloaded` and `closing`
+//! (a layer of the user's refused the call: [`DispatchError::refusal`](crate::server::DispatchError::refusal)),
+//! `panic` (the handler panicked), `cancelled` (the call was dropped unfinished: its
+//! connection closed).
 //! Calls refused before the stack (by the limiter, a multiplexed server's routing, an
 //! unreadable header) are not in `rpc_server_requests_total`: their service is not
 //! known, or not known to be one of the server's. The limiter's refusals and the

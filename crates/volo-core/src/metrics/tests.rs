@@ -302,6 +302,10 @@ mod layers {
                 deadline::GivenUp::DroppedUnfinished,
             )),
             "fail" => ex("failed".into()),
+            // A refusal is a value: one a layer returns counts as its refusal, an
+            // exception whose message only looks like one counts as what it is.
+            "closing" => Err(DispatchError::Closing),
+            "lookalike" => ex(format!("{}busy", crate::refusal::OVERLOAD_PREFIX)),
             "slow" => std::future::pending().await,
             _ => panic!("boom"),
         }
@@ -316,7 +320,7 @@ mod layers {
             }),
             Some(m.clone()),
         );
-        for method in ["ok", "ok", "nope", "late", "fail"] {
+        for method in ["ok", "ok", "nope", "late", "fail", "closing", "lookalike"] {
             let mut cx = server_cx(method);
             let done = svc.call(&mut cx, ServerRequest::default()).now_or_never();
             assert!(done.is_some(), "{method} answers at once");
@@ -348,6 +352,8 @@ mod layers {
         assert_eq!(count("_other", "unknown_method"), Some(1.0), "{text}");
         assert_eq!(count("late", "deadline_exceeded"), Some(1.0));
         assert_eq!(count("fail", "application_error"), Some(1.0));
+        assert_eq!(count("closing", "closing"), Some(1.0), "{text}");
+        assert_eq!(count("lookalike", "application_error"), Some(1.0), "{text}");
         assert_eq!(count("boom", "panic"), Some(1.0));
         assert_eq!(count("slow", "cancelled"), Some(1.0));
         assert!(

@@ -19,7 +19,7 @@
 //!   [`ConnCore::handle_timeout`] then;
 //! - **the graceful drain**: after [`ConnCore::shutdown`], the calls in hand are run
 //!   and answered; every frame taken after it is answered at once, unrun, with the
-//!   closing refusal ([`CLOSING_PREFIX`](super::CLOSING_PREFIX)), except oneway calls,
+//!   closing refusal ([`CLOSING_PREFIX`](crate::refusal::CLOSING_PREFIX)), except oneway calls,
 //!   which run (their caller cannot be told). TTHeader replies carry `crrst`, Kitex's
 //!   mark that the connection is closing, so clients send nothing more on it; a
 //!   connection that has carried calls at once (a mux connection) gets Kitex's control

@@ -340,7 +340,7 @@ use thrift_codec::{ApplicationException, ApplicationExceptionKind, DecodeError};
 use crate::config::{Observability, TransportConfig, WireLimits};
 use crate::context::ServerContext;
 
-pub use crate::refusal::{CLOSING_PREFIX, OVERLOAD_PREFIX, is_closing, is_overload};
+use crate::refusal::{CLOSING_PREFIX, OVERLOAD_PREFIX};
 
 /// What a handler method returns when it fails.
 #[derive(Debug)]
@@ -404,8 +404,8 @@ pub enum DispatchError {
     Closing,
     /// Given up by the [`deadline`] layer once the caller's deadline passed
     /// (`INTERNAL_ERROR`, message starting with
-    /// [`deadline::PREFIX`]).
-    #[error("{}{}", deadline::PREFIX, .0.as_str())]
+    /// [`DEADLINE_PREFIX`](crate::refusal::DEADLINE_PREFIX)).
+    #[error("{}{}", crate::refusal::DEADLINE_PREFIX, .0.as_str())]
     DeadlinePassed(deadline::GivenUp),
     /// A stream's handler ended with a business status (Kitex's `BizStatusError`):
     /// its trailer carries the status keys. A call answered with it gets an
@@ -444,17 +444,18 @@ impl DispatchError {
         }
     }
 
-    /// The refusal the reply (or the stream's trailer) names under
-    /// [`HEADER_KEY`](crate::refusal::HEADER_KEY), if it is one: the typed ones, and
-    /// an exception whose message says it is one (a refusal a layer built by hand,
-    /// as the server's own were built before they were values).
+    /// The refusal this is, if it is one: what the reply (or the stream's trailer)
+    /// names under [`HEADER_KEY`](crate::refusal::HEADER_KEY), and what the metrics
+    /// and the access log say of the call. Only the typed refusals are: a layer that
+    /// refuses returns one of them. An [`Application`](Self::Application) exception
+    /// is the handler's answer, whatever its message says (message prefixes are read
+    /// only from a peer's reply, by a client).
     pub fn refusal(&self) -> Option<crate::refusal::Refusal> {
         use crate::refusal::Refusal;
         match self {
             DispatchError::Overloaded(_) => Some(Refusal::Overloaded),
             DispatchError::Closing => Some(Refusal::Closing),
             DispatchError::DeadlinePassed(_) => Some(Refusal::DeadlinePassed),
-            DispatchError::Application(ex) => Refusal::of_reply(ex, None),
             _ => None,
         }
     }

@@ -207,7 +207,7 @@ impl<D, L, St> Server<D, L, St> {
     /// built-in layer ([`Limit`](super::limit::Limit)) before the arguments are
     /// decoded: a call over them is refused at once with
     /// a `TApplicationException` (`INTERNAL_ERROR`, message starting with
-    /// [`OVERLOAD_PREFIX`](super::OVERLOAD_PREFIX); clients of this crate see
+    /// [`OVERLOAD_PREFIX`](crate::refusal::OVERLOAD_PREFIX); clients of this crate see
     /// [`ErrorKind::Overloaded`](crate::client::ErrorKind::Overloaded) and may retry
     /// elsewhere), never queued. Default: no limits (see [`LimitConfig`]).
     pub fn limit(mut self, limit: LimitConfig) -> Self {

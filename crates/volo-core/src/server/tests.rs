@@ -1370,7 +1370,10 @@ fn a_call_past_the_callers_timeout_is_answered_and_the_connection_lives_on() {
             (1, Answer::Exception(ApplicationExceptionKind::InternalError, message)) => {
                 assert_eq!(
                     message,
-                    format!("{}hang was dropped unfinished", deadline::PREFIX)
+                    format!(
+                        "{}hang was dropped unfinished",
+                        crate::refusal::DEADLINE_PREFIX
+                    )
                 );
             }
             other => panic!("{other:?}"),
@@ -1501,7 +1504,7 @@ fn over_the_concurrency_limit_a_call_is_refused_before_decoding() {
         match a {
             Answer::Exception(kind, msg) => {
                 assert_eq!(kind, ApplicationExceptionKind::InternalError);
-                assert!(msg.starts_with(crate::server::OVERLOAD_PREFIX), "{msg}");
+                assert!(msg.starts_with(crate::refusal::OVERLOAD_PREFIX), "{msg}");
             }
             other => panic!("{other:?}"),
         }

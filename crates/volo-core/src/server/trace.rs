@@ -12,7 +12,8 @@
 //! [`every`](AccessLog::every) is logged when its reply is written, as one `tracing`
 //! event at `INFO` on the target `volo_core::access`: `side` = `server`, `method`,
 //! `service`, `peer`, `status` (`ok`, or why it failed: `UnknownMethod`,
-//! `ProtocolError`, the application exception's kind, `Panic`), `duration_us` (from
+//! `ProtocolError`, the application exception's kind, `Panic`, `BizStatus`, or a
+//! refusal a layer returned: `Overloaded`, `Closing`, `DeadlinePassed`), `duration_us` (from
 //! the frame read to the reply written), `request_bytes` (the frame) and
 //! `reply_bytes` (the reply frame; 0 for a oneway call). Off by default. The calls are picked by a counter, not at
 //! random: with `every: 100`, the 1st, the 101st... of the server's calls.
@@ -25,6 +26,7 @@ use tracing::Instrument;
 
 use super::{DispatchError, ServerCall};
 use crate::context::{RpcInfo, ServerContext};
+use crate::refusal::Refusal;
 use crate::service::{Layer, Service};
 pub(crate) use crate::trace::AccessCount;
 pub use crate::trace::AccessLog;
@@ -56,20 +58,30 @@ pub(crate) fn span(cx: &mut ServerContext) -> tracing::Span {
 
 /// Why a call failed, as its span's `error.type` and the access log's `status` say
 /// it; `None` when it succeeded (an IDL exception is a reply like any other).
+/// A refusal says which it is ([`DispatchError::refusal`]), not the exception kind it
+/// is answered with.
 pub(crate) fn failure<R>(outcome: &Result<R, DispatchError>) -> Option<&'static str> {
-    match outcome {
-        Ok(_) => None,
-        Err(DispatchError::UnknownMethod) => Some("UnknownMethod"),
-        Err(DispatchError::Decode(_)) => Some("ProtocolError"),
-        Err(DispatchError::Application(ex)) => Some(ex.kind.name()),
-        Err(DispatchError::Panic(_)) => Some("Panic"),
-        Err(
-            DispatchError::Overloaded(_)
-            | DispatchError::Closing
-            | DispatchError::DeadlinePassed(_),
-        ) => Some(thrift_codec::ApplicationExceptionKind::InternalError.name()),
-        Err(DispatchError::Biz(_)) => Some("BizStatus"),
+    let e = outcome.as_ref().err()?;
+    if let Some(refusal) = e.refusal() {
+        return Some(match refusal {
+            Refusal::Overloaded => "Overloaded",
+            Refusal::Closing => "Closing",
+            Refusal::DeadlinePassed => "DeadlinePassed",
+        });
     }
+    Some(match e {
+        DispatchError::UnknownMethod => "UnknownMethod",
+        DispatchError::Decode(_) => "ProtocolError",
+        DispatchError::Application(ex) => ex.kind.name(),
+        DispatchError::Panic(_) => "Panic",
+        DispatchError::Biz(_) => "BizStatus",
+        // The refusals, above.
+        DispatchError::Overloaded(_)
+        | DispatchError::Closing
+        | DispatchError::DeadlinePassed(_) => {
+            thrift_codec::ApplicationExceptionKind::InternalError.name()
+        }
+    })
 }
 
 /// Records the call's outcome on its span.
@@ -140,5 +152,33 @@ where
         let outcome = self.inner.call(cx, req).instrument(span.clone()).await;
         finish(&span, failure(&outcome));
         outcome
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::server::limit::Overloaded;
+
+    /// The refusals are values: a typed one names itself in the access log and the
+    /// span, an application exception is the handler's answer whatever its message.
+    #[test]
+    fn a_refusal_is_named_by_its_value_not_by_its_message() {
+        let typed: [(DispatchError, Refusal, &str); 2] = [
+            (
+                DispatchError::Overloaded(Overloaded::Concurrency { limit: 1 }),
+                Refusal::Overloaded,
+                "Overloaded",
+            ),
+            (DispatchError::Closing, Refusal::Closing, "Closing"),
+        ];
+        for (e, refusal, status) in typed {
+            assert_eq!(e.refusal(), Some(refusal));
+            assert_eq!(failure::<()>(&Err(e)), Some(status));
+        }
+        let lookalike = DispatchError::Application(crate::refusal::overloaded("busy"));
+        assert_eq!(lookalike.refusal(), None);
+        assert_eq!(failure::<()>(&Err(lookalike)), Some("InternalError"));
+        assert_eq!(failure::<()>(&Ok(())), None);
     }
 }

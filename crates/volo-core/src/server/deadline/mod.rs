@@ -12,7 +12,7 @@
 //!
 //! The layer fails the call with [`DispatchError::DeadlinePassed`], which the caller
 //! gets as an `INTERNAL_ERROR` `TApplicationException` whose message starts with
-//! [`PREFIX`] (for a oneway call the server sends nothing, as always), but only a
+//! [`DEADLINE_PREFIX`](crate::refusal::DEADLINE_PREFIX) (for a oneway call the server sends nothing, as always), but only a
 //! grace after the deadline ([`DEFAULT_GRACE`], 100 ms, unless
 //! set otherwise): the caller's own timer fires at the deadline (a little before the
 //! server's, which counts from when the frame arrived), and it should be that timer
@@ -35,7 +35,8 @@
 //! use volo_core::clock::{Clock, ManualClock};
 //! use volo_core::codec::{Framing, Protocol};
 //! use volo_core::context::ServerContext;
-//! use volo_core::server::deadline::{DEFAULT_GRACE, DeadlineLayer, is_deadline_passed};
+//! use volo_core::refusal::{Refusal, is_deadline_passed};
+//! use volo_core::server::deadline::{DEFAULT_GRACE, DeadlineLayer};
 //! use volo_core::server::{DispatchError, ServerRequest};
 //! use volo_core::service::{Layer, Service, service_fn};
 //!
@@ -59,7 +60,10 @@
 //! let (outcome, ()) = tokio::join!(call, advance);
 //! match outcome {
 //!     Err(e @ DispatchError::DeadlinePassed(_)) => {
-//!         // What the caller is answered with.
+//!         // A refusal as a value: what the reply's header names, the metrics and
+//!         // the access log say.
+//!         assert_eq!(e.refusal(), Some(Refusal::DeadlinePassed));
+//!         // What the caller is answered with, its message as a client reads it.
 //!         assert!(is_deadline_passed(&e.into_exception("stuck")));
 //!     }
 //!     other => panic!("{other:?}"),
@@ -86,12 +90,6 @@ use crate::service::Service;
 /// How long after the deadline a [`Deadline`] answers a call it gave up on, unless set
 /// otherwise (see the [module docs](self)).
 pub const DEFAULT_GRACE: Duration = Duration::from_millis(100);
-
-/// How the message of the exception a [`Deadline`] answers with starts.
-pub use crate::refusal::DEADLINE_PREFIX as PREFIX;
-/// Whether `ex` is a [`Deadline`]'s answer (an `INTERNAL_ERROR` whose message starts
-/// with [`PREFIX`]).
-pub use crate::refusal::is_deadline_passed;
 
 /// What became of a call a [`Deadline`] gave up on: the value of its
 /// [`DispatchError::DeadlinePassed`].

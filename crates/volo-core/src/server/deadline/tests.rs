@@ -13,6 +13,7 @@ use tokio::sync::oneshot;
 use super::*;
 use crate::clock::ManualClock;
 use crate::codec::{Framing, Protocol};
+use crate::refusal::is_deadline_passed;
 use crate::server::ServerRequest;
 use crate::service::{Layer, service_fn};
 

@@ -5,7 +5,7 @@ use thrift_codec::ApplicationException;
 /// A call refused by a [`Limiter`](super::Limiter): which limit it met.
 ///
 /// Its `Display` is the end of the refusal's message (after
-/// [`OVERLOAD_PREFIX`](crate::server::OVERLOAD_PREFIX)); [`refusal`] builds the whole
+/// [`OVERLOAD_PREFIX`](crate::refusal::OVERLOAD_PREFIX)); [`refusal`] builds the whole
 /// exception.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
 #[non_exhaustive]
@@ -34,8 +34,8 @@ pub enum Overloaded {
 }
 
 /// The exception a refused call is answered with: an `INTERNAL_ERROR` whose message is
-/// [`OVERLOAD_PREFIX`](crate::server::OVERLOAD_PREFIX) followed by why, so that
-/// [`is_overload`](crate::server::is_overload) (and a client that uses it) knows the
+/// [`OVERLOAD_PREFIX`](crate::refusal::OVERLOAD_PREFIX) followed by why, so that
+/// [`is_overload`](crate::refusal::is_overload) (and a client that uses it) knows the
 /// call never ran and may be sent elsewhere.
 pub fn refusal(why: &Overloaded) -> ApplicationException {
     crate::refusal::overloaded(why)
@@ -44,7 +44,7 @@ pub fn refusal(why: &Overloaded) -> ApplicationException {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::server::is_overload;
+    use crate::refusal::is_overload;
     use thrift_codec::ApplicationExceptionKind;
 
     #[test]

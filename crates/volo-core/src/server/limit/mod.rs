@@ -54,7 +54,7 @@
 //! ```
 //! use std::time::Duration;
 //! use volo_core::clock::ManualClock;
-//! use volo_core::server::is_overload;
+//! use volo_core::refusal::is_overload;
 //! use volo_core::server::limit::{LimitConfig, Limiter, Overloaded, refusal};
 //!
 //! let clock = ManualClock::new();
@@ -78,8 +78,8 @@
 //!
 //! [`ServerConfig`]: super::ServerConfig
 //! [`ServerCapacity::max_inflight`]: crate::server::ServerCapacity::max_inflight
-//! [`OVERLOAD_PREFIX`]: super::OVERLOAD_PREFIX
-//! [`is_overload`]: super::is_overload
+//! [`OVERLOAD_PREFIX`]: crate::refusal::OVERLOAD_PREFIX
+//! [`is_overload`]: crate::refusal::is_overload
 
 mod concurrency;
 mod error;

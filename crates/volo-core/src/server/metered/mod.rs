@@ -10,6 +10,7 @@ use thrift_codec::Utf8Bytes;
 use crate::context::ServerContext;
 use crate::metrics::Metrics;
 use crate::metrics::labels::{InFlight, Outcome, ServiceEntry};
+use crate::refusal::Refusal;
 use crate::server::{DispatchError, ServerCall};
 use crate::service::Service;
 
@@ -68,14 +69,17 @@ where
         let result = self.inner.call(cx, req).await;
         call.end(match &result {
             Ok(_) => Outcome::Ok,
-            Err(DispatchError::UnknownMethod) => Outcome::UnknownMethod,
-            Err(DispatchError::Decode(_)) => Outcome::DecodeError,
-            Err(DispatchError::DeadlinePassed(_)) => Outcome::DeadlineExceeded,
-            Err(DispatchError::Application(_)) => Outcome::ApplicationError,
-            Err(DispatchError::Panic(_)) => Outcome::Panic,
-            Err(DispatchError::Overloaded(_) | DispatchError::Closing | DispatchError::Biz(_)) => {
-                Outcome::ApplicationError
-            }
+            Err(e) => match e.refusal() {
+                Some(Refusal::DeadlinePassed) => Outcome::DeadlineExceeded,
+                Some(Refusal::Overloaded) => Outcome::Overloaded,
+                Some(Refusal::Closing) => Outcome::Closing,
+                None => match e {
+                    DispatchError::UnknownMethod => Outcome::UnknownMethod,
+                    DispatchError::Decode(_) => Outcome::DecodeError,
+                    DispatchError::Panic(_) => Outcome::Panic,
+                    _ => Outcome::ApplicationError,
+                },
+            },
         });
         result
     }

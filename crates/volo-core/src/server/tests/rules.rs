@@ -152,7 +152,7 @@ fn a_shutdown_refuses_what_comes_in_the_linger_then_closes() {
         };
         assert_eq!(kind, ApplicationExceptionKind::InternalError);
         assert!(
-            message.starts_with(crate::server::CLOSING_PREFIX),
+            message.starts_with(crate::refusal::CLOSING_PREFIX),
             "{message}"
         );
         // The linger starts again from that answer.
@@ -199,7 +199,7 @@ fn a_shutdown_answers_the_call_in_hand_and_refuses_the_next() {
         let (h, a) = answer::<Binary>(read_framed(&mut c));
         assert_eq!(h.seq_id, 2);
         assert!(
-            matches!(&a, Answer::Exception(_, m) if crate::server::is_closing(
+            matches!(&a, Answer::Exception(_, m) if crate::refusal::is_closing(
                 &ApplicationException::new(ApplicationExceptionKind::InternalError, m.clone())
             )),
             "{a:?}"
