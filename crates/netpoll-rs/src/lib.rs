@@ -134,18 +134,19 @@
 )]
 
 // Each module uses only those above it in this list (see each `use crate::`), so the
-// graph is acyclic: leaves first, then the connection's state machine, the poller that
-// knows its sockets only as `poller::Entry`, and the sockets and reactor on top.
-pub mod cpus;
-
-mod config;
-mod handler;
+// graph is acyclic: leaves first (`sys`, the drivers and every system call, among
+// them), then the connection's state machine, the poller that knows its sockets only
+// as `poller::Entry`, and the sockets and reactor on top.
 mod slab;
 mod stats;
 mod sync;
 mod sys;
+
+pub mod cpus;
+
+mod config;
+mod handler;
 mod timer;
-mod uring;
 
 mod pool;
 
@@ -159,10 +160,10 @@ mod poller_set;
 mod listener;
 mod reactor;
 
-pub use config::{Config, Driver};
+pub use config::Config;
 pub use conn::{Connection, InlineHandle};
 pub use handler::{Handler, Io};
 pub use listener::Listener;
 pub use reactor::Reactor;
 pub use stats::{IoCounts, io_counts};
-pub use sys::{BufferSizes, SocketOptions};
+pub use sys::{BufferSizes, Driver, SocketOptions};

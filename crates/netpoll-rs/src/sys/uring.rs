@@ -16,12 +16,15 @@
 //! - **One system call per turn**: the submissions of a turn (sends, receives to arm,
 //!   cancels) go in with the wait for completions, in one `io_uring_enter`, whose
 //!   timeout is the earliest deadline.
-//! - **Other threads** queue what they ask of the ring ([`RingOp`]) with the poller's
+//! - **Other threads** queue what they ask of the ring ([`Op`]) with the poller's
 //!   [`RingShared`] and wake it through an eventfd the ring reads.
+//! - **A connection's side** of the ring is a [`ConnRing`] in its state (the
+//!   `Uring` case of [`ConnIo`](super::ConnIo)): its receive's state, the bytes of its
+//!   send in flight, and what it asks of the ring until the poller takes it.
 //! - **File descriptors** are closed only by the poller, after the submissions that
 //!   name them went in: a connection closed elsewhere shuts its socket down (which
 //!   ends the kernel's operations on it: a cancel can miss a send the kernel is
-//!   retrying) and hands it to the poller ([`RingOp::Close`]), which cancels what is
+//!   retrying) and hands it to the poller ([`Op::Close`]), which cancels what is
 //!   left and drops it after its next submission, so an operation never lands on a
 //!   number the process reused.
 
@@ -32,8 +35,8 @@ use std::io;
 use std::mem::ManuallyDrop;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
 use std::ptr::NonNull;
-use std::sync::Mutex;
 use std::sync::atomic::{AtomicBool, AtomicU16, Ordering};
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
@@ -41,8 +44,11 @@ use io_uring::types::{BufRingEntry, CancelBuilder, Fd, SubmitArgs, Timespec};
 use io_uring::{IoUring, cqueue, opcode, squeue};
 use mio::Token;
 use nix::libc;
+use thrift_codec::LinkBuffer;
 
-use crate::config::Config;
+use super::driver::Setup;
+use super::event::{Event, Op, Received};
+use super::socket::{ListenSocket, Registered};
 use crate::sync::lock;
 
 /// The kind of operation, in the low two bits of its `user_data`; the token is above.
@@ -67,56 +73,6 @@ fn split(user_data: u64) -> (Token, u64) {
     (Token((user_data >> 2) as usize), user_data & 3)
 }
 
-/// What a connection or listener asks of its poller's ring.
-pub(crate) enum RingOp {
-    /// Arm the multishot receive on a connection's socket.
-    Recv { token: Token, fd: RawFd },
-    /// Send these nodes, in order (the connection has no other send in flight).
-    Send {
-        token: Token,
-        fd: RawFd,
-        chunks: Vec<Bytes>,
-    },
-    /// Cancel the connection's receive (its input is above the high-water mark).
-    CancelRecv { token: Token },
-    /// Watch a listening socket for connections to accept.
-    Listen { token: Token, fd: RawFd },
-    /// The socket of `token` closed: cancel its operations and drop `owner` (which owns
-    /// the file descriptor) once the submissions before this went in.
-    Close {
-        token: Token,
-        owner: Box<dyn Any + Send>,
-    },
-}
-
-impl fmt::Debug for RingOp {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            RingOp::Recv { token, fd } => write!(f, "Recv({token:?}, fd {fd})"),
-            RingOp::Send { token, chunks, .. } => {
-                write!(f, "Send({token:?}, {} chunks)", chunks.len())
-            }
-            RingOp::CancelRecv { token } => write!(f, "CancelRecv({token:?})"),
-            RingOp::Listen { token, fd } => write!(f, "Listen({token:?}, fd {fd})"),
-            RingOp::Close { token, .. } => write!(f, "Close({token:?})"),
-        }
-    }
-}
-
-/// What a receive completion brought a connection.
-#[derive(Debug)]
-pub(crate) enum Received<'a> {
-    /// Bytes; `more` while the receive stays armed.
-    Data(&'a [u8], bool),
-    /// The peer closed its side: end of stream (the receive ended).
-    Eof,
-    /// The receive ended without data: cancelled, or the buffer ring ran dry for a
-    /// moment (the connection arms it again).
-    Ended,
-    /// The socket failed (the receive ended).
-    Failed(io::Error),
-}
-
 /// The part of a ring poller that other threads use: the operations they queue, and
 /// the eventfd that wakes the poller to take them.
 #[derive(Debug)]
@@ -133,8 +89,144 @@ pub(crate) struct RingShared {
 /// to name it).
 #[derive(Debug, Default)]
 struct Queued {
-    ops: Vec<RingOp>,
+    ops: Vec<Op>,
     gone: bool,
+}
+
+/// A connection's side of the ring, kept in its state: what its receive is doing,
+/// the bytes of its send on the ring, and what it asks of the ring until the poller
+/// (or the thread that holds its lock) takes it ([`take_ops`](Self::take_ops)).
+#[derive(Debug, Default)]
+pub(crate) struct ConnRing {
+    recv: RecvState,
+    /// Bytes of the send on the ring: still this connection's output until the
+    /// completion says they went.
+    in_flight: usize,
+    /// The node list of the last send, back from the ring, for the next one (no
+    /// allocation per send).
+    spare: Vec<Bytes>,
+    want_recv: bool,
+    want_cancel: bool,
+    want_send: bool,
+}
+
+/// The connection's multishot receive on the ring.
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+enum RecvState {
+    /// None armed (not yet, paused, or ended: end of stream, an error).
+    #[default]
+    Idle,
+    Armed,
+    /// Cancelled (the input is above its mark); completions may still bring data.
+    Cancelling,
+}
+
+impl ConnRing {
+    /// A new connection's side: its receive is asked for at once.
+    pub(crate) fn new() -> Self {
+        ConnRing {
+            recv: RecvState::Armed,
+            want_recv: true,
+            ..ConnRing::default()
+        }
+    }
+
+    /// Bytes of the send on the ring.
+    pub(crate) fn in_flight(&self) -> usize {
+        self.in_flight
+    }
+
+    /// Arms the receive when the connection should read and none is armed, or
+    /// cancels it when it should not (its input is above its mark, it is closing, it
+    /// ended).
+    pub(crate) fn set_reading(&mut self, reading: bool) {
+        match self.recv {
+            RecvState::Armed if !reading => {
+                self.recv = RecvState::Cancelling;
+                self.want_cancel = true;
+                self.want_recv = false;
+            }
+            RecvState::Idle if reading => {
+                self.recv = RecvState::Armed;
+                self.want_recv = true;
+            }
+            _ => {}
+        }
+    }
+
+    /// The receive's last completion came.
+    pub(crate) fn recv_ended(&mut self) {
+        self.recv = RecvState::Idle;
+    }
+
+    /// The send completed: `rest` (what the kernel did not take) goes back in front
+    /// of `output`, in order, or the error is returned.
+    pub(crate) fn sent(
+        &mut self,
+        rest: io::Result<Vec<Bytes>>,
+        output: &mut LinkBuffer,
+    ) -> io::Result<()> {
+        self.in_flight = 0;
+        let mut rest = rest?;
+        while let Some(node) = rest.pop() {
+            output.push_front(node);
+        }
+        self.spare = rest;
+        Ok(())
+    }
+
+    /// On the poller, a send is left to the ring, with the turn's other submissions.
+    pub(crate) fn send_on_poller(&mut self) {
+        self.want_send = true;
+    }
+
+    /// A `sendmsg` from another thread filled the socket (`full`): the rest goes to
+    /// the ring, which waits for room.
+    pub(crate) fn socket_full(&mut self, full: bool) {
+        self.want_send = full;
+    }
+
+    /// What the connection asks of the ring since the last call, into `out`: to arm
+    /// or cancel its receive, to send its output (taken out of `output` here, node by
+    /// node, up to `max_iovecs` nodes; with none to take, `write_pending` ends). `fd`
+    /// is `None` once the socket closed: the close cancels what is on the ring.
+    pub(crate) fn take_ops(
+        &mut self,
+        token: Token,
+        fd: Option<RawFd>,
+        output: &mut LinkBuffer,
+        write_pending: &mut bool,
+        max_iovecs: usize,
+        out: &mut Vec<Op>,
+    ) {
+        let Some(fd) = fd else {
+            self.want_recv = false;
+            self.want_cancel = false;
+            self.want_send = false;
+            return;
+        };
+        if std::mem::take(&mut self.want_cancel) {
+            out.push(Op::CancelRecv { token });
+        }
+        if std::mem::take(&mut self.want_recv) {
+            out.push(Op::Recv { token, fd });
+        }
+        if std::mem::take(&mut self.want_send) {
+            let mut chunks = std::mem::take(&mut self.spare);
+            while chunks.len() < max_iovecs.max(1)
+                && let Some(node) = output.pop_node()
+            {
+                self.in_flight += node.len();
+                chunks.push(node);
+            }
+            if chunks.is_empty() {
+                *write_pending = false;
+                self.spare = chunks;
+            } else {
+                out.push(Op::Send { token, fd, chunks });
+            }
+        }
+    }
 }
 
 impl RingShared {
@@ -154,7 +246,7 @@ impl RingShared {
     }
 
     /// Queues `op` for the poller's next turn and wakes it.
-    pub(crate) fn queue(&self, op: RingOp) {
+    pub(crate) fn queue(&self, op: Op) {
         let dropped = {
             let mut queued = lock(&self.queued);
             if queued.gone {
@@ -169,6 +261,35 @@ impl RingShared {
             Some(op) => drop(op),
             None => self.wake(),
         }
+    }
+
+    /// Queues what `f` asks of the ring (a connection's [`ConnRing::take_ops`], made
+    /// under its lock so that two connections' requests never cross).
+    pub(crate) fn queue_with(&self, f: impl FnOnce(&mut Vec<Op>)) {
+        let mut ops = Vec::new();
+        f(&mut ops);
+        for op in ops {
+            self.queue(op);
+        }
+    }
+
+    /// Lets go of a closed socket of `token`: shut down (ending what the ring does on
+    /// it) and handed to the poller, which closes it once what names it on the ring
+    /// is cancelled.
+    pub(crate) fn release<S: Registered>(&self, token: Token, socket: S) {
+        socket.end_io();
+        self.queue(Op::Close {
+            token,
+            owner: Box::new(socket),
+        });
+    }
+
+    /// Has the poller watch a listening socket.
+    pub(crate) fn register_listener(&self, socket: &ListenSocket, token: Token) {
+        self.queue(Op::Listen {
+            token,
+            fd: socket.raw_fd(),
+        });
     }
 
     /// Wakes the poller (its ring reads the eventfd); one write until it has woken.
@@ -354,24 +475,10 @@ impl InFlight {
 
 /// A completion, copied out of the queue.
 #[derive(Debug, Clone, Copy)]
-pub(crate) struct Completion {
-    pub(crate) user_data: u64,
-    pub(crate) result: i32,
-    pub(crate) flags: u32,
-}
-
-/// What a completion is for, as the poller dispatches it.
-pub(crate) enum Reaped<'a> {
-    /// The eventfd was read: take the queue.
-    Woken,
-    /// A receive for `token` brought this.
-    Recv(Token, Received<'a>),
-    /// A send for `token` ended: sent all, or `rest` was left, or it failed.
-    Sent(Token, io::Result<Vec<Bytes>>),
-    /// A listener is readable; `more` while its watch stays armed.
-    Listen(Token, bool),
-    /// Nothing to do.
-    Nothing,
+struct Completion {
+    user_data: u64,
+    result: i32,
+    flags: u32,
 }
 
 /// A poller's ring and what it lends the kernel.
@@ -387,7 +494,7 @@ pub(crate) struct Ring {
     free: Vec<Box<InFlight>>,
     /// The eventfd's 8 bytes, read by the ring.
     wake_buf: Box<u64>,
-    pub(crate) shared: std::sync::Arc<RingShared>,
+    pub(crate) shared: Arc<RingShared>,
     /// The wake read completed: reset `woken` before the queue is next taken.
     wake_seen: bool,
     /// Operations submitted whose last completion has not come (multishot ones count
@@ -396,7 +503,7 @@ pub(crate) struct Ring {
     /// Owners of closed sockets, dropped after the next submission.
     parked: Vec<Box<dyn Any + Send>>,
     completions: Vec<Completion>,
-    taken: Vec<RingOp>,
+    taken: Vec<Op>,
 }
 
 impl fmt::Debug for Ring {
@@ -409,28 +516,28 @@ impl fmt::Debug for Ring {
 }
 
 impl Ring {
-    /// A ring with `config`'s sizes and its receive buffers registered, or the reason
+    /// A ring with `setup`'s sizes and its receive buffers registered, or the reason
     /// the kernel refused (the reactor then falls back to epoll).
     ///
-    /// `own_thread`: the poller runs on a thread of its own, which alone will submit
+    /// `setup.own_thread`: the poller runs on a thread of its own, which alone will submit
     /// (it calls [`enable`](Self::enable) first): the kernel then runs completion work
     /// only when that thread asks for completions (`DEFER_TASKRUN`), never by
     /// interrupting it. A poller on a runtime submits from whichever worker thread
     /// runs its task, and its receives must wake that thread while it sleeps in
     /// tokio's epoll, so it gets a plain ring.
-    pub(crate) fn new(config: &Config, own_thread: bool) -> io::Result<Ring> {
+    pub(crate) fn new(setup: &Setup) -> io::Result<Ring> {
         let mut builder = IoUring::builder();
         builder
-            .setup_cqsize(config.ring_entries * 2)
+            .setup_cqsize(setup.ring_entries * 2)
             .setup_submit_all();
-        if own_thread {
+        if setup.own_thread {
             builder
                 .setup_r_disabled()
                 .setup_single_issuer()
                 .setup_defer_taskrun()
                 .setup_taskrun_flag();
         }
-        let ring = builder.build(config.ring_entries)?;
+        let ring = builder.build(setup.ring_entries)?;
         let mut probe = io_uring::Probe::new();
         ring.submitter().register_probe(&mut probe)?;
         for code in [
@@ -448,7 +555,7 @@ impl Ring {
                 ));
             }
         }
-        let bufs = BufRing::new(config.ring_buffers, config.ring_buffer_size)?;
+        let bufs = BufRing::new(setup.ring_buffers, setup.ring_buffer_size)?;
         // SAFETY: `bufs.entries` holds `bufs.count` entries, page-aligned, and stays
         // allocated until after it is unregistered (`Ring::finish`) or is leaked.
         unsafe {
@@ -465,7 +572,7 @@ impl Ring {
             sends: HashMap::new(),
             free: Vec::new(),
             wake_buf: Box::new(0),
-            shared: std::sync::Arc::new(RingShared::new()?),
+            shared: Arc::new(RingShared::new()?),
             wake_seen: false,
             outstanding: 0,
             parked: Vec::new(),
@@ -515,24 +622,24 @@ impl Ring {
     }
 
     /// Queues `op` on the ring.
-    pub(crate) fn submit_op(&mut self, op: RingOp) {
+    fn submit_op(&mut self, op: Op) {
         match op {
-            RingOp::Recv { token, fd } => {
+            Op::Recv { token, fd } => {
                 let entry = opcode::RecvMulti::new(Fd(fd), GROUP)
                     .build()
                     .user_data(user_data(token, RECV));
                 self.push(entry);
             }
-            RingOp::Send { token, fd, chunks } => self.send(token, fd, chunks),
-            RingOp::CancelRecv { token } => self.cancel(user_data(token, RECV)),
-            RingOp::Listen { token, fd } => {
+            Op::Send { token, fd, chunks } => self.send(token, fd, chunks),
+            Op::CancelRecv { token } => self.cancel(user_data(token, RECV)),
+            Op::Listen { token, fd } => {
                 let entry = opcode::PollAdd::new(Fd(fd), libc::POLLIN as u32)
                     .multi(true)
                     .build()
                     .user_data(user_data(token, POLL));
                 self.push(entry);
             }
-            RingOp::Close { token, owner } => {
+            Op::Close { token, owner } => {
                 for kind in [RECV, SEND, POLL] {
                     self.cancel(user_data(token, kind));
                 }
@@ -581,7 +688,7 @@ impl Ring {
 
     /// Takes what other threads queued (after the wake that told of it is reset, so
     /// that a later queue writes the eventfd again) and queues it on the ring.
-    pub(crate) fn take_queued(&mut self) {
+    fn take_queued(&mut self) {
         if std::mem::take(&mut self.wake_seen) {
             self.shared.woken.store(false, Ordering::SeqCst);
         }
@@ -595,7 +702,7 @@ impl Ring {
 
     /// Submits what is queued and waits for a completion, at most `timeout` (none: for
     /// ever; zero: not at all). Then drops the sockets closed before the submission.
-    pub(crate) fn enter(&mut self, timeout: Option<Duration>) -> io::Result<()> {
+    fn enter(&mut self, timeout: Option<Duration>) -> io::Result<()> {
         let result = match timeout {
             Some(t) if t.is_zero() => {
                 // Nothing to submit, no completion work the kernel holds back for
@@ -636,9 +743,17 @@ impl Ring {
         result
     }
 
+    /// Takes what other threads queued and waits for completions, at most `timeout`
+    /// (none: for ever; zero: not at all), submitting the turn's entries with it.
+    #[inline]
+    pub(crate) fn wait(&mut self, timeout: Option<Duration>) -> io::Result<()> {
+        self.take_queued();
+        self.enter(timeout)
+    }
+
     /// Copies the completions waiting into `self.completions`; whether the queue held
     /// as many as it could (more may be waiting).
-    pub(crate) fn reap(&mut self) -> bool {
+    fn reap(&mut self) -> bool {
         self.completions.clear();
         let mut cq = self.ring.completion();
         let full = cq.len() >= cq.capacity();
@@ -652,20 +767,26 @@ impl Ring {
         full
     }
 
-    /// The completions reaped, to dispatch one by one with [`reaped`](Self::reaped).
-    pub(crate) fn completions(&mut self) -> Vec<Completion> {
-        std::mem::take(&mut self.completions)
-    }
-
-    /// Hands the completion buffer back for the next `reap`.
-    pub(crate) fn recycle(&mut self, mut completions: Vec<Completion>) {
+    /// Hands each completion waiting to `f`, for the token it names (a wake-up of the
+    /// poller names none), giving a receive's buffer back to the ring once `f` is done
+    /// with its bytes. Returns whether there was any, and whether they filled the
+    /// queue (more may wait).
+    #[inline]
+    pub(crate) fn dispatch(&mut self, mut f: impl FnMut(Token, Event<'_>)) -> (bool, bool) {
+        let full = self.reap();
+        let mut completions = std::mem::take(&mut self.completions);
+        for &c in &completions {
+            self.complete(c, &mut f);
+        }
+        let any = !completions.is_empty();
         completions.clear();
         self.completions = completions;
+        (any, full)
     }
 
     /// What `c` means, for `f` to act on; then its buffer (if any) goes back to the
     /// ring.
-    pub(crate) fn reaped<R>(&mut self, c: Completion, f: impl FnOnce(Reaped<'_>) -> R) -> R {
+    fn complete(&mut self, c: Completion, f: &mut impl FnMut(Token, Event<'_>)) {
         let more = cqueue::more(c.flags);
         if !more {
             self.outstanding = self.outstanding.saturating_sub(1);
@@ -673,7 +794,7 @@ impl Ring {
         if c.user_data == WAKE {
             self.wake_seen = true;
             self.arm_wake();
-            return f(Reaped::Woken);
+            return;
         }
         let (token, kind) = split(c.user_data);
         match kind {
@@ -684,9 +805,9 @@ impl Ring {
                         // SAFETY: the completion named `bid` and `n` bytes; the buffer
                         // goes back to the ring only below, after `f` is done with it.
                         let data = unsafe { self.bufs.filled(bid, n as usize) };
-                        let out = f(Reaped::Recv(token, Received::Data(data, more)));
+                        f(token, Event::Recv(Received::Data(data, more)));
                         self.bufs.give_back(bid);
-                        return out;
+                        return;
                     }
                     (0, _) => Received::Eof,
                     (n, _) if n == -libc::ECANCELED => Received::Ended,
@@ -697,11 +818,11 @@ impl Ring {
                 if let Some(bid) = bid {
                     self.bufs.give_back(bid);
                 }
-                f(Reaped::Recv(token, received))
+                f(token, Event::Recv(received));
             }
             SEND => {
                 let Some(mut flight) = self.sends.remove(&c.user_data) else {
-                    return f(Reaped::Nothing);
+                    return;
                 };
                 let result = if c.result < 0 {
                     flight.rest(usize::MAX);
@@ -710,17 +831,30 @@ impl Ring {
                     Ok(flight.rest(c.result as usize))
                 };
                 self.free.push(flight);
-                f(Reaped::Sent(token, result))
+                f(token, Event::Sent(result));
             }
-            POLL => f(Reaped::Listen(token, more && c.result >= 0)),
-            _ => f(Reaped::Nothing),
+            POLL => f(token, Event::Listen(more && c.result >= 0)),
+            _ => {}
         }
     }
 
-    /// After a turn's completions: publishes the buffers given back, before any
-    /// receive that ran dry is armed again.
-    pub(crate) fn end_of_reap(&mut self) {
+    /// After a turn's completions and deadlines: queues what they asked of the ring
+    /// (`ops`, drained), then publishes the buffers given back, before any receive
+    /// that ran dry is armed again.
+    pub(crate) fn end_turn(&mut self, ops: &mut Vec<Op>) -> io::Result<()> {
+        let mut cancels = false;
+        for op in ops.drain(..) {
+            cancels |= matches!(op, Op::CancelRecv { .. });
+            self.submit_op(op);
+        }
+        // A connection at its high-water mark stops receiving before the buffers of
+        // this turn go back to the ring, so the kernel cannot fill them for it again:
+        // its input passes the mark by one ring's worth at most.
+        if cancels {
+            self.enter(Some(Duration::ZERO))?;
+        }
         self.bufs.publish();
+        Ok(())
     }
 }
 
