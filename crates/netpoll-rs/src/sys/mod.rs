@@ -362,3 +362,37 @@ pub(crate) fn affinity_count() -> Option<usize> {
         .count();
     (n > 0).then_some(n)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A poller that asks for io_uring where the kernel refuses the ring (here: a ring
+    /// of no entries) gets epoll, and the reason, for the reactor's one log line.
+    #[test]
+    fn a_refused_ring_falls_back_to_epoll_with_the_reason() {
+        let setup = Setup {
+            driver: Driver::IoUring,
+            own_thread: true,
+            events_capacity: 64,
+            ring_entries: 0,
+            ring_buffers: 8,
+            ring_buffer_size: 4096,
+        };
+        let (selector, remote, refused) = Selector::new(&setup).unwrap();
+        assert_eq!(selector.kind(), Driver::Epoll);
+        assert!(matches!(remote, Remote::Epoll(_)));
+        assert!(matches!(remote.conn_io(), ConnIo::Epoll));
+        let refused = refused.expect("the reason");
+        assert_eq!(refused.kind(), io::ErrorKind::InvalidInput, "{refused}");
+        // (A plain ring: one made for a thread of its own stays disabled until that
+        // thread starts it, and this test has no poller to.)
+        let asked = Setup {
+            ring_entries: 64,
+            own_thread: false,
+            ..setup
+        };
+        let (selector, _, refused) = Selector::new(&asked).unwrap();
+        assert_eq!(selector.kind(), Driver::IoUring, "{refused:?}");
+    }
+}

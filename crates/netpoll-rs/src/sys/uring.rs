@@ -916,3 +916,400 @@ pub(crate) fn log_fallback(e: &io::Error) {
         "netpoll-rs: io_uring is unavailable here; the reactor runs on epoll"
     );
 }
+
+/// The driver on its own, with no poller: a ring made as a poller makes it, ops pushed
+/// as connections push them, turns run as the poller runs them, over loopback TCP.
+/// Every wait is bounded ([`LIMIT`] in all), and every test ends by dropping the ring
+/// before its sockets.
+#[cfg(test)]
+mod tests {
+    use std::io::{Read, Write};
+    use std::net::{TcpListener, TcpStream};
+    use std::sync::atomic::AtomicBool;
+
+    use nix::sys::socket::{setsockopt, sockopt};
+
+    use super::*;
+    use crate::sys::driver::Driver;
+
+    /// The most a test waits for what it expects.
+    const LIMIT: Duration = Duration::from_secs(5);
+    const TOKEN: Token = Token(7);
+
+    fn setup(buffers: u16, size: usize, own_thread: bool) -> Setup {
+        Setup {
+            driver: Driver::IoUring,
+            own_thread,
+            events_capacity: 64,
+            ring_entries: 64,
+            ring_buffers: buffers,
+            ring_buffer_size: size,
+        }
+    }
+
+    /// A ring as a poller on a thread of its own makes it (this test's thread), or a
+    /// plain one.
+    fn ring(buffers: u16, size: usize, own_thread: bool) -> Ring {
+        let ring = Ring::new(&setup(buffers, size, own_thread)).expect("io_uring works here");
+        if own_thread {
+            ring.enable().expect("the ring starts");
+        }
+        ring
+    }
+
+    /// A connected loopback pair: (ours, for the ring; the peer's).
+    fn pair() -> (TcpStream, TcpStream) {
+        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+        let ours = TcpStream::connect(listener.local_addr().unwrap()).unwrap();
+        let (peer, _) = listener.accept().unwrap();
+        peer.set_read_timeout(Some(LIMIT)).unwrap();
+        (ours, peer)
+    }
+
+    /// What a completion said, owned.
+    #[derive(Debug, PartialEq)]
+    enum Seen {
+        Data(Vec<u8>, bool),
+        Eof,
+        Ended,
+        Failed(io::ErrorKind),
+        /// Sent: the bytes left (the nodes, joined), or the error.
+        Sent(Result<Vec<u8>, io::ErrorKind>),
+        Listen(bool),
+    }
+
+    /// One turn: `ops` go in with a wait of at most `timeout`, then what completed.
+    fn turn(ring: &mut Ring, ops: &mut Vec<Op>, timeout: Duration) -> Vec<(Token, Seen)> {
+        ring.end_turn(ops).unwrap();
+        ring.wait(Some(timeout)).unwrap();
+        let mut seen = Vec::new();
+        ring.dispatch(|token, event| {
+            let s = match event {
+                Event::Recv(Received::Data(data, more)) => Seen::Data(data.to_vec(), more),
+                Event::Recv(Received::Eof) => Seen::Eof,
+                Event::Recv(Received::Ended) => Seen::Ended,
+                Event::Recv(Received::Failed(e)) => Seen::Failed(e.kind()),
+                Event::Sent(rest) => Seen::Sent(rest.map(|r| r.concat()).map_err(|e| e.kind())),
+                Event::Listen(more) => Seen::Listen(more),
+                Event::Ready(r) => panic!("a ring reports no readiness: {r:?}"),
+            };
+            seen.push((token, s));
+        });
+        seen
+    }
+
+    /// Turns (with `ops` first) until `done` says what was seen is enough, at most
+    /// [`LIMIT`]; returns all of it.
+    fn until(
+        ring: &mut Ring,
+        ops: &mut Vec<Op>,
+        mut done: impl FnMut(&[(Token, Seen)]) -> bool,
+    ) -> Vec<(Token, Seen)> {
+        let end = Instant::now() + LIMIT;
+        let mut seen = Vec::new();
+        while !done(&seen) {
+            assert!(Instant::now() < end, "not seen within {LIMIT:?}: {seen:?}");
+            seen.extend(turn(ring, ops, Duration::from_millis(50)));
+        }
+        seen
+    }
+
+    /// The bytes of every `Data` seen, in order.
+    fn data(seen: &[(Token, Seen)]) -> Vec<u8> {
+        seen.iter()
+            .filter_map(|(_, s)| match s {
+                Seen::Data(d, _) => Some(&d[..]),
+                _ => None,
+            })
+            .collect::<Vec<_>>()
+            .concat()
+    }
+
+    fn bytes(n: usize, seed: u8) -> Vec<u8> {
+        (0..n)
+            .map(|i| (i as u8).wrapping_mul(31).wrapping_add(seed))
+            .collect()
+    }
+
+    #[test]
+    fn a_receive_delivers_the_peers_bytes_then_its_end() {
+        let (ours, mut peer) = pair();
+        let mut ring = ring(8, 4096, true);
+        let mut ops = vec![Op::Recv {
+            token: TOKEN,
+            fd: ours.as_raw_fd(),
+        }];
+        peer.write_all(b"hello, ring").unwrap();
+        let seen = until(&mut ring, &mut ops, |s| data(s).len() >= 11);
+        assert_eq!(data(&seen), b"hello, ring");
+        assert!(
+            seen.iter()
+                .all(|(t, s)| *t == TOKEN && matches!(s, Seen::Data(_, true))),
+            "multishot: armed still after data: {seen:?}"
+        );
+        drop(peer);
+        let seen = until(&mut ring, &mut ops, |s| !s.is_empty());
+        assert_eq!(seen, [(TOKEN, Seen::Eof)]);
+        drop(ring);
+    }
+
+    #[test]
+    fn a_cancelled_receive_ends_and_takes_nothing_more_until_armed_again() {
+        let (ours, mut peer) = pair();
+        let mut ring = ring(8, 4096, false);
+        let fd = ours.as_raw_fd();
+        let mut ops = vec![Op::Recv { token: TOKEN, fd }];
+        peer.write_all(b"a").unwrap();
+        until(&mut ring, &mut ops, |s| data(s) == b"a");
+        ops.push(Op::CancelRecv { token: TOKEN });
+        let seen = until(&mut ring, &mut ops, |s| {
+            s.iter().any(|(_, s)| *s == Seen::Ended)
+        });
+        assert_eq!(seen, [(TOKEN, Seen::Ended)]);
+        peer.write_all(b"b").unwrap();
+        let mut quiet = Vec::new();
+        for _ in 0..4 {
+            quiet.extend(turn(&mut ring, &mut ops, Duration::from_millis(25)));
+        }
+        assert_eq!(quiet, [], "a cancelled receive takes no data");
+        ops.push(Op::Recv { token: TOKEN, fd });
+        let seen = until(&mut ring, &mut ops, |s| !data(s).is_empty());
+        assert_eq!(data(&seen), b"b", "the data waited in the socket");
+        drop(ring);
+    }
+
+    #[test]
+    fn a_send_of_one_node_or_several_goes_whole_in_order() {
+        let (ours, mut peer) = pair();
+        let mut ring = ring(8, 4096, true);
+        let fd = ours.as_raw_fd();
+        for nodes in [
+            vec![bytes(1000, 1)],
+            vec![b"ab".to_vec(), bytes(3000, 2), b"c".to_vec()],
+        ] {
+            let whole = nodes.concat();
+            let chunks = nodes.into_iter().map(Bytes::from).collect();
+            let mut ops = vec![Op::Send {
+                token: TOKEN,
+                fd,
+                chunks,
+            }];
+            let seen = until(&mut ring, &mut ops, |s| !s.is_empty());
+            assert_eq!(
+                seen,
+                [(TOKEN, Seen::Sent(Ok(Vec::new())))],
+                "all of it went"
+            );
+            let mut got = vec![0; whole.len()];
+            peer.read_exact(&mut got).unwrap();
+            assert_eq!(got, whole);
+        }
+        assert!(
+            ring.sends.is_empty(),
+            "the nodes went back with the completion"
+        );
+        assert_eq!(ring.free.len(), 1, "one send's bookkeeping, reused");
+        drop(ring);
+    }
+
+    /// A send the kernel cannot finish (the peer does not read) ends when the socket
+    /// is shut down, as a closing connection shuts it: the completion counts what went,
+    /// and the nodes come back without it.
+    #[test]
+    fn a_send_cut_short_gives_back_exactly_the_rest() {
+        let (ours, mut peer) = pair();
+        setsockopt(&ours, sockopt::SndBuf, &4096).unwrap();
+        setsockopt(&peer, sockopt::RcvBuf, &4096).unwrap();
+        let mut ring = ring(8, 4096, true);
+        let whole = [bytes(3 << 20, 3), bytes(1 << 20, 4)];
+        let all = whole.concat();
+        let chunks = whole.into_iter().map(Bytes::from).collect();
+        let mut ops = vec![Op::Send {
+            token: TOKEN,
+            fd: ours.as_raw_fd(),
+            chunks,
+        }];
+        let mut early = Vec::new();
+        for _ in 0..4 {
+            early.extend(turn(&mut ring, &mut ops, Duration::from_millis(25)));
+        }
+        assert_eq!(
+            early,
+            [],
+            "MSG_WAITALL: no completion while the peer holds back"
+        );
+        ours.shutdown(std::net::Shutdown::Both).unwrap();
+        let seen = until(&mut ring, &mut ops, |s| !s.is_empty());
+        let [(TOKEN, Seen::Sent(Ok(rest)))] = &seen[..] else {
+            panic!("a short send, not {seen:?}");
+        };
+        let sent = all.len() - rest.len();
+        assert!(sent > 0 && !rest.is_empty(), "{sent} bytes sent");
+        assert_eq!(
+            rest[..],
+            all[sent..],
+            "the rest, from where the kernel stopped"
+        );
+        let mut got = Vec::new();
+        peer.read_to_end(&mut got).unwrap();
+        assert_eq!(got.len(), sent, "the peer got what the completion counted");
+        assert_eq!(got[..], all[..sent]);
+        drop(ring);
+    }
+
+    /// Two buffers of 512 bytes carry 64 KiB: each goes back to the ring once its
+    /// bytes are handed over, and a receive that ran dry is armed again.
+    #[test]
+    fn the_provided_buffers_are_given_back_and_serve_any_amount() {
+        let (ours, mut peer) = pair();
+        let mut ring = ring(2, 512, true);
+        let fd = ours.as_raw_fd();
+        let sent = bytes(64 << 10, 5);
+        let writer = {
+            let sent = sent.clone();
+            std::thread::spawn(move || peer.write_all(&sent).map(|()| peer))
+        };
+        let mut ops = vec![Op::Recv { token: TOKEN, fd }];
+        let mut got = Vec::new();
+        let mut rearmed = 0;
+        let end = Instant::now() + LIMIT;
+        while got.len() < sent.len() {
+            assert!(
+                Instant::now() < end,
+                "{} of {} bytes",
+                got.len(),
+                sent.len()
+            );
+            for (_, s) in turn(&mut ring, &mut ops, Duration::from_millis(50)) {
+                match s {
+                    Seen::Data(d, more) => {
+                        assert!(d.len() <= 512);
+                        got.extend_from_slice(&d);
+                        if !more {
+                            ops.push(Op::Recv { token: TOKEN, fd });
+                        }
+                    }
+                    // The ring ran dry: arm again.
+                    Seen::Ended => {
+                        rearmed += 1;
+                        ops.push(Op::Recv { token: TOKEN, fd });
+                    }
+                    other => panic!("{other:?}"),
+                }
+            }
+        }
+        assert_eq!(got, sent);
+        assert!(rearmed < 1000, "{rearmed} receives armed again");
+        let _peer = writer.join().unwrap().unwrap();
+        drop(ring);
+    }
+
+    #[test]
+    fn another_threads_queue_wakes_the_wait_and_goes_in() {
+        let (ours, mut peer) = pair();
+        let mut ring = ring(8, 4096, false);
+        let shared = Arc::clone(&ring.shared);
+        let fd = ours.as_raw_fd();
+        let asker = std::thread::spawn(move || {
+            std::thread::sleep(Duration::from_millis(20));
+            shared.queue_with(|ops| ops.push(Op::Recv { token: TOKEN, fd }));
+        });
+        let start = Instant::now();
+        ring.wait(Some(LIMIT)).unwrap();
+        assert!(start.elapsed() < LIMIT, "woken by the eventfd");
+        let mut none = Vec::new();
+        let (any, _) = ring.dispatch(|t, e| none.push(format!("{t:?} {e:?}")));
+        assert!(
+            any && none.is_empty(),
+            "the wake-up names no token: {none:?}"
+        );
+        asker.join().unwrap();
+        peer.write_all(b"x").unwrap();
+        let seen = until(&mut ring, &mut Vec::new(), |s| !data(s).is_empty());
+        assert_eq!(data(&seen), b"x", "the queued receive went in");
+        drop(ring);
+    }
+
+    /// A closed socket's owner (here a flag) is dropped once the cancels of what names
+    /// it went in; and a listener's watch reports connections.
+    #[test]
+    fn a_closed_sockets_owner_goes_after_its_cancels_and_a_watch_sees_connections() {
+        struct Owner {
+            _socket: TcpStream,
+            dropped: Arc<AtomicBool>,
+        }
+        impl Drop for Owner {
+            fn drop(&mut self) {
+                self.dropped.store(true, Ordering::SeqCst);
+            }
+        }
+        let (ours, _peer) = pair();
+        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+        let mut ring = ring(8, 4096, true);
+        let dropped = Arc::new(AtomicBool::new(false));
+        let watch = Token(9);
+        let mut ops = vec![
+            Op::Recv {
+                token: TOKEN,
+                fd: ours.as_raw_fd(),
+            },
+            Op::Listen {
+                token: watch,
+                fd: listener.as_raw_fd(),
+            },
+        ];
+        let _ = turn(&mut ring, &mut ops, Duration::ZERO);
+        let _client = TcpStream::connect(listener.local_addr().unwrap()).unwrap();
+        let seen = until(&mut ring, &mut ops, |s| !s.is_empty());
+        assert_eq!(seen, [(watch, Seen::Listen(true))]);
+        ops.push(Op::Close {
+            token: TOKEN,
+            owner: Box::new(Owner {
+                _socket: ours,
+                dropped: Arc::clone(&dropped),
+            }),
+        });
+        let seen = until(&mut ring, &mut ops, |_| dropped.load(Ordering::SeqCst));
+        assert!(
+            seen.iter().all(|(_, s)| *s == Seen::Ended),
+            "the receive was cancelled: {seen:?}"
+        );
+        drop(ring);
+    }
+
+    #[test]
+    fn a_ring_the_kernel_refuses_is_an_error_of_its_own() {
+        let mut bad = setup(8, 4096, false);
+        bad.ring_entries = 0;
+        let e = Ring::new(&bad).expect_err("a ring of no entries");
+        assert_eq!(e.kind(), io::ErrorKind::InvalidInput, "{e}");
+        let mut huge = setup(4, usize::MAX / 2, false);
+        huge.ring_entries = 16;
+        let e = Ring::new(&huge).expect_err("buffers past the address space");
+        assert_eq!(e.kind(), io::ErrorKind::InvalidInput, "{e}");
+    }
+
+    #[test]
+    fn a_short_send_keeps_the_nodes_after_what_went() {
+        let mut flight = InFlight::empty();
+        let nodes = || vec![Bytes::from_static(b"abc"), Bytes::from_static(b"defg")];
+        for (sent, rest) in [
+            (0, "abcdefg"),
+            (2, "cdefg"),
+            (3, "defg"),
+            (5, "fg"),
+            (7, ""),
+        ] {
+            flight.load(nodes());
+            assert_eq!(flight.iov.len(), 2);
+            assert_eq!(flight.msg.msg_iovlen, 2);
+            assert_eq!(flight.rest(sent).concat(), rest.as_bytes(), "{sent} sent");
+            assert!(flight.chunks.is_empty() && flight.iov.is_empty());
+        }
+        flight.load(nodes());
+        assert!(
+            flight.rest(usize::MAX).is_empty(),
+            "a failed send keeps nothing"
+        );
+    }
+}
