@@ -22,8 +22,9 @@ pub enum Driver {
 impl Driver {
     /// The driver named by the `NETPOLL_DRIVER` environment variable (`epoll`, or
     /// `io_uring`/`uring`), read once per process; epoll when it is unset or names
-    /// neither (with one warning). [`Config::default`] takes its driver from here, so a
-    /// program, or a whole test suite, moves to io_uring without a code change.
+    /// neither (with one warning). [`Config::default`](crate::Config::default) takes
+    /// its driver from here, so a program, or a whole test suite, moves to io_uring
+    /// without a code change.
     pub fn from_env() -> Driver {
         static CHOSEN: std::sync::OnceLock<Driver> = std::sync::OnceLock::new();
         *CHOSEN.get_or_init(|| match std::env::var("NETPOLL_DRIVER") {
@@ -54,7 +55,7 @@ impl std::str::FromStr for Driver {
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct Setup {
     pub(crate) driver: Driver,
-    /// The poller runs on a thread of its own (see [`uring::Ring::new`]).
+    /// The poller runs on a thread of its own (see [`Ring::new`](super::uring::Ring::new)).
     pub(crate) own_thread: bool,
     pub(crate) events_capacity: usize,
     pub(crate) ring_entries: u32,
