@@ -27,7 +27,7 @@ use crate::config::Config;
 use crate::handler::{Handler, Io};
 use crate::pool::{BlockPool, Class};
 use crate::stats;
-use crate::sys::{ConnIo, Op, Received, SendRoute, Socket};
+use crate::sys::{ConnIo, Lent, Op, Received, SendRoute, Socket};
 use crate::timer::{self, Due};
 
 pub(crate) const MAX_IOVECS: usize = 64;
@@ -404,15 +404,14 @@ impl<S: Socket> ConnState<S> {
     /// `out`. For the caller to queue, under this lock, so that two connections'
     /// requests never cross.
     pub(crate) fn take_ops(&mut self, token: mio::Token, max_iovecs: usize, out: &mut Vec<Op>) {
-        let fd = self.stream.as_ref().map(S::raw_fd);
-        self.io.take_ops(
+        let lent = Lent {
             token,
-            fd,
-            &mut self.output,
-            &mut self.write_pending,
+            fd: self.stream.as_ref().map(S::raw_fd),
+            output: &mut self.output,
+            write_pending: &mut self.write_pending,
             max_iovecs,
-            out,
-        );
+        };
+        self.io.take_ops(lent, out);
     }
 
     /// A receive completion for this connection, in the turn that read the clock at

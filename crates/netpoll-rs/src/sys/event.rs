@@ -10,6 +10,7 @@ use std::os::fd::RawFd;
 
 use bytes::Bytes;
 use mio::Token;
+use thrift_codec::LinkBuffer;
 
 /// What a readiness event says of a socket.
 #[derive(Debug, Clone, Copy, Default)]
@@ -48,6 +49,20 @@ pub(crate) enum Event<'a> {
     Sent(io::Result<Vec<Bytes>>),
     /// The watch on a listening socket fired; `more` while it stays armed (io_uring).
     Listen(bool),
+}
+
+/// What a connection lends its driver slot while the slot takes what the connection
+/// asks of the driver ([`ConnIo::take_ops`](super::ConnIo::take_ops)): a send takes
+/// its nodes out of `output`, and with none to take the pending write ends.
+#[derive(Debug)]
+pub(crate) struct Lent<'a> {
+    pub(crate) token: Token,
+    /// `None` once the socket closed (the close cancels what is on the ring).
+    pub(crate) fd: Option<RawFd>,
+    pub(crate) output: &'a mut LinkBuffer,
+    pub(crate) write_pending: &'a mut bool,
+    /// The most nodes one send takes.
+    pub(crate) max_iovecs: usize,
 }
 
 /// What a connection or listener asks of a driver that does the I/O itself (the

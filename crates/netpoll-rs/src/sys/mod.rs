@@ -45,7 +45,7 @@ use thrift_codec::LinkBuffer;
 
 pub use self::driver::Driver;
 pub(crate) use self::driver::Setup;
-pub(crate) use self::event::{Event, Op, Ready, Received};
+pub(crate) use self::event::{Event, Lent, Op, Ready, Received};
 pub use self::socket::{BufferSizes, SocketOptions};
 pub(crate) use self::socket::{ListenSocket, Registered, Socket, Stream};
 pub(crate) use self::socket::{tcp_connect, tcp_listen, unix_connect, unix_listen};
@@ -331,18 +331,10 @@ impl ConnIo {
     /// What the connection asks of its driver since the last call, into `out` (see
     /// [`uring::ConnRing::take_ops`]); nothing under epoll.
     #[inline]
-    pub(crate) fn take_ops(
-        &mut self,
-        token: Token,
-        fd: Option<RawFd>,
-        output: &mut LinkBuffer,
-        write_pending: &mut bool,
-        max_iovecs: usize,
-        out: &mut Vec<Op>,
-    ) {
+    pub(crate) fn take_ops(&mut self, lent: Lent<'_>, out: &mut Vec<Op>) {
         match self {
             ConnIo::Epoll => {}
-            ConnIo::Uring(ring) => ring.take_ops(token, fd, output, write_pending, max_iovecs, out),
+            ConnIo::Uring(ring) => ring.take_ops(lent, out),
         }
     }
 }

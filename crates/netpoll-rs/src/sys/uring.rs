@@ -47,7 +47,7 @@ use nix::libc;
 use thrift_codec::LinkBuffer;
 
 use super::driver::Setup;
-use super::event::{Event, Op, Received};
+use super::event::{Event, Lent, Op, Received};
 use super::socket::{ListenSocket, Registered};
 use crate::sync::lock;
 
@@ -187,18 +187,18 @@ impl ConnRing {
     }
 
     /// What the connection asks of the ring since the last call, into `out`: to arm
-    /// or cancel its receive, to send its output (taken out of `output` here, node by
-    /// node, up to `max_iovecs` nodes; with none to take, `write_pending` ends). `fd`
-    /// is `None` once the socket closed: the close cancels what is on the ring.
-    pub(crate) fn take_ops(
-        &mut self,
-        token: Token,
-        fd: Option<RawFd>,
-        output: &mut LinkBuffer,
-        write_pending: &mut bool,
-        max_iovecs: usize,
-        out: &mut Vec<Op>,
-    ) {
+    /// or cancel its receive, to send its output (taken out of `lent.output` here,
+    /// node by node, up to `lent.max_iovecs` nodes; with none to take, the pending
+    /// write ends). Nothing once the socket closed: the close cancels what is on the
+    /// ring.
+    pub(crate) fn take_ops(&mut self, lent: Lent<'_>, out: &mut Vec<Op>) {
+        let Lent {
+            token,
+            fd,
+            output,
+            write_pending,
+            max_iovecs,
+        } = lent;
         let Some(fd) = fd else {
             self.want_recv = false;
             self.want_cancel = false;
@@ -930,7 +930,7 @@ mod tests {
     use nix::sys::socket::{setsockopt, sockopt};
 
     use super::*;
-    use crate::sys::driver::Driver;
+    use crate::Driver;
 
     /// The most a test waits for what it expects.
     const LIMIT: Duration = Duration::from_secs(5);
@@ -964,6 +964,13 @@ mod tests {
         let (peer, _) = listener.accept().unwrap();
         peer.set_read_timeout(Some(LIMIT)).unwrap();
         (ours, peer)
+    }
+
+    /// A loopback pair and a ring of eight 4 KiB buffers: the sockets first, so that
+    /// the ring (dropped first) lets go of what names them before they close.
+    fn rig(own_thread: bool) -> (TcpStream, TcpStream, Ring) {
+        let (ours, peer) = pair();
+        (ours, peer, ring(8, 4096, own_thread))
     }
 
     /// What a completion said, owned.
@@ -1014,6 +1021,15 @@ mod tests {
         seen
     }
 
+    /// Turns for 100 ms: what completed meanwhile (a test expects nothing).
+    fn quiet(ring: &mut Ring, ops: &mut Vec<Op>) -> Vec<(Token, Seen)> {
+        let mut seen = Vec::new();
+        for _ in 0..4 {
+            seen.extend(turn(ring, ops, Duration::from_millis(25)));
+        }
+        seen
+    }
+
     /// The bytes of every `Data` seen, in order.
     fn data(seen: &[(Token, Seen)]) -> Vec<u8> {
         seen.iter()
@@ -1026,15 +1042,12 @@ mod tests {
     }
 
     fn bytes(n: usize, seed: u8) -> Vec<u8> {
-        (0..n)
-            .map(|i| (i as u8).wrapping_mul(31).wrapping_add(seed))
-            .collect()
+        (0..n).map(|i| (i as u8).wrapping_mul(7) ^ seed).collect()
     }
 
     #[test]
     fn a_receive_delivers_the_peers_bytes_then_its_end() {
-        let (ours, mut peer) = pair();
-        let mut ring = ring(8, 4096, true);
+        let (ours, mut peer, mut ring) = rig(true);
         let mut ops = vec![Op::Recv {
             token: TOKEN,
             fd: ours.as_raw_fd(),
@@ -1055,8 +1068,7 @@ mod tests {
 
     #[test]
     fn a_cancelled_receive_ends_and_takes_nothing_more_until_armed_again() {
-        let (ours, mut peer) = pair();
-        let mut ring = ring(8, 4096, false);
+        let (ours, mut peer, mut ring) = rig(false);
         let fd = ours.as_raw_fd();
         let mut ops = vec![Op::Recv { token: TOKEN, fd }];
         peer.write_all(b"a").unwrap();
@@ -1067,11 +1079,11 @@ mod tests {
         });
         assert_eq!(seen, [(TOKEN, Seen::Ended)]);
         peer.write_all(b"b").unwrap();
-        let mut quiet = Vec::new();
-        for _ in 0..4 {
-            quiet.extend(turn(&mut ring, &mut ops, Duration::from_millis(25)));
-        }
-        assert_eq!(quiet, [], "a cancelled receive takes no data");
+        assert_eq!(
+            quiet(&mut ring, &mut ops),
+            [],
+            "a cancelled receive takes no data"
+        );
         ops.push(Op::Recv { token: TOKEN, fd });
         let seen = until(&mut ring, &mut ops, |s| !data(s).is_empty());
         assert_eq!(data(&seen), b"b", "the data waited in the socket");
@@ -1080,8 +1092,7 @@ mod tests {
 
     #[test]
     fn a_send_of_one_node_or_several_goes_whole_in_order() {
-        let (ours, mut peer) = pair();
-        let mut ring = ring(8, 4096, true);
+        let (ours, mut peer, mut ring) = rig(true);
         let fd = ours.as_raw_fd();
         for nodes in [
             vec![bytes(1000, 1)],
@@ -1129,12 +1140,8 @@ mod tests {
             fd: ours.as_raw_fd(),
             chunks,
         }];
-        let mut early = Vec::new();
-        for _ in 0..4 {
-            early.extend(turn(&mut ring, &mut ops, Duration::from_millis(25)));
-        }
         assert_eq!(
-            early,
+            quiet(&mut ring, &mut ops),
             [],
             "MSG_WAITALL: no completion while the peer holds back"
         );
@@ -1206,8 +1213,7 @@ mod tests {
 
     #[test]
     fn another_threads_queue_wakes_the_wait_and_goes_in() {
-        let (ours, mut peer) = pair();
-        let mut ring = ring(8, 4096, false);
+        let (ours, mut peer, mut ring) = rig(false);
         let shared = Arc::clone(&ring.shared);
         let fd = ours.as_raw_fd();
         let asker = std::thread::spawn(move || {
