@@ -18,18 +18,28 @@ fn modules(lib: &str) -> Vec<String> {
         .collect()
 }
 
-/// The crate modules `source` names in code (`crate::name`), comments left out.
-fn uses(source: &str) -> Vec<String> {
+/// Each lower-case name that follows `prefix` in `source`'s code (comments left out),
+/// with what comes after it on the line.
+fn names_after<'a>(source: &'a str, prefix: &str) -> Vec<(String, &'a str)> {
     let mut out = Vec::new();
     for line in source.lines().filter(|l| !l.trim_start().starts_with("//")) {
-        for part in line.split("crate::").skip(1) {
+        for part in line.split(prefix).skip(1) {
             let name: String = part
                 .chars()
                 .take_while(|c| c.is_ascii_lowercase() || *c == '_')
                 .collect();
-            if !name.is_empty() && !out.contains(&name) {
-                out.push(name);
-            }
+            out.push((name.clone(), &part[name.len()..]));
+        }
+    }
+    out
+}
+
+/// The crate modules `source` names in code (`crate::name`), comments left out.
+fn uses(source: &str) -> Vec<String> {
+    let mut out: Vec<String> = Vec::new();
+    for (name, _) in names_after(source, "crate::") {
+        if !name.is_empty() && !out.contains(&name) {
+            out.push(name);
         }
     }
     out
@@ -38,23 +48,16 @@ fn uses(source: &str) -> Vec<String> {
 /// The sibling files `source` (a file of a folder module) names: `super::name::`,
 /// and `super::` alone (the folder's `mod.rs`) as `mod`; comments left out.
 fn sibling_uses(source: &str) -> Vec<String> {
-    let mut out = Vec::new();
-    for line in source.lines().filter(|l| !l.trim_start().starts_with("//")) {
-        for part in line.split("super::").skip(1) {
-            let name: String = part
-                .chars()
-                .take_while(|c| c.is_ascii_lowercase() || *c == '_')
-                .collect();
-            let rest = &part[name.len()..];
-            // `super::x::Y` names file x; `super::Y` or `super::f(..)` the folder's mod.rs.
-            let file = if !name.is_empty() && rest.starts_with("::") {
-                name
-            } else {
-                "mod".to_string()
-            };
-            if !out.contains(&file) {
-                out.push(file);
-            }
+    let mut out: Vec<String> = Vec::new();
+    for (name, rest) in names_after(source, "super::") {
+        // `super::x::Y` names file x; `super::Y` or `super::f(..)` the folder's mod.rs.
+        let file = if !name.is_empty() && rest.starts_with("::") {
+            name
+        } else {
+            "mod".to_string()
+        };
+        if !out.contains(&file) {
+            out.push(file);
         }
     }
     out
