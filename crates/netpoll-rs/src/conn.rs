@@ -14,10 +14,9 @@ use thrift_codec::LinkBuffer;
 
 use crate::conn_state::{ConnState, Env, Served};
 use crate::handler::Handler;
-use crate::poller::{Entry, Outbox, PollerIo, PollerShared, Ready};
+use crate::poller::{Entry, Outbox, PollerShared};
 use crate::sync::lock;
-use crate::sys::Stream;
-use crate::uring::Received;
+use crate::sys::{Ready, Received, Stream};
 
 /// What the poller thread and the connection's users share.
 #[derive(Debug)]
@@ -34,19 +33,17 @@ impl ConnShared {
             Arc::new(ConnShared {
                 token,
                 poller: Arc::clone(poller),
-                state: Mutex::new(ConnState::new(stream, poller.ring().is_some())),
+                state: Mutex::new(ConnState::new(stream, poller.io.conn_io())),
             })
         })?;
         let registered = {
             let mut st = lock(&shared.state);
-            match (st.stream_mut(), &poller.io) {
-                (Some(s), PollerIo::Epoll { registry, .. }) => s.register(registry, shared.token),
-                // On a ring: its receive is armed.
-                (Some(_), PollerIo::Ring(_)) => {
-                    shared.ring_ops(&mut st, None);
-                    Ok(())
-                }
-                (None, _) => Err(io::Error::other("the connection closed while registering")),
+            match st.stream_mut() {
+                // Watched by epoll, or (on a ring) its receive asked for.
+                Some(s) => poller.io.register_stream(s, shared.token).inspect(|()| {
+                    shared.driver_ops(&mut st, None);
+                }),
+                None => Err(io::Error::other("the connection closed while registering")),
             }
         };
         // Dropped on an error, it closes and leaves the slab.
@@ -72,23 +69,17 @@ impl ConnShared {
         }
     }
 
-    /// Queues what the state asks of the poller's ring (nothing under epoll), while
-    /// its lock is held: in `out` on the poller, else with the ring's queue (which
-    /// wakes the poller).
-    fn ring_ops(&self, st: &mut ConnState<Stream>, out: Option<&mut Outbox>) {
-        let Some(ring) = self.poller.ring() else {
-            return;
-        };
+    /// Queues what the state asks of the poller's driver (a ring's receives and
+    /// sends; nothing under epoll), while its lock is held: in `out` on the poller,
+    /// else with the driver's queue (which wakes the poller).
+    fn driver_ops(&self, st: &mut ConnState<Stream>, out: Option<&mut Outbox>) {
         let max_iovecs = self.poller.config.max_iovecs;
         match out {
-            Some(out) => st.take_ring_ops(self.token, max_iovecs, &mut out.ring),
-            None => {
-                let mut ops = Vec::new();
-                st.take_ring_ops(self.token, max_iovecs, &mut ops);
-                for op in ops {
-                    ring.queue(op);
-                }
-            }
+            Some(out) => st.take_ops(self.token, max_iovecs, &mut out.ops),
+            None => self
+                .poller
+                .io
+                .queue_with(|ops| st.take_ops(self.token, max_iovecs, ops)),
         }
     }
 
@@ -114,7 +105,7 @@ impl ConnShared {
         out: &mut Outbox,
     ) -> bool {
         self.schedule(&mut st, true);
-        self.ring_ops(&mut st, Some(out));
+        self.driver_ops(&mut st, Some(out));
         drop(st);
         for w in [served.wake_read, served.wake_write].into_iter().flatten() {
             w.wake();
@@ -210,7 +201,7 @@ impl Connection {
         poll_fn(|cx| {
             let mut st = shared.state();
             let polled = st.poll_frame(shared.env(), cx, &mut frame_len);
-            shared.ring_ops(&mut st, None);
+            shared.driver_ops(&mut st, None);
             polled
         })
         .await
@@ -224,7 +215,7 @@ impl Connection {
         let mut st = self.shared.state();
         let out = f(st.input());
         st.consumed(self.shared.env());
-        self.shared.ring_ops(&mut st, None);
+        self.shared.driver_ops(&mut st, None);
         out
     }
 
@@ -247,7 +238,7 @@ impl Connection {
         poll_fn(|cx| {
             let mut st = shared.state();
             let polled = st.poll_flush(shared.env(), cx);
-            shared.ring_ops(&mut st, None);
+            shared.driver_ops(&mut st, None);
             polled
         })
         .await
@@ -323,15 +314,14 @@ impl Connection {
             // Data that came while no one read (its edge already taken) gets a new edge,
             // so the poller reads it. (A ring's receive is armed already.)
             if !close_now
-                && let Some(registry) = self.shared.poller.registry()
                 && let Some(stream) = st.stream_mut()
-                && let Err(e) = stream.reregister(registry, self.shared.token)
+                && let Err(e) = self.shared.poller.io.rearm(stream, self.shared.token)
             {
                 st.fail(&e);
                 close_now = true;
             }
             self.shared.schedule(&mut st, false);
-            self.shared.ring_ops(&mut st, None);
+            self.shared.driver_ops(&mut st, None);
             close_now
         };
         if close_now {
@@ -373,7 +363,7 @@ impl InlineHandle {
                 return false;
             };
             self.shared.schedule(&mut st, false);
-            self.shared.ring_ops(&mut st, None);
+            self.shared.driver_ops(&mut st, None);
             close_now
         };
         if close_now {

@@ -8,6 +8,12 @@
 //! and what the poller must do after (wake a task, serve the connection again, close
 //! it, schedule a deadline) goes back in a [`Served`] or [`ConnState::take_schedule`].
 //! So its tests script a fake socket and move a fake clock (see `tests` below).
+//!
+//! Nor does it know its poller's driver: it keeps one [`ConnIo`], its slot for the
+//! driver, and asks it where the drivers differ (how a flush goes, what is in flight,
+//! whether the receive goes on). Input comes two ways, and the state serves both the
+//! same: it reads the socket itself while an event left it readable (epoll), and it
+//! takes what the driver received for it ([`on_recv`](ConnState::on_recv), io_uring).
 
 use std::io::{self, IoSlice};
 use std::panic::{AssertUnwindSafe, catch_unwind};
@@ -21,9 +27,8 @@ use crate::config::Config;
 use crate::handler::{Handler, Io};
 use crate::pool::{BlockPool, Class};
 use crate::stats;
-use crate::sys::Socket;
+use crate::sys::{ConnIo, Lent, Op, Received, SendRoute, Socket};
 use crate::timer::{self, Due};
-use crate::uring::{Received, RingOp};
 
 pub(crate) const MAX_IOVECS: usize = 64;
 
@@ -33,8 +38,8 @@ pub(crate) struct Env<'a> {
     pub(crate) config: &'a Config,
     /// The poller's read blocks.
     pub(crate) pool: &'a BlockPool,
-    /// Called on the poller, in its turn: under io_uring, output goes to the ring
-    /// (with the turn's other submissions) instead of a `sendmsg` now.
+    /// Called on the poller, in its turn: a driver may then take the output (a ring,
+    /// with the turn's other submissions) instead of a `sendmsg` now.
     pub(crate) on_poller: bool,
 }
 
@@ -74,8 +79,8 @@ pub(crate) struct ConnState<S> {
     /// since found the socket empty.
     readable: bool,
     /// A write stopped short (`EAGAIN`); the rest goes when the socket is writable.
-    /// Under io_uring: a send is on the ring (or queued for it), and nobody else
-    /// writes until it completes.
+    /// Or the driver has a send of this connection's (a ring's, on it or queued for
+    /// it), and nobody else writes until it completes.
     write_pending: bool,
     /// The peer closed its side and everything before that was read.
     eof: bool,
@@ -111,37 +116,8 @@ pub(crate) struct ConnState<S> {
     /// A deadline the poller's timers must come due at or before: it was set, or it
     /// came up and had moved later ([`take_schedule`](Self::take_schedule)).
     schedule: Option<Instant>,
-    /// Served by an io_uring poller: input arrives in receive completions and output
-    /// leaves as sends on the ring. `None` under epoll.
-    ring: Option<RingIo>,
-}
-
-/// A connection's side of the io_uring driver.
-#[derive(Debug, Default)]
-struct RingIo {
-    recv: RecvState,
-    /// Bytes of the send on the ring: still this connection's output until the
-    /// completion says they went.
-    in_flight: usize,
-    /// The node list of the last send, back from the ring, for the next one (no
-    /// allocation per send).
-    spare: Vec<Bytes>,
-    /// What the connection asks of the ring, taken (under its lock) by
-    /// [`ConnState::take_ring_ops`].
-    want_recv: bool,
-    want_cancel: bool,
-    want_send: bool,
-}
-
-/// The connection's multishot receive on the ring.
-#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
-enum RecvState {
-    /// None armed (not yet, paused, or ended: end of stream, an error).
-    #[default]
-    Idle,
-    Armed,
-    /// Cancelled (the input is above its mark); completions may still bring data.
-    Cancelling,
+    /// The slot for the poller's driver: what it holds of this connection's I/O.
+    io: ConnIo,
 }
 
 /// Which of the handler's methods a call is for.
@@ -168,14 +144,9 @@ impl std::fmt::Debug for BoxedHandler {
 }
 
 impl<S: Socket> ConnState<S> {
-    /// A connection's state; `ring` for a poller on io_uring (whose receive the state
-    /// then asks for at once: see [`take_ring_ops`](Self::take_ring_ops)).
-    pub(crate) fn new(stream: S, ring: bool) -> Self {
-        let ring = ring.then(|| RingIo {
-            recv: RecvState::Armed,
-            want_recv: true,
-            ..RingIo::default()
-        });
+    /// A connection's state, with its slot for the poller's driver (which may ask
+    /// for something at once: see [`take_ops`](Self::take_ops)).
+    pub(crate) fn new(stream: S, io: ConnIo) -> Self {
         ConnState {
             stream: Some(stream),
             input: LinkBuffer::new(),
@@ -198,7 +169,7 @@ impl<S: Socket> ConnState<S> {
             closing: false,
             deadline: None,
             schedule: None,
-            ring,
+            io,
         }
     }
 
@@ -220,10 +191,10 @@ impl<S: Socket> ConnState<S> {
         &mut self.output
     }
 
-    /// Output not yet sent: the queued bytes, and (io_uring) those of the send on the
-    /// ring.
+    /// Output not yet sent: the queued bytes, and those the driver holds (a send on
+    /// the ring).
     pub(crate) fn unsent(&self) -> usize {
-        self.output.len() + self.ring.as_ref().map_or(0, |r| r.in_flight)
+        self.output.len() + self.io.in_flight()
     }
 
     /// Whether the socket is still open on this side.
@@ -276,19 +247,23 @@ impl<S: Socket> ConnState<S> {
             || (self.inline && self.write_pending && self.unsent() >= high_water)
     }
 
-    /// Reads while the socket has data, at most `reads_per_turn` times and up to the
-    /// input limit. Returns whether anything changed for a reader.
+    /// Takes input as far as the driver lets the connection: tells the driver whether
+    /// to go on receiving (a ring's receive), then reads the socket while an event
+    /// left it readable. Returns whether anything changed for a reader.
     pub(crate) fn fill(&mut self, env: Env<'_>) -> bool {
+        self.update_recv(env.config.input_high_water);
+        self.read_socket(env)
+    }
+
+    /// Reads while the socket has data (an event said so, and no read has found it
+    /// empty since), at most `reads_per_turn` times and up to the input limit.
+    /// Returns whether anything changed for a reader.
+    fn read_socket(&mut self, env: Env<'_>) -> bool {
         let Config {
             reads_per_turn,
             input_high_water,
             ..
         } = *env.config;
-        if self.ring.is_some() {
-            // The ring reads; this only arms or cancels its receive.
-            self.update_ring_recv(input_high_water);
-            return false;
-        }
         let mut changed = false;
         for _ in 0..reads_per_turn {
             // After end of stream or an error there is nothing more to read, however many
@@ -414,80 +389,35 @@ impl<S: Socket> ConnState<S> {
         }
     }
 
-    /// Arms the ring's receive when reading should go on and none is armed, or cancels
-    /// it when reading should pause (the input is above its mark, or the connection is
-    /// closing).
-    fn update_ring_recv(&mut self, high_water: usize) {
+    /// Tells the driver whether the connection takes input now: not while reading is
+    /// paused (the input is above its mark, or the connection is closing) or after
+    /// the end (of stream, an error, the close). A ring arms or cancels its receive to
+    /// match.
+    fn update_recv(&mut self, high_water: usize) {
         let paused = self.read_paused(high_water);
         let ended = self.eof || self.error.is_some() || self.stream.is_none();
-        let Some(ring) = self.ring.as_mut() else {
-            return;
-        };
-        match ring.recv {
-            RecvState::Armed if paused || ended => {
-                ring.recv = RecvState::Cancelling;
-                ring.want_cancel = true;
-                ring.want_recv = false;
-            }
-            RecvState::Idle if !paused && !ended => {
-                ring.recv = RecvState::Armed;
-                ring.want_recv = true;
-            }
-            _ => {}
-        }
+        self.io.set_reading(!paused && !ended);
     }
 
-    /// What the connection asks of its poller's ring since the last call: to arm or
-    /// cancel its receive, to send its output (taken out of it here, node by node, up
-    /// to `max_iovecs` nodes). For the caller to queue, under this lock, so that two
-    /// connections' requests never cross.
-    pub(crate) fn take_ring_ops(
-        &mut self,
-        token: mio::Token,
-        max_iovecs: usize,
-        out: &mut Vec<RingOp>,
-    ) {
-        let fd = self.stream.as_ref().map(S::raw_fd);
-        let Some(ring) = self.ring.as_mut() else {
-            return;
+    /// What the connection asks of its poller's driver since the last call (a ring's
+    /// receive to arm or cancel, its output to send, taken out of it here), into
+    /// `out`. For the caller to queue, under this lock, so that two connections'
+    /// requests never cross.
+    pub(crate) fn take_ops(&mut self, token: mio::Token, max_iovecs: usize, out: &mut Vec<Op>) {
+        let lent = Lent {
+            token,
+            fd: self.stream.as_ref().map(S::raw_fd),
+            output: &mut self.output,
+            write_pending: &mut self.write_pending,
+            max_iovecs,
         };
-        let Some(fd) = fd else {
-            // Closed: the close cancels what is on the ring.
-            ring.want_recv = false;
-            ring.want_cancel = false;
-            ring.want_send = false;
-            return;
-        };
-        if std::mem::take(&mut ring.want_cancel) {
-            out.push(RingOp::CancelRecv { token });
-        }
-        if std::mem::take(&mut ring.want_recv) {
-            out.push(RingOp::Recv { token, fd });
-        }
-        if std::mem::take(&mut ring.want_send) {
-            let mut chunks = std::mem::take(&mut ring.spare);
-            while chunks.len() < max_iovecs.max(1)
-                && let Some(node) = self.output.pop_node()
-            {
-                ring.in_flight += node.len();
-                chunks.push(node);
-            }
-            if chunks.is_empty() {
-                self.write_pending = false;
-                ring.spare = chunks;
-            } else {
-                out.push(RingOp::Send { token, fd, chunks });
-            }
-        }
+        self.io.take_ops(lent, out);
     }
 
     /// A receive completion for this connection, in the turn that read the clock at
     /// `now`: its bytes join the input (or the end of stream, or the error, is
     /// noted), then the connection is served as after an event.
     pub(crate) fn on_recv(&mut self, env: Env<'_>, received: Received<'_>, now: Instant) -> Served {
-        if self.ring.is_none() {
-            return Served::default();
-        }
         let more = match received {
             Received::Data(data, more) => {
                 stats::count_read();
@@ -505,36 +435,30 @@ impl<S: Socket> ConnState<S> {
                 false
             }
         };
-        if !more && let Some(ring) = self.ring.as_mut() {
-            ring.recv = RecvState::Idle;
+        if !more {
+            self.io.recv_ended();
         }
         if self.stream.is_none() {
             return Served::default();
         }
-        self.serve(env, now, None)
+        self.serve(env, now, None, true)
     }
 
-    /// This connection's send on the ring completed: `rest` is what the kernel did not
-    /// take (it goes back in front of the output and is sent again), or the error.
+    /// This connection's send by the driver (on the ring) completed: `rest` is what
+    /// the kernel did not take (it goes back in front of the output and is sent
+    /// again), or the error.
     pub(crate) fn on_sent(
         &mut self,
         env: Env<'_>,
         rest: io::Result<Vec<Bytes>>,
         now: Instant,
     ) -> Served {
-        let Some(ring) = self.ring.as_mut() else {
+        let Some(taken) = self.io.sent(rest, &mut self.output) else {
             return Served::default();
         };
         self.write_pending = false;
-        ring.in_flight = 0;
-        match rest {
-            Ok(mut rest) => {
-                stats::count_write();
-                while let Some(node) = rest.pop() {
-                    self.output.push_front(node);
-                }
-                ring.spare = rest;
-            }
+        match taken {
+            Ok(()) => stats::count_write(),
             Err(e) => self.fail(&e),
         }
         if self.stream.is_none() {
@@ -544,7 +468,7 @@ impl<S: Socket> ConnState<S> {
         let done =
             self.error.is_some() || self.output.is_empty() || self.flush_inline(env).is_err();
         let wake_write = if done { self.write_waker.take() } else { None };
-        self.serve(env, now, wake_write)
+        self.serve(env, now, wake_write, true)
     }
 
     /// Calls the inline handler: its `on_timer` for [`Call::Timer`], its `on_input` if
@@ -615,20 +539,20 @@ impl<S: Socket> ConnState<S> {
     /// (then `write_pending` is set and the poller finishes on WRITABLE). Never sends a
     /// byte twice: what the kernel took is consumed from the output.
     ///
-    /// Under io_uring the poller leaves the output to the ring (a send it submits with
-    /// the rest of its turn), and another thread calls `sendmsg` itself unless a send
-    /// is on the ring already, handing the rest to the ring when the socket is full.
+    /// The driver says how it goes ([`ConnIo::send_route`]): under io_uring the
+    /// poller leaves the output to the ring (a send it submits with the rest of its
+    /// turn), and another thread calls `sendmsg` itself unless a send is on the ring
+    /// already, handing the rest to the ring when the socket is full.
     fn flush_inline(&mut self, env: Env<'_>) -> io::Result<()> {
         if let Some(e) = self.error() {
             return Err(e);
         }
-        if let Some(ring) = self.ring.as_mut() {
-            if self.write_pending || self.output.is_empty() {
-                return Ok(());
-            }
-            if env.on_poller {
+        let idle = self.write_pending || self.output.is_empty();
+        match self.io.send_route(env.on_poller, idle) {
+            SendRoute::Now => {}
+            SendRoute::Nothing => return Ok(()),
+            SendRoute::Driver => {
                 self.write_pending = true;
-                ring.want_send = true;
                 return Ok(());
             }
         }
@@ -663,9 +587,7 @@ impl<S: Socket> ConnState<S> {
         match outcome {
             Ok(full) => {
                 self.write_pending = full;
-                if let Some(ring) = self.ring.as_mut() {
-                    ring.want_send = full;
-                }
+                self.io.sent_now(full);
                 Ok(())
             }
             Err(e) => {
@@ -699,7 +621,7 @@ impl<S: Socket> ConnState<S> {
                 wake_write = self.write_waker.take();
             }
         }
-        self.serve(env, now, wake_write)
+        self.serve(env, now, wake_write, false)
     }
 
     /// The poller's timers say this connection's deadline may have come at `now`: if it
@@ -720,19 +642,24 @@ impl<S: Socket> ConnState<S> {
         }
         // What it says (close, an error) the serving below finds in the state.
         self.run_handler(env, now, Call::Timer);
-        self.serve(env, now, None)
+        self.serve(env, now, None, false)
     }
 
     /// Reads what the socket has, wakes a reader that has what it waits for, calls the
-    /// inline handler for new input, and says whether to serve the connection again on
-    /// the next turn (it has more to read).
-    fn serve(&mut self, env: Env<'_>, now: Instant, mut wake_write: Option<Waker>) -> Served {
+    /// inline handler for new input, tells the driver whether to go on receiving, and
+    /// says whether to serve the connection again on the next turn (it has more to
+    /// read). `delivered`: the driver's completion (a receive, a send) may have
+    /// changed what a reader waits for.
+    fn serve(
+        &mut self,
+        env: Env<'_>,
+        now: Instant,
+        mut wake_write: Option<Waker>,
+        delivered: bool,
+    ) -> Served {
         let mut wake_read = None;
-        let ringed = self.ring.is_some();
-        if self.readable || ringed {
-            if !ringed {
-                self.fill(env);
-            }
+        if self.readable || delivered {
+            self.read_socket(env);
             let ready = self.eof
                 || self.error.is_some()
                 || (self.want > 0 && self.input.len() >= self.want);
@@ -741,11 +668,9 @@ impl<S: Socket> ConnState<S> {
             }
         }
         let close = self.run_handler(env, now, Call::Input);
-        if ringed {
-            self.update_ring_recv(env.config.input_high_water);
-        }
-        let again = !ringed
-            && self.readable
+        self.update_recv(env.config.input_high_water);
+        // Only a socket read here has more to read on the next turn.
+        let again = self.readable
             && !close
             && !self.read_paused(env.config.input_high_water)
             && self.stream.is_some();
@@ -864,8 +789,8 @@ impl<S: Socket> ConnState<S> {
         self.inline = true;
         self.handler = Some(BoxedHandler(Box::new(handler)));
         let close = self.stream.is_none() || self.run_handler(env, now, Call::Input);
-        // What the handler took may let a paused ring receive go on.
-        self.update_ring_recv(env.config.input_high_water);
+        // What the handler took may let a paused receive go on.
+        self.update_recv(env.config.input_high_water);
         close
     }
 
@@ -879,7 +804,7 @@ impl<S: Socket> ConnState<S> {
         }
         self.resumed = true;
         let close = self.run_handler(env, now, Call::Input);
-        self.update_ring_recv(env.config.input_high_water);
+        self.update_recv(env.config.input_high_water);
         Some(close)
     }
 
@@ -1043,7 +968,7 @@ mod tests {
                 reads: reads.into_iter().collect(),
                 ..Fake::default()
             },
-            false,
+            ConnIo::Epoll,
         )
     }
 
@@ -1518,25 +1443,25 @@ mod tests {
     /// A connection as an io_uring poller serves it, over a fake socket (the ring does
     /// the reads; direct writes go to the fake).
     fn ring_conn() -> ConnState<Fake> {
-        ConnState::new(Fake::default(), true)
+        ConnState::new(Fake::default(), ConnIo::uring())
     }
 
-    fn ring_ops(c: &mut ConnState<Fake>, max_iovecs: usize) -> Vec<RingOp> {
+    fn ring_ops(c: &mut ConnState<Fake>, max_iovecs: usize) -> Vec<Op> {
         let mut ops = Vec::new();
-        c.take_ring_ops(mio::Token(7), max_iovecs, &mut ops);
+        c.take_ops(mio::Token(7), max_iovecs, &mut ops);
         ops
     }
 
-    fn describe(ops: &[RingOp]) -> Vec<String> {
+    fn describe(ops: &[Op]) -> Vec<String> {
         ops.iter()
             .map(|op| match op {
-                RingOp::Recv { .. } => "recv".to_string(),
-                RingOp::CancelRecv { .. } => "cancel".to_string(),
-                RingOp::Send { chunks, .. } => {
+                Op::Recv { .. } => "recv".to_string(),
+                Op::CancelRecv { .. } => "cancel".to_string(),
+                Op::Send { chunks, .. } => {
                     format!("send {}", chunks.iter().map(Bytes::len).sum::<usize>())
                 }
-                RingOp::Listen { .. } => "listen".to_string(),
-                RingOp::Close { .. } => "close".to_string(),
+                Op::Listen { .. } => "listen".to_string(),
+                Op::Close { .. } => "close".to_string(),
             })
             .collect()
     }
@@ -1630,14 +1555,14 @@ mod tests {
         );
         assert_eq!(fake(&mut c).write_calls, 0);
         // The kernel took 100 bytes: the rest goes back in front, and out again.
-        let RingOp::Send { chunks, .. } = ops.into_iter().next().unwrap() else {
+        let Op::Send { chunks, .. } = ops.into_iter().next().unwrap() else {
             unreachable!()
         };
         let rest = vec![chunks[0].slice(100..)];
         let served = c.on_sent(env, Ok(rest), t0);
         assert!(served.wake_write.is_none(), "not all sent yet");
         let ops = ring_ops(&mut c, 64);
-        let RingOp::Send { chunks, .. } = &ops[0] else {
+        let Op::Send { chunks, .. } = &ops[0] else {
             panic!("{:?}", describe(&ops))
         };
         assert_eq!(chunks.concat(), both[100..].to_vec());

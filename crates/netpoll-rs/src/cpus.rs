@@ -62,7 +62,7 @@ pub struct CpuBudget {
 impl CpuBudget {
     /// The budget of this process now.
     pub fn current() -> CpuBudget {
-        CpuBudget::from_sources(&Procfs, affinity_count())
+        CpuBudget::from_sources(&Procfs, crate::sys::affinity_count())
     }
 
     /// The budget from cgroup files read through `files`, and the affinity count.
@@ -163,17 +163,6 @@ impl Files for Procfs {
     fn read(&self, path: &Path) -> Option<String> {
         std::fs::read_to_string(path).ok()
     }
-}
-
-/// CPUs in this thread's affinity mask (which a new thread inherits).
-fn affinity_count() -> Option<usize> {
-    use nix::sched::{CpuSet, sched_getaffinity};
-    use nix::unistd::Pid;
-    let set = sched_getaffinity(Pid::from_raw(0)).ok()?;
-    let n = (0..CpuSet::count())
-        .filter(|&cpu| set.is_set(cpu).unwrap_or(false))
-        .count();
-    (n > 0).then_some(n)
 }
 
 /// One line of `/proc/self/mountinfo` that mounts a cgroup hierarchy.

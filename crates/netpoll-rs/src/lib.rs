@@ -102,6 +102,20 @@
 //!   threads still call `sendmsg` themselves. Where the kernel refuses a ring the
 //!   reactor runs on epoll and logs it once ([`Reactor::driver`] says which).
 //!   `NETPOLL_DRIVER=io_uring` picks it for every `Config::default()`.
+//! - **One seam for the drivers** (the private `sys` module, laid out as mio's
+//!   `sys/`): `sys/epoll.rs` and `sys/uring.rs` are the two drivers, `sys/socket.rs`
+//!   the sockets, and every system call of the crate is made in `sys`. Its `mod.rs`
+//!   is the interface: a poller's driver (wait, hand over each event or completion,
+//!   submit what the turn asked for), the handle other threads wake and register
+//!   with, and a connection's slot for its driver, each an enum chosen once when the
+//!   poller starts and matched in `sys` alone. The poller, the connections and the
+//!   listeners name no driver: a connection's state asks its slot how a flush goes,
+//!   what is in flight and whether to go on receiving, and takes input either way,
+//!   read from the socket while an event left it readable (epoll) or handed over by
+//!   a receive completion (io_uring). Enums rather than trait objects or generic
+//!   parameters: a match on a value that never changes costs nothing measurable in
+//!   every turn and on every event, where a `dyn` call is an indirect call per event
+//!   and a generic driver would make [`Connection`] generic (or boxed) too.
 //! - **Memory**: input blocks come from a per-poller pool in four size classes
 //!   ([`Config::read_chunk`] × 1, 4, 16, 64) and go back to it when a connection's input
 //!   is all consumed, so an idle connection holds no input block. A frame of known
@@ -177,18 +191,19 @@
 )]
 
 // Each module uses only those above it in this list (see each `use crate::`), so the
-// graph is acyclic: leaves first, then the connection's state machine, the poller that
-// knows its sockets only as `poller::Entry`, and the sockets and reactor on top.
-pub mod cpus;
-
-mod config;
-mod handler;
+// graph is acyclic: leaves first (`sys`, the drivers and every system call, among
+// them), then the connection's state machine, the poller that knows its sockets only
+// as `poller::Entry`, and the sockets and reactor on top.
 mod slab;
 mod stats;
 mod sync;
 mod sys;
+
+pub mod cpus;
+
+mod config;
+mod handler;
 mod timer;
-mod uring;
 
 mod pool;
 
@@ -202,10 +217,10 @@ mod poller_set;
 mod listener;
 mod reactor;
 
-pub use config::{Config, Driver};
+pub use config::Config;
 pub use conn::{Connection, InlineHandle};
 pub use handler::{Handler, Io};
 pub use listener::Listener;
 pub use reactor::Reactor;
 pub use stats::{IoCounts, io_counts};
-pub use sys::{BufferSizes, SocketOptions};
+pub use sys::{BufferSizes, Driver, SocketOptions};

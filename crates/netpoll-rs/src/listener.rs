@@ -11,11 +11,10 @@ use std::time::Instant;
 use mio::Token;
 
 use crate::conn::Connection;
-use crate::poller::{Entry, Outbox, PollerIo, PollerShared, Ready};
+use crate::poller::{Entry, Outbox, PollerShared};
 use crate::poller_set::PollerSet;
 use crate::sync::lock;
-use crate::sys::{ListenSocket, SocketOptions};
-use crate::uring::RingOp;
+use crate::sys::{ListenSocket, Op, Ready, SocketOptions};
 
 /// What the poller and the listener's users share.
 #[derive(Debug)]
@@ -46,7 +45,7 @@ impl Entry for ListenerShared {
             let mut st = lock(&self.state);
             // The watch ended (the kernel ends a multishot poll now and then): again.
             if !more && let Some(socket) = st.socket.as_ref() {
-                out.ring.push(RingOp::Listen {
+                out.ops.push(Op::Listen {
                     token: self.token,
                     fd: socket.raw_fd(),
                 });
@@ -102,16 +101,9 @@ impl Listener {
         })?;
         let registered = {
             let mut st = lock(&shared.state);
-            match (st.socket.as_mut(), &poller.io) {
-                (Some(s), PollerIo::Epoll { registry, .. }) => s.register(registry, shared.token),
-                (Some(s), PollerIo::Ring(ring)) => {
-                    ring.queue(RingOp::Listen {
-                        token: shared.token,
-                        fd: s.raw_fd(),
-                    });
-                    Ok(())
-                }
-                (None, _) => Err(io::Error::other("the listener closed while registering")),
+            match st.socket.as_mut() {
+                Some(s) => poller.io.register_listener(s, shared.token),
+                None => Err(io::Error::other("the listener closed while registering")),
             }
         };
         // Dropped on an error, it closes and leaves the slab.

@@ -1,9 +1,11 @@
-//! Pollers: each owns an epoll instance (`mio::Poll`) or an io_uring, and runs the
-//! latency-tuned loop, on a thread of its own or as a task of a tokio runtime.
+//! Pollers: each owns a driver ([`sys::Selector`]: an epoll instance or an io_uring)
+//! and runs the latency-tuned loop, on a thread of its own or as a task of a tokio
+//! runtime.
 //!
 //! A poller knows what its tokens name only as [`Entry`]s (connections and listeners
 //! implement it, in the modules above this one), so it serves them without naming
-//! them.
+//! them; and it knows its driver only through `sys`'s interface, so nothing here
+//! names epoll or the ring.
 
 use std::fmt;
 use std::io;
@@ -12,33 +14,22 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use mio::{Events, Poll, Registry, Token, Waker};
+use mio::Token;
 
-use crate::config::{Config, Driver as DriverKind};
+use crate::config::Config;
 use crate::pool::BlockPool;
-use crate::slab::{Slab, WAKER_TOKEN};
+use crate::slab::Slab;
 use crate::sync::lock;
-use crate::sys::Registered;
+use crate::sys::{self, Driver as DriverKind, Event, Op, Ready, Received, Selector};
 use crate::timer::Timers;
-use crate::uring::{Reaped, Received, Ring, RingOp, RingShared};
-
-/// What an event says of a socket.
-#[derive(Debug, Clone, Copy, Default)]
-pub(crate) struct Ready {
-    /// Data (or the peer's close, or an error) to read.
-    pub(crate) readable: bool,
-    /// Room to write (or an error to find by writing).
-    pub(crate) writable: bool,
-    /// The peer closed its side, or the socket failed.
-    pub(crate) closed: bool,
-}
 
 /// What serving entries leaves for the poller to do after: entries to serve again on
-/// the next turn, and (io_uring) operations to queue on the ring.
+/// the next turn, and operations to submit to its driver at the end of the turn (a
+/// ring's; never any under epoll).
 #[derive(Debug, Default)]
 pub(crate) struct Outbox {
     pub(crate) again: Vec<Arc<dyn Entry>>,
-    pub(crate) ring: Vec<RingOp>,
+    pub(crate) ops: Vec<Op>,
 }
 
 /// What a token names: a registered socket the poller serves. The poller calls these
@@ -54,13 +45,13 @@ pub(crate) trait Entry: Send + Sync + fmt::Debug {
         let _ = (now, out);
     }
 
-    /// (io_uring) A receive completed for this socket.
+    /// A receive the driver made for this socket completed (io_uring).
     fn on_recv(self: Arc<Self>, received: Received<'_>, now: Instant, out: &mut Outbox) {
         let _ = (received, now, out);
     }
 
-    /// (io_uring) This socket's send completed: all of it went (`rest` empty), or
-    /// `rest` is what the kernel did not take, or it failed.
+    /// A send the driver made for this socket completed (io_uring): all of it went
+    /// (`rest` empty), or `rest` is what the kernel did not take, or it failed.
     fn on_sent(
         self: Arc<Self>,
         rest: io::Result<Vec<bytes::Bytes>>,
@@ -70,7 +61,8 @@ pub(crate) trait Entry: Send + Sync + fmt::Debug {
         let _ = (rest, now, out);
     }
 
-    /// (io_uring) The watch on this listening socket fired; `more` while it stays armed.
+    /// The driver's watch on this listening socket fired (io_uring); `more` while it
+    /// stays armed.
     fn on_listen(self: Arc<Self>, more: bool, out: &mut Outbox) {
         let _ = (more, out);
     }
@@ -79,20 +71,13 @@ pub(crate) trait Entry: Send + Sync + fmt::Debug {
     fn close(&self);
 }
 
-/// How a poller is reached from other threads: epoll's registry and waker, or the
-/// ring's queue and eventfd.
-#[derive(Debug)]
-pub(crate) enum PollerIo {
-    Epoll { registry: Registry, waker: Waker },
-    Ring(Arc<RingShared>),
-}
-
 /// The part of a poller that other threads use: how to register sockets with it and
 /// wake it (to stop it, or to make it see an earlier deadline), the slab its tokens
 /// index and its connections' deadlines.
 #[derive(Debug)]
 pub(crate) struct PollerShared {
-    pub(crate) io: PollerIo,
+    /// How other threads reach the poller's driver.
+    pub(crate) io: sys::Remote,
     slab: Mutex<Entries>,
     pub(crate) shutdown: AtomicBool,
     pub(crate) config: Arc<Config>,
@@ -113,7 +98,7 @@ impl fmt::Debug for Entries {
 }
 
 impl PollerShared {
-    fn new(io: PollerIo, config: Arc<Config>) -> Self {
+    fn new(io: sys::Remote, config: Arc<Config>) -> Self {
         PollerShared {
             io,
             slab: Mutex::new(Entries(Slab::default())),
@@ -124,48 +109,14 @@ impl PollerShared {
         }
     }
 
-    /// The epoll registry, for a poller on epoll.
-    pub(crate) fn registry(&self) -> Option<&Registry> {
-        match &self.io {
-            PollerIo::Epoll { registry, .. } => Some(registry),
-            PollerIo::Ring(_) => None,
-        }
-    }
-
-    /// The ring's queue, for a poller on io_uring.
-    pub(crate) fn ring(&self) -> Option<&RingShared> {
-        match &self.io {
-            PollerIo::Ring(ring) => Some(ring),
-            PollerIo::Epoll { .. } => None,
-        }
-    }
-
     /// Wakes the poller from its wait (a failed wake leaves it to its next turn).
     pub(crate) fn wake(&self) {
-        match &self.io {
-            PollerIo::Epoll { waker, .. } => {
-                let _ = waker.wake();
-            }
-            PollerIo::Ring(ring) => ring.wake(),
-        }
+        self.io.wake();
     }
 
-    /// Lets go of a closed socket of `token`: deregistered from epoll now, or shut
-    /// down (ending what the ring does on it) and handed to the ring's poller, which
-    /// closes it once what names it on the ring is cancelled.
-    pub(crate) fn release<S: Registered>(&self, token: Token, mut socket: S) {
-        match &self.io {
-            PollerIo::Epoll { registry, .. } => {
-                let _ = socket.deregister(registry);
-            }
-            PollerIo::Ring(ring) => {
-                socket.end_io();
-                ring.queue(RingOp::Close {
-                    token,
-                    owner: Box::new(socket),
-                })
-            }
-        }
+    /// Lets go of a closed socket of `token` (see [`sys::Remote::release`]).
+    pub(crate) fn release<S: sys::Registered>(&self, token: Token, socket: S) {
+        self.io.release(token, socket);
     }
 
     /// Stores `make`'s entry under a fresh token and returns it.
@@ -221,18 +172,11 @@ impl PollerShared {
 /// Connections a poller can list for another turn before its lists grow.
 const SERVE_AGAIN_CAPACITY: usize = 256;
 
-/// Where a poller's events come from.
-#[derive(Debug)]
-enum Source {
-    Epoll { poll: Poll, events: Events },
-    Ring(Box<Ring>),
-}
-
-/// A poller's own side: its epoll instance or ring, the connections to serve again
-/// and those whose deadline came.
+/// A poller's own side: its driver, the connections to serve again and those whose
+/// deadline came.
 #[derive(Debug)]
 pub(crate) struct Driver {
-    source: Source,
+    selector: Selector,
     out: Outbox,
     serving: Vec<Arc<dyn Entry>>,
     /// Tokens whose deadline came this turn (taken out of the timers first, so that a
@@ -253,41 +197,22 @@ impl Driver {
         config: Arc<Config>,
         own_thread: bool,
     ) -> io::Result<(Driver, Option<io::Error>)> {
-        let mut refused = None;
-        if config.driver == DriverKind::IoUring {
-            match Ring::new(&config, own_thread) {
-                Ok(ring) => {
-                    let io = PollerIo::Ring(Arc::clone(&ring.shared));
-                    let shared = Arc::new(PollerShared::new(io, config));
-                    return Ok((Self::with(Source::Ring(Box::new(ring)), shared), None));
-                }
-                Err(e) => refused = Some(e),
-            }
-        }
-        let poll = Poll::new()?;
-        let io = PollerIo::Epoll {
-            registry: poll.registry().try_clone()?,
-            waker: Waker::new(poll.registry(), WAKER_TOKEN)?,
-        };
-        let events = Events::with_capacity(config.events_capacity);
+        let (selector, io, refused) = Selector::new(&config.setup(own_thread))?;
         let shared = Arc::new(PollerShared::new(io, config));
-        Ok((Self::with(Source::Epoll { poll, events }, shared), refused))
-    }
-
-    fn with(source: Source, shared: Arc<PollerShared>) -> Self {
         let mut out = Outbox::default();
         // Room for many connections served again, so the hot path does not grow
         // them (they are swapped every turn, so both need it).
         out.again.reserve(SERVE_AGAIN_CAPACITY);
-        Driver {
-            source,
+        let driver = Driver {
+            selector,
             out,
             serving: Vec::with_capacity(SERVE_AGAIN_CAPACITY),
             due: Vec::new(),
             full: false,
             woke: Instant::now(),
             shared,
-        }
+        };
+        Ok((driver, refused))
     }
 
     pub(crate) fn shared(&self) -> &Arc<PollerShared> {
@@ -296,18 +221,12 @@ impl Driver {
 
     /// Which kind of poller this is.
     pub(crate) fn kind(&self) -> DriverKind {
-        match self.source {
-            Source::Epoll { .. } => DriverKind::Epoll,
-            Source::Ring(_) => DriverKind::IoUring,
-        }
+        self.selector.kind()
     }
 
     /// The file descriptor that is readable while events or completions wait.
     fn raw_fd(&self) -> RawFd {
-        match &self.source {
-            Source::Epoll { poll, .. } => poll.as_raw_fd(),
-            Source::Ring(ring) => ring.raw_fd(),
-        }
+        self.selector.raw_fd()
     }
 
     fn stopping(&self) -> bool {
@@ -329,16 +248,9 @@ impl Driver {
         } else {
             Some(Duration::ZERO)
         };
-        match &mut self.source {
-            Source::Epoll { poll, events } => match poll.poll(events, timeout) {
-                Ok(()) => {}
-                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => return Ok(true),
-                Err(e) => return Err(e),
-            },
-            Source::Ring(ring) => {
-                ring.take_queued();
-                ring.enter(timeout)?;
-            }
+        if !self.selector.wait(timeout)? {
+            // A signal cut the wait short.
+            return Ok(true);
         }
         let now = Instant::now();
         self.woke = now;
@@ -347,58 +259,17 @@ impl Driver {
         for entry in self.serving.drain(..) {
             entry.on_event(Ready::default(), now, &mut self.out);
         }
-        match &mut self.source {
-            Source::Epoll { events, .. } => {
-                let mut handled = 0;
-                for event in events.iter() {
-                    busy = true;
-                    handled += 1;
-                    if event.token() == WAKER_TOKEN {
-                        continue;
-                    }
-                    // None: a stale token, the socket closed after the event was queued.
-                    if let Some(entry) = self.shared.get(event.token()) {
-                        let ready = Ready {
-                            readable: event.is_readable()
-                                || event.is_read_closed()
-                                || event.is_error(),
-                            writable: event.is_writable()
-                                || event.is_write_closed()
-                                || event.is_error(),
-                            closed: event.is_read_closed() || event.is_error(),
-                        };
-                        entry.on_event(ready, now, &mut self.out);
-                    }
-                }
-                self.full = handled >= events.capacity();
+        let (shared, out) = (&self.shared, &mut self.out);
+        let (any, full) = self.selector.dispatch(|token, event| {
+            // None: a stale token, the socket closed after the event was queued.
+            if let Some(entry) = shared.get(token) {
+                deliver(entry, event, now, out);
             }
-            Source::Ring(ring) => {
-                self.full = ring.reap();
-                let completions = ring.completions();
-                busy |= !completions.is_empty();
-                for &c in &completions {
-                    let shared = &self.shared;
-                    let out = &mut self.out;
-                    ring.reaped(c, |reaped| dispatch(shared, reaped, now, out));
-                }
-                ring.recycle(completions);
-            }
-        }
+        });
+        busy |= any;
+        self.full = full;
         busy |= self.fire_timers(now);
-        if let Source::Ring(ring) = &mut self.source {
-            let mut cancels = false;
-            for op in self.out.ring.drain(..) {
-                cancels |= matches!(op, RingOp::CancelRecv { .. });
-                ring.submit_op(op);
-            }
-            // A connection at its high-water mark stops receiving before the buffers
-            // of this turn go back to the ring, so the kernel cannot fill them for it
-            // again: its input passes the mark by one ring's worth at most.
-            if cancels {
-                ring.enter(Some(Duration::ZERO))?;
-            }
-            ring.end_of_reap();
-        }
+        self.selector.end_turn(&mut self.out.ops)?;
         Ok(busy || !self.out.again.is_empty())
     }
 
@@ -424,38 +295,28 @@ impl Driver {
         self.full || !self.out.again.is_empty()
     }
 
-    /// The poller stops. On a ring it first closes its sockets, each ending what the
-    /// kernel still does on it, so the sends on the ring complete and the ring's drop
-    /// (which lets go of what it lent the kernel) has nothing to wait for.
+    /// The poller stops; its driver may have its sockets closed first (see
+    /// [`Selector::finish`]).
     fn finish(self) {
-        if matches!(self.source, Source::Ring(_)) {
-            for entry in self.shared.drain() {
+        let Driver {
+            selector, shared, ..
+        } = self;
+        selector.finish(|| {
+            for entry in shared.drain() {
                 entry.close();
             }
-        }
-        drop(self);
+        });
     }
 }
 
-/// Hands a completion to the entry its token names (none: the socket closed since).
-fn dispatch(shared: &PollerShared, reaped: Reaped<'_>, now: Instant, out: &mut Outbox) {
-    match reaped {
-        Reaped::Recv(token, received) => {
-            if let Some(entry) = shared.get(token) {
-                entry.on_recv(received, now, out);
-            }
-        }
-        Reaped::Sent(token, rest) => {
-            if let Some(entry) = shared.get(token) {
-                entry.on_sent(rest, now, out);
-            }
-        }
-        Reaped::Listen(token, more) => {
-            if let Some(entry) = shared.get(token) {
-                entry.on_listen(more, out);
-            }
-        }
-        Reaped::Woken | Reaped::Nothing => {}
+/// Hands what the driver said of `entry`'s socket to it.
+#[inline]
+fn deliver(entry: Arc<dyn Entry>, event: Event<'_>, now: Instant, out: &mut Outbox) {
+    match event {
+        Event::Ready(ready) => entry.on_event(ready, now, out),
+        Event::Recv(received) => entry.on_recv(received, now, out),
+        Event::Sent(rest) => entry.on_sent(rest, now, out),
+        Event::Listen(more) => entry.on_listen(more, out),
     }
 }
 
@@ -623,9 +484,7 @@ fn average(avg: u64, sample: Duration) -> u64 {
 /// with no timeout when there is none. Connections with input left after their read
 /// budget are served again on the next turn, which then does not block either.
 pub(crate) fn run(mut driver: Driver) {
-    if let Source::Ring(ring) = &driver.source
-        && ring.enable().is_err()
-    {
+    if driver.selector.start().is_err() {
         return;
     }
     let mut ended = Instant::now();
@@ -697,11 +556,8 @@ pub(crate) async fn run_on_runtime(mut driver: Driver) {
         // the fd readable again and is not missed.
         if !spinning {
             // A ring's submissions of the last turn go in before the task waits.
-            if let Source::Ring(ring) = &mut driver.source {
-                ring.take_queued();
-                if ring.enter(Some(Duration::ZERO)).is_err() {
-                    break;
-                }
+            if driver.selector.submit().is_err() {
+                break;
             }
             sleep.set(driver.next_deadline());
             let woke = std::future::poll_fn(|cx| {

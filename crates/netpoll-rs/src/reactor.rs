@@ -7,12 +7,12 @@ use std::sync::Arc;
 use std::thread::JoinHandle;
 use std::time::Duration;
 
-use crate::config::{Config, Driver as DriverKind};
+use crate::config::Config;
 use crate::conn::Connection;
 use crate::listener::Listener;
 use crate::poller::{self, Driver};
 use crate::poller_set::PollerSet;
-use crate::sys::{self, ListenSocket, SocketOptions};
+use crate::sys::{self, Driver as DriverKind, ListenSocket, SocketOptions};
 
 /// A set of poller threads. Cheap to clone (a handle); the threads stop on
 /// [`shutdown`](Self::shutdown) or when the last handle is dropped.
@@ -62,7 +62,7 @@ impl Reactor {
             let (driver, refused) = Driver::new(Arc::new(config.clone()), own_threads)?;
             if let Some(e) = refused {
                 // Every poller falls back, with one line for the reactor.
-                crate::uring::log_fallback(&e);
+                sys::log_fallback(&e);
                 config.driver = DriverKind::Epoll;
                 drivers.clear();
                 break;

@@ -107,46 +107,20 @@ mod coarse {
     use std::sync::OnceLock;
     use std::time::{Duration, Instant};
 
-    use nix::libc;
+    use crate::sys;
 
-    const CLOCK: libc::clockid_t = libc::CLOCK_MONOTONIC_COARSE;
-
-    /// `query` (`clock_gettime` or `clock_getres`) of the coarse clock: seconds and
-    /// nanoseconds.
-    fn query(
-        query: unsafe extern "C" fn(libc::clockid_t, *mut libc::timespec) -> libc::c_int,
-    ) -> Option<(u64, u32)> {
-        let mut ts = libc::timespec {
-            tv_sec: 0,
-            tv_nsec: 0,
-        };
-        // SAFETY: `ts` is a valid, writable `timespec` that outlives the call, and both
-        // functions write nothing else; a clock id the kernel does not know is an error
-        // return, not undefined behaviour.
-        let rc = unsafe { query(CLOCK, &mut ts) };
-        if rc != 0 {
-            return None;
-        }
-        Some((
-            u64::try_from(ts.tv_sec).ok()?,
-            u32::try_from(ts.tv_nsec).ok()?,
-        ))
-    }
+    const CLOCK: sys::ClockId = sys::CLOCK_MONOTONIC_COARSE;
 
     /// Nanoseconds on the coarse clock.
-    ///
-    /// `libc` directly rather than `nix::time::clock_gettime`: this is read on every
-    /// call (by the timeout, the breakers, the transport), and the wrapper's own work
-    /// around the call made each read markedly dearer.
     fn read() -> Option<u64> {
-        let (secs, nanos) = query(libc::clock_gettime)?;
+        let (secs, nanos) = sys::clock_gettime(CLOCK)?;
         secs.checked_mul(1_000_000_000)?
             .checked_add(u64::from(nanos))
     }
 
     /// The coarse clock's tick.
     fn resolution() -> Option<Duration> {
-        let (secs, nanos) = query(libc::clock_getres)?;
+        let (secs, nanos) = sys::clock_getres(CLOCK)?;
         Some(Duration::new(secs, nanos))
     }
 

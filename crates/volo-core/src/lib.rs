@@ -175,6 +175,7 @@ pub mod registry;
 pub mod server;
 pub mod service;
 pub mod stream;
+mod sys;
 #[cfg(test)]
 mod test_support;
 pub mod tower_compat;

@@ -17,7 +17,7 @@ pub(crate) use shm::ShmDialer;
 use std::future::Future;
 use std::io::{self, IoSlice};
 use std::net::SocketAddr;
-use std::os::fd::{AsFd, AsRawFd};
+use std::os::fd::AsFd;
 use std::sync::{Mutex, MutexGuard, PoisonError};
 use std::time::Duration;
 
@@ -264,8 +264,7 @@ impl TokioConn {
             TokioStream::Tcp(s) => s.as_fd(),
             TokioStream::Unix(s) => s.as_fd(),
         };
-        // Fails only on a socket already gone (ENOTCONN), which is as good.
-        let _ = nix::sys::socket::shutdown(fd.as_raw_fd(), nix::sys::socket::Shutdown::Both);
+        crate::sys::shutdown_both(fd);
     }
 
     fn fail<T>(&self, e: io::Error) -> io::Result<T> {

@@ -16,12 +16,15 @@
 //! - **One system call per turn**: the submissions of a turn (sends, receives to arm,
 //!   cancels) go in with the wait for completions, in one `io_uring_enter`, whose
 //!   timeout is the earliest deadline.
-//! - **Other threads** queue what they ask of the ring ([`RingOp`]) with the poller's
+//! - **Other threads** queue what they ask of the ring ([`Op`]) with the poller's
 //!   [`RingShared`] and wake it through an eventfd the ring reads.
+//! - **A connection's side** of the ring is a [`ConnRing`] in its state (the
+//!   `Uring` case of [`ConnIo`](super::ConnIo)): its receive's state, the bytes of its
+//!   send in flight, and what it asks of the ring until the poller takes it.
 //! - **File descriptors** are closed only by the poller, after the submissions that
 //!   name them went in: a connection closed elsewhere shuts its socket down (which
 //!   ends the kernel's operations on it: a cancel can miss a send the kernel is
-//!   retrying) and hands it to the poller ([`RingOp::Close`]), which cancels what is
+//!   retrying) and hands it to the poller ([`Op::Close`]), which cancels what is
 //!   left and drops it after its next submission, so an operation never lands on a
 //!   number the process reused.
 
@@ -32,8 +35,8 @@ use std::io;
 use std::mem::ManuallyDrop;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
 use std::ptr::NonNull;
-use std::sync::Mutex;
 use std::sync::atomic::{AtomicBool, AtomicU16, Ordering};
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
@@ -41,8 +44,11 @@ use io_uring::types::{BufRingEntry, CancelBuilder, Fd, SubmitArgs, Timespec};
 use io_uring::{IoUring, cqueue, opcode, squeue};
 use mio::Token;
 use nix::libc;
+use thrift_codec::LinkBuffer;
 
-use crate::config::Config;
+use super::driver::Setup;
+use super::event::{Event, Lent, Op, Received};
+use super::socket::{ListenSocket, Registered};
 use crate::sync::lock;
 
 /// The kind of operation, in the low two bits of its `user_data`; the token is above.
@@ -67,56 +73,6 @@ fn split(user_data: u64) -> (Token, u64) {
     (Token((user_data >> 2) as usize), user_data & 3)
 }
 
-/// What a connection or listener asks of its poller's ring.
-pub(crate) enum RingOp {
-    /// Arm the multishot receive on a connection's socket.
-    Recv { token: Token, fd: RawFd },
-    /// Send these nodes, in order (the connection has no other send in flight).
-    Send {
-        token: Token,
-        fd: RawFd,
-        chunks: Vec<Bytes>,
-    },
-    /// Cancel the connection's receive (its input is above the high-water mark).
-    CancelRecv { token: Token },
-    /// Watch a listening socket for connections to accept.
-    Listen { token: Token, fd: RawFd },
-    /// The socket of `token` closed: cancel its operations and drop `owner` (which owns
-    /// the file descriptor) once the submissions before this went in.
-    Close {
-        token: Token,
-        owner: Box<dyn Any + Send>,
-    },
-}
-
-impl fmt::Debug for RingOp {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            RingOp::Recv { token, fd } => write!(f, "Recv({token:?}, fd {fd})"),
-            RingOp::Send { token, chunks, .. } => {
-                write!(f, "Send({token:?}, {} chunks)", chunks.len())
-            }
-            RingOp::CancelRecv { token } => write!(f, "CancelRecv({token:?})"),
-            RingOp::Listen { token, fd } => write!(f, "Listen({token:?}, fd {fd})"),
-            RingOp::Close { token, .. } => write!(f, "Close({token:?})"),
-        }
-    }
-}
-
-/// What a receive completion brought a connection.
-#[derive(Debug)]
-pub(crate) enum Received<'a> {
-    /// Bytes; `more` while the receive stays armed.
-    Data(&'a [u8], bool),
-    /// The peer closed its side: end of stream (the receive ended).
-    Eof,
-    /// The receive ended without data: cancelled, or the buffer ring ran dry for a
-    /// moment (the connection arms it again).
-    Ended,
-    /// The socket failed (the receive ended).
-    Failed(io::Error),
-}
-
 /// The part of a ring poller that other threads use: the operations they queue, and
 /// the eventfd that wakes the poller to take them.
 #[derive(Debug)]
@@ -133,8 +89,144 @@ pub(crate) struct RingShared {
 /// to name it).
 #[derive(Debug, Default)]
 struct Queued {
-    ops: Vec<RingOp>,
+    ops: Vec<Op>,
     gone: bool,
+}
+
+/// A connection's side of the ring, kept in its state: what its receive is doing,
+/// the bytes of its send on the ring, and what it asks of the ring until the poller
+/// (or the thread that holds its lock) takes it ([`take_ops`](Self::take_ops)).
+#[derive(Debug, Default)]
+pub(crate) struct ConnRing {
+    recv: RecvState,
+    /// Bytes of the send on the ring: still this connection's output until the
+    /// completion says they went.
+    in_flight: usize,
+    /// The node list of the last send, back from the ring, for the next one (no
+    /// allocation per send).
+    spare: Vec<Bytes>,
+    want_recv: bool,
+    want_cancel: bool,
+    want_send: bool,
+}
+
+/// The connection's multishot receive on the ring.
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+enum RecvState {
+    /// None armed (not yet, paused, or ended: end of stream, an error).
+    #[default]
+    Idle,
+    Armed,
+    /// Cancelled (the input is above its mark); completions may still bring data.
+    Cancelling,
+}
+
+impl ConnRing {
+    /// A new connection's side: its receive is asked for at once.
+    pub(crate) fn new() -> Self {
+        ConnRing {
+            recv: RecvState::Armed,
+            want_recv: true,
+            ..ConnRing::default()
+        }
+    }
+
+    /// Bytes of the send on the ring.
+    pub(crate) fn in_flight(&self) -> usize {
+        self.in_flight
+    }
+
+    /// Arms the receive when the connection should read and none is armed, or
+    /// cancels it when it should not (its input is above its mark, it is closing, it
+    /// ended).
+    pub(crate) fn set_reading(&mut self, reading: bool) {
+        match self.recv {
+            RecvState::Armed if !reading => {
+                self.recv = RecvState::Cancelling;
+                self.want_cancel = true;
+                self.want_recv = false;
+            }
+            RecvState::Idle if reading => {
+                self.recv = RecvState::Armed;
+                self.want_recv = true;
+            }
+            _ => {}
+        }
+    }
+
+    /// The receive's last completion came.
+    pub(crate) fn recv_ended(&mut self) {
+        self.recv = RecvState::Idle;
+    }
+
+    /// The send completed: `rest` (what the kernel did not take) goes back in front
+    /// of `output`, in order, or the error is returned.
+    pub(crate) fn sent(
+        &mut self,
+        rest: io::Result<Vec<Bytes>>,
+        output: &mut LinkBuffer,
+    ) -> io::Result<()> {
+        self.in_flight = 0;
+        let mut rest = rest?;
+        while let Some(node) = rest.pop() {
+            output.push_front(node);
+        }
+        self.spare = rest;
+        Ok(())
+    }
+
+    /// On the poller, a send is left to the ring, with the turn's other submissions.
+    pub(crate) fn send_on_poller(&mut self) {
+        self.want_send = true;
+    }
+
+    /// A `sendmsg` from another thread filled the socket (`full`): the rest goes to
+    /// the ring, which waits for room.
+    pub(crate) fn socket_full(&mut self, full: bool) {
+        self.want_send = full;
+    }
+
+    /// What the connection asks of the ring since the last call, into `out`: to arm
+    /// or cancel its receive, to send its output (taken out of `lent.output` here,
+    /// node by node, up to `lent.max_iovecs` nodes; with none to take, the pending
+    /// write ends). Nothing once the socket closed: the close cancels what is on the
+    /// ring.
+    pub(crate) fn take_ops(&mut self, lent: Lent<'_>, out: &mut Vec<Op>) {
+        let Lent {
+            token,
+            fd,
+            output,
+            write_pending,
+            max_iovecs,
+        } = lent;
+        let Some(fd) = fd else {
+            self.want_recv = false;
+            self.want_cancel = false;
+            self.want_send = false;
+            return;
+        };
+        if std::mem::take(&mut self.want_cancel) {
+            out.push(Op::CancelRecv { token });
+        }
+        if std::mem::take(&mut self.want_recv) {
+            out.push(Op::Recv { token, fd });
+        }
+        if std::mem::take(&mut self.want_send) {
+            let mut chunks = std::mem::take(&mut self.spare);
+            while chunks.len() < max_iovecs.max(1)
+                && let Some(node) = output.pop_node()
+            {
+                self.in_flight += node.len();
+                chunks.push(node);
+            }
+            if chunks.is_empty() {
+                *write_pending = false;
+                self.spare = chunks;
+            } else {
+                out.push(Op::Send { token, fd, chunks });
+            }
+        }
+    }
 }
 
 impl RingShared {
@@ -154,7 +246,7 @@ impl RingShared {
     }
 
     /// Queues `op` for the poller's next turn and wakes it.
-    pub(crate) fn queue(&self, op: RingOp) {
+    pub(crate) fn queue(&self, op: Op) {
         let dropped = {
             let mut queued = lock(&self.queued);
             if queued.gone {
@@ -169,6 +261,35 @@ impl RingShared {
             Some(op) => drop(op),
             None => self.wake(),
         }
+    }
+
+    /// Queues what `f` asks of the ring (a connection's [`ConnRing::take_ops`], made
+    /// under its lock so that two connections' requests never cross).
+    pub(crate) fn queue_with(&self, f: impl FnOnce(&mut Vec<Op>)) {
+        let mut ops = Vec::new();
+        f(&mut ops);
+        for op in ops {
+            self.queue(op);
+        }
+    }
+
+    /// Lets go of a closed socket of `token`: shut down (ending what the ring does on
+    /// it) and handed to the poller, which closes it once what names it on the ring
+    /// is cancelled.
+    pub(crate) fn release<S: Registered>(&self, token: Token, socket: S) {
+        socket.end_io();
+        self.queue(Op::Close {
+            token,
+            owner: Box::new(socket),
+        });
+    }
+
+    /// Has the poller watch a listening socket.
+    pub(crate) fn register_listener(&self, socket: &ListenSocket, token: Token) {
+        self.queue(Op::Listen {
+            token,
+            fd: socket.raw_fd(),
+        });
     }
 
     /// Wakes the poller (its ring reads the eventfd); one write until it has woken.
@@ -354,24 +475,10 @@ impl InFlight {
 
 /// A completion, copied out of the queue.
 #[derive(Debug, Clone, Copy)]
-pub(crate) struct Completion {
-    pub(crate) user_data: u64,
-    pub(crate) result: i32,
-    pub(crate) flags: u32,
-}
-
-/// What a completion is for, as the poller dispatches it.
-pub(crate) enum Reaped<'a> {
-    /// The eventfd was read: take the queue.
-    Woken,
-    /// A receive for `token` brought this.
-    Recv(Token, Received<'a>),
-    /// A send for `token` ended: sent all, or `rest` was left, or it failed.
-    Sent(Token, io::Result<Vec<Bytes>>),
-    /// A listener is readable; `more` while its watch stays armed.
-    Listen(Token, bool),
-    /// Nothing to do.
-    Nothing,
+struct Completion {
+    user_data: u64,
+    result: i32,
+    flags: u32,
 }
 
 /// A poller's ring and what it lends the kernel.
@@ -387,7 +494,7 @@ pub(crate) struct Ring {
     free: Vec<Box<InFlight>>,
     /// The eventfd's 8 bytes, read by the ring.
     wake_buf: Box<u64>,
-    pub(crate) shared: std::sync::Arc<RingShared>,
+    pub(crate) shared: Arc<RingShared>,
     /// The wake read completed: reset `woken` before the queue is next taken.
     wake_seen: bool,
     /// Operations submitted whose last completion has not come (multishot ones count
@@ -396,7 +503,7 @@ pub(crate) struct Ring {
     /// Owners of closed sockets, dropped after the next submission.
     parked: Vec<Box<dyn Any + Send>>,
     completions: Vec<Completion>,
-    taken: Vec<RingOp>,
+    taken: Vec<Op>,
 }
 
 impl fmt::Debug for Ring {
@@ -409,28 +516,28 @@ impl fmt::Debug for Ring {
 }
 
 impl Ring {
-    /// A ring with `config`'s sizes and its receive buffers registered, or the reason
+    /// A ring with `setup`'s sizes and its receive buffers registered, or the reason
     /// the kernel refused (the reactor then falls back to epoll).
     ///
-    /// `own_thread`: the poller runs on a thread of its own, which alone will submit
+    /// `setup.own_thread`: the poller runs on a thread of its own, which alone will submit
     /// (it calls [`enable`](Self::enable) first): the kernel then runs completion work
     /// only when that thread asks for completions (`DEFER_TASKRUN`), never by
     /// interrupting it. A poller on a runtime submits from whichever worker thread
     /// runs its task, and its receives must wake that thread while it sleeps in
     /// tokio's epoll, so it gets a plain ring.
-    pub(crate) fn new(config: &Config, own_thread: bool) -> io::Result<Ring> {
+    pub(crate) fn new(setup: &Setup) -> io::Result<Ring> {
         let mut builder = IoUring::builder();
         builder
-            .setup_cqsize(config.ring_entries * 2)
+            .setup_cqsize(setup.ring_entries * 2)
             .setup_submit_all();
-        if own_thread {
+        if setup.own_thread {
             builder
                 .setup_r_disabled()
                 .setup_single_issuer()
                 .setup_defer_taskrun()
                 .setup_taskrun_flag();
         }
-        let ring = builder.build(config.ring_entries)?;
+        let ring = builder.build(setup.ring_entries)?;
         let mut probe = io_uring::Probe::new();
         ring.submitter().register_probe(&mut probe)?;
         for code in [
@@ -448,7 +555,7 @@ impl Ring {
                 ));
             }
         }
-        let bufs = BufRing::new(config.ring_buffers, config.ring_buffer_size)?;
+        let bufs = BufRing::new(setup.ring_buffers, setup.ring_buffer_size)?;
         // SAFETY: `bufs.entries` holds `bufs.count` entries, page-aligned, and stays
         // allocated until after it is unregistered (`Ring::finish`) or is leaked.
         unsafe {
@@ -465,7 +572,7 @@ impl Ring {
             sends: HashMap::new(),
             free: Vec::new(),
             wake_buf: Box::new(0),
-            shared: std::sync::Arc::new(RingShared::new()?),
+            shared: Arc::new(RingShared::new()?),
             wake_seen: false,
             outstanding: 0,
             parked: Vec::new(),
@@ -515,24 +622,24 @@ impl Ring {
     }
 
     /// Queues `op` on the ring.
-    pub(crate) fn submit_op(&mut self, op: RingOp) {
+    fn submit_op(&mut self, op: Op) {
         match op {
-            RingOp::Recv { token, fd } => {
+            Op::Recv { token, fd } => {
                 let entry = opcode::RecvMulti::new(Fd(fd), GROUP)
                     .build()
                     .user_data(user_data(token, RECV));
                 self.push(entry);
             }
-            RingOp::Send { token, fd, chunks } => self.send(token, fd, chunks),
-            RingOp::CancelRecv { token } => self.cancel(user_data(token, RECV)),
-            RingOp::Listen { token, fd } => {
+            Op::Send { token, fd, chunks } => self.send(token, fd, chunks),
+            Op::CancelRecv { token } => self.cancel(user_data(token, RECV)),
+            Op::Listen { token, fd } => {
                 let entry = opcode::PollAdd::new(Fd(fd), libc::POLLIN as u32)
                     .multi(true)
                     .build()
                     .user_data(user_data(token, POLL));
                 self.push(entry);
             }
-            RingOp::Close { token, owner } => {
+            Op::Close { token, owner } => {
                 for kind in [RECV, SEND, POLL] {
                     self.cancel(user_data(token, kind));
                 }
@@ -581,7 +688,7 @@ impl Ring {
 
     /// Takes what other threads queued (after the wake that told of it is reset, so
     /// that a later queue writes the eventfd again) and queues it on the ring.
-    pub(crate) fn take_queued(&mut self) {
+    fn take_queued(&mut self) {
         if std::mem::take(&mut self.wake_seen) {
             self.shared.woken.store(false, Ordering::SeqCst);
         }
@@ -595,7 +702,7 @@ impl Ring {
 
     /// Submits what is queued and waits for a completion, at most `timeout` (none: for
     /// ever; zero: not at all). Then drops the sockets closed before the submission.
-    pub(crate) fn enter(&mut self, timeout: Option<Duration>) -> io::Result<()> {
+    fn enter(&mut self, timeout: Option<Duration>) -> io::Result<()> {
         let result = match timeout {
             Some(t) if t.is_zero() => {
                 // Nothing to submit, no completion work the kernel holds back for
@@ -636,9 +743,17 @@ impl Ring {
         result
     }
 
+    /// Takes what other threads queued and waits for completions, at most `timeout`
+    /// (none: for ever; zero: not at all), submitting the turn's entries with it.
+    #[inline]
+    pub(crate) fn wait(&mut self, timeout: Option<Duration>) -> io::Result<()> {
+        self.take_queued();
+        self.enter(timeout)
+    }
+
     /// Copies the completions waiting into `self.completions`; whether the queue held
     /// as many as it could (more may be waiting).
-    pub(crate) fn reap(&mut self) -> bool {
+    fn reap(&mut self) -> bool {
         self.completions.clear();
         let mut cq = self.ring.completion();
         let full = cq.len() >= cq.capacity();
@@ -652,20 +767,26 @@ impl Ring {
         full
     }
 
-    /// The completions reaped, to dispatch one by one with [`reaped`](Self::reaped).
-    pub(crate) fn completions(&mut self) -> Vec<Completion> {
-        std::mem::take(&mut self.completions)
-    }
-
-    /// Hands the completion buffer back for the next `reap`.
-    pub(crate) fn recycle(&mut self, mut completions: Vec<Completion>) {
+    /// Hands each completion waiting to `f`, for the token it names (a wake-up of the
+    /// poller names none), giving a receive's buffer back to the ring once `f` is done
+    /// with its bytes. Returns whether there was any, and whether they filled the
+    /// queue (more may wait).
+    #[inline]
+    pub(crate) fn dispatch(&mut self, mut f: impl FnMut(Token, Event<'_>)) -> (bool, bool) {
+        let full = self.reap();
+        let mut completions = std::mem::take(&mut self.completions);
+        for &c in &completions {
+            self.complete(c, &mut f);
+        }
+        let any = !completions.is_empty();
         completions.clear();
         self.completions = completions;
+        (any, full)
     }
 
     /// What `c` means, for `f` to act on; then its buffer (if any) goes back to the
     /// ring.
-    pub(crate) fn reaped<R>(&mut self, c: Completion, f: impl FnOnce(Reaped<'_>) -> R) -> R {
+    fn complete(&mut self, c: Completion, f: &mut impl FnMut(Token, Event<'_>)) {
         let more = cqueue::more(c.flags);
         if !more {
             self.outstanding = self.outstanding.saturating_sub(1);
@@ -673,7 +794,7 @@ impl Ring {
         if c.user_data == WAKE {
             self.wake_seen = true;
             self.arm_wake();
-            return f(Reaped::Woken);
+            return;
         }
         let (token, kind) = split(c.user_data);
         match kind {
@@ -684,9 +805,9 @@ impl Ring {
                         // SAFETY: the completion named `bid` and `n` bytes; the buffer
                         // goes back to the ring only below, after `f` is done with it.
                         let data = unsafe { self.bufs.filled(bid, n as usize) };
-                        let out = f(Reaped::Recv(token, Received::Data(data, more)));
+                        f(token, Event::Recv(Received::Data(data, more)));
                         self.bufs.give_back(bid);
-                        return out;
+                        return;
                     }
                     (0, _) => Received::Eof,
                     (n, _) if n == -libc::ECANCELED => Received::Ended,
@@ -697,11 +818,11 @@ impl Ring {
                 if let Some(bid) = bid {
                     self.bufs.give_back(bid);
                 }
-                f(Reaped::Recv(token, received))
+                f(token, Event::Recv(received));
             }
             SEND => {
                 let Some(mut flight) = self.sends.remove(&c.user_data) else {
-                    return f(Reaped::Nothing);
+                    return;
                 };
                 let result = if c.result < 0 {
                     flight.rest(usize::MAX);
@@ -710,17 +831,30 @@ impl Ring {
                     Ok(flight.rest(c.result as usize))
                 };
                 self.free.push(flight);
-                f(Reaped::Sent(token, result))
+                f(token, Event::Sent(result));
             }
-            POLL => f(Reaped::Listen(token, more && c.result >= 0)),
-            _ => f(Reaped::Nothing),
+            POLL => f(token, Event::Listen(more && c.result >= 0)),
+            _ => {}
         }
     }
 
-    /// After a turn's completions: publishes the buffers given back, before any
-    /// receive that ran dry is armed again.
-    pub(crate) fn end_of_reap(&mut self) {
+    /// After a turn's completions and deadlines: queues what they asked of the ring
+    /// (`ops`, drained), then publishes the buffers given back, before any receive
+    /// that ran dry is armed again.
+    pub(crate) fn end_turn(&mut self, ops: &mut Vec<Op>) -> io::Result<()> {
+        let mut cancels = false;
+        for op in ops.drain(..) {
+            cancels |= matches!(op, Op::CancelRecv { .. });
+            self.submit_op(op);
+        }
+        // A connection at its high-water mark stops receiving before the buffers of
+        // this turn go back to the ring, so the kernel cannot fill them for it again:
+        // its input passes the mark by one ring's worth at most.
+        if cancels {
+            self.enter(Some(Duration::ZERO))?;
+        }
         self.bufs.publish();
+        Ok(())
     }
 }
 
@@ -781,4 +915,407 @@ pub(crate) fn log_fallback(e: &io::Error) {
         error = %e,
         "netpoll-rs: io_uring is unavailable here; the reactor runs on epoll"
     );
+}
+
+/// The driver on its own, with no poller: a ring made as a poller makes it, ops pushed
+/// as connections push them, turns run as the poller runs them, over loopback TCP.
+/// Every wait is bounded ([`LIMIT`] in all), and every test ends by dropping the ring
+/// before its sockets.
+#[cfg(test)]
+mod tests {
+    use std::io::{Read, Write};
+    use std::net::{TcpListener, TcpStream};
+    use std::sync::atomic::AtomicBool;
+
+    use nix::sys::socket::{setsockopt, sockopt};
+
+    use super::*;
+    use crate::Driver;
+
+    /// The most a test waits for what it expects.
+    const LIMIT: Duration = Duration::from_secs(5);
+    const TOKEN: Token = Token(7);
+
+    fn setup(buffers: u16, size: usize, own_thread: bool) -> Setup {
+        Setup {
+            driver: Driver::IoUring,
+            own_thread,
+            events_capacity: 64,
+            ring_entries: 64,
+            ring_buffers: buffers,
+            ring_buffer_size: size,
+        }
+    }
+
+    /// A ring as a poller on a thread of its own makes it (this test's thread), or a
+    /// plain one.
+    fn ring(buffers: u16, size: usize, own_thread: bool) -> Ring {
+        let ring = Ring::new(&setup(buffers, size, own_thread)).expect("io_uring works here");
+        if own_thread {
+            ring.enable().expect("the ring starts");
+        }
+        ring
+    }
+
+    /// A connected loopback pair: (ours, for the ring; the peer's).
+    fn pair() -> (TcpStream, TcpStream) {
+        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+        let ours = TcpStream::connect(listener.local_addr().unwrap()).unwrap();
+        let (peer, _) = listener.accept().unwrap();
+        peer.set_read_timeout(Some(LIMIT)).unwrap();
+        (ours, peer)
+    }
+
+    /// A loopback pair and a ring of eight 4 KiB buffers: the sockets first, so that
+    /// the ring (dropped first) lets go of what names them before they close.
+    fn rig(own_thread: bool) -> (TcpStream, TcpStream, Ring) {
+        let (ours, peer) = pair();
+        (ours, peer, ring(8, 4096, own_thread))
+    }
+
+    /// What a completion said, owned.
+    #[derive(Debug, PartialEq)]
+    enum Seen {
+        Data(Vec<u8>, bool),
+        Eof,
+        Ended,
+        Failed(io::ErrorKind),
+        /// Sent: the bytes left (the nodes, joined), or the error.
+        Sent(Result<Vec<u8>, io::ErrorKind>),
+        Listen(bool),
+    }
+
+    /// One turn: `ops` go in with a wait of at most `timeout`, then what completed.
+    fn turn(ring: &mut Ring, ops: &mut Vec<Op>, timeout: Duration) -> Vec<(Token, Seen)> {
+        ring.end_turn(ops).unwrap();
+        ring.wait(Some(timeout)).unwrap();
+        let mut seen = Vec::new();
+        ring.dispatch(|token, event| {
+            let s = match event {
+                Event::Recv(Received::Data(data, more)) => Seen::Data(data.to_vec(), more),
+                Event::Recv(Received::Eof) => Seen::Eof,
+                Event::Recv(Received::Ended) => Seen::Ended,
+                Event::Recv(Received::Failed(e)) => Seen::Failed(e.kind()),
+                Event::Sent(rest) => Seen::Sent(rest.map(|r| r.concat()).map_err(|e| e.kind())),
+                Event::Listen(more) => Seen::Listen(more),
+                Event::Ready(r) => panic!("a ring reports no readiness: {r:?}"),
+            };
+            seen.push((token, s));
+        });
+        seen
+    }
+
+    /// Turns (with `ops` first) until `done` says what was seen is enough, at most
+    /// [`LIMIT`]; returns all of it.
+    fn until(
+        ring: &mut Ring,
+        ops: &mut Vec<Op>,
+        mut done: impl FnMut(&[(Token, Seen)]) -> bool,
+    ) -> Vec<(Token, Seen)> {
+        let end = Instant::now() + LIMIT;
+        let mut seen = Vec::new();
+        while !done(&seen) {
+            assert!(Instant::now() < end, "not seen within {LIMIT:?}: {seen:?}");
+            seen.extend(turn(ring, ops, Duration::from_millis(50)));
+        }
+        seen
+    }
+
+    /// Turns for 100 ms: what completed meanwhile (a test expects nothing).
+    fn quiet(ring: &mut Ring, ops: &mut Vec<Op>) -> Vec<(Token, Seen)> {
+        let mut seen = Vec::new();
+        for _ in 0..4 {
+            seen.extend(turn(ring, ops, Duration::from_millis(25)));
+        }
+        seen
+    }
+
+    /// The bytes of every `Data` seen, in order.
+    fn data(seen: &[(Token, Seen)]) -> Vec<u8> {
+        seen.iter()
+            .filter_map(|(_, s)| match s {
+                Seen::Data(d, _) => Some(&d[..]),
+                _ => None,
+            })
+            .collect::<Vec<_>>()
+            .concat()
+    }
+
+    fn bytes(n: usize, seed: u8) -> Vec<u8> {
+        (0..n).map(|i| (i as u8).wrapping_mul(7) ^ seed).collect()
+    }
+
+    #[test]
+    fn a_receive_delivers_the_peers_bytes_then_its_end() {
+        let (ours, mut peer, mut ring) = rig(true);
+        let mut ops = vec![Op::Recv {
+            token: TOKEN,
+            fd: ours.as_raw_fd(),
+        }];
+        peer.write_all(b"hello, ring").unwrap();
+        let seen = until(&mut ring, &mut ops, |s| data(s).len() >= 11);
+        assert_eq!(data(&seen), b"hello, ring");
+        assert!(
+            seen.iter()
+                .all(|(t, s)| *t == TOKEN && matches!(s, Seen::Data(_, true))),
+            "multishot: armed still after data: {seen:?}"
+        );
+        drop(peer);
+        let seen = until(&mut ring, &mut ops, |s| !s.is_empty());
+        assert_eq!(seen, [(TOKEN, Seen::Eof)]);
+        drop(ring);
+    }
+
+    #[test]
+    fn a_cancelled_receive_ends_and_takes_nothing_more_until_armed_again() {
+        let (ours, mut peer, mut ring) = rig(false);
+        let fd = ours.as_raw_fd();
+        let mut ops = vec![Op::Recv { token: TOKEN, fd }];
+        peer.write_all(b"a").unwrap();
+        until(&mut ring, &mut ops, |s| data(s) == b"a");
+        ops.push(Op::CancelRecv { token: TOKEN });
+        let seen = until(&mut ring, &mut ops, |s| {
+            s.iter().any(|(_, s)| *s == Seen::Ended)
+        });
+        assert_eq!(seen, [(TOKEN, Seen::Ended)]);
+        peer.write_all(b"b").unwrap();
+        assert_eq!(
+            quiet(&mut ring, &mut ops),
+            [],
+            "a cancelled receive takes no data"
+        );
+        ops.push(Op::Recv { token: TOKEN, fd });
+        let seen = until(&mut ring, &mut ops, |s| !data(s).is_empty());
+        assert_eq!(data(&seen), b"b", "the data waited in the socket");
+        drop(ring);
+    }
+
+    #[test]
+    fn a_send_of_one_node_or_several_goes_whole_in_order() {
+        let (ours, mut peer, mut ring) = rig(true);
+        let fd = ours.as_raw_fd();
+        for nodes in [
+            vec![bytes(1000, 1)],
+            vec![b"ab".to_vec(), bytes(3000, 2), b"c".to_vec()],
+        ] {
+            let whole = nodes.concat();
+            let chunks = nodes.into_iter().map(Bytes::from).collect();
+            let mut ops = vec![Op::Send {
+                token: TOKEN,
+                fd,
+                chunks,
+            }];
+            let seen = until(&mut ring, &mut ops, |s| !s.is_empty());
+            assert_eq!(
+                seen,
+                [(TOKEN, Seen::Sent(Ok(Vec::new())))],
+                "all of it went"
+            );
+            let mut got = vec![0; whole.len()];
+            peer.read_exact(&mut got).unwrap();
+            assert_eq!(got, whole);
+        }
+        assert!(
+            ring.sends.is_empty(),
+            "the nodes went back with the completion"
+        );
+        assert_eq!(ring.free.len(), 1, "one send's bookkeeping, reused");
+        drop(ring);
+    }
+
+    /// A send the kernel cannot finish (the peer does not read) ends when the socket
+    /// is shut down, as a closing connection shuts it: the completion counts what went,
+    /// and the nodes come back without it.
+    #[test]
+    fn a_send_cut_short_gives_back_exactly_the_rest() {
+        let (ours, mut peer) = pair();
+        setsockopt(&ours, sockopt::SndBuf, &4096).unwrap();
+        setsockopt(&peer, sockopt::RcvBuf, &4096).unwrap();
+        let mut ring = ring(8, 4096, true);
+        let whole = [bytes(3 << 20, 3), bytes(1 << 20, 4)];
+        let all = whole.concat();
+        let chunks = whole.into_iter().map(Bytes::from).collect();
+        let mut ops = vec![Op::Send {
+            token: TOKEN,
+            fd: ours.as_raw_fd(),
+            chunks,
+        }];
+        assert_eq!(
+            quiet(&mut ring, &mut ops),
+            [],
+            "MSG_WAITALL: no completion while the peer holds back"
+        );
+        ours.shutdown(std::net::Shutdown::Both).unwrap();
+        let seen = until(&mut ring, &mut ops, |s| !s.is_empty());
+        let [(TOKEN, Seen::Sent(Ok(rest)))] = &seen[..] else {
+            panic!("a short send, not {seen:?}");
+        };
+        let sent = all.len() - rest.len();
+        assert!(sent > 0 && !rest.is_empty(), "{sent} bytes sent");
+        assert_eq!(
+            rest[..],
+            all[sent..],
+            "the rest, from where the kernel stopped"
+        );
+        let mut got = Vec::new();
+        peer.read_to_end(&mut got).unwrap();
+        assert_eq!(got.len(), sent, "the peer got what the completion counted");
+        assert_eq!(got[..], all[..sent]);
+        drop(ring);
+    }
+
+    /// Two buffers of 512 bytes carry 64 KiB: each goes back to the ring once its
+    /// bytes are handed over, and a receive that ran dry is armed again.
+    #[test]
+    fn the_provided_buffers_are_given_back_and_serve_any_amount() {
+        let (ours, mut peer) = pair();
+        let mut ring = ring(2, 512, true);
+        let fd = ours.as_raw_fd();
+        let sent = bytes(64 << 10, 5);
+        let writer = {
+            let sent = sent.clone();
+            std::thread::spawn(move || peer.write_all(&sent).map(|()| peer))
+        };
+        let mut ops = vec![Op::Recv { token: TOKEN, fd }];
+        let mut got = Vec::new();
+        let mut rearmed = 0;
+        let end = Instant::now() + LIMIT;
+        while got.len() < sent.len() {
+            assert!(
+                Instant::now() < end,
+                "{} of {} bytes",
+                got.len(),
+                sent.len()
+            );
+            for (_, s) in turn(&mut ring, &mut ops, Duration::from_millis(50)) {
+                match s {
+                    Seen::Data(d, more) => {
+                        assert!(d.len() <= 512);
+                        got.extend_from_slice(&d);
+                        if !more {
+                            ops.push(Op::Recv { token: TOKEN, fd });
+                        }
+                    }
+                    // The ring ran dry: arm again.
+                    Seen::Ended => {
+                        rearmed += 1;
+                        ops.push(Op::Recv { token: TOKEN, fd });
+                    }
+                    other => panic!("{other:?}"),
+                }
+            }
+        }
+        assert_eq!(got, sent);
+        assert!(rearmed < 1000, "{rearmed} receives armed again");
+        let _peer = writer.join().unwrap().unwrap();
+        drop(ring);
+    }
+
+    #[test]
+    fn another_threads_queue_wakes_the_wait_and_goes_in() {
+        let (ours, mut peer, mut ring) = rig(false);
+        let shared = Arc::clone(&ring.shared);
+        let fd = ours.as_raw_fd();
+        let asker = std::thread::spawn(move || {
+            std::thread::sleep(Duration::from_millis(20));
+            shared.queue_with(|ops| ops.push(Op::Recv { token: TOKEN, fd }));
+        });
+        let start = Instant::now();
+        ring.wait(Some(LIMIT)).unwrap();
+        assert!(start.elapsed() < LIMIT, "woken by the eventfd");
+        let mut none = Vec::new();
+        let (any, _) = ring.dispatch(|t, e| none.push(format!("{t:?} {e:?}")));
+        assert!(
+            any && none.is_empty(),
+            "the wake-up names no token: {none:?}"
+        );
+        asker.join().unwrap();
+        peer.write_all(b"x").unwrap();
+        let seen = until(&mut ring, &mut Vec::new(), |s| !data(s).is_empty());
+        assert_eq!(data(&seen), b"x", "the queued receive went in");
+        drop(ring);
+    }
+
+    /// A closed socket's owner (here a flag) is dropped once the cancels of what names
+    /// it went in; and a listener's watch reports connections.
+    #[test]
+    fn a_closed_sockets_owner_goes_after_its_cancels_and_a_watch_sees_connections() {
+        struct Owner {
+            _socket: TcpStream,
+            dropped: Arc<AtomicBool>,
+        }
+        impl Drop for Owner {
+            fn drop(&mut self) {
+                self.dropped.store(true, Ordering::SeqCst);
+            }
+        }
+        let (ours, _peer) = pair();
+        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+        let mut ring = ring(8, 4096, true);
+        let dropped = Arc::new(AtomicBool::new(false));
+        let watch = Token(9);
+        let mut ops = vec![
+            Op::Recv {
+                token: TOKEN,
+                fd: ours.as_raw_fd(),
+            },
+            Op::Listen {
+                token: watch,
+                fd: listener.as_raw_fd(),
+            },
+        ];
+        let _ = turn(&mut ring, &mut ops, Duration::ZERO);
+        let _client = TcpStream::connect(listener.local_addr().unwrap()).unwrap();
+        let seen = until(&mut ring, &mut ops, |s| !s.is_empty());
+        assert_eq!(seen, [(watch, Seen::Listen(true))]);
+        ops.push(Op::Close {
+            token: TOKEN,
+            owner: Box::new(Owner {
+                _socket: ours,
+                dropped: Arc::clone(&dropped),
+            }),
+        });
+        let seen = until(&mut ring, &mut ops, |_| dropped.load(Ordering::SeqCst));
+        assert!(
+            seen.iter().all(|(_, s)| *s == Seen::Ended),
+            "the receive was cancelled: {seen:?}"
+        );
+        drop(ring);
+    }
+
+    #[test]
+    fn a_ring_the_kernel_refuses_is_an_error_of_its_own() {
+        let mut bad = setup(8, 4096, false);
+        bad.ring_entries = 0;
+        let e = Ring::new(&bad).expect_err("a ring of no entries");
+        assert_eq!(e.kind(), io::ErrorKind::InvalidInput, "{e}");
+        let mut huge = setup(4, usize::MAX / 2, false);
+        huge.ring_entries = 16;
+        let e = Ring::new(&huge).expect_err("buffers past the address space");
+        assert_eq!(e.kind(), io::ErrorKind::InvalidInput, "{e}");
+    }
+
+    #[test]
+    fn a_short_send_keeps_the_nodes_after_what_went() {
+        let mut flight = InFlight::empty();
+        let nodes = || vec![Bytes::from_static(b"abc"), Bytes::from_static(b"defg")];
+        for (sent, rest) in [
+            (0, "abcdefg"),
+            (2, "cdefg"),
+            (3, "defg"),
+            (5, "fg"),
+            (7, ""),
+        ] {
+            flight.load(nodes());
+            assert_eq!(flight.iov.len(), 2);
+            assert_eq!(flight.msg.msg_iovlen, 2);
+            assert_eq!(flight.rest(sent).concat(), rest.as_bytes(), "{sent} sent");
+            assert!(flight.chunks.is_empty() && flight.iov.is_empty());
+        }
+        flight.load(nodes());
+        assert!(
+            flight.rest(usize::MAX).is_empty(),
+            "a failed send keeps nothing"
+        );
+    }
 }
