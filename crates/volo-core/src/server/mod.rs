@@ -301,6 +301,7 @@ mod facts;
 mod fallback;
 #[cfg(test)]
 mod harness;
+mod inflight;
 mod inline;
 pub mod limit;
 pub mod metered;

@@ -30,18 +30,14 @@
 //! shutting down (`call.rs`, `stream.rs`). The access log line is written with the
 //! reply, when its size is known.
 
-use std::sync::Arc;
-
-use tokio::sync::Semaphore;
-
+use super::inflight::{Inflight, InflightLayer};
 use super::limit::{Limit, LimitLayer};
 use super::metered::MeteredServer;
 use super::panic::{CatchPanic, CatchPanicLayer};
 use super::trace::{Trace, TraceLayer};
-use super::{DispatchError, LimitConfig, ServerCall, ServerConfig};
-use crate::context::ServerContext;
+use super::{LimitConfig, ServerConfig};
 use crate::metrics::ServerConns;
-use crate::service::{Layer, Service};
+use crate::service::Layer;
 
 /// The built-ins around a server's stack `D` (its layers and the dispatcher).
 pub(crate) type Builtins<D> = Limit<Trace<Inflight<CatchPanic<MeteredServer<D>>>>>;
@@ -62,61 +58,4 @@ pub(crate) fn compose<D>(
         .stream_limit(config.streams.max_in_flight)
         .counted(counters)
         .layer(traced)
-}
-
-/// Runs at most so many calls at once across the server's connections; a call waits
-/// for a slot, in its span, before the layers beneath see it. Streams pass by without
-/// a slot (see the [module docs](self)).
-///
-/// `pub` only to appear in the server's bounds: its module is private.
-#[derive(Debug, Clone)]
-pub struct Inflight<S> {
-    inner: S,
-    slots: Arc<Semaphore>,
-}
-
-/// Makes [`Inflight`]s sharing one count of slots.
-#[derive(Debug, Clone)]
-pub(crate) struct InflightLayer {
-    slots: Arc<Semaphore>,
-}
-
-impl InflightLayer {
-    /// `max` slots.
-    pub(crate) fn new(max: usize) -> Self {
-        InflightLayer {
-            slots: Arc::new(Semaphore::new(max)),
-        }
-    }
-}
-
-impl<S> Layer<S> for InflightLayer {
-    type Service = Inflight<S>;
-
-    fn layer(self, inner: S) -> Inflight<S> {
-        Inflight {
-            inner,
-            slots: self.slots,
-        }
-    }
-}
-
-impl<S, R> Service<ServerContext, R> for Inflight<S>
-where
-    S: Service<ServerContext, R, Error = DispatchError> + Send + Sync,
-    R: ServerCall,
-{
-    type Response = S::Response;
-    type Error = DispatchError;
-
-    async fn call(&self, cx: &mut ServerContext, req: R) -> Result<S::Response, DispatchError> {
-        if req.opens_stream() {
-            // A stream would hold a slot for its whole life: the limiter's stream
-            // limit bounds streams instead.
-            return self.inner.call(cx, req).await;
-        }
-        // The semaphore is never closed.
-        let _slot = self.slots.acquire().await;
-        self.inner.call(cx, req).await
-    }
 }

@@ -16,7 +16,7 @@ use crate::metrics::Metrics;
 use crate::refusal::{Refusal, is_overload};
 use crate::server::limit::{LimitConfig, LimitLayer, Overloaded};
 use crate::server::metered::MeteredServer;
-use crate::server::stack::InflightLayer;
+use crate::server::inflight::InflightLayer;
 use crate::server::{DispatchError, ServerCall, ServerConfig, ServerStream, StreamHandler};
 use crate::service::{Layer, Service, layer_fn, service_fn};
 use crate::stream::{HandlerError, Metadata, StreamConfig, StreamError};

@@ -18,6 +18,8 @@
 //! `reply_bytes` (the reply frame; 0 for a oneway call). Off by default. The calls are picked by a counter, not at
 //! random: with `every: 100`, the 1st, the 101st... of the server's calls.
 
+mod layer;
+
 use std::time::Instant;
 
 use tracing::field::Empty;
@@ -27,10 +29,11 @@ use tracing::Instrument;
 use super::{DispatchError, ServerCall};
 use crate::context::{RpcInfo, ServerContext};
 use crate::refusal::Refusal;
-use crate::service::{Layer, Service};
+use crate::service::Service;
 pub(crate) use crate::trace::AccessCount;
 pub use crate::trace::AccessLog;
 use crate::trace::{AccessLine, RPC_SYSTEM, continue_trace, record_outcome};
+pub use layer::TraceLayer;
 
 /// The `rpc.server` span of the call in `cx`; when it is recorded, a child of the
 /// caller's `traceparent`, which it replaces in `cx` so that calls forwarded from
@@ -124,19 +127,7 @@ pub(crate) fn log_access(rpc: &RpcInfo, logged: &Logged, reply_bytes: usize) {
 /// carries the events of its messages (see [`stream`](crate::stream#governance)).
 #[derive(Debug, Clone)]
 pub struct Trace<S> {
-    inner: S,
-}
-
-/// Makes [`Trace`]s.
-#[derive(Debug, Clone, Copy, Default)]
-pub struct TraceLayer;
-
-impl<S> Layer<S> for TraceLayer {
-    type Service = Trace<S>;
-
-    fn layer(self, inner: S) -> Trace<S> {
-        Trace { inner }
-    }
+    pub(super) inner: S,
 }
 
 impl<S, R> Service<ServerContext, R> for Trace<S>

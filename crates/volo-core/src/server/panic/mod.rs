@@ -7,7 +7,11 @@ use std::task::Poll;
 
 use crate::context::ServerContext;
 use crate::server::{DispatchError, ServerCall};
-use crate::service::{Layer, Service};
+use crate::service::Service;
+
+mod layer;
+
+pub use layer::CatchPanicLayer;
 
 /// Catches a panic of the service beneath while it is polled, and fails the call with
 /// [`DispatchError::Panic`] (the caller gets an `INTERNAL_ERROR` saying so); the
@@ -17,19 +21,7 @@ use crate::service::{Layer, Service};
 /// `INTERNAL_ERROR` in its trailer, from here.
 #[derive(Debug, Clone)]
 pub struct CatchPanic<S> {
-    inner: S,
-}
-
-/// Makes [`CatchPanic`]s.
-#[derive(Debug, Clone, Copy, Default)]
-pub struct CatchPanicLayer;
-
-impl<S> Layer<S> for CatchPanicLayer {
-    type Service = CatchPanic<S>;
-
-    fn layer(self, inner: S) -> CatchPanic<S> {
-        CatchPanic { inner }
-    }
+    pub(super) inner: S,
 }
 
 impl<S, R> Service<ServerContext, R> for CatchPanic<S>
