@@ -474,6 +474,13 @@ fn type_of_nibble(nibble: u8) -> WireResult<TType> {
 /// An unsigned LEB128 varint of at most `max` bytes.
 #[inline]
 fn varint(c: &mut Cursor<'_>, max: usize) -> WireResult<u64> {
+    // Most lengths, counts and small integers take one byte.
+    if let Some(&b) = c.buf.get(c.pos)
+        && b < 0x80
+    {
+        c.pos += 1;
+        return Ok(u64::from(b));
+    }
     match decode_varint(c.rest(), max) {
         Ok((value, len)) => {
             c.pos += len;
