@@ -1,5 +1,5 @@
 //! Generates pilota's Rust for the benchmark IDLs, so that the codec bench compares
-//! thrift-codec with the code volo users actually compile.
+//! thrift-wire with the code volo users actually compile.
 
 use std::path::PathBuf;
 
@@ -19,12 +19,12 @@ fn main() {
 
     // json_transcode's peer: the same IDL through codegen with `String`, `Vec<u8>` and
     // serde derives, binaries as base64 (`serde(with)`) like the transcoder writes them.
-    codegen::Builder::new()
+    thrift_codegen::Builder::new()
         .file_name("serde_gen.rs")
         .rerun_if_changed(false)
         .include(&idl_dir)
-        .string_type(codegen::emit::StringRepr::String)
-        .binary_type(codegen::emit::BinaryRepr::Vec)
+        .string_type(thrift_codegen::emit::StringRepr::String)
+        .binary_type(thrift_codegen::emit::BinaryRepr::Vec)
         .type_attribute(".", "#[derive(serde::Serialize, serde::Deserialize)]")
         .field_attribute("echo.Ids.blob", r#"#[serde(with = "crate::base64_bytes")]"#)
         .field_attribute(

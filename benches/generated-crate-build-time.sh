@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # How long a user's crate generated from the large bench IDL takes to build: its
-# build.rs runs codegen::compile on the IDL and its lib.rs includes the output, as the
+# build.rs runs thrift_codegen::compile on the IDL and its lib.rs includes the output, as the
 # codegen crate docs show. Dependencies are built first; the figure is the rebuild after
 # the IDL changes (build script run + compiling the generated code), in the dev and the
 # release profile.
@@ -25,17 +25,17 @@ edition = "2024"
 publish = false
 
 [dependencies]
-thrift-codec = { path = "$root/crates/thrift-codec" }
+thrift-wire = { path = "$root/crates/thrift-codec" }
 volo-core = { path = "$root/crates/volo-core" }
 
 [build-dependencies]
-codegen = { path = "$root/crates/codegen" }
+thrift-codegen = { path = "$root/crates/codegen" }
 
 [workspace]
 TOML
 cat > "$dir/build.rs" <<'RS'
 fn main() -> Result<(), Box<dyn std::error::Error>> {
-    codegen::compile(&["idl/big.thrift"], &["idl"])?;
+    thrift_codegen::compile(&["idl/big.thrift"], &["idl"])?;
     Ok(())
 }
 RS

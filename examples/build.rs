@@ -2,12 +2,12 @@
 //! second service of the multiplexed interop test into a file of its own.
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {
-    codegen::compile(&["../idl/echo.thrift"], &["../idl"])?;
-    codegen::Builder::new()
+    thrift_codegen::compile(&["../idl/echo.thrift"], &["../idl"])?;
+    thrift_codegen::Builder::new()
         .file_name("second_gen.rs")
         .include("../idl")
         .compile(&["../idl/second.thrift"])?;
-    codegen::Builder::new()
+    thrift_codegen::Builder::new()
         .file_name("stream_gen.rs")
         .include("../idl")
         .compile(&["../idl/stream.thrift"])?;

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Cross-implementation test vectors: Apache Thrift (compiler + Python library) vs thrift-codec.
+"""Cross-implementation test vectors: Apache Thrift (compiler + Python library) vs thrift-wire.
 
 Apache Thrift is the reference implementation of the Binary, Compact and JSON protocols.
 This script builds a fixed set of values of every struct in idl/echo.thrift and
@@ -11,19 +11,19 @@ idl/mixed.thrift (plus message envelopes and TApplicationException) with the cla
                      protocol is "binary" (strict write), "compact", "json", or, for
                      message cases, "binary-nonstrict" (an old-style header without
                      version word).
-                     exact: thrift-codec's encoding of the same value must be
+                     exact: thrift-wire's encoding of the same value must be
                      byte-identical (false where the bytes legitimately differ: absent
-                     default-requiredness fields, which thrift-codec always writes; a map
+                     default-requiredness fields, which thrift-wire always writes; a map
                      written in non-sorted order; a set in Python's hash order; and in
-                     JSON, a binary whose base64 Python pads and thrift-codec, like
+                     JSON, a binary whose base64 Python pads and thrift-wire, like
                      Apache's C++ and Java, does not, or a string with control bytes that
-                     Python writes raw and thrift-codec, like C++ and Java, escapes).
+                     Python writes raw and thrift-wire, like C++ and Java, escapes).
                      expect: "ok"; "missing-required" (the value lacks a required field;
                      decoding must fail); or, in JSON, "unreadable": the value holds a NaN
                      or an infinity, which Python's TJSONProtocol writes as bare `nan` or
                      `inf`, not JSON (no Apache reader, Python's own included, takes it
-                     back); thrift-codec must refuse it.
-  check FILE         reads thrift-codec's encodings, JSON lines {"case", "protocol", "hex"},
+                     back); thrift-wire must refuse it.
+  check FILE         reads thrift-wire's encodings, JSON lines {"case", "protocol", "hex"},
                      decodes each with Apache Thrift and compares it with the value the
                      case describes (doubles by bit pattern); exits 1 naming every mismatch.
   cases              prints the case names, one per line.
@@ -179,14 +179,14 @@ def blob(n):
 
 class SortedSet(set):
     """A set that iterates in ascending order, so that the generated `write` (which does
-    `for x in self.tags`) emits it the way thrift-codec's BTreeSet does."""
+    `for x in self.tags`) emits it the way thrift-wire's BTreeSet does."""
 
     def __iter__(self):
         return iter(sorted(set.__iter__(self)))
 
 
 def sorted_map(pairs):
-    """A dict in ascending key order (by UTF-8 bytes, as thrift-codec's BTreeMap)."""
+    """A dict in ascending key order (by UTF-8 bytes, as thrift-wire's BTreeMap)."""
     return dict(sorted(pairs, key=lambda kv: kv[0].encode("utf-8")))
 
 
@@ -201,8 +201,8 @@ class Case:
         # (name, message type, seqid) for message cases.
         self.header = header
         self.exact = exact
-        # What decoding thrift-codec's encoding yields, where it differs from `value`
-        # (thrift-codec writes absent default-requiredness fields with their defaults).
+        # What decoding thrift-wire's encoding yields, where it differs from `value`
+        # (thrift-wire writes absent default-requiredness fields with their defaults).
         self.from_rust = value if from_rust is None else from_rust
         self.expect = expect
 
@@ -223,7 +223,7 @@ def empty_ids():
 
 
 def mixed_value(**kw):
-    # Every default-requiredness field set, so that the bytes match thrift-codec's.
+    # Every default-requiredness field set, so that the bytes match thrift-wire's.
     fields = dict(
         id=0, name="", flag=False, tiny=0, small=0, count=0, ratio=0.0, requests=[],
         counters={}, tags=SortedSet(), labels=[], payload=None, ids=empty_ids(),
@@ -245,7 +245,7 @@ def cases():
     add("request_basic", R(action="echo", msg="hello"))
     add("request_empty", R(action="", msg=""))
     add("request_unicode", R(action="ünïcødé", msg=UNICODE))
-    # 70,000 bytes: a 3-byte varint length, and above thrift-codec's zero-copy threshold.
+    # 70,000 bytes: a 3-byte varint length, and above thrift-wire's zero-copy threshold.
     add("request_long", R(action="echo", msg="abcdefghijklmnop" * 4375))
     # Every character JSON escapes by name, and `/`, which no Apache writer escapes.
     add("request_escapes", R(action='q"\\/', msg="\b\f\n\r\t"))
@@ -327,7 +327,7 @@ def cases():
         ids=ids(big_i32(128), big_i64(128), big_f64(128), blob(512)),
     ))
     # Not byte-comparable: Python writes a set in hash order and a dict in insertion order;
-    # thrift-codec (BTreeSet/BTreeMap) writes ascending. Compared by decoding only.
+    # thrift-wire (BTreeSet/BTreeMap) writes ascending. Compared by decoding only.
     add("mixed_set_hash_order", mixed_value(
         id=1, tags={I32_MAX, -1, 100000, -100000, 3, 1 << 20, -7, 0}), exact=False)
     add("mixed_map_insertion_order", mixed_value(
@@ -361,7 +361,7 @@ def cases():
 
 
 # ---------------------------------------------------------------------------------------
-# JSON: what Python's TJSONProtocol writes differently from thrift-codec (and Apache C++)
+# JSON: what Python's TJSONProtocol writes differently from thrift-wire (and Apache C++)
 
 
 def values(v):
@@ -382,13 +382,13 @@ def values(v):
                 yield from values(getattr(v, spec[2]))
 
 
-# Python escapes these control characters by name, as thrift-codec does; it writes the
-# others raw, where thrift-codec (like C++ and Java) writes \u00xx.
+# Python escapes these control characters by name, as thrift-wire does; it writes the
+# others raw, where thrift-wire (like C++ and Java) writes \u00xx.
 NAMED_ESCAPES = set("\b\f\n\r\t")
 
 
 def json_exact(value):
-    """Whether Python's JSON encoding of value is the canonical one thrift-codec writes."""
+    """Whether Python's JSON encoding of value is the canonical one thrift-wire writes."""
     for x in values(value):
         if isinstance(x, (bytes, bytearray)) and len(x) % 3:
             return False  # Python pads base64
@@ -505,9 +505,9 @@ def diff(a, b, path, any_nan=False):
 def hex_diff(expected, got):
     n = next((i for i, (x, y) in enumerate(zip(expected, got)) if x != y), min(len(expected), len(got)))
     lo = max(0, n - 16)
-    return "lengths %d (Apache) vs %d (thrift-codec); first difference at byte %d:\n" \
+    return "lengths %d (Apache) vs %d (thrift-wire); first difference at byte %d:\n" \
            "      Apache: ...%s\n" \
-           "thrift-codec: ...%s" % (len(expected), len(got), n, expected[lo:n + 24].hex(), got[lo:n + 24].hex())
+           "thrift-wire: ...%s" % (len(expected), len(got), n, expected[lo:n + 24].hex(), got[lo:n + 24].hex())
 
 
 # ---------------------------------------------------------------------------------------
@@ -606,7 +606,7 @@ def cmd_check(path):
     for name, proto in sorted(wanted - seen):
         errors.append("%s/%s: missing from %s" % (name, proto, path))
     if errors:
-        print("Apache Thrift disagrees with thrift-codec on %d point(s):" % len(errors), file=sys.stderr)
+        print("Apache Thrift disagrees with thrift-wire on %d point(s):" % len(errors), file=sys.stderr)
         print("\n".join("  " + e for e in errors), file=sys.stderr)
         sys.exit(1)
     for note in sorted(notes):
@@ -618,7 +618,7 @@ def cmd_check(path):
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("command", choices=["gen", "check", "cases"])
-    ap.add_argument("file", nargs="?", help="check: thrift-codec's encodings (JSON lines)")
+    ap.add_argument("file", nargs="?", help="check: thrift-wire's encodings (JSON lines)")
     ap.add_argument("--out", help="gen: write here instead of stdout")
     ap.add_argument("--gen-dir", help="generated Python code (created if absent)")
     ap.add_argument("--thrift", default=os.environ.get("THRIFT", "thrift"), help="the Thrift compiler")

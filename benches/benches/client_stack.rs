@@ -17,7 +17,7 @@ use std::time::{Duration, Instant};
 use bytes::Bytes;
 use criterion::{Criterion, criterion_group, criterion_main};
 use examples::echo::{EchoServiceClient, EchoServiceEchoResult, Request, Response};
-use thrift_codec::{Binary, Codec, LinkBuffer, MessageHeader, MessageType, Utf8Bytes};
+use thrift_wire::{Binary, Codec, LinkBuffer, MessageHeader, MessageType, Utf8Bytes};
 use volo_core::client::{
     BackupDelay, BackupLayer, BackupPolicy, BalanceLayer, BreakerConfig, Client, ClientContext,
     ClientRequest, ClientResponse, ConsistentHash, Error, Instance, InstanceBreakers, LoadBalance,

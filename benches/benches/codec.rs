@@ -1,4 +1,4 @@
-//! Codec benchmark: thrift-codec against pilota, CloudWeGo's Thrift library (what
+//! Codec benchmark: thrift-wire against pilota, CloudWeGo's Thrift library (what
 //! volo-thrift encodes and decodes with), and against `memcpy` as the physical limit.
 //!
 //! Run it with `cargo bench -p benches --bench codec` (about six minutes on two cores);
@@ -7,7 +7,7 @@
 //! What is compared, in one run, on the Binary protocol:
 //!
 //! - `request`, `my_test`, `ids`, `mixed`: each type of `idl/echo.thrift` and
-//!   `idl/mixed.thrift`, encoded and decoded by thrift-codec (its hand-written reference
+//!   `idl/mixed.thrift`, encoded and decoded by thrift-wire (its hand-written reference
 //!   types, feature `fixtures`) and by the code pilota-build 0.13 generates for the same
 //!   IDL (`build.rs`). Pilota runs twice: `pilota` is `TBinaryProtocol`, volo-thrift's
 //!   default; `pilota-unsafe` is `TBinaryUnsafe*Protocol`, which volo-thrift uses with its
@@ -15,11 +15,11 @@
 //!   input). Both implementations encode into a reused buffer (cleared each iteration,
 //!   capacity kept) after sizing the value and reserving once, as `Codec::encode` and
 //!   volo-thrift do, and decode a whole frame held in `Bytes` without copying strings or
-//!   binaries. Two differences the figures include: thrift-codec validates the UTF-8 of
+//!   binaries. Two differences the figures include: thrift-wire validates the UTF-8 of
 //!   every decoded string, pilota does not (`FastStr::from_bytes_unchecked`); and `Mixed`'s
-//!   map and set are `BTreeMap`/`BTreeSet` in thrift-codec, `AHashMap`/`AHashSet` in pilota.
+//!   map and set are `BTreeMap`/`BTreeSet` in thrift-wire, `AHashMap`/`AHashSet` in pilota.
 //! - `memcpy`: copying as many bytes as `MyTest` encodes to, the floor for its encoding.
-//! - `simd_*`: the big-endian list copies of `thrift_codec::simd`, dispatching vs scalar vs
+//! - `simd_*`: the big-endian list copies of `thrift_wire::simd`, dispatching vs scalar vs
 //!   AVX2 (the last only where the CPU has it).
 //!
 //! Before measuring, every case checks that each side decodes the other's encoding to an
@@ -37,9 +37,9 @@ use criterion::{Criterion, Throughput, criterion_group, criterion_main};
 use pilota::thrift::binary::TBinaryProtocol;
 use pilota::thrift::binary_unsafe::{TBinaryUnsafeInputProtocol, TBinaryUnsafeOutputProtocol};
 use pilota::{AHashMap, AHashSet, FastStr};
-use thrift_codec::fixtures::echo::{Ano, Ids, MyTest, Request};
-use thrift_codec::fixtures::mixed::Mixed;
-use thrift_codec::{Binary, Codec, LinkBuffer, Utf8Bytes, simd};
+use thrift_wire::fixtures::echo::{Ano, Ids, MyTest, Request};
+use thrift_wire::fixtures::mixed::Mixed;
+use thrift_wire::{Binary, Codec, LinkBuffer, Utf8Bytes, simd};
 
 /// pilota-build's output for `idl/echo.thrift` and `idl/mixed.thrift` (see `build.rs`).
 /// Foreign generated code: the workspace lints do not apply to it.
@@ -273,15 +273,15 @@ fn pilota_my_test(num: i64, ano: i64, nums: &[i64]) -> pl::MyTest {
 
 // ------------------------------------------------------------------- the two codecs
 
-/// thrift-codec's production path: `Codec::encode` sizes the value, reserves once and
+/// thrift-wire's production path: `Codec::encode` sizes the value, reserves once and
 /// writes into the `LinkBuffer`.
-fn ours_encode<M: thrift_codec::Message>(codec: &Codec<Binary>, value: &M, buf: &mut LinkBuffer) {
-    codec.encode(value, buf).expect("thrift-codec encodes");
+fn ours_encode<M: thrift_wire::Message>(codec: &Codec<Binary>, value: &M, buf: &mut LinkBuffer) {
+    codec.encode(value, buf).expect("thrift-wire encodes");
 }
 
 /// Zero-copy decode of a whole frame (strings and binaries are slices of `frame`).
-fn ours_decode<M: thrift_codec::Message>(codec: &Codec<Binary>, frame: &Bytes) -> M {
-    codec.decode(frame.clone()).expect("thrift-codec decodes")
+fn ours_decode<M: thrift_wire::Message>(codec: &Codec<Binary>, frame: &Bytes) -> M {
+    codec.decode(frame.clone()).expect("thrift-wire decodes")
 }
 
 /// Pilota as volo-thrift drives it by default (`codec/default/thrift.rs`): the size is
@@ -344,18 +344,18 @@ fn pilota_decode_unsafe<M: pilota::thrift::Message>(frame: &Bytes) -> M {
 /// of both side by side in the group `name`. Returns the encoded size.
 fn bench_case<O, P>(c: &mut Criterion, name: &str, ours: &O, theirs: &P, identical: bool) -> usize
 where
-    O: thrift_codec::Message + PartialEq + Debug,
+    O: thrift_wire::Message + PartialEq + Debug,
     P: pilota::thrift::Message + PartialEq + Debug,
 {
     let codec = Codec::<Binary>::default();
 
     // Setup and honesty checks, outside of any measurement.
     let mut buf = LinkBuffer::new();
-    let len = codec.encode(ours, &mut buf).expect("thrift-codec encodes");
+    let len = codec.encode(ours, &mut buf).expect("thrift-wire encodes");
     assert_eq!(
         buf.len(),
         len,
-        "{name}: thrift-codec's size is not what it wrote"
+        "{name}: thrift-wire's size is not what it wrote"
     );
     let ours_frame = buf.next(len);
     let mut pl_buf = BytesMut::new();
@@ -381,17 +381,17 @@ where
     assert_eq!(
         &pilota_decode::<P>(&ours_frame),
         theirs,
-        "{name}: pilota decodes thrift-codec's encoding to another value"
+        "{name}: pilota decodes thrift-wire's encoding to another value"
     );
     assert_eq!(
         &pilota_decode_unsafe::<P>(&ours_frame),
         theirs,
-        "{name}: pilota (unsafe) decodes thrift-codec's encoding to another value"
+        "{name}: pilota (unsafe) decodes thrift-wire's encoding to another value"
     );
     assert_eq!(
         &ours_decode::<O>(&codec, &pl_frame),
         ours,
-        "{name}: thrift-codec decodes pilota's encoding to another value"
+        "{name}: thrift-wire decodes pilota's encoding to another value"
     );
     assert_eq!(
         &ours_decode::<O>(&codec, &ours_frame),
@@ -412,7 +412,7 @@ where
     group.throughput(Throughput::Bytes(len as u64));
 
     let mut buf = LinkBuffer::with_capacity(len);
-    group.bench_function("encode/thrift-codec", |b| {
+    group.bench_function("encode/thrift-wire", |b| {
         b.iter(|| {
             buf.clear();
             ours_encode(&codec, black_box(ours), &mut buf);
@@ -435,7 +435,7 @@ where
         })
     });
 
-    group.bench_function("decode/thrift-codec", |b| {
+    group.bench_function("decode/thrift-wire", |b| {
         b.iter(|| ours_decode::<O>(&codec, black_box(&ours_frame)))
     });
     group.bench_function("decode/pilota", |b| {
@@ -512,7 +512,7 @@ type Put<T> = fn(&mut BytesMut, &[T]);
 /// A decoding kernel: appends the big-endian values of the bytes to the `Vec`.
 type Get<T> = fn(&[u8], &mut Vec<T>);
 
-/// One numeric element type's bulk copies in `thrift_codec::simd`, labelled `dispatch`,
+/// One numeric element type's bulk copies in `thrift_wire::simd`, labelled `dispatch`,
 /// `scalar` and `avx2`.
 struct SimdKernels<T> {
     put: [(&'static str, Put<T>); 3],

@@ -28,7 +28,7 @@ fn codegen(c: &mut Criterion) {
     let mut group = c.benchmark_group("codegen");
     for structs in [275, 550] {
         let (path, lines) = write_idl(structs);
-        let mut builder = codegen::Builder::new();
+        let mut builder = thrift_codegen::Builder::new();
         builder.rerun_if_changed(false);
         let out = builder
             .generate(&[&path])

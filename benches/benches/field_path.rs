@@ -1,5 +1,5 @@
 //! Field paths against whole decoding: reading one deep field of the ~20 KiB `Mixed`
-//! in place (`thrift_dynamic::path`) against decoding all of it with thrift-codec, in
+//! in place (`thrift_dynamic::path`) against decoding all of it with thrift-wire, in
 //! the Binary and Compact protocols.
 //!
 //! Run it with `cargo bench -p benches --bench field_path` (about a minute on two
@@ -36,11 +36,11 @@ use std::time::{Duration, Instant};
 
 use bytes::Bytes;
 use criterion::{Criterion, Throughput, criterion_group, criterion_main};
-use thrift_codec::fixtures::echo::{Ids, Request};
-use thrift_codec::fixtures::mixed::Mixed;
-use thrift_codec::{Binary, Codec, Compact, LinkBuffer, Utf8Bytes};
 use thrift_dynamic::Descriptor;
 use thrift_dynamic::path::{FieldPath, PathProtocol, ResolvedPath};
+use thrift_wire::fixtures::echo::{Ids, Request};
+use thrift_wire::fixtures::mixed::Mixed;
+use thrift_wire::{Binary, Codec, Compact, LinkBuffer, Utf8Bytes};
 
 /// A fixed sequence of pseudo-random words (splitmix64), so runs measure equal data.
 fn words(seed: u64) -> impl Iterator<Item = u64> {
@@ -105,7 +105,7 @@ fn mixed() -> Mixed {
 }
 
 fn descriptor() -> Descriptor {
-    let mut files = codegen::IdlFiles::new();
+    let mut files = thrift_codegen::IdlFiles::new();
     files.insert("mixed.thrift", include_str!("../../idl/mixed.thrift"));
     files.insert("echo.thrift", include_str!("../../idl/echo.thrift"));
     Descriptor::from_memory(&files, &["mixed.thrift"], &[] as &[&Path]).expect("the IDL loads")

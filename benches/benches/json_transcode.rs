@@ -27,8 +27,8 @@ use std::time::Duration;
 
 use bytes::Bytes;
 use criterion::{Criterion, Throughput, criterion_group, criterion_main};
-use thrift_codec::{Binary, Codec, LinkBuffer};
 use thrift_dynamic::{Descriptor, StructId, ThriftProtocol, json_to_thrift, thrift_to_json};
+use thrift_wire::{Binary, Codec, LinkBuffer};
 
 /// codegen's output for `idl/echo.thrift` and `idl/mixed.thrift` with serde derives
 /// (see `build.rs`). Generated code: the workspace lints do not apply to it.
@@ -146,7 +146,7 @@ fn descriptor() -> Descriptor {
     Descriptor::from_files(&[dir.join("mixed.thrift")], &[dir]).expect("the IDL loads")
 }
 
-fn encode<M: thrift_codec::Message>(m: &M) -> Bytes {
+fn encode<M: thrift_wire::Message>(m: &M) -> Bytes {
     let mut buf = LinkBuffer::new();
     let n = Codec::<Binary>::new().encode(m, &mut buf).expect("encodes");
     buf.next(n)
@@ -155,7 +155,7 @@ fn encode<M: thrift_codec::Message>(m: &M) -> Bytes {
 /// Both directions on one value, both implementations, after checking they agree.
 fn case<M>(c: &mut Criterion, name: &str, d: &Descriptor, ty: StructId, value: &M)
 where
-    M: thrift_codec::Message + serde::Serialize + serde::de::DeserializeOwned + PartialEq,
+    M: thrift_wire::Message + serde::Serialize + serde::de::DeserializeOwned + PartialEq,
 {
     let json = serde_json::to_vec(value).expect("serializes");
     let thrift = encode(value);

@@ -112,7 +112,7 @@ use std::time::{Duration, Instant};
 use alloc_count::{CountingAlloc, allocations};
 use bytes::{BufMut, Bytes, BytesMut};
 use netpoll_rs::{Config, Connection, Handler, Io, Listener, Reactor};
-use thrift_codec::LinkBuffer;
+use thrift_wire::LinkBuffer;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::{Notify, oneshot};

@@ -6,15 +6,15 @@
 
 use std::path::PathBuf;
 
-use codegen::emit::{BinaryRepr, CollectionRepr, StringRepr};
+use thrift_codegen::emit::{BinaryRepr, CollectionRepr, StringRepr};
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {
-    codegen::compile(
+    thrift_codegen::compile(
         &["../../idl/echo.thrift", "../../idl/mixed.thrift"],
         &["../../idl"],
     )?;
     let dir = "../codegen/tests/idl";
-    codegen::Builder::new()
+    thrift_codegen::Builder::new()
         .file_name("test_idls.rs")
         .include(dir)
         .compile(&[
@@ -27,7 +27,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             format!("{dir}/corners.thrift"),
         ])?;
     // What a user who wants std types and serde would ask for.
-    codegen::Builder::new()
+    thrift_codegen::Builder::new()
         .file_name("std_types.rs")
         .include("../../idl")
         .string_type(StringRepr::String)
@@ -46,7 +46,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     idls.retain(|p| p.extension().is_some_and(|e| e == "thrift"));
     idls.sort();
     println!("cargo:rerun-if-changed={warned}");
-    codegen::Builder::new()
+    thrift_codegen::Builder::new()
         .file_name("warned.rs")
         .cargo_warnings(false)
         .compile(&idls)?;
@@ -82,7 +82,7 @@ fn apache_corpus() -> Result<(), Box<dyn std::error::Error>> {
     println!("cargo::rustc-cfg=apache_idl");
     let apache = dir.display().to_string();
     // The cross-language test suite's IDL.
-    codegen::Builder::new()
+    thrift_codegen::Builder::new()
         .file_name("apache_thrift_test.rs")
         .include(&apache)
         .compile(&[format!("{apache}/ThriftTest.thrift")])?;
@@ -91,7 +91,7 @@ fn apache_corpus() -> Result<(), Box<dyn std::error::Error>> {
     // ThriftTest.thrift, whose module name is taken in the first.
     // They make warnings on purpose (codegen's tests assert them); CI need not show them.
     let group = |file: &str, idls: &[&str]| {
-        codegen::Builder::new()
+        thrift_codegen::Builder::new()
             .file_name(file)
             .cargo_warnings(false)
             .include(&apache)

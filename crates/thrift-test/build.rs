@@ -2,6 +2,6 @@
 //! crate), as a user's build script would.
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {
-    codegen::compile(&["idl/thrift_test.thrift"], &["idl"])?;
+    thrift_codegen::compile(&["idl/thrift_test.thrift"], &["idl"])?;
     Ok(())
 }

@@ -34,7 +34,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
-use thrift_codec::Utf8Bytes;
+use thrift_wire::Utf8Bytes;
 use tokio::sync::Semaphore;
 use volo_core::client::{ClientConfig, ClientContext};
 use volo_core::context::Address;

@@ -44,7 +44,7 @@ use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
-use thrift_codec::Utf8Bytes;
+use thrift_wire::Utf8Bytes;
 use tokio::time::Instant;
 use volo_core::client::{ClientContext, Error, OpenedStream, StreamRequest};
 use volo_core::service::Service;

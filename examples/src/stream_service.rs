@@ -4,7 +4,7 @@
 
 use std::time::Duration;
 
-use thrift_codec::Utf8Bytes;
+use thrift_wire::Utf8Bytes;
 use volo_core::client::{ClientContext, ClientRequest, ClientResponse, Error};
 use volo_core::context::ServerContext;
 use volo_core::server::{ServerError, StreamContext};

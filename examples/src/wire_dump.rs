@@ -6,8 +6,8 @@
 use std::io::Write;
 
 use clap::Parser;
-use thrift_codec::fixtures::echo::Request;
-use thrift_codec::{
+use thrift_wire::fixtures::echo::Request;
+use thrift_wire::{
     Binary, Codec, Compact, LinkBuffer, MessageHeader, MessageType, Protocol, Utf8Bytes,
 };
 

@@ -34,7 +34,7 @@ use examples::echo::{
 };
 use examples::echo_service::{ECHO_ERROR_CODE, Echo};
 use harness::{PythonServer, TempDir, rpc_py};
-use thrift_codec::Utf8Bytes;
+use thrift_wire::Utf8Bytes;
 use volo_core::client::{ClientConfig, ClientError};
 use volo_core::codec::{Framing, Protocol, theader};
 use volo_core::context::{Address, ServerContext};

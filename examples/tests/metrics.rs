@@ -11,7 +11,7 @@ use examples::echo::{
     EchoServiceClient, EchoServiceEchoArgs, EchoServiceEchoResult, EchoServiceServer, Ids, Request,
 };
 use examples::echo_service::Echo;
-use thrift_codec::{ApplicationException, ApplicationExceptionKind, Utf8Bytes};
+use thrift_wire::{ApplicationException, ApplicationExceptionKind, Utf8Bytes};
 use volo_core::client::retry::Backoff;
 use volo_core::client::{
     ClientBuilder, ClientConfig, ClientContext, ErrorKind, RetryPolicy, Untyped,

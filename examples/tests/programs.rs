@@ -506,7 +506,7 @@ fn idle_connections_to_a_killed_server_are_not_reused() {
 /// `n` echo calls to `addr`, each answered within 10 s.
 fn echo_calls(addr: std::net::SocketAddr, n: usize) {
     use examples::echo::{EchoServiceClient, Request};
-    use thrift_codec::Utf8Bytes;
+    use thrift_wire::Utf8Bytes;
     use volo_core::context::Address;
 
     let rt = tokio::runtime::Runtime::new().unwrap();

@@ -14,7 +14,7 @@ use std::time::Duration;
 use alloc_count::{CountingAlloc, allocations};
 use examples::echo::{EchoServiceEchoArgs, EchoServiceServer, Request};
 use examples::echo_service::Echo;
-use thrift_codec::{Binary, LinkBuffer, MessageHeader, MessageType, Utf8Bytes};
+use thrift_wire::{Binary, LinkBuffer, MessageHeader, MessageType, Utf8Bytes};
 use volo_core::codec::ttheader::{Header, int_key};
 use volo_core::codec::{Framing, Protocol, write_message};
 use volo_core::server::{Server, ServerConfig};

@@ -12,7 +12,7 @@ use examples::stream::{
 };
 use examples::stream_service::{ECHO_KEY, Streams};
 use futures_util::StreamExt;
-use thrift_codec::{ApplicationExceptionKind, Utf8Bytes};
+use thrift_wire::{ApplicationExceptionKind, Utf8Bytes};
 use volo_core::client::{ClientConfig, ClientContext};
 use volo_core::context::Address;
 use volo_core::server::Server;

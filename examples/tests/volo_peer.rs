@@ -6,7 +6,7 @@
 use std::time::Duration;
 
 use examples::echo::{EchoServiceClient, Request};
-use thrift_codec::Utf8Bytes;
+use thrift_wire::Utf8Bytes;
 use volo_core::client::{ClientConfig, ConnectionPool, WireFormat};
 use volo_core::codec::{Framing, Protocol};
 use volo_core::context::Address;

@@ -1,8 +1,8 @@
 //! thrift-dynamic's JSON -> Thrift transcoder on any text, as `Mixed`: `Ok` or a typed
 //! error, and what converts round-trips (see
-//! `thrift_codec_fuzz::transcode::fuzz_json_to_thrift`).
+//! `thrift_wire_fuzz::transcode::fuzz_json_to_thrift`).
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
 
-fuzz_target!(|data: &[u8]| thrift_codec_fuzz::transcode::fuzz_json_to_thrift(data));
+fuzz_target!(|data: &[u8]| thrift_wire_fuzz::transcode::fuzz_json_to_thrift(data));

@@ -1,8 +1,8 @@
 //! Any bytes as an Apache THeader frame: detection, frame cutting, the header and the
 //! bounded zlib transform, and the round trip of whatever decodes (see
-//! `thrift_codec_fuzz::theader::fuzz_theader`).
+//! `thrift_wire_fuzz::theader::fuzz_theader`).
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
 
-fuzz_target!(|data: &[u8]| thrift_codec_fuzz::theader::fuzz_theader(data));
+fuzz_target!(|data: &[u8]| thrift_wire_fuzz::theader::fuzz_theader(data));

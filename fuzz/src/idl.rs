@@ -2,15 +2,15 @@
 //! typed error or turned into Rust that parses. Parser, resolver and emitter must not
 //! panic, loop or overflow the stack on it.
 
-use codegen::ast::FileId;
-use codegen::resolve::{SourceFile, resolve};
+use thrift_codegen::ast::FileId;
+use thrift_codegen::resolve::{SourceFile, resolve};
 
 /// Runs the whole pipeline on `data` as one IDL file (includes name no other file, so
 /// they resolve to nothing) and checks that Rust that parses comes out when the IDL is
 /// accepted. Returns the generated source, if any.
 pub fn fuzz_idl(data: &[u8]) -> Option<String> {
     let source = std::str::from_utf8(data).ok()?;
-    let doc = codegen::parse(source, FileId(0), "fuzz.thrift").ok()?;
+    let doc = thrift_codegen::parse(source, FileId(0), "fuzz.thrift").ok()?;
     let file = SourceFile {
         id: FileId(0),
         display: "fuzz.thrift".into(),
@@ -19,7 +19,7 @@ pub fn fuzz_idl(data: &[u8]) -> Option<String> {
         includes: Vec::new(),
     };
     let model = resolve(&[file]).ok()?;
-    let rust = codegen::emit::emit(&model);
+    let rust = thrift_codegen::emit::emit(&model);
     if let Err(e) = syn::parse_file(&rust) {
         panic!("accepted IDL made Rust that does not parse ({e}):\n{source}\n---\n{rust}");
     }

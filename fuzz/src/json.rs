@@ -9,8 +9,8 @@
 //! whitespace) and finds the same end whether the bytes come at once or in pieces.
 
 use bytes::Bytes;
-use thrift_codec::protocol::json::{MessageScanner, message_len};
-use thrift_codec::{Codec, DecodeLimits, Decoder, Json, TType};
+use thrift_wire::protocol::json::{MessageScanner, message_len};
+use thrift_wire::{Codec, DecodeLimits, Decoder, Json, TType};
 
 use crate::{ALL_TYPES, Selector, Target, decode_in};
 
@@ -41,7 +41,7 @@ fn scan(codec: Codec<Json>, sel: Selector, input: &Bytes) {
         max_depth: if sel.shallow {
             4
         } else {
-            thrift_codec::DEFAULT_MAX_DEPTH
+            thrift_wire::DEFAULT_MAX_DEPTH
         },
         ..DecodeLimits::default()
     };
@@ -72,7 +72,7 @@ fn scan(codec: Codec<Json>, sel: Selector, input: &Bytes) {
     // A message the decoder takes is cut whole by the scanner.
     if sel.target == Target::CallRequest
         && codec
-            .decode_message::<thrift_codec::fixtures::echo::Request>(input.clone())
+            .decode_message::<thrift_wire::fixtures::echo::Request>(input.clone())
             .is_ok()
     {
         let n = match whole {
@@ -98,7 +98,7 @@ mod tests {
             let codec = sel.codec::<Json>();
             let ok = match sel.target {
                 Target::CallRequest => codec
-                    .decode_message::<thrift_codec::fixtures::echo::Request>(input)
+                    .decode_message::<thrift_wire::fixtures::echo::Request>(input)
                     .is_ok(),
                 _ => {
                     let mut d = codec.decoder(input).unwrap();

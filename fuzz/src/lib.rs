@@ -37,9 +37,9 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::fmt::Debug;
 
 use bytes::Bytes;
-use thrift_codec::fixtures::echo::{Ano, Ids, MyTest, Request};
-use thrift_codec::fixtures::mixed::Mixed;
-use thrift_codec::{
+use thrift_wire::fixtures::echo::{Ano, Ids, MyTest, Request};
+use thrift_wire::fixtures::mixed::Mixed;
+use thrift_wire::{
     ApplicationException, ApplicationExceptionKind, Binary, Codec, Compact, Decoder, Json,
     LinkBuffer, Message, MessageHeader, MessageType, Protocol, Sizer, TType, Utf8Bytes,
 };

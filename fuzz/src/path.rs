@@ -12,7 +12,7 @@
 //!
 //! Checked on every input: a path that parses prints back to text that parses to the
 //! same path; a path that resolves reads without panicking, and a value it finds lies
-//! inside the input; where thrift-codec decodes the bytes as a `Mixed`, the walk finds
+//! inside the input; where thrift-wire decodes the bytes as a `Mixed`, the walk finds
 //! them well-formed too; replacing a found value with its own bytes gives the input
 //! back unchanged; and where the input is a well-formed struct and a replacement with a
 //! new value succeeds, reading the path in its output gives that value.
@@ -21,10 +21,10 @@ use std::path::Path;
 use std::sync::OnceLock;
 
 use bytes::Bytes;
-use thrift_codec::fixtures::mixed::Mixed;
-use thrift_codec::{Binary, Codec, Compact, Decoder, TType};
 use thrift_dynamic::path::{FieldPath, NewValue, PathProtocol, ReadErrorKind, ResolvedPath};
 use thrift_dynamic::{Descriptor, StructId};
+use thrift_wire::fixtures::mixed::Mixed;
+use thrift_wire::{Binary, Codec, Compact, Decoder, TType};
 
 /// The paths an input's selector byte picks from: every field of `Mixed`, and into
 /// each kind of container.
@@ -59,7 +59,7 @@ pub const PATHS: [&str; 24] = [
 fn mixed() -> &'static (Descriptor, StructId) {
     static MIXED: OnceLock<(Descriptor, StructId)> = OnceLock::new();
     MIXED.get_or_init(|| {
-        let mut files = codegen::IdlFiles::new();
+        let mut files = thrift_codegen::IdlFiles::new();
         files.insert("mixed.thrift", include_str!("../../idl/mixed.thrift"));
         files.insert("echo.thrift", include_str!("../../idl/echo.thrift"));
         let d = Descriptor::from_memory(&files, &["mixed.thrift"], &[] as &[&Path])
@@ -114,7 +114,7 @@ fn walk<P: PathProtocol>(path: &ResolvedPath, input: &[u8]) {
     {
         assert!(
             !matches!(e.kind, ReadErrorKind::Wire(_)),
-            "thrift-codec decodes what the walk calls malformed: {e}"
+            "thrift-wire decodes what the walk calls malformed: {e}"
         );
     }
     let mut out = Vec::new();

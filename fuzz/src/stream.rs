@@ -12,7 +12,7 @@
 //! | 1   | tight limits: a 256-byte frame, a 64-byte header                        |
 
 use bytes::Bytes;
-use thrift_codec::{ApplicationException, ApplicationExceptionKind, Utf8Bytes};
+use thrift_wire::{ApplicationException, ApplicationExceptionKind, Utf8Bytes};
 use volo_core::codec::ttheader::HeaderLimits;
 use volo_core::stream::frame::{
     self, BizStatus, Frame, FrameKind, FrameLimits, exception_payload, read_exception,

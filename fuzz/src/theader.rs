@@ -13,7 +13,7 @@
 //! | 2   | tight limits: a 64-byte header, a 4 KiB payload (else 64 KiB, 1 MiB)    |
 
 use bytes::Bytes;
-use thrift_codec::{LinkBuffer, MessageHeader, MessageType, Utf8Bytes};
+use thrift_wire::{LinkBuffer, MessageHeader, MessageType, Utf8Bytes};
 use volo_core::codec::theader::{Header, HeaderLimits, transform};
 use volo_core::codec::{DETECT_LEN, FrameSplitter, Framing, Limits, Protocol, detect};
 
@@ -91,11 +91,11 @@ fn ping() -> Vec<u8> {
         seq_id: 7,
     };
     let mut buf = LinkBuffer::new();
-    let codec = thrift_codec::Codec::<thrift_codec::Binary>::new();
+    let codec = thrift_wire::Codec::<thrift_wire::Binary>::new();
     let n = codec
         .encode_message(
             &header,
-            &thrift_codec::fixtures::echo::Request::default(),
+            &thrift_wire::fixtures::echo::Request::default(),
             &mut buf,
         )
         .expect("small");

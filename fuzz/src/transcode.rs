@@ -6,7 +6,7 @@
 //!
 //! Checked on every input: the transcoder returns `Ok` or a typed error (never panics),
 //! and leaves its output buffer as it was on error, with a JSON offset inside the input.
-//! What converts must round-trip: JSON -> Thrift bytes that thrift-codec decodes as
+//! What converts must round-trip: JSON -> Thrift bytes that thrift-wire decodes as
 //! `Mixed`, and that go to JSON and back to the very same bytes; Thrift -> JSON text
 //! that goes to Thrift and back to the very same text.
 
@@ -14,9 +14,9 @@ use std::path::PathBuf;
 use std::sync::OnceLock;
 
 use bytes::Bytes;
-use thrift_codec::fixtures::mixed::Mixed;
-use thrift_codec::{Binary, Codec, Compact};
 use thrift_dynamic::{Descriptor, StructId, ThriftProtocol, json_to_thrift, thrift_to_json};
+use thrift_wire::fixtures::mixed::Mixed;
+use thrift_wire::{Binary, Codec, Compact};
 
 /// The descriptor of `idl/mixed.thrift` (read once) and its `Mixed`.
 fn mixed_desc() -> &'static (Descriptor, StructId) {

@@ -9,7 +9,7 @@
 //!     EchoError, EchoService, EchoServiceClient, EchoServiceEchoOrFailException,
 //!     EchoServiceServer, Ids, MyTest, Request, Response,
 //! };
-//! use thrift_codec::Utf8Bytes;
+//! use thrift_wire::Utf8Bytes;
 //! use volo_core::client::ClientError;
 //! use volo_core::context::ServerContext;
 //! use volo_core::server::{Server, ServerError};
@@ -57,11 +57,11 @@
 //! # }
 //! ```
 //!
-//! The build script runs `codegen::compile` on `idl/echo.thrift` and `idl/mixed.thrift`,
+//! The build script runs `thrift_codegen::compile` on `idl/echo.thrift` and `idl/mixed.thrift`,
 //! exactly as a user's would. Building this crate proves the output compiles cleanly
 //! under the workspace lints and clippy `-D warnings`; its tests prove the generated
 //! types put exactly the bytes of the hand-written reference types of
-//! `thrift_codec::fixtures` on the wire, in both protocols, and that the generated
+//! `thrift_wire::fixtures` on the wire, in both protocols, and that the generated
 //! service traits and dispatchers serve calls as the `Service` volo-core's server runs.
 #![forbid(unsafe_code)]
 #![allow(missing_docs, unreachable_pub)]

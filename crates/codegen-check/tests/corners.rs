@@ -6,8 +6,8 @@
 use std::collections::{BTreeMap, BTreeSet};
 
 use codegen_check::test_idls::corners;
-use thrift_codec::bytes::Bytes;
-use thrift_codec::{Binary, Codec, Compact, Utf8Bytes};
+use thrift_wire::bytes::Bytes;
+use thrift_wire::{Binary, Codec, Compact, Utf8Bytes};
 
 mod util;
 use util::{encode, round_trip};

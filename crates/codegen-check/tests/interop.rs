@@ -22,8 +22,8 @@ use std::collections::{BTreeMap, BTreeSet, HashSet};
 use std::fmt::Debug;
 
 use codegen_check::test_idls::{base, comments, includes, services, shapes};
-use thrift_codec::bytes::Bytes;
-use thrift_codec::{Binary, Codec, Compact, LinkBuffer, Message, Protocol, Utf8Bytes};
+use thrift_wire::bytes::Bytes;
+use thrift_wire::{Binary, Codec, Compact, LinkBuffer, Message, Protocol, Utf8Bytes};
 
 #[path = "../../../interop/harness.rs"]
 mod harness;

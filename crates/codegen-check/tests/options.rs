@@ -8,8 +8,8 @@ use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 
 use codegen_check::std_types::{echo as std_echo, mixed as std_mixed};
 use codegen_check::{echo, mixed};
-use thrift_codec::bytes::Bytes;
-use thrift_codec::{Binary, Codec, Compact, LinkBuffer, Message, Protocol};
+use thrift_wire::bytes::Bytes;
+use thrift_wire::{Binary, Codec, Compact, LinkBuffer, Message, Protocol};
 
 fn encode<P: Protocol, M: Message>(m: &M) -> Bytes {
     let codec = Codec::<P>::new();

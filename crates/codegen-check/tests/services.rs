@@ -16,8 +16,8 @@ use codegen_check::echo::{
     EchoServiceServer, Ids, MyTest, Request, Response,
 };
 use codegen_check::test_idls::{handlers, includes, services, shapes};
-use thrift_codec::bytes::Bytes;
-use thrift_codec::{
+use thrift_wire::bytes::Bytes;
+use thrift_wire::{
     ApplicationException, ApplicationExceptionKind, Binary, Codec, Compact, DecodeErrorKind,
     LinkBuffer, Message, Protocol, Utf8Bytes,
 };

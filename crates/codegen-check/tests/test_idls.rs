@@ -3,7 +3,7 @@
 //! exceptions and service args/results.
 
 use codegen_check::test_idls::{base, services, shapes};
-use thrift_codec::{Binary, Codec, DecodeErrorKind};
+use thrift_wire::{Binary, Codec, DecodeErrorKind};
 
 mod util;
 use util::{encode, round_trip};

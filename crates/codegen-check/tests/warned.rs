@@ -8,7 +8,7 @@ use codegen_check::warned::{
     lenient_constants, nonpositive_field_ids, required_cycles,
     struct_with_double_in_set as doubles,
 };
-use thrift_codec::Binary;
+use thrift_wire::Binary;
 
 mod util;
 use util::{encode, round_trip};

@@ -4,9 +4,9 @@
 use std::collections::{BTreeMap, BTreeSet};
 
 use codegen_check::{echo as generated, mixed as generated_mixed};
-use thrift_codec::bytes::Bytes;
-use thrift_codec::fixtures::{echo as reference, mixed as reference_mixed};
-use thrift_codec::{Binary, Codec, Compact, LinkBuffer, Message, Protocol, Utf8Bytes};
+use thrift_wire::bytes::Bytes;
+use thrift_wire::fixtures::{echo as reference, mixed as reference_mixed};
+use thrift_wire::{Binary, Codec, Compact, LinkBuffer, Message, Protocol, Utf8Bytes};
 
 fn encode<P: Protocol, M: Message>(m: &M) -> Bytes {
     let codec = Codec::<P>::new();

@@ -48,7 +48,7 @@ pub enum Error {
 /// ```no_run
 /// // build.rs
 /// fn main() -> Result<(), Box<dyn std::error::Error>> {
-///     codegen::compile(&["idl/echo.thrift"], &["idl"])?;
+///     thrift_codegen::compile(&["idl/echo.thrift"], &["idl"])?;
 ///     Ok(())
 /// }
 /// ```

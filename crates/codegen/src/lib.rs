@@ -8,7 +8,7 @@
 //! std::fs::write(&idl, "struct Greeting { 1: string text }\n\
 //!                       service Greeter { Greeting greet(1: string name) }\n")?;
 //!
-//! let rust = codegen::Builder::new().rerun_if_changed(false).generate(&[&idl])?;
+//! let rust = thrift_codegen::Builder::new().rerun_if_changed(false).generate(&[&idl])?;
 //! assert!(rust.contains("pub mod hello"));           // one module per IDL file
 //! assert!(rust.contains("pub struct Greeting"));     // the struct, with its codec
 //! assert!(rust.contains("pub trait Greeter"));       // the service, to implement
@@ -24,7 +24,7 @@
 //!
 //!    ```toml
 //!    [dependencies]
-//!    thrift-codec = { path = "../thrift-codec" }
+//!    thrift-wire = { path = "../thrift-codec" }
 //!    volo-core = { path = "../volo-core" }   # if the IDL has services
 //!
 //!    [build-dependencies]
@@ -36,18 +36,18 @@
 //!    ```no_run
 //!    // build.rs
 //!    fn main() -> Result<(), Box<dyn std::error::Error>> {
-//!        codegen::compile(&["idl/echo.thrift"], &["idl"])?;
+//!        thrift_codegen::compile(&["idl/echo.thrift"], &["idl"])?;
 //!        Ok(())
 //!    }
 //!    ```
 //!
 //! 3. Pull the generated code in (one module per IDL file, named after its stem) and use
-//!    it with a [`thrift_codec::Codec`](https://docs.rs/thrift-codec):
+//!    it with a [`thrift_wire::Codec`](https://docs.rs/thrift-wire):
 //!
 //!    ```ignore
 //!    include!(concat!(env!("OUT_DIR"), "/thrift_gen.rs"));
 //!
-//!    use thrift_codec::{Binary, Codec, LinkBuffer};
+//!    use thrift_wire::{Binary, Codec, LinkBuffer};
 //!
 //!    let req = echo::Request { action: "echo".into(), msg: "hello".into() };
 //!    let mut buf = LinkBuffer::new();
@@ -71,8 +71,8 @@
 //!   warnings are all one [`Diagnostic`] type, which prints as `file:line:col: message`
 //!   and tells errors from warnings by its [`Severity`];
 //! - the [`emit`]ter turns the model into one formatted Rust file whose types implement
-//!   `thrift_codec::Message` byte for byte like the hand-written reference types in
-//!   `thrift_codec::fixtures`;
+//!   `thrift_wire::Message` byte for byte like the hand-written reference types in
+//!   `thrift_wire::fixtures`;
 //! - [`compile`] and [`Builder`] write `$OUT_DIR/thrift_gen.rs`, only when its content
 //!   changes, and print `cargo:rerun-if-changed` for every IDL file read.
 //!

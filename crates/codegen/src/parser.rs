@@ -107,16 +107,16 @@ pub const MAX_NESTING: usize = 256;
 /// # Example
 ///
 /// ```
-/// use codegen::ast::{Definition, FileId};
+/// use thrift_codegen::ast::{Definition, FileId};
 ///
-/// let doc = codegen::parse("struct Point { 1: i32 x, 2: i32 y }", FileId(0), "point.thrift")?;
+/// let doc = thrift_codegen::parse("struct Point { 1: i32 x, 2: i32 y }", FileId(0), "point.thrift")?;
 /// let Definition::Struct(point) = &doc.definitions[0] else { unreachable!() };
 /// assert_eq!(point.name.name, "Point");
 /// assert_eq!(point.fields.len(), 2);
 ///
-/// let err = codegen::parse("struct Point { 1: }", FileId(0), "point.thrift").unwrap_err();
+/// let err = thrift_codegen::parse("struct Point { 1: }", FileId(0), "point.thrift").unwrap_err();
 /// assert_eq!(err.to_string(), "point.thrift:1:19: found '}', expected a field type");
-/// # Ok::<(), codegen::ParseError>(())
+/// # Ok::<(), thrift_codegen::ParseError>(())
 /// ```
 pub fn parse(source: &str, file: FileId, file_name: &str) -> Result<Document, ParseError> {
     Parser::new(source, file, file_name)?.document()

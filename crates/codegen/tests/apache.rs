@@ -7,7 +7,7 @@
 
 use std::path::PathBuf;
 
-use codegen::model::{Model, Value};
+use thrift_codegen::model::{Model, Value};
 
 mod support;
 use support::{find_const, find_struct};
@@ -36,7 +36,7 @@ fn model(files: &[&str]) -> Option<Model> {
         return None;
     }
     let paths: Vec<PathBuf> = files.iter().map(|f| dir.join(f)).collect();
-    let model = codegen::Builder::new()
+    let model = thrift_codegen::Builder::new()
         .rerun_if_changed(false)
         .include(&dir)
         .model(&paths)
@@ -81,7 +81,7 @@ fn a_default_naming_another_enums_value_is_read_as_apache_reads_it_with_a_warnin
         return;
     };
     let s = find_struct(&model, "enum_test", "MyStruct");
-    let me2 = codegen::model::TypePath {
+    let me2 = thrift_codegen::model::TypePath {
         module: "enum_test".into(),
         name: "MyEnum2".into(),
     };
@@ -171,7 +171,7 @@ fn reference_marked_fields_that_close_a_cycle_are_boxed() {
     let optional = |s: &str, f: &str| {
         let s = find_struct(&model, "recursive", s);
         s.fields.iter().find(|x| x.thrift_name == f).unwrap().req
-            == codegen::model::Requiredness::Optional
+            == thrift_codegen::model::Requiredness::Optional
     };
     assert!(optional("RecList", "nextitem") && optional("CoRec", "other"));
     assert!(!optional("CoRec2", "other") && !optional("RecList", "item"));
@@ -206,7 +206,7 @@ fn uuid_constants_are_written_as_strings_with_or_without_braces() {
 
 #[test]
 fn doubles_in_set_elements_and_map_keys_are_ordered_doubles() {
-    use codegen::model::Ty;
+    use thrift_codegen::model::Ty;
     let Some(model) = model(&["DebugProtoTest.thrift"]) else {
         return;
     };

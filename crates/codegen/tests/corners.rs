@@ -6,7 +6,7 @@
 
 use std::path::PathBuf;
 
-use codegen::model::{Item, Model, Requiredness, Ty, TypePath, Value};
+use thrift_codegen::model::{Item, Model, Requiredness, Ty, TypePath, Value};
 
 mod support;
 use support::{find_const, find_enum, find_struct};
@@ -17,7 +17,7 @@ fn model(dir: &str, files: &[&str]) -> Model {
         .join("tests")
         .join(dir);
     let paths: Vec<PathBuf> = files.iter().map(|f| dir.join(f)).collect();
-    codegen::Builder::new()
+    thrift_codegen::Builder::new()
         .rerun_if_changed(false)
         .cargo_warnings(false)
         .include(&dir)
@@ -272,14 +272,14 @@ fn fields_that_close_a_cycle_are_boxed_and_endless_ones_optional() {
 /// (which have no args or result structs to be called with).
 #[test]
 fn a_base_service_s_streams_are_not_inherited_as_calls() {
-    let mut files = codegen::IdlFiles::new();
+    let mut files = thrift_codegen::IdlFiles::new();
     files.insert(
         "idl/child.thrift",
         "struct M { 1: i32 n }\n\
          service Base { M get(1: M m), M up(1: M m) (streaming.mode = \"client\") }\n\
          service Child extends Base { M down(1: M m) (streaming.mode = \"server\") }",
     );
-    let model = codegen::Builder::new()
+    let model = thrift_codegen::Builder::new()
         .rerun_if_changed(false)
         .cargo_warnings(false)
         .model_in(&files, &["idl/child.thrift"])
@@ -304,9 +304,9 @@ fn a_base_service_s_streams_are_not_inherited_as_calls() {
 /// service's streams, each with its request and response structs and its mode.
 #[test]
 fn streaming_methods_are_streams_not_calls() {
-    use codegen::model::StreamingMode;
+    use thrift_codegen::model::StreamingMode;
     let idl = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../idl/stream.thrift");
-    let model = codegen::Builder::new()
+    let model = thrift_codegen::Builder::new()
         .rerun_if_changed(false)
         .cargo_warnings(false)
         .model(&[&idl])

@@ -3,15 +3,15 @@
 //! The resolver must produce exactly the hand-built model from the IDL files (its
 //! service included), and the generated code is checked in as
 //! `tests/golden/echo_mixed.rs` (and that of the test IDLs as `tests/golden/test_idls.rs`);
-//! `UPDATE_GOLDEN=1 cargo test -p codegen --test emit` rewrites it after a deliberate
+//! `UPDATE_GOLDEN=1 cargo test -p thrift-codegen --test emit` rewrites it after a deliberate
 //! change, otherwise a difference fails with the first differing lines. The
 //! `codegen-check` crate compiles the same output from its build script and tests it
-//! byte for byte against `thrift_codec::fixtures`.
+//! byte for byte against `thrift_wire::fixtures`.
 
 use std::path::PathBuf;
 
-use codegen::emit::GENERATED_HEADER;
-use codegen::model::{
+use thrift_codegen::emit::GENERATED_HEADER;
+use thrift_codegen::model::{
     FieldDef, Item, MethodDef, Model, Module, Requiredness, ServiceDef, StructDef, StructKind,
     ThrowDef, Ty, TypePath,
 };
@@ -147,8 +147,8 @@ fn idl_dir() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../idl")
 }
 
-fn builder() -> codegen::Builder {
-    let mut b = codegen::Builder::new();
+fn builder() -> thrift_codegen::Builder {
+    let mut b = thrift_codegen::Builder::new();
     b.rerun_if_changed(false).include(idl_dir());
     b
 }
@@ -476,7 +476,7 @@ fn builder_attributes_must_be_rust_attributes() {
         let mut b = builder();
         b.type_attribute(".", bad);
         match b.generate(&[&idl]) {
-            Err(codegen::Error::Attribute { path, attribute }) => {
+            Err(thrift_codegen::Error::Attribute { path, attribute }) => {
                 assert_eq!((path.as_str(), attribute.as_str()), (".", bad.trim()));
             }
             other => panic!("{bad:?} was accepted: {:?}", other.map(|s| s.len())),
@@ -485,7 +485,7 @@ fn builder_attributes_must_be_rust_attributes() {
         b.field_attribute("echo.Request.msg", bad);
         assert!(matches!(
             b.generate(&[&idl]),
-            Err(codegen::Error::Attribute { .. })
+            Err(thrift_codegen::Error::Attribute { .. })
         ));
     }
     // Several attributes in one string are fine, and land on what the path selects only.
@@ -514,18 +514,18 @@ fn text_rustc_refuses_in_comments_is_kept_out_of_doc_comments() {
             name: "m".into(),
             items: vec![
                 Item::Struct(s),
-                Item::Const(codegen::model::ConstDef {
+                Item::Const(thrift_codegen::model::ConstDef {
                     thrift_name: "tricky".into(),
                     name: "TRICKY".into(),
                     ty: Ty::String,
-                    value: codegen::model::Value::Str(tricky.into()),
+                    value: thrift_codegen::model::Value::Str(tricky.into()),
                     doc: None,
                 }),
             ],
         }],
         warnings: Vec::new(),
     };
-    let out = codegen::emit::emit(&model);
+    let out = thrift_codegen::emit::emit(&model);
     syn::parse_file(&out).unwrap_or_else(|e| panic!("{e}\n{out}"));
     assert!(
         !out.contains(['\u{202E}', '\u{2066}', '\r']),
@@ -558,7 +558,7 @@ fn idl_docs_are_plain_text_to_rustdoc() {
         }],
         warnings: Vec::new(),
     };
-    let out = codegen::emit::emit(&model);
+    let out = thrift_codegen::emit::emit(&model);
     for expected in [
         r"/// @param set\<i32\> thing - see \[1, 2\]",
         r"/// \`\`\`",

@@ -7,12 +7,12 @@ use std::fmt::Write as _;
 use std::fs;
 use std::path::{Path, PathBuf};
 
-use codegen::ast::{
+use thrift_codegen::ast::{
     Annotation, BaseType, Const, ConstValue, ConstValueKind, Definition, Document, Enum, Field,
     FieldType, FieldTypeKind, FileId, Function, Header, Requiredness, Service, Span, StructKind,
     StructLike, Typedef,
 };
-use codegen::{MAX_NESTING, ParseError, ParseErrorKind, parse};
+use thrift_codegen::{MAX_NESTING, ParseError, ParseErrorKind, parse};
 
 // ---- helpers ---------------------------------------------------------------------------
 
@@ -713,7 +713,7 @@ fn services_thrift() {
     let get = function(store, "get");
     assert_eq!(
         get.returns.as_ref().map(|t| &t.kind),
-        Some(&FieldTypeKind::Named(codegen::ast::Ident {
+        Some(&FieldTypeKind::Named(thrift_codegen::ast::Ident {
             name: "shapes.Shape".into(),
             span: span(15, 5)
         }))

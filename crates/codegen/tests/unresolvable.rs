@@ -28,8 +28,8 @@ fn cases(dir: &str, ext: &str) -> Vec<(PathBuf, String)> {
         .collect()
 }
 
-fn builder() -> codegen::Builder {
-    let mut b = codegen::Builder::new();
+fn builder() -> thrift_codegen::Builder {
+    let mut b = thrift_codegen::Builder::new();
     b.rerun_if_changed(false).cargo_warnings(false);
     b
 }
@@ -59,7 +59,7 @@ fn every_warned_idl_compiles_with_its_warnings() {
     for (idl, want) in cases {
         let got = match builder().model(&[&idl]) {
             Ok(model) => {
-                let out = codegen::emit::emit(&model);
+                let out = thrift_codegen::emit::emit(&model);
                 if let Err(e) = syn::parse_file(&out) {
                     failures.push(format!("{}: output does not parse: {e}", idl.display()));
                 }

@@ -10,7 +10,7 @@ use std::time::Instant;
 
 use bytes::Bytes;
 use mio::Token;
-use thrift_codec::LinkBuffer;
+use thrift_wire::LinkBuffer;
 
 use crate::conn_state::{ConnState, Env, Served};
 use crate::handler::Handler;

@@ -21,7 +21,7 @@ use std::task::{Context, Poll, Waker};
 use std::time::Instant;
 
 use bytes::{Buf, Bytes};
-use thrift_codec::LinkBuffer;
+use thrift_wire::LinkBuffer;
 
 use crate::config::Config;
 use crate::handler::{Handler, Io};

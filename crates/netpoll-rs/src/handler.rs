@@ -34,7 +34,7 @@
 use std::io;
 use std::time::Instant;
 
-use thrift_codec::LinkBuffer;
+use thrift_wire::LinkBuffer;
 
 /// Serves a connection from the poller (see [`Connection::serve_inline`]).
 ///

@@ -1,6 +1,6 @@
 //! A mio epoll reactor in the manner of Kitex's Netpoll.
 //!
-//! Poller threads read sockets into [`LinkBuffer`](thrift_codec::LinkBuffer) chains
+//! Poller threads read sockets into [`LinkBuffer`](thrift_wire::LinkBuffer) chains
 //! and write them with vectored sends; tokio tasks await whole frames and flushes.
 //! An echo of one length-prefixed frame over loopback, server and client on one
 //! reactor:
@@ -13,7 +13,7 @@
 //! # #[tokio::main(flavor = "current_thread")]
 //! # async fn main() -> std::io::Result<()> {
 //! // Frames are a 4-byte big-endian length and that many bytes.
-//! fn frame_len(b: &mut thrift_codec::LinkBuffer) -> std::io::Result<Option<usize>> {
+//! fn frame_len(b: &mut thrift_wire::LinkBuffer) -> std::io::Result<Option<usize>> {
 //!     Ok(b.peek(4).map(|h| 4 + u32::from_be_bytes([h[0], h[1], h[2], h[3]]) as usize))
 //! }
 //!
@@ -57,7 +57,7 @@
 //!   `adaptive_spin` off it spins for the whole [`Config::spin`] (50 µs) after every
 //!   burst: the lowest latency at low load, for up to a whole core of CPU.
 //! - **Reads** happen on the poller thread, into the connection's input
-//!   [`LinkBuffer`](thrift_codec::LinkBuffer), at most [`Config::reads_per_turn`] per
+//!   [`LinkBuffer`](thrift_wire::LinkBuffer), at most [`Config::reads_per_turn`] per
 //!   event (the rest on the next turn, for fairness). Readiness is edge-triggered and
 //!   tracked in user space. Above [`Config::input_high_water`] unconsumed bytes the
 //!   connection stops reading until the consumer takes some, so a slow handler cannot
@@ -141,7 +141,7 @@
 //!     let conn = listener.accept().await?;
 //!     tokio::spawn(async move {
 //!         // Frames are a 4-byte big-endian length and that many bytes.
-//!         let len = |b: &mut thrift_codec::LinkBuffer| {
+//!         let len = |b: &mut thrift_wire::LinkBuffer| {
 //!             Ok(b.peek(4).map(|h| 4 + u32::from_be_bytes([h[0], h[1], h[2], h[3]]) as usize))
 //!         };
 //!         while let Ok(Some(frame)) = conn.read_frame(len).await {

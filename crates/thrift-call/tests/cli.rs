@@ -12,7 +12,7 @@ mod support;
 use examples::echo::EchoServiceServer;
 use examples::echo_service::{ECHO_ERROR_CODE, Echo};
 use support::{closed_port, loopback, offline, served, thrift_call};
-use thrift_codec::{ApplicationException, ApplicationExceptionKind};
+use thrift_wire::{ApplicationException, ApplicationExceptionKind};
 use volo_core::context::{Address, ServerContext};
 use volo_core::server::{DispatchError, Multiplex, Server, ServerConfig, ServerRequest};
 use volo_core::service::{Service, layer_fn};

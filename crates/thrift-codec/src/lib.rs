@@ -2,11 +2,11 @@
 //! and for input nobody vouches for.
 //!
 //! A value encoded in the Binary protocol and decoded back (`fixtures` holds
-//! hand-written types of the kind `codegen` generates):
+//! hand-written types of the kind `thrift-codegen` generates):
 //!
 //! ```
-//! use thrift_codec::fixtures::echo::Request;
-//! use thrift_codec::{Binary, Codec, Compact, LinkBuffer, Utf8Bytes};
+//! use thrift_wire::fixtures::echo::Request;
+//! use thrift_wire::{Binary, Codec, Compact, LinkBuffer, Utf8Bytes};
 //!
 //! let req = Request {
 //!     action: Utf8Bytes::from_static("echo"),

@@ -26,7 +26,7 @@ use bytes::{Buf, BufMut, Bytes, BytesMut};
 ///
 /// ```
 /// use bytes::{Buf, Bytes};
-/// use thrift_codec::LinkBuffer;
+/// use thrift_wire::LinkBuffer;
 ///
 /// let mut buf = LinkBuffer::new();
 /// buf.write(b"head");

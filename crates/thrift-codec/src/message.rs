@@ -61,8 +61,8 @@ pub struct MessageHeader {
 ///
 /// ```
 /// use bytes::Bytes;
-/// use thrift_codec::{Binary, Codec, LinkBuffer, Message, TType};
-/// use thrift_codec::{DecodeError, Decoder, Encoder, Sizer};
+/// use thrift_wire::{Binary, Codec, LinkBuffer, Message, TType};
+/// use thrift_wire::{DecodeError, Decoder, Encoder, Sizer};
 ///
 /// // A one-field struct, written by hand as generated code would be.
 /// #[derive(Debug, PartialEq)]

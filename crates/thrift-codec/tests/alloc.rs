@@ -9,8 +9,8 @@ mod util;
 use std::alloc::{GlobalAlloc, Layout, System};
 use std::cell::Cell;
 
-use thrift_codec::fixtures::echo::Request;
-use thrift_codec::{Binary, Codec, Compact, LinkBuffer, Message, Protocol};
+use thrift_wire::fixtures::echo::Request;
+use thrift_wire::{Binary, Codec, Compact, LinkBuffer, Message, Protocol};
 
 struct Counting;
 

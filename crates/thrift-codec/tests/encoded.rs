@@ -4,8 +4,8 @@
 //! is its reverse: a value read out of a message is the bytes it has encoded alone.
 
 use bytes::Bytes;
-use thrift_codec::fixtures::echo::Request;
-use thrift_codec::{
+use thrift_wire::fixtures::echo::Request;
+use thrift_wire::{
     Binary, Codec, Compact, DecodeErrorKind, Decoder, Encoder, Json, LinkBuffer, Message, Protocol,
     Sizer, TType,
 };

@@ -15,8 +15,8 @@ mod util;
 use std::path::PathBuf;
 
 use bytes::Bytes;
-use thrift_codec::fixtures::echo::{Ano, EchoError, Ids, MyTest, Request, Response};
-use thrift_codec::{
+use thrift_wire::fixtures::echo::{Ano, EchoError, Ids, MyTest, Request, Response};
+use thrift_wire::{
     ApplicationException, ApplicationExceptionKind, Binary, Codec, Compact, Json, LinkBuffer,
     Message, MessageHeader, MessageType, Protocol, TType, Utf8Bytes,
 };
@@ -120,7 +120,7 @@ fn compact_bool_fields_fold_into_the_header() {
 struct Sparse(i32, i32, i32);
 
 impl Message for Sparse {
-    fn size<S: thrift_codec::Sizer>(&self, s: &mut S) -> usize {
+    fn size<S: thrift_wire::Sizer>(&self, s: &mut S) -> usize {
         let saved = s.struct_begin();
         s.field_begin_len(TType::I32, 1)
             + s.i32_len(self.0)
@@ -130,7 +130,7 @@ impl Message for Sparse {
             + s.i32_len(self.2)
             + s.struct_end_len(saved)
     }
-    fn encode<E: thrift_codec::Encoder>(&self, e: &mut E) {
+    fn encode<E: thrift_wire::Encoder>(&self, e: &mut E) {
         let saved = e.write_struct_begin();
         for (id, v) in [(1, self.0), (20, self.1), (-3, self.2)] {
             e.write_field_begin(TType::I32, id);
@@ -138,7 +138,7 @@ impl Message for Sparse {
         }
         e.write_struct_end(saved);
     }
-    fn decode<D: thrift_codec::Decoder>(d: &mut D) -> Result<Self, thrift_codec::DecodeError> {
+    fn decode<D: thrift_wire::Decoder>(d: &mut D) -> Result<Self, thrift_wire::DecodeError> {
         let saved = d.read_struct_begin()?;
         let mut out = Sparse(0, 0, 0);
         loop {
@@ -175,21 +175,21 @@ struct Tagged {
 }
 
 impl Message for Tagged {
-    fn size<S: thrift_codec::Sizer>(&self, s: &mut S) -> usize {
+    fn size<S: thrift_wire::Sizer>(&self, s: &mut S) -> usize {
         let saved = s.struct_begin();
         s.field_begin_len(TType::Uuid, 1)
             + s.uuid_len()
             + s.bool_field_len(2)
             + s.struct_end_len(saved)
     }
-    fn encode<E: thrift_codec::Encoder>(&self, e: &mut E) {
+    fn encode<E: thrift_wire::Encoder>(&self, e: &mut E) {
         let saved = e.write_struct_begin();
         e.write_field_begin(TType::Uuid, 1);
         e.write_uuid(&self.id);
         e.write_bool_field(2, self.ok);
         e.write_struct_end(saved);
     }
-    fn decode<D: thrift_codec::Decoder>(d: &mut D) -> Result<Self, thrift_codec::DecodeError> {
+    fn decode<D: thrift_wire::Decoder>(d: &mut D) -> Result<Self, thrift_wire::DecodeError> {
         let saved = d.read_struct_begin()?;
         let mut out = Tagged {
             id: [0; 16],

@@ -8,10 +8,10 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use thrift_codec::bytes::Bytes;
-use thrift_codec::fixtures::echo::{Ano, EchoError, Ids, MyTest, Request, Response};
-use thrift_codec::fixtures::mixed::Mixed;
-use thrift_codec::{
+use thrift_wire::bytes::Bytes;
+use thrift_wire::fixtures::echo::{Ano, EchoError, Ids, MyTest, Request, Response};
+use thrift_wire::fixtures::mixed::Mixed;
+use thrift_wire::{
     ApplicationException, ApplicationExceptionKind, Binary, Codec, Compact, DecodeError,
     DecodeErrorKind, Decoder, LinkBuffer, Message, MessageHeader, MessageType, Protocol, TType,
     Utf8Bytes,
@@ -47,7 +47,7 @@ struct Opts {
 impl Default for Opts {
     fn default() -> Self {
         Opts {
-            max_depth: thrift_codec::DEFAULT_MAX_DEPTH,
+            max_depth: thrift_wire::DEFAULT_MAX_DEPTH,
             max_size: i32::MAX as usize,
             non_strict: false,
         }

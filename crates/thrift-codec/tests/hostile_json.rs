@@ -14,10 +14,10 @@ use bytes::Bytes;
 use support::{
     Rng, allocation_budget, assert_fails, assert_length_refused, err, largest_allocation, mutate,
 };
-use thrift_codec::fixtures::echo::{Ano, EchoError, Ids, MyTest, Request, Response};
-use thrift_codec::fixtures::mixed::Mixed;
-use thrift_codec::protocol::json::message_len;
-use thrift_codec::{
+use thrift_wire::fixtures::echo::{Ano, EchoError, Ids, MyTest, Request, Response};
+use thrift_wire::fixtures::mixed::Mixed;
+use thrift_wire::protocol::json::message_len;
+use thrift_wire::{
     ApplicationException, ApplicationExceptionKind, Codec, DecodeError, DecodeErrorKind,
     DecodeLimits, Decoder, Json, LinkBuffer, Message, MessageHeader, MessageType, TType, Utf8Bytes,
 };

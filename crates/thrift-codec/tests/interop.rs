@@ -6,17 +6,17 @@
 //! (strict), Compact and JSON protocols. This test builds the same values by case name
 //! ([`case`]) from the hand-written reference types and checks, in every protocol:
 //!
-//! 1. Apache → thrift-codec: thrift-codec decodes Apache's bytes to the expected value
+//! 1. Apache → thrift-wire: thrift-wire decodes Apache's bytes to the expected value
 //!    (doubles compared by bit pattern) and, where the bytes are canonical (`exact`),
 //!    re-encodes them byte for byte. Non-strict Binary message headers decode when
 //!    accepted and are rejected by default. Every `Mixed` also decodes as an `Ano`, which
 //!    skips fields 2 to 13 (every wire type).
-//! 2. thrift-codec → Apache: the test writes its own encodings to a file and runs
+//! 2. thrift-wire → Apache: the test writes its own encodings to a file and runs
 //!    `apache.py check`, which decodes them with Apache's pure-Python and C-accelerated
 //!    protocols and compares them with its values.
 //!
 //! In JSON, "exact" is narrower (Python pads base64 and writes control bytes raw, which
-//! thrift-codec, like Apache's C++ and Java, does not), NaNs compare equal whatever their
+//! thrift-wire, like Apache's C++ and Java, does not), NaNs compare equal whatever their
 //! bits (JSON has one `"NaN"`), and Python's encodings of values with NaNs or infinities
 //! (bare `nan`/`inf`, not JSON) must be refused.
 //!
@@ -28,9 +28,9 @@ use std::collections::{BTreeMap, BTreeSet, HashSet};
 use std::fmt::Debug;
 
 use bytes::Bytes;
-use thrift_codec::fixtures::echo::{Ano, EchoError, Ids, MyTest, Request, Response};
-use thrift_codec::fixtures::mixed::Mixed;
-use thrift_codec::{
+use thrift_wire::fixtures::echo::{Ano, EchoError, Ids, MyTest, Request, Response};
+use thrift_wire::fixtures::mixed::Mixed;
+use thrift_wire::{
     ApplicationException, ApplicationExceptionKind, Binary, Codec, Compact, DecodeError,
     DecodeErrorKind, Json, LinkBuffer, Message, MessageHeader, MessageType, Protocol, Utf8Bytes,
 };
@@ -211,7 +211,7 @@ fn app_ex(id: i32, message: &str) -> ApplicationException {
     ApplicationException::new(ApplicationExceptionKind::from_id(id), text(message))
 }
 
-/// The value of case `name`, as thrift-codec holds it.
+/// The value of case `name`, as thrift-wire holds it.
 fn case(name: &str) -> Option<Case> {
     use Body as B;
     let plain = |body| {
@@ -749,7 +749,7 @@ fn check_apache_bytes<P: Protocol>(
             )),
         };
     }
-    let (header, body) = decoded.map_err(|e| format!("thrift-codec failed to decode it: {e}"))?;
+    let (header, body) = decoded.map_err(|e| format!("thrift-wire failed to decode it: {e}"))?;
     eq("header", &case.header, &header)?;
     same(&case.body, &body)?;
     if let Body::Mixed(m) = &case.body {
@@ -809,7 +809,7 @@ fn check_apache_line(line: &str, seen: &mut HashSet<(String, String)>) -> Result
         }
         "binary-nonstrict" => {
             // An old-style header (no version word): rejected by default, read when
-            // accepted; thrift-codec always writes strict headers, so no re-encoding.
+            // accepted; thrift-wire always writes strict headers, so no re-encoding.
             match decode(
                 &Codec::<Binary>::new(),
                 &case,
@@ -835,7 +835,7 @@ fn apache_thrift_interop() {
     }
     run_interop_in(
         "apache.py",
-        "thrift-codec",
+        "thrift-wire",
         &["binary", "compact", "json"],
         CASES,
         check_apache_line,

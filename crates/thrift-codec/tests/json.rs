@@ -13,11 +13,11 @@ use std::collections::{BTreeMap, BTreeSet};
 use bytes::Bytes;
 use proptest::collection::{btree_map, btree_set, vec};
 use proptest::prelude::*;
-use thrift_codec::fixtures::echo::{Ano, EchoError, Ids, MyTest, Request, Response};
-use thrift_codec::fixtures::mixed::Mixed;
-use thrift_codec::protocol::json::{MessageScanner, message_len};
-use thrift_codec::wire::{Wire, read_field};
-use thrift_codec::{
+use thrift_wire::fixtures::echo::{Ano, EchoError, Ids, MyTest, Request, Response};
+use thrift_wire::fixtures::mixed::Mixed;
+use thrift_wire::protocol::json::{MessageScanner, message_len};
+use thrift_wire::wire::{Wire, read_field};
+use thrift_wire::{
     ApplicationException, ApplicationExceptionKind, Codec, DecodeError, DecodeErrorKind,
     DecodeLimits, Decoder, Encoder, Json, LinkBuffer, Message, MessageHeader, MessageType, Sizer,
     TType, Utf8Bytes,
@@ -97,7 +97,7 @@ impl Message for Point {
     }
 }
 
-thrift_codec::impl_wire_for_message!(Point);
+thrift_wire::impl_wire_for_message!(Point);
 
 /// Every wire type, in fields, list elements, map keys and map values. Field 17 is a
 /// `map<double, i32>` written by hand (a Rust map cannot be keyed by `f64`).
@@ -205,7 +205,7 @@ impl Message for Every {
                 (15, TType::List) => o.sets = read_field(d, EVERY, "sets")?,
                 (16, TType::List) => o.doubles = read_field(d, EVERY, "doubles")?,
                 (17, TType::Map) => {
-                    o.by_double = thrift_codec::protocol::read_map(
+                    o.by_double = thrift_wire::protocol::read_map(
                         d,
                         TType::Double,
                         TType::I32,

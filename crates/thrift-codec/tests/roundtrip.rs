@@ -6,9 +6,9 @@ mod util;
 use bytes::Bytes;
 use proptest::collection::{btree_map, btree_set, vec};
 use proptest::prelude::*;
-use thrift_codec::fixtures::echo::{Ano, EchoError, Ids, MyTest, Request};
-use thrift_codec::fixtures::mixed::Mixed;
-use thrift_codec::{
+use thrift_wire::fixtures::echo::{Ano, EchoError, Ids, MyTest, Request};
+use thrift_wire::fixtures::mixed::Mixed;
+use thrift_wire::{
     ApplicationException, ApplicationExceptionKind, Binary, Codec, Compact, Json, LinkBuffer,
     Message, MessageHeader, MessageType, Protocol, Sizer, Utf8Bytes,
 };
@@ -239,7 +239,7 @@ fn encoding_too_large_a_value_is_refused_before_writing() {
         .unwrap_err();
     assert!(matches!(
         err,
-        thrift_codec::EncodeError::SizeLimitExceeded { limit: 100, .. }
+        thrift_wire::EncodeError::SizeLimitExceeded { limit: 100, .. }
     ));
     assert!(buf.is_empty());
 }

@@ -1,10 +1,10 @@
-//! Property tests for `thrift_codec::simd`: every path (dispatching, scalar, AVX2 when the CPU
+//! Property tests for `thrift_wire::simd`: every path (dispatching, scalar, AVX2 when the CPU
 //! has it) produces the obvious big-endian encoding, appends after existing content, and
 //! decodes back to the original values, for any length and any alignment of the input.
 
 use bytes::BytesMut;
 use proptest::prelude::*;
-use thrift_codec::simd::{self, avx2, scalar};
+use thrift_wire::simd::{self, avx2, scalar};
 
 /// Longest list generated.
 const MAX_LEN: usize = 10_000;

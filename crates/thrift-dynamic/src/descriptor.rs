@@ -6,8 +6,8 @@ use std::fmt;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use codegen::model::{self, Item, Model, TypePath};
-use thrift_codec::TType;
+use thrift_codegen::model::{self, Item, Model, TypePath};
+use thrift_wire::TType;
 
 use crate::error::LoadError;
 
@@ -103,10 +103,10 @@ impl Ty {
 }
 
 /// Which of the three struct-like kinds a [`StructDesc`] is.
-pub use codegen::model::StructKind as Kind;
+pub use thrift_codegen::model::StructKind as Kind;
 
 /// Requiredness, with the usual Thrift meaning.
-pub use codegen::model::Requiredness;
+pub use thrift_codegen::model::Requiredness;
 
 /// A struct, union or exception.
 #[derive(Debug, Clone)]
@@ -357,7 +357,7 @@ impl Descriptor {
     /// Reads IDL held in memory: `idls` are paths among `files`, includes are looked
     /// up among them too (next to the including file, then in `includes`).
     pub fn from_memory(
-        files: &codegen::IdlFiles,
+        files: &thrift_codegen::IdlFiles,
         idls: &[impl AsRef<Path>],
         includes: &[impl AsRef<Path>],
     ) -> Result<Self, LoadError> {
@@ -368,7 +368,7 @@ impl Descriptor {
     /// One IDL file's text, named `name` (its stem names its types, as a file's would),
     /// including nothing.
     pub fn from_text(name: &str, text: &str) -> Result<Self, LoadError> {
-        let mut files = codegen::IdlFiles::new();
+        let mut files = thrift_codegen::IdlFiles::new();
         files.insert(name, text);
         Self::from_memory(&files, &[name], &[] as &[&Path])
     }
@@ -449,8 +449,8 @@ impl fmt::Debug for Descriptor {
 }
 
 /// A builder that reads IDL as codegen does, printing nothing for cargo.
-fn builder(includes: &[impl AsRef<Path>]) -> codegen::Builder {
-    let mut b = codegen::Builder::new();
+fn builder(includes: &[impl AsRef<Path>]) -> thrift_codegen::Builder {
+    let mut b = thrift_codegen::Builder::new();
     b.rerun_if_changed(false).cargo_warnings(false);
     for dir in includes {
         b.include(dir.as_ref());

@@ -1,6 +1,6 @@
 //! Why IDL could not be read into a descriptor.
 
-use codegen::model::TypePath;
+use thrift_codegen::model::TypePath;
 
 /// Why IDL could not be read into a [`Descriptor`](crate::Descriptor).
 #[derive(Debug, thiserror::Error)]
@@ -9,7 +9,7 @@ pub enum LoadError {
     /// A file could not be read, is not valid Thrift, or means something impossible
     /// (codegen's error, with the file, line and column where it has them).
     #[error(transparent)]
-    Idl(#[from] codegen::Error),
+    Idl(#[from] thrift_codegen::Error),
     /// The resolved model names a type it does not define: a defect of the resolver,
     /// reported rather than trusted.
     #[error("the IDL model names {0}, which it does not define")]

@@ -172,7 +172,7 @@ fn stamp(path: &Path) -> Stamp {
     let meta = std::fs::metadata(path).ok()?;
     let len = meta.len();
     let modified = meta.modified().ok();
-    if len > codegen::MAX_IDL_FILE {
+    if len > thrift_codegen::MAX_IDL_FILE {
         // Not read: the load refuses it anyway.
         return Some((len, modified, 0));
     }

@@ -14,13 +14,13 @@
 //! [`Bytes`], both slices of the input when decoded.
 
 use bytes::Bytes;
-use thrift_codec::{
+use thrift_wire::{
     Codec, DecodeError, Decoder, Encoder, LinkBuffer, Protocol, Sizer, TType, Utf8Bytes,
 };
 
 use crate::descriptor::{Descriptor, Kind, Requiredness, StructDesc, StructId, Ty};
 
-/// Deepest nesting of structs and containers a value may have, as thrift-codec's
+/// Deepest nesting of structs and containers a value may have, as thrift-wire's
 /// decoder allows by default.
 pub const MAX_DEPTH: usize = 64;
 

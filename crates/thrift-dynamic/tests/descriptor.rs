@@ -4,9 +4,9 @@
 
 use std::path::PathBuf;
 
-use codegen::IdlFiles;
-use thrift_codec::TType;
+use thrift_codegen::IdlFiles;
 use thrift_dynamic::{Descriptor, Kind, Literal, LoadError, Requiredness, StreamingMode, Ty};
+use thrift_wire::TType;
 
 fn echo_idl() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../idl/echo.thrift")

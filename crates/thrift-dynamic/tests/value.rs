@@ -6,11 +6,11 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::path::PathBuf;
 
 use bytes::Bytes;
-use thrift_codec::fixtures::echo::{Ids, Request};
-use thrift_codec::fixtures::mixed::Mixed;
-use thrift_codec::{Binary, Codec, Compact, Json, LinkBuffer, Message, Protocol, Utf8Bytes};
 use thrift_dynamic::value::{StructValue, Value, ValueError, decode_struct, encode_struct};
 use thrift_dynamic::{Descriptor, StructId};
+use thrift_wire::fixtures::echo::{Ids, Request};
+use thrift_wire::fixtures::mixed::Mixed;
+use thrift_wire::{Binary, Codec, Compact, Json, LinkBuffer, Message, Protocol, Utf8Bytes};
 
 fn descriptor() -> Descriptor {
     let idl = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../idl");
@@ -173,7 +173,7 @@ fn bytes_that_are_not_the_struct_are_typed_errors() {
     let partial = StructValue::new().with(1, s("echo"));
     let mut buf = LinkBuffer::new();
     {
-        use thrift_codec::{Encoder, TType};
+        use thrift_wire::{Encoder, TType};
         buf.reserve(64);
         let mut e = Codec::<Binary>::new().encoder(&mut buf);
         let saved = e.write_struct_begin();
@@ -220,8 +220,8 @@ fn unknown_and_mistyped_fields_are_skipped() {
 /// call's arguments) gives the bytes `encode_struct` gives.
 #[test]
 fn a_checked_value_writes_in_the_protocol_it_is_given() {
-    use thrift_codec::Sizer;
     use thrift_dynamic::value::Checked;
+    use thrift_wire::Sizer;
 
     fn write<P: Protocol>(c: &Checked) -> Bytes {
         let codec = Codec::<P>::new();

@@ -3,9 +3,9 @@
 use std::sync::Arc;
 
 use bytes::Bytes;
-use thrift_codec::{Binary, Compact, Encoder, Json, LinkBuffer, MessageHeader, Sizer, Utf8Bytes};
 use thrift_dynamic::value::{self, Checked, StructValue, Value, ValueError};
 use thrift_dynamic::{Descriptor, IdlProvider, MethodDesc, StructId, ThriftProtocol};
+use thrift_wire::{Binary, Compact, Encoder, Json, LinkBuffer, MessageHeader, Sizer, Utf8Bytes};
 use volo_core::client::{Client, ClientContext, ClientRequest, ClientResponse, Error, MethodName};
 use volo_core::codec::{Body, Encoded, ErasedBody, FrameError, FrameOut, Protocol};
 use volo_core::service::Service;

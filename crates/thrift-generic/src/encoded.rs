@@ -3,7 +3,7 @@
 //! turned back into JSON).
 
 use bytes::Bytes;
-use thrift_codec::{DecodeError, Decoder, Encoder, Message, Sizer, TType};
+use thrift_wire::{DecodeError, Decoder, Encoder, Message, Sizer, TType};
 
 /// One struct as its encoded bytes, in the protocol of the codec that carries it: a
 /// [`Message`] whose encoding writes the bytes as they are (a buffer node of their
@@ -33,8 +33,8 @@ impl Message for EncodedStruct {
 
 #[cfg(test)]
 mod tests {
-    use thrift_codec::fixtures::echo::Request;
-    use thrift_codec::{Binary, Codec, LinkBuffer};
+    use thrift_wire::fixtures::echo::Request;
+    use thrift_wire::{Binary, Codec, LinkBuffer};
 
     use super::*;
 

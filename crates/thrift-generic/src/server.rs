@@ -6,12 +6,12 @@ use std::future::Future;
 use std::sync::Arc;
 
 use bytes::Bytes;
-use thrift_codec::{
+use thrift_dynamic::value::{self, Checked, StructValue, Value};
+use thrift_dynamic::{Descriptor, MethodDesc, StructId, ThriftProtocol};
+use thrift_wire::{
     ApplicationException, ApplicationExceptionKind, Binary, Compact, Encoder, Json, Sizer,
     Utf8Bytes,
 };
-use thrift_dynamic::value::{self, Checked, StructValue, Value};
-use thrift_dynamic::{Descriptor, MethodDesc, StructId, ThriftProtocol};
 use volo_core::codec::{Body, Protocol};
 use volo_core::context::ServerContext;
 use volo_core::server::{DispatchError, ServerRequest, ServiceFacts};

@@ -12,13 +12,13 @@ mod support;
 
 use bytes::Bytes;
 use examples::echo::{EchoServiceClient, EchoServiceEchoOrFailException, Request};
-use thrift_codec::{ApplicationException, ApplicationExceptionKind, Utf8Bytes};
 use thrift_dynamic::value::{StructValue, Value};
 use thrift_dynamic::{Descriptor, IdlProvider};
 use thrift_generic::{
     GenericClient, GenericError, GenericService, JsonCall, JsonHandler, Thrown, ValueCall,
     ValueHandler,
 };
+use thrift_wire::{ApplicationException, ApplicationExceptionKind, Utf8Bytes};
 use volo_core::client::{Client, ClientConfig, ClientContext, ClientError};
 use volo_core::codec::{Framing, Protocol};
 use volo_core::context::{Address, ServerContext};

@@ -28,7 +28,7 @@ use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
-use thrift_codec::Utf8Bytes;
+use thrift_wire::Utf8Bytes;
 use volo_core::client::{ClientContext, ClientError, ClientRequest, ClientResponse, Error};
 use volo_core::service::{Layer, Service};
 

@@ -64,7 +64,7 @@
 //! - `header` is Apache's THeader with Binary inside; with `--transport=framed` the
 //!   client puts each THeader frame inside a Framed length, as Apache's programs do
 //!   over `TFramedTransport`.
-//! - Both use only volo-core's public API and the code `codegen` generates in
+//! - Both use only volo-core's public API and the code `thrift-codegen` generates in
 //!   `build.rs` from `idl/thrift_test.thrift`: the suite's interface (its services,
 //!   methods, fields, ids and types, which are what crosses the wire), declared here
 //!   with this crate's own comments and only the types the services use.
@@ -111,7 +111,7 @@
 //!   the server asks for one and checks one that comes, but takes a client without
 //!   ([`serve`]).
 //! - Node.js writes the negative `i64`s it echoes in JSON with leading zeros
-//!   (`-000000000005`); thrift-codec reads them, as every Apache reader does.
+//!   (`-000000000005`); thrift-wire reads them, as every Apache reader does.
 //! - Go's programs have no Unix sockets, and Java's client cannot reconnect over TLS
 //!   (`--testloops` above 1 with `--ssl` fails against any server).
 #![allow(unreachable_pub)]

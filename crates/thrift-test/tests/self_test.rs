@@ -6,11 +6,11 @@
 use std::collections::BTreeMap;
 use std::net::{Ipv4Addr, SocketAddr};
 
-use thrift_codec::{ApplicationException, ApplicationExceptionKind};
 use thrift_test::checks::{self, CONTAINERS, EXCEPTIONS, Report, STRUCTS};
 use thrift_test::handler::TestHandler;
 use thrift_test::options::{ClientOptions, ServerOptions};
 use thrift_test::thrift_test::{ThriftTestReply, ThriftTestServer, Xtruct};
+use thrift_wire::{ApplicationException, ApplicationExceptionKind};
 use volo_core::context::{Address, ServerContext};
 use volo_core::server::{DispatchError, Server, ServerRequest};
 use volo_core::service::{Service, layer_fn};

@@ -1,4 +1,4 @@
-//! What code generated from IDL names of this crate, in one place: the `codegen`
+//! What code generated from IDL names of this crate, in one place: the `thrift-codegen`
 //! crate's output refers to `::volo_core::codegen::*` only, so the crate's own
 //! modules may move without a generated file changing.
 //!

@@ -53,7 +53,7 @@ use std::str::FromStr;
 use std::sync::Arc;
 use std::time::Instant;
 
-use thrift_codec::Utf8Bytes;
+use thrift_wire::Utf8Bytes;
 
 use crate::codec::{Framing, Protocol};
 

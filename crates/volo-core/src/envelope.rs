@@ -38,7 +38,7 @@
 use std::time::Instant;
 
 use bytes::Bytes;
-use thrift_codec::{MessageHeader, MessageType, Utf8Bytes};
+use thrift_wire::{MessageHeader, MessageType, Utf8Bytes};
 
 use crate::codec::ttheader::{Header, HeaderLimits, int_key, str_key};
 use crate::codec::{FrameError, Framing, Protocol, theader};

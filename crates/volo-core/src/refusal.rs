@@ -19,7 +19,7 @@
 //! metainfo (as it takes any string key it does not know); so does this crate's
 //! client, in [`ClientContext`](crate::client::ClientContext)'s metainfo.
 
-use thrift_codec::{ApplicationException, ApplicationExceptionKind};
+use thrift_wire::{ApplicationException, ApplicationExceptionKind};
 
 /// The string header key (TTHeader `str_kv`, THeader info) under which a server's
 /// exception reply names its refusal: `overloaded`, `closing` or `deadline` (see

@@ -6,7 +6,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use thrift_codec::{
+use thrift_wire::{
     ApplicationException, ApplicationExceptionKind, DecodeError, Decoder, Encoder, Message, Sizer,
     TType, Utf8Bytes,
 };
@@ -72,20 +72,20 @@ pub(crate) fn text(id: i16, t: &str) -> Text {
 
 /// A message in protocol `P` whose body is the text `t` in field `field` (1 for a
 /// call's arguments, 0 for a reply's result).
-pub(crate) fn message<P: thrift_codec::Protocol>(
-    ty: thrift_codec::MessageType,
+pub(crate) fn message<P: thrift_wire::Protocol>(
+    ty: thrift_wire::MessageType,
     method: &str,
     seq: i32,
     field: i16,
     t: &str,
 ) -> Vec<u8> {
-    let header = thrift_codec::MessageHeader {
+    let header = thrift_wire::MessageHeader {
         name: Utf8Bytes::from(method.to_string()),
         ty,
         seq_id: seq,
     };
-    let mut buf = thrift_codec::LinkBuffer::new();
-    let n = thrift_codec::Codec::<P>::new()
+    let mut buf = thrift_wire::LinkBuffer::new();
+    let n = thrift_wire::Codec::<P>::new()
         .encode_message(&header, &text(field, t), &mut buf)
         .unwrap();
     buf.next(n).to_vec()
@@ -105,8 +105,8 @@ pub(crate) fn call_echo(addr: std::net::SocketAddr, t: &str) -> String {
     let mut s = std::net::TcpStream::connect(addr).expect("connect");
     s.set_read_timeout(Some(Duration::from_secs(20)))
         .expect("a timeout");
-    s.write_all(&framed(&message::<thrift_codec::Binary>(
-        thrift_codec::MessageType::Call,
+    s.write_all(&framed(&message::<thrift_wire::Binary>(
+        thrift_wire::MessageType::Call,
         "echo",
         1,
         1,
@@ -117,7 +117,7 @@ pub(crate) fn call_echo(addr: std::net::SocketAddr, t: &str) -> String {
     s.read_exact(&mut len).expect("a reply");
     let mut reply = vec![0u8; u32::from_be_bytes(len) as usize];
     s.read_exact(&mut reply).expect("a reply");
-    let (_, answer) = thrift_codec::Codec::<thrift_codec::Binary>::new()
+    let (_, answer) = thrift_wire::Codec::<thrift_wire::Binary>::new()
         .decode_message::<Text>(bytes::Bytes::from(reply))
         .expect("a reply message");
     answer.text.unwrap_or_default().to_string()

@@ -7,7 +7,7 @@
 
 use std::time::Duration;
 
-use thrift_codec::fixtures::echo::Request as Text;
+use thrift_wire::fixtures::echo::Request as Text;
 use volo_core::client::{Client, ClientConfig, ClientContext, ConnectionPool};
 use volo_core::context::Address;
 

@@ -6,8 +6,8 @@
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use thrift_codec::Utf8Bytes;
-use thrift_codec::fixtures::echo::Request as Text;
+use thrift_wire::Utf8Bytes;
+use thrift_wire::fixtures::echo::Request as Text;
 use volo_core::client::{ClientConfig, StreamClient};
 use volo_core::context::{Address, ServerContext};
 use volo_core::server::{

@@ -14,7 +14,7 @@ use std::sync::{Arc, Mutex};
 use clap::Parser;
 use examples::echo::{EchoServiceClient, EchoServiceServer, Request};
 use examples::echo_service::Echo;
-use thrift_codec::{ApplicationException, ApplicationExceptionKind};
+use thrift_wire::{ApplicationException, ApplicationExceptionKind};
 use volo_core::client::ClientContext;
 use volo_core::context::ServerContext;
 use volo_core::server::{DispatchError, Server, ServerRequest};

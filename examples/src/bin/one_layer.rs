@@ -19,7 +19,7 @@ use examples::stream::{
     StreamServiceStreamServer,
 };
 use examples::stream_service::Streams;
-use thrift_codec::Utf8Bytes;
+use thrift_wire::Utf8Bytes;
 use volo_core::client::{ClientConfig, StreamClient};
 use volo_core::context::ServerContext;
 use volo_core::server::{DispatchError, Server, ServerCall};

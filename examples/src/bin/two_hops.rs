@@ -22,7 +22,7 @@ use examples::echo::{
     Request, Response,
 };
 use examples::echo_service::Echo;
-use thrift_codec::Utf8Bytes;
+use thrift_wire::Utf8Bytes;
 use volo_core::client::ClientContext;
 use volo_core::context::{Address, ServerContext};
 use volo_core::server::{Server, ServerError};

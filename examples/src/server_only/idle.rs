@@ -7,7 +7,7 @@ use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
-use thrift_codec::{Binary, Codec, LinkBuffer, MessageHeader, MessageType, Utf8Bytes};
+use thrift_wire::{Binary, Codec, LinkBuffer, MessageHeader, MessageType, Utf8Bytes};
 use volo_core::codec::ttheader::{Header, HeaderLimits};
 use volo_core::codec::{Framing, Protocol, write_message};
 

@@ -1,10 +1,10 @@
 //! Writes the seed corpus of the fuzz targets: every sample value of
-//! `thrift_codec_fuzz::seeds` into `corpus/decode/` and `corpus/skip/`, of
-//! `thrift_codec_fuzz::json_seeds` into `corpus/json/`, the frames of
-//! `thrift_codec_fuzz::theader::theader_seeds` into `corpus/theader/`, those of
-//! `thrift_codec_fuzz::stream::stream_seeds` into `corpus/stream_frame/`, the inputs of
-//! `thrift_codec_fuzz::path::path_seeds` into `corpus/path/`, and those of
-//! `thrift_codec_fuzz::transcode::transcode_seeds` into `corpus/json_to_thrift/` and
+//! `thrift_wire_fuzz::seeds` into `corpus/decode/` and `corpus/skip/`, of
+//! `thrift_wire_fuzz::json_seeds` into `corpus/json/`, the frames of
+//! `thrift_wire_fuzz::theader::theader_seeds` into `corpus/theader/`, those of
+//! `thrift_wire_fuzz::stream::stream_seeds` into `corpus/stream_frame/`, the inputs of
+//! `thrift_wire_fuzz::path::path_seeds` into `corpus/path/`, and those of
+//! `thrift_wire_fuzz::transcode::transcode_seeds` into `corpus/json_to_thrift/` and
 //! `corpus/thrift_to_json/` (or under the directory given as the only argument). Run it
 //! before fuzzing:
 //!
@@ -20,8 +20,8 @@ fn main() -> std::io::Result<()> {
         .nth(1)
         .map(PathBuf::from)
         .unwrap_or_else(|| PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("corpus"));
-    let binary = thrift_codec_fuzz::seeds();
-    let json = thrift_codec_fuzz::json_seeds();
+    let binary = thrift_wire_fuzz::seeds();
+    let json = thrift_wire_fuzz::json_seeds();
     for (target, seeds) in [("decode", &binary), ("skip", &binary), ("json", &json)] {
         let dir = root.join(target);
         std::fs::create_dir_all(&dir)?;
@@ -30,9 +30,9 @@ fn main() -> std::io::Result<()> {
         }
         println!("{} seeds in {}", seeds.len(), dir.display());
     }
-    let theader = thrift_codec_fuzz::theader::theader_seeds();
-    let stream = thrift_codec_fuzz::stream::stream_seeds();
-    let path = thrift_codec_fuzz::path::path_seeds();
+    let theader = thrift_wire_fuzz::theader::theader_seeds();
+    let stream = thrift_wire_fuzz::stream::stream_seeds();
+    let path = thrift_wire_fuzz::path::path_seeds();
     for (target, seeds) in [
         ("theader", &theader),
         ("stream_frame", &stream),
@@ -45,7 +45,7 @@ fn main() -> std::io::Result<()> {
         }
         println!("{} seeds in {}", seeds.len(), dir.display());
     }
-    let (json, thrift) = thrift_codec_fuzz::transcode::transcode_seeds();
+    let (json, thrift) = thrift_wire_fuzz::transcode::transcode_seeds();
     for (target, seeds) in [("json_to_thrift", &json), ("thrift_to_json", &thrift)] {
         let dir = root.join(target);
         std::fs::create_dir_all(&dir)?;

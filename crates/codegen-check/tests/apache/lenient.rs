@@ -8,7 +8,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use codegen_check::apache_tests::{
     constants_demo, debug_proto_test as dpt, enum_test, fuzz_test, name_conflict_test, recursive,
 };
-use thrift_codec::{Binary, Utf8Bytes};
+use thrift_wire::{Binary, Utf8Bytes};
 
 use crate::util::{self, encode, round_trip};
 

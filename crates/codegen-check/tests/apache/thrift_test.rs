@@ -6,8 +6,8 @@
 use std::collections::{BTreeMap, BTreeSet};
 
 use codegen_check::apache_thrift_test::thrift_test as tt;
-use thrift_codec::bytes::Bytes;
-use thrift_codec::{Binary, Codec, Utf8Bytes};
+use thrift_wire::bytes::Bytes;
+use thrift_wire::{Binary, Codec, Utf8Bytes};
 
 use crate::util::{encode, round_trip};
 

@@ -1,7 +1,7 @@
 //! Helpers shared by the tests of generated types.
 
-use thrift_codec::bytes::Bytes;
-use thrift_codec::{Binary, Codec, Compact, LinkBuffer, Message, Protocol};
+use thrift_wire::bytes::Bytes;
+use thrift_wire::{Binary, Codec, Compact, LinkBuffer, Message, Protocol};
 
 /// `m` encoded in protocol `P`, checking that `size()` is exact.
 pub(crate) fn encode<P: Protocol, M: Message>(m: &M) -> Bytes {

@@ -6,7 +6,7 @@ pub mod echo {
     // A short name for the runtime crate. No generated item can clash with it:
     // type names are UpperCamelCase and constants UPPER_SNAKE_CASE.
     #[allow(unused_imports)]
-    use ::thrift_codec as __tc;
+    use ::thrift_wire as __tc;
 
     #[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord, Default)]
     pub struct Request {
@@ -1000,7 +1000,7 @@ pub mod mixed {
     // A short name for the runtime crate. No generated item can clash with it:
     // type names are UpperCamelCase and constants UPPER_SNAKE_CASE.
     #[allow(unused_imports)]
-    use ::thrift_codec as __tc;
+    use ::thrift_wire as __tc;
 
     #[derive(Debug, Clone, PartialEq, Default)]
     pub struct Mixed {

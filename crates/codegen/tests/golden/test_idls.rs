@@ -6,7 +6,7 @@ pub mod base {
     // A short name for the runtime crate. No generated item can clash with it:
     // type names are UpperCamelCase and constants UPPER_SNAKE_CASE.
     #[allow(unused_imports)]
-    use ::thrift_codec as __tc;
+    use ::thrift_wire as __tc;
 
     pub type Timestamp = i64;
 
@@ -323,7 +323,7 @@ pub mod shapes {
     // A short name for the runtime crate. No generated item can clash with it:
     // type names are UpperCamelCase and constants UPPER_SNAKE_CASE.
     #[allow(unused_imports)]
-    use ::thrift_codec as __tc;
+    use ::thrift_wire as __tc;
 
     /// A rectangle: every base type, every requiredness, several defaults.
     #[derive(Debug, Clone, PartialEq)]
@@ -1210,7 +1210,7 @@ pub mod services {
     // A short name for the runtime crate. No generated item can clash with it:
     // type names are UpperCamelCase and constants UPPER_SNAKE_CASE.
     #[allow(unused_imports)]
-    use ::thrift_codec as __tc;
+    use ::thrift_wire as __tc;
 
     #[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord, Default)]
     pub struct BasePingArgs {}
@@ -2675,7 +2675,7 @@ pub mod includes {
     // A short name for the runtime crate. No generated item can clash with it:
     // type names are UpperCamelCase and constants UPPER_SNAKE_CASE.
     #[allow(unused_imports)]
-    use ::thrift_codec as __tc;
+    use ::thrift_wire as __tc;
 
     pub type When = i64;
 
@@ -3277,7 +3277,7 @@ pub mod comments {
     // A short name for the runtime crate. No generated item can clash with it:
     // type names are UpperCamelCase and constants UPPER_SNAKE_CASE.
     #[allow(unused_imports)]
-    use ::thrift_codec as __tc;
+    use ::thrift_wire as __tc;
 
     /// Quoting: both quote styles, every escape.
     #[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -4040,7 +4040,7 @@ pub mod handlers {
     // A short name for the runtime crate. No generated item can clash with it:
     // type names are UpperCamelCase and constants UPPER_SNAKE_CASE.
     #[allow(unused_imports)]
-    use ::thrift_codec as __tc;
+    use ::thrift_wire as __tc;
 
     #[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord, Default)]
     pub struct Oops {
@@ -5234,7 +5234,7 @@ pub mod corners {
     // A short name for the runtime crate. No generated item can clash with it:
     // type names are UpperCamelCase and constants UPPER_SNAKE_CASE.
     #[allow(unused_imports)]
-    use ::thrift_codec as __tc;
+    use ::thrift_wire as __tc;
 
     /// Each field is named after a type of the language.
     #[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord, Default)]

@@ -1,7 +1,7 @@
 //! What the tests that read models share: looking items up by their Thrift names.
 #![allow(dead_code, unreachable_pub)]
 
-use codegen::model::{ConstDef, EnumDef, Item, Model, StructDef};
+use thrift_codegen::model::{ConstDef, EnumDef, Item, Model, StructDef};
 
 /// The first item of module `module` that `pick` takes; panics naming `what` if none.
 fn find<'m, T>(

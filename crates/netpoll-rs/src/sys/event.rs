@@ -10,7 +10,7 @@ use std::os::fd::RawFd;
 
 use bytes::Bytes;
 use mio::Token;
-use thrift_codec::LinkBuffer;
+use thrift_wire::LinkBuffer;
 
 /// What a readiness event says of a socket.
 #[derive(Debug, Clone, Copy, Default)]

@@ -41,7 +41,7 @@ use std::time::Duration;
 
 use bytes::Bytes;
 use mio::Token;
-use thrift_codec::LinkBuffer;
+use thrift_wire::LinkBuffer;
 
 pub use self::driver::Driver;
 pub(crate) use self::driver::Setup;

@@ -44,7 +44,7 @@ use io_uring::types::{BufRingEntry, CancelBuilder, Fd, SubmitArgs, Timespec};
 use io_uring::{IoUring, cqueue, opcode, squeue};
 use mio::Token;
 use nix::libc;
-use thrift_codec::LinkBuffer;
+use thrift_wire::LinkBuffer;
 
 use super::driver::Setup;
 use super::event::{Event, Lent, Op, Received};

@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use bytes::{BufMut, Bytes, BytesMut};
 use netpoll_rs::{Config, Reactor};
-use thrift_codec::LinkBuffer;
+use thrift_wire::LinkBuffer;
 
 /// Frames are a 4-byte big-endian length and that many bytes.
 pub fn frame_len(buf: &mut LinkBuffer) -> io::Result<Option<usize>> {

@@ -8,8 +8,8 @@
 //! of the wire, tested here.
 //!
 //! ```
-//! use thrift_codec::encoding::{self, CT_TRUE};
-//! use thrift_codec::TType;
+//! use thrift_wire::encoding::{self, CT_TRUE};
+//! use thrift_wire::TType;
 //!
 //! // An i32 field with id 3, the first of its struct, holding -2 in Compact.
 //! let mut out = Vec::new();

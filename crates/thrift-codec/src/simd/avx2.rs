@@ -177,7 +177,7 @@ fn put_swapped<const W: usize>(dst: &mut BytesMut, src: &[u8]) {
 fn swap_copy<const W: usize>(src: &[u8], dst: &mut [MaybeUninit<u8>]) {
     assert!(
         is_available(),
-        "thrift_codec::simd::avx2 called on a CPU without AVX2"
+        "thrift_wire::simd::avx2 called on a CPU without AVX2"
     );
     debug_assert_eq!(src.len(), dst.len());
     debug_assert!(src.len().is_multiple_of(W));

@@ -19,7 +19,7 @@
 //!
 //! ```
 //! use bytes::BytesMut;
-//! use thrift_codec::simd;
+//! use thrift_wire::simd;
 //!
 //! let mut buf = BytesMut::new();
 //! simd::put_i64s_be(&mut buf, &[1, -2]);

@@ -7,7 +7,7 @@
 use std::alloc::{GlobalAlloc, Layout, System};
 use std::cell::Cell;
 
-use thrift_codec::{DecodeError, DecodeErrorKind};
+use thrift_wire::{DecodeError, DecodeErrorKind};
 
 // ---------------------------------------------------------------------------------------
 // Allocation tracking

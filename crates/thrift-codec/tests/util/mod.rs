@@ -4,9 +4,9 @@
 use std::collections::{BTreeMap, BTreeSet};
 
 use bytes::Bytes;
-use thrift_codec::fixtures::echo::{Ano, Ids, MyTest, Request};
-use thrift_codec::fixtures::mixed::Mixed;
-use thrift_codec::{Codec, LinkBuffer, Message, Protocol, Utf8Bytes};
+use thrift_wire::fixtures::echo::{Ano, Ids, MyTest, Request};
+use thrift_wire::fixtures::mixed::Mixed;
+use thrift_wire::{Codec, LinkBuffer, Message, Protocol, Utf8Bytes};
 
 /// Encodes `msg` into one contiguous `Bytes`, checking that `size` was exact.
 pub fn encode<P: Protocol, M: Message>(msg: &M) -> Bytes {
@@ -19,7 +19,7 @@ pub fn encode<P: Protocol, M: Message>(msg: &M) -> Bytes {
 }
 
 /// Decodes a whole buffer.
-pub fn decode<P: Protocol, M: Message>(bytes: Bytes) -> Result<M, thrift_codec::DecodeError> {
+pub fn decode<P: Protocol, M: Message>(bytes: Bytes) -> Result<M, thrift_wire::DecodeError> {
     Codec::<P>::new().decode(bytes)
 }
 

@@ -2,7 +2,7 @@
 
 use std::fmt;
 
-use thrift_codec::{DecodeError, TType};
+use thrift_wire::{DecodeError, TType};
 
 /// Why JSON could not become Thrift, or Thrift JSON, and where: the field path
 /// (`requests[3].msg`) and, for JSON input, the byte offset.

@@ -3,7 +3,7 @@
 //!
 //! - [`json_to_thrift`] reads JSON text with its own streaming tokenizer and writes
 //!   Binary or Compact bytes as it goes.
-//! - [`thrift_to_json`] reads Binary or Compact bytes through thrift-codec's decoders
+//! - [`thrift_to_json`] reads Binary or Compact bytes through thrift-wire's decoders
 //!   (the same length, depth and UTF-8 checks as generated code) and writes JSON text
 //!   as it goes.
 //!
@@ -100,7 +100,7 @@
 //!   container's bytes are moved up by the 1–5 bytes missing, one `memmove` per such
 //!   container (never a second pass over the JSON text, which a count-first scan would
 //!   be: nested containers would be scanned once per level).
-//! - **Thrift to JSON.** The input is one `Bytes`; thrift-codec's decoders check each
+//! - **Thrift to JSON.** The input is one `Bytes`; thrift-wire's decoders check each
 //!   length against what is left, and hand strings out as slices of it (validated as
 //!   UTF-8 with SIMD). Strings are copied once into the output, in runs between the
 //!   bytes that need escaping, found eight bytes at a time. Binaries are base64-encoded
@@ -128,7 +128,7 @@ mod wire;
 mod tests;
 
 use bytes::Bytes;
-use thrift_codec::{Binary, Compact, DecodeLimits, Protocol};
+use thrift_wire::{Binary, Compact, DecodeLimits, Protocol};
 
 pub use error::{ErrorKind, TranscodeError};
 pub use result::{json_to_result, result_to_json};
@@ -233,7 +233,7 @@ fn from_json<'a, 'd, W: wire::Wire>(
     }
 }
 
-/// The limits Thrift input is decoded under: thrift-codec's, nesting [`MAX_DEPTH`].
+/// The limits Thrift input is decoded under: thrift-wire's, nesting [`MAX_DEPTH`].
 fn decode_limits() -> DecodeLimits {
     DecodeLimits {
         max_depth: MAX_DEPTH,

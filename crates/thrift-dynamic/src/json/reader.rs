@@ -2,7 +2,7 @@
 //! strings that need unescaping (into a reused scratch buffer).
 
 use super::error::{ErrorKind, TranscodeError};
-use thrift_codec::encoding::{EscapeError, decode_escape, find_escape};
+use thrift_wire::encoding::{EscapeError, decode_escape, find_escape};
 
 /// A string as read: straight from the input when it has no escapes, else unescaped
 /// into the scratch buffer.

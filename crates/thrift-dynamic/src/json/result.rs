@@ -3,7 +3,7 @@
 //! what a JSON generic server answers with.
 
 use bytes::Bytes;
-use thrift_codec::{Binary, Compact, Decoder, Protocol, TType};
+use thrift_wire::{Binary, Compact, Decoder, Protocol, TType};
 
 use super::error::{ErrorKind, TranscodeError};
 use super::to_json::ToJson;
@@ -135,7 +135,7 @@ impl<W: wire::Wire> ToThrift<'_, '_, W> {
 
 #[cfg(test)]
 mod tests {
-    use thrift_codec::{Binary, Compact, Utf8Bytes};
+    use thrift_wire::{Binary, Compact, Utf8Bytes};
 
     use super::*;
     use crate::value::{self, StructValue, Value};

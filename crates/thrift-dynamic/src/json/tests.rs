@@ -1,4 +1,4 @@
-//! Round trips against thrift-codec's reference types, one test per convention of the
+//! Round trips against thrift-wire's reference types, one test per convention of the
 //! module docs' table, and hostile input.
 
 use std::collections::{BTreeMap, BTreeSet};
@@ -6,9 +6,9 @@ use std::path::PathBuf;
 
 use bytes::Bytes;
 use proptest::prelude::*;
-use thrift_codec::fixtures::echo::{Ano, Ids, MyTest, Request};
-use thrift_codec::fixtures::mixed::Mixed;
-use thrift_codec::{Binary, Codec, Compact, LinkBuffer, Message, Utf8Bytes};
+use thrift_wire::fixtures::echo::{Ano, Ids, MyTest, Request};
+use thrift_wire::fixtures::mixed::Mixed;
+use thrift_wire::{Binary, Codec, Compact, LinkBuffer, Message, Utf8Bytes};
 
 use super::*;
 

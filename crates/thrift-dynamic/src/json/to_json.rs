@@ -1,14 +1,14 @@
 //! Thrift bytes to JSON text, in one pass driven by the descriptor, reading through
-//! thrift-codec's hardened decoders.
+//! thrift-wire's hardened decoders.
 
-use thrift_codec::{Decoder, TType};
+use thrift_wire::{Decoder, TType};
 
 use super::error::{ErrorKind, TranscodeError};
 use super::to_thrift::is_key_type;
 use super::{Seen, ty_name};
 use crate::StructId;
 use crate::descriptor::{Descriptor, Kind, Requiredness, Ty};
-use thrift_codec::encoding::{UUID_TEXT_LEN, base64_encode, format_uuid, write_escaped};
+use thrift_wire::encoding::{UUID_TEXT_LEN, base64_encode, format_uuid, write_escaped};
 
 type Result<T> = std::result::Result<T, TranscodeError>;
 

@@ -6,7 +6,7 @@ use super::wire::Wire;
 use super::{Seen, ty_name};
 use crate::descriptor::{Descriptor, FieldDesc, Kind, Literal, Requiredness, StructDesc, Ty};
 use crate::{EnumId, StructId};
-use thrift_codec::encoding::{base64_decode, base64_decoded_len, parse_uuid};
+use thrift_wire::encoding::{base64_decode, base64_decoded_len, parse_uuid};
 
 /// The transcoder's state for one call.
 pub(crate) struct ToThrift<'a, 'd, W> {

@@ -1,8 +1,8 @@
 //! Thrift writers into a `Vec<u8>`, for JSON input: container headers are written
 //! before their elements are counted and patched once the closing bracket is read.
 
-use thrift_codec::TType;
-use thrift_codec::encoding::{
+use thrift_wire::TType;
+use thrift_wire::encoding::{
     bool_type, compact_type, put_field_header, put_varint as varint, zigzag32, zigzag64,
 };
 

@@ -10,7 +10,7 @@
 //! field and element it does not need.
 //!
 //! ```
-//! use thrift_codec::Binary;
+//! use thrift_wire::Binary;
 //! use thrift_dynamic::Descriptor;
 //! use thrift_dynamic::path::FieldPath;
 //!
@@ -69,7 +69,7 @@
 //! one it steps over the value without decoding it; for a list index it steps over the
 //! elements before it; for a map key it compares each key's bytes (strings are compared,
 //! never UTF-8-checked) and steps over the values of the others. Nothing is allocated
-//! and nothing is copied. Stepping over is [`thrift_codec::encoding::skip_value`]'s algorithm on a
+//! and nothing is copied. Stepping over is [`thrift_wire::encoding::skip_value`]'s algorithm on a
 //! borrowed slice: containers of fixed-width elements (`bool`, `byte`, `double`, `uuid`,
 //! and in Binary also `i16`, `i32`, `i64`) and maps of fixed-width keys and values are
 //! crossed by arithmetic in one step (one bounds check), strings and binaries by their
@@ -90,7 +90,7 @@
 //! over, one header (and for strings one length); per fixed-width list, O(1); per
 //! list of Compact integers, one step per eight bytes of varints. Fields after the
 //! value are never looked at, except that a map is read to its end (a repeated key
-//! takes its last value, as thrift-codec's decoder does) and an absent field costs a
+//! takes its last value, as thrift-wire's decoder does) and an absent field costs a
 //! walk to its struct's stop.
 //! Resolution ([`FieldPath::resolve`]) does every name lookup once; reading does none.
 //! A replacement costs the same walk plus one copy of the message, in three ranges
@@ -99,15 +99,15 @@
 //! # Decisions
 //!
 //! - The input is one struct from its first field header, as
-//!   [`Codec::decode`](thrift_codec::Codec::decode) takes it (no message header). Bytes
+//!   [`Codec::decode`](thrift_wire::Codec::decode) takes it (no message header). Bytes
 //!   after its stop are not read; a replacement copies them through unchanged.
 //! - Absent values are `Ok(None)`: a field the struct does not carry, an index past a
 //!   list's end, a key the map does not hold. A field whose *wire* type differs from
-//!   the descriptor's is an error (thrift-codec's decoder would skip it as unknown; a
+//!   the descriptor's is an error (thrift-wire's decoder would skip it as unknown; a
 //!   path that asks for it wants that field, and a silent `None` would hide the
 //!   mismatch), as is a non-empty container whose element types differ.
-//! - Nesting is bounded at [`DEFAULT_MAX_DEPTH`](thrift_codec::DEFAULT_MAX_DEPTH) levels,
-//!   counted as thrift-codec counts them (each struct and container entered, on the
+//! - Nesting is bounded at [`DEFAULT_MAX_DEPTH`](thrift_wire::DEFAULT_MAX_DEPTH) levels,
+//!   counted as thrift-wire counts them (each struct and container entered, on the
 //!   path and inside values stepped over).
 //! - Replacement writes the new value's encoded bytes in place of the old ones; it
 //!   checks them first (one whole value of the expected type, in the same protocol,
@@ -119,7 +119,7 @@
 //!   union that already carries one is refused ([`ReplaceError::UnionOccupied`]).
 //! - In Compact a `bool` field's value lives in its header's type nibble: a read gives
 //!   the header byte's range, and a replacement rewrites that nibble. A `bool` element
-//!   reads as true only when its byte is 1, as thrift-codec reads it.
+//!   reads as true only when its byte is 1, as thrift-wire reads it.
 //! - Thrift names may contain `.`, which the grammar cannot say: such fields are
 //!   reached by id (`#3`).
 

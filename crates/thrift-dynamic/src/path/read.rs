@@ -3,7 +3,7 @@
 use std::ops::Range;
 
 use bytes::Bytes;
-use thrift_codec::{DecodeErrorKind, TType, Utf8Bytes};
+use thrift_wire::{DecodeErrorKind, TType, Utf8Bytes};
 
 use super::resolve::{MapKey, ResolvedPath, StepKind};
 use super::wire::{
@@ -26,7 +26,7 @@ pub struct ReadError {
 #[non_exhaustive]
 pub enum ReadErrorKind {
     /// The bytes are not a well-formed encoding (cut short, a bad type id, a length
-    /// past the end, nesting past the limit...), in thrift-codec's terms.
+    /// past the end, nesting past the limit...), in thrift-wire's terms.
     #[error("malformed input: {0}")]
     Wire(DecodeErrorKind),
     /// The field is on the wire with another type than the IDL's.
@@ -167,7 +167,7 @@ pub(super) fn locate<P: PathProtocol>(
                 };
                 check_elements(path, i, h.key, key_ty, h.len)?;
                 check_elements(path, i, h.elem, expected, h.len)?;
-                // A key that occurs twice takes its last value, as thrift-codec's map
+                // A key that occurs twice takes its last value, as thrift-wire's map
                 // decoding does; so the map is read to its end.
                 let mut found = None;
                 for _ in 0..h.len {
@@ -434,7 +434,7 @@ impl<'a> Value<'a> {
     }
 
     /// A struct's encoding (from its first field header to its stop, included),
-    /// borrowed from the input: decodable on its own with thrift-codec, or walked by a
+    /// borrowed from the input: decodable on its own with thrift-wire, or walked by a
     /// path resolved from the struct's type.
     pub fn struct_bytes(&self) -> Result<&'a [u8], ReadError> {
         self.expect(TType::Struct)?;

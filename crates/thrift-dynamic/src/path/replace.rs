@@ -1,6 +1,6 @@
 //! Writing a message equal to another but for the value at a path.
 
-use thrift_codec::{DecodeErrorKind, Encoder, LinkBuffer, Protocol, TType};
+use thrift_wire::{DecodeErrorKind, Encoder, LinkBuffer, Protocol, TType};
 
 use super::read::{Located, ReadError, locate};
 use super::resolve::{ResolvedPath, StepKind};
@@ -87,7 +87,7 @@ impl NewValue<'_> {
         }
     }
 
-    /// Its encoding in protocol `P`, by thrift-codec's encoder.
+    /// Its encoding in protocol `P`, by thrift-wire's encoder.
     fn encode<P: Protocol>(&self) -> Vec<u8> {
         let mut buf = LinkBuffer::new();
         {
@@ -220,7 +220,7 @@ impl ResolvedPath {
     }
 }
 
-/// A Compact bool element's byte: true only when 1, as thrift-codec reads it.
+/// A Compact bool element's byte: true only when 1, as thrift-wire reads it.
 fn compact_true(value: &[u8]) -> bool {
     value.first() == Some(&1)
 }

@@ -1,6 +1,6 @@
 //! Checking a path against a descriptor, once, into field ids and expected types.
 
-use thrift_codec::TType;
+use thrift_wire::TType;
 
 use super::{FieldPath, Step};
 use crate::{Descriptor, Kind, StructId, Ty};

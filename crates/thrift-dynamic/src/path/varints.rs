@@ -6,7 +6,7 @@
 //! last wanted varint ends is found by comparing that count with the varints still to
 //! step over. Nothing branches per varint or per byte, so a walk over 128 `i64`s costs
 //! about as much as one over their 1.2 KiB of bytes. Over-long varints (a run of `max`
-//! continuation bytes) are found in the same mask, as thrift-codec reports them.
+//! continuation bytes) are found in the same mask, as thrift-wire reports them.
 //!
 //! Three ways to gather the mask, chosen by what the CPU has: AVX2 (two 32-byte
 //! `vpmovmskb`, with the POPCNT and BMI1 instructions for counting), found at run time;

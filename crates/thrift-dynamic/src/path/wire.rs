@@ -1,11 +1,11 @@
 //! Walking encoded bytes: field and container headers, stepping over values, and the
 //! little writing a replacement needs, for the Binary and Compact protocols.
 //!
-//! It reads with thrift-codec's primitives ([`thrift_codec::encoding`]: varints, zigzag,
+//! It reads with thrift-wire's primitives ([`thrift_wire::encoding`]: varints, zigzag,
 //! Compact type ids and field headers) over a borrowed slice with a position, so that
 //! a walk needs no `Bytes`, allocates nothing and can report where each value starts
 //! and ends. Stepping over a value is a faster special case of
-//! [`thrift_codec::encoding::skip_value`] (strides over runs of fixed-width or varint
+//! [`thrift_wire::encoding::skip_value`] (strides over runs of fixed-width or varint
 //! elements), tested against it: both end at the same byte, or both fail.
 //!
 //! Its items are `pub` in a private module: [`PathProtocol`] (re-exported) names [`Walk`]
@@ -13,11 +13,11 @@
 //! without a private type in a public interface.
 #![allow(unreachable_pub)]
 
-use thrift_codec::encoding::{
+use thrift_wire::encoding::{
     self, CT_FALSE, CT_TRUE, VarintError, bool_type, compact_type, decode_varint, put_field_header,
     unzigzag32, unzigzag64,
 };
-use thrift_codec::{Binary, Compact, DEFAULT_MAX_DEPTH, DecodeErrorKind, TType};
+use thrift_wire::{Binary, Compact, DEFAULT_MAX_DEPTH, DecodeErrorKind, TType};
 
 use super::varints::{self, HIGH, Scan};
 
@@ -120,7 +120,7 @@ impl<'a> Cursor<'a> {
     /// bytes: a varint ends at each byte below 0x80. Sixty-four bytes at a time where
     /// that many remain ([`varints::scan`]); then eight bytes at a time, their ends
     /// counted with one mask and a multiply; then byte by byte. A run of `max`
-    /// continuation bytes is an error, as in thrift-codec.
+    /// continuation bytes is an error, as in thrift-wire.
     #[inline]
     fn skip_varints(&mut self, count: usize, max: usize) -> WireResult<()> {
         const ONES: u64 = 0x0101_0101_0101_0101;
@@ -258,12 +258,12 @@ pub struct ContainerHeader {
     pub len: usize,
 }
 
-/// A protocol whose encoded structs a path can walk: thrift-codec's [`Binary`] and
+/// A protocol whose encoded structs a path can walk: thrift-wire's [`Binary`] and
 /// [`Compact`] marker types. (JSON's values are text, not length-prefixed; a path over
 /// it would have to scan every byte, and is not offered.)
 ///
 /// Sealed: implemented for those two only.
-pub trait PathProtocol: thrift_codec::Protocol + Walk {}
+pub trait PathProtocol: thrift_wire::Protocol + Walk {}
 
 impl PathProtocol for Binary {}
 impl PathProtocol for Compact {}
@@ -887,22 +887,22 @@ mod tests {
 
     use bytes::Bytes;
     use proptest::prelude::*;
-    use thrift_codec::fixtures::echo::{Ids, Request};
-    use thrift_codec::fixtures::mixed::Mixed;
-    use thrift_codec::{Codec, LinkBuffer, Utf8Bytes};
+    use thrift_wire::fixtures::echo::{Ids, Request};
+    use thrift_wire::fixtures::mixed::Mixed;
+    use thrift_wire::{Codec, LinkBuffer, Utf8Bytes};
 
     use super::*;
 
-    /// Stepping over a value as thrift-codec's decoders do
-    /// ([`thrift_codec::encoding::skip_value`]): the bytes it took, or its error. The
+    /// Stepping over a value as thrift-wire's decoders do
+    /// ([`thrift_wire::encoding::skip_value`]): the bytes it took, or its error. The
     /// fast walk must end where it ends, or fail where it fails.
     fn reference_skip<P: PathProtocol>(bytes: &[u8], ty: TType) -> WireResult<usize> {
         let mut d = P::decoder(
             Bytes::copy_from_slice(bytes),
-            thrift_codec::DecodeLimits::default(),
+            thrift_wire::DecodeLimits::default(),
         );
-        thrift_codec::encoding::skip_value(&mut d, ty).map_err(|e| e.kind().clone())?;
-        Ok(bytes.len() - thrift_codec::Decoder::remaining(&d))
+        thrift_wire::encoding::skip_value(&mut d, ty).map_err(|e| e.kind().clone())?;
+        Ok(bytes.len() - thrift_wire::Decoder::remaining(&d))
     }
 
     /// Both walks over `bytes` as a value of `ty`: the same end, or both an error.
@@ -919,7 +919,7 @@ mod tests {
     }
 
     /// A `Mixed` with a few of everything, encoded in `P`.
-    fn small_mixed<P: thrift_codec::Protocol>() -> Vec<u8> {
+    fn small_mixed<P: thrift_wire::Protocol>() -> Vec<u8> {
         let m = Mixed {
             id: -5,
             name: Utf8Bytes::from_static("n"),

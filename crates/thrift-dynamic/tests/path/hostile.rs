@@ -2,11 +2,11 @@
 //! that name the path, never a panic.
 
 use proptest::prelude::*;
-use thrift_codec::{DEFAULT_MAX_DEPTH, DecodeErrorKind, TType};
 use thrift_dynamic::Descriptor;
 use thrift_dynamic::path::{FieldPath, NewValue, PathProtocol, ReadErrorKind, ResolvedPath};
+use thrift_wire::{DEFAULT_MAX_DEPTH, DecodeErrorKind, TType};
 
-use thrift_codec::Encoder;
+use thrift_wire::Encoder;
 
 use crate::util::{both_protocols, descriptor, encode, is_binary, mixed, resolve, written};
 
@@ -191,7 +191,7 @@ fn huge_claimed_lengths_are_refused_before_use() {
     let at = |p: &str| resolve(&d, p);
     // Binary: field 2 (name) claims 2^31-1 bytes.
     let name = [11, 0, 2, 0x7f, 0xff, 0xff, 0xff, b'x', 0];
-    let e = at("name").read::<thrift_codec::Binary>(&name).unwrap_err();
+    let e = at("name").read::<thrift_wire::Binary>(&name).unwrap_err();
     assert!(
         matches!(
             e.kind,
@@ -205,7 +205,7 @@ fn huge_claimed_lengths_are_refused_before_use() {
     // Binary: field 8 (requests) claims 2^31-1 structs.
     let list = [15, 0, 8, 12, 0x7f, 0xff, 0xff, 0xff, 0];
     let e = at("requests[5].msg")
-        .read::<thrift_codec::Binary>(&list)
+        .read::<thrift_wire::Binary>(&list)
         .unwrap_err();
     assert_eq!(e.path, "requests[5]");
     assert!(
@@ -217,7 +217,7 @@ fn huge_claimed_lengths_are_refused_before_use() {
     );
     // Binary: a negative length.
     let neg = [11, 0, 2, 0xff, 0xff, 0xff, 0xff, 0];
-    let e = at("name").read::<thrift_codec::Binary>(&neg).unwrap_err();
+    let e = at("name").read::<thrift_wire::Binary>(&neg).unwrap_err();
     assert_eq!(
         e.kind,
         ReadErrorKind::Wire(DecodeErrorKind::NegativeLength(-1))
@@ -226,7 +226,7 @@ fn huge_claimed_lengths_are_refused_before_use() {
     // field 1 first (ids32, likewise huge).
     let ids = [0xdc, 0x19, 0xf5, 0xff, 0xff, 0xff, 0xff, 0x07, 0];
     let e = at("ids.ids64[0]")
-        .read::<thrift_codec::Compact>(&ids)
+        .read::<thrift_wire::Compact>(&ids)
         .unwrap_err();
     assert_eq!(e.path, "ids.ids64");
     assert!(
@@ -240,13 +240,13 @@ fn huge_claimed_lengths_are_refused_before_use() {
     let varint = [
         0x16, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0,
     ];
-    let e = at("id").read::<thrift_codec::Compact>(&varint).unwrap_err();
+    let e = at("id").read::<thrift_wire::Compact>(&varint).unwrap_err();
     assert_eq!(
         e.kind,
         ReadErrorKind::Wire(DecodeErrorKind::VarintTooLong(10))
     );
     // Invalid type ids.
-    let e = at("id").read::<thrift_codec::Binary>(&[0x55]).unwrap_err();
+    let e = at("id").read::<thrift_wire::Binary>(&[0x55]).unwrap_err();
     assert_eq!(
         e.kind,
         ReadErrorKind::Wire(DecodeErrorKind::InvalidType(0x55))
@@ -263,9 +263,9 @@ proptest! {
         let d = descriptor();
         let p = resolve(&d, PATHS[which]);
         if compact {
-            random_in::<thrift_codec::Compact>(&p, &bytes)?;
+            random_in::<thrift_wire::Compact>(&p, &bytes)?;
         } else {
-            random_in::<thrift_codec::Binary>(&p, &bytes)?;
+            random_in::<thrift_wire::Binary>(&p, &bytes)?;
         }
     }
 }

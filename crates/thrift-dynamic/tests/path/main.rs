@@ -1,5 +1,5 @@
 //! Field paths over encoded messages: parsing, resolution against the `Mixed`
-//! descriptor, reading and replacing against thrift-codec's fixtures in both
+//! descriptor, reading and replacing against thrift-wire's fixtures in both
 //! protocols, and hostile inputs.
 
 mod hostile;

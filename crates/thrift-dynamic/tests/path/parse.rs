@@ -1,12 +1,12 @@
 //! The path language and its resolution: errors name the column or the failing prefix.
 
 use proptest::prelude::*;
-use thrift_codec::TType;
 use thrift_dynamic::Ty;
 use thrift_dynamic::path::{
     FieldPath, Found, MAX_PATH_LEN, MAX_STEPS, MapKey, ParseError, ParseErrorKind,
     ResolveErrorKind, Step, StepKind,
 };
+use thrift_wire::TType;
 
 use crate::util::{descriptor, mixed_id, resolve};
 

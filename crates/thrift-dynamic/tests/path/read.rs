@@ -1,10 +1,10 @@
-//! Reading values in place: every read equals the fixture's field that thrift-codec
+//! Reading values in place: every read equals the fixture's field that thrift-wire
 //! encoded.
 
 use bytes::Bytes;
-use thrift_codec::TType;
-use thrift_codec::fixtures::echo::{Ids, Request};
 use thrift_dynamic::path::PathProtocol;
+use thrift_wire::TType;
+use thrift_wire::fixtures::echo::{Ids, Request};
 
 use crate::util::{both_protocols, decode, descriptor, encode, mixed, resolve};
 

@@ -1,12 +1,12 @@
-//! Replacing one value: thrift-codec decodes the result to the fixture with exactly
+//! Replacing one value: thrift-wire decodes the result to the fixture with exactly
 //! that field changed.
 
 use bytes::Bytes;
-use thrift_codec::fixtures::echo::{Ids, Request};
-use thrift_codec::fixtures::mixed::Mixed;
-use thrift_codec::{Codec, Decoder, Encoder, TType, Utf8Bytes};
 use thrift_dynamic::Descriptor;
 use thrift_dynamic::path::{FieldPath, NewValue, PathProtocol, ReplaceError};
+use thrift_wire::fixtures::echo::{Ids, Request};
+use thrift_wire::fixtures::mixed::Mixed;
+use thrift_wire::{Codec, Decoder, Encoder, TType, Utf8Bytes};
 
 use crate::util::{both_protocols, decode, descriptor, encode, mixed, resolve, written};
 
@@ -141,7 +141,7 @@ fn absent_field<P: PathProtocol>() {
     assert_eq!(again, want);
 }
 
-/// The fields of an encoded struct, as thrift-codec's decoder reads their headers.
+/// The fields of an encoded struct, as thrift-wire's decoder reads their headers.
 fn field_ids<P: PathProtocol>(bytes: &[u8]) -> Vec<(i16, TType)> {
     let mut d = Codec::<P>::new()
         .decoder(Bytes::copy_from_slice(bytes))
@@ -170,7 +170,7 @@ fn appended_ids<P: PathProtocol>() {
     .unwrap();
     let s = d.struct_named("S").unwrap();
     let at = |p: &str| FieldPath::parse(p).unwrap().resolve(&d, s).unwrap();
-    // `S { a: 7 }`, written by thrift-codec's encoder.
+    // `S { a: 7 }`, written by thrift-wire's encoder.
     let mut bytes = written::<P>(|e| {
         let saved = e.write_struct_begin();
         e.write_field_begin(TType::I32, 1);
@@ -285,7 +285,7 @@ fn bad_values<P: PathProtocol>() {
     assert!(matches!(
         id.replace::<P>(&bytes, &two, &mut out),
         Err(ReplaceError::BadValue {
-            kind: thrift_codec::DecodeErrorKind::TrailingBytes(_),
+            kind: thrift_wire::DecodeErrorKind::TrailingBytes(_),
             ..
         })
     ));

@@ -1,19 +1,19 @@
 //! What the path tests share: the `Mixed` descriptor read from the repository's IDL, a
-//! populated `Mixed` fixture, and encoding with thrift-codec.
+//! populated `Mixed` fixture, and encoding with thrift-wire.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
 
 use bytes::Bytes;
-use thrift_codec::fixtures::echo::{Ids, Request};
-use thrift_codec::fixtures::mixed::Mixed;
-use thrift_codec::{Codec, LinkBuffer, Message, Protocol, Utf8Bytes};
 use thrift_dynamic::path::{FieldPath, PathProtocol, ResolvedPath};
 use thrift_dynamic::{Descriptor, StructId};
+use thrift_wire::fixtures::echo::{Ids, Request};
+use thrift_wire::fixtures::mixed::Mixed;
+use thrift_wire::{Codec, LinkBuffer, Message, Protocol, Utf8Bytes};
 
 /// `idl/mixed.thrift` and the `idl/echo.thrift` it includes, read from memory.
 pub(crate) fn descriptor() -> Descriptor {
-    let mut files = codegen::IdlFiles::new();
+    let mut files = thrift_codegen::IdlFiles::new();
     files.insert("mixed.thrift", include_str!("../../../../idl/mixed.thrift"));
     files.insert("echo.thrift", include_str!("../../../../idl/echo.thrift"));
     Descriptor::from_memory(&files, &["mixed.thrift"], &[] as &[&Path]).expect("the IDL loads")
@@ -91,11 +91,11 @@ macro_rules! both_protocols {
             mod $name {
                 #[test]
                 fn binary() {
-                    super::$body::<thrift_codec::Binary>();
+                    super::$body::<thrift_wire::Binary>();
                 }
                 #[test]
                 fn compact() {
-                    super::$body::<thrift_codec::Compact>();
+                    super::$body::<thrift_wire::Compact>();
                 }
             }
         )*
@@ -103,7 +103,7 @@ macro_rules! both_protocols {
 }
 pub(crate) use both_protocols;
 
-/// What `write` writes with thrift-codec's encoder for protocol `P`.
+/// What `write` writes with thrift-wire's encoder for protocol `P`.
 pub(crate) fn written<P: PathProtocol>(
     write: impl FnOnce(&mut <P as Protocol>::Encoder<'_>),
 ) -> Vec<u8> {
@@ -118,5 +118,5 @@ pub(crate) fn written<P: PathProtocol>(
 
 /// Whether `P` is the Binary protocol.
 pub(crate) fn is_binary<P: PathProtocol>() -> bool {
-    std::any::TypeId::of::<P>() == std::any::TypeId::of::<thrift_codec::Binary>()
+    std::any::TypeId::of::<P>() == std::any::TypeId::of::<thrift_wire::Binary>()
 }

@@ -11,8 +11,8 @@ pub(crate) struct JsonEcho;
 impl JsonHandler for JsonEcho {
     async fn call(&self, _cx: &mut ServerContext, call: JsonCall) -> Result<Bytes, Thrown<Bytes>> {
         let args: serde_json::Value = serde_json::from_slice(&call.args).map_err(|e| {
-            Thrown::Application(thrift_codec::ApplicationException::new(
-                thrift_codec::ApplicationExceptionKind::InternalError,
+            Thrown::Application(thrift_wire::ApplicationException::new(
+                thrift_wire::ApplicationExceptionKind::InternalError,
                 format!("arguments: {e}"),
             ))
         })?;

@@ -6,7 +6,7 @@ use std::fmt;
 use std::io;
 use std::time::Duration;
 
-use thrift_codec::{ApplicationException, ApplicationExceptionKind};
+use thrift_wire::{ApplicationException, ApplicationExceptionKind};
 
 use crate::context::Address;
 pub use crate::error_kind::ErrorKind;

@@ -12,7 +12,7 @@ use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
 use futures_util::FutureExt;
-use thrift_codec::{ApplicationException, ApplicationExceptionKind};
+use thrift_wire::{ApplicationException, ApplicationExceptionKind};
 use tokio::sync::Notify;
 
 use super::retry::RETRY_KEY;

@@ -97,7 +97,7 @@ use std::borrow::Cow;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use thrift_codec::{Message, Utf8Bytes};
+use thrift_wire::{Message, Utf8Bytes};
 
 use crate::codec::{Framing, Protocol};
 use crate::config::{Observability, TransportConfig, WireLimits};

@@ -14,7 +14,7 @@ use std::hash::BuildHasher;
 use std::sync::{Arc, OnceLock};
 
 use foldhash::fast::FixedState;
-use thrift_codec::Utf8Bytes;
+use thrift_wire::Utf8Bytes;
 
 use super::MethodName;
 use crate::codec::SERVICE_SEPARATOR;

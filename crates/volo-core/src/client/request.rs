@@ -7,7 +7,7 @@ use std::fmt;
 use std::sync::Arc;
 
 use bytes::Bytes;
-use thrift_codec::{ApplicationException, Codec, Decoder, Message, Utf8Bytes};
+use thrift_wire::{ApplicationException, Codec, Decoder, Message, Utf8Bytes};
 
 use super::Error;
 use crate::codec::{ErasedBody, Protocol, with_protocol};
@@ -300,7 +300,7 @@ impl ClientResponse {
         with_protocol!(self.protocol.into(), P => self.decode_in::<P, R>())
     }
 
-    fn decode_in<P: thrift_codec::Protocol, R: Message>(&self) -> Result<R, Error> {
+    fn decode_in<P: thrift_wire::Protocol, R: Message>(&self) -> Result<R, Error> {
         let codec = Codec::<P>::new().max_size(self.max_size.max(self.body.len()));
         let mut d = codec.decoder(self.body.clone()).map_err(Error::protocol)?;
         R::decode(&mut d).map_err(Error::protocol)
@@ -317,7 +317,7 @@ fn read_reply(
     with_protocol!(protocol, P => read_reply_in::<P>(payload, protocol, names, seq_id, max_size))
 }
 
-fn read_reply_in<P: thrift_codec::Protocol>(
+fn read_reply_in<P: thrift_wire::Protocol>(
     payload: Bytes,
     protocol: Protocol,
     names: ReplyNames<'_>,

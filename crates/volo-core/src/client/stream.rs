@@ -36,7 +36,7 @@ use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::time::Duration;
 use std::{fmt, io};
 
-use thrift_codec::{Message, Utf8Bytes};
+use thrift_wire::{Message, Utf8Bytes};
 
 use super::pool::Dialer;
 use super::{ClientCall, ClientConfig, Error, ErrorKind, MethodName};

@@ -7,7 +7,7 @@ use std::io;
 use std::sync::{Arc, Mutex, OnceLock, PoisonError};
 
 use bytes::Bytes;
-use thrift_codec::{LinkBuffer, MessageHeader, MessageType, Utf8Bytes};
+use thrift_wire::{LinkBuffer, MessageHeader, MessageType, Utf8Bytes};
 
 use futures_util::StreamExt;
 

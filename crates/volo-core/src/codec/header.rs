@@ -4,7 +4,7 @@
 //! both, and bounds-checked reads over a frame.
 
 use bytes::Bytes;
-use thrift_codec::{Utf8Bytes, encoding};
+use thrift_wire::{Utf8Bytes, encoding};
 
 /// Bytes before a header's variable part: length, magic, flags, sequence id, size.
 pub(crate) const FIXED_LEN: usize = 14;

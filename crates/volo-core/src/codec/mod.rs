@@ -56,7 +56,7 @@
 //! writes; the old non-strict form (a bare method-name length first) cannot be told
 //! from a frame length and is not accepted.
 
-/// Runs `$body` with the type `$P` standing for the `thrift_codec` protocol that
+/// Runs `$body` with the type `$P` standing for the `thrift_wire` protocol that
 /// `$protocol` (a [`Protocol`]) names: the one place where the protocol chosen at run
 /// time becomes the type that encoders and decoders are generic over.
 ///
@@ -67,15 +67,15 @@ macro_rules! with_protocol {
     ($protocol:expr, $P:ident => $body:expr) => {
         match $protocol {
             $crate::codec::Protocol::Binary => {
-                type $P = ::thrift_codec::Binary;
+                type $P = ::thrift_wire::Binary;
                 $body
             }
             $crate::codec::Protocol::Compact => {
-                type $P = ::thrift_codec::Compact;
+                type $P = ::thrift_wire::Compact;
                 $body
             }
             $crate::codec::Protocol::Json => {
-                type $P = ::thrift_codec::Json;
+                type $P = ::thrift_wire::Json;
                 $body
             }
         }
@@ -88,8 +88,8 @@ pub mod theader;
 pub mod ttheader;
 
 use bytes::{BufMut, Bytes};
-use thrift_codec::protocol::json::{MESSAGE_START, MessageScanner};
-use thrift_codec::{
+use thrift_wire::protocol::json::{MESSAGE_START, MessageScanner};
+use thrift_wire::{
     Binary, Codec, Compact, DecodeError, DecodeErrorKind, DecodeLimits, Decoder, Encoder,
     LinkBuffer, Message, MessageHeader, Sizer, TType,
 };
@@ -242,7 +242,7 @@ pub fn write_framed<P, M>(
     max: usize,
 ) -> Result<Result<(), usize>, FrameError>
 where
-    P: thrift_codec::Protocol,
+    P: thrift_wire::Protocol,
     M: Body + ?Sized,
 {
     match *frame {
@@ -535,7 +535,7 @@ pub fn write_message<P, M>(
     max: usize,
 ) -> Result<Result<(), usize>, ttheader::HeaderError>
 where
-    P: thrift_codec::Protocol,
+    P: thrift_wire::Protocol,
     M: Body + ?Sized,
 {
     let codec = Codec::<P>::new();
@@ -573,7 +573,7 @@ pub fn write_theader_message<P, M>(
     max: usize,
 ) -> Result<Result<(), usize>, FrameError>
 where
-    P: thrift_codec::Protocol,
+    P: thrift_wire::Protocol,
     M: Body + ?Sized,
 {
     let mut message = LinkBuffer::new();
@@ -590,7 +590,7 @@ where
 /// Reads the message header at the front of `input` (`have` bytes) in protocol `P` and
 /// skips its struct; returns the bytes they took. `None` if `input` is shorter than
 /// `have`.
-fn message_end<P: thrift_codec::Protocol>(
+fn message_end<P: thrift_wire::Protocol>(
     input: &mut LinkBuffer,
     have: usize,
 ) -> Option<Result<usize, DecodeError>> {

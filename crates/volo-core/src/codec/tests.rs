@@ -1,4 +1,4 @@
-use thrift_codec::{
+use thrift_wire::{
     ApplicationException, ApplicationExceptionKind, Codec, Json, MessageHeader, MessageType,
 };
 
@@ -6,7 +6,7 @@ use super::*;
 use crate::test_support::{framed, hex};
 
 /// An exception message, as a server would send it: any struct will do.
-fn message<P: thrift_codec::Protocol>(text: &str) -> Vec<u8> {
+fn message<P: thrift_wire::Protocol>(text: &str) -> Vec<u8> {
     let header = MessageHeader {
         name: "echo".into(),
         ty: MessageType::Exception,
@@ -324,7 +324,7 @@ fn json_travels_in_theader_but_not_in_ttheader() {
 
 mod ttheader_golden {
     use bytes::Bytes;
-    use thrift_codec::Utf8Bytes;
+    use thrift_wire::Utf8Bytes;
 
     use super::{PING_CALL, cut_in_fixed_part, hex, set_length};
 
@@ -589,7 +589,7 @@ mod ttheader_golden {
 
 mod theader_golden {
     use bytes::Bytes;
-    use thrift_codec::{LinkBuffer, Utf8Bytes};
+    use thrift_wire::{LinkBuffer, Utf8Bytes};
 
     use super::{PING_CALL, cut_in_fixed_part, hex, set_length};
     use crate::codec::theader::{Header, HeaderError, HeaderLimits, transform};

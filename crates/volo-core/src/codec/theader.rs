@@ -61,7 +61,7 @@ use std::io::Write as _;
 
 use bytes::{Buf, BufMut, Bytes};
 use flate2::{Compression, Decompress, FlushDecompress, Status, write::ZlibEncoder};
-use thrift_codec::{LinkBuffer, Utf8Bytes, encoding};
+use thrift_wire::{LinkBuffer, Utf8Bytes, encoding};
 
 use super::Protocol;
 pub use super::header::{HeaderError, HeaderLimits, MAX_TRANSFORMS};

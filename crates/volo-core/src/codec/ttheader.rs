@@ -43,7 +43,7 @@
 //!   back to the same bytes.
 
 use bytes::{BufMut, Bytes};
-use thrift_codec::Utf8Bytes;
+use thrift_wire::Utf8Bytes;
 
 use super::Protocol;
 pub use super::header::{HeaderError, HeaderLimits};

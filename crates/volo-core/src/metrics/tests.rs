@@ -264,7 +264,7 @@ mod layers {
     use std::time::Duration;
 
     use futures_util::FutureExt;
-    use thrift_codec::{ApplicationException, ApplicationExceptionKind, Utf8Bytes};
+    use thrift_wire::{ApplicationException, ApplicationExceptionKind, Utf8Bytes};
 
     use super::{Metrics, sample};
     use crate::client::metered::MeteredClient;

@@ -9,7 +9,7 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use bytes::Bytes;
-use thrift_codec::{
+use thrift_wire::{
     ApplicationException, ApplicationExceptionKind, Codec, Decoder, LinkBuffer, MessageHeader,
     MessageType, Utf8Bytes,
 };
@@ -243,7 +243,7 @@ pub(crate) fn start_call<D: Dispatch, H: Send + 'static>(
 /// arguments begin. `Ok(None)` when the message is no call (answered already with an
 /// exception); `Err` when the header is unreadable (answered with a `PROTOCOL_ERROR`,
 /// and the connection must close).
-fn message_begin<P: thrift_codec::Protocol>(
+fn message_begin<P: thrift_wire::Protocol>(
     out: &mut LinkBuffer,
     reply: &mut Reply<'_>,
     cx: &ServerContext,
@@ -308,7 +308,7 @@ pub(crate) fn answer<D: Dispatch>(
     })
 }
 
-fn answer_in<P: thrift_codec::Protocol, D: Dispatch>(
+fn answer_in<P: thrift_wire::Protocol, D: Dispatch>(
     out: &mut LinkBuffer,
     shared: &ServerState<D>,
     done: Done<D::Reply>,
@@ -389,7 +389,7 @@ impl<'a> Reply<'a> {
     }
 
     /// Writes a reply (the caller flushes); one larger than the frame limit becomes an `INTERNAL_ERROR`.
-    fn send<P: thrift_codec::Protocol, M: Body>(
+    fn send<P: thrift_wire::Protocol, M: Body>(
         &mut self,
         out: &mut LinkBuffer,
         cx: &ServerContext,
@@ -423,7 +423,7 @@ impl<'a> Reply<'a> {
     /// Writes the message (sized first, one reservation) behind its framing into the
     /// output, a header (if the framing has one) naming `refusal` if there is one.
     /// `Ok(Err(size))` when it would exceed the frame limit (nothing written).
-    fn write<P: thrift_codec::Protocol, M: Body>(
+    fn write<P: thrift_wire::Protocol, M: Body>(
         &mut self,
         out: &mut LinkBuffer,
         cx: &ServerContext,
@@ -486,12 +486,12 @@ pub(crate) fn closing_frame(out: &mut LinkBuffer, protocol: Protocol) {
 struct EmptyStruct;
 
 impl super::Body for EmptyStruct {
-    fn size<S: thrift_codec::Sizer>(&self, s: &mut S) -> usize {
+    fn size<S: thrift_wire::Sizer>(&self, s: &mut S) -> usize {
         let saved = s.struct_begin();
         s.struct_end_len(saved)
     }
 
-    fn encode<E: thrift_codec::Encoder>(&self, e: &mut E) {
+    fn encode<E: thrift_wire::Encoder>(&self, e: &mut E) {
         let saved = e.write_struct_begin();
         e.write_struct_end(saved);
     }

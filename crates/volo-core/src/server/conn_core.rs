@@ -45,7 +45,7 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use bytes::Bytes;
-use thrift_codec::LinkBuffer;
+use thrift_wire::LinkBuffer;
 
 use super::Dispatch;
 use super::call::{Arrival, Done, MakeCall, answer, start_call};

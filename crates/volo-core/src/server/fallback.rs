@@ -63,7 +63,7 @@ where
 mod tests {
     use std::time::Duration;
 
-    use thrift_codec::{ApplicationException, ApplicationExceptionKind};
+    use thrift_wire::{ApplicationException, ApplicationExceptionKind};
 
     use super::*;
     use crate::client::{Client, ClientContext, ErrorKind};

@@ -9,7 +9,7 @@ use std::sync::Arc;
 use std::task::{Context, Poll, Waker};
 use std::time::{Duration, Instant};
 
-use thrift_codec::LinkBuffer;
+use thrift_wire::LinkBuffer;
 
 use super::call::Done;
 use super::conn_core::{ConnCore, Expired, Next};

@@ -26,7 +26,7 @@ use std::task::{Context, Poll, Waker};
 use std::time::Instant;
 
 use bytes::Bytes;
-use thrift_codec::LinkBuffer;
+use thrift_wire::LinkBuffer;
 
 use netpoll_rs::{Handler, InlineHandle, Io};
 use tokio::sync::{Notify, OwnedSemaphorePermit};

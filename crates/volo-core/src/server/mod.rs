@@ -52,7 +52,7 @@
 //! [`crate::tower_compat::FromTower`]; `DispatchError` converts from tower's boxed errors.
 //!
 //! ```
-//! use thrift_codec::{ApplicationException, ApplicationExceptionKind};
+//! use thrift_wire::{ApplicationException, ApplicationExceptionKind};
 //! use volo_core::context::ServerContext;
 //! use volo_core::server::{Dispatch, DispatchError, Server, ServerRequest, ServiceInfo};
 //! use volo_core::service::{Service, layer_fn};
@@ -336,7 +336,7 @@ pub use run::{BoundServer, Server};
 pub use stream::{ServerStream, StreamContext, StreamHandler};
 pub(crate) use stream_conn::Serving;
 
-use thrift_codec::{ApplicationException, ApplicationExceptionKind, DecodeError};
+use thrift_wire::{ApplicationException, ApplicationExceptionKind, DecodeError};
 
 use crate::config::{Observability, TransportConfig, WireLimits};
 use crate::context::ServerContext;

@@ -1,7 +1,7 @@
 //! [`ServerRequest`]: a call's arguments as the server hands them to its service.
 
 use bytes::Bytes;
-use thrift_codec::{DecodeLimits, Message, Protocol as WireFormat};
+use thrift_wire::{DecodeLimits, Message, Protocol as WireFormat};
 
 use super::DispatchError;
 use crate::codec::with_protocol;
@@ -86,7 +86,7 @@ mod tests {
     use super::*;
     use crate::codec::{Framing, Protocol};
     use crate::test_support::{Text, text};
-    use thrift_codec::{Binary, Codec, Compact, Decoder, Json, LinkBuffer};
+    use thrift_wire::{Binary, Codec, Compact, Decoder, Json, LinkBuffer};
 
     fn encoded<P: WireFormat>(t: &Text) -> Bytes {
         let mut buf = LinkBuffer::new();

@@ -7,7 +7,7 @@ use std::future::Future;
 use std::pin::Pin;
 use std::sync::Arc;
 
-use thrift_codec::{Message, Utf8Bytes};
+use thrift_wire::{Message, Utf8Bytes};
 
 use crate::stream::handle::{Receiver, Sender};
 use crate::stream::shared::StreamShared;

@@ -3,7 +3,7 @@
 
 use std::io;
 
-use thrift_codec::{ApplicationException, ApplicationExceptionKind, Utf8Bytes};
+use thrift_wire::{ApplicationException, ApplicationExceptionKind, Utf8Bytes};
 
 use super::flow::{CREDIT_KEY, WINDOW_KEY};
 use super::frame::{BizStatus, str_key};

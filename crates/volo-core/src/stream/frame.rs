@@ -29,7 +29,7 @@
 //!   side hold it whole.
 
 use bytes::{BufMut, Bytes};
-use thrift_codec::{
+use thrift_wire::{
     ApplicationException, Binary, Codec, DecodeError, EncodeError, LinkBuffer, MessageHeader,
     MessageType, Utf8Bytes,
 };
@@ -460,7 +460,7 @@ impl BizStatus {
 #[cfg(test)]
 mod tests {
     use proptest::prelude::*;
-    use thrift_codec::ApplicationExceptionKind;
+    use thrift_wire::ApplicationExceptionKind;
 
     use super::*;
 

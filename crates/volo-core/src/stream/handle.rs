@@ -10,7 +10,7 @@ use std::sync::Arc;
 use std::task::{Context, Poll};
 
 use bytes::Bytes;
-use thrift_codec::{Binary, Codec, Message};
+use thrift_wire::{Binary, Codec, Message};
 
 use super::error::{Metadata, StreamError};
 use super::shared::StreamShared;

@@ -27,7 +27,7 @@ use std::task::{Context, Poll};
 use std::time::{Duration, Instant};
 
 use futures_util::task::AtomicWaker;
-use thrift_codec::{LinkBuffer, Utf8Bytes};
+use thrift_wire::{LinkBuffer, Utf8Bytes};
 use tokio::sync::Notify;
 
 use super::StreamConfig;

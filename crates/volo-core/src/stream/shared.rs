@@ -7,7 +7,7 @@ use std::task::Poll;
 use std::time::Duration;
 
 use bytes::Bytes;
-use thrift_codec::{LinkBuffer, Utf8Bytes};
+use thrift_wire::{LinkBuffer, Utf8Bytes};
 
 use super::core::StreamCore;
 use super::error::{HandlerError, Metadata, StreamError};

@@ -6,7 +6,7 @@ use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::time::Duration;
 
 use futures_util::StreamExt;
-use thrift_codec::{ApplicationExceptionKind, Utf8Bytes};
+use thrift_wire::{ApplicationExceptionKind, Utf8Bytes};
 use tokio::sync::Notify;
 
 use super::*;
@@ -532,8 +532,8 @@ fn header(id: i32, method: &str) -> Frame {
 }
 
 fn data(id: i32, method: &str, t: &str) -> Frame {
-    let mut buf = thrift_codec::LinkBuffer::new();
-    let n = thrift_codec::Codec::<thrift_codec::Binary>::new()
+    let mut buf = thrift_wire::LinkBuffer::new();
+    let n = thrift_wire::Codec::<thrift_wire::Binary>::new()
         .encode(&text(1, t), &mut buf)
         .expect("encodes");
     Frame::new(FrameKind::Data, id)
@@ -542,7 +542,7 @@ fn data(id: i32, method: &str, t: &str) -> Frame {
 }
 
 fn payload_text(f: &Frame) -> String {
-    let m: Text = thrift_codec::Codec::<thrift_codec::Binary>::new()
+    let m: Text = thrift_wire::Codec::<thrift_wire::Binary>::new()
         .decode(f.payload.clone())
         .expect("a Text");
     m.text.unwrap_or_default().to_string()
@@ -832,7 +832,7 @@ fn a_client_stops_counting_for_a_server_that_grants_no_window() {
         .iter()
         .position(|f| f.meta_value(flow::UNCOUNTED_KEY).is_some())
         .expect("an opt-out");
-    let size = thrift_codec::Codec::<thrift_codec::Binary>::new().size(&text(1, &"u".repeat(1000)));
+    let size = thrift_wire::Codec::<thrift_wire::Binary>::new().size(&text(1, &"u".repeat(1000)));
     let cost = size + flow::MESSAGE_COST as usize;
     let before = frames[..opt_out]
         .iter()
@@ -1235,7 +1235,7 @@ fn header_of(id: i32, method: &str, service: &str) -> Frame {
 }
 
 /// The exception of an rst for stream `id`, the next frame for it.
-fn rst_exception(p: &mut RawPeer, id: i32) -> thrift_codec::ApplicationException {
+fn rst_exception(p: &mut RawPeer, id: i32) -> thrift_wire::ApplicationException {
     let rst = p.recv_for(id);
     assert_eq!(rst.kind, FrameKind::Rst, "stream {id}");
     frame::read_exception(rst.payload).expect("an exception")
@@ -1327,7 +1327,7 @@ fn frames_to_end(p: &mut RawPeer, id: i32) -> Vec<Frame> {
 
 /// The exception of a trailer sent after an rst of `code`: an `INTERNAL_ERROR` whose
 /// message names the code as Kitex's does.
-fn kitex_trailer_exception(trailer: &Frame, code: i32) -> thrift_codec::ApplicationException {
+fn kitex_trailer_exception(trailer: &Frame, code: i32) -> thrift_wire::ApplicationException {
     let e = frame::read_exception(trailer.payload.clone()).expect("an exception");
     assert_eq!(
         e.kind,

@@ -22,7 +22,7 @@ use std::sync::{Mutex, MutexGuard, PoisonError};
 use std::time::Duration;
 
 use bytes::{Buf, Bytes};
-use thrift_codec::LinkBuffer;
+use thrift_wire::LinkBuffer;
 
 use crate::context::Address;
 

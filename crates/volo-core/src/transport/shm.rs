@@ -25,7 +25,7 @@ use std::time::Duration;
 
 use bytes::Bytes;
 use shm_ipc::{Listener, Session, Stream};
-use thrift_codec::LinkBuffer;
+use thrift_wire::LinkBuffer;
 use tokio::sync::mpsc;
 use tokio::task::JoinSet;
 

@@ -104,8 +104,8 @@ pub use write::{JsonEncoder, JsonSizer};
 /// [module docs](self).
 ///
 /// ```
-/// use thrift_codec::{Codec, Json, LinkBuffer, Message, MessageHeader, MessageType};
-/// # use thrift_codec::{DecodeError, Decoder, Encoder, Sizer, TType};
+/// use thrift_wire::{Codec, Json, LinkBuffer, Message, MessageHeader, MessageType};
+/// # use thrift_wire::{DecodeError, Decoder, Encoder, Sizer, TType};
 /// # #[derive(Debug, PartialEq)]
 /// # struct Ping { seq: i64 }
 /// # impl Message for Ping {

@@ -16,8 +16,8 @@ pub const MESSAGE_START: u8 = b'[';
 /// arriving in pieces is scanned once in all, not once per piece:
 ///
 /// ```
-/// use thrift_codec::protocol::json::MessageScanner;
-/// use thrift_codec::DecodeLimits;
+/// use thrift_wire::protocol::json::MessageScanner;
+/// use thrift_wire::DecodeLimits;
 ///
 /// let stream = br#"[1,"ping",1,7,{"1":{"str":"a]}"}}][1,"#;
 /// let mut scanner = MessageScanner::new(DecodeLimits::default(), 1 << 20);
@@ -26,7 +26,7 @@ pub const MESSAGE_START: u8 = b'[';
 /// assert_eq!(&stream[..end], br#"[1,"ping",1,7,{"1":{"str":"a]}"}}]"#);
 /// // The scanner starts over on what follows.
 /// assert_eq!(scanner.scan(&stream[end..])?, None);
-/// # Ok::<(), thrift_codec::DecodeError>(())
+/// # Ok::<(), thrift_wire::DecodeError>(())
 /// ```
 ///
 /// Errors: input that does not start with `[` (after whitespace) or closes a bracket it

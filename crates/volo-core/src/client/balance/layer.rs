@@ -253,7 +253,7 @@ mod tests {
     }
 
     fn req() -> ClientRequest {
-        ClientRequest::new("m", thrift_codec::fixtures::echo::Request::default())
+        ClientRequest::new("m", thrift_wire::fixtures::echo::Request::default())
     }
 
     /// A transport where instance 1 refuses every connect and the others answer;

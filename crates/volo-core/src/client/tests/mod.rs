@@ -3,7 +3,7 @@
 use std::future::Future;
 use std::time::Duration;
 
-use thrift_codec::ApplicationExceptionKind;
+use thrift_wire::ApplicationExceptionKind;
 
 use super::*;
 use crate::client::{ClientTimeouts, ConnectionPool, WireFormat};
@@ -185,9 +185,9 @@ fn calls_work_in_every_framing_and_protocol() {
 /// bytes being that protocol's.
 #[test]
 fn encoded_arguments_under_a_runtime_name_get_the_result_bytes() {
-    use thrift_codec::{Binary, Codec, Compact, Json, LinkBuffer};
+    use thrift_wire::{Binary, Codec, Compact, Json, LinkBuffer};
 
-    fn encode<P: thrift_codec::Protocol>(t: &Text) -> bytes::Bytes {
+    fn encode<P: thrift_wire::Protocol>(t: &Text) -> bytes::Bytes {
         let mut buf = LinkBuffer::new();
         let n = Codec::<P>::new().encode(t, &mut buf).unwrap();
         buf.next(n)
@@ -971,7 +971,7 @@ fn a_refusal_is_told_by_the_reply_header_before_its_message() {
     use crate::codec::ttheader::{Header, HeaderLimits};
     use crate::refusal::OVERLOAD_PREFIX;
     use bytes::Bytes;
-    use thrift_codec::{ApplicationException, Binary, Decoder, MessageHeader, MessageType};
+    use thrift_wire::{ApplicationException, Binary, Decoder, MessageHeader, MessageType};
     let prefixed = format!("{OVERLOAD_PREFIX}busy");
     let script: Vec<(Option<&'static str>, String, ErrorKind)> = vec![
         (Some("overloaded"), "busy".into(), ErrorKind::Overloaded),
@@ -996,7 +996,7 @@ fn a_refusal_is_told_by_the_reply_header_before_its_message() {
                 s.read_exact(&mut frame[4..]).await.unwrap();
                 let (asked, payload) =
                     Header::decode(&Bytes::from(frame), &HeaderLimits::default()).unwrap();
-                let call = thrift_codec::Codec::<Binary>::new()
+                let call = thrift_wire::Codec::<Binary>::new()
                     .decoder(payload)
                     .unwrap()
                     .read_message_begin()
@@ -1013,7 +1013,7 @@ fn a_refusal_is_told_by_the_reply_header_before_its_message() {
                 };
                 let ex =
                     ApplicationException::new(ApplicationExceptionKind::InternalError, message);
-                let mut out = thrift_codec::LinkBuffer::new();
+                let mut out = thrift_wire::LinkBuffer::new();
                 crate::codec::write_message::<Binary, _>(
                     &mut out,
                     Framing::TTHeader,

@@ -5,7 +5,7 @@
 use std::sync::{Arc, Mutex};
 
 use bytes::{BufMut, Bytes, BytesMut};
-use thrift_codec::{Binary, Codec, Decoder, LinkBuffer, Message, MessageHeader, MessageType};
+use thrift_wire::{Binary, Codec, Decoder, LinkBuffer, Message, MessageHeader, MessageType};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
 use super::*;

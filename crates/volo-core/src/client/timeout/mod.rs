@@ -153,7 +153,7 @@ mod tests {
     }
 
     fn req() -> ClientRequest {
-        ClientRequest::new("m", thrift_codec::fixtures::echo::Request::default())
+        ClientRequest::new("m", thrift_wire::fixtures::echo::Request::default())
     }
 
     fn poll<F: Future>(f: std::pin::Pin<&mut F>) -> Poll<F::Output> {

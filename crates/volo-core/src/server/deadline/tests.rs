@@ -7,7 +7,7 @@ use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::task::{Context, Poll, Waker};
 use std::time::Duration;
 
-use thrift_codec::ApplicationExceptionKind;
+use thrift_wire::ApplicationExceptionKind;
 use tokio::sync::oneshot;
 
 use super::*;

@@ -1,6 +1,6 @@
 //! Why a call was refused, and the exception the caller gets for it.
 
-use thrift_codec::ApplicationException;
+use thrift_wire::ApplicationException;
 
 /// A call refused by a [`Limiter`](super::Limiter): which limit it met.
 ///
@@ -45,7 +45,7 @@ pub fn refusal(why: &Overloaded) -> ApplicationException {
 mod tests {
     use super::*;
     use crate::refusal::is_overload;
-    use thrift_codec::ApplicationExceptionKind;
+    use thrift_wire::ApplicationExceptionKind;
 
     #[test]
     fn a_refusal_is_recognised_as_an_overload_and_says_which_limit() {

@@ -5,7 +5,7 @@
 mod layer;
 
 pub use layer::MeteredServerLayer;
-use thrift_codec::Utf8Bytes;
+use thrift_wire::Utf8Bytes;
 
 use crate::context::ServerContext;
 use crate::metrics::Metrics;

@@ -68,7 +68,7 @@
 use std::borrow::Cow;
 use std::fmt;
 
-use thrift_codec::{ApplicationException, ApplicationExceptionKind, Encoder, Sizer, Utf8Bytes};
+use thrift_wire::{ApplicationException, ApplicationExceptionKind, Encoder, Sizer, Utf8Bytes};
 
 use super::{Body, Dispatch, DispatchError, ServerRequest, ServiceFacts, ServiceInfo};
 use crate::codec::SERVICE_SEPARATOR;

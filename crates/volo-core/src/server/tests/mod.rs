@@ -9,7 +9,7 @@ use std::sync::atomic::Ordering;
 use std::time::Duration;
 
 use bytes::{BufMut, Bytes, BytesMut};
-use thrift_codec::{
+use thrift_wire::{
     ApplicationException, ApplicationExceptionKind, Binary, Codec, Compact, Decoder, Json,
     LinkBuffer, Message, MessageHeader, MessageType, Utf8Bytes,
 };
@@ -43,13 +43,13 @@ fn read_until_closed(s: &mut impl Read) -> Vec<u8> {
 }
 
 /// A call message in protocol `P` (the text is argument 1).
-fn call<P: thrift_codec::Protocol>(ty: MessageType, method: &str, seq: i32, t: &str) -> Vec<u8> {
+fn call<P: thrift_wire::Protocol>(ty: MessageType, method: &str, seq: i32, t: &str) -> Vec<u8> {
     message::<P>(ty, method, seq, 1, t)
 }
 
 /// The unframed reply to an `echo` of `t` (the text is the result's field 0): what a
 /// Buffered call gets back, to read exactly that many bytes of.
-fn echo_reply<P: thrift_codec::Protocol>(seq: i32, t: &str) -> Vec<u8> {
+fn echo_reply<P: thrift_wire::Protocol>(seq: i32, t: &str) -> Vec<u8> {
     message::<P>(MessageType::Reply, "echo", seq, 0, t)
 }
 
@@ -101,7 +101,7 @@ enum Answer {
     Exception(ApplicationExceptionKind, String),
 }
 
-fn answer<P: thrift_codec::Protocol>(msg: Vec<u8>) -> (MessageHeader, Answer) {
+fn answer<P: thrift_wire::Protocol>(msg: Vec<u8>) -> (MessageHeader, Answer) {
     let codec = Codec::<P>::new();
     let mut d = codec.decoder(Bytes::from(msg)).unwrap();
     let h = d.read_message_begin().unwrap();

@@ -8,15 +8,15 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use futures_util::FutureExt;
-use thrift_codec::ApplicationExceptionKind;
+use thrift_wire::ApplicationExceptionKind;
 
 use crate::client::{ClientConfig, ClientStream, StreamClient};
 use crate::context::ServerContext;
 use crate::metrics::Metrics;
 use crate::refusal::{Refusal, is_overload};
+use crate::server::inflight::InflightLayer;
 use crate::server::limit::{LimitConfig, LimitLayer, Overloaded};
 use crate::server::metered::MeteredServer;
-use crate::server::inflight::InflightLayer;
 use crate::server::{DispatchError, ServerCall, ServerConfig, ServerStream, StreamHandler};
 use crate::service::{Layer, Service, layer_fn, service_fn};
 use crate::stream::{HandlerError, Metadata, StreamConfig, StreamError};
@@ -111,7 +111,7 @@ async fn open(c: &StreamClient, method: &str, header: &Metadata) -> ClientStream
 }
 
 /// How a stream `s` whose handler fails at once ends, on the client.
-async fn failure(s: &mut ClientStream<Text, Text>) -> thrift_codec::ApplicationException {
+async fn failure(s: &mut ClientStream<Text, Text>) -> thrift_wire::ApplicationException {
     match s.recv().await {
         Err(StreamError::Application(e)) => e,
         other => panic!("{other:?}"),
@@ -306,7 +306,7 @@ async fn counted(metrics: &Metrics, line: &str) -> String {
 
 /// Opens a `panic` stream on a server with `metrics`: its failure, and what the layer
 /// saw.
-async fn a_panicking_stream(metrics: &Metrics) -> (thrift_codec::ApplicationException, Vec<Seen>) {
+async fn a_panicking_stream(metrics: &Metrics) -> (thrift_wire::ApplicationException, Vec<Seen>) {
     let seen = Log::default();
     let mut config = ServerConfig::default();
     config.observability.metrics = Some(metrics.clone());

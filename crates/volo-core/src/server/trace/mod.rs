@@ -82,7 +82,7 @@ pub(crate) fn failure<R>(outcome: &Result<R, DispatchError>) -> Option<&'static 
         DispatchError::Overloaded(_)
         | DispatchError::Closing
         | DispatchError::DeadlinePassed(_) => {
-            thrift_codec::ApplicationExceptionKind::InternalError.name()
+            thrift_wire::ApplicationExceptionKind::InternalError.name()
         }
     })
 }

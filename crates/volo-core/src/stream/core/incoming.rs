@@ -5,7 +5,7 @@
 use std::io;
 
 use bytes::Bytes;
-use thrift_codec::{ApplicationException, ApplicationExceptionKind, LinkBuffer, Utf8Bytes};
+use thrift_wire::{ApplicationException, ApplicationExceptionKind, LinkBuffer, Utf8Bytes};
 
 use super::state::StreamState;
 use super::timers::Due;

@@ -43,7 +43,7 @@ use std::collections::{HashMap, VecDeque};
 use std::io;
 use std::time::Instant;
 
-use thrift_codec::{LinkBuffer, Utf8Bytes};
+use thrift_wire::{LinkBuffer, Utf8Bytes};
 
 use super::StreamConfig;
 use super::error::{Metadata, StreamError};

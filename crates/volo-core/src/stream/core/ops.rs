@@ -5,7 +5,7 @@ use std::task::Poll;
 use std::time::Instant;
 
 use bytes::Bytes;
-use thrift_codec::{LinkBuffer, Utf8Bytes};
+use thrift_wire::{LinkBuffer, Utf8Bytes};
 
 use super::state::StreamState;
 use super::timers::Due;

@@ -3,7 +3,7 @@
 
 use std::time::Instant;
 
-use thrift_codec::Utf8Bytes;
+use thrift_wire::Utf8Bytes;
 
 use crate::stream::error::{Metadata, StreamError};
 use crate::stream::flow::{Inbox, SendWindow};

@@ -6,7 +6,7 @@
 use std::collections::BTreeSet;
 use std::time::Instant;
 
-use thrift_codec::{LinkBuffer, Utf8Bytes};
+use thrift_wire::{LinkBuffer, Utf8Bytes};
 
 use super::{Event, PeerCounts, StreamCore, write};
 use crate::stream::error::StreamError;

@@ -8,7 +8,7 @@ use std::sync::Mutex;
 use std::task::{Context, Waker};
 
 use bytes::{Buf, BufMut, Bytes};
-use thrift_codec::LinkBuffer;
+use thrift_wire::LinkBuffer;
 
 use crate::context::Address;
 use crate::transport::{Conn, FrameIo, end_of_stream, lock, take_frame_from};

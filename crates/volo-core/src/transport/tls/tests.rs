@@ -747,8 +747,8 @@ fn a_client_ends_its_sessions_with_close_notify() {
                     let name_len = u32::from_be_bytes(call[4..8].try_into().unwrap()) as usize;
                     let seq = &call[8 + name_len..12 + name_len];
                     let seq = i32::from_be_bytes(seq.try_into().unwrap());
-                    let reply = message::<thrift_codec::Binary>(
-                        thrift_codec::MessageType::Reply,
+                    let reply = message::<thrift_wire::Binary>(
+                        thrift_wire::MessageType::Reply,
                         "echo",
                         seq,
                         0,

@@ -5,7 +5,7 @@ use std::io;
 use std::task::Poll;
 use std::time::Duration;
 
-use thrift_codec::Utf8Bytes;
+use thrift_wire::Utf8Bytes;
 
 use super::{End, Pair, data, kitex_header};
 use crate::stream::StreamConfig;

@@ -6,7 +6,7 @@ use std::task::Poll;
 
 use bytes::Bytes;
 use proptest::prelude::*;
-use thrift_codec::Utf8Bytes;
+use thrift_wire::Utf8Bytes;
 
 use super::End;
 use crate::stream::StreamConfig;

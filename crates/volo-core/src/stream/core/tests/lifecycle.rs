@@ -3,7 +3,7 @@
 
 use std::task::Poll;
 
-use thrift_codec::{ApplicationException, ApplicationExceptionKind, Utf8Bytes};
+use thrift_wire::{ApplicationException, ApplicationExceptionKind, Utf8Bytes};
 
 use super::{End, Pair, data, ended, kitex_header, message};
 use crate::stream::core::{Event, Side};

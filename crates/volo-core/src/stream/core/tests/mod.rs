@@ -11,7 +11,7 @@ use std::task::Poll;
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
-use thrift_codec::{LinkBuffer, Utf8Bytes};
+use thrift_wire::{LinkBuffer, Utf8Bytes};
 
 use super::{Accepted, Event, Side, StreamCore};
 use crate::stream::error::{Metadata, StreamError};
