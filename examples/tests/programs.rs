@@ -840,6 +840,13 @@ fn a_bad_value_is_refused_naming_its_flag() {
         &["--server-cpus"],
     );
     refused(bench, &["--server-only", "--stack", "paired"], &["--stack"]);
+    refused(bench, &["--latency"], &["--latency", "--server-only"]);
+    refused(bench, &["--size", "64,1024"], &["--size"]);
+    refused(
+        bench,
+        &["--server-only", "--kitex-server", "true"],
+        &["--kitex-server"],
+    );
     refused(env!("CARGO_BIN_EXE_wire-dump"), &["a", "b", "c"], &["'c'"]);
     #[cfg(feature = "etcd")]
     refused(

@@ -179,3 +179,67 @@ fn partial_load_offers_each_server_each_rate() {
     }
     assert_eq!(lines.len(), 4, "{lines:?}");
 }
+
+/// Latency mode, end to end: ours in two spin modes, Volo's and an outside server (our
+/// `echo-server` from a command line, as a Kitex server would be), two sizes and two
+/// caller counts from one load generator: a `latency` line with the documented
+/// fields for every case, calls made in each, and a ratio line for each of ours
+/// against each other server in each case.
+#[test]
+fn latency_mode_reports_every_server_in_every_case() {
+    let cpus = a_cpu();
+    let settings = server_only::LatencySettings {
+        exe: rpc_bench().into(),
+        servers: server_only::servers("adaptive,off").unwrap(),
+        kitex: Some(format!(
+            "{} --addr {{addr}}",
+            env!("CARGO_BIN_EXE_echo-server")
+        )),
+        loadgens: server_only::loadgens("ours", ClientStack::Bare, false).unwrap(),
+        callers: vec![1, 2],
+        sizes: vec![64, 1024],
+        warmup: Duration::from_millis(100),
+        window: Duration::from_millis(200),
+        rounds: 1,
+        server_cpus: cpus.clone(),
+        client_cpus: cpus,
+        progress: false,
+    };
+    let lines = server_only::latency(&settings).unwrap();
+    let cases: Vec<&String> = lines.iter().filter(|l| l.starts_with("latency ")).collect();
+    assert_eq!(cases.len(), 4 * 2 * 2, "{lines:?}");
+    for server in ["ours-adaptive", "ours-off", "volo", "kitex"] {
+        for (callers, size) in [(1, 64), (1, 1024), (2, 64), (2, 1024)] {
+            let prefix =
+                format!("latency server={server} loadgen=ours callers={callers} size={size} ");
+            let line = cases
+                .iter()
+                .find(|l| l.starts_with(&prefix))
+                .unwrap_or_else(|| panic!("no {prefix:?}: {lines:?}"));
+            let names: Vec<&str> = line
+                .split(' ')
+                .map(|f| f.split('=').next().unwrap_or_default())
+                .collect();
+            assert_eq!(
+                names,
+                [
+                    "latency",
+                    "server",
+                    "loadgen",
+                    "callers",
+                    "size",
+                    "qps",
+                    "p50_us",
+                    "p99_us",
+                    "cpu_us_per_call"
+                ],
+                "{line}"
+            );
+            assert!(!line.contains(" qps=0 "), "{line}");
+        }
+    }
+    let ratios = lines
+        .iter()
+        .filter(|l| l.starts_with("latency_ratio of=ours-"));
+    assert_eq!(ratios.count(), 2 * 2 * 4, "{lines:?}");
+}

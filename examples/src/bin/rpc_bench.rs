@@ -142,6 +142,21 @@
 //! because no caller was free), and `partial_ratio of=ours/volo|ours/kitex spin=..
 //! share=.. rate=.. cores=.. cpu_per_call=.. p99=..` lines.
 //!
+//! # Latency at low concurrency (`--server-only --latency`)
+//!
+//! `rpc-bench --server-only --latency [--concurrency 1,4,16] [--size 64,1024]
+//! [--loadgen ours,volo] [--server-spin adaptive,fixed,off] [--kitex-server CMD]
+//! [--rounds N] [--duration SECS]`
+//!
+//! Closed loops of a few callers, where every call that finds a server asleep pays
+//! for waking it. Each server (ours in each spin mode by default, Volo's, a Kitex
+//! server when given) runs each case (size, callers, load generator) `--rounds` times
+//! in turns, in a fresh pinned child, 5 s windows by default, and the runs are pooled:
+//! `latency server=<name> loadgen=<name> callers=N size=B qps=.. p50_us=.. p99_us=..
+//! cpu_us_per_call=..` per case (`<name>`: `ours-adaptive`, `ours-fixed`, `ours-off`,
+//! `volo`, `kitex`), then `latency_ratio of=ours-<spin>/volo ...` lines. See
+//! [`examples::server_only::LatencySettings`].
+//!
 //! `rpc-bench --idle-conns N [--idle-secs SECS] [--server-spin ..] [--server-cpus LIST]
 //! [--client-cpus LIST]`: for each server, N connections opened, each used for one
 //! call (so the server has really taken it on) and left idle, and
@@ -167,8 +182,8 @@ use examples::echo_service::{
 use examples::load::{Plan, Report, closed_loop, progress_wanted};
 use examples::options::{self, DriverArg, FramingArg, OnOff, ProtocolArg, SpinArg};
 use examples::server_only::{
-    self, ClientStack, CpuList, IdleSettings, LoadGenName, PartialSettings, RateSpec,
-    Settings as ServerOnly,
+    self, ClientStack, CpuList, IdleSettings, LatencySettings, LoadGenName, PartialSettings,
+    RateSpec, Settings as ServerOnly,
 };
 use examples::stream_bench::{self, StreamBenchSettings, StreamKind};
 use volo_core::client::ClientConfig;
@@ -204,9 +219,11 @@ struct Cli {
           value_parser = options::at_least_one())]
     concurrency: Vec<usize>,
 
-    /// Bytes of each message.
-    #[arg(long, value_name = "BYTES", default_value_t = 1024)]
-    size: usize,
+    /// Bytes of each message [default: 1024; with --latency, a comma-separated list,
+    /// one case each: 64,1024].
+    #[arg(long, value_name = "BYTES[,...]", value_delimiter = ',',
+          value_parser = options::at_least_one())]
+    size: Vec<usize>,
 
     /// The measured window of each run, in seconds [default: 15; with --server-only 10].
     #[arg(long, value_name = "SECS", value_parser = options::positive_seconds)]
@@ -286,13 +303,13 @@ struct Cli {
     loadgen: Vec<LoadGenName>,
 
     /// (server-only) How our server's pollers spin between events: adaptive, fixed
-    /// (50 µs after every burst, the old default), off, or a list (each compared).
+    /// (50 µs after every burst, the old default), off, or a list (each compared)
+    /// [default: adaptive; with --latency adaptive,fixed,off].
     #[arg(
         long,
         value_enum,
         value_name = "MODE[,...]",
         value_delimiter = ',',
-        default_value = "adaptive",
         requires = "server_side"
     )]
     server_spin: Vec<SpinArg>,
@@ -337,10 +354,16 @@ struct Cli {
     )]
     rate: Vec<RateSpec>,
 
-    /// (server-only, with --rate) A Kitex server to compare too: a command line run
-    /// through `sh -c`, with {addr} replaced by the address to listen on (or
+    /// (server-only) Latency at low concurrency: closed loops of 1, 4 and 16 callers
+    /// (or --concurrency), 64 B and 1 KiB (or --size), against ours in every spin mode
+    /// (or --server-spin), Volo's and a --kitex-server if given.
+    #[arg(long, requires = "server_only", conflicts_with = "rate")]
+    latency: bool,
+
+    /// (server-only, with --rate or --latency) A Kitex server to compare too: a command
+    /// line run through `sh -c`, with {addr} replaced by the address to listen on (or
     /// `--addr ADDR` appended).
-    #[arg(long, value_name = "CMD", requires = "rate")]
+    #[arg(long, value_name = "CMD")]
     kitex_server: Option<String>,
 
     /// Stream mode: server, client, bidi and bidi-pingpong streams (a list), after a ping-pong run at
@@ -370,6 +393,15 @@ struct Cli {
     idle_secs: Duration,
 }
 
+/// `--size` in the modes that take one size (1 KiB when none is given).
+fn one_size(sizes: &[usize]) -> usize {
+    match sizes {
+        [] => 1024,
+        [n] => *n,
+        _ => refuse::<Cli>("--size takes one number here (a list with --latency)"),
+    }
+}
+
 /// `--transports`' names.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
 enum BenchTransport {
@@ -396,7 +428,7 @@ fn stream_mode(cli: Cli) -> Result<(), Usage> {
         kinds: cli.stream,
         servers: cli.stream_server,
         concurrency,
-        size: cli.size,
+        size: one_size(&cli.size),
         warmup: Duration::from_secs(1),
         duration: cli.duration.unwrap_or(Duration::from_secs(10)),
     };
@@ -480,7 +512,7 @@ fn whole_stack(cli: Cli) -> Result<(), Usage> {
         .collect();
     let settings = Settings {
         concurrency,
-        size: cli.size,
+        size: one_size(&cli.size),
         duration: cli.duration.unwrap_or(Duration::from_secs(15)),
         framing: cli.framing.0,
         protocol: cli.protocol.0,
@@ -887,7 +919,15 @@ fn server_only_mode(cli: Cli) -> Result<(), Usage> {
         Stack::Paired => refuse::<Cli>("--stack paired is not for --server-only: bare or default"),
     };
     let exe = std::env::current_exe().map_err(|e| Usage(format!("this program's path: {e}")))?;
-    let servers = server_only::servers_of(&cli.server_spin, &cli.server_io, cli.mux);
+    let spins = match &cli.server_spin {
+        s if !s.is_empty() => s.clone(),
+        _ if cli.latency => vec![SpinArg::Adaptive, SpinArg::Fixed, SpinArg::Off],
+        _ => vec![SpinArg::Adaptive],
+    };
+    if cli.kitex_server.is_some() && cli.rate.is_empty() && !cli.latency {
+        refuse::<Cli>("--kitex-server needs --rate or --latency");
+    }
+    let servers = server_only::servers_of(&spins, &cli.server_io, cli.mux);
     let (server_cpus, client_cpus) = (cli.server_cpus.0, cli.client_cpus.0);
     if server_cpus.iter().any(|c| client_cpus.contains(c)) {
         eprintln!(
@@ -900,7 +940,7 @@ fn server_only_mode(cli: Cli) -> Result<(), Usage> {
             exe,
             servers,
             conns,
-            size: cli.size,
+            size: one_size(&cli.size),
             window: cli.idle_secs,
             settle: Duration::from_secs(1),
             server_cpus,
@@ -930,7 +970,7 @@ fn server_only_mode(cli: Cli) -> Result<(), Usage> {
             kitex: cli.kitex_server,
             loadgen: loadgens[0],
             concurrency: cli.concurrency.first().copied().unwrap_or(100),
-            size: cli.size,
+            size: one_size(&cli.size),
             warmup: cli.warmup,
             window: cli.duration.unwrap_or(Duration::from_secs(10)),
             rates: cli.rate,
@@ -959,6 +999,68 @@ fn server_only_mode(cli: Cli) -> Result<(), Usage> {
         }
         return Ok(());
     }
+    if cli.latency {
+        let callers = match &cli.concurrency {
+            c if c.is_empty() => server_only::CALLERS.to_vec(),
+            c => c.clone(),
+        };
+        let sizes = match &cli.size {
+            s if s.is_empty() => server_only::SIZES.to_vec(),
+            s => s.clone(),
+        };
+        let settings = LatencySettings {
+            exe,
+            servers,
+            kitex: cli.kitex_server,
+            loadgens: server_only::loadgens_of(
+                match &cli.loadgen {
+                    l if l.is_empty() => &[LoadGenName::Ours, LoadGenName::Volo],
+                    l => l,
+                },
+                stack,
+                cli.mux,
+            ),
+            callers,
+            sizes,
+            warmup: cli.warmup,
+            window: cli.duration.unwrap_or(Duration::from_secs(5)),
+            rounds: cli.rounds,
+            server_cpus,
+            client_cpus,
+            progress: progress_wanted(),
+        };
+        println!(
+            "latency: closed loops of {:?} callers, {:?}-byte messages, {:.1} s windows \
+             after {:.1} s warm-up, {} round(s); servers [{}] on CPUs {:?}, load \
+             generators [{}] on CPUs {:?}; load {}",
+            settings.callers,
+            settings.sizes,
+            settings.window.as_secs_f64(),
+            settings.warmup.as_secs_f64(),
+            settings.rounds,
+            settings
+                .servers
+                .iter()
+                .map(|s| server_only::server_name(*s))
+                .chain(settings.kitex.as_ref().map(|_| "kitex".to_string()))
+                .collect::<Vec<_>>()
+                .join(", "),
+            settings.server_cpus,
+            settings
+                .loadgens
+                .iter()
+                .map(|l| l.name())
+                .collect::<Vec<_>>()
+                .join(", "),
+            settings.client_cpus,
+            server_only::load_average()
+        );
+        println!();
+        for line in server_only::latency(&settings)? {
+            println!("{line}");
+        }
+        return Ok(());
+    }
     let concurrency = match cli.concurrency {
         c if c.is_empty() => vec![1, 100],
         c => c,
@@ -975,7 +1077,7 @@ fn server_only_mode(cli: Cli) -> Result<(), Usage> {
             cli.mux,
         ),
         concurrency,
-        size: cli.size,
+        size: one_size(&cli.size),
         warmup: cli.warmup,
         window: cli.duration.unwrap_or(Duration::from_secs(10)),
         rounds: cli.rounds,

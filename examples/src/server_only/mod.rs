@@ -26,6 +26,7 @@
 //!   its QPS, says how efficient it is.
 
 mod idle;
+mod latency;
 mod partial;
 mod process;
 mod raw;
@@ -40,6 +41,7 @@ use volo_core::codec::{Framing, Protocol};
 use volo_core::context::Address;
 
 pub use idle::{IdleSettings, idle};
+pub use latency::{CALLERS, LatencySettings, SIZES, latency, server_name};
 pub use partial::{PartialSettings, RateSpec, partial};
 pub use process::{SERVE, ServerKind, ServerProcess, serve_if_asked};
 pub use sys::{
