@@ -31,7 +31,10 @@ pub struct Config {
     /// would; otherwise it blocks as soon as its work is done. So a busy
     /// poller does not sleep between close events, and one whose events are spread
     /// out (a server at partial load, a lone caller across a slow network) sleeps
-    /// instead of spinning through every gap. `false`: the whole
+    /// instead of spinning through every gap. A reply that a reader waits for
+    /// ([`Connection::read_reply`](crate::Connection::read_reply), a client's after
+    /// its call) is spun for when it usually comes within [`spin`](Self::spin): for
+    /// twice its usual delay, and only while one is due. `false`: the whole
     /// [`spin`](Self::spin) after every burst, a fixed window (lower latency at
     /// partial load, for up to a whole core of CPU).
     pub adaptive_spin: bool,

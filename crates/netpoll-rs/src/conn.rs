@@ -14,7 +14,7 @@ use thrift_wire::LinkBuffer;
 
 use crate::conn_state::{ConnState, Env, Served};
 use crate::handler::Handler;
-use crate::poller::{Entry, Outbox, PollerShared};
+use crate::poller::{Entry, Outbox, PollerShared, ReplyDue};
 use crate::sync::lock;
 use crate::sys::{Ready, Received, Stream};
 
@@ -207,6 +207,27 @@ impl Connection {
         .await
     }
 
+    /// [`read_frame`](Self::read_frame) for a reply this side is owed: a client's
+    /// after it sent a call. While it waits, the connection's poller counts a reply
+    /// as due, and (with [`Config::adaptive_spin`](crate::Config::adaptive_spin)) may
+    /// poll for it for up to twice the usual delay of a reply instead of sleeping:
+    /// the reply is picked up without a wake-up. A read that is not owed anything (a
+    /// server's, waiting for the next request) should stay with `read_frame`.
+    pub async fn read_reply<F>(&self, frame_len: F) -> io::Result<Option<Bytes>>
+    where
+        F: FnMut(&mut LinkBuffer) -> io::Result<Option<usize>>,
+    {
+        let _due = self.reply_due();
+        self.read_frame(frame_len).await
+    }
+
+    /// Counts a reply on this connection as due until the guard is dropped, for a
+    /// reply that another task reads (a mux client's calls, whose replies one reader
+    /// routes): see [`read_reply`](Self::read_reply).
+    pub fn reply_due(&self) -> ReplyDue<'_> {
+        self.shared.poller.reply_due()
+    }
+
     /// Gives `f` the input received so far, to `peek`, `next` or `skip` in it directly
     /// (the reader side of Netpoll's API; what `f` leaves stays for later reads). Taking
     /// input may lift the high-water pause, so reading resumes right after. Does not
@@ -390,5 +411,64 @@ impl Drop for Connection {
         if !inline {
             self.shared.close();
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::future::Future;
+    use std::io::Write;
+    use std::pin::pin;
+    use std::task::{Context, Poll, Waker};
+    use std::time::Duration;
+
+    use super::*;
+    use crate::{Config, Reactor};
+
+    /// Frames of a 4-byte big-endian length and that many bytes.
+    fn frame_len(buf: &mut LinkBuffer) -> io::Result<Option<usize>> {
+        Ok(buf
+            .peek(4)
+            .map(|h| 4 + u32::from_be_bytes([h[0], h[1], h[2], h[3]]) as usize))
+    }
+
+    /// A reply counts as due on the poller while a reader waits for it, and no longer
+    /// once the reader has it or gives up (its future dropped).
+    #[test]
+    fn a_reply_is_due_while_its_reader_waits_and_not_after() {
+        let reactor = Reactor::new(Config {
+            pollers: 1,
+            ..Config::default()
+        })
+        .unwrap();
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let addr = listener.local_addr().unwrap();
+        let conn = reactor.connect_tcp(addr, Duration::from_secs(5)).unwrap();
+        let (mut peer, _) = listener.accept().unwrap();
+        let due = || conn.shared.poller.replies_due();
+        let mut cx = Context::from_waker(Waker::noop());
+
+        assert!(!due());
+        {
+            let mut read = pin!(conn.read_reply(frame_len));
+            assert!(read.as_mut().poll(&mut cx).is_pending());
+            assert!(due(), "the reader waits");
+        }
+        assert!(!due(), "the reader gave up");
+
+        peer.write_all(&[0, 0, 0, 2, b'o', b'k']).unwrap();
+        let mut read = pin!(conn.read_reply(frame_len));
+        let started = std::time::Instant::now();
+        let got = loop {
+            if let Poll::Ready(got) = read.as_mut().poll(&mut cx) {
+                break got.unwrap().unwrap();
+            }
+            assert!(due(), "the reader waits");
+            assert!(started.elapsed() < Duration::from_secs(10), "no reply");
+            std::thread::sleep(Duration::from_millis(1));
+        };
+        assert_eq!(&got[..], b"\0\0\0\x02ok");
+        assert!(!due(), "the reader has its reply");
+        reactor.shutdown();
     }
 }

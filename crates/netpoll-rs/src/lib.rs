@@ -221,6 +221,7 @@ pub use config::Config;
 pub use conn::{Connection, InlineHandle};
 pub use handler::{Handler, Io};
 pub use listener::Listener;
+pub use poller::ReplyDue;
 pub use reactor::Reactor;
 pub use stats::{IoCounts, io_counts};
 pub use sys::{BufferSizes, Driver, SocketOptions};

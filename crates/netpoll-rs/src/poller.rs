@@ -10,7 +10,7 @@
 use std::fmt;
 use std::io;
 use std::os::fd::{AsRawFd, RawFd};
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -86,6 +86,22 @@ pub(crate) struct PollerShared {
     /// The deadlines its inline handlers set, by connection token. Locked after a
     /// connection's state when both are (never the other way round).
     timers: Mutex<Timers<Token>>,
+    /// Readers of its connections waiting for a reply they are owed
+    /// ([`Connection::read_reply`](crate::Connection::read_reply)): while there are any,
+    /// the poller's spin may wait for a reply's arrival (see [`Spin`]).
+    replies_due: AtomicUsize,
+}
+
+/// A reply counted as due on a connection's poller until this is dropped
+/// ([`Connection::reply_due`](crate::Connection::reply_due)).
+#[derive(Debug)]
+#[must_use = "the reply is due only while the guard lives"]
+pub struct ReplyDue<'a>(&'a PollerShared);
+
+impl Drop for ReplyDue<'_> {
+    fn drop(&mut self) {
+        self.0.replies_due.fetch_sub(1, Ordering::Relaxed);
+    }
 }
 
 /// A slab's entries: what the poller's tokens name.
@@ -105,8 +121,20 @@ impl PollerShared {
             shutdown: AtomicBool::new(false),
             pool: BlockPool::new(config.read_chunk, config.pooled_blocks),
             timers: Mutex::new(Timers::default()),
+            replies_due: AtomicUsize::new(0),
             config,
         }
+    }
+
+    /// Counts a reply as due until the guard is dropped.
+    pub(crate) fn reply_due(&self) -> ReplyDue<'_> {
+        self.replies_due.fetch_add(1, Ordering::Relaxed);
+        ReplyDue(self)
+    }
+
+    /// Whether a reader of one of its connections waits for a reply.
+    pub(crate) fn replies_due(&self) -> bool {
+        self.replies_due.load(Ordering::Relaxed) > 0
     }
 
     /// Wakes the poller from its wait (a failed wake leaves it to its next turn).
@@ -346,6 +374,17 @@ fn deliver(entry: Arc<dyn Entry>, event: Event<'_>, now: Instant, out: &mut Outb
 /// pay a window every few calls.
 /// In the other modes, one more poll follows a turn with work.
 ///
+/// A reply that is due is not speculation: a reader of one of the poller's
+/// connections waits for it ([`Connection::read_reply`](crate::Connection::read_reply),
+/// what a client does after sending a call). An idle period that begins with a reply
+/// due is learnt apart (its gap is the peer's turnaround, not the time between
+/// requests), and spun through when that gap is at most the window
+/// ([`Config::spin`]), for twice the gap: a client with a call in flight polls for its
+/// reply instead of sleeping and paying a wake-up on every call, and stops once the
+/// reply is later than twice the usual, or as soon as no reply is due any more (the
+/// rest of the period is then an idle one). A server's poller, which is owed nothing,
+/// keeps the rule above.
+///
 /// A lone caller in lockstep (one connection, its next call sent when the last is
 /// answered) is not spun through, although it would gain: its gap, the caller's own
 /// turnaround, is far longer than [`SPIN_GAP`], and the wake-up adds a scheduler
@@ -372,6 +411,10 @@ struct Spin {
     /// The average idle gap, in nanoseconds (exponential, weight 1/8 for the newest);
     /// none seen yet: 0.
     gap_ns: u64,
+    /// The same for idle periods that began with a reply due.
+    due_gap_ns: u64,
+    /// The current idle period began with a reply due.
+    due: bool,
     /// Block decisions since the last probe.
     blocks: u32,
     /// Block decisions from one probe to the next.
@@ -398,15 +441,18 @@ impl Spin {
             idled: false,
             learning: true,
             gap_ns: 0,
+            due_gap_ns: 0,
+            due: false,
             blocks: 0,
             probe_every: PROBE_EVERY,
             probing: false,
         }
     }
 
-    /// After a turn that woke at `woke` and ended at `now`, with work (`busy`) or not:
-    /// whether to poll again at once instead of blocking.
-    fn again(&mut self, busy: bool, woke: Instant, now: Instant) -> bool {
+    /// After a turn that woke at `woke` and ended at `now`, with work (`busy`) or not,
+    /// with a reply due (`due`) or not: whether to poll again at once instead of
+    /// blocking.
+    fn again(&mut self, busy: bool, woke: Instant, now: Instant, due: bool) -> bool {
         if !self.on {
             return false;
         }
@@ -414,15 +460,22 @@ impl Spin {
             if self.adaptive {
                 if self.idled && self.learning {
                     let gap = woke.saturating_duration_since(self.last_busy);
-                    self.gap_ns = average(self.gap_ns, gap);
+                    let worth = self.worth();
+                    let avg = if self.due {
+                        &mut self.due_gap_ns
+                    } else {
+                        &mut self.gap_ns
+                    };
+                    *avg = average(*avg, gap);
                     if self.probing {
-                        self.probe_every = if gap > SPIN_GAP {
+                        self.probe_every = if gap > worth {
                             (self.probe_every * 2).min(PROBE_MAX)
                         } else {
                             PROBE_EVERY
                         };
                     }
                 }
+                self.due = due;
                 self.window = self.choose();
             }
             self.last_busy = now;
@@ -432,26 +485,45 @@ impl Spin {
             // would only cost a system call when none are.
             return !self.adaptive || self.spinning();
         }
+        if self.adaptive && self.due && !due {
+            // The reply was taken and none is due: from here the period is an idle
+            // one, spun through (and learnt) by the rule for those.
+            self.due = false;
+            self.window = self.choose();
+        }
         let first_idle = !std::mem::replace(&mut self.idled, true);
         first_idle || now.saturating_duration_since(self.last_busy) < self.window
     }
 
-    /// The spin after the turn just ended, from the average gap.
+    /// The longest expected gap worth spinning through in the current idle period:
+    /// [`SPIN_GAP`], or the whole window when a reply is due.
+    fn worth(&self) -> Duration {
+        if self.due {
+            self.max
+        } else {
+            SPIN_GAP.min(self.max)
+        }
+    }
+
+    /// The spin after the turn just ended, from the average gap of its kind.
     fn choose(&mut self) -> Duration {
         let max = self.max.as_nanos() as u64;
-        let worth = SPIN_GAP.as_nanos() as u64;
+        let worth = self.worth().as_nanos() as u64;
+        let gap_ns = if self.due {
+            self.due_gap_ns
+        } else {
+            self.gap_ns
+        };
         self.probing = false;
-        if self.gap_ns == 0 {
+        if gap_ns == 0 {
             // Nothing learnt yet: spin the whole window to learn.
             self.learning = true;
             return self.max;
         }
-        if self.gap_ns <= worth.min(max) {
+        if gap_ns <= worth {
             self.learning = true;
             self.probe_every = PROBE_EVERY;
-            return Duration::from_nanos(
-                self.gap_ns.saturating_mul(2).clamp(1_000, max.max(1_000)),
-            );
+            return Duration::from_nanos(gap_ns.saturating_mul(2).clamp(1_000, max.max(1_000)));
         }
         self.blocks += 1;
         self.learning = self.blocks >= self.probe_every;
@@ -508,7 +580,7 @@ pub(crate) fn run(mut driver: Driver) {
             Err(_) => break,
         };
         ended = Instant::now();
-        spinning = spin.again(busy, driver.woke, ended);
+        spinning = spin.again(busy, driver.woke, ended, driver.shared.replies_due());
         // The one poll after work needs no yield; a spin gives other threads a turn.
         if spinning && !busy && spin.spinning() {
             std::thread::yield_now();
@@ -574,7 +646,8 @@ pub(crate) async fn run_on_runtime(mut driver: Driver) {
         match driver.turn(Some(Duration::ZERO)) {
             Ok(busy) => {
                 // A full batch or connections to serve again: more work is there now.
-                spinning = spin.again(busy, driver.woke, Instant::now()) || driver.has_more();
+                let due = driver.shared.replies_due();
+                spinning = spin.again(busy, driver.woke, Instant::now(), due) || driver.has_more();
                 if spinning {
                     tokio::task::yield_now().await;
                 }
@@ -662,14 +735,30 @@ mod tests {
     /// µs, from time `t` (the end of the last work): after the work, one poll that
     /// finds nothing, then (spinning or woken) the next event. Returns the time the
     /// last turn ended.
-    fn gaps(s: &mut Spin, c: &Clock, mut t: u64, turns: u32, gap: u64, work: u64) -> u64 {
+    fn gaps(s: &mut Spin, c: &Clock, t: u64, turns: u32, gap: u64, work: u64) -> u64 {
+        gaps_of(s, c, t, turns, gap, work, false)
+    }
+
+    /// [`gaps`], each idle period beginning with a reply due (`due`) or not.
+    fn gaps_of(
+        s: &mut Spin,
+        c: &Clock,
+        mut t: u64,
+        turns: u32,
+        gap: u64,
+        work: u64,
+        due: bool,
+    ) -> u64 {
         for _ in 0..turns {
             if s.spinning() {
-                assert!(s.again(false, c.at(t), c.at(t)), "a spin polls at once");
+                assert!(
+                    s.again(false, c.at(t), c.at(t), due),
+                    "a spin polls at once"
+                );
             }
             let woke = t + gap;
             t = woke + work;
-            assert_eq!(s.again(true, c.at(woke), c.at(t)), s.spinning());
+            assert_eq!(s.again(true, c.at(woke), c.at(t), due), s.spinning());
         }
         t
     }
@@ -677,32 +766,38 @@ mod tests {
     #[test]
     fn busy_poll_off_always_blocks() {
         let (mut s, c) = spin(false, false, Duration::from_secs(3600));
-        assert!(!s.again(true, c.at(0), c.at(1)));
-        assert!(!s.again(false, c.at(1), c.at(2)));
+        assert!(!s.again(true, c.at(0), c.at(1), false));
+        assert!(!s.again(false, c.at(1), c.at(2), false));
     }
 
     #[test]
     fn a_zero_spin_polls_once_more_after_work_then_blocks() {
         let (mut s, c) = spin(true, false, Duration::ZERO);
-        assert!(s.again(true, c.at(0), c.at(1)));
+        assert!(s.again(true, c.at(0), c.at(1), false));
         assert!(
-            s.again(false, c.at(1), c.at(1)),
+            s.again(false, c.at(1), c.at(1), false),
             "one more poll after the work"
         );
-        assert!(!s.again(false, c.at(1), c.at(1)), "then it blocks");
-        assert!(s.again(true, c.at(5), c.at(6)), "work starts it again");
-        assert!(s.again(false, c.at(6), c.at(6)));
-        assert!(!s.again(false, c.at(6), c.at(6)));
+        assert!(!s.again(false, c.at(1), c.at(1), false), "then it blocks");
+        assert!(
+            s.again(true, c.at(5), c.at(6), false),
+            "work starts it again"
+        );
+        assert!(s.again(false, c.at(6), c.at(6), false));
+        assert!(!s.again(false, c.at(6), c.at(6), false));
     }
 
     #[test]
     fn a_fixed_window_polls_on_until_it_has_passed() {
         let (mut s, c) = spin(true, false, US * 50);
-        assert!(s.again(true, c.at(0), c.at(10)));
+        assert!(s.again(true, c.at(0), c.at(10), false));
         for t in 10..60 {
-            assert!(s.again(false, c.at(t), c.at(t)), "{t} µs");
+            assert!(s.again(false, c.at(t), c.at(t), false), "{t} µs");
         }
-        assert!(!s.again(false, c.at(60), c.at(60)), "50 µs after the work");
+        assert!(
+            !s.again(false, c.at(60), c.at(60), false),
+            "50 µs after the work"
+        );
     }
 
     /// Events that come soon after the work (gaps of 2 µs): the poller spins for
@@ -711,14 +806,14 @@ mod tests {
     fn adaptive_spins_for_twice_the_gap_when_events_come_soon() {
         let (mut s, c) = spin(true, true, US * 50);
         assert!(
-            s.again(true, c.at(0), c.at(5)),
+            s.again(true, c.at(0), c.at(5), false),
             "no gap known yet: it spins"
         );
         let t = gaps(&mut s, &c, 5, 20, 2, 5);
         assert_eq!(s.window, US * 4);
-        assert!(s.again(false, c.at(t), c.at(t)));
-        assert!(s.again(false, c.at(t), c.at(t + 3)));
-        assert!(!s.again(false, c.at(t + 4), c.at(t + 4)));
+        assert!(s.again(false, c.at(t), c.at(t), false));
+        assert!(s.again(false, c.at(t), c.at(t + 3), false));
+        assert!(!s.again(false, c.at(t + 4), c.at(t + 4), false));
     }
 
     /// Events far apart (gaps of 30 µs, beyond `SPIN_GAP`): the poller blocks right
@@ -728,18 +823,21 @@ mod tests {
     #[test]
     fn adaptive_blocks_when_the_gaps_are_long_but_probes_less_and_less() {
         let (mut s, c) = spin(true, true, US * 50);
-        assert!(s.again(true, c.at(0), c.at(5)));
+        assert!(s.again(true, c.at(0), c.at(5), false));
         let mut t = gaps(&mut s, &c, 5, 4, 30, 5);
         let mut probes = Vec::new();
         for decision in 0..PROBE_EVERY * 15 {
             if s.window == US * 50 {
                 probes.push(decision);
-                assert!(s.again(false, c.at(t), c.at(t + 49)), "a probe spins");
+                assert!(
+                    s.again(false, c.at(t), c.at(t + 49), false),
+                    "a probe spins"
+                );
             } else {
                 assert_eq!(s.window, Duration::ZERO);
             }
             t += 30;
-            let spins = s.again(true, c.at(t), c.at(t + 5));
+            let spins = s.again(true, c.at(t), c.at(t + 5), false);
             assert_eq!(spins, s.window == US * 50, "only a probe polls after work");
             t += 5;
         }
@@ -755,7 +853,7 @@ mod tests {
     #[test]
     fn adaptive_follows_the_gaps_as_they_change() {
         let (mut s, c) = spin(true, true, US * 50);
-        assert!(s.again(true, c.at(0), c.at(5)));
+        assert!(s.again(true, c.at(0), c.at(5), false));
         let mut t = gaps(&mut s, &c, 5, 40, 30, 5);
         assert!(s.gap_ns > SPIN_GAP.as_nanos() as u64);
         for _ in 0..PROBE_EVERY * 40 {
@@ -772,15 +870,81 @@ mod tests {
         assert_eq!(s.window, Duration::ZERO, "long gaps again: it blocks");
     }
 
+    /// A client's reply comes 20 µs after its call went out, far beyond `SPIN_GAP`:
+    /// with the reply due, the poller spins for twice that and no longer, and does
+    /// not block between the call and its reply.
+    #[test]
+    fn a_due_reply_is_spun_for_for_twice_its_usual_delay() {
+        let (mut s, c) = spin(true, true, US * 50);
+        assert!(
+            s.again(true, c.at(0), c.at(5), true),
+            "nothing learnt: it spins"
+        );
+        let t = gaps_of(&mut s, &c, 5, 40, 20, 5, true);
+        assert_eq!(s.window, US * 40);
+        assert!(s.again(false, c.at(t), c.at(t), true));
+        assert!(s.again(false, c.at(t + 10), c.at(t + 39), true));
+        assert!(
+            !s.again(false, c.at(t + 40), c.at(t + 40), true),
+            "40 µs: it blocks"
+        );
+    }
+
+    /// The same gaps with no reply due (a server's poller between requests) are not
+    /// spun through: the rule for idle gaps holds.
+    #[test]
+    fn the_same_gaps_with_no_reply_due_block() {
+        let (mut s, c) = spin(true, true, US * 50);
+        assert!(s.again(true, c.at(0), c.at(5), false));
+        gaps_of(&mut s, &c, 5, 40, 20, 5, false);
+        assert_eq!(s.window, Duration::ZERO);
+    }
+
+    /// Replies later than the window (a slow server) are not waited for: the poller
+    /// blocks right after its work, probing now and then as for long idle gaps.
+    #[test]
+    fn a_reply_later_than_the_window_is_not_spun_for() {
+        let (mut s, c) = spin(true, true, US * 50);
+        assert!(s.again(true, c.at(0), c.at(5), true));
+        let t = gaps_of(&mut s, &c, 5, 4, 200, 5, true);
+        assert!(s.due_gap_ns > 50_000, "{}", s.due_gap_ns);
+        assert_eq!(s.window, Duration::ZERO);
+        assert!(
+            !s.again(true, c.at(t + 200), c.at(t + 205), true),
+            "it blocks at once"
+        );
+    }
+
+    /// Idle gaps with and without a reply due are learnt apart: a client whose calls
+    /// come back in 20 µs and that sits idle for long between bursts keeps spinning
+    /// for its replies, and blocks when nothing is due.
+    #[test]
+    fn due_and_idle_gaps_are_learnt_apart() {
+        let (mut s, c) = spin(true, true, US * 50);
+        assert!(s.again(true, c.at(0), c.at(5), true));
+        let mut t = gaps_of(&mut s, &c, 5, 40, 20, 5, true);
+        let due_gap = s.due_gap_ns;
+        // The last reply is taken: nothing is due; a long idle gap, learnt by probes.
+        for _ in 0..PROBE_EVERY * 2 {
+            t = gaps_of(&mut s, &c, t, 1, 5_000, 5, false);
+            assert_eq!(s.due_gap_ns, due_gap, "an idle gap is not a reply's");
+        }
+        assert!(s.gap_ns > SPIN_GAP.as_nanos() as u64);
+        assert_eq!(s.window, Duration::ZERO, "nothing due: it blocks");
+        // A call goes out: the turn that ends with its reply due spins for it.
+        assert!(s.again(true, c.at(t + 5_000), c.at(t + 5_005), true));
+        assert_eq!(s.window, US * 40);
+    }
+
     /// Turns back to back, with no empty poll between, are one burst: no gap is learnt.
     #[test]
     fn adaptive_learns_no_gap_inside_a_burst() {
         let (mut s, c) = spin(true, true, US * 50);
-        assert!(s.again(true, c.at(0), c.at(5)));
+        assert!(s.again(true, c.at(0), c.at(5), false));
         let t = gaps(&mut s, &c, 5, 10, 30, 5);
         let learnt = s.gap_ns;
         for i in 0..100 {
-            s.again(true, c.at(t + i * 5), c.at(t + i * 5 + 5));
+            s.again(true, c.at(t + i * 5), c.at(t + i * 5 + 5), false);
         }
         assert_eq!(s.gap_ns, learnt);
     }

@@ -316,7 +316,7 @@ impl Transport {
                 );
                 let frame = conn
                     .conn()
-                    .read_frame(|input| Ok(splitter.frame_len(input)?))
+                    .read_reply(|input| Ok(splitter.frame_len(input)?))
                     .await?
                     .ok_or_else(|| {
                         io::Error::new(

@@ -72,6 +72,30 @@ pub(crate) enum Conn {
     Tls(Box<tls::TlsConn>),
 }
 
+impl Conn {
+    /// [`FrameIo::read_frame`] for the reply to a call this side sent: on netpoll-rs
+    /// the poller counts it as due and may poll for it rather than sleep
+    /// ([`netpoll_rs::Connection::read_reply`]).
+    pub(crate) async fn read_reply<F>(&self, frame_len: F) -> io::Result<Option<Bytes>>
+    where
+        F: FnMut(&mut LinkBuffer) -> io::Result<Option<usize>> + Send,
+    {
+        match self {
+            Conn::Netpoll(c) => c.read_reply(frame_len).await,
+            other => other.read_frame(frame_len).await,
+        }
+    }
+
+    /// Counts a reply on this connection as due while the guard lives, for a reply
+    /// another task reads (a mux call's): on netpoll-rs only.
+    pub(crate) fn reply_due(&self) -> Option<netpoll_rs::ReplyDue<'_>> {
+        match self {
+            Conn::Netpoll(c) => Some(c.reply_due()),
+            _ => None,
+        }
+    }
+}
+
 impl FrameIo for Conn {
     async fn read_frame<F>(&self, frame_len: F) -> io::Result<Option<Bytes>>
     where
