@@ -911,6 +911,20 @@ fn runtime(name: &str) -> Result<tokio::runtime::Runtime, Usage> {
         .map_err(|e| Usage(format!("runtime: {e}")))
 }
 
+/// The load generators of the closed-loop server-only modes: those named, or ours and
+/// Volo's.
+fn closed_loop_loadgens(
+    names: &[LoadGenName],
+    stack: ClientStack,
+    mux: bool,
+) -> Vec<server_only::LoadGen> {
+    let names = match names {
+        [] => &[LoadGenName::Ours, LoadGenName::Volo][..],
+        named => named,
+    };
+    server_only::loadgens_of(names, stack, mux)
+}
+
 /// `--server-only` and `--idle-conns`: each server in a pinned process of its own.
 fn server_only_mode(cli: Cli) -> Result<(), Usage> {
     let stack = match cli.stack.unwrap_or(Stack::Bare) {
@@ -1012,14 +1026,7 @@ fn server_only_mode(cli: Cli) -> Result<(), Usage> {
             exe,
             servers,
             kitex: cli.kitex_server,
-            loadgens: server_only::loadgens_of(
-                match &cli.loadgen {
-                    l if l.is_empty() => &[LoadGenName::Ours, LoadGenName::Volo],
-                    l => l,
-                },
-                stack,
-                cli.mux,
-            ),
+            loadgens: closed_loop_loadgens(&cli.loadgen, stack, cli.mux),
             callers,
             sizes,
             warmup: cli.warmup,
@@ -1068,14 +1075,7 @@ fn server_only_mode(cli: Cli) -> Result<(), Usage> {
     let settings = ServerOnly {
         exe,
         servers,
-        loadgens: server_only::loadgens_of(
-            match &cli.loadgen {
-                l if l.is_empty() => &[LoadGenName::Ours, LoadGenName::Volo],
-                l => l,
-            },
-            stack,
-            cli.mux,
-        ),
+        loadgens: closed_loop_loadgens(&cli.loadgen, stack, cli.mux),
         concurrency,
         size: one_size(&cli.size),
         warmup: cli.warmup,
