@@ -34,7 +34,7 @@ pub struct Config {
     /// instead of spinning through every gap. A reply that a reader waits for
     /// ([`Connection::read_reply`](crate::Connection::read_reply), a client's after
     /// its call) is spun for when it usually comes within [`spin`](Self::spin): for
-    /// twice its usual delay, and only while one is due. `false`: the whole
+    /// twice its usual delay, while one to four are due. `false`: the whole
     /// [`spin`](Self::spin) after every burst, a fixed window (lower latency at
     /// partial load, for up to a whole core of CPU).
     pub adaptive_spin: bool,

@@ -423,6 +423,7 @@ mod tests {
     use std::time::Duration;
 
     use super::*;
+    use crate::poller::MAX_DUE_SPUN;
     use crate::{Config, Reactor};
 
     /// Frames of a 4-byte big-endian length and that many bytes.
@@ -469,6 +470,16 @@ mod tests {
         };
         assert_eq!(&got[..], b"\0\0\0\x02ok");
         assert!(!due(), "the reader has its reply");
+
+        // More replies due than a poller spins for: none counts until one is taken.
+        let mut guards: Vec<_> = (0..MAX_DUE_SPUN).map(|_| conn.reply_due()).collect();
+        assert!(due(), "{MAX_DUE_SPUN} due");
+        guards.push(conn.reply_due());
+        assert!(!due(), "one more than the poller spins for");
+        guards.pop();
+        assert!(due());
+        drop(guards);
+        assert!(!due());
         reactor.shutdown();
     }
 }

@@ -132,9 +132,10 @@ impl PollerShared {
         ReplyDue(self)
     }
 
-    /// Whether a reader of one of its connections waits for a reply.
+    /// Whether a reader of one of its connections waits for a reply, and no more than
+    /// [`MAX_DUE_SPUN`] do.
     pub(crate) fn replies_due(&self) -> bool {
-        self.replies_due.load(Ordering::Relaxed) > 0
+        (1..=MAX_DUE_SPUN).contains(&self.replies_due.load(Ordering::Relaxed))
     }
 
     /// Wakes the poller from its wait (a failed wake leaves it to its next turn).
@@ -376,7 +377,8 @@ fn deliver(entry: Arc<dyn Entry>, event: Event<'_>, now: Instant, out: &mut Outb
 ///
 /// A reply that is due is not speculation: a reader of one of the poller's
 /// connections waits for it ([`Connection::read_reply`](crate::Connection::read_reply),
-/// what a client does after sending a call). An idle period that begins with a reply
+/// what a client does after sending a call). Only a few at once count
+/// ([`MAX_DUE_SPUN`]): with more in flight, replies come close together anyway. An idle period that begins with a reply
 /// due is learnt apart (its gap is the peer's turnaround, not the time between
 /// requests), and spun through when that gap is at most the window
 /// ([`Config::spin`]), for twice the gap: a client with a call in flight polls for its
@@ -422,6 +424,12 @@ struct Spin {
     /// The current idle period is a probe.
     probing: bool,
 }
+
+/// The most replies due at once for which a poller spins (see [`Spin`]). With more
+/// calls in flight replies come often enough that a worker seldom sleeps between them,
+/// and polling between them costs the tasks that have work: a client of 16 callers
+/// made 0.87x the calls when its poller spun for every due reply.
+pub(crate) const MAX_DUE_SPUN: usize = 4;
 
 /// The longest expected idle gap a poller spins for (see [`Spin`]).
 pub(crate) const SPIN_GAP: Duration = Duration::from_micros(3);
