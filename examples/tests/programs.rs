@@ -139,13 +139,6 @@ fn line_of<'a>(stdout: &'a str, prefix: &str) -> &'a str {
         .unwrap_or_else(|| panic!("no line starting {prefix:?}: {stdout}"))
 }
 
-/// The names of a `name=value ...` line's fields, in order.
-fn field_names(line: &str) -> Vec<&str> {
-    line.split(' ')
-        .map(|f| f.split('=').next().unwrap_or_default())
-        .collect()
-}
-
 /// `rpc-bench` over every transport, briefly: a table, then one documented line per
 /// transport, each with calls made and no errors.
 #[test]
@@ -157,7 +150,7 @@ fn rpc_bench_reports_every_transport() {
     for transport in ["tokio", "netpoll", "uds", "shm"] {
         let line = line_of(&stdout, &format!("transport={transport} "));
         assert_eq!(
-            field_names(line),
+            support::field_names(line),
             ["transport", "qps", "p50_us", "p99_us", "p999_us", "errors"],
             "{line:?}"
         );
@@ -189,7 +182,7 @@ fn rpc_bench_reports_every_kind_of_stream() {
     for kind in ["pingpong", "server", "client", "bidi", "bidi-pingpong"] {
         let line = line_of(&stdout, &format!("stream={kind} "));
         assert_eq!(
-            field_names(line),
+            support::field_names(line),
             [
                 "stream",
                 "msgs_per_s",

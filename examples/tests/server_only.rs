@@ -3,6 +3,8 @@
 //! a dropped handle kills it; idle connections and a short run produce their lines.
 //! Nothing here times anything: the figures are only checked to exist.
 
+mod support;
+
 use std::path::Path;
 use std::time::Duration;
 
@@ -216,12 +218,8 @@ fn latency_mode_reports_every_server_in_every_case() {
                 .iter()
                 .find(|l| l.starts_with(&prefix))
                 .unwrap_or_else(|| panic!("no {prefix:?}: {lines:?}"));
-            let names: Vec<&str> = line
-                .split(' ')
-                .map(|f| f.split('=').next().unwrap_or_default())
-                .collect();
             assert_eq!(
-                names,
+                support::field_names(line),
                 [
                     "latency",
                     "server",

@@ -339,3 +339,10 @@ pub fn sleep_until(at: Instant) {
 pub fn window_time(started: Instant) -> f64 {
     started.elapsed().as_secs_f64() - WARMUP.as_secs_f64()
 }
+
+/// The names of a `name=value ...` line's fields, in order.
+pub fn field_names(line: &str) -> Vec<&str> {
+    line.split(' ')
+        .map(|f| f.split('=').next().unwrap_or_default())
+        .collect()
+}
