@@ -378,9 +378,10 @@ fn deliver(entry: Arc<dyn Entry>, event: Event<'_>, now: Instant, out: &mut Outb
 /// A reply that is due is not speculation: a reader of one of the poller's
 /// connections waits for it ([`Connection::read_reply`](crate::Connection::read_reply),
 /// what a client does after sending a call). Only a few at once count
-/// ([`MAX_DUE_SPUN`]): with more in flight, replies come close together anyway. An idle period that begins with a reply
-/// due is learnt apart (its gap is the peer's turnaround, not the time between
-/// requests), and spun through when that gap is at most the window
+/// ([`MAX_DUE_SPUN`]): with more in flight, replies come close together anyway. An
+/// idle period that begins with a reply due is learnt apart (its gap is the peer's
+/// turnaround, not the time between requests), and spun through when that gap is at
+/// most the window
 /// ([`Config::spin`]), for twice the gap: a client with a call in flight polls for its
 /// reply instead of sleeping and paying a wake-up on every call, and stops once the
 /// reply is later than twice the usual, or as soon as no reply is due any more (the
@@ -469,11 +470,7 @@ impl Spin {
                 if self.idled && self.learning {
                     let gap = woke.saturating_duration_since(self.last_busy);
                     let worth = self.worth();
-                    let avg = if self.due {
-                        &mut self.due_gap_ns
-                    } else {
-                        &mut self.gap_ns
-                    };
+                    let avg = self.period_gap();
                     *avg = average(*avg, gap);
                     if self.probing {
                         self.probe_every = if gap > worth {
@@ -513,15 +510,20 @@ impl Spin {
         }
     }
 
+    /// The average gap of the current idle period's kind: with a reply due or not.
+    fn period_gap(&mut self) -> &mut u64 {
+        if self.due {
+            &mut self.due_gap_ns
+        } else {
+            &mut self.gap_ns
+        }
+    }
+
     /// The spin after the turn just ended, from the average gap of its kind.
     fn choose(&mut self) -> Duration {
         let max = self.max.as_nanos() as u64;
         let worth = self.worth().as_nanos() as u64;
-        let gap_ns = if self.due {
-            self.due_gap_ns
-        } else {
-            self.gap_ns
-        };
+        let gap_ns = *self.period_gap();
         self.probing = false;
         if gap_ns == 0 {
             // Nothing learnt yet: spin the whole window to learn.

@@ -278,14 +278,13 @@ impl MuxCall {
             return Err(io::Error::other("a oneway call has no reply"));
         };
         // The connection's poller may poll for it rather than sleep while it is due.
-        let due = self.mux.conn.reply_due();
+        let _due = self.mux.conn.reply_due();
         let reply = rx.await.unwrap_or_else(|_| {
             Err(io::Error::new(
                 io::ErrorKind::ConnectionAborted,
                 "the connection's reader stopped",
             ))
         });
-        drop(due);
         self.reply = None;
         reply
     }
