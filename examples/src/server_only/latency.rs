@@ -141,12 +141,12 @@ fn latency_pinned(s: &LatencySettings) -> io::Result<Vec<String>> {
                     }
                     turn += 1;
                     for server in order {
-                        let mut child = match (server, &s.kitex) {
-                            (ServerKind::Kitex, Some(command)) => {
-                                ServerProcess::spawn_command(command, server, &s.server_cpus)?
-                            }
-                            _ => ServerProcess::spawn(&s.exe, server, &s.server_cpus)?,
-                        };
+                        let mut child = ServerProcess::spawn_kind(
+                            &s.exe,
+                            server,
+                            s.kitex.as_deref(),
+                            &s.server_cpus,
+                        )?;
                         let plan = Plan {
                             concurrency: callers,
                             warmup: s.warmup,

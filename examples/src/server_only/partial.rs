@@ -219,12 +219,8 @@ fn partial_pinned(s: &PartialSettings) -> io::Result<Vec<String>> {
             }
             turn += 1;
             for server in order {
-                let mut child = match (server, &s.kitex) {
-                    (ServerKind::Kitex, Some(command)) => {
-                        ServerProcess::spawn_command(command, server, &s.server_cpus)?
-                    }
-                    _ => ServerProcess::spawn(&s.exe, server, &s.server_cpus)?,
-                };
+                let mut child =
+                    ServerProcess::spawn_kind(&s.exe, server, s.kitex.as_deref(), &s.server_cpus)?;
                 let run = measure(&mut child, s.loadgen, plan, Some(rate), s.size, threads)?;
                 child.stop()?;
                 println!(

@@ -269,6 +269,21 @@ impl ServerProcess {
         }
     }
 
+    /// A child for `kind`: [`ServerKind::Kitex`] run from its command line `kitex`
+    /// ([`spawn_command`](Self::spawn_command)), any other from `exe`
+    /// ([`spawn`](Self::spawn)).
+    pub fn spawn_kind(
+        exe: &Path,
+        kind: ServerKind,
+        kitex: Option<&str>,
+        cpus: &[usize],
+    ) -> io::Result<ServerProcess> {
+        match (kind, kitex) {
+            (ServerKind::Kitex, Some(command)) => ServerProcess::spawn_command(command, kind, cpus),
+            _ => ServerProcess::spawn(exe, kind, cpus),
+        }
+    }
+
     /// Runs `command` (through `sh -c`, with `{addr}` replaced by a free loopback
     /// address, or `--addr ADDR` appended when it has no `{addr}`) on `cpus`, as a
     /// server of `kind`, and waits, at most 10 s, until that address takes
