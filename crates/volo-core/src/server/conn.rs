@@ -1,8 +1,10 @@
 //! A connection served by a tokio task of its own, on any transport: the driver of
 //! [`ConnCore`] that does the I/O, runs the calls and keeps the time.
 
-use std::pin::pin;
+use std::future::Future;
+use std::pin::{Pin, pin};
 use std::sync::Arc;
+use std::task::{Context, Poll, Waker};
 use std::time::Instant;
 
 use futures_util::future::FutureExt;
@@ -10,7 +12,9 @@ use futures_util::stream::{FuturesUnordered, StreamExt};
 use tokio::sync::{Notify, watch};
 
 use super::Dispatch;
+use super::call::{Done, MakeCall};
 use super::conn_core::ConnCore;
+use super::spare;
 use super::state::ServerState;
 use crate::transport::{Conn, FrameIo};
 
@@ -18,7 +22,10 @@ use crate::transport::{Conn, FrameIo};
 /// the server shuts down (then after the calls in hand are answered).
 ///
 /// The calls of the connection run concurrently inside this task (no task per call),
-/// as many at once as the core allows. Replies that are ready together go out in one
+/// as many at once as the core allows. A new call is polled once as it starts, in the
+/// thread's spare box, as the poller does (see [`spare`]): most finish there, without a
+/// place among the waiting calls. The calls of frames already in hand start before the
+/// replies written meanwhile go out, and replies that are ready together go out in one
 /// flush. One timer serves the connection's timeouts: it is moved only when the core's
 /// next deadline comes earlier than the one set, so that calls that push the idle
 /// timeout later do not touch tokio's timer.
@@ -111,22 +118,48 @@ pub(crate) async fn serve<D: Dispatch>(
                 Some(frame) => Ok(Some(frame)),
                 None => read.await,
             } }, if reading => {
-                let Ok(Some(frame)) = frame else {
+                let Ok(Some(mut frame)) = frame else {
                     return;
                 };
-                let now = Instant::now();
-                match conn.write_with(|out| core.start(out, frame, now)) {
-                    Ok(Some(make)) => calls.push(make()),
-                    // Answered already (an exception): send it.
-                    Ok(None) => {
-                        if conn.flush().await.is_err() {
+                // The frame's call, then those of frames already in hand, are started
+                // before the replies written meanwhile go out, in one flush.
+                let mut answered = false;
+                loop {
+                    let now = Instant::now();
+                    match conn.write_with(|out| core.start(out, frame, now)) {
+                        Ok(Some(make)) => {
+                            if let Some(done) = first_poll(make, &mut calls) {
+                                let now = Instant::now();
+                                if conn.write_with(|out| core.finish(out, done, now)).is_err() {
+                                    let _ = conn.flush().await;
+                                    return;
+                                }
+                                answered = true;
+                            }
+                        }
+                        // Answered already (an exception).
+                        Ok(None) => answered = true,
+                        Err(_) => {
+                            let _ = conn.flush().await;
                             return;
                         }
                     }
-                    Err(_) => {
-                        let _ = conn.flush().await;
-                        return;
+                    if !core.wants_frame() || conn.input_len() == 0 {
+                        break;
                     }
+                    let next = conn.read_frame(|input| core.frame_len(input, Instant::now()));
+                    match next.now_or_never() {
+                        Some(Ok(Some(next))) => frame = next,
+                        // Only part of a frame: the loop's top arms its read timeout.
+                        None => break,
+                        Some(_) => {
+                            let _ = conn.flush().await;
+                            return;
+                        }
+                    }
+                }
+                if answered && conn.flush().await.is_err() {
+                    return;
                 }
             }
             () = &mut timer, if armed.is_some() => {
@@ -138,6 +171,44 @@ pub(crate) async fn serve<D: Dispatch>(
             () = sooner.notified() => {}
             // Told at the top of the loop.
             _ = shutdown.changed(), if !stopping => {}
+        }
+    }
+}
+
+/// Polls a new call once, in this thread's spare box: most calls finish in that poll
+/// (their reply goes out with the turn's flush, the box serves the next call); one
+/// that waits joins `calls`, which polls it again with the task's waker.
+fn first_poll<R, M: MakeCall<R>>(
+    make: M,
+    calls: &mut FuturesUnordered<Waiting<M::Call>>,
+) -> Option<Done<R>> {
+    let mut slot = spare::take::<M::Call>();
+    slot.set(Some(make()));
+    let mut cx = Context::from_waker(Waker::noop());
+    match slot.as_mut().as_pin_mut().map(|call| call.poll(&mut cx)) {
+        Some(Poll::Ready(done)) => {
+            spare::give(slot);
+            Some(done)
+        }
+        _ => {
+            calls.push(Waiting(slot));
+            None
+        }
+    }
+}
+
+/// A call that waited at its first poll, in the box it was made in.
+struct Waiting<F>(Pin<Box<Option<F>>>);
+
+impl<F: Future> Future for Waiting<F> {
+    type Output = F::Output;
+
+    fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<F::Output> {
+        match self.0.as_mut().as_pin_mut() {
+            Some(call) => call.poll(cx),
+            // Never: `first_poll` pushes a box holding its call, and a finished call
+            // is not polled again.
+            None => Poll::Pending,
         }
     }
 }

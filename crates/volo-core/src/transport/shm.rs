@@ -272,4 +272,58 @@ mod tests {
             let _ = std::fs::remove_dir_all(&dir);
         });
     }
+
+    /// The replies of the calls whose frames came in one message go back in one
+    /// message when the calls finish at once; a call that waits (`wait`, until the
+    /// test opens its gate) is answered after them, in a message of its own.
+    #[test]
+    fn replies_of_frames_that_came_together_go_back_together() {
+        use crate::codec::Protocol;
+        use crate::codec::ttheader::{Header, HeaderLimits};
+        use crate::test_support::{message, run_bounded, start_on};
+        use bytes::{Buf, BufMut, BytesMut};
+        use thrift_wire::{Binary, MessageType};
+
+        // The sequence ids of the TTHeader replies one message holds, in order.
+        fn seq_ids(mut msg: shm_ipc::Message) -> Vec<i32> {
+            let mut bytes = msg.copy_to_bytes(msg.len());
+            let mut ids = Vec::new();
+            while bytes.len() >= 4 {
+                let len = u32::from_be_bytes([bytes[0], bytes[1], bytes[2], bytes[3]]) as usize;
+                let frame = bytes.split_to(4 + len);
+                let (head, _) = Header::decode(&frame, &HeaderLimits::default()).unwrap();
+                ids.push(head.seq_id);
+            }
+            ids
+        }
+        let dir = std::env::temp_dir().join(format!("volo-shm-batch-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join("s.sock");
+        let at = Address::Shm(path.as_path().into());
+        run_bounded(Duration::from_secs(30), async {
+            let running = start_on(crate::server::ServerConfig::default(), &at).await;
+            let session = Session::connect(&path, shm_ipc::Config::default())
+                .await
+                .unwrap();
+            let stream = session.open_stream().unwrap();
+            let mut calls = BytesMut::new();
+            for (seq, method) in [(1, "wait"), (2, "echo"), (3, "echo")] {
+                let msg = message::<Binary>(MessageType::Call, method, seq, 1, "x");
+                Header::new(seq, Protocol::Binary)
+                    .write(msg.len(), &mut calls)
+                    .unwrap();
+                calls.put_slice(&msg);
+            }
+            stream.send(calls.freeze()).await.unwrap();
+            let first = stream.recv().await.unwrap().expect("the echoes' replies");
+            assert_eq!(seq_ids(first), [2, 3], "the echoes, in one message");
+            running.gate.add_permits(1);
+            let second = stream.recv().await.unwrap().expect("the wait's reply");
+            assert_eq!(seq_ids(second), [1]);
+            session.close();
+            running.stop().await;
+        });
+        let _ = std::fs::remove_dir_all(&dir);
+    }
 }
