@@ -260,6 +260,8 @@ async fn shm_client(path: PathBuf, size: usize, window: Duration, in_place: bool
     let stream = session.open_stream().unwrap_or_else(|e| fail(e));
     let mut req = vec![0u8; size];
     let rt = async |seed: u8| -> io::Result<u64> {
+        // The answer is due from the send on: the reader polls for it.
+        let _due = session.reply_due();
         if in_place {
             stream
                 .send_with(size, |at, dst| fill(dst, seed.wrapping_add(at as u8)))

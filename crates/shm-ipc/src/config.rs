@@ -78,12 +78,15 @@ impl Config {
         self
     }
 
-    /// How long the session's reader polls shared memory before it parks on the socket
-    /// (default 50 µs; zero parks at once). A message that arrives while it spins costs
-    /// no wake-up on either side (a wake through the socket is a system call for the
-    /// writer and a scheduler round trip for the reader); the price is a core kept busy
-    /// (yielding to other tasks) for that long after each burst of traffic. Raise it to
-    /// the peer's typical reply time for request and response traffic
+    /// How long, at most, the session's reader polls shared memory before it parks on
+    /// the socket (default 50 µs; zero parks at once). A message that arrives while it
+    /// polls costs no wake-up on either side (a wake through the socket is a system
+    /// call for the writer and a scheduler round trip for the reader); the price is a
+    /// core kept busy (yielding to other tasks) meanwhile. The reader polls the whole
+    /// window while a reply is due ([`Session::reply_due`](crate::Session::reply_due))
+    /// and whenever the peer's traffic has not lately been sparse (gaps of three
+    /// windows and more on average: then it parks at once). Raise it to the
+    /// peer's typical reply time for request and response traffic
     /// (`benches/benches/ipc_pingpong.rs` uses 200 µs).
     pub fn spin(mut self, spin: Duration) -> Self {
         self.spin = spin;

@@ -237,6 +237,13 @@ pub(crate) struct Inner {
     reader: Mutex<Option<JoinHandle<()>>>,
     pub(crate) shm_sends: std::sync::atomic::AtomicU64,
     pub(crate) socket_sends: std::sync::atomic::AtomicU64,
+    /// Wake frames sent to the peer.
+    pub(crate) wakes: std::sync::atomic::AtomicU64,
+    /// Replies this side's user waits for ([`ReplyDue`](crate::ReplyDue) guards): while
+    /// one is, the reader spins its whole window before it parks.
+    pub(crate) replies_due: std::sync::atomic::AtomicUsize,
+    /// Told when a reply becomes due while none was: a parked reader gets up to poll.
+    pub(crate) due: Notify,
 }
 
 impl Inner {
@@ -281,6 +288,9 @@ impl Inner {
             reader: Mutex::new(None),
             shm_sends: Default::default(),
             socket_sends: Default::default(),
+            wakes: Default::default(),
+            replies_due: Default::default(),
+            due: Notify::new(),
             config,
         })
     }
@@ -504,6 +514,8 @@ impl Inner {
             {
                 // A full socket means the peer has unread bytes: it will look anyway.
                 self.sock.send_byte(FRAME_WAKE);
+                self.wakes
+                    .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
             }
             drop(g);
         }

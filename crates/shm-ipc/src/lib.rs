@@ -64,10 +64,15 @@
 //!   region ([`Config::size_classes`]). A message takes slices of the smallest class that
 //!   holds its remainder (the largest while more remains), so it may span several
 //!   slices, each with its descriptor.
-//! - **Wake-ups only when needed.** Each side's reader task spins briefly
-//!   ([`Config::spin`], 50 µs by default) then raises a `parked` flag in its region and
-//!   blocks on the socket; a writer sends a one-byte wake frame only if it sees that
-//!   flag. While the peer is busy, sending costs no system call.
+//! - **Wake-ups only when needed.** Each side's reader task polls shared memory for a
+//!   while ([`Config::spin`], 50 µs by default, at most) then raises a `parked` flag in
+//!   its region and blocks on the socket; a writer sends a one-byte wake frame only if
+//!   it sees that flag. While the peer is busy, sending costs no system call. How long
+//!   it polls depends on what it expects: the whole window while a reply is due
+//!   ([`Session::reply_due`]; a reply that becomes due gets a parked reader up), and
+//!   the whole window too unless the peer's traffic has lately been sparse (gaps of
+//!   three windows and more on average): then it parks at once. Before it parks it
+//!   yields at least once, and polls on while the runtime has other tasks to run.
 //! - **Streams** ([`Stream`]) share the session, told apart by the id in each
 //!   descriptor; both sides open them (odd ids from the connecting side, even from the
 //!   accepting one). A stream gets its id with its first descriptor, so each side's ids
@@ -159,6 +164,8 @@ mod region;
 #[cfg(not(loom))]
 mod session;
 #[cfg(not(loom))]
+mod spin;
+#[cfg(not(loom))]
 mod stream;
 #[cfg(not(loom))]
 mod sys;
@@ -171,6 +178,6 @@ pub use error::{Error, Violation};
 #[cfg(not(loom))]
 pub use message::Message;
 #[cfg(not(loom))]
-pub use session::{Listener, Session, Stats};
+pub use session::{Listener, ReplyDue, Session, Stats};
 #[cfg(not(loom))]
 pub use stream::Stream;

@@ -2,9 +2,10 @@
 //! ring, slices back from this side's release ring, and frames from the socket, and
 //! parks on the socket when there is nothing to do.
 //!
-//! Parking: the reader spins for [`Config::spin`](crate::Config::spin), then parks on
-//! the socket by the protocol of [`park`](crate::park) (a flag in shared memory that
-//! writers check before they send a wake byte).
+//! Parking: the reader polls for as long as [`spin`](crate::spin) says (at most
+//! [`Config::spin`](crate::Config::spin)), then parks on the socket by the protocol of
+//! [`park`](crate::park) (a flag in shared memory that writers check before they send
+//! a wake byte).
 
 use std::sync::Arc;
 use std::sync::atomic::Ordering as StdOrdering;
@@ -19,6 +20,7 @@ use crate::desc::Desc;
 use crate::error::{Error, Violation};
 use crate::message::Message;
 use crate::park;
+use crate::spin::SpinRule;
 use crate::sync::Ordering;
 
 /// Socket bytes read ahead while a stream's inbox is full (frames wait behind it).
@@ -36,11 +38,14 @@ pub(crate) struct Reader {
     blocked: Option<(mpsc::Sender<Item>, Item)>,
     goodbye: bool,
     eof: bool,
+    /// How long to poll before parking.
+    spin: SpinRule,
 }
 
 impl Reader {
     pub(crate) fn new(inner: Arc<Inner>) -> Reader {
         Reader {
+            spin: SpinRule::new(inner.config.spin),
             inner,
             head: 0,
             rbuf: BytesMut::new(),
@@ -97,24 +102,59 @@ impl Reader {
             if progressed || self.blocked.is_some() {
                 continue;
             }
-            if !self.inner.config.spin.is_zero() {
-                let until = Instant::now() + self.inner.config.spin;
-                while !self.has_work()? && Instant::now() < until {
-                    tokio::task::yield_now().await;
+            let due = self.inner.replies_due.load(StdOrdering::Relaxed) > 0;
+            let start = Instant::now();
+            self.spin.idle(start.into_std(), due);
+            let budget = self.spin.budget(due);
+            let mut last_yield = None;
+            let mut found = self.has_work()?;
+            while !found {
+                let now = Instant::now();
+                if self
+                    .spin
+                    .may_park(start.into_std(), budget, now.into_std(), last_yield)
+                {
+                    break;
                 }
-                if self.has_work()? {
-                    continue;
-                }
+                tokio::task::yield_now().await;
+                last_yield = Some(now.elapsed());
+                found = self.has_work()?;
+            }
+            if found {
+                self.message_came()?;
+                continue;
             }
             let inner = self.inner.clone();
             let parked = inner.mine.parked();
             if !park::prepare_park(parked, || self.has_work())? {
+                self.message_came()?;
                 continue;
             }
-            self.read_socket().await?;
+            // Parked with no reply due, the reader gets up when one becomes due (a wake
+            // byte the peer sends meanwhile is read later, as any).
+            let got_due = async {
+                match due {
+                    false => inner.due.notified().await,
+                    true => std::future::pending().await,
+                }
+            };
+            tokio::select! {
+                read = self.read_socket() => read?,
+                () = got_due => {}
+            }
             parked.store(0, Ordering::Relaxed);
+            self.message_came()?;
             self.inner.space.notify_waiters();
         }
+    }
+
+    /// Ends the spin rule's idle gap if a message came (slices given back are not
+    /// traffic the rule learns from: they follow our own messages).
+    fn message_came(&mut self) -> Result<(), Violation> {
+        if self.stalled.is_none() && self.inner.peer.desc_ring().pending(self.head)? > 0 {
+            self.spin.work(Instant::now().into_std());
+        }
+        Ok(())
     }
 
     /// Whether a ring has something for us that we can take now (not while the ring

@@ -118,6 +118,25 @@ pub struct Stats {
     pub shm_sends: u64,
     /// Messages sent over the socket because shared memory was full.
     pub socket_sends: u64,
+    /// Wake-ups this side sent the peer (a byte on the socket each): sends that found
+    /// the peer's reader parked.
+    pub wakes: u64,
+}
+
+/// A reply the session's user waits for, counted while the guard lives (see
+/// [`Session::reply_due`]).
+#[derive(Debug)]
+#[must_use = "the reply is due only while the guard lives"]
+pub struct ReplyDue<'a> {
+    inner: &'a Inner,
+}
+
+impl Drop for ReplyDue<'_> {
+    fn drop(&mut self) {
+        self.inner
+            .replies_due
+            .fetch_sub(1, std::sync::atomic::Ordering::Relaxed);
+    }
 }
 
 impl Session {
@@ -183,6 +202,35 @@ impl Session {
         }
     }
 
+    /// Counts a reply as due while the guard lives: a request was sent and its answer
+    /// is awaited. While one is, the reader polls shared memory for the whole
+    /// [`Config::spin`] before it parks, since the answer comes soon and a wake-up
+    /// costs both sides more than the wait (a reader parked when the first reply
+    /// becomes due gets up); while none is, it polls only if the peer's messages have
+    /// not lately been sparse (see [`Config::spin`]). A client that sends requests and
+    /// awaits their answers should hold one from each send to its answer: at low rates
+    /// its reader then polls for the answers and for nothing else.
+    pub fn reply_due(&self) -> ReplyDue<'_> {
+        let before = self
+            .inner
+            .replies_due
+            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        // A reader parked with nothing due gets up to poll for this one. One that is
+        // not parked needs no word: it reads the count before it parks (and one that
+        // parks in between is woken by the reply, later, but nothing is lost).
+        if before == 0
+            && self
+                .inner
+                .mine
+                .parked()
+                .load(std::sync::atomic::Ordering::Relaxed)
+                != 0
+        {
+            self.inner.due.notify_one();
+        }
+        ReplyDue { inner: &self.inner }
+    }
+
     /// Slice accounting, see [`Stats`].
     pub fn stats(&self) -> Stats {
         Stats {
@@ -201,6 +249,7 @@ impl Session {
                 .inner
                 .socket_sends
                 .load(std::sync::atomic::Ordering::Relaxed),
+            wakes: self.inner.wakes.load(std::sync::atomic::Ordering::Relaxed),
         }
     }
 

@@ -422,3 +422,69 @@ async fn a_silent_client_does_not_block_the_next_one() {
     drop(silent);
     assert_eq!(PANICS.load(Ordering::SeqCst), 0);
 }
+
+/// Waits (at most 5 s) until `cond` holds.
+async fn wait_until(what: &str, cond: impl Fn() -> bool) {
+    let wait = async {
+        while !cond() {
+            tokio::time::sleep(Duration::from_millis(1)).await;
+        }
+    };
+    tokio::time::timeout(Duration::from_secs(5), wait)
+        .await
+        .unwrap_or_else(|_| panic!("waited in vain: {what}"));
+}
+
+/// The next message of `stream`, whole.
+async fn received(stream: &crate::Stream) -> Vec<u8> {
+    let msg = stream.recv().await.unwrap().expect("a message");
+    msg.into_chunks().concat()
+}
+
+/// Sends `msg` on `from` and checks that `to` receives it.
+async fn pass(from: &crate::Stream, to: &crate::Stream, msg: &[u8]) {
+    from.send(msg).await.unwrap();
+    assert_eq!(received(to).await, msg);
+}
+
+/// A client's reader that parked with nothing due gets up when a reply becomes due: a
+/// message nobody waits for finds it parked (the server sends a wake-up); the answer
+/// to a call made with a reply due finds it polling (no wake-up).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_due_reply_gets_a_parked_client_reader_up_to_poll_for_it() {
+    count_panics();
+    // A window longer than the exchanges below: a reader that polls keeps polling
+    // while they run; one with nothing to do parks when the window is over.
+    let config = small().spin(Duration::from_secs(1));
+    let p = path("due");
+    let l = Listener::bind(&p, config.clone()).unwrap();
+    let (client, server) = tokio::join!(Session::connect(&p, config), l.accept());
+    let (client, server) = (client.unwrap(), server.unwrap());
+    let parked = |s: &Session| s.inner().mine.parked().load(Ordering::SeqCst) == 1;
+    wait_until("the idle client parks", || parked(&client)).await;
+
+    let c = client.open_stream().unwrap();
+    c.send(&b"hello"[..]).await.unwrap();
+    let s = server.accept_stream().await.unwrap().unwrap();
+    assert_eq!(received(&s).await, b"hello");
+    pass(&s, &c, b"unasked").await;
+    assert_eq!(
+        server.stats().wakes,
+        1,
+        "the unasked message woke the client"
+    );
+
+    wait_until("the client parks again", || parked(&client)).await;
+    let due = client.reply_due();
+    wait_until("the client's reader gets up", || !parked(&client)).await;
+    pass(&c, &s, b"call").await;
+    pass(&s, &c, b"answer").await;
+    assert_eq!(
+        server.stats().wakes,
+        1,
+        "the answer found the reader polling"
+    );
+    drop(due);
+    assert_eq!(PANICS.load(Ordering::SeqCst), 0);
+    let _ = std::fs::remove_file(&p);
+}

@@ -74,26 +74,49 @@ pub(crate) enum Conn {
 
 impl Conn {
     /// [`FrameIo::read_frame`] for the reply to a call this side sent: on netpoll-rs
-    /// the poller counts it as due and may poll for it rather than sleep
-    /// ([`netpoll_rs::Connection::read_reply`]).
+    /// and shared memory the reply counts as due, and the poller or the session's
+    /// reader may poll for it rather than sleep
+    /// ([`netpoll_rs::Connection::read_reply`], [`shm_ipc::Session::reply_due`]).
     pub(crate) async fn read_reply<F>(&self, frame_len: F) -> io::Result<Option<Bytes>>
     where
         F: FnMut(&mut LinkBuffer) -> io::Result<Option<usize>> + Send,
     {
         match self {
             Conn::Netpoll(c) => c.read_reply(frame_len).await,
+            Conn::Shm(c) => {
+                let _due = c.reply_due();
+                c.read_frame(frame_len).await
+            }
             other => other.read_frame(frame_len).await,
         }
     }
 
     /// Counts a reply on this connection as due while the guard lives, for a reply
-    /// another task reads (a mux call's): on netpoll-rs only.
-    pub(crate) fn reply_due(&self) -> Option<netpoll_rs::ReplyDue<'_>> {
+    /// another task reads (a mux call's): on netpoll-rs and shared memory.
+    pub(crate) fn reply_due(&self) -> ReplyDue<'_> {
         match self {
-            Conn::Netpoll(c) => Some(c.reply_due()),
-            _ => None,
+            Conn::Netpoll(c) => ReplyDue {
+                _netpoll: Some(c.reply_due()),
+                _shm: None,
+            },
+            Conn::Shm(c) => ReplyDue {
+                _netpoll: None,
+                _shm: Some(c.reply_due()),
+            },
+            _ => ReplyDue {
+                _netpoll: None,
+                _shm: None,
+            },
         }
     }
+}
+
+/// A reply counted as due while it lives (see [`Conn::reply_due`]); on the other
+/// transports it counts nothing.
+#[derive(Debug)]
+pub(crate) struct ReplyDue<'a> {
+    _netpoll: Option<netpoll_rs::ReplyDue<'a>>,
+    _shm: Option<shm_ipc::ReplyDue<'a>>,
 }
 
 impl FrameIo for Conn {

@@ -113,6 +113,11 @@ impl ShmConn {
         lock(&self.input).len()
     }
 
+    /// Counts a reply as due on the session while the guard lives.
+    pub(crate) fn reply_due(&self) -> shm_ipc::ReplyDue<'_> {
+        self.session.reply_due()
+    }
+
     pub(crate) fn is_open(&self) -> bool {
         !self.closed.load(Ordering::Acquire) && self.session.is_open()
     }
