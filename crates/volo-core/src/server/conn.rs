@@ -4,7 +4,7 @@
 use std::future::Future;
 use std::pin::{Pin, pin};
 use std::sync::Arc;
-use std::task::{Context, Poll, Waker};
+use std::task::{Context, Poll};
 use std::time::Instant;
 
 use futures_util::future::FutureExt;
@@ -182,15 +182,9 @@ fn first_poll<R, M: MakeCall<R>>(
     make: M,
     calls: &mut FuturesUnordered<Waiting<M::Call>>,
 ) -> Option<Done<R>> {
-    let mut slot = spare::take::<M::Call>();
-    slot.set(Some(make()));
-    let mut cx = Context::from_waker(Waker::noop());
-    match slot.as_mut().as_pin_mut().map(|call| call.poll(&mut cx)) {
-        Some(Poll::Ready(done)) => {
-            spare::give(slot);
-            Some(done)
-        }
-        _ => {
+    match spare::poll_first(make) {
+        Ok(done) => Some(done),
+        Err(slot) => {
             calls.push(Waiting(slot));
             None
         }

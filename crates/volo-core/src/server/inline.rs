@@ -18,11 +18,9 @@
 //! [`ServerConfig::inline_dispatch`]: super::ServerConfig::inline_dispatch
 
 use std::collections::HashMap;
-use std::future::Future;
 use std::marker::PhantomData;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
-use std::task::{Context, Poll, Waker};
 use std::time::Instant;
 
 use bytes::Bytes;
@@ -146,21 +144,20 @@ where
     /// to a task.
     fn run(&mut self, io: &mut Io<'_>, make: M) -> std::io::Result<()> {
         // Boxed before the first poll, so that a call that waits can move to a task;
-        // in the thread's spare box, which it gives back if it does not wait.
-        let mut slot = spare::take::<M::Call>();
-        slot.set(Some(make()));
-        let mut cx = Context::from_waker(Waker::noop());
-        // On the poller's thread, in the runtime's context: a handler may start a timer
-        // or a task in its first poll.
+        // in the thread's spare box, which it gives back if it does not wait. On the
+        // poller's thread, in the runtime's context: a handler may start a timer or a
+        // task in its first poll.
         let polled = {
             let _runtime = self.runtime.enter();
-            slot.as_mut().as_pin_mut().map(|call| call.poll(&mut cx))
+            spare::poll_first(make)
         };
-        if let Some(Poll::Ready(done)) = polled {
-            spare::give(slot);
-            let now = io.now();
-            return self.core.finish(io.output(), done, now);
-        }
+        let mut slot = match polled {
+            Ok(done) => {
+                let now = io.now();
+                return self.core.finish(io.output(), done, now);
+            }
+            Err(slot) => slot,
+        };
         let id = self.next_id;
         self.next_id += 1;
         let finished = Arc::clone(&self.finished);

@@ -9,8 +9,10 @@
 
 use std::any::TypeId;
 use std::cell::Cell;
+use std::future::Future;
 use std::pin::Pin;
 use std::ptr::NonNull;
+use std::task::{Context, Poll, Waker};
 
 /// A `Box<Option<T>>` holding `None`, its type erased.
 struct Erased {
@@ -74,6 +76,24 @@ pub(crate) fn give<T: 'static>(mut slot: Pin<Box<Option<T>>>) {
         free: free::<T>,
     };
     SPARE.with(|s| s.set(Some(erased)));
+}
+
+/// Makes a call with `make` in this thread's spare box and polls it once, with a
+/// no-op waker (whoever keeps a call that waits polls it again with a real one): its
+/// output if it finished there (the box stays as the spare), else the box holding it.
+pub(crate) fn poll_first<F: Future + 'static>(
+    make: impl FnOnce() -> F,
+) -> Result<F::Output, Pin<Box<Option<F>>>> {
+    let mut slot = take::<F>();
+    slot.set(Some(make()));
+    let mut cx = Context::from_waker(Waker::noop());
+    match slot.as_mut().as_pin_mut().map(|call| call.poll(&mut cx)) {
+        Some(Poll::Ready(out)) => {
+            give(slot);
+            Ok(out)
+        }
+        _ => Err(slot),
+    }
 }
 
 #[cfg(test)]
