@@ -9,10 +9,10 @@
 
 use std::sync::Arc;
 use std::sync::atomic::Ordering as StdOrdering;
+use std::time::Instant;
 
 use bytes::{Bytes, BytesMut};
 use tokio::sync::mpsc;
-use tokio::time::Instant;
 
 use crate::conn::{Ended, Entry, Inner, Item, lock};
 use crate::control::{self, DATA_HEAD, Frame};
@@ -104,20 +104,17 @@ impl Reader {
             }
             let due = self.inner.replies_due.load(StdOrdering::Relaxed) > 0;
             let start = Instant::now();
-            self.spin.idle(start.into_std(), due);
+            self.spin.idle(start, due);
             let budget = self.spin.budget(due);
             let mut last_yield = None;
+            let mut now = start;
             let mut found = self.has_work()?;
-            while !found {
-                let now = Instant::now();
-                if self
-                    .spin
-                    .may_park(start.into_std(), budget, now.into_std(), last_yield)
-                {
-                    break;
-                }
+            // One clock read a turn: the yield's end is the next turn's now.
+            while !found && !self.spin.may_park(start, budget, now, last_yield) {
                 tokio::task::yield_now().await;
-                last_yield = Some(now.elapsed());
+                let after = Instant::now();
+                last_yield = Some(after.saturating_duration_since(now));
+                now = after;
                 found = self.has_work()?;
             }
             if found {
@@ -152,7 +149,7 @@ impl Reader {
     /// traffic the rule learns from: they follow our own messages).
     fn message_came(&mut self) -> Result<(), Violation> {
         if self.stalled.is_none() && self.inner.peer.desc_ring().pending(self.head)? > 0 {
-            self.spin.work(Instant::now().into_std());
+            self.spin.work(Instant::now());
         }
         Ok(())
     }
