@@ -36,11 +36,23 @@ impl Utf8Bytes {
         }
     }
 
+    /// Wraps `bytes` without checking them: for bytes checked as UTF-8 before, such as
+    /// a span of a frame validated when it was read.
+    ///
+    /// # Safety
+    ///
+    /// `bytes` must be valid UTF-8.
+    #[inline]
+    pub unsafe fn from_bytes_unchecked(bytes: Bytes) -> Self {
+        Utf8Bytes(bytes)
+    }
+
     /// The string.
     #[inline]
     pub fn as_str(&self) -> &str {
         // SAFETY: every constructor either validates the bytes as UTF-8
-        // (`try_from_bytes`) or takes them from a `str`/`String`, and the bytes are
+        // (`try_from_bytes`), takes them from a `str`/`String`, or is
+        // `from_bytes_unchecked`, whose caller promises UTF-8, and the bytes are
         // immutable afterwards, so they are UTF-8 for the life of the value.
         unsafe { std::str::from_utf8_unchecked(&self.0) }
     }
@@ -171,6 +183,17 @@ mod tests {
         assert_eq!(ok.len(), 6);
         let bad = Bytes::from_static(&[0x68, 0xff, 0x6c]);
         assert_eq!(Utf8Bytes::try_from_bytes(bad.clone()), Err(bad));
+    }
+
+    #[test]
+    fn unchecked_wraps_checked_bytes_without_copying() {
+        let frame = Bytes::from(b"xx\xc3\xa9t\xffyy".to_vec());
+        let checked = frame.slice(2..5);
+        assert!(std::str::from_utf8(&checked).is_ok());
+        // SAFETY: `checked` was just checked as UTF-8.
+        let s = unsafe { Utf8Bytes::from_bytes_unchecked(checked) };
+        assert_eq!(s.as_str(), "\u{e9}t");
+        assert_eq!(s.as_bytes().as_ptr(), frame[2..].as_ptr());
     }
 
     #[test]

@@ -393,25 +393,22 @@ impl MetaInfo {
     /// Takes metainfo from a request's string pairs (a server receiving): persistent
     /// values stay persistent, transient ones become readable but are not sent on.
     /// Other keys are not metainfo and are left alone.
-    pub fn read_request<'a>(
-        &mut self,
-        pairs: impl IntoIterator<Item = &'a (Utf8Bytes, Utf8Bytes)>,
-    ) {
-        for (k, v) in pairs {
-            if let Some(key) = strip(k, PREFIX_PERSISTENT) {
-                set(&mut self.persistent, key, v.clone());
-            } else if let Some(key) = strip(k, PREFIX_TRANSIENT) {
-                set(&mut self.upstream, key, v.clone());
+    pub fn read_request(&mut self, pairs: impl IntoIterator<Item = impl HeaderPair>) {
+        for p in pairs {
+            if let Some(key) = strip(&p, PREFIX_PERSISTENT) {
+                set(&mut self.persistent, key, p.value_shared());
+            } else if let Some(key) = strip(&p, PREFIX_TRANSIENT) {
+                set(&mut self.upstream, key, p.value_shared());
             }
         }
     }
 
     /// Takes backward values from a reply's string pairs (a client receiving): the
     /// prefixed keys (Volo's form; THeader's info headers are read so).
-    pub fn read_reply<'a>(&mut self, pairs: impl IntoIterator<Item = &'a (Utf8Bytes, Utf8Bytes)>) {
-        for (k, v) in pairs {
-            if let Some(key) = strip(k, PREFIX_BACKWARD) {
-                set(&mut self.backward, key, v.clone());
+    pub fn read_reply(&mut self, pairs: impl IntoIterator<Item = impl HeaderPair>) {
+        for p in pairs {
+            if let Some(key) = strip(&p, PREFIX_BACKWARD) {
+                set(&mut self.backward, key, p.value_shared());
             }
         }
     }
@@ -420,27 +417,74 @@ impl MetaInfo {
     /// every key without one of the three prefixes is a backward value (Kitex's form:
     /// a Kitex server sends them so, and a Kitex client reads every key so), and a
     /// prefixed one (Volo's) is too, winning over a plain key of the same name.
-    pub fn read_ttheader_reply<'a>(
+    pub fn read_ttheader_reply<P: HeaderPair>(
         &mut self,
-        pairs: impl IntoIterator<Item = &'a (Utf8Bytes, Utf8Bytes)> + Clone,
+        pairs: impl IntoIterator<Item = P> + Clone,
     ) {
-        for (k, v) in pairs.clone() {
-            let s = k.as_str();
+        for p in pairs.clone() {
+            let s = p.key();
             let prefixed = [PREFIX_PERSISTENT, PREFIX_TRANSIENT, PREFIX_BACKWARD]
                 .iter()
-                .any(|p| s.starts_with(p));
-            if !prefixed {
-                set(&mut self.backward, k.clone(), v.clone());
+                .any(|pre| s.starts_with(pre));
+            if !prefixed && !s.is_empty() && !p.value().is_empty() {
+                set(&mut self.backward, p.key_shared(), p.value_shared());
             }
         }
         self.read_reply(pairs);
     }
 }
 
-/// `key` without `prefix`, as a slice of the same bytes (no copy).
-fn strip(key: &Utf8Bytes, prefix: &str) -> Option<Utf8Bytes> {
-    if key.as_str().starts_with(prefix) {
-        key.slice_from(prefix.len())
+/// A key-value pair of a header as metainfo reads it: its strings to compare, and
+/// shared copies of the ones it keeps (for a pair of a decoded TTHeader, only those
+/// take a reference count).
+pub trait HeaderPair {
+    /// The key.
+    fn key(&self) -> &str;
+    /// The value.
+    fn value(&self) -> &str;
+    /// The key, shared.
+    fn key_shared(&self) -> Utf8Bytes;
+    /// The value, shared.
+    fn value_shared(&self) -> Utf8Bytes;
+}
+
+impl HeaderPair for &(Utf8Bytes, Utf8Bytes) {
+    fn key(&self) -> &str {
+        self.0.as_str()
+    }
+    fn value(&self) -> &str {
+        self.1.as_str()
+    }
+    fn key_shared(&self) -> Utf8Bytes {
+        self.0.clone()
+    }
+    fn value_shared(&self) -> Utf8Bytes {
+        self.1.clone()
+    }
+}
+
+use crate::codec::ttheader::StrPair;
+
+impl HeaderPair for StrPair<'_> {
+    fn key(&self) -> &str {
+        StrPair::key(self)
+    }
+    fn value(&self) -> &str {
+        StrPair::value(self)
+    }
+    fn key_shared(&self) -> Utf8Bytes {
+        StrPair::key_shared(self)
+    }
+    fn value_shared(&self) -> Utf8Bytes {
+        StrPair::value_shared(self)
+    }
+}
+
+/// The key of `pair` without `prefix`, as a slice of the same bytes (no copy), when
+/// it has the prefix and a value (`set` would pass over an empty one).
+fn strip(pair: &impl HeaderPair, prefix: &str) -> Option<Utf8Bytes> {
+    if pair.key().starts_with(prefix) && !pair.value().is_empty() {
+        pair.key_shared().slice_from(prefix.len())
     } else {
         None
     }

@@ -149,7 +149,7 @@ pub(crate) fn request_theader(
 /// spent on the way and in the input is the caller's to count).
 pub(crate) fn read_request_ttheader(header: &Header, cx: &mut ServerContext, now: Instant) {
     cx.protocol = header.protocol;
-    cx.metainfo.read_request(&header.str_kv);
+    cx.metainfo.read_request(header.str_kv.pairs());
     if let Some(ms) = header
         .int_value(int_key::RPC_TIMEOUT)
         .and_then(|v| v.parse::<u64>().ok())
@@ -417,7 +417,7 @@ pub(crate) fn match_reply(
 /// Reads a reply's header into the caller's `metainfo` (its backward values).
 pub(crate) fn read_reply(reply: &FrameHeader, metainfo: &mut MetaInfo) {
     match reply {
-        FrameHeader::TTHeader(header) => metainfo.read_ttheader_reply(&header.str_kv),
+        FrameHeader::TTHeader(header) => metainfo.read_ttheader_reply(header.str_kv.pairs()),
         FrameHeader::THeader(header) => {
             metainfo.read_reply(&header.info);
             metainfo.read_headers(&header.info);

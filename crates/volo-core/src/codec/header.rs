@@ -245,6 +245,18 @@ impl<'a> Reader<'a> {
         self.utf8(what, len)
     }
 
+    /// The offset and length of a u16-length string, checked as UTF-8 but not sliced.
+    pub(crate) fn utf8_span_u16(
+        &mut self,
+        what: &'static str,
+    ) -> Result<(usize, usize), HeaderError> {
+        let len = usize::from(self.u16(what)?);
+        let at = self.take(what, len)?;
+        std::str::from_utf8(&self.bytes[at..at + len])
+            .map_err(|_| HeaderError::InvalidUtf8(what))?;
+        Ok((at, len))
+    }
+
     fn utf8(&mut self, what: &'static str, len: usize) -> Result<Utf8Bytes, HeaderError> {
         let at = self.take(what, len)?;
         Utf8Bytes::try_from_bytes(self.bytes.slice(at..at + len))

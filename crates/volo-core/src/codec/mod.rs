@@ -84,6 +84,7 @@ macro_rules! with_protocol {
 pub(crate) use with_protocol;
 
 pub(crate) mod header;
+mod pairs;
 pub mod theader;
 pub mod ttheader;
 

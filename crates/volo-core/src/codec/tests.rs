@@ -354,11 +354,13 @@ mod ttheader_golden {
         everything.str_kv = vec![
             (s("RPC_PERSIST_logid"), s("42")),
             (s("RPC_TRANSIT_tag"), s("blue")),
-        ];
+        ]
+        .into();
         everything.int_kv = vec![
             (int_key::TO_SERVICE, s("echo")),
             (int_key::RPC_TIMEOUT, s("500")),
-        ];
+        ]
+        .into();
         // Compact call `echo`, sequence id 0x01020304 (varint 84 86 88 08), no fields.
         let compact_call = hex("82 21 | 84 86 88 08 | 04 65 63 68 6f | 00");
 

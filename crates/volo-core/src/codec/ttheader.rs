@@ -48,6 +48,7 @@ use thrift_wire::Utf8Bytes;
 use super::Protocol;
 pub use super::header::{HeaderError, HeaderLimits};
 use super::header::{Reader, be_u32, read_fixed};
+pub use super::pairs::{IntPairs, Pairs, StrPair, StrPairs, Text};
 
 /// The magic in bytes 4-5 of a TTHeader frame.
 pub const MAGIC: u16 = 0x1000;
@@ -125,10 +126,10 @@ pub struct Header {
     pub protocol: Protocol,
     /// The payload carries its own 4-byte length (TTHeader over Framed).
     pub inner_framed: bool,
-    /// String key-value pairs, in order.
-    pub str_kv: Vec<(Utf8Bytes, Utf8Bytes)>,
-    /// Integer-key pairs, in order.
-    pub int_kv: Vec<(u16, Utf8Bytes)>,
+    /// String key-value pairs, in order (decoded ones are spans of the frame).
+    pub str_kv: StrPairs,
+    /// Integer-key pairs, in order (decoded ones are spans of the frame).
+    pub int_kv: IntPairs,
     /// The ACL token, if any.
     pub acl_token: Option<Utf8Bytes>,
 }
@@ -141,26 +142,20 @@ impl Header {
             seq_id,
             protocol,
             inner_framed: false,
-            str_kv: Vec::new(),
-            int_kv: Vec::new(),
+            str_kv: StrPairs::new(),
+            int_kv: IntPairs::new(),
             acl_token: None,
         }
     }
 
     /// The value of integer key `key`, if present.
     pub fn int_value(&self, key: u16) -> Option<&str> {
-        self.int_kv
-            .iter()
-            .find(|(k, _)| *k == key)
-            .map(|(_, v)| v.as_str())
+        self.int_kv.get(key)
     }
 
     /// The value of string key `key`, if present.
     pub fn str_value(&self, key: &str) -> Option<&str> {
-        self.str_kv
-            .iter()
-            .find(|(k, _)| k.as_str() == key)
-            .map(|(_, v)| v.as_str())
+        self.str_kv.get(key)
     }
 
     /// Whether the sender marks the connection as closing ([`str_key::CONNECTION_RESET`]
@@ -176,11 +171,17 @@ impl Header {
     }
 
     /// The info blocks, for the functions TTHeader shares with stream frames.
-    fn info(&self) -> Info<'_> {
+    fn info(
+        &self,
+    ) -> Info<
+        '_,
+        impl ExactSizeIterator<Item = (&str, &str)> + Clone,
+        impl ExactSizeIterator<Item = (u16, &str)> + Clone,
+    > {
         Info {
-            acl_token: self.acl_token.as_ref(),
-            str_kv: &self.str_kv,
-            int_kv: &self.int_kv,
+            acl_token: self.acl_token.as_deref(),
+            str_kv: self.str_kv.iter(),
+            int_kv: self.int_kv.iter(),
         }
     }
 
@@ -249,14 +250,16 @@ impl Header {
         header.seq_id = seq_id;
         header.protocol = protocol;
         header.inner_framed = false;
-        header.str_kv.clear();
-        header.int_kv.clear();
+        header.str_kv.reset(frame);
+        header.int_kv.reset(frame);
         header.acl_token = None;
         read_info(
             &mut h,
-            &mut header.str_kv,
-            &mut header.int_kv,
-            &mut header.acl_token,
+            &mut HeaderInfo {
+                str_kv: &mut header.str_kv,
+                int_kv: &mut header.int_kv,
+                acl_token: &mut header.acl_token,
+            },
         )?;
         let mut payload = frame.slice(end..);
         if is_inner_frame(&payload) {
@@ -268,15 +271,34 @@ impl Header {
 }
 
 /// The info blocks of a header, borrowed: what [`Header`] and the frames of
-/// [`crate::stream`] (TTHeader frames too) share.
+/// [`crate::stream`] (TTHeader frames too) share. `S` and `I` walk the string and
+/// integer pairs ([`str_slice`] and [`int_slice`] walk lists of `Utf8Bytes`).
 #[derive(Debug, Clone, Copy)]
-pub(crate) struct Info<'a> {
-    pub(crate) acl_token: Option<&'a Utf8Bytes>,
-    pub(crate) str_kv: &'a [(Utf8Bytes, Utf8Bytes)],
-    pub(crate) int_kv: &'a [(u16, Utf8Bytes)],
+pub(crate) struct Info<'a, S, I> {
+    pub(crate) acl_token: Option<&'a str>,
+    pub(crate) str_kv: S,
+    pub(crate) int_kv: I,
 }
 
-impl Info<'_> {
+/// The string pairs of a list of `Utf8Bytes`, as [`Info`] walks them.
+pub(crate) fn str_slice(
+    pairs: &[(Utf8Bytes, Utf8Bytes)],
+) -> impl ExactSizeIterator<Item = (&str, &str)> + Clone {
+    pairs.iter().map(|(k, v)| (k.as_str(), v.as_str()))
+}
+
+/// The integer pairs of a list of `Utf8Bytes`, as [`Info`] walks them.
+pub(crate) fn int_slice(
+    pairs: &[(u16, Utf8Bytes)],
+) -> impl ExactSizeIterator<Item = (u16, &str)> + Clone {
+    pairs.iter().map(|(k, v)| (*k, v.as_str()))
+}
+
+impl<'a, S, I> Info<'a, S, I>
+where
+    S: ExactSizeIterator<Item = (&'a str, &'a str)> + Clone,
+    I: ExactSizeIterator<Item = (u16, &'a str)> + Clone,
+{
     /// Header bytes from offset 14 (protocol id and transform count, the blocks,
     /// padding): a multiple of 4.
     pub(crate) fn header_len(&self) -> usize {
@@ -284,17 +306,17 @@ impl Info<'_> {
         if let Some(token) = self.acl_token {
             n += 1 + 2 + token.len();
         }
-        if !self.str_kv.is_empty() {
+        if self.str_kv.len() > 0 {
             n += 1 + 2;
             n += self
                 .str_kv
-                .iter()
+                .clone()
                 .map(|(k, v)| 4 + k.len() + v.len())
                 .sum::<usize>();
         }
-        if !self.int_kv.is_empty() {
+        if self.int_kv.len() > 0 {
             n += 1 + 2;
-            n += self.int_kv.iter().map(|(_, v)| 4 + v.len()).sum::<usize>();
+            n += self.int_kv.clone().map(|(_, v)| 4 + v.len()).sum::<usize>();
         }
         n.next_multiple_of(4)
     }
@@ -313,11 +335,11 @@ impl Info<'_> {
         }
         u16_len("string pair count", self.str_kv.len())?;
         u16_len("integer pair count", self.int_kv.len())?;
-        for (k, v) in self.str_kv {
+        for (k, v) in self.str_kv.clone() {
             u16_len("string key", k.len())?;
             u16_len("string value", v.len())?;
         }
-        for (_, v) in self.int_kv {
+        for (_, v) in self.int_kv.clone() {
             u16_len("integer-key value", v.len())?;
         }
         u16_len("header size in words", self.header_len() / 4)
@@ -352,20 +374,20 @@ impl Info<'_> {
             out.put_u8(info::ACL_TOKEN);
             written += 1 + put_str(out, token);
         }
-        if !self.str_kv.is_empty() {
+        if self.str_kv.len() > 0 {
             out.put_u8(info::KEY_VALUE);
             out.put_u16(self.str_kv.len() as u16);
             written += 3;
-            for (k, v) in self.str_kv {
+            for (k, v) in self.str_kv.clone() {
                 written += put_str(out, k) + put_str(out, v);
             }
         }
-        if !self.int_kv.is_empty() {
+        if self.int_kv.len() > 0 {
             out.put_u8(info::INT_KEY_VALUE);
             out.put_u16(self.int_kv.len() as u16);
             written += 3;
-            for (k, v) in self.int_kv {
-                out.put_u16(*k);
+            for (k, v) in self.int_kv.clone() {
+                out.put_u16(k);
                 written += 2 + put_str(out, v);
             }
         }
@@ -374,37 +396,98 @@ impl Info<'_> {
     }
 }
 
-/// Reads the info blocks up to the end of the header (`h`'s end), appending to the
-/// lists (which the caller clears): blocks in any order, repeated blocks merged,
-/// padding bytes anywhere.
-pub(crate) fn read_info(
-    h: &mut Reader<'_>,
-    str_kv: &mut Vec<(Utf8Bytes, Utf8Bytes)>,
-    int_kv: &mut Vec<(u16, Utf8Bytes)>,
-    acl_token: &mut Option<Utf8Bytes>,
-) -> Result<(), HeaderError> {
+/// Where [`read_info`] puts what it reads.
+pub(crate) trait InfoSink {
+    /// Room for `n` more string pairs.
+    fn reserve_str(&mut self, n: usize);
+    /// Reads one string pair at `h`.
+    fn str_pair(&mut self, h: &mut Reader<'_>) -> Result<(), HeaderError>;
+    /// Room for `n` more integer pairs.
+    fn reserve_int(&mut self, n: usize);
+    /// Reads one integer pair at `h`.
+    fn int_pair(&mut self, h: &mut Reader<'_>) -> Result<(), HeaderError>;
+    /// The ACL token.
+    fn acl_token(&mut self, token: Utf8Bytes);
+}
+
+/// A [`Header`]'s lists: decoded strings stay spans of the frame.
+struct HeaderInfo<'a> {
+    str_kv: &'a mut StrPairs,
+    int_kv: &'a mut IntPairs,
+    acl_token: &'a mut Option<Utf8Bytes>,
+}
+
+impl InfoSink for HeaderInfo<'_> {
+    fn reserve_str(&mut self, n: usize) {
+        self.str_kv.reserve(n);
+    }
+    fn str_pair(&mut self, h: &mut Reader<'_>) -> Result<(), HeaderError> {
+        self.str_kv.read_pair(h)
+    }
+    fn reserve_int(&mut self, n: usize) {
+        self.int_kv.reserve(n);
+    }
+    fn int_pair(&mut self, h: &mut Reader<'_>) -> Result<(), HeaderError> {
+        self.int_kv.read_pair(h)
+    }
+    fn acl_token(&mut self, token: Utf8Bytes) {
+        *self.acl_token = Some(token);
+    }
+}
+
+/// Lists of `Utf8Bytes` (a stream frame's): each decoded string a slice of the frame.
+pub(crate) struct VecInfo<'a> {
+    pub(crate) str_kv: &'a mut Vec<(Utf8Bytes, Utf8Bytes)>,
+    pub(crate) int_kv: &'a mut Vec<(u16, Utf8Bytes)>,
+    pub(crate) acl_token: &'a mut Option<Utf8Bytes>,
+}
+
+impl InfoSink for VecInfo<'_> {
+    fn reserve_str(&mut self, n: usize) {
+        self.str_kv.reserve(n);
+    }
+    fn str_pair(&mut self, h: &mut Reader<'_>) -> Result<(), HeaderError> {
+        let k = h.string_u16("string key")?;
+        let v = h.string_u16("string value")?;
+        self.str_kv.push((k, v));
+        Ok(())
+    }
+    fn reserve_int(&mut self, n: usize) {
+        self.int_kv.reserve(n);
+    }
+    fn int_pair(&mut self, h: &mut Reader<'_>) -> Result<(), HeaderError> {
+        let k = h.u16("integer key")?;
+        let v = h.string_u16("integer-key value")?;
+        self.int_kv.push((k, v));
+        Ok(())
+    }
+    fn acl_token(&mut self, token: Utf8Bytes) {
+        *self.acl_token = Some(token);
+    }
+}
+
+/// Reads the info blocks up to the end of the header (`h`'s end) into `sink`
+/// (appending; the caller empties it first): blocks in any order, repeated blocks
+/// merged, padding bytes anywhere.
+pub(crate) fn read_info(h: &mut Reader<'_>, sink: &mut impl InfoSink) -> Result<(), HeaderError> {
     while h.left() > 0 {
         match h.u8("info id")? {
             info::PADDING => {}
             info::KEY_VALUE => {
                 let n = h.u16("string pair count")?;
-                str_kv.reserve(usize::from(n).min(h.left() / 4));
+                sink.reserve_str(usize::from(n).min(h.left() / 4));
                 for _ in 0..n {
-                    let k = h.string_u16("string key")?;
-                    let v = h.string_u16("string value")?;
-                    str_kv.push((k, v));
+                    sink.str_pair(h)?;
                 }
             }
             info::INT_KEY_VALUE => {
                 let n = h.u16("integer pair count")?;
-                int_kv.reserve(usize::from(n).min(h.left() / 4));
+                sink.reserve_int(usize::from(n).min(h.left() / 4));
                 for _ in 0..n {
-                    let k = h.u16("integer key")?;
-                    let v = h.string_u16("integer-key value")?;
-                    int_kv.push((k, v));
+                    sink.int_pair(h)?;
                 }
             }
-            info::ACL_TOKEN => *acl_token = Some(h.string_u16("ACL token")?),
+            info::ACL_TOKEN => sink.acl_token(h.string_u16("ACL token")?),
             id => return Err(HeaderError::UnknownInfo(id)),
         }
     }
@@ -413,7 +496,7 @@ pub(crate) fn read_info(
 
 /// Writes a u16-length string (its length checked by `Header::check`); returns the
 /// bytes written.
-fn put_str(out: &mut impl BufMut, s: &Utf8Bytes) -> usize {
+fn put_str(out: &mut impl BufMut, s: &str) -> usize {
     out.put_u16(s.len() as u16);
     out.put_slice(s.as_bytes());
     2 + s.len()

@@ -35,7 +35,7 @@ use thrift_wire::{
 };
 
 use crate::codec::header::{FIXED_LEN, HeaderError, HeaderLimits, Reader, be_u32, read_fixed};
-use crate::codec::ttheader::{Info, MAGIC, read_info};
+use crate::codec::ttheader::{Info, MAGIC, VecInfo, int_slice, read_info, str_slice};
 
 /// The FLAGS bit that marks a TTHeader frame as a stream frame.
 pub const FLAG_STREAMING: u16 = 0x0002;
@@ -233,8 +233,8 @@ impl Frame {
             let int_kv = self.int_pairs();
             let info = Info {
                 acl_token: None,
-                str_kv: &self.meta,
-                int_kv: &int_kv,
+                str_kv: str_slice(&self.meta),
+                int_kv: int_slice(&int_kv),
             };
             head(&info, self.stream_id, self.payload.len(), out)?
         };
@@ -267,7 +267,14 @@ impl Frame {
         let mut meta = Vec::new();
         let mut int_kv = Vec::new();
         let mut acl_token = None;
-        read_info(&mut h, &mut meta, &mut int_kv, &mut acl_token)?;
+        read_info(
+            &mut h,
+            &mut VecInfo {
+                str_kv: &mut meta,
+                int_kv: &mut int_kv,
+                acl_token: &mut acl_token,
+            },
+        )?;
         if let Some(token) = acl_token {
             meta.push((Utf8Bytes::from_static(str_key::ACL_TOKEN), token));
         }
@@ -327,15 +334,19 @@ pub(crate) fn write_head(
     ];
     let info = Info {
         acl_token: None,
-        str_kv: meta,
-        int_kv: &pairs[..if method.is_some() { 2 } else { 1 }],
+        str_kv: str_slice(meta),
+        int_kv: int_slice(&pairs[..if method.is_some() { 2 } else { 1 }]),
     };
     head(&info, stream_id, payload_len, out)
 }
 
 /// Checks and writes `info` as a stream frame's header; returns the frame's length.
-fn head(
-    info: &Info<'_>,
+fn head<'a>(
+    info: &Info<
+        'a,
+        impl ExactSizeIterator<Item = (&'a str, &'a str)> + Clone,
+        impl ExactSizeIterator<Item = (u16, &'a str)> + Clone,
+    >,
     stream_id: i32,
     payload_len: usize,
     out: &mut impl BufMut,
@@ -620,8 +631,8 @@ mod tests {
         let mut out = Vec::new();
         let info = Info {
             acl_token: None,
-            str_kv: &[],
-            int_kv: &info_pairs,
+            str_kv: str_slice(&[]),
+            int_kv: int_slice(&info_pairs),
         };
         info.write(FLAG_STREAMING, 9, PROTOCOL_STRUCT, 1, &mut out)
             .expect("writes");

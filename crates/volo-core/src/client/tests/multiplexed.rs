@@ -78,8 +78,8 @@ async fn fake_server(framing: Framing) -> (Address, Arc<Mutex<Vec<Seen>>>) {
                             .map(str::to_string),
                         ints: tt
                             .iter()
-                            .flat_map(|h| &h.int_kv)
-                            .map(|(k, v)| (*k, v.as_str().to_string()))
+                            .flat_map(|h| h.int_kv.iter())
+                            .map(|(k, v)| (k, v.to_string()))
                             .collect(),
                     });
                     if header.ty == MessageType::Oneway {
