@@ -237,8 +237,12 @@ pub(crate) struct Inner {
     reader: Mutex<Option<JoinHandle<()>>>,
     pub(crate) shm_sends: std::sync::atomic::AtomicU64,
     pub(crate) socket_sends: std::sync::atomic::AtomicU64,
-    /// Wake frames sent to the peer.
+    /// Wake-ups sent to the peer (futex wakes and wake frames).
     pub(crate) wakes: std::sync::atomic::AtomicU64,
+    /// Wake frames sent to the peer.
+    pub(crate) wake_bytes: std::sync::atomic::AtomicU64,
+    /// The peer's reader parks on its `parked` word: wake it with `FUTEX_WAKE`.
+    peer_futex: AtomicBool,
     /// Replies this side's user waits for ([`ReplyDue`](crate::ReplyDue) guards): while
     /// one is, the reader spins its whole window before it parks.
     pub(crate) replies_due: std::sync::atomic::AtomicUsize,
@@ -289,6 +293,8 @@ impl Inner {
             shm_sends: Default::default(),
             socket_sends: Default::default(),
             wakes: Default::default(),
+            wake_bytes: Default::default(),
+            peer_futex: AtomicBool::new(false),
             replies_due: Default::default(),
             due: Notify::new(),
             config,
@@ -480,10 +486,25 @@ impl Inner {
         self.mine.desc_ring().room(*t).map_or(true, |room| room > 0)
     }
 
+    /// Whether the peer's reader parks on its `parked` word (from its hello).
+    pub(crate) fn set_peer_futex(&self, on: bool) {
+        self.peer_futex
+            .store(on, std::sync::atomic::Ordering::Relaxed);
+    }
+
     /// After publishing to the peer: wake it if it parked (the Dekker half of the
-    /// parked flag: our store, a full fence, its flag).
+    /// parked flag: our store, a full fence, its flag), with `FUTEX_WAKE` on that flag
+    /// when its reader waits there, else with a byte on the socket.
     pub(crate) fn notify_peer(&self) {
-        Self::wake_if(self.peer.parked(), self);
+        let parked = self.peer.parked();
+        if !self.peer_futex.load(std::sync::atomic::Ordering::Relaxed) {
+            return Self::wake_if(parked, self);
+        }
+        if park::take_wake(parked) {
+            crate::futex::wake(parked);
+            self.wakes
+                .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        }
     }
 
     /// After taking from the peer's ring or giving back its slices: wake it if one of
@@ -515,6 +536,8 @@ impl Inner {
                 // A full socket means the peer has unread bytes: it will look anyway.
                 self.sock.send_byte(FRAME_WAKE);
                 self.wakes
+                    .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                self.wake_bytes
                     .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
             }
             drop(g);

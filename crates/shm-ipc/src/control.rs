@@ -2,7 +2,8 @@
 //! over a [`Control`] socket.
 //!
 //! ```text
-//! 1                          wake: the sender published something, look
+//! 1                          wake: the sender published something, look (to a
+//!                            reader parked on the socket, not on its futex)
 //! 2  len u32 (LE)  len bytes data: the message a `Socket` descriptor promised
 //! 3                          goodbye: the sender closes the session cleanly
 //! ```

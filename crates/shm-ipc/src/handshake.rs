@@ -2,13 +2,15 @@
 //! attached (`SCM_RIGHTS`); each checks the other's before mapping anything.
 //!
 //! ```text
-//! 0  magic "SHMI"   4 version   8 flags (bit 0: accepted)   12 descriptor ring entries
+//! 0  magic "SHMI"   4 version   8 flags (bit 0: accepted, bit 1: futex)   12 ring entries
 //! 16 class count    20 zero     24 8 × (slice size u32, slice count u32)   88 region bytes u64
 //! ```
 //!
 //! The client speaks first. The server answers in every case, with its own version, so
 //! a client of another version learns why; it attaches its memfd and sets "accepted"
-//! only when the client's hello was good.
+//! only when the client's hello was good. The futex flag says that the sender's reader
+//! parks on its `parked` word (wake it with `FUTEX_WAKE`, see [`crate::futex`]), not
+//! on the socket (wake it with a byte).
 
 use std::future::poll_fn;
 use std::io;
@@ -22,12 +24,15 @@ use crate::sys::Control;
 
 pub(crate) const HELLO_LEN: usize = 96;
 const ACCEPTED: u32 = 1;
+const FUTEX: u32 = 2;
 
 /// What one side announces.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) struct Hello {
     pub(crate) version: u32,
     pub(crate) accepted: bool,
+    /// The sender's reader parks on its `parked` word: wake it with `FUTEX_WAKE`.
+    pub(crate) futex: bool,
     pub(crate) desc_cap: u32,
     pub(crate) classes: Vec<ClassSpec>,
     pub(crate) region_len: u64,
@@ -38,6 +43,7 @@ impl Hello {
         Hello {
             version: VERSION,
             accepted,
+            futex: false,
             desc_cap: layout.desc_cap,
             classes: layout
                 .classes
@@ -56,7 +62,10 @@ impl Hello {
         let mut put = |at: usize, v: u32| b[at..at + 4].copy_from_slice(&v.to_le_bytes());
         put(0, MAGIC);
         put(4, self.version);
-        put(8, if self.accepted { ACCEPTED } else { 0 });
+        put(
+            8,
+            if self.accepted { ACCEPTED } else { 0 } | if self.futex { FUTEX } else { 0 },
+        );
         put(12, self.desc_cap);
         put(16, self.classes.len() as u32);
         for (i, c) in self.classes.iter().take(MAX_CLASSES).enumerate() {
@@ -76,7 +85,7 @@ impl Hello {
         let version = get(4);
         let flags = get(8);
         let n = get(16) as usize;
-        if flags & !ACCEPTED != 0 || get(20) != 0 {
+        if flags & !(ACCEPTED | FUTEX) != 0 || get(20) != 0 {
             return Err(Violation::Handshake("unknown flags"));
         }
         if n > MAX_CLASSES {
@@ -87,6 +96,7 @@ impl Hello {
         Ok(Hello {
             version,
             accepted: flags & ACCEPTED != 0,
+            futex: flags & FUTEX != 0,
             desc_cap: get(12),
             classes: (0..n)
                 .map(|i| ClassSpec {
@@ -114,16 +124,19 @@ impl Hello {
 }
 
 /// Runs the handshake on `sock`, as the client (which speaks first) or the server:
-/// creates this side's region for `layout`, exchanges hellos, and maps the peer's
-/// region once its hello and its descriptor passed every check. This side's and the
-/// peer's regions, in that order.
+/// creates this side's region for `layout`, exchanges hellos (ours says whether our
+/// reader parks on a `futex`), and maps the peer's region once its hello and its
+/// descriptor passed every check. This side's and the peer's regions, in that order,
+/// and whether the peer's reader parks on a futex.
 pub(crate) async fn run(
     sock: &dyn Control,
     layout: Layout,
     client: bool,
-) -> Result<(Region, Region), Error> {
+    futex: bool,
+) -> Result<(Region, Region, bool), Error> {
     let (mine, fd) = Region::create(layout)?;
     let mut hello = Hello::new(mine.layout(), true);
+    hello.futex = futex;
     let (peer, fds) = if client {
         send(sock, &hello, Some(fd.as_fd())).await?;
         let (peer, fds) = recv(sock).await?;
@@ -148,8 +161,9 @@ pub(crate) async fn run(
     let peer_layout = peer.layout()?;
     let [peer_fd] =
         <[_; 1]>::try_from(fds).map_err(|_| Violation::Handshake("no region descriptor"))?;
+    let peer_futex = peer.futex;
     let peer = Region::map_peer(&peer_fd, peer_layout)?;
-    Ok((mine, peer))
+    Ok((mine, peer, peer_futex))
 }
 
 /// Sends one hello, with `fd` attached if given, in one message.
@@ -245,6 +259,11 @@ mod tests {
         let mut many = h.encode();
         many[16] = 9;
         assert!(Hello::decode(&many).is_err());
+        // The futex flag travels beside "accepted".
+        let mut futex = h.clone();
+        futex.futex = true;
+        assert_eq!(futex.encode()[8], 3);
+        assert_eq!(Hello::decode(&futex.encode()).unwrap(), futex);
     }
 
     fn layout(queue: u32) -> Layout {
@@ -359,8 +378,11 @@ mod tests {
             Step::Fail(WouldBlock),
             Step::Read(h[30..].to_vec()),
         ]);
-        let (mine, peer) = block_on(run(&s, layout(16), true)).unwrap();
-        assert_eq!(sent(&s), Hello::new(mine.layout(), true));
+        let (mine, peer, peer_futex) = block_on(run(&s, layout(16), true, true)).unwrap();
+        let mut ours = Hello::new(mine.layout(), true);
+        ours.futex = true;
+        assert_eq!(sent(&s), ours, "our hello says our reader parks on a futex");
+        assert!(!peer_futex, "the server's did not");
         assert_eq!(s.fds_sent(), 1);
         assert_eq!(peer.layout(), server.layout());
         server.parked().store(7, Ordering::Relaxed);
@@ -374,7 +396,7 @@ mod tests {
         lie.region_len += 64;
         let s = Script::new([Step::Read(lie.encode().to_vec()), Step::Write(HELLO_LEN)]);
         assert_eq!(
-            violation(block_on(run(&s, layout(16), false))),
+            violation(block_on(run(&s, layout(16), false, false))),
             Violation::Handshake("region length does not match the layout")
         );
         assert!(!sent(&s).accepted);
@@ -400,7 +422,7 @@ mod tests {
         ];
         for (answer, want) in cases {
             let s = Script::new([Step::Write(HELLO_LEN), Step::Read(answer.to_vec())]);
-            assert_eq!(violation(block_on(run(&s, l.clone(), true))), want);
+            assert_eq!(violation(block_on(run(&s, l.clone(), true, false))), want);
         }
     }
 }

@@ -66,8 +66,14 @@
 //!   slices, each with its descriptor.
 //! - **Wake-ups only when needed.** Each side's reader task polls shared memory for a
 //!   while ([`Config::spin`], 50 µs by default, at most) then raises a `parked` flag in
-//!   its region and blocks on the socket; a writer sends a one-byte wake frame only if
-//!   it sees that flag. While the peer is busy, sending costs no system call. How long
+//!   its region and waits; a writer wakes it only if it sees that flag. While the peer
+//!   is busy, sending costs no system call. The reader waits on the flag itself (a
+//!   futex wait in an io_uring of its own, which tokio watches) and the writer wakes
+//!   it with `FUTEX_WAKE` ([`Config::futex_wake`], on by default; Linux 6.7 and
+//!   later); where io_uring is refused it waits on the socket and the writer sends a
+//!   one-byte wake frame. Each side's hello says which way it waits. A `FUTEX_WAKE`
+//!   never blocks and never touches the word, so a peer can make us wake for nothing
+//!   but cannot stall a writer (an eventfd could: see the `futex` module). How long
 //!   it polls depends on what it expects: the whole window while a reply is due
 //!   ([`Session::reply_due`]; a reply that becomes due gets a parked reader up), and
 //!   the whole window too unless the peer's traffic has lately been sparse (gaps of
@@ -153,6 +159,8 @@ mod config;
 mod conn;
 #[cfg(not(loom))]
 mod control;
+#[cfg(not(loom))]
+mod futex;
 #[cfg(not(loom))]
 mod handshake;
 #[cfg(not(loom))]

@@ -1,11 +1,13 @@
 //! The session's reader: one task per session that takes descriptors from the peer's
 //! ring, slices back from this side's release ring, and frames from the socket, and
-//! parks on the socket when there is nothing to do.
+//! parks when there is nothing to do.
 //!
 //! Parking: the reader polls for as long as [`spin`](crate::spin) says (at most
-//! [`Config::spin`](crate::Config::spin)), then parks on the socket by the protocol of
-//! [`park`](crate::park) (a flag in shared memory that writers check before they send
-//! a wake byte).
+//! [`Config::spin`](crate::Config::spin)), then parks by the protocol of
+//! [`park`](crate::park) (a flag in shared memory that writers check before they wake
+//! it): on that flag itself through a futex wait ([`futex`](crate::futex)), or on the
+//! socket, where writers send a wake byte. Either way it also watches the socket
+//! (data frames, goodbyes) and, with no reply due, for one to become due.
 
 use std::sync::Arc;
 use std::sync::atomic::Ordering as StdOrdering;
@@ -18,6 +20,7 @@ use crate::conn::{Ended, Entry, Inner, Item, lock};
 use crate::control::{self, DATA_HEAD, Frame};
 use crate::desc::Desc;
 use crate::error::{Error, Violation};
+use crate::futex::Waiter;
 use crate::message::Message;
 use crate::park;
 use crate::spin::SpinRule;
@@ -28,6 +31,10 @@ const BLOCKED_READ_LIMIT: usize = 256 << 10;
 const READ_CHUNK: usize = 64 << 10;
 
 pub(crate) struct Reader {
+    /// Where it parks when it waits on its `parked` word (the peer wakes it with
+    /// `FUTEX_WAKE`); `None`: it parks on the socket. Declared before `inner`: the ring
+    /// goes before this side's region can.
+    waiter: Option<Waiter>,
     inner: Arc<Inner>,
     /// Our index into the peer's descriptor ring.
     head: u32,
@@ -43,8 +50,9 @@ pub(crate) struct Reader {
 }
 
 impl Reader {
-    pub(crate) fn new(inner: Arc<Inner>) -> Reader {
+    pub(crate) fn new(inner: Arc<Inner>, waiter: Option<Waiter>) -> Reader {
         Reader {
+            waiter,
             spin: SpinRule::new(inner.config.spin),
             inner,
             head: 0,
@@ -128,17 +136,32 @@ impl Reader {
                 continue;
             }
             // Parked with no reply due, the reader gets up when one becomes due (a wake
-            // byte the peer sends meanwhile is read later, as any).
+            // byte the peer sends meanwhile is read later, as any). Parked on the
+            // futex, it gets up on the peer's FUTEX_WAKE too; the socket still brings
+            // data frames, goodbyes and the wakes for a send waiting for room.
             let got_due = async {
                 match due {
                     false => inner.due.notified().await,
                     true => std::future::pending().await,
                 }
             };
-            tokio::select! {
-                read = self.read_socket() => read?,
-                () = got_due => {}
+            let mut waiter = self.waiter.take();
+            if let Some(w) = waiter.as_mut() {
+                w.arm(parked).map_err(Error::from)?;
             }
+            let woken = async {
+                match waiter.as_mut() {
+                    Some(w) => w.done().await,
+                    None => std::future::pending().await,
+                }
+            };
+            let r = tokio::select! {
+                read = self.read_socket() => read,
+                () = got_due => Ok(()),
+                woken = woken => woken.map_err(Error::from),
+            };
+            self.waiter = waiter;
+            r?;
             parked.store(0, Ordering::Relaxed);
             self.message_came()?;
             self.inner.space.notify_waiters();
@@ -378,7 +401,7 @@ mod tests {
     /// its end; how the session ended.
     fn ended(script: &Script) -> Ended {
         let inner = Inner::scripted(script, false);
-        block_on(Reader::new(inner.clone()).run());
+        block_on(Reader::new(inner.clone(), None).run());
         inner.end.get().expect("the reader ends the session")
     }
 
@@ -445,7 +468,7 @@ mod tests {
         let inner = Inner::scripted(&s, false);
         let d = Desc::Socket { stream: 1, len: 6 };
         assert!(inner.peer.desc_ring().push(&mut 0, d.encode()).unwrap());
-        let mut run = pin!(Reader::new(inner.clone()).run());
+        let mut run = pin!(Reader::new(inner.clone(), None).run());
         assert!(poll_times(run.as_mut(), 20).is_pending(), "waits for more");
         assert_eq!(s.left(), 0);
         assert_eq!(inner.mine.parked().load(Ordering::Relaxed), 1, "parked");
@@ -488,7 +511,7 @@ mod tests {
             };
             assert!(ring.push(&mut tail, d.encode()).unwrap());
         }
-        let mut run = pin!(Reader::new(inner.clone()).run());
+        let mut run = pin!(Reader::new(inner.clone(), None).run());
         assert!(poll_times(run.as_mut(), 20).is_pending());
 
         let mut stream = inner.accept_rx.try_lock().unwrap().try_recv().unwrap();
@@ -520,7 +543,7 @@ mod tests {
         let inner = Inner::scripted(&s, false);
         let d = Desc::Socket { stream: 1, len: 6 };
         assert!(inner.peer.desc_ring().push(&mut 0, d.encode()).unwrap());
-        block_on(Reader::new(inner.clone()).run());
+        block_on(Reader::new(inner.clone(), None).run());
         assert!(matches!(
             inner.end.get(),
             Some(Ended::Failed(Error::PeerClosed))

@@ -118,9 +118,11 @@ pub struct Stats {
     pub shm_sends: u64,
     /// Messages sent over the socket because shared memory was full.
     pub socket_sends: u64,
-    /// Wake-ups this side sent the peer (a byte on the socket each): sends that found
-    /// the peer's reader parked.
+    /// Wake-ups this side sent the peer: sends that found the peer's reader parked.
     pub wakes: u64,
+    /// Of those, the ones sent as a byte on the socket (the peer's reader parks on the
+    /// socket, not on a futex: see [`Config::futex_wake`]).
+    pub wake_bytes: u64,
 }
 
 /// A reply the session's user waits for, counted while the guard lives (see
@@ -157,9 +159,16 @@ impl Session {
     }
 
     async fn start(sock: Box<dyn Control>, config: Config, client: bool) -> Result<Session, Error> {
-        let (mine, peer) = handshake::run(&*sock, config.layout()?, client).await?;
+        // Where io_uring is refused, the reader parks on the socket (the hello says so).
+        let waiter = config
+            .futex_wake
+            .then(crate::futex::Waiter::new)
+            .and_then(Result::ok);
+        let (mine, peer, peer_futex) =
+            handshake::run(&*sock, config.layout()?, client, waiter.is_some()).await?;
         let inner = Inner::new(sock, config, client, mine, peer);
-        inner.set_reader(tokio::spawn(Reader::new(inner.clone()).run()));
+        inner.set_peer_futex(peer_futex);
+        inner.set_reader(tokio::spawn(Reader::new(inner.clone(), waiter).run()));
         Ok(Session { inner })
     }
 
@@ -250,6 +259,10 @@ impl Session {
                 .socket_sends
                 .load(std::sync::atomic::Ordering::Relaxed),
             wakes: self.inner.wakes.load(std::sync::atomic::Ordering::Relaxed),
+            wake_bytes: self
+                .inner
+                .wake_bytes
+                .load(std::sync::atomic::Ordering::Relaxed),
         }
     }
 

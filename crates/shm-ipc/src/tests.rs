@@ -488,3 +488,48 @@ async fn a_due_reply_gets_a_parked_client_reader_up_to_poll_for_it() {
     assert_eq!(PANICS.load(Ordering::SeqCst), 0);
     let _ = std::fs::remove_file(&p);
 }
+
+/// Two sessions, one of each `futex_wake` setting on each side, each reader parked
+/// before every message: every wake-up that reaches a reader parked on its futex is a
+/// `FUTEX_WAKE` (no byte on the socket), every one to a reader parked on the socket a
+/// byte; messages flow both ways either way.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_parked_reader_is_woken_the_way_its_hello_asked() {
+    count_panics();
+    for (client_futex, server_futex) in [(true, true), (false, true), (true, false)] {
+        // No window: an idle reader parks as soon as it has yielded once.
+        let config = |futex| small().spin(Duration::ZERO).futex_wake(futex);
+        let p = path("futex");
+        let l = Listener::bind(&p, config(server_futex)).unwrap();
+        let (client, server) = tokio::join!(Session::connect(&p, config(client_futex)), l.accept());
+        let (client, server) = (client.unwrap(), server.unwrap());
+        let parked = |s: &Session| s.inner().mine.parked().load(Ordering::SeqCst) == 1;
+        let c = client.open_stream().unwrap();
+        wait_until("the idle server parks", || parked(&server)).await;
+        c.send(&b"first"[..]).await.unwrap();
+        let s = server.accept_stream().await.unwrap().unwrap();
+        assert_eq!(received(&s).await, b"first");
+        for round in 0..3u8 {
+            wait_until("the client parks", || parked(&client)).await;
+            pass(&s, &c, &[b'a', round]).await;
+            wait_until("the server parks", || parked(&server)).await;
+            pass(&c, &s, &[b'b', round]).await;
+        }
+        let (to_server, to_client) = (client.stats(), server.stats());
+        let what = format!("client futex {client_futex}, server futex {server_futex}");
+        assert_eq!(
+            to_server.wakes, 4,
+            "{what}: every message found the server parked"
+        );
+        assert_eq!(
+            to_client.wakes, 3,
+            "{what}: every message found the client parked"
+        );
+        let bytes = |futex: bool, wakes: u64| if futex { 0 } else { wakes };
+        assert_eq!(to_server.wake_bytes, bytes(server_futex, 4), "{what}");
+        assert_eq!(to_client.wake_bytes, bytes(client_futex, 3), "{what}");
+        client.close();
+        let _ = std::fs::remove_file(&p);
+    }
+    assert_eq!(PANICS.load(Ordering::SeqCst), 0);
+}
