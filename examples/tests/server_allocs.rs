@@ -38,14 +38,25 @@ fn request(framing: Framing) -> Vec<u8> {
         ty: MessageType::Call,
         seq_id: 7,
     };
-    // What this framework's client sends: the method, and the caller's timeout (so
-    // the call has a deadline).
+    // What this framework's client sends (as Kitex's does): the callee's IDL name as
+    // `isn`, and the integer keys, the caller's service among them (the server keeps
+    // it in the call's context) and the time left (so the call has a deadline).
     let tt = (framing == Framing::TTHeader).then(|| {
         let mut h = Header::new(7, Protocol::Binary);
-        h.int_kv
-            .push((int_key::TO_METHOD, Utf8Bytes::from_static("echo")));
-        h.int_kv
-            .push((int_key::RPC_TIMEOUT, Utf8Bytes::from_static("1000")));
+        let s = Utf8Bytes::from_static;
+        h.str_kv.push((s("isn"), s("EchoService")));
+        for (k, v) in [
+            (int_key::TRANSPORT_TYPE, "unframed"),
+            (int_key::FROM_SERVICE, "echo-client"),
+            (int_key::FROM_METHOD, ""),
+            (int_key::TO_SERVICE, "EchoService"),
+            (int_key::TO_METHOD, "echo"),
+            (int_key::MSG_TYPE, "1"),
+            (int_key::RPC_TIMEOUT, "1000"),
+            (int_key::CONNECT_TIMEOUT, "50"),
+        ] {
+            h.int_kv.push((k, s(v)));
+        }
         h
     });
     let mut out = LinkBuffer::new();

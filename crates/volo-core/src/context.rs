@@ -45,7 +45,6 @@
 //! request the same way and reads the reply's after the call. They go with THeader
 //! calls only, and are never passed on by [`MetaInfo::forward`].
 
-use std::borrow::Cow;
 use std::fmt;
 use std::net::SocketAddr;
 use std::path::Path;
@@ -215,8 +214,9 @@ impl fmt::Display for Address {
 /// One side of a call.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Endpoint {
-    /// The service's name (empty when unknown).
-    pub service: Cow<'static, str>,
+    /// The service's name (empty when unknown): a static name, or shared with the
+    /// client that made it or the frame that carried it (a clone costs no allocation).
+    pub service: Utf8Bytes,
     /// Its address, when known.
     pub address: Option<Address>,
 }

@@ -94,11 +94,8 @@ pub(crate) fn request_ttheader(
         caller_method.cloned().unwrap_or_default(),
     ));
     if !rpc.callee.service.is_empty() {
-        // A generated client's name is static: no copy per call.
-        let service = match &rpc.callee.service {
-            std::borrow::Cow::Borrowed(s) => Utf8Bytes::from_static(s),
-            std::borrow::Cow::Owned(s) => Utf8Bytes::from(s.clone()),
-        };
+        // Shared, not copied: a static name or a reference count.
+        let service = rpc.callee.service.clone();
         let isn = Utf8Bytes::from_static(str_key::IDL_SERVICE_NAME);
         h.str_kv.push((isn, service.clone()));
         h.int_kv.push((int_key::TO_SERVICE, service));
@@ -156,8 +153,9 @@ pub(crate) fn read_request_ttheader(header: &Header, cx: &mut ServerContext, now
     {
         cx.rpc.deadline = Some(now + std::time::Duration::from_millis(ms));
     }
-    if let Some(from) = header.int_value(int_key::FROM_SERVICE) {
-        cx.rpc.caller.service = from.to_string().into();
+    if let Some(from) = header.int_kv.get_shared(int_key::FROM_SERVICE) {
+        // A slice of the frame: no allocation per call.
+        cx.rpc.caller.service = from;
     }
 }
 

@@ -341,7 +341,8 @@ impl ClientContext {
 /// calls after it: no allocation per call.
 #[derive(Debug)]
 pub struct Client<S = DefaultStack> {
-    service: Cow<'static, str>,
+    /// Shared with every call's context: a clone per call costs no allocation.
+    service: Utf8Bytes,
     inner: Arc<S>,
     /// Bound to a service of a multiplexed server: its method names.
     multiplexed: Option<Arc<multiplexed::MethodNames>>,
@@ -372,8 +373,12 @@ impl Client {
 impl<S> Client<S> {
     /// A client of `service` whose calls go down `stack`.
     pub fn new(service: impl Into<Cow<'static, str>>, stack: S) -> Self {
+        let service = match service.into() {
+            Cow::Borrowed(s) => Utf8Bytes::from_static(s),
+            Cow::Owned(s) => Utf8Bytes::from(s),
+        };
         Client {
-            service: service.into(),
+            service,
             inner: Arc::new(stack),
             multiplexed: None,
             transport: None,
