@@ -14,31 +14,20 @@ use std::time::Duration;
 
 use bytes::Bytes;
 use criterion::{Criterion, criterion_group, criterion_main};
+use examples::echo_service::echo_request_ttheader;
 use thrift_wire::Utf8Bytes;
 use volo_core::codec::Protocol;
 use volo_core::codec::ttheader::{Header, HeaderLimits, int_key};
 use volo_core::context::MetaInfo;
 
-/// A request frame as Kitex's client writes it, with a 64-byte payload.
+/// A request frame as Kitex's client writes it, with one persistent metainfo value
+/// and a 64-byte payload.
 fn request_frame() -> Bytes {
-    let s = Utf8Bytes::from_static;
-    let mut h = Header::new(1, Protocol::Binary);
-    h.inner_framed = true;
-    h.str_kv
-        .push((s("RPC_PERSIST_logid"), s("20261206-abcdef")));
-    h.str_kv.push((s("isn"), s("EchoService")));
-    for (k, v) in [
-        (int_key::TRANSPORT_TYPE, "framed"),
-        (int_key::FROM_SERVICE, "echo-client"),
-        (int_key::FROM_METHOD, ""),
-        (int_key::TO_SERVICE, "EchoService"),
-        (int_key::TO_METHOD, "echo"),
-        (int_key::MSG_TYPE, "1"),
-        (int_key::RPC_TIMEOUT, "1000"),
-        (int_key::CONNECT_TIMEOUT, "50"),
-    ] {
-        h.int_kv.push((k, s(v)));
-    }
+    let mut h = echo_request_ttheader(1, true);
+    h.str_kv.push((
+        Utf8Bytes::from_static("RPC_PERSIST_logid"),
+        Utf8Bytes::from_static("20261206-abcdef"),
+    ));
     let mut out = Vec::new();
     h.write(64, &mut out).expect("a valid header");
     out.extend_from_slice(&[0u8; 64]);

@@ -13,10 +13,9 @@ use std::time::Duration;
 
 use alloc_count::{CountingAlloc, allocations};
 use examples::echo::{EchoServiceEchoArgs, EchoServiceServer, Request};
-use examples::echo_service::Echo;
+use examples::echo_service::{Echo, echo_request_ttheader};
 use thrift_wire::{Binary, LinkBuffer, MessageHeader, MessageType, Utf8Bytes};
-use volo_core::codec::ttheader::{Header, int_key};
-use volo_core::codec::{Framing, Protocol, write_message};
+use volo_core::codec::{Framing, write_message};
 use volo_core::server::{Server, ServerConfig};
 
 #[global_allocator]
@@ -38,27 +37,10 @@ fn request(framing: Framing) -> Vec<u8> {
         ty: MessageType::Call,
         seq_id: 7,
     };
-    // What this framework's client sends (as Kitex's does): the callee's IDL name as
-    // `isn`, and the integer keys, the caller's service among them (the server keeps
-    // it in the call's context) and the time left (so the call has a deadline).
-    let tt = (framing == Framing::TTHeader).then(|| {
-        let mut h = Header::new(7, Protocol::Binary);
-        let s = Utf8Bytes::from_static;
-        h.str_kv.push((s("isn"), s("EchoService")));
-        for (k, v) in [
-            (int_key::TRANSPORT_TYPE, "unframed"),
-            (int_key::FROM_SERVICE, "echo-client"),
-            (int_key::FROM_METHOD, ""),
-            (int_key::TO_SERVICE, "EchoService"),
-            (int_key::TO_METHOD, "echo"),
-            (int_key::MSG_TYPE, "1"),
-            (int_key::RPC_TIMEOUT, "1000"),
-            (int_key::CONNECT_TIMEOUT, "50"),
-        ] {
-            h.int_kv.push((k, s(v)));
-        }
-        h
-    });
+    // What this framework's client sends (as Kitex's does), the caller's service
+    // among it (the server keeps it in the call's context) and the time left (so the
+    // call has a deadline).
+    let tt = (framing == Framing::TTHeader).then(|| echo_request_ttheader(7, false));
     let mut out = LinkBuffer::new();
     write_message::<Binary, _>(&mut out, framing, tt.as_ref(), &header, &args, usize::MAX)
         .expect("a header")
