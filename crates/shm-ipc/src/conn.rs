@@ -241,8 +241,9 @@ pub(crate) struct Inner {
     pub(crate) wakes: std::sync::atomic::AtomicU64,
     /// Wake frames sent to the peer.
     pub(crate) wake_bytes: std::sync::atomic::AtomicU64,
-    /// The peer's reader parks on its `parked` word: wake it with `FUTEX_WAKE`.
-    peer_futex: AtomicBool,
+    /// The peer's reader parks on its `parked` word: wake it with `FUTEX_WAKE` (its
+    /// hello said so).
+    peer_futex: bool,
     /// Replies this side's user waits for ([`ReplyDue`](crate::ReplyDue) guards): while
     /// one is, the reader spins its whole window before it parks.
     pub(crate) replies_due: std::sync::atomic::AtomicUsize,
@@ -251,14 +252,16 @@ pub(crate) struct Inner {
 }
 
 impl Inner {
-    /// The core of a new session over `sock` and the two mapped regions; its reader is
-    /// started by the caller and handed over with [`set_reader`](Self::set_reader).
+    /// The core of a new session over `sock` and the two mapped regions (the peer's
+    /// reader parks on a futex if `peer_futex`); its reader is started by the caller
+    /// and handed over with [`set_reader`](Self::set_reader).
     pub(crate) fn new(
         sock: Box<dyn Control>,
         config: Config,
         client: bool,
         mine: Region,
         peer: Region,
+        peer_futex: bool,
     ) -> Arc<Inner> {
         let counts: Vec<u32> = mine.layout().classes.iter().map(|c| c.count).collect();
         let held = (0..peer.layout().slices)
@@ -294,7 +297,7 @@ impl Inner {
             socket_sends: Default::default(),
             wakes: Default::default(),
             wake_bytes: Default::default(),
-            peer_futex: AtomicBool::new(false),
+            peer_futex,
             replies_due: Default::default(),
             due: Notify::new(),
             config,
@@ -486,24 +489,20 @@ impl Inner {
         self.mine.desc_ring().room(*t).map_or(true, |room| room > 0)
     }
 
-    /// Whether the peer's reader parks on its `parked` word (from its hello).
-    pub(crate) fn set_peer_futex(&self, on: bool) {
-        self.peer_futex
-            .store(on, std::sync::atomic::Ordering::Relaxed);
-    }
-
     /// After publishing to the peer: wake it if it parked (the Dekker half of the
     /// parked flag: our store, a full fence, its flag), with `FUTEX_WAKE` on that flag
     /// when its reader waits there, else with a byte on the socket.
     pub(crate) fn notify_peer(&self) {
         let parked = self.peer.parked();
-        if !self.peer_futex.load(std::sync::atomic::Ordering::Relaxed) {
-            return Self::wake_if(parked, self);
+        if !park::take_wake(parked) {
+            return;
         }
-        if park::take_wake(parked) {
+        if self.peer_futex {
             crate::futex::wake(parked);
             self.wakes
                 .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        } else {
+            self.wake_peer();
         }
     }
 
@@ -856,7 +855,7 @@ impl Inner {
         let layout = config.layout().expect("a good layout");
         let mine = Region::in_memory(layout.clone());
         let peer = Region::in_memory(layout);
-        Inner::new(Box::new(script.clone()), config, client, mine, peer)
+        Inner::new(Box::new(script.clone()), config, client, mine, peer, false)
     }
 }
 

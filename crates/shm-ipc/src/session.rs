@@ -166,8 +166,7 @@ impl Session {
             .and_then(Result::ok);
         let (mine, peer, peer_futex) =
             handshake::run(&*sock, config.layout()?, client, waiter.is_some()).await?;
-        let inner = Inner::new(sock, config, client, mine, peer);
-        inner.set_peer_futex(peer_futex);
+        let inner = Inner::new(sock, config, client, mine, peer, peer_futex);
         inner.set_reader(tokio::spawn(Reader::new(inner.clone(), waiter).run()));
         Ok(Session { inner })
     }

@@ -54,6 +54,7 @@ use std::time::Instant;
 
 use thrift_wire::Utf8Bytes;
 
+use crate::codec::ttheader::StrPair;
 use crate::codec::{Framing, Protocol};
 
 /// Wire prefix of persistent metainfo keys.
@@ -462,8 +463,6 @@ impl HeaderPair for &(Utf8Bytes, Utf8Bytes) {
         self.1.clone()
     }
 }
-
-use crate::codec::ttheader::StrPair;
 
 impl HeaderPair for StrPair<'_> {
     fn key(&self) -> &str {

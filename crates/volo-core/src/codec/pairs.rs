@@ -36,9 +36,9 @@ impl Text {
             Repr::Span { at, len } => {
                 let (at, len) = (*at as usize, *len as usize);
                 let bytes = &src[at..at + len];
-                // SAFETY: a span is made only by `Reader::utf8_span` (through
-                // `Pairs::read_*`), which checked these bytes of this list's `src` as
-                // UTF-8, and `src` is immutable (`Bytes`) and replaced only by `reset`,
+                // SAFETY: a span is made only by `read_pair` (of either list) from
+                // `Reader::utf8_span_u16`, which checked these bytes of this list's
+                // `src` as UTF-8, and `src` is immutable (`Bytes`) and replaced only by `reset`,
                 // which drops every span first. So the bytes are the checked ones.
                 unsafe { std::str::from_utf8_unchecked(bytes) }
             }
@@ -159,18 +159,16 @@ impl IntPairs {
 
     /// The value of the first pair with key `key`.
     pub fn get(&self, key: u16) -> Option<&str> {
-        self.list
-            .iter()
-            .find(|(k, _)| *k == key)
-            .map(|(_, v)| v.as_str(&self.src))
+        self.value_of(key).map(|v| v.as_str(&self.src))
     }
 
     /// The value of the first pair with key `key`, as a `Utf8Bytes`.
     pub fn get_shared(&self, key: u16) -> Option<Utf8Bytes> {
-        self.list
-            .iter()
-            .find(|(k, _)| *k == key)
-            .map(|(_, v)| v.shared(&self.src))
+        self.value_of(key).map(|v| v.shared(&self.src))
+    }
+
+    fn value_of(&self, key: u16) -> Option<&Text> {
+        self.list.iter().find(|(k, _)| *k == key).map(|(_, v)| v)
     }
 
     /// Reads one pair at `h` (a u16 key, a u16-length string).

@@ -83,11 +83,10 @@ impl Conn {
     {
         match self {
             Conn::Netpoll(c) => c.read_reply(frame_len).await,
-            Conn::Shm(c) => {
-                let _due = c.reply_due();
-                c.read_frame(frame_len).await
+            other => {
+                let _due = other.reply_due();
+                other.read_frame(frame_len).await
             }
-            other => other.read_frame(frame_len).await,
         }
     }
 
