@@ -259,7 +259,8 @@ impl Driver {
     }
 
     fn stopping(&self) -> bool {
-        self.shared.shutdown.load(Ordering::Acquire)
+        // SeqCst: see `PollerSet::shutdown`.
+        self.shared.shutdown.load(Ordering::SeqCst)
     }
 
     /// The earliest deadline of this poller's connections.

@@ -59,7 +59,10 @@ impl PollerSet {
     /// Stops the pollers and closes every socket. Idempotent.
     pub(crate) fn shutdown(&self) {
         for p in &self.pollers {
-            p.shutdown.store(true, Ordering::Release);
+            // SeqCst with the poller's load, and with the wake-up flag of an io_uring
+            // poller (cleared, then this flag read): a wake-up skipped because one
+            // was pending is then one whose poller sees the flag.
+            p.shutdown.store(true, Ordering::SeqCst);
             p.wake();
         }
         let threads = std::mem::take(&mut *lock(&self.threads));

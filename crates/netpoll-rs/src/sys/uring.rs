@@ -79,8 +79,10 @@ fn split(user_data: u64) -> (Token, u64) {
 pub(crate) struct RingShared {
     queued: Mutex<Queued>,
     wake_fd: OwnedFd,
-    /// A wake-up was written and the poller has not yet started the turn that takes
-    /// the queue: later wakers need not write again.
+    /// A wake-up was written and its read has not completed: later wakers need not
+    /// write again. Cleared as the read's completion is handled, before the poller
+    /// looks again at anything a waker may have changed (its queue, its stop flag, its
+    /// deadlines): a wake-up that finds it still set is one the poller will see.
     woken: AtomicBool,
 }
 
@@ -495,8 +497,6 @@ pub(crate) struct Ring {
     /// The eventfd's 8 bytes, read by the ring.
     wake_buf: Box<u64>,
     pub(crate) shared: Arc<RingShared>,
-    /// The wake read completed: reset `woken` before the queue is next taken.
-    wake_seen: bool,
     /// Operations submitted whose last completion has not come (multishot ones count
     /// once).
     outstanding: usize,
@@ -573,7 +573,6 @@ impl Ring {
             free: Vec::new(),
             wake_buf: Box::new(0),
             shared: Arc::new(RingShared::new()?),
-            wake_seen: false,
             outstanding: 0,
             parked: Vec::new(),
             completions: Vec::with_capacity(256),
@@ -686,12 +685,8 @@ impl Ring {
         self.push(entry.user_data(key));
     }
 
-    /// Takes what other threads queued (after the wake that told of it is reset, so
-    /// that a later queue writes the eventfd again) and queues it on the ring.
+    /// Takes what other threads queued and queues it on the ring.
     fn take_queued(&mut self) {
-        if std::mem::take(&mut self.wake_seen) {
-            self.shared.woken.store(false, Ordering::SeqCst);
-        }
         std::mem::swap(&mut lock(&self.shared.queued).ops, &mut self.taken);
         let mut taken = std::mem::take(&mut self.taken);
         for op in taken.drain(..) {
@@ -792,7 +787,12 @@ impl Ring {
             self.outstanding = self.outstanding.saturating_sub(1);
         }
         if c.user_data == WAKE {
-            self.wake_seen = true;
+            // Cleared here, not when the queue is next taken: the poller checks its
+            // stop flag and its deadlines before that, and a waker that changed one
+            // in between and found the flag still set would not write, leaving the
+            // poller blocked in a wait that nothing ends (a reactor's shutdown then
+            // waited for ever on the join of its poller thread).
+            self.shared.woken.store(false, Ordering::SeqCst);
             self.arm_wake();
             return;
         }
@@ -1233,6 +1233,30 @@ mod tests {
         peer.write_all(b"x").unwrap();
         let seen = until(&mut ring, &mut Vec::new(), |s| !data(s).is_empty());
         assert_eq!(data(&seen), b"x", "the queued receive went in");
+        drop(ring);
+    }
+
+    /// A wake-up that comes after the last one was handled, but before the poller
+    /// waits again (while it looks at its stop flag and deadlines, which is what a
+    /// waker may have just changed), ends that next wait. When the pending flag was
+    /// cleared only as the queue was next taken, this wake-up was skipped and the wait
+    /// ran to its timeout; with none, for ever (a reactor's shutdown hung on it).
+    #[test]
+    fn a_wake_after_the_last_was_handled_ends_the_next_wait() {
+        let (_ours, _peer, mut ring) = rig(false);
+        let shared = Arc::clone(&ring.shared);
+        shared.wake();
+        ring.wait(Some(LIMIT)).unwrap();
+        let (any, _) = ring.dispatch(|t, e| panic!("{t:?} {e:?}"));
+        assert!(any, "the first wake-up came");
+        // Between the turns: the poller is not waiting and has taken nothing.
+        shared.wake();
+        ring.wait(Some(LIMIT)).unwrap();
+        let (any, _) = ring.dispatch(|t, e| panic!("{t:?} {e:?}"));
+        assert!(
+            any,
+            "the second wake-up was skipped: the wait ran to its timeout"
+        );
         drop(ring);
     }
 
