@@ -8,6 +8,56 @@ use volo_core::context::Address;
 /// The key prefix registrations go under by default.
 pub const DEFAULT_PREFIX: &str = "/thrift-rpc/services";
 
+/// The key prefix of Kitex's etcd registry (`kitex-contrib/registry-etcd`), which
+/// [`EtcdConfig::kitex`] takes.
+pub const KITEX_PREFIX: &str = "kitex/registry-etcd";
+
+/// The weight Kitex reads for an instance registered with none (zero or less), and
+/// the one its servers register by default. Ours register 100
+/// ([`Registration::new`](volo_core::registry::Registration::new)): in a fleet of
+/// both, give ours this weight so that each instance takes an even share.
+pub const KITEX_DEFAULT_WEIGHT: u32 = 10;
+
+/// How instances are written in etcd and read from it (see
+/// [the keys and values](crate#the-keys-and-values)).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Layout {
+    /// This crate's own: one key per instance, a value that lists every address of
+    /// it and its host identity, so that a client on the same machine can take a
+    /// Unix socket or shared memory.
+    #[default]
+    Native,
+    /// Kitex's etcd registry's: one key per TCP address, a value of `network`,
+    /// `address`, `weight` and `tags`. Kitex's clients find servers of ours
+    /// registered so, and ours find Kitex's; there is no host identity in it, so
+    /// calls go over TCP.
+    Kitex,
+}
+
+impl std::str::FromStr for Layout {
+    type Err = String;
+
+    /// `native` or `kitex`.
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        match s {
+            "native" => Ok(Layout::Native),
+            "kitex" => Ok(Layout::Kitex),
+            other => Err(format!(
+                "{other:?} names no registry layout (native or kitex)"
+            )),
+        }
+    }
+}
+
+impl std::fmt::Display for Layout {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            Layout::Native => "native",
+            Layout::Kitex => "kitex",
+        })
+    }
+}
+
 /// Where etcd is and how the registry and discovery use it.
 ///
 /// Every field has a default ([`EtcdConfig::new`]); set the ones to change:
@@ -28,8 +78,11 @@ pub struct EtcdConfig {
     /// Default `["127.0.0.1:2379"]`.
     pub endpoints: Vec<String>,
     /// The key prefix: an instance of service `s` is filed at `{prefix}/{s}/{address}`.
-    /// A trailing `/` is ignored. Default `/thrift-rpc/services`.
+    /// A trailing `/` is ignored. Default `/thrift-rpc/services`
+    /// ([`KITEX_PREFIX`] from [`EtcdConfig::kitex`]).
     pub prefix: String,
+    /// How keys and values are written and read. Default [`Layout::Native`].
+    pub layout: Layout,
     /// How long a registration outlives its server's last keepalive. etcd counts
     /// leases in whole seconds: rounded up, at least 1 s. Keepalives are sent every
     /// third of it. Default 10 s.
@@ -54,10 +107,29 @@ impl EtcdConfig {
         EtcdConfig {
             endpoints,
             prefix: DEFAULT_PREFIX.to_string(),
+            layout: Layout::Native,
             lease_ttl: Duration::from_secs(10),
             max_value_bytes: 64 * 1024,
             max_instances: 1024,
             timeout: Duration::from_secs(3),
+        }
+    }
+
+    /// The defaults, but with Kitex's [layout](Layout::Kitex) under Kitex's prefix
+    /// ([`KITEX_PREFIX`]): servers registered so are found by Kitex's clients, and
+    /// clients so find Kitex's servers.
+    ///
+    /// ```
+    /// use etcd_registry::{EtcdConfig, Layout};
+    ///
+    /// let config = EtcdConfig::kitex(vec!["10.0.0.7:2379".into()]);
+    /// assert_eq!((config.layout, config.prefix.as_str()), (Layout::Kitex, "kitex/registry-etcd"));
+    /// ```
+    pub fn kitex(endpoints: Vec<String>) -> Self {
+        EtcdConfig {
+            prefix: KITEX_PREFIX.to_string(),
+            layout: Layout::Kitex,
+            ..EtcdConfig::new(endpoints)
         }
     }
 
@@ -155,10 +227,26 @@ mod tests {
         let c = EtcdConfig::default();
         assert_eq!(c.endpoints, ["127.0.0.1:2379"]);
         assert_eq!(c.prefix, DEFAULT_PREFIX);
+        assert_eq!(c.layout, Layout::Native);
         assert_eq!(c.lease_ttl, Duration::from_secs(10));
         assert_eq!(c.max_value_bytes, 65536);
         assert_eq!(c.max_instances, 1024);
         assert_eq!(c.timeout, Duration::from_secs(3));
+    }
+
+    #[test]
+    fn layouts_are_named_both_ways() {
+        for layout in [Layout::Native, Layout::Kitex] {
+            assert_eq!(layout.to_string().parse::<Layout>(), Ok(layout));
+        }
+        assert!(
+            "Kitex"
+                .parse::<Layout>()
+                .unwrap_err()
+                .contains("native or kitex")
+        );
+        let k = EtcdConfig::kitex(vec!["e:2379".into()]);
+        assert_eq!(k.service_prefix("echo"), "kitex/registry-etcd/echo/");
     }
 
     #[test]

@@ -117,6 +117,7 @@ impl EtcdDiscover {
         let entries = Entries::new(
             key_prefix.clone(),
             service,
+            config.layout,
             config.max_value_bytes,
             config.max_instances,
             route,

@@ -7,6 +7,7 @@ use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
 use volo_core::client::Instance;
 use volo_core::registry::Route;
 
+use crate::config::Layout;
 use crate::value;
 
 /// Discovery's counters (see [`DiscoverStats`](crate::DiscoverStats)).
@@ -39,6 +40,8 @@ pub(crate) struct Entries {
     max_value_bytes: usize,
     max_instances: usize,
     route: Route,
+    /// How the values are written.
+    layout: Layout,
     /// Each valid key's instance; `None`: registered, but with no address this
     /// client can use (see [`Route`]).
     by_key: BTreeMap<String, Option<Instance>>,
@@ -63,12 +66,14 @@ impl Entries {
     pub(crate) fn new(
         key_prefix: String,
         service: &str,
+        layout: Layout,
         max_value_bytes: usize,
         max_instances: usize,
         route: Route,
     ) -> Self {
         Entries {
             key_prefix,
+            layout,
             service: service.to_string(),
             max_value_bytes,
             max_instances,
@@ -126,7 +131,7 @@ impl Entries {
             self.dropped_keys(counters);
             return;
         }
-        match value::decode(&self.service, bytes, self.max_value_bytes) {
+        match value::decode(self.layout, &self.service, bytes, self.max_value_bytes) {
             Ok(decoded) => {
                 if !decoded.bad_addresses.is_empty() {
                     tracing::warn!(
@@ -217,6 +222,7 @@ mod tests {
         Entries::new(
             "/p/echo/".into(),
             "echo",
+            Layout::Native,
             128,
             max_instances,
             Route::tcp_only(),

@@ -53,10 +53,16 @@
 //!
 //! # The keys and values
 //!
-//! One key per instance, under its service's prefix, as Kitex's etcd registry
-//! (`kitex-contrib/registry-etcd`) files them at `kitex/registry-etcd/{service}/{address}`.
-//! Its value is another JSON (one `network` and `address` per key), so the two do
-//! not read each other's instances; ours lists every address of an instance, so a
+//! One key per instance, under its service's prefix, in one of two
+//! [layouts](Layout). This crate's own ([`Layout::Native`], the default) is described
+//! here; Kitex's ([`Layout::Kitex`], from [`EtcdConfig::kitex`]) is the one of
+//! Kitex's etcd registry (`kitex-contrib/registry-etcd`):
+//! `kitex/registry-etcd/{service}/{host:port}` holding
+//! `{"network":"tcp","address":"10.0.0.7:9000","weight":10,"tags":{}}`. In that
+//! layout a server registers its first TCP address only (one with none is refused),
+//! with no host identity, and Kitex's clients find it; a client reads Kitex's
+//! servers (and takes a weight of zero or less as 10, as Kitex does). The two layouts
+//! do not read each other's keys. Ours lists every address of an instance, so a
 //! co-located client can pick the local one.
 //!
 //! ```text
@@ -114,6 +120,8 @@ pub mod testing;
 mod timing;
 mod value;
 
-pub use config::{DEFAULT_PREFIX, EtcdConfig, UrlError, parse_url};
+pub use config::{
+    DEFAULT_PREFIX, EtcdConfig, KITEX_DEFAULT_WEIGHT, KITEX_PREFIX, Layout, UrlError, parse_url,
+};
 pub use discover::{DiscoverStats, EtcdDiscover};
 pub use registry::EtcdRegistry;

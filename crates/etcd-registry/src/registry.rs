@@ -9,9 +9,10 @@ use std::time::Instant;
 use etcd_client::{Client, GetOptions, LeaseKeepAliveStream, LeaseKeeper, PutOptions};
 use tokio::sync::oneshot;
 use tokio::task::JoinHandle;
+use volo_core::context::Address;
 use volo_core::registry::{Registration, Registry, RegistryError, RegistryFuture};
 
-use crate::config::EtcdConfig;
+use crate::config::{EtcdConfig, Layout};
 use crate::etcd::{EtcdError, check_service, timed};
 use crate::keeper::{KeepAlive, Keeper, Report, Task};
 use crate::timing::lease_ttl_secs;
@@ -103,24 +104,33 @@ impl EtcdRegistry {
             .unwrap_or_else(PoisonError::into_inner)
     }
 
-    /// `instance`'s key.
-    fn key(&self, instance: &Registration) -> Result<String, RegistryError> {
+    /// `instance`'s key, and the address it is filed under.
+    fn key<'r>(&self, instance: &'r Registration) -> Result<(String, &'r Address), RegistryError> {
         check_service(&instance.service)?;
-        let first = instance.addresses.first().ok_or_else(|| {
-            RegistryError::new(format!(
-                "etcd registry: instance of {:?} has no address",
-                instance.service
-            ))
+        let layout = self.inner.config.layout;
+        let at = value::key_address(layout, instance).ok_or_else(|| {
+            RegistryError::new(match layout {
+                Layout::Native => format!(
+                    "etcd registry: instance of {:?} has no address",
+                    instance.service
+                ),
+                Layout::Kitex => format!(
+                    "etcd registry: instance of {:?} has no TCP address, the only kind \
+                     Kitex's layout holds (addresses: {:?})",
+                    instance.service, instance.addresses
+                ),
+            })
         })?;
-        Ok(format!(
-            "{}{first}",
+        let key = format!(
+            "{}{at}",
             self.inner.config.service_prefix(&instance.service)
-        ))
+        );
+        Ok((key, at))
     }
 
     async fn register_instance(&self, instance: &Registration) -> Result<(), RegistryError> {
-        let key = self.key(instance)?;
-        let value = value::encode(instance);
+        let (key, at) = self.key(instance)?;
+        let value = value::encode(self.inner.config.layout, instance, at);
         let max = self.inner.config.max_value_bytes;
         if value.len() > max {
             return Err(RegistryError::new(format!(
@@ -162,7 +172,7 @@ impl EtcdRegistry {
     }
 
     async fn deregister_instance(&self, instance: &Registration) -> Result<(), RegistryError> {
-        let key = self.key(instance)?;
+        let (key, _) = self.key(instance)?;
         let keeper = self.keepers().remove(&key);
         let lease = match keeper {
             Some(keeper) => keeper.stop().await,
