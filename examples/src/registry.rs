@@ -1,5 +1,6 @@
 //! The programs' etcd side: the flags of a server that registers
-//! ([`Registration`]: `--registry`, `--weight`, `--host-id`, `--lease-ttl`), and a
+//! ([`Registration`]: `--registry`, `--registry-layout`, `--weight`, `--host-id`,
+//! `--lease-ttl`), and a
 //! client's discovery that follows etcd and prints each change as it comes
 //! ([`follow`]). `echo-server` and `stream-server` register through the first,
 //! `echo-client` and `stream-check` follow through the second.
@@ -25,9 +26,23 @@ pub struct Registration {
     #[arg(long, value_name = "etcd://HOST:PORT[,HOST:PORT...]", value_parser = options::etcd_url)]
     pub registry: Option<EtcdUrl>,
 
-    /// The weight registered.
-    #[arg(long, value_name = "N", default_value_t = 100, requires = "registry")]
-    pub weight: u32,
+    /// How the registration is written: `native` (every address and the host
+    /// identity, under /thrift-rpc/services) or `kitex` (the first TCP address as
+    /// Kitex's etcd registry writes it, under kitex/registry-etcd, where Kitex's
+    /// clients find it).
+    #[arg(
+        long,
+        value_enum,
+        value_name = "LAYOUT",
+        default_value = "native",
+        requires = "registry"
+    )]
+    pub registry_layout: RegistryLayout,
+
+    /// The weight registered [default: 100; with --registry-layout kitex, Kitex's
+    /// default, 10, so that ours and Kitex's servers take even shares].
+    #[arg(long, value_name = "N", requires = "registry")]
+    pub weight: Option<u32>,
 
     /// The host identity registered [default: /etc/machine-id].
     #[arg(long, value_name = "ID", requires = "registry")]
@@ -59,15 +74,20 @@ impl Registration {
         server: Server<S, L, St>,
         url: &EtcdUrl,
     ) -> Result<Server<S, L, St>, Usage> {
-        use etcd_registry::{EtcdConfig, EtcdRegistry};
+        use etcd_registry::EtcdRegistry;
         use volo_core::registry::RegistryInfo;
 
+        let layout = self.registry_layout.etcd();
+        let default_weight = match layout {
+            etcd_registry::Layout::Native => RegistryInfo::default().weight,
+            etcd_registry::Layout::Kitex => etcd_registry::KITEX_DEFAULT_WEIGHT,
+        };
         let info = RegistryInfo {
-            weight: self.weight,
+            weight: self.weight.unwrap_or(default_weight),
             host: self.host_id.clone().or(RegistryInfo::default().host),
             ..RegistryInfo::default()
         };
-        let mut etcd = EtcdConfig::new(url.endpoints.clone());
+        let mut etcd = self.registry_layout.config(url);
         etcd.lease_ttl = self.lease_ttl;
         let registry = EtcdRegistry::connect(etcd)
             .await
@@ -86,19 +106,51 @@ impl Registration {
     }
 }
 
+/// How instances are written in etcd (`--registry-layout`): this project's layout,
+/// or Kitex's etcd registry's (see `etcd_registry::Layout`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, clap::ValueEnum)]
+pub enum RegistryLayout {
+    /// Every address of an instance and its host identity, under
+    /// `/thrift-rpc/services`.
+    #[default]
+    Native,
+    /// As `kitex-contrib/registry-etcd` writes them, under `kitex/registry-etcd`.
+    Kitex,
+}
+
+#[cfg(feature = "etcd")]
+impl RegistryLayout {
+    fn etcd(self) -> etcd_registry::Layout {
+        match self {
+            RegistryLayout::Native => etcd_registry::Layout::Native,
+            RegistryLayout::Kitex => etcd_registry::Layout::Kitex,
+        }
+    }
+
+    /// The config for the etcd of `url` in this layout (with its default prefix).
+    fn config(self, url: &EtcdUrl) -> etcd_registry::EtcdConfig {
+        let endpoints = url.endpoints.clone();
+        match self {
+            RegistryLayout::Native => etcd_registry::EtcdConfig::new(endpoints),
+            RegistryLayout::Kitex => etcd_registry::EtcdConfig::kitex(endpoints),
+        }
+    }
+}
+
 /// The instances registered in etcd under `service`, followed: each change printed
 /// on stderr as it comes, `<program>: discovered unix_ms=<n> added=<addrs>
 /// removed=<addrs> updated=<addrs> now=<n>` (`-` for none; the first line lists what
-/// was there at the start). Those of this host over shared memory or a Unix socket
-/// when `local`, else all over TCP.
+/// was there at the start), read in `layout`. Those of this host over shared memory
+/// or a Unix socket when `local`, else all over TCP.
 #[cfg(feature = "etcd")]
 pub async fn follow(
     url: &EtcdUrl,
+    layout: RegistryLayout,
     service: &str,
     local: bool,
     program: &'static str,
 ) -> Result<Box<dyn Discover>, Usage> {
-    use etcd_registry::{EtcdConfig, EtcdDiscover};
+    use etcd_registry::EtcdDiscover;
     use futures_util::StreamExt;
     use volo_core::client::{Change, Instance};
     use volo_core::registry::Route;
@@ -131,8 +183,7 @@ pub async fn follow(
     } else {
         Route::tcp_only()
     };
-    let config = EtcdConfig::new(url.endpoints.clone());
-    let found = EtcdDiscover::connect(config, service, route)
+    let found = EtcdDiscover::connect(layout.config(url), service, route)
         .await
         .map_err(|e| Usage(format!("--discover {}: {e}", url.url)))?;
     eprintln!(
@@ -154,6 +205,7 @@ pub async fn follow(
 #[cfg(not(feature = "etcd"))]
 pub async fn follow(
     url: &EtcdUrl,
+    _: RegistryLayout,
     _: &str,
     _: bool,
     _: &'static str,

@@ -789,6 +789,21 @@ fn a_bad_value_is_refused_naming_its_flag() {
         &with_addr(&["--weight", "5"]),
         &["--weight", "--registry"],
     );
+    refused(
+        server,
+        &with_addr(&["--registry-layout", "kitex"]),
+        &["--registry-layout", "--registry"],
+    );
+    refused(
+        client,
+        &with_addr(&["--registry-layout", "kitex"]),
+        &["--registry-layout", "--discover"],
+    );
+    refused(
+        server,
+        &with_addr(&["--registry-layout", "consul"]),
+        &["--registry-layout", "native", "kitex"],
+    );
     let streams = env!("CARGO_BIN_EXE_stream-server");
     refused(
         streams,

@@ -114,7 +114,7 @@ use examples::echo_service::{EchoCall, EchoMethod};
 use examples::load::{Plan, closed_loop, progress_wanted};
 use examples::open_loop::open_loop;
 use examples::options::{self, ClientFramingArg, EtcdUrl, IoArg, ProtocolArg};
-use examples::registry::{etcd_target, follow};
+use examples::registry::{RegistryLayout, etcd_target, follow};
 use volo_core::client::{
     BackupDelay, BackupPolicy, ClientConfig, ClientContext, ClientRequest, ClientResponse,
     ConsistentHash, Discover, Error, Instance, LoadBalance, LocalFirst, PowerOfTwoChoices,
@@ -146,6 +146,12 @@ struct Cli {
     /// feature).
     #[arg(long, value_name = "etcd://HOST:PORT[,HOST:PORT...]", value_parser = options::etcd_url)]
     discover: Option<EtcdUrl>,
+
+    /// How the instances are written in etcd: `native`, or `kitex` (as Kitex's etcd
+    /// registry writes them, under kitex/registry-etcd: Kitex's servers too).
+    /// [default: native]
+    #[arg(long, value_enum, value_name = "LAYOUT", requires = "discover")]
+    registry_layout: Option<RegistryLayout>,
 
     /// The service name looked up with --discover.
     #[arg(
@@ -278,6 +284,12 @@ impl Balancer {
 
 fn main() {
     let cli = Cli::parse();
+    // Clap's `requires = "discover"` does not hold here: --addr, in the same group,
+    // puts --discover among the conflicts, and a missing requirement that conflicts
+    // is not reported.
+    if cli.discover.is_none() && cli.registry_layout.is_some() {
+        refuse::<Cli>("--registry-layout needs --discover: it says how etcd is read");
+    }
     if cli.mux && cli.transport.0.0 != Framing::TTHeader {
         refuse::<Cli>(
             "--mux needs --transport ttheader: replies are matched to calls by the \
@@ -381,7 +393,14 @@ fn run(cli: Cli) -> Result<Vec<String>, Usage> {
         let counts = InstanceCounts::new(&cli.addr);
         let discover: Box<dyn Discover> = match &cli.discover {
             Some(url) => {
-                follow(url, &cli.service, cli.local_share.is_some(), "echo-client").await?
+                follow(
+                    url,
+                    cli.registry_layout.unwrap_or_default(),
+                    &cli.service,
+                    cli.local_share.is_some(),
+                    "echo-client",
+                )
+                .await?
             }
             None => Box::new(StaticDiscover::new(
                 cli.addr.iter().cloned().map(Instance::new),

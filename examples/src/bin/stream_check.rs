@@ -51,7 +51,7 @@ use clap::{ArgGroup, Parser};
 use examples::attempts::InstanceCounts;
 use examples::cli::{Usage, fail, refuse};
 use examples::options::{self, EtcdUrl, IoArg};
-use examples::registry::{etcd_target, follow};
+use examples::registry::{RegistryLayout, etcd_target, follow};
 use examples::stream::{StreamServiceClient, StreamServiceStreamClient};
 use examples::stream_load::{self, STREAM_DEADLINE, StreamLoad};
 use examples::stream_service::check_peer;
@@ -162,7 +162,14 @@ async fn load(cli: &Cli, streams: usize) -> Result<bool, Usage> {
     let attempts = InstanceCounts::new(&cli.addr);
     let (discover, target): (Box<dyn Discover>, String) = match &cli.discover {
         Some(url) => (
-            follow(url, "StreamService", false, "stream-check").await?,
+            follow(
+                url,
+                RegistryLayout::Native,
+                "StreamService",
+                false,
+                "stream-check",
+            )
+            .await?,
             etcd_target(url),
         ),
         None => {
