@@ -1,0 +1,106 @@
+//! What a balancer costs as the fleet grows: one pick among 10, 100, 1,000 and
+//! 10,000 instances (`pick`), and the first pick after one instance of the list
+//! changed its weight (`apply_one_change`: what a discovery update costs a
+//! balancer that derives state from its list, such as a hash ring).
+//!
+//! Run it with `cargo bench -p benches --bench balance`. Issue 44's targets: a pick at
+//! 10,000 at most 1.2x a pick at 10, and applying one change at 10,000 at most 2x
+//! applying one at 100.
+
+use std::hint::black_box;
+use std::net::{Ipv4Addr, SocketAddr};
+use std::time::Duration;
+
+use criterion::{BatchSize, BenchmarkId, Criterion, criterion_group, criterion_main};
+use volo_core::client::{
+    ConsistentHash, Instance, LoadBalance, LocalFirst, PowerOfTwoChoices, RoundRobin,
+    WeightedRandom, WeightedRoundRobin,
+};
+use volo_core::context::Address;
+
+const SIZES: [usize; 4] = [10, 100, 1_000, 10_000];
+
+/// `n` instances on distinct TCP addresses, weights 50 to 149.
+fn fleet(n: usize) -> Vec<Instance> {
+    (0..n)
+        .map(|i| {
+            let ip = Ipv4Addr::from(0x0a00_0000 + i as u32);
+            let mut inst = Instance::new(Address::Tcp(SocketAddr::from((ip, 9000))));
+            inst.weight = 50 + (i % 100) as u32;
+            inst
+        })
+        .collect()
+}
+
+/// Every balancer, by name.
+fn balancers() -> Vec<(&'static str, Box<dyn LoadBalance>)> {
+    vec![
+        ("weighted_random", Box::new(WeightedRandom::with_seed(7))),
+        ("round_robin", Box::new(RoundRobin::new())),
+        ("weighted_round_robin", Box::new(WeightedRoundRobin::new())),
+        ("p2c", Box::new(PowerOfTwoChoices::with_seed(7))),
+        ("consistent_hash", Box::new(ConsistentHash::default())),
+        (
+            "local_first_p2c",
+            Box::new(LocalFirst::new(PowerOfTwoChoices::with_seed(7))),
+        ),
+    ]
+}
+
+fn bench(c: &mut Criterion) {
+    let mut group = c.benchmark_group("pick");
+    for n in SIZES {
+        let list = fleet(n);
+        for (name, lb) in balancers() {
+            // The first pick builds what the balancer derives from the list.
+            lb.pick(&list, Some(1));
+            let mut key = 0u64;
+            group.bench_with_input(BenchmarkId::new(name, n), &list, |b, list| {
+                b.iter(|| {
+                    key = key.wrapping_add(0x9e37_79b9_7f4a_7c15);
+                    black_box(lb.pick(black_box(list), Some(key)))
+                })
+            });
+        }
+    }
+    group.finish();
+
+    let mut group = c.benchmark_group("apply_one_change");
+    for n in SIZES {
+        let base = fleet(n);
+        for (name, lb) in balancers() {
+            lb.pick(&base, Some(1));
+            let mut turn = 0u32;
+            group.bench_function(BenchmarkId::new(name, n), |b| {
+                b.iter_batched(
+                    || {
+                        // One instance reweighted: a list the balancer has not seen.
+                        turn = turn.wrapping_add(1);
+                        let mut list = base.clone();
+                        let at = turn as usize % n;
+                        list[at].weight = 1 + turn % 1_000;
+                        (list, u64::from(turn))
+                    },
+                    // The list goes back out: criterion drops outputs after the
+                    // timing, so its 10,000 drops are not counted as the change.
+                    |(list, key)| {
+                        let picked = lb.pick(&list, Some(key));
+                        (black_box(picked), list)
+                    },
+                    BatchSize::LargeInput,
+                )
+            });
+        }
+    }
+    group.finish();
+}
+
+criterion_group! {
+    name = benches;
+    config = Criterion::default()
+        .warm_up_time(Duration::from_millis(500))
+        .measurement_time(Duration::from_secs(2))
+        .sample_size(20);
+    targets = bench
+}
+criterion_main!(benches);
