@@ -794,11 +794,9 @@ fn a_bad_value_is_refused_naming_its_flag() {
         &with_addr(&["--registry-layout", "kitex"]),
         &["--registry-layout", "--registry"],
     );
-    refused(
-        client,
-        &with_addr(&["--registry-layout", "kitex"]),
-        &["--registry-layout", "--discover"],
-    );
+    for flag in [&["--registry-layout", "kitex"][..], &["--service", "Other"]] {
+        refused(client, &with_addr(flag), &[flag[0], "--discover"]);
+    }
     refused(
         server,
         &with_addr(&["--registry-layout", "consul"]),

@@ -106,7 +106,8 @@
 use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
-use clap::{ArgGroup, Parser, ValueEnum};
+use clap::parser::ValueSource;
+use clap::{ArgGroup, CommandFactory, FromArgMatches, Parser, ValueEnum};
 use examples::attempts::InstanceCounts;
 use examples::cli::{Usage, fail, refuse};
 use examples::echo::EchoServiceClient;
@@ -149,9 +150,14 @@ struct Cli {
 
     /// How the instances are written in etcd: `native`, or `kitex` (as Kitex's etcd
     /// registry writes them, under kitex/registry-etcd: Kitex's servers too).
-    /// [default: native]
-    #[arg(long, value_enum, value_name = "LAYOUT", requires = "discover")]
-    registry_layout: Option<RegistryLayout>,
+    #[arg(
+        long,
+        value_enum,
+        value_name = "LAYOUT",
+        default_value = "native",
+        requires = "discover"
+    )]
+    registry_layout: RegistryLayout,
 
     /// The service name looked up with --discover.
     #[arg(
@@ -283,12 +289,20 @@ impl Balancer {
 }
 
 fn main() {
-    let cli = Cli::parse();
+    let matches = Cli::command().get_matches();
+    let cli = Cli::from_arg_matches(&matches).unwrap_or_else(|e| e.exit());
     // Clap's `requires = "discover"` does not hold here: --addr, in the same group,
     // puts --discover among the conflicts, and a missing requirement that conflicts
-    // is not reported.
-    if cli.discover.is_none() && cli.registry_layout.is_some() {
-        refuse::<Cli>("--registry-layout needs --discover: it says how etcd is read");
+    // is not reported. So the flags that only --discover reads are checked here.
+    if cli.discover.is_none() {
+        for flag in ["registry_layout", "service"] {
+            if matches.value_source(flag) == Some(ValueSource::CommandLine) {
+                let flag = flag.replace('_', "-");
+                refuse::<Cli>(format!(
+                    "--{flag} needs --discover: only discovery reads it"
+                ));
+            }
+        }
     }
     if cli.mux && cli.transport.0.0 != Framing::TTHeader {
         refuse::<Cli>(
@@ -395,7 +409,7 @@ fn run(cli: Cli) -> Result<Vec<String>, Usage> {
             Some(url) => {
                 follow(
                     url,
-                    cli.registry_layout.unwrap_or_default(),
+                    cli.registry_layout,
                     &cli.service,
                     cli.local_share.is_some(),
                     "echo-client",
