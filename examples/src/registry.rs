@@ -77,8 +77,9 @@ impl Registration {
         use etcd_registry::EtcdRegistry;
         use volo_core::registry::RegistryInfo;
 
-        let layout = self.registry_layout.etcd();
-        let default_weight = match layout {
+        let mut etcd = self.registry_layout.config(url);
+        etcd.lease_ttl = self.lease_ttl;
+        let default_weight = match etcd.layout {
             etcd_registry::Layout::Native => RegistryInfo::default().weight,
             etcd_registry::Layout::Kitex => etcd_registry::KITEX_DEFAULT_WEIGHT,
         };
@@ -87,8 +88,6 @@ impl Registration {
             host: self.host_id.clone().or(RegistryInfo::default().host),
             ..RegistryInfo::default()
         };
-        let mut etcd = self.registry_layout.config(url);
-        etcd.lease_ttl = self.lease_ttl;
         let registry = EtcdRegistry::connect(etcd)
             .await
             .map_err(|e| Usage(format!("--registry {}: {e}", url.url)))?;
@@ -120,13 +119,6 @@ pub enum RegistryLayout {
 
 #[cfg(feature = "etcd")]
 impl RegistryLayout {
-    fn etcd(self) -> etcd_registry::Layout {
-        match self {
-            RegistryLayout::Native => etcd_registry::Layout::Native,
-            RegistryLayout::Kitex => etcd_registry::Layout::Kitex,
-        }
-    }
-
     /// The config for the etcd of `url` in this layout (with its default prefix).
     fn config(self, url: &EtcdUrl) -> etcd_registry::EtcdConfig {
         let endpoints = url.endpoints.clone();

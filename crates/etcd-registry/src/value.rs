@@ -52,10 +52,7 @@ struct KitexValue {
 pub(crate) fn key_address(layout: Layout, instance: &Registration) -> Option<&Address> {
     match layout {
         Layout::Native => instance.addresses.first(),
-        Layout::Kitex => instance
-            .addresses
-            .iter()
-            .find(|a| matches!(a, Address::Tcp(_) | Address::Host { .. })),
+        Layout::Kitex => instance.addresses.iter().find(|a| a.is_tcp()),
     }
 }
 
@@ -168,7 +165,7 @@ fn decode_kitex(service: &str, bytes: &[u8]) -> Result<Decoded, Skip> {
             .address
             .parse::<Address>()
             .ok()
-            .filter(|a| matches!(a, Address::Tcp(_) | Address::Host { .. })),
+            .filter(Address::is_tcp),
         "unix" => format!("unix:{}", value.address).parse::<Address>().ok(),
         _ => None,
     };

@@ -164,7 +164,7 @@ fn client_tls(cli: &Cli, addr: &Address) -> Result<Option<ClientTls>, Failure> {
     if !cli.tls {
         return Ok(None);
     }
-    if !matches!(addr, Address::Tcp(_) | Address::Host { .. }) {
+    if !addr.is_tcp() {
         return Err(Failure::usage(format!(
             "--tls needs a host:port address; {addr} would be called in the clear"
         )));

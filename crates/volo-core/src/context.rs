@@ -142,6 +142,14 @@ impl std::hash::Hash for Address {
     }
 }
 
+impl Address {
+    /// Whether it is reached over TCP (an IP address or a host name, with a port),
+    /// not a Unix socket or a shared-memory session on this machine.
+    pub fn is_tcp(&self) -> bool {
+        matches!(self, Address::Tcp(_) | Address::Host { .. })
+    }
+}
+
 /// An address string that is none of the accepted forms.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error("bad address {0:?}: expected ip:port, name:port, unix:/path or shm:/path")]

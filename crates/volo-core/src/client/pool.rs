@@ -30,7 +30,7 @@ impl Dialer {
         addr: Address,
         config: &ClientConfig,
     ) -> Self {
-        let tcp = matches!(addr, Address::Tcp(_) | Address::Host { .. });
+        let tcp = addr.is_tcp();
         Dialer {
             reactor,
             shm: transport::ShmDialer::default(),

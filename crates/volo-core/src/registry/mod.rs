@@ -283,8 +283,7 @@ impl Route {
         } else {
             None
         };
-        let address =
-            local.or_else(|| find(|a| matches!(a, Address::Tcp(_) | Address::Host { .. })))?;
+        let address = local.or_else(|| find(Address::is_tcp))?;
         Some(Instance {
             address: address.clone(),
             weight: instance.weight,
