@@ -20,9 +20,9 @@ use examples::echo::{EchoServiceClient, EchoServiceEchoResult, Request, Response
 use thrift_wire::{Binary, Codec, LinkBuffer, MessageHeader, MessageType, Utf8Bytes};
 use volo_core::client::{
     BackupDelay, BackupLayer, BackupPolicy, BalanceLayer, BreakerConfig, Client, ClientContext,
-    ClientRequest, ClientResponse, ConsistentHash, Error, Instance, InstanceBreakers, LoadBalance,
-    LocalFirst, RetryLayer, RetryPolicy, ServiceBreakerLayer, StaticDiscover, TimeoutLayer,
-    WeightedRandom,
+    ClientRequest, ClientResponse, ConsistentHash, Error, Instance, InstanceBreakers, InstanceList,
+    LoadBalance, LocalFirst, RetryLayer, RetryPolicy, ServiceBreakerLayer, StaticDiscover,
+    TimeoutLayer, WeightedRandom,
 };
 use volo_core::codec::Protocol;
 use volo_core::context::Address;
@@ -197,6 +197,7 @@ fn picks(c: &mut Criterion) {
             std::path::Path::new(name).into(),
         )));
     }
+    let list = InstanceList::new(list);
     let mut g = c.benchmark_group("balancer_pick");
     g.measurement_time(Duration::from_secs(3));
     let mut key = 0u64;

@@ -144,7 +144,7 @@ pub async fn follow(
 ) -> Result<Box<dyn Discover>, Usage> {
     use etcd_registry::EtcdDiscover;
     use futures_util::StreamExt;
-    use volo_core::client::{Change, Instance};
+    use volo_core::client::{Change, Instance, InstanceList};
     use volo_core::registry::Route;
 
     use crate::attempts::unix_ms;
@@ -166,7 +166,7 @@ pub async fn follow(
             list(&change.added),
             list(&change.removed),
             list(&change.updated),
-            change.instances.len()
+            change.list.len()
         )
     }
 
@@ -181,7 +181,7 @@ pub async fn follow(
     eprintln!(
         "{program}: discovered unix_ms={} {}",
         unix_ms(),
-        change_line(&Change::between(&[], &found.instances()))
+        change_line(&Change::between(&InstanceList::default(), &found.list()))
     );
     let mut changes = found.changes();
     tokio::spawn(async move {

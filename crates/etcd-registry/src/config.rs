@@ -90,11 +90,16 @@ pub struct EtcdConfig {
     /// The largest value discovery reads; a larger one is logged and skipped, and
     /// registering one is refused. Default 64 KiB.
     pub max_value_bytes: usize,
-    /// The most instances discovery lists for one service (the first ones by key);
-    /// the others are logged and left out. Discovery keeps at most four times as many
-    /// keys (with bad values, or no address it can use, beside the listed ones): a
-    /// read stops there, and keys put beyond it are logged and not followed, until a
-    /// kept one is deleted and the service is read again. Default 1024.
+    /// The most instances discovery lists for one service, a bound for safety (a
+    /// registry flooded with keys costs each client at most this); the others are
+    /// logged (when the bound starts to bite, and when it stops) and left out: after
+    /// a read, those beyond the first ones by key; after that, those that came
+    /// last, each taking the place of a listed one that leaves. Discovery keeps at
+    /// most four times as many keys (with bad values, or no address it can use,
+    /// beside the listed ones): a read stops there, and keys put beyond it are logged
+    /// and not followed, until a kept one is deleted and the service is read again.
+    /// Default 10,000: a change costs in proportion to what changed, not to the
+    /// number of instances, so the bound is set for fleets, not for speed.
     pub max_instances: usize,
     /// The bound on each etcd request (connecting, granting, putting, reading...).
     /// Default 3 s.
@@ -110,7 +115,7 @@ impl EtcdConfig {
             layout: Layout::Native,
             lease_ttl: Duration::from_secs(10),
             max_value_bytes: 64 * 1024,
-            max_instances: 1024,
+            max_instances: 10_000,
             timeout: Duration::from_secs(3),
         }
     }
@@ -230,7 +235,7 @@ mod tests {
         assert_eq!(c.layout, Layout::Native);
         assert_eq!(c.lease_ttl, Duration::from_secs(10));
         assert_eq!(c.max_value_bytes, 65536);
-        assert_eq!(c.max_instances, 1024);
+        assert_eq!(c.max_instances, 10_000);
         assert_eq!(c.timeout, Duration::from_secs(3));
     }
 

@@ -7,11 +7,11 @@ use std::sync::atomic::Ordering;
 
 use etcd_client::{Client, EventType, GetOptions, WatchOptions};
 use tokio::task::JoinHandle;
-use volo_core::client::{Changes, Discover, DiscoverList, Instance};
+use volo_core::client::{Changes, Discover, DiscoverList, InstanceList};
 use volo_core::registry::{RegistryError, Route};
 
 use crate::config::EtcdConfig;
-use crate::entries::{Counters, Entries};
+use crate::entries::{Counters, Entries, Update};
 use crate::etcd::{EtcdError, check_service, timed};
 use crate::timing::backoff;
 
@@ -49,9 +49,12 @@ pub struct DiscoverStats {
 /// A [`Discover`] over etcd: one service's instances, read at `connect`, then kept
 /// up to date by a watch in a background task (stopped when this is dropped).
 ///
-/// The list holds, in key order and at most
-/// [`max_instances`](EtcdConfig::max_instances) of them, the instance
-/// [`Route::instance`] makes of each registration; values it cannot read are logged
+/// The list holds, at most [`max_instances`](EtcdConfig::max_instances) of them,
+/// the instance [`Route::instance`] makes of each registration (of several keys
+/// naming one address, the first by key). A read of the whole service goes a page at
+/// a time (all at one revision), and each watch event changes the list by steps
+/// ([`DiscoverList::apply`]): applying a change costs what changed, not the number
+/// of instances, for the list and for the balancers that follow it; values it cannot read are logged
 /// and skipped ([`DiscoverStats`] counts them). While etcd is unreachable the last
 /// list stays; the watch is started again with a backoff (50 ms doubling to 2 s)
 /// and the whole service read again before it follows changes, so nothing that
@@ -167,13 +170,35 @@ impl EtcdDiscover {
 }
 
 impl Discover for EtcdDiscover {
-    fn instances(&self) -> Arc<[Instance]> {
-        self.list.instances()
+    fn list(&self) -> InstanceList {
+        self.list.list()
     }
 
     fn changes(&self) -> Changes {
         self.list.changes()
     }
+}
+
+/// Keys read per page of a read: a page stays under the 4 MiB a gRPC answer may
+/// carry even when every value is as large as discovery reads (`max_value_bytes`)
+/// and keys are up to 1 KiB; at most 1,000.
+fn page_keys(max_value_bytes: usize) -> i64 {
+    let per_key = max_value_bytes.saturating_add(1024);
+    i64::try_from((3 * 1024 * 1024 / per_key).clamp(16, 1000)).unwrap_or(16)
+}
+
+/// The end of the range of keys that start with `prefix` (etcd's `range_end` for a
+/// prefix: its last byte below 0xff moved up by one, what follows dropped).
+fn prefix_end(prefix: &[u8]) -> Vec<u8> {
+    let mut end = prefix.to_vec();
+    while let Some(last) = end.pop() {
+        if last < 0xff {
+            end.push(last + 1);
+            return end;
+        }
+    }
+    // Only 0xff bytes (or none): every key from the prefix on.
+    vec![0]
 }
 
 /// Why a watch stopped.
@@ -199,22 +224,41 @@ struct Watcher {
 }
 
 impl Watcher {
-    /// Reads the whole service into the list; the revision read at.
+    /// Reads the whole service into the list, a page at a time, every page at the
+    /// revision of the first; the revision read at.
     async fn range(&mut self) -> Result<i64, EtcdError> {
         let mut kv = self.client.kv_client();
-        let limit = i64::try_from(self.entries.max_keys()).unwrap_or(i64::MAX);
-        let read = kv.get(
-            self.key_prefix.as_str(),
-            Some(GetOptions::new().with_prefix().with_limit(limit)),
-        );
-        let answer = timed(self.config.timeout, read).await?;
-        let revision = answer.header().map_or(0, |h| h.revision());
+        let page = page_keys(self.config.max_value_bytes);
+        let end = prefix_end(self.key_prefix.as_bytes());
         self.entries.clear();
-        for kv in answer.kvs() {
-            self.entries.put(kv.key(), kv.value(), &self.counters);
-        }
-        if answer.more() {
-            self.entries.truncated_read(&self.counters);
+        let mut from = self.key_prefix.as_bytes().to_vec();
+        let mut revision = 0;
+        let mut kept = 0usize;
+        loop {
+            let left = self.entries.max_keys().saturating_sub(kept);
+            let limit = page.min(i64::try_from(left).unwrap_or(i64::MAX));
+            let mut options = GetOptions::new().with_range(end.clone()).with_limit(limit);
+            if revision > 0 {
+                options = options.with_revision(revision);
+            }
+            let answer = timed(self.config.timeout, kv.get(from.clone(), Some(options))).await?;
+            if revision == 0 {
+                revision = answer.header().map_or(0, |h| h.revision());
+            }
+            for kv in answer.kvs() {
+                self.entries.put(kv.key(), kv.value(), &self.counters);
+            }
+            kept += answer.kvs().len();
+            let Some(last) = answer.kvs().last().filter(|_| answer.more()) else {
+                break;
+            };
+            if kept >= self.entries.max_keys() {
+                // The service has more keys than discovery keeps.
+                self.entries.truncated_read(&self.counters);
+                break;
+            }
+            // The next page starts just after the last key read.
+            from = [last.key(), &[0]].concat();
         }
         self.seen(revision);
         self.publish();
@@ -227,9 +271,13 @@ impl Watcher {
             .fetch_max(revision, Ordering::Relaxed);
     }
 
+    /// Makes the list what the keys say: by the steps since the last time, or as a
+    /// whole after a read.
     fn publish(&mut self) {
-        let list = self.entries.list(&self.counters);
-        self.list.set(list);
+        match self.entries.take_update(&self.counters) {
+            Update::Steps(steps) => self.list.apply(steps),
+            Update::Whole(list) => self.list.set(list),
+        };
     }
 
     /// Follows changes from `start` on, for ever.
@@ -344,6 +392,33 @@ impl Watcher {
             if self.entries.take_resync() {
                 return End::Untracked;
             }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_prefix_ends_where_its_last_byte_moves_up() {
+        assert_eq!(prefix_end(b"/p/echo/"), b"/p/echo0");
+        assert_eq!(prefix_end(b"a\xff\xff"), b"b");
+        assert_eq!(prefix_end(b"\xff"), [0]);
+        assert_eq!(prefix_end(b""), [0]);
+    }
+
+    #[test]
+    fn pages_stay_under_the_answer_limit() {
+        assert_eq!(page_keys(100), 1000);
+        assert_eq!(page_keys(64 * 1024), 47);
+        assert_eq!(page_keys(usize::MAX), 16);
+        for bytes in [1, 4096, 64 * 1024, 1 << 20] {
+            let worst = page_keys(bytes) as usize * (bytes + 1024);
+            assert!(
+                worst < 4 << 20 || page_keys(bytes) == 16,
+                "{bytes}: {worst}"
+            );
         }
     }
 }

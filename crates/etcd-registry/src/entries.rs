@@ -1,10 +1,14 @@
 //! What discovery knows of one service, without I/O: the instances by key, fed the
-//! keys and values etcd returns (a range, then watch events), and the list they make.
+//! keys and values etcd returns (a range, then watch events), and the changes they
+//! make to the list, as steps (a watch event) or as a whole list (a read).
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet, VecDeque};
+use std::sync::Arc;
 use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
 
-use volo_core::client::Instance;
+use foldhash::fast::RandomState;
+use volo_core::client::{Instance, Step};
+use volo_core::context::Address;
 use volo_core::registry::Route;
 
 use crate::config::Layout;
@@ -31,7 +35,14 @@ impl Counters {
     }
 }
 
-/// One service's instances by key.
+/// One service's instances by key, and what changed in its list since it was last
+/// taken ([`take_update`](Entries::take_update)).
+///
+/// The list holds one instance per address: the one of the first key (in key
+/// order) that names it. At most `max_instances` addresses are listed; beyond that,
+/// new ones wait (first come, first listed) and take the place of listed ones that
+/// leave. Each put or delete costs in proportion to what it changes, not to the
+/// number of instances.
 #[derive(Debug)]
 pub(crate) struct Entries {
     /// `{prefix}/{service}/`: every key of the service starts with it.
@@ -44,8 +55,20 @@ pub(crate) struct Entries {
     layout: Layout,
     /// Each valid key's instance; `None`: registered, but with no address this
     /// client can use (see [`Route`]).
-    by_key: BTreeMap<String, Option<Instance>>,
-    /// How many instances the last list left out (logged when it changes).
+    by_key: BTreeMap<String, Option<Arc<Instance>>>,
+    /// The keys that name each address, in key order.
+    owners: HashMap<Address, BTreeSet<String>, RandomState>,
+    /// The addresses listed (at most `max_instances`).
+    listed: HashSet<Address, RandomState>,
+    /// Addresses named but not listed for the limit, first come first; entries of
+    /// addresses no longer in `waiting_set` are stale and skipped.
+    waiting: VecDeque<Address>,
+    waiting_set: HashSet<Address, RandomState>,
+    /// The steps made since the update was last taken.
+    steps: Vec<Step>,
+    /// Whether the list must be taken whole (it was cleared for a read since).
+    whole: bool,
+    /// How many instances were left out when that was last logged.
     left_out: usize,
     /// The most keys kept ([`KEYS_PER_INSTANCE`] per listed instance): what a
     /// registry full of keys can cost a client.
@@ -56,6 +79,15 @@ pub(crate) struct Entries {
     /// Whether a tracked key was deleted while others were untracked: one of those
     /// may now take its place, which only a new read can tell.
     resync: bool,
+}
+
+/// What changed in the list since it was last taken.
+#[derive(Debug, PartialEq, Eq)]
+pub(crate) enum Update {
+    /// These steps (none: nothing changed).
+    Steps(Vec<Step>),
+    /// The whole list, in key order (after a read).
+    Whole(Vec<Instance>),
 }
 
 /// Keys tracked per instance listed: room for keys whose values are bad or have no
@@ -79,6 +111,12 @@ impl Entries {
             max_instances,
             route,
             by_key: BTreeMap::new(),
+            owners: HashMap::default(),
+            listed: HashSet::default(),
+            waiting: VecDeque::new(),
+            waiting_set: HashSet::default(),
+            steps: Vec::new(),
+            whole: false,
             left_out: 0,
             max_keys: max_instances.saturating_mul(KEYS_PER_INSTANCE).max(16),
             truncated: false,
@@ -91,9 +129,16 @@ impl Entries {
         self.max_keys
     }
 
-    /// Forgets every key (before a new range fills it again).
+    /// Forgets every key (before a new range fills it again): the next update is the
+    /// whole list.
     pub(crate) fn clear(&mut self) {
         self.by_key.clear();
+        self.owners.clear();
+        self.listed.clear();
+        self.waiting.clear();
+        self.waiting_set.clear();
+        self.steps.clear();
+        self.whole = true;
         self.truncated = false;
         self.resync = false;
     }
@@ -149,12 +194,12 @@ impl Entries {
                     tracing::debug!(key, "etcd discovery: no address this client can use");
                     Counters::add(&counters.unroutable, 1);
                 }
-                self.by_key.insert(key.to_string(), instance);
+                self.set(key, instance.map(Arc::new));
             }
             Err(why) => {
                 tracing::warn!(key, %why, "etcd discovery: value skipped");
                 Counters::add(&counters.skipped_values, 1);
-                self.by_key.remove(key);
+                self.remove(key);
             }
         }
     }
@@ -162,10 +207,105 @@ impl Entries {
     /// `key` was deleted.
     pub(crate) fn delete(&mut self, key: &[u8]) {
         if let Ok(key) = std::str::from_utf8(key)
-            && self.by_key.remove(key).is_some()
+            && self.remove(key)
             && self.truncated
         {
             self.resync = true;
+        }
+    }
+
+    /// `key` holds `instance` now (`None`: one with no address this client uses).
+    fn set(&mut self, key: &str, instance: Option<Arc<Instance>>) {
+        let new = instance.as_ref().map(|i| i.address.clone());
+        let old = match self.by_key.insert(key.to_string(), instance) {
+            Some(Some(was)) => Some(was.address.clone()),
+            _ => None,
+        };
+        if let Some(old) = old.as_ref().filter(|o| new.as_ref() != Some(*o)) {
+            self.disown(old, key);
+            self.sync(old);
+        }
+        if let Some(new) = new {
+            self.owners
+                .entry(new.clone())
+                .or_default()
+                .insert(key.to_string());
+            self.sync(&new);
+        }
+    }
+
+    /// Forgets `key`; whether it was kept.
+    fn remove(&mut self, key: &str) -> bool {
+        match self.by_key.remove(key) {
+            Some(Some(was)) => {
+                self.disown(&was.address, key);
+                self.sync(&was.address);
+                true
+            }
+            Some(None) => true,
+            None => false,
+        }
+    }
+
+    fn disown(&mut self, address: &Address, key: &str) {
+        if let Some(keys) = self.owners.get_mut(address) {
+            keys.remove(key);
+            if keys.is_empty() {
+                self.owners.remove(address);
+            }
+        }
+    }
+
+    /// The instance its first key gives `address`, if any key names it.
+    fn instance_at(&self, address: &Address) -> Option<&Arc<Instance>> {
+        let first = self.owners.get(address)?.first()?;
+        self.by_key.get(first)?.as_ref()
+    }
+
+    /// Makes the list agree with the keys about `address`: what its first key says
+    /// when listed (or when there is room), nothing when no key names it (and a
+    /// waiting address takes its place).
+    fn sync(&mut self, address: &Address) {
+        match self.instance_at(address).cloned() {
+            Some(instance) => {
+                if self.listed.contains(address) || self.listed.len() < self.max_instances {
+                    self.listed.insert(address.clone());
+                    self.steps.push(Step::Put(instance));
+                } else if self.waiting_set.insert(address.clone()) {
+                    self.waiting.push_back(address.clone());
+                }
+            }
+            None => {
+                if self.listed.remove(address) {
+                    self.steps.push(Step::Remove(address.clone()));
+                    self.admit_waiting();
+                } else if self.waiting_set.remove(address) {
+                    self.compact_waiting();
+                }
+            }
+        }
+    }
+
+    /// Lists waiting addresses while there is room.
+    fn admit_waiting(&mut self) {
+        while self.listed.len() < self.max_instances {
+            let Some(next) = self.waiting.pop_front() else {
+                return;
+            };
+            if self.waiting_set.remove(&next)
+                && let Some(instance) = self.instance_at(&next).cloned()
+            {
+                self.listed.insert(next);
+                self.steps.push(Step::Put(instance));
+            }
+        }
+    }
+
+    /// Drops stale entries of the waiting queue once they outnumber the live ones.
+    fn compact_waiting(&mut self) {
+        if self.waiting.len() > 2 * self.waiting_set.len() + 16 {
+            let live = &self.waiting_set;
+            self.waiting.retain(|a| live.contains(a));
         }
     }
 
@@ -186,20 +326,21 @@ impl Entries {
         ok
     }
 
-    /// The instances, in key order, at most `max_instances` of them.
-    pub(crate) fn list(&mut self, counters: &Counters) -> Vec<Instance> {
-        let mut usable = self.by_key.values().flatten();
-        let list: Vec<Instance> = usable.by_ref().take(self.max_instances).cloned().collect();
-        let left_out = usable.count();
+    /// What changed since the last call: the steps of the puts and deletes since,
+    /// or the whole list after a read. Logs when the limit starts or stops leaving
+    /// instances out.
+    pub(crate) fn take_update(&mut self, counters: &Counters) -> Update {
+        let left_out = self.waiting_set.len();
         if left_out != self.left_out {
-            if left_out > 0 {
+            if self.left_out == 0 {
                 tracing::warn!(
                     prefix = self.key_prefix,
                     max = self.max_instances,
                     left_out,
-                    "etcd discovery: more instances than the limit; the last by key are left out"
+                    "etcd discovery: more instances than the limit; the last to come are \
+                     left out until listed ones leave"
                 );
-            } else {
+            } else if left_out == 0 {
                 tracing::info!(
                     prefix = self.key_prefix,
                     "etcd discovery: back under the limit"
@@ -210,12 +351,27 @@ impl Entries {
         counters
             .over_limit
             .store(left_out as u64, Ordering::Relaxed);
-        list
+        let steps = std::mem::take(&mut self.steps);
+        if !std::mem::take(&mut self.whole) {
+            return Update::Steps(steps);
+        }
+        let mut list = Vec::with_capacity(self.listed.len());
+        for (key, instance) in &self.by_key {
+            if let Some(i) = instance
+                && self.listed.contains(&i.address)
+                && self.owners.get(&i.address).and_then(|k| k.first()) == Some(key)
+            {
+                list.push((**i).clone());
+            }
+        }
+        Update::Whole(list)
     }
 }
 
 #[cfg(test)]
 mod tests {
+    use volo_core::client::InstanceList;
+
     use super::*;
 
     fn entries(max_instances: usize) -> Entries {
@@ -233,31 +389,104 @@ mod tests {
         format!(r#"{{"addresses":["{addr}"],"weight":{weight}}}"#).into_bytes()
     }
 
-    fn shown(list: &[Instance]) -> Vec<String> {
-        list.iter()
-            .map(|i| format!("{}/{}", i.address, i.weight))
-            .collect()
+    /// A discovery's list, fed the updates as the watcher feeds it.
+    struct Fed(InstanceList);
+
+    impl Fed {
+        fn new() -> Self {
+            Fed(InstanceList::default())
+        }
+
+        /// Takes the update, applies it, and shows the list (sorted: the list's
+        /// order is the order instances came in).
+        fn shown(&mut self, e: &mut Entries, c: &Counters) -> Vec<String> {
+            match e.take_update(c) {
+                Update::Steps(steps) => {
+                    if let Some(next) = self.0.apply(steps) {
+                        self.0 = next;
+                    }
+                }
+                Update::Whole(list) => self.0 = InstanceList::new(list),
+            }
+            let mut shown: Vec<String> = self
+                .0
+                .to_vec()
+                .iter()
+                .map(|i| format!("{}/{}", i.address, i.weight))
+                .collect();
+            shown.sort();
+            shown
+        }
+    }
+
+    fn put(e: &mut Entries, c: &Counters, key: &str, addr: &str, weight: u32) {
+        e.put(key.as_bytes(), &value(addr, weight), c);
     }
 
     #[test]
-    fn puts_and_deletes_make_a_list_in_key_order() {
+    fn puts_and_deletes_make_steps_and_a_read_the_whole_list() {
         let c = Counters::default();
         let mut e = entries(10);
-        e.put(b"/p/echo/b", &value("10.0.0.2:80", 100), &c);
-        e.put(b"/p/echo/a", &value("10.0.0.1:80", 100), &c);
-        assert_eq!(shown(&e.list(&c)), ["10.0.0.1:80/100", "10.0.0.2:80/100"]);
-        e.put(b"/p/echo/a", &value("10.0.0.1:80", 5), &c);
+        let mut fed = Fed::new();
+        put(&mut e, &c, "/p/echo/b", "10.0.0.2:80", 100);
+        put(&mut e, &c, "/p/echo/a", "10.0.0.1:80", 100);
+        assert_eq!(
+            fed.shown(&mut e, &c),
+            ["10.0.0.1:80/100", "10.0.0.2:80/100"]
+        );
+        put(&mut e, &c, "/p/echo/a", "10.0.0.1:80", 5);
         e.delete(b"/p/echo/b");
         e.delete(b"/p/echo/never");
-        assert_eq!(shown(&e.list(&c)), ["10.0.0.1:80/5"]);
+        assert_eq!(
+            e.take_update(&c),
+            Update::Steps(vec![
+                Step::put(Instance {
+                    weight: 5,
+                    ..Instance::new("10.0.0.1:80".parse().unwrap())
+                }),
+                Step::Remove("10.0.0.2:80".parse().unwrap()),
+            ])
+        );
+        assert_eq!(e.take_update(&c), Update::Steps(vec![]), "nothing since");
+        // A read starts over: the whole list, in key order.
         e.clear();
-        assert!(e.list(&c).is_empty());
+        put(&mut e, &c, "/p/echo/x", "10.0.0.9:80", 1);
+        put(&mut e, &c, "/p/echo/y", "10.0.0.8:80", 1);
+        let Update::Whole(list) = e.take_update(&c) else {
+            panic!("a whole list after a read");
+        };
+        let addrs: Vec<String> = list.iter().map(|i| i.address.to_string()).collect();
+        assert_eq!(addrs, ["10.0.0.9:80", "10.0.0.8:80"]);
+    }
+
+    #[test]
+    fn an_address_named_by_two_keys_is_listed_once_from_the_first_key() {
+        let c = Counters::default();
+        let mut e = entries(10);
+        let mut fed = Fed::new();
+        put(&mut e, &c, "/p/echo/b", "10.0.0.1:80", 20);
+        put(&mut e, &c, "/p/echo/a", "10.0.0.1:80", 10);
+        assert_eq!(
+            fed.shown(&mut e, &c),
+            ["10.0.0.1:80/10"],
+            "key a comes first"
+        );
+        e.delete(b"/p/echo/a");
+        assert_eq!(
+            fed.shown(&mut e, &c),
+            ["10.0.0.1:80/20"],
+            "b still names it"
+        );
+        // b moves to another address: the first one is gone.
+        put(&mut e, &c, "/p/echo/b", "10.0.0.2:80", 20);
+        assert_eq!(fed.shown(&mut e, &c), ["10.0.0.2:80/20"]);
     }
 
     #[test]
     fn bad_keys_and_values_are_skipped_and_counted() {
         let c = Counters::default();
         let mut e = entries(10);
+        let mut fed = Fed::new();
         e.put(b"/p/echo/a", &value("10.0.0.1:80", 100), &c);
         // A bad value replaces a good one: the key no longer names a usable instance.
         e.put(b"/p/echo/a", b"{nope", &c);
@@ -267,30 +496,63 @@ mod tests {
         e.put(b"/p/echo/big", &[b' '; 129], &c);
         e.put(b"/p/echo/c", br#"{"addresses":["x","10.0.0.6:80"]}"#, &c);
         e.put(b"/p/echo/d", br#"{"addresses":["unix:/only/local"]}"#, &c);
-        assert_eq!(shown(&e.list(&c)), ["10.0.0.6:80/100"]);
+        assert_eq!(fed.shown(&mut e, &c), ["10.0.0.6:80/100"]);
         assert_eq!(c.skipped_values.load(Ordering::Relaxed), 5);
         assert_eq!(c.skipped_addresses.load(Ordering::Relaxed), 1);
         assert_eq!(c.unroutable.load(Ordering::Relaxed), 1);
+        // A key whose instance cannot be routed any more takes it out of the list.
+        e.put(b"/p/echo/c", br#"{"addresses":["unix:/only/local"]}"#, &c);
+        assert!(fed.shown(&mut e, &c).is_empty());
     }
 
     #[test]
-    fn the_list_is_bounded_and_says_how_many_it_left_out() {
+    fn the_list_is_bounded_and_waiting_instances_take_the_place_of_leavers() {
         let c = Counters::default();
         let mut e = entries(2);
+        let mut fed = Fed::new();
         for i in 0..5 {
-            e.put(
-                format!("/p/echo/{i}").as_bytes(),
-                &value(&format!("10.0.0.{i}:80"), 100),
+            put(
+                &mut e,
                 &c,
+                &format!("/p/echo/{i}"),
+                &format!("10.0.0.{i}:80"),
+                100,
             );
         }
-        assert_eq!(shown(&e.list(&c)), ["10.0.0.0:80/100", "10.0.0.1:80/100"]);
+        assert_eq!(
+            fed.shown(&mut e, &c),
+            ["10.0.0.0:80/100", "10.0.0.1:80/100"]
+        );
         assert_eq!(c.over_limit.load(Ordering::Relaxed), 3);
+        // 0 leaves: 2 (first to wait) takes its place; 3 leaves while waiting.
         e.delete(b"/p/echo/0");
         e.delete(b"/p/echo/3");
-        e.delete(b"/p/echo/4");
-        assert_eq!(e.list(&c).len(), 2);
+        assert_eq!(
+            fed.shown(&mut e, &c),
+            ["10.0.0.1:80/100", "10.0.0.2:80/100"]
+        );
+        assert_eq!(c.over_limit.load(Ordering::Relaxed), 1);
+        e.delete(b"/p/echo/1");
+        assert_eq!(
+            fed.shown(&mut e, &c),
+            ["10.0.0.2:80/100", "10.0.0.4:80/100"]
+        );
         assert_eq!(c.over_limit.load(Ordering::Relaxed), 0);
+        // Churn while over the limit does not grow the waiting queue without bound.
+        for i in 10..1_000 {
+            put(
+                &mut e,
+                &c,
+                "/p/echo/w",
+                &format!("10.0.{}.{}:80", i / 256, i % 256),
+                1,
+            );
+        }
+        assert!(
+            e.waiting.len() <= 2 * e.waiting_set.len() + 17,
+            "{}",
+            e.waiting.len()
+        );
     }
 
     #[test]
@@ -298,19 +560,26 @@ mod tests {
         let c = Counters::default();
         // One instance listed: at most 16 keys kept.
         let mut e = entries(1);
+        let mut fed = Fed::new();
         assert_eq!(e.max_keys(), 16);
         for i in 0..20 {
-            e.put(
-                format!("/p/echo/{i:02}").as_bytes(),
-                &value(&format!("10.0.0.{i}:80"), 100),
+            put(
+                &mut e,
                 &c,
+                &format!("/p/echo/{i:02}"),
+                &format!("10.0.0.{i}:80"),
+                100,
             );
         }
         assert_eq!(e.by_key.len(), 16);
         assert_eq!(c.keys_dropped.load(Ordering::Relaxed), 4);
         // A key kept is still updated.
-        e.put(b"/p/echo/00", &value("10.0.0.99:80", 7), &c);
-        assert_eq!(shown(&e.list(&c)), ["10.0.0.99:80/7"]);
+        put(&mut e, &c, "/p/echo/00", "10.0.0.0:80", 7);
+        assert_eq!(fed.shown(&mut e, &c), ["10.0.0.0:80/7"]);
+        // When it moves to another address, that is a new instance: it waits behind
+        // those that came before it, and the first of them takes the place.
+        put(&mut e, &c, "/p/echo/00", "10.0.0.99:80", 7);
+        assert_eq!(fed.shown(&mut e, &c), ["10.0.0.1:80/100"]);
         // A delete of an untracked key changes nothing; of a kept one, asks for a read.
         e.delete(b"/p/echo/19");
         assert!(!e.take_resync());

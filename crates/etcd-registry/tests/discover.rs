@@ -5,7 +5,7 @@ mod support;
 
 use std::time::Duration;
 
-use etcd_client::CompactionOptions;
+use etcd_client::{CompactionOptions, Txn, TxnOp};
 use etcd_registry::{EtcdConfig, EtcdDiscover, EtcdRegistry};
 use futures_util::StreamExt;
 use support::{Captured, bounded, eventually, put, registration, value};
@@ -162,6 +162,49 @@ async fn bad_values_and_instances_over_the_limit_are_logged_skipped_and_counted(
             ["10.0.0.6:80/100", "10.0.1.102:80/100", "10.0.1.103:80/100"]
         );
         assert_eq!(discover.stats().over_limit, 1);
+    })
+    .await;
+}
+
+/// A fleet's worth of keys: the first read goes a page at a time (47 keys a page
+/// with the default largest value), and the watch then changes the list by steps,
+/// the same lineage the read started.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_large_service_is_read_in_pages_and_then_changed_by_steps() {
+    let Some(etcd) = support::etcd() else { return };
+    bounded(60, async {
+        let raw = etcd.client().await;
+        let key = |i: u32| format!("{PREFIX}{i:05}");
+        let addr = |i: u32| format!("10.{}.{}.{}:80", i >> 16, (i >> 8) & 0xff, i & 0xff);
+        // 1,200 keys, in transactions of 100 puts.
+        for chunk in 0..12u32 {
+            let ops: Vec<TxnOp> = (chunk * 100..chunk * 100 + 100)
+                .map(|i| TxnOp::put(key(i), value(&[&addr(i)]), None))
+                .collect();
+            raw.kv_client().txn(Txn::new().and_then(ops)).await.unwrap();
+        }
+        let discover = EtcdDiscover::connect(etcd.config(), "echo", Route::tcp_only())
+            .await
+            .unwrap();
+        let before = discover.list();
+        assert_eq!(before.len(), 1200);
+        assert!(before.contains(&addr(0).parse().unwrap()));
+        assert!(before.contains(&addr(1199).parse().unwrap()));
+
+        put(&raw, key(5000), value(&[&addr(5000)])).await;
+        raw.kv_client().delete(key(7), None).await.unwrap();
+        let gone = addr(7).parse().unwrap();
+        eventually(5, "one in, one out", || {
+            let now = discover.list();
+            now.len() == 1200 && !now.contains(&gone)
+        })
+        .await;
+        let after = discover.list();
+        assert!(after.contains(&addr(5000).parse().unwrap()));
+        assert_eq!(after.lineage(), before.lineage(), "changed, not made again");
+        let steps = after.steps_since(before.id()).expect("reached by steps");
+        assert_eq!(steps.count(), 2);
+        assert_eq!(discover.stats().resyncs, 0);
     })
     .await;
 }

@@ -4,12 +4,13 @@
 //! ([`DiscoverList`](super::DiscoverList)). Both sides use these: a server registers an instance, a
 //! client's balancer picks among them.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, HashSet};
 use std::pin::Pin;
 use std::sync::Arc;
 
 use futures_util::stream::{self, Stream};
 
+use super::list::InstanceList;
 use crate::context::Address;
 
 /// Labels of an instance (a registry's tags: cluster, zone, version...), shared: an
@@ -49,14 +50,22 @@ impl Instance {
 /// Finds a service's instances. A registry client implements it (usually by handing
 /// out a [`DiscoverList`](super::DiscoverList) it keeps up to date); [`StaticDiscover`] is a fixed list.
 ///
-/// The balancer asks on every attempt, so implementations keep the current list ready
-/// and hand out a shared reference to it (an `Arc` clone, no copy), replacing it as a
-/// whole when it changes. The instance breakers index their breakers by that `Arc`: a
-/// discovery that made a new one on every call would still work, but have them
-/// indexed again on every attempt.
+/// The balancer asks for the [`list`](Discover::list) on every attempt, so
+/// implementations keep the current one ready and hand out a shared reference to it
+/// (an [`InstanceList`] clone is one reference count), making a new version of it
+/// by steps when it changes ([`InstanceList::apply`]). Balancers and instance
+/// breakers keep state derived from the list and bring it up to a new version by the
+/// steps between the two: a discovery that made a list from scratch on every call
+/// would still work, but have that state derived again on every attempt.
 pub trait Discover: Send + Sync + 'static {
     /// The instances now.
-    fn instances(&self) -> Arc<[Instance]>;
+    fn list(&self) -> InstanceList;
+
+    /// A copy of the instances now, in the list's order (for showing and for tests:
+    /// it copies the whole list).
+    fn instances(&self) -> Arc<[Instance]> {
+        self.list().to_vec().into()
+    }
 
     /// The changes to come, as they happen (see [`Changes`] for how a subscriber that
     /// falls behind is served). By default none: the list is fixed.
@@ -68,21 +77,21 @@ pub trait Discover: Send + Sync + 'static {
 /// A fixed list of instances.
 #[derive(Debug, Clone)]
 pub struct StaticDiscover {
-    list: Arc<[Instance]>,
+    list: InstanceList,
 }
 
 impl StaticDiscover {
-    /// The instances `list`, for ever.
+    /// The instances `list` (the first of several at one address), for ever.
     pub fn new(list: impl IntoIterator<Item = Instance>) -> Self {
         StaticDiscover {
-            list: list.into_iter().collect(),
+            list: InstanceList::new(list),
         }
     }
 }
 
 impl Discover for StaticDiscover {
-    fn instances(&self) -> Arc<[Instance]> {
-        Arc::clone(&self.list)
+    fn list(&self) -> InstanceList {
+        self.list.clone()
     }
 }
 
@@ -90,7 +99,7 @@ impl Discover for StaticDiscover {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Change {
     /// The whole list now.
-    pub instances: Arc<[Instance]>,
+    pub list: InstanceList,
     /// Instances at addresses the last list did not have.
     pub added: Vec<Instance>,
     /// Instances of the last list whose addresses are gone.
@@ -101,30 +110,41 @@ pub struct Change {
 }
 
 impl Change {
-    /// What changed from `old` to `new`, instances matched by address.
-    pub fn between(old: &[Instance], new: &Arc<[Instance]>) -> Change {
-        let before: HashMap<&Address, &Instance> = old.iter().map(|i| (&i.address, i)).collect();
-        let after: HashMap<&Address, &Instance> = new.iter().map(|i| (&i.address, i)).collect();
-        let mut added = Vec::new();
-        let mut updated = Vec::new();
-        for i in new.iter() {
-            match before.get(&i.address) {
-                None => added.push(i.clone()),
-                Some(was) if *was != i => updated.push(i.clone()),
-                Some(_) => {}
+    /// What changed from `old` to `new`, instances matched by address. When `new` was
+    /// made from `old` by steps it keeps ([`InstanceList::steps_since`]), this costs
+    /// what changed; else a pass over both lists.
+    pub fn between(old: &InstanceList, new: &InstanceList) -> Change {
+        let mut change = Change {
+            list: new.clone(),
+            added: Vec::new(),
+            removed: Vec::new(),
+            updated: Vec::new(),
+        };
+        let mut sort = |address: &Address| match (old.get(address), new.get(address)) {
+            (None, Some(now)) => change.added.push((**now).clone()),
+            (Some(was), None) => change.removed.push((**was).clone()),
+            (Some(was), Some(now)) if was != now => change.updated.push((**now).clone()),
+            _ => {}
+        };
+        if let Some(steps) = new.steps_since(old.id()) {
+            // An address changed twice is sorted once, by where it ended.
+            let mut seen = HashSet::new();
+            for step in steps {
+                if seen.insert(step.address()) {
+                    sort(step.address());
+                }
+            }
+        } else {
+            for i in new.in_order() {
+                sort(&i.address);
+            }
+            for i in old.in_order() {
+                if !new.contains(&i.address) {
+                    sort(&i.address);
+                }
             }
         }
-        let removed = old
-            .iter()
-            .filter(|i| !after.contains_key(&i.address))
-            .cloned()
-            .collect();
-        Change {
-            instances: Arc::clone(new),
-            added,
-            removed,
-            updated,
-        }
+        change
     }
 
     /// Whether nothing changed.

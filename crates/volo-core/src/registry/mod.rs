@@ -29,9 +29,11 @@
 //! calls on the local ones.
 
 mod discover;
+mod list;
 mod watch;
 
 pub use discover::{Change, Changes, Discover, Instance, StaticDiscover, Tags, no_changes};
+pub use list::{InstanceList, Step};
 pub use watch::DiscoverList;
 
 /// A test's instance on loopback port `port`, of weight `weight`.

@@ -8,20 +8,23 @@ use futures_util::stream::{self, StreamExt};
 use tokio::sync::watch;
 
 use super::discover::{Change, Changes, Discover, Instance};
+use super::list::{InstanceList, Step};
 
 /// A service's instance list as discovery last found it: readers on the call path
-/// take it with one atomic load, without a lock ([`instances`](Discover::instances));
-/// the discovery that feeds it replaces it as a whole ([`set`](Self::set)), and
-/// subscribers learn what changed ([`changes`](Discover::changes)).
+/// take it with one atomic load, without a lock ([`list`](Discover::list)); the
+/// discovery that feeds it changes it by steps ([`apply`](Self::apply)) or replaces
+/// it ([`set`](Self::set)), and subscribers learn what changed
+/// ([`changes`](Discover::changes)).
 ///
 /// A registry client owns one, feeds it from its watch, and implements [`Discover`]
-/// by handing it out. Setting a list equal to the current one (same instances in the
-/// same order) changes nothing: the call path keeps the same `Arc`, so the instance
-/// breakers' index of it stays valid, and no subscriber is woken.
+/// by handing it out. Each change makes a new version of the list from the last
+/// ([`InstanceList::apply`]), so balancers bring their state up to it at the cost of
+/// the change. Steps or a list that change nothing make no version: the call path
+/// keeps the same list and no subscriber is woken.
 #[derive(Debug)]
 pub struct DiscoverList {
-    current: ArcSwap<Arc<[Instance]>>,
-    notify: watch::Sender<Arc<[Instance]>>,
+    current: ArcSwap<InstanceList>,
+    notify: watch::Sender<InstanceList>,
 }
 
 impl Default for DiscoverList {
@@ -31,49 +34,52 @@ impl Default for DiscoverList {
 }
 
 impl DiscoverList {
-    /// A list holding `instances` to start with.
+    /// A list holding `instances` to start with (the first of several at one address).
     pub fn new(instances: Vec<Instance>) -> Self {
-        let list: Arc<[Instance]> = dedup(instances).into();
+        let list = InstanceList::new(instances);
         DiscoverList {
-            current: ArcSwap::from_pointee(Arc::clone(&list)),
+            current: ArcSwap::from_pointee(list.clone()),
             notify: watch::Sender::new(list),
         }
     }
 
-    /// Replaces the list with `instances` (the first of several at one address kept).
-    /// Returns whether it changed.
+    /// Replaces the list with `instances` (the first of several at one address kept;
+    /// instances listed before keep their place). Returns whether it changed. Costs
+    /// a pass over both lists: a discovery that knows what changed uses
+    /// [`apply`](Self::apply).
     pub fn set(&self, instances: Vec<Instance>) -> bool {
-        let list = dedup(instances);
-        if self.current.load()[..] == list[..] {
+        self.publish(self.current.load().replaced_by(instances))
+    }
+
+    /// Changes the list by `steps`. Returns whether it changed. Costs what the steps
+    /// change, not the list's length.
+    pub fn apply(&self, steps: impl IntoIterator<Item = Step>) -> bool {
+        self.publish(self.current.load().apply(steps))
+    }
+
+    fn publish(&self, list: Option<InstanceList>) -> bool {
+        let Some(list) = list else {
             return false;
-        }
-        let list: Arc<[Instance]> = list.into();
-        self.current.store(Arc::new(Arc::clone(&list)));
+        };
+        self.current.store(Arc::new(list.clone()));
         self.notify.send_replace(list);
         true
     }
 }
 
-/// `list` with only the first instance of each address.
-fn dedup(mut list: Vec<Instance>) -> Vec<Instance> {
-    let mut seen = std::collections::HashSet::with_capacity(list.len());
-    list.retain(|i| seen.insert(i.address.clone()));
-    list
-}
-
 impl Discover for DiscoverList {
-    fn instances(&self) -> Arc<[Instance]> {
-        Arc::clone(&self.current.load())
+    fn list(&self) -> InstanceList {
+        InstanceList::clone(&self.current.load())
     }
 
     fn changes(&self) -> Changes {
         let mut rx = self.notify.subscribe();
-        let seen = Arc::clone(&rx.borrow_and_update());
+        let seen = rx.borrow_and_update().clone();
         Box::pin(
             stream::unfold((rx, seen), |(mut rx, seen)| async move {
                 loop {
                     rx.changed().await.ok()?;
-                    let now = Arc::clone(&rx.borrow_and_update());
+                    let now = rx.borrow_and_update().clone();
                     let change = Change::between(&seen, &now);
                     if !change.is_empty() {
                         return Some((change, (rx, now)));
@@ -86,8 +92,8 @@ impl Discover for DiscoverList {
 }
 
 impl<D: Discover + ?Sized> Discover for Arc<D> {
-    fn instances(&self) -> Arc<[Instance]> {
-        (**self).instances()
+    fn list(&self) -> InstanceList {
+        (**self).list()
     }
 
     fn changes(&self) -> Changes {
@@ -97,8 +103,8 @@ impl<D: Discover + ?Sized> Discover for Arc<D> {
 
 /// A discovery chosen at run time (a fixed list or a registry, from a setting).
 impl<D: Discover + ?Sized> Discover for Box<D> {
-    fn instances(&self) -> Arc<[Instance]> {
-        (**self).instances()
+    fn list(&self) -> InstanceList {
+        (**self).list()
     }
 
     fn changes(&self) -> Changes {
@@ -133,7 +139,7 @@ mod tests {
         assert_eq!(ports(&c.removed), [1]);
         assert_eq!(ports(&c.updated), [2]);
         assert_eq!(c.updated[0].weight, 50);
-        assert_eq!(ports(&c.instances), [2, 3]);
+        assert_eq!(ports(&c.list.to_vec()), [2, 3]);
         assert_eq!(ports(&list.instances()), [2, 3]);
     }
 
@@ -152,12 +158,13 @@ mod tests {
     }
 
     #[tokio::test]
-    async fn setting_the_same_list_keeps_the_arc_and_wakes_nobody() {
+    async fn setting_the_same_list_keeps_the_version_and_wakes_nobody() {
         let list = DiscoverList::new(vec![inst(1, 100)]);
-        let before = list.instances();
+        let before = list.list();
         let mut changes = list.changes();
         assert!(!list.set(vec![inst(1, 100)]));
-        assert!(Arc::ptr_eq(&before, &list.instances()));
+        assert!(!list.apply([Step::put(inst(1, 100))]));
+        assert_eq!(before.id(), list.list().id());
         // A change there and back again reaches a subscriber that was not looking as
         // nothing: it is skipped, not reported empty.
         list.set(vec![inst(2, 100)]);

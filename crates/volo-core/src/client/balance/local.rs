@@ -1,12 +1,12 @@
 //! Local first: a set share of the calls to the instances on this host.
 
-use super::list_cache::ListCache;
-use super::{Instance, LoadBalance, hash_of};
+use super::derived::{Derived, Follow};
+use super::{InstanceList, LoadBalance, Step, hash_of};
 use crate::context::Address;
 use crate::random::{Xorshift, random_seed};
 
 /// Sends a set share of the calls to the instances on this host (those reached over
-/// a Unix socket or shared memory, [`Instance::is_local`]) and the rest to the
+/// a Unix socket or shared memory, [`Instance::is_local`](crate::registry::Instance::is_local)) and the rest to the
 /// others, each side picked by the balancer it wraps.
 ///
 /// Discovery decides which instances are local: a registry client lists a
@@ -22,6 +22,10 @@ use crate::random::{Xorshift, random_seed};
 ///   stay warm, and a local one that is overloaded sheds a part of the load.
 /// - When only one side has instances, that side takes every call.
 ///
+/// The two sides are kept as lists of their own, changed by the steps that change the
+/// list given, so a change of one instance costs the same whatever the fleet's size,
+/// for this balancer and for the one it wraps.
+///
 /// A call with a hash key ([`ConsistentHash`](super::ConsistentHash)) picks its side
 /// by the key, so the same key keeps going to the same side while both are there.
 #[derive(Debug)]
@@ -31,41 +35,50 @@ pub struct LocalFirst<B> {
     /// (`u64::MAX`: all of them).
     threshold: u64,
     rng: Xorshift,
-    /// The last lists seen, each split in its two sides.
-    sides: ListCache<Option<Sides>>,
+    /// The list split in its two sides.
+    sides: Derived<Sides>,
 }
 
-/// A list's instances by side, `[remote, local]`, when both sides have one that
-/// takes calls (a weight above 0).
-type Sides = [Side; 2];
-
-/// The instances of one side, and where each stands in the whole list.
+/// A list's instances by side, and how many on each take calls (weight above 0).
 #[derive(Debug)]
-struct Side {
-    list: Vec<Instance>,
-    at: Vec<usize>,
+struct Sides {
+    /// `[remote, local]`.
+    lists: [InstanceList; 2],
+    usable: [usize; 2],
 }
 
-/// The sides of `instances`; `None` when one side has no instance that takes calls.
-fn sides_of(instances: &[Instance]) -> Option<Sides> {
-    let usable = |i: &&Instance| i.weight > 0;
-    let local = instances
-        .iter()
-        .filter(usable)
-        .filter(|i| i.is_local())
-        .count();
-    let all = instances.iter().filter(usable).count();
-    if local == 0 || local == all {
-        return None;
+/// Whether an instance at `address` is on this host (see [`Instance::is_local`](crate::registry::Instance::is_local)).
+fn is_local(address: &Address) -> bool {
+    matches!(address, Address::Unix(_) | Address::Shm(_))
+}
+
+impl Follow for Sides {
+    fn derive(list: &InstanceList) -> Self {
+        let in_order = list.in_order();
+        let side = |local: bool| {
+            InstanceList::new(
+                in_order
+                    .iter()
+                    .filter(|i| is_local(&i.address) == local)
+                    .map(|i| (***i).clone()),
+            )
+        };
+        let lists = [side(false), side(true)];
+        let usable = [0, 1].map(|s| lists[s].iter().filter(|i| i.weight > 0).count());
+        Sides { lists, usable }
     }
-    let side = |local: bool| {
-        let at: Vec<usize> = (0..instances.len())
-            .filter(|&i| instances[i].is_local() == local)
-            .collect();
-        let list = at.iter().map(|&i| instances[i].clone()).collect();
-        Side { list, at }
-    };
-    Some([side(false), side(true)])
+
+    fn apply(&mut self, step: &Step) {
+        let s = usize::from(is_local(step.address()));
+        let was = self.lists[s]
+            .get(step.address())
+            .is_some_and(|i| i.weight > 0);
+        let now = matches!(step, Step::Put(i) if i.weight > 0);
+        self.usable[s] = self.usable[s] + usize::from(now) - usize::from(was);
+        if let Some(next) = self.lists[s].apply([step.clone()]) {
+            self.lists[s] = next;
+        }
+    }
 }
 
 impl<B: LoadBalance> LocalFirst<B> {
@@ -92,7 +105,7 @@ impl<B: LoadBalance> LocalFirst<B> {
             inner,
             threshold,
             rng: Xorshift::new(random_seed()),
-            sides: ListCache::default(),
+            sides: Derived::default(),
         }
     }
 
@@ -110,14 +123,17 @@ impl<B: LoadBalance> LocalFirst<B> {
 }
 
 impl<B: LoadBalance> LoadBalance for LocalFirst<B> {
-    fn pick(&self, instances: &[Instance], key: Option<u64>) -> Option<usize> {
-        self.sides.with(instances, sides_of, |sides| {
-            let Some(sides) = sides else {
-                return self.inner.pick(instances, key);
-            };
-            let side = &sides[usize::from(self.local_turn(key))];
-            self.inner.pick(&side.list, key).map(|j| side.at[j])
-        })
+    fn pick(&self, list: &InstanceList, key: Option<u64>) -> Option<Address> {
+        let side = self.sides.with(list, |sides| {
+            if sides.usable.contains(&0) {
+                return None;
+            }
+            Some(sides.lists[usize::from(self.local_turn(key))].clone())
+        });
+        match side {
+            Some(side) => self.inner.pick(&side, key),
+            None => self.inner.pick(list, key),
+        }
     }
 
     fn start(&self, addr: &Address) {
@@ -135,7 +151,7 @@ mod tests {
     use std::sync::Arc;
 
     use super::*;
-    use crate::client::balance::{ConsistentHash, PowerOfTwoChoices, WeightedRandom};
+    use crate::client::balance::{ConsistentHash, Instance, PowerOfTwoChoices, WeightedRandom};
 
     fn tcp(port: u16) -> Instance {
         Instance::new(Address::Tcp(([10, 0, 0, 1], port).into()))
@@ -151,11 +167,7 @@ mod tests {
 
     /// How many of `n` picks went to each index of `list`.
     fn counts(lb: &impl LoadBalance, list: &[Instance], n: usize) -> Vec<usize> {
-        let mut c = vec![0; list.len()];
-        for _ in 0..n {
-            c[lb.pick(list, None).expect("a pick")] += 1;
-        }
-        c
+        crate::client::balance::tests::counts(lb, &InstanceList::new(list.to_vec()), n)
     }
 
     #[test]
@@ -204,12 +216,12 @@ mod tests {
     #[test]
     fn a_key_keeps_its_side_and_its_instance() {
         let lb = LocalFirst::with_share(ConsistentHash::default(), 0.5);
-        let list = [tcp(1), shm("/a"), tcp(2), unix("/b")];
+        let list = InstanceList::new([tcp(1), shm("/a"), tcp(2), unix("/b")]);
         let mut local = 0;
         for k in 0..1000 {
             let first = lb.pick(&list, Some(k)).unwrap();
-            assert_eq!(lb.pick(&list, Some(k)), Some(first), "key {k}");
-            local += usize::from(list[first].is_local());
+            assert_eq!(lb.pick(&list, Some(k)).as_ref(), Some(&first), "key {k}");
+            local += usize::from(is_local(&first));
         }
         assert!((400..600).contains(&local), "{local} of 1000 keys local");
     }
@@ -217,16 +229,45 @@ mod tests {
     #[test]
     fn load_counts_reach_the_wrapped_balancer() {
         let lb = LocalFirst::new(PowerOfTwoChoices::with_seed(1));
-        let list = [shm("/a"), shm("/b"), tcp(1)];
+        let list = InstanceList::new([shm("/a"), shm("/b"), tcp(1)]);
         // Calls in flight on /a: the two local ones are compared, /b wins.
         for _ in 0..5 {
-            lb.start(&list[0].address);
+            lb.start(&shm("/a").address);
         }
         for _ in 0..50 {
-            assert_eq!(lb.pick(&list, None), Some(1));
+            assert_eq!(lb.pick(&list, None), Some(shm("/b").address));
         }
         for _ in 0..5 {
-            lb.end(&list[0].address);
+            lb.end(&shm("/a").address);
         }
+    }
+
+    #[test]
+    fn the_sides_follow_the_list_by_steps() {
+        let lb = LocalFirst::new(WeightedRandom::with_seed(5));
+        let list = InstanceList::new([tcp(1), tcp(2)]);
+        assert_eq!(counts_of(&lb, &list, 100).iter().sum::<usize>(), 100);
+        // A local instance comes: every call goes to it.
+        let with_local = list.apply([Step::put(shm("/a"))]).unwrap();
+        assert_eq!(counts_of(&lb, &with_local, 100), [0, 0, 100]);
+        // Its weight goes to 0: the remote ones take the calls again.
+        let zero = Instance {
+            weight: 0,
+            ..shm("/a")
+        };
+        let drained = with_local.apply([Step::put(zero)]).unwrap();
+        assert_eq!(counts_of(&lb, &drained, 100)[2], 0);
+        // Another local one, and the first back: both local ones share the calls.
+        let back = drained
+            .apply([Step::put(unix("/b")), Step::put(shm("/a"))])
+            .unwrap();
+        let c = counts_of(&lb, &back, 1000);
+        assert_eq!(c[0] + c[1], 0, "{c:?}");
+        assert!(c[2] > 300 && c[3] > 300, "{c:?}");
+        lb.sides.with(&back, |s| assert_eq!(s.usable, [2, 2]));
+    }
+
+    fn counts_of(lb: &impl LoadBalance, list: &InstanceList, n: usize) -> Vec<usize> {
+        crate::client::balance::tests::counts(lb, list, n)
     }
 }

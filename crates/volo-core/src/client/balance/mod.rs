@@ -3,7 +3,7 @@
 //! robin, power of two choices, consistent hash, local first), and the layer that
 //! picks an instance for each attempt of a call.
 
-mod list_cache;
+mod derived;
 mod local;
 mod p2c;
 mod round_robin;
@@ -11,16 +11,19 @@ mod round_robin;
 /// Discovery's types, which live with the registry: the balancer picks among them.
 #[doc(no_inline)]
 pub use crate::registry::{
-    Change, Changes, Discover, DiscoverList, Instance, StaticDiscover, Tags, no_changes,
+    Change, Changes, Discover, DiscoverList, Instance, InstanceList, StaticDiscover, Step, Tags,
+    no_changes,
 };
 pub use local::LocalFirst;
 pub use p2c::PowerOfTwoChoices;
 pub use round_robin::{RoundRobin, WeightedRoundRobin};
 
+use std::collections::BTreeMap;
 use std::collections::hash_map::DefaultHasher;
 use std::hash::{Hash, Hasher};
+use std::sync::Arc;
 
-use list_cache::ListCache;
+use derived::{Dense, Derived, Follow, below};
 
 use crate::context::Address;
 use crate::random::{Xorshift, random_seed};
@@ -31,16 +34,25 @@ pub use layer::{Balance, BalanceLayer};
 
 /// Picks an instance for a call.
 ///
-/// The balancer layer calls [`pick`](LoadBalance::pick) with the instances that may
-/// take the call (discovery's list less those tried already and those whose breaker
-/// is open), then [`start`](LoadBalance::start) and [`end`](LoadBalance::end) around
-/// the attempt on the one picked, so balancers that weigh load (power of two choices)
-/// can count calls in flight. `start` and `end` are called in pairs, also when the
-/// attempt fails or is cancelled.
+/// The balancer layer calls [`pick`](LoadBalance::pick) with discovery's list, then
+/// [`start`](LoadBalance::start) and [`end`](LoadBalance::end) around the attempt on
+/// the one picked, so balancers that weigh load (power of two choices) can count
+/// calls in flight. `start` and `end` are called in pairs, also when the attempt
+/// fails or is cancelled. When the instance picked cannot take the call (this call
+/// tried it already, its breaker is open) the layer asks again, with another key for
+/// a call that has one; a balancer gives another instance where it can.
+///
+/// # Fleets
+///
+/// The list is an [`InstanceList`]: a balancer that derives state from it (a weight
+/// table, a ring) keeps that state by the list's [`lineage`](InstanceList::lineage)
+/// and brings it to a new version by the [steps](InstanceList::steps_since) between
+/// the two, so a change of one instance costs about the same with 10 instances as with
+/// 10,000, and so does a pick. The balancers here all do.
 pub trait LoadBalance: Send + Sync + 'static {
-    /// The index of the instance in `instances` for a call (`key`: the call's hash key,
-    /// when it has one); `None` when none can take it.
-    fn pick(&self, instances: &[Instance], key: Option<u64>) -> Option<usize>;
+    /// The address of the instance of `list` for a call (`key`: the call's hash key,
+    /// when it has one); `None` when none can take it (none listed, all of weight 0).
+    fn pick(&self, list: &InstanceList, key: Option<u64>) -> Option<Address>;
 
     /// An attempt on `addr` starts.
     fn start(&self, addr: &Address) {
@@ -55,8 +67,8 @@ pub trait LoadBalance: Send + Sync + 'static {
 
 /// A balancer chosen at run time (from a setting, say).
 impl<B: LoadBalance + ?Sized> LoadBalance for Box<B> {
-    fn pick(&self, instances: &[Instance], key: Option<u64>) -> Option<usize> {
-        (**self).pick(instances, key)
+    fn pick(&self, list: &InstanceList, key: Option<u64>) -> Option<Address> {
+        (**self).pick(list, key)
     }
 
     fn start(&self, addr: &Address) {
@@ -69,9 +81,86 @@ impl<B: LoadBalance + ?Sized> LoadBalance for Box<B> {
 }
 
 /// Each instance in proportion to its weight (the default).
+///
+/// A pick is O(1) whatever the fleet's size, and so is applying a change of one
+/// instance: instances are kept in classes by weight (class `c` holds weights from
+/// 2^c to 2^(c+1) - 1); a pick draws a class in proportion to the weights it holds,
+/// then an instance of it uniformly, kept with a chance of its weight over the
+/// class's bound (at least one half) and drawn again otherwise. Each instance is
+/// thus picked in exact proportion to its weight, in two draws on average at most.
 #[derive(Debug)]
 pub struct WeightedRandom {
     rng: Xorshift,
+    classes: Derived<Classes>,
+}
+
+/// The instances of weight above 0 by weight class.
+#[derive(Debug)]
+struct Classes {
+    class: [Dense; 32],
+    /// The weights each class holds.
+    totals: [u64; 32],
+    total: u64,
+}
+
+/// The class of weight `w` (above 0).
+fn class_of(w: u32) -> usize {
+    31 - w.leading_zeros() as usize
+}
+
+impl Classes {
+    fn put(&mut self, i: &Arc<Instance>) {
+        let c = class_of(i.weight);
+        self.class[c].put(Arc::clone(i));
+        self.totals[c] += u64::from(i.weight);
+        self.total += u64::from(i.weight);
+    }
+
+    /// Takes out the instance at `address`, whatever its class.
+    fn remove(&mut self, address: &Address, listed: Option<u32>) {
+        let Some(w) = listed.filter(|w| *w > 0) else {
+            return;
+        };
+        let c = class_of(w);
+        if self.class[c].remove(address) {
+            self.totals[c] -= u64::from(w);
+            self.total -= u64::from(w);
+        }
+    }
+
+    /// The weight the instance at `address` is listed with here.
+    fn weight(&self, address: &Address) -> Option<u32> {
+        self.class
+            .iter()
+            .filter(|d| !d.is_empty())
+            .find_map(|d| d.find(address).map(|i| i.weight))
+    }
+}
+
+impl Follow for Classes {
+    fn derive(list: &InstanceList) -> Self {
+        let mut c = Classes {
+            class: std::array::from_fn(|_| Dense::default()),
+            totals: [0; 32],
+            total: 0,
+        };
+        for i in list.in_order() {
+            if i.weight > 0 {
+                c.put(i);
+            }
+        }
+        c
+    }
+
+    fn apply(&mut self, step: &Step) {
+        let was = self.weight(step.address());
+        self.remove(step.address(), was);
+        if let Step::Put(i) = step
+            && i.weight > 0
+        {
+            self.put(i);
+        }
+    }
 }
 
 impl Default for WeightedRandom {
@@ -85,6 +174,7 @@ impl WeightedRandom {
     pub fn with_seed(seed: u64) -> Self {
         WeightedRandom {
             rng: Xorshift::new(seed),
+            classes: Derived::default(),
         }
     }
 
@@ -95,20 +185,30 @@ impl WeightedRandom {
 }
 
 impl LoadBalance for WeightedRandom {
-    fn pick(&self, instances: &[Instance], _key: Option<u64>) -> Option<usize> {
-        let total: u64 = instances.iter().map(|i| u64::from(i.weight)).sum();
-        if total == 0 {
-            return None;
-        }
-        let mut r = self.next() % total;
-        for (i, inst) in instances.iter().enumerate() {
-            let w = u64::from(inst.weight);
-            if r < w {
-                return Some(i);
+    fn pick(&self, list: &InstanceList, _key: Option<u64>) -> Option<Address> {
+        self.classes.with(list, |c| {
+            if c.total == 0 {
+                return None;
             }
-            r -= w;
-        }
-        None
+            let mut r = self.next() % c.total;
+            let at = c.totals.iter().position(|&t| {
+                let here = r < t;
+                if !here {
+                    r -= t;
+                }
+                here
+            })?;
+            let class = &c.class[at];
+            // Weights in class `at` are below 2^(at + 1): keep the one drawn with a
+            // chance of its weight over that bound (at least one half).
+            let bound = 2u64 << at;
+            loop {
+                let i = class.get(below(self.next(), class.len()));
+                if self.next() % bound < u64::from(i.weight) {
+                    return Some(i.address.clone());
+                }
+            }
+        })
     }
 }
 
@@ -117,33 +217,81 @@ impl LoadBalance for WeightedRandom {
 /// weight) per instance; a call goes to the first point at or after its key's hash.
 /// Calls without a key are spread by weight.
 ///
-/// A ring is built for each list a pick is given, and kept for the last four lists
-/// (see `ListCache`): picks of a list seen lately take no lock, and a balancer that
-/// alternates lists (the two sides of a [`LocalFirst`] split, a retry's remainder)
-/// does not rebuild on each turn.
+/// The ring is kept for the list given (see [`LoadBalance`]'s "Fleets"), ordered: a
+/// pick is one search in it, an instance that changes moves only its own points.
 #[derive(Debug, Default)]
 pub struct ConsistentHash {
-    /// The rings of the last instance lists seen: (point, index into the list),
-    /// sorted by point.
-    ring: ListCache<Vec<(u64, usize)>>,
+    ring: Derived<Ring>,
     fallback: WeightedRandom,
 }
 
-/// The ring of `instances`.
-fn ring_of(instances: &[Instance]) -> Vec<(u64, usize)> {
-    let mut points = Vec::new();
-    for (i, inst) in instances.iter().enumerate() {
-        let n = (u64::from(inst.weight) * POINTS_PER_100).div_ceil(100);
-        for v in 0..n {
-            points.push((hash_of((&inst.address, v)), i));
-        }
-    }
-    points.sort_unstable();
-    points
+/// The points of a list's instances, and the weight each was given points for.
+#[derive(Debug, Default)]
+struct Ring {
+    points: BTreeMap<u64, Arc<Instance>>,
+    weights: std::collections::HashMap<Address, u32, foldhash::fast::RandomState>,
 }
 
 /// Points on the ring per 100 of weight.
 const POINTS_PER_100: u64 = 100;
+
+impl Ring {
+    /// The points of the instance at `address` of weight `weight`.
+    fn points(address: &Address, weight: u32) -> impl Iterator<Item = u64> + '_ {
+        let n = (u64::from(weight) * POINTS_PER_100).div_ceil(100);
+        (0..n).map(move |v| hash_of((address, v)))
+    }
+
+    fn put(&mut self, i: &Arc<Instance>) {
+        self.remove(&i.address);
+        if i.weight == 0 {
+            return;
+        }
+        for p in Ring::points(&i.address, i.weight) {
+            // Two points on one hash (as good as never): the later takes the next
+            // free one, and is found there again when removed.
+            let mut at = p;
+            while self.points.contains_key(&at) {
+                at = at.wrapping_add(1);
+            }
+            self.points.insert(at, Arc::clone(i));
+        }
+        self.weights.insert(i.address.clone(), i.weight);
+    }
+
+    fn remove(&mut self, address: &Address) {
+        let Some(weight) = self.weights.remove(address) else {
+            return;
+        };
+        for p in Ring::points(address, weight) {
+            let mut at = p;
+            while let Some(i) = self.points.get(&at) {
+                if i.address == *address {
+                    self.points.remove(&at);
+                    break;
+                }
+                at = at.wrapping_add(1);
+            }
+        }
+    }
+}
+
+impl Follow for Ring {
+    fn derive(list: &InstanceList) -> Self {
+        let mut ring = Ring::default();
+        for i in list.in_order() {
+            ring.put(i);
+        }
+        ring
+    }
+
+    fn apply(&mut self, step: &Step) {
+        match step {
+            Step::Put(i) => self.put(i),
+            Step::Remove(a) => self.remove(a),
+        }
+    }
+}
 
 pub(super) fn hash_of(v: impl Hash) -> u64 {
     let mut h = DefaultHasher::new();
@@ -152,17 +300,18 @@ pub(super) fn hash_of(v: impl Hash) -> u64 {
 }
 
 impl LoadBalance for ConsistentHash {
-    fn pick(&self, instances: &[Instance], key: Option<u64>) -> Option<usize> {
+    fn pick(&self, list: &InstanceList, key: Option<u64>) -> Option<Address> {
         let Some(key) = key else {
-            return self.fallback.pick(instances, None);
+            return self.fallback.pick(list, None);
         };
-        self.ring.with(instances, ring_of, |points| {
-            if points.is_empty() {
-                return None;
-            }
+        self.ring.with(list, |ring| {
             let h = hash_of(key);
-            let at = points.partition_point(|(p, _)| *p < h);
-            Some(points[at % points.len()].1)
+            let (_, i) = ring
+                .points
+                .range(h..)
+                .next()
+                .or_else(|| ring.points.iter().next())?;
+            Some(i.address.clone())
         })
     }
 }
@@ -174,47 +323,92 @@ mod tests {
     /// An instance on 127.0.0.1:`port` of `weight` (the balancers' tests share it).
     pub(super) use crate::registry::inst;
 
+    /// How many of `n` picks from `list` went to each of its instances, in its order.
+    pub(super) fn counts(lb: &impl LoadBalance, list: &InstanceList, n: usize) -> Vec<usize> {
+        let order: Vec<Address> = list.in_order().iter().map(|i| i.address.clone()).collect();
+        let mut c = vec![0; order.len()];
+        for _ in 0..n {
+            let got = lb.pick(list, None).expect("a pick");
+            c[order.iter().position(|a| *a == got).expect("a listed one")] += 1;
+        }
+        c
+    }
+
     #[test]
     fn weighted_random_follows_the_weights() {
         let lb = WeightedRandom::with_seed(7);
-        let list = [inst(1, 100), inst(2, 300), inst(3, 0)];
-        let mut counts = [0u32; 3];
-        for _ in 0..40_000 {
-            counts[lb.pick(&list, None).unwrap()] += 1;
-        }
+        let list = InstanceList::new([inst(1, 100), inst(2, 300), inst(3, 0)]);
+        let counts = counts(&lb, &list, 40_000);
         assert_eq!(counts[2], 0, "weight 0 gets nothing");
-        let share = f64::from(counts[1]) / 40_000.0;
+        let share = counts[1] as f64 / 40_000.0;
         assert!((0.72..0.78).contains(&share), "{counts:?}");
-        assert_eq!(lb.pick(&[inst(1, 0)], None), None);
-        assert_eq!(lb.pick(&[], None), None);
+        assert_eq!(lb.pick(&InstanceList::new([inst(1, 0)]), None), None);
+        assert_eq!(lb.pick(&InstanceList::default(), None), None);
+    }
+
+    #[test]
+    fn weighted_random_follows_changes_and_weights_of_every_size() {
+        let lb = WeightedRandom::with_seed(11);
+        // Weights across many classes, the largest one too.
+        let list = InstanceList::new([inst(1, 1), inst(2, 3), inst(3, 1000), inst(4, u32::MAX)]);
+        let c = counts(&lb, &list, 10_000);
+        assert!(c[3] > 9_990, "{c:?}");
+        // A change applied by steps: the same shares as a list made from scratch.
+        let changed = list
+            .apply([
+                Step::Remove(inst(4, 0).address),
+                Step::put(inst(1, 3000)),
+                Step::put(inst(5, 0)),
+            ])
+            .unwrap();
+        let c = counts(&lb, &changed, 40_000);
+        let share = |n: usize| c[n] as f64 / 40_000.0;
+        assert!((0.72..0.78).contains(&share(0)), "{c:?}");
+        assert!((0.22..0.28).contains(&share(2)), "{c:?}");
+        assert_eq!(c[3], 0, "weight 0");
+        let fresh = InstanceList::new(changed.to_vec());
+        let d = counts(&lb, &fresh, 40_000);
+        assert!(
+            c.iter().zip(&d).all(|(a, b)| a.abs_diff(*b) < 1_000),
+            "{c:?} {d:?}"
+        );
     }
 
     #[test]
     fn consistent_hash_keeps_keys_and_moves_few_when_one_goes() {
         let lb = ConsistentHash::default();
-        let four = [inst(1, 100), inst(2, 100), inst(3, 100), inst(4, 100)];
-        let before: Vec<usize> = (0..1000)
+        let four = InstanceList::new([inst(1, 100), inst(2, 100), inst(3, 100), inst(4, 100)]);
+        let before: Vec<Address> = (0..1000)
             .map(|k| lb.pick(&four, Some(k)).unwrap())
             .collect();
-        let again: Vec<usize> = (0..1000)
+        let again: Vec<Address> = (0..1000)
             .map(|k| lb.pick(&four, Some(k)).unwrap())
             .collect();
         assert_eq!(before, again, "the same key, the same instance");
-        for i in 0..4 {
-            let n = before.iter().filter(|&&p| p == i).count();
+        for i in 1..=4 {
+            let n = before.iter().filter(|a| **a == inst(i, 0).address).count();
             assert!((150..350).contains(&n), "instance {i} got {n} of 1000 keys");
         }
-        // Instance 4 leaves: only its keys move.
-        let three = &four[..3];
+        // Instance 4 leaves, by a step: only its keys move, and the ring reached by
+        // the step is the ring of the list made from scratch.
+        let gone = inst(4, 0).address;
+        let three = four.apply([Step::Remove(gone.clone())]).unwrap();
+        let fresh = ConsistentHash::default();
+        let fresh_three = InstanceList::new(three.to_vec());
         let mut moved = 0;
-        for (k, &was) in before.iter().enumerate() {
-            let now = lb.pick(three, Some(k as u64)).unwrap();
-            if was != 3 {
-                assert_eq!(now, was, "key {k} moved though its instance stayed");
+        for (k, was) in before.iter().enumerate() {
+            let now = lb.pick(&three, Some(k as u64)).unwrap();
+            assert_eq!(
+                Some(&now),
+                fresh.pick(&fresh_three, Some(k as u64)).as_ref()
+            );
+            if *was != gone {
+                assert_eq!(now, *was, "key {k} moved though its instance stayed");
             } else {
                 moved += 1;
             }
         }
         assert!(moved > 0);
+        assert_eq!(lb.pick(&InstanceList::default(), Some(1)), None);
     }
 }

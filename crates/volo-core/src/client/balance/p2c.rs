@@ -1,12 +1,14 @@
 //! Power of two choices: of two instances taken at random, the less loaded.
 
-use std::collections::{HashMap, HashSet};
+use std::collections::HashMap;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{PoisonError, RwLock};
 
-use super::{Instance, LoadBalance, WeightedRandom};
+use super::derived::{Derived, below};
+use super::round_robin::Usable;
+use super::{Instance, InstanceList, LoadBalance};
 use crate::context::Address;
-use crate::random::random_seed;
+use crate::random::{Xorshift, random_seed};
 
 /// Power of two choices: takes two distinct instances at random (uniformly among
 /// those with a weight above 0) and picks the one with fewer calls in flight per unit
@@ -21,14 +23,16 @@ use crate::random::random_seed;
 /// one of weight 100 with 1.
 ///
 /// Picks and `start`/`end` on known addresses take a shared (read) lock and touch one
-/// atomic counter each; only an address's first `start` takes the write lock. Counts of
+/// atomic counter each; only an address's first `start` takes the write lock. A pick
+/// is O(1) whatever the fleet's size, and so is a change of one instance. Counts of
 /// addresses missing from the lists given to `pick` are dropped, once they outnumber
 /// the listed ones by far (more than twice the list, plus 16), unless calls are still
 /// in flight on them, so memory follows the list's size.
 #[derive(Debug)]
 pub struct PowerOfTwoChoices {
-    rng: WeightedRandom,
-    in_flight: RwLock<HashMap<Address, AtomicUsize>>,
+    rng: Xorshift,
+    usable: Derived<Usable>,
+    in_flight: RwLock<HashMap<Address, AtomicUsize, foldhash::fast::RandomState>>,
 }
 
 impl Default for PowerOfTwoChoices {
@@ -46,32 +50,20 @@ impl PowerOfTwoChoices {
     /// A balancer whose random choices follow from `seed` (for tests).
     pub fn with_seed(seed: u64) -> Self {
         PowerOfTwoChoices {
-            rng: WeightedRandom::with_seed(seed),
-            in_flight: RwLock::new(HashMap::new()),
+            rng: Xorshift::new(seed),
+            usable: Derived::default(),
+            in_flight: RwLock::new(HashMap::default()),
         }
     }
 
-    /// The index in `instances` of the `nth` instance with a weight above 0.
-    fn usable(instances: &[Instance], all_usable: bool, nth: usize) -> usize {
-        if all_usable {
-            return nth;
-        }
-        instances
-            .iter()
-            .enumerate()
-            .filter(|(_, i)| i.weight > 0)
-            .nth(nth)
-            .map_or(0, |(at, _)| at)
-    }
-
-    /// Drops the counts of addresses not in `instances` that have no call in flight.
-    fn forget_unlisted(&self, instances: &[Instance]) {
-        let listed: HashSet<&Address> = instances.iter().map(|i| &i.address).collect();
+    /// Drops the counts of addresses `list` does not have and no call is in flight on.
+    #[cold]
+    fn forget_unlisted(&self, list: &InstanceList) {
         let mut map = self
             .in_flight
             .write()
             .unwrap_or_else(PoisonError::into_inner);
-        map.retain(|addr, n| listed.contains(addr) || n.load(Ordering::Relaxed) > 0);
+        map.retain(|addr, n| list.contains(addr) || n.load(Ordering::Relaxed) > 0);
     }
 
     #[cfg(test)]
@@ -83,39 +75,43 @@ impl PowerOfTwoChoices {
     }
 }
 
+/// An instance's address and weight, taken out of the balancer's state.
+fn taken(i: &Instance) -> (Address, u32) {
+    (i.address.clone(), i.weight)
+}
+
 impl LoadBalance for PowerOfTwoChoices {
-    fn pick(&self, instances: &[Instance], _key: Option<u64>) -> Option<usize> {
-        let usable = instances.iter().filter(|i| i.weight > 0).count();
-        let all_usable = usable == instances.len();
-        match usable {
-            0 => return None,
-            1 => return Some(Self::usable(instances, all_usable, 0)),
-            _ => {}
-        }
-        let first = (self.rng.next() % usable as u64) as usize;
-        let second = (first + 1 + (self.rng.next() % (usable as u64 - 1)) as usize) % usable;
-        let a = Self::usable(instances, all_usable, first);
-        let b = Self::usable(instances, all_usable, second);
+    fn pick(&self, list: &InstanceList, _key: Option<u64>) -> Option<Address> {
+        let (a, b) = self.usable.with(list, |Usable(usable)| {
+            let n = usable.len();
+            match n {
+                0 => return None,
+                1 => return Some((taken(usable.get(0)), None)),
+                _ => {}
+            }
+            let first = below(self.rng.next(), n);
+            let second = (first + 1 + below(self.rng.next(), n - 1)) % n;
+            Some((taken(usable.get(first)), Some(taken(usable.get(second)))))
+        })?;
+        let Some(b) = b else {
+            return Some(a.0);
+        };
         let (load_a, load_b, remembered) = {
             let map = self
                 .in_flight
                 .read()
                 .unwrap_or_else(PoisonError::into_inner);
-            let load = |at: usize| {
-                map.get(&instances[at].address)
-                    .map_or(0, |n| n.load(Ordering::Relaxed))
-            };
-            (load(a), load(b), map.len())
+            let load = |addr: &Address| map.get(addr).map_or(0, |n| n.load(Ordering::Relaxed));
+            (load(&a.0), load(&b.0), map.len())
         };
-        if remembered > 2 * instances.len() + 16 {
-            self.forget_unlisted(instances);
+        if remembered > 2 * list.len() + 16 {
+            self.forget_unlisted(list);
         }
-        // load_a / weight_a <= load_b / weight_b, without division.
-        let weight = |at: usize| u128::from(instances[at].weight);
-        if load_a as u128 * weight(b) <= load_b as u128 * weight(a) {
-            Some(a)
+        // Load per unit of weight, compared without dividing.
+        if load_a as u128 * u128::from(b.1) <= load_b as u128 * u128::from(a.1) {
+            Some(a.0)
         } else {
-            Some(b)
+            Some(b.0)
         }
     }
 
@@ -154,20 +150,17 @@ impl LoadBalance for PowerOfTwoChoices {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::client::balance::tests::inst;
+    use crate::client::balance::Step;
+    use crate::client::balance::tests::{counts, inst};
 
-    fn counts(lb: &PowerOfTwoChoices, list: &[Instance], n: usize) -> Vec<usize> {
-        let mut c = vec![0; list.len()];
-        for _ in 0..n {
-            c[lb.pick(list, None).unwrap()] += 1;
-        }
-        c
+    fn list(of: &[(u16, u32)]) -> InstanceList {
+        InstanceList::new(of.iter().map(|&(p, w)| inst(p, w)))
     }
 
     #[test]
     fn p2c_spreads_calls_evenly_when_idle() {
         let lb = PowerOfTwoChoices::with_seed(11);
-        let list = [inst(1, 100), inst(2, 100), inst(3, 100), inst(4, 100)];
+        let list = list(&[(1, 100), (2, 100), (3, 100), (4, 100)]);
         let c = counts(&lb, &list, 40_000);
         for n in c.iter() {
             assert!((9_000..11_000).contains(n), "{c:?}");
@@ -177,25 +170,26 @@ mod tests {
     #[test]
     fn p2c_prefers_the_less_loaded() {
         let lb = PowerOfTwoChoices::with_seed(3);
-        let two = [inst(1, 100), inst(2, 100)];
+        let two = list(&[(1, 100), (2, 100)]);
+        let a1 = inst(1, 0).address;
+        let a2 = inst(2, 0).address;
+        let a3 = inst(3, 0).address;
         for _ in 0..3 {
-            lb.start(&two[0].address);
+            lb.start(&a1);
         }
         assert_eq!(counts(&lb, &two, 100), [0, 100]);
         for _ in 0..3 {
-            lb.end(&two[0].address);
+            lb.end(&a1);
         }
-        lb.start(&two[1].address);
+        lb.start(&a2);
         assert_eq!(counts(&lb, &two, 100), [100, 0]);
-        lb.end(&two[1].address);
+        lb.end(&a2);
 
-        // Three: the most loaded never wins a pair; the idle one wins both of its
-        // pairs, the middle one only against the most loaded.
-        let three = [inst(1, 100), inst(2, 100), inst(3, 100)];
+        let three = list(&[(1, 100), (2, 100), (3, 100)]);
         for _ in 0..5 {
-            lb.start(&three[0].address);
+            lb.start(&a1);
         }
-        lb.start(&three[2].address);
+        lb.start(&a3);
         let c = counts(&lb, &three, 30_000);
         assert_eq!(c[0], 0, "{c:?}");
         assert!((19_000..21_000).contains(&c[1]), "{c:?}");
@@ -205,12 +199,11 @@ mod tests {
     #[test]
     fn p2c_weighs_load_by_weight() {
         let lb = PowerOfTwoChoices::with_seed(5);
-        let list = [inst(1, 100), inst(2, 300)];
-        // 2 calls on weight 100 weigh more than 3 on weight 300.
-        lb.start(&list[0].address);
-        lb.start(&list[0].address);
+        let list = list(&[(1, 100), (2, 300)]);
+        lb.start(&inst(1, 0).address);
+        lb.start(&inst(1, 0).address);
         for _ in 0..3 {
-            lb.start(&list[1].address);
+            lb.start(&inst(2, 0).address);
         }
         assert_eq!(counts(&lb, &list, 50), [0, 50]);
     }
@@ -218,23 +211,26 @@ mod tests {
     #[test]
     fn p2c_zero_weights_single_and_empty() {
         let lb = PowerOfTwoChoices::with_seed(9);
-        assert_eq!(lb.pick(&[], None), None);
-        assert_eq!(lb.pick(&[inst(1, 0), inst(2, 0)], None), None);
+        assert_eq!(lb.pick(&InstanceList::default(), None), None);
+        assert_eq!(lb.pick(&list(&[(1, 0), (2, 0)]), None), None);
         assert_eq!(
-            lb.pick(&[inst(1, 0), inst(2, 10), inst(3, 0)], None),
-            Some(1)
+            lb.pick(&list(&[(1, 0), (2, 10), (3, 0)]), None),
+            Some(inst(2, 0).address)
         );
-        let list = [inst(1, 0), inst(2, 10), inst(3, 0), inst(4, 10)];
-        let c = counts(&lb, &list, 1_000);
+        let four = list(&[(1, 0), (2, 10), (3, 0), (4, 10)]);
+        let c = counts(&lb, &four, 1_000);
         assert_eq!((c[0], c[2]), (0, 0), "{c:?}");
         assert_eq!(c[1] + c[3], 1_000);
-        // Unbalanced `end`s do not wrap the count.
-        lb.end(&list[1].address);
-        lb.start(&list[1].address);
-        lb.end(&list[1].address);
-        lb.end(&list[1].address);
-        lb.start(&list[3].address);
-        assert_eq!(counts(&lb, &list, 50), [0, 50, 0, 0]);
+        let a2 = inst(2, 0).address;
+        lb.end(&a2);
+        lb.start(&a2);
+        lb.end(&a2);
+        lb.end(&a2);
+        lb.start(&inst(4, 0).address);
+        assert_eq!(counts(&lb, &four, 50), [0, 50, 0, 0]);
+        // Instance 1 gets a weight by a step: it takes calls from then on.
+        let changed = four.apply([Step::put(inst(1, 10))]).unwrap();
+        assert!(counts(&lb, &changed, 200)[0] > 50);
     }
 
     #[test]
@@ -243,16 +239,15 @@ mod tests {
         let busy = inst(999, 100);
         lb.start(&busy.address);
         for generation in 0..100u16 {
-            let list: Vec<Instance> = (0..4).map(|i| inst(generation * 4 + i, 100)).collect();
+            let list: InstanceList = (0..4).map(|i| inst(generation * 4 + i, 100)).collect();
             for _ in 0..4 {
                 let at = lb.pick(&list, None).unwrap();
-                lb.start(&list[at].address);
-                lb.end(&list[at].address);
+                lb.start(&at);
+                lb.end(&at);
             }
             assert!(lb.remembered() <= 2 * 4 + 16 + 4 + 1, "{}", lb.remembered());
         }
-        // The address with a call in flight kept its count.
-        let with_busy = [busy.clone(), inst(60_000, 100)];
+        let with_busy = InstanceList::new([busy.clone(), inst(60_000, 100)]);
         assert_eq!(counts(&lb, &with_busy, 20), [0, 20]);
         lb.end(&busy.address);
     }

@@ -1,30 +1,49 @@
 //! Round robin: each instance in turn ([`RoundRobin`]), or in turn in proportion to
 //! its weight, spread out ([`WeightedRoundRobin`]).
 
-use std::collections::HashMap;
+use std::cmp::Reverse;
+use std::collections::{BinaryHeap, HashMap};
 use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::{Mutex, PoisonError};
+use std::sync::{Arc, Mutex, PoisonError};
 
-use super::{Instance, LoadBalance};
+use super::derived::{Dense, Derived, Follow};
+use super::{Instance, InstanceList, LoadBalance, Step};
 use crate::context::Address;
 use crate::random::random_seed;
 
 /// Each instance with a weight above 0 in turn, whatever its weight.
 ///
 /// One counter for all calls: the `n`th call goes to the `n mod k`th of the `k`
-/// instances it may use, so when the list changes between calls (an instance tried
-/// already, one whose breaker is open) the turn goes on from where it was, over the
-/// new list. The counter starts at a random place, so that clients started at once do
-/// not all begin with the same instance.
+/// instances it may use, in the order the balancer keeps them (the list's order to
+/// begin with; an instance that leaves gives its place to the last one, a new one
+/// comes last), so when the list changes the turn goes on from where it was. The
+/// counter starts at a random place, so that clients started at once do not all begin
+/// with the same instance. A pick is O(1), and so is a change of one instance.
 #[derive(Debug)]
 pub struct RoundRobin {
     next: AtomicUsize,
+    usable: Derived<Usable>,
+}
+
+/// The instances of weight above 0.
+#[derive(Debug)]
+pub(super) struct Usable(pub(super) Dense);
+
+impl Follow for Usable {
+    fn derive(list: &InstanceList) -> Self {
+        Usable(Dense::of(list, |i| i.weight > 0))
+    }
+
+    fn apply(&mut self, step: &Step) {
+        self.0.apply(step, |i| i.weight > 0);
+    }
 }
 
 impl Default for RoundRobin {
     fn default() -> Self {
         RoundRobin {
             next: AtomicUsize::new(usize::from(random_seed() as u16)),
+            usable: Derived::default(),
         }
     }
 }
@@ -37,125 +56,181 @@ impl RoundRobin {
 }
 
 impl LoadBalance for RoundRobin {
-    fn pick(&self, instances: &[Instance], _key: Option<u64>) -> Option<usize> {
-        let usable = instances.iter().filter(|i| i.weight > 0).count();
-        if usable == 0 {
-            return None;
-        }
-        let turn = self.next.fetch_add(1, Ordering::Relaxed) % usable;
-        if usable == instances.len() {
-            return Some(turn);
-        }
-        instances
-            .iter()
-            .enumerate()
-            .filter(|(_, i)| i.weight > 0)
-            .nth(turn)
-            .map(|(at, _)| at)
+    fn pick(&self, list: &InstanceList, _key: Option<u64>) -> Option<Address> {
+        self.usable.with(list, |Usable(usable)| {
+            if usable.is_empty() {
+                return None;
+            }
+            let turn = self.next.fetch_add(1, Ordering::Relaxed) % usable.len();
+            Some(usable.get(turn).address.clone())
+        })
     }
 }
 
-/// Smooth weighted round robin: over a cycle (as many picks as the weights add up
-/// to, in their lowest terms) each instance is picked as many times as its weight, and
-/// its picks are spread over the cycle rather than bunched: weights 5, 1, 1 give
-/// `a a b a c a a`, not `a a a a a b c`.
+/// Weighted round robin, spread out: over a cycle (as many picks as the weights add
+/// up to, divided by their greatest common divisor) each instance is picked as many
+/// times as its weight, and its picks are spread over the cycle rather than bunched.
 ///
-/// Each instance has a running score. At each pick every instance's score goes up by
-/// its weight, the highest score wins (the first in the list on a tie), and the winner's
-/// score goes down by the sum of the weights: an instance that just won waits while the
-/// others catch up, in proportion to their weights.
+/// Earliest deadline first (as Envoy does it): each instance has a deadline on a
+/// virtual clock, half its period (one over its weight) at first; a pick takes the
+/// instance of the earliest deadline (the one listed first on a tie), moves the clock
+/// to it and the instance's deadline on by its period. Weights 3, 2, 1 give
+/// `a b a c b a`. A pick costs O(log n) and so does a change of one instance: a new
+/// or reweighted instance starts half its period after the clock; one that leaves is
+/// dropped when it comes up (or when such leftovers outnumber the listed instances).
 ///
-/// Scores are kept by address, so the list may change between calls (order, weights,
-/// instances coming and going). An instance missing from one call's list (tried
-/// already, its breaker open) keeps its score for when it is back; the scores of
-/// instances missing from the latest list are dropped once they outnumber the listed
-/// ones by far (more than twice the list, plus 8), so memory follows the list's size.
+/// This is not nginx's smooth weighted round robin, whose picks cost O(n): its
+/// sequences differ in the order of ties (weights 5, 1, 1: nginx `a a b a c a a`,
+/// this `a a a b c a a`), and the shares per cycle are the same.
 /// Weight 0 instances are never picked.
 #[derive(Debug, Default)]
 pub struct WeightedRoundRobin {
-    state: Mutex<Scores>,
+    state: Derived<Mutex<Deadlines>>,
 }
 
+/// Deadlines are in units of 1 / 2^40 of the virtual clock's second: a period (2^40
+/// over the weight) is exact enough for any `u32` weight.
+const SCALE: u128 = 1 << 40;
+
+/// The instances by deadline.
 #[derive(Debug, Default)]
-struct Scores {
-    by_address: HashMap<Address, Score>,
-    /// Picks so far.
-    round: u64,
+struct Deadlines {
+    heap: BinaryHeap<Reverse<Due>>,
+    /// The entry of each listed instance that counts (older entries are left in the
+    /// heap and dropped when they come up).
+    live: HashMap<Address, u64, foldhash::fast::RandomState>,
+    /// The virtual clock: the deadline of the last pick.
+    now: u128,
+    /// Entries made so far: each one's number, which also breaks ties (the one made
+    /// first goes first).
+    made: u64,
 }
 
 #[derive(Debug)]
-struct Score {
-    current: i64,
-    /// The last pick whose list had this address.
-    seen: u64,
+struct Due {
+    deadline: u128,
+    entry: u64,
+    instance: Arc<Instance>,
+}
+
+impl PartialEq for Due {
+    fn eq(&self, other: &Due) -> bool {
+        (self.deadline, self.entry) == (other.deadline, other.entry)
+    }
+}
+
+impl Eq for Due {}
+
+impl PartialOrd for Due {
+    fn partial_cmp(&self, other: &Due) -> Option<std::cmp::Ordering> {
+        Some(self.cmp(other))
+    }
+}
+
+impl Ord for Due {
+    fn cmp(&self, other: &Due) -> std::cmp::Ordering {
+        (self.deadline, self.entry).cmp(&(other.deadline, other.entry))
+    }
+}
+
+fn period(weight: u32) -> u128 {
+    SCALE / u128::from(weight)
+}
+
+impl Deadlines {
+    /// Lists `instance` (weight above 0) from now on, half its period after the clock.
+    fn put(&mut self, instance: Arc<Instance>) {
+        let entry = self.made;
+        self.made += 1;
+        self.live.insert(instance.address.clone(), entry);
+        self.heap.push(Reverse(Due {
+            deadline: self.now + period(instance.weight) / 2,
+            entry,
+            instance,
+        }));
+    }
+
+    /// Drops the entries of instances no longer listed, when they outnumber the
+    /// listed ones (so the heap stays within twice the list, plus 16).
+    fn compact(&mut self) {
+        if self.heap.len() <= 2 * self.live.len() + 16 {
+            return;
+        }
+        let live = &self.live;
+        self.heap
+            .retain(|Reverse(d)| live.get(&d.instance.address) == Some(&d.entry));
+    }
+
+    fn pick(&mut self) -> Option<Address> {
+        loop {
+            let Reverse(mut due) = self.heap.pop()?;
+            if self.live.get(&due.instance.address) != Some(&due.entry) {
+                continue;
+            }
+            self.now = due.deadline;
+            due.deadline += period(due.instance.weight);
+            let address = due.instance.address.clone();
+            self.heap.push(Reverse(due));
+            return Some(address);
+        }
+    }
+}
+
+impl Follow for Mutex<Deadlines> {
+    fn derive(list: &InstanceList) -> Self {
+        let mut d = Deadlines::default();
+        for i in list.in_order() {
+            if i.weight > 0 {
+                d.put(Arc::clone(i));
+            }
+        }
+        Mutex::new(d)
+    }
+
+    fn apply(&mut self, step: &Step) {
+        let d = self.get_mut().unwrap_or_else(PoisonError::into_inner);
+        match step {
+            Step::Put(i) if i.weight > 0 => d.put(Arc::clone(i)),
+            _ => {
+                d.live.remove(step.address());
+            }
+        }
+        d.compact();
+    }
 }
 
 impl WeightedRoundRobin {
-    /// A balancer with no scores yet.
+    /// A balancer with no deadlines yet.
     pub fn new() -> Self {
         Self::default()
-    }
-
-    #[cfg(test)]
-    fn remembered(&self) -> usize {
-        self.state
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .by_address
-            .len()
     }
 }
 
 impl LoadBalance for WeightedRoundRobin {
-    fn pick(&self, instances: &[Instance], _key: Option<u64>) -> Option<usize> {
-        let mut state = self.state.lock().unwrap_or_else(PoisonError::into_inner);
-        let Scores { by_address, round } = &mut *state;
-        *round += 1;
-        let mut total = 0i64;
-        let mut listed = 0usize;
-        let mut best: Option<(usize, i64)> = None;
-        for (at, inst) in instances.iter().enumerate() {
-            if inst.weight == 0 {
-                continue;
-            }
-            let weight = i64::from(inst.weight);
-            let score = match by_address.get_mut(&inst.address) {
-                Some(s) => s,
-                None => by_address.entry(inst.address.clone()).or_insert(Score {
-                    current: 0,
-                    seen: *round,
-                }),
-            };
-            score.current += weight;
-            score.seen = *round;
-            total += weight;
-            listed += 1;
-            if best.is_none_or(|(_, top)| score.current > top) {
-                best = Some((at, score.current));
-            }
-        }
-        let (at, _) = best?;
-        if let Some(s) = by_address.get_mut(&instances[at].address) {
-            s.current -= total;
-        }
-        if by_address.len() > 2 * listed + 8 {
-            let now = *round;
-            by_address.retain(|_, s| s.seen == now);
-        }
-        Some(at)
+    fn pick(&self, list: &InstanceList, _key: Option<u64>) -> Option<Address> {
+        self.state.with(list, |d| {
+            d.lock().unwrap_or_else(PoisonError::into_inner).pick()
+        })
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::client::balance::tests::inst;
+    use crate::client::balance::tests::{counts, inst};
 
-    fn picks(lb: &impl LoadBalance, list: &[Instance], n: usize) -> Vec<usize> {
-        (0..n).map(|_| lb.pick(list, None).unwrap()).collect()
+    /// The positions in `list`'s order of `n` picks.
+    fn picks(lb: &impl LoadBalance, list: &InstanceList, n: usize) -> Vec<usize> {
+        let order: Vec<Address> = list.in_order().iter().map(|i| i.address.clone()).collect();
+        (0..n)
+            .map(|_| {
+                let got = lb.pick(list, None).unwrap();
+                order.iter().position(|a| *a == got).unwrap()
+            })
+            .collect()
     }
 
-    fn counts(picks: &[usize], k: usize) -> Vec<usize> {
+    fn tally(picks: &[usize], k: usize) -> Vec<usize> {
         let mut c = vec![0; k];
         for &p in picks {
             c[p] += 1;
@@ -166,93 +241,93 @@ mod tests {
     #[test]
     fn round_robin_takes_each_in_turn() {
         let lb = RoundRobin::new();
-        let list = [inst(1, 100), inst(2, 1), inst(3, 500)];
+        let list = InstanceList::new([inst(1, 100), inst(2, 1), inst(3, 500)]);
         let seq = picks(&lb, &list, 30);
         for w in seq.windows(2) {
             assert_eq!(w[1], (w[0] + 1) % 3, "{seq:?}");
         }
-        assert_eq!(counts(&seq, 3), [10, 10, 10], "weights play no part");
+        assert_eq!(tally(&seq, 3), [10, 10, 10], "weights play no part");
     }
 
     #[test]
     fn round_robin_skips_zero_weights_and_follows_list_changes() {
         let lb = RoundRobin::new();
-        let list = [inst(1, 0), inst(2, 100), inst(3, 0), inst(4, 100)];
+        let list = InstanceList::new([inst(1, 0), inst(2, 100), inst(3, 0), inst(4, 100)]);
         let seq = picks(&lb, &list, 20);
-        assert_eq!(counts(&seq, 4), [0, 10, 0, 10]);
+        assert_eq!(tally(&seq, 4), [0, 10, 0, 10]);
         assert!(seq.windows(2).all(|w| w[0] != w[1]), "{seq:?}");
-        // One instance leaves: the turn goes on over the two left.
-        let shorter = [inst(2, 100), inst(4, 100)];
-        assert_eq!(counts(&picks(&lb, &shorter, 10), 2), [5, 5]);
-        assert_eq!(lb.pick(&[], None), None);
-        assert_eq!(lb.pick(&[inst(1, 0), inst(2, 0)], None), None);
-        assert_eq!(lb.pick(&[inst(9, 7)], None), Some(0));
+        // One instance leaves, another gets a weight: the turn goes on over them.
+        let changed = list
+            .apply([Step::Remove(inst(2, 0).address), Step::put(inst(3, 5))])
+            .unwrap();
+        assert_eq!(counts(&lb, &changed, 10), [0, 5, 5], "1 (weight 0), 3, 4");
+        assert_eq!(lb.pick(&InstanceList::default(), None), None);
+        let none = InstanceList::new([inst(1, 0), inst(2, 0)]);
+        assert_eq!(lb.pick(&none, None), None);
+        let one = InstanceList::new([inst(9, 7)]);
+        assert_eq!(lb.pick(&one, None), Some(inst(9, 7).address));
     }
 
     #[test]
-    fn smooth_weighted_round_robin_spreads_the_picks() {
+    fn weighted_round_robin_spreads_the_picks() {
         let lb = WeightedRoundRobin::new();
-        let list = [inst(1, 5), inst(2, 1), inst(3, 1)];
-        // The classic smooth sequence, cycle after cycle.
+        let list = InstanceList::new([inst(1, 3), inst(2, 2), inst(3, 1)]);
+        // Deadlines 1/6, 1/4, 1/2 (a tie: the first listed), 1/2, 3/4, 5/6.
         for _ in 0..3 {
-            assert_eq!(picks(&lb, &list, 7), [0, 0, 1, 0, 2, 0, 0]);
+            assert_eq!(picks(&lb, &list, 6), [0, 1, 0, 2, 1, 0]);
         }
-        // Weights 3, 2, 1: exact shares each cycle of 6, never the same one three
-        // times running.
+        // Weights 5, 1, 1: exact shares each cycle of 7.
         let lb = WeightedRoundRobin::new();
-        let list = [inst(1, 3), inst(2, 2), inst(3, 1)];
-        let seq = picks(&lb, &list, 600);
-        for cycle in seq.chunks(6) {
-            assert_eq!(counts(cycle, 3), [3, 2, 1], "{cycle:?}");
+        let list = InstanceList::new([inst(1, 5), inst(2, 1), inst(3, 1)]);
+        for _ in 0..3 {
+            assert_eq!(picks(&lb, &list, 7), [0, 0, 0, 1, 2, 0, 0]);
         }
-        assert!(seq.windows(3).all(|w| !(w[0] == w[1] && w[1] == w[2])));
     }
 
     #[test]
     fn weighted_round_robin_follows_the_weights_and_skips_zero() {
         let lb = WeightedRoundRobin::new();
-        let list = [inst(1, 100), inst(2, 0), inst(3, 300), inst(4, 50)];
+        let list = InstanceList::new([inst(1, 100), inst(2, 0), inst(3, 300), inst(4, 50)]);
         let seq = picks(&lb, &list, 450 * 4);
-        assert_eq!(counts(&seq, 4), [400, 0, 1200, 200]);
+        assert_eq!(tally(&seq, 4), [400, 0, 1200, 200]);
         let longest_run = seq
             .chunk_by(|a, b| a == b)
             .map(<[usize]>::len)
             .max()
             .unwrap();
-        assert!(longest_run <= 2, "picks bunch up: a run of {longest_run}");
-        assert_eq!(lb.pick(&[], None), None);
-        assert_eq!(lb.pick(&[inst(1, 0)], None), None);
+        // 1,200 picks of one against 600 of the others: runs of three at most.
+        assert!(longest_run <= 3, "picks bunch up: a run of {longest_run}");
+        assert_eq!(lb.pick(&InstanceList::default(), None), None);
+        assert_eq!(lb.pick(&InstanceList::new([inst(1, 0)]), None), None);
     }
 
     #[test]
-    fn weighted_round_robin_copes_with_list_changes() {
+    fn weighted_round_robin_follows_changes_and_forgets_what_left() {
         let lb = WeightedRoundRobin::new();
-        let abc = [inst(1, 2), inst(2, 1), inst(3, 1)];
+        let abc = InstanceList::new([inst(1, 2), inst(2, 1), inst(3, 1)]);
         picks(&lb, &abc, 5);
-        // Reordered, one weight changed, one gone, one new: shares follow the new list
-        // from the next full cycle on.
-        let new = [inst(4, 1), inst(3, 3), inst(1, 2)];
+        // One weight changed, one gone, one new: shares follow the new list.
+        let new = abc
+            .apply([
+                Step::put(inst(4, 1)),
+                Step::put(inst(3, 3)),
+                Step::Remove(inst(2, 0).address),
+            ])
+            .unwrap();
         picks(&lb, &new, 6);
-        let seq = picks(&lb, &new, 600);
-        assert_eq!(counts(&seq, 3), [100, 300, 200]);
-        // A call that leaves one out (tried already) does not reset the others.
-        let without_first = &new[1..];
-        let p = lb.pick(without_first, None).unwrap();
-        assert!(p < 2);
-        assert_eq!(
-            lb.remembered(),
-            4,
-            "instance 2 is kept while the map is small"
-        );
-    }
-
-    #[test]
-    fn weighted_round_robin_forgets_instances_that_left() {
-        let lb = WeightedRoundRobin::new();
-        for generation in 0..100u16 {
-            let list: Vec<Instance> = (0..4).map(|i| inst(generation * 4 + i, 10)).collect();
-            picks(&lb, &list, 3);
-            assert!(lb.remembered() <= 2 * 4 + 8 + 4, "{}", lb.remembered());
+        let c = counts(&lb, &new, 600);
+        assert_eq!(c, [200, 300, 100], "1, 3 and 4 in the list's order");
+        // Many changes: the heap stays near the list's size.
+        let mut list = new;
+        for p in 10..400u16 {
+            list = list
+                .apply([Step::put(inst(p, 1)), Step::Remove(inst(p - 1, 0).address)])
+                .unwrap();
+            lb.pick(&list, None);
         }
+        lb.state.with(&list, |d| {
+            let d = d.lock().unwrap();
+            assert!(d.heap.len() <= 2 * d.live.len() + 16, "{}", d.heap.len());
+        });
     }
 }

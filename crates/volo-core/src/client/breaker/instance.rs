@@ -1,9 +1,9 @@
 //! One breaker per instance, for the balancer: it leaves out the instances whose
 //! breaker is open and reports each attempt's outcome to the instance that made it.
 
-use std::collections::{HashMap, HashSet};
+use std::collections::HashMap;
 use std::fmt;
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, PoisonError, RwLock, RwLockReadGuard, RwLockWriteGuard, Weak};
 use std::time::Instant;
 
@@ -11,7 +11,7 @@ use foldhash::fast::RandomState;
 
 use super::state::{Breaker, BreakerConfig, BreakerState, Change, Guarded, Outcome, Permit};
 use super::{cancelled, outcome};
-use crate::client::balance::Instance;
+use crate::client::balance::{InstanceList, Step};
 use crate::client::error::Error;
 use crate::clock::{Clock, SystemClock};
 use crate::context::Address;
@@ -28,7 +28,7 @@ use crate::context::Address;
 /// [`with_deadline`](InstancePermit::with_deadline), had passed: then it counts as a
 /// timeout. That is why the outcome goes to a permit rather than to an address.
 ///
-/// Breakers are made on first use. [`retain`](Self::retain), given discovery's list,
+/// Breakers are made on first use. [`follow`](Self::follow), given discovery's list,
 /// drops those of instances that left it, so the map stays as small as the list;
 /// [`forget`](Self::forget) drops one.
 ///
@@ -64,28 +64,23 @@ struct BreakerTable<C> {
     config: BreakerConfig,
     clock: C,
     map: RwLock<Map<C>>,
-    /// The map's length as of its last change, so that [`InstanceBreakers::retain`]
-    /// finds out that it has nothing to do without a lock.
-    len: AtomicUsize,
+    /// The id of the version of discovery's list the map was last brought to
+    /// ([`InstanceBreakers::follow`]), so that a pick on that version finds out that
+    /// there is nothing to do without a lock.
+    seen: AtomicU64,
     /// Breakers in the map that are not closed: while there are none (the common
     /// case), [`InstanceBreakers::is_available`] takes no lock.
     not_closed: AtomicUsize,
 }
 
-/// The breakers, by address and in the order of discovery's list.
+/// The breakers, by address.
 struct Map<C> {
     /// A hasher seeded per process but far cheaper than SipHash (the addresses come
     /// from this client's discovery, not from peers).
     by_addr: HashMap<Address, Arc<Entry<C>>, RandomState>,
-    /// The breakers of discovery's current list, in its order: the balancer picks an
-    /// index into that list, and finds the breaker here without hashing the address
-    /// (see [`InstanceBreakers::allow_listed`]). Made again when the list changes
-    /// (discovery hands out a new `Arc`), dropped when a breaker leaves the map.
-    listed: Option<Listed<C>>,
+    /// The lineage and version of the list the map was last brought to.
+    seen: (u64, u64),
 }
-
-/// Discovery's list, and the breakers of its instances in its order.
-type Listed<C> = (Arc<[Instance]>, Box<[Arc<Entry<C>>]>);
 
 /// An instance's breaker; the extra state under its lock says whether the instance
 /// was dropped from the map (its changes then no longer count in `not_closed`).
@@ -151,9 +146,9 @@ impl<C: Clock> InstanceBreakers<C> {
                 clock,
                 map: RwLock::new(Map {
                     by_addr: HashMap::default(),
-                    listed: None,
+                    seen: (0, 0),
                 }),
-                len: AtomicUsize::new(0),
+                seen: AtomicU64::new(0),
                 not_closed: AtomicUsize::new(0),
             }),
         }
@@ -180,13 +175,11 @@ impl<C: Clock> InstanceBreakers<C> {
     /// `addr`'s breaker, made if it has none.
     fn entry_or_new(&self, map: &mut Map<C>, addr: &Address) -> Arc<Entry<C>> {
         let shared = &self.shared;
-        let entry = Arc::clone(
+        Arc::clone(
             map.by_addr
                 .entry(addr.clone())
                 .or_insert_with(|| Entry::new(shared, shared.clock.now())),
-        );
-        shared.len.store(map.by_addr.len(), Ordering::Release);
-        entry
+        )
     }
 
     /// Whether a call may go to `addr` now: false while its breaker is open, or
@@ -215,41 +208,6 @@ impl<C: Clock> InstanceBreakers<C> {
         Self::permit(entry)
     }
 
-    /// [`allow`](Self::allow) for `list[i]`, `list` being discovery's list as it is
-    /// now: the breaker is found by its index in that list (kept in the list's order
-    /// until discovery hands out another list), without hashing the address and
-    /// probing the map on every attempt.
-    /// `None` also for an index past the list's end.
-    pub(crate) fn allow_listed(
-        &self,
-        list: &Arc<[Instance]>,
-        i: usize,
-    ) -> Option<InstancePermit<C>> {
-        let listed = match &self.read().listed {
-            Some((l, entries)) if Arc::ptr_eq(l, list) => entries.get(i).cloned(),
-            _ => None,
-        };
-        let entry = match listed {
-            Some(e) => e,
-            None => self.list(list, i)?,
-        };
-        Self::permit(entry)
-    }
-
-    /// Puts the breakers of `list` in its order (making those it lacks); the one of
-    /// `list[i]`.
-    #[cold]
-    fn list(&self, list: &Arc<[Instance]>, i: usize) -> Option<Arc<Entry<C>>> {
-        let mut map = self.write();
-        let entries: Box<[Arc<Entry<C>>]> = list
-            .iter()
-            .map(|instance| self.entry_or_new(&mut map, &instance.address))
-            .collect();
-        let entry = entries.get(i).cloned();
-        map.listed = Some((Arc::clone(list), entries));
-        entry
-    }
-
     fn permit(entry: Arc<Entry<C>>) -> Option<InstancePermit<C>> {
         let permit = entry.state.try_acquire_at(|| entry.clock.now())?;
         Some(InstancePermit {
@@ -268,30 +226,46 @@ impl<C: Clock> InstanceBreakers<C> {
         }
     }
 
-    /// Keeps the breakers of `instances` and drops the others. Give it discovery's
-    /// whole list, before the instances tried already or refused by their breaker are
-    /// left out: a breaker dropped while open comes back closed.
+    /// Brings the breakers to `list`, discovery's list as it is now: drops those of
+    /// instances it no longer has (a breaker dropped while open comes back closed).
     ///
-    /// Cheap enough to call before every pick: it does the work only when the map
-    /// holds more breakers than the list has instances (so at least one left it). The
-    /// map thus never holds more than the largest list plus the instances first used
-    /// since the last call.
-    pub fn retain(&self, instances: &[Instance]) {
-        if self.shared.len.load(Ordering::Acquire) <= instances.len() {
+    /// Cheap enough to call before every pick: on the version it was last brought to
+    /// it reads one atomic; on a newer one it drops the breakers of the instances
+    /// the steps between the two removed ([`InstanceList::steps_since`]), at the cost
+    /// of the change; only from a list it cannot reach by steps (another lineage, one
+    /// too far ahead) it goes over every breaker. An older version than the last
+    /// (a pick that loaded the list just before a change) changes nothing.
+    pub fn follow(&self, list: &InstanceList) {
+        let seen = self.shared.seen.load(Ordering::Acquire);
+        if seen == list.id() {
             return;
         }
-        let keep: HashSet<&Address> = instances.iter().map(|i| &i.address).collect();
         let mut map = self.write();
-        map.by_addr.retain(|addr, entry| {
-            let keep = keep.contains(addr);
-            if !keep {
-                self.mark_removed(entry);
+        let (lineage, seen) = map.seen;
+        let same_lineage = lineage == list.lineage();
+        if same_lineage && seen >= list.id() {
+            return;
+        }
+        match list.steps_since(seen).filter(|_| same_lineage) {
+            Some(steps) => {
+                for step in steps {
+                    if let Step::Remove(addr) = step
+                        && let Some(entry) = map.by_addr.remove(addr)
+                    {
+                        self.mark_removed(&entry);
+                    }
+                }
             }
-            keep
-        });
-        // The listed breakers may include one just dropped: list them again on use.
-        map.listed = None;
-        self.shared.len.store(map.by_addr.len(), Ordering::Release);
+            None => map.by_addr.retain(|addr, entry| {
+                let keep = list.contains(addr);
+                if !keep {
+                    self.mark_removed(entry);
+                }
+                keep
+            }),
+        }
+        map.seen = (list.lineage(), list.id());
+        self.shared.seen.store(list.id(), Ordering::Release);
     }
 
     /// Drops `addr`'s breaker (it comes back closed if the address is used again).
@@ -299,9 +273,7 @@ impl<C: Clock> InstanceBreakers<C> {
         let mut map = self.write();
         if let Some(entry) = map.by_addr.remove(addr) {
             self.mark_removed(&entry);
-            map.listed = None;
         }
-        self.shared.len.store(map.by_addr.len(), Ordering::Release);
     }
 
     fn mark_removed(&self, entry: &Entry<C>) {

@@ -10,7 +10,7 @@ use std::task::{Context, Poll, Waker};
 use std::time::Duration;
 
 use super::*;
-use crate::client::balance::Instance;
+use crate::client::balance::{Instance, InstanceList, Step};
 use crate::client::{ClientRequest, ClientResponse};
 use crate::clock::ManualClock;
 use crate::context::Address;
@@ -495,18 +495,35 @@ fn a_cancelled_instance_probe_frees_its_slot() {
 fn instance_breakers_stay_as_many_as_the_instances() {
     let clock = ManualClock::new();
     let breakers = instances(&clock);
-    let list =
-        |g: u16| -> Vec<Instance> { (0..5).map(|i| Instance::new(addr(g * 5 + i))).collect() };
+    let five = |g: u16| (0..5).map(move |i| Instance::new(addr(g * 5 + i)));
+    // Lists of their own (a pass over the breakers each) and versions of one list
+    // (the steps that removed instances drop their breakers).
+    let mut changed = InstanceList::new(five(0));
     for g in 0..200 {
-        let current = list(g);
-        breakers.retain(&current);
-        for i in &current {
+        let current = if g % 2 == 0 {
+            InstanceList::new(five(g))
+        } else {
+            let removed = changed.iter().map(|i| Step::Remove(i.address.clone()));
+            let steps: Vec<Step> = removed.chain(five(g).map(Step::put)).collect();
+            changed = changed.apply(steps).unwrap();
+            changed.clone()
+        };
+        breakers.follow(&current);
+        for i in current.iter() {
             attempt(&breakers, &i.address, g % 3 == 0);
         }
         assert!(breakers.len() <= 10, "{} breakers", breakers.len());
     }
-    let last = list(199);
-    breakers.retain(&last[..4]);
+    let last = changed.to_vec();
+    breakers.follow(&changed);
+    assert_eq!(breakers.len(), 5);
+    let four = changed
+        .apply([Step::Remove(last[4].address.clone())])
+        .unwrap();
+    breakers.follow(&four);
+    assert_eq!(breakers.len(), 4);
+    // An older version changes nothing.
+    breakers.follow(&changed);
     assert_eq!(breakers.len(), 4);
     breakers.forget(&last[0].address);
     assert_eq!(breakers.len(), 3);
@@ -526,7 +543,7 @@ fn a_breaker_dropped_while_open_comes_back_closed() {
     assert!(!breakers.is_available(&a));
     // `a` leaves discovery's list: its open breaker goes, and the shortcut that skips
     // the map while every breaker is closed works again.
-    breakers.retain(&[Instance::new(b.clone())]);
+    breakers.follow(&InstanceList::new([Instance::new(b.clone())]));
     assert_eq!(breakers.len(), 1);
     assert_eq!(breakers.state(&a), BreakerState::Closed);
     assert!(breakers.is_available(&a));
@@ -540,47 +557,4 @@ fn a_breaker_dropped_while_open_comes_back_closed() {
     attempt(&breakers, &a, true);
     assert_eq!(breakers.state(&a), BreakerState::Open);
     assert_eq!(breakers.not_closed(), 1);
-}
-
-#[test]
-fn a_breaker_found_by_its_index_in_the_list_is_the_one_of_its_address() {
-    let clock = ManualClock::new();
-    let breakers = instances(&clock);
-    let (a, b, c) = (addr(1), addr(2), addr(3));
-    let first: Arc<[Instance]> = [a.clone(), b.clone()].map(Instance::new).into();
-    for _ in 0..10 {
-        let permit = breakers.allow_listed(&first, 1).expect("closed");
-        permit.record(true);
-    }
-    // The failures went to `b`'s breaker, the one its address finds.
-    assert_eq!(breakers.state(&b), BreakerState::Open);
-    assert_eq!(breakers.state(&a), BreakerState::Closed);
-    assert!(breakers.allow(&b).is_none());
-    assert!(breakers.allow_listed(&first, 0).is_some());
-    assert!(
-        breakers.allow_listed(&first, 2).is_none(),
-        "past the list's end"
-    );
-
-    // Discovery hands out a new list, in another order: indexes follow it.
-    let second: Arc<[Instance]> = [b.clone(), c.clone()].map(Instance::new).into();
-    assert!(
-        breakers.allow_listed(&second, 0).is_none(),
-        "b is still open"
-    );
-    let permit = breakers.allow_listed(&second, 1).expect("c is new, closed");
-    permit.record(false);
-    // As before the balancer's next pick.
-    breakers.retain(&second);
-    assert_eq!(breakers.len(), 2, "a left with the first list");
-
-    // A breaker dropped from the map is not reached through the old listing: the
-    // first list (stale now) finds a new, closed breaker for `b` once `b` is dropped.
-    breakers.forget(&b);
-    assert_eq!(breakers.not_closed(), 0);
-    assert!(
-        breakers.allow_listed(&second, 0).is_some(),
-        "b comes back closed"
-    );
-    assert_eq!(breakers.state(&b), BreakerState::Closed);
 }

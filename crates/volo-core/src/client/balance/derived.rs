@@ -1,0 +1,281 @@
+//! State a balancer derives from discovery's list (a weight table, a ring, the list
+//! split by locality), kept in step with the list by applying its changes.
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::{Arc, PoisonError, RwLock};
+
+use crate::context::Address;
+use crate::registry::{Instance, InstanceList, Step};
+
+/// State derived from an instance list that follows the list's changes step by step.
+pub(super) trait Follow: Send + Sync {
+    /// The state of `list`, from scratch.
+    fn derive(list: &InstanceList) -> Self;
+
+    /// The list changed by `step`.
+    fn apply(&mut self, step: &Step);
+}
+
+/// How many lineages of lists states are kept for: discovery's list, and the two
+/// sides of it a [`LocalFirst`](super::LocalFirst) gives the balancer it wraps, and
+/// one to spare.
+const SLOTS: usize = 4;
+
+/// A balancer's state for the lists it is given, one per lineage
+/// ([`InstanceList::lineage`]) for the last [`SLOTS`] lineages.
+///
+/// A pick given the version of the list the state is at (nearly every pick) takes a
+/// shared lock and uses it. Given a newer version, the pick brings the state up to it
+/// by the steps between the two ([`InstanceList::steps_since`]), at the cost of the
+/// change; only a list too far ahead, or of a lineage not kept, derives it again. A
+/// pick given an older version than the state's (it loaded discovery's list just
+/// before a change) uses the newer state as it is.
+#[derive(Debug)]
+pub(super) struct Derived<S> {
+    slots: [Slot<S>; SLOTS],
+    /// The slot the next lineage takes (oldest first), modulo [`SLOTS`].
+    next: AtomicUsize,
+}
+
+#[derive(Debug)]
+struct Slot<S> {
+    /// The lineage it holds (0: none), read without the lock to find the slot.
+    lineage: AtomicU64,
+    kept: RwLock<Option<Kept<S>>>,
+}
+
+#[derive(Debug)]
+struct Kept<S> {
+    lineage: u64,
+    /// The version of the list the state is at.
+    id: u64,
+    state: S,
+}
+
+impl<S> Default for Derived<S> {
+    fn default() -> Self {
+        Derived {
+            slots: std::array::from_fn(|_| Slot {
+                lineage: AtomicU64::new(0),
+                kept: RwLock::new(None),
+            }),
+            next: AtomicUsize::new(0),
+        }
+    }
+}
+
+impl<S: Follow> Derived<S> {
+    /// `f` of the state of `list`.
+    pub(super) fn with<R>(&self, list: &InstanceList, f: impl FnOnce(&S) -> R) -> R {
+        let lineage = list.lineage();
+        let current = |k: &Kept<S>| k.lineage == lineage && k.id >= list.id();
+        let slot = self
+            .slots
+            .iter()
+            .find(|s| s.lineage.load(Ordering::Acquire) == lineage);
+        if let Some(slot) = slot {
+            {
+                let kept = slot.kept.read().unwrap_or_else(PoisonError::into_inner);
+                if let Some(k) = kept.as_ref().filter(|k| current(k)) {
+                    return f(&k.state);
+                }
+            }
+            let mut kept = slot.kept.write().unwrap_or_else(PoisonError::into_inner);
+            if let Some(k) = kept.as_mut().filter(|k| k.lineage == lineage) {
+                if k.id < list.id() {
+                    catch_up(k, list);
+                }
+                return f(&k.state);
+            }
+        }
+        self.derive(list, f)
+    }
+
+    /// Derives the state of `list` into the oldest slot.
+    #[cold]
+    fn derive<R>(&self, list: &InstanceList, f: impl FnOnce(&S) -> R) -> R {
+        let at = self.next.fetch_add(1, Ordering::Relaxed) % SLOTS;
+        let slot = &self.slots[at];
+        let mut kept = slot.kept.write().unwrap_or_else(PoisonError::into_inner);
+        let k = kept.insert(Kept {
+            lineage: list.lineage(),
+            id: list.id(),
+            state: S::derive(list),
+        });
+        slot.lineage.store(list.lineage(), Ordering::Release);
+        f(&k.state)
+    }
+}
+
+/// Brings `k` up to `list` by the steps between them, or derives it again.
+fn catch_up<S: Follow>(k: &mut Kept<S>, list: &InstanceList) {
+    match list.steps_since(k.id) {
+        Some(steps) => {
+            for step in steps {
+                k.state.apply(step);
+            }
+        }
+        None => k.state = S::derive(list),
+    }
+    k.id = list.id();
+}
+
+/// Instances in an array without gaps, found by address: one that leaves takes the
+/// last one's place. What the balancers that pick by position keep.
+#[derive(Debug, Default)]
+pub(super) struct Dense {
+    items: Vec<Arc<Instance>>,
+    at: HashMap<Address, usize, foldhash::fast::RandomState>,
+}
+
+impl Dense {
+    /// The instances of `list` for which `keep` holds, in the list's order.
+    pub(super) fn of(list: &InstanceList, keep: impl Fn(&Instance) -> bool) -> Dense {
+        let mut dense = Dense::default();
+        for i in list.in_order() {
+            if keep(i) {
+                dense.put(Arc::clone(i));
+            }
+        }
+        dense
+    }
+
+    /// Lists `instance` (in place of the one at its address, if any).
+    pub(super) fn put(&mut self, instance: Arc<Instance>) {
+        match self.at.get(&instance.address) {
+            Some(&at) => self.items[at] = instance,
+            None => {
+                self.at.insert(instance.address.clone(), self.items.len());
+                self.items.push(instance);
+            }
+        }
+    }
+
+    /// Takes the instance at `address` out; whether one was there.
+    pub(super) fn remove(&mut self, address: &Address) -> bool {
+        let Some(at) = self.at.remove(address) else {
+            return false;
+        };
+        self.items.swap_remove(at);
+        if let Some(moved) = self.items.get(at) {
+            self.at.insert(moved.address.clone(), at);
+        }
+        true
+    }
+
+    /// `step`, for the instances for which `keep` holds.
+    pub(super) fn apply(&mut self, step: &Step, keep: impl Fn(&Instance) -> bool) {
+        match step {
+            Step::Put(i) if keep(i) => self.put(Arc::clone(i)),
+            _ => {
+                self.remove(step.address());
+            }
+        }
+    }
+
+    pub(super) fn len(&self) -> usize {
+        self.items.len()
+    }
+
+    pub(super) fn is_empty(&self) -> bool {
+        self.items.is_empty()
+    }
+
+    /// The instance at `address`.
+    pub(super) fn find(&self, address: &Address) -> Option<&Arc<Instance>> {
+        self.at.get(address).map(|&at| &self.items[at])
+    }
+
+    /// The `n`th instance (`n` below [`len`](Self::len)).
+    pub(super) fn get(&self, n: usize) -> &Arc<Instance> {
+        &self.items[n]
+    }
+}
+
+/// A number below `n` from a uniform `r` (the high bits of `r * n`: no division).
+pub(super) fn below(r: u64, n: usize) -> usize {
+    ((u128::from(r) * n as u128) >> 64) as usize
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::atomic::AtomicUsize;
+
+    use super::*;
+    use crate::client::balance::tests::inst;
+
+    /// The sum of the weights, counting how often it was derived from scratch.
+    #[derive(Debug)]
+    struct Total(u64);
+
+    static DERIVED: AtomicUsize = AtomicUsize::new(0);
+
+    impl Follow for Total {
+        fn derive(list: &InstanceList) -> Self {
+            DERIVED.fetch_add(1, Ordering::Relaxed);
+            Total(list.iter().map(|i| u64::from(i.weight)).sum())
+        }
+
+        fn apply(&mut self, _step: &Step) {
+            // Not the sum: the tests below check which path was taken.
+            self.0 += 1_000_000;
+        }
+    }
+
+    #[test]
+    fn newer_versions_are_reached_by_steps_and_other_lineages_derived() {
+        let derived: Derived<Total> = Derived::default();
+        let total = |l: &InstanceList| derived.with(l, |t| t.0);
+        let before = DERIVED.load(Ordering::Relaxed);
+        let a = InstanceList::new([inst(1, 10), inst(2, 20)]);
+        assert_eq!(total(&a), 30);
+        let b = a.apply([Step::put(inst(3, 5))]).unwrap();
+        let c = b.apply([Step::Remove(inst(1, 0).address)]).unwrap();
+        assert_eq!(total(&c), 2_000_030, "two steps applied, nothing derived");
+        assert_eq!(
+            total(&b),
+            2_000_030,
+            "an older version uses the newer state"
+        );
+        assert_eq!(DERIVED.load(Ordering::Relaxed) - before, 1);
+        // Another lineage takes another slot; the first stays.
+        let other = InstanceList::new([inst(9, 1)]);
+        assert_eq!(total(&other), 1);
+        assert_eq!(total(&c), 2_000_030);
+        // Beyond the slots the oldest lineage goes and is derived again.
+        for w in 0..SLOTS as u32 {
+            total(&InstanceList::new([inst(9, w)]));
+        }
+        assert_eq!(total(&c), 25);
+    }
+
+    #[test]
+    fn a_dense_array_fills_the_gap_a_removed_instance_leaves() {
+        let mut d = Dense::of(
+            &InstanceList::new([inst(1, 1), inst(2, 0), inst(3, 1), inst(4, 1)]),
+            |i| i.weight > 0,
+        );
+        let ports = |d: &Dense| {
+            (0..d.len())
+                .map(|n| d.get(n).address.to_string())
+                .collect::<Vec<_>>()
+        };
+        assert_eq!(ports(&d), ["127.0.0.1:1", "127.0.0.1:3", "127.0.0.1:4"]);
+        assert!(d.remove(&inst(1, 0).address) && !d.remove(&inst(1, 0).address));
+        assert_eq!(ports(&d), ["127.0.0.1:4", "127.0.0.1:3"]);
+        d.apply(&Step::put(inst(3, 0)), |i| i.weight > 0);
+        d.apply(&Step::put(inst(5, 7)), |i| i.weight > 0);
+        assert_eq!(ports(&d), ["127.0.0.1:4", "127.0.0.1:5"]);
+        assert!(d.remove(&inst(5, 0).address));
+        assert!(d.remove(&inst(4, 0).address) && d.is_empty());
+    }
+
+    #[test]
+    fn below_spreads_over_the_range() {
+        assert_eq!(below(0, 10), 0);
+        assert_eq!(below(u64::MAX, 10), 9);
+        assert_eq!(below(u64::MAX / 2, 10), 4);
+        assert_eq!(below(12345, 1), 0);
+    }
+}
