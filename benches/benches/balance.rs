@@ -29,9 +29,12 @@ fn instance(i: usize, weight: u32) -> Instance {
     inst
 }
 
-/// `n` instances on distinct TCP addresses, weights 50 to 149.
+/// `n` instances on distinct TCP addresses, weights 50 to 149 spread alike at every
+/// size (the 10 of the smallest fleet are 50, 87, 124, 61... not 50 to 59).
 fn fleet(n: usize) -> InstanceList {
-    (0..n).map(|i| instance(i, 50 + (i % 100) as u32)).collect()
+    (0..n)
+        .map(|i| instance(i, 50 + (i * 37 % 100) as u32))
+        .collect()
 }
 
 /// Every balancer, by name.
@@ -69,6 +72,18 @@ fn bench(c: &mut Criterion) {
 
     let mut group = c.benchmark_group("apply_one_change");
     for n in SIZES {
+        // The list's part alone: its new version made by one step.
+        let mut list = fleet(n);
+        let mut turn = 0usize;
+        group.bench_function(BenchmarkId::new("list_only", n), |b| {
+            b.iter(|| {
+                turn += 1;
+                let weight = 1 + (turn / n % 2) as u32;
+                let step = Step::put(instance(turn % n, weight));
+                list = list.apply([step]).expect("a change");
+                black_box(list.len())
+            })
+        });
         for (name, lb) in balancers() {
             let mut list = fleet(n);
             lb.pick(&list, Some(1));

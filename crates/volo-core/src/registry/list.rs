@@ -11,8 +11,9 @@
 //! ([`InstanceList::steps_since`]), at the cost of the change.
 
 use std::fmt;
-use std::sync::Arc;
+use std::hash::{BuildHasher, BuildHasherDefault, Hasher};
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, OnceLock};
 
 use imbl::GenericHashMap;
 use imbl::shared_ptr::DefaultSharedPtr;
@@ -57,7 +58,114 @@ fn next_id() -> u64 {
     NEXT_ID.fetch_add(1, Ordering::Relaxed)
 }
 
-type Map = GenericHashMap<Address, Entry, foldhash::fast::RandomState, DefaultSharedPtr>;
+/// The instances by the hash of their address. A new version copies the nodes on
+/// the path to what changed, 32 slots a node; a slot is a `u64` and one `Arc` (no
+/// address, no instance), so that copy, and the drop of the old nodes, stay cheap.
+#[derive(Clone, Default)]
+struct ByAddress {
+    map: GenericHashMap<u64, Bucket, BuildHasherDefault<Identity>, DefaultSharedPtr>,
+    len: usize,
+}
+
+/// The entries whose addresses share one hash: one, but for a 64-bit collision.
+type Bucket = Arc<[Entry]>;
+
+/// The hash of an address, the same for every list of the process.
+fn hash(address: &Address) -> u64 {
+    static STATE: OnceLock<foldhash::fast::FixedState> = OnceLock::new();
+    STATE
+        .get_or_init(|| foldhash::fast::FixedState::with_seed(crate::random::random_seed()))
+        .hash_one(address)
+}
+
+/// Keys that are hashes already.
+#[derive(Default)]
+struct Identity(u64);
+
+impl Hasher for Identity {
+    fn finish(&self) -> u64 {
+        self.0
+    }
+
+    fn write(&mut self, bytes: &[u8]) {
+        // Only `u64` keys are hashed with it (`write_u64`); anything else is folded.
+        for b in bytes {
+            self.0 = self.0.rotate_left(8) ^ u64::from(*b);
+        }
+    }
+
+    fn write_u64(&mut self, n: u64) {
+        self.0 = n;
+    }
+}
+
+impl ByAddress {
+    fn get(&self, address: &Address) -> Option<&Entry> {
+        self.get_at(hash(address), address)
+    }
+
+    fn insert(&mut self, entry: Entry) {
+        self.insert_at(hash(&entry.instance.address), entry);
+    }
+
+    fn remove(&mut self, address: &Address) -> bool {
+        self.remove_at(hash(address), address)
+    }
+
+    /// The entry at `address`, whose hash is `h`.
+    fn get_at(&self, h: u64, address: &Address) -> Option<&Entry> {
+        let bucket = self.map.get(&h)?;
+        bucket.iter().find(|e| e.instance.address == *address)
+    }
+
+    /// Puts `entry` (whose address hashes to `h`) in place of the one at its
+    /// address, if any.
+    fn insert_at(&mut self, h: u64, entry: Entry) {
+        let bucket: Bucket = match self.map.get(&h) {
+            None => {
+                self.len += 1;
+                Arc::from([entry])
+            }
+            Some(old) => {
+                let mut all: Vec<Entry> = old
+                    .iter()
+                    .filter(|e| e.instance.address != entry.instance.address)
+                    .cloned()
+                    .collect();
+                self.len += 1 + all.len() - old.len();
+                all.push(entry);
+                all.into()
+            }
+        };
+        self.map.insert(h, bucket);
+    }
+
+    /// Takes the entry at `address` (which hashes to `h`) out; whether there was one.
+    fn remove_at(&mut self, h: u64, address: &Address) -> bool {
+        let Some(old) = self.map.get(&h) else {
+            return false;
+        };
+        let left: Vec<Entry> = old
+            .iter()
+            .filter(|e| e.instance.address != *address)
+            .cloned()
+            .collect();
+        if left.len() == old.len() {
+            return false;
+        }
+        self.len -= 1;
+        if left.is_empty() {
+            self.map.remove(&h);
+        } else {
+            self.map.insert(h, left.into());
+        }
+        true
+    }
+
+    fn values(&self) -> impl Iterator<Item = &Entry> + '_ {
+        self.map.values().flat_map(|b| b.iter())
+    }
+}
 
 /// A service's instances, one per address, as one shared value.
 ///
@@ -77,7 +185,7 @@ pub struct InstanceList(Arc<Inner>);
 struct Inner {
     id: u64,
     lineage: u64,
-    by_address: Map,
+    by_address: ByAddress,
     /// The place the next new instance takes in the listing order.
     next_seq: u64,
     /// The steps that made this version, and the versions before it, newest last.
@@ -135,18 +243,17 @@ impl InstanceList {
     /// A list of `instances`, a lineage of its own; of several at one address the
     /// first is kept.
     pub fn new(instances: impl IntoIterator<Item = Instance>) -> Self {
-        let mut by_address = Map::default();
+        let mut by_address = ByAddress::default();
         let mut next_seq = 0;
         for instance in instances {
-            if by_address.contains_key(&instance.address) {
+            if by_address.get(&instance.address).is_some() {
                 continue;
             }
-            let entry = Entry {
+            by_address.insert(Entry {
                 seq: next_seq,
                 instance: Arc::new(instance),
-            };
+            });
             next_seq += 1;
-            by_address.insert(entry.instance.address.clone(), entry);
         }
         let id = next_id();
         InstanceList(Arc::new(Inner {
@@ -171,12 +278,12 @@ impl InstanceList {
 
     /// How many instances it lists.
     pub fn len(&self) -> usize {
-        self.0.by_address.len()
+        self.0.by_address.len
     }
 
     /// Whether it lists none.
     pub fn is_empty(&self) -> bool {
-        self.0.by_address.is_empty()
+        self.0.by_address.len == 0
     }
 
     /// The instance at `address`.
@@ -186,7 +293,7 @@ impl InstanceList {
 
     /// Whether an instance is listed at `address`.
     pub fn contains(&self, address: &Address) -> bool {
-        self.0.by_address.contains_key(address)
+        self.0.by_address.get(address).is_some()
     }
 
     /// The instances, in no particular order (see [`in_order`](Self::in_order)).
@@ -216,23 +323,24 @@ impl InstanceList {
         let mut made = Vec::new();
         for step in steps {
             let changed = match &step {
-                Step::Put(instance) => match by_address.get_mut(&instance.address) {
-                    Some(e) if *e.instance == **instance => false,
-                    Some(e) => {
-                        e.instance = Arc::clone(instance);
-                        true
-                    }
-                    None => {
-                        let entry = Entry {
-                            seq: next_seq,
+                Step::Put(instance) => {
+                    let seq = match by_address.get(&instance.address) {
+                        Some(e) if *e.instance == **instance => None,
+                        Some(e) => Some(e.seq),
+                        None => {
+                            next_seq += 1;
+                            Some(next_seq - 1)
+                        }
+                    };
+                    if let Some(seq) = seq {
+                        by_address.insert(Entry {
+                            seq,
                             instance: Arc::clone(instance),
-                        };
-                        next_seq += 1;
-                        by_address.insert(instance.address.clone(), entry);
-                        true
+                        });
                     }
-                },
-                Step::Remove(address) => by_address.remove(address).is_some(),
+                    seq.is_some()
+                }
+                Step::Remove(address) => by_address.remove(address),
             };
             if changed {
                 made.push(step);
@@ -396,6 +504,27 @@ mod tests {
         assert_eq!(list.steps_since(back).unwrap().count(), HISTORY);
         assert!(list.steps_since(ids[ids.len() - 2 - HISTORY]).is_none());
         assert_eq!(list.0.history.len(), HISTORY);
+    }
+
+    #[test]
+    fn addresses_of_one_hash_share_a_bucket_and_stay_apart() {
+        let entry = |port, weight| Entry {
+            seq: u64::from(port),
+            instance: Arc::new(inst(port, weight)),
+        };
+        let (a, b) = (inst(1, 0).address, inst(2, 0).address);
+        let mut map = ByAddress::default();
+        map.insert_at(7, entry(1, 10));
+        map.insert_at(7, entry(2, 20));
+        map.insert_at(7, entry(1, 11));
+        assert_eq!(map.len, 2);
+        assert_eq!(map.get_at(7, &a).map(|e| e.instance.weight), Some(11));
+        assert_eq!(map.get_at(7, &b).map(|e| e.instance.weight), Some(20));
+        assert_eq!(map.values().count(), 2);
+        assert!(map.remove_at(7, &a) && !map.remove_at(7, &a));
+        assert!(map.get_at(7, &a).is_none() && map.get_at(7, &b).is_some());
+        assert!(map.remove_at(7, &b));
+        assert_eq!((map.len, map.map.len()), (0, 0));
     }
 
     #[test]

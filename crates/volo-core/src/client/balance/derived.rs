@@ -3,7 +3,7 @@
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
-use std::sync::{Arc, PoisonError, RwLock};
+use std::sync::{PoisonError, RwLock};
 
 use crate::context::Address;
 use crate::registry::{Instance, InstanceList, Step};
@@ -123,10 +123,22 @@ fn catch_up<S: Follow>(k: &mut Kept<S>, list: &InstanceList) {
 
 /// Instances in an array without gaps, found by address: one that leaves takes the
 /// last one's place. What the balancers that pick by position keep.
+///
+/// An instance's address and weight are kept in the array itself, not behind the
+/// instance's `Arc`: a pick reads one entry of a compact array (48 bytes an
+/// instance: 480 KB for 10,000, within a core's L2 cache here) rather than chasing a
+/// pointer to wherever the instance was allocated.
 #[derive(Debug, Default)]
 pub(super) struct Dense {
-    items: Vec<Arc<Instance>>,
+    items: Vec<Member>,
     at: HashMap<Address, usize, foldhash::fast::RandomState>,
+}
+
+/// What a pick reads of an instance.
+#[derive(Debug, Clone)]
+pub(super) struct Member {
+    pub(super) address: Address,
+    pub(super) weight: u32,
 }
 
 impl Dense {
@@ -135,19 +147,23 @@ impl Dense {
         let mut dense = Dense::default();
         for i in list.in_order() {
             if keep(i) {
-                dense.put(Arc::clone(i));
+                dense.put(i);
             }
         }
         dense
     }
 
     /// Lists `instance` (in place of the one at its address, if any).
-    pub(super) fn put(&mut self, instance: Arc<Instance>) {
+    pub(super) fn put(&mut self, instance: &Instance) {
+        let member = Member {
+            address: instance.address.clone(),
+            weight: instance.weight,
+        };
         match self.at.get(&instance.address) {
-            Some(&at) => self.items[at] = instance,
+            Some(&at) => self.items[at] = member,
             None => {
                 self.at.insert(instance.address.clone(), self.items.len());
-                self.items.push(instance);
+                self.items.push(member);
             }
         }
     }
@@ -167,7 +183,7 @@ impl Dense {
     /// `step`, for the instances for which `keep` holds.
     pub(super) fn apply(&mut self, step: &Step, keep: impl Fn(&Instance) -> bool) {
         match step {
-            Step::Put(i) if keep(i) => self.put(Arc::clone(i)),
+            Step::Put(i) if keep(i) => self.put(i),
             _ => {
                 self.remove(step.address());
             }
@@ -183,12 +199,12 @@ impl Dense {
     }
 
     /// The instance at `address`.
-    pub(super) fn find(&self, address: &Address) -> Option<&Arc<Instance>> {
+    pub(super) fn find(&self, address: &Address) -> Option<&Member> {
         self.at.get(address).map(|&at| &self.items[at])
     }
 
     /// The `n`th instance (`n` below [`len`](Self::len)).
-    pub(super) fn get(&self, n: usize) -> &Arc<Instance> {
+    pub(super) fn get(&self, n: usize) -> &Member {
         &self.items[n]
     }
 }

@@ -111,7 +111,7 @@ fn class_of(w: u32) -> usize {
 impl Classes {
     fn put(&mut self, i: &Arc<Instance>) {
         let c = class_of(i.weight);
-        self.class[c].put(Arc::clone(i));
+        self.class[c].put(i);
         self.totals[c] += u64::from(i.weight);
         self.total += u64::from(i.weight);
     }

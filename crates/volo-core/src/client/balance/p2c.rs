@@ -4,9 +4,9 @@ use std::collections::HashMap;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{PoisonError, RwLock};
 
-use super::derived::{Derived, below};
+use super::derived::{Derived, Member, below};
 use super::round_robin::Usable;
-use super::{Instance, InstanceList, LoadBalance};
+use super::{InstanceList, LoadBalance};
 use crate::context::Address;
 use crate::random::{Xorshift, random_seed};
 
@@ -76,7 +76,7 @@ impl PowerOfTwoChoices {
 }
 
 /// An instance's address and weight, taken out of the balancer's state.
-fn taken(i: &Instance) -> (Address, u32) {
+fn taken(i: &Member) -> (Address, u32) {
     (i.address.clone(), i.weight)
 }
 

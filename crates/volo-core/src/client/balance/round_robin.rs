@@ -4,7 +4,7 @@
 use std::cmp::Reverse;
 use std::collections::{BinaryHeap, HashMap};
 use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex, PoisonError};
+use std::sync::{Mutex, PoisonError};
 
 use super::derived::{Dense, Derived, Follow};
 use super::{Instance, InstanceList, LoadBalance, Step};
@@ -71,18 +71,19 @@ impl LoadBalance for RoundRobin {
 /// up to, divided by their greatest common divisor) each instance is picked as many
 /// times as its weight, and its picks are spread over the cycle rather than bunched.
 ///
-/// Earliest deadline first (as Envoy does it): each instance has a deadline on a
-/// virtual clock, half its period (one over its weight) at first; a pick takes the
-/// instance of the earliest deadline (the one listed first on a tie), moves the clock
-/// to it and the instance's deadline on by its period. Weights 3, 2, 1 give
-/// `a b a c b a`. A pick costs O(log n) and so does a change of one instance: a new
-/// or reweighted instance starts half its period after the clock; one that leaves is
-/// dropped when it comes up (or when such leftovers outnumber the listed instances).
+/// Earliest deadline first (as Envoy does it), over groups of instances of one
+/// weight: each group has a deadline on a virtual clock, half its period (one over
+/// its weight times its size) at first; a pick takes the group of the earliest
+/// deadline (the one made first on a tie), the next of its instances in turn, moves
+/// the clock to the deadline and the deadline on by the period. Weights 3, 2, 1 give
+/// `a b a c b a`; weights 5, 1, 1 give `a b a a a c a`. A pick costs O(log g) for `g`
+/// distinct weights (a fleet of one weight is a plain round robin), and a change of
+/// one instance the same. A group that gains or loses an instance keeps its next
+/// deadline and moves on by its new period from there.
 ///
-/// This is not nginx's smooth weighted round robin, whose picks cost O(n): its
-/// sequences differ in the order of ties (weights 5, 1, 1: nginx `a a b a c a a`,
-/// this `a a a b c a a`), and the shares per cycle are the same.
-/// Weight 0 instances are never picked.
+/// This is not nginx's smooth weighted round robin, whose picks cost O(n) in the
+/// number of instances: the order within a cycle may differ, the shares per cycle
+/// are the same. Weight 0 instances are never picked.
 #[derive(Debug, Default)]
 pub struct WeightedRoundRobin {
     state: Derived<Mutex<Deadlines>>,
@@ -92,13 +93,15 @@ pub struct WeightedRoundRobin {
 /// over the weight) is exact enough for any `u32` weight.
 const SCALE: u128 = 1 << 40;
 
-/// The instances by deadline.
+/// The groups of instances by weight, and their deadlines.
 #[derive(Debug, Default)]
 struct Deadlines {
+    groups: HashMap<u32, Group, foldhash::fast::RandomState>,
+    /// The weight each listed instance has here (to find its group when it changes).
+    weight_of: HashMap<Address, u32, foldhash::fast::RandomState>,
+    /// One entry per group that counts, and entries of groups that emptied (dropped
+    /// when they come up, or when they outnumber the groups).
     heap: BinaryHeap<Reverse<Due>>,
-    /// The entry of each listed instance that counts (older entries are left in the
-    /// heap and dropped when they come up).
-    live: HashMap<Address, u64, foldhash::fast::RandomState>,
     /// The virtual clock: the deadline of the last pick.
     now: u128,
     /// Entries made so far: each one's number, which also breaks ties (the one made
@@ -106,70 +109,81 @@ struct Deadlines {
     made: u64,
 }
 
-#[derive(Debug)]
+/// The instances of one weight, taken in turn.
+#[derive(Debug, Default)]
+struct Group {
+    members: Dense,
+    turn: usize,
+    /// Its entry in the heap.
+    entry: u64,
+}
+
+#[derive(Debug, PartialEq, Eq, PartialOrd, Ord)]
 struct Due {
     deadline: u128,
     entry: u64,
-    instance: Arc<Instance>,
-}
-
-impl PartialEq for Due {
-    fn eq(&self, other: &Due) -> bool {
-        (self.deadline, self.entry) == (other.deadline, other.entry)
-    }
-}
-
-impl Eq for Due {}
-
-impl PartialOrd for Due {
-    fn partial_cmp(&self, other: &Due) -> Option<std::cmp::Ordering> {
-        Some(self.cmp(other))
-    }
-}
-
-impl Ord for Due {
-    fn cmp(&self, other: &Due) -> std::cmp::Ordering {
-        (self.deadline, self.entry).cmp(&(other.deadline, other.entry))
-    }
-}
-
-fn period(weight: u32) -> u128 {
-    SCALE / u128::from(weight)
+    weight: u32,
 }
 
 impl Deadlines {
-    /// Lists `instance` (weight above 0) from now on, half its period after the clock.
-    fn put(&mut self, instance: Arc<Instance>) {
-        let entry = self.made;
-        self.made += 1;
-        self.live.insert(instance.address.clone(), entry);
-        self.heap.push(Reverse(Due {
-            deadline: self.now + period(instance.weight) / 2,
-            entry,
-            instance,
-        }));
+    /// Lists `instance` (weight above 0) in the group of its weight; a new group's
+    /// deadline is half its period after the clock.
+    fn put(&mut self, instance: &Instance) {
+        let w = instance.weight;
+        self.weight_of.insert(instance.address.clone(), w);
+        let group = self.groups.entry(w).or_default();
+        group.members.put(instance);
+        if group.members.len() == 1 {
+            group.entry = self.made;
+            self.made += 1;
+            self.heap.push(Reverse(Due {
+                deadline: self.now + SCALE / u128::from(w) / 2,
+                entry: group.entry,
+                weight: w,
+            }));
+        }
     }
 
-    /// Drops the entries of instances no longer listed, when they outnumber the
-    /// listed ones (so the heap stays within twice the list, plus 16).
+    /// Takes the instance at `address` out of its group.
+    fn remove(&mut self, address: &Address) {
+        let Some(w) = self.weight_of.remove(address) else {
+            return;
+        };
+        if let Some(group) = self.groups.get_mut(&w) {
+            group.members.remove(address);
+            if group.members.is_empty() {
+                self.groups.remove(&w);
+                self.compact();
+            }
+        }
+    }
+
+    /// Drops the entries of groups that emptied, once they outnumber the groups.
     fn compact(&mut self) {
-        if self.heap.len() <= 2 * self.live.len() + 16 {
+        if self.heap.len() <= 2 * self.groups.len() + 16 {
             return;
         }
-        let live = &self.live;
+        let groups = &self.groups;
         self.heap
-            .retain(|Reverse(d)| live.get(&d.instance.address) == Some(&d.entry));
+            .retain(|Reverse(d)| groups.get(&d.weight).is_some_and(|g| g.entry == d.entry));
     }
 
     fn pick(&mut self) -> Option<Address> {
         loop {
             let Reverse(mut due) = self.heap.pop()?;
-            if self.live.get(&due.instance.address) != Some(&due.entry) {
+            let Some(group) = self
+                .groups
+                .get_mut(&due.weight)
+                .filter(|g| g.entry == due.entry)
+            else {
                 continue;
-            }
+            };
+            let n = group.members.len();
+            let member = group.members.get(group.turn % n);
+            group.turn = group.turn.wrapping_add(1);
             self.now = due.deadline;
-            due.deadline += period(due.instance.weight);
-            let address = due.instance.address.clone();
+            due.deadline += SCALE / (u128::from(due.weight) * n as u128);
+            let address = member.address.clone();
             self.heap.push(Reverse(due));
             return Some(address);
         }
@@ -181,21 +195,33 @@ impl Follow for Mutex<Deadlines> {
         let mut d = Deadlines::default();
         for i in list.in_order() {
             if i.weight > 0 {
-                d.put(Arc::clone(i));
+                d.put(i);
             }
         }
+        // Each group is first due half its period in, its period as the list has it
+        // (its members came one by one above).
+        let mut firsts: Vec<Due> = d
+            .groups
+            .iter()
+            .map(|(&weight, g)| Due {
+                deadline: SCALE / (u128::from(weight) * g.members.len() as u128) / 2,
+                entry: g.entry,
+                weight,
+            })
+            .collect();
+        firsts.sort_unstable_by_key(|f| f.entry);
+        d.heap = firsts.into_iter().map(Reverse).collect();
         Mutex::new(d)
     }
 
     fn apply(&mut self, step: &Step) {
         let d = self.get_mut().unwrap_or_else(PoisonError::into_inner);
-        match step {
-            Step::Put(i) if i.weight > 0 => d.put(Arc::clone(i)),
-            _ => {
-                d.live.remove(step.address());
-            }
+        d.remove(step.address());
+        if let Step::Put(i) = step
+            && i.weight > 0
+        {
+            d.put(i);
         }
-        d.compact();
     }
 }
 
@@ -276,12 +302,18 @@ mod tests {
         for _ in 0..3 {
             assert_eq!(picks(&lb, &list, 6), [0, 1, 0, 2, 1, 0]);
         }
-        // Weights 5, 1, 1: exact shares each cycle of 7.
+        // Weights 5, 1, 1: the two of weight 1 take turns in their group (period
+        // 1/2, first due at 1/4), spread between the picks of the first.
         let lb = WeightedRoundRobin::new();
         let list = InstanceList::new([inst(1, 5), inst(2, 1), inst(3, 1)]);
         for _ in 0..3 {
-            assert_eq!(picks(&lb, &list, 7), [0, 0, 0, 1, 2, 0, 0]);
+            assert_eq!(picks(&lb, &list, 7), [0, 1, 0, 0, 0, 2, 0]);
         }
+        // One weight: a plain round robin.
+        let lb = WeightedRoundRobin::new();
+        let list: InstanceList = (1..=4).map(|p| inst(p, 7)).collect();
+        let seq = picks(&lb, &list, 12);
+        assert_eq!(seq, [0, 1, 2, 3, 0, 1, 2, 3, 0, 1, 2, 3]);
     }
 
     #[test]
@@ -317,17 +349,22 @@ mod tests {
         picks(&lb, &new, 6);
         let c = counts(&lb, &new, 600);
         assert_eq!(c, [200, 300, 100], "1, 3 and 4 in the list's order");
-        // Many changes: the heap stays near the list's size.
+        // Many changes, groups made and emptied: the heap stays near the number of
+        // groups, and the instances known near the list's size.
         let mut list = new;
         for p in 10..400u16 {
             list = list
-                .apply([Step::put(inst(p, 1)), Step::Remove(inst(p - 1, 0).address)])
+                .apply([
+                    Step::put(inst(p, u32::from(p))),
+                    Step::Remove(inst(p - 1, 0).address),
+                ])
                 .unwrap();
             lb.pick(&list, None);
         }
         lb.state.with(&list, |d| {
             let d = d.lock().unwrap();
-            assert!(d.heap.len() <= 2 * d.live.len() + 16, "{}", d.heap.len());
+            assert!(d.heap.len() <= 2 * d.groups.len() + 17, "{}", d.heap.len());
+            assert_eq!(d.weight_of.len(), list.len());
         });
     }
 }
