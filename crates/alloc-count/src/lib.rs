@@ -27,6 +27,9 @@ use std::sync::atomic::{AtomicU64, Ordering};
 /// Heap allocations made so far through [`CountingAlloc`].
 static ALLOCS: AtomicU64 = AtomicU64::new(0);
 
+/// Bytes handed out through [`CountingAlloc`] and not yet freed.
+static LIVE: AtomicU64 = AtomicU64::new(0);
+
 /// The system allocator, counting every `alloc`, `alloc_zeroed` and `realloc`.
 #[derive(Debug, Clone, Copy, Default)]
 pub struct CountingAlloc;
@@ -37,22 +40,32 @@ pub fn allocations() -> u64 {
     ALLOCS.load(Ordering::Relaxed)
 }
 
+/// Bytes allocated and not yet freed, by every thread (as requested: the allocator's
+/// own overhead per block is not in it; 0 unless [`CountingAlloc`] is the global
+/// allocator). What a structure holds is the difference across building it.
+pub fn live_bytes() -> u64 {
+    LIVE.load(Ordering::Relaxed)
+}
+
 // SAFETY: every method forwards to `System` with the caller's arguments unchanged, so
 // `System`'s guarantees are this allocator's; the counter touches no memory it hands out.
 unsafe impl GlobalAlloc for CountingAlloc {
     unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
         ALLOCS.fetch_add(1, Ordering::Relaxed);
+        LIVE.fetch_add(layout.size() as u64, Ordering::Relaxed);
         // SAFETY: the caller upholds `GlobalAlloc::alloc`'s contract, which we pass on.
         unsafe { System.alloc(layout) }
     }
 
     unsafe fn alloc_zeroed(&self, layout: Layout) -> *mut u8 {
         ALLOCS.fetch_add(1, Ordering::Relaxed);
+        LIVE.fetch_add(layout.size() as u64, Ordering::Relaxed);
         // SAFETY: as for `alloc`.
         unsafe { System.alloc_zeroed(layout) }
     }
 
     unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
+        LIVE.fetch_sub(layout.size() as u64, Ordering::Relaxed);
         // SAFETY: `ptr` came from this allocator, that is from `System`, with `layout`.
         unsafe { System.dealloc(ptr, layout) }
     }
@@ -60,7 +73,13 @@ unsafe impl GlobalAlloc for CountingAlloc {
     unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
         ALLOCS.fetch_add(1, Ordering::Relaxed);
         // SAFETY: `ptr` came from `System` with `layout`; the caller upholds the rest.
-        unsafe { System.realloc(ptr, layout, new_size) }
+        let moved = unsafe { System.realloc(ptr, layout, new_size) };
+        if !moved.is_null() {
+            // The old block is freed (or grown in place) only when realloc succeeds.
+            LIVE.fetch_add(new_size as u64, Ordering::Relaxed);
+            LIVE.fetch_sub(layout.size() as u64, Ordering::Relaxed);
+        }
+        moved
     }
 }
 
@@ -87,5 +106,25 @@ mod tests {
         assert!(allocations() > zeroed, "the zeroed allocation counts");
         assert!(z.iter().all(|&x| x == 0));
         assert_eq!(&v[..16], &[1; 16]);
+    }
+
+    /// Live bytes follow what is held: up by a block's size when it is made or grown,
+    /// back down when it is freed. (Other tests' threads allocate too, so the check
+    /// is on a block far larger than they hold.)
+    #[test]
+    fn live_bytes_follow_what_is_held() {
+        const BIG: usize = 64 << 20;
+        let before = live_bytes();
+        let mut v: Vec<u8> = Vec::with_capacity(BIG);
+        v.push(1);
+        let held = live_bytes();
+        assert!(
+            held >= before + BIG as u64 - (1 << 20),
+            "{before} -> {held}"
+        );
+        v.reserve_exact(2 * BIG);
+        assert!(live_bytes() >= held + BIG as u64, "the realloc grew it");
+        drop(v);
+        assert!(live_bytes() < before + (1 << 20), "freed");
     }
 }

@@ -2,12 +2,12 @@
 //! keys and values etcd returns (a range, then watch events), and the changes they
 //! make to the list, as steps (a watch event) or as a whole list (a read).
 
-use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet, VecDeque};
+use std::collections::{BTreeMap, HashMap, HashSet, VecDeque};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
 
 use foldhash::fast::RandomState;
-use volo_core::client::{Instance, Step};
+use volo_core::client::{Instance, Step, Tags};
 use volo_core::context::Address;
 use volo_core::registry::Route;
 
@@ -53,11 +53,17 @@ pub(crate) struct Entries {
     route: Route,
     /// How the values are written.
     layout: Layout,
-    /// Each valid key's instance; `None`: registered, but with no address this
-    /// client can use (see [`Route`]).
-    by_key: BTreeMap<String, Option<Arc<Instance>>>,
-    /// The keys that name each address, in key order.
-    owners: HashMap<Address, BTreeSet<String>, RandomState>,
+    /// Each valid key's instance, by the key's part after `key_prefix`; `None`:
+    /// registered, but with no address this client can use (see [`Route`]).
+    by_key: BTreeMap<Arc<str>, Option<Arc<Instance>>>,
+    /// The keys (as in `by_key`, shared) that name each address, in key order.
+    owners: HashMap<Address, Vec<Arc<str>>, RandomState>,
+    /// The tags of the instances, one copy of each distinct set: a fleet's tags are
+    /// mostly the same few (cluster, zone...), and a set of tags costs a few hundred
+    /// bytes.
+    tags: HashSet<Tags, RandomState>,
+    /// The number of distinct tag sets after the last pruning.
+    tags_pruned: usize,
     /// The addresses listed (at most `max_instances`).
     listed: HashSet<Address, RandomState>,
     /// Addresses named but not listed for the limit, first come first; entries of
@@ -112,6 +118,8 @@ impl Entries {
             route,
             by_key: BTreeMap::new(),
             owners: HashMap::default(),
+            tags: HashSet::default(),
+            tags_pruned: 0,
             listed: HashSet::default(),
             waiting: VecDeque::new(),
             waiting_set: HashSet::default(),
@@ -134,6 +142,8 @@ impl Entries {
     pub(crate) fn clear(&mut self) {
         self.by_key.clear();
         self.owners.clear();
+        self.tags.clear();
+        self.tags_pruned = 0;
         self.listed.clear();
         self.waiting.clear();
         self.waiting_set.clear();
@@ -172,7 +182,8 @@ impl Entries {
         let Some(key) = self.own_key(key, counters) else {
             return;
         };
-        if self.by_key.len() >= self.max_keys && !self.by_key.contains_key(key) {
+        let short = &key[self.key_prefix.len()..];
+        if self.by_key.len() >= self.max_keys && !self.by_key.contains_key(short) {
             self.dropped_keys(counters);
             return;
         }
@@ -194,42 +205,68 @@ impl Entries {
                     tracing::debug!(key, "etcd discovery: no address this client can use");
                     Counters::add(&counters.unroutable, 1);
                 }
-                self.set(key, instance.map(Arc::new));
+                let instance = instance.map(|mut i| {
+                    i.tags = self.intern(i.tags);
+                    Arc::new(i)
+                });
+                self.set(short, instance);
             }
             Err(why) => {
                 tracing::warn!(key, %why, "etcd discovery: value skipped");
                 Counters::add(&counters.skipped_values, 1);
-                self.remove(key);
+                self.remove(short);
             }
         }
     }
 
+    /// The kept copy of `tags` (this one, kept from now on, when it is new).
+    fn intern(&mut self, tags: Tags) -> Tags {
+        if let Some(kept) = self.tags.get(&tags) {
+            return Arc::clone(kept);
+        }
+        // Drop the sets no instance holds any more, once they may be half the kept.
+        if self.tags.len() > 2 * self.tags_pruned + 16 {
+            self.tags.retain(|t| Arc::strong_count(t) > 1);
+            self.tags_pruned = self.tags.len();
+        }
+        self.tags.insert(Arc::clone(&tags));
+        tags
+    }
+
     /// `key` was deleted.
     pub(crate) fn delete(&mut self, key: &[u8]) {
-        if let Ok(key) = std::str::from_utf8(key)
-            && self.remove(key)
+        let short = std::str::from_utf8(key)
+            .ok()
+            .and_then(|k| k.strip_prefix(self.key_prefix.as_str()));
+        if let Some(short) = short
+            && self.remove(short)
             && self.truncated
         {
             self.resync = true;
         }
     }
 
-    /// `key` holds `instance` now (`None`: one with no address this client uses).
-    fn set(&mut self, key: &str, instance: Option<Arc<Instance>>) {
+    /// The key whose part after the prefix is `short` holds `instance` now (`None`:
+    /// one with no address this client uses).
+    fn set(&mut self, short: &str, instance: Option<Arc<Instance>>) {
         let new = instance.as_ref().map(|i| i.address.clone());
-        let old = match self.by_key.insert(key.to_string(), instance) {
+        let key: Arc<str> = match self.by_key.get_key_value(short) {
+            Some((kept, _)) => Arc::clone(kept),
+            None => Arc::from(short),
+        };
+        let old = match self.by_key.insert(Arc::clone(&key), instance) {
             Some(Some(was)) => Some(was.address.clone()),
             _ => None,
         };
         if let Some(old) = old.as_ref().filter(|o| new.as_ref() != Some(*o)) {
-            self.disown(old, key);
+            self.disown(old, &key);
             self.sync(old);
         }
         if let Some(new) = new {
-            self.owners
-                .entry(new.clone())
-                .or_default()
-                .insert(key.to_string());
+            let keys = self.owners.entry(new.clone()).or_default();
+            if let Err(at) = keys.binary_search(&key) {
+                keys.insert(at, key);
+            }
             self.sync(&new);
         }
     }
@@ -249,7 +286,9 @@ impl Entries {
 
     fn disown(&mut self, address: &Address, key: &str) {
         if let Some(keys) = self.owners.get_mut(address) {
-            keys.remove(key);
+            if let Ok(at) = keys.binary_search_by(|k| (**k).cmp(key)) {
+                keys.remove(at);
+            }
             if keys.is_empty() {
                 self.owners.remove(address);
             }
@@ -259,7 +298,7 @@ impl Entries {
     /// The instance its first key gives `address`, if any key names it.
     fn instance_at(&self, address: &Address) -> Option<&Arc<Instance>> {
         let first = self.owners.get(address)?.first()?;
-        self.by_key.get(first)?.as_ref()
+        self.by_key.get(&**first)?.as_ref()
     }
 
     /// Makes the list agree with the keys about `address`: what its first key says
@@ -589,5 +628,28 @@ mod tests {
         e.clear();
         e.delete(b"/p/echo/04");
         assert!(!e.take_resync(), "after a full read, nothing is untracked");
+    }
+
+    #[test]
+    fn instances_of_the_same_tags_share_one_copy_and_unused_copies_go() {
+        let c = Counters::default();
+        let mut e = entries(100);
+        let tagged = |addr: &str, zone: &str| {
+            format!(r#"{{"addresses":["{addr}"],"tags":{{"zone":"{zone}"}}}}"#).into_bytes()
+        };
+        e.put(b"/p/echo/a", &tagged("10.0.0.1:80", "z1"), &c);
+        e.put(b"/p/echo/b", &tagged("10.0.0.2:80", "z1"), &c);
+        e.put(b"/p/echo/c", &tagged("10.0.0.3:80", "z2"), &c);
+        let tags = |e: &Entries, k: &str| Arc::clone(&e.by_key[k].as_ref().unwrap().tags);
+        assert!(Arc::ptr_eq(&tags(&e, "a"), &tags(&e, "b")));
+        assert!(!Arc::ptr_eq(&tags(&e, "a"), &tags(&e, "c")));
+        assert_eq!(tags(&e, "c").get("zone").map(String::as_str), Some("z2"));
+        // Sets of tags nobody holds any more are dropped as new ones come.
+        for i in 0..200 {
+            let zone = format!("once-{i}");
+            e.put(b"/p/echo/d", &tagged("10.0.0.4:80", &zone), &c);
+            e.take_update(&c);
+        }
+        assert!(e.tags.len() < 60, "{} sets kept", e.tags.len());
     }
 }

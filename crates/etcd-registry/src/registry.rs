@@ -62,6 +62,50 @@ impl KeeperHandle {
     }
 }
 
+/// `instance`'s key in `config`'s layout, and the address it is filed under.
+fn key_of<'r>(
+    config: &EtcdConfig,
+    instance: &'r Registration,
+) -> Result<(String, &'r Address), RegistryError> {
+    check_service(&instance.service)?;
+    let layout = config.layout;
+    let at = value::key_address(layout, instance).ok_or_else(|| {
+        RegistryError::new(match layout {
+            Layout::Native => format!(
+                "etcd registry: instance of {:?} has no address",
+                instance.service
+            ),
+            Layout::Kitex => format!(
+                "etcd registry: instance of {:?} has no TCP address, the only kind \
+                 Kitex's layout holds (addresses: {:?})",
+                instance.service, instance.addresses
+            ),
+        })
+    })?;
+    let key = format!("{}{at}", config.service_prefix(&instance.service));
+    Ok((key, at))
+}
+
+impl EtcdConfig {
+    /// The key and value an [`EtcdRegistry`] of this configuration writes for
+    /// `instance`, for a tool that writes many registrations under leases of its own
+    /// (a fleet simulation, a migration); refused as `register` refuses it (no
+    /// address the layout can file it under, a value over `max_value_bytes`).
+    pub fn entry(&self, instance: &Registration) -> Result<(String, Vec<u8>), RegistryError> {
+        let (key, at) = key_of(self, instance)?;
+        let value = value::encode(self.layout, instance, at);
+        if value.len() > self.max_value_bytes {
+            return Err(RegistryError::new(format!(
+                "etcd registry: the value of {key} is {} bytes, over max_value_bytes ({}): \
+                 discovery would skip it",
+                value.len(),
+                self.max_value_bytes
+            )));
+        }
+        Ok((key, value))
+    }
+}
+
 impl fmt::Debug for EtcdRegistry {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let keys: Vec<String> = self.keepers().keys().cloned().collect();
@@ -106,39 +150,11 @@ impl EtcdRegistry {
 
     /// `instance`'s key, and the address it is filed under.
     fn key<'r>(&self, instance: &'r Registration) -> Result<(String, &'r Address), RegistryError> {
-        check_service(&instance.service)?;
-        let layout = self.inner.config.layout;
-        let at = value::key_address(layout, instance).ok_or_else(|| {
-            RegistryError::new(match layout {
-                Layout::Native => format!(
-                    "etcd registry: instance of {:?} has no address",
-                    instance.service
-                ),
-                Layout::Kitex => format!(
-                    "etcd registry: instance of {:?} has no TCP address, the only kind \
-                     Kitex's layout holds (addresses: {:?})",
-                    instance.service, instance.addresses
-                ),
-            })
-        })?;
-        let key = format!(
-            "{}{at}",
-            self.inner.config.service_prefix(&instance.service)
-        );
-        Ok((key, at))
+        key_of(&self.inner.config, instance)
     }
 
     async fn register_instance(&self, instance: &Registration) -> Result<(), RegistryError> {
-        let (key, at) = self.key(instance)?;
-        let value = value::encode(self.inner.config.layout, instance, at);
-        let max = self.inner.config.max_value_bytes;
-        if value.len() > max {
-            return Err(RegistryError::new(format!(
-                "etcd registry: the value of {key} is {} bytes, over max_value_bytes ({max}): \
-                 discovery would skip it",
-                value.len()
-            )));
-        }
+        let (key, value) = self.inner.config.entry(instance)?;
         let previous = self.keepers().remove(&key);
         let old_lease = match previous {
             Some(keeper) => keeper.stop().await,
