@@ -282,6 +282,14 @@ impl Driver {
             // A signal cut the wait short.
             return Ok(true);
         }
+        // A shutdown began while it waited: what the wait brought is not delivered.
+        // The other pollers close their sockets as they stop, and an end of stream
+        // that this brings on a connection of this poller (its peer was one of
+        // theirs) must not reach a reader as the peer's close: every connection is
+        // closed here next, and its waiters get `NotConnected`.
+        if self.stopping() {
+            return Ok(false);
+        }
         let now = Instant::now();
         self.woke = now;
         std::mem::swap(&mut self.out.again, &mut self.serving);

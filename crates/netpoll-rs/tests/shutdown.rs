@@ -176,8 +176,20 @@ fn shutdown_wakes_every_waiter_stops_the_pollers_and_releases_every_fd() {
             let e = woken(name, task).await.expect_err(name);
             assert_eq!(e.kind(), io::ErrorKind::NotConnected, "{name}: {e:?}");
         }
+        // The flush sends from its own task: one woken by a writable event just
+        // before the shutdown may be in `sendmsg` when the other poller closes the
+        // accepted end (each poller closes its sockets as it stops), and then fails
+        // with the peer's close rather than with this one's.
         let e = woken("flush", flushing).await.expect_err("flush");
-        assert_eq!(e.kind(), io::ErrorKind::NotConnected, "{e:?}");
+        assert!(
+            matches!(
+                e.kind(),
+                io::ErrorKind::NotConnected
+                    | io::ErrorKind::BrokenPipe
+                    | io::ErrorKind::ConnectionReset
+            ),
+            "{e:?}"
+        );
 
         // Later calls fail at once; nothing is open any more.
         for conn in [&*tcp_reader, &*unix_reader, &*writer]
