@@ -78,8 +78,8 @@ mod transport;
 pub use backup::{Backup, BackupDelay, BackupLayer, BackupPolicy};
 pub use balance::{
     Balance, BalanceLayer, Change, Changes, ConsistentHash, Discover, DiscoverList, Instance,
-    InstanceList, LoadBalance, LocalFirst, PowerOfTwoChoices, RoundRobin, StaticDiscover, Step,
-    Tags, WeightedRandom, WeightedRoundRobin,
+    InstanceList, LoadBalance, LocalFirst, Locality, PowerOfTwoChoices, RoundRobin, StaticDiscover,
+    Step, Tags, Tier, Tiered, WeightedRandom, WeightedRoundRobin,
 };
 pub use breaker::{
     BreakerConfig, BreakerState, CircuitOpen, InstanceBreakers, InstancePermit, ServiceBreaker,

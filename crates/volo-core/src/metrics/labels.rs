@@ -37,6 +37,20 @@ impl EncodeLabelSet for ServiceLabels {
     }
 }
 
+/// `{service, tier}`.
+#[derive(Debug, Clone, Hash, PartialEq, Eq)]
+pub(crate) struct TierLabels {
+    pub(crate) service: Arc<str>,
+    pub(crate) tier: &'static str,
+}
+
+impl EncodeLabelSet for TierLabels {
+    fn encode(&self, e: &mut LabelSetEncoder<'_>) -> fmt::Result {
+        ("service", &*self.service).encode(e.encode_label())?;
+        ("tier", self.tier).encode(e.encode_label())
+    }
+}
+
 /// `{service, method}`.
 #[derive(Debug, Clone, Hash, PartialEq, Eq)]
 pub(crate) struct CallLabels {

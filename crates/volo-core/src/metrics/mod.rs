@@ -43,6 +43,7 @@
 //! | `rpc_client_inflight_requests` | gauge | `service` | calls in progress now |
 //! | `rpc_client_retries_total` | counter | `service`, `method` | retries the retry layer made |
 //! | `rpc_client_backup_requests_total` | counter | `service`, `method` | backup requests sent |
+//! | `rpc_client_tier_calls_total` | counter | `service`, `tier` (`host`, `rack`, `zone`, `any`) | attempts a [`Tiered`](crate::client::Tiered) balancer sent to each locality tier (given [`Tiered::with_metrics`](crate::client::Tiered::with_metrics)) |
 //!
 //! Per connection and per frame, by the server's drivers and the client's transport:
 //!
@@ -153,7 +154,7 @@ use prometheus_client::registry::Registry;
 
 pub use http::MetricsServer;
 pub use labels::MAX_METHODS;
-use labels::{CallLabels, MethodTable, OutcomeLabels, ReasonLabels, ServiceLabels};
+use labels::{CallLabels, MethodTable, OutcomeLabels, ReasonLabels, ServiceLabels, TierLabels};
 use striped::{LatencyHistogram, StripedCounter, StripedGauge};
 
 use crate::transport::lock;
@@ -224,6 +225,7 @@ pub(crate) struct Inner {
     pub(crate) client_methods: MethodTable,
     pub(crate) client_retries: Family<CallLabels, Counter>,
     pub(crate) client_backups: Family<CallLabels, Counter>,
+    client_tiers: Family<TierLabels, Counter>,
     pub(crate) server_conns: ServerConns,
     pub(crate) client_bytes: ByteCounters,
     breakers: Arc<Breakers>,
@@ -417,6 +419,12 @@ impl Metrics {
             "Backup requests the client sent, by service and method",
             client_backups.clone(),
         );
+        let client_tiers = Family::<TierLabels, Counter>::default();
+        registry.register(
+            "rpc_client_tier_calls",
+            "Attempts a locality-tiered balancer sent to each tier, by service",
+            client_tiers.clone(),
+        );
         let breakers = Arc::new(Breakers::default());
         registry.register_collector(Box::new(Arc::clone(&breakers)));
         let server_streams = StreamCounters::register(&mut registry, "server");
@@ -433,6 +441,7 @@ impl Metrics {
                 client_methods: MethodTable::default(),
                 client_retries,
                 client_backups,
+                client_tiers,
                 server_conns,
                 client_bytes,
                 breakers,
@@ -465,6 +474,18 @@ impl Metrics {
     /// The client's byte counters.
     pub(crate) fn client_bytes(&self) -> &ByteCounters {
         &self.inner.client_bytes
+    }
+
+    /// The counters of attempts sent to each locality tier by `service`'s client,
+    /// nearest first (`host`, `rack`, `zone`, `any`).
+    pub fn tier_calls(&self, service: &str) -> [Counter; 4] {
+        let service: Arc<str> = Arc::from(service);
+        crate::registry::Tier::ALL.map(|t| {
+            self.inner.client_tiers.get_or_create_owned(&TierLabels {
+                service: Arc::clone(&service),
+                tier: t.name(),
+            })
+        })
     }
 
     /// Reports `breaker`'s state as the service breaker of `service` at each scrape,

@@ -26,15 +26,78 @@ pub struct Instance {
     pub weight: u32,
     /// Its labels, as registered (none by default).
     pub tags: Tags,
+    /// Where it runs, as far as its registration says (nothing by default).
+    pub locality: Locality,
+}
+
+/// Where a process runs: its host, rack and zone, each when known. Discovery takes an
+/// instance's host from its registration's host identity and its rack and zone from
+/// its tags `rack` and `zone` ([`Route`](crate::registry::Route)); a client states
+/// its own to [`Tiered`](crate::client::Tiered).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Hash)]
+pub struct Locality {
+    /// The host's identity ([`host_id`](crate::registry::host_id)).
+    pub host: Option<Arc<str>>,
+    /// The rack, unique within its zone.
+    pub rack: Option<Arc<str>>,
+    /// The zone (an availability zone, a data center).
+    pub zone: Option<Arc<str>>,
+}
+
+/// How near an instance is to a client: the tiers a [`Tiered`](crate::client::Tiered)
+/// balancer prefers, nearest first.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum Tier {
+    /// The same host (or an instance reached over a Unix socket or shared memory).
+    Host = 0,
+    /// The same rack of the same zone.
+    Rack = 1,
+    /// The same zone.
+    Zone = 2,
+    /// Anywhere else, or where either side's locality is not known.
+    Any = 3,
+}
+
+impl Tier {
+    /// Every tier, nearest first.
+    pub const ALL: [Tier; 4] = [Tier::Host, Tier::Rack, Tier::Zone, Tier::Any];
+
+    /// Its name (`host`, `rack`, `zone`, `any`), as the metrics label it.
+    pub fn name(self) -> &'static str {
+        match self {
+            Tier::Host => "host",
+            Tier::Rack => "rack",
+            Tier::Zone => "zone",
+            Tier::Any => "any",
+        }
+    }
+}
+
+impl Locality {
+    /// The tier `instance` is in, seen from a client here.
+    pub fn tier_of(&self, instance: &Instance) -> Tier {
+        let same = |a: &Option<Arc<str>>, b: &Option<Arc<str>>| a.is_some() && a == b;
+        let there = &instance.locality;
+        if instance.is_local() || same(&self.host, &there.host) {
+            Tier::Host
+        } else if same(&self.zone, &there.zone) && same(&self.rack, &there.rack) {
+            Tier::Rack
+        } else if same(&self.zone, &there.zone) {
+            Tier::Zone
+        } else {
+            Tier::Any
+        }
+    }
 }
 
 impl Instance {
-    /// An instance at `address` with the default weight and no tags.
+    /// An instance at `address` with the default weight, no tags and no locality.
     pub fn new(address: Address) -> Self {
         Instance {
             address,
             weight: 100,
             tags: Tags::default(),
+            locality: Locality::default(),
         }
     }
 

@@ -32,7 +32,9 @@ mod discover;
 mod list;
 mod watch;
 
-pub use discover::{Change, Changes, Discover, Instance, StaticDiscover, Tags, no_changes};
+pub use discover::{
+    Change, Changes, Discover, Instance, Locality, StaticDiscover, Tags, Tier, no_changes,
+};
 pub use list::{InstanceList, Step};
 pub use watch::DiscoverList;
 
@@ -230,6 +232,9 @@ pub fn host_id() -> Option<&'static str> {
 /// first shared-memory address, else its first Unix-socket one, else as a remote one;
 /// a remote one over its first TCP address (`ip:port` or `name:port`). An instance
 /// with no address the client can use is left out.
+///
+/// The instance carries its [`Locality`]: the registration's host identity, and its
+/// tags `rack` and `zone` (Kitex's registrations carry tags too).
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Route {
     /// This client's host; `None`: every instance is remote.
@@ -286,10 +291,16 @@ impl Route {
             None
         };
         let address = local.or_else(|| find(Address::is_tcp))?;
+        let tag = |name: &str| instance.tags.get(name).map(|v| Arc::from(v.as_str()));
         Some(Instance {
             address: address.clone(),
             weight: instance.weight,
             tags: Tags::new(instance.tags.clone()),
+            locality: Locality {
+                host: instance.host.as_deref().map(Arc::from),
+                rack: tag("rack"),
+                zone: tag("zone"),
+            },
         })
     }
 }
@@ -330,6 +341,10 @@ mod tests {
         assert_eq!(got.weight, 70);
         assert_eq!(got.tags.get("zone").map(String::as_str), Some("a"));
         assert!(got.is_local());
+        // Its locality: the registration's host, its zone tag, no rack tag.
+        assert_eq!(got.locality.host.as_deref(), Some("h1"));
+        assert_eq!(got.locality.zone.as_deref(), Some("a"));
+        assert_eq!(got.locality.rack, None);
     }
 
     #[test]

@@ -10,11 +10,15 @@ use crate::registry::{Instance, InstanceList, Step};
 
 /// State derived from an instance list that follows the list's changes step by step.
 pub(super) trait Follow: Send + Sync {
-    /// The state of `list`, from scratch.
-    fn derive(list: &InstanceList) -> Self;
-
     /// The list changed by `step`.
     fn apply(&mut self, step: &Step);
+}
+
+/// State that is derived from the list alone (see [`Derived::with_by`] for state
+/// that needs more).
+pub(super) trait Derive: Follow {
+    /// The state of `list`, from scratch.
+    fn derive(list: &InstanceList) -> Self;
 }
 
 /// How many lineages of lists states are kept for: discovery's list, and the two
@@ -65,9 +69,21 @@ impl<S> Default for Derived<S> {
     }
 }
 
-impl<S: Follow> Derived<S> {
+impl<S: Derive> Derived<S> {
     /// `f` of the state of `list`.
     pub(super) fn with<R>(&self, list: &InstanceList, f: impl FnOnce(&S) -> R) -> R {
+        self.with_by(list, S::derive, f)
+    }
+}
+
+impl<S: Follow> Derived<S> {
+    /// `f` of the state of `list`, derived by `derive` when it must be.
+    pub(super) fn with_by<R>(
+        &self,
+        list: &InstanceList,
+        derive: impl Fn(&InstanceList) -> S,
+        f: impl FnOnce(&S) -> R,
+    ) -> R {
         let lineage = list.lineage();
         let current = |k: &Kept<S>| k.lineage == lineage && k.id >= list.id();
         let slot = self
@@ -84,24 +100,29 @@ impl<S: Follow> Derived<S> {
             let mut kept = slot.kept.write().unwrap_or_else(PoisonError::into_inner);
             if let Some(k) = kept.as_mut().filter(|k| k.lineage == lineage) {
                 if k.id < list.id() {
-                    catch_up(k, list);
+                    catch_up(k, list, &derive);
                 }
                 return f(&k.state);
             }
         }
-        self.derive(list, f)
+        self.derive(list, derive, f)
     }
 
     /// Derives the state of `list` into the oldest slot.
     #[cold]
-    fn derive<R>(&self, list: &InstanceList, f: impl FnOnce(&S) -> R) -> R {
+    fn derive<R>(
+        &self,
+        list: &InstanceList,
+        derive: impl Fn(&InstanceList) -> S,
+        f: impl FnOnce(&S) -> R,
+    ) -> R {
         let at = self.next.fetch_add(1, Ordering::Relaxed) % SLOTS;
         let slot = &self.slots[at];
         let mut kept = slot.kept.write().unwrap_or_else(PoisonError::into_inner);
         let k = kept.insert(Kept {
             lineage: list.lineage(),
             id: list.id(),
-            state: S::derive(list),
+            state: derive(list),
         });
         slot.lineage.store(list.lineage(), Ordering::Release);
         f(&k.state)
@@ -109,14 +130,14 @@ impl<S: Follow> Derived<S> {
 }
 
 /// Brings `k` up to `list` by the steps between them, or derives it again.
-fn catch_up<S: Follow>(k: &mut Kept<S>, list: &InstanceList) {
+fn catch_up<S: Follow>(k: &mut Kept<S>, list: &InstanceList, derive: impl Fn(&InstanceList) -> S) {
     match list.steps_since(k.id) {
         Some(steps) => {
             for step in steps {
                 k.state.apply(step);
             }
         }
-        None => k.state = S::derive(list),
+        None => k.state = derive(list),
     }
     k.id = list.id();
 }
@@ -209,6 +230,80 @@ impl Dense {
     }
 }
 
+/// Calls in flight per address, counted around each attempt (the balancer layer's
+/// `start` and `end`): a known address takes a shared lock and one atomic; only an
+/// address's first `start` takes the write lock. Counts of addresses a list no longer
+/// has are dropped once they outnumber its instances by far (more than twice, plus
+/// 16), unless calls are still in flight on them, so memory follows the list.
+#[derive(Debug, Default)]
+pub(super) struct InFlight(
+    RwLock<HashMap<Address, std::sync::atomic::AtomicUsize, foldhash::fast::RandomState>>,
+);
+
+impl InFlight {
+    fn read(
+        &self,
+    ) -> std::sync::RwLockReadGuard<
+        '_,
+        HashMap<Address, std::sync::atomic::AtomicUsize, foldhash::fast::RandomState>,
+    > {
+        self.0.read().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    pub(super) fn start(&self, addr: &Address) {
+        if let Some(n) = self.read().get(addr) {
+            n.fetch_add(1, Ordering::Relaxed);
+            return;
+        }
+        self.0
+            .write()
+            .unwrap_or_else(PoisonError::into_inner)
+            .entry(addr.clone())
+            .or_default()
+            .fetch_add(1, Ordering::Relaxed);
+    }
+
+    pub(super) fn end(&self, addr: &Address) {
+        if let Some(n) = self.read().get(addr) {
+            // An `end` without its `start` (a count dropped meanwhile) stays at 0.
+            let _ = n.fetch_update(Ordering::Relaxed, Ordering::Relaxed, |v| v.checked_sub(1));
+        }
+    }
+
+    /// The calls in flight on each of `addrs`, read together; and drops the counts
+    /// of addresses `list` lost, when they are many.
+    pub(super) fn loads<const N: usize>(
+        &self,
+        addrs: [&Address; N],
+        list: &InstanceList,
+    ) -> [usize; N] {
+        let (loads, counted) = {
+            let map = self.read();
+            let load = |a: &Address| map.get(a).map_or(0, |n| n.load(Ordering::Relaxed));
+            (addrs.map(load), map.len())
+        };
+        if counted > 2 * list.len() + 16 {
+            self.forget_unlisted(list);
+        }
+        loads
+    }
+
+    /// Drops the counts of addresses `list` does not have and no call is in flight on.
+    #[cold]
+    fn forget_unlisted(&self, list: &InstanceList) {
+        self.0
+            .write()
+            .unwrap_or_else(PoisonError::into_inner)
+            .retain(|addr, n| list.contains(addr) || n.load(Ordering::Relaxed) > 0);
+    }
+
+    /// Addresses counted.
+    #[cfg(test)]
+    pub(super) fn len(&self) -> usize {
+        self.read().len()
+    }
+}
+
 /// A number below `n` from a uniform `r` (the high bits of `r * n`: no division).
 pub(super) fn below(r: u64, n: usize) -> usize {
     ((u128::from(r) * n as u128) >> 64) as usize
@@ -227,12 +322,14 @@ mod tests {
 
     static DERIVED: AtomicUsize = AtomicUsize::new(0);
 
-    impl Follow for Total {
+    impl Derive for Total {
         fn derive(list: &InstanceList) -> Self {
             DERIVED.fetch_add(1, Ordering::Relaxed);
             Total(list.iter().map(|i| u64::from(i.weight)).sum())
         }
+    }
 
+    impl Follow for Total {
         fn apply(&mut self, _step: &Step) {
             // Not the sum: the tests below check which path was taken.
             self.0 += 1_000_000;

@@ -99,9 +99,11 @@ impl<S, C: Clock> Balance<S, C> {
                 (n, Some(k)) => Some(hash_of((k, n))),
                 (_, None) => None,
             };
+            let usable =
+                |a: &Address| !cx.avoid.contains(a) && breakers.is_none_or(|b| b.is_available(a));
             let addr = self
                 .balance
-                .pick(&list, key)
+                .pick_usable(&list, key, &usable)
                 .ok_or_else(Error::no_instance)?;
             if cx.avoid.contains(&addr) {
                 continue;
@@ -394,5 +396,57 @@ mod tests {
             now(plain.call(&mut cx, req())).unwrap();
         }
         assert!(log.lock().unwrap().iter().all(|a| *a == addr(3)));
+    }
+
+    #[test]
+    fn a_tiered_balancer_spills_from_an_instance_whose_breaker_opened() {
+        use crate::client::{Locality, Tier, Tiered, WeightedRandom};
+        let clock = ManualClock::new();
+        let breakers = InstanceBreakers::with_clock(BreakerConfig::instance(), clock.clone());
+        let here = Locality {
+            host: Some("h1".into()),
+            rack: Some("r1".into()),
+            zone: Some("z1".into()),
+        };
+        let on = |port, host: &str| Instance {
+            locality: Locality {
+                host: Some(host.into()),
+                ..here.clone()
+            },
+            ..Instance::new(addr(port))
+        };
+        // Instance 1, on this host, refuses every connect; 2 is in the same rack.
+        let tiered = Arc::new(Tiered::new(WeightedRandom::with_seed(1), here.clone()));
+        let log = Arc::new(Mutex::new(Vec::new()));
+        let svc = BalanceLayer::from_parts(
+            Arc::new(StaticDiscover::new([on(1, "h1"), on(2, "h2")])),
+            Arc::clone(&tiered) as Arc<dyn LoadBalance>,
+            Some(breakers.clone()),
+        )
+        .layer(half_dead(Arc::clone(&log)));
+        for _ in 0..10 {
+            assert!(now(svc.call(&mut ClientContext::new(), req())).is_err());
+        }
+        assert_eq!(breakers.state(&addr(1)), BreakerState::Open);
+        for _ in 0..20 {
+            now(svc.call(&mut ClientContext::new(), req())).unwrap();
+        }
+        assert_eq!(
+            tiered.calls(),
+            [
+                (Tier::Host, 10),
+                (Tier::Rack, 20),
+                (Tier::Zone, 0),
+                (Tier::Any, 0)
+            ]
+        );
+        assert_eq!(
+            log.lock()
+                .unwrap()
+                .iter()
+                .filter(|a| **a == addr(2))
+                .count(),
+            20
+        );
     }
 }

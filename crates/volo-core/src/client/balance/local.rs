@@ -1,6 +1,6 @@
 //! Local first: a set share of the calls to the instances on this host.
 
-use super::derived::{Derived, Follow};
+use super::derived::{Derive, Derived, Follow};
 use super::{InstanceList, LoadBalance, Step, hash_of};
 use crate::context::Address;
 use crate::random::{Xorshift, random_seed};
@@ -52,7 +52,7 @@ fn is_local(address: &Address) -> bool {
     matches!(address, Address::Unix(_) | Address::Shm(_))
 }
 
-impl Follow for Sides {
+impl Derive for Sides {
     fn derive(list: &InstanceList) -> Self {
         let in_order = list.in_order();
         let side = |local: bool| {
@@ -67,7 +67,9 @@ impl Follow for Sides {
         let usable = [0, 1].map(|s| lists[s].iter().filter(|i| i.weight > 0).count());
         Sides { lists, usable }
     }
+}
 
+impl Follow for Sides {
     fn apply(&mut self, step: &Step) {
         let s = usize::from(is_local(step.address()));
         let was = self.lists[s]

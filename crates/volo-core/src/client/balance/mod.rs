@@ -1,29 +1,31 @@
 //! Where a call goes: service discovery ([`Discover`], a fixed list or one that
 //! changes, [`DiscoverList`]), load balancing ([`LoadBalance`]: weighted random, round
-//! robin, power of two choices, consistent hash, local first), and the layer that
-//! picks an instance for each attempt of a call.
+//! robin, power of two choices, consistent hash, local first, locality tiers), and
+//! the layer that picks an instance for each attempt of a call.
 
 mod derived;
 mod local;
 mod p2c;
 mod round_robin;
+mod tiers;
 
 /// Discovery's types, which live with the registry: the balancer picks among them.
 #[doc(no_inline)]
 pub use crate::registry::{
-    Change, Changes, Discover, DiscoverList, Instance, InstanceList, StaticDiscover, Step, Tags,
-    no_changes,
+    Change, Changes, Discover, DiscoverList, Instance, InstanceList, Locality, StaticDiscover,
+    Step, Tags, Tier, no_changes,
 };
 pub use local::LocalFirst;
 pub use p2c::PowerOfTwoChoices;
 pub use round_robin::{RoundRobin, WeightedRoundRobin};
+pub use tiers::Tiered;
 
 use std::collections::BTreeMap;
 use std::collections::hash_map::DefaultHasher;
 use std::hash::{Hash, Hasher};
 use std::sync::Arc;
 
-use derived::{Dense, Derived, Follow, below};
+use derived::{Dense, Derive, Derived, Follow, below};
 
 use crate::context::Address;
 use crate::random::{Xorshift, random_seed};
@@ -54,6 +56,22 @@ pub trait LoadBalance: Send + Sync + 'static {
     /// when it has one); `None` when none can take it (none listed, all of weight 0).
     fn pick(&self, list: &InstanceList, key: Option<u64>) -> Option<Address>;
 
+    /// [`pick`](Self::pick), told which instances can take the call now (`usable`:
+    /// not tried by this call, its breaker not open). The balancer layer calls this
+    /// one. By default it is `pick` (the layer asks again when the answer is not
+    /// usable); a balancer whose choice depends on which instances can take calls
+    /// overrides it ([`Tiered`] spills to the next tier in proportion to what a tier
+    /// cannot take).
+    fn pick_usable(
+        &self,
+        list: &InstanceList,
+        key: Option<u64>,
+        usable: &dyn Fn(&Address) -> bool,
+    ) -> Option<Address> {
+        let _ = usable;
+        self.pick(list, key)
+    }
+
     /// An attempt on `addr` starts.
     fn start(&self, addr: &Address) {
         let _ = addr;
@@ -69,6 +87,15 @@ pub trait LoadBalance: Send + Sync + 'static {
 impl<B: LoadBalance + ?Sized> LoadBalance for Box<B> {
     fn pick(&self, list: &InstanceList, key: Option<u64>) -> Option<Address> {
         (**self).pick(list, key)
+    }
+
+    fn pick_usable(
+        &self,
+        list: &InstanceList,
+        key: Option<u64>,
+        usable: &dyn Fn(&Address) -> bool,
+    ) -> Option<Address> {
+        (**self).pick_usable(list, key, usable)
     }
 
     fn start(&self, addr: &Address) {
@@ -137,7 +164,7 @@ impl Classes {
     }
 }
 
-impl Follow for Classes {
+impl Derive for Classes {
     fn derive(list: &InstanceList) -> Self {
         let mut c = Classes {
             class: std::array::from_fn(|_| Dense::default()),
@@ -151,7 +178,9 @@ impl Follow for Classes {
         }
         c
     }
+}
 
+impl Follow for Classes {
     fn apply(&mut self, step: &Step) {
         let was = self.weight(step.address());
         self.remove(step.address(), was);
@@ -276,7 +305,7 @@ impl Ring {
     }
 }
 
-impl Follow for Ring {
+impl Derive for Ring {
     fn derive(list: &InstanceList) -> Self {
         let mut ring = Ring::default();
         for i in list.in_order() {
@@ -284,7 +313,9 @@ impl Follow for Ring {
         }
         ring
     }
+}
 
+impl Follow for Ring {
     fn apply(&mut self, step: &Step) {
         match step {
             Step::Put(i) => self.put(i),

@@ -1,10 +1,6 @@
 //! Power of two choices: of two instances taken at random, the less loaded.
 
-use std::collections::HashMap;
-use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::{PoisonError, RwLock};
-
-use super::derived::{Derived, Member, below};
+use super::derived::{Derived, InFlight, Member, below};
 use super::round_robin::Usable;
 use super::{InstanceList, LoadBalance};
 use crate::context::Address;
@@ -32,7 +28,7 @@ use crate::random::{Xorshift, random_seed};
 pub struct PowerOfTwoChoices {
     rng: Xorshift,
     usable: Derived<Usable>,
-    in_flight: RwLock<HashMap<Address, AtomicUsize, foldhash::fast::RandomState>>,
+    in_flight: InFlight,
 }
 
 impl Default for PowerOfTwoChoices {
@@ -52,26 +48,13 @@ impl PowerOfTwoChoices {
         PowerOfTwoChoices {
             rng: Xorshift::new(seed),
             usable: Derived::default(),
-            in_flight: RwLock::new(HashMap::default()),
+            in_flight: InFlight::default(),
         }
-    }
-
-    /// Drops the counts of addresses `list` does not have and no call is in flight on.
-    #[cold]
-    fn forget_unlisted(&self, list: &InstanceList) {
-        let mut map = self
-            .in_flight
-            .write()
-            .unwrap_or_else(PoisonError::into_inner);
-        map.retain(|addr, n| list.contains(addr) || n.load(Ordering::Relaxed) > 0);
     }
 
     #[cfg(test)]
     fn remembered(&self) -> usize {
-        self.in_flight
-            .read()
-            .unwrap_or_else(PoisonError::into_inner)
-            .len()
+        self.in_flight.len()
     }
 }
 
@@ -96,17 +79,7 @@ impl LoadBalance for PowerOfTwoChoices {
         let Some(b) = b else {
             return Some(a.0);
         };
-        let (load_a, load_b, remembered) = {
-            let map = self
-                .in_flight
-                .read()
-                .unwrap_or_else(PoisonError::into_inner);
-            let load = |addr: &Address| map.get(addr).map_or(0, |n| n.load(Ordering::Relaxed));
-            (load(&a.0), load(&b.0), map.len())
-        };
-        if remembered > 2 * list.len() + 16 {
-            self.forget_unlisted(list);
-        }
+        let [load_a, load_b] = self.in_flight.loads([&a.0, &b.0], list);
         // Load per unit of weight, compared without dividing.
         if load_a as u128 * u128::from(b.1) <= load_b as u128 * u128::from(a.1) {
             Some(a.0)
@@ -116,34 +89,11 @@ impl LoadBalance for PowerOfTwoChoices {
     }
 
     fn start(&self, addr: &Address) {
-        {
-            let map = self
-                .in_flight
-                .read()
-                .unwrap_or_else(PoisonError::into_inner);
-            if let Some(n) = map.get(addr) {
-                n.fetch_add(1, Ordering::Relaxed);
-                return;
-            }
-        }
-        let mut map = self
-            .in_flight
-            .write()
-            .unwrap_or_else(PoisonError::into_inner);
-        map.entry(addr.clone())
-            .or_insert_with(|| AtomicUsize::new(0))
-            .fetch_add(1, Ordering::Relaxed);
+        self.in_flight.start(addr);
     }
 
     fn end(&self, addr: &Address) {
-        let map = self
-            .in_flight
-            .read()
-            .unwrap_or_else(PoisonError::into_inner);
-        if let Some(n) = map.get(addr) {
-            // An `end` without its `start` (a count dropped meanwhile) stays at 0.
-            let _ = n.fetch_update(Ordering::Relaxed, Ordering::Relaxed, |v| v.checked_sub(1));
-        }
+        self.in_flight.end(addr);
     }
 }
 

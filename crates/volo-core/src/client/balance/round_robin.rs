@@ -6,7 +6,7 @@ use std::collections::{BinaryHeap, HashMap};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Mutex, PoisonError};
 
-use super::derived::{Dense, Derived, Follow};
+use super::derived::{Dense, Derive, Derived, Follow};
 use super::{Instance, InstanceList, LoadBalance, Step};
 use crate::context::Address;
 use crate::random::random_seed;
@@ -29,11 +29,13 @@ pub struct RoundRobin {
 #[derive(Debug)]
 pub(super) struct Usable(pub(super) Dense);
 
-impl Follow for Usable {
+impl Derive for Usable {
     fn derive(list: &InstanceList) -> Self {
         Usable(Dense::of(list, |i| i.weight > 0))
     }
+}
 
+impl Follow for Usable {
     fn apply(&mut self, step: &Step) {
         self.0.apply(step, |i| i.weight > 0);
     }
@@ -190,7 +192,7 @@ impl Deadlines {
     }
 }
 
-impl Follow for Mutex<Deadlines> {
+impl Derive for Mutex<Deadlines> {
     fn derive(list: &InstanceList) -> Self {
         let mut d = Deadlines::default();
         for i in list.in_order() {
@@ -213,7 +215,9 @@ impl Follow for Mutex<Deadlines> {
         d.heap = firsts.into_iter().map(Reverse).collect();
         Mutex::new(d)
     }
+}
 
+impl Follow for Mutex<Deadlines> {
     fn apply(&mut self, step: &Step) {
         let d = self.get_mut().unwrap_or_else(PoisonError::into_inner);
         d.remove(step.address());
