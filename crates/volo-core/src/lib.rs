@@ -168,6 +168,7 @@ pub mod config;
 pub mod context;
 mod envelope;
 mod error_kind;
+pub mod governance;
 pub mod metrics;
 mod random;
 pub mod refusal;

@@ -15,6 +15,7 @@ use super::timeout::{Timeout, TimeoutLayer};
 use super::trace::{Trace, TraceAttempt, TraceAttemptLayer};
 use super::{Client, ClientConfig, Transport};
 use crate::context::Address;
+use crate::governance::ClientGovernance;
 use crate::service::{Identity, Layer, Stack};
 
 /// The stack a builder makes around `T` (the transport, with any inner layers): the
@@ -71,6 +72,7 @@ struct Settings {
     service_breaker: BreakerConfig,
     instance_breaker: Option<BreakerConfig>,
     multiplexed: Option<Cow<'static, str>>,
+    governance: Option<ClientGovernance>,
 }
 
 impl<M, O: std::fmt::Debug, I: std::fmt::Debug> std::fmt::Debug for ClientBuilder<M, O, I> {
@@ -100,6 +102,7 @@ impl<M> ClientBuilder<M> {
                 service_breaker: BreakerConfig::service(),
                 instance_breaker: Some(BreakerConfig::instance()),
                 multiplexed: None,
+                governance: None,
             },
             outer: Identity,
             inner: Identity,
@@ -174,6 +177,15 @@ impl<M, O, I> ClientBuilder<M, O, I> {
     /// open. Default [`BreakerConfig::instance`]; `None` turns them off.
     pub fn instance_breaker(mut self, config: Option<BreakerConfig>) -> Self {
         self.settings.instance_breaker = config;
+        self
+    }
+
+    /// Takes timeouts, retry and backup rules and breaker thresholds per method from
+    /// `governance` as they change (a config center's: see [`crate::governance`]);
+    /// the settings given here hold where it has no rule. With metrics on, the rules
+    /// in force are reported. Default: none.
+    pub fn governance(mut self, governance: ClientGovernance) -> Self {
+        self.settings.governance = Some(governance);
         self
     }
 
@@ -293,13 +305,25 @@ impl<M, O, I> ClientBuilder<M, O, I> {
             Some(policy) => policy.idempotent(marks.iter().cloned()),
             None => BackupPolicy::default(),
         };
-        let backed = BackupLayer::new(backup).layer(balanced);
-        let retried = RetryLayer::new(s.retry.idempotent(marks)).layer(backed);
-        let guarded = ServiceBreakerLayer::new(s.service_breaker).layer(retried);
+        let governance = s.governance;
+        let backed = BackupLayer::new(backup)
+            .governed(governance.clone())
+            .layer(balanced);
+        let retried = RetryLayer::new(s.retry.idempotent(marks))
+            .governed(governance.clone())
+            .layer(backed);
+        let guarded = ServiceBreakerLayer::new(s.service_breaker)
+            .governed(governance.clone())
+            .layer(retried);
         if let Some(metrics) = &s.config.observability.metrics {
             metrics.watch_breaker(&s.service, guarded.probe());
+            if let Some(g) = &governance {
+                metrics.watch_client_governance(g);
+            }
         }
-        let timed = TimeoutLayer::new(s.config.timeouts.rpc).layer(guarded);
+        let timed = TimeoutLayer::new(s.config.timeouts.rpc)
+            .governed(governance)
+            .layer(guarded);
         let metered = MeteredClient::new(timed, s.config.observability.metrics.clone());
         let stack = Trace::with_access_log(metered, s.config.observability.access_log);
         let mut client = Client::new(s.service, self.outer.layer(stack));

@@ -222,6 +222,9 @@ pub struct ClientContext {
     pub metainfo: MetaInfo,
     /// This call's timeout, instead of the client's.
     pub timeout: Option<Duration>,
+    /// The connect timeout of this call's connects, instead of the client's: set by
+    /// the timeout layer from a governance rule.
+    pub(crate) connect_timeout: Option<Duration>,
     /// The key a consistent-hash balancer routes by (calls with the same key go to the
     /// same instance).
     pub hash_key: Option<u64>,

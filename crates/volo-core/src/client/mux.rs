@@ -63,14 +63,18 @@ impl MuxPool {
         }
     }
 
-    /// The next connection in turn, opened (again) if it is not open.
-    pub(crate) async fn get(&self) -> Result<Arc<MuxConn>, Error> {
+    /// The next connection in turn, opened (again) if it is not open (within
+    /// `connect_timeout`, else the client's).
+    pub(crate) async fn get(
+        &self,
+        connect_timeout: Option<std::time::Duration>,
+    ) -> Result<Arc<MuxConn>, Error> {
         let i = self.next.fetch_add(1, Ordering::Relaxed) % self.slots.len();
         let mut slot = self.slots[i].lock().await;
         if let Some(conn) = slot.as_ref().filter(|c| c.is_open()) {
             return Ok(Arc::clone(conn));
         }
-        let conn = self.dialer.connect().await?;
+        let conn = self.dialer.connect(connect_timeout).await?;
         let splitter =
             FrameSplitter::new(crate::codec::Framing::TTHeader, self.protocol, self.limits);
         let mux = MuxConn::start(conn, splitter, self.header_limits);

@@ -58,13 +58,15 @@ impl Dialer {
     /// Boxed: connecting is rare (a pool reuses its connections) and its future is
     /// large (a socket connect, a shared-memory handshake, a timer); inline, it would
     /// make every call's future that much larger, at every layer of the client stack.
-    pub(crate) async fn connect(&self) -> Result<Conn, Error> {
+    /// `timeout`, when given, replaces the client's connect timeout (a governance
+    /// rule's).
+    pub(crate) async fn connect(&self, timeout: Option<Duration>) -> Result<Conn, Error> {
         Box::pin(transport::connect(
             self.transport,
             &self.addr,
             self.reactor.as_ref(),
             &self.shm,
-            self.connect_timeout,
+            timeout.unwrap_or(self.connect_timeout),
             self.tls.as_ref(),
         ))
         .await
@@ -119,8 +121,12 @@ impl Pool {
         }
     }
 
-    /// An idle connection, or a new one; waits while all are in use.
-    pub(crate) async fn get(self: &Arc<Self>) -> Result<Pooled, Error> {
+    /// An idle connection, or a new one (connected within `connect_timeout`, else
+    /// the client's); waits while all are in use.
+    pub(crate) async fn get(
+        self: &Arc<Self>,
+        connect_timeout: Option<Duration>,
+    ) -> Result<Pooled, Error> {
         let permit = Arc::clone(&self.slots)
             .acquire_owned()
             .await
@@ -145,7 +151,7 @@ impl Pool {
                 None => break,
             }
         }
-        let conn = self.dialer.connect().await?;
+        let conn = self.dialer.connect(connect_timeout).await?;
         Ok(Pooled {
             pool: Arc::clone(self),
             conn,

@@ -281,7 +281,7 @@ impl StreamPool {
         if let Some(s) = slot.as_ref().filter(|s| s.is_open()) {
             return Ok(Arc::clone(s));
         }
-        let conn = self.dialer.connect().await?;
+        let conn = self.dialer.connect(None).await?;
         let session = Session::client(
             conn,
             self.dialer.reactor().cloned(),

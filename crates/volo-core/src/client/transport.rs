@@ -262,11 +262,17 @@ impl Transport {
     }
 
     /// A connection to `addr` for this call.
-    async fn lease(&self, addr: &Address, oneway: bool) -> Result<Lease, Error> {
+    /// `connect_timeout`: the call's, when a governance rule set one.
+    async fn lease(
+        &self,
+        addr: &Address,
+        oneway: bool,
+        connect_timeout: Option<std::time::Duration>,
+    ) -> Result<Lease, Error> {
         match self.peer(addr) {
-            Peer::Pooled(pool) => pool.get().await.map(Lease::Pooled),
+            Peer::Pooled(pool) => pool.get(connect_timeout).await.map(Lease::Pooled),
             Peer::Mux(pool) => {
-                let mux = pool.get().await?;
+                let mux = pool.get(connect_timeout).await?;
                 let call = mux.register(!oneway).map_err(|e| {
                     // The connection broke before this call was written: nothing left.
                     Error::io(e).with_sent(false)
@@ -300,7 +306,7 @@ impl Transport {
             },
             seq_id,
         };
-        match self.lease(addr, oneway).await? {
+        match self.lease(addr, oneway, cx.connect_timeout).await? {
             Lease::Pooled(mut conn) => {
                 let header = header(conn.next_seq());
                 cx.frame_sizes.sent = self.write_request(conn.conn(), cx, &header, req)?;

@@ -45,6 +45,15 @@
 //! | `rpc_client_backup_requests_total` | counter | `service`, `method` | backup requests sent |
 //! | `rpc_client_tier_calls_total` | counter | `service`, `tier` (`host`, `rack`, `zone`, `any`) | attempts a [`Tiered`](crate::client::Tiered) balancer sent to each locality tier (given [`Tiered::with_metrics`](crate::client::Tiered::with_metrics)) |
 //!
+//! Of the [governance](crate::governance) handles watched (a client built with one and
+//! metrics on, a server given one; or [`Metrics::watch_client_governance`]), read at
+//! each scrape:
+//!
+//! | metric | type | labels | meaning |
+//! |---|---|---|---|
+//! | `rpc_governance_value` | gauge | `side` (`client`, `server`), `service`, `method` (`*` for the rule of any method, empty for a server), `setting` | a value in force: `rpc_timeout_seconds`, `connect_timeout_seconds`, `retry_max`, `backup_delay_seconds`, `breaker_enabled`, `breaker_error_rate`, `breaker_min_samples`; a server's `connection_limit`, `qps_limit`, `concurrency_limit` (0: none) |
+//! | `rpc_governance_updates_total` | counter | `side`, `service`, `category` (`rpc_timeout`, `retry`, `circuit_break`, `limit`), `result` (`applied`, `refused`) | values given to the handle, and whether they were applied or refused (the last good one kept) |
+//!
 //! Per connection and per frame, by the server's drivers and the client's transport:
 //!
 //! | metric | type | labels | meaning |
@@ -137,6 +146,7 @@
 //!
 //! [`Observability::metrics`]: crate::config::Observability::metrics
 
+mod governance;
 mod http;
 pub(crate) mod labels;
 mod striped;
@@ -229,6 +239,7 @@ pub(crate) struct Inner {
     pub(crate) server_conns: ServerConns,
     pub(crate) client_bytes: ByteCounters,
     breakers: Arc<Breakers>,
+    governance: Arc<governance::Watched>,
 }
 
 /// The server's per-connection counters.
@@ -427,6 +438,8 @@ impl Metrics {
         );
         let breakers = Arc::new(Breakers::default());
         registry.register_collector(Box::new(Arc::clone(&breakers)));
+        let governance = Arc::new(governance::Watched::default());
+        registry.register_collector(Box::new(Arc::clone(&governance)));
         let server_streams = StreamCounters::register(&mut registry, "server");
         let client_streams = StreamCounters::register(&mut registry, "client");
 
@@ -445,6 +458,7 @@ impl Metrics {
                 server_conns,
                 client_bytes,
                 breakers,
+                governance,
             }),
         }
     }
@@ -486,6 +500,20 @@ impl Metrics {
                 tier: t.name(),
             })
         })
+    }
+
+    /// Reports the values in force in `governance` (a client's) at each scrape, and
+    /// the values it took and refused, for as long as it lives. A client built with
+    /// [`ClientBuilder::governance`](crate::client::ClientBuilder::governance) and
+    /// metrics on is watched already.
+    pub fn watch_client_governance(&self, governance: &crate::governance::ClientGovernance) {
+        self.inner.governance.watch(governance.downgrade());
+    }
+
+    /// [`watch_client_governance`](Self::watch_client_governance) for a server's
+    /// limits.
+    pub fn watch_server_governance(&self, governance: &crate::governance::ServerGovernance) {
+        self.inner.governance.watch(governance.downgrade());
     }
 
     /// Reports `breaker`'s state as the service breaker of `service` at each scrape,

@@ -20,6 +20,7 @@ use super::{
     StreamSupport, Streams,
 };
 use crate::context::Address;
+use crate::governance::ServerGovernance;
 use crate::metrics::ServerConns;
 use crate::registry::{Registration, Registry, RegistryInfo};
 use crate::service::{Identity, Layer, Stack};
@@ -53,6 +54,7 @@ pub struct Server<D, L = Identity, St = NoStreams> {
     services: Services,
     config: ServerConfig,
     limit: LimitConfig,
+    governance: Option<ServerGovernance>,
     registry: Option<(Arc<dyn Registry>, RegistryInfo)>,
     /// Whether the server serves streams, and with what handler.
     streams: St,
@@ -93,6 +95,7 @@ impl<D: Dispatch> Server<D> {
             grace: DEFAULT_GRACE,
             config: ServerConfig::default(),
             limit: LimitConfig::default(),
+            governance: None,
             registry: None,
             streams: NoStreams,
         }
@@ -120,6 +123,7 @@ where
             grace: DEFAULT_GRACE,
             config: ServerConfig::default(),
             limit: LimitConfig::default(),
+            governance: None,
             registry: None,
             streams: NoStreams,
         }
@@ -150,6 +154,7 @@ impl<D, L, St> Server<D, L, St> {
             services: self.services,
             config: self.config,
             limit: self.limit,
+            governance: self.governance,
             registry: self.registry,
             streams: self.streams,
         }
@@ -175,6 +180,7 @@ impl<D, L, St> Server<D, L, St> {
             services: self.services,
             config: self.config,
             limit: self.limit,
+            governance: self.governance,
             registry: self.registry,
             streams: Streams::new(handler),
         }
@@ -215,6 +221,16 @@ impl<D, L, St> Server<D, L, St> {
         self
     }
 
+    /// Follows `governance`'s limits while it has a rule in force (a config
+    /// center's, see [`crate::governance`]): its QPS and concurrency limits replace
+    /// those of [`limit`](Self::limit), and its connection limit closes connections
+    /// accepted beyond it (within `max_connections`, which still holds). With
+    /// metrics on, the limits in force are reported. Default: none.
+    pub fn governance(mut self, governance: ServerGovernance) -> Self {
+        self.governance = Some(governance);
+        self
+    }
+
     /// What the server's connections share: the stack composed
     /// ([`compose`](super::stack::compose)), and the rest.
     pub(super) fn into_shared(self) -> ServerState<L::Service>
@@ -227,7 +243,15 @@ impl<D, L, St> Server<D, L, St> {
         let stack = self
             .layers
             .layer(DeadlineLayer::new().layer(bottom).with_grace(self.grace));
-        let mut state = ServerState::new(stack, self.services, self.config, self.limit);
+        if let (Some(metrics), Some(g)) = (&self.config.observability.metrics, &self.governance) {
+            metrics.watch_server_governance(g);
+        }
+        let mut state = ServerState::new(
+            stack,
+            self.services,
+            self.config,
+            (self.limit, self.governance),
+        );
         state.streams = self
             .streams
             .serving(Arc::clone(&state.stack), state.config.streams);
@@ -401,6 +425,34 @@ impl<D> std::fmt::Debug for ServerState<D> {
     }
 }
 
+impl<D> BoundServer<D> {
+    /// Whether the connections open, the one just accepted among them, pass a
+    /// governance's connection limit (they count as the permits taken from
+    /// `connections`).
+    fn over_governed_connections(&self) -> bool {
+        let Some(limit) = self
+            .shared
+            .governance
+            .as_ref()
+            .and_then(|g| g.limit())
+            .and_then(|rule| rule.connections)
+        else {
+            return false;
+        };
+        let open =
+            self.shared.config.capacity.max_connections - self.connections.available_permits();
+        if open > limit {
+            tracing::debug!(
+                open,
+                limit,
+                "server: over the governed connection limit; closed"
+            );
+            return true;
+        }
+        false
+    }
+}
+
 impl<D: Dispatch> BoundServer<D> {
     /// The (first) address it listens on (for TCP, with the port picked).
     pub fn local_addr(&self) -> &Address {
@@ -498,6 +550,9 @@ impl<D: Dispatch> BoundServer<D> {
                     let Ok(permit) = Arc::clone(&self.connections).try_acquire_owned() else {
                         continue;
                     };
+                    if self.over_governed_connections() {
+                        continue;
+                    }
                     let shared = Arc::clone(&self.shared);
                     // Counted open while its place is held.
                     let permit = (permit, shared.counters.as_ref().map(ServerConns::opened));

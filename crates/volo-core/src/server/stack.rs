@@ -36,6 +36,7 @@ use super::metered::MeteredServer;
 use super::panic::{CatchPanic, CatchPanicLayer};
 use super::trace::{Trace, TraceLayer};
 use super::{LimitConfig, ServerConfig};
+use crate::governance::ServerGovernance;
 use crate::metrics::ServerConns;
 use crate::service::Layer;
 
@@ -47,7 +48,7 @@ pub(crate) type Builtins<D> = Limit<Trace<Inflight<CatchPanic<MeteredServer<D>>>
 pub(crate) fn compose<D>(
     stack: D,
     config: &ServerConfig,
-    limit: LimitConfig,
+    (limit, governance): (LimitConfig, Option<ServerGovernance>),
     counters: Option<ServerConns>,
 ) -> Builtins<D> {
     let metered = MeteredServer::new(stack, config.observability.metrics.clone());
@@ -55,6 +56,7 @@ pub(crate) fn compose<D>(
     let slotted = InflightLayer::new(config.capacity.max_inflight).layer(caught);
     let traced = TraceLayer.layer(slotted);
     LimitLayer::new(limit)
+        .governed(governance)
         .stream_limit(config.streams.max_in_flight)
         .counted(counters)
         .layer(traced)

@@ -9,6 +9,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use super::ServerConfig;
 use super::multiplex::Services;
 use super::stack::{Builtins, compose};
+use crate::governance::ServerGovernance;
 use crate::metrics::ServerConns;
 
 /// What every connection of a server shares.
@@ -28,6 +29,8 @@ pub(crate) struct ServerState<D> {
     pub(crate) counters: Option<ServerConns>,
     /// The handler of streaming connections, if the server serves streams.
     pub(crate) streams: Option<super::Serving>,
+    /// The limits set from outside, when the server follows a governance.
+    pub(crate) governance: Option<ServerGovernance>,
 }
 
 impl<D> ServerState<D> {
@@ -36,7 +39,7 @@ impl<D> ServerState<D> {
         dispatch: D,
         services: Services,
         config: ServerConfig,
-        limit: super::LimitConfig,
+        (limit, governance): (super::LimitConfig, Option<ServerGovernance>),
     ) -> Self {
         let counters = config
             .observability
@@ -44,7 +47,13 @@ impl<D> ServerState<D> {
             .as_ref()
             .map(|m| m.server_conns().clone());
         ServerState {
-            stack: Arc::new(compose(dispatch, &config, limit, counters.clone())),
+            stack: Arc::new(compose(
+                dispatch,
+                &config,
+                (limit, governance.clone()),
+                counters.clone(),
+            )),
+            governance,
             counters,
             services,
             input_budget: InputBudget::new(config.capacity.max_buffered_input),

@@ -1163,7 +1163,7 @@ fn a_peer_that_does_not_read_holds_a_closing_session_only_so_long() {
                     .expect("a reactor")
             });
             let dialer = crate::client::pool::Dialer::new(reactor, Address::Tcp(addr), &config);
-            let conn = dialer.connect().await.expect("connect");
+            let conn = dialer.connect(None).await.expect("connect");
             let clock = ManualClock::new();
             let timer = session::Timer::new(clock.clone());
             let reactor = dialer.reactor().cloned();

@@ -6,6 +6,7 @@ use super::policy::Latencies;
 use super::{BUDGET_MAX, Backup, BackupPolicy};
 use crate::client::RetryBudget;
 use crate::clock::{Clock, SystemClock};
+use crate::governance::ClientGovernance;
 use crate::service::Layer;
 
 /// Wraps a service in [`Backup`] with one policy. The services it makes, and their
@@ -16,6 +17,7 @@ pub struct BackupLayer<C = SystemClock> {
     policy: Arc<BackupPolicy>,
     budget: Arc<RetryBudget>,
     latencies: Arc<Latencies>,
+    governance: Option<ClientGovernance>,
     clock: C,
 }
 
@@ -26,6 +28,7 @@ impl BackupLayer {
             budget: Arc::new(RetryBudget::new(policy.budget_ratio, BUDGET_MAX)),
             latencies: Arc::new(Latencies::new(policy.delay)),
             policy: Arc::new(policy),
+            governance: None,
             clock: SystemClock,
         }
     }
@@ -39,8 +42,18 @@ impl<C> BackupLayer<C> {
             policy: self.policy,
             budget: self.budget,
             latencies: self.latencies,
+            governance: self.governance,
             clock,
         }
+    }
+
+    /// The same layer, taking each method's rule from `governance` when it has one:
+    /// a [`RetryRule::Backup`](crate::governance::RetryRule::Backup) sends backups
+    /// after its fixed delay (whether or not the policy marked the method), any other
+    /// rule for the method sends none.
+    pub fn governed(mut self, governance: Option<ClientGovernance>) -> Self {
+        self.governance = governance;
+        self
     }
 }
 
@@ -53,6 +66,7 @@ impl<S, C: Clock> Layer<S> for BackupLayer<C> {
             policy: self.policy,
             budget: self.budget,
             latencies: self.latencies,
+            governance: self.governance,
             clock: self.clock,
         }
     }

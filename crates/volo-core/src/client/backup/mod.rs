@@ -45,12 +45,14 @@ use std::future::{Future, poll_fn};
 use std::pin::pin;
 use std::sync::{Arc, Mutex};
 use std::task::Poll;
+use std::time::Duration;
 
 use policy::Latencies;
 
 use super::retry::{mark, marked_upstream, restore_mark, saved_mark};
 use super::{ClientCall, ClientContext, Error, RetryBudget};
 use crate::clock::{Clock, SystemClock};
+use crate::governance::{ClientGovernance, RetryRule};
 use crate::service::{Layer, Service};
 use crate::transport::lock;
 
@@ -87,6 +89,7 @@ pub struct Backup<S, C = SystemClock> {
     policy: Arc<BackupPolicy>,
     budget: Arc<RetryBudget>,
     latencies: Arc<Latencies>,
+    governance: Option<ClientGovernance>,
     clock: C,
 }
 
@@ -128,7 +131,13 @@ where
     C: Clock,
 {
     /// The first attempt, and the backup if the first is slow; the first success wins.
-    async fn race<R>(&self, cx: &mut ClientContext, req: R) -> Result<S::Response, Error>
+    /// `delay`: the backup's delay, when a governance rule fixes it.
+    async fn race<R>(
+        &self,
+        cx: &mut ClientContext,
+        req: R,
+        delay: Option<Duration>,
+    ) -> Result<S::Response, Error>
     where
         R: ClientCall,
         S: Service<ClientContext, R, Error = Error> + Sync,
@@ -141,7 +150,7 @@ where
         first_cx.picks = Some(picks.clone());
 
         let start = self.clock.now();
-        let fire = start + self.latencies.delay();
+        let fire = start + delay.unwrap_or_else(|| self.latencies.delay());
         let before_deadline = cx.rpc.deadline.is_none_or(|d| fire < d);
         let first_attempt = attempt(&self.inner, first_cx, req.clone());
         let backup_slot = empty_like(&first_attempt);
@@ -239,6 +248,23 @@ where
 
     async fn call(&self, cx: &mut ClientContext, req: R) -> Result<S::Response, Error> {
         let policy = &*self.policy;
+        if let Some(g) = &self.governance {
+            let rule = g.load().retry.get(req.method()).copied();
+            match rule {
+                None => {}
+                Some(RetryRule::Backup { delay, chain_stop }) => {
+                    self.budget.deposit();
+                    if req.is_oneway() || req.opens_stream() || (chain_stop && marked_upstream(cx))
+                    {
+                        return self.inner.call(cx, req).await;
+                    }
+                    return Box::pin(self.race(cx, req, Some(delay))).await;
+                }
+                Some(RetryRule::Off | RetryRule::Failure { .. }) => {
+                    return self.inner.call(cx, req).await;
+                }
+            }
+        }
         // No method marked (backups off, as in the default stack): no call can ever
         // take from the budget, so none adds to it, and no atomic is touched per call.
         if policy.idempotent.is_empty() {
@@ -255,7 +281,7 @@ where
         // Boxed: the race holds two attempts' futures, which inline would make this
         // layer's future (and every call's above it) three times an attempt's size,
         // backups on or off: 11.5 KB per call in flight over the transport, not 3.7.
-        Box::pin(self.race(cx, req)).await
+        Box::pin(self.race(cx, req, None)).await
     }
 }
 
@@ -289,6 +315,52 @@ mod tests {
             wait: Wait::Forever,
             outcome: Outcome::Ok,
         }
+    }
+
+    /// A governance rule for a method sends backups after its fixed delay, for a
+    /// method the policy does not mark; any other rule for it sends none.
+    #[test]
+    fn a_governance_rule_sets_the_backups_of_its_method() {
+        use crate::governance::{ClientGovernance, MethodRules, RetryRule};
+        let clock = ManualClock::new();
+        let gov = ClientGovernance::new("svc");
+        let governed = |policy, mock: &Mock| {
+            BackupLayer::new(policy)
+                .governed(Some(gov.clone()))
+                .with_clock(clock.clone())
+                .layer(mock.clone())
+        };
+        let script = vec![forever(), after(10 * MS, Outcome::Ok)];
+        let mock = Mock::new(&clock, script, now(Outcome::Ok));
+        let svc = governed(BackupPolicy::default(), &mock);
+        let rule = RetryRule::Backup {
+            delay: 5 * MS,
+            chain_stop: true,
+        };
+        gov.set_retry(MethodRules::new().method("add_user", rule));
+        let mut cx = ClientContext::new();
+        let mut call = Box::pin(svc.call(&mut cx, request("add_user")));
+        assert!(poll(&mut call).is_none());
+        clock.advance(4 * MS);
+        assert!(poll(&mut call).is_none());
+        assert_eq!(mock.attempts(), 1, "no backup before the rule's delay");
+        clock.advance(MS);
+        assert!(poll(&mut call).is_none());
+        assert_eq!(mock.attempts(), 2, "the backup at 5 ms");
+        clock.advance(10 * MS);
+        assert!(poll(&mut call).expect("answered").is_ok());
+        drop(call);
+
+        // Off for a method the policy marks: no backup.
+        gov.set_retry(MethodRules::new().any(RetryRule::Off));
+        let mock = Mock::new(&clock, vec![after(30 * MS, Outcome::Ok)], now(Outcome::Ok));
+        let svc = governed(fixed(), &mock);
+        let mut cx = ClientContext::new();
+        let mut call = Box::pin(svc.call(&mut cx, request("echo")));
+        assert!(poll(&mut call).is_none());
+        clock.advance(30 * MS);
+        assert!(poll(&mut call).expect("answered").is_ok());
+        assert_eq!(mock.attempts(), 1);
     }
 
     #[test]

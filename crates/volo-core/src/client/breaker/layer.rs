@@ -2,6 +2,7 @@
 
 use super::{BreakerConfig, ServiceBreaker};
 use crate::clock::{Clock, SystemClock};
+use crate::governance::ClientGovernance;
 use crate::service::Layer;
 
 /// Wraps a service in a [`ServiceBreaker`]: one breaker for the callee service per
@@ -10,6 +11,7 @@ use crate::service::Layer;
 #[derive(Debug, Clone)]
 pub struct ServiceBreakerLayer<C = SystemClock> {
     config: BreakerConfig,
+    governance: Option<ClientGovernance>,
     clock: C,
 }
 
@@ -30,7 +32,18 @@ impl ServiceBreakerLayer {
 impl<C: Clock> ServiceBreakerLayer<C> {
     /// A breaker with `config` that reads the time from `clock`.
     pub fn with_clock(config: BreakerConfig, clock: C) -> Self {
-        ServiceBreakerLayer { config, clock }
+        ServiceBreakerLayer {
+            config,
+            governance: None,
+            clock,
+        }
+    }
+
+    /// The same layer, its thresholds following `governance`'s breaker rules (see
+    /// [`ServiceBreaker::governed`]).
+    pub fn governed(mut self, governance: Option<ClientGovernance>) -> Self {
+        self.governance = governance;
+        self
     }
 }
 
@@ -38,6 +51,9 @@ impl<S, C: Clock> Layer<S> for ServiceBreakerLayer<C> {
     type Service = ServiceBreaker<S, C>;
 
     fn layer(self, inner: S) -> ServiceBreaker<S, C> {
-        ServiceBreaker::new(inner, self.config, self.clock)
+        match self.governance {
+            Some(g) => ServiceBreaker::governed(inner, self.config, self.clock, g),
+            None => ServiceBreaker::new(inner, self.config, self.clock),
+        }
     }
 }

@@ -84,6 +84,7 @@
 //! ```
 
 mod error;
+mod governed;
 mod instance;
 mod layer;
 mod state;
@@ -104,7 +105,9 @@ use std::time::Instant;
 use super::ClientContext;
 use super::error::{Error, ErrorKind};
 use crate::clock::{Clock, SystemClock};
+use crate::governance::ClientGovernance;
 use crate::service::Service;
+use governed::{Governed, Route};
 use state::{Breaker, Guarded, Outcome, Permit};
 
 /// Whether `error` counts against the callee (a service or an instance) in a breaker.
@@ -182,6 +185,8 @@ fn cancelled(deadline: Option<Instant>, now: Instant) -> Outcome {
 pub struct ServiceBreaker<S, C: Clock = SystemClock> {
     inner: S,
     breaker: Arc<Guarded<()>>,
+    /// Thresholds and breakers per method from a governance, when it has one.
+    governed: Option<Arc<Governed>>,
     clock: C,
 }
 
@@ -192,8 +197,25 @@ impl<S, C: Clock> ServiceBreaker<S, C> {
         ServiceBreaker {
             inner,
             breaker: Arc::new(Guarded::new(Breaker::new(config, now), ())),
+            governed: None,
             clock,
         }
+    }
+
+    /// A closed breaker with `config` whose thresholds follow `governance`'s breaker
+    /// rules: the rule for any method (`"*"`) sets this breaker's error rate and
+    /// minimum of calls (or turns it off), and a method with a rule of its own gets a
+    /// breaker of its own with those thresholds (and the rest of `config`), or none
+    /// when its rule turns it off. Without rules, `config` holds.
+    pub fn governed(
+        inner: S,
+        config: BreakerConfig,
+        clock: C,
+        governance: ClientGovernance,
+    ) -> Self {
+        let mut breaker = Self::new(inner, config.clone(), clock);
+        breaker.governed = Some(Arc::new(Governed::new(governance, config)));
+        breaker
     }
 
     /// Where the breaker stands now.
@@ -236,6 +258,7 @@ impl<S: Clone, C: Clock> Clone for ServiceBreaker<S, C> {
         ServiceBreaker {
             inner: self.inner.clone(),
             breaker: Arc::clone(&self.breaker),
+            governed: self.governed.clone(),
             clock: self.clock.clone(),
         }
     }
@@ -260,13 +283,22 @@ where
     type Error = Error;
 
     async fn call(&self, cx: &mut ClientContext, req: Req) -> Result<S::Response, Error> {
-        let admitted = self.breaker.try_acquire_at(|| self.clock.now());
+        let route = match &self.governed {
+            None => Route::Service,
+            Some(g) => g.route(&cx.rpc.method, &self.breaker, self.clock.now_coarse()),
+        };
+        let breaker = match &route {
+            Route::Service => &self.breaker,
+            Route::Own(own) => own,
+            Route::Bypass => return self.inner.call(cx, req).await,
+        };
+        let admitted = breaker.try_acquire_at(|| self.clock.now());
         let Some(permit) = admitted else {
             let name = cx.rpc.callee.service.to_string();
             return Err(Error::circuit_open(CircuitOpen::Service(name)));
         };
         let mut call = Admitted {
-            breaker: &self.breaker,
+            breaker,
             clock: &self.clock,
             permit: Some(permit),
             deadline: cx.rpc.deadline,

@@ -185,6 +185,18 @@ impl Breaker {
         }
     }
 
+    /// Changes when the breaker opens, keeping its state and what its window holds.
+    pub(crate) fn set_thresholds(
+        &mut self,
+        error_rate: f64,
+        min_samples: u64,
+        consecutive_failures: u32,
+    ) {
+        self.config.error_rate = error_rate;
+        self.config.min_samples = min_samples.max(1);
+        self.config.consecutive_failures = consecutive_failures;
+    }
+
     /// The state at `now` (open turns half-open once `open_for` has passed).
     pub(crate) fn state(&self, now: Instant) -> BreakerState {
         match self.phase {

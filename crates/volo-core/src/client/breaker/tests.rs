@@ -558,3 +558,72 @@ fn a_breaker_dropped_while_open_comes_back_closed() {
     assert_eq!(breakers.state(&a), BreakerState::Open);
     assert_eq!(breakers.not_closed(), 1);
 }
+
+/// Breaker rules from a governance: `*` sets the service breaker's thresholds as
+/// the rule changes, a method named gets a breaker of its own, and a method whose
+/// rule is off passes none.
+#[test]
+fn governance_rules_set_thresholds_and_breakers_per_method() {
+    use crate::governance::{BreakerRule, ClientGovernance, MethodRules};
+    let clock = ManualClock::new();
+    let inner = Scripted::new();
+    let gov = ClientGovernance::new("EchoService");
+    let svc = ServiceBreakerLayer::with_clock(BreakerConfig::service(), clock.clone())
+        .governed(Some(gov.clone()))
+        .layer(inner.clone());
+    let call = |method: &'static str| {
+        let mut cx = context();
+        cx.rpc.method = method.into();
+        ready(svc.call(&mut cx, ClientRequest::new(method, Text::default())))
+    };
+    let rule = |error_rate, min_samples| BreakerRule {
+        enabled: true,
+        error_rate,
+        min_samples,
+    };
+    inner.set(Reply::Fail(ErrorKind::Io));
+    // The builder's 200 calls: 10 failures do not open it.
+    for _ in 0..10 {
+        assert_eq!(call("echo").unwrap_err().kind(), ErrorKind::Io);
+    }
+    assert_eq!(svc.state(), BreakerState::Closed);
+
+    // `*` at 12 calls: the 10 already counted and 2 more open it.
+    gov.set_breaker(MethodRules::new().any(rule(0.5, 12)));
+    for _ in 0..2 {
+        assert_eq!(call("echo").unwrap_err().kind(), ErrorKind::Io);
+    }
+    assert_eq!(svc.state(), BreakerState::Open);
+    assert_fails_fast(call("echo"));
+
+    // `ping` has a breaker of its own, closed; `off` passes none at all.
+    gov.set_breaker(
+        MethodRules::new()
+            .any(rule(0.5, 12))
+            .method("ping", rule(0.5, 3))
+            .method(
+                "off",
+                BreakerRule {
+                    enabled: false,
+                    ..rule(0.5, 1)
+                },
+            ),
+    );
+    assert_fails_fast(call("echo"));
+    let before = inner.calls();
+    for _ in 0..3 {
+        assert_eq!(call("ping").unwrap_err().kind(), ErrorKind::Io);
+    }
+    assert_fails_fast(call("ping"));
+    for _ in 0..5 {
+        assert_eq!(call("off").unwrap_err().kind(), ErrorKind::Io);
+    }
+    assert_eq!(inner.calls() - before, 3 + 5, "ping's 3, then off's 5");
+
+    // A change elsewhere keeps ping's breaker (still open) as its rule is the same.
+    gov.set_breaker(MethodRules::new().method("ping", rule(0.5, 3)));
+    assert_fails_fast(call("ping"));
+    // A new rule for ping is a new breaker, closed.
+    gov.set_breaker(MethodRules::new().method("ping", rule(0.9, 50)));
+    assert_eq!(call("ping").unwrap_err().kind(), ErrorKind::Io);
+}

@@ -24,6 +24,25 @@ pub enum Backoff {
         /// The cap never grows past this.
         max: Duration,
     },
+    /// A wait drawn uniformly from `min..=max` before every retry (Kitex's `random`
+    /// backoff).
+    Random {
+        /// The shortest wait.
+        min: Duration,
+        /// The longest wait.
+        max: Duration,
+    },
+}
+
+impl From<crate::governance::BackoffRule> for Backoff {
+    fn from(rule: crate::governance::BackoffRule) -> Self {
+        use crate::governance::BackoffRule;
+        match rule {
+            BackoffRule::None => Backoff::None,
+            BackoffRule::Fixed(d) => Backoff::Fixed(d),
+            BackoffRule::Random { min, max } => Backoff::Random { min, max },
+        }
+    }
 }
 
 impl Default for Backoff {
@@ -46,20 +65,39 @@ impl Backoff {
             Backoff::Exponential { base, max } => {
                 let doublings = retry.saturating_sub(1).min(31);
                 let cap = base.saturating_mul(1 << doublings).min(max);
-                // Nanoseconds fit u64 for any wait under 584 years.
-                let cap_nanos = u64::try_from(cap.as_nanos()).unwrap_or(u64::MAX);
-                match cap_nanos.checked_add(1) {
-                    Some(span) => Duration::from_nanos(jitter.next() % span),
-                    None => Duration::from_nanos(jitter.next()),
-                }
+                up_to(cap, jitter)
+            }
+            Backoff::Random { min, max } => {
+                min.saturating_add(up_to(max.saturating_sub(min), jitter))
             }
         }
+    }
+}
+
+/// A wait drawn uniformly from `0..=cap`.
+fn up_to(cap: Duration, jitter: &Xorshift) -> Duration {
+    // Nanoseconds fit u64 for any wait under 584 years.
+    let cap_nanos = u64::try_from(cap.as_nanos()).unwrap_or(u64::MAX);
+    match cap_nanos.checked_add(1) {
+        Some(span) => Duration::from_nanos(jitter.next() % span),
+        None => Duration::from_nanos(jitter.next()),
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn random_waits_stay_within_their_bounds() {
+        let jitter = Xorshift::new(3);
+        let (min, max) = (Duration::from_millis(5), Duration::from_millis(9));
+        let b = Backoff::Random { min, max };
+        let waits: Vec<Duration> = (0..200).map(|i| b.delay(i % 4 + 1, &jitter)).collect();
+        assert!(waits.iter().all(|w| (min..=max).contains(w)), "{waits:?}");
+        assert!(waits.iter().any(|w| *w < Duration::from_millis(6)));
+        assert!(waits.iter().any(|w| *w > Duration::from_millis(8)));
+    }
 
     #[test]
     fn exponential_waits_stay_under_a_doubling_cap() {

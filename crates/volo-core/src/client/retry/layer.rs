@@ -4,6 +4,7 @@ use std::sync::Arc;
 
 use super::{BUDGET_MAX, Retry, RetryBudget, RetryPolicy};
 use crate::clock::{Clock, SystemClock};
+use crate::governance::ClientGovernance;
 use crate::random::{Xorshift, random_seed};
 use crate::service::Layer;
 
@@ -14,6 +15,7 @@ pub struct RetryLayer<C = SystemClock> {
     policy: RetryPolicy,
     budget: Arc<RetryBudget>,
     jitter: Arc<Xorshift>,
+    governance: Option<ClientGovernance>,
     clock: C,
 }
 
@@ -26,6 +28,7 @@ impl RetryLayer {
                 policy.jitter_seed.unwrap_or_else(random_seed),
             )),
             policy,
+            governance: None,
             clock: SystemClock,
         }
     }
@@ -39,8 +42,17 @@ impl<C> RetryLayer<C> {
             policy: self.policy,
             budget: self.budget,
             jitter: self.jitter,
+            governance: self.governance,
             clock,
         }
+    }
+
+    /// The same layer, taking each method's retry rule from `governance` when it has
+    /// one for the method (see [`RetryRule`](crate::governance::RetryRule)); the
+    /// policy holds for the others.
+    pub fn governed(mut self, governance: Option<ClientGovernance>) -> Self {
+        self.governance = governance;
+        self
     }
 }
 
@@ -53,6 +65,7 @@ impl<S, C: Clock> Layer<S> for RetryLayer<C> {
             policy: Arc::new(self.policy),
             budget: self.budget,
             jitter: self.jitter,
+            governance: self.governance,
             clock: self.clock,
         }
     }

@@ -39,12 +39,13 @@ pub use layer::RetryLayer;
 pub use policy::RetryPolicy;
 
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use crate::random::Xorshift;
 
 use super::{ClientCall, ClientContext, Error, ErrorKind};
 use crate::clock::{Clock, SystemClock};
+use crate::governance::{ClientGovernance, RetryRule};
 use crate::service::{Layer, Service};
 
 /// The persistent metainfo key that marks a retried (or backup) request; its value is
@@ -120,13 +121,35 @@ pub(crate) fn mark(cx: &mut ClientContext) {
 /// deep in a chain of services is not retried at every hop above it. Attempts made by
 /// a layer of this client (attempt 1 and on) carry the mark themselves and are not
 /// stopped by it. [`RetryPolicy::chain_stop`] turns the rule off.
+///
+/// # Rules from a config center
+///
+/// With a [`ClientGovernance`] ([`RetryLayer::governed`]), a rule for the call's
+/// method replaces the policy's retry count, backoff and chain stop for it
+/// ([`RetryRule::Failure`], which also bounds the time spent retrying and counts the
+/// method as idempotent, as a Kitex failure policy does), or turns retries off
+/// ([`RetryRule::Off`], and [`RetryRule::Backup`], which the backup layer takes). The
+/// kinds of failure retried and the budget stay the policy's.
 #[derive(Debug, Clone)]
 pub struct Retry<S, C = SystemClock> {
     inner: S,
     policy: Arc<RetryPolicy>,
     budget: Arc<RetryBudget>,
     jitter: Arc<Xorshift>,
+    governance: Option<ClientGovernance>,
     clock: C,
+}
+
+/// What one call is retried by: the policy, or a governance rule for its method.
+#[derive(Debug, Clone, Copy)]
+struct Plan {
+    max_retries: u32,
+    backoff: Backoff,
+    chain_stop: bool,
+    /// Whether a failure that may have run is retried (the method is idempotent).
+    idempotent: bool,
+    /// No retry after this long since the call began.
+    max_duration: Option<Duration>,
 }
 
 impl<S> Retry<S> {
@@ -143,27 +166,63 @@ impl<S, C: Clock> Retry<S, C> {
     fn retry_after(
         &self,
         cx: &ClientContext,
-        req: &impl ClientCall,
+        (req, plan, start): (&impl ClientCall, &Plan, Option<Instant>),
         err: &Error,
         retries: u32,
     ) -> Option<Duration> {
-        let policy = &*self.policy;
-        if retries >= policy.max_retries
-            || !policy.retries(err)
-            || (err.may_have_run() && (req.opens_stream() || !policy.is_idempotent(req.method())))
+        if retries >= plan.max_retries
+            || !self.policy.retries(err)
+            || (err.may_have_run() && (req.opens_stream() || !plan.idempotent))
         {
             return None;
         }
-        let wait = policy.backoff.delay(retries + 1, &self.jitter);
-        let past_deadline = cx
-            .rpc
-            .deadline
-            .is_some_and(|d| self.clock.now() + wait >= d);
-        if past_deadline {
+        let wait = plan.backoff.delay(retries + 1, &self.jitter);
+        let now = self.clock.now();
+        let past_deadline = cx.rpc.deadline.is_some_and(|d| now + wait >= d);
+        let past_duration = match (plan.max_duration, start) {
+            (Some(max), Some(start)) => now + wait >= start + max,
+            _ => false,
+        };
+        if past_deadline || past_duration {
             return None;
         }
         // Last: only a retry that will happen spends the budget.
         (reached_no_server(err) || self.budget.withdraw()).then_some(wait)
+    }
+}
+
+impl<S, C> Retry<S, C> {
+    /// How a call of `method` is retried: by the governance rule for it, if there is
+    /// one, else by the policy; `None`: not at all.
+    fn plan(&self, method: &str) -> Option<Plan> {
+        let policy = &*self.policy;
+        let rule = match &self.governance {
+            Some(g) => g.load().retry.get(method).copied(),
+            None => None,
+        };
+        match rule {
+            None => Some(Plan {
+                max_retries: policy.max_retries,
+                backoff: policy.backoff,
+                chain_stop: policy.chain_stop,
+                idempotent: policy.is_idempotent(method),
+                max_duration: None,
+            }),
+            // A backup rule replaces retries for the method, as in Kitex.
+            Some(RetryRule::Off | RetryRule::Backup { .. }) => None,
+            Some(RetryRule::Failure {
+                max_retries,
+                max_duration,
+                backoff,
+                chain_stop,
+            }) => Some(Plan {
+                max_retries,
+                backoff: backoff.map_or(policy.backoff, Backoff::from),
+                chain_stop,
+                idempotent: true,
+                max_duration,
+            }),
+        }
     }
 }
 
@@ -185,9 +244,13 @@ where
 
     async fn call(&self, cx: &mut ClientContext, req: R) -> Result<S::Response, Error> {
         self.budget.deposit();
-        if self.policy.chain_stop && marked_upstream(cx) {
+        let Some(plan) = self.plan(req.method()) else {
+            return self.inner.call(cx, req).await;
+        };
+        if plan.chain_stop && marked_upstream(cx) {
             return self.inner.call(cx, req).await;
         }
+        let start = plan.max_duration.map(|_| self.clock.now());
         // The attempts, in this one future (not one of their own awaited here: a
         // layer on every call, and each level of futures costs its polls).
         let mut retries = 0;
@@ -198,7 +261,7 @@ where
                 Ok(reply) => break Ok(reply),
                 Err(e) => e,
             };
-            let Some(wait) = self.retry_after(cx, &req, &err, retries) else {
+            let Some(wait) = self.retry_after(cx, (&req, &plan, start), &err, retries) else {
                 break Err(err);
             };
             retries += 1;
@@ -520,5 +583,66 @@ mod tests {
         clock.advance(wait);
         assert!(poll(&mut call).expect("retried").is_ok());
         assert_eq!(mock.attempts(), 2);
+    }
+
+    /// Polls `call` until it ends, moving `clock` 10 ms between polls.
+    fn run_out<F: std::future::Future + Unpin>(call: &mut F, clock: &ManualClock) -> F::Output {
+        loop {
+            if let Some(out) = poll(call) {
+                return out;
+            }
+            clock.advance(Duration::from_millis(10));
+        }
+    }
+
+    /// A governance rule for a method replaces the policy for it, as the rule
+    /// changes: retries for a method the policy does not mark, a limit on the time
+    /// spent retrying, and none at all.
+    #[test]
+    fn a_governance_rule_replaces_the_policy_for_its_method() {
+        use crate::governance::{BackoffRule, ClientGovernance, MethodRules, RetryRule};
+        let clock = ManualClock::new();
+        let gov = ClientGovernance::new("svc");
+        let governed = |mock: &Mock| {
+            RetryLayer::new(RetryPolicy::new().backoff(Backoff::None).jitter_seed(1))
+                .governed(Some(gov.clone()))
+                .with_clock(clock.clone())
+                .layer(mock.clone())
+        };
+        let mock = Mock::new(&clock, vec![], now(Outcome::Io));
+        let svc = governed(&mock);
+        assert!(call_now(&svc, &mut ClientContext::new(), "add_user").is_err());
+        assert_eq!(mock.attempts(), 1, "no rule: not idempotent, not retried");
+
+        let failure = |max_duration| RetryRule::Failure {
+            max_retries: 3,
+            max_duration,
+            backoff: Some(BackoffRule::Fixed(Duration::from_millis(10))),
+            chain_stop: true,
+        };
+        gov.set_retry(MethodRules::new().method("add_user", failure(None)));
+        let mut cx = ClientContext::new();
+        let mut call = Box::pin(svc.call(&mut cx, request("add_user")));
+        assert!(run_out(&mut call, &clock).is_err());
+        drop(call);
+        assert_eq!(mock.attempts(), 1 + 4, "the rule's 3 retries");
+
+        // At most 25 ms of retrying: attempts at 0, 10 and 20 ms; the next would
+        // start at 30.
+        let mock = Mock::new(&clock, vec![], now(Outcome::Io));
+        let svc = governed(&mock);
+        gov.set_retry(MethodRules::new().any(failure(Some(Duration::from_millis(25)))));
+        let mut cx = ClientContext::new();
+        let mut call = Box::pin(svc.call(&mut cx, request("add_user")));
+        assert!(run_out(&mut call, &clock).is_err());
+        drop(call);
+        assert_eq!(mock.attempts(), 3, "stopped by max_duration");
+
+        // Off: not even a failed connect, which the policy retries, is retried.
+        gov.set_retry(MethodRules::new().any(RetryRule::Off));
+        let mock = Mock::new(&clock, vec![], now(Outcome::Connect));
+        let svc = governed(&mock);
+        assert!(call_now(&svc, &mut ClientContext::new(), "add_user").is_err());
+        assert_eq!(mock.attempts(), 1);
     }
 }

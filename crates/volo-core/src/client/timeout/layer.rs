@@ -2,12 +2,14 @@ use std::time::Duration;
 
 use super::Timeout;
 use crate::clock::{Clock, SystemClock};
+use crate::governance::ClientGovernance;
 use crate::service::Layer;
 
 /// Wraps a service in a [`Timeout`].
 #[derive(Debug, Clone)]
 pub struct TimeoutLayer<C = SystemClock> {
     default: Option<Duration>,
+    governance: Option<ClientGovernance>,
     clock: C,
 }
 
@@ -16,6 +18,7 @@ impl TimeoutLayer {
     pub fn new(default: Option<Duration>) -> Self {
         TimeoutLayer {
             default,
+            governance: None,
             clock: SystemClock,
         }
     }
@@ -26,8 +29,19 @@ impl<C> TimeoutLayer<C> {
     pub fn with_clock<C2: Clock>(self, clock: C2) -> TimeoutLayer<C2> {
         TimeoutLayer {
             default: self.default,
+            governance: self.governance,
             clock,
         }
+    }
+
+    /// The same layer, taking each method's timeouts from `governance` when it has a
+    /// rule for the method (a call's own [`ClientContext::timeout`] still comes
+    /// first).
+    ///
+    /// [`ClientContext::timeout`]: crate::client::ClientContext::timeout
+    pub fn governed(mut self, governance: Option<ClientGovernance>) -> Self {
+        self.governance = governance;
+        self
     }
 }
 
@@ -35,6 +49,8 @@ impl<S, C: Clock> Layer<S> for TimeoutLayer<C> {
     type Service = Timeout<S, C>;
 
     fn layer(self, inner: S) -> Timeout<S, C> {
-        Timeout::new(inner, self.default, self.clock)
+        let mut timeout = Timeout::new(inner, self.default, self.clock);
+        timeout.governance = self.governance;
+        timeout
     }
 }

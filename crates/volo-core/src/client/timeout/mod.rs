@@ -2,8 +2,11 @@
 //! [`ErrorKind::Timeout`](super::ErrorKind::Timeout), and what it was doing below (a
 //! connect, retries, a backup request, the wait for a reply) is dropped.
 //!
-//! The timeout is the call's [`ClientContext::timeout`], or else the client's
-//! [`ClientTimeouts::rpc`](crate::client::ClientTimeouts::rpc) (10 s by default).
+//! The timeout is the call's [`ClientContext::timeout`], or else the rule for its
+//! method in the client's [governance](crate::governance) (when it has one: a timeout
+//! set in a config center, which may also set the call's connect timeout), or else the
+//! client's [`ClientTimeouts::rpc`](crate::client::ClientTimeouts::rpc) (10 s by
+//! default).
 //! It bounds the whole call, retries included. The layer sets `cx.rpc.deadline` (or
 //! keeps an earlier one already there, such as a deadline carried over from the
 //! server call being handled), and the transport sends the time left to the server in
@@ -31,6 +34,7 @@ use watchdog::{Outcome, Watchdog};
 
 use super::{ClientCall, ClientContext, Error};
 use crate::clock::{Clock, SystemClock};
+use crate::governance::ClientGovernance;
 use crate::service::Service;
 
 /// Fails calls that outlast their timeout (see the [module docs](self)).
@@ -38,6 +42,8 @@ use crate::service::Service;
 pub struct Timeout<S, C = SystemClock> {
     inner: S,
     default: Option<Duration>,
+    /// Rules per method that come before `default`, when set.
+    governance: Option<ClientGovernance>,
     clock: C,
     /// Times the calls with at least `default` (or 100 ms) left; shared by clones.
     watchdog: Arc<Watchdog<C>>,
@@ -49,6 +55,7 @@ impl<S, C: Clock> Timeout<S, C> {
         Timeout {
             inner,
             default,
+            governance: None,
             watchdog: Watchdog::new(clock.clone(), default.unwrap_or_default()),
             clock,
         }
@@ -66,7 +73,20 @@ where
     type Error = Error;
 
     async fn call(&self, cx: &mut ClientContext, req: R) -> Result<S::Response, Error> {
-        let Some(limit) = cx.timeout.or(self.default) else {
+        let governed = match &self.governance {
+            None => None,
+            Some(g) => {
+                let rule = g.load().timeouts.get(&cx.rpc.method).copied();
+                cx.connect_timeout = rule.and_then(|r| r.connect);
+                rule
+            }
+        };
+        let limit = match (cx.timeout, governed) {
+            (Some(own), _) => Some(own),
+            (None, Some(rule)) => rule.rpc,
+            (None, None) => self.default,
+        };
+        let Some(limit) = limit else {
             return self.inner.call(cx, req).await;
         };
         // Read to within 1% of the limit: a coarse reading for the usual limits of a
@@ -133,7 +153,7 @@ mod tests {
     use super::*;
     use crate::client::{ClientRequest, ClientResponse};
     use crate::clock::ManualClock;
-    use crate::service::service_fn;
+    use crate::service::{Layer, service_fn};
 
     /// Answers `delay` after it was called, on the clock; records the deadline it saw.
     fn slow(
@@ -166,6 +186,68 @@ mod tests {
             Poll::Ready(Err(e)) if e.is_timeout() => e,
             other => panic!("expected a timeout, got {other:?}"),
         }
+    }
+
+    /// A governance rule for the method comes between the call's own timeout and
+    /// the client's, and sets the call's connect timeout; when it goes, the client's
+    /// holds again.
+    #[test]
+    fn a_governance_rule_times_its_method() {
+        use crate::governance::{MethodRules, TimeoutRule};
+        let clock = ManualClock::new();
+        let gov = ClientGovernance::new("svc");
+        let svc = TimeoutLayer::new(Some(Duration::from_millis(100)))
+            .governed(Some(gov.clone()))
+            .with_clock(clock.clone())
+            .layer(slow(
+                clock.clone(),
+                Duration::from_millis(50),
+                Default::default(),
+            ));
+        let rule = TimeoutRule {
+            rpc: Some(Duration::from_millis(30)),
+            connect: Some(Duration::from_millis(7)),
+        };
+        gov.set_timeouts(MethodRules::new().method("m", rule));
+        // Started, then `wait` later.
+        let run = |cx: &mut ClientContext, wait: Duration| {
+            let mut call = Box::pin(svc.call(cx, req()));
+            assert!(poll(call.as_mut()).is_pending());
+            clock.advance(wait);
+            poll(call.as_mut())
+        };
+        let mut cx = ClientContext::new();
+        cx.rpc.method = "m".into();
+        let e = timed_out(run(&mut cx, Duration::from_millis(30)));
+        assert!(e.to_string().contains("30ms"), "{e}");
+        assert_eq!(cx.connect_timeout, Some(Duration::from_millis(7)));
+
+        // Another method: the client's 100 ms, and its own connect timeout.
+        let mut other = ClientContext::new();
+        other.rpc.method = "n".into();
+        assert!(matches!(
+            run(&mut other, Duration::from_millis(50)),
+            Poll::Ready(Ok(_))
+        ));
+        assert_eq!(other.connect_timeout, None);
+
+        // The call's own timeout comes first.
+        cx.rpc.deadline = None;
+        cx.timeout = Some(Duration::from_millis(60));
+        assert!(matches!(
+            run(&mut cx, Duration::from_millis(50)),
+            Poll::Ready(Ok(_))
+        ));
+
+        // The rule removed: the client's 100 ms again.
+        gov.set_timeouts(MethodRules::new());
+        cx.rpc.deadline = None;
+        cx.timeout = None;
+        assert!(matches!(
+            run(&mut cx, Duration::from_millis(50)),
+            Poll::Ready(Ok(_))
+        ));
+        assert_eq!(cx.connect_timeout, None);
     }
 
     #[test]

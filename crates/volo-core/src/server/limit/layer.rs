@@ -1,11 +1,15 @@
 //! The limiter as a layer of the server's stack: the outermost of its built-ins, so a
 //! refused call runs nothing else (no span, no metrics, no slot).
 
-use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, PoisonError};
+
+use arc_swap::ArcSwapOption;
 
 use super::{LimitConfig, LimitPermit, Limiter, Overloaded};
 use crate::clock::SystemClock;
 use crate::context::ServerContext;
+use crate::governance::ServerGovernance;
 use crate::metrics::ServerConns;
 use crate::server::{DispatchError, ServerCall};
 use crate::service::{Layer, Service};
@@ -29,6 +33,8 @@ use crate::service::{Layer, Service};
 pub struct Limit<S> {
     inner: S,
     limiter: Arc<Limiter>,
+    /// The limits a governance sets, when it has a rule in force.
+    governed: Option<Arc<Governed>>,
     /// The limit of streams in progress, if any.
     streams: Option<Arc<Limiter>>,
     /// The refusals are counted here, when metrics are on.
@@ -39,6 +45,7 @@ pub struct Limit<S> {
 #[derive(Debug, Clone)]
 pub struct LimitLayer {
     limiter: Arc<Limiter>,
+    governed: Option<Arc<Governed>>,
     streams: Option<Arc<Limiter>>,
     counters: Option<ServerConns>,
 }
@@ -48,9 +55,27 @@ impl LimitLayer {
     pub fn new(config: LimitConfig) -> Self {
         LimitLayer {
             limiter: Arc::new(Limiter::new(config, SystemClock)),
+            governed: None,
             streams: None,
             counters: None,
         }
+    }
+
+    /// The same layer, enforcing `governance`'s limit rule instead of its own
+    /// config while the governance has one (see
+    /// [`LimitRule`](crate::governance::LimitRule): its `qps` and `concurrency`).
+    /// A change of the rule starts a new limiter: its QPS bucket full, its count of
+    /// calls in progress at zero (calls admitted before are not counted by it).
+    pub fn governed(mut self, governance: Option<ServerGovernance>) -> Self {
+        self.governed = governance.map(|governance| {
+            Arc::new(Governed {
+                governance,
+                seen: AtomicU64::new(u64::MAX),
+                current: ArcSwapOption::empty(),
+                change: Mutex::new(()),
+            })
+        });
+        self
     }
 
     /// The same layer, refusing streams while `max` are in progress (`None`: no
@@ -80,6 +105,7 @@ impl<S> Layer<S> for LimitLayer {
         Limit {
             inner,
             limiter: self.limiter,
+            governed: self.governed,
             streams: self.streams,
             counters: self.counters,
         }
@@ -102,8 +128,56 @@ impl<S> Limit<S> {
                 });
         }
         let arrived = cx.arrived;
-        self.limiter
-            .try_acquire_at(|| arrived.unwrap_or_else(std::time::Instant::now))
+        let now = || arrived.unwrap_or_else(std::time::Instant::now);
+        match &self.governed {
+            None => self.limiter.try_acquire_at(now),
+            Some(g) => match &*g.current() {
+                Some(limiter) => limiter.try_acquire_at(now),
+                None => self.limiter.try_acquire_at(now),
+            },
+        }
+    }
+}
+
+/// The limiter of a governance's rule, remade when the rule changes.
+#[derive(Debug)]
+struct Governed {
+    governance: ServerGovernance,
+    /// The governance version `current` was made for (`u64::MAX`: none yet).
+    seen: AtomicU64,
+    /// The rule's limiter; `None`: no rule, the layer's own limiter holds.
+    current: ArcSwapOption<Limiter>,
+    /// Held while a change is taken up, so one limiter is made per change.
+    change: Mutex<()>,
+}
+
+impl Governed {
+    /// The limiter in force, after taking up a change of the rule.
+    fn current(&self) -> arc_swap::Guard<Option<Arc<Limiter>>> {
+        let version = self.governance.version();
+        if self.seen.load(Ordering::Acquire) != version {
+            self.follow();
+        }
+        self.current.load()
+    }
+
+    #[cold]
+    fn follow(&self) {
+        let _one = self.change.lock().unwrap_or_else(PoisonError::into_inner);
+        // Read the version before the rule: a change after this is taken up later.
+        let version = self.governance.version();
+        if self.seen.load(Ordering::Acquire) == version {
+            return;
+        }
+        let limiter = self.governance.limit().map(|rule| {
+            let config = LimitConfig {
+                max_concurrency: rule.concurrency,
+                max_qps: rule.qps,
+            };
+            Arc::new(Limiter::new(config, SystemClock))
+        });
+        self.current.store(limiter);
+        self.seen.store(version, Ordering::Release);
     }
 }
 

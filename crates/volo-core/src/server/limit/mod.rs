@@ -47,7 +47,10 @@
 //! read, no allocation, so a driver can keep a `Limiter` unconditionally (or skip even
 //! that behind [`Limiter::is_enabled`]). With limits on it is lock-free: one
 //! compare-and-swap on a counter for the concurrency limit (and a reference count for
-//! the permit), one clock read and one compare-and-swap for the QPS limit.
+//! the permit), one clock read and one compare-and-swap for the QPS limit. A server
+//! that follows a [governance](crate::governance) ([`LimitLayer::governed`]) also
+//! reads the governance's version (an atomic) and loads the limiter in force (an
+//! `ArcSwap` load) per call.
 //!
 //! # Example
 //!

@@ -1565,6 +1565,68 @@ fn over_the_qps_limit_the_client_sees_an_overload() {
     });
 }
 
+/// A server following a governance takes up its limits while it runs: a QPS limit
+/// refuses the second call at once, its removal lets calls through again, and a
+/// connection limit closes a connection over it as it is accepted. The limits in
+/// force are in the metrics.
+#[test]
+fn a_server_takes_up_governed_limits_while_running() {
+    use crate::client::{Client, ClientContext, ErrorKind, RetryPolicy};
+    use crate::governance::ServerGovernance;
+    let metrics = crate::metrics::Metrics::new();
+    let mut config = ServerConfig::default();
+    config.observability.metrics = Some(metrics.clone());
+    runtime().block_on(async {
+        let gov = ServerGovernance::new("Test");
+        let given = gov.clone();
+        let at = "127.0.0.1:0".parse().unwrap();
+        let s = start_with(config, &at, move |srv| srv.governance(given)).await;
+        let client = Client::builder("Test")
+            .address(s.address.clone())
+            .retry(RetryPolicy::new().max_retries(0))
+            .build()
+            .unwrap();
+        let mut cx = ClientContext::new();
+        let mut echo = async |body: &str| {
+            client
+                .call::<Text, Text>(&mut cx, "echo", text(1, body))
+                .await
+        };
+        for _ in 0..3 {
+            echo("free").await.unwrap();
+        }
+        gov.apply_kitex(Some(r#"{"qps_limit": 1}"#)).unwrap();
+        echo("first").await.unwrap();
+        let err = echo("second").await.unwrap_err();
+        assert_eq!(err.kind(), ErrorKind::Overloaded, "{err}");
+        let text = metrics.encode();
+        let line = r#"rpc_governance_value{side="server",service="Test",method="",setting="qps_limit"} 1"#;
+        assert!(text.contains(line), "{text}");
+
+        gov.apply_kitex(None).unwrap();
+        for _ in 0..3 {
+            echo("free again").await.unwrap();
+        }
+
+        // The client's connection is open: one more is over a limit of one.
+        gov.apply_kitex(Some(r#"{"connection_limit": 1}"#)).unwrap();
+        let addr = s.addr;
+        let msg = framed(&call::<Binary>(MessageType::Call, "echo", 1, "x"));
+        let closed = tokio::task::spawn_blocking(move || {
+            let mut c = connect(addr);
+            let _ = c.write_all(&msg);
+            read_until_closed(&mut c)
+        });
+        assert!(closed.await.unwrap().is_empty(), "served over the limit");
+        echo("still served").await.unwrap();
+        assert!(gov.apply_kitex(Some(r#"{"connection_limit": -1}"#)).is_err());
+        assert_eq!(gov.limit().unwrap().connections, Some(1), "the last good kept");
+        let text = metrics.encode();
+        let refused = r#"rpc_governance_updates_total{side="server",service="Test",category="limit",result="refused"} 1"#;
+        assert!(text.contains(refused), "{text}");
+    });
+}
+
 mod multiplex;
 mod registry;
 mod rules;
