@@ -5,7 +5,7 @@ use std::fmt;
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
 
-use etcd_client::{Client, EventType, GetOptions, WatchOptions};
+use etcd_client::{Client, EventType, GetOptions, WatchResponse};
 use tokio::task::JoinHandle;
 use volo_core::client::{Changes, Discover, DiscoverList, InstanceList};
 use volo_core::registry::{RegistryError, Route};
@@ -13,7 +13,7 @@ use volo_core::registry::{RegistryError, Route};
 use crate::config::EtcdConfig;
 use crate::entries::{Counters, Entries, Update};
 use crate::etcd::{EtcdError, check_service, timed};
-use crate::timing::backoff;
+use crate::follow::{self, End, Follow};
 
 /// What an [`EtcdDiscover`] has done so far (for tests, logs and metrics).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -132,7 +132,6 @@ impl EtcdDiscover {
             entries,
             counters: Arc::clone(&counters),
             list: Arc::new(DiscoverList::default()),
-            down: false,
         };
         let revision = watcher.range().await.map_err(|e| {
             e.context(format!(
@@ -141,7 +140,7 @@ impl EtcdDiscover {
             ))
         })?;
         let list = Arc::clone(&watcher.list);
-        let task = tokio::spawn(watcher.run(watch_from.unwrap_or(revision + 1)));
+        let task = tokio::spawn(follow::run(watcher, watch_from.unwrap_or(revision + 1)));
         Ok(EtcdDiscover {
             service: service.to_string(),
             list,
@@ -201,16 +200,6 @@ fn prefix_end(prefix: &[u8]) -> Vec<u8> {
     vec![0]
 }
 
-/// Why a watch stopped.
-enum End {
-    /// etcd compacted the revision it was at.
-    Compacted(i64),
-    /// A kept key was deleted while others were not followed: read them again.
-    Untracked,
-    /// It failed or ended.
-    Broken(String),
-}
-
 /// The background task's state.
 struct Watcher {
     client: Client,
@@ -219,8 +208,6 @@ struct Watcher {
     entries: Entries,
     counters: Arc<Counters>,
     list: Arc<DiscoverList>,
-    /// Whether the last word logged was that the watch broke.
-    down: bool,
 }
 
 impl Watcher {
@@ -279,120 +266,52 @@ impl Watcher {
             Update::Whole(list) => self.list.set(list),
         };
     }
+}
 
-    /// Follows changes from `start` on, for ever.
-    async fn run(mut self, mut start: i64) {
-        let mut failures = 0u32;
-        loop {
-            match self.watch(start, &mut failures).await {
-                End::Compacted(compacted) => {
-                    tracing::warn!(
-                        prefix = self.key_prefix,
-                        start,
-                        compacted,
-                        "etcd discovery: watch revision compacted; reading the service again"
-                    );
-                    Counters::add(&self.counters.compactions, 1);
-                }
-                End::Untracked => {
-                    tracing::debug!(
-                        prefix = self.key_prefix,
-                        "etcd discovery: a key was deleted while others were not followed; \
-                         reading the service again"
-                    );
-                }
-                End::Broken(error) => {
-                    Counters::add(&self.counters.watch_restarts, 1);
-                    self.broke(&error);
-                    failures = failures.saturating_add(1);
-                    tokio::time::sleep(backoff(failures)).await;
-                }
+impl Follow for Watcher {
+    const WHAT: &'static str = "etcd discovery";
+
+    fn keys(&self) -> &str {
+        &self.key_prefix
+    }
+
+    fn client(&self) -> (&Client, std::time::Duration) {
+        (&self.client, self.config.timeout)
+    }
+
+    async fn read(&mut self) -> Result<i64, EtcdError> {
+        self.range().await
+    }
+
+    fn answer(&mut self, answer: &WatchResponse) -> Option<End> {
+        if let Some(header) = answer.header() {
+            self.seen(header.revision());
+        }
+        if answer.events().is_empty() {
+            return None;
+        }
+        for event in answer.events() {
+            let Some(kv) = event.kv() else { continue };
+            match event.event_type() {
+                EventType::Put => self.entries.put(kv.key(), kv.value(), &self.counters),
+                EventType::Delete => self.entries.delete(kv.key()),
             }
-            start = loop {
-                match self.range().await {
-                    Ok(revision) => break revision + 1,
-                    Err(error) => {
-                        self.broke(&error.to_string());
-                        failures = failures.saturating_add(1);
-                        tokio::time::sleep(backoff(failures)).await;
-                    }
-                }
-            };
-            Counters::add(&self.counters.resyncs, 1);
-            if std::mem::take(&mut self.down) {
-                tracing::info!(
-                    prefix = self.key_prefix,
-                    "etcd discovery: etcd answers again; list read again"
-                );
-            }
+            Counters::add(&self.counters.events, 1);
+        }
+        self.publish();
+        self.entries.take_resync().then_some(End::Untracked)
+    }
+
+    fn ended(&mut self, end: &End) {
+        match end {
+            End::Compacted(_) => Counters::add(&self.counters.compactions, 1),
+            End::Broken(_) => Counters::add(&self.counters.watch_restarts, 1),
+            End::Untracked => {}
         }
     }
 
-    /// Logs that the watch broke, once until it works again.
-    fn broke(&mut self, error: &str) {
-        if std::mem::replace(&mut self.down, true) {
-            tracing::debug!(
-                prefix = self.key_prefix,
-                error,
-                "etcd discovery: retry failed"
-            );
-        } else {
-            tracing::warn!(
-                prefix = self.key_prefix,
-                error,
-                "etcd discovery: watch broke; keeping the last list and reconnecting"
-            );
-        }
-    }
-
-    /// Watches from `start` until the watch stops; `failures` is reset once it
-    /// is established.
-    async fn watch(&mut self, start: i64, failures: &mut u32) -> End {
-        let mut client = self.client.watch_client();
-        let options = WatchOptions::new().with_prefix().with_start_revision(start);
-        let opened = timed(
-            self.config.timeout,
-            client.watch(self.key_prefix.as_str(), Some(options)),
-        )
-        .await;
-        let mut stream = match opened {
-            Ok(stream) => stream,
-            Err(error) => return End::Broken(error.to_string()),
-        };
-        loop {
-            let answer = match stream.message().await {
-                Ok(Some(answer)) => answer,
-                Ok(None) => return End::Broken("the watch stream ended".to_string()),
-                Err(error) => return End::Broken(error.to_string()),
-            };
-            if answer.compact_revision() > 0 {
-                return End::Compacted(answer.compact_revision());
-            }
-            if answer.canceled() {
-                return End::Broken(format!("watch canceled: {}", answer.cancel_reason()));
-            }
-            if answer.created() {
-                *failures = 0;
-            }
-            if let Some(header) = answer.header() {
-                self.seen(header.revision());
-            }
-            if answer.events().is_empty() {
-                continue;
-            }
-            for event in answer.events() {
-                let Some(kv) = event.kv() else { continue };
-                match event.event_type() {
-                    EventType::Put => self.entries.put(kv.key(), kv.value(), &self.counters),
-                    EventType::Delete => self.entries.delete(kv.key()),
-                }
-                Counters::add(&self.counters.events, 1);
-            }
-            self.publish();
-            if self.entries.take_resync() {
-                return End::Untracked;
-            }
-        }
+    fn read_again(&mut self) {
+        Counters::add(&self.counters.resyncs, 1);
     }
 }
 

@@ -113,6 +113,8 @@ mod config;
 mod discover;
 mod entries;
 mod etcd;
+mod follow;
+pub mod governance;
 mod keeper;
 mod registry;
 #[cfg(feature = "testing")]
@@ -124,4 +126,5 @@ pub use config::{
     DEFAULT_PREFIX, EtcdConfig, KITEX_DEFAULT_WEIGHT, KITEX_PREFIX, Layout, UrlError, parse_url,
 };
 pub use discover::{DiscoverStats, EtcdDiscover};
+pub use governance::{GovernanceWatch, KITEX_CONFIG_PREFIX};
 pub use registry::EtcdRegistry;
