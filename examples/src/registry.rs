@@ -216,3 +216,22 @@ pub fn etcd_target(url: &EtcdUrl) -> String {
 pub fn etcd_target(url: &EtcdUrl) -> String {
     match *url {}
 }
+
+/// The endpoints of the etcd at `url`, or of one started here on a free loopback
+/// port (which needs the `etcd` binary) when none is given; keep the second half as
+/// long as that etcd is used (dropping it stops it).
+#[cfg(feature = "etcd")]
+pub fn etcd_or_local(
+    url: Option<EtcdUrl>,
+) -> Result<(Vec<String>, Option<etcd_registry::testing::Etcd>), Usage> {
+    match url {
+        Some(url) => Ok((url.endpoints, None)),
+        None => {
+            let etcd = etcd_registry::testing::Etcd::start().ok_or_else(|| {
+                Usage("no etcd binary: install etcd-server, or give --etcd".into())
+            })?;
+            let url = options::etcd_url(&etcd.url()).map_err(Usage)?;
+            Ok((url.endpoints, Some(etcd)))
+        }
+    }
+}

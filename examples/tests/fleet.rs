@@ -15,15 +15,11 @@
 
 mod support;
 
-use std::os::unix::process::CommandExt;
-use std::process::{Command, Output, Stdio};
-use std::sync::mpsc;
+use std::process::Command;
 use std::time::Duration;
 
 use etcd_registry::testing::Etcd;
-use nix::sys::signal::{Signal, killpg};
-use nix::unistd::Pid;
-use support::fields;
+use support::{bounded_output, fields};
 
 const SIM: &str = env!("CARGO_BIN_EXE_fleet-sim");
 
@@ -78,28 +74,4 @@ fn a_small_fleet_churns_and_every_change_reaches_every_client() {
     assert!(num("calls") >= 1_000.0, "{line}");
     assert_eq!(num("stale_calls"), 0.0, "{line}");
     assert!(num("errors") <= num("calls") / 1_000.0, "{line}");
-}
-
-/// What `command` printed, run in a process group of its own; the whole group
-/// (its etcd and servers too) is killed if it runs past `limit`.
-fn bounded_output(command: &mut Command, limit: Duration) -> Output {
-    let child = command
-        .process_group(0)
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("fleet-sim starts");
-    let group = Pid::from_raw(child.id() as i32);
-    let (tx, rx) = mpsc::channel();
-    std::thread::spawn(move || {
-        let _ = tx.send(child.wait_with_output());
-    });
-    match rx.recv_timeout(limit) {
-        Ok(output) => output.expect("fleet-sim's output"),
-        Err(_) => {
-            let _ = killpg(group, Signal::SIGKILL);
-            panic!("fleet-sim still running after {limit:?}: killed with its group");
-        }
-    }
 }

@@ -28,7 +28,6 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use clap::Parser;
-use etcd_registry::testing::Etcd;
 use etcd_registry::{EtcdConfig, EtcdDiscover, EtcdRegistry};
 use examples::attempts::InstanceCounts;
 use examples::cli::{Usage, fail};
@@ -126,16 +125,7 @@ fn run(cli: Cli) -> Result<(), Usage> {
     let mut modes = vec![Mode::Off];
     modes.extend(shares.into_iter().map(Mode::Share));
     // Our own etcd unless one is given; it lives as long as the measurement.
-    let (endpoints, _etcd) = match etcd {
-        Some(url) => (url.endpoints, None),
-        None => {
-            let etcd = Etcd::start().ok_or_else(|| {
-                Usage("no etcd binary: install etcd-server, or give --etcd".into())
-            })?;
-            let url = options::etcd_url(&etcd.url()).map_err(Usage)?;
-            (url.endpoints, Some(etcd))
-        }
-    };
+    let (endpoints, _etcd) = examples::registry::etcd_or_local(etcd)?;
     let rt = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()

@@ -4,12 +4,13 @@
 
 use std::collections::HashMap;
 use std::io::{BufRead, BufReader, Read};
-use std::process::{Child, Command, ExitStatus, Stdio};
+use std::os::unix::process::CommandExt;
+use std::process::{Child, Command, ExitStatus, Output, Stdio};
 use std::sync::mpsc::{self, Receiver};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
-use nix::sys::signal::{Signal, kill};
+use nix::sys::signal::{Signal, kill, killpg};
 use nix::unistd::Pid;
 
 pub const SERVER: &str = env!("CARGO_BIN_EXE_echo-server");
@@ -345,4 +346,28 @@ pub fn field_names(line: &str) -> Vec<&str> {
     line.split(' ')
         .map(|f| f.split('=').next().unwrap_or_default())
         .collect()
+}
+
+/// What `command` printed, run in a process group of its own; the whole group (an
+/// etcd and servers it started too) is killed if it runs past `limit`.
+pub fn bounded_output(command: &mut Command, limit: Duration) -> Output {
+    let child = command
+        .process_group(0)
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("the program starts");
+    let group = Pid::from_raw(child.id() as i32);
+    let (tx, rx) = mpsc::channel();
+    std::thread::spawn(move || {
+        let _ = tx.send(child.wait_with_output());
+    });
+    match rx.recv_timeout(limit) {
+        Ok(output) => output.expect("the program's output"),
+        Err(_) => {
+            let _ = killpg(group, Signal::SIGKILL);
+            panic!("still running after {limit:?}: killed with its group");
+        }
+    }
 }
