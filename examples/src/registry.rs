@@ -105,6 +105,96 @@ impl Registration {
     }
 }
 
+/// Governance from etcd, from a program's command line (`--governance`,
+/// `--governance-prefix`): a server's limits or a client's timeouts, retry and breaker
+/// rules, in the key layout of Kitex's config-etcd, followed while the program runs
+/// (see `etcd_registry::governance`).
+#[derive(Debug, Clone, clap::Args)]
+pub struct GovernanceArgs {
+    /// Follows governance keys in this etcd, in Kitex's config-etcd layout: a server's
+    /// `{prefix}/{service}/limit`, a client's `{prefix}/{caller}/{service}/{rpc_timeout,
+    /// retry,circuit_break}` (needs the `etcd` feature).
+    #[arg(long, value_name = "etcd://HOST:PORT[,HOST:PORT...]", value_parser = options::etcd_url)]
+    pub governance: Option<EtcdUrl>,
+
+    /// The prefix of the governance keys (config-etcd's default).
+    #[arg(
+        long,
+        value_name = "PREFIX",
+        default_value = "/KitexConfig",
+        requires = "governance"
+    )]
+    pub governance_prefix: String,
+}
+
+/// Keeps a governance watch going while it lives.
+pub type WatchGuard = Box<dyn std::any::Any + Send>;
+
+impl GovernanceArgs {
+    /// `server`, following the limits of `service` in the etcd of `--governance`
+    /// (if given); keep the guard while it serves.
+    pub async fn server<S: Dispatch, L, St>(
+        &self,
+        server: Server<S, L, St>,
+        service: &str,
+    ) -> Result<(Server<S, L, St>, Option<WatchGuard>), Usage> {
+        let Some(url) = &self.governance else {
+            return Ok((server, None));
+        };
+        #[cfg(feature = "etcd")]
+        {
+            let gov = volo_core::governance::ServerGovernance::new(service);
+            let config = etcd_registry::EtcdConfig::new(url.endpoints.clone());
+            let watch = etcd_registry::GovernanceWatch::server(
+                config,
+                &self.governance_prefix,
+                service,
+                gov.clone(),
+            )
+            .await
+            .map_err(|e| Usage(format!("--governance {}: {e}", url.url)))?;
+            Ok((server.governance(gov), Some(Box::new(watch))))
+        }
+        #[cfg(not(feature = "etcd"))]
+        {
+            let _ = (server, service);
+            match *url {}
+        }
+    }
+
+    /// The rules of a client of `service` calling as `caller`, followed in the etcd of
+    /// `--governance` (if given): give the handle to the builder, keep the guard.
+    pub async fn client(
+        &self,
+        caller: &str,
+        service: &str,
+    ) -> Result<Option<(volo_core::governance::ClientGovernance, WatchGuard)>, Usage> {
+        let Some(url) = &self.governance else {
+            return Ok(None);
+        };
+        #[cfg(feature = "etcd")]
+        {
+            let gov = volo_core::governance::ClientGovernance::new(service);
+            let config = etcd_registry::EtcdConfig::new(url.endpoints.clone());
+            let watch = etcd_registry::GovernanceWatch::client(
+                config,
+                &self.governance_prefix,
+                caller,
+                service,
+                gov.clone(),
+            )
+            .await
+            .map_err(|e| Usage(format!("--governance {}: {e}", url.url)))?;
+            Ok(Some((gov, Box::new(watch) as WatchGuard)))
+        }
+        #[cfg(not(feature = "etcd"))]
+        {
+            let _ = (caller, service);
+            match *url {}
+        }
+    }
+}
+
 /// How instances are written in etcd (`--registry-layout`): this project's layout,
 /// or Kitex's etcd registry's (see `etcd_registry::Layout`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, clap::ValueEnum)]

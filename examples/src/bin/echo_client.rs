@@ -60,6 +60,15 @@
 //! request to another instance for an `echo` that has not answered after N ms, the
 //! first answer winning; it needs `echo` idempotent, since both attempts may run.
 //!
+//! # Governance
+//!
+//! `--governance etcd://HOST:PORT` (the `etcd` feature) follows this client's rules
+//! in etcd, in Kitex's config-etcd layout, as caller `echo-client`:
+//! `{prefix}/echo-client/{--service}/rpc_timeout`, `retry` and `circuit_break`
+//! (`--governance-prefix`, default `/KitexConfig`; see `etcd_registry::governance`),
+//! taken up while it runs; they come before `--timeout-ms` and the retry flags for
+//! the methods they name.
+//!
 //! # Discovery
 //!
 //! `--discover etcd://HOST:PORT[,HOST:PORT...]` (which needs the `etcd` feature, see
@@ -115,7 +124,7 @@ use examples::echo_service::{EchoCall, EchoMethod};
 use examples::load::{Plan, closed_loop, progress_wanted};
 use examples::open_loop::open_loop;
 use examples::options::{self, ClientFramingArg, EtcdUrl, IoArg, ProtocolArg};
-use examples::registry::{RegistryLayout, etcd_target, follow};
+use examples::registry::{GovernanceArgs, RegistryLayout, etcd_target, follow};
 use volo_core::client::{
     BackupDelay, BackupPolicy, ClientConfig, ClientContext, ClientRequest, ClientResponse,
     ConsistentHash, Discover, Error, Instance, LoadBalance, LocalFirst, PowerOfTwoChoices,
@@ -158,6 +167,11 @@ struct Cli {
         requires = "discover"
     )]
     registry_layout: RegistryLayout,
+
+    // --governance, --governance-prefix: this client's rules, as caller
+    // `echo-client`.
+    #[command(flatten)]
+    governance: GovernanceArgs,
 
     /// The service name looked up with --discover.
     #[arg(
@@ -436,6 +450,12 @@ fn run(cli: Cli) -> Result<Vec<String>, Usage> {
         if let Some(ms) = cli.backup_ms {
             let delay = BackupDelay::Fixed(Duration::from_millis(ms));
             builder = builder.backup(BackupPolicy::new(delay));
+        }
+        // Followed while the client runs.
+        let mut _governed = None;
+        if let Some((gov, watch)) = cli.governance.client("echo-client", &cli.service).await? {
+            builder = builder.governance(gov);
+            _governed = Some(watch);
         }
         let client = builder.build().map_err(|e| Usage(format!("client: {e}")))?;
         let mut call = EchoCall::new(client, cli.size).with_method(cli.method);

@@ -43,6 +43,12 @@
 //! For fault tests, `--delay-us N` makes `echo` wait N µs before it answers; with
 //! `--delay-on-usr1` the delay starts off and each SIGUSR1 turns it on or off (so a
 //! running instance can be made slow, and well again).
+//!
+//! `--governance etcd://HOST:PORT` (the `etcd` feature) follows the server's limits
+//! in etcd, in Kitex's config-etcd layout: `{prefix}/EchoService/limit` holding
+//! `{"connection_limit": N, "qps_limit": N, "concurrency_limit": N}`, taken up while
+//! it serves (`--governance-prefix`, default `/KitexConfig`; see
+//! `etcd_registry::governance`).
 
 use std::net::SocketAddr;
 use std::time::Duration;
@@ -52,7 +58,7 @@ use examples::cli::{Usage, fail};
 use examples::echo::EchoServiceServer;
 use examples::echo_service::Echo;
 use examples::options::{self, IoArg, SpinArg};
-use examples::registry::Registration;
+use examples::registry::{GovernanceArgs, Registration};
 use tokio::signal::unix::{SignalKind, signal};
 use volo_core::config::{Observability, TransportConfig};
 use volo_core::context::Address;
@@ -96,6 +102,10 @@ struct Cli {
     // --registry, --weight, --host-id, --lease-ttl.
     #[command(flatten)]
     registration: Registration,
+
+    // --governance, --governance-prefix.
+    #[command(flatten)]
+    governance: GovernanceArgs,
 
     /// Serves the server's metrics as Prometheus text at http://HOST:PORT/metrics.
     #[arg(long, value_name = "HOST:PORT")]
@@ -179,6 +189,8 @@ fn run(cli: Cli) -> Result<(), Usage> {
         }
         let server = Server::new(EchoServiceServer::new(echo)).config(config);
         let server = cli.registration.apply(server).await?;
+        // Followed until the process ends.
+        let (server, _governed) = cli.governance.server(server, "EchoService").await?;
         let list: Vec<String> = cli.addr.iter().map(ToString::to_string).collect();
         let bound = server
             .bind_all(&cli.addr)
