@@ -1,7 +1,7 @@
 //! What each layer of the client stack costs per call, without a network: the same
 //! `echo` call through the generated client over a mock transport (it answers every
 //! attempt with one prebuilt reply), with no layer, with each governance layer alone,
-//! and with the whole default stack.
+//! and with the whole default stack (also following a governance with rules for `echo`).
 //!
 //! Run it with `cargo bench -p benches --bench client_stack`. A row's time less the
 //! `bare` row's is that layer's cost per call; the `default stack` row less `bare` is
@@ -26,6 +26,7 @@ use volo_core::client::{
 };
 use volo_core::codec::Protocol;
 use volo_core::context::Address;
+use volo_core::governance::{BreakerRule, ClientGovernance, MethodRules, RetryRule, TimeoutRule};
 use volo_core::service::{Layer, Service};
 
 /// Answers every attempt with the same reply, as a transport with an instant server
@@ -161,6 +162,41 @@ fn layers(c: &mut Criterion) {
     });
     g.bench_function("default stack", |b| {
         b.iter_custom(|n| run(&rt, &default, n))
+    });
+
+    // The same stack following a governance with a rule of each kind for `echo` (and
+    // a breaker rule for the rest): what reading rules on each call costs.
+    let governance = ClientGovernance::new("EchoService");
+    governance.set_timeouts(MethodRules::new().method(
+        "echo",
+        TimeoutRule {
+            rpc: Some(Duration::from_secs(10)),
+            connect: None,
+        },
+    ));
+    governance.set_retry(MethodRules::new().method(
+        "echo",
+        RetryRule::Failure {
+            max_retries: 2,
+            max_duration: None,
+            backoff: None,
+            chain_stop: true,
+        },
+    ));
+    governance.set_breaker(MethodRules::new().any(BreakerRule {
+        enabled: true,
+        error_rate: 0.5,
+        min_samples: 200,
+    }));
+    let governed = rt.block_on(async {
+        EchoServiceClient::builder()
+            .discover(instances())
+            .governance(governance)
+            .build_on(mock())
+            .expect("a client")
+    });
+    g.bench_function("default stack, governed", |b| {
+        b.iter_custom(|n| run(&rt, &governed, n))
     });
     g.finish();
 }

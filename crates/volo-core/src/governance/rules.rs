@@ -3,18 +3,21 @@
 use std::collections::HashMap;
 use std::time::Duration;
 
+/// A fast hasher for method names (looked up on every call of a governed client).
+type Map<T> = HashMap<Box<str>, T, foldhash::fast::RandomState>;
+
 /// Rules per method: those of named methods, and one for the others (Kitex's `"*"`).
 #[derive(Debug, Clone, PartialEq)]
 pub struct MethodRules<T> {
     any: Option<T>,
-    methods: HashMap<Box<str>, T>,
+    methods: Map<T>,
 }
 
 impl<T> Default for MethodRules<T> {
     fn default() -> Self {
         MethodRules {
             any: None,
-            methods: HashMap::new(),
+            methods: Map::default(),
         }
     }
 }

@@ -2,7 +2,7 @@
 //! breaker of the whole service, a method named gets a breaker of its own.
 
 use std::collections::HashMap;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, PoisonError, RwLock};
 use std::time::Instant;
 
@@ -28,6 +28,8 @@ pub(super) struct Governed {
     base: BreakerConfig,
     /// The governance version the breakers were made for (`u64::MAX`: none yet).
     seen: AtomicU64,
+    /// Whether `methods` has any: when not (the usual case), a call takes no lock.
+    any_named: AtomicBool,
     methods: RwLock<HashMap<Box<str>, (BreakerRule, Route)>>,
 }
 
@@ -37,21 +39,28 @@ impl Governed {
             governance,
             base,
             seen: AtomicU64::new(u64::MAX),
+            any_named: AtomicBool::new(false),
             methods: RwLock::new(HashMap::new()),
         }
     }
 
     /// The breaker a call of `method` passes, after bringing the breakers in step with
     /// the rules if they changed (`service`: the service's breaker).
-    pub(super) fn route(&self, method: &str, service: &Guarded<()>, now: Instant) -> Route {
+    /// `now` is read only when the rules changed.
+    pub(super) fn route(
+        &self,
+        method: &str,
+        service: &Guarded<()>,
+        now: impl FnOnce() -> Instant,
+    ) -> Route {
         let version = self.governance.version();
         if self.seen.load(Ordering::Acquire) != version {
-            self.follow(version, service, now);
+            self.follow(version, service, now());
         }
-        let methods = self.methods.read().unwrap_or_else(PoisonError::into_inner);
-        if methods.is_empty() {
+        if !self.any_named.load(Ordering::Acquire) {
             return Route::Service;
         }
+        let methods = self.methods.read().unwrap_or_else(PoisonError::into_inner);
         match methods.get(method) {
             Some((_, route)) => route.clone(),
             None => Route::Service,
@@ -95,6 +104,7 @@ impl Governed {
             };
             next.insert(method.into(), (*rule, route));
         }
+        self.any_named.store(!next.is_empty(), Ordering::Release);
         *methods = next;
         self.seen.store(version, Ordering::Release);
     }

@@ -285,7 +285,7 @@ where
     async fn call(&self, cx: &mut ClientContext, req: Req) -> Result<S::Response, Error> {
         let route = match &self.governed {
             None => Route::Service,
-            Some(g) => g.route(&cx.rpc.method, &self.breaker, self.clock.now_coarse()),
+            Some(g) => g.route(&cx.rpc.method, &self.breaker, || self.clock.now_coarse()),
         };
         let breaker = match &route {
             Route::Service => &self.breaker,
