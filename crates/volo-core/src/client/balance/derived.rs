@@ -142,6 +142,97 @@ fn catch_up<S: Follow>(k: &mut Kept<S>, list: &InstanceList, derive: impl Fn(&In
     k.id = list.id();
 }
 
+/// Which part of a [`Split`] an instance belongs to (`0..N`).
+pub(super) trait Classify: Send + Sync {
+    fn part(&self, instance: &Instance) -> usize;
+}
+
+/// A list split into `N` lists of its own by a classifier, each changed by the steps
+/// that change the list (a change of one instance costs the same whatever the fleet's
+/// size), with the weight each part holds and how many of its instances take calls
+/// (weight above 0). [`LocalFirst`](super::LocalFirst)'s two sides and
+/// [`Tiered`](super::Tiered)'s four tiers.
+#[derive(Debug)]
+pub(super) struct Split<const N: usize, C> {
+    pub(super) lists: [InstanceList; N],
+    pub(super) weight: [u64; N],
+    pub(super) usable: [usize; N],
+    classify: C,
+}
+
+impl<const N: usize, C: Classify> Split<N, C> {
+    /// `list` split by `classify`.
+    pub(super) fn of(list: &InstanceList, classify: C) -> Self {
+        let in_order = list.in_order();
+        let lists: [InstanceList; N] = std::array::from_fn(|p| {
+            InstanceList::new(
+                in_order
+                    .iter()
+                    .filter(|i| classify.part(i) == p)
+                    .map(|i| (***i).clone()),
+            )
+        });
+        let weight = std::array::from_fn(|p| lists[p].iter().map(|i| u64::from(i.weight)).sum());
+        let usable = std::array::from_fn(|p| lists[p].iter().filter(|i| i.weight > 0).count());
+        Split {
+            lists,
+            weight,
+            usable,
+            classify,
+        }
+    }
+
+    /// Counts `instance` in or out of part `p`'s figures.
+    fn count(&mut self, p: usize, instance: &Instance, add: bool) {
+        let (w, u) = (u64::from(instance.weight), usize::from(instance.weight > 0));
+        if add {
+            self.weight[p] += w;
+            self.usable[p] += u;
+        } else {
+            self.weight[p] -= w;
+            self.usable[p] -= u;
+        }
+    }
+
+    fn apply_to(&mut self, p: usize, step: Step) {
+        if let Some(next) = self.lists[p].apply([step]) {
+            self.lists[p] = next;
+        }
+    }
+}
+
+impl<const N: usize, C: Classify> Follow for Split<N, C> {
+    fn apply(&mut self, step: &Step) {
+        let address = step.address();
+        let was = (0..N).find_map(|p| self.lists[p].get(address).map(|i| (p, i.clone())));
+        if let Some((p, old)) = &was {
+            self.count(*p, old, false);
+        }
+        match step {
+            Step::Put(instance) => {
+                let p = self.classify.part(instance);
+                // An instance that moved (its locality changed) leaves its old part.
+                if let Some((old, _)) = was.filter(|(old, _)| *old != p) {
+                    self.apply_to(old, Step::Remove(address.clone()));
+                }
+                self.count(p, instance, true);
+                self.apply_to(p, step.clone());
+            }
+            Step::Remove(_) => {
+                if let Some((p, _)) = was {
+                    self.apply_to(p, step.clone());
+                }
+            }
+        }
+    }
+}
+
+impl<const N: usize, C: Classify + Default> Derive for Split<N, C> {
+    fn derive(list: &InstanceList) -> Self {
+        Split::of(list, C::default())
+    }
+}
+
 /// Instances in an array without gaps, found by address: one that leaves takes the
 /// last one's place. What the balancers that pick by position keep.
 ///
@@ -315,6 +406,66 @@ mod tests {
 
     use super::*;
     use crate::client::balance::tests::inst;
+
+    /// Parts by weight: 0 (takes nothing), odd, even.
+    #[derive(Debug)]
+    struct ByWeight;
+
+    impl Classify for ByWeight {
+        fn part(&self, instance: &Instance) -> usize {
+            match instance.weight {
+                0 => 0,
+                w => 1 + (w % 2) as usize,
+            }
+        }
+    }
+
+    /// Each part's instances as `address/weight`, sorted (the order within a part may
+    /// differ: a moved instance joins its new part at the end), then the figures.
+    type Shown = (Vec<Vec<String>>, [u64; 3], [usize; 3]);
+
+    fn shown(s: &Split<3, ByWeight>) -> Shown {
+        let lists = s
+            .lists
+            .iter()
+            .map(|l| {
+                let mut part: Vec<String> = l
+                    .in_order()
+                    .iter()
+                    .map(|i| format!("{}/{}", i.address, i.weight))
+                    .collect();
+                part.sort();
+                part
+            })
+            .collect();
+        (lists, s.weight, s.usable)
+    }
+
+    /// Steps that move instances between parts, add and remove them: the split kept
+    /// by the steps is the one made again from the list each time.
+    #[test]
+    fn a_split_kept_by_steps_is_the_split_made_again() {
+        let mut list: InstanceList = (0..6).map(|i| inst(i, 1 + i as u32)).collect();
+        let mut split = Split::of(&list, ByWeight);
+        let steps = [
+            Step::put(inst(0, 2)),
+            Step::put(inst(1, 0)),
+            Step::put(inst(9, 3)),
+            Step::Remove(inst(2, 1).address),
+            Step::put(inst(1, 5)),
+            Step::put(inst(3, 4)),
+            Step::Remove(inst(9, 1).address),
+            Step::Remove(inst(7, 1).address),
+        ];
+        for step in steps {
+            if let Some(next) = list.apply([step.clone()]) {
+                list = next;
+            }
+            split.apply(&step);
+            let again = Split::of(&list, ByWeight);
+            assert_eq!(shown(&split), shown(&again), "after {step:?}");
+        }
+    }
 
     /// The sum of the weights, counting how often it was derived from scratch.
     #[derive(Debug)]

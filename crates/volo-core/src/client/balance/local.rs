@@ -1,7 +1,7 @@
 //! Local first: a set share of the calls to the instances on this host.
 
-use super::derived::{Derive, Derived, Follow};
-use super::{InstanceList, LoadBalance, Step, hash_of};
+use super::derived::{Classify, Derived, Split};
+use super::{Instance, InstanceList, LoadBalance, hash_of};
 use crate::context::Address;
 use crate::random::{Xorshift, random_seed};
 
@@ -36,50 +36,21 @@ pub struct LocalFirst<B> {
     threshold: u64,
     rng: Xorshift,
     /// The list split in its two sides.
-    sides: Derived<Sides>,
+    sides: Derived<Split<2, Sides>>,
 }
 
-/// A list's instances by side, and how many on each take calls (weight above 0).
-#[derive(Debug)]
-struct Sides {
-    /// `[remote, local]`.
-    lists: [InstanceList; 2],
-    usable: [usize; 2],
-}
+/// The sides of a list, `[remote, local]`: an instance is local when it is reached
+/// over a Unix socket or shared memory (see
+/// [`Instance::is_local`](crate::registry::Instance::is_local)).
+#[derive(Debug, Default)]
+struct Sides;
 
-/// Whether an instance at `address` is on this host (see [`Instance::is_local`](crate::registry::Instance::is_local)).
-fn is_local(address: &Address) -> bool {
-    matches!(address, Address::Unix(_) | Address::Shm(_))
-}
-
-impl Derive for Sides {
-    fn derive(list: &InstanceList) -> Self {
-        let in_order = list.in_order();
-        let side = |local: bool| {
-            InstanceList::new(
-                in_order
-                    .iter()
-                    .filter(|i| is_local(&i.address) == local)
-                    .map(|i| (***i).clone()),
-            )
-        };
-        let lists = [side(false), side(true)];
-        let usable = [0, 1].map(|s| lists[s].iter().filter(|i| i.weight > 0).count());
-        Sides { lists, usable }
-    }
-}
-
-impl Follow for Sides {
-    fn apply(&mut self, step: &Step) {
-        let s = usize::from(is_local(step.address()));
-        let was = self.lists[s]
-            .get(step.address())
-            .is_some_and(|i| i.weight > 0);
-        let now = matches!(step, Step::Put(i) if i.weight > 0);
-        self.usable[s] = self.usable[s] + usize::from(now) - usize::from(was);
-        if let Some(next) = self.lists[s].apply([step.clone()]) {
-            self.lists[s] = next;
-        }
+impl Classify for Sides {
+    fn part(&self, instance: &Instance) -> usize {
+        usize::from(matches!(
+            instance.address,
+            Address::Unix(_) | Address::Shm(_)
+        ))
     }
 }
 
@@ -153,7 +124,7 @@ mod tests {
     use std::sync::Arc;
 
     use super::*;
-    use crate::client::balance::{ConsistentHash, Instance, PowerOfTwoChoices, WeightedRandom};
+    use crate::client::balance::{ConsistentHash, PowerOfTwoChoices, Step, WeightedRandom};
 
     fn tcp(port: u16) -> Instance {
         Instance::new(Address::Tcp(([10, 0, 0, 1], port).into()))
@@ -223,7 +194,7 @@ mod tests {
         for k in 0..1000 {
             let first = lb.pick(&list, Some(k)).unwrap();
             assert_eq!(lb.pick(&list, Some(k)).as_ref(), Some(&first), "key {k}");
-            local += usize::from(is_local(&first));
+            local += usize::from(matches!(first, Address::Unix(_) | Address::Shm(_)));
         }
         assert!((400..600).contains(&local), "{local} of 1000 keys local");
     }

@@ -5,8 +5,8 @@ use std::sync::atomic::{AtomicU64, Ordering};
 
 use prometheus_client::metrics::counter::Counter;
 
-use super::derived::{Derived, Follow, InFlight};
-use super::{InstanceList, LoadBalance, Step};
+use super::derived::{Classify, Derived, InFlight, Split};
+use super::{Instance, InstanceList, LoadBalance};
 use crate::context::Address;
 use crate::metrics::Metrics;
 use crate::registry::{Locality, Tier};
@@ -37,56 +37,18 @@ pub struct Tiered<B> {
     calls: [AtomicU64; 4],
     /// The metrics' counters of the same, when given.
     metrics: Option<[Counter; 4]>,
-    tiers: Derived<Tiers>,
+    tiers: Derived<Split<4, Tiers>>,
 }
 
-/// A list's instances by tier, and the weight each tier holds.
+/// The tiers of a list seen from `here` (the client's locality), nearest first.
 #[derive(Debug)]
 struct Tiers {
-    lists: [InstanceList; 4],
-    weight: [u64; 4],
-    /// Seen from where (the client's locality).
     here: Locality,
 }
 
-impl Tiers {
-    fn of(list: &InstanceList, here: &Locality) -> Tiers {
-        let in_order = list.in_order();
-        let lists = Tier::ALL.map(|t| {
-            InstanceList::new(
-                in_order
-                    .iter()
-                    .filter(|i| here.tier_of(i) == t)
-                    .map(|i| (***i).clone()),
-            )
-        });
-        let weight = [0, 1, 2, 3].map(|t| lists[t].iter().map(|i| u64::from(i.weight)).sum());
-        Tiers {
-            lists,
-            weight,
-            here: here.clone(),
-        }
-    }
-}
-
-impl Follow for Tiers {
-    fn apply(&mut self, step: &Step) {
-        // The tier it was in (an instance's locality may have changed with it).
-        for t in 0..4 {
-            if let Some(was) = self.lists[t].get(step.address()) {
-                self.weight[t] -= u64::from(was.weight);
-                if let Some(next) = self.lists[t].apply([Step::Remove(step.address().clone())]) {
-                    self.lists[t] = next;
-                }
-            }
-        }
-        if let Step::Put(i) = step {
-            let t = self.here.tier_of(i) as usize;
-            self.weight[t] += u64::from(i.weight);
-            if let Some(next) = self.lists[t].apply([step.clone()]) {
-                self.lists[t] = next;
-            }
-        }
+impl Classify for Tiers {
+    fn part(&self, instance: &Instance) -> usize {
+        self.here.tier_of(instance) as usize
     }
 }
 
@@ -144,7 +106,10 @@ impl<B: LoadBalance> Tiered<B> {
     fn tiers(&self, list: &InstanceList) -> ([InstanceList; 4], [u64; 4]) {
         self.tiers.with_by(
             list,
-            |l| Tiers::of(l, &self.here),
+            |l| {
+                let here = self.here.clone();
+                Split::of(l, Tiers { here })
+            },
             |t| (t.lists.clone(), t.weight),
         )
     }
@@ -201,8 +166,7 @@ mod tests {
     use std::sync::Arc;
 
     use super::*;
-    use crate::client::balance::WeightedRandom;
-    use crate::registry::Instance;
+    use crate::client::balance::{Step, WeightedRandom};
 
     /// A fleet of 3 zones x 4 racks x 2 hosts, 2 instances a host (96), each of
     /// weight 100; instance `(z, r, h, k)` on 10.z.(r*2+h).k:80.
