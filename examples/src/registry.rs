@@ -48,6 +48,12 @@ pub struct Registration {
     #[arg(long, value_name = "ID", requires = "registry")]
     pub host_id: Option<String>,
 
+    /// A tag registered with the instance (repeatable); `rack` and `zone` give its
+    /// locality, which a client's `--rack`/`--zone` tiers prefer by.
+    #[arg(long, value_name = "KEY=VALUE", requires = "registry",
+          value_parser = options::key_value)]
+    pub tag: Vec<(String, String)>,
+
     /// The registration's lease, in seconds, kept alive while the server runs.
     #[arg(long, value_name = "SECS", default_value = "10", requires = "registry",
           value_parser = options::positive_seconds)]
@@ -86,7 +92,7 @@ impl Registration {
         let info = RegistryInfo {
             weight: self.weight.unwrap_or(default_weight),
             host: self.host_id.clone().or(RegistryInfo::default().host),
-            ..RegistryInfo::default()
+            tags: self.tag.iter().cloned().collect(),
         };
         let registry = EtcdRegistry::connect(etcd)
             .await

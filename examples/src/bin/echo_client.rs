@@ -87,6 +87,12 @@
 //! and `F` of the calls go to such local instances while one can take them, the rest
 //! to the others (by `--balance` on each side).
 //!
+//! With `--rack R` and/or `--zone Z` the balancer is wrapped in locality tiers
+//! (`volo_core::client::Tiered`): instances of this host first, then of rack `R` in
+//! zone `Z`, then of zone `Z`, then any, by the `rack` and `zone` tags they registered
+//! with (`echo-server --registry ... --tag rack=R --tag zone=Z`); a tier's calls
+//! spill to the next only for instances that cannot take them.
+//!
 //! With `--access-log N` one call in N, warm-up included, is logged on stderr (method,
 //! service, instance, status, duration, attempts, request and reply bytes: the
 //! client's access log, see `volo_core::client::trace`).
@@ -130,10 +136,11 @@ use volo_core::client::{
     ConsistentHash, Discover, Error, Instance, LoadBalance, LocalFirst, PowerOfTwoChoices,
     RoundRobin, StaticDiscover, WeightedRandom, WeightedRoundRobin,
 };
-use volo_core::client::{ConnectionPool, WireFormat};
+use volo_core::client::{ConnectionPool, Tiered, WireFormat};
 use volo_core::codec::Framing;
 use volo_core::config::{Observability, TransportConfig};
 use volo_core::context::Address;
+use volo_core::registry::Locality;
 use volo_core::service::{Service, layer_fn};
 
 /// Keys `--balance hash` spreads the calls over.
@@ -181,6 +188,16 @@ struct Cli {
         requires = "discover"
     )]
     service: String,
+
+    /// This client's rack: with --discover, instances are preferred by locality tier
+    /// (this host, this rack, this zone, any; their `rack` and `zone` tags), a tier
+    /// spilling to the next only for instances that cannot take a call.
+    #[arg(long, value_name = "RACK", requires = "discover")]
+    rack: Option<String>,
+
+    /// This client's zone (see --rack).
+    #[arg(long, value_name = "ZONE", requires = "discover")]
+    zone: Option<String>,
 
     /// Instances of this host are called over shared memory (or their Unix socket),
     /// and this share of the calls goes to them while one can take them (0 to 1).
@@ -265,6 +282,24 @@ struct Cli {
     /// Sends this persistent metainfo value with every call (repeatable).
     #[arg(long, value_name = "KEY=VALUE", value_parser = options::key_value)]
     persistent: Vec<(String, String)>,
+}
+
+/// `balance` in locality tiers seen from this host and `rack`/`zone`, when either
+/// is given.
+fn tiered(
+    balance: Box<dyn LoadBalance>,
+    rack: Option<&str>,
+    zone: Option<&str>,
+) -> Box<dyn LoadBalance> {
+    if rack.is_none() && zone.is_none() {
+        return balance;
+    }
+    let here = Locality {
+        host: volo_core::registry::host_id().map(Into::into),
+        rack: rack.map(Into::into),
+        zone: zone.map(Into::into),
+    };
+    Box::new(Tiered::new(balance, here))
 }
 
 /// `--balance`'s names.
@@ -443,7 +478,11 @@ fn run(cli: Cli) -> Result<Vec<String>, Usage> {
                 metainfo: Arc::clone(&stamp),
             }))
             .layer_inner(counts.layer())
-            .load_balance(cli.balance.make(cli.local_share));
+            .load_balance(tiered(
+                cli.balance.make(cli.local_share),
+                cli.rack.as_deref(),
+                cli.zone.as_deref(),
+            ));
         if !cli.no_idempotent {
             builder = builder.idempotent(["echo", "echo_or_fail"]);
         }

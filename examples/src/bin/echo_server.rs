@@ -11,8 +11,9 @@
 //! With `--registry etcd://HOST:PORT[,HOST:PORT...]` it registers in etcd, under
 //! `EchoService`, every address it listens on, its `--weight` (default 100) and its
 //! host identity (`/etc/machine-id`, or `--host-id`, which makes it look like an
-//! instance of another machine), with a lease of `--lease-ttl` seconds (default 10)
-//! kept alive while it runs; on a graceful shutdown it deregisters before it drains.
+//! instance of another machine) and its `--tag KEY=VALUE`s (`rack` and `zone` give
+//! its locality: `echo-client --rack --zone`), with a lease of `--lease-ttl` seconds
+//! (default 10) kept alive while it runs; on a graceful shutdown it deregisters before it drains.
 //! Clients that follow the registry (`echo-client --discover`) call it over shared
 //! memory or its Unix socket when they run on the same host, and over TCP otherwise.
 //! The flag needs the `etcd` feature (see the crate docs); without it, it is refused.
@@ -99,7 +100,7 @@ struct Cli {
     #[arg(long)]
     delay_on_usr1: bool,
 
-    // --registry, --weight, --host-id, --lease-ttl.
+    // --registry, --weight, --host-id, --tag, --lease-ttl.
     #[command(flatten)]
     registration: Registration,
 
