@@ -25,7 +25,8 @@
 //! At the bottom, the [`Transport`](super::Transport) keeps streaming connections per
 //! instance ([`ClientStreams::connections_per_instance`] of them, opened when first
 //! needed, taken in turn), apart from its pools of ping-pong connections; an instance
-//! that discovery drops gets no new streams, and its connections close once their
+//! that discovery drops gets no new streams (but for openings that had already
+//! found its connections when it was dropped), and its connections close once their
 //! last stream ends.
 //!
 //! [`StreamClient`] opens streams to one address without a stack: what the
@@ -184,8 +185,11 @@ pub(crate) struct StreamPool {
     on_break: Option<BreakHook>,
     /// Openings under way.
     openings: AtomicUsize,
-    /// Retired: no new openings; the last one under way lets the connections go.
+    /// Retired (its instance left discovery): the openings already headed here go
+    /// on, and the last of them to end lets the connections go.
     retired: AtomicBool,
+    /// Closed with the client: no new openings at all.
+    closed: AtomicBool,
 }
 
 /// An opening under way on a [`StreamPool`]; the last one to end after the pool was
@@ -235,6 +239,7 @@ impl StreamPool {
             on_break,
             openings: AtomicUsize::new(0),
             retired: AtomicBool::new(false),
+            closed: AtomicBool::new(false),
         }
     }
 
@@ -249,11 +254,10 @@ impl StreamPool {
         timeout: Option<Duration>,
     ) -> Result<Arc<StreamShared>, Error> {
         let Some(_opening) = self.begin_opening() else {
-            // Discovery dropped the instance since the balancer picked it (or the
-            // client was closed): nothing left, so another instance may take it.
+            // The client was closed: nothing left, so another instance may take it.
             let gone = io::Error::new(
                 io::ErrorKind::NotConnected,
-                "no new streams there: the instance left discovery or the client was closed",
+                "no new streams there: the client was closed",
             );
             return Err(Error::io(gone).with_sent(false));
         };
@@ -313,13 +317,19 @@ impl StreamPool {
             .sum()
     }
 
-    /// An opening, unless the pool is retired. (The count goes up before the mark is
-    /// read, and [`retire`](Self::retire) sets the mark before it reads the count: one
-    /// of the two sees the other.)
+    /// An opening, unless the pool is closed.
+    ///
+    /// A retired pool still takes it: only an opening that found the pool before its
+    /// instance left discovery can reach it (the transport forgets the pool when it
+    /// retires it), and the instance, which deregisters before it stops serving, is
+    /// still there for it. Refusing it would fail an attempt that raced the change.
+    /// (The count goes up before the mark is read, and [`retire`](Self::retire) sets
+    /// the mark before it reads the count: one of the two sees the other, so the
+    /// connections are let go after the last opening either way.)
     pub(crate) fn begin_opening(&self) -> Option<Opening<'_>> {
         self.openings.fetch_add(1, Ordering::SeqCst);
         let opening = Opening(self);
-        (!self.retired.load(Ordering::SeqCst)).then_some(opening)
+        (!self.closed.load(Ordering::SeqCst)).then_some(opening)
     }
 
     /// The connection kept in slot `i`, if any.
@@ -328,8 +338,8 @@ impl StreamPool {
         self.slots[i].try_lock().ok().and_then(|s| s.clone())
     }
 
-    /// No new streams: each connection closes once its last stream ends, and no
-    /// sooner than the openings under way end.
+    /// No new streams but those of the openings already headed here: each connection
+    /// closes once its last stream ends, and no sooner than those openings end.
     pub(crate) fn retire(&self) {
         self.retired.store(true, Ordering::SeqCst);
         if self.openings.load(Ordering::SeqCst) == 0 {
@@ -337,9 +347,16 @@ impl StreamPool {
         }
     }
 
+    /// No new openings at all (a pool made after the client's streams were closed).
+    pub(crate) fn shut(&self) {
+        self.closed.store(true, Ordering::SeqCst);
+        self.retire();
+    }
+
     /// No new streams; waits until each connection has closed once its last stream
     /// ended, and what was written on it (an rst, a trailer) has been sent.
     pub(crate) async fn close(&self) {
+        self.closed.store(true, Ordering::SeqCst);
         self.retired.store(true, Ordering::SeqCst);
         let mut closing = Vec::new();
         for slot in &self.slots {

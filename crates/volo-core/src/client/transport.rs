@@ -170,7 +170,7 @@ impl Transport {
             Some(pools) => {
                 pools.insert(addr.clone(), Arc::clone(&pool));
             }
-            None => pool.retire(),
+            None => pool.shut(),
         }
         pool
     }
@@ -200,8 +200,9 @@ impl Transport {
     /// idle connections) only for instances that are listed. Calls in progress on a
     /// removed instance finish on their connections, which close after them. An
     /// instance listed again gets a new pool on its next call. Streaming connections
-    /// to a removed instance take no new streams, and close once their last stream
-    /// ends. The task ends with the
+    /// to a removed instance take no new streams (but for openings that had found
+    /// them before the change), and close once their last stream ends. The task ends
+    /// with the
     /// stream, or at the first change after the transport is gone.
     pub(crate) fn follow(&self, mut changes: Changes) {
         let inner = Arc::downgrade(&self.inner);
