@@ -92,8 +92,17 @@ fn out_of_range(field: String, value: impl ToString, allowed: &'static str) -> G
 /// Decodes a category's value, which must be a JSON object (serde would also take a
 /// struct from an array).
 fn decode<T: DeserializeOwned>(category: &'static str, value: &str) -> Result<T, GovernanceError> {
+    let value: serde_json::Value =
+        serde_json::from_str(value).map_err(|source| GovernanceError::Json { category, source })?;
+    object(category, value)
+}
+
+/// `value`, which must be a JSON object, as a `T`.
+fn object<T: DeserializeOwned>(
+    category: &'static str,
+    value: serde_json::Value,
+) -> Result<T, GovernanceError> {
     let json = |source| GovernanceError::Json { category, source };
-    let value: serde_json::Value = serde_json::from_str(value).map_err(json)?;
     if !value.is_object() {
         return Err(json(serde::de::Error::custom("expected a JSON object")));
     }
@@ -125,9 +134,12 @@ where
     let Some(value) = value else {
         return Ok(MethodRules::new());
     };
-    let items: HashMap<String, I> = decode(category, value)?;
+    let items: HashMap<String, serde_json::Value> = decode(category, value)?;
     let mut rules = MethodRules::new();
     for (method, item) in items {
+        // Each method's item an object too (serde would take a struct of defaults
+        // from `[]`: a timeout of none).
+        let item: I = object(category, item)?;
         if method.is_empty() {
             return Err(out_of_range(
                 category.to_string(),

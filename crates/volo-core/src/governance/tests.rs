@@ -113,12 +113,17 @@ fn kitex_breaker_and_limit_parse() {
 /// Each of these is refused with the field it is about named.
 #[test]
 fn bad_values_are_refused_with_the_field_named() {
-    let cases: [(&str, Result<(), GovernanceError>, &str); 14] = [
+    let cases: [(&str, Result<(), GovernanceError>, &str); 15] = [
         ("json", kitex::timeouts(Some("{")).map(drop), "not a valid rpc_timeout"),
         (
             "shape",
             kitex::timeouts(Some(r#"{"*": 5}"#)).map(drop),
             "not a valid rpc_timeout",
+        ),
+        (
+            "an array for a method",
+            kitex::timeouts(Some(r#"{"*": []}"#)).map(drop),
+            "expected a JSON object",
         ),
         (
             "negative",
