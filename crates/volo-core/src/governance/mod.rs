@@ -306,23 +306,27 @@ impl ClientGovernance {
 
     /// Replaces the timeout rules.
     pub fn set_timeouts(&self, rules: MethodRules<TimeoutRule>) {
-        self.update(|r| r.timeouts = rules);
+        self.update(|r| r.timeouts = rules.clone());
     }
 
     /// Replaces the retry rules.
     pub fn set_retry(&self, rules: MethodRules<RetryRule>) {
-        self.update(|r| r.retry = rules);
+        self.update(|r| r.retry = rules.clone());
     }
 
     /// Replaces the breaker rules.
     pub fn set_breaker(&self, rules: MethodRules<BreakerRule>) {
-        self.update(|r| r.breaker = rules);
+        self.update(|r| r.breaker = rules.clone());
     }
 
-    fn update(&self, change: impl FnOnce(&mut ClientRules)) {
-        let mut rules = ClientRules::clone(&self.shared.rules.load());
-        change(&mut rules);
-        self.shared.rules.store(Arc::new(rules));
+    /// Changes one category, keeping the others: read, copy and swap again if
+    /// another category changed meanwhile (two setters at once lose neither change).
+    fn update(&self, change: impl Fn(&mut ClientRules)) {
+        self.shared.rules.rcu(|now| {
+            let mut rules = ClientRules::clone(now);
+            change(&mut rules);
+            rules
+        });
         self.shared.version.fetch_add(1, Ordering::AcqRel);
     }
 

@@ -235,3 +235,32 @@ fn a_refused_value_keeps_the_rules_in_force() {
     assert_eq!(server.limit(), None);
     assert_eq!(server.updates(), (2, 1));
 }
+
+/// Two categories set at once from two threads: each keeps its own last value (a
+/// setter copies the others as they are when it swaps, not as they were when it read).
+#[test]
+fn setters_of_two_categories_at_once_lose_neither() {
+    let gov = ClientGovernance::new("echo");
+    let timeouts = |ms: u32| {
+        MethodRules::new().any(TimeoutRule {
+            rpc: Some(ms * MS),
+            connect: None,
+        })
+    };
+    let retry = |n: u32| {
+        MethodRules::new().any(RetryRule::Failure {
+            max_retries: n % 6,
+            max_duration: None,
+            backoff: None,
+            chain_stop: true,
+        })
+    };
+    std::thread::scope(|s| {
+        s.spawn(|| (1..=2000).for_each(|i| gov.set_timeouts(timeouts(i))));
+        s.spawn(|| (1..=2000).for_each(|i| gov.set_retry(retry(i))));
+    });
+    let rules = gov.rules();
+    assert_eq!(rules.timeouts, timeouts(2000));
+    assert_eq!(rules.retry, retry(2000));
+    assert_eq!(gov.version(), 4000);
+}
