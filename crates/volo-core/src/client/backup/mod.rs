@@ -247,41 +247,54 @@ where
     type Error = Error;
 
     async fn call(&self, cx: &mut ClientContext, req: R) -> Result<S::Response, Error> {
-        let policy = &*self.policy;
-        if let Some(g) = &self.governance {
-            let rule = g.load().retry.get(req.method()).copied();
-            match rule {
-                None => {}
-                Some(RetryRule::Backup { delay, chain_stop }) => {
-                    self.budget.deposit();
-                    if req.is_oneway() || req.opens_stream() || (chain_stop && marked_upstream(cx))
-                    {
-                        return self.inner.call(cx, req).await;
-                    }
-                    return Box::pin(self.race(cx, req, Some(delay))).await;
-                }
-                Some(RetryRule::Off | RetryRule::Failure { .. }) => {
-                    return self.inner.call(cx, req).await;
-                }
+        let (delay, chain_stop) = match self.plan(req.method()) {
+            Plan::Off => return self.inner.call(cx, req).await,
+            Plan::Fed(None) => {
+                self.budget.deposit();
+                return self.inner.call(cx, req).await;
             }
-        }
-        // No method marked (backups off, as in the default stack): no call can ever
-        // take from the budget, so none adds to it, and no atomic is touched per call.
-        if policy.idempotent.is_empty() {
-            return self.inner.call(cx, req).await;
-        }
+            Plan::Fed(Some(race)) => race,
+        };
         self.budget.deposit();
-        if req.is_oneway()
-            || req.opens_stream()
-            || !policy.is_idempotent(req.method())
-            || (policy.chain_stop && marked_upstream(cx))
-        {
+        if req.is_oneway() || req.opens_stream() || (chain_stop && marked_upstream(cx)) {
             return self.inner.call(cx, req).await;
         }
         // Boxed: the race holds two attempts' futures, which inline would make this
         // layer's future (and every call's above it) three times an attempt's size,
         // backups on or off: 11.5 KB per call in flight over the transport, not 3.7.
-        Box::pin(self.race(cx, req, None)).await
+        Box::pin(self.race(cx, req, delay)).await
+    }
+}
+
+/// Whether a call of a method may get a backup ([`Backup::plan`]).
+enum Plan {
+    /// Backups are off for it, and the budget is not fed: with no method marked and
+    /// no governance rule (backups off, as in the default stack) no call can ever take
+    /// from the budget, so none adds to it, and no atomic is touched per call.
+    Off,
+    /// The call feeds the budget; `Some((delay, chain_stop))` when it may get a
+    /// backup (`delay`: a governance rule's fixed one, else the policy's).
+    Fed(Option<(Option<Duration>, bool)>),
+}
+
+impl<S, C> Backup<S, C> {
+    /// How a call of `method` is backed up: by the governance rule for it, if there
+    /// is one, else by the policy.
+    fn plan(&self, method: &str) -> Plan {
+        let rule = match &self.governance {
+            Some(g) => g.load().retry.get(method).copied(),
+            None => None,
+        };
+        let policy = &*self.policy;
+        match rule {
+            Some(RetryRule::Backup { delay, chain_stop }) => {
+                Plan::Fed(Some((Some(delay), chain_stop)))
+            }
+            Some(RetryRule::Off | RetryRule::Failure { .. }) => Plan::Off,
+            None if policy.idempotent.is_empty() => Plan::Off,
+            None if !policy.is_idempotent(method) => Plan::Fed(None),
+            None => Plan::Fed(Some((None, policy.chain_stop))),
+        }
     }
 }
 
