@@ -6,6 +6,7 @@
 mod derived;
 mod local;
 mod p2c;
+mod ring;
 mod round_robin;
 mod tiers;
 
@@ -20,12 +21,12 @@ pub use p2c::PowerOfTwoChoices;
 pub use round_robin::{RoundRobin, WeightedRoundRobin};
 pub use tiers::Tiered;
 
-use std::collections::BTreeMap;
 use std::collections::hash_map::DefaultHasher;
 use std::hash::{Hash, Hasher};
 use std::sync::Arc;
 
 use derived::{Dense, Derive, Derived, Follow, below};
+use ring::Ring;
 
 use crate::context::Address;
 use crate::random::{Xorshift, random_seed};
@@ -246,63 +247,14 @@ impl LoadBalance for WeightedRandom {
 /// weight) per instance; a call goes to the first point at or after its key's hash.
 /// Calls without a key are spread by weight.
 ///
-/// The ring is kept for the list given (see [`LoadBalance`]'s "Fleets"), ordered: a
-/// pick is one search in it, an instance that changes moves only its own points.
+/// The ring is kept for the list given (see [`LoadBalance`]'s "Fleets") in one flat
+/// table ordered by hash: a pick reads one or two cache lines of it, an instance that
+/// changes moves only its own points. A key is mixed by a fixed function (not the
+/// process's random hasher), so clients of one fleet send a key to one instance.
 #[derive(Debug, Default)]
 pub struct ConsistentHash {
     ring: Derived<Ring>,
     fallback: WeightedRandom,
-}
-
-/// The points of a list's instances, and the weight each was given points for.
-#[derive(Debug, Default)]
-struct Ring {
-    points: BTreeMap<u64, Arc<Instance>>,
-    weights: std::collections::HashMap<Address, u32, foldhash::fast::RandomState>,
-}
-
-/// Points on the ring per 100 of weight.
-const POINTS_PER_100: u64 = 100;
-
-impl Ring {
-    /// The points of the instance at `address` of weight `weight`.
-    fn points(address: &Address, weight: u32) -> impl Iterator<Item = u64> + '_ {
-        let n = (u64::from(weight) * POINTS_PER_100).div_ceil(100);
-        (0..n).map(move |v| hash_of((address, v)))
-    }
-
-    fn put(&mut self, i: &Arc<Instance>) {
-        self.remove(&i.address);
-        if i.weight == 0 {
-            return;
-        }
-        for p in Ring::points(&i.address, i.weight) {
-            // Two points on one hash (as good as never): the later takes the next
-            // free one, and is found there again when removed.
-            let mut at = p;
-            while self.points.contains_key(&at) {
-                at = at.wrapping_add(1);
-            }
-            self.points.insert(at, Arc::clone(i));
-        }
-        self.weights.insert(i.address.clone(), i.weight);
-    }
-
-    fn remove(&mut self, address: &Address) {
-        let Some(weight) = self.weights.remove(address) else {
-            return;
-        };
-        for p in Ring::points(address, weight) {
-            let mut at = p;
-            while let Some(i) = self.points.get(&at) {
-                if i.address == *address {
-                    self.points.remove(&at);
-                    break;
-                }
-                at = at.wrapping_add(1);
-            }
-        }
-    }
 }
 
 impl Derive for Ring {
@@ -324,6 +276,16 @@ impl Follow for Ring {
     }
 }
 
+/// A key spread over the ring: MurmurHash3's 64-bit finalizer, a bijection, fixed
+/// here so that every client maps a key alike (keys such as 1, 2, 3 land far apart).
+fn mix(mut k: u64) -> u64 {
+    k ^= k >> 33;
+    k = k.wrapping_mul(0xff51_afd7_ed55_8ccd);
+    k ^= k >> 33;
+    k = k.wrapping_mul(0xc4ce_b9fe_1a85_ec53);
+    k ^ (k >> 33)
+}
+
 pub(super) fn hash_of(v: impl Hash) -> u64 {
     let mut h = DefaultHasher::new();
     v.hash(&mut h);
@@ -335,15 +297,7 @@ impl LoadBalance for ConsistentHash {
         let Some(key) = key else {
             return self.fallback.pick(list, None);
         };
-        self.ring.with(list, |ring| {
-            let h = hash_of(key);
-            let (_, i) = ring
-                .points
-                .range(h..)
-                .next()
-                .or_else(|| ring.points.iter().next())?;
-            Some(i.address.clone())
-        })
+        self.ring.with(list, |ring| ring.owner(mix(key)).cloned())
     }
 }
 
