@@ -2,7 +2,8 @@
 //! 10,000 instances (`pick`), and a change of one instance's weight followed by the
 //! pick that brings the balancer to it (`apply_one_change`: the new version of
 //! discovery's list made by one step, and the balancer's state, such as a hash ring,
-//! brought up to it).
+//! brought up to it). `pick_hot_keys` picks by consistent hash with keys from a hot
+//! set of 4,096 rather than from all of 2^64.
 //!
 //! Run it with `cargo bench -p benches --bench balance`. Issue 44's targets: a pick at
 //! 10,000 at most 1.2x a pick at 10, and applying one change at 10,000 at most 2x
@@ -67,6 +68,27 @@ fn bench(c: &mut Criterion) {
                 })
             });
         }
+    }
+    group.finish();
+
+    // Consistent hash with keys from a hot set of 4,096 (the keys of a cache's
+    // busiest entries, say) rather than spread over all of 2^64: the points those
+    // keys reach stay in the caches whatever the ring's size.
+    let mut group = c.benchmark_group("pick_hot_keys");
+    let hot: Vec<u64> = (0..4096u64)
+        .map(|k| k.wrapping_mul(0x9e37_79b9_7f4a_7c15))
+        .collect();
+    for n in SIZES {
+        let list = fleet(n);
+        let lb = ConsistentHash::default();
+        lb.pick(&list, Some(1));
+        let mut at = 0usize;
+        group.bench_with_input(BenchmarkId::new("consistent_hash", n), &list, |b, list| {
+            b.iter(|| {
+                at = (at + 1) % hot.len();
+                black_box(lb.pick(black_box(list), Some(hot[at])))
+            })
+        });
     }
     group.finish();
 

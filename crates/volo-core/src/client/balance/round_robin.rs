@@ -118,6 +118,9 @@ struct Deadlines {
 struct Group {
     members: Dense,
     turn: usize,
+    /// Its period: [`SCALE`] over its weight times its size (kept, not divided out
+    /// on every pick).
+    period: u128,
     /// Its entry in the heap.
     entry: u64,
 }
@@ -137,6 +140,7 @@ impl Deadlines {
         self.weight_of.insert(instance.address.clone(), w);
         let group = self.groups.entry(w).or_default();
         group.members.put(instance);
+        group.period = SCALE / (u128::from(w) * group.members.len() as u128);
         if group.members.len() == 1 {
             group.entry = self.made;
             self.made += 1;
@@ -158,6 +162,8 @@ impl Deadlines {
             if group.members.is_empty() {
                 self.groups.remove(&w);
                 self.compact();
+            } else {
+                group.period = SCALE / (u128::from(w) * group.members.len() as u128);
             }
         }
     }
@@ -187,11 +193,14 @@ impl Deadlines {
                 PeekMut::pop(top);
                 continue;
             };
-            let n = group.members.len();
-            let member = group.members.get(group.turn % n);
-            group.turn = group.turn.wrapping_add(1);
+            // The turn goes on from where it was when members come or go.
+            if group.turn >= group.members.len() {
+                group.turn = 0;
+            }
+            let member = group.members.get(group.turn);
+            group.turn += 1;
             self.now = due.deadline;
-            due.deadline += SCALE / (u128::from(due.weight) * n as u128);
+            due.deadline += group.period;
             return Some(member.address.clone());
         }
     }
@@ -211,7 +220,7 @@ impl Derive for Mutex<Deadlines> {
             .groups
             .iter()
             .map(|(&weight, g)| Due {
-                deadline: SCALE / (u128::from(weight) * g.members.len() as u128) / 2,
+                deadline: g.period / 2,
                 entry: g.entry,
                 weight,
             })
