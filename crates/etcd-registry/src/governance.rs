@@ -24,7 +24,8 @@
 //! is parsed and checked; a good one is applied at once (the next call uses it) and
 //! logged at `info`; a bad one (not JSON of the category's shape, out of range, not
 //! UTF-8, over [`EtcdConfig::max_value_bytes`]) is refused with a `warn` line naming
-//! the key and what is wrong, and the last good value stays in force. A key deleted
+//! the key and what is wrong, counted as refused by the handle (its `updates` and
+//! `rpc_governance_updates_total`), and the last good value stays in force. A key deleted
 //! puts the category's defaults back (the builder's settings), as Kitex does. Keys
 //! of categories this crate does not build (`degradation`) are logged once and left.
 //!
@@ -182,32 +183,22 @@ impl Follower {
             return;
         }
         let key = format!("{}{name}", self.keys);
-        if value.len() > self.config.max_value_bytes {
-            tracing::warn!(
-                key,
-                bytes = value.len(),
-                max = self.config.max_value_bytes,
-                "etcd governance: value refused (too large); keeping the last good one"
-            );
-            return;
-        }
-        let Ok(text) = std::str::from_utf8(value) else {
-            tracing::warn!(
-                key,
-                "etcd governance: value refused (not UTF-8); keeping the last good one"
-            );
-            return;
-        };
-        match self.apply(name, Some(text)) {
+        match self.apply(name, Some(value)) {
             None => {}
             Some(Ok(())) => {
-                tracing::info!(key, value = text, "etcd governance: applied");
+                let text = String::from_utf8_lossy(value);
+                tracing::info!(key, value = %text, "etcd governance: applied");
                 self.applied.insert(name.to_string(), value.to_vec());
             }
             Some(Err(error)) => {
+                // The value in the line only when it is text of a length to show.
+                let text = match &error {
+                    GovernanceError::TooLarge { .. } | GovernanceError::NotText => None,
+                    _ => Some(String::from_utf8_lossy(value)),
+                };
                 tracing::warn!(
                     key,
-                    value = text,
+                    value = text.as_deref().unwrap_or("(not shown)"),
                     %error,
                     "etcd governance: value refused; keeping the last good one"
                 );
@@ -226,13 +217,14 @@ impl Follower {
     }
 
     /// Gives `value` to the handle; `None` for a key of a category not built here.
-    fn apply(&mut self, name: &str, value: Option<&str>) -> Option<Result<(), GovernanceError>> {
+    fn apply(&mut self, name: &str, value: Option<&[u8]>) -> Option<Result<(), GovernanceError>> {
+        let max = self.config.max_value_bytes;
         let result = match &self.target {
             Target::Client(g) => match ClientCategory::from_kitex_name(name) {
-                Some(category) => g.apply_kitex(category, value),
+                Some(category) => g.apply_kitex_bytes(category, value, max),
                 None => return self.ignore(name),
             },
-            Target::Server(g) if name == "limit" => g.apply_kitex(value),
+            Target::Server(g) if name == "limit" => g.apply_kitex_bytes(value, max),
             Target::Server(_) => return self.ignore(name),
         };
         Some(result)

@@ -128,12 +128,15 @@ async fn a_servers_limits_follow_their_key() {
                 .is_some_and(|l| l.connections == Some(100) && l.qps == Some(2000))
         })
         .await;
-        // Not an object, not UTF-8: both refused.
+        // Not an object, not UTF-8, over the largest value taken: all refused, and
+        // counted.
         put(&raw, "/KitexConfig/echo/limit", "[1]").await;
         put(&raw, "/KitexConfig/echo/limit", vec![0xff, 0xfe]).await;
+        let long = format!(r#"{{"qps_limit": 1, "pad": "{}"}}"#, "x".repeat(70_000));
+        put(&raw, "/KitexConfig/echo/limit", long).await;
         // A client's key of a caller named like the server is not the server's.
         put(&raw, "/KitexConfig/echo/other/limit", r#"{"qps_limit": 1}"#).await;
-        eventually(10, "the refusal", || gov.updates().1 == 1).await;
+        eventually(10, "the refusals", || gov.updates().1 == 3).await;
         assert_eq!(gov.limit().unwrap().qps, Some(2000), "the last good kept");
         raw.clone()
             .delete("/KitexConfig/echo/limit", None)

@@ -71,6 +71,18 @@ pub enum GovernanceError {
         /// What is allowed.
         allowed: &'static str,
     },
+    /// Bytes that are not UTF-8 text (a value is JSON text).
+    #[error("not UTF-8 text")]
+    NotText,
+    /// A value longer than its reader takes (etcd's watch:
+    /// `EtcdConfig::max_value_bytes`); not parsed.
+    #[error("{bytes} bytes, over the limit of {max}")]
+    TooLarge {
+        /// The value's length.
+        bytes: usize,
+        /// The longest taken.
+        max: usize,
+    },
     /// A setting this crate does not build.
     #[error("{field}: {what} is not supported")]
     Unsupported {
@@ -79,6 +91,17 @@ pub enum GovernanceError {
         /// What was asked for.
         what: String,
     },
+}
+
+/// `value` as text for the parsers: at most `max` bytes of UTF-8.
+pub fn text(value: &[u8], max: usize) -> Result<&str, GovernanceError> {
+    if value.len() > max {
+        return Err(GovernanceError::TooLarge {
+            bytes: value.len(),
+            max,
+        });
+    }
+    std::str::from_utf8(value).map_err(|_| GovernanceError::NotText)
 }
 
 fn out_of_range(field: String, value: impl ToString, allowed: &'static str) -> GovernanceError {

@@ -348,6 +348,24 @@ impl ClientGovernance {
         result
     }
 
+    /// [`apply_kitex`](Self::apply_kitex) of a value as read from a store: refused,
+    /// and counted as refused, when it is longer than `max_bytes` or not UTF-8.
+    pub fn apply_kitex_bytes(
+        &self,
+        category: ClientCategory,
+        value: Option<&[u8]>,
+        max_bytes: usize,
+    ) -> Result<(), GovernanceError> {
+        match value.map(|v| kitex::text(v, max_bytes)).transpose() {
+            Ok(text) => self.apply_kitex(category, text),
+            Err(error) => {
+                let refused = Err(error);
+                self.shared.counts[category as usize].count(&refused);
+                refused
+            }
+        }
+    }
+
     /// Values applied and refused so far in `category`.
     pub fn updates(&self, category: ClientCategory) -> (u64, u64) {
         self.shared.counts[category as usize].get()
@@ -425,6 +443,23 @@ impl ServerGovernance {
         let result = kitex::limit(value).map(|rule| self.set_limit(rule));
         self.shared.counts.count(&result);
         result
+    }
+
+    /// [`apply_kitex`](Self::apply_kitex) of a value as read from a store: refused,
+    /// and counted as refused, when it is longer than `max_bytes` or not UTF-8.
+    pub fn apply_kitex_bytes(
+        &self,
+        value: Option<&[u8]>,
+        max_bytes: usize,
+    ) -> Result<(), GovernanceError> {
+        match value.map(|v| kitex::text(v, max_bytes)).transpose() {
+            Ok(text) => self.apply_kitex(text),
+            Err(error) => {
+                let refused = Err(error);
+                self.shared.counts.count(&refused);
+                refused
+            }
+        }
     }
 
     /// Values applied and refused so far.

@@ -236,6 +236,32 @@ fn a_refused_value_keeps_the_rules_in_force() {
     assert_eq!(server.updates(), (2, 1));
 }
 
+#[test]
+fn bytes_too_long_or_not_text_are_refused_and_counted() {
+    let gov = ClientGovernance::new("echo");
+    let good = br#"{"*": {"rpc_timeout_ms": 300}}"#;
+    gov.apply_kitex_bytes(ClientCategory::Timeout, Some(good), 64)
+        .unwrap();
+    let e = gov
+        .apply_kitex_bytes(ClientCategory::Timeout, Some(&[b'{', 0xff]), 64)
+        .unwrap_err();
+    assert!(matches!(e, GovernanceError::NotText), "{e}");
+    let e = gov
+        .apply_kitex_bytes(ClientCategory::Timeout, Some(good), 10)
+        .unwrap_err();
+    assert!(
+        matches!(e, GovernanceError::TooLarge { bytes: 30, max: 10 }),
+        "{e}"
+    );
+    assert_eq!(gov.updates(ClientCategory::Timeout), (1, 2));
+    assert_eq!(gov.rules().timeouts.get("x").unwrap().rpc, Some(300 * MS));
+
+    let server = ServerGovernance::new("echo");
+    assert!(server.apply_kitex_bytes(Some(&[0xc0]), 64).is_err());
+    server.apply_kitex_bytes(None, 64).unwrap();
+    assert_eq!(server.updates(), (1, 1));
+}
+
 /// Two categories set at once from two threads: each keeps its own last value (a
 /// setter copies the others as they are when it swaps, not as they were when it read).
 #[test]
