@@ -3,7 +3,8 @@
 //! pick that brings the balancer to it (`apply_one_change`: the new version of
 //! discovery's list made by one step, and the balancer's state, such as a hash ring,
 //! brought up to it). `pick_hot_keys` picks by consistent hash with keys from a hot
-//! set of 4,096 rather than from all of 2^64.
+//! set of 4,096 rather than from all of 2^64; `pick_ten_weights` picks by weighted
+//! round robin among fleets of 10 distinct weights at every size.
 //!
 //! Run it with `cargo bench -p benches --bench balance`. Issue 44's targets: a pick at
 //! 10,000 at most 1.2x a pick at 10, and applying one change at 10,000 at most 2x
@@ -89,6 +90,24 @@ fn bench(c: &mut Criterion) {
                 black_box(lb.pick(black_box(list), Some(hot[at])))
             })
         });
+    }
+    group.finish();
+
+    // Weighted round robin's pick costs O(log g) in the number g of distinct weights,
+    // not in the number of instances: here every fleet has the 10 weights of the
+    // smallest one (50, 87, 124, 61, ...), cycled.
+    let mut group = c.benchmark_group("pick_ten_weights");
+    for n in SIZES {
+        let list: InstanceList = (0..n)
+            .map(|i| instance(i, 50 + (i % 10 * 37 % 100) as u32))
+            .collect();
+        let lb = WeightedRoundRobin::new();
+        lb.pick(&list, None);
+        group.bench_with_input(
+            BenchmarkId::new("weighted_round_robin", n),
+            &list,
+            |b, list| b.iter(|| black_box(lb.pick(black_box(list), None))),
+        );
     }
     group.finish();
 
