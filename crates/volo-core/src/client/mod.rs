@@ -41,8 +41,8 @@
 //! | failure retry | up to 2 retries; a call that may have run is retried only if its method is marked idempotent (failed connects always); exponential backoff from 10 ms to 1 s with full jitter; a budget of 10% extra calls; never past the deadline; a retried request is marked (`RPC_PERSIST_RetryReq`) and not retried again downstream | [`ClientBuilder::retry`], [`ClientBuilder::idempotent`], [`RetryPolicy`] |
 //! | backup requests | off; on: after the recent p99 of successful attempts (within 10 ms..1 s, 1 s until 100 are seen), idempotent methods only, one backup per call, to another instance, within a budget of 10% | [`ClientBuilder::backup`], [`BackupPolicy`] |
 //! | balancing | weighted random (also: round robin, smooth weighted round robin, power of two choices on calls in flight, consistent hash on [`ClientContext::hash_key`]) | [`ClientBuilder::load_balance`] |
-//! | instance breakers | on: an instance is skipped after 10 failures in a row, or 50% over 10 s with at least 10 calls; for 5 s, then 3 trial calls | [`ClientBuilder::instance_breaker`], [`BreakerConfig::instance`] |
-//! | what a breaker counts as a failure | connect, I/O, timeout, protocol errors and servers' over-limit refusals; application exceptions and IDL exceptions are answers | [`counts_as_failure`] |
+//! | instance breakers | on: an instance is skipped after 10 failures in a row, or 50% over 10 s with at least 10 calls; for 5 s, then 3 trial calls; with every instance's open, calls go to them anyway (by weight) | [`ClientBuilder::instance_breaker`], [`BreakerConfig::instance`] |
+//! | what a breaker counts as a failure | connect, I/O, timeout, protocol errors; servers' over-limit refusals in instance breakers only (the service breaker leaves them to the servers' limiters); application exceptions and IDL exceptions are answers | [`counts_as_failure`] |
 //! | frame, reply header limits | 16,384,000 bytes, 64 KiB | [`ClientConfig::wire`] |
 //!
 //! A call that finds all connections busy waits for one; mux connections (off by

@@ -1,9 +1,10 @@
 //! The balancer layer: picks the instance for each attempt of a call.
 
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, PoisonError};
 
 use super::{Discover, Instance, InstanceList, LoadBalance, hash_of};
-use crate::client::breaker::{CircuitOpen, InstanceBreakers, InstancePermit};
+use crate::client::breaker::{InstanceBreakers, InstancePermit};
 use crate::client::{ClientCall, ClientContext, Error};
 use crate::clock::{Clock, SystemClock};
 use crate::context::Address;
@@ -23,13 +24,20 @@ use crate::service::{Layer, Service};
 /// the instances left itself (a pass over the list: it happens when most instances
 /// are tried or open, which in a large fleet is rare).
 ///
-/// When every instance's breaker is open the attempt fails at once with
-/// [`ErrorKind::CircuitOpen`](crate::client::ErrorKind::CircuitOpen).
+/// When every instance's breaker is open the attempt goes to one of them anyway,
+/// picked by weight, without counting it in its breaker (a `warn` line when that
+/// starts): an instance breaker moves calls to other instances, and with none left it
+/// would stop them all, which turns a server's rate limit, whose refusals open it,
+/// into an outage. Envoy's panic threshold and Finagle's balancers do the same. What
+/// stops calls to a service that fails as a whole is the service breaker.
 pub struct Balance<S, C: Clock = SystemClock> {
     inner: S,
     discover: Arc<dyn Discover>,
     balance: Arc<dyn LoadBalance>,
     breakers: Option<InstanceBreakers<C>>,
+    /// Whether the last attempt went to an instance whose breaker is open, every
+    /// instance's being open (for the log lines when that starts and ends).
+    panicking: Arc<AtomicBool>,
 }
 
 impl<S: std::fmt::Debug, C: Clock> std::fmt::Debug for Balance<S, C> {
@@ -47,6 +55,7 @@ impl<S: Clone, C: Clock> Clone for Balance<S, C> {
             discover: Arc::clone(&self.discover),
             balance: Arc::clone(&self.balance),
             breakers: self.breakers.clone(),
+            panicking: Arc::clone(&self.panicking),
         }
     }
 }
@@ -77,6 +86,7 @@ impl<S, C: Clock> Balance<S, C> {
             discover,
             balance,
             breakers,
+            panicking: Arc::default(),
         }
     }
 
@@ -112,6 +122,7 @@ impl<S, C: Clock> Balance<S, C> {
                 return Ok((addr, None));
             };
             if let Some(permit) = breakers.allow(&addr) {
+                self.calm();
                 return Ok((addr, Some(permit.with_deadline(cx.rpc.deadline))));
             }
         }
@@ -128,49 +139,81 @@ impl<S, C: Clock> Balance<S, C> {
         cx: &ClientContext,
     ) -> Result<(Address, Option<InstancePermit<C>>), Error> {
         let breakers = self.breakers.as_ref();
-        let usable: Vec<&Arc<Instance>> = list
-            .in_order()
-            .into_iter()
-            .filter(|i| i.weight > 0 && breakers.is_none_or(|b| b.is_available(&i.address)))
+        let listed = || list.in_order().into_iter().filter(|i| i.weight > 0);
+        let usable = listed()
+            .filter(|i| breakers.is_none_or(|b| b.is_available(&i.address)))
             .collect();
-        let untried: Vec<&Arc<Instance>> = usable
-            .iter()
-            .filter(|i| !cx.avoid.contains(&i.address))
-            .copied()
-            .collect();
-        let mut left = if untried.is_empty() { usable } else { untried };
+        let mut left = untried_first(usable, cx);
         let rng = Xorshift::new(random_seed());
-        loop {
-            let total: u64 = left.iter().map(|i| u64::from(i.weight)).sum();
-            if total == 0 {
-                return Err(match (breakers, list.in_order().first()) {
-                    (Some(_), Some(i)) => {
-                        Error::circuit_open(CircuitOpen::Instance(i.address.clone()))
-                    }
-                    _ => Error::no_instance(),
-                });
-            }
-            let mut r = rng.next() % total;
-            let at = left
-                .iter()
-                .position(|i| {
-                    let here = r < u64::from(i.weight);
-                    r = r.saturating_sub(u64::from(i.weight));
-                    here
-                })
-                .unwrap_or(0);
+        while let Some(at) = by_weight(&left, &rng) {
             let addr = left[at].address.clone();
             let Some(breakers) = breakers else {
                 return Ok((addr, None));
             };
             match breakers.allow(&addr) {
-                Some(permit) => return Ok((addr, Some(permit.with_deadline(cx.rpc.deadline)))),
+                Some(permit) => {
+                    self.calm();
+                    return Ok((addr, Some(permit.with_deadline(cx.rpc.deadline))));
+                }
                 None => {
                     left.swap_remove(at);
                 }
             }
         }
+        if breakers.is_none() {
+            return Err(Error::no_instance());
+        }
+        // Every instance's breaker is open (or its trial slots taken): the attempt
+        // goes to one anyway, by weight (an untried one if any), without a permit.
+        let left = untried_first(listed().collect(), cx);
+        let at = by_weight(&left, &rng).ok_or_else(Error::no_instance)?;
+        if !self.panicking.swap(true, Ordering::Relaxed) {
+            tracing::warn!(
+                instances = list.len(),
+                "every instance's breaker is open: calls go to them anyway until one closes"
+            );
+        }
+        Ok((left[at].address.clone(), None))
     }
+}
+
+impl<S, C: Clock> Balance<S, C> {
+    /// An instance's breaker let an attempt through: no longer panicking.
+    fn calm(&self) {
+        if self.panicking.load(Ordering::Relaxed) && self.panicking.swap(false, Ordering::Relaxed) {
+            tracing::info!("an instance's breaker lets calls through again");
+        }
+    }
+}
+
+/// Those of `instances` this call has not tried, or all of them when it tried every
+/// one (another try at one is the least bad choice).
+fn untried_first<'a>(
+    instances: Vec<&'a Arc<Instance>>,
+    cx: &ClientContext,
+) -> Vec<&'a Arc<Instance>> {
+    if instances.iter().all(|i| cx.avoid.contains(&i.address)) {
+        return instances;
+    }
+    instances
+        .into_iter()
+        .filter(|i| !cx.avoid.contains(&i.address))
+        .collect()
+}
+
+/// The index of one of `instances` drawn in proportion to weight; `None` when their
+/// weights add up to 0.
+fn by_weight(instances: &[&Arc<Instance>], rng: &Xorshift) -> Option<usize> {
+    let total: u64 = instances.iter().map(|i| u64::from(i.weight)).sum();
+    if total == 0 {
+        return None;
+    }
+    let mut r = rng.next() % total;
+    instances.iter().position(|i| {
+        let here = r < u64::from(i.weight);
+        r = r.saturating_sub(u64::from(i.weight));
+        here
+    })
 }
 
 /// How many times the layer asks the balancer for another instance when the one
@@ -282,7 +325,7 @@ mod tests {
 
     use super::*;
     use crate::client::breaker::{BreakerConfig, BreakerState};
-    use crate::client::{ClientRequest, ClientResponse};
+    use crate::client::{ClientRequest, ClientResponse, ErrorKind};
     use crate::client::{RoundRobin, StaticDiscover};
     use crate::clock::ManualClock;
     use crate::service::service_fn;
@@ -366,7 +409,7 @@ mod tests {
     }
 
     #[test]
-    fn every_instance_open_fails_fast_and_tried_ones_are_avoided() {
+    fn with_every_instance_open_calls_still_go_out_and_tried_ones_are_avoided() {
         let clock = ManualClock::new();
         let breakers = InstanceBreakers::with_clock(BreakerConfig::instance(), clock.clone());
         let log = Arc::new(Mutex::new(Vec::new()));
@@ -374,14 +417,20 @@ mod tests {
             StaticDiscover::new([Instance::new(addr(1))]),
             RoundRobin::new(),
         )
-        .with_breakers(breakers)
+        .with_breakers(breakers.clone())
         .layer(half_dead(Arc::clone(&log)));
         for _ in 0..10 {
             assert!(now(only_dead.call(&mut ClientContext::new(), req())).is_err());
         }
+        assert_eq!(breakers.state(&addr(1)), BreakerState::Open);
+        // Its breaker open and no other instance: the call goes to it all the same
+        // (and fails as the instance fails, not as a breaker refuses).
         let e = now(only_dead.call(&mut ClientContext::new(), req())).unwrap_err();
-        assert!(e.is_circuit_open(), "{e}");
-        assert_eq!(log.lock().unwrap().len(), 10, "the open one was not called");
+        assert!(
+            !e.is_circuit_open() && e.kind() == ErrorKind::Connect,
+            "{e}"
+        );
+        assert_eq!(log.lock().unwrap().len(), 11, "the open one was called");
 
         // Without breakers: a call that tried instance 2 goes to 3, not 2 again.
         let log = Arc::new(Mutex::new(Vec::new()));
@@ -396,6 +445,41 @@ mod tests {
             now(plain.call(&mut cx, req())).unwrap();
         }
         assert!(log.lock().unwrap().iter().all(|a| *a == addr(3)));
+    }
+
+    /// A single instance behind a rate limit: it refuses two calls of three for load,
+    /// which opens its breaker; calls go on reaching it, and what the limit lets
+    /// through is answered, rather than nothing while the breaker is open.
+    #[test]
+    fn a_single_instance_refusing_for_load_keeps_answering_what_it_takes() {
+        let clock = ManualClock::new();
+        let breakers = InstanceBreakers::with_clock(BreakerConfig::instance(), clock.clone());
+        let n = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+        let limited = {
+            let n = Arc::clone(&n);
+            service_fn(move |_cx: &mut ClientContext, _req: ClientRequest| {
+                let k = n.fetch_add(1, Ordering::Relaxed);
+                async move {
+                    if k.is_multiple_of(3) {
+                        Ok(ClientResponse::none())
+                    } else {
+                        Err(Error::new(ErrorKind::Overloaded, "over the QPS limit"))
+                    }
+                }
+            })
+        };
+        let svc = BalanceLayer::new(
+            StaticDiscover::new([Instance::new(addr(1))]),
+            RoundRobin::new(),
+        )
+        .with_breakers(breakers.clone())
+        .layer(limited);
+        let answered = (0..300)
+            .filter(|_| now(svc.call(&mut ClientContext::new(), req())).is_ok())
+            .count();
+        assert_eq!(breakers.state(&addr(1)), BreakerState::Open);
+        assert_eq!(n.load(Ordering::Relaxed), 300, "every call reached it");
+        assert_eq!(answered, 100, "a third answered");
     }
 
     #[test]

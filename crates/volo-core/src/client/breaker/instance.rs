@@ -10,7 +10,7 @@ use std::time::Instant;
 use foldhash::fast::RandomState;
 
 use super::state::{Breaker, BreakerConfig, BreakerState, Change, Guarded, Outcome, Permit};
-use super::{cancelled, outcome};
+use super::{Level, cancelled, outcome};
 use crate::client::balance::{InstanceList, Step};
 use crate::client::error::Error;
 use crate::clock::{Clock, SystemClock};
@@ -349,7 +349,10 @@ impl<C: Clock> InstancePermit<C> {
     /// [`counts_as_failure`](super::counts_as_failure)), or an error that says nothing
     /// about it (only the trial slot, if any, is freed).
     pub fn record_result<T>(mut self, result: &Result<T, Error>) {
-        self.finish(outcome(result), self.entry.clock.now_coarse());
+        self.finish(
+            outcome(result, Level::Instance),
+            self.entry.clock.now_coarse(),
+        );
     }
 
     /// Counts `outcome` at `now` (a coarse reading is enough: it only picks the

@@ -115,8 +115,9 @@ use state::{Breaker, Guarded, Outcome, Permit};
 /// - **Failures**: the callee did not answer, or not usably: connecting failed
 ///   ([`Connect`](ErrorKind::Connect)), the connection failed
 ///   ([`Io`](ErrorKind::Io)), no answer in time ([`Timeout`](ErrorKind::Timeout)), the
-///   server refused the call for load ([`Overloaded`](ErrorKind::Overloaded)), the
-///   reply was not a valid reply ([`Protocol`](ErrorKind::Protocol)).
+///   reply was not a valid reply ([`Protocol`](ErrorKind::Protocol)); and, for an
+///   instance's breaker only, the server refused the call for load
+///   ([`Overloaded`](ErrorKind::Overloaded)).
 /// - **Answers**, counted as successes: an application exception
 ///   ([`Application`](ErrorKind::Application)) and, above this error type, a
 ///   declared IDL exception. The callee is up and said no; a breaker would not help.
@@ -124,24 +125,43 @@ use state::{Breaker, Guarded, Outcome, Permit};
 ///   something on this side: a breaker ([`CircuitOpen`](ErrorKind::CircuitOpen)), no
 ///   instance to call ([`NoInstance`](ErrorKind::NoInstance)), a request that could not
 ///   be encoded ([`Encode`](ErrorKind::Encode)), a layer that refused it
-///   ([`Rejected`](ErrorKind::Rejected)); and a server that is shutting down refused
-///   it unrun ([`Closing`](ErrorKind::Closing)): it is leaving, not failing.
+///   ([`Rejected`](ErrorKind::Rejected)); a server that is shutting down refused
+///   it unrun ([`Closing`](ErrorKind::Closing)): it is leaving, not failing; and, for
+///   the service's breaker, a refusal for load.
+///
+/// A refusal for load moves calls away from the instance that refused (its breaker
+/// opens, the balancer sends calls to others, a [`Tiered`](crate::client::Tiered)
+/// balancer spills to the next tier), but does not stop calls to the service: the
+/// servers' limiters already shed what is over their limits, and a service breaker
+/// that opened on their refusals would turn a rate limit into an outage (under a
+/// limit of 20 calls a second, none would get through while it is open). For the
+/// same reason the balancer still sends a call when every instance's breaker is open
+/// (see [`Balance`](crate::client::Balance)).
 ///
 /// A call cancelled before its outcome (its future dropped) is not counted either,
 /// unless its deadline had passed: then it is counted as a timeout (see
 /// [`ServiceBreaker`] and [`InstancePermit::with_deadline`]).
 pub fn counts_as_failure(error: &Error) -> bool {
-    classify(error) == Outcome::Failure
+    classify(error, Level::Instance) == Outcome::Failure
+}
+
+/// Which breaker a result is counted by.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Level {
+    Service,
+    Instance,
 }
 
 /// The three groups of [`counts_as_failure`]'s rule.
-fn classify(error: &Error) -> Outcome {
+fn classify(error: &Error, level: Level) -> Outcome {
     match error.kind() {
-        ErrorKind::Connect
-        | ErrorKind::Io
-        | ErrorKind::Timeout
-        | ErrorKind::Overloaded
-        | ErrorKind::Protocol => Outcome::Failure,
+        ErrorKind::Connect | ErrorKind::Io | ErrorKind::Timeout | ErrorKind::Protocol => {
+            Outcome::Failure
+        }
+        ErrorKind::Overloaded => match level {
+            Level::Instance => Outcome::Failure,
+            Level::Service => Outcome::Ignored,
+        },
         ErrorKind::Application => Outcome::Success,
         ErrorKind::CircuitOpen
         | ErrorKind::NoInstance
@@ -151,11 +171,11 @@ fn classify(error: &Error) -> Outcome {
     }
 }
 
-/// What a call's result tells a breaker.
-fn outcome<T>(result: &Result<T, Error>) -> Outcome {
+/// What a call's result tells a breaker of `level`.
+fn outcome<T>(result: &Result<T, Error>, level: Level) -> Outcome {
     match result {
         Ok(_) => Outcome::Success,
-        Err(e) => classify(e),
+        Err(e) => classify(e, level),
     }
 }
 
@@ -304,7 +324,7 @@ where
             deadline: cx.rpc.deadline,
         };
         let result = self.inner.call(cx, req).await;
-        call.finish(outcome(&result), self.clock.now_coarse());
+        call.finish(outcome(&result, Level::Service), self.clock.now_coarse());
         result
     }
 }

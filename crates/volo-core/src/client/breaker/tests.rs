@@ -250,7 +250,7 @@ fn a_failed_probe_reopens_the_breaker() {
     let rig = Rig::new();
     rig.half_open();
     rig.calls(1, Reply::Ok);
-    rig.calls(1, Reply::Fail(ErrorKind::Overloaded));
+    rig.calls(1, Reply::Fail(ErrorKind::Timeout));
     assert_eq!(rig.svc.state(), BreakerState::Open);
     assert_fails_fast(rig.call());
     rig.clock.advance(OPEN_FOR - MS);
@@ -346,6 +346,25 @@ fn answers_count_as_successes_and_local_errors_not_at_all() {
     assert_eq!(rig.svc.state(), BreakerState::Closed);
     rig.calls(1, Reply::Fail(ErrorKind::Io));
     assert_eq!(rig.svc.state(), BreakerState::Open);
+}
+
+#[test]
+fn refusals_for_load_do_not_open_the_service_breaker() {
+    // A server's limiter refusing most calls: the service breaker stays closed, so
+    // what the limit lets through still gets through.
+    let rig = Rig::new();
+    rig.calls(500, Reply::Fail(ErrorKind::Overloaded));
+    assert_eq!(rig.svc.state(), BreakerState::Closed);
+    assert_eq!(rig.inner.calls(), 500, "every call went out");
+    // Nor are they samples: 20 real failures among them still open it.
+    rig.calls(20, Reply::Fail(ErrorKind::Io));
+    assert_eq!(rig.svc.state(), BreakerState::Open);
+    // And a trial refused for load neither closes nor reopens it.
+    rig.clock.advance(OPEN_FOR);
+    rig.calls(1, Reply::Fail(ErrorKind::Overloaded));
+    assert_eq!(rig.svc.state(), BreakerState::HalfOpen);
+    rig.calls(3, Reply::Ok);
+    assert_eq!(rig.svc.state(), BreakerState::Closed);
 }
 
 #[test]
