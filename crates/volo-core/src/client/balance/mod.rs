@@ -278,7 +278,7 @@ impl Follow for Ring {
 
 /// A key spread over the ring: MurmurHash3's 64-bit finalizer, a bijection, fixed
 /// here so that every client maps a key alike (keys such as 1, 2, 3 land far apart).
-fn mix(mut k: u64) -> u64 {
+pub(super) fn mix(mut k: u64) -> u64 {
     k ^= k >> 33;
     k = k.wrapping_mul(0xff51_afd7_ed55_8ccd);
     k ^= k >> 33;

@@ -75,10 +75,20 @@ impl Default for Ring {
     }
 }
 
-/// The hashes of the points of the instance at `address` of weight `weight`.
-fn points_of(address: &Address, weight: u32) -> impl Iterator<Item = u64> + '_ {
+/// The hashes of the points of the instance at `address` of weight `weight`: from its
+/// address as text (`10.0.0.1:9000`, `unix:/run/echo.sock`) by a function fixed here,
+/// not by the standard library's hasher (which may change between Rust releases), so
+/// that clients built apart put an instance's points at the same places.
+fn points_of(address: &Address, weight: u32) -> impl Iterator<Item = u64> {
     let n = (u64::from(weight) * POINTS_PER_100).div_ceil(100);
-    (0..n).map(move |v| super::hash_of((address, v)))
+    // FNV-1a over the text, then each point's number mixed in.
+    let base = address
+        .to_string()
+        .bytes()
+        .fold(0xcbf2_9ce4_8422_2325_u64, |h, b| {
+            (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3)
+        });
+    (0..n).map(move |v| super::mix(base.wrapping_add(super::mix(v))))
 }
 
 /// The home slot of `hash` in a table of `homes` home slots.
@@ -312,6 +322,26 @@ mod tests {
         }
         assert!(ring.homes <= (ring.points * 4).max(MIN_HOMES), "shrunk");
         assert_eq!(ring.index.len(), ring.members.iter().flatten().count());
+    }
+
+    /// Computed apart from this code (FNV-1a of `10.0.0.1:9000`, MurmurHash3's
+    /// finalizer of it plus the finalizer of 0, 1 and 2).
+    const POINTS_OF_10_0_0_1: [u64; 3] = [
+        0x4ee5_b727_da2a_a88c,
+        0xb022_3d9d_8c30_c63d,
+        0xea65_b9a7_b7f8_d206,
+    ];
+
+    /// The points are a fixed function of the address: these values are what every
+    /// build gives, whatever its Rust release (a change here moves keys between
+    /// instances in fleets of mixed clients).
+    #[test]
+    fn points_are_fixed_by_the_address_text() {
+        let a = Address::Tcp(([10, 0, 0, 1], 9000).into());
+        let got: Vec<u64> = points_of(&a, 3).collect();
+        assert_eq!(got, POINTS_OF_10_0_0_1);
+        assert_eq!(points_of(&a, 100).count(), 100);
+        assert_eq!(points_of(&a, 150).count(), 150);
     }
 
     #[test]
