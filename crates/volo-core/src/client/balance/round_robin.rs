@@ -181,8 +181,7 @@ impl Deadlines {
     fn pick(&mut self) -> Option<Address> {
         loop {
             // The earliest entry, moved on in place: one sift down rather than a pop
-            // and a push (a pick at 100 weights cost 1.5 times one at 10 with those,
-            // 1.3 times with this).
+            // and a push (52 -> 48 ns a pick at 100 weights, 35 -> 37 ns at 10).
             let mut top = self.heap.peek_mut()?;
             let due = &mut top.0;
             let Some(group) = self
