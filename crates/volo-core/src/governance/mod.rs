@@ -230,12 +230,14 @@ struct Counts {
 }
 
 impl Counts {
-    fn count<T>(&self, result: &Result<T, GovernanceError>) {
+    /// `result`, counted as applied or refused.
+    fn counted<T>(&self, result: Result<T, GovernanceError>) -> Result<T, GovernanceError> {
         let counter = match result {
             Ok(_) => &self.applied,
             Err(_) => &self.refused,
         };
         counter.fetch_add(1, Ordering::Relaxed);
+        result
     }
 
     fn get(&self) -> (u64, u64) {
@@ -344,8 +346,7 @@ impl ClientGovernance {
             ClientCategory::Retry => kitex::retry(value).map(|r| self.set_retry(r)),
             ClientCategory::Breaker => kitex::breaker(value).map(|r| self.set_breaker(r)),
         };
-        self.shared.counts[category as usize].count(&result);
-        result
+        self.shared.counts[category as usize].counted(result)
     }
 
     /// [`apply_kitex`](Self::apply_kitex) of a value as read from a store: refused,
@@ -358,11 +359,7 @@ impl ClientGovernance {
     ) -> Result<(), GovernanceError> {
         match value.map(|v| kitex::text(v, max_bytes)).transpose() {
             Ok(text) => self.apply_kitex(category, text),
-            Err(error) => {
-                let refused = Err(error);
-                self.shared.counts[category as usize].count(&refused);
-                refused
-            }
+            Err(error) => self.shared.counts[category as usize].counted(Err(error)),
         }
     }
 
@@ -440,9 +437,9 @@ impl ServerGovernance {
     /// `limit` category, [`kitex::limit`]); `None` (the key was removed) puts the
     /// server's own limits back. A bad value is refused and changes nothing.
     pub fn apply_kitex(&self, value: Option<&str>) -> Result<(), GovernanceError> {
-        let result = kitex::limit(value).map(|rule| self.set_limit(rule));
-        self.shared.counts.count(&result);
-        result
+        self.shared
+            .counts
+            .counted(kitex::limit(value).map(|rule| self.set_limit(rule)))
     }
 
     /// [`apply_kitex`](Self::apply_kitex) of a value as read from a store: refused,
@@ -454,11 +451,7 @@ impl ServerGovernance {
     ) -> Result<(), GovernanceError> {
         match value.map(|v| kitex::text(v, max_bytes)).transpose() {
             Ok(text) => self.apply_kitex(text),
-            Err(error) => {
-                let refused = Err(error);
-                self.shared.counts.count(&refused);
-                refused
-            }
+            Err(error) => self.shared.counts.counted(Err(error)),
         }
     }
 
