@@ -75,12 +75,17 @@ impl Default for Ring {
     }
 }
 
+/// How many points an instance of weight `weight` has.
+fn points_for(weight: u32) -> u64 {
+    (u64::from(weight) * POINTS_PER_100).div_ceil(100)
+}
+
 /// The hashes of the points of the instance at `address` of weight `weight`: from its
 /// address as text (`10.0.0.1:9000`, `unix:/run/echo.sock`) by a function fixed here,
 /// not by the standard library's hasher (which may change between Rust releases), so
 /// that clients built apart put an instance's points at the same places.
 fn points_of(address: &Address, weight: u32) -> impl Iterator<Item = u64> {
-    let n = (u64::from(weight) * POINTS_PER_100).div_ceil(100);
+    let n = points_for(weight);
     // FNV-1a over the text, then each point's number mixed in.
     let base = address
         .to_string()
@@ -133,8 +138,7 @@ impl Ring {
             }
         };
         self.index.insert(instance.address.clone(), at);
-        let n = (u64::from(instance.weight) * POINTS_PER_100).div_ceil(100) as usize;
-        self.fit(self.points + n);
+        self.fit(self.points + points_for(instance.weight) as usize);
         for hash in points_of(&instance.address, instance.weight) {
             self.insert(Slot { hash, member: at });
         }
