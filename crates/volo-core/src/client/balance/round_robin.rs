@@ -159,11 +159,16 @@ impl Deadlines {
         }
     }
 
+    /// Inner node `n` set again from its two children.
+    fn settle(&mut self, n: usize) {
+        self.tree[n] = self.earlier(self.tree[2 * n], self.tree[2 * n + 1]);
+    }
+
     /// Brings the tree up to a new key at `leaf`: its path to the root, compared again.
     fn fix(&mut self, leaf: u32) {
         let mut n = (self.cap() + leaf as usize) / 2;
         while n >= 1 {
-            self.tree[n] = self.earlier(self.tree[2 * n], self.tree[2 * n + 1]);
+            self.settle(n);
             n /= 2;
         }
     }
@@ -195,7 +200,7 @@ impl Deadlines {
             self.tree[cap + l] = l as u32;
         }
         for n in (1..cap).rev() {
-            self.tree[n] = self.earlier(self.tree[2 * n], self.tree[2 * n + 1]);
+            self.settle(n);
         }
     }
 
